@@ -1,0 +1,112 @@
+#include "core/cpu/cpu_device.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "core/check.h"
+#include "core/clock.h"
+
+namespace scalescope {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+class CpuStream final : public Stream {
+ public:
+  explicit CpuStream(CpuDevice& device) : device_(device) {}
+  Device& device() const override { return device_; }
+  void synchronize() override {}  // work ran inline: nothing is pending
+
+ private:
+  CpuDevice& device_;
+};
+
+class CpuEvent final : public Event {
+ public:
+  void record(Stream& stream) override {
+    SS_CHECK(stream.device().id().kind == DeviceKind::kCpu, "CPU event recorded on a {} stream",
+             to_string(stream.device().id()));
+    time_ns_ = now_ns();
+    recorded_ = true;
+  }
+  void wait_on(Stream&) const override {}  // in-order inline execution: already satisfied
+  void synchronize() const override {}
+  double elapsed_ms_since(const Event& start) const override {
+    const auto* other = dynamic_cast<const CpuEvent*>(&start);
+    SS_CHECK(other != nullptr, "elapsed time between events of different backends");
+    SS_CHECK(recorded_ && other->recorded_, "elapsed time of an event never recorded");
+    return static_cast<double>(time_ns_ - other->time_ns_) * 1e-6;
+  }
+
+ private:
+  int64_t time_ns_ = 0;
+  bool recorded_ = false;
+};
+
+int hardware_threads() {
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+class CpuBackend final : public Backend {
+ public:
+  DeviceKind kind() const override { return DeviceKind::kCpu; }
+  const char* name() const override { return "cpu"; }
+  int device_count() const override { return hardware_threads(); }
+  std::string unavailable_reason() const override { return ""; }
+  std::unique_ptr<Device> open(int index, const BackendOptions& options) override {
+    SS_CHECK(options.cpu_threads >= 0, "CPU thread count {} is negative", options.cpu_threads);
+    SS_CHECK(options.cpu_devices >= 1, "CPU device count {} must be at least 1",
+             options.cpu_devices);
+    const int threads = options.cpu_threads > 0
+                            ? options.cpu_threads
+                            : std::max(1, hardware_threads() / options.cpu_devices);
+    return std::make_unique<CpuDevice>(index, threads);
+  }
+};
+
+}  // namespace
+
+CpuDevice::CpuDevice(int index, int threads)
+    : index_(index), threads_(threads), default_stream_(std::make_unique<CpuStream>(*this)) {}
+
+CpuDevice::~CpuDevice() = default;
+
+std::string CpuDevice::name() const {
+  return fmt::format("CPU device {} ({} thread{})", index_, threads_, threads_ == 1 ? "" : "s");
+}
+
+void CpuDevice::make_current() { omp_set_num_threads(threads_); }
+
+void* CpuDevice::allocate(size_t bytes) {
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* ptr = std::aligned_alloc(kAlignment, std::max(rounded, kAlignment));
+  SS_CHECK(ptr != nullptr, "out of host memory allocating {} bytes on {}", bytes,
+           to_string(id()));
+  return ptr;
+}
+
+void CpuDevice::deallocate(void* ptr, size_t) noexcept { std::free(ptr); }
+
+std::unique_ptr<Stream> CpuDevice::create_stream() { return std::make_unique<CpuStream>(*this); }
+std::unique_ptr<Event> CpuDevice::create_event() { return std::make_unique<CpuEvent>(); }
+
+void CpuDevice::copy_to_device(void* dst, const void* host_src, size_t bytes, Stream&) {
+  if (bytes > 0) std::memcpy(dst, host_src, bytes);
+}
+void CpuDevice::copy_to_host(void* host_dst, const void* src, size_t bytes, Stream&) {
+  if (bytes > 0) std::memcpy(host_dst, src, bytes);
+}
+void CpuDevice::copy_on_device(void* dst, const void* src, size_t bytes, Stream&) {
+  if (bytes > 0) std::memmove(dst, src, bytes);
+}
+void CpuDevice::fill_zero(void* dst, size_t bytes, Stream&) {
+  if (bytes > 0) std::memset(dst, 0, bytes);
+}
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace scalescope

@@ -1,0 +1,42 @@
+// The CPU backend: a logical device per replica. Work enqueued on a CPU stream runs inline
+// on the calling thread, so an event recorded after it reads the steady clock at the moment
+// the work finished.
+#pragma once
+
+#include <memory>
+
+#include "core/backend.h"
+#include "core/device.h"
+
+namespace scalescope {
+
+class CpuDevice final : public Device {
+ public:
+  CpuDevice(int index, int threads);
+  ~CpuDevice() override;
+
+  DeviceId id() const override { return DeviceId{DeviceKind::kCpu, index_}; }
+  std::string name() const override;
+  void make_current() override;
+  // Threads this device's kernels use.
+  int threads() const { return threads_; }
+
+  void* allocate(size_t bytes) override;
+  void deallocate(void* ptr, size_t bytes) noexcept override;
+  std::unique_ptr<Stream> create_stream() override;
+  std::unique_ptr<Event> create_event() override;
+  Stream& default_stream() override { return *default_stream_; }
+  void copy_to_device(void* dst, const void* host_src, size_t bytes, Stream& stream) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes, Stream& stream) override;
+  void copy_on_device(void* dst, const void* src, size_t bytes, Stream& stream) override;
+  void fill_zero(void* dst, size_t bytes, Stream& stream) override;
+
+ private:
+  int index_;
+  int threads_;
+  std::unique_ptr<Stream> default_stream_;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace scalescope

@@ -1,0 +1,98 @@
+// Devices, streams and events: the execution abstraction every backend implements.
+//
+// Work is enqueued on a Stream and runs in stream order; an Event records a point on a
+// stream, later streams can wait for it, and the time between two events is measured where
+// the work ran. The CPU implementation runs enqueued work inline on the calling thread, so
+// its events read a steady clock when recorded; the CUDA implementation maps one to one on
+// cudaStream_t / cudaEvent_t. Callers never need to know which one they hold.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace scalescope {
+
+enum class DeviceKind { kCpu, kCuda };
+
+const char* to_string(DeviceKind kind);
+
+struct DeviceId {
+  DeviceKind kind = DeviceKind::kCpu;
+  int index = 0;
+  friend bool operator==(const DeviceId&, const DeviceId&) = default;
+};
+
+std::string to_string(const DeviceId& id);  // "cpu:0", "cuda:1"
+
+class Device;
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  virtual Device& device() const = 0;
+  // Blocks the host until everything enqueued so far has finished.
+  virtual void synchronize() = 0;
+
+ protected:
+  Stream() = default;
+};
+
+class Event {
+ public:
+  virtual ~Event() = default;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  // Records the point after all work enqueued on `stream` so far.
+  // REQUIRES: `stream` belongs to the device that created this event.
+  virtual void record(Stream& stream) = 0;
+  // Makes all work enqueued on `stream` later wait for this event; does not block the host.
+  virtual void wait_on(Stream& stream) const = 0;
+  // Blocks the host until the recorded point has been reached.
+  virtual void synchronize() const = 0;
+  // Milliseconds from `start` to this event. REQUIRES: both recorded (and, on CUDA, reached:
+  // the caller synchronizes once per step, never per phase) on the same device.
+  virtual double elapsed_ms_since(const Event& start) const = 0;
+
+ protected:
+  Event() = default;
+};
+
+// One device. A replica owns its Device; everything it creates belongs to that device.
+class Device {
+ public:
+  virtual ~Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  virtual DeviceId id() const = 0;
+  virtual std::string name() const = 0;
+  // Makes this device current for the calling thread (cudaSetDevice; the CPU device sets
+  // the calling thread's OpenMP thread count). Called at the start of every replica thread.
+  virtual void make_current() = 0;
+
+  // Memory. allocate returns 64-byte aligned memory or throws Error naming the size.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* ptr, size_t bytes) noexcept = 0;
+
+  virtual std::unique_ptr<Stream> create_stream() = 0;
+  virtual std::unique_ptr<Event> create_event() = 0;
+  // The stream that work goes to when nobody names one.
+  virtual Stream& default_stream() = 0;
+
+  // Copies enqueued on `stream`. Host pointers are ordinary (or pinned) host memory.
+  virtual void copy_to_device(void* dst, const void* host_src, size_t bytes, Stream& stream) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes, Stream& stream) = 0;
+  virtual void copy_on_device(void* dst, const void* src, size_t bytes, Stream& stream) = 0;
+  virtual void fill_zero(void* dst, size_t bytes, Stream& stream) = 0;
+
+ protected:
+  Device() = default;
+};
+
+}  // namespace scalescope

@@ -1,0 +1,50 @@
+#include "core/fs.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/check.h"
+
+namespace scalescope {
+
+void write_file_atomic(const std::string& path, std::string_view data) {
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  SS_CHECK(fd >= 0, "cannot write '{}': {}", path, std::strerror(errno));
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw_error(fmt::format("cannot write '{}': {}", path, std::strerror(err)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  const int sync_err = errno;
+  ::close(fd);
+  if (!synced || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = synced ? errno : sync_err;
+    ::unlink(tmp.c_str());
+    throw_error(fmt::format("cannot write '{}': {}", path, std::strerror(err)));
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  SS_CHECK(in.good(), "cannot read '{}': {}", path, std::strerror(errno));
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  SS_CHECK(!in.bad(), "cannot read '{}': read error", path);
+  return std::move(contents).str();
+}
+
+}  // namespace scalescope

@@ -1,0 +1,2 @@
+// PLACEHOLDER until checkpoints land.
+#include "models/checkpoint.h"

@@ -1,0 +1,46 @@
+// Checkpoints in the safetensors format, named and laid out as PyTorch's nn.Sequential
+// state_dict of the same model ("0.weight", "0.bias"; conv weights OIHW, dense [out, in]),
+// so a checkpoint loads into the equivalent PyTorch model and back. The optimizer state goes
+// to a second file beside it. Writes are atomic.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/shape.h"
+#include "models/model.h"
+#include "models/optimizer.h"
+
+namespace scalescope {
+
+struct NamedTensor {
+  std::string name;
+  Shape shape;
+  std::vector<float> data;
+};
+
+// A safetensors file: F32 tensors and string metadata ("__metadata__").
+struct SafetensorsFile {
+  std::vector<NamedTensor> tensors;  // in file order
+  std::map<std::string, std::string> metadata;
+};
+
+// Throws Error naming the path and the problem (unreadable, truncated, bad header, a dtype
+// other than F32, overlapping or out-of-range offsets...).
+SafetensorsFile read_safetensors(const std::string& path);
+void write_safetensors(const std::string& path, const SafetensorsFile& file);
+
+// "<path without .safetensors>.optim.safetensors"
+std::string optimizer_state_path(const std::string& weights_path);
+
+// Writes the model's weights to `path` and, with an optimizer, its state and step count to
+// optimizer_state_path(path).
+void save_checkpoint(const std::string& path, const Model& model,
+                     const Optimizer* optimizer = nullptr);
+// Loads weights (and, with an optimizer, its state when the state file exists). Throws Error
+// naming the file and the tensor when names, shapes or sizes do not match the model.
+void load_checkpoint(const std::string& path, Model& model, Optimizer* optimizer = nullptr);
+
+}  // namespace scalescope

@@ -1,0 +1,40 @@
+// The CPU kernels: oneDNN primitives for convolution, pooling, inner product and
+// activations; plain loops (OpenMP across the device's threads) for the rest.
+#pragma once
+
+#include <memory>
+
+#include "core/cpu/cpu_device.h"
+#include "models/kernels.h"
+
+namespace scalescope {
+
+// cpu_layers.cpp
+std::unique_ptr<LayerKernel> make_cpu_layer(const LayerSpec& spec, const LayerBinding& binding,
+                                            CpuDevice& device);
+// cpu_losses.cpp
+std::unique_ptr<LossKernel> make_cpu_loss(LossKind kind, const Shape& output, CpuDevice& device);
+// cpu_optimizers.cpp
+std::unique_ptr<OptimizerKernel> make_cpu_optimizer(const OptimizerConfig& config, int64_t n,
+                                                    CpuDevice& device);
+
+class CpuKernelBackend final : public KernelBackend {
+ public:
+  std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec, const LayerBinding& binding,
+                                          Device& device) override {
+    return make_cpu_layer(spec, binding, cpu(device));
+  }
+  std::unique_ptr<LossKernel> make_loss(LossKind kind, const Shape& output,
+                                        Device& device) override {
+    return make_cpu_loss(kind, output, cpu(device));
+  }
+  std::unique_ptr<OptimizerKernel> make_optimizer(const OptimizerConfig& config, int64_t n,
+                                                  Device& device) override {
+    return make_cpu_optimizer(config, n, cpu(device));
+  }
+
+ private:
+  static CpuDevice& cpu(Device& device);
+};
+
+}  // namespace scalescope

@@ -1,0 +1,105 @@
+// The kernel interface each backend implements (models/cpu: oneDNN; models/cuda: cuDNN,
+// cuBLAS and our kernels), found at run time through kernel_backend(kind).
+//
+// A kernel is built for one shape (batch included) on one device and then only runs: all
+// planning (primitive descriptors, algorithm choice, workspace) happens at construction, so
+// a training step allocates nothing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/tensor.h"
+#include "models/layer_spec.h"
+
+namespace scalescope {
+
+// What a layer instance is bound to. Shapes include the batch dimension; images are NHWC.
+struct LayerBinding {
+  Shape in;
+  Shape out;
+  // Device memory inside the model's flat buffers, in param_specs() order (weight, bias),
+  // in PyTorch's layout (conv OIHW, dense [out, in]).
+  std::vector<TensorView> params;
+  std::vector<TensorView> grads;
+};
+
+class LayerKernel {
+ public:
+  virtual ~LayerKernel() = default;
+  // out = layer(in). `in` and `out` hold in.numel() and out.numel() floats.
+  // REQUIRES: the device current; runs on `stream` and does not synchronize the host.
+  virtual void forward(const float* in, float* out, Stream& stream) = 0;
+  // Given dout (gradient of the loss with respect to out), overwrites the parameter
+  // gradients of the binding and, unless `din` is null, writes the gradient with respect to
+  // `in`. `in` and `out` are the values of the last forward.
+  virtual void backward(const float* in, const float* out, const float* dout, float* din,
+                        Stream& stream) = 0;
+};
+
+class LossKernel {
+ public:
+  virtual ~LossKernel() = default;
+  // loss[0] = sum over the batch of the per-sample loss, times `scale`; dout = its gradient
+  // with respect to the model output (so scale = 1/batch gives the batch mean). `loss` and
+  // `dout` are device memory; nothing is read back to the host.
+  virtual void forward_backward(const float* output, const float* labels, float scale,
+                                float* loss, float* dout, Stream& stream) = 0;
+  // Loss only (evaluation): loss[0] = scale × the sum.
+  virtual void forward(const float* output, const float* labels, float scale, float* loss,
+                       Stream& stream) = 0;
+  // correct[0] = number of samples whose prediction matches the label.
+  virtual void count_correct(const float* output, const float* labels, float* correct,
+                             Stream& stream) = 0;
+};
+
+enum class OptimizerKind { kSgd, kAdam };
+const char* to_string(OptimizerKind kind);
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::kAdam;
+  float lr = 1e-3f;
+  float weight_decay = 0.0f;  // L2 added to the gradient (PyTorch semantics)
+  // SGD: v = momentum·v + g; w -= lr·v (PyTorch semantics; no dampening).
+  float momentum = 0.0f;
+  // Adam (Kingma & Ba, Algorithm 1, as PyTorch): Keras's default values.
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1e-7f;
+};
+
+// Names of the optimizer's per-parameter state tensors ("momentum"; "exp_avg",
+// "exp_avg_sq"), each as large as the parameters.
+std::vector<std::string> optimizer_state_names(OptimizerKind kind);
+
+class OptimizerKernel {
+ public:
+  virtual ~OptimizerKernel() = default;
+  // One fused update over all n parameters: params -= f(grads, state). `step` counts from 1
+  // (Adam's bias correction).
+  virtual void update(float* params, const float* grads, float lr, int64_t step,
+                      Stream& stream) = 0;
+  // The state tensors, in optimizer_state_names() order, each of n floats on the device.
+  virtual std::vector<TensorView> state() = 0;
+};
+
+class KernelBackend {
+ public:
+  virtual ~KernelBackend() = default;
+  virtual std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec,
+                                                  const LayerBinding& binding, Device& device) = 0;
+  // `output` includes the batch dimension.
+  virtual std::unique_ptr<LossKernel> make_loss(LossKind kind, const Shape& output,
+                                                Device& device) = 0;
+  // State zero-initialised.
+  virtual std::unique_ptr<OptimizerKernel> make_optimizer(const OptimizerConfig& config,
+                                                          int64_t n, Device& device) = 0;
+};
+
+// The kernels for devices of `kind`; throws Error when this build has none.
+KernelBackend& kernel_backend(DeviceKind kind);
+
+}  // namespace scalescope

@@ -1,0 +1,81 @@
+// Backend-independent description of layers and losses: what a model is, not how a backend
+// runs it. Shape inference, parameter shapes and FLOP counts live here so that `models`,
+// checkpoints and the sweep can reason about a model without opening a device.
+//
+// Shapes exclude the batch dimension here. Images are H×W×C (channels last, see shape.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/shape.h"
+
+namespace scalescope {
+
+enum class Padding { kSame, kValid };  // Keras semantics: "same" pads so out = ceil(in/stride)
+enum class Activation { kRelu, kTanh, kSigmoid };
+
+struct Conv2DSpec {
+  int64_t filters = 0;
+  int64_t kernel = 3;  // square kernels
+  int64_t stride = 1;
+  Padding padding = Padding::kSame;
+};
+struct MaxPool2DSpec {
+  int64_t pool = 2;
+  int64_t stride = 2;  // Keras default: the pool size
+};
+struct DenseSpec {
+  int64_t units = 0;
+};
+struct ActivationSpec {
+  Activation kind = Activation::kRelu;
+};
+struct FlattenSpec {};
+struct GlobalAvgPoolSpec {};
+
+using LayerSpec =
+    std::variant<Conv2DSpec, MaxPool2DSpec, DenseSpec, ActivationSpec, FlattenSpec, GlobalAvgPoolSpec>;
+
+enum class LossKind {
+  kSoftmaxCrossEntropy,      // logits [N, K], labels [N] holding class indices
+  kSoftmaxCrossEntropyOneHot,  // logits [N, K], labels [N, K] one-hot (or soft) targets
+  kBinaryCrossEntropy,       // probabilities [N, 1] from a sigmoid, labels [N, 1] in {0, 1}
+};
+
+const char* to_string(LossKind kind);
+// The label shape (without batch) a loss takes for a model output of `output` shape.
+Shape label_shape(LossKind kind, const Shape& output);
+
+// A learnable tensor of a layer, in PyTorch's layout: conv weights OIHW, dense [out, in].
+struct ParamSpec {
+  std::string suffix;  // "weight" or "bias"
+  Shape shape;
+  int64_t fan_in = 0;  // for Glorot initialisation; 0 for biases (initialised to zero)
+  int64_t fan_out = 0;
+};
+
+// Human-readable name: "Conv2D(32, 3x3, same)".
+std::string describe(const LayerSpec& layer);
+// The PyTorch module name of the layer ("Conv2d", "ReLU", ...), used in summaries.
+std::string torch_module(const LayerSpec& layer);
+// Output shape of `layer` for a sample of shape `in`; throws Error naming the layer and the
+// shape it cannot take (a 2-D layer on a vector, a kernel larger than the image...).
+Shape output_shape(const LayerSpec& layer, const Shape& in);
+std::vector<ParamSpec> param_specs(const LayerSpec& layer, const Shape& in);
+// Forward FLOPs per sample. A multiply-add counts two; element-wise ops and pooling count one
+// per element visited.
+int64_t forward_flops(const LayerSpec& layer, const Shape& in);
+
+// For "same" padding: the padding before and after along one axis (TensorFlow puts the odd
+// pixel after).
+struct Pads {
+  int64_t before = 0;
+  int64_t after = 0;
+};
+Pads same_padding(int64_t in, int64_t kernel, int64_t stride);
+int64_t conv_output_size(int64_t in, int64_t kernel, int64_t stride, Padding padding);
+
+}  // namespace scalescope

@@ -1,0 +1,88 @@
+// A model instantiated on one device: flat parameter and gradient buffers, the kernels of
+// each layer and the activations of a batch.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "core/device.h"
+#include "core/tensor.h"
+#include "models/kernels.h"
+#include "models/zoo.h"
+
+namespace scalescope {
+
+class Model {
+ public:
+  // Builds `def` for samples of shape `input` on `device`, and initialises the weights from
+  // `seed` (Glorot-uniform weights, zero biases), identically on every backend.
+  // Throws Error when a layer cannot take the shape it gets.
+  Model(ModelDef def, Shape input, Device& device, uint64_t seed);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelDef& def() const { return def_; }
+  const Shape& input_shape() const { return shapes_.front(); }
+  const Shape& output_shape() const { return shapes_.back(); }
+  Device& device() const { return device_; }
+
+  // Parameters in checkpoint order (layer by layer, weight before bias).
+  const std::vector<ParamInfo>& params() const { return params_; }
+  int64_t param_count() const { return weights_.numel(); }
+  // The flat buffers. Their layout is reverse layer order (the last layer's parameters
+  // first), so that gradients become ready front to back during backward and a bucket of
+  // consecutive layers is one contiguous range.
+  const Tensor& weights() const { return weights_; }
+  const Tensor& grads() const { return grads_; }
+  int64_t param_offset(size_t i) const { return offsets_.at(i); }
+  TensorView param(size_t i) const;
+  TensorView grad(size_t i) const;
+  // [begin, end) of layer `layer`'s gradients inside grads(); empty for layers without any.
+  std::pair<int64_t, int64_t> layer_grad_range(int layer) const;
+
+  // Host copies of the weights, in params() order (tests, checkpoints).
+  std::vector<std::vector<float>> weights_to_host() const;
+  void weights_from_host(const std::vector<std::vector<float>>& values);
+
+  // forward: computes the output of a batch. `input` is device memory holding batch ×
+  // input_shape() floats and must stay valid until backward() returns.
+  // REQUIRES: the device current. Runs on `stream`; does not synchronize the host. The first
+  // call for a batch size plans its kernels and allocates its activations; later ones
+  // allocate nothing.
+  void forward(const float* input, int64_t batch, Stream& stream);
+  // Output of the last forward: batch × output_shape() floats on the device.
+  const float* output() const;
+  // The loss of the last forward. loss[0] = `scale` × the sum of per-sample losses, and the
+  // gradient of that with respect to the output is kept for backward().
+  // `labels` holds batch × label_shape() floats; `loss` is one float of device memory.
+  void loss_forward_backward(const float* labels, float scale, float* loss, Stream& stream);
+  void loss_forward(const float* labels, float scale, float* loss, Stream& stream);
+  void count_correct(const float* labels, float* correct, Stream& stream);
+  // Backward through every layer, last to first, writing grads(). `on_layer_done(layer)` is
+  // called after each layer's backward has been enqueued (the trainer starts all-reducing a
+  // bucket from there).
+  void backward(Stream& stream, const std::function<void(int layer)>& on_layer_done = {});
+
+  // Activation memory planned for `batch`, in bytes (for reports).
+  int64_t activation_bytes(int64_t batch) const;
+
+ private:
+  struct Plan;
+  Plan& plan_for(int64_t batch);
+
+  ModelDef def_;
+  Device& device_;
+  std::vector<Shape> shapes_;  // per sample: input, then each layer's output
+  std::vector<ParamInfo> params_;
+  std::vector<int64_t> offsets_;
+  Tensor weights_;
+  Tensor grads_;
+  std::map<int64_t, std::unique_ptr<Plan>> plans_;
+  Plan* current_ = nullptr;
+  const float* input_ = nullptr;
+};
+
+}  // namespace scalescope

@@ -1,0 +1,215 @@
+#include "models/zoo.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <functional>
+
+#include "core/check.h"
+
+namespace scalescope {
+namespace {
+
+using Params = std::map<std::string, std::string>;
+
+Conv2DSpec conv(int64_t filters, Padding padding = Padding::kSame) {
+  return Conv2DSpec{filters, 3, 1, padding};
+}
+ActivationSpec relu() { return ActivationSpec{Activation::kRelu}; }
+
+double parse_positive(const std::string& model, const std::string& key, const std::string& text) {
+  double value = 0.0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  SS_CHECK(ec == std::errc() && end == text.data() + text.size() && std::isfinite(value) &&
+               value > 0.0,
+           "model '{}': {}={} is not a positive number", model, key, text);
+  return value;
+}
+
+// A width scaled by `factor`; at least one unit, and an error when that is not meaningful.
+int64_t scaled(const std::string& model, const std::string& key, double factor, int64_t base) {
+  const double w = std::round(static_cast<double>(base) * factor);
+  SS_CHECK(w >= 1.0, "model '{}': {}={} makes a layer of {} units narrower than one", model, key,
+           factor, base);
+  SS_CHECK(w <= 1e6, "model '{}': {}={} makes a layer of {} units wider than 1,000,000", model,
+           key, factor, base);
+  return static_cast<int64_t>(w);
+}
+
+void reject_keys(const std::string& model, const Params& params,
+                 std::initializer_list<const char*> accepted) {
+  for (const auto& [key, value] : params) {
+    bool ok = false;
+    for (const char* a : accepted) ok = ok || key == a;
+    if (ok) continue;
+    std::string list;
+    for (const char* a : accepted) list += fmt::format("{}{}", list.empty() ? "" : ", ", a);
+    SS_CHECK(false, "model '{}' has no parameter '{}' ({})", model, key,
+             list.empty() ? std::string("it takes none") : "accepted: " + list);
+  }
+}
+
+double factor(const std::string& model, const Params& params, const char* key) {
+  const auto it = params.find(key);
+  return it == params.end() ? 1.0 : parse_positive(model, key, it->second);
+}
+
+std::string format_factor(double f) { return fmt::format("{:g}", f); }
+
+ModelDef cifar_cnn(const std::string& name, double width) {
+  const auto w = [&](int64_t base) { return scaled(name, "width", width, base); };
+  return ModelDef{name,
+                  {conv(w(32)), relu(), MaxPool2DSpec{}, conv(w(64)), relu(), MaxPool2DSpec{},
+                   FlattenSpec{}, DenseSpec{w(64)}, relu(), DenseSpec{10}},
+                  LossKind::kSoftmaxCrossEntropy,
+                  Shape{32, 32, 3}};
+}
+
+ModelDef mlp(const std::string& name, double scale) {
+  const auto w = [&](int64_t base) { return scaled(name, "scale", scale, base); };
+  return ModelDef{name,
+                  {DenseSpec{w(4000)}, ActivationSpec{Activation::kTanh}, DenseSpec{w(2000)},
+                   relu(), DenseSpec{w(500)}, relu(), DenseSpec{w(300)}, relu(), DenseSpec{1},
+                   ActivationSpec{Activation::kSigmoid}},
+                  LossKind::kBinaryCrossEntropy,
+                  Shape{8000}};
+}
+
+struct Builder {
+  ZooEntry entry;
+  std::function<ModelDef(const Params&)> build;
+};
+
+const std::vector<Builder>& builders() {
+  static const std::vector<Builder> list = {
+      {{"cifar-cnn", "Conv32-Pool-Conv64-Pool-Dense64-Dense10 on 32x32x3, softmax CE",
+        "cifar-cnn"},
+       [](const Params& p) {
+         reject_keys("cifar-cnn", p, {});
+         return cifar_cnn("cifar-cnn", 1.0);
+       }},
+      {{"mlp-41m", "Dense 4000 tanh-2000-500-300-1 sigmoid on 8000 features, binary CE",
+        "mlp-41m"},
+       [](const Params& p) {
+         reject_keys("mlp-41m", p, {});
+         return mlp("mlp-41m", 1.0);
+       }},
+      {{"dense-100", "Dense 64 ReLU - Dense 10 on 100 features, one-hot softmax CE", "dense-100"},
+       [](const Params& p) {
+         reject_keys("dense-100", p, {});
+         return ModelDef{"dense-100",
+                         {DenseSpec{64}, relu(), DenseSpec{10}},
+                         LossKind::kSoftmaxCrossEntropyOneHot,
+                         Shape{100}};
+       }},
+      {{"gap-cnn", "Conv32 valid - GlobalAveragePool - Dense10 on 224x224x3, softmax CE",
+        "gap-cnn"},
+       [](const Params& p) {
+         reject_keys("gap-cnn", p, {});
+         return ModelDef{"gap-cnn",
+                         {conv(32, Padding::kValid), relu(), GlobalAvgPoolSpec{}, DenseSpec{10}},
+                         LossKind::kSoftmaxCrossEntropy,
+                         Shape{224, 224, 3}};
+       }},
+      {{"cnn", "cifar-cnn with every width multiplied by K (size family)", "cnn:width=2"},
+       [](const Params& p) {
+         reject_keys("cnn", p, {"width"});
+         const double k = factor("cnn", p, "width");
+         return cifar_cnn("cnn:width=" + format_factor(k), k);
+       }},
+      {{"mlp", "mlp-41m with every hidden width multiplied by K (size family)", "mlp:scale=0.5"},
+       [](const Params& p) {
+         reject_keys("mlp", p, {"scale"});
+         const double k = factor("mlp", p, "scale");
+         return mlp("mlp:scale=" + format_factor(k), k);
+       }},
+  };
+  return list;
+}
+
+std::string known_models() {
+  std::string names;
+  for (const Builder& b : builders()) names += fmt::format("{}{}", names.empty() ? "" : ", ", b.entry.name);
+  return names;
+}
+
+}  // namespace
+
+ModelSpec parse_model_spec(std::string_view text) {
+  SS_CHECK(!text.empty(), "empty model name (known models: {})", known_models());
+  ModelSpec spec;
+  const size_t colon = text.find(':');
+  spec.name = std::string(text.substr(0, colon));
+  SS_CHECK(!spec.name.empty(), "model spec '{}' has no name (known models: {})", text,
+           known_models());
+  if (colon == std::string_view::npos) return spec;
+  std::string_view rest = text.substr(colon + 1);
+  SS_CHECK(!rest.empty(), "model spec '{}': nothing after ':' (expected key=value)", text);
+  while (true) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    const size_t eq = item.find('=');
+    SS_CHECK(eq != std::string_view::npos && eq > 0 && eq + 1 < item.size(),
+             "model spec '{}': '{}' is not of the form key=value", text, item);
+    const std::string key(item.substr(0, eq));
+    SS_CHECK(spec.params.emplace(key, std::string(item.substr(eq + 1))).second,
+             "model spec '{}': key '{}' given twice", text, key);
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  return spec;
+}
+
+ModelDef make_model(const ModelSpec& spec) {
+  for (const Builder& b : builders()) {
+    if (b.entry.name == spec.name) return b.build(spec.params);
+  }
+  throw_error(fmt::format("unknown model '{}' (known models: {})", spec.name, known_models()));
+}
+
+ModelDef make_model(std::string_view text) { return make_model(parse_model_spec(text)); }
+
+const std::vector<ZooEntry>& zoo() {
+  static const std::vector<ZooEntry> entries = [] {
+    std::vector<ZooEntry> v;
+    for (const Builder& b : builders()) v.push_back(b.entry);
+    return v;
+  }();
+  return entries;
+}
+
+std::vector<Shape> layer_shapes(const ModelDef& def, const Shape& input) {
+  std::vector<Shape> shapes{input};
+  for (const LayerSpec& layer : def.layers) shapes.push_back(output_shape(layer, shapes.back()));
+  return shapes;
+}
+
+std::vector<ParamInfo> param_infos(const ModelDef& def, const Shape& input) {
+  const std::vector<Shape> shapes = layer_shapes(def, input);
+  std::vector<ParamInfo> infos;
+  int torch_index = 0;  // PyTorch's nn.Sequential index of the layer
+  for (size_t i = 0; i < def.layers.size(); ++i) {
+    for (ParamSpec& p : param_specs(def.layers[i], shapes[i])) {
+      infos.push_back(ParamInfo{fmt::format("{}.{}", torch_index, p.suffix), static_cast<int>(i),
+                                std::move(p)});
+    }
+    // GlobalAveragePool is two modules in PyTorch: AdaptiveAvgPool2d(1) and Flatten.
+    torch_index += std::holds_alternative<GlobalAvgPoolSpec>(def.layers[i]) ? 2 : 1;
+  }
+  return infos;
+}
+
+ModelSummary summarize(const ModelDef& def, const Shape& input) {
+  const std::vector<Shape> shapes = layer_shapes(def, input);
+  ModelSummary s;
+  s.input = input;
+  s.output = shapes.back();
+  for (const ParamInfo& p : param_infos(def, input)) s.params += p.spec.shape.numel();
+  for (size_t i = 0; i < def.layers.size(); ++i) {
+    s.forward_flops += forward_flops(def.layers[i], shapes[i]);
+  }
+  return s;
+}
+
+}  // namespace scalescope
