@@ -20,7 +20,9 @@ std::vector<std::unique_ptr<Backend>> make_backends() {
 
 }  // namespace
 
-const char* to_string(DeviceKind kind) { return kind == DeviceKind::kCpu ? "cpu" : "cuda"; }
+const char* to_string(DeviceKind kind) {
+  return kind == DeviceKind::kCpu ? "cpu" : "cuda";
+}
 
 std::string to_string(const DeviceId& id) {
   return fmt::format("{}:{}", to_string(id.kind), id.index);
@@ -41,9 +43,10 @@ Backend& backend(DeviceKind kind) {
   for (Backend* b : backends()) {
     if (b->kind() == kind) return *b;
   }
-  throw_error(fmt::format("this scalescope was built without the {} backend (rebuild with "
-                          "-DSCALESCOPE_WITH_CUDA=ON on a machine with the CUDA toolkit)",
-                          to_string(kind)));
+  throw_error(
+      fmt::format("this scalescope was built without the {} backend (rebuild with "
+                  "-DSCALESCOPE_WITH_CUDA=ON on a machine with the CUDA toolkit)",
+                  to_string(kind)));
 }
 
 }  // namespace scalescope

@@ -12,8 +12,7 @@
 namespace scalescope {
 namespace {
 
-constexpr const char* kAccepted =
-    "accepted: cpu, cpu:N, cuda, cuda:I[,J...] or a device count N";
+constexpr const char* kAccepted = "accepted: cpu, cpu:N, cuda, cuda:I[,J...] or a device count N";
 // More CPU replicas than this is certainly a typo: each is a thread with its own model.
 constexpr int kMaxCpuDevices = 1024;
 
@@ -82,8 +81,8 @@ DeviceSpec parse_device_spec(std::string_view text) {
     }
     return spec;
   }
-  SS_CHECK(colon == std::string_view::npos,
-           "bad device list '{}': unknown backend '{}' ({})", text, head, kAccepted);
+  SS_CHECK(colon == std::string_view::npos, "bad device list '{}': unknown backend '{}' ({})", text,
+           head, kAccepted);
   const int count = parse_int(text, text);
   SS_CHECK(count >= 1, "bad device list '{}': the device count must be at least 1", text);
   for (Backend* b : backends()) {
@@ -99,8 +98,8 @@ void check_devices_available(const DeviceSpec& spec) {
   Backend& b = backend(spec.kind);
   const int available = b.device_count();
   for (int i : spec.indices) {
-    SS_CHECK(i < available, "device {}:{} does not exist: {} {} device(s) available{}",
-             b.name(), i, available, b.name(),
+    SS_CHECK(i < available, "device {}:{} does not exist: {} {} device(s) available{}", b.name(), i,
+             available, b.name(),
              available == 0 ? fmt::format(" ({})", b.unavailable_reason()) : std::string());
   }
 }

@@ -33,8 +33,12 @@ Error::Error(std::string library, std::string expression, std::string message,
       line_(static_cast<int>(where.line())),
       rank_(t_rank) {}
 
-void set_thread_rank(int rank) { t_rank = rank; }
-int thread_rank() { return t_rank; }
+void set_thread_rank(int rank) {
+  t_rank = rank;
+}
+int thread_rank() {
+  return t_rank;
+}
 
 void throw_error(std::string message, std::source_location where) {
   throw Error("", "", std::move(message), where);

@@ -31,14 +31,19 @@ constexpr const char* kNames[] = {"debug", "info", "warn", "error", "off"};
 
 }  // namespace
 
-LogLevel log_level() { return level_ref().load(std::memory_order_relaxed); }
-void set_log_level(LogLevel level) { level_ref().store(level, std::memory_order_relaxed); }
+LogLevel log_level() {
+  return level_ref().load(std::memory_order_relaxed);
+}
+void set_log_level(LogLevel level) {
+  level_ref().store(level, std::memory_order_relaxed);
+}
 
 void log_line(LogLevel level, std::string_view text) {
   static std::mutex mutex;
   const int rank = thread_rank();
-  const std::string prefix = rank >= 0 ? fmt::format("[scalescope {} rank {}] ", kNames[static_cast<int>(level)], rank)
-                                       : fmt::format("[scalescope {}] ", kNames[static_cast<int>(level)]);
+  const std::string prefix =
+      rank >= 0 ? fmt::format("[scalescope {} rank {}] ", kNames[static_cast<int>(level)], rank)
+                : fmt::format("[scalescope {}] ", kNames[static_cast<int>(level)]);
   std::lock_guard lock(mutex);
   fmt::print(stderr, "{}{}\n", prefix, text);
   std::fflush(stderr);

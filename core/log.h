@@ -16,10 +16,10 @@ void log_line(LogLevel level, std::string_view text);
 
 }  // namespace scalescope
 
-#define SS_DETAIL_LOG_AT(level, ...)                                      \
-  do {                                                                    \
-    if (::scalescope::log_level() <= (level))                            \
-      ::scalescope::log_line((level), ::fmt::format(__VA_ARGS__));        \
+#define SS_DETAIL_LOG_AT(level, ...)                               \
+  do {                                                             \
+    if (::scalescope::log_level() <= (level))                      \
+      ::scalescope::log_line((level), ::fmt::format(__VA_ARGS__)); \
   } while (0)
 #define SS_LOG_DEBUG(...) SS_DETAIL_LOG_AT(::scalescope::LogLevel::kDebug, __VA_ARGS__)
 #define SS_LOG_INFO(...) SS_DETAIL_LOG_AT(::scalescope::LogLevel::kInfo, __VA_ARGS__)

@@ -26,6 +26,8 @@ Shape Shape::without_batch() const {
   return Shape(std::vector<int64_t>(dims_.begin() + 1, dims_.end()));
 }
 
-std::string Shape::to_string() const { return fmt::format("[{}]", fmt::join(dims_, ", ")); }
+std::string Shape::to_string() const {
+  return fmt::format("[{}]", fmt::join(dims_, ", "));
+}
 
 }  // namespace scalescope

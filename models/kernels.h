@@ -46,8 +46,8 @@ class LossKernel {
   // loss[0] = sum over the batch of the per-sample loss, times `scale`; dout = its gradient
   // with respect to the model output (so scale = 1/batch gives the batch mean). `loss` and
   // `dout` are device memory; nothing is read back to the host.
-  virtual void forward_backward(const float* output, const float* labels, float scale,
-                                float* loss, float* dout, Stream& stream) = 0;
+  virtual void forward_backward(const float* output, const float* labels, float scale, float* loss,
+                                float* dout, Stream& stream) = 0;
   // Loss only (evaluation): loss[0] = scale × the sum.
   virtual void forward(const float* output, const float* labels, float scale, float* loss,
                        Stream& stream) = 0;
@@ -95,8 +95,8 @@ class KernelBackend {
   virtual std::unique_ptr<LossKernel> make_loss(LossKind kind, const Shape& output,
                                                 Device& device) = 0;
   // State zero-initialised.
-  virtual std::unique_ptr<OptimizerKernel> make_optimizer(const OptimizerConfig& config,
-                                                          int64_t n, Device& device) = 0;
+  virtual std::unique_ptr<OptimizerKernel> make_optimizer(const OptimizerConfig& config, int64_t n,
+                                                          Device& device) = 0;
 };
 
 // The kernels for devices of `kind`; throws Error when this build has none.

@@ -14,9 +14,12 @@ struct Overloaded : Ts... {
 
 const char* activation_name(Activation a) {
   switch (a) {
-    case Activation::kRelu: return "ReLU";
-    case Activation::kTanh: return "Tanh";
-    case Activation::kSigmoid: return "Sigmoid";
+    case Activation::kRelu:
+      return "ReLU";
+    case Activation::kTanh:
+      return "Tanh";
+    case Activation::kSigmoid:
+      return "Sigmoid";
   }
   return "?";
 }
@@ -31,18 +34,24 @@ void require_image(const LayerSpec& layer, const Shape& in) {
 
 const char* to_string(LossKind kind) {
   switch (kind) {
-    case LossKind::kSoftmaxCrossEntropy: return "softmax_cross_entropy";
-    case LossKind::kSoftmaxCrossEntropyOneHot: return "softmax_cross_entropy_one_hot";
-    case LossKind::kBinaryCrossEntropy: return "binary_cross_entropy";
+    case LossKind::kSoftmaxCrossEntropy:
+      return "softmax_cross_entropy";
+    case LossKind::kSoftmaxCrossEntropyOneHot:
+      return "softmax_cross_entropy_one_hot";
+    case LossKind::kBinaryCrossEntropy:
+      return "binary_cross_entropy";
   }
   return "?";
 }
 
 Shape label_shape(LossKind kind, const Shape& output) {
   switch (kind) {
-    case LossKind::kSoftmaxCrossEntropy: return Shape{};
-    case LossKind::kSoftmaxCrossEntropyOneHot: return output;
-    case LossKind::kBinaryCrossEntropy: return output;
+    case LossKind::kSoftmaxCrossEntropy:
+      return Shape{};
+    case LossKind::kSoftmaxCrossEntropyOneHot:
+      return output;
+    case LossKind::kBinaryCrossEntropy:
+      return output;
   }
   return output;
 }
@@ -66,17 +75,16 @@ std::string describe(const LayerSpec& layer) {
 }
 
 std::string torch_module(const LayerSpec& layer) {
-  return std::visit(Overloaded{
-                        [](const Conv2DSpec&) { return std::string("Conv2d"); },
-                        [](const MaxPool2DSpec&) { return std::string("MaxPool2d"); },
-                        [](const DenseSpec&) { return std::string("Linear"); },
-                        [](const ActivationSpec& a) { return std::string(activation_name(a.kind)); },
-                        [](const FlattenSpec&) { return std::string("Flatten"); },
-                        [](const GlobalAvgPoolSpec&) {
-                          return std::string("AdaptiveAvgPool2d+Flatten");
-                        },
-                    },
-                    layer);
+  return std::visit(
+      Overloaded{
+          [](const Conv2DSpec&) { return std::string("Conv2d"); },
+          [](const MaxPool2DSpec&) { return std::string("MaxPool2d"); },
+          [](const DenseSpec&) { return std::string("Linear"); },
+          [](const ActivationSpec& a) { return std::string(activation_name(a.kind)); },
+          [](const FlattenSpec&) { return std::string("Flatten"); },
+          [](const GlobalAvgPoolSpec&) { return std::string("AdaptiveAvgPool2d+Flatten"); },
+      },
+      layer);
 }
 
 Pads same_padding(int64_t in, int64_t kernel, int64_t stride) {
@@ -99,8 +107,10 @@ Shape output_shape(const LayerSpec& layer, const Shape& in) {
                      describe(layer));
             const int64_t h = conv_output_size(in[0], c.kernel, c.stride, c.padding);
             const int64_t w = conv_output_size(in[1], c.kernel, c.stride, c.padding);
-            SS_CHECK(h > 0 && w > 0, "{} cannot take an input of shape {}: the kernel is larger "
-                     "than the image", describe(layer), in.to_string());
+            SS_CHECK(h > 0 && w > 0,
+                     "{} cannot take an input of shape {}: the kernel is larger "
+                     "than the image",
+                     describe(layer), in.to_string());
             return Shape{h, w, c.filters};
           },
           [&](const MaxPool2DSpec& p) {
@@ -108,8 +118,10 @@ Shape output_shape(const LayerSpec& layer, const Shape& in) {
             SS_CHECK(p.pool > 0 && p.stride > 0, "{} has a non-positive size", describe(layer));
             const int64_t h = conv_output_size(in[0], p.pool, p.stride, Padding::kValid);
             const int64_t w = conv_output_size(in[1], p.pool, p.stride, Padding::kValid);
-            SS_CHECK(h > 0 && w > 0, "{} cannot take an input of shape {}: the image is smaller "
-                     "than the pool", describe(layer), in.to_string());
+            SS_CHECK(h > 0 && w > 0,
+                     "{} cannot take an input of shape {}: the image is smaller "
+                     "than the pool",
+                     describe(layer), in.to_string());
             return Shape{h, w, in[2]};
           },
           [&](const DenseSpec& d) {
@@ -145,17 +157,16 @@ std::vector<ParamSpec> param_specs(const LayerSpec& layer, const Shape& in) {
 
 int64_t forward_flops(const LayerSpec& layer, const Shape& in) {
   const Shape out = output_shape(layer, in);
-  return std::visit(Overloaded{
-                        [&](const Conv2DSpec& c) {
-                          return out.numel() * (2 * c.kernel * c.kernel * in[2] + 1);
-                        },
-                        [&](const MaxPool2DSpec& p) { return out.numel() * p.pool * p.pool; },
-                        [&](const DenseSpec& d) { return d.units * (2 * in[0] + 1); },
-                        [&](const ActivationSpec&) { return in.numel(); },
-                        [&](const FlattenSpec&) { return int64_t{0}; },
-                        [&](const GlobalAvgPoolSpec&) { return in.numel(); },
-                    },
-                    layer);
+  return std::visit(
+      Overloaded{
+          [&](const Conv2DSpec& c) { return out.numel() * (2 * c.kernel * c.kernel * in[2] + 1); },
+          [&](const MaxPool2DSpec& p) { return out.numel() * p.pool * p.pool; },
+          [&](const DenseSpec& d) { return d.units * (2 * in[0] + 1); },
+          [&](const ActivationSpec&) { return in.numel(); },
+          [&](const FlattenSpec&) { return int64_t{0}; },
+          [&](const GlobalAvgPoolSpec&) { return in.numel(); },
+      },
+      layer);
 }
 
 }  // namespace scalescope

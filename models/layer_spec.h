@@ -36,13 +36,13 @@ struct ActivationSpec {
 struct FlattenSpec {};
 struct GlobalAvgPoolSpec {};
 
-using LayerSpec =
-    std::variant<Conv2DSpec, MaxPool2DSpec, DenseSpec, ActivationSpec, FlattenSpec, GlobalAvgPoolSpec>;
+using LayerSpec = std::variant<Conv2DSpec, MaxPool2DSpec, DenseSpec, ActivationSpec, FlattenSpec,
+                               GlobalAvgPoolSpec>;
 
 enum class LossKind {
-  kSoftmaxCrossEntropy,      // logits [N, K], labels [N] holding class indices
+  kSoftmaxCrossEntropy,        // logits [N, K], labels [N] holding class indices
   kSoftmaxCrossEntropyOneHot,  // logits [N, K], labels [N, K] one-hot (or soft) targets
-  kBinaryCrossEntropy,       // probabilities [N, 1] from a sigmoid, labels [N, 1] in {0, 1}
+  kBinaryCrossEntropy,         // probabilities [N, 1] from a sigmoid, labels [N, 1] in {0, 1}
 };
 
 const char* to_string(LossKind kind);

@@ -172,7 +172,8 @@ void Model::backward(Stream& stream, const std::function<void(int layer)>& on_la
   float* dout = plan->dout;
   float* spare = dout == plan->grad_a.data() ? plan->grad_b.data() : plan->grad_a.data();
   for (int layer = static_cast<int>(plan->kernels.size()) - 1; layer >= 0; --layer) {
-    const float* in = layer == 0 ? input_ : plan->activations[static_cast<size_t>(layer) - 1].data();
+    const float* in =
+        layer == 0 ? input_ : plan->activations[static_cast<size_t>(layer) - 1].data();
     const float* out = plan->activations[static_cast<size_t>(layer)].data();
     float* din = layer == 0 ? nullptr : spare;
     plan->kernels[static_cast<size_t>(layer)]->backward(in, out, dout, din, stream);

@@ -4,7 +4,9 @@
 
 namespace scalescope {
 
-const char* to_string(OptimizerKind kind) { return kind == OptimizerKind::kSgd ? "sgd" : "adam"; }
+const char* to_string(OptimizerKind kind) {
+  return kind == OptimizerKind::kSgd ? "sgd" : "adam";
+}
 
 std::vector<std::string> optimizer_state_names(OptimizerKind kind) {
   if (kind == OptimizerKind::kSgd) return {"momentum_buffer"};
@@ -18,9 +20,9 @@ Optimizer::Optimizer(const OptimizerConfig& config, Model& model) : config_(conf
            config.weight_decay);
   SS_CHECK(config.momentum >= 0.0f && config.momentum < 1.0f, "momentum {} must be in [0, 1)",
            config.momentum);
-  SS_CHECK(config.beta1 >= 0.0f && config.beta1 < 1.0f && config.beta2 >= 0.0f &&
-               config.beta2 < 1.0f,
-           "Adam betas ({}, {}) must be in [0, 1)", config.beta1, config.beta2);
+  SS_CHECK(
+      config.beta1 >= 0.0f && config.beta1 < 1.0f && config.beta2 >= 0.0f && config.beta2 < 1.0f,
+      "Adam betas ({}, {}) must be in [0, 1)", config.beta1, config.beta2);
   SS_CHECK(config.epsilon > 0.0f, "Adam epsilon {} must be positive", config.epsilon);
   kernel_ = kernel_backend(model.device().id().kind)
                 .make_optimizer(config, model.param_count(), model.device());

@@ -16,14 +16,16 @@ using Params = std::map<std::string, std::string>;
 Conv2DSpec conv(int64_t filters, Padding padding = Padding::kSame) {
   return Conv2DSpec{filters, 3, 1, padding};
 }
-ActivationSpec relu() { return ActivationSpec{Activation::kRelu}; }
+ActivationSpec relu() {
+  return ActivationSpec{Activation::kRelu};
+}
 
 double parse_positive(const std::string& model, const std::string& key, const std::string& text) {
   double value = 0.0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  SS_CHECK(ec == std::errc() && end == text.data() + text.size() && std::isfinite(value) &&
-               value > 0.0,
-           "model '{}': {}={} is not a positive number", model, key, text);
+  SS_CHECK(
+      ec == std::errc() && end == text.data() + text.size() && std::isfinite(value) && value > 0.0,
+      "model '{}': {}={} is not a positive number", model, key, text);
   return value;
 }
 
@@ -32,8 +34,8 @@ int64_t scaled(const std::string& model, const std::string& key, double factor, 
   const double w = std::round(static_cast<double>(base) * factor);
   SS_CHECK(w >= 1.0, "model '{}': {}={} makes a layer of {} units narrower than one", model, key,
            factor, base);
-  SS_CHECK(w <= 1e6, "model '{}': {}={} makes a layer of {} units wider than 1,000,000", model,
-           key, factor, base);
+  SS_CHECK(w <= 1e6, "model '{}': {}={} makes a layer of {} units wider than 1,000,000", model, key,
+           factor, base);
   return static_cast<int64_t>(w);
 }
 
@@ -55,7 +57,9 @@ double factor(const std::string& model, const Params& params, const char* key) {
   return it == params.end() ? 1.0 : parse_positive(model, key, it->second);
 }
 
-std::string format_factor(double f) { return fmt::format("{:g}", f); }
+std::string format_factor(double f) {
+  return fmt::format("{:g}", f);
+}
 
 ModelDef cifar_cnn(const std::string& name, double width) {
   const auto w = [&](int64_t base) { return scaled(name, "width", width, base); };
@@ -83,14 +87,12 @@ struct Builder {
 
 const std::vector<Builder>& builders() {
   static const std::vector<Builder> list = {
-      {{"cifar-cnn", "Conv32-Pool-Conv64-Pool-Dense64-Dense10 on 32x32x3, softmax CE",
-        "cifar-cnn"},
+      {{"cifar-cnn", "Conv32-Pool-Conv64-Pool-Dense64-Dense10 on 32x32x3, softmax CE", "cifar-cnn"},
        [](const Params& p) {
          reject_keys("cifar-cnn", p, {});
          return cifar_cnn("cifar-cnn", 1.0);
        }},
-      {{"mlp-41m", "Dense 4000 tanh-2000-500-300-1 sigmoid on 8000 features, binary CE",
-        "mlp-41m"},
+      {{"mlp-41m", "Dense 4000 tanh-2000-500-300-1 sigmoid on 8000 features, binary CE", "mlp-41m"},
        [](const Params& p) {
          reject_keys("mlp-41m", p, {});
          return mlp("mlp-41m", 1.0);
@@ -130,7 +132,8 @@ const std::vector<Builder>& builders() {
 
 std::string known_models() {
   std::string names;
-  for (const Builder& b : builders()) names += fmt::format("{}{}", names.empty() ? "" : ", ", b.entry.name);
+  for (const Builder& b : builders())
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", b.entry.name);
   return names;
 }
 
@@ -168,7 +171,9 @@ ModelDef make_model(const ModelSpec& spec) {
   throw_error(fmt::format("unknown model '{}' (known models: {})", spec.name, known_models()));
 }
 
-ModelDef make_model(std::string_view text) { return make_model(parse_model_spec(text)); }
+ModelDef make_model(std::string_view text) {
+  return make_model(parse_model_spec(text));
+}
 
 const std::vector<ZooEntry>& zoo() {
   static const std::vector<ZooEntry> entries = [] {

@@ -79,20 +79,27 @@ std::string CpuDevice::name() const {
   return fmt::format("CPU device {} ({} thread{})", index_, threads_, threads_ == 1 ? "" : "s");
 }
 
-void CpuDevice::make_current() { omp_set_num_threads(threads_); }
+void CpuDevice::make_current() {
+  omp_set_num_threads(threads_);
+}
 
 void* CpuDevice::allocate(size_t bytes) {
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* ptr = std::aligned_alloc(kAlignment, std::max(rounded, kAlignment));
-  SS_CHECK(ptr != nullptr, "out of host memory allocating {} bytes on {}", bytes,
-           to_string(id()));
+  SS_CHECK(ptr != nullptr, "out of host memory allocating {} bytes on {}", bytes, to_string(id()));
   return ptr;
 }
 
-void CpuDevice::deallocate(void* ptr, size_t) noexcept { std::free(ptr); }
+void CpuDevice::deallocate(void* ptr, size_t) noexcept {
+  std::free(ptr);
+}
 
-std::unique_ptr<Stream> CpuDevice::create_stream() { return std::make_unique<CpuStream>(*this); }
-std::unique_ptr<Event> CpuDevice::create_event() { return std::make_unique<CpuEvent>(); }
+std::unique_ptr<Stream> CpuDevice::create_stream() {
+  return std::make_unique<CpuStream>(*this);
+}
+std::unique_ptr<Event> CpuDevice::create_event() {
+  return std::make_unique<CpuEvent>();
+}
 
 void CpuDevice::copy_to_device(void* dst, const void* host_src, size_t bytes, Stream&) {
   if (bytes > 0) std::memcpy(dst, host_src, bytes);
@@ -107,6 +114,8 @@ void CpuDevice::fill_zero(void* dst, size_t bytes, Stream&) {
   if (bytes > 0) std::memset(dst, 0, bytes);
 }
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend() {
+  return std::make_unique<CpuBackend>();
+}
 
 }  // namespace scalescope

@@ -26,7 +26,9 @@ CudaStream::~CudaStream() {
   SS_CHECK_CUDA_LOG(cudaStreamDestroy(stream_));
 }
 
-void CudaStream::synchronize() { SS_CHECK_CUDA(cudaStreamSynchronize(stream_)); }
+void CudaStream::synchronize() {
+  SS_CHECK_CUDA(cudaStreamSynchronize(stream_));
+}
 
 cudaStream_t cuda_stream(Stream& stream) {
   auto* cuda = dynamic_cast<CudaStream*>(&stream);
@@ -46,13 +48,17 @@ CudaEvent::~CudaEvent() {
   SS_CHECK_CUDA_LOG(cudaEventDestroy(event_));
 }
 
-void CudaEvent::record(Stream& stream) { SS_CHECK_CUDA(cudaEventRecord(event_, cuda_stream(stream))); }
+void CudaEvent::record(Stream& stream) {
+  SS_CHECK_CUDA(cudaEventRecord(event_, cuda_stream(stream)));
+}
 
 void CudaEvent::wait_on(Stream& stream) const {
   SS_CHECK_CUDA(cudaStreamWaitEvent(cuda_stream(stream), event_, 0));
 }
 
-void CudaEvent::synchronize() const { SS_CHECK_CUDA(cudaEventSynchronize(event_)); }
+void CudaEvent::synchronize() const {
+  SS_CHECK_CUDA(cudaEventSynchronize(event_));
+}
 
 double CudaEvent::elapsed_ms_since(const Event& start) const {
   const auto* other = dynamic_cast<const CudaEvent*>(&start);
@@ -75,7 +81,9 @@ std::string CudaDevice::name() const {
   return fmt::format("{} (cuda:{})", prop.name, index_);
 }
 
-void CudaDevice::make_current() { SS_CHECK_CUDA(cudaSetDevice(index_)); }
+void CudaDevice::make_current() {
+  SS_CHECK_CUDA(cudaSetDevice(index_));
+}
 
 void* CudaDevice::allocate(size_t bytes) {
   ScopedCudaDevice scope(index_);
@@ -94,8 +102,12 @@ void CudaDevice::deallocate(void* ptr, size_t) noexcept {
   SS_CHECK_CUDA_LOG(cudaFree(ptr));
 }
 
-std::unique_ptr<Stream> CudaDevice::create_stream() { return std::make_unique<CudaStream>(*this); }
-std::unique_ptr<Event> CudaDevice::create_event() { return std::make_unique<CudaEvent>(index_); }
+std::unique_ptr<Stream> CudaDevice::create_stream() {
+  return std::make_unique<CudaStream>(*this);
+}
+std::unique_ptr<Event> CudaDevice::create_event() {
+  return std::make_unique<CudaEvent>(index_);
+}
 
 void CudaDevice::copy_to_device(void* dst, const void* host_src, size_t bytes, Stream& stream) {
   SS_CHECK_CUDA(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, cuda_stream(stream)));
@@ -123,7 +135,8 @@ class CudaBackend final : public Backend {
   std::string unavailable_reason() const override {
     int n = 0;
     const cudaError_t status = cudaGetDeviceCount(&n);
-    if (status != cudaSuccess) return fmt::format("cudaGetDeviceCount: {}", cudaGetErrorString(status));
+    if (status != cudaSuccess)
+      return fmt::format("cudaGetDeviceCount: {}", cudaGetErrorString(status));
     return n == 0 ? "no GPU found" : "";
   }
   std::unique_ptr<Device> open(int index, const BackendOptions&) override {
@@ -136,6 +149,8 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+std::unique_ptr<Backend> make_cuda_backend() {
+  return std::make_unique<CudaBackend>();
+}
 
 }  // namespace scalescope

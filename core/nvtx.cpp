@@ -1,0 +1,81 @@
+#include "core/nvtx.h"
+
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <array>
+#include <memory>
+
+namespace scalescope::nvtx {
+
+#if SCALESCOPE_NVTX_ENABLED
+
+namespace detail {
+namespace {
+
+constexpr std::array<Phase, 7> kPhases = {Phase::kInput,    Phase::kH2D,       Phase::kForward,
+                                          Phase::kBackward, Phase::kAllReduce, Phase::kOptimizer,
+                                          Phase::kStep};
+constexpr size_t index_of(Phase phase) {
+  return static_cast<size_t>(phase) - 1;
+}
+
+}  // namespace
+
+const nvtx3::registered_string_in<Domain>& message(Phase phase) {
+  static const auto strings = [] {
+    std::array<std::unique_ptr<nvtx3::registered_string_in<Domain>>, kPhases.size()> s;
+    for (Phase p : kPhases) {
+      s[index_of(p)] = std::make_unique<nvtx3::registered_string_in<Domain>>(phase_name(p));
+    }
+    return s;
+  }();
+  return *strings[index_of(phase)];
+}
+
+const nvtx3::named_category_in<Domain>& category(Phase phase) {
+  static const auto categories = [] {
+    std::array<std::unique_ptr<nvtx3::named_category_in<Domain>>, kPhases.size()> c;
+    for (Phase p : kPhases) {
+      c[index_of(p)] = std::make_unique<nvtx3::named_category_in<Domain>>(static_cast<uint32_t>(p),
+                                                                          phase_name(p));
+    }
+    return c;
+  }();
+  return *categories[index_of(phase)];
+}
+
+nvtx3::color color(Phase phase) {
+  switch (phase) {
+    case Phase::kInput:
+      return nvtx3::rgb{230, 159, 0};  // orange
+    case Phase::kH2D:
+      return nvtx3::rgb{86, 180, 233};  // sky blue
+    case Phase::kForward:
+      return nvtx3::rgb{0, 158, 115};  // green
+    case Phase::kBackward:
+      return nvtx3::rgb{0, 114, 178};  // blue
+    case Phase::kAllReduce:
+      return nvtx3::rgb{213, 94, 0};  // vermillion
+    case Phase::kOptimizer:
+      return nvtx3::rgb{204, 121, 167};  // pink
+    case Phase::kStep:
+      return nvtx3::rgb{120, 120, 120};  // grey
+  }
+  return nvtx3::rgb{0, 0, 0};
+}
+
+}  // namespace detail
+
+void name_current_thread(const char* name) {
+  nvtxNameOsThreadA(static_cast<uint32_t>(::syscall(SYS_gettid)), name);
+}
+
+#else
+
+void name_current_thread(const char*) {}
+
+#endif
+
+}  // namespace scalescope::nvtx

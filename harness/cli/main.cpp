@@ -1,0 +1,41 @@
+// scalescope: measures how data-parallel training scales, and why it falls short of linear.
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "core/error.h"
+#include "harness/cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "scalescope: measures how data-parallel training scales across devices and "
+      "explains why it falls short of linear."};
+  app.set_version_flag("--version", std::string("scalescope ") + SCALESCOPE_VERSION);
+  app.require_subcommand(1);
+  scalescope::cli::Action action;
+  scalescope::cli::add_train_command(app, action);
+  scalescope::cli::add_models_command(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;  // a usage error, as every scalescope command reports bad input
+  }
+  try {
+    return action();
+  } catch (const scalescope::Error& e) {
+    fmt::print(stderr, "scalescope: error: {}\n", e.what());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "scalescope: internal error: {}\n", e.what());
+  }
+  return 1;
+}

@@ -1,0 +1,87 @@
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/cli/commands.h"
+#include "models/zoo.h"
+
+namespace scalescope::cli {
+namespace {
+
+// Human-friendly counts: 282,250 params; 1.2 GFLOP.
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string flops_text(int64_t flops) {
+  const double f = static_cast<double>(flops);
+  if (f >= 1e9) return fmt::format("{:.2f} GFLOP", f / 1e9);
+  if (f >= 1e6) return fmt::format("{:.2f} MFLOP", f / 1e6);
+  return fmt::format("{:.1f} kFLOP", f / 1e3);
+}
+
+// The fixed models, then a few sizes of each family to show the span of the size axis.
+std::vector<std::string> listed_specs() {
+  return {"cifar-cnn",      "mlp-41m",       "dense-100",   "gap-cnn",
+          "cnn:width=1",    "cnn:width=2",   "cnn:width=4", "cnn:width=10",
+          "mlp:scale=0.01", "mlp:scale=0.1", "mlp:scale=1"};
+}
+
+int run_models(bool as_json) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const std::string& spec : listed_specs()) {
+    const ModelDef def = make_model(spec);
+    const ModelSummary s = summarize(def, def.default_input);
+    list.push_back({{"name", def.name},
+                    {"params", s.params},
+                    {"forward_flops_per_sample", s.forward_flops},
+                    {"input_shape", def.default_input.dims()},
+                    {"output_shape", s.output.dims()},
+                    {"loss", to_string(def.loss)},
+                    {"layers", def.layers.size()}});
+  }
+  if (as_json) {
+    nlohmann::json families = nlohmann::json::array();
+    for (const ZooEntry& e : zoo()) {
+      families.push_back(
+          {{"name", e.name}, {"description", e.description}, {"example", e.example}});
+    }
+    fmt::print("{}\n", nlohmann::json{{"models", list}, {"zoo", families}}.dump(2));
+    return 0;
+  }
+  fmt::print("{:<16} {:>14} {:>14}  {:<14} {}\n", "model", "parameters", "forward/sample", "input",
+             "loss");
+  for (const auto& m : list) {
+    const auto input = m["input_shape"].get<std::vector<int64_t>>();
+    std::string shape;
+    for (size_t i = 0; i < input.size(); ++i) shape += fmt::format("{}{}", i ? "x" : "", input[i]);
+    fmt::print("{:<16} {:>14} {:>14}  {:<14} {}\n", m["name"].get<std::string>(),
+               with_commas(m["params"].get<int64_t>()),
+               flops_text(m["forward_flops_per_sample"].get<int64_t>()), shape,
+               m["loss"].get<std::string>());
+  }
+  fmt::print("\nModel specs: name[:key=value,...]\n");
+  for (const ZooEntry& e : zoo())
+    fmt::print("  {:<12} {}  (e.g. {})\n", e.name, e.description, e.example);
+  fmt::print("FLOPs: a multiply-add counts two; element-wise ops and pooling one per element.\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_models_command(CLI::App& app, Action& action) {
+  CLI::App* cmd = app.add_subcommand("models",
+                                     "List the model zoo with parameter counts and "
+                                     "forward FLOPs per sample");
+  auto as_json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *as_json, "Print JSON instead of a table");
+  cmd->callback([&action, as_json] { action = [as_json] { return run_models(*as_json); }; });
+}
+
+}  // namespace scalescope::cli

@@ -1,0 +1,92 @@
+#include <fmt/format.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "core/log.h"
+#include "harness/cli/commands.h"
+#include "harness/trainer/single_trainer.h"
+#include "reports/run_report.h"
+
+namespace scalescope::cli {
+namespace {
+
+struct TrainArgs {
+  TrainOptions options;
+  std::string optimizer = "adam";
+  std::optional<float> lr;
+  std::string output;
+  bool quiet = false;
+  std::string command_line;
+};
+
+int run_train(TrainArgs& args) {
+  TrainOptions& o = args.options;
+  o.optimizer.kind = args.optimizer == "sgd" ? OptimizerKind::kSgd : OptimizerKind::kAdam;
+  o.optimizer.lr = args.lr.value_or(o.optimizer.kind == OptimizerKind::kSgd ? 0.01f : 1e-3f);
+  o.command_line = args.command_line;
+  validate(o);  // every value checked before any work starts
+  const int64_t every = std::max<int64_t>(1, o.steps / 10);
+  if (!args.quiet) {
+    o.on_step = [&](const StepRecord& r) {
+      if (r.step == 1 || r.step % every == 0 || r.step == o.steps) {
+        fmt::print("step {:>6}/{}  loss {:>9.5f}  {:>8.2f} ms\n", r.step, o.steps, r.loss,
+                   r.step_ms);
+        std::fflush(stdout);
+      }
+    };
+  }
+  const RunReport report = train(o);
+  const RunSummary s = summarize(report);
+  fmt::print(
+      "{} on {} ({} thread{}/device), batch {}, {}: median step {:.2f} ms "
+      "(p10 {:.2f}, p90 {:.2f}) over {} steps, {:.1f} samples/s; loss {:.4f} -> {:.4f}\n",
+      report.model, report.devices, report.threads_per_device,
+      report.threads_per_device == 1 ? "" : "s", report.batch, report.optimizer, s.step_ms_median,
+      s.step_ms_p10, s.step_ms_p90, s.measured_steps, s.samples_per_second, s.first_loss,
+      s.last_loss);
+  if (!args.output.empty()) {
+    write_run_report(args.output, report);
+    fmt::print("run written to {}\n", args.output);
+  }
+  if (!o.save.empty()) fmt::print("checkpoint written to {}\n", o.save);
+  return 0;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, Action& action) {
+  auto args = std::make_shared<TrainArgs>();
+  TrainOptions& o = args->options;
+  CLI::App* cmd = app.add_subcommand("train", "Train a model and time every step");
+  cmd->add_option("--model", o.model, "Model spec name[:key=value,...] (see `scalescope models`)")
+      ->capture_default_str();
+  cmd->add_option("--devices", o.devices, "Devices: cpu, cpu:N, cuda:I[,J...]")
+      ->capture_default_str();
+  cmd->add_option("--threads", o.threads, "CPU threads per device (0: cores / devices)")
+      ->capture_default_str();
+  cmd->add_option("--batch", o.batch, "Samples per step and device")->capture_default_str();
+  cmd->add_option("--steps", o.steps, "Training steps")->capture_default_str();
+  cmd->add_option("--optimizer", args->optimizer, "sgd or adam")
+      ->check(CLI::IsMember({"sgd", "adam"}))
+      ->capture_default_str();
+  cmd->add_option("--lr", args->lr, "Learning rate (default: 0.001 for adam, 0.01 for sgd)");
+  cmd->add_option("--momentum", o.optimizer.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--weight-decay", o.optimizer.weight_decay, "L2 weight decay")
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of weights and data")->capture_default_str();
+  cmd->add_option("--warmup-steps", o.warmup_steps, "Steps left out of the timing summary")
+      ->capture_default_str();
+  cmd->add_option("--save", o.save, "Write a checkpoint (safetensors) at the end");
+  cmd->add_option("--load", o.load, "Start from a checkpoint (safetensors)");
+  cmd->add_option("-o,--output", args->output, "Write the run (per-step loss and time) as JSON");
+  cmd->add_flag("-q,--quiet", args->quiet, "Print only the summary");
+  cmd->callback([&action, args, cmd] {
+    args->command_line = "scalescope train";
+    for (const std::string& a : cmd->remaining()) args->command_line += " " + a;
+    action = [args] { return run_train(*args); };
+  });
+}
+
+}  // namespace scalescope::cli

@@ -1,0 +1,34 @@
+// What the input pipeline hands to a replica: a batch of samples and their labels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/shape.h"
+
+namespace scalescope {
+
+// How labels are encoded, as the model's loss expects them. Pipelines know nothing of
+// models; the harness maps a loss to one of these.
+enum class LabelFormat {
+  kClassIndex,  // one float per sample holding the class index
+  kOneHot,      // `classes` floats per sample
+  kBinary,      // one float per sample, 0 or 1
+};
+
+struct LabelSpec {
+  LabelFormat format = LabelFormat::kClassIndex;
+  int64_t classes = 10;  // 2 for kBinary
+  // Floats per sample.
+  int64_t width() const { return format == LabelFormat::kOneHot ? classes : 1; }
+};
+
+// A batch in host memory. Images are NHWC.
+struct HostBatch {
+  int64_t size = 0;
+  Shape sample_shape;
+  std::vector<float> inputs;  // size × sample_shape.numel()
+  std::vector<float> labels;  // size × label width
+};
+
+}  // namespace scalescope

@@ -1,0 +1,78 @@
+#include "reports/run_report.h"
+
+#include "core/fs.h"
+#include "reports/stats.h"
+
+namespace scalescope {
+
+RunSummary summarize(const RunReport& report) {
+  RunSummary s;
+  if (report.steps.empty()) return s;
+  const auto skip = static_cast<size_t>(
+      report.warmup_steps < static_cast<int64_t>(report.steps.size()) ? report.warmup_steps : 0);
+  std::vector<double> times;
+  std::vector<double> compute;
+  for (size_t i = skip; i < report.steps.size(); ++i) {
+    times.push_back(report.steps[i].step_ms);
+    compute.push_back(report.steps[i].step_ms - report.steps[i].input_ms);
+  }
+  s.compute_ms_median = median(compute);
+  s.measured_steps = static_cast<int64_t>(times.size());
+  s.step_ms_median = median(times);
+  s.step_ms_p10 = percentile(times, 0.1);
+  s.step_ms_p90 = percentile(times, 0.9);
+  s.samples_per_second =
+      s.step_ms_median > 0.0 ? static_cast<double>(report.batch) * 1e3 / s.step_ms_median : 0.0;
+  s.first_loss = report.steps.front().loss;
+  s.last_loss = report.steps.back().loss;
+  return s;
+}
+
+nlohmann::json to_json(const RunReport& r) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const StepRecord& s : r.steps) {
+    steps.push_back(
+        {{"step", s.step}, {"loss", s.loss}, {"step_ms", s.step_ms}, {"input_ms", s.input_ms}});
+  }
+  nlohmann::json evals = nlohmann::json::array();
+  for (const EvalRecord& e : r.evals) {
+    evals.push_back({{"epoch", e.epoch}, {"loss", e.loss}, {"accuracy", e.accuracy}});
+  }
+  const RunSummary s = summarize(r);
+  return {
+      {"schema", "scalescope-run"},
+      {"schema_version", kRunSchemaVersion},
+      {"command_line", r.command_line},
+      {"model",
+       {{"name", r.model},
+        {"params", r.params},
+        {"forward_flops_per_sample", r.forward_flops_per_sample},
+        {"input_shape", r.input_shape}}},
+      {"config",
+       {{"devices", r.devices},
+        {"threads_per_device", r.threads_per_device},
+        {"batch_per_device", r.batch},
+        {"optimizer", r.optimizer},
+        {"lr", r.lr},
+        {"seed", r.seed},
+        {"data", r.data}}},
+      {"summary",
+       {{"warmup_steps", r.warmup_steps},
+        {"measured_steps", s.measured_steps},
+        {"step_ms_median", s.step_ms_median},
+        {"step_ms_p10", s.step_ms_p10},
+        {"step_ms_p90", s.step_ms_p90},
+        {"compute_ms_median", s.compute_ms_median},
+        {"samples_per_second", s.samples_per_second},
+        {"first_loss", s.first_loss},
+        {"last_loss", s.last_loss}}},
+      {"steps", std::move(steps)},
+      {"evals", std::move(evals)},
+  };
+}
+
+void write_run_report(const std::string& path, const RunReport& report) {
+  write_file_atomic(path, to_json(report).dump(2) + "\n");
+}
+
+}  // namespace scalescope

@@ -1,0 +1,65 @@
+// The machine-readable record of one `scalescope train` run (`-o run.json`).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace scalescope {
+
+inline constexpr const char* kRunSchemaVersion = "1.0";
+
+struct StepRecord {
+  int64_t step = 0;  // 1-based
+  double loss = 0.0;
+  double step_ms = 0.0;
+  // Of step_ms: producing the batch on the host and handing it to the device.
+  double input_ms = 0.0;
+};
+
+struct EvalRecord {
+  int64_t epoch = 0;
+  double loss = 0.0;
+  double accuracy = 0.0;
+};
+
+struct RunReport {
+  std::string command_line;
+  std::string model;
+  int64_t params = 0;
+  int64_t forward_flops_per_sample = 0;
+  std::string input_shape;
+  std::string devices;
+  int threads_per_device = 0;
+  int64_t batch = 0;  // per device
+  std::string optimizer;
+  double lr = 0.0;
+  uint64_t seed = 0;
+  std::string data;
+  std::vector<StepRecord> steps;
+  std::vector<EvalRecord> evals;
+  // Steps left out of the summary (the first steps plan kernels and warm caches).
+  int64_t warmup_steps = 0;
+};
+
+// Summary figures over steps after the warm-up ones (all steps if there are no others).
+struct RunSummary {
+  int64_t measured_steps = 0;
+  double step_ms_median = 0.0;
+  double step_ms_p10 = 0.0;
+  double step_ms_p90 = 0.0;
+  double samples_per_second = 0.0;  // batch / median step time
+  // Median of step_ms - input_ms: forward, backward and optimizer.
+  double compute_ms_median = 0.0;
+  double first_loss = 0.0;
+  double last_loss = 0.0;
+};
+RunSummary summarize(const RunReport& report);
+
+nlohmann::json to_json(const RunReport& report);
+// Written atomically; throws Error naming the path on failure.
+void write_run_report(const std::string& path, const RunReport& report);
+
+}  // namespace scalescope

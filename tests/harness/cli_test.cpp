@@ -1,0 +1,94 @@
+// The scalescope executable end to end: exit statuses and messages.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result run(const std::string& args) {
+  const std::string command = std::string(SCALESCOPE_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buffer{};
+  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
+  const int status = pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(Cli, ModelsListsTheZooWithCounts) {
+  const Result r = run("models");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "282,250")) << r.output;
+  EXPECT_TRUE(contains(r.output, "41,157,101")) << r.output;
+  const Result j = run("models --json");
+  ASSERT_EQ(j.status, 0) << j.output;
+  const auto doc = nlohmann::json::parse(j.output);
+  bool found = false;
+  for (const auto& m : doc["models"]) {
+    if (m["name"] == "gap-cnn") {
+      found = true;
+      EXPECT_EQ(m["params"], 1226);
+      EXPECT_GT(m["forward_flops_per_sample"].get<int64_t>(), 0);
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(Cli, TrainWritesARunFile) {
+  const std::string out = testing::TempDir() + "/cli_run.json";
+  const Result r = run("train --model dense-100 --batch 8 --steps 12 -q -o " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream in(out);
+  const auto doc = nlohmann::json::parse(in);
+  EXPECT_EQ(doc["schema_version"], "1.0");
+  EXPECT_EQ(doc["model"]["name"], "dense-100");
+  EXPECT_EQ(doc["model"]["params"], 7114);
+  ASSERT_EQ(doc["steps"].size(), 12u);
+  EXPECT_EQ(doc["steps"][11]["step"], 12);
+  EXPECT_GT(doc["summary"]["step_ms_median"].get<double>(), 0.0);
+}
+
+TEST(Cli, BadInputGivesAClearErrorAndNonZeroStatus) {
+  struct Case {
+    std::string args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"train --model resnet9", "unknown model 'resnet9'"},
+      {"train --model cnn:depth=3", "no parameter 'depth'"},
+      {"train --batch 0", "--batch 0"},
+      {"train --batch -5", "--batch -5"},
+      {"train --steps 0", "--steps 0"},
+      {"train --batch abc", "--batch"},
+      {"train --optimizer rmsprop", "rmsprop"},
+      {"train --devices tpu:2", "tpu:2"},
+      {"train --lr 0", "--lr 0"},
+      {"train --load /nonexistent.safetensors --steps 1", "/nonexistent.safetensors"},
+      {"frobnicate", "frobnicate"},
+  };
+  for (const Case& c : cases) {
+    const Result r = run(c.args);
+    EXPECT_NE(r.status, 0) << c.args;
+    EXPECT_TRUE(contains(r.output, c.message)) << c.args << " gave: " << r.output;
+    EXPECT_FALSE(contains(r.output, "internal error")) << c.args << " gave: " << r.output;
+  }
+}
+
+}  // namespace
