@@ -35,7 +35,9 @@ class LayerKernel {
   virtual void forward(const float* in, float* out, Stream& stream) = 0;
   // Given dout (gradient of the loss with respect to out), overwrites the parameter
   // gradients of the binding and, unless `din` is null, writes the gradient with respect to
-  // `in`. `in` and `out` are the values of the last forward.
+  // `in`. `in` and `out` are the values of the last forward, and the parameters are
+  // unchanged since then (kernels may reuse what forward derived from them, such as
+  // reordered weights).
   virtual void backward(const float* in, const float* out, const float* dout, float* din,
                         Stream& stream) = 0;
 };

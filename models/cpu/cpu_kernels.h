@@ -1,5 +1,7 @@
-// The CPU kernels: oneDNN primitives for convolution, pooling, inner product and
-// activations; plain loops (OpenMP across the device's threads) for the rest.
+// The CPU kernels: oneDNN primitives for convolution, average pooling, inner product,
+// activations and reorders; plain loops (OpenMP across the device's threads) for the rest.
+// Max pooling is a plain loop too: oneDNN 2.6's training-mode max pool with its workspace
+// measured 10x slower on cifar-cnn's shapes (3.6 ms vs 0.34 ms forward on 2 threads).
 #pragma once
 
 #include <memory>

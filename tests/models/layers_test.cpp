@@ -1,1 +1,374 @@
-// placeholder
+// The CPU layer kernels against the float64 reference (tests/models/reference.h): forward
+// values, and gradients against central finite differences of the reference.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/cpu/cpu_device.h"
+#include "core/error.h"
+#include "core/random.h"
+#include "core/tensor.h"
+#include "models/cpu/cpu_kernels.h"
+#include "models/kernels.h"
+#include "models/layer_spec.h"
+#include "tests/models/reference.h"
+
+namespace scalescope {
+namespace {
+
+// fp32 kernels against a float64 reference of the same inputs: sums of up to ~100 products
+// of values in [-1, 1] stay well inside this.
+constexpr double kForwardAbs = 1e-5;
+constexpr double kForwardRel = 1e-5;
+// Analytic fp32 gradients against float64 central differences (whose own error is ~1e-9).
+constexpr double kGradAbs = 1e-4;
+constexpr double kGradRel = 1e-3;
+constexpr double kStep = 1e-6;
+
+struct LayerCase {
+  std::string name;
+  LayerSpec spec;
+  Shape in;  // batch included; images NHWC
+  int threads = 1;
+};
+
+std::ostream& operator<<(std::ostream& os, const LayerCase& c) {
+  return os << c.name << ": " << describe(c.spec) << " on " << c.in.to_string();
+}
+
+Conv2DSpec conv(int64_t filters, int64_t kernel, int64_t stride, Padding padding) {
+  return Conv2DSpec{filters, kernel, stride, padding};
+}
+
+std::vector<LayerCase> layer_cases() {
+  using enum Padding;
+  return {
+      // "same" with odd sizes and stride 2: H 7 pads (1, 1), W 6 pads (0, 1) (TensorFlow's
+      // odd pixel after); an even kernel pads (1, 2) even at stride 1.
+      {"conv_same_s1", conv(4, 3, 1, kSame), Shape{2, 5, 7, 3}},
+      {"conv_same_s2_odd", conv(3, 3, 2, kSame), Shape{2, 7, 6, 2}},
+      {"conv_same_k4_c1", conv(2, 4, 1, kSame), Shape{2, 5, 6, 1}},
+      {"conv_same_k5_s2", conv(3, 5, 2, kSame), Shape{3, 9, 8, 2}},
+      {"conv_valid_s1_c1", conv(5, 3, 1, kValid), Shape{2, 6, 5, 1}},
+      {"conv_valid_s2_leftover", conv(4, 3, 2, kValid), Shape{2, 8, 7, 3}},
+      // Channel counts oneDNN blocks by 8: the weights take a layout other than OIHW, so the
+      // reorders into and out of PyTorch's layout run. Two threads split the reductions.
+      {"conv_blocked_2threads", conv(16, 3, 1, kSame), Shape{2, 6, 5, 8}, 2},
+      {"conv_blocked_s2_valid", conv(16, 3, 2, kValid), Shape{2, 7, 6, 16}},
+      {"maxpool_2x2_odd", MaxPool2DSpec{2, 2}, Shape{2, 5, 7, 3}},
+      {"maxpool_3s2_overlap", MaxPool2DSpec{3, 2}, Shape{2, 7, 6, 2}},
+      {"maxpool_2s1_c1", MaxPool2DSpec{2, 1}, Shape{3, 4, 4, 1}},
+      {"maxpool_2s3_gaps", MaxPool2DSpec{2, 3}, Shape{2, 8, 7, 2}},
+      {"maxpool_c70_chunks", MaxPool2DSpec{2, 2}, Shape{2, 4, 3, 70}},
+      {"maxpool_c16_2threads", MaxPool2DSpec{2, 2}, Shape{2, 4, 6, 16}, 2},
+      {"dense", DenseSpec{5}, Shape{3, 7}},
+      {"dense_one_unit", DenseSpec{1}, Shape{2, 4}},
+      {"dense_wide_2threads", DenseSpec{16}, Shape{4, 32}, 2},
+      {"relu_image", ActivationSpec{Activation::kRelu}, Shape{2, 3, 4, 5}},
+      {"relu_flat", ActivationSpec{Activation::kRelu}, Shape{3, 6}},
+      {"tanh", ActivationSpec{Activation::kTanh}, Shape{2, 3, 4, 5}},
+      {"sigmoid", ActivationSpec{Activation::kSigmoid}, Shape{3, 7}},
+      {"flatten_image", FlattenSpec{}, Shape{2, 3, 4, 5}},
+      {"flatten_c1", FlattenSpec{}, Shape{2, 3, 5, 1}},
+      {"flatten_vector", FlattenSpec{}, Shape{2, 6}},
+      {"global_avg_pool", GlobalAvgPoolSpec{}, Shape{2, 3, 5, 4}},
+      {"global_avg_pool_c1", GlobalAvgPoolSpec{}, Shape{3, 4, 3, 1}},
+  };
+}
+
+std::vector<double> to_double(const std::vector<float>& v) {
+  return {v.begin(), v.end()};
+}
+
+// Uniform in [-1, 1], away from 0 so that no ReLU input sits within a finite-difference step
+// of its kink.
+std::vector<float> random_values(int64_t n, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) {
+    x = rng.uniform(-1.0f, 1.0f);
+    if (std::abs(x) < 0.01f) x += 0.02f;
+  }
+  return v;
+}
+
+// Pairwise distinct values in (-1, 1) in random order, at least 2/n apart: max pooling has no
+// ties, so its gradient is defined and a finite-difference step never changes the argmax.
+std::vector<float> distinct_values(int64_t n, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    v[static_cast<size_t>(i)] =
+        static_cast<float>((2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(n) - 1.0);
+  }
+  Rng rng(seed);
+  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
+  return v;
+}
+
+std::vector<float> layer_input(const LayerCase& c, uint64_t seed) {
+  return std::holds_alternative<MaxPool2DSpec>(c.spec) ? distinct_values(c.in.numel(), seed)
+                                                       : random_values(c.in.numel(), seed);
+}
+
+// One kernel bound to tensors of its own on a CPU device.
+struct BoundLayer {
+  explicit BoundLayer(const LayerCase& c)
+      : device(0, c.threads),
+        in_shape(c.in),
+        out_shape(output_shape(c.spec, c.in.without_batch()).with_batch(c.in[0])),
+        in(device, in_shape),
+        out(device, out_shape),
+        dout(device, out_shape),
+        din(device, in_shape) {
+    device.make_current();
+    LayerBinding binding{in_shape, out_shape, {}, {}};
+    for (const ParamSpec& p : param_specs(c.spec, c.in.without_batch())) {
+      params.emplace_back(device, p.shape);
+      grads.emplace_back(device, p.shape);
+      binding.params.push_back(params.back().view());
+      binding.grads.push_back(grads.back().view());
+    }
+    kernel = kernel_backend(DeviceKind::kCpu).make_layer(c.spec, binding, device);
+  }
+
+  void forward() { kernel->forward(in.data(), out.data(), device.default_stream()); }
+  void backward(bool with_din) {
+    kernel->backward(in.data(), out.data(), dout.data(), with_din ? din.data() : nullptr,
+                     device.default_stream());
+  }
+  std::vector<std::vector<double>> host_params() const {
+    std::vector<std::vector<double>> host;
+    for (const Tensor& p : params) host.push_back(to_double(p.to_host()));
+    return host;
+  }
+
+  CpuDevice device;  // first: outlives the tensors
+  Shape in_shape, out_shape;
+  Tensor in, out, dout, din;
+  std::vector<Tensor> params, grads;
+  std::unique_ptr<LayerKernel> kernel;
+};
+
+void fill_random_params(BoundLayer& layer, uint64_t seed) {
+  for (size_t i = 0; i < layer.params.size(); ++i) {
+    layer.params[i].copy_from_host(random_values(layer.params[i].numel(), seed + 100 + i));
+  }
+}
+
+// Expects |actual - expected| <= abs + rel·|expected| elementwise; reports the first few
+// mismatches by index.
+void expect_close(const std::vector<float>& actual, const std::vector<double>& expected, double abs,
+                  double rel, const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const double diff = std::abs(static_cast<double>(actual[i]) - expected[i]);
+    if (diff <= abs + rel * std::abs(expected[i])) continue;
+    ADD_FAILURE() << what << "[" << i << "] = " << actual[i] << ", expected " << expected[i]
+                  << " (difference " << diff << ")";
+    if (++reported == 8) {
+      ADD_FAILURE() << what << ": more mismatches not shown";
+      return;
+    }
+  }
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  return std::inner_product(a.begin(), a.end(), b.begin(), 0.0);
+}
+
+class LayerCheck : public ::testing::TestWithParam<LayerCase> {};
+
+TEST_P(LayerCheck, ForwardMatchesReference) {
+  const LayerCase& c = GetParam();
+  BoundLayer layer(c);
+  const std::vector<float> x = layer_input(c, 1);
+  layer.in.copy_from_host(x);
+  fill_random_params(layer, 1);
+  layer.forward();
+  const std::vector<double> expected =
+      reference_forward(c.spec, c.in, to_double(x), layer.host_params());
+  expect_close(layer.out.to_host(), expected, kForwardAbs, kForwardRel, "out");
+}
+
+// L = sum(out ⊙ R) for a fixed random R, so dL/dout = R. Our fp32 backward against central
+// differences of L computed with the float64 reference, for the input and every parameter.
+TEST_P(LayerCheck, GradientsMatchFiniteDifferences) {
+  const LayerCase& c = GetParam();
+  BoundLayer layer(c);
+  const std::vector<float> x = layer_input(c, 2);
+  const std::vector<float> r = random_values(layer.out_shape.numel(), 3);
+  layer.in.copy_from_host(x);
+  layer.dout.copy_from_host(r);
+  fill_random_params(layer, 2);
+  for (Tensor& g : layer.grads) g.copy_from_host(std::vector<float>(g.numel(), 1e30f));
+  layer.forward();
+  layer.backward(/*with_din=*/true);
+
+  std::vector<double> input = to_double(x);
+  std::vector<std::vector<double>> params = layer.host_params();
+  const std::vector<double> weights = to_double(r);
+  const auto loss = [&] { return dot(reference_forward(c.spec, c.in, input, params), weights); };
+  const auto numeric_gradient = [&](std::vector<double>& values) {
+    std::vector<double> grad(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      const double saved = values[i];
+      values[i] = saved + kStep;
+      const double up = loss();
+      values[i] = saved - kStep;
+      const double down = loss();
+      values[i] = saved;
+      grad[i] = (up - down) / (2.0 * kStep);
+    }
+    return grad;
+  };
+
+  expect_close(layer.din.to_host(), numeric_gradient(input), kGradAbs, kGradRel, "din");
+  for (size_t i = 0; i < params.size(); ++i) {
+    expect_close(layer.grads[i].to_host(), numeric_gradient(params[i]), kGradAbs, kGradRel,
+                 "grad " + std::to_string(i));
+  }
+}
+
+// The first layer's backward gets no din: it must still overwrite the parameter gradients
+// with the same values as a full backward.
+TEST_P(LayerCheck, BackwardWithoutDinStillWritesParameterGradients) {
+  const LayerCase& c = GetParam();
+  BoundLayer layer(c);
+  layer.in.copy_from_host(layer_input(c, 4));
+  layer.dout.copy_from_host(random_values(layer.out_shape.numel(), 5));
+  fill_random_params(layer, 4);
+  layer.forward();
+  layer.backward(/*with_din=*/true);
+  std::vector<std::vector<float>> full;
+  for (const Tensor& g : layer.grads) full.push_back(g.to_host());
+  for (Tensor& g : layer.grads) g.copy_from_host(std::vector<float>(g.numel(), -7.0f));
+  layer.backward(/*with_din=*/false);
+  for (size_t i = 0; i < layer.grads.size(); ++i) {
+    EXPECT_EQ(layer.grads[i].to_host(), full[i]) << "grad " << i;
+  }
+}
+
+// The optimizer updates weights in place between steps, and the model passes a new input
+// buffer each batch: a second forward must see both.
+TEST_P(LayerCheck, ForwardFollowsNewInputsAndWeightsUpdatedInPlace) {
+  const LayerCase& c = GetParam();
+  BoundLayer layer(c);
+  layer.in.copy_from_host(layer_input(c, 6));
+  fill_random_params(layer, 6);
+  layer.forward();
+
+  fill_random_params(layer, 7);
+  Tensor other_in(layer.device, layer.in_shape);
+  Tensor other_out(layer.device, layer.out_shape);
+  const std::vector<float> x = layer_input(c, 7);
+  other_in.copy_from_host(x);
+  layer.kernel->forward(other_in.data(), other_out.data(), layer.device.default_stream());
+  const std::vector<double> expected =
+      reference_forward(c.spec, c.in, to_double(x), layer.host_params());
+  expect_close(other_out.to_host(), expected, kForwardAbs, kForwardRel, "out");
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, LayerCheck, ::testing::ValuesIn(layer_cases()),
+                         [](const ::testing::TestParamInfo<LayerCase>& info) {
+                           return info.param.name;
+                         });
+
+// Element (n, c, h, w) of an NHWC input lands at c·H·W + h·W + w of sample n (PyTorch's
+// order), and backward puts each gradient back where its input came from.
+TEST(LayerFlatten, OutputsChannelsFirstPerSample) {
+  const LayerCase c{"flatten", FlattenSpec{}, Shape{2, 3, 4, 5}};
+  BoundLayer layer(c);
+  const int64_t n_size = 2, h_size = 3, w_size = 4, c_size = 5;
+  const auto code = [](int64_t n, int64_t ch, int64_t h, int64_t w) {
+    return static_cast<float>(n * 1000 + ch * 100 + h * 10 + w);
+  };
+  std::vector<float> x(static_cast<size_t>(layer.in.numel()));
+  for (int64_t n = 0; n < n_size; ++n)
+    for (int64_t h = 0; h < h_size; ++h)
+      for (int64_t w = 0; w < w_size; ++w)
+        for (int64_t ch = 0; ch < c_size; ++ch)
+          x[static_cast<size_t>(((n * h_size + h) * w_size + w) * c_size + ch)] = code(n, ch, h, w);
+  layer.in.copy_from_host(x);
+  layer.forward();
+  const std::vector<float> out = layer.out.to_host();
+  const int64_t sample = c_size * h_size * w_size;
+  for (int64_t n = 0; n < n_size; ++n)
+    for (int64_t ch = 0; ch < c_size; ++ch)
+      for (int64_t h = 0; h < h_size; ++h)
+        for (int64_t w = 0; w < w_size; ++w)
+          ASSERT_EQ(out[static_cast<size_t>(n * sample + ch * h_size * w_size + h * w_size + w)],
+                    code(n, ch, h, w))
+              << "n=" << n << " c=" << ch << " h=" << h << " w=" << w;
+
+  // Backward of the flattened codes restores the NHWC input exactly.
+  layer.dout.copy_from_host(out);
+  layer.backward(/*with_din=*/true);
+  EXPECT_EQ(layer.din.to_host(), x);
+}
+
+// Equal values in a window (ReLU's zeros do it all the time): the window's gradient goes to
+// exactly one pixel, the first in row-major order, as in PyTorch.
+TEST(LayerMaxPool, TiesSendTheGradientToTheFirstMaximum) {
+  for (const MaxPool2DSpec spec : {MaxPool2DSpec{2, 2}, MaxPool2DSpec{3, 1}}) {
+    const LayerCase c{"ties", spec, Shape{2, 5, 4, 3}};
+    BoundLayer layer(c);
+    layer.in.copy_from_host(std::vector<float>(static_cast<size_t>(c.in.numel()), 0.0f));
+    std::vector<float> g(static_cast<size_t>(layer.out_shape.numel()));
+    std::iota(g.begin(), g.end(), 1.0f);
+    layer.dout.copy_from_host(g);
+    layer.forward();
+    layer.backward(/*with_din=*/true);
+    // Every window's first pixel is (oh·stride, ow·stride).
+    const Shape& o = layer.out_shape;
+    std::vector<float> expected(static_cast<size_t>(c.in.numel()), 0.0f);
+    for (int64_t n = 0; n < o[0]; ++n)
+      for (int64_t oh = 0; oh < o[1]; ++oh)
+        for (int64_t ow = 0; ow < o[2]; ++ow)
+          for (int64_t ch = 0; ch < o[3]; ++ch) {
+            const int64_t ih = oh * spec.stride, iw = ow * spec.stride;
+            expected[static_cast<size_t>(((n * c.in[1] + ih) * c.in[2] + iw) * c.in[3] + ch)] +=
+                g[static_cast<size_t>(((n * o[1] + oh) * o[2] + ow) * o[3] + ch)];
+          }
+    EXPECT_EQ(layer.din.to_host(), expected) << describe(spec);
+  }
+}
+
+TEST(LayerShapes, RejectsAnImageSmallerThanTheKernel) {
+  EXPECT_THROW(output_shape(Conv2DSpec{4, 5, 1, Padding::kValid}, Shape{3, 3, 1}), Error);
+  EXPECT_THROW(output_shape(MaxPool2DSpec{2, 2}, Shape{1, 4, 3}), Error);
+  EXPECT_THROW(output_shape(DenseSpec{3}, Shape{2, 2, 1}), Error);
+}
+
+TEST(LayerShapes, KernelRejectsABindingThatDisagreesWithTheSpec) {
+  CpuDevice device(0, 1);
+  const Conv2DSpec spec{4, 3, 1, Padding::kSame};
+  Tensor weight(device, Shape{4, 2, 3, 3});
+  Tensor bias(device, Shape{4});
+  Tensor weight_grad(device, Shape{4, 2, 3, 3});
+  Tensor bias_grad(device, Shape{4});
+  LayerBinding good{Shape{2, 5, 5, 2},
+                    Shape{2, 5, 5, 4},
+                    {weight.view(), bias.view()},
+                    {weight_grad.view(), bias_grad.view()}};
+  EXPECT_NO_THROW(make_cpu_layer(spec, good, device));
+
+  LayerBinding wrong_out = good;
+  wrong_out.out = Shape{2, 4, 4, 4};  // "valid"'s output, not "same"'s
+  EXPECT_THROW(make_cpu_layer(spec, wrong_out, device), Error);
+  LayerBinding no_bias = good;
+  no_bias.params.pop_back();
+  EXPECT_THROW(make_cpu_layer(spec, no_bias, device), Error);
+  LayerBinding too_small = good;
+  too_small.in = Shape{2, 2, 2, 2};
+  EXPECT_THROW(make_cpu_layer(Conv2DSpec{4, 3, 1, Padding::kValid}, too_small, device), Error);
+}
+
+}  // namespace
+}  // namespace scalescope

@@ -1,1 +1,176 @@
-// placeholder
+#include "tests/models/reference.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <variant>
+
+#include "core/check.h"
+
+namespace scalescope {
+namespace {
+
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+
+// Index of (n, h, w, c) in an NHWC tensor of dims [N, H, W, C].
+size_t nhwc(const Shape& s, int64_t n, int64_t h, int64_t w, int64_t c) {
+  return static_cast<size_t>(((n * s[1] + h) * s[2] + w) * s[3] + c);
+}
+
+std::vector<double> conv2d(const Conv2DSpec& conv, const Shape& in, const Shape& out,
+                           const std::vector<double>& x, const std::vector<double>& weight,
+                           const std::vector<double>& bias) {
+  const int64_t k = conv.kernel;
+  const int64_t cin = in[3];
+  Pads pad_h, pad_w;  // zero for "valid"
+  if (conv.padding == Padding::kSame) {
+    pad_h = same_padding(in[1], k, conv.stride);
+    pad_w = same_padding(in[2], k, conv.stride);
+  }
+  std::vector<double> y(static_cast<size_t>(out.numel()));
+  for (int64_t n = 0; n < out[0]; ++n) {
+    for (int64_t oh = 0; oh < out[1]; ++oh) {
+      for (int64_t ow = 0; ow < out[2]; ++ow) {
+        for (int64_t o = 0; o < out[3]; ++o) {
+          double sum = bias[static_cast<size_t>(o)];
+          for (int64_t c = 0; c < cin; ++c) {
+            for (int64_t kh = 0; kh < k; ++kh) {
+              for (int64_t kw = 0; kw < k; ++kw) {
+                const int64_t ih = oh * conv.stride - pad_h.before + kh;
+                const int64_t iw = ow * conv.stride - pad_w.before + kw;
+                if (ih < 0 || ih >= in[1] || iw < 0 || iw >= in[2]) continue;  // zero padding
+                // OIHW weights.
+                const size_t wi = static_cast<size_t>(((o * cin + c) * k + kh) * k + kw);
+                sum += weight[wi] * x[nhwc(in, n, ih, iw, c)];
+              }
+            }
+          }
+          y[nhwc(out, n, oh, ow, o)] = sum;
+        }
+      }
+    }
+  }
+  return y;
+}
+
+std::vector<double> max_pool(const MaxPool2DSpec& pool, const Shape& in, const Shape& out,
+                             const std::vector<double>& x) {
+  std::vector<double> y(static_cast<size_t>(out.numel()));
+  for (int64_t n = 0; n < out[0]; ++n) {
+    for (int64_t oh = 0; oh < out[1]; ++oh) {
+      for (int64_t ow = 0; ow < out[2]; ++ow) {
+        for (int64_t c = 0; c < out[3]; ++c) {
+          double best = -std::numeric_limits<double>::infinity();
+          for (int64_t kh = 0; kh < pool.pool; ++kh) {
+            for (int64_t kw = 0; kw < pool.pool; ++kw) {
+              best =
+                  std::max(best, x[nhwc(in, n, oh * pool.stride + kh, ow * pool.stride + kw, c)]);
+            }
+          }
+          y[nhwc(out, n, oh, ow, c)] = best;
+        }
+      }
+    }
+  }
+  return y;
+}
+
+std::vector<double> dense(const Shape& in, int64_t units, const std::vector<double>& x,
+                          const std::vector<double>& weight, const std::vector<double>& bias) {
+  const int64_t batch = in[0];
+  const int64_t features = in[1];
+  std::vector<double> y(static_cast<size_t>(batch * units));
+  for (int64_t n = 0; n < batch; ++n) {
+    for (int64_t o = 0; o < units; ++o) {
+      double sum = bias[static_cast<size_t>(o)];
+      for (int64_t i = 0; i < features; ++i) {
+        sum += weight[static_cast<size_t>(o * features + i)] *
+               x[static_cast<size_t>(n * features + i)];
+      }
+      y[static_cast<size_t>(n * units + o)] = sum;
+    }
+  }
+  return y;
+}
+
+std::vector<double> activation(Activation kind, const std::vector<double>& x) {
+  std::vector<double> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    switch (kind) {
+      case Activation::kRelu:
+        y[i] = x[i] > 0.0 ? x[i] : 0.0;
+        break;
+      case Activation::kTanh:
+        y[i] = std::tanh(x[i]);
+        break;
+      case Activation::kSigmoid:
+        y[i] = 1.0 / (1.0 + std::exp(-x[i]));
+        break;
+    }
+  }
+  return y;
+}
+
+// Each sample's values in PyTorch's (C, H, W) order; non-images are already flat.
+std::vector<double> flatten(const Shape& in, const std::vector<double>& x) {
+  if (in.rank() != 4) return x;
+  const int64_t h_size = in[1], w_size = in[2], c_size = in[3];
+  std::vector<double> y(x.size());
+  for (int64_t n = 0; n < in[0]; ++n) {
+    for (int64_t h = 0; h < h_size; ++h) {
+      for (int64_t w = 0; w < w_size; ++w) {
+        for (int64_t c = 0; c < c_size; ++c) {
+          const int64_t chw = (c * h_size + h) * w_size + w;
+          y[static_cast<size_t>(n * c_size * h_size * w_size + chw)] = x[nhwc(in, n, h, w, c)];
+        }
+      }
+    }
+  }
+  return y;
+}
+
+std::vector<double> global_avg_pool(const Shape& in, const std::vector<double>& x) {
+  std::vector<double> y(static_cast<size_t>(in[0] * in[3]));
+  for (int64_t n = 0; n < in[0]; ++n) {
+    for (int64_t c = 0; c < in[3]; ++c) {
+      double sum = 0.0;
+      for (int64_t h = 0; h < in[1]; ++h) {
+        for (int64_t w = 0; w < in[2]; ++w) sum += x[nhwc(in, n, h, w, c)];
+      }
+      y[static_cast<size_t>(n * in[3] + c)] = sum / static_cast<double>(in[1] * in[2]);
+    }
+  }
+  return y;
+}
+
+}  // namespace
+
+std::vector<double> reference_forward(const LayerSpec& layer, const Shape& in,
+                                      const std::vector<double>& input,
+                                      const std::vector<std::vector<double>>& params) {
+  SS_CHECK(static_cast<int64_t>(input.size()) == in.numel(), "reference: {} inputs for shape {}",
+           input.size(), in.to_string());
+  const Shape out = output_shape(layer, in.without_batch()).with_batch(in[0]);
+  const std::vector<ParamSpec> specs = param_specs(layer, in.without_batch());
+  SS_CHECK(params.size() == specs.size(), "reference: {} parameters for {}, expected {}",
+           params.size(), describe(layer), specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    SS_CHECK(static_cast<int64_t>(params[i].size()) == specs[i].shape.numel(),
+             "reference: parameter {} of {} has {} values", i, describe(layer), params[i].size());
+  }
+  return std::visit(
+      Overloaded{
+          [&](const Conv2DSpec& c) { return conv2d(c, in, out, input, params[0], params[1]); },
+          [&](const MaxPool2DSpec& p) { return max_pool(p, in, out, input); },
+          [&](const DenseSpec& d) { return dense(in, d.units, input, params[0], params[1]); },
+          [&](const ActivationSpec& a) { return activation(a.kind, input); },
+          [&](const FlattenSpec&) { return flatten(in, input); },
+          [&](const GlobalAvgPoolSpec&) { return global_avg_pool(in, input); },
+      },
+      layer);
+}
+
+}  // namespace scalescope

@@ -23,7 +23,8 @@ TEST(Zoo, ParameterCountsOfTheIssue) {
 }
 
 TEST(Zoo, SizeFamiliesSpanOverHundredfold) {
-  EXPECT_GT(params_of("cnn:width=10"), 100 * params_of("cnn:width=1"));
+  EXPECT_GT(params_of("cnn:width=12"), 100 * params_of("cnn:width=1"));
+  EXPECT_GT(params_of("cnn:width=12"), 500 * params_of("cnn:width=0.5"));
   EXPECT_GT(params_of("mlp:scale=1"), 100 * params_of("mlp:scale=0.01"));
   // width=2: conv 64 and 128 filters, dense 128.
   const int64_t expected =

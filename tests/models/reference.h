@@ -1,0 +1,22 @@
+// Float64 reference implementations of the layers, written as plain loops straight from the
+// definitions, to check every backend's kernels against. Slow on purpose: clarity first.
+//
+// Layouts are the ones the kernels use: activations NHWC (images) or [N, features];
+// parameters in PyTorch's layout (conv weight OIHW, dense weight [out, in], biases [out]).
+#pragma once
+
+#include <vector>
+
+#include "core/shape.h"
+#include "models/layer_spec.h"
+
+namespace scalescope {
+
+// The output of `layer` for a batch `input` of shape `in` (batch dimension included).
+// `params` are the layer's parameters in param_specs() order. Returns out-shape values,
+// where the output shape is output_shape(layer, in.without_batch()).with_batch(in[0]).
+std::vector<double> reference_forward(const LayerSpec& layer, const Shape& in,
+                                      const std::vector<double>& input,
+                                      const std::vector<std::vector<double>>& params);
+
+}  // namespace scalescope
