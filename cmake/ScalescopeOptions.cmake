@@ -24,10 +24,12 @@ if(SCALESCOPE_WITH_CUDA)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 endif()
 
-# scalescope_target_defaults(TARGET): warnings, feature macros (always 0 or 1).
+# scalescope_target_defaults(TARGET): warnings and code generation of our targets.
+# -fno-math-errno: nothing of ours reads errno after maths, and with it GCC can vectorise
+# loops that call sqrt/exp (Adam's update ran 3x slower without).
 function(scalescope_target_defaults target)
   target_compile_options(${target} PRIVATE
-    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic>
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -fno-math-errno>
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
   if(SCALESCOPE_WERROR)
     target_compile_options(${target} PRIVATE

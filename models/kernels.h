@@ -53,6 +53,8 @@ class LossKernel {
   // Loss only (evaluation): loss[0] = scale × the sum.
   virtual void forward(const float* output, const float* labels, float scale, float* loss,
                        Stream& stream) = 0;
+  // Labels are checked by the input pipeline; a kernel may check them again where that is
+  // cheap (the CPU kernels throw Error naming the sample), but need not (GPU kernels).
   // correct[0] = number of samples whose prediction matches the label.
   virtual void count_correct(const float* output, const float* labels, float* correct,
                              Stream& stream) = 0;
@@ -73,9 +75,10 @@ struct OptimizerConfig {
   float epsilon = 1e-7f;
 };
 
-// Names of the optimizer's per-parameter state tensors ("momentum"; "exp_avg",
-// "exp_avg_sq"), each as large as the parameters.
-std::vector<std::string> optimizer_state_names(OptimizerKind kind);
+// Names of the optimizer's per-parameter state tensors, each as large as the parameters:
+// PyTorch's "momentum_buffer" for SGD with momentum (none without), "exp_avg" and
+// "exp_avg_sq" for Adam.
+std::vector<std::string> optimizer_state_names(const OptimizerConfig& config);
 
 class OptimizerKernel {
  public:
@@ -85,7 +88,7 @@ class OptimizerKernel {
   virtual void update(float* params, const float* grads, float lr, int64_t step,
                       Stream& stream) = 0;
   // The state tensors, in optimizer_state_names() order, each of n floats on the device.
-  virtual std::vector<TensorView> state() = 0;
+  virtual std::vector<TensorView> state() const = 0;
 };
 
 class KernelBackend {

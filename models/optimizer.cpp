@@ -8,8 +8,11 @@ const char* to_string(OptimizerKind kind) {
   return kind == OptimizerKind::kSgd ? "sgd" : "adam";
 }
 
-std::vector<std::string> optimizer_state_names(OptimizerKind kind) {
-  if (kind == OptimizerKind::kSgd) return {"momentum_buffer"};
+std::vector<std::string> optimizer_state_names(const OptimizerConfig& config) {
+  if (config.kind == OptimizerKind::kSgd) {
+    if (config.momentum > 0.0f) return {"momentum_buffer"};
+    return {};
+  }
   return {"exp_avg", "exp_avg_sq"};
 }
 

@@ -21,7 +21,7 @@ class Optimizer {
   int64_t steps_done() const { return steps_done_; }
   void set_steps_done(int64_t steps) { steps_done_ = steps; }
   // Per-parameter state, in optimizer_state_names() order; each as large as the weights.
-  std::vector<TensorView> state() { return kernel_->state(); }
+  std::vector<TensorView> state() const { return kernel_->state(); }
 
  private:
   OptimizerConfig config_;

@@ -18,6 +18,20 @@ int main(int argc, char** argv) {
   scalescope::cli::Action action;
   scalescope::cli::add_train_command(app, action);
   scalescope::cli::add_models_command(app, action);
+  // CLI11 would only say that a subcommand is required; name the word it did not know.
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    std::string names;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      known = known || sub->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      fmt::print(stderr, "scalescope: unknown command '{}' (commands: {}; see --help)\n", argv[1],
+                 names);
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -29,7 +29,7 @@ std::string flops_text(int64_t flops) {
 // The fixed models, then a few sizes of each family to show the span of the size axis.
 std::vector<std::string> listed_specs() {
   return {"cifar-cnn",      "mlp-41m",       "dense-100",   "gap-cnn",
-          "cnn:width=0.5",    "cnn:width=2",   "cnn:width=4", "cnn:width=12",
+          "cnn:width=0.5",  "cnn:width=2",   "cnn:width=4", "cnn:width=12",
           "mlp:scale=0.01", "mlp:scale=0.1", "mlp:scale=1"};
 }
 

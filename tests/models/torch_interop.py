@@ -1,0 +1,145 @@
+#!/usr/bin/python3
+"""PyTorch side of the checkpoint interop test (tests/models/checkpoint_test.cpp).
+
+usage: torch_interop.py MODEL WEIGHTS IO NEW_WEIGHTS NEW_IO
+
+  MODEL        the scalescope model spec ("cifar-cnn", "cnn:width=2", "dense-100", "mlp:scale=0.01")
+  WEIGHTS      a checkpoint written by scalescope's save_checkpoint
+  IO           safetensors with "input" (NHWC for images) and "output", scalescope's forward
+  NEW_WEIGHTS  written here: the weights after one SGD step taken by PyTorch
+  NEW_IO       written here: "output", PyTorch's forward of the same input with NEW_WEIGHTS
+
+Builds the equivalent nn.Sequential, loads WEIGHTS with load_state_dict(strict=True), checks
+that PyTorch's forward matches scalescope's, then changes every weight and writes it back for
+scalescope to load. Exits non-zero with a message on any mismatch.
+
+No `safetensors` package is needed: the format (8-byte little-endian header length, a JSON
+header, raw little-endian data) is read and written here with struct, json and torch.
+"""
+import json
+import struct
+import sys
+
+import torch
+from torch import nn
+
+TOLERANCE = 1e-4
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + n])
+    metadata = header.pop("__metadata__", {}) or {}
+    base = 8 + n
+    tensors = {}
+    for name, entry in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+        if entry["dtype"] != "F32":
+            raise SystemExit(f"{path}: tensor {name} has dtype {entry['dtype']}, expected F32")
+        begin, end = entry["data_offsets"]
+        shape = entry["shape"]
+        if end == begin:
+            tensors[name] = torch.zeros(shape, dtype=torch.float32)
+            continue
+        # bytearray: frombuffer wants a writable buffer; clone so the tensor owns its memory.
+        buf = bytearray(data[base + begin : base + end])
+        tensors[name] = torch.frombuffer(buf, dtype=torch.float32).reshape(shape).clone()
+    return tensors, metadata
+
+
+def write_safetensors(path, tensors, metadata=None):
+    header = {}
+    if metadata:
+        header["__metadata__"] = metadata
+    blobs = []
+    offset = 0
+    for name, t in tensors.items():
+        blob = t.detach().to(torch.float32).contiguous().cpu().numpy().tobytes()
+        header[name] = {
+            "dtype": "F32",
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + len(blob)],
+        }
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
+
+
+def dense(state, index):
+    out_features, in_features = state[f"{index}.weight"].shape
+    return nn.Linear(in_features, out_features)
+
+
+def conv(state, index):
+    out_channels, in_channels, kernel, _ = state[f"{index}.weight"].shape
+    # Keras "same" padding with a stride of 1 and an odd kernel is symmetric.
+    return nn.Conv2d(in_channels, out_channels, kernel, padding=kernel // 2)
+
+
+def build(model, state):
+    """The nn.Sequential of a scalescope model; widths are read from the checkpoint."""
+    family = model.split(":")[0]
+    if family in ("cifar-cnn", "cnn"):
+        return nn.Sequential(
+            conv(state, 0), nn.ReLU(), nn.MaxPool2d(2),
+            conv(state, 3), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), dense(state, 7), nn.ReLU(), dense(state, 9))
+    if family in ("mlp", "mlp-41m"):
+        return nn.Sequential(
+            dense(state, 0), nn.Tanh(), dense(state, 2), nn.ReLU(), dense(state, 4), nn.ReLU(),
+            dense(state, 6), nn.ReLU(), dense(state, 8), nn.Sigmoid())
+    if family == "dense-100":
+        return nn.Sequential(dense(state, 0), nn.ReLU(), dense(state, 2))
+    raise SystemExit(f"torch_interop.py: no PyTorch equivalent known for model '{model}'")
+
+
+def main(argv):
+    if len(argv) != 6:
+        raise SystemExit(__doc__)
+    model_name, weights_path, io_path, new_weights_path, new_io_path = argv[1:]
+    if sys.byteorder != "little":
+        raise SystemExit("safetensors data is little-endian; this host is not")
+    torch.manual_seed(0)
+
+    state, metadata = read_safetensors(weights_path)
+    if metadata.get("format") != "pt" or metadata.get("scalescope_model") != model_name:
+        raise SystemExit(f"{weights_path}: unexpected metadata {metadata}")
+    model = build(model_name, state)
+    model.load_state_dict(state, strict=True)
+
+    io, _ = read_safetensors(io_path)
+    x = io["input"]
+    if x.dim() == 4:
+        x = x.permute(0, 3, 1, 2).contiguous()  # scalescope NHWC → PyTorch NCHW
+    with torch.no_grad():
+        y = model(x)
+    diff = (y - io["output"]).abs().max().item()
+    print(f"{model_name}: max |torch - scalescope| = {diff:.3g}")
+    if not diff < TOLERANCE:
+        raise SystemExit(f"{model_name}: outputs differ by {diff} (tolerance {TOLERANCE})")
+
+    # Change every weight the way training would: one SGD step on a simple loss.
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    optimizer.zero_grad()
+    model(x).square().mean().backward()
+    optimizer.step()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.01)  # also moves weights whose gradient was zero (dead ReLUs)
+        y_new = model(x)
+
+    write_safetensors(new_weights_path, model.state_dict(),
+                      {"format": "pt", "scalescope_model": model_name})
+    write_safetensors(new_io_path, {"output": y_new})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
