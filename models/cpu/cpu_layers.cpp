@@ -307,12 +307,38 @@ std::unique_ptr<LayerKernel> make_dense(const DenseSpec& d, const LayerBinding& 
   return std::make_unique<DenseKernel>(device, b, descs);
 }
 
+// A layer without parameters: one primitive forward (src -> dst) and one backward
+// (diff_dst, and dst where the primitive wants it -> diff_src). Subclasses plan forward_ and
+// backward_ over the four memory objects.
+class UnaryKernel : public DnnlKernel {
+ public:
+  void forward(const float* in, float* out, Stream&) override {
+    set_handle(src_, in);
+    set_handle(dst_, out);
+    forward_.run(stream_);
+  }
+
+  void backward(const float*, const float* out, const float* dout, float* din, Stream&) override {
+    if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
+    set_handle(dst_, out);
+    set_handle(diff_dst_, dout);
+    set_handle(diff_src_, din);
+    backward_.run(stream_);
+  }
+
+ protected:
+  using DnnlKernel::DnnlKernel;
+
+  memory src_, dst_, diff_src_, diff_dst_;
+  Call forward_, backward_;
+};
+
 // Global average pooling: one oneDNN average-pooling window over the whole image, so the
 // [N, 1, 1, C] result is exactly the [N, C] output. No padding, so excluding it or not is
 // the same; pooling_avg_exclude_padding is oneDNN's plain average.
-class GlobalAvgPoolKernel final : public DnnlKernel {
+class GlobalAvgPoolKernel final : public UnaryKernel {
  public:
-  GlobalAvgPoolKernel(CpuDevice& device, const Shape& in) : DnnlKernel(device) {
+  GlobalAvgPoolKernel(CpuDevice& device, const Shape& in) : UnaryKernel(device) {
     const memory::desc src = f32_desc(image_dims(in), Tag::nhwc);
     const memory::desc dst = f32_desc({in[0], in[3], 1, 1}, Tag::nhwc);
     const memory::dims window = {in[1], in[2]};
@@ -333,23 +359,6 @@ class GlobalAvgPoolKernel final : public DnnlKernel {
         bwd_pd, {{DNNL_ARG_DIFF_DST, diff_dst_}, {DNNL_ARG_DIFF_SRC, diff_src_}});
     allocate_scratchpad();
   }
-
-  void forward(const float* in, float* out, Stream&) override {
-    set_handle(src_, in);
-    set_handle(dst_, out);
-    forward_.run(stream_);
-  }
-
-  void backward(const float*, const float*, const float* dout, float* din, Stream&) override {
-    if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
-    set_handle(diff_dst_, dout);
-    set_handle(diff_src_, din);
-    backward_.run(stream_);
-  }
-
- private:
-  memory src_, dst_, diff_src_, diff_dst_;
-  Call forward_, backward_;
 };
 
 // Max pooling in plain loops over NHWC, not oneDNN: oneDNN 2.6's AVX2 max pooling for
@@ -470,9 +479,9 @@ class MaxPoolKernel final : public LayerKernel {
 
 // Element-wise activations over the flat tensor (any layout). Backward computes the
 // derivative from the output (the *_use_dst_for_bwd algorithms), which the caller keeps.
-class EltwiseKernel final : public DnnlKernel {
+class EltwiseKernel final : public UnaryKernel {
  public:
-  EltwiseKernel(CpuDevice& device, dnnl::algorithm algorithm, int64_t numel) : DnnlKernel(device) {
+  EltwiseKernel(CpuDevice& device, dnnl::algorithm algorithm, int64_t numel) : UnaryKernel(device) {
     const memory::desc data = f32_desc({numel}, Tag::a);
     const dnnl::eltwise_forward::desc fwd(dnnl::prop_kind::forward_training, algorithm, data, 0.0f,
                                           0.0f);
@@ -489,24 +498,6 @@ class EltwiseKernel final : public DnnlKernel {
         {{DNNL_ARG_DST, dst_}, {DNNL_ARG_DIFF_DST, diff_dst_}, {DNNL_ARG_DIFF_SRC, diff_src_}});
     allocate_scratchpad();
   }
-
-  void forward(const float* in, float* out, Stream&) override {
-    set_handle(src_, in);
-    set_handle(dst_, out);
-    forward_.run(stream_);
-  }
-
-  void backward(const float*, const float* out, const float* dout, float* din, Stream&) override {
-    if (din == nullptr) return;
-    set_handle(dst_, out);
-    set_handle(diff_dst_, dout);
-    set_handle(diff_src_, din);
-    backward_.run(stream_);
-  }
-
- private:
-  memory src_, dst_, diff_src_, diff_dst_;
-  Call forward_, backward_;
 };
 
 dnnl::algorithm eltwise_algorithm(Activation kind) {
@@ -524,9 +515,9 @@ dnnl::algorithm eltwise_algorithm(Activation kind) {
 // Flatten restores PyTorch's per-sample (C, H, W) order from NHWC: a real transpose (one
 // reorder between the two layouts of the same logical tensor), and its inverse backward.
 // Inputs that are not images are already in order and are copied.
-class FlattenKernel final : public DnnlKernel {
+class FlattenKernel final : public UnaryKernel {
  public:
-  FlattenKernel(CpuDevice& device, const Shape& in) : DnnlKernel(device) {
+  FlattenKernel(CpuDevice& device, const Shape& in) : UnaryKernel(device) {
     memory::desc nhwc = f32_desc({in.numel()}, Tag::a);
     memory::desc nchw = nhwc;
     if (in.rank() == 4) {
@@ -541,23 +532,6 @@ class FlattenKernel final : public DnnlKernel {
     backward_ = reorder(diff_dst_, diff_src_);
     allocate_scratchpad();
   }
-
-  void forward(const float* in, float* out, Stream&) override {
-    set_handle(src_, in);
-    set_handle(dst_, out);
-    forward_.run(stream_);
-  }
-
-  void backward(const float*, const float*, const float* dout, float* din, Stream&) override {
-    if (din == nullptr) return;
-    set_handle(diff_dst_, dout);
-    set_handle(diff_src_, din);
-    backward_.run(stream_);
-  }
-
- private:
-  memory src_, dst_, diff_src_, diff_dst_;
-  Call forward_, backward_;
 };
 
 // The binding must be what the spec says, so that no kernel reads or writes out of bounds.

@@ -23,25 +23,14 @@
 #include "models/model.h"
 #include "models/optimizer.h"
 #include "models/zoo.h"
+#include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
 
 namespace fs = std::filesystem;
 
-#define EXPECT_CONTAINS(text, part)                          \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) \
-      << "'" << (text) << "' lacks '" << (part) << "'"
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error thrown>";
-}
+using testing_util::error_of;
 
 // A fresh directory per test, removed afterwards.
 class TempDir {

@@ -13,23 +13,12 @@
 #include "core/random.h"
 #include "core/tensor.h"
 #include "models/cpu/cpu_kernels.h"
+#include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
 
-#define EXPECT_CONTAINS(text, part)                          \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) \
-      << "'" << (text) << "' lacks '" << (part) << "'"
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error thrown>";
-}
+using testing_util::error_of;
 
 // ---- float64 references: per-sample losses summed over the batch, straight from the
 // definitions (no max subtraction needed for the moderate logits they are used with).
