@@ -3,6 +3,7 @@ include(CheckLanguage)
 
 option(SCALESCOPE_BUILD_TESTS "Build the GoogleTest suite" ON)
 option(SCALESCOPE_WERROR "Treat warnings in our own targets as errors" ON)
+option(SCALESCOPE_NVTX "NVTX ranges (when the NVTX3 headers are found)" ON)
 
 # SCALESCOPE_WITH_CUDA: ON by default where a CUDA compiler is found; asked for explicitly
 # but missing is a configure error rather than a silent CPU-only build.
