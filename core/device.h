@@ -79,6 +79,10 @@ class Device {
   // Memory. allocate returns 64-byte aligned memory or throws Error naming the size.
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* ptr, size_t bytes) noexcept = 0;
+  // Host memory that copies to and from this device can use asynchronously (pinned on
+  // CUDA; ordinary aligned memory on CPU).
+  virtual void* allocate_host(size_t bytes) = 0;
+  virtual void deallocate_host(void* ptr) noexcept = 0;
 
   virtual std::unique_ptr<Stream> create_stream() = 0;
   virtual std::unique_ptr<Event> create_event() = 0;

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <memory>
+#include <mutex>
 
 namespace scalescope::nvtx {
 
@@ -68,12 +69,22 @@ nvtx3::color color(Phase phase) {
 
 }  // namespace detail
 
+void initialize() {
+  // NVTX initialises itself lazily on its first call, writing its function table without
+  // synchronisation: threads making their first calls together race (ThreadSanitizer saw it
+  // with pipeline workers). Initialising once, explicitly, orders that before every call.
+  static std::once_flag once;
+  std::call_once(once, [] { nvtxInitialize(nullptr); });
+}
+
 void name_current_thread(const char* name) {
+  initialize();
   nvtxNameOsThreadA(static_cast<uint32_t>(::syscall(SYS_gettid)), name);
 }
 
 #else
 
+void initialize() {}
 void name_current_thread(const char*) {}
 
 #endif

@@ -91,7 +91,10 @@ class Range {
 
 #endif
 
-// Names the calling OS thread in the timeline ("scalescope replica 0").
+// Initialises NVTX (once; thread-safe). Call before threads start making ranges: NVTX's own
+// lazy initialisation is not synchronised.
+void initialize();
+// Names the calling OS thread in the timeline ("scalescope replica 0"). Initialises first.
 void name_current_thread(const char* name);
 
 }  // namespace scalescope::nvtx

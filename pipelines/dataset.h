@@ -3,8 +3,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/shape.h"
 #include "pipelines/batch.h"
@@ -17,7 +19,7 @@ const char* to_string(Split split);
 class Dataset {
  public:
   virtual ~Dataset() = default;
-  // "fashion-mnist train (60000 samples, /usr/share/datasets/fashion-mnist)"
+  // "idx train (60000 samples, 28x28x1, /usr/share/datasets/fashion-mnist)"
   virtual std::string describe() const = 0;
   virtual int64_t size() const = 0;
   // One sample, channels last for images ([28, 28, 1], [32, 32, 3], [8000]).
@@ -27,9 +29,18 @@ class Dataset {
   // values) and its label into `label` (labels().width() values).
   // REQUIRES: 0 <= index < size(). Thread-safe: workers call it concurrently.
   virtual void read(int64_t index, float* input, float* label) const = 0;
-  // Per-channel mean and standard deviation of the inputs as read() returns them, over the
-  // whole split, for normalisation (computed once, when first asked; thread-safe).
-  virtual void channel_stats(std::vector<float>& mean, std::vector<float>& stddev) const;
+  // Per-channel mean and (population) standard deviation of the inputs as read() returns
+  // them, over the whole split, for normalisation. Channels are the last dimension of an
+  // image [H, W, C]; any other sample is one channel. Computed once, when first asked, by a
+  // scan of the split; thread-safe.
+  void channel_stats(std::vector<float>& mean, std::vector<float>& stddev) const;
+
+ private:
+  void compute_channel_stats() const;
+
+  mutable std::once_flag stats_once_;
+  mutable std::vector<float> mean_;
+  mutable std::vector<float> stddev_;
 };
 
 // A data source as the command line names it:
@@ -55,7 +66,7 @@ std::unique_ptr<Dataset> open_dataset(const DataSpec& spec, Split split);
 // A synthetic dataset of `size` samples with learnable labels (each class a fixed random
 // template plus uniform noise), generated on read() from (seed, index): the same sample for
 // the same index whatever reads it.
-std::unique_ptr<Dataset> make_synthetic_dataset(Shape sample_shape, LabelSpec labels,
-                                                int64_t size, uint64_t seed, float noise = 1.0f);
+std::unique_ptr<Dataset> make_synthetic_dataset(Shape sample_shape, LabelSpec labels, int64_t size,
+                                                uint64_t seed, float noise = 1.0f);
 
 }  // namespace scalescope

@@ -1,1 +1,283 @@
-// placeholder
+#include "pipelines/idx.h"
+
+#include <fmt/ranges.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string_view>
+#include <system_error>
+
+#include "core/check.h"
+
+namespace scalescope {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kClasses = 10;
+// gzread() takes and returns int; reading in large pieces keeps the per-call cost invisible.
+constexpr size_t kReadChunk = size_t{16} << 20;
+// zlib's default 8 KiB buffer makes decompression of a 26 MB file measurably slower.
+constexpr unsigned kGzBuffer = 1u << 20;
+
+// A sequential byte stream over a raw or a gzip file. read() returns fewer bytes than asked
+// only at the end of the data, and throws on any error.
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  virtual size_t read(uint8_t* dst, size_t n) = 0;
+};
+
+class RawSource final : public ByteSource {
+ public:
+  explicit RawSource(const std::string& path) : path_(path), in_(path, std::ios::binary) {
+    SS_CHECK(in_.is_open(), "idx file '{}': cannot open: {}", path, std::strerror(errno));
+  }
+  size_t read(uint8_t* dst, size_t n) override {
+    in_.read(reinterpret_cast<char*>(dst), static_cast<std::streamsize>(n));
+    SS_CHECK(!in_.bad(), "idx file '{}': read error: {}", path_, std::strerror(errno));
+    return static_cast<size_t>(in_.gcount());
+  }
+
+ private:
+  std::string path_;
+  std::ifstream in_;
+};
+
+class GzSource final : public ByteSource {
+ public:
+  explicit GzSource(const std::string& path) : path_(path), file_(open(path)) {
+    SS_CHECK(file_ != nullptr, "idx file '{}': cannot open: {}", path,
+             errno != 0 ? std::strerror(errno) : "out of memory");
+    gzbuffer(file_, kGzBuffer);
+  }
+  ~GzSource() override { gzclose(file_); }
+  GzSource(const GzSource&) = delete;
+  GzSource& operator=(const GzSource&) = delete;
+
+  size_t read(uint8_t* dst, size_t n) override {
+    size_t got = 0;
+    while (got < n) {
+      const auto want = static_cast<unsigned>(std::min<size_t>(n - got, INT_MAX));
+      const int r = gzread(file_, dst + got, want);
+      if (r < 0) {
+        int code = Z_OK;
+        const std::string_view message = zlib_message(&code);
+        throw_error(fmt::format("idx file '{}': corrupt gzip data: {}", path_, message));
+      }
+      if (r == 0) {
+        // zlib reports a stream cut short not as an error but as Z_BUF_ERROR at the end.
+        int code = Z_OK;
+        const std::string_view message = zlib_message(&code);
+        SS_CHECK(code != Z_BUF_ERROR, "idx file '{}': truncated gzip stream ({})", path_, message);
+        SS_CHECK(code == Z_OK, "idx file '{}': corrupt gzip data: {}", path_, message);
+        break;
+      }
+      got += static_cast<size_t>(r);
+    }
+    return got;
+  }
+
+ private:
+  // zlib's message without the "path: " it prefixes, since ours names the file already.
+  std::string_view zlib_message(int* code) const {
+    std::string_view message = gzerror(file_, code);
+    const std::string prefix = path_ + ": ";
+    if (message.starts_with(prefix)) message.remove_prefix(prefix.size());
+    return message;
+  }
+
+  static gzFile open(const std::string& path) {
+    errno = 0;  // gzopen sets errno only when the system refused; 0 then means no memory
+    return gzopen(path.c_str(), "rb");
+  }
+
+  std::string path_;
+  gzFile file_;
+};
+
+uint32_t big_endian(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
+// The size of a regular file; throws Error naming it when it is missing or not a file.
+uint64_t regular_file_size(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  SS_CHECK(fs::exists(status), "idx file '{}': cannot open: no such file", path);
+  SS_CHECK(fs::is_regular_file(status), "idx file '{}': not a regular file", path);
+  const uint64_t size = fs::file_size(path, ec);
+  SS_CHECK(!ec, "idx file '{}': cannot read its size: {}", path, ec.message());
+  return size;
+}
+
+bool starts_with_gzip_magic(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  SS_CHECK(in.is_open(), "idx file '{}': cannot open: {}", path, std::strerror(errno));
+  unsigned char magic[2] = {0, 0};
+  in.read(reinterpret_cast<char*>(magic), 2);
+  return in.gcount() == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+}
+
+// "60000x28x28"
+std::string dims_text(const std::vector<int64_t>& dims) {
+  return fmt::format("{}", fmt::join(dims, "x"));
+}
+
+// Finds `stem` or `stem`.gz in `dir`, raw first (see open_idx_dataset).
+std::string find_idx_file(const std::string& dir, const std::string& stem, std::string_view what) {
+  const std::string raw = (fs::path(dir) / stem).string();
+  const std::string gz = raw + ".gz";
+  std::error_code ec;
+  if (fs::exists(raw, ec)) return raw;
+  if (fs::exists(gz, ec)) return gz;
+  throw_error(
+      fmt::format("idx: no {} file in '{}': looked for {} and {}.gz", what, dir, stem, stem));
+}
+
+class IdxDataset final : public Dataset {
+ public:
+  IdxDataset(std::string dir, Split split, IdxArray images, IdxArray labels)
+      : dir_(std::move(dir)),
+        split_(split),
+        count_(images.dims[0]),
+        height_(images.dims[1]),
+        width_(images.dims[2]),
+        pixels_(std::move(images.data)),
+        labels_(std::move(labels.data)) {}
+
+  std::string describe() const override {
+    return fmt::format("idx {} ({} samples, {}x{}x1, {})", to_string(split_), count_, height_,
+                       width_, dir_);
+  }
+  int64_t size() const override { return count_; }
+  Shape sample_shape() const override { return Shape{height_, width_, 1}; }
+  LabelSpec labels() const override { return LabelSpec{LabelFormat::kClassIndex, kClasses}; }
+
+  void read(int64_t index, float* input, float* label) const override {
+    SS_CHECK(index >= 0 && index < count_, "{}: sample index {} out of range [0, {})", describe(),
+             index, count_);
+    const int64_t features = height_ * width_;
+    const uint8_t* p = pixels_.data() + index * features;
+    for (int64_t j = 0; j < features; ++j) input[j] = static_cast<float>(p[j]) / 255.0f;
+    label[0] = static_cast<float>(labels_[static_cast<size_t>(index)]);
+  }
+
+ private:
+  std::string dir_;
+  Split split_;
+  int64_t count_;
+  int64_t height_;
+  int64_t width_;
+  std::vector<uint8_t> pixels_;  // count × height × width; 47 MB for Fashion-MNIST's train
+  std::vector<uint8_t> labels_;
+};
+
+}  // namespace
+
+IdxArray read_idx_ubyte(const std::string& path, int rank) {
+  SS_CHECK(rank >= 1 && rank <= 255, "idx: rank {} is not an IDX rank", rank);
+  const uint64_t file_bytes = regular_file_size(path);
+  const bool gzip = starts_with_gzip_magic(path);
+  std::unique_ptr<ByteSource> source;
+  if (gzip) {
+    source = std::make_unique<GzSource>(path);
+  } else {
+    source = std::make_unique<RawSource>(path);
+  }
+  const char* const in_what = gzip ? " (after gzip decompression)" : "";
+  // A name is only a hint; say so when it disagrees with the content.
+  const char* const name_hint = !gzip && path.ends_with(".gz")
+                                    ? " (the file is not gzip-compressed despite its name, so "
+                                      "it was read as raw IDX)"
+                                    : "";
+
+  const auto header_bytes = static_cast<size_t>(4 + 4 * rank);
+  std::vector<uint8_t> header(header_bytes);
+  const size_t got_header = source->read(header.data(), header_bytes);
+  SS_CHECK(got_header >= 4, "idx file '{}': truncated: {} bytes{}, too short for an IDX magic{}",
+           path, got_header, in_what, name_hint);
+  const uint32_t magic = big_endian(header.data());
+  const uint32_t expected_magic = 0x800u + static_cast<uint32_t>(rank);
+  SS_CHECK(magic == expected_magic,
+           "idx file '{}': wrong magic number {:#010x}, expected {:#010x} (unsigned bytes, {} "
+           "dimensions){}",
+           path, magic, expected_magic, rank, name_hint);
+  SS_CHECK(got_header == header_bytes,
+           "idx file '{}': truncated: {} bytes{}, its header alone needs {}", path, got_header,
+           in_what, header_bytes);
+
+  IdxArray array;
+  int64_t payload = 1;
+  for (int d = 0; d < rank; ++d) {
+    array.dims.push_back(big_endian(header.data() + 4 + 4 * d));
+  }
+  for (const int64_t dim : array.dims) {
+    SS_CHECK(dim > 0, "idx file '{}': dims {} have a zero dimension", path, dims_text(array.dims));
+    // payload <= 2^31 and dim < 2^32 before the product: no overflow.
+    payload *= dim;
+    SS_CHECK(payload <= kMaxIdxBytes, "idx file '{}': dims {} exceed the {} byte limit", path,
+             dims_text(array.dims), kMaxIdxBytes);
+  }
+  const auto expected_bytes = static_cast<uint64_t>(payload) + header_bytes;
+  if (!gzip) {
+    // The size is known up front: refuse before allocating anything.
+    SS_CHECK(file_bytes >= expected_bytes,
+             "idx file '{}': truncated: dims {} need {} bytes, the file has {}", path,
+             dims_text(array.dims), expected_bytes, file_bytes);
+    SS_CHECK(file_bytes == expected_bytes,
+             "idx file '{}': {} trailing bytes after the {} bytes that dims {} describe", path,
+             file_bytes - expected_bytes, expected_bytes, dims_text(array.dims));
+  }
+
+  // Grows with the bytes that actually arrive: a lying gzip header costs at most 64 MiB.
+  array.data.reserve(gzip ? std::min<size_t>(static_cast<size_t>(payload), kReadChunk * 4)
+                          : static_cast<size_t>(payload));
+  size_t total = 0;
+  while (total < static_cast<size_t>(payload)) {
+    const size_t want = std::min(kReadChunk, static_cast<size_t>(payload) - total);
+    array.data.resize(total + want);
+    const size_t got = source->read(array.data.data() + total, want);
+    total += got;
+    if (got < want) break;
+  }
+  SS_CHECK(total == static_cast<size_t>(payload),
+           "idx file '{}': truncated: dims {} need {} bytes of data{}, found {}", path,
+           dims_text(array.dims), payload, in_what, total);
+  // Reading past the end also makes zlib verify the gzip trailer (CRC and length).
+  uint8_t extra = 0;
+  SS_CHECK(source->read(&extra, 1) == 0,
+           "idx file '{}': trailing bytes{} after the {} bytes of data that dims {} describe", path,
+           in_what, payload, dims_text(array.dims));
+  return array;
+}
+
+std::unique_ptr<Dataset> open_idx_dataset(const std::string& dir, Split split) {
+  std::error_code ec;
+  SS_CHECK(fs::exists(dir, ec), "idx: data directory '{}' does not exist", dir);
+  SS_CHECK(fs::is_directory(dir, ec), "idx: data directory '{}' is not a directory", dir);
+  const std::string prefix = split == Split::kTrain ? "train" : "t10k";
+  const std::string images_path =
+      find_idx_file(dir, prefix + "-images-idx3-ubyte", fmt::format("{} images", to_string(split)));
+  const std::string labels_path =
+      find_idx_file(dir, prefix + "-labels-idx1-ubyte", fmt::format("{} labels", to_string(split)));
+
+  IdxArray images = read_idx_ubyte(images_path, 3);
+  IdxArray labels = read_idx_ubyte(labels_path, 1);
+  SS_CHECK(images.dims[0] == labels.dims[0], "idx: '{}' holds {} images but '{}' holds {} labels",
+           images_path, images.dims[0], labels_path, labels.dims[0]);
+  for (size_t i = 0; i < labels.data.size(); ++i) {
+    SS_CHECK(labels.data[i] < kClasses,
+             "idx file '{}': label out of range: sample {} has label {}, expected 0..{}",
+             labels_path, i, labels.data[i], kClasses - 1);
+  }
+  return std::make_unique<IdxDataset>(dir, split, std::move(images), std::move(labels));
+}
+
+}  // namespace scalescope

@@ -14,8 +14,10 @@
 namespace scalescope {
 
 struct PipelineConfig {
-  int workers = 1;      // threads filling batches (>= 1)
-  int queue_depth = 2;  // ready batches kept ahead of the consumer (>= 1)
+  int workers = 1;  // threads filling batches (>= 1)
+  // Finished batches that may wait for the consumer beyond the ones workers are filling
+  // (>= 1). Memory: queue_depth + workers + 1 batches.
+  int queue_depth = 2;
   TransformConfig transforms;
   uint64_t seed = 1;  // augmentation seed (shuffling is the sampler's)
 };
@@ -37,7 +39,7 @@ class InputPipeline {
   // Blocks until the next batch in order (epoch by epoch, step by step) is ready and returns
   // it; valid until the next call. A worker's error (a failed read) is rethrown here.
   const HostBatch& next();
-  // Position of the batch the last next() returned.
+  // Position of the batch the last next() returned (before the first: first_epoch, -1).
   int64_t epoch() const;
   int64_t step() const;
 

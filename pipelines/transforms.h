@@ -12,7 +12,8 @@
 namespace scalescope {
 
 struct TransformConfig {
-  // Per-channel (x - mean) / stddev; empty vectors: no normalisation.
+  // Per-channel (x - mean) / stddev; empty vectors: no normalisation. An image [H, W, C]
+  // takes C values; any other sample one value, or one per element of its last dimension.
   std::vector<float> mean;
   std::vector<float> stddev;
   // Random crop back to the original size after zero-padding every side by this many
@@ -23,9 +24,7 @@ struct TransformConfig {
   // Busy CPU time per sample, in microseconds, emulating heavy decoding (0: none).
   int64_t decode_cost_us = 0;
 
-  bool any() const {
-    return !mean.empty() || crop_padding > 0 || flip || decode_cost_us > 0;
-  }
+  bool any() const { return !mean.empty() || crop_padding > 0 || flip || decode_cost_us > 0; }
 };
 
 // Throws Error naming the bad value: stats sized unlike the channels, a non-positive

@@ -36,7 +36,8 @@ nlohmann::json to_json(const RunReport& r) {
   }
   nlohmann::json evals = nlohmann::json::array();
   for (const EvalRecord& e : r.evals) {
-    evals.push_back({{"epoch", e.epoch}, {"loss", e.loss}, {"accuracy", e.accuracy}});
+    evals.push_back(
+        {{"epoch", e.epoch}, {"step", e.step}, {"loss", e.loss}, {"accuracy", e.accuracy}});
   }
   const RunSummary s = summarize(r);
   return {

@@ -20,7 +20,8 @@ struct StepRecord {
 };
 
 struct EvalRecord {
-  int64_t epoch = 0;
+  int64_t epoch = 0;  // 1-based; the last one may be partial
+  int64_t step = 0;   // evaluated after this step
   double loss = 0.0;
   double accuracy = 0.0;
 };

@@ -102,6 +102,21 @@ void CudaDevice::deallocate(void* ptr, size_t) noexcept {
   SS_CHECK_CUDA_LOG(cudaFree(ptr));
 }
 
+void* CudaDevice::allocate_host(size_t bytes) {
+  void* ptr = nullptr;
+  const cudaError_t status = cudaMallocHost(&ptr, bytes);
+  if (status != cudaSuccess) {
+    throw Error("CUDA", "cudaMallocHost",
+                fmt::format("cannot allocate {} bytes of pinned host memory: {}", bytes,
+                            cudaGetErrorString(status)));
+  }
+  return ptr;
+}
+
+void CudaDevice::deallocate_host(void* ptr) noexcept {
+  SS_CHECK_CUDA_LOG(cudaFreeHost(ptr));
+}
+
 std::unique_ptr<Stream> CudaDevice::create_stream() {
   return std::make_unique<CudaStream>(*this);
 }

@@ -14,5 +14,6 @@ using Action = std::function<int()>;
 // `action` is set when the subcommand is selected.
 void add_train_command(CLI::App& app, Action& action);
 void add_models_command(CLI::App& app, Action& action);
+void add_pipeline_bench_command(CLI::App& app, Action& action);
 
 }  // namespace scalescope::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   scalescope::cli::Action action;
   scalescope::cli::add_train_command(app, action);
   scalescope::cli::add_models_command(app, action);
+  scalescope::cli::add_pipeline_bench_command(app, action);
   // CLI11 would only say that a subcommand is required; name the word it did not know.
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;

@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/data_options.h"
 #include "harness/trainer/single_trainer.h"
 #include "reports/run_report.h"
 
@@ -16,6 +17,7 @@ struct TrainArgs {
   TrainOptions options;
   std::string optimizer = "adam";
   std::optional<float> lr;
+  std::optional<int64_t> steps;
   std::string output;
   bool quiet = false;
   std::string command_line;
@@ -26,17 +28,24 @@ int run_train(TrainArgs& args) {
   o.optimizer.kind = args.optimizer == "sgd" ? OptimizerKind::kSgd : OptimizerKind::kAdam;
   o.optimizer.lr = args.lr.value_or(o.optimizer.kind == OptimizerKind::kSgd ? 0.01f : 1e-3f);
   o.command_line = args.command_line;
+  o.steps = args.steps.value_or(o.epochs > 0 ? 0 : 200);
   validate(o);  // every value checked before any work starts
   const int64_t every = std::max<int64_t>(1, o.steps / 10);
   if (!args.quiet) {
     o.on_step = [&](const StepRecord& r) {
-      if (r.step == 1 || r.step % every == 0 || r.step == o.steps) {
-        fmt::print("step {:>6}/{}  loss {:>9.5f}  {:>8.2f} ms\n", r.step, o.steps, r.loss,
-                   r.step_ms);
+      if (r.step == 1 || (o.steps > 0 && (r.step % every == 0 || r.step == o.steps)) ||
+          (o.steps == 0 && r.step % 100 == 0)) {
+        fmt::print("step {:>6}  loss {:>9.5f}  {:>8.2f} ms (input {:.2f} ms)\n", r.step, r.loss,
+                   r.step_ms, r.input_ms);
         std::fflush(stdout);
       }
     };
   }
+  o.on_eval = [&](const EvalRecord& e) {
+    fmt::print("eval after epoch {} (step {}): loss {:.4f}, accuracy {:.2f}%\n", e.epoch, e.step,
+               e.loss, 100.0 * e.accuracy);
+    std::fflush(stdout);
+  };
   const RunReport report = train(o);
   const RunSummary s = summarize(report);
   fmt::print(
@@ -67,7 +76,10 @@ void add_train_command(CLI::App& app, Action& action) {
   cmd->add_option("--threads", o.threads, "CPU threads per device (0: cores / devices)")
       ->capture_default_str();
   cmd->add_option("--batch", o.batch, "Samples per step and device")->capture_default_str();
-  cmd->add_option("--steps", o.steps, "Training steps")->capture_default_str();
+  cmd->add_option("--steps", args->steps, "Training steps (default 200 unless --epochs)");
+  cmd->add_option("--epochs", o.epochs, "Passes over the training data (instead of --steps)");
+  cmd->add_flag("!--no-eval", o.eval, "Skip evaluation on the eval split after each epoch");
+  add_data_options(*cmd, o.data);
   cmd->add_option("--optimizer", args->optimizer, "sgd or adam")
       ->check(CLI::IsMember({"sgd", "adam"}))
       ->capture_default_str();

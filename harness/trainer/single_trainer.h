@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "harness/trainer/data.h"
 #include "models/kernels.h"
 #include "reports/run_report.h"
 
@@ -16,19 +17,25 @@ struct TrainOptions {
   std::string devices = "cpu:1";
   int threads = 0;  // per CPU device; 0: all cores divided by the device count
   int64_t batch = 64;
+  // Length: `steps` steps, or `epochs` passes over the training data (exactly one > 0).
   int64_t steps = 200;
+  int64_t epochs = 0;
+  DataOptions data;
+  // Evaluate on the eval split after every epoch (and after a final partial one).
+  bool eval = true;
   OptimizerConfig optimizer;
   uint64_t seed = 1;
   std::string save;  // checkpoint to write at the end ("" = none)
   std::string load;  // checkpoint to start from ("" = fresh weights from the seed)
   int64_t warmup_steps = 5;
   std::string command_line;
-  // Called after every step (progress output).
+  // Progress: after every step, and after every evaluation.
   std::function<void(const StepRecord&)> on_step;
+  std::function<void(const EvalRecord&)> on_eval;
 };
 
-// Checks every option before any work starts; throws Error naming the bad value and what
-// would be accepted.
+// Checks the options that need no data before any work starts; throws Error naming the bad
+// value and what would be accepted.
 void validate(const TrainOptions& options);
 
 // Trains and returns the record of the run. Throws Error on failure.

@@ -65,6 +65,18 @@ TEST(Cli, TrainWritesARunFile) {
   EXPECT_GT(doc["summary"]["step_ms_median"].get<double>(), 0.0);
 }
 
+TEST(Cli, PipelineBenchReportsEachWorkerCount) {
+  const std::string out = testing::TempDir() + "/cli_pipeline_bench.json";
+  const Result r =
+      run("pipeline-bench --model dense-100 --workers 1,2 --batch 32 --batches 20 -o " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream in(out);
+  const auto doc = nlohmann::json::parse(in);
+  ASSERT_EQ(doc["points"].size(), 2u);
+  EXPECT_EQ(doc["points"][1]["workers"], 2);
+  EXPECT_GT(doc["points"][0]["samples_per_second"].get<double>(), 0.0);
+}
+
 TEST(Cli, BadInputGivesAClearErrorAndNonZeroStatus) {
   struct Case {
     std::string args;
@@ -82,6 +94,11 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroStatus) {
       {"train --lr 0", "--lr 0"},
       {"train --load /nonexistent.safetensors --steps 1", "/nonexistent.safetensors"},
       {"frobnicate", "frobnicate"},
+      {"train --data nowhere", "nowhere"},
+      {"train --epochs -1", "--epochs -1"},
+      {"train --crop-padding -2", "--crop-padding -2"},
+      {"pipeline-bench --workers 0", "--workers 0"},
+      {"pipeline-bench --data synthetic:device", "synthetic:device"},
   };
   for (const Case& c : cases) {
     const Result r = run(c.args);

@@ -1,12 +1,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
 #include <numeric>
 #include <string>
 
 #include "core/error.h"
 #include "harness/trainer/single_trainer.h"
 #include "models/checkpoint.h"
+#include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
@@ -110,6 +112,76 @@ TEST(Train, MissingCheckpointIsAnErrorNamingIt) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/ckpt.safetensors"), std::string::npos)
         << e.what();
   }
+}
+
+constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
+
+bool have_fashion_mnist() {
+  return std::ifstream(std::string(kFashionMnist) + "/train-labels-idx1-ubyte.gz").good();
+}
+
+TEST(Train, CifarCnnLearnsFashionMnistInOneEpoch) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed";
+  TrainOptions o;
+  o.model = "cifar-cnn";  // built for 28x28x1 from the data
+  o.data.spec = std::string("idx:") + kFashionMnist;
+  o.batch = 64;
+  o.steps = 0;
+  o.epochs = 1;
+  const RunReport r = train(o);
+  EXPECT_EQ(r.steps.size(), 60000u / 64u);  // the remainder is dropped
+  ASSERT_EQ(r.evals.size(), 1u);
+  EXPECT_EQ(r.evals[0].epoch, 1);
+  EXPECT_GE(r.evals[0].accuracy, 0.80) << "test loss " << r.evals[0].loss;
+  EXPECT_LT(r.evals[0].loss, 0.6);
+  EXPECT_EQ(r.input_shape, "[28, 28, 1]");
+}
+
+TEST(Train, DeviceResidentSyntheticDataHasNoInputCost) {
+  TrainOptions o;
+  o.model = "dense-100";
+  o.data.spec = "synthetic:device";
+  o.batch = 16;
+  o.steps = 30;
+  o.eval = false;
+  const RunReport r = train(o);
+  for (const StepRecord& s : r.steps) EXPECT_LT(s.input_ms, 0.01) << "step " << s.step;
+  EXPECT_LT(r.steps.back().loss, r.steps.front().loss);  // one batch, learnt by heart
+}
+
+TEST(Train, PartialEpochEndsWithAnEvaluation) {
+  TrainOptions o;
+  o.model = "dense-100";
+  o.batch = 32;
+  o.steps = 40;
+  const RunReport r = train(o);
+  ASSERT_EQ(r.evals.size(), 1u);
+  EXPECT_EQ(r.evals[0].step, 40);
+  EXPECT_GT(r.evals[0].accuracy, 0.2);  // 10 classes: well above chance after 40 steps
+}
+
+TEST(Train, DataThatDoesNotFitTheModelIsRefused) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed";
+  using testing_util::error_of;
+  TrainOptions o;
+  o.data.spec = std::string("idx:") + kFashionMnist;
+  o.model = "mlp-41m";
+  EXPECT_CONTAINS(error_of([&] { train(o); }), "cannot take the samples");
+  o.model = "cifar-cnn";
+  o.batch = 70000;
+  EXPECT_CONTAINS(error_of([&] { train(o); }), "larger than the dataset");
+  o.batch = 64;
+  o.data.spec = "idx:/nonexistent/dir";
+  EXPECT_CONTAINS(error_of([&] { train(o); }), "/nonexistent/dir");
+  o.data.spec = "imagenet:/x";
+  EXPECT_CONTAINS(error_of([&] { validate(o); }), "imagenet:/x");
+  o.data.spec = "synthetic";
+  o.data.workers = 0;
+  EXPECT_CONTAINS(error_of([&] { train(o); }), "--workers 0");
+  o.data.workers = 1;
+  o.steps = 10;
+  o.epochs = 2;
+  EXPECT_CONTAINS(error_of([&] { validate(o); }), "not both");
 }
 
 }  // namespace

@@ -1,0 +1,86 @@
+#include "harness/trainer/data.h"
+
+#include "core/check.h"
+#include "harness/trainer/labels.h"
+#include "pipelines/subset.h"
+
+namespace scalescope {
+namespace {
+
+// Synthetic data: 50,000 training and 10,000 evaluation samples (CIFAR-10's split), drawn
+// from one generator so that both share the class templates.
+constexpr int64_t kSyntheticTrain = 50000;
+constexpr int64_t kSyntheticEval = 10000;
+
+const char* format_name(LabelFormat f) {
+  switch (f) {
+    case LabelFormat::kClassIndex:
+      return "class-index";
+    case LabelFormat::kOneHot:
+      return "one-hot";
+    case LabelFormat::kBinary:
+      return "binary";
+  }
+  return "?";
+}
+
+}  // namespace
+
+RunData open_run_data(const DataOptions& o, const ModelDef& model, uint64_t seed) {
+  SS_CHECK(o.workers >= 1 && o.workers <= 256, "--workers {} must be between 1 and 256", o.workers);
+  SS_CHECK(o.queue_depth >= 1 && o.queue_depth <= 1024,
+           "--queue-depth {} must be between 1 and 1024", o.queue_depth);
+  SS_CHECK(o.crop_padding >= 0, "--crop-padding {} must not be negative", o.crop_padding);
+  SS_CHECK(o.decode_cost_us >= 0, "--decode-cost-us {} must not be negative", o.decode_cost_us);
+  RunData data;
+  data.spec = parse_data_spec(o.spec);
+  const bool synthetic = data.spec.kind == DataSpec::Kind::kSynthetic ||
+                         data.spec.kind == DataSpec::Kind::kSyntheticDevice;
+  if (synthetic) {
+    data.sample_shape = model.default_input;
+    const Shape output = summarize(model, data.sample_shape).output;
+    std::shared_ptr<const Dataset> all =
+        make_synthetic_dataset(data.sample_shape, label_spec_for(model.loss, output),
+                               kSyntheticTrain + kSyntheticEval, seed);
+    data.train = std::make_shared<SubsetDataset>(all, 0, kSyntheticTrain, "synthetic train");
+    data.eval =
+        std::make_shared<SubsetDataset>(all, kSyntheticTrain, kSyntheticEval, "synthetic eval");
+    data.device_resident = data.spec.kind == DataSpec::Kind::kSyntheticDevice;
+  } else {
+    data.train = open_dataset(data.spec, Split::kTrain);
+    data.eval = open_dataset(data.spec, Split::kEval);
+    data.sample_shape = data.train->sample_shape();
+    SS_CHECK(data.eval->sample_shape() == data.sample_shape,
+             "{} has samples of shape {} but {} of shape {}", data.train->describe(),
+             data.sample_shape.to_string(), data.eval->describe(),
+             data.eval->sample_shape().to_string());
+  }
+
+  // The model must take the samples and the labels.
+  Shape output;
+  try {
+    output = summarize(model, data.sample_shape).output;
+  } catch (const Error& e) {
+    throw_error(fmt::format("model '{}' cannot take the samples of {} (shape {}): {}", model.name,
+                            data.train->describe(), data.sample_shape.to_string(), e.message()));
+  }
+  const LabelSpec wanted = label_spec_for(model.loss, output);
+  const LabelSpec have = data.train->labels();
+  SS_CHECK(wanted.format == have.format && wanted.classes == have.classes,
+           "model '{}' ({} loss) needs {} labels over {} classes, but {} has {} labels over {} "
+           "classes",
+           model.name, to_string(model.loss), format_name(wanted.format), wanted.classes,
+           data.train->describe(), format_name(have.format), have.classes);
+
+  TransformConfig t;
+  if (o.normalize && !synthetic) data.train->channel_stats(t.mean, t.stddev);
+  data.eval_transforms = t;
+  t.crop_padding = o.crop_padding;
+  t.flip = o.flip;
+  t.decode_cost_us = o.decode_cost_us;
+  validate(t, data.sample_shape);
+  data.train_transforms = t;
+  return data;
+}
+
+}  // namespace scalescope

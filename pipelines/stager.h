@@ -1,0 +1,65 @@
+// The last stage of the input pipeline: hands ready host batches to a device.
+//
+// On CPU the device reads host memory, so the host batch is handed over as it is: no copy.
+// On a GPU a batch goes through pinned host memory and is copied on the stager's own copy
+// stream; the compute stream waits for that copy with an event (no host synchronisation),
+// so the copy of the next batch can overlap the compute of the current step. Two slots
+// alternate: the host refills a slot only after its previous copy finished, and the copy
+// stream overwrites a slot's device memory only after the compute that read it (release()).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+
+#include "core/buffer.h"
+#include "core/device.h"
+#include "pipelines/batch.h"
+
+namespace scalescope {
+
+class Stager {
+ public:
+  // Batches of `batch` samples of `sample_floats` inputs and `label_floats` labels each.
+  Stager(Device& device, int64_t batch, int64_t sample_floats, int64_t label_floats);
+  ~Stager();
+  Stager(const Stager&) = delete;
+  Stager& operator=(const Stager&) = delete;
+
+  struct Staged {
+    const float* inputs = nullptr;  // device memory (on CPU: the host batch itself)
+    const float* labels = nullptr;
+    // Bracket the copy on the copy stream (null on CPU, where nothing is copied).
+    const Event* copy_start = nullptr;
+    const Event* copy_end = nullptr;
+  };
+
+  // Starts moving `batch` to the device and makes `compute` wait for it.
+  // REQUIRES: the device current; `batch` has the sizes given at construction and, on CPU,
+  // stays valid until the compute that reads it has run.
+  Staged stage(const HostBatch& batch, Stream& compute);
+  // Marks the last staged batch's device memory free once the work enqueued on `compute`
+  // so far has run. Call after the step's last use of the batch (after backward).
+  void release(Stream& compute);
+
+ private:
+  struct Slot {
+    HostBuffer pinned;
+    DeviceBuffer device;
+    std::unique_ptr<Event> copy_start;
+    std::unique_ptr<Event> copy_end;
+    std::unique_ptr<Event> consumed;
+    bool in_flight = false;  // copy_end and consumed have been recorded
+  };
+
+  Device& device_;
+  int64_t input_bytes_;
+  int64_t label_bytes_;
+  bool copies_;  // false on CPU
+  std::unique_ptr<Stream> copy_stream_;
+  std::array<Slot, 2> slots_;
+  int next_slot_ = 0;
+  int last_slot_ = -1;
+};
+
+}  // namespace scalescope
