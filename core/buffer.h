@@ -1,4 +1,5 @@
-// DeviceBuffer: memory on one device, owned, move-only.
+// Owned memory of one device, move-only: DeviceBuffer (device memory) and HostBuffer (host
+// memory that copies to and from the device can use asynchronously; pinned on CUDA).
 #pragma once
 
 #include <cstddef>
@@ -7,26 +8,46 @@
 #include "core/device.h"
 
 namespace scalescope {
+namespace detail {
 
-class DeviceBuffer {
+struct DeviceMemory {
+  static void* allocate(Device& device, size_t bytes) { return device.allocate(bytes); }
+  static void release(Device& device, void* ptr, size_t bytes) noexcept {
+    device.deallocate(ptr, bytes);
+  }
+};
+
+struct HostMemory {
+  static void* allocate(Device& device, size_t bytes) { return device.allocate_host(bytes); }
+  static void release(Device& device, void* ptr, size_t) noexcept { device.deallocate_host(ptr); }
+};
+
+template <class Memory>
+class OwnedMemory {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(Device& device, size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& other) noexcept { swap(other); }
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
-    DeviceBuffer(std::move(other)).swap(*this);
+  OwnedMemory() = default;
+  OwnedMemory(Device& device, size_t bytes)
+      : device_(&device),
+        ptr_(bytes > 0 ? Memory::allocate(device, bytes) : nullptr),
+        bytes_(bytes) {}
+  // The device restores whatever it needs (its own device current) when releasing.
+  ~OwnedMemory() {
+    if (ptr_ != nullptr) Memory::release(*device_, ptr_, bytes_);
+  }
+  OwnedMemory(OwnedMemory&& other) noexcept { swap(other); }
+  OwnedMemory& operator=(OwnedMemory&& other) noexcept {
+    OwnedMemory(std::move(other)).swap(*this);
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  OwnedMemory(const OwnedMemory&) = delete;
+  OwnedMemory& operator=(const OwnedMemory&) = delete;
 
   void* data() const { return ptr_; }
   size_t bytes() const { return bytes_; }
   Device* device() const { return device_; }
   bool empty() const { return ptr_ == nullptr; }
 
-  void swap(DeviceBuffer& other) noexcept {
+  void swap(OwnedMemory& other) noexcept {
     std::swap(device_, other.device_);
     std::swap(ptr_, other.ptr_);
     std::swap(bytes_, other.bytes_);
@@ -38,35 +59,9 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// Host memory for asynchronous copies to and from one device (pinned on CUDA), move-only.
-class HostBuffer {
- public:
-  HostBuffer() = default;
-  HostBuffer(Device& device, size_t bytes)
-      : device_(&device), ptr_(bytes > 0 ? device.allocate_host(bytes) : nullptr), bytes_(bytes) {}
-  ~HostBuffer() {
-    if (ptr_ != nullptr) device_->deallocate_host(ptr_);
-  }
-  HostBuffer(HostBuffer&& other) noexcept { swap(other); }
-  HostBuffer& operator=(HostBuffer&& other) noexcept {
-    HostBuffer(std::move(other)).swap(*this);
-    return *this;
-  }
-  HostBuffer(const HostBuffer&) = delete;
-  HostBuffer& operator=(const HostBuffer&) = delete;
+}  // namespace detail
 
-  void* data() const { return ptr_; }
-  size_t bytes() const { return bytes_; }
-  void swap(HostBuffer& other) noexcept {
-    std::swap(device_, other.device_);
-    std::swap(ptr_, other.ptr_);
-    std::swap(bytes_, other.bytes_);
-  }
-
- private:
-  Device* device_ = nullptr;
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
+using DeviceBuffer = detail::OwnedMemory<detail::DeviceMemory>;
+using HostBuffer = detail::OwnedMemory<detail::HostMemory>;
 
 }  // namespace scalescope
