@@ -22,7 +22,9 @@ RunSummary summarize(const RunReport& report) {
   s.step_ms_p10 = percentile(times, 0.1);
   s.step_ms_p90 = percentile(times, 0.9);
   s.samples_per_second =
-      s.step_ms_median > 0.0 ? static_cast<double>(report.batch) * 1e3 / s.step_ms_median : 0.0;
+      s.step_ms_median > 0.0
+          ? static_cast<double>(report.batch * report.replicas) * 1e3 / s.step_ms_median
+          : 0.0;
   s.first_loss = report.steps.front().loss;
   s.last_loss = report.steps.back().loss;
   return s;
@@ -31,8 +33,22 @@ RunSummary summarize(const RunReport& report) {
 nlohmann::json to_json(const RunReport& r) {
   nlohmann::json steps = nlohmann::json::array();
   for (const StepRecord& s : r.steps) {
-    steps.push_back(
-        {{"step", s.step}, {"loss", s.loss}, {"step_ms", s.step_ms}, {"input_ms", s.input_ms}});
+    nlohmann::json replicas = nlohmann::json::array();
+    for (const PhaseTimes& p : s.replicas) {
+      replicas.push_back({{"input_ms", p.input_ms},
+                          {"h2d_ms", p.h2d_ms},
+                          {"forward_ms", p.forward_ms},
+                          {"backward_ms", p.backward_ms},
+                          {"allreduce_ms", p.allreduce_ms},
+                          {"allreduce_exposed_ms", p.allreduce_exposed_ms},
+                          {"optimizer_ms", p.optimizer_ms},
+                          {"step_ms", p.step_ms}});
+    }
+    steps.push_back({{"step", s.step},
+                     {"loss", s.loss},
+                     {"step_ms", s.step_ms},
+                     {"input_ms", s.input_ms},
+                     {"replicas", std::move(replicas)}});
   }
   nlohmann::json evals = nlohmann::json::array();
   for (const EvalRecord& e : r.evals) {
@@ -52,6 +68,7 @@ nlohmann::json to_json(const RunReport& r) {
       {"config",
        {{"devices", r.devices},
         {"threads_per_device", r.threads_per_device},
+        {"replicas", r.replicas},
         {"batch_per_device", r.batch},
         {"optimizer", r.optimizer},
         {"lr", r.lr},

@@ -11,12 +11,27 @@ namespace scalescope {
 
 inline constexpr const char* kRunSchemaVersion = "1.0";
 
-struct StepRecord {
-  int64_t step = 0;  // 1-based
-  double loss = 0.0;
+// One replica's phases of one step. The exposed phases (all but allreduce_ms) add up to
+// step_ms, apart from the loss read that ends the step.
+struct PhaseTimes {
+  double input_ms = 0.0;  // waiting for the batch
+  double h2d_ms = 0.0;    // handing it to the device
+  double forward_ms = 0.0;
+  double backward_ms = 0.0;
+  double allreduce_ms = 0.0;          // total time the buckets' all-reduces ran
+  double allreduce_exposed_ms = 0.0;  // what the step waited for after backward
+  double optimizer_ms = 0.0;
   double step_ms = 0.0;
-  // Of step_ms: producing the batch on the host and handing it to the device.
+};
+
+struct StepRecord {
+  int64_t step = 0;   // 1-based
+  double loss = 0.0;  // mean over the global batch
+  // The group's step time: the slowest replica's.
+  double step_ms = 0.0;
+  // Of step_ms (of the slowest replica): waiting for the batch and handing it to the device.
   double input_ms = 0.0;
+  std::vector<PhaseTimes> replicas;  // per replica, in rank order
 };
 
 struct EvalRecord {
@@ -34,7 +49,8 @@ struct RunReport {
   std::string input_shape;
   std::string devices;
   int threads_per_device = 0;
-  int64_t batch = 0;  // per device
+  int replicas = 1;
+  int64_t batch = 0;  // per device (replica)
   std::string optimizer;
   double lr = 0.0;
   uint64_t seed = 0;
@@ -51,7 +67,7 @@ struct RunSummary {
   double step_ms_median = 0.0;
   double step_ms_p10 = 0.0;
   double step_ms_p90 = 0.0;
-  double samples_per_second = 0.0;  // batch / median step time
+  double samples_per_second = 0.0;  // global batch / median step time
   // Median of step_ms - input_ms: forward, backward and optimizer.
   double compute_ms_median = 0.0;
   double first_loss = 0.0;

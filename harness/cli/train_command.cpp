@@ -7,7 +7,7 @@
 #include "core/log.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/data_options.h"
-#include "harness/trainer/single_trainer.h"
+#include "harness/trainer/trainer.h"
 #include "reports/run_report.h"
 
 namespace scalescope::cli {
@@ -90,6 +90,13 @@ void add_train_command(CLI::App& app, Action& action) {
   cmd->add_option("--seed", o.seed, "Seed of weights and data")->capture_default_str();
   cmd->add_option("--warmup-steps", o.warmup_steps, "Steps left out of the timing summary")
       ->capture_default_str();
+  cmd->add_option("--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size cap (MiB)")
+      ->capture_default_str();
+  cmd->add_option("--first-bucket-mb", o.first_bucket_mb,
+                  "Cap of the first bucket, which starts communication early (MiB)")
+      ->capture_default_str();
+  cmd->add_flag("!--no-overlap", o.overlap,
+                "All-reduce after backward instead of during it (shows what overlap buys)");
   cmd->add_option("--save", o.save, "Write a checkpoint (safetensors) at the end");
   cmd->add_option("--load", o.load, "Start from a checkpoint (safetensors)");
   cmd->add_option("-o,--output", args->output, "Write the run (per-step loss and time) as JSON");

@@ -95,6 +95,8 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroStatus) {
       {"train --load /nonexistent.safetensors --steps 1", "/nonexistent.safetensors"},
       {"frobnicate", "frobnicate"},
       {"train --data nowhere", "nowhere"},
+      {"train --bucket-cap-mb 0", "--bucket-cap-mb 0"},
+      {"train --devices cpu:0", "cpu:0"},
       {"train --epochs -1", "--epochs -1"},
       {"train --crop-padding -2", "--crop-padding -2"},
       {"pipeline-bench --workers 0", "--workers 0"},

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "harness/trainer/single_trainer.h"
+#include "harness/trainer/trainer.h"
 #include "models/checkpoint.h"
 #include "tests/test_util.h"
 

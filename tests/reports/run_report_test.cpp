@@ -25,11 +25,11 @@ TEST(RunReport, SummaryLeavesOutWarmupSteps) {
   RunReport r;
   r.batch = 10;
   r.warmup_steps = 2;
-  r.steps = {{1, 2.0, 100.0, 1.0},
-             {2, 1.5, 90.0, 1.0},
-             {3, 1.0, 10.0, 2.0},
-             {4, 0.8, 20.0, 2.0},
-             {5, 0.5, 30.0, 2.0}};
+  r.steps = {{1, 2.0, 100.0, 1.0, {}},
+             {2, 1.5, 90.0, 1.0, {}},
+             {3, 1.0, 10.0, 2.0, {}},
+             {4, 0.8, 20.0, 2.0, {}},
+             {5, 0.5, 30.0, 2.0, {}}};
   const RunSummary s = summarize(r);
   EXPECT_EQ(s.measured_steps, 3);
   EXPECT_DOUBLE_EQ(s.step_ms_median, 20.0);
@@ -47,7 +47,7 @@ TEST(RunReport, WrittenFileParsesBack) {
   RunReport r;
   r.model = "dense-100";
   r.batch = 4;
-  r.steps = {{1, 1.0, 5.0, 0.5}};
+  r.steps = {{1, 1.0, 5.0, 0.5, {}}};
   const std::string path = testing::TempDir() + "/run_report_test.json";
   write_run_report(path, r);
   const auto j = nlohmann::json::parse(read_file(path));

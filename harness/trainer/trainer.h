@@ -1,5 +1,8 @@
-// Training on one device: the step loop that `scalescope train` runs today. The mirrored
-// trainer (several replicas, all-reduce) generalises it.
+// The mirrored (synchronous data-parallel) trainer: one thread per device, each with its own
+// model copy, optimizer state and input shard; weights broadcast from replica 0 before the
+// first step; gradients all-reduced (averaged) in buckets, as backward makes them ready.
+// Status: CPU replicas with Gloo. Not yet: LR scaling rules, gradient accumulation, the
+// weight-consistency guard, NCCL/GPU replicas (see the trainer issue).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +31,12 @@ struct TrainOptions {
   std::string save;  // checkpoint to write at the end ("" = none)
   std::string load;  // checkpoint to start from ("" = fresh weights from the seed)
   int64_t warmup_steps = 5;
+  // Gradient buckets: all-reduced during backward (overlap) or after it.
+  double bucket_cap_mb = 25.0;
+  double first_bucket_mb = 1.0;
+  bool overlap = true;
+  // Every collective gives up after this long (a lost replica must not hang the others).
+  int64_t collective_timeout_ms = 60000;
   std::string command_line;
   // Progress: after every step, and after every evaluation.
   std::function<void(const StepRecord&)> on_step;

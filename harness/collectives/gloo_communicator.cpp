@@ -1,0 +1,278 @@
+// The Gloo communicator: collectives between the CPU replicas of one process, over TCP on
+// loopback. CPU streams run their work inline on the calling thread, so every collective
+// here runs synchronously on the caller's thread: by the time a collective is called, the
+// work enqueued on the stream before it has already finished.
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/common/logging.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <algorithm>
+#include <cctype>
+#include <exception>
+#include <mutex>
+#include <source_location>
+#include <string_view>
+#include <utility>
+
+#include "core/check.h"
+#include "harness/collectives/communicator.h"
+
+namespace scalescope {
+
+namespace {
+
+constexpr const char* kLibrary = "Gloo";
+
+bool mentions_timeout(std::string_view message) {
+  std::string lower(message);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower.find("timeout") != std::string::npos || lower.find("timed out") != std::string::npos;
+}
+
+// Runs `body` (calls into Gloo) and turns whatever Gloo throws into our Error. Gloo throws
+// gloo::Exception for I/O failures and timeouts, but its GLOO_ENFORCE checks throw
+// gloo::EnforceNotMet, which derives from std::exception only: SS_CHECK_GLOO would let
+// those escape untranslated, so both are caught here. `what` names the operation in the
+// form "<collective> of <count> <unit>"; `rank` is -1 for work of the whole group.
+template <typename Body>
+void call_gloo(int rank, int size, std::chrono::milliseconds timeout, std::string_view expression,
+               std::string_view what, std::source_location where, Body&& body) {
+  std::string failure;
+  try {
+    std::forward<Body>(body)();
+    return;
+  } catch (const gloo::Exception& e) {
+    failure = e.what();
+  } catch (const gloo::EnforceNotMet& e) {
+    failure = e.what();
+  }
+  const std::string verdict = mentions_timeout(failure)
+                                  ? fmt::format("timed out after {} ms", timeout.count())
+                                  : fmt::format("failed (timeout {} ms)", timeout.count());
+  throw Error(kLibrary, std::string(expression),
+              fmt::format("{}: {} {}: {}",
+                          rank >= 0 ? fmt::format("rank {} of {}", rank, size)
+                                    : fmt::format("group of {}", size),
+                          what, verdict, failure),
+              where);
+}
+
+void check_cpu_stream(const Stream& stream, std::string_view collective) {
+  const DeviceId id = stream.device().id();
+  SS_CHECK(id.kind == DeviceKind::kCpu,
+           "{}: the Gloo communicator takes CPU memory; GPU replicas use NCCL (got a stream of "
+           "{})",
+           collective, to_string(id));
+}
+
+void check_count(int64_t count, std::string_view collective) {
+  SS_CHECK(count >= 0, "{}: count must be >= 0, got {}", collective, count);
+}
+
+// The group of one: nothing to exchange, so no context and no networking.
+class SoloCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string backend_name() const override { return "gloo"; }
+
+  void all_reduce(float* /*data*/, int64_t count, ReduceOp /*op*/, Stream& stream) override {
+    // Sum and average over one rank are both the identity.
+    check_cpu_stream(stream, "all_reduce");
+    check_count(count, "all_reduce");
+  }
+  void broadcast(float* /*data*/, int64_t count, int root, Stream& stream) override {
+    check_cpu_stream(stream, "broadcast");
+    check_count(count, "broadcast");
+    SS_CHECK(root == 0, "broadcast: root {} is out of range for a group of 1", root);
+  }
+  void barrier() override {}
+  std::vector<double> all_gather(std::span<const double> mine) override {
+    return {mine.begin(), mine.end()};
+  }
+};
+
+class GlooCommunicator final : public Communicator {
+ public:
+  GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> context,
+                   std::chrono::milliseconds timeout)
+      : context_(std::move(context)), timeout_(timeout) {}
+
+  ~GlooCommunicator() override {
+    // Closing the pairs' sockets; Gloo's destructors are not documented as non-throwing.
+    try {
+      context_.reset();
+    } catch (const std::exception& e) {
+      SS_LOG_ERROR("Gloo: rank {} of {}: closing the communicator failed: {}", rank_, size_,
+                   e.what());
+    } catch (...) {
+      SS_LOG_ERROR("Gloo: rank {} of {}: closing the communicator failed", rank_, size_);
+    }
+  }
+
+  GlooCommunicator(const GlooCommunicator&) = delete;
+  GlooCommunicator& operator=(const GlooCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend_name() const override { return "gloo"; }
+
+  void all_reduce(float* data, int64_t count, ReduceOp op, Stream& stream) override {
+    check_cpu_stream(stream, "all_reduce");
+    check_count(count, "all_reduce");
+    if (count == 0) return;
+    check_usable("all_reduce");
+    guarded("gloo::allreduce", fmt::format("all_reduce of {} floats", count),
+            std::source_location::current(), [&] {
+              gloo::AllreduceOptions opts(context_);
+              opts.setOutput(data, static_cast<size_t>(count));
+              // Ring all-reduce: every chunk is reduced exactly once, on one rank, then passed
+              // around unchanged, so all ranks end with bit-identical buffers (the replica
+              // equivalence tests depend on it; BCUBE gives no such promise we have checked).
+              opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+              opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(
+                  &gloo::sum<float>));
+              opts.setTimeout(timeout_);
+              gloo::allreduce(opts);
+            });
+    if (op == ReduceOp::kAverage) {
+      // Division, not multiplication by 1/size: exact whenever the quotient is
+      // representable, and every rank does the same operation on the same bits.
+      const auto divisor = static_cast<float>(size_);
+      for (int64_t i = 0; i < count; ++i) data[i] /= divisor;
+    }
+  }
+
+  void broadcast(float* data, int64_t count, int root, Stream& stream) override {
+    check_cpu_stream(stream, "broadcast");
+    check_count(count, "broadcast");
+    SS_CHECK(root >= 0 && root < size_, "broadcast: root {} is out of range for a group of {}",
+             root, size_);
+    if (count == 0) return;
+    check_usable("broadcast");
+    guarded("gloo::broadcast", fmt::format("broadcast of {} floats from rank {}", count, root),
+            std::source_location::current(), [&] {
+              gloo::BroadcastOptions opts(context_);
+              opts.setOutput(data, static_cast<size_t>(count));
+              opts.setRoot(root);
+              opts.setTimeout(timeout_);
+              gloo::broadcast(opts);
+            });
+  }
+
+  void barrier() override {
+    check_usable("barrier");
+    guarded("gloo::barrier", "barrier", std::source_location::current(), [&] {
+      gloo::BarrierOptions opts(context_);
+      opts.setTimeout(timeout_);
+      gloo::barrier(opts);
+    });
+  }
+
+  std::vector<double> all_gather(std::span<const double> mine) override {
+    std::vector<double> all(mine.size() * static_cast<size_t>(size_));
+    if (mine.empty()) return all;
+    check_usable("all_gather");
+    guarded("gloo::allgather", fmt::format("all_gather of {} doubles", mine.size()),
+            std::source_location::current(), [&] {
+              gloo::AllgatherOptions opts(context_);
+              // Gloo's input pointer is non-const but it only reads the input.
+              opts.setInput(const_cast<double*>(mine.data()), mine.size());
+              opts.setOutput(all.data(), all.size());
+              opts.setTimeout(timeout_);
+              gloo::allgather(opts);
+            });
+    return all;
+  }
+
+ private:
+  // After a failed collective the ranks no longer agree on which messages belong to which
+  // collective, so a later one could pair up the wrong buffers: refuse instead.
+  void check_usable(std::string_view collective) const {
+    SS_CHECK(!broken_,
+             "rank {} of {}: {}: this Gloo communicator is unusable after an earlier failure "
+             "({})",
+             rank_, size_, collective, broken_reason_);
+  }
+
+  template <typename Body>
+  void guarded(std::string_view expression, const std::string& what, std::source_location where,
+               Body&& body) {
+    try {
+      call_gloo(rank_, size_, timeout_, expression, what, where, std::forward<Body>(body));
+    } catch (const Error& e) {
+      broken_ = true;
+      broken_reason_ = e.message();
+      throw;
+    }
+  }
+
+  std::shared_ptr<gloo::rendezvous::Context> context_;
+  int rank_ = context_->rank;
+  int size_ = context_->size;
+  std::chrono::milliseconds timeout_;
+  bool broken_ = false;
+  std::string broken_reason_;
+};
+
+}  // namespace
+
+struct GlooGroup::Shared {
+  // In-memory and thread-safe: the ranks are threads of this process.
+  gloo::rendezvous::HashStore store;
+  std::mutex mutex;
+  std::vector<bool> connected;
+};
+
+GlooGroup::GlooGroup(int size, std::chrono::milliseconds timeout) : size_(size), timeout_(timeout) {
+  SS_CHECK(size >= 1, "GlooGroup: size must be >= 1, got {}", size);
+  SS_CHECK(timeout.count() > 0, "GlooGroup: timeout must be > 0 ms, got {} ms", timeout.count());
+  shared_ = std::make_unique<Shared>();
+  shared_->connected.assign(static_cast<size_t>(size), false);
+}
+
+// Members only: the store, which frees memory. Each communicator owns its context and
+// TCP device, so communicators may outlive the group.
+GlooGroup::~GlooGroup() = default;
+
+std::unique_ptr<Communicator> GlooGroup::connect(int rank) {
+  SS_CHECK(rank >= 0 && rank < size_, "GlooGroup::connect: rank {} is out of range [0, {})", rank,
+           size_);
+  {
+    // A rank's address in the store is written once; a second connect would read stale
+    // addresses (or wait for peers that already left), so it is refused. A failed attempt
+    // counts too, for the same reason.
+    const std::lock_guard lock(shared_->mutex);
+    SS_CHECK(!shared_->connected[static_cast<size_t>(rank)],
+             "GlooGroup::connect: rank {} of {} is already connected", rank, size_);
+    shared_->connected[static_cast<size_t>(rank)] = true;
+  }
+  if (size_ == 1) return std::make_unique<SoloCommunicator>();
+
+  // One TCP device (listening socket and event loop thread) per rank, as if each rank were
+  // its own process. Gloo 0.5 allows one device shared by the contexts of several ranks,
+  // but with one shared device connectFullMesh and the first collective after it failed
+  // now and then on this machine ("Connection closed by peer", about 1 group in 30 of 3-4
+  // ranks); with a device per rank, never in hundreds of groups.
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size_);
+  context->setTimeout(timeout_);
+  call_gloo(rank, size_, timeout_, "gloo::rendezvous::Context::connectFullMesh",
+            "connecting to the other replicas", std::source_location::current(), [&] {
+              gloo::transport::tcp::attr attr;
+              attr.hostname = "127.0.0.1";
+              std::shared_ptr<gloo::transport::Device> device =
+                  gloo::transport::tcp::CreateDevice(attr);
+              context->connectFullMesh(shared_->store, device);
+            });
+  return std::make_unique<GlooCommunicator>(std::move(context), timeout_);
+}
+
+}  // namespace scalescope

@@ -1,0 +1,92 @@
+#include "harness/trainer/comm_worker.h"
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/nvtx.h"
+
+namespace scalescope {
+
+CommWorker::CommWorker(Communicator& comm, Stream& stream, float* grads,
+                       std::vector<Bucket> buckets, int rank)
+    : comm_(comm), stream_(stream), grads_(grads), buckets_(std::move(buckets)), rank_(rank) {
+  thread_ = std::thread([this] { run(); });
+}
+
+CommWorker::~CommWorker() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void CommWorker::begin_step(const float* accumulated) {
+  std::lock_guard lock(mutex_);
+  SS_CHECK(done_ == submitted_, "a step's reduction began before the last one finished");
+  accumulated_ = accumulated;
+  submitted_ = 0;
+  done_ = 0;
+  busy_ms_ = 0.0;
+}
+
+void CommWorker::submit(size_t index) {
+  {
+    std::lock_guard lock(mutex_);
+    SS_CHECK(index == submitted_ && index < buckets_.size(),
+             "bucket {} submitted out of order (next is {})", index, submitted_);
+    ++submitted_;
+  }
+  cv_.notify_all();
+}
+
+double CommWorker::wait_all() {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return done_ == buckets_.size() || error_ != nullptr; });
+  if (error_) std::rethrow_exception(error_);
+  return busy_ms_;
+}
+
+void CommWorker::run() {
+  set_thread_rank(rank_);
+  nvtx::name_current_thread(fmt::format("scalescope comm {}", rank_).c_str());
+  while (true) {
+    size_t index = 0;
+    const float* accumulated = nullptr;
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return stop_ || done_ < submitted_; });
+      if (stop_) return;
+      index = done_;
+      accumulated = accumulated_;
+    }
+    const Bucket& b = buckets_[index];
+    try {
+      const int64_t start = now_ns();
+      {
+        nvtx::Range range(nvtx::Phase::kAllReduce, static_cast<int64_t>(index));
+        float* g = grads_ + b.begin;
+        if (accumulated != nullptr) {
+          const float* a = accumulated + b.begin;
+          for (int64_t i = 0; i < b.end - b.begin; ++i) g[i] += a[i];
+        }
+        comm_.all_reduce(g, b.end - b.begin, ReduceOp::kAverage, stream_);
+      }
+      const double ms = static_cast<double>(now_ns() - start) * 1e-6;
+      std::lock_guard lock(mutex_);
+      busy_ms_ += ms;
+      ++done_;
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      error_ = std::current_exception();
+      cv_.notify_all();
+      return;
+    }
+    cv_.notify_all();
+  }
+}
+
+}  // namespace scalescope

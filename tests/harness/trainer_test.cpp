@@ -1,0 +1,201 @@
+// The mirrored trainer: buckets, equivalence with one replica on the global batch, phase
+// accounting.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "core/cpu/cpu_device.h"
+#include "core/error.h"
+#include "harness/trainer/buckets.h"
+#include "harness/trainer/trainer.h"
+#include "models/checkpoint.h"
+#include "models/zoo.h"
+
+namespace scalescope {
+namespace {
+
+TEST(Buckets, TileTheGradientsInBackwardOrder) {
+  CpuDevice dev(0, 1);
+  Model m(make_model("cifar-cnn"), Shape{32, 32, 3}, dev, 1);
+  // 1 KiB first bucket, 128 KiB the rest: dense 10 (650 floats = 2.5 KiB) alone, then
+  // dense 64 (1 MiB) alone (larger than the cap), then both convs (18,496 + 896 floats =
+  // 76 KiB, under the cap: the last bucket closes with the first layer).
+  const std::vector<Bucket> b = plan_buckets(m, 128 * 1024, 1024);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0].begin, 0);
+  EXPECT_EQ(b[0].first_layer, 9);
+  EXPECT_EQ(b[1].first_layer, 7);
+  EXPECT_EQ(b[2].first_layer, 0);
+  EXPECT_EQ(b[2].last_layer, 3);
+  for (size_t i = 1; i < b.size(); ++i) EXPECT_EQ(b[i].begin, b[i - 1].end);
+  EXPECT_EQ(b.back().end, m.param_count());
+  // One huge cap: a single bucket after the first.
+  EXPECT_EQ(plan_buckets(m, int64_t{1} << 30, 1024).size(), 2u);
+  EXPECT_THROW(plan_buckets(m, 0, 1024), Error);
+}
+
+struct Weights {
+  std::vector<NamedTensor> tensors;
+};
+
+Weights train_and_read(TrainOptions o, const std::string& name) {
+  // Unique per process: ctest runs the cases of this binary in parallel processes.
+  o.save =
+      testing::TempDir() + "/equiv_" + std::to_string(::getpid()) + "_" + name + ".safetensors";
+  o.eval = false;
+  train(o);
+  Weights w{read_safetensors(o.save).tensors};
+  std::remove(o.save.c_str());
+  std::remove(optimizer_state_path(o.save).c_str());
+  return w;
+}
+
+void expect_same_weights(const Weights& a, const Weights& b, double tolerance,
+                         const std::string& what) {
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  double worst = 0.0;
+  for (size_t t = 0; t < a.tensors.size(); ++t) {
+    ASSERT_EQ(a.tensors[t].name, b.tensors[t].name);
+    ASSERT_EQ(a.tensors[t].data.size(), b.tensors[t].data.size());
+    for (size_t i = 0; i < a.tensors[t].data.size(); ++i) {
+      const double x = a.tensors[t].data[i];
+      const double y = b.tensors[t].data[i];
+      worst = std::max(worst, std::abs(x - y) / (1e-3 + std::abs(y)));
+    }
+  }
+  EXPECT_LT(worst, tolerance) << what;
+}
+
+struct EquivalenceCase {
+  int replicas;
+  OptimizerKind optimizer;
+  bool overlap;
+};
+
+class Equivalence : public testing::TestWithParam<EquivalenceCase> {};
+
+TEST_P(Equivalence, ReplicasMatchOneReplicaOnTheGlobalBatch) {
+  const EquivalenceCase c = GetParam();
+  TrainOptions o;
+  o.model = "dense-100";
+  o.steps = 6;
+  o.threads = 1;
+  o.optimizer.kind = c.optimizer;
+  o.optimizer.lr = c.optimizer == OptimizerKind::kSgd ? 0.05f : 1e-3f;
+  o.optimizer.momentum = c.optimizer == OptimizerKind::kSgd ? 0.9f : 0.0f;
+  o.overlap = c.overlap;
+  o.first_bucket_mb = 0.001;  // several buckets even for this small model
+  o.bucket_cap_mb = 0.01;
+  TrainOptions one = o;
+  one.devices = "cpu:1";
+  one.batch = 8 * c.replicas;
+  TrainOptions many = o;
+  many.devices = "cpu:" + std::to_string(c.replicas);
+  many.batch = 8;
+  const Weights reference = train_and_read(one, "one");
+  const Weights mirrored = train_and_read(many, "many");
+  expect_same_weights(mirrored, reference, 1e-4, "");
+  // And training did move the weights: the comparison is not between two initialisations.
+  TrainOptions untrained = one;
+  untrained.optimizer.lr = 1e-12f;
+  const Weights initial = train_and_read(untrained, "initial");
+  double moved = 0.0;
+  for (size_t t = 0; t < initial.tensors.size(); ++t) {
+    for (size_t i = 0; i < initial.tensors[t].data.size(); ++i) {
+      moved = std::max(moved, static_cast<double>(std::abs(initial.tensors[t].data[i] -
+                                                           reference.tensors[t].data[i])));
+    }
+  }
+  EXPECT_GT(moved, 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Equivalence,
+                         testing::Values(EquivalenceCase{2, OptimizerKind::kSgd, true},
+                                         EquivalenceCase{2, OptimizerKind::kAdam, true},
+                                         EquivalenceCase{4, OptimizerKind::kSgd, true},
+                                         EquivalenceCase{4, OptimizerKind::kAdam, false},
+                                         EquivalenceCase{2, OptimizerKind::kSgd, false}),
+                         [](const testing::TestParamInfo<EquivalenceCase>& info) {
+                           return std::to_string(info.param.replicas) + "x" +
+                                  (info.param.optimizer == OptimizerKind::kSgd ? "Sgd" : "Adam") +
+                                  (info.param.overlap ? "Overlap" : "NoOverlap");
+                         });
+
+TEST(Mirrored, ExposedPhasesAddUpToTheStep) {
+  TrainOptions o;
+  o.model = "cifar-cnn";
+  o.devices = "cpu:2";
+  o.batch = 16;
+  o.steps = 12;
+  o.eval = false;
+  const RunReport r = train(o);
+  ASSERT_EQ(r.steps.size(), 12u);
+  for (const StepRecord& s : r.steps) {
+    ASSERT_EQ(s.replicas.size(), 2u);
+    double slowest = 0.0;
+    for (const PhaseTimes& p : s.replicas) {
+      const double sum = p.input_ms + p.h2d_ms + p.forward_ms + p.backward_ms +
+                         p.allreduce_exposed_ms + p.optimizer_ms;
+      EXPECT_NEAR(sum, p.step_ms, 0.02 * p.step_ms) << "step " << s.step;
+      EXPECT_GT(p.allreduce_ms, 0.0);
+      EXPECT_GT(p.forward_ms, 0.0);
+      EXPECT_GT(p.backward_ms, 0.0);
+      slowest = std::max(slowest, p.step_ms);
+    }
+    EXPECT_EQ(s.step_ms, slowest);  // the group waits for its slowest replica
+  }
+  EXPECT_LT(r.steps.back().loss, r.steps.front().loss);
+}
+
+TEST(Mirrored, AFailingReplicaStopsTheOthersWithItsError) {
+  TrainOptions o;
+  o.model = "dense-100";
+  o.devices = "cpu:3";
+  o.steps = 5;
+  o.load = "/nonexistent/checkpoint.safetensors";  // only replica 0 loads
+  try {
+    train(o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.rank(), 0);
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/checkpoint.safetensors"), std::string::npos);
+  }
+}
+
+TEST(Mirrored, DivergenceNamesTheReplicaAndTheStep) {
+  TrainOptions o;
+  o.model = "dense-100";
+  o.devices = "cpu:2";
+  o.steps = 50;
+  o.eval = false;
+  o.optimizer.kind = OptimizerKind::kSgd;
+  o.optimizer.lr = 1e30f;
+  try {
+    train(o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_GE(e.rank(), 0);
+    EXPECT_NE(std::string(e.what()).find("the loss became"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("at step"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Mirrored, ThroughputCountsTheGlobalBatch) {
+  TrainOptions o;
+  o.model = "dense-100";
+  o.devices = "cpu:2";
+  o.batch = 8;
+  o.steps = 10;
+  o.eval = false;
+  const RunReport r = train(o);
+  EXPECT_EQ(r.replicas, 2);
+  const RunSummary s = summarize(r);
+  EXPECT_NEAR(s.samples_per_second, 16.0 * 1e3 / s.step_ms_median, 1e-6);
+}
+
+}  // namespace
+}  // namespace scalescope
