@@ -184,14 +184,4 @@ void Model::backward(Stream& stream, const std::function<void(int layer)>& on_la
   plan->dout = nullptr;
 }
 
-int64_t Model::activation_bytes(int64_t batch) const {
-  int64_t floats = 0;
-  int64_t max_act = shapes_.front().numel();
-  for (size_t i = 1; i < shapes_.size(); ++i) {
-    floats += shapes_[i].numel();
-    max_act = std::max(max_act, shapes_[i].numel());
-  }
-  return (floats + 2 * max_act) * batch * static_cast<int64_t>(sizeof(float));
-}
-
 }  // namespace scalescope

@@ -66,9 +66,6 @@ class Model {
   // bucket from there).
   void backward(Stream& stream, const std::function<void(int layer)>& on_layer_done = {});
 
-  // Activation memory planned for `batch`, in bytes (for reports).
-  int64_t activation_bytes(int64_t batch) const;
-
  private:
   struct Plan;
   Plan& plan_for(int64_t batch);

@@ -12,10 +12,13 @@ namespace scalescope {
 CommWorker::CommWorker(Communicator& comm, Stream& stream, float* grads,
                        std::vector<Bucket> buckets, int rank)
     : comm_(comm), stream_(stream), grads_(grads), buckets_(std::move(buckets)), rank_(rank) {
-  thread_ = std::thread([this] { run(); });
+  // One replica has nothing to exchange: reduce inline rather than wake a thread for every
+  // bucket of every step.
+  if (comm_.size() > 1) thread_ = std::thread([this] { run(); });
 }
 
 CommWorker::~CommWorker() {
+  if (!thread_.joinable()) return;
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
@@ -40,7 +43,27 @@ void CommWorker::submit(size_t index) {
              "bucket {} submitted out of order (next is {})", index, submitted_);
     ++submitted_;
   }
+  if (!thread_.joinable()) {
+    const double ms = reduce(index, accumulated_);
+    std::lock_guard lock(mutex_);
+    busy_ms_ += ms;
+    ++done_;
+    return;
+  }
   cv_.notify_all();
+}
+
+double CommWorker::reduce(size_t index, const float* accumulated) {
+  const Bucket& b = buckets_[index];
+  const int64_t start = now_ns();
+  nvtx::Range range(nvtx::Phase::kAllReduce, static_cast<int64_t>(index));
+  float* g = grads_ + b.begin;
+  if (accumulated != nullptr) {
+    const float* a = accumulated + b.begin;
+    for (int64_t i = 0; i < b.end - b.begin; ++i) g[i] += a[i];
+  }
+  comm_.all_reduce(g, b.end - b.begin, ReduceOp::kAverage, stream_);
+  return static_cast<double>(now_ns() - start) * 1e-6;
 }
 
 double CommWorker::wait_all() {
@@ -63,19 +86,8 @@ void CommWorker::run() {
       index = done_;
       accumulated = accumulated_;
     }
-    const Bucket& b = buckets_[index];
     try {
-      const int64_t start = now_ns();
-      {
-        nvtx::Range range(nvtx::Phase::kAllReduce, static_cast<int64_t>(index));
-        float* g = grads_ + b.begin;
-        if (accumulated != nullptr) {
-          const float* a = accumulated + b.begin;
-          for (int64_t i = 0; i < b.end - b.begin; ++i) g[i] += a[i];
-        }
-        comm_.all_reduce(g, b.end - b.begin, ReduceOp::kAverage, stream_);
-      }
-      const double ms = static_cast<double>(now_ns() - start) * 1e-6;
+      const double ms = reduce(index, accumulated);
       std::lock_guard lock(mutex_);
       busy_ms_ += ms;
       ++done_;

@@ -37,6 +37,8 @@ class CommWorker {
 
  private:
   void run();
+  // Adds the accumulated gradients to bucket `index` and all-reduces it; returns the ms.
+  double reduce(size_t index, const float* accumulated);
 
   Communicator& comm_;
   Stream& stream_;

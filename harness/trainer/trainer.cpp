@@ -32,7 +32,6 @@ void validate(const TrainOptions& o) {
   SS_CHECK(o.epochs >= 0, "--epochs {} must be a positive number of epochs", o.epochs);
   SS_CHECK(o.epochs == 0 || o.steps == 0, "give --steps or --epochs, not both");
   SS_CHECK(o.epochs > 0 || o.steps > 0, "--steps {} must be a positive number of steps", o.steps);
-  SS_CHECK(o.steps >= 0, "--steps {} must be a positive number of steps", o.steps);
   SS_CHECK(o.threads >= 0, "--threads {} must be 0 (automatic) or positive", o.threads);
   SS_CHECK(o.warmup_steps >= 0, "warm-up steps {} must not be negative", o.warmup_steps);
   SS_CHECK(std::isfinite(o.optimizer.lr) && o.optimizer.lr > 0.0f,
