@@ -21,10 +21,9 @@ RunSummary summarize(const RunReport& report) {
   s.step_ms_median = median(times);
   s.step_ms_p10 = percentile(times, 0.1);
   s.step_ms_p90 = percentile(times, 0.9);
-  s.samples_per_second =
-      s.step_ms_median > 0.0
-          ? static_cast<double>(report.batch * report.replicas) * 1e3 / s.step_ms_median
-          : 0.0;
+  s.samples_per_second = s.step_ms_median > 0.0
+                             ? static_cast<double>(report.global_batch()) * 1e3 / s.step_ms_median
+                             : 0.0;
   s.first_loss = report.steps.front().loss;
   s.last_loss = report.steps.back().loss;
   return s;
@@ -48,6 +47,8 @@ nlohmann::json to_json(const RunReport& r) {
                      {"loss", s.loss},
                      {"step_ms", s.step_ms},
                      {"input_ms", s.input_ms},
+                     {"lr", s.lr},
+                     {"bucket_ms", s.bucket_ms},
                      {"replicas", std::move(replicas)}});
   }
   nlohmann::json evals = nlohmann::json::array();
@@ -70,8 +71,14 @@ nlohmann::json to_json(const RunReport& r) {
         {"threads_per_device", r.threads_per_device},
         {"replicas", r.replicas},
         {"batch_per_device", r.batch},
+        {"accumulation", r.accumulation},
+        {"global_batch", r.global_batch()},
         {"optimizer", r.optimizer},
         {"lr", r.lr},
+        {"lr_scaling", r.lr_scaling},
+        {"lr_warmup_steps", r.lr_warmup_steps},
+        {"overlap", r.overlap},
+        {"bucket_bytes", r.bucket_bytes},
         {"seed", r.seed},
         {"data", r.data}}},
       {"summary",
@@ -83,7 +90,8 @@ nlohmann::json to_json(const RunReport& r) {
         {"compute_ms_median", s.compute_ms_median},
         {"samples_per_second", s.samples_per_second},
         {"first_loss", s.first_loss},
-        {"last_loss", s.last_loss}}},
+        {"last_loss", s.last_loss},
+        {"consistency_checks", r.consistency_checks}}},
       {"steps", std::move(steps)},
       {"evals", std::move(evals)},
   };

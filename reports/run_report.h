@@ -32,6 +32,9 @@ struct StepRecord {
   // Of step_ms (of the slowest replica): waiting for the batch and handing it to the device.
   double input_ms = 0.0;
   std::vector<PhaseTimes> replicas;  // per replica, in rank order
+  // Replica 0's all-reduce time of each gradient bucket (RunReport::bucket_bytes order).
+  std::vector<double> bucket_ms;
+  double lr = 0.0;  // the learning rate the step applied
 };
 
 struct EvalRecord {
@@ -50,9 +53,16 @@ struct RunReport {
   std::string devices;
   int threads_per_device = 0;
   int replicas = 1;
-  int64_t batch = 0;  // per device (replica)
+  int64_t batch = 0;     // per device (replica) and micro-batch
+  int accumulation = 1;  // micro-batches per step
+  int64_t global_batch() const { return batch * replicas * accumulation; }
   std::string optimizer;
-  double lr = 0.0;
+  double lr = 0.0;  // base learning rate (one replica)
+  std::string lr_scaling = "none";
+  int64_t lr_warmup_steps = 0;
+  bool overlap = true;
+  std::vector<int64_t> bucket_bytes;  // in the order backward completes them
+  int64_t consistency_checks = 0;     // weight checksum comparisons that passed
   uint64_t seed = 0;
   std::string data;
   std::vector<StepRecord> steps;

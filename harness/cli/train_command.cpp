@@ -16,6 +16,7 @@ namespace {
 struct TrainArgs {
   TrainOptions options;
   std::string optimizer = "adam";
+  std::string lr_scaling = "none";
   std::optional<float> lr;
   std::optional<int64_t> steps;
   std::string output;
@@ -27,6 +28,7 @@ int run_train(TrainArgs& args) {
   TrainOptions& o = args.options;
   o.optimizer.kind = args.optimizer == "sgd" ? OptimizerKind::kSgd : OptimizerKind::kAdam;
   o.optimizer.lr = args.lr.value_or(o.optimizer.kind == OptimizerKind::kSgd ? 0.01f : 1e-3f);
+  o.lr_scaling = parse_lr_scaling(args.lr_scaling);
   o.command_line = args.command_line;
   o.steps = args.steps.value_or(o.epochs > 0 ? 0 : 200);
   validate(o);  // every value checked before any work starts
@@ -49,12 +51,12 @@ int run_train(TrainArgs& args) {
   const RunReport report = train(o);
   const RunSummary s = summarize(report);
   fmt::print(
-      "{} on {} ({} thread{}/device), batch {}, {}: median step {:.2f} ms "
+      "{} on {} ({} thread{}/device), global batch {}, {}: median step {:.2f} ms "
       "(p10 {:.2f}, p90 {:.2f}) over {} steps, {:.1f} samples/s; loss {:.4f} -> {:.4f}\n",
       report.model, report.devices, report.threads_per_device,
-      report.threads_per_device == 1 ? "" : "s", report.batch, report.optimizer, s.step_ms_median,
-      s.step_ms_p10, s.step_ms_p90, s.measured_steps, s.samples_per_second, s.first_loss,
-      s.last_loss);
+      report.threads_per_device == 1 ? "" : "s", report.global_batch(), report.optimizer,
+      s.step_ms_median, s.step_ms_p10, s.step_ms_p90, s.measured_steps, s.samples_per_second,
+      s.first_loss, s.last_loss);
   if (!args.output.empty()) {
     write_run_report(args.output, report);
     fmt::print("run written to {}\n", args.output);
@@ -75,7 +77,13 @@ void add_train_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--threads", o.threads, "CPU threads per device (0: cores / devices)")
       ->capture_default_str();
-  cmd->add_option("--batch", o.batch, "Samples per step and device")->capture_default_str();
+  cmd->add_option("--batch", o.batch, "Samples per micro-batch and device")->capture_default_str();
+  cmd->add_option("--global-batch", o.global_batch,
+                  "Samples per step over all devices (instead of --batch; must divide by the "
+                  "devices × --accumulate)");
+  cmd->add_option("--accumulate", o.accumulation,
+                  "Gradient accumulation: micro-batches per step, all-reduced once")
+      ->capture_default_str();
   cmd->add_option("--steps", args->steps, "Training steps (default 200 unless --epochs)");
   cmd->add_option("--epochs", o.epochs, "Passes over the training data (instead of --steps)");
   cmd->add_flag("!--no-eval", o.eval, "Skip evaluation on the eval split after each epoch");
@@ -84,6 +92,12 @@ void add_train_command(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"sgd", "adam"}))
       ->capture_default_str();
   cmd->add_option("--lr", args->lr, "Learning rate (default: 0.001 for adam, 0.01 for sgd)");
+  cmd->add_option("--lr-scaling", args->lr_scaling,
+                  "Learning rate rule for N devices: none, linear (×N) or sqrt (×√N)")
+      ->capture_default_str();
+  cmd->add_option("--lr-warmup-steps", o.lr_warmup_steps,
+                  "Steps over which the learning rate rises from --lr to the scaled rate")
+      ->capture_default_str();
   cmd->add_option("--momentum", o.optimizer.momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", o.optimizer.weight_decay, "L2 weight decay")
       ->capture_default_str();
@@ -97,6 +111,9 @@ void add_train_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_flag("!--no-overlap", o.overlap,
                 "All-reduce after backward instead of during it (shows what overlap buys)");
+  cmd->add_option("--check-every", o.check_every,
+                  "Compare the replicas' weight checksums every N steps (0: after the last only)")
+      ->capture_default_str();
   cmd->add_option("--save", o.save, "Write a checkpoint (safetensors) at the end");
   cmd->add_option("--load", o.load, "Start from a checkpoint (safetensors)");
   cmd->add_option("-o,--output", args->output, "Write the run (per-step loss and time) as JSON");

@@ -11,7 +11,12 @@ namespace scalescope {
 
 CommWorker::CommWorker(Communicator& comm, Stream& stream, float* grads,
                        std::vector<Bucket> buckets, int rank)
-    : comm_(comm), stream_(stream), grads_(grads), buckets_(std::move(buckets)), rank_(rank) {
+    : comm_(comm),
+      stream_(stream),
+      grads_(grads),
+      buckets_(std::move(buckets)),
+      rank_(rank),
+      bucket_ms_(buckets_.size(), 0.0) {
   // One replica has nothing to exchange: reduce inline rather than wake a thread for every
   // bucket of every step.
   if (comm_.size() > 1) thread_ = std::thread([this] { run(); });
@@ -47,6 +52,7 @@ void CommWorker::submit(size_t index) {
     const double ms = reduce(index, accumulated_);
     std::lock_guard lock(mutex_);
     busy_ms_ += ms;
+    bucket_ms_[index] = ms;
     ++done_;
     return;
   }
@@ -59,6 +65,8 @@ double CommWorker::reduce(size_t index, const float* accumulated) {
   nvtx::Range range(nvtx::Phase::kAllReduce, static_cast<int64_t>(index));
   float* g = grads_ + b.begin;
   if (accumulated != nullptr) {
+    // The earlier micro-batches' gradients join the last one's here, on this thread, so
+    // backward never waits for the addition.
     const float* a = accumulated + b.begin;
     for (int64_t i = 0; i < b.end - b.begin; ++i) g[i] += a[i];
   }
@@ -90,6 +98,7 @@ void CommWorker::run() {
       const double ms = reduce(index, accumulated);
       std::lock_guard lock(mutex_);
       busy_ms_ += ms;
+      bucket_ms_[index] = ms;
       ++done_;
     } catch (...) {
       std::lock_guard lock(mutex_);

@@ -34,6 +34,9 @@ class CommWorker {
   // Returns the milliseconds the communication thread spent reducing (the total all-reduce
   // time, hidden or not).
   double wait_all();
+  // Milliseconds each bucket's reduction took in the last step, in bucket order.
+  // REQUIRES: wait_all() returned.
+  const std::vector<double>& bucket_ms() const { return bucket_ms_; }
 
  private:
   void run();
@@ -51,6 +54,7 @@ class CommWorker {
   size_t submitted_ = 0;
   size_t done_ = 0;
   double busy_ms_ = 0.0;
+  std::vector<double> bucket_ms_;
   bool stop_ = false;
   std::exception_ptr error_;
   std::thread thread_;

@@ -1,6 +1,9 @@
 #include "harness/trainer/trainer.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -27,8 +30,59 @@
 
 namespace scalescope {
 
+LrScaling parse_lr_scaling(const std::string& name) {
+  if (name == "none") return LrScaling::kNone;
+  if (name == "linear") return LrScaling::kLinear;
+  if (name == "sqrt") return LrScaling::kSqrt;
+  throw_error(fmt::format("--lr-scaling {}: unknown rule; use none, linear or sqrt", name));
+}
+
+std::string to_string(LrScaling scaling) {
+  switch (scaling) {
+    case LrScaling::kNone:
+      return "none";
+    case LrScaling::kLinear:
+      return "linear";
+    case LrScaling::kSqrt:
+      return "sqrt";
+  }
+  return "?";
+}
+
+double scheduled_lr(double base, LrScaling scaling, int replicas, int64_t warmup_steps,
+                    int64_t step) {
+  const double n = static_cast<double>(replicas);
+  const double factor = scaling == LrScaling::kLinear ? n
+                        : scaling == LrScaling::kSqrt ? std::sqrt(n)
+                                                      : 1.0;
+  const double target = base * factor;
+  if (warmup_steps <= 0 || step >= warmup_steps) return target;
+  // Goyal et al.'s gradual warm-up: from the one-replica rate to the scaled one.
+  const double t = static_cast<double>(step) / static_cast<double>(warmup_steps);
+  return base + (target - base) * t;
+}
+
+int64_t per_replica_batch(const TrainOptions& o, int replicas) {
+  if (o.global_batch <= 0) return o.batch;
+  const int64_t parts = static_cast<int64_t>(replicas) * o.accumulation;
+  SS_CHECK(o.global_batch % parts == 0,
+           "--global-batch {} does not divide over {} device(s){}: use a multiple of {}",
+           o.global_batch, replicas,
+           o.accumulation > 1 ? fmt::format(" × {} accumulated micro-batches", o.accumulation)
+                              : std::string(),
+           parts);
+  return o.global_batch / parts;
+}
+
 void validate(const TrainOptions& o) {
   SS_CHECK(o.batch > 0, "--batch {} must be a positive number of samples", o.batch);
+  SS_CHECK(o.global_batch >= 0, "--global-batch {} must be a positive number of samples",
+           o.global_batch);
+  SS_CHECK(o.accumulation >= 1 && o.accumulation <= 4096,
+           "--accumulate {} must be between 1 and 4096 micro-batches per step", o.accumulation);
+  SS_CHECK(o.lr_warmup_steps >= 0, "--lr-warmup-steps {} must not be negative", o.lr_warmup_steps);
+  SS_CHECK(o.check_every >= 0, "--check-every {} must be 0 (only at the end) or positive",
+           o.check_every);
   SS_CHECK(o.epochs >= 0, "--epochs {} must be a positive number of epochs", o.epochs);
   SS_CHECK(o.epochs == 0 || o.steps == 0, "give --steps or --epochs, not both");
   SS_CHECK(o.epochs > 0 || o.steps > 0, "--steps {} must be a positive number of steps", o.steps);
@@ -48,6 +102,7 @@ void validate(const TrainOptions& o) {
            "build does not have yet; use cpu:N",
            o.devices);
   check_devices_available(spec);
+  (void)per_replica_batch(o, spec.count());
   (void)make_model(o.model);  // throws on an unknown model or key
   (void)parse_data_spec(o.data.spec);
 }
@@ -66,11 +121,16 @@ struct Group {
   const ModelDef& def;
   const RunData& data;
   const Sampler& sampler;
+  int64_t batch = 0;  // per replica and micro-batch
   int64_t steps = 0;
   GlooGroup comms;
   std::vector<std::vector<PhaseTimes>> phases;  // [replica][step]
   std::vector<std::vector<double>> losses;      // [replica][step]
-  std::vector<EvalRecord> evals;                // replica 0's
+  std::vector<std::vector<double>> bucket_ms;   // replica 0's, [step][bucket]
+  std::vector<int64_t> bucket_bytes;
+  std::vector<EvalRecord> evals;  // replica 0's
+  std::vector<double> lrs;        // replica 0's, per step
+  int64_t consistency_checks = 0;
   int threads_per_device = 0;
   std::mutex error_mutex;
   std::vector<std::exception_ptr> errors;  // in the order they happened
@@ -87,19 +147,68 @@ bool is_collective_failure(const std::exception_ptr& error) {
   }
 }
 
-// Events at the phase boundaries of one step, created once.
+// Events at the phase boundaries of one step, created once. Forward and backward alternate
+// once per micro-batch.
 struct StepEvents {
-  std::unique_ptr<Event> start, input, h2d, forward, backward, allreduce, optimizer, end;
-  explicit StepEvents(Device& d)
+  std::unique_ptr<Event> start, input, h2d, allreduce, optimizer, end;
+  std::vector<std::unique_ptr<Event>> forward, backward;  // [micro-batch]
+  StepEvents(Device& d, int micro_batches)
       : start(d.create_event()),
         input(d.create_event()),
         h2d(d.create_event()),
-        forward(d.create_event()),
-        backward(d.create_event()),
         allreduce(d.create_event()),
         optimizer(d.create_event()),
-        end(d.create_event()) {}
+        end(d.create_event()) {
+    for (int i = 0; i < micro_batches; ++i) {
+      forward.push_back(d.create_event());
+      backward.push_back(d.create_event());
+    }
+  }
 };
+
+// FNV-1a over the weights' bits, split into two exactly representable halves: replicas
+// that applied the same all-reduced gradients hold bit-identical weights (every rank
+// receives the same reduced bits and runs the same update), so any difference is a fault.
+std::array<double, 2> weights_checksum(const float* weights, int64_t count) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(weights);
+  for (int64_t i = 0; i < count * static_cast<int64_t>(sizeof(float)); ++i) {
+    h = (h ^ bytes[i]) * 1099511628211ull;
+  }
+  return {static_cast<double>(h >> 32), static_cast<double>(h & 0xffffffffu)};
+}
+
+void check_consistency(Communicator& comm, Model& model, Stream& stream, int64_t step) {
+  // REQUIRES: weights readable by the host (CPU devices; the GPU backend stages them).
+  stream.synchronize();
+  const std::array<double, 2> mine = weights_checksum(model.weights().data(), model.param_count());
+  const std::vector<double> all = comm.all_gather(mine);
+  std::vector<int> differ;
+  for (int r = 1; r < comm.size(); ++r) {
+    if (all[2 * static_cast<size_t>(r)] != all[0] ||
+        all[2 * static_cast<size_t>(r) + 1] != all[1]) {
+      differ.push_back(r);
+    }
+  }
+  SS_CHECK(differ.empty(),
+           "replicas diverged: after step {} the weights of replica(s) {} differ from replica "
+           "0's (checksums {:016x} vs {:016x}); synchronous training keeps them identical",
+           step, fmt::join(differ, ", "),
+           (static_cast<uint64_t>(all[2 * static_cast<size_t>(differ.front())]) << 32) |
+               static_cast<uint64_t>(all[2 * static_cast<size_t>(differ.front()) + 1]),
+           (static_cast<uint64_t>(all[0]) << 32) | static_cast<uint64_t>(all[1]));
+}
+
+// acc = grads (first micro-batch) or acc += grads. CPU memory; the GPU backend will do this
+// with a kernel on the compute stream.
+void accumulate(float* acc, const float* grads, int64_t count, bool first) {
+  if (first) {
+    std::copy(grads, grads + count, acc);
+    return;
+  }
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < count; ++i) acc[i] += grads[i];
+}
 
 void run_replica(Group& g, int rank) {
   const TrainOptions& o = g.options;
@@ -129,13 +238,23 @@ void run_replica(Group& g, int rank) {
     optimizer.set_steps_done(static_cast<int64_t>(comm->all_gather({&steps_done, 1}).front()));
   }
 
+  const int micro = o.accumulation;
+  const int64_t batch = g.batch;
+  const int64_t replica_batch = batch * micro;  // samples per replica and step
+  // Gradients of the finished micro-batches of a step; the communication thread adds them to
+  // each bucket before reducing it, so the last micro-batch's backward still overlaps.
+  Tensor accumulated;
+  if (micro > 1) accumulated = Tensor(*device, Shape{model.param_count()});
   CommWorker comm_worker(
       *comm, stream, model.grads().data(),
       plan_buckets(model, mb_to_bytes(o.bucket_cap_mb), mb_to_bytes(o.first_bucket_mb)), rank);
   const std::vector<Bucket>& buckets = comm_worker.buckets();
+  if (rank == 0) {
+    for (const Bucket& b : buckets) g.bucket_bytes.push_back(b.bytes());
+  }
 
   const int64_t label_width = g.data.train->labels().width();
-  Stager stager(*device, o.batch, input.numel(), label_width);
+  Stager stager(*device, replica_batch, input.numel(), label_width);
   PipelineConfig pipeline_config;
   pipeline_config.workers = o.data.workers;
   pipeline_config.queue_depth = o.data.queue_depth;
@@ -147,26 +266,27 @@ void run_replica(Group& g, int rank) {
   Tensor resident_inputs;
   Tensor resident_labels;
   if (g.data.device_resident) {
-    std::vector<float> x(static_cast<size_t>(o.batch * input.numel()));
-    std::vector<float> y(static_cast<size_t>(o.batch * label_width));
-    for (int64_t i = 0; i < o.batch; ++i) {
-      g.data.train->read(rank * o.batch + i, x.data() + i * input.numel(),
+    std::vector<float> x(static_cast<size_t>(replica_batch * input.numel()));
+    std::vector<float> y(static_cast<size_t>(replica_batch * label_width));
+    for (int64_t i = 0; i < replica_batch; ++i) {
+      g.data.train->read(rank * replica_batch + i, x.data() + i * input.numel(),
                          y.data() + i * label_width);
     }
-    resident_inputs = Tensor(*device, input.with_batch(o.batch));
-    resident_labels = Tensor(*device, Shape{o.batch * label_width});
+    resident_inputs = Tensor(*device, input.with_batch(replica_batch));
+    resident_labels = Tensor(*device, Shape{replica_batch * label_width});
     resident_inputs.copy_from_host(x);
     resident_labels.copy_from_host(y);
   } else {
     pipeline.emplace(*g.data.train, g.sampler, rank, pipeline_config);
   }
-  Tensor loss(*device, Shape{1});
-  StepEvents ev(*device);
+  Tensor loss(*device, Shape{micro});
+  std::vector<float> host_loss(static_cast<size_t>(micro));
+  StepEvents ev(*device, micro);
 
   const auto run_eval = [&](int64_t epoch, int64_t step) {
     if (!o.eval) return;
     if (rank == 0) {
-      const EvalResult r = evaluate(model, *g.data.eval, g.data.eval_transforms, o.batch, o.seed);
+      const EvalResult r = evaluate(model, *g.data.eval, g.data.eval_transforms, batch, o.seed);
       g.evals.push_back(EvalRecord{epoch, step, r.loss, r.accuracy});
       if (o.on_eval) o.on_eval(g.evals.back());
     }
@@ -175,75 +295,103 @@ void run_replica(Group& g, int rank) {
 
   std::vector<PhaseTimes>& phases = g.phases[static_cast<size_t>(rank)];
   std::vector<double>& losses = g.losses[static_cast<size_t>(rank)];
-  const float scale = 1.0f / static_cast<float>(o.batch);
+  // Each micro-batch's loss is its share of the replica's step mean.
+  const float scale = 1.0f / static_cast<float>(replica_batch);
   const int64_t steps_per_epoch = g.sampler.steps_per_epoch();
-  float host_loss = 0.0f;
+  const int64_t sample_floats = input.numel();
   for (int64_t step = 1; step <= g.steps; ++step) {
+    const double lr =
+        scheduled_lr(o.optimizer.lr, o.lr_scaling, g.spec.count(), o.lr_warmup_steps, step);
     ev.start->record(stream);
     const float* inputs = resident_inputs.data();
     const float* labels = resident_labels.data();
     if (pipeline) {
-      const HostBatch* batch = nullptr;
+      const HostBatch* host_batch = nullptr;
       {
         nvtx::Range range(nvtx::Phase::kInput, step);
-        batch = &pipeline->next();
+        host_batch = &pipeline->next();
       }
       ev.input->record(stream);
       nvtx::Range range(nvtx::Phase::kH2D, step);
-      const Stager::Staged staged = stager.stage(*batch, stream);
+      const Stager::Staged staged = stager.stage(*host_batch, stream);
       inputs = staged.inputs;
       labels = staged.labels;
     } else {
       ev.input->record(stream);
     }
     ev.h2d->record(stream);
-    comm_worker.begin_step(nullptr);
-    {
-      nvtx::Range range(nvtx::Phase::kForward, step);
-      model.forward(inputs, o.batch, stream);
-      model.loss_forward_backward(labels, scale, loss.data(), stream);
-    }
-    ev.forward->record(stream);
+    comm_worker.begin_step(micro > 1 ? accumulated.data() : nullptr);
     size_t next_bucket = 0;
-    {
-      nvtx::Range range(nvtx::Phase::kBackward, step);
-      model.backward(stream, [&](int layer) {
-        // A bucket is complete when the backward of its lowest layer has run.
-        if (o.overlap && next_bucket < buckets.size() &&
-            layer == buckets[next_bucket].first_layer) {
-          comm_worker.submit(next_bucket++);
+    for (int m = 0; m < micro; ++m) {
+      const bool last = m == micro - 1;
+      {
+        nvtx::Range range(nvtx::Phase::kForward, step);
+        model.forward(inputs + m * batch * sample_floats, batch, stream);
+        model.loss_forward_backward(labels + m * batch * label_width, scale, loss.data() + m,
+                                    stream);
+      }
+      ev.forward[static_cast<size_t>(m)]->record(stream);
+      {
+        nvtx::Range range(nvtx::Phase::kBackward, step);
+        model.backward(stream, [&](int layer) {
+          // A bucket is complete when the backward of its lowest layer has run (of the last
+          // micro-batch: the earlier ones only accumulate).
+          if (last && o.overlap && next_bucket < buckets.size() &&
+              layer == buckets[next_bucket].first_layer) {
+            comm_worker.submit(next_bucket++);
+          }
+        });
+        if (!last) {
+          accumulate(accumulated.data(), model.grads().data(), model.param_count(), m == 0);
         }
-      });
+      }
+      ev.backward[static_cast<size_t>(m)]->record(stream);
     }
-    ev.backward->record(stream);
     while (next_bucket < buckets.size()) comm_worker.submit(next_bucket++);
     if (pipeline) stager.release(stream);
     const double allreduce_total = comm_worker.wait_all();
     ev.allreduce->record(stream);
     {
       nvtx::Range range(nvtx::Phase::kOptimizer, step);
-      optimizer.step(stream);
+      optimizer.step(static_cast<float>(lr), stream);
     }
     ev.optimizer->record(stream);
     // The one host synchronisation of the step: reading the loss ends it.
-    device->copy_to_host(&host_loss, loss.data(), sizeof(float), stream);
+    device->copy_to_host(host_loss.data(), loss.data(), host_loss.size() * sizeof(float), stream);
     ev.end->record(stream);
     ev.end->synchronize();
     PhaseTimes p;
     p.input_ms = ev.input->elapsed_ms_since(*ev.start);
     p.h2d_ms = ev.h2d->elapsed_ms_since(*ev.input);
-    p.forward_ms = ev.forward->elapsed_ms_since(*ev.h2d);
-    p.backward_ms = ev.backward->elapsed_ms_since(*ev.forward);
-    p.allreduce_exposed_ms = ev.allreduce->elapsed_ms_since(*ev.backward);
+    const Event* phase_start = ev.h2d.get();
+    for (int m = 0; m < micro; ++m) {
+      p.forward_ms += ev.forward[static_cast<size_t>(m)]->elapsed_ms_since(*phase_start);
+      p.backward_ms += ev.backward[static_cast<size_t>(m)]->elapsed_ms_since(
+          *ev.forward[static_cast<size_t>(m)]);
+      phase_start = ev.backward[static_cast<size_t>(m)].get();
+    }
+    p.allreduce_exposed_ms = ev.allreduce->elapsed_ms_since(*phase_start);
     p.allreduce_ms = allreduce_total;
     p.optimizer_ms = ev.optimizer->elapsed_ms_since(*ev.allreduce);
     p.step_ms = ev.end->elapsed_ms_since(*ev.start);
-    SS_CHECK(std::isfinite(host_loss), "the loss became {} at step {} (learning rate {} too high?)",
-             host_loss, step, o.optimizer.lr);
+    double step_loss = 0.0;
+    for (float l : host_loss) step_loss += l;
+    SS_CHECK(std::isfinite(step_loss), "the loss became {} at step {} (learning rate {} too high?)",
+             step_loss, step, lr);
     phases.push_back(p);
-    losses.push_back(host_loss);
-    if (rank == 0 && o.on_step) {
-      o.on_step(StepRecord{step, host_loss, p.step_ms, p.input_ms + p.h2d_ms, {}});
+    losses.push_back(step_loss);
+    if (rank == 0) {
+      g.bucket_ms.push_back(comm_worker.bucket_ms());
+      g.lrs.push_back(lr);
+      if (o.on_step)
+        o.on_step(StepRecord{step, step_loss, p.step_ms, p.input_ms + p.h2d_ms, {}, {}});
+    }
+    if (o.after_step) {
+      o.after_step(rank, step, {model.weights().data(), static_cast<size_t>(model.param_count())});
+    }
+    if (step == g.steps || (o.check_every > 0 && step % o.check_every == 0)) {
+      check_consistency(*comm, model, stream, step);
+      if (rank == 0) ++g.consistency_checks;
     }
     if (step % steps_per_epoch == 0) run_eval(step / steps_per_epoch, step);
   }
@@ -261,22 +409,17 @@ RunReport train(const TrainOptions& o) {
   const RunData data = open_run_data(o.data, def, o.seed);
   const ModelSummary summary = summarize(def, data.sample_shape);
   const int replicas = spec.count();
-  const Sampler sampler(data.train->size(), o.batch, replicas, o.seed);
+  const int64_t batch = per_replica_batch(o, replicas);
+  // A replica's share of a step is `accumulation` consecutive micro-batches.
+  const Sampler sampler(data.train->size(), batch * o.accumulation, replicas, o.seed);
   nvtx::initialize();
 
-  Group g{o,
-          spec,
-          def,
-          data,
-          sampler,
-          0,
-          GlooGroup(replicas, std::chrono::milliseconds(o.collective_timeout_ms)),
-          {},
-          {},
-          {},
-          0,
-          {},
-          {}};
+  Group g{
+      o,       spec,  def, data,
+      sampler, batch, 0,   GlooGroup(replicas, std::chrono::milliseconds(o.collective_timeout_ms)),
+      {},      {},    {},  {},
+      {},      {},    0,   0,
+      {},      {}};
   g.steps = o.epochs > 0 ? o.epochs * sampler.steps_per_epoch() : o.steps;
   g.phases.resize(static_cast<size_t>(replicas));
   g.losses.resize(static_cast<size_t>(replicas));
@@ -310,16 +453,23 @@ RunReport train(const TrainOptions& o) {
   report.devices = to_string(spec);
   report.threads_per_device = g.threads_per_device;
   report.replicas = replicas;
-  report.batch = o.batch;
+  report.batch = batch;
+  report.accumulation = o.accumulation;
   report.optimizer = to_string(o.optimizer.kind);
   report.lr = o.optimizer.lr;
+  report.lr_scaling = to_string(o.lr_scaling);
+  report.lr_warmup_steps = o.lr_warmup_steps;
   report.seed = o.seed;
   report.data = data.train->describe();
+  report.overlap = o.overlap;
+  report.bucket_bytes = g.bucket_bytes;
+  report.consistency_checks = g.consistency_checks;
   report.warmup_steps = std::min(o.warmup_steps, g.steps - 1);
   report.evals = g.evals;
   for (int64_t i = 0; i < g.steps; ++i) {
     StepRecord r;
     r.step = i + 1;
+    r.lr = g.lrs[static_cast<size_t>(i)];
     double loss = 0.0;
     const PhaseTimes* slowest = nullptr;
     for (int rank = 0; rank < replicas; ++rank) {
@@ -331,6 +481,7 @@ RunReport train(const TrainOptions& o) {
     r.loss = loss / replicas;  // equal shards: the mean of means is the global mean
     r.step_ms = slowest->step_ms;
     r.input_ms = slowest->input_ms + slowest->h2d_ms;
+    r.bucket_ms = std::move(g.bucket_ms[static_cast<size_t>(i)]);
     report.steps.push_back(std::move(r));
   }
   return report;

@@ -1,12 +1,12 @@
 // The mirrored (synchronous data-parallel) trainer: one thread per device, each with its own
 // model copy, optimizer state and input shard; weights broadcast from replica 0 before the
 // first step; gradients all-reduced (averaged) in buckets, as backward makes them ready.
-// Status: CPU replicas with Gloo. Not yet: LR scaling rules, gradient accumulation, the
-// weight-consistency guard, NCCL/GPU replicas (see the trainer issue).
+// Status: CPU replicas with Gloo. Not yet: NCCL/GPU replicas (the GPU backend issue).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 
 #include "harness/trainer/data.h"
@@ -15,18 +15,38 @@
 
 namespace scalescope {
 
+// How the learning rate grows with the number of replicas N (the global batch grows with N
+// in data parallelism): kept, × N (Goyal et al. 2017) or × √N (Krizhevsky 2014).
+enum class LrScaling { kNone, kLinear, kSqrt };
+LrScaling parse_lr_scaling(const std::string& name);  // throws Error naming the value
+std::string to_string(LrScaling scaling);
+
+// The learning rate of step `step` (1-based): `base` × the rule's factor for `replicas`,
+// reached linearly over the first `warmup_steps` steps from `base` (gradual warm-up; no
+// warm-up when 0).
+double scheduled_lr(double base, LrScaling scaling, int replicas, int64_t warmup_steps,
+                    int64_t step);
+
 struct TrainOptions {
   std::string model = "cifar-cnn";
   std::string devices = "cpu:1";
   int threads = 0;  // per CPU device; 0: all cores divided by the device count
+  // Samples per micro-batch and device. `global_batch` (when > 0) instead fixes the
+  // samples per step over all devices; it must divide by devices × accumulation.
   int64_t batch = 64;
+  int64_t global_batch = 0;
+  // Gradient accumulation: each step runs this many micro-batches of `batch` per replica and
+  // all-reduces once; the step's global batch is batch × replicas × accumulation.
+  int accumulation = 1;
   // Length: `steps` steps, or `epochs` passes over the training data (exactly one > 0).
   int64_t steps = 200;
   int64_t epochs = 0;
   DataOptions data;
   // Evaluate on the eval split after every epoch (and after a final partial one).
   bool eval = true;
-  OptimizerConfig optimizer;
+  OptimizerConfig optimizer;  // optimizer.lr is the base (one-replica) learning rate
+  LrScaling lr_scaling = LrScaling::kNone;
+  int64_t lr_warmup_steps = 0;
   uint64_t seed = 1;
   std::string save;  // checkpoint to write at the end ("" = none)
   std::string load;  // checkpoint to start from ("" = fresh weights from the seed)
@@ -37,11 +57,23 @@ struct TrainOptions {
   bool overlap = true;
   // Every collective gives up after this long (a lost replica must not hang the others).
   int64_t collective_timeout_ms = 60000;
+  // Consistency guard: every this many steps (and after the last one) the replicas compare
+  // checksums of their weights; a difference is an error naming the step and the replicas.
+  // 0: only after the last step.
+  int64_t check_every = 100;
   std::string command_line;
   // Progress: after every step, and after every evaluation.
   std::function<void(const StepRecord&)> on_step;
   std::function<void(const EvalRecord&)> on_eval;
+  // Fault injection for tests: called on every replica's thread after each optimizer step
+  // with the replica's weights (host-addressable on CPU devices).
+  std::function<void(int rank, int64_t step, std::span<float> weights)> after_step;
 };
+
+// The per-replica micro-batch of `options` on `replicas` replicas: `batch`, or
+// `global_batch` / (replicas × accumulation), which must divide exactly (throws Error naming
+// the values otherwise).
+int64_t per_replica_batch(const TrainOptions& options, int replicas);
 
 // Checks the options that need no data before any work starts; throws Error naming the bad
 // value and what would be accepted.

@@ -14,6 +14,7 @@
 #include "harness/trainer/trainer.h"
 #include "models/checkpoint.h"
 #include "models/zoo.h"
+#include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
@@ -74,6 +75,7 @@ struct EquivalenceCase {
   int replicas;
   OptimizerKind optimizer;
   bool overlap;
+  int accumulation = 1;
 };
 
 class Equivalence : public testing::TestWithParam<EquivalenceCase> {};
@@ -90,12 +92,15 @@ TEST_P(Equivalence, ReplicasMatchOneReplicaOnTheGlobalBatch) {
   o.overlap = c.overlap;
   o.first_bucket_mb = 0.001;  // several buckets even for this small model
   o.bucket_cap_mb = 0.01;
+  // The same global batch of 8 · N · K samples per step, in one piece or split over N
+  // replicas and K accumulated micro-batches.
   TrainOptions one = o;
   one.devices = "cpu:1";
-  one.batch = 8 * c.replicas;
+  one.batch = 8 * c.replicas * c.accumulation;
   TrainOptions many = o;
   many.devices = "cpu:" + std::to_string(c.replicas);
   many.batch = 8;
+  many.accumulation = c.accumulation;
   const Weights reference = train_and_read(one, "one");
   const Weights mirrored = train_and_read(many, "many");
   expect_same_weights(mirrored, reference, 1e-4, "");
@@ -118,11 +123,17 @@ INSTANTIATE_TEST_SUITE_P(Cases, Equivalence,
                                          EquivalenceCase{2, OptimizerKind::kAdam, true},
                                          EquivalenceCase{4, OptimizerKind::kSgd, true},
                                          EquivalenceCase{4, OptimizerKind::kAdam, false},
-                                         EquivalenceCase{2, OptimizerKind::kSgd, false}),
+                                         EquivalenceCase{2, OptimizerKind::kSgd, false},
+                                         EquivalenceCase{1, OptimizerKind::kSgd, true, 3},
+                                         EquivalenceCase{2, OptimizerKind::kAdam, true, 2},
+                                         EquivalenceCase{4, OptimizerKind::kSgd, false, 2}),
                          [](const testing::TestParamInfo<EquivalenceCase>& info) {
                            return std::to_string(info.param.replicas) + "x" +
                                   (info.param.optimizer == OptimizerKind::kSgd ? "Sgd" : "Adam") +
-                                  (info.param.overlap ? "Overlap" : "NoOverlap");
+                                  (info.param.overlap ? "Overlap" : "NoOverlap") +
+                                  (info.param.accumulation > 1
+                                       ? "Accumulate" + std::to_string(info.param.accumulation)
+                                       : "");
                          });
 
 TEST(Mirrored, ExposedPhasesAddUpToTheStep) {
@@ -195,6 +206,104 @@ TEST(Mirrored, ThroughputCountsTheGlobalBatch) {
   EXPECT_EQ(r.replicas, 2);
   const RunSummary s = summarize(r);
   EXPECT_NEAR(s.samples_per_second, 16.0 * 1e3 / s.step_ms_median, 1e-6);
+}
+
+TEST(Mirrored, AccumulationTimesEveryMicroBatch) {
+  TrainOptions o;
+  o.model = "cifar-cnn";
+  o.devices = "cpu:2";
+  o.batch = 8;
+  o.accumulation = 3;
+  o.steps = 4;
+  o.eval = false;
+  const RunReport r = train(o);
+  EXPECT_EQ(r.global_batch(), 48);
+  for (const StepRecord& s : r.steps) {
+    for (const PhaseTimes& p : s.replicas) {
+      const double sum = p.input_ms + p.h2d_ms + p.forward_ms + p.backward_ms +
+                         p.allreduce_exposed_ms + p.optimizer_ms;
+      EXPECT_NEAR(sum, p.step_ms, 0.02 * p.step_ms) << "step " << s.step;
+    }
+    EXPECT_EQ(s.bucket_ms.size(), r.bucket_bytes.size());
+  }
+}
+
+TEST(LearningRate, ScalingRulesAndWarmup) {
+  EXPECT_DOUBLE_EQ(scheduled_lr(0.1, LrScaling::kNone, 8, 0, 1), 0.1);
+  EXPECT_DOUBLE_EQ(scheduled_lr(0.1, LrScaling::kLinear, 8, 0, 1), 0.8);
+  EXPECT_DOUBLE_EQ(scheduled_lr(0.1, LrScaling::kSqrt, 4, 0, 1), 0.2);
+  // Warm-up: linear from the base rate to the scaled one over 4 steps, then constant.
+  EXPECT_DOUBLE_EQ(scheduled_lr(0.1, LrScaling::kLinear, 5, 4, 1), 0.1 + 0.4 * 0.25);
+  EXPECT_DOUBLE_EQ(scheduled_lr(0.1, LrScaling::kLinear, 5, 4, 2), 0.1 + 0.4 * 0.5);
+  EXPECT_DOUBLE_EQ(scheduled_lr(0.1, LrScaling::kLinear, 5, 4, 4), 0.5);
+  EXPECT_DOUBLE_EQ(scheduled_lr(0.1, LrScaling::kLinear, 5, 4, 100), 0.5);
+  EXPECT_EQ(parse_lr_scaling("sqrt"), LrScaling::kSqrt);
+  EXPECT_CONTAINS(testing_util::error_of([] { parse_lr_scaling("cubic"); }), "cubic");
+}
+
+TEST(LearningRate, TheRunAppliesTheSchedule) {
+  TrainOptions o;
+  o.model = "dense-100";
+  o.devices = "cpu:2";
+  o.batch = 4;
+  o.steps = 6;
+  o.eval = false;
+  o.optimizer.kind = OptimizerKind::kSgd;
+  o.optimizer.lr = 0.01f;
+  o.lr_scaling = LrScaling::kLinear;
+  o.lr_warmup_steps = 4;
+  const RunReport r = train(o);
+  for (const StepRecord& s : r.steps) {
+    EXPECT_NEAR(s.lr, scheduled_lr(0.01f, LrScaling::kLinear, 2, 4, s.step), 1e-9);
+  }
+  EXPECT_NEAR(r.steps.back().lr, 0.02, 1e-8);
+}
+
+TEST(Mirrored, TheGuardNamesTheStepAndTheReplicasThatDiverged) {
+  TrainOptions o;
+  o.model = "dense-100";
+  o.devices = "cpu:3";
+  o.batch = 4;
+  o.steps = 10;
+  o.eval = false;
+  o.check_every = 2;
+  // A silent fault on replica 2 after step 3: the next check (after step 4) must see it.
+  o.after_step = [](int rank, int64_t step, std::span<float> weights) {
+    if (rank == 2 && step == 3) weights[7] += 1e-3f;
+  };
+  const std::string message = testing_util::error_of([&] { train(o); });
+  EXPECT_CONTAINS(message, "after step 4");
+  EXPECT_CONTAINS(message, "replica(s) 2 differ");
+  // Unperturbed, the same run passes every check: 5 periodic ones (the last is step 10).
+  o.after_step = nullptr;
+  EXPECT_EQ(train(o).consistency_checks, 5);
+}
+
+TEST(Mirrored, BadOptionsAreRefusedBeforeAnyWork) {
+  TrainOptions o;
+  o.model = "dense-100";
+  o.devices = "cpu:3";
+  o.global_batch = 100;
+  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }),
+                  "--global-batch 100 does not divide over 3 device(s)");
+  o.global_batch = 96;
+  o.accumulation = 5;
+  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "multiple of 15");
+  o.global_batch = 0;
+  o.accumulation = 0;
+  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "--accumulate 0");
+  o.accumulation = 1;
+  o.steps = -3;
+  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "--steps -3");
+  o.steps = 5;
+  o.bucket_cap_mb = 0;
+  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "--bucket-cap-mb 0");
+  o.bucket_cap_mb = 25;
+  o.check_every = -1;
+  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "--check-every -1");
+  o.check_every = 10;
+  o.global_batch = 96;
+  EXPECT_EQ(per_replica_batch(o, 3), 32);
 }
 
 }  // namespace
