@@ -28,6 +28,12 @@ std::string to_string(const DeviceId& id) {
   return fmt::format("{}:{}", to_string(id.kind), id.index);
 }
 
+void Device::throw_memory_limit(size_t bytes, int64_t in_use) const {
+  throw_error(fmt::format(
+      "out of memory: allocating {} bytes on {} with {} in use would pass its limit of {} bytes",
+      bytes, to_string(id()), in_use, limit_));
+}
+
 const std::vector<Backend*>& backends() {
   // Backend objects are factories with no driver state, so a function-local static is safe.
   static const std::vector<std::unique_ptr<Backend>> owned = make_backends();

@@ -7,6 +7,7 @@
 // cudaStream_t / cudaEvent_t. Callers never need to know which one they hold.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -95,8 +96,40 @@ class Device {
   virtual void copy_on_device(void* dst, const void* src, size_t bytes, Stream& stream) = 0;
   virtual void fill_zero(void* dst, size_t bytes, Stream& stream) = 0;
 
+  // Device memory handed out by allocate() and not yet given back: now, and the most at any
+  // time since the device was opened (or since reset_peak_memory()). Thread-safe.
+  int64_t memory_in_use() const { return in_use_.load(std::memory_order_relaxed); }
+  int64_t peak_memory() const { return peak_.load(std::memory_order_relaxed); }
+  void reset_peak_memory() { peak_.store(memory_in_use(), std::memory_order_relaxed); }
+  // A cap on memory_in_use() (0: none), to emulate a smaller device: an allocation beyond it
+  // fails as running out of memory would.
+  void set_memory_limit(int64_t bytes) { limit_ = bytes; }
+  int64_t memory_limit() const { return limit_; }
+
  protected:
   Device() = default;
+  // Implementations call these from allocate() (before allocating: it throws Error when the
+  // limit would be passed) and deallocate() (or when the allocation itself failed).
+  void count_allocation(size_t bytes) {
+    const int64_t now = in_use_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed) +
+                        static_cast<int64_t>(bytes);
+    if (limit_ > 0 && now > limit_) {
+      in_use_.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+      throw_memory_limit(bytes, now - static_cast<int64_t>(bytes));
+    }
+    int64_t peak = peak_.load(std::memory_order_relaxed);
+    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+  }
+  void count_deallocation(size_t bytes) {
+    in_use_.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<int64_t> in_use_{0};
+  std::atomic<int64_t> peak_{0};
+  int64_t limit_ = 0;
+  [[noreturn]] void throw_memory_limit(size_t bytes, int64_t in_use) const;
 };
 
 }  // namespace scalescope

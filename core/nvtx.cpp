@@ -10,7 +10,9 @@
 
 namespace scalescope::nvtx {
 
+// Without NVTX, the empty inline versions in core/nvtx.h are all there is.
 #if SCALESCOPE_NVTX_ENABLED
+inline namespace enabled {
 
 namespace detail {
 namespace {
@@ -82,10 +84,7 @@ void name_current_thread(const char* name) {
   nvtxNameOsThreadA(static_cast<uint32_t>(::syscall(SYS_gettid)), name);
 }
 
-#else
-
-void initialize() {}
-void name_current_thread(const char*) {}
+}  // namespace enabled
 
 #endif
 

@@ -1,6 +1,7 @@
 // NVTX ranges for Nsight Systems timelines: one domain "scalescope", a category per phase,
-// registered strings, the step number as payload. Compiled out when the NVTX3 headers are
-// absent (SCALESCOPE_WITH_NVTX=0) or NVTX_DISABLE is defined.
+// registered strings, the step number as payload. Compiled out, to empty inline code that
+// includes no NVTX header, when the NVTX3 headers are absent or turned off
+// (SCALESCOPE_WITH_NVTX=0, the CMake option SCALESCOPE_NVTX=OFF) or NVTX_DISABLE is defined.
 //
 // Without a tool attached (nsys, or an injection library named by NVTX_INJECTION64_PATH)
 // every call returns after one branch, so ranges cost nothing measurable in a step.
@@ -49,7 +50,11 @@ inline constexpr const char* phase_name(Phase phase) {
   return "?";
 }
 
+// Each mode lives in its own inline namespace, so that a translation unit compiled with
+// NVTX_DISABLE can share a program with enabled ones without two different definitions of
+// Range (and of its inline constructor) under one name: the linker would keep either.
 #if SCALESCOPE_NVTX_ENABLED
+inline namespace enabled {
 
 struct Domain {
   static constexpr const char* name{"scalescope"};
@@ -71,6 +76,11 @@ class Range {
   Range(Phase phase, int64_t step)
       : range_(nvtx3::event_attributes{detail::message(phase), detail::category(phase),
                                        detail::color(phase), nvtx3::payload{step}}) {}
+  // With its own text (e.g. "allreduce bucket 2: 1,048,576 B"): for ranges whose message
+  // carries more than the phase. The text is copied by the tool when the range opens.
+  Range(Phase phase, int64_t step, const char* text)
+      : range_(nvtx3::event_attributes{nvtx3::message{text}, detail::category(phase),
+                                       detail::color(phase), nvtx3::payload{step}}) {}
   Range(const Range&) = delete;
   Range& operator=(const Range&) = delete;
   void* operator new(std::size_t) = delete;
@@ -79,22 +89,30 @@ class Range {
   nvtx3::scoped_range_in<Domain> range_;
 };
 
-#else
-
-class Range {
- public:
-  Range(Phase, int64_t) {}
-  Range(const Range&) = delete;
-  Range& operator=(const Range&) = delete;
-  void* operator new(std::size_t) = delete;
-};
-
-#endif
-
 // Initialises NVTX (once; thread-safe). Call before threads start making ranges: NVTX's own
 // lazy initialisation is not synchronised.
 void initialize();
 // Names the calling OS thread in the timeline ("scalescope replica 0"). Initialises first.
 void name_current_thread(const char* name);
+
+}  // namespace enabled
+#else
+inline namespace disabled {
+
+// Empty: no state and no code (sizeof is C++'s minimum, 1).
+class Range {
+ public:
+  constexpr Range(Phase, int64_t) noexcept {}
+  constexpr Range(Phase, int64_t, const char*) noexcept {}
+  Range(const Range&) = delete;
+  Range& operator=(const Range&) = delete;
+  void* operator new(std::size_t) = delete;
+};
+
+inline void initialize() {}
+inline void name_current_thread(const char*) {}
+
+}  // namespace disabled
+#endif
 
 }  // namespace scalescope::nvtx

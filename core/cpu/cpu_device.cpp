@@ -84,13 +84,32 @@ void CpuDevice::make_current() {
 }
 
 void* CpuDevice::allocate(size_t bytes) {
+  count_allocation(bytes);
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* ptr = std::aligned_alloc(kAlignment, std::max(rounded, kAlignment));
-  SS_CHECK(ptr != nullptr, "out of host memory allocating {} bytes on {}", bytes, to_string(id()));
+  if (ptr == nullptr) {
+    count_deallocation(bytes);
+    throw_error(
+        fmt::format("out of memory: cannot allocate {} bytes on {}", bytes, to_string(id())));
+  }
   return ptr;
 }
 
-void CpuDevice::deallocate(void* ptr, size_t) noexcept {
+void CpuDevice::deallocate(void* ptr, size_t bytes) noexcept {
+  if (ptr == nullptr) return;
+  std::free(ptr);
+  count_deallocation(bytes);
+}
+
+void* CpuDevice::allocate_host(size_t bytes) {
+  // Host staging memory is not the device's: not counted.
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* ptr = std::aligned_alloc(kAlignment, std::max(rounded, kAlignment));
+  SS_CHECK(ptr != nullptr, "out of host memory allocating {} bytes", bytes);
+  return ptr;
+}
+
+void CpuDevice::deallocate_host(void* ptr) noexcept {
   std::free(ptr);
 }
 

@@ -23,8 +23,8 @@ class CpuDevice final : public Device {
 
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) noexcept override;
-  void* allocate_host(size_t bytes) override { return allocate(bytes); }
-  void deallocate_host(void* ptr) noexcept override { deallocate(ptr, 0); }
+  void* allocate_host(size_t bytes) override;
+  void deallocate_host(void* ptr) noexcept override;
   std::unique_ptr<Stream> create_stream() override;
   std::unique_ptr<Event> create_event() override;
   Stream& default_stream() override { return *default_stream_; }

@@ -86,10 +86,12 @@ void CudaDevice::make_current() {
 }
 
 void* CudaDevice::allocate(size_t bytes) {
+  count_allocation(bytes);
   ScopedCudaDevice scope(index_);
   void* ptr = nullptr;
   const cudaError_t status = cudaMalloc(&ptr, bytes);
   if (status != cudaSuccess) {
+    count_deallocation(bytes);
     throw Error("CUDA", "cudaMalloc",
                 fmt::format("cannot allocate {} bytes on cuda:{}: {}", bytes, index_,
                             cudaGetErrorString(status)));
@@ -97,9 +99,11 @@ void* CudaDevice::allocate(size_t bytes) {
   return ptr;
 }
 
-void CudaDevice::deallocate(void* ptr, size_t) noexcept {
+void CudaDevice::deallocate(void* ptr, size_t bytes) noexcept {
+  if (ptr == nullptr) return;
   SS_CHECK_CUDA_LOG(cudaSetDevice(index_));
   SS_CHECK_CUDA_LOG(cudaFree(ptr));
+  count_deallocation(bytes);
 }
 
 void* CudaDevice::allocate_host(size_t bytes) {

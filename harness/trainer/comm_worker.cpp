@@ -17,6 +17,9 @@ CommWorker::CommWorker(Communicator& comm, Stream& stream, float* grads,
       buckets_(std::move(buckets)),
       rank_(rank),
       bucket_ms_(buckets_.size(), 0.0) {
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    range_text_.push_back(fmt::format("allreduce bucket {}: {} B", i, buckets_[i].bytes()));
+  }
   // One replica has nothing to exchange: reduce inline rather than wake a thread for every
   // bucket of every step.
   if (comm_.size() > 1) thread_ = std::thread([this] { run(); });
@@ -32,10 +35,11 @@ CommWorker::~CommWorker() {
   thread_.join();
 }
 
-void CommWorker::begin_step(const float* accumulated) {
+void CommWorker::begin_step(int64_t step, const float* accumulated) {
   std::lock_guard lock(mutex_);
   SS_CHECK(done_ == submitted_, "a step's reduction began before the last one finished");
   accumulated_ = accumulated;
+  step_ = step;
   submitted_ = 0;
   done_ = 0;
   busy_ms_ = 0.0;
@@ -49,7 +53,7 @@ void CommWorker::submit(size_t index) {
     ++submitted_;
   }
   if (!thread_.joinable()) {
-    const double ms = reduce(index, accumulated_);
+    const double ms = reduce(index, accumulated_, step_);
     std::lock_guard lock(mutex_);
     busy_ms_ += ms;
     bucket_ms_[index] = ms;
@@ -59,10 +63,12 @@ void CommWorker::submit(size_t index) {
   cv_.notify_all();
 }
 
-double CommWorker::reduce(size_t index, const float* accumulated) {
+double CommWorker::reduce(size_t index, const float* accumulated, int64_t step) {
   const Bucket& b = buckets_[index];
   const int64_t start = now_ns();
-  nvtx::Range range(nvtx::Phase::kAllReduce, static_cast<int64_t>(index));
+  // The step as payload, the bucket and its size in the text: the timeline shows which
+  // buckets of which step ran how long.
+  nvtx::Range range(nvtx::Phase::kAllReduce, step, range_text_[index].c_str());
   float* g = grads_ + b.begin;
   if (accumulated != nullptr) {
     // The earlier micro-batches' gradients join the last one's here, on this thread, so
@@ -87,15 +93,17 @@ void CommWorker::run() {
   while (true) {
     size_t index = 0;
     const float* accumulated = nullptr;
+    int64_t step = 0;
     {
       std::unique_lock lock(mutex_);
       cv_.wait(lock, [&] { return stop_ || done_ < submitted_; });
       if (stop_) return;
       index = done_;
       accumulated = accumulated_;
+      step = step_;
     }
     try {
-      const double ms = reduce(index, accumulated);
+      const double ms = reduce(index, accumulated, step);
       std::lock_guard lock(mutex_);
       busy_ms_ += ms;
       bucket_ms_[index] = ms;

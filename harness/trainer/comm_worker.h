@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -26,8 +27,9 @@ class CommWorker {
   CommWorker& operator=(const CommWorker&) = delete;
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
-  // Starts a step's reduction: buckets are then submitted in order.
-  void begin_step(const float* accumulated);
+  // Starts the reduction of step `step` (1-based; NVTX payload): buckets are then submitted
+  // in order.
+  void begin_step(int64_t step, const float* accumulated);
   // Hands bucket `index` (the next one in order) to the communication thread.
   void submit(size_t index);
   // Blocks until every bucket of the step is reduced; rethrows a failure of the thread.
@@ -41,7 +43,7 @@ class CommWorker {
  private:
   void run();
   // Adds the accumulated gradients to bucket `index` and all-reduces it; returns the ms.
-  double reduce(size_t index, const float* accumulated);
+  double reduce(size_t index, const float* accumulated, int64_t step);
 
   Communicator& comm_;
   Stream& stream_;
@@ -49,6 +51,8 @@ class CommWorker {
   std::vector<Bucket> buckets_;
   int rank_;
   const float* accumulated_ = nullptr;
+  int64_t step_ = 0;
+  std::vector<std::string> range_text_;  // per bucket, for its NVTX range
   std::mutex mutex_;
   std::condition_variable cv_;
   size_t submitted_ = 0;

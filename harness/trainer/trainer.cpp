@@ -83,6 +83,13 @@ void validate(const TrainOptions& o) {
   SS_CHECK(o.lr_warmup_steps >= 0, "--lr-warmup-steps {} must not be negative", o.lr_warmup_steps);
   SS_CHECK(o.check_every >= 0, "--check-every {} must be 0 (only at the end) or positive",
            o.check_every);
+  SS_CHECK(std::isfinite(o.memory_limit_mb) && o.memory_limit_mb >= 0.0,
+           "--memory-limit-mb {} must be 0 (no limit) or a positive size", o.memory_limit_mb);
+  if (o.adaptive_warmup.enabled) {
+    SS_CHECK(o.epochs == 0, "an adaptive warm-up needs --steps (measured steps), not --epochs");
+    SS_CHECK(o.adaptive_warmup.max_steps >= 1, "the warm-up bound {} must be at least one step",
+             o.adaptive_warmup.max_steps);
+  }
   SS_CHECK(o.epochs >= 0, "--epochs {} must be a positive number of epochs", o.epochs);
   SS_CHECK(o.epochs == 0 || o.steps == 0, "give --steps or --epochs, not both");
   SS_CHECK(o.epochs > 0 || o.steps > 0, "--steps {} must be a positive number of steps", o.steps);
@@ -122,18 +129,21 @@ struct Group {
   const RunData& data;
   const Sampler& sampler;
   int64_t batch = 0;  // per replica and micro-batch
-  int64_t steps = 0;
+  int64_t steps = 0;  // replica 0 sets the final count when the warm-up is adaptive
+  int64_t warmup_steps = 0;
+  bool warmup_settled = false;
+  std::vector<int64_t> peak_memory{};  // [replica], bytes
   GlooGroup comms;
-  std::vector<std::vector<PhaseTimes>> phases;  // [replica][step]
-  std::vector<std::vector<double>> losses;      // [replica][step]
-  std::vector<std::vector<double>> bucket_ms;   // replica 0's, [step][bucket]
-  std::vector<int64_t> bucket_bytes;
-  std::vector<EvalRecord> evals;  // replica 0's
-  std::vector<double> lrs;        // replica 0's, per step
+  std::vector<std::vector<PhaseTimes>> phases{};  // [replica][step]
+  std::vector<std::vector<double>> losses{};      // [replica][step]
+  std::vector<std::vector<double>> bucket_ms{};   // replica 0's, [step][bucket]
+  std::vector<int64_t> bucket_bytes{};
+  std::vector<EvalRecord> evals{};  // replica 0's
+  std::vector<double> lrs{};        // replica 0's, per step
   int64_t consistency_checks = 0;
   int threads_per_device = 0;
-  std::mutex error_mutex;
-  std::vector<std::exception_ptr> errors;  // in the order they happened
+  std::mutex error_mutex{};
+  std::vector<std::exception_ptr> errors{};  // in the order they happened
 };
 
 // A collective that failed because a peer left is a consequence, not a cause.
@@ -220,6 +230,7 @@ void run_replica(Group& g, int rank) {
   std::unique_ptr<Device> device =
       backend(g.spec.kind).open(g.spec.indices[static_cast<size_t>(rank)], backend_options);
   device->make_current();
+  if (o.memory_limit_mb > 0.0) device->set_memory_limit(mb_to_bytes(o.memory_limit_mb));
   if (auto* cpu = dynamic_cast<CpuDevice*>(device.get()); cpu != nullptr && rank == 0) {
     g.threads_per_device = cpu->threads();
   }
@@ -299,9 +310,16 @@ void run_replica(Group& g, int rank) {
   const float scale = 1.0f / static_cast<float>(replica_batch);
   const int64_t steps_per_epoch = g.sampler.steps_per_epoch();
   const int64_t sample_floats = input.numel();
-  for (int64_t step = 1; step <= g.steps; ++step) {
+  const bool adaptive = o.adaptive_warmup.enabled;
+  // With an adaptive warm-up the length is known once the step time has settled.
+  int64_t last_step = adaptive ? o.adaptive_warmup.max_steps + o.steps : g.steps;
+  int64_t warmup_steps = adaptive ? -1 : std::min(o.warmup_steps, g.steps - 1);
+  bool settled = false;
+  std::vector<double> warmup_ms;  // the group's step times during warm-up
+  for (int64_t step = 1; step <= last_step; ++step) {
     const double lr =
         scheduled_lr(o.optimizer.lr, o.lr_scaling, g.spec.count(), o.lr_warmup_steps, step);
+    nvtx::Range step_range(nvtx::Phase::kStep, step);
     ev.start->record(stream);
     const float* inputs = resident_inputs.data();
     const float* labels = resident_labels.data();
@@ -320,7 +338,7 @@ void run_replica(Group& g, int rank) {
       ev.input->record(stream);
     }
     ev.h2d->record(stream);
-    comm_worker.begin_step(micro > 1 ? accumulated.data() : nullptr);
+    comm_worker.begin_step(step, micro > 1 ? accumulated.data() : nullptr);
     size_t next_bucket = 0;
     for (int m = 0; m < micro; ++m) {
       const bool last = m == micro - 1;
@@ -349,7 +367,12 @@ void run_replica(Group& g, int rank) {
     }
     while (next_bucket < buckets.size()) comm_worker.submit(next_bucket++);
     if (pipeline) stager.release(stream);
-    const double allreduce_total = comm_worker.wait_all();
+    double allreduce_total = 0.0;
+    {
+      // What the step waits for after backward: the exposed all-reduce.
+      nvtx::Range range(nvtx::Phase::kAllReduce, step);
+      allreduce_total = comm_worker.wait_all();
+    }
     ev.allreduce->record(stream);
     {
       nvtx::Range range(nvtx::Phase::kOptimizer, step);
@@ -380,24 +403,40 @@ void run_replica(Group& g, int rank) {
              step_loss, step, lr);
     phases.push_back(p);
     losses.push_back(step_loss);
+    if (warmup_steps < 0) {
+      // Every replica sees the same group step times and so reaches the same decision.
+      const std::vector<double> all = comm->all_gather({&p.step_ms, 1});
+      warmup_ms.push_back(*std::max_element(all.begin(), all.end()));
+      const SteadyState s = detect_steady_state(warmup_ms, o.adaptive_warmup.steady);
+      if (s.settled || step >= o.adaptive_warmup.max_steps) {
+        settled = s.settled;
+        warmup_steps = step;
+        last_step = step + o.steps;
+      }
+    }
     if (rank == 0) {
       g.bucket_ms.push_back(comm_worker.bucket_ms());
       g.lrs.push_back(lr);
-      if (o.on_step)
-        o.on_step(StepRecord{step, step_loss, p.step_ms, p.input_ms + p.h2d_ms, {}, {}});
+      if (o.on_step) o.on_step(StepRecord{step, step_loss, p.step_ms, p.input_ms + p.h2d_ms});
     }
     if (o.after_step) {
       o.after_step(rank, step, {model.weights().data(), static_cast<size_t>(model.param_count())});
     }
-    if (step == g.steps || (o.check_every > 0 && step % o.check_every == 0)) {
+    if (step == last_step || (o.check_every > 0 && step % o.check_every == 0)) {
       check_consistency(*comm, model, stream, step);
       if (rank == 0) ++g.consistency_checks;
     }
     if (step % steps_per_epoch == 0) run_eval(step / steps_per_epoch, step);
   }
   // A final evaluation when training stopped inside an epoch.
-  if (g.steps % steps_per_epoch != 0) run_eval(g.steps / steps_per_epoch + 1, g.steps);
+  if (last_step % steps_per_epoch != 0) run_eval(last_step / steps_per_epoch + 1, last_step);
   if (rank == 0 && !o.save.empty()) save_checkpoint(o.save, model, &optimizer);
+  g.peak_memory[static_cast<size_t>(rank)] = device->peak_memory();
+  if (rank == 0) {
+    g.steps = last_step;
+    g.warmup_steps = warmup_steps;
+    g.warmup_settled = adaptive ? settled : true;
+  }
 }
 
 }  // namespace
@@ -414,14 +453,16 @@ RunReport train(const TrainOptions& o) {
   const Sampler sampler(data.train->size(), batch * o.accumulation, replicas, o.seed);
   nvtx::initialize();
 
-  Group g{
-      o,       spec,  def, data,
-      sampler, batch, 0,   GlooGroup(replicas, std::chrono::milliseconds(o.collective_timeout_ms)),
-      {},      {},    {},  {},
-      {},      {},    0,   0,
-      {},      {}};
+  Group g{.options = o,
+          .spec = spec,
+          .def = def,
+          .data = data,
+          .sampler = sampler,
+          .batch = batch,
+          .comms = GlooGroup(replicas, std::chrono::milliseconds(o.collective_timeout_ms))};
   g.steps = o.epochs > 0 ? o.epochs * sampler.steps_per_epoch() : o.steps;
   g.phases.resize(static_cast<size_t>(replicas));
+  g.peak_memory.resize(static_cast<size_t>(replicas));
   g.losses.resize(static_cast<size_t>(replicas));
   std::vector<std::thread> threads;
   for (int rank = 0; rank < replicas; ++rank) {
@@ -464,7 +505,9 @@ RunReport train(const TrainOptions& o) {
   report.overlap = o.overlap;
   report.bucket_bytes = g.bucket_bytes;
   report.consistency_checks = g.consistency_checks;
-  report.warmup_steps = std::min(o.warmup_steps, g.steps - 1);
+  report.warmup_steps = g.warmup_steps;
+  report.warmup_settled = g.warmup_settled;
+  report.peak_memory_bytes = g.peak_memory;
   report.evals = g.evals;
   for (int64_t i = 0; i < g.steps; ++i) {
     StepRecord r;

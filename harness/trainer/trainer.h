@@ -12,6 +12,7 @@
 #include "harness/trainer/data.h"
 #include "models/kernels.h"
 #include "reports/run_report.h"
+#include "reports/stats.h"
 
 namespace scalescope {
 
@@ -51,6 +52,15 @@ struct TrainOptions {
   std::string save;  // checkpoint to write at the end ("" = none)
   std::string load;  // checkpoint to start from ("" = fresh weights from the seed)
   int64_t warmup_steps = 5;
+  // Adaptive warm-up (sweeps): instead of a fixed `warmup_steps`, warm-up steps run until the
+  // group's step time settles (detect_steady_state), at most `max_steps` of them; then
+  // `steps` measured steps follow. Replicas share their step times during warm-up (one
+  // all-gather of a number per step, outside the timed step) so all decide alike.
+  struct AdaptiveWarmup {
+    bool enabled = false;
+    int64_t max_steps = 50;
+    SteadyStateOptions steady;
+  } adaptive_warmup;
   // Gradient buckets: all-reduced during backward (overlap) or after it.
   double bucket_cap_mb = 25.0;
   double first_bucket_mb = 1.0;
@@ -61,6 +71,9 @@ struct TrainOptions {
   // checksums of their weights; a difference is an error naming the step and the replicas.
   // 0: only after the last step.
   int64_t check_every = 100;
+  // Device memory each replica may use, in MiB (0: what the device has): emulates a smaller
+  // device; a run that needs more fails as out of memory.
+  double memory_limit_mb = 0.0;
   std::string command_line;
   // Progress: after every step, and after every evaluation.
   std::function<void(const StepRecord&)> on_step;
