@@ -83,6 +83,8 @@ nlohmann::json to_json(const RunReport& r) {
         {"data", r.data}}},
       {"summary",
        {{"warmup_steps", r.warmup_steps},
+        {"warmup_settled", r.warmup_settled},
+        {"peak_memory_bytes", r.peak_memory_bytes},
         {"measured_steps", s.measured_steps},
         {"step_ms_median", s.step_ms_median},
         {"step_ms_p10", s.step_ms_p10},

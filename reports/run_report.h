@@ -31,9 +31,9 @@ struct StepRecord {
   double step_ms = 0.0;
   // Of step_ms (of the slowest replica): waiting for the batch and handing it to the device.
   double input_ms = 0.0;
-  std::vector<PhaseTimes> replicas;  // per replica, in rank order
+  std::vector<PhaseTimes> replicas{};  // per replica, in rank order
   // Replica 0's all-reduce time of each gradient bucket (RunReport::bucket_bytes order).
-  std::vector<double> bucket_ms;
+  std::vector<double> bucket_ms{};
   double lr = 0.0;  // the learning rate the step applied
 };
 
@@ -69,6 +69,9 @@ struct RunReport {
   std::vector<EvalRecord> evals;
   // Steps left out of the summary (the first steps plan kernels and warm caches).
   int64_t warmup_steps = 0;
+  // Adaptive warm-up: whether the step time settled (false: stopped at the bound).
+  bool warmup_settled = true;
+  std::vector<int64_t> peak_memory_bytes;  // per replica: device memory at its highest
 };
 
 // Summary figures over steps after the warm-up ones (all steps if there are no others).

@@ -1,0 +1,269 @@
+#include "reports/analysis.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "reports/stats.h"
+
+namespace scalescope {
+
+namespace {
+
+double percent(double share) {
+  return 100.0 * share;
+}
+
+const char* two_level(double value, double high) {
+  return value >= high ? kSeverityHigh : kSeverityModerate;
+}
+
+// 2(N-1)/N: how many times a ring all-reduce moves the buffer over each link.
+double bus_factor(int devices) {
+  return 2.0 * static_cast<double>(devices - 1) / static_cast<double>(devices);
+}
+
+}  // namespace
+
+const Finding& Verdict::top() const {
+  SS_CHECK(!findings.empty(), "top() of a verdict with no findings");
+  return findings.front();
+}
+
+Verdict diagnose(const VerdictInput& input) {
+  const PhaseMedians& g = input.group;
+  SS_CHECK(g.step_ms > 0.0, "verdict for a group step time of {} ms", g.step_ms);
+  const double step = g.step_ms;
+  Verdict v;
+
+  const double input_ms = g.input_ms + g.h2d_ms;
+  const double input_share = input_ms / step;
+  if (input_share >= kInputModerateShare) {
+    v.findings.push_back(
+        {"input-bound",
+         two_level(input_share, kInputHighShare),
+         fmt::format("input wait is {:.0f}% of the step ({:.1f} of {:.1f} ms: input {:.1f}, "
+                     "host-to-device copy {:.1f})",
+                     percent(input_share), input_ms, step, g.input_ms, g.h2d_ms),
+         input_share,
+         {{"share", input_share},
+          {"input_ms", g.input_ms},
+          {"h2d_ms", g.h2d_ms},
+          {"step_ms", step}}});
+  }
+
+  const double comm_share = g.allreduce_exposed_ms / step;
+  if (comm_share >= kCommModerateShare) {
+    v.findings.push_back(
+        {"communication-bound",
+         two_level(comm_share, kCommHighShare),
+         fmt::format("exposed all-reduce is {:.0f}% of the step ({:.1f} of {:.1f} ms; "
+                     "{:.1f} ms in total, the rest hidden behind backward)",
+                     percent(comm_share), g.allreduce_exposed_ms, step, g.allreduce_ms),
+         comm_share,
+         {{"share", comm_share},
+          {"allreduce_exposed_ms", g.allreduce_exposed_ms},
+          {"allreduce_ms", g.allreduce_ms},
+          {"step_ms", step}}});
+  }
+
+  if (input.replicas.size() >= 2) {
+    std::vector<double> compute;
+    compute.reserve(input.replicas.size());
+    for (const PhaseMedians& r : input.replicas) compute.push_back(r.compute_ms());
+    const double typical = median(compute);
+    const double slowest = *std::max_element(compute.begin(), compute.end());
+    if (typical > 0.0) {
+      const double ratio = slowest / typical;
+      if (ratio >= kStragglerRatio) {
+        const double share = (slowest - typical) / step;
+        v.findings.push_back(
+            {"straggler",
+             two_level(ratio, kStragglerHighRatio),
+             fmt::format("slowest replica computes {:.2f}x the median replica ({:.1f} vs "
+                         "{:.1f} ms), {:.0f}% of the step",
+                         ratio, slowest, typical, percent(share)),
+             share,
+             {{"share", share},
+              {"ratio", ratio},
+              {"slowest_compute_ms", slowest},
+              {"median_compute_ms", typical},
+              {"step_ms", step}}});
+      }
+    }
+  }
+
+  if (input.device_busy_ms) {
+    const double busy = *input.device_busy_ms;
+    SS_CHECK(busy >= 0.0, "device busy time of {} ms", busy);
+    const double idle_share = (step - busy) / step;
+    if (idle_share >= kHostIdleShare) {
+      v.findings.push_back(
+          {"host-bound",
+           two_level(idle_share, kHostIdleHighShare),
+           fmt::format("device idle {:.0f}% of the step (busy {:.1f} of {:.1f} ms)",
+                       percent(idle_share), busy, step),
+           idle_share,
+           {{"share", idle_share}, {"device_busy_ms", busy}, {"step_ms", step}}});
+    }
+  }
+
+  if (v.findings.empty()) {
+    const double share = g.compute_ms() / step;
+    v.findings.push_back({"compute-bound",
+                          kSeverityInfo,
+                          fmt::format("compute is {:.0f}% of the step ({:.1f} of {:.1f} ms)",
+                                      percent(share), g.compute_ms(), step),
+                          share,
+                          {{"share", share}, {"compute_ms", g.compute_ms()}, {"step_ms", step}}});
+  }
+  // Stable: equal shares keep the rule order above.
+  std::stable_sort(v.findings.begin(), v.findings.end(),
+                   [](const Finding& a, const Finding& b) { return a.share > b.share; });
+  return v;
+}
+
+LossBreakdown efficiency_loss(const PhaseMedians& one_device,
+                              const std::vector<PhaseMedians>& replicas_at_n,
+                              const PhaseMedians& group_at_n, double ideal_step_ms) {
+  SS_CHECK(one_device.step_ms > 0.0, "one-device step time of {} ms", one_device.step_ms);
+  SS_CHECK(group_at_n.step_ms > 0.0, "group step time of {} ms", group_at_n.step_ms);
+  SS_CHECK(ideal_step_ms > 0.0, "ideal step time of {} ms", ideal_step_ms);
+  SS_CHECK(!replicas_at_n.empty(), "efficiency loss with no replicas at N");
+  const double scale = ideal_step_ms / one_device.step_ms;
+  const double step = group_at_n.step_ms;
+
+  std::vector<double> compute;
+  compute.reserve(replicas_at_n.size());
+  for (const PhaseMedians& r : replicas_at_n) compute.push_back(r.compute_ms());
+  const double typical_compute = median(compute);
+
+  LossBreakdown b;
+  b.efficiency = ideal_step_ms / step;
+  b.lost = 1.0 - b.efficiency;
+  b.allreduce_share =
+      (group_at_n.allreduce_exposed_ms - scale * one_device.allreduce_exposed_ms) / step;
+  b.input_share = ((group_at_n.input_ms + group_at_n.h2d_ms) -
+                   scale * (one_device.input_ms + one_device.h2d_ms)) /
+                  step;
+  b.compute_share = (typical_compute - scale * one_device.compute_ms()) / step;
+  b.straggler_share = (group_at_n.compute_ms() - typical_compute) / step;
+  b.other_share =
+      b.lost - (b.allreduce_share + b.input_share + b.compute_share + b.straggler_share);
+  return b;
+}
+
+AlphaBetaFit fit_alpha_beta(std::span<const AllReduceSample> samples) {
+  std::vector<double> xs;
+  std::vector<double> ys;
+  for (const AllReduceSample& s : samples) {
+    SS_CHECK(s.bytes >= 0, "all-reduce sample of {} bytes", s.bytes);
+    SS_CHECK(std::isfinite(s.ms), "all-reduce sample with a time of {} ms", s.ms);
+    if (s.devices < 2) continue;
+    xs.push_back(static_cast<double>(s.bytes) * bus_factor(s.devices));
+    ys.push_back(s.ms);
+  }
+  const auto [x_min, x_max] = std::minmax_element(xs.begin(), xs.end());
+  SS_CHECK(!xs.empty() && *x_min != *x_max,
+           "alpha-beta fit needs all-reduce samples of at least 2 distinct sizes "
+           "(bytes * 2(N-1)/N) on >= 2 devices; got {} such samples of {} in all, {} distinct",
+           xs.size(), samples.size(), xs.empty() ? 0 : 1);
+
+  // Centred sums: bytes reach 1e9, so raw sums of x^2 would lose the small end.
+  const double x_mean = mean(xs);
+  const double y_mean = mean(ys);
+  double sxx = 0;
+  double sxy = 0;
+  double syy = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double dx = xs[i] - x_mean;
+    const double dy = ys[i] - y_mean;
+    sxx += dx * dx;
+    sxy += dx * dy;
+    syy += dy * dy;
+  }
+  AlphaBetaFit fit;
+  fit.beta_ms_per_byte = sxy / sxx;
+  fit.alpha_ms = y_mean - fit.beta_ms_per_byte * x_mean;
+  double ss_res = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double r = ys[i] - (fit.alpha_ms + fit.beta_ms_per_byte * xs[i]);
+    ss_res += r * r;
+  }
+  fit.r_squared = syy > 0.0 ? 1.0 - ss_res / syy : 1.0;
+  // beta ms/byte -> 1/beta bytes/ms = 1e3/beta bytes/s = 1e-6/beta GB/s.
+  fit.bus_bandwidth_gbps = fit.beta_ms_per_byte > 0.0 ? 1e-6 / fit.beta_ms_per_byte : 0.0;
+  fit.samples = static_cast<int64_t>(xs.size());
+  return fit;
+}
+
+double algorithm_bandwidth_gbps(int64_t bytes, double ms) {
+  SS_CHECK(bytes >= 0, "bandwidth of {} bytes", bytes);
+  SS_CHECK(ms > 0.0, "bandwidth over {} ms", ms);
+  return static_cast<double>(bytes) / (ms * 1e6);  // bytes / (ms * 1e-3 s) / 1e9
+}
+
+double bus_bandwidth_gbps(int64_t bytes, double ms, int devices) {
+  SS_CHECK(devices >= 1, "bus bandwidth on {} devices", devices);
+  return algorithm_bandwidth_gbps(bytes, ms) * bus_factor(devices);
+}
+
+double projected_allreduce_ms(const AlphaBetaFit& fit, std::span<const int64_t> bucket_bytes,
+                              int devices) {
+  SS_CHECK(devices >= 1, "projection to {} devices", devices);
+  if (devices == 1) return 0.0;
+  double total = 0;
+  for (const int64_t b : bucket_bytes) {
+    SS_CHECK(b >= 0, "gradient bucket of {} bytes", b);
+    total += fit.alpha_ms + fit.beta_ms_per_byte * static_cast<double>(b) * bus_factor(devices);
+  }
+  return total;
+}
+
+double overlap_capacity_ms(const PhaseMedians& measured) {
+  return std::max(0.0, measured.allreduce_ms - measured.allreduce_exposed_ms);
+}
+
+namespace {
+
+Projection project_one(const AlphaBetaFit& fit, std::span<const int64_t> bucket_bytes, int devices,
+                       double compute_ms, double input_ms, double overlap_capacity_ms) {
+  SS_CHECK(compute_ms >= 0.0 && input_ms >= 0.0 && overlap_capacity_ms >= 0.0,
+           "projection with compute {} ms, input {} ms, overlap capacity {} ms", compute_ms,
+           input_ms, overlap_capacity_ms);
+  Projection p;
+  p.devices = devices;
+  p.allreduce_ms = projected_allreduce_ms(fit, bucket_bytes, devices);
+  p.exposed_ms = std::max(0.0, p.allreduce_ms - overlap_capacity_ms);
+  p.step_ms = compute_ms + input_ms + p.exposed_ms;
+  return p;
+}
+
+}  // namespace
+
+double projected_step_ms(const AlphaBetaFit& fit, std::span<const int64_t> bucket_bytes,
+                         int devices, double compute_ms, double input_ms,
+                         double overlap_capacity_ms) {
+  return project_one(fit, bucket_bytes, devices, compute_ms, input_ms, overlap_capacity_ms).step_ms;
+}
+
+std::vector<Projection> project_efficiency(const AlphaBetaFit& fit,
+                                           std::span<const int64_t> bucket_bytes,
+                                           std::span<const int> device_counts,
+                                           double one_device_step_ms, double compute_ms,
+                                           double input_ms, double overlap_capacity_ms) {
+  SS_CHECK(one_device_step_ms > 0.0, "one-device step time of {} ms", one_device_step_ms);
+  std::vector<Projection> out;
+  out.reserve(device_counts.size());
+  for (const int n : device_counts) {
+    Projection p = project_one(fit, bucket_bytes, n, compute_ms, input_ms, overlap_capacity_ms);
+    SS_CHECK(p.step_ms > 0.0, "projected step time of {} ms at {} devices", p.step_ms, n);
+    p.efficiency = one_device_step_ms / p.step_ms;
+    out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace scalescope

@@ -1,0 +1,185 @@
+// Analysis of a sweep's measurements: where the step time goes (a bottleneck verdict), why
+// efficiency at N devices falls short of ideal (a loss breakdown), the alpha-beta cost model
+// of all-reduce, and a projection of efficiency to device counts not measured. Plain numbers
+// in, numbers out: nothing here touches a device. Times are milliseconds.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace scalescope {
+
+// Median over measured steps of one replica (or of the group: per step, the phases of the
+// slowest replica, since that replica sets the step time).
+struct PhaseMedians {
+  double input_ms = 0, h2d_ms = 0, forward_ms = 0, backward_ms = 0;
+  double allreduce_ms = 0;          // total all-reduce time (hidden or not)
+  double allreduce_exposed_ms = 0;  // what the step waited for after backward
+  double optimizer_ms = 0, step_ms = 0;
+  double compute_ms() const { return forward_ms + backward_ms + optimizer_ms; }
+};
+
+// ---------------------------------------------------------------------------------------
+// Bottleneck verdict.
+
+// Thresholds, as shares of the group's step time unless said otherwise. The input ones are
+// the TensorFlow input-pipeline analyzer's (>= 20% "highly input-bound", >= 5% "moderately").
+inline constexpr double kInputHighShare = 0.20;
+inline constexpr double kInputModerateShare = 0.05;
+inline constexpr double kCommHighShare = 0.20;  // exposed all-reduce
+inline constexpr double kCommModerateShare = 0.05;
+// Slowest replica's compute / median replica's compute.
+inline constexpr double kStragglerRatio = 1.10;
+inline constexpr double kStragglerHighRatio = 1.25;
+// Device idle share (step - device busy) / step; known only on GPUs.
+inline constexpr double kHostIdleShare = 0.20;
+inline constexpr double kHostIdleHighShare = 0.50;
+
+inline constexpr const char* kSeverityHigh = "high";
+inline constexpr const char* kSeverityModerate = "moderate";
+// Severity of the compute-bound fallback: the healthy state, nothing to fix upstream.
+inline constexpr const char* kSeverityInfo = "info";
+
+struct Finding {
+  std::string kind;         // "input-bound", "communication-bound", "straggler", "host-bound",
+                            // "compute-bound"
+  std::string severity;     // kSeverityHigh, kSeverityModerate, kSeverityInfo
+  std::string explanation;  // one line with the numbers, for a terminal or a report
+  double share = 0;         // fraction of the step this finding explains (the ranking key)
+  std::map<std::string, double> numbers;  // the figures behind it, by name
+};
+
+struct Verdict {
+  // Every finding that fired, most of the step explained first; never empty ("compute-bound"
+  // alone when nothing fired).
+  std::vector<Finding> findings;
+  const Finding& top() const;
+};
+
+struct VerdictInput {
+  PhaseMedians group;
+  std::vector<PhaseMedians> replicas;    // may be empty (no straggler rule then)
+  std::optional<double> device_busy_ms;  // GPU only: time the device ran kernels per step
+};
+
+// Rules (each fires at or above its threshold):
+//   input-bound          (input + h2d) / step >= kInputModerateShare; high at kInputHighShare
+//   communication-bound  exposed all-reduce / step >= kCommModerateShare; high at kCommHighShare
+//   straggler            max replica compute / median replica compute >= kStragglerRatio
+//                        (high at kStragglerHighRatio); needs >= 2 replicas; share explained
+//                        = (max - median replica compute) / step
+//   host-bound           (step - device busy) / step >= kHostIdleShare (high at
+//                        kHostIdleHighShare); only when device_busy_ms is known
+//   compute-bound        when nothing else fires; share = compute / step
+// REQUIRES: group.step_ms > 0.
+Verdict diagnose(const VerdictInput& input);
+
+// ---------------------------------------------------------------------------------------
+// Efficiency-loss breakdown.
+
+// efficiency = ideal_step_ms / group_at_n.step_ms. The caller picks the ideal: weak scaling
+// (same per-replica batch) ideal = one-device step; strong scaling (same global batch) ideal =
+// one-device step / N. Let s = ideal_step_ms / one_device.step_ms: the ideal run is the
+// one-device run with every phase scaled by s (s = 1 under weak scaling). Each share is extra
+// milliseconds at N over that ideal, divided by group_at_n.step_ms:
+//   allreduce_share = (exposed all-reduce at N - s * exposed at 1) / step_N
+//   input_share     = ((input + h2d) at N - s * (input + h2d) at 1) / step_N
+//   compute_share   = (median replica compute at N - s * compute at 1) / step_N
+//                     (per-replica slowdown: contention, clocks, memory bandwidth)
+//   straggler_share = (group compute at N - median replica compute at N) / step_N
+//                     (the group's phases are the slowest replica's per step, so this is the
+//                     compute the step waited for beyond a typical replica; it catches both
+//                     a persistently slow replica and a different one lagging each step)
+//   other_share     = lost - the four above (phases the timer does not split out, and
+//                     rounding), so the shares sum to lost exactly.
+// Components may be negative (a phase got faster at N); none is clamped.
+struct LossBreakdown {
+  double efficiency = 0;
+  double lost = 0;  // 1 - efficiency
+  double allreduce_share = 0;
+  double input_share = 0;
+  double compute_share = 0;
+  double straggler_share = 0;
+  double other_share = 0;
+};
+// REQUIRES: one_device.step_ms > 0, group_at_n.step_ms > 0, ideal_step_ms > 0, replicas_at_n
+// non-empty.
+LossBreakdown efficiency_loss(const PhaseMedians& one_device,
+                              const std::vector<PhaseMedians>& replicas_at_n,
+                              const PhaseMedians& group_at_n, double ideal_step_ms);
+
+// ---------------------------------------------------------------------------------------
+// Alpha-beta model of all-reduce: ms = alpha + beta * bytes * 2(N-1)/N. A ring all-reduce
+// moves 2(N-1)/N times the buffer over each link, so beta is the inverse bus bandwidth and
+// alpha the fixed cost (launch, latency) per call.
+
+struct AllReduceSample {
+  int64_t bytes = 0;  // buffer size of one all-reduce (one bucket)
+  int devices = 0;
+  double ms = 0;
+};
+
+struct AlphaBetaFit {
+  double alpha_ms = 0;
+  double beta_ms_per_byte = 0;
+  double r_squared = 0;  // 1 when the fit is exact (including all times equal)
+  // 1 / beta in GB/s (1e9 bytes); 0 when beta <= 0 (no per-byte cost found: bandwidth not
+  // determined by these samples).
+  double bus_bandwidth_gbps = 0;
+  int64_t samples = 0;  // samples used (those with devices >= 2)
+};
+
+// Ordinary least squares of ms on x = bytes * 2(N-1)/N over the samples with devices >= 2
+// (a one-device "all-reduce" moves nothing).
+// Throws Error when fewer than 2 distinct x values remain, or on negative bytes or a
+// non-finite time.
+AlphaBetaFit fit_alpha_beta(std::span<const AllReduceSample> samples);
+
+// nccl-tests definitions. algbw = bytes / time; busbw = algbw * 2(N-1)/N, comparable with
+// the link's bandwidth whatever N. GB/s are 1e9 bytes per second.
+// REQUIRES: ms > 0, bytes >= 0; devices >= 1.
+double algorithm_bandwidth_gbps(int64_t bytes, double ms);
+double bus_bandwidth_gbps(int64_t bytes, double ms, int devices);
+
+// ---------------------------------------------------------------------------------------
+// Projection beyond the measured device counts.
+
+// Predicted total all-reduce time per step at N devices: sum over buckets of
+// alpha + beta * b * 2(N-1)/N; 0 at N = 1 (no collective runs).
+// REQUIRES: devices >= 1, bucket sizes >= 0.
+double projected_allreduce_ms(const AlphaBetaFit& fit, std::span<const int64_t> bucket_bytes,
+                              int devices);
+
+// The all-reduce time backward can hide, taken from a measurement (normally the group at the
+// largest measured N): total - exposed, at least 0. Assumes it does not depend on N: backward
+// per replica is the same under weak scaling, so the window for overlap is too.
+double overlap_capacity_ms(const PhaseMedians& measured);
+
+// step = compute_ms + input_ms + exposed, exposed = max(0, predicted total all-reduce -
+// overlap_capacity_ms). input_ms is what the step waits for input (input + h2d).
+// REQUIRES: as projected_allreduce_ms; compute_ms, input_ms, overlap_capacity_ms >= 0.
+double projected_step_ms(const AlphaBetaFit& fit, std::span<const int64_t> bucket_bytes,
+                         int devices, double compute_ms, double input_ms,
+                         double overlap_capacity_ms);
+
+struct Projection {
+  int devices = 0;
+  double allreduce_ms = 0;  // predicted total
+  double exposed_ms = 0;    // predicted exposed
+  double step_ms = 0;
+  double efficiency = 0;  // weak scaling: one_device_step_ms / step_ms
+};
+
+// projected_step_ms for each device count, with weak-scaling efficiency against the
+// measured one-device step. REQUIRES: one_device_step_ms > 0, and as projected_step_ms.
+std::vector<Projection> project_efficiency(const AlphaBetaFit& fit,
+                                           std::span<const int64_t> bucket_bytes,
+                                           std::span<const int> device_counts,
+                                           double one_device_step_ms, double compute_ms,
+                                           double input_ms, double overlap_capacity_ms);
+
+}  // namespace scalescope

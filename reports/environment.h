@@ -1,0 +1,95 @@
+// The environment a report was measured in: host, GPUs, library versions, build and the
+// allowlisted environment variables. Two reports are only comparable when these agree (or
+// when the reader knows how they differ), so each report carries one.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace scalescope {
+
+class JsonReader;
+
+struct HostInfo {
+  std::string hostname;
+  std::string cpu_model;  // /proc/cpuinfo "model name", or "unknown"
+  int logical_cores = 0;  // online logical CPUs
+  int usable_cores = 0;   // of those, the ones this process may run on (affinity mask)
+  int64_t memory_bytes = 0;
+  std::string os;      // /etc/os-release PRETTY_NAME, or "unknown"
+  std::string kernel;  // uname -r
+  std::string arch;    // uname -m
+
+  bool operator==(const HostInfo&) const = default;
+};
+
+struct GpuInfo {
+  int index = 0;           // CUDA device ordinal (after CUDA_VISIBLE_DEVICES)
+  std::string name;        // e.g. "NVIDIA H100 80GB HBM3"
+  std::string uuid;        // as nvidia-smi prints it: "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+  std::string pci_bus_id;  // e.g. "0000:3B:00.0"
+  int64_t memory_bytes = 0;
+  std::string compute_capability;  // e.g. "9.0"
+  int sm_count = 0;
+
+  bool operator==(const GpuInfo&) const = default;
+};
+
+// Human-readable versions ("13.0", "9.13.0", "2.28.3"). The CUDA ones are empty in a build
+// without CUDA (Environment::gpu_error then says so); cuda_driver is "none" without a driver.
+struct LibraryVersions {
+  std::string cuda_driver;   // the newest CUDA version the installed driver supports
+  std::string cuda_runtime;  // the cudart this binary loaded
+  std::string cudnn;
+  std::string nccl;
+  std::string cublas;
+  std::string onednn;  // "major.minor.patch (git hash)"
+  std::string gloo;
+  std::string openmp;  // "4.5 (201511)"
+
+  bool operator==(const LibraryVersions&) const = default;
+};
+
+// Facts fixed when the binary was built.
+struct BuildInfo {
+  std::string scalescope_version;
+  std::string compiler;    // e.g. "GNU 12.2.0"
+  std::string build_type;  // e.g. "Release"
+  bool with_cuda = false;
+  std::string cuda_architectures;  // e.g. "90", or "none"
+  std::string git_commit;          // 40 hex digits, or "unknown" (no git at build time)
+  bool git_dirty = false;          // tracked files differed from git_commit at build time
+
+  bool operator==(const BuildInfo&) const = default;
+};
+
+struct Environment {
+  std::string captured_at;  // UTC, ISO-8601: "2025-01-31T12:34:56Z"
+  std::string command_line;
+  HostInfo host;
+  std::vector<GpuInfo> gpus;
+  // Why `gpus` is empty or incomplete (CUDA's message, or "built without CUDA"); empty
+  // when every device was read.
+  std::string gpu_error;
+  LibraryVersions libraries;
+  BuildInfo build;
+  // Only allowlisted variables (NCCL_*, OMP_*, CUDA_VISIBLE_DEVICES, ...): a report is
+  // shared, so nothing that could hold a secret goes into it.
+  std::map<std::string, std::string> env_vars;
+
+  bool operator==(const Environment&) const = default;
+};
+
+nlohmann::json to_json(const Environment& env);
+// Strict: a missing key or one of the wrong type throws Error naming the key (e.g.
+// "host.logical_cores"), so that `compare` never reads a half-understood report.
+Environment environment_from_json(const nlohmann::json& j);
+// The same inside a larger document, so that errors name the report and the full path
+// ("report run.json: missing key 'environment.host.os'").
+Environment environment_from_json(const JsonReader& j);
+
+}  // namespace scalescope

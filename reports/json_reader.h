@@ -1,0 +1,50 @@
+// Strict reading of JSON we wrote ourselves (reports, configs): every key is looked up by
+// name, and a missing key or one of the wrong type is an Error naming its dotted path, so a
+// truncated or hand-edited file never turns into a silently wrong number.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace scalescope {
+
+class JsonReader {
+ public:
+  // `what` names the document in errors ("report run.json"); `path` is this object's
+  // dotted path inside it ("" for the root).
+  JsonReader(const nlohmann::json& j, std::string what, std::string path = "");
+
+  bool has(std::string_view key) const { return j_.contains(key); }
+  const nlohmann::json& at(std::string_view key) const;
+  std::string string(std::string_view key) const;
+  int64_t int64(std::string_view key) const;
+  int int32(std::string_view key) const;
+  double number(std::string_view key) const;  // integers accepted; must be finite
+  bool boolean(std::string_view key) const;
+  JsonReader object(std::string_view key) const;
+  // An array element as an object: "points[3]".
+  JsonReader element(std::string_view key, size_t index) const;
+  const nlohmann::json& array(std::string_view key) const;
+  std::vector<double> numbers(std::string_view key) const;
+  std::vector<int64_t> int64s(std::string_view key) const;
+  std::vector<std::string> strings(std::string_view key) const;
+  // Throws naming the first key not in `known` (a misspelt config key must not be ignored).
+  void only(const std::set<std::string, std::less<>>& known) const;
+
+  std::string name(std::string_view key) const;
+  const nlohmann::json& value() const { return j_; }
+
+ private:
+  [[noreturn]] void wrong_type(std::string_view key, const char* expected,
+                               const nlohmann::json& v) const;
+  const nlohmann::json& j_;
+  std::string what_;
+  std::string path_;
+};
+
+}  // namespace scalescope

@@ -1,0 +1,426 @@
+#include "reports/analysis.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+
+namespace scalescope {
+namespace {
+
+// A 40 ms step: compute 30 (10 + 18 + 2), and the rest as the test sets it.
+PhaseMedians base_step() {
+  PhaseMedians p;
+  p.forward_ms = 10;
+  p.backward_ms = 18;
+  p.optimizer_ms = 2;
+  p.step_ms = 40;
+  return p;
+}
+
+std::vector<PhaseMedians> replicas_with_compute(std::vector<double> compute) {
+  std::vector<PhaseMedians> out;
+  for (const double c : compute) {
+    PhaseMedians p = base_step();
+    p.forward_ms = c - 20;  // backward 18 + optimizer 2
+    out.push_back(p);
+  }
+  return out;
+}
+
+// A copy: the verdicts the tests pass in are temporaries.
+std::optional<Finding> find(const Verdict& v, const std::string& kind) {
+  for (const Finding& f : v.findings) {
+    if (f.kind == kind) return f;
+  }
+  return std::nullopt;
+}
+
+TEST(PhaseMedians, ComputeIsForwardBackwardOptimizer) {
+  EXPECT_DOUBLE_EQ(base_step().compute_ms(), 30.0);
+}
+
+TEST(Verdict, InputBoundAtItsThresholds) {
+  VerdictInput in;
+  in.group = base_step();
+  in.group.input_ms = 1.5;
+  in.group.h2d_ms = 0.49;  // 1.99 of 40: 4.975%
+  EXPECT_FALSE(find(diagnose(in), "input-bound"));
+  in.group.h2d_ms = 0.5;  // exactly 5%
+  std::optional<Finding> f = find(diagnose(in), "input-bound");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->severity, kSeverityModerate);
+  EXPECT_DOUBLE_EQ(f->share, 0.05);
+  in.group.input_ms = 7.49;  // 7.99 of 40: still moderate
+  EXPECT_EQ(find(diagnose(in), "input-bound")->severity, kSeverityModerate);
+  in.group.input_ms = 7.5;  // exactly 20%
+  f = find(diagnose(in), "input-bound");
+  EXPECT_EQ(f->severity, kSeverityHigh);
+  EXPECT_DOUBLE_EQ(f->numbers.at("share"), 0.2);
+  EXPECT_DOUBLE_EQ(f->numbers.at("input_ms"), 7.5);
+  EXPECT_DOUBLE_EQ(f->numbers.at("h2d_ms"), 0.5);
+  EXPECT_EQ(f->explanation,
+            "input wait is 20% of the step (8.0 of 40.0 ms: input 7.5, host-to-device copy 0.5)");
+}
+
+TEST(Verdict, CommunicationBoundAtItsThresholds) {
+  VerdictInput in;
+  in.group = base_step();
+  in.group.allreduce_ms = 12;
+  in.group.allreduce_exposed_ms = 1.99;
+  EXPECT_FALSE(find(diagnose(in), "communication-bound"));
+  in.group.allreduce_exposed_ms = 2;
+  EXPECT_EQ(find(diagnose(in), "communication-bound")->severity, kSeverityModerate);
+  in.group.allreduce_exposed_ms = 7.99;
+  EXPECT_EQ(find(diagnose(in), "communication-bound")->severity, kSeverityModerate);
+  in.group.allreduce_exposed_ms = 8;
+  std::optional<Finding> f = find(diagnose(in), "communication-bound");
+  EXPECT_EQ(f->severity, kSeverityHigh);
+  EXPECT_DOUBLE_EQ(f->share, 0.2);
+  EXPECT_DOUBLE_EQ(f->numbers.at("allreduce_ms"), 12.0);
+  EXPECT_EQ(f->explanation,
+            "exposed all-reduce is 20% of the step (8.0 of 40.0 ms; 12.0 ms in total, the rest "
+            "hidden behind backward)");
+}
+
+TEST(Verdict, StragglerAtItsThresholds) {
+  VerdictInput in;
+  in.group = base_step();
+  in.replicas = replicas_with_compute({20, 20, 21.99, 20});  // 1.0995x
+  EXPECT_FALSE(find(diagnose(in), "straggler"));
+  in.replicas = replicas_with_compute({20, 20, 22, 20});  // exactly 1.1x
+  std::optional<Finding> f = find(diagnose(in), "straggler");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->severity, kSeverityModerate);
+  EXPECT_DOUBLE_EQ(f->numbers.at("ratio"), 1.1);
+  EXPECT_DOUBLE_EQ(f->numbers.at("slowest_compute_ms"), 22.0);
+  EXPECT_DOUBLE_EQ(f->numbers.at("median_compute_ms"), 20.0);
+  EXPECT_DOUBLE_EQ(f->share, 2.0 / 40.0);
+  in.replicas = replicas_with_compute({20, 20, 24.99, 20});
+  EXPECT_EQ(find(diagnose(in), "straggler")->severity, kSeverityModerate);
+  in.replicas = replicas_with_compute({20, 25, 20, 20});  // exactly 1.25x
+  EXPECT_EQ(find(diagnose(in), "straggler")->severity, kSeverityHigh);
+  in.replicas = replicas_with_compute({20, 26, 20, 20});
+  f = find(diagnose(in), "straggler");
+  EXPECT_EQ(f->severity, kSeverityHigh);
+  EXPECT_EQ(f->explanation,
+            "slowest replica computes 1.30x the median replica (26.0 vs 20.0 ms), 15% of the "
+            "step");
+  // One replica cannot straggle behind itself.
+  in.replicas = replicas_with_compute({40});
+  EXPECT_FALSE(find(diagnose(in), "straggler"));
+}
+
+TEST(Verdict, HostBoundOnlyWhenDeviceBusyIsKnown) {
+  VerdictInput in;
+  in.group = base_step();
+  in.device_busy_ms = 32.01;  // idle 19.975%
+  EXPECT_FALSE(find(diagnose(in), "host-bound"));
+  in.device_busy_ms = 32;  // idle exactly 20%
+  std::optional<Finding> f = find(diagnose(in), "host-bound");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->severity, kSeverityModerate);
+  EXPECT_DOUBLE_EQ(f->share, 0.2);
+  EXPECT_EQ(f->explanation, "device idle 20% of the step (busy 32.0 of 40.0 ms)");
+  in.device_busy_ms = 20;  // idle 50%
+  EXPECT_EQ(find(diagnose(in), "host-bound")->severity, kSeverityHigh);
+  in.device_busy_ms = std::nullopt;  // CPU: no rule
+  EXPECT_FALSE(find(diagnose(in), "host-bound"));
+  in.device_busy_ms = 45;  // busier than the step (clock skew): idle negative, no finding
+  EXPECT_FALSE(find(diagnose(in), "host-bound"));
+}
+
+TEST(Verdict, ComputeBoundWhenNothingFires) {
+  VerdictInput in;
+  in.group = base_step();
+  in.group.input_ms = 1;
+  in.group.allreduce_exposed_ms = 1;
+  in.replicas = replicas_with_compute({30, 31, 30, 32});
+  in.device_busy_ms = 38;
+  const Verdict v = diagnose(in);
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(v.top().kind, "compute-bound");
+  EXPECT_EQ(v.top().severity, kSeverityInfo);
+  EXPECT_DOUBLE_EQ(v.top().share, 0.75);
+  EXPECT_EQ(v.top().explanation, "compute is 75% of the step (30.0 of 40.0 ms)");
+}
+
+TEST(Verdict, RanksFindingsByHowMuchOfTheStepTheyExplain) {
+  VerdictInput in;
+  in.group = base_step();
+  in.group.input_ms = 3;                                  // 7.5%
+  in.group.allreduce_exposed_ms = 10;                     // 25%
+  in.replicas = replicas_with_compute({20, 20, 26, 20});  // 6 ms: 15%
+  in.device_busy_ms = 28;                                 // idle 30%
+  const Verdict v = diagnose(in);
+  ASSERT_EQ(v.findings.size(), 4u);
+  EXPECT_EQ(v.findings[0].kind, "host-bound");
+  EXPECT_EQ(v.findings[1].kind, "communication-bound");
+  EXPECT_EQ(v.findings[2].kind, "straggler");
+  EXPECT_EQ(v.findings[3].kind, "input-bound");
+  EXPECT_EQ(v.top().kind, "host-bound");
+  EXPECT_FALSE(find(v, "compute-bound"));
+}
+
+TEST(Verdict, RejectsAZeroStep) {
+  VerdictInput in;
+  EXPECT_THROW(diagnose(in), Error);
+  EXPECT_THROW(Verdict{}.top(), Error);
+}
+
+TEST(EfficiencyLoss, WeakScalingSplitsTheLossIntoKnownShares) {
+  // 1 device: input 2 + h2d 1, compute 30, exposed 0, step 34 (1 ms unattributed).
+  PhaseMedians one;
+  one.input_ms = 2;
+  one.h2d_ms = 1;
+  one.forward_ms = 10;
+  one.backward_ms = 18;
+  one.optimizer_ms = 2;
+  one.step_ms = 34;
+  // At N: replicas compute 31, 31, 32, 35 (median 31.5); the group (slowest per step)
+  // computes 34, waits 4 + 1 for input, 5 for all-reduce; step 50.
+  const auto replicas = replicas_with_compute({31, 35, 31, 32});
+  PhaseMedians group = one;
+  group.input_ms = 4;
+  group.forward_ms = 14;
+  group.allreduce_ms = 9;
+  group.allreduce_exposed_ms = 5;
+  group.step_ms = 50;
+  const LossBreakdown b = efficiency_loss(one, replicas, group, /*ideal_step_ms=*/34);
+  EXPECT_DOUBLE_EQ(b.efficiency, 34.0 / 50.0);
+  EXPECT_DOUBLE_EQ(b.lost, 16.0 / 50.0);
+  EXPECT_DOUBLE_EQ(b.allreduce_share, 5.0 / 50.0);
+  EXPECT_DOUBLE_EQ(b.input_share, 2.0 / 50.0);
+  EXPECT_DOUBLE_EQ(b.compute_share, 1.5 / 50.0);
+  EXPECT_DOUBLE_EQ(b.straggler_share, 2.5 / 50.0);
+  // 16 - (5 + 2 + 1.5 + 2.5) = 5 ms that no phase accounts for.
+  EXPECT_NEAR(b.other_share, 5.0 / 50.0, 1e-15);
+  EXPECT_NEAR(
+      b.allreduce_share + b.input_share + b.compute_share + b.straggler_share + b.other_share,
+      1.0 - b.efficiency, 1e-12);
+}
+
+TEST(EfficiencyLoss, StrongScalingScalesTheBaseline) {
+  // Global batch fixed over 4 devices: ideal step 40 / 4 = 10, ideal compute 32 / 4 = 8,
+  // ideal input 4 / 4 = 1.
+  PhaseMedians one;
+  one.input_ms = 4;
+  one.forward_ms = 12;
+  one.backward_ms = 16;
+  one.optimizer_ms = 4;
+  one.step_ms = 40;
+  std::vector<PhaseMedians> replicas(4);
+  for (PhaseMedians& r : replicas) {
+    r.forward_ms = 4;
+    r.backward_ms = 4;
+    r.optimizer_ms = 1;  // compute 9
+  }
+  PhaseMedians group = replicas[0];
+  group.input_ms = 1.5;
+  group.allreduce_exposed_ms = 3;
+  group.step_ms = 16;
+  const LossBreakdown b = efficiency_loss(one, replicas, group, 40.0 / 4);
+  EXPECT_DOUBLE_EQ(b.efficiency, 10.0 / 16.0);
+  EXPECT_DOUBLE_EQ(b.allreduce_share, 3.0 / 16.0);
+  EXPECT_DOUBLE_EQ(b.input_share, 0.5 / 16.0);
+  EXPECT_DOUBLE_EQ(b.compute_share, 1.0 / 16.0);
+  EXPECT_DOUBLE_EQ(b.straggler_share, 0.0);
+  EXPECT_NEAR(b.other_share, 1.5 / 16.0, 1e-15);
+}
+
+TEST(EfficiencyLoss, SharesSumExactlyEvenWhenPhasesGetFaster) {
+  std::mt19937_64 gen(5);
+  std::uniform_real_distribution<double> u(0.1, 20.0);
+  for (int t = 0; t < 100; ++t) {
+    PhaseMedians one{u(gen), u(gen), u(gen), u(gen), u(gen), u(gen), u(gen), 0};
+    one.step_ms = one.input_ms + one.h2d_ms + one.compute_ms() + one.allreduce_exposed_ms;
+    std::vector<PhaseMedians> replicas;
+    for (int r = 0; r < 3; ++r) {
+      replicas.push_back({u(gen), u(gen), u(gen), u(gen), u(gen), u(gen), u(gen), 0});
+    }
+    PhaseMedians group{u(gen), u(gen), u(gen), u(gen), u(gen), u(gen), u(gen), 0};
+    group.step_ms = 5 * u(gen);
+    const LossBreakdown b = efficiency_loss(one, replicas, group, one.step_ms);
+    EXPECT_NEAR(
+        b.allreduce_share + b.input_share + b.compute_share + b.straggler_share + b.other_share,
+        1.0 - b.efficiency, 1e-12);
+  }
+  // A phase that got faster gives a negative share, not a clamped one.
+  PhaseMedians one = base_step();
+  one.input_ms = 6;
+  one.step_ms = 36;
+  PhaseMedians group = base_step();
+  group.input_ms = 2;
+  group.step_ms = 40;
+  const LossBreakdown b = efficiency_loss(one, {group}, group, 36);
+  EXPECT_DOUBLE_EQ(b.input_share, -4.0 / 40.0);
+  EXPECT_NEAR(b.other_share, 8.0 / 40.0, 1e-15);
+}
+
+TEST(EfficiencyLoss, RejectsBadInput) {
+  const PhaseMedians p = base_step();
+  EXPECT_THROW(efficiency_loss(p, {}, p, 40), Error);
+  EXPECT_THROW(efficiency_loss(p, {p}, p, 0), Error);
+  EXPECT_THROW(efficiency_loss(PhaseMedians{}, {p}, p, 40), Error);
+  EXPECT_THROW(efficiency_loss(p, {p}, PhaseMedians{}, 40), Error);
+}
+
+TEST(Bandwidth, NcclTestsDefinitions) {
+  // 1 GB in 10 ms: algbw 100 GB/s; on 8 devices busbw = 100 * 2 * 7 / 8 = 175 GB/s.
+  EXPECT_DOUBLE_EQ(algorithm_bandwidth_gbps(1'000'000'000, 10.0), 100.0);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_gbps(1'000'000'000, 10.0, 8), 175.0);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_gbps(1'000'000'000, 10.0, 2), 100.0);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_gbps(1'000'000'000, 10.0, 1), 0.0);
+  EXPECT_THROW(algorithm_bandwidth_gbps(1, 0.0), Error);
+  EXPECT_THROW(bus_bandwidth_gbps(1, 1.0, 0), Error);
+}
+
+// alpha 0.02 ms, bus bandwidth 50 GB/s: beta = 1 / (50e9 B/s) = 2e-8 ms per byte.
+constexpr double kAlpha = 0.02;
+constexpr double kBeta = 2e-8;
+
+std::vector<AllReduceSample> synthetic_samples(double noise_fraction, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> noise(-noise_fraction, noise_fraction);
+  std::vector<AllReduceSample> out;
+  for (const int n : {2, 4, 8}) {
+    for (int64_t bytes = 1 << 16; bytes <= int64_t{1} << 28; bytes *= 4) {
+      const double x = static_cast<double>(bytes) * 2.0 * (n - 1) / n;
+      out.push_back({bytes, n, (kAlpha + kBeta * x) * (1 + noise(gen))});
+    }
+  }
+  out.push_back({int64_t{1} << 20, 1, 99.0});  // one device: left out of the fit
+  return out;
+}
+
+TEST(AlphaBeta, RecoversExactParameters) {
+  const auto samples = synthetic_samples(0.0, 1);
+  const AlphaBetaFit fit = fit_alpha_beta(samples);
+  EXPECT_EQ(fit.samples, static_cast<int64_t>(samples.size()) - 1);
+  EXPECT_NEAR(fit.alpha_ms, kAlpha, 1e-9);
+  EXPECT_NEAR(fit.beta_ms_per_byte, kBeta, 1e-18);
+  EXPECT_NEAR(fit.r_squared, 1.0, 1e-12);
+  EXPECT_NEAR(fit.bus_bandwidth_gbps, 50.0, 1e-6);
+}
+
+TEST(AlphaBeta, RecoversParametersUnderNoise) {
+  const AlphaBetaFit fit = fit_alpha_beta(synthetic_samples(0.02, 2));
+  EXPECT_NEAR(fit.beta_ms_per_byte, kBeta, 0.02 * kBeta);
+  EXPECT_NEAR(fit.bus_bandwidth_gbps, 50.0, 1.0);
+  EXPECT_GT(fit.r_squared, 0.99);
+  EXPECT_LT(fit.r_squared, 1.0);
+  // Noise of 2% on a 5 ms sample dwarfs alpha; the intercept is still the right size.
+  EXPECT_NEAR(fit.alpha_ms, kAlpha, 0.1);
+}
+
+TEST(AlphaBeta, FitsSmallMessagesWhereAlphaDominates) {
+  std::vector<AllReduceSample> samples;
+  for (const int64_t bytes : {0, 1024, 4096, 16384}) {
+    samples.push_back({bytes, 2, kAlpha + kBeta * static_cast<double>(bytes)});
+  }
+  const AlphaBetaFit fit = fit_alpha_beta(samples);
+  EXPECT_NEAR(fit.alpha_ms, kAlpha, 1e-12);
+  EXPECT_NEAR(fit.beta_ms_per_byte, kBeta, 1e-15);
+}
+
+TEST(AlphaBeta, DegenerateInputThrows) {
+  EXPECT_THROW(fit_alpha_beta({}), Error);
+  // One size only, however many samples.
+  const std::vector<AllReduceSample> one_size{{1024, 2, 1.0}, {1024, 2, 1.1}, {1024, 2, 0.9}};
+  EXPECT_THROW(fit_alpha_beta(one_size), Error);
+  // Different bytes and N but the same bus bytes: 1200 * 2(1)/2 = 800 * 2(3)/4 = 1200.
+  const std::vector<AllReduceSample> same_x{{1200, 2, 1.0}, {800, 4, 1.2}};
+  EXPECT_THROW(fit_alpha_beta(same_x), Error);
+  // Two sizes, but one of them on a single device.
+  const std::vector<AllReduceSample> single{{1024, 2, 1.0}, {4096, 1, 2.0}};
+  EXPECT_THROW(fit_alpha_beta(single), Error);
+  try {
+    fit_alpha_beta(one_size);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at least 2 distinct sizes"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(fit_alpha_beta(std::vector<AllReduceSample>{{-1, 2, 1.0}, {8, 2, 1.0}}), Error);
+  EXPECT_THROW(fit_alpha_beta(std::vector<AllReduceSample>{{1, 2, NAN}, {8, 2, 1.0}}), Error);
+}
+
+TEST(AlphaBeta, NoPerByteCostLeavesBandwidthUndetermined) {
+  const std::vector<AllReduceSample> flat{{1024, 2, 1.0}, {4096, 2, 1.0}};
+  const AlphaBetaFit fit = fit_alpha_beta(flat);
+  EXPECT_DOUBLE_EQ(fit.alpha_ms, 1.0);
+  EXPECT_DOUBLE_EQ(fit.beta_ms_per_byte, 0.0);
+  EXPECT_DOUBLE_EQ(fit.r_squared, 1.0);
+  EXPECT_DOUBLE_EQ(fit.bus_bandwidth_gbps, 0.0);
+}
+
+TEST(Projection, HandComputedExample) {
+  // alpha 0.1 ms, beta 1e-8 ms/byte (100 GB/s bus); buckets of 25 MB and 15 MB.
+  AlphaBetaFit fit;
+  fit.alpha_ms = 0.1;
+  fit.beta_ms_per_byte = 1e-8;
+  const std::vector<int64_t> buckets{25'000'000, 15'000'000};
+  // N = 8: 2(N-1)/N = 1.75; all-reduce = 2 * 0.1 + 1e-8 * 40e6 * 1.75 = 0.2 + 0.7 = 0.9 ms.
+  EXPECT_NEAR(projected_allreduce_ms(fit, buckets, 8), 0.9, 1e-12);
+  // N = 2: 0.2 + 0.4 = 0.6 ms. N = 1: no collective.
+  EXPECT_NEAR(projected_allreduce_ms(fit, buckets, 2), 0.6, 1e-12);
+  EXPECT_DOUBLE_EQ(projected_allreduce_ms(fit, buckets, 1), 0.0);
+
+  // Measured at the largest N: 0.8 ms in total, 0.3 exposed: backward hides 0.5 ms.
+  PhaseMedians measured;
+  measured.allreduce_ms = 0.8;
+  measured.allreduce_exposed_ms = 0.3;
+  const double overlap = overlap_capacity_ms(measured);
+  EXPECT_DOUBLE_EQ(overlap, 0.5);
+  measured.allreduce_exposed_ms = 0.9;  // timer noise: never a negative capacity
+  EXPECT_DOUBLE_EQ(overlap_capacity_ms(measured), 0.0);
+
+  // Step = compute 10 + input 0.5 + max(0, 0.9 - 0.5) = 10.9 at N = 8.
+  EXPECT_NEAR(projected_step_ms(fit, buckets, 8, 10.0, 0.5, overlap), 10.9, 1e-12);
+  // At N = 2 0.6 ms of all-reduce: 0.1 exposed. With more overlap capacity, none.
+  EXPECT_NEAR(projected_step_ms(fit, buckets, 2, 10.0, 0.5, overlap), 10.6, 1e-12);
+  EXPECT_NEAR(projected_step_ms(fit, buckets, 2, 10.0, 0.5, 5.0), 10.5, 1e-12);
+
+  // N -> large: 2(N-1)/N -> 2; N = 64: 0.2 + 0.4 * 2 * 63/64 = 0.9875; exposed 0.4875.
+  const std::vector<int> counts{1, 8, 64};
+  const auto p =
+      project_efficiency(fit, buckets, counts, /*one_device_step_ms=*/10.5, 10.0, 0.5, overlap);
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0].devices, 1);
+  EXPECT_DOUBLE_EQ(p[0].step_ms, 10.5);
+  EXPECT_DOUBLE_EQ(p[0].efficiency, 1.0);
+  EXPECT_EQ(p[1].devices, 8);
+  EXPECT_NEAR(p[1].allreduce_ms, 0.9, 1e-12);
+  EXPECT_NEAR(p[1].exposed_ms, 0.4, 1e-12);
+  EXPECT_NEAR(p[1].efficiency, 10.5 / 10.9, 1e-12);
+  EXPECT_NEAR(p[2].allreduce_ms, 0.9875, 1e-12);
+  EXPECT_NEAR(p[2].step_ms, 10.9875, 1e-12);
+  EXPECT_NEAR(p[2].efficiency, 10.5 / 10.9875, 1e-12);
+}
+
+TEST(Projection, UsesAFittedModel) {
+  // Fit on 2..8 devices, project to 16: the projection matches the generating model.
+  const AlphaBetaFit fit = fit_alpha_beta(synthetic_samples(0.0, 3));
+  const std::vector<int64_t> buckets{int64_t{1} << 24, int64_t{1} << 22};
+  const double expected =
+      2 * kAlpha + kBeta * static_cast<double>((1 << 24) + (1 << 22)) * 2.0 * 15.0 / 16.0;
+  EXPECT_NEAR(projected_allreduce_ms(fit, buckets, 16), expected, 1e-9);
+}
+
+TEST(Projection, RejectsBadInput) {
+  const AlphaBetaFit fit;
+  const std::vector<int64_t> buckets{100};
+  EXPECT_THROW(projected_allreduce_ms(fit, buckets, 0), Error);
+  EXPECT_THROW(projected_allreduce_ms(fit, std::vector<int64_t>{-1}, 2), Error);
+  EXPECT_THROW(projected_step_ms(fit, buckets, 2, -1.0, 0.0, 0.0), Error);
+  const std::vector<int> counts{2};
+  EXPECT_THROW(project_efficiency(fit, buckets, counts, 0.0, 1.0, 0.0, 0.0), Error);
+  EXPECT_THROW(project_efficiency(fit, buckets, counts, 1.0, 0.0, 0.0, 0.0), Error);
+}
+
+}  // namespace
+}  // namespace scalescope
