@@ -6,13 +6,22 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace scalescope::cli {
 
 using Action = std::function<int()>;
 
+// The program's arguments as given (for reports and for re-parsing a subcommand's flags
+// over a config file's values); set by main before parsing.
+const std::vector<std::string>& arguments();
+std::string command_line();
+
 // `action` is set when the subcommand is selected.
 void add_train_command(CLI::App& app, Action& action);
+void add_sweep_command(CLI::App& app, Action& action);
+void add_report_command(CLI::App& app, Action& action);
 void add_models_command(CLI::App& app, Action& action);
 void add_pipeline_bench_command(CLI::App& app, Action& action);
 

@@ -5,11 +5,34 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "harness/cli/commands.h"
 
+namespace scalescope::cli {
+namespace {
+std::vector<std::string> g_arguments;
+}  // namespace
+
+const std::vector<std::string>& arguments() {
+  return g_arguments;
+}
+
+std::string command_line() {
+  std::string line = "scalescope";
+  for (size_t i = 1; i < g_arguments.size(); ++i) {
+    const std::string& a = g_arguments[i];
+    // Quoted when the shell would split it, so the line can be pasted back.
+    line += a.find_first_of(" \t'\"") == std::string::npos ? " " + a : " '" + a + "'";
+  }
+  return line;
+}
+
+}  // namespace scalescope::cli
+
 int main(int argc, char** argv) {
+  scalescope::cli::g_arguments.assign(argv, argv + argc);
   CLI::App app{
       "scalescope: measures how data-parallel training scales across devices and "
       "explains why it falls short of linear."};
@@ -17,6 +40,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   scalescope::cli::Action action;
   scalescope::cli::add_train_command(app, action);
+  scalescope::cli::add_sweep_command(app, action);
+  scalescope::cli::add_report_command(app, action);
   scalescope::cli::add_models_command(app, action);
   scalescope::cli::add_pipeline_bench_command(app, action);
   // CLI11 would only say that a subcommand is required; name the word it did not know.

@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/data_options.h"
+#include "harness/cli/training_options.h"
 #include "harness/trainer/trainer.h"
 #include "reports/run_report.h"
 
@@ -15,9 +16,7 @@ namespace {
 
 struct TrainArgs {
   TrainOptions options;
-  std::string optimizer = "adam";
-  std::string lr_scaling = "none";
-  std::optional<float> lr;
+  TrainingFlags flags;
   std::optional<int64_t> steps;
   std::string output;
   bool quiet = false;
@@ -26,9 +25,7 @@ struct TrainArgs {
 
 int run_train(TrainArgs& args) {
   TrainOptions& o = args.options;
-  o.optimizer.kind = args.optimizer == "sgd" ? OptimizerKind::kSgd : OptimizerKind::kAdam;
-  o.optimizer.lr = args.lr.value_or(o.optimizer.kind == OptimizerKind::kSgd ? 0.01f : 1e-3f);
-  o.lr_scaling = parse_lr_scaling(args.lr_scaling);
+  apply_training_flags(args.flags, o);
   o.command_line = args.command_line;
   o.steps = args.steps.value_or(o.epochs > 0 ? 0 : 200);
   validate(o);  // every value checked before any work starts
@@ -81,36 +78,13 @@ void add_train_command(CLI::App& app, Action& action) {
   cmd->add_option("--global-batch", o.global_batch,
                   "Samples per step over all devices (instead of --batch; must divide by the "
                   "devices × --accumulate)");
-  cmd->add_option("--accumulate", o.accumulation,
-                  "Gradient accumulation: micro-batches per step, all-reduced once")
-      ->capture_default_str();
   cmd->add_option("--steps", args->steps, "Training steps (default 200 unless --epochs)");
   cmd->add_option("--epochs", o.epochs, "Passes over the training data (instead of --steps)");
   cmd->add_flag("!--no-eval", o.eval, "Skip evaluation on the eval split after each epoch");
   add_data_options(*cmd, o.data);
-  cmd->add_option("--optimizer", args->optimizer, "sgd or adam")
-      ->check(CLI::IsMember({"sgd", "adam"}))
-      ->capture_default_str();
-  cmd->add_option("--lr", args->lr, "Learning rate (default: 0.001 for adam, 0.01 for sgd)");
-  cmd->add_option("--lr-scaling", args->lr_scaling,
-                  "Learning rate rule for N devices: none, linear (×N) or sqrt (×√N)")
-      ->capture_default_str();
-  cmd->add_option("--lr-warmup-steps", o.lr_warmup_steps,
-                  "Steps over which the learning rate rises from --lr to the scaled rate")
-      ->capture_default_str();
-  cmd->add_option("--momentum", o.optimizer.momentum, "SGD momentum")->capture_default_str();
-  cmd->add_option("--weight-decay", o.optimizer.weight_decay, "L2 weight decay")
-      ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Seed of weights and data")->capture_default_str();
+  add_training_options(*cmd, o, args->flags);
   cmd->add_option("--warmup-steps", o.warmup_steps, "Steps left out of the timing summary")
       ->capture_default_str();
-  cmd->add_option("--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size cap (MiB)")
-      ->capture_default_str();
-  cmd->add_option("--first-bucket-mb", o.first_bucket_mb,
-                  "Cap of the first bucket, which starts communication early (MiB)")
-      ->capture_default_str();
-  cmd->add_flag("!--no-overlap", o.overlap,
-                "All-reduce after backward instead of during it (shows what overlap buys)");
   cmd->add_option("--check-every", o.check_every,
                   "Compare the replicas' weight checksums every N steps (0: after the last only)")
       ->capture_default_str();
@@ -119,8 +93,7 @@ void add_train_command(CLI::App& app, Action& action) {
   cmd->add_option("-o,--output", args->output, "Write the run (per-step loss and time) as JSON");
   cmd->add_flag("-q,--quiet", args->quiet, "Print only the summary");
   cmd->callback([&action, args, cmd] {
-    args->command_line = "scalescope train";
-    for (const std::string& a : cmd->remaining()) args->command_line += " " + a;
+    args->command_line = command_line();
     action = [args] { return run_train(*args); };
   });
 }

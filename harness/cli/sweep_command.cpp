@@ -1,0 +1,213 @@
+// `scalescope sweep`: the main job. `scalescope report FILE`: the tables of a finished sweep.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "core/check.h"
+#include "core/fs.h"
+#include "harness/cli/commands.h"
+#include "harness/cli/data_options.h"
+#include "harness/cli/training_options.h"
+#include "harness/sweep/sweep.h"
+#include "harness/telemetry/environment.h"
+#include "reports/table.h"
+
+namespace scalescope::cli {
+namespace {
+
+struct SweepArgs {
+  SweepOptions options;
+  TrainingFlags flags;
+  std::string models;   // "cifar-cnn,cnn:width=1,2,4"
+  std::string batches;  // "32,64"
+  std::string global_batches;
+  std::string config;
+  std::string resume;
+  bool quiet = false;
+};
+
+std::vector<int64_t> parse_batches(const std::string& text, const char* flag) {
+  std::vector<int64_t> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, end - start);
+    char* rest = nullptr;
+    const long long v = std::strtoll(item.c_str(), &rest, 10);
+    SS_CHECK(!item.empty() && *rest == '\0' && v >= 1,
+             "{} {}: '{}' is not a positive batch size (accepted: a list like 32,64,128)", flag,
+             text, item);
+    out.push_back(v);
+    start = end + 1;
+  }
+  return out;
+}
+
+void register_options(CLI::App& cmd, SweepArgs& a) {
+  SweepOptions& o = a.options;
+  cmd.add_option("--config", a.config,
+                 "JSON file of sweep options (keys: the long flag names with _ for -); flags "
+                 "given here override it");
+  cmd.add_option("--models", a.models,
+                 "Models, comma-separated; 'cnn:width=1,2,4' is three sizes (see `scalescope "
+                 "models`)")
+      ->capture_default_str();
+  cmd.add_option("--devices", o.devices,
+                 "Device counts: 1,2,4,8 (GPUs if present, else CPU), cpu:1,2 or cuda:1,2,4 "
+                 "(default cpu:1,2)");
+  cmd.add_option("--batch", a.batches, "Per-device batch sizes (weak scaling), e.g. 32,64,128")
+      ->capture_default_str();
+  cmd.add_option("--global-batch", a.global_batches,
+                 "Global batch sizes (strong scaling: split over the devices) instead of --batch");
+  cmd.add_option("--threads", o.threads,
+                 "CPU threads per device (0: usable cores / the largest device count)")
+      ->capture_default_str();
+  cmd.add_flag("--oversubscribe", o.oversubscribe,
+               "Allow more CPU threads than cores (timings then do not measure scaling)");
+  cmd.add_option("--repeats", o.repeats, "Independent runs per point")->capture_default_str();
+  cmd.add_option("--steps", o.steps, "Measured steps per run, after the warm-up")
+      ->capture_default_str();
+  cmd.add_option("--max-warmup-steps", o.max_warmup_steps,
+                 "Warm-up runs until the step time settles, at most this many steps")
+      ->capture_default_str();
+  cmd.add_option("--steady-window", o.steady.window,
+                 "Steps per window when deciding the step time has settled")
+      ->capture_default_str();
+  cmd.add_option("--steady-tolerance", o.steady.tolerance,
+                 "Settled: two windows' median step times within this fraction")
+      ->capture_default_str();
+  add_data_options(cmd, o.train.data);
+  add_training_options(cmd, o.train, a.flags);
+  cmd.add_option("-o,--output", o.output, "Report file (JSON), rewritten after every point")
+      ->capture_default_str();
+  cmd.add_option("--resume", a.resume,
+                 "Continue the sweep of this report: its options, its finished points kept");
+  cmd.add_flag("-q,--quiet", a.quiet, "No progress, only the tables");
+}
+
+// Applies what the flags say on top of what the options hold already.
+void apply_flags(SweepArgs& a) {
+  SweepOptions& o = a.options;
+  if (!a.models.empty()) o.models = split_model_list(a.models);
+  SS_CHECK(a.batches.empty() || a.global_batches.empty(),
+           "give --batch (weak scaling) or --global-batch (strong scaling), not both");
+  if (!a.batches.empty()) {
+    o.mode = ScalingMode::kWeak;
+    o.batches = parse_batches(a.batches, "--batch");
+  }
+  if (!a.global_batches.empty()) {
+    o.mode = ScalingMode::kStrong;
+    o.batches = parse_batches(a.global_batches, "--global-batch");
+  }
+  apply_training_flags(a.flags, o.train);
+}
+
+nlohmann::json read_json_file(const std::string& path, const char* what) {
+  const std::string text = read_file(path);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw_error(fmt::format("{} {} is not valid JSON: {}", what, path, e.what()));
+  }
+}
+
+std::string clock_text(double seconds) {
+  const auto s = static_cast<long>(seconds + 0.5);
+  return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+                   : fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+int run_sweep_command(const std::shared_ptr<SweepArgs>& parsed) {
+  // Precedence: defaults < --resume's report or --config's file < flags. The flags are
+  // parsed again over the file's values, so only those given override it.
+  std::shared_ptr<SweepArgs> args = parsed;
+  std::unique_ptr<SweepReport> resume;
+  if (!parsed->config.empty() || !parsed->resume.empty()) {
+    SS_CHECK(parsed->config.empty() || parsed->resume.empty(),
+             "--resume continues a report with its own options; do not give --config too");
+    args = std::make_shared<SweepArgs>();
+    if (!parsed->resume.empty()) {
+      resume = std::make_unique<SweepReport>(read_sweep_report(parsed->resume));
+      apply_sweep_config(resume->config, args->options, parsed->resume + " (its config)");
+      args->options.output = parsed->resume;
+    } else {
+      apply_sweep_config(read_json_file(parsed->config, "config file"), args->options,
+                         parsed->config);
+    }
+    args->flags = training_flags_from(args->options.train, true);
+    CLI::App again;
+    register_options(again, *args);
+    std::vector<std::string> rest(arguments().begin() + 2, arguments().end());
+    std::reverse(rest.begin(), rest.end());  // CLI11 parses a reversed vector
+    again.parse(rest);
+  }
+  apply_flags(*args);
+  SweepOptions& o = args->options;
+  o.command_line = command_line();
+  validate(o);  // every value, before anything runs
+
+  const bool tty = isatty(STDERR_FILENO) == 1;
+  SweepProgress progress;
+  if (!args->quiet) {
+    progress.on_run = [tty](const SweepPoint& p, int repeat, int done, int total, double elapsed) {
+      const std::string left =
+          done > 0 ? "~" + clock_text(elapsed / done * (total - done)) + " left" : "";
+      const int width = 24;
+      const int filled = total > 0 ? done * width / total : width;
+      const std::string bar = std::string(static_cast<size_t>(filled), '#') +
+                              std::string(static_cast<size_t>(width - filled), '.');
+      const std::string line =
+          fmt::format("[{}] {:>3}/{} runs  {} (repeat {})  {} elapsed {}", bar, done, total,
+                      p.label(), repeat + 1, clock_text(elapsed), left);
+      if (tty) {
+        fmt::print(stderr, "\r\033[K{}", line);
+      } else {
+        fmt::print(stderr, "{}\n", line);
+      }
+      std::fflush(stderr);
+    };
+    progress.on_point_done = [tty](const SweepPoint& p) {
+      if (tty) fmt::print(stderr, "\r\033[K");
+      if (p.ok()) {
+        fmt::print(stderr, "done: {}: {:.0f} samples/s, step {:.2f} ms\n", p.label(),
+                   p.summary.throughput.value, p.summary.step_ms_median);
+      } else {
+        fmt::print(stderr, "FAILED: {}: {}\n", p.label(), p.error);
+      }
+      std::fflush(stderr);
+    };
+  }
+  const Environment env = capture_environment(o.command_line);
+  const SweepReport report = run_sweep(o, env, progress, resume.get());
+  fmt::print("{}", format_sweep_tables(report));
+  fmt::print("\nreport written to {}\n", o.output);
+  return 0;
+}
+
+}  // namespace
+
+void add_sweep_command(CLI::App& app, Action& action) {
+  auto args = std::make_shared<SweepArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "sweep",
+      "Measure scaling over device counts × batch sizes × models; prints tables and writes a "
+      "JSON report");
+  register_options(*cmd, *args);
+  cmd->callback([&action, args] { action = [args] { return run_sweep_command(args); }; });
+}
+
+void add_report_command(CLI::App& app, Action& action) {
+  auto file = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("report", "Print the tables of a sweep report again");
+  cmd->add_option("FILE", *file, "A report written by `scalescope sweep`")->required();
+  cmd->callback([&action, file] {
+    action = [file] {
+      fmt::print("{}", format_sweep_tables(read_sweep_report(*file)));
+      return 0;
+    };
+  });
+}
+
+}  // namespace scalescope::cli

@@ -1,0 +1,528 @@
+#include "reports/sweep_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <set>
+
+#include "core/check.h"
+#include "core/fs.h"
+#include "reports/json_reader.h"
+
+namespace scalescope {
+
+using nlohmann::json;
+
+std::string to_string(ScalingMode mode) {
+  return mode == ScalingMode::kWeak ? "weak" : "strong";
+}
+
+ScalingMode parse_scaling_mode(const std::string& text) {
+  if (text == "weak") return ScalingMode::kWeak;
+  if (text == "strong") return ScalingMode::kStrong;
+  throw_error(fmt::format("scaling mode '{}' is not weak or strong", text));
+}
+
+std::string SweepPoint::label() const {
+  return mode == ScalingMode::kWeak
+             ? fmt::format("{} {}:{} batch {}", model, device_kind, devices, batch)
+             : fmt::format("{} {}:{} global batch {}", model, device_kind, devices, global_batch);
+}
+
+std::string SweepPoint::key() const {
+  return fmt::format("{}|{}|{}|{}|{}|{}", model, device_kind, devices, to_string(mode), batch,
+                     global_batch);
+}
+
+namespace {
+
+// The phases of PhaseTimes by name, in step order: one table for JSON and medians.
+struct PhaseField {
+  const char* name;
+  double PhaseTimes::*times;
+  double PhaseMedians::*medians;
+};
+constexpr std::array<PhaseField, 8> kPhaseFields = {{
+    {"input_ms", &PhaseTimes::input_ms, &PhaseMedians::input_ms},
+    {"h2d_ms", &PhaseTimes::h2d_ms, &PhaseMedians::h2d_ms},
+    {"forward_ms", &PhaseTimes::forward_ms, &PhaseMedians::forward_ms},
+    {"backward_ms", &PhaseTimes::backward_ms, &PhaseMedians::backward_ms},
+    {"allreduce_ms", &PhaseTimes::allreduce_ms, &PhaseMedians::allreduce_ms},
+    {"allreduce_exposed_ms", &PhaseTimes::allreduce_exposed_ms,
+     &PhaseMedians::allreduce_exposed_ms},
+    {"optimizer_ms", &PhaseTimes::optimizer_ms, &PhaseMedians::optimizer_ms},
+    {"step_ms", &PhaseTimes::step_ms, &PhaseMedians::step_ms},
+}};
+
+PhaseMedians medians_of(const std::vector<PhaseTimes>& steps) {
+  PhaseMedians m;
+  std::vector<double> v(steps.size());
+  for (const PhaseField& f : kPhaseFields) {
+    for (size_t i = 0; i < steps.size(); ++i) v[i] = steps[i].*f.times;
+    m.*f.medians = median(v);
+  }
+  return m;
+}
+
+// The measured steps of every repeat, in order.
+std::vector<const StepRecord*> pooled_steps(const SweepPoint& p) {
+  std::vector<const StepRecord*> out;
+  for (const RepeatRecord& r : p.repeats) {
+    for (const StepRecord& s : r.steps) out.push_back(&s);
+  }
+  return out;
+}
+
+std::vector<double> pooled_step_ms(const SweepPoint& p) {
+  std::vector<double> out;
+  for (const StepRecord* s : pooled_steps(p)) out.push_back(s->step_ms);
+  return out;
+}
+
+// Median time of each bucket over the pooled steps.
+std::vector<double> bucket_medians(const SweepPoint& p) {
+  const std::vector<const StepRecord*> steps = pooled_steps(p);
+  std::vector<double> out;
+  for (size_t b = 0; b < p.bucket_bytes.size(); ++b) {
+    std::vector<double> v;
+    for (const StepRecord* s : steps) {
+      if (b < s->bucket_ms.size()) v.push_back(s->bucket_ms[b]);
+    }
+    out.push_back(v.empty() ? 0.0 : median(v));
+  }
+  return out;
+}
+
+double bus_bytes(int64_t bytes, int devices) {
+  return static_cast<double>(bytes) * 2.0 * (devices - 1) / devices;
+}
+
+void summarize_point(SweepPoint& p) {
+  PointSummary s;
+  const std::vector<const StepRecord*> steps = pooled_steps(p);
+  SS_CHECK(!steps.empty(), "point {} has no measured steps", p.label());
+  const std::vector<double> times = pooled_step_ms(p);
+  s.measured_steps = static_cast<int64_t>(times.size());
+  const auto batch = static_cast<double>(p.global_batch);
+  s.throughput =
+      bootstrap_ci(times, [batch](std::span<const double> x) { return batch * 1e3 / median(x); });
+  s.step_ms_median = median(times);
+  s.step_ms_p10 = percentile(times, 0.1);
+  s.step_ms_p90 = percentile(times, 0.9);
+  s.step_ms_cv = times.size() >= 2 ? coefficient_of_variation(times) : 0.0;
+  std::vector<PhaseTimes> slowest;
+  const size_t replicas = steps.front()->replicas.size();
+  std::vector<std::vector<PhaseTimes>> per_replica(replicas);
+  for (const StepRecord* st : steps) {
+    SS_CHECK(st->replicas.size() == replicas, "point {}: steps disagree on the replica count",
+             p.label());
+    const auto it = std::max_element(
+        st->replicas.begin(), st->replicas.end(),
+        [](const PhaseTimes& a, const PhaseTimes& b) { return a.step_ms < b.step_ms; });
+    slowest.push_back(*it);
+    for (size_t r = 0; r < replicas; ++r) per_replica[r].push_back(st->replicas[r]);
+  }
+  s.group = medians_of(slowest);
+  // The group's step is the median group step time, which the slowest replica's median
+  // phases approximate; keep the exact one.
+  s.group.step_ms = s.step_ms_median;
+  for (const std::vector<PhaseTimes>& r : per_replica) s.replicas.push_back(medians_of(r));
+  s.verdict = diagnose(VerdictInput{s.group, s.replicas, std::nullopt});
+  if (p.devices > 1 && !p.bucket_bytes.empty()) {
+    const std::vector<double> ms = bucket_medians(p);
+    double bytes = 0.0;
+    double total_ms = 0.0;
+    for (size_t b = 0; b < ms.size(); ++b) {
+      bytes += bus_bytes(p.bucket_bytes[b], p.devices);
+      total_ms += ms[b];
+    }
+    if (total_ms > 0.0) s.bus_bandwidth_gbps = bytes / (total_ms * 1e6);
+  }
+  p.summary = std::move(s);
+}
+
+const SweepPoint* baseline_of(const std::vector<SweepPoint>& points, const SweepPoint& p) {
+  for (const SweepPoint& b : points) {
+    if (b.ok() && b.devices == 1 && b.model == p.model && b.device_kind == p.device_kind &&
+        b.mode == p.mode &&
+        (p.mode == ScalingMode::kWeak ? b.batch == p.batch : b.global_batch == p.global_batch)) {
+      return &b;
+    }
+  }
+  return nullptr;
+}
+
+void compare_with_baseline(SweepPoint& p, const SweepPoint& one) {
+  const std::vector<double> a = pooled_step_ms(one);
+  const std::vector<double> b = pooled_step_ms(p);
+  // throughput_N / throughput_1 = (G_N / median_N) / (G_1 / median_1).
+  const double batches =
+      static_cast<double>(p.global_batch) / static_cast<double>(one.global_batch);
+  Interval r = bootstrap_ratio_ci(a, b, [](std::span<const double> x) { return median(x); });
+  Interval speedup{r.value * batches, r.low * batches, r.high * batches};
+  p.summary.speedup = speedup;
+  const double n = p.devices;
+  p.summary.efficiency = Interval{speedup.value / n, speedup.low / n, speedup.high / n};
+  if (p.devices > 1) {
+    const double ideal =
+        p.mode == ScalingMode::kWeak ? one.summary.step_ms_median : one.summary.step_ms_median / n;
+    p.summary.loss = efficiency_loss(one.summary.group, p.summary.replicas, p.summary.group, ideal);
+  }
+}
+
+CommunicationAnalysis analyze_communication(const std::string& model,
+                                            const std::vector<SweepPoint>& points) {
+  CommunicationAnalysis c;
+  c.model = model;
+  std::vector<AllReduceSample> samples;
+  for (const SweepPoint& p : points) {
+    if (!p.ok() || p.model != model || p.devices < 2) continue;
+    const std::vector<double> ms = bucket_medians(p);
+    for (size_t b = 0; b < ms.size(); ++b) samples.push_back({p.bucket_bytes[b], p.devices, ms[b]});
+  }
+  if (samples.empty()) {
+    c.fit_error = "no point with more than one device: nothing was all-reduced";
+    return c;
+  }
+  try {
+    c.fit = fit_alpha_beta(samples);
+  } catch (const Error& e) {
+    c.fit_error = e.message();
+    return c;
+  }
+  // Weak scaling: from the largest measured device count of each batch, project 2, 4 and 8
+  // times as many devices.
+  std::map<int64_t, const SweepPoint*> largest;
+  for (const SweepPoint& p : points) {
+    if (!p.ok() || p.model != model || p.mode != ScalingMode::kWeak || p.devices < 2) continue;
+    const SweepPoint*& l = largest[p.batch];
+    if (l == nullptr || p.devices > l->devices) l = &p;
+  }
+  for (const auto& [batch, p] : largest) {
+    const SweepPoint* one = baseline_of(points, *p);
+    if (one == nullptr) continue;
+    const PhaseMedians& g = p->summary.group;
+    const std::array<int, 3> counts = {p->devices * 2, p->devices * 4, p->devices * 8};
+    // Anchored at the measurement: everything but input and exposed all-reduce counts as
+    // compute, so the model reproduces the measured step at the measured device count and
+    // only the all-reduce's growth moves the projection (the phase medians alone do not add
+    // up to the median step).
+    const double input = g.input_ms + g.h2d_ms;
+    const double capacity = overlap_capacity_ms(g);
+    const double exposed =
+        std::max(0.0, projected_allreduce_ms(*c.fit, p->bucket_bytes, p->devices) - capacity);
+    const double compute = std::max(0.0, p->summary.step_ms_median - input - exposed);
+    c.series.push_back({batch, p->devices,
+                        project_efficiency(*c.fit, p->bucket_bytes, counts,
+                                           one->summary.step_ms_median, compute, input, capacity)});
+  }
+  return c;
+}
+
+json interval_json(const Interval& i) {
+  return {{"value", i.value}, {"low", i.low}, {"high", i.high}};
+}
+
+json phases_json(const PhaseMedians& m, double step_ms) {
+  json j = json::object();
+  for (const PhaseField& f : kPhaseFields) {
+    const double v = m.*f.medians;
+    j[f.name] = {{"median_ms", v}, {"share", step_ms > 0.0 ? v / step_ms : 0.0}};
+  }
+  return j;
+}
+
+json summary_json(const SweepPoint& p) {
+  const PointSummary& s = p.summary;
+  json replicas = json::array();
+  for (const PhaseMedians& r : s.replicas) replicas.push_back(phases_json(r, r.step_ms));
+  json findings = json::array();
+  for (const Finding& f : s.verdict.findings) {
+    findings.push_back({{"kind", f.kind},
+                        {"severity", f.severity},
+                        {"explanation", f.explanation},
+                        {"share", f.share},
+                        {"numbers", f.numbers}});
+  }
+  json j = {
+      {"measured_steps", s.measured_steps},
+      {"throughput", interval_json(s.throughput)},
+      {"step_ms",
+       {{"median", s.step_ms_median},
+        {"p10", s.step_ms_p10},
+        {"p90", s.step_ms_p90},
+        {"cv", s.step_ms_cv}}},
+      {"phases", phases_json(s.group, s.group.step_ms)},
+      {"replicas", std::move(replicas)},
+      {"speedup", s.speedup ? interval_json(*s.speedup) : json(nullptr)},
+      {"efficiency", s.efficiency ? interval_json(*s.efficiency) : json(nullptr)},
+      {"bottleneck", s.verdict.top().kind},
+      {"verdict", std::move(findings)},
+      {"bus_bandwidth_gbps", s.bus_bandwidth_gbps ? json(*s.bus_bandwidth_gbps) : json(nullptr)},
+      // Device utilisation comes from NVML samples, which only GPU runs have.
+      {"utilization", nullptr},
+  };
+  if (s.loss) {
+    j["efficiency_loss"] = {{"efficiency", s.loss->efficiency},
+                            {"lost", s.loss->lost},
+                            {"allreduce", s.loss->allreduce_share},
+                            {"input", s.loss->input_share},
+                            {"compute_slowdown", s.loss->compute_share},
+                            {"stragglers", s.loss->straggler_share},
+                            {"other", s.loss->other_share}};
+  } else {
+    j["efficiency_loss"] = nullptr;
+  }
+  return j;
+}
+
+json repeat_json(const RepeatRecord& r, size_t buckets) {
+  json step = json::array();
+  json loss = json::array();
+  json step_ms = json::array();
+  json lr = json::array();
+  const size_t replicas = r.steps.empty() ? 0 : r.steps.front().replicas.size();
+  json per_replica = json::array();
+  for (size_t k = 0; k < replicas; ++k) {
+    json columns = json::object();
+    for (const PhaseField& f : kPhaseFields) {
+      json v = json::array();
+      for (const StepRecord& s : r.steps) v.push_back(s.replicas[k].*f.times);
+      columns[f.name] = std::move(v);
+    }
+    per_replica.push_back(std::move(columns));
+  }
+  json bucket_ms = json::array();
+  for (size_t b = 0; b < buckets; ++b) {
+    json v = json::array();
+    for (const StepRecord& s : r.steps) v.push_back(b < s.bucket_ms.size() ? s.bucket_ms[b] : 0.0);
+    bucket_ms.push_back(std::move(v));
+  }
+  for (const StepRecord& s : r.steps) {
+    step.push_back(s.step);
+    loss.push_back(s.loss);
+    step_ms.push_back(s.step_ms);
+    lr.push_back(s.lr);
+  }
+  return {{"warmup_steps", r.warmup_steps},
+          {"warmup_settled", r.warmup_settled},
+          {"first_loss", r.first_loss},
+          {"last_loss", r.last_loss},
+          {"step", std::move(step)},
+          {"loss", std::move(loss)},
+          {"lr", std::move(lr)},
+          {"step_ms", std::move(step_ms)},
+          {"replicas", std::move(per_replica)},
+          {"bucket_ms", std::move(bucket_ms)}};
+}
+
+json point_json(const SweepPoint& p) {
+  json repeats = json::array();
+  for (const RepeatRecord& r : p.repeats) repeats.push_back(repeat_json(r, p.bucket_bytes.size()));
+  return {{"model", p.model},
+          {"params", p.params},
+          {"forward_flops_per_sample", p.forward_flops_per_sample},
+          {"device_kind", p.device_kind},
+          {"devices", p.devices},
+          {"device_spec", p.device_spec},
+          {"threads_per_device", p.threads_per_device},
+          {"mode", to_string(p.mode)},
+          {"batch", p.batch},
+          {"global_batch", p.global_batch},
+          {"status", p.status},
+          {"error", p.error},
+          {"bucket_bytes", p.bucket_bytes},
+          {"peak_memory_bytes", p.peak_memory_bytes},
+          {"repeats", std::move(repeats)},
+          {"summary", p.ok() && !p.repeats.empty() ? summary_json(p) : json(nullptr)}};
+}
+
+json communication_json(const CommunicationAnalysis& c) {
+  json series = json::array();
+  for (const CommunicationAnalysis::Series& s : c.series) {
+    json projections = json::array();
+    for (const Projection& p : s.projections) {
+      projections.push_back({{"devices", p.devices},
+                             {"allreduce_ms", p.allreduce_ms},
+                             {"exposed_ms", p.exposed_ms},
+                             {"step_ms", p.step_ms},
+                             {"efficiency", p.efficiency},
+                             {"projection", true}});
+    }
+    series.push_back({{"batch", s.batch},
+                      {"measured_devices", s.measured_devices},
+                      {"projections", std::move(projections)}});
+  }
+  json fit = nullptr;
+  if (c.fit) {
+    fit = {{"alpha_ms", c.fit->alpha_ms},   {"beta_ms_per_byte", c.fit->beta_ms_per_byte},
+           {"r_squared", c.fit->r_squared}, {"bus_bandwidth_gbps", c.fit->bus_bandwidth_gbps},
+           {"samples", c.fit->samples},     {"model", "ms = alpha + beta * bytes * 2(N-1)/N"}};
+  }
+  return {{"model", c.model},
+          {"fit", std::move(fit)},
+          {"fit_error", c.fit_error},
+          {"series", std::move(series)}};
+}
+
+RepeatRecord repeat_from_json(const JsonReader& r, size_t buckets) {
+  RepeatRecord out;
+  out.warmup_steps = r.int64("warmup_steps");
+  out.warmup_settled = r.boolean("warmup_settled");
+  out.first_loss = r.number("first_loss");
+  out.last_loss = r.number("last_loss");
+  const std::vector<int64_t> step = r.int64s("step");
+  const std::vector<double> loss = r.numbers("loss");
+  const std::vector<double> lr = r.numbers("lr");
+  const std::vector<double> step_ms = r.numbers("step_ms");
+  const size_t n = step.size();
+  SS_CHECK(loss.size() == n && lr.size() == n && step_ms.size() == n,
+           "{}: 'step', 'loss', 'lr' and 'step_ms' must be equally long", r.name(""));
+  out.steps.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    out.steps[i].step = step[i];
+    out.steps[i].loss = loss[i];
+    out.steps[i].lr = lr[i];
+    out.steps[i].step_ms = step_ms[i];
+  }
+  const size_t replicas = r.array("replicas").size();
+  SS_CHECK(replicas >= 1 || n == 0, "{}: no replicas", r.name("replicas"));
+  for (size_t k = 0; k < replicas; ++k) {
+    const JsonReader columns = r.element("replicas", k);
+    for (StepRecord& s : out.steps) s.replicas.resize(replicas);
+    for (const PhaseField& f : kPhaseFields) {
+      const std::vector<double> v = columns.numbers(f.name);
+      SS_CHECK(v.size() == n, "{}: {} values for {} steps", columns.name(f.name), v.size(), n);
+      for (size_t i = 0; i < n; ++i) out.steps[i].replicas[k].*f.times = v[i];
+    }
+  }
+  const json& bucket_ms = r.array("bucket_ms");
+  SS_CHECK(bucket_ms.size() == buckets, "{}: {} buckets, but bucket_bytes has {}",
+           r.name("bucket_ms"), bucket_ms.size(), buckets);
+  for (size_t b = 0; b < buckets; ++b) {
+    SS_CHECK(bucket_ms[b].is_array() && bucket_ms[b].size() == n,
+             "{}[{}] must hold one time per step", r.name("bucket_ms"), b);
+    for (size_t i = 0; i < n; ++i) {
+      SS_CHECK(bucket_ms[b][i].is_number(), "{}[{}][{}] must be a number", r.name("bucket_ms"), b,
+               i);
+      out.steps[i].bucket_ms.push_back(bucket_ms[b][i].get<double>());
+    }
+  }
+  for (StepRecord& s : out.steps) {
+    const auto slowest = std::max_element(
+        s.replicas.begin(), s.replicas.end(),
+        [](const PhaseTimes& a, const PhaseTimes& b) { return a.step_ms < b.step_ms; });
+    if (slowest != s.replicas.end()) s.input_ms = slowest->input_ms + slowest->h2d_ms;
+  }
+  return out;
+}
+
+SweepPoint point_from_json(const JsonReader& r) {
+  SweepPoint p;
+  p.model = r.string("model");
+  p.params = r.int64("params");
+  p.forward_flops_per_sample = r.int64("forward_flops_per_sample");
+  p.device_kind = r.string("device_kind");
+  p.devices = r.int32("devices");
+  SS_CHECK(p.devices >= 1, "{}: must be at least 1, not {}", r.name("devices"), p.devices);
+  p.device_spec = r.string("device_spec");
+  p.threads_per_device = r.int32("threads_per_device");
+  p.mode = parse_scaling_mode(r.string("mode"));
+  p.batch = r.int64("batch");
+  p.global_batch = r.int64("global_batch");
+  SS_CHECK(p.batch >= 1 && p.global_batch >= 1, "{}: batch sizes must be positive",
+           r.name("batch"));
+  p.status = r.string("status");
+  SS_CHECK(p.status == "ok" || p.status == "failed", "{}: '{}' is not ok or failed",
+           r.name("status"), p.status);
+  p.error = r.string("error");
+  p.bucket_bytes = r.int64s("bucket_bytes");
+  p.peak_memory_bytes = r.int64("peak_memory_bytes");
+  const size_t repeats = r.array("repeats").size();
+  for (size_t i = 0; i < repeats; ++i) {
+    p.repeats.push_back(repeat_from_json(r.element("repeats", i), p.bucket_bytes.size()));
+  }
+  SS_CHECK(!p.ok() || !p.repeats.empty(), "{}: an ok point without repeats", r.name("repeats"));
+  return p;
+}
+
+}  // namespace
+
+void analyze(SweepReport& report) {
+  for (SweepPoint& p : report.points) {
+    if (p.ok()) summarize_point(p);
+  }
+  for (SweepPoint& p : report.points) {
+    if (!p.ok()) continue;
+    if (const SweepPoint* one = baseline_of(report.points, p)) compare_with_baseline(p, *one);
+  }
+  report.communication.clear();
+  std::set<std::string> seen;
+  for (const SweepPoint& p : report.points) {
+    if (seen.insert(p.model).second) {
+      report.communication.push_back(analyze_communication(p.model, report.points));
+    }
+  }
+}
+
+json to_json(const SweepReport& r) {
+  json points = json::array();
+  for (const SweepPoint& p : r.points) points.push_back(point_json(p));
+  json communication = json::array();
+  for (const CommunicationAnalysis& c : r.communication) {
+    communication.push_back(communication_json(c));
+  }
+  return {{"schema", kSweepSchema},
+          {"schema_version", kSweepSchemaVersion},
+          {"tool_version", r.tool_version},
+          {"created", r.created},
+          {"complete", r.complete},
+          {"environment", to_json(r.environment)},
+          {"config", r.config},
+          {"points", std::move(points)},
+          {"communication", std::move(communication)}};
+}
+
+SweepReport sweep_report_from_json(const json& j, const std::string& what) {
+  const JsonReader r(j, what);
+  const std::string schema = r.string("schema");
+  SS_CHECK(schema == kSweepSchema, "{}: this is a '{}' file, not a sweep report ('{}')", what,
+           schema, kSweepSchema);
+  const std::string version = r.string("schema_version");
+  // Minor versions only add keys; another major version changed what keys mean.
+  SS_CHECK(version.substr(0, version.find('.')) == "1",
+           "{}: schema version {} is not readable by this scalescope (reads 1.x)", what, version);
+  SweepReport out;
+  out.tool_version = r.string("tool_version");
+  out.created = r.string("created");
+  out.complete = r.boolean("complete");
+  try {
+    out.environment = environment_from_json(r.at("environment"));
+  } catch (const Error& e) {
+    throw_error(fmt::format("{}: in 'environment': {}", what, e.message()));
+  }
+  out.config = r.object("config").value();
+  const size_t points = r.array("points").size();
+  for (size_t i = 0; i < points; ++i) out.points.push_back(point_from_json(r.element("points", i)));
+  analyze(out);
+  return out;
+}
+
+void write_sweep_report(const std::string& path, const SweepReport& report) {
+  write_file_atomic(path, to_json(report).dump(1) + "\n");
+}
+
+SweepReport read_sweep_report(const std::string& path) {
+  const std::string text = read_file(path);
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw_error(fmt::format("{} is not valid JSON: {}", path, e.what()));
+  }
+  return sweep_report_from_json(j, path);
+}
+
+}  // namespace scalescope

@@ -1,0 +1,125 @@
+// The report of a scaling sweep (`scalescope sweep -o report.json`): every point's raw
+// per-step samples, and the analysis derived from them (throughput with confidence
+// intervals, speedup and efficiency against one device, phase breakdown, bottleneck
+// verdict, efficiency-loss breakdown, the all-reduce cost model and its projection).
+//
+// The samples are the record; the analysis is recomputed from them whenever a report is
+// read (so `scalescope report` on an old file shows what this version concludes) and written
+// next to them for readers that do not run scalescope.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reports/analysis.h"
+#include "reports/environment.h"
+#include "reports/run_report.h"
+#include "reports/stats.h"
+
+namespace scalescope {
+
+inline constexpr const char* kSweepSchema = "scalescope-sweep";
+inline constexpr const char* kSweepSchemaVersion = "1.0";
+
+// Weak scaling keeps the per-device batch (the global batch grows with the devices); strong
+// scaling keeps the global batch (each device gets a smaller share).
+enum class ScalingMode { kWeak, kStrong };
+std::string to_string(ScalingMode mode);
+ScalingMode parse_scaling_mode(const std::string& text);  // "weak" | "strong"
+
+// One repeat of a point: its measured steps only (warm-up steps are not kept).
+struct RepeatRecord {
+  int64_t warmup_steps = 0;
+  bool warmup_settled = true;  // false: the warm-up stopped at its bound, not settled
+  double first_loss = 0.0;
+  double last_loss = 0.0;
+  std::vector<StepRecord> steps;  // phases per replica; bucket_ms replica 0's
+};
+
+// What the analysis derives for one point. Filled by analyze().
+struct PointSummary {
+  int64_t measured_steps = 0;
+  Interval throughput;  // samples/s: global batch / median step time, bootstrap CI
+  double step_ms_median = 0.0;
+  double step_ms_p10 = 0.0;
+  double step_ms_p90 = 0.0;
+  double step_ms_cv = 0.0;
+  // Per step, the phases of the slowest replica (it sets the step time): medians.
+  PhaseMedians group;
+  std::vector<PhaseMedians> replicas;
+  // Against the one-device point of the same model and batch (weak: per-device batch,
+  // strong: global batch); absent when that point is missing or failed.
+  std::optional<Interval> speedup;
+  std::optional<Interval> efficiency;
+  std::optional<LossBreakdown> loss;  // N > 1 only
+  Verdict verdict;
+  // Bus bandwidth the all-reduces achieved in training (N > 1): Σ bus bytes / Σ time over the
+  // buckets' median times.
+  std::optional<double> bus_bandwidth_gbps;
+};
+
+struct SweepPoint {
+  std::string model;
+  int64_t params = 0;
+  int64_t forward_flops_per_sample = 0;
+  std::string device_kind;  // "cpu" | "cuda"
+  int devices = 1;
+  std::string device_spec;  // what the trainer ran on: "cpu:2", "cuda:0,1"
+  int threads_per_device = 0;
+  ScalingMode mode = ScalingMode::kWeak;
+  int64_t batch = 0;  // per device
+  int64_t global_batch = 0;
+  std::string status = "ok";  // "ok" | "failed"
+  std::string error;          // why it failed
+  std::vector<int64_t> bucket_bytes;
+  int64_t peak_memory_bytes = 0;  // most device memory one replica held
+  std::vector<RepeatRecord> repeats;
+  PointSummary summary;  // analyze()
+
+  bool ok() const { return status == "ok"; }
+  // "cifar-cnn cpu:2 batch 64" — how tables and progress name the point.
+  std::string label() const;
+  // Points with equal keys measure the same thing (resume and compare match on it).
+  std::string key() const;
+};
+
+// Per model and batch: the all-reduce cost model fitted over every measured bucket of the
+// model, and the efficiency it projects for device counts beyond those measured.
+struct CommunicationAnalysis {
+  std::string model;
+  std::optional<AlphaBetaFit> fit;
+  std::string fit_error;  // why there is no fit (e.g. only one device measured)
+  struct Series {
+    int64_t batch = 0;
+    int measured_devices = 0;  // the largest device count the projection starts from
+    std::vector<Projection> projections;
+  };
+  std::vector<Series> series;  // weak scaling only
+};
+
+struct SweepReport {
+  std::string tool_version;
+  std::string created;  // UTC ISO-8601 of the sweep's start
+  Environment environment;
+  nlohmann::json config;  // the sweep's options as run (resume reads them back)
+  std::vector<SweepPoint> points;
+  std::vector<CommunicationAnalysis> communication;  // analyze()
+  bool complete = false;  // every point of the grid has run (ok or failed)
+};
+
+// Fills every point's summary and the communication analysis from the samples.
+void analyze(SweepReport& report);
+
+nlohmann::json to_json(const SweepReport& report);
+// Strict: a missing or mistyped key throws Error naming it (and `what`, e.g. the path);
+// analysis is recomputed from the samples.
+SweepReport sweep_report_from_json(const nlohmann::json& j, const std::string& what);
+// Written atomically: a reader (or a crash) never sees half a file.
+void write_sweep_report(const std::string& path, const SweepReport& report);
+SweepReport read_sweep_report(const std::string& path);
+
+}  // namespace scalescope

@@ -1,0 +1,103 @@
+#include "reports/table.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+namespace scalescope {
+namespace {
+
+std::string interval(const std::optional<Interval>& i, const char* format, double scale = 1.0) {
+  if (!i) return "-";
+  return fmt::format(fmt::runtime(format), i->value * scale, i->low * scale, i->high * scale);
+}
+
+// fmt 9 has no '%' presentation.
+std::string percent(double fraction, int decimals = 1) {
+  return fmt::format("{:.{}f}%", 100.0 * fraction, decimals);
+}
+
+void model_table(std::string& out, const SweepReport& report, const std::string& model) {
+  const SweepPoint* any = nullptr;
+  for (const SweepPoint& p : report.points) {
+    if (p.model == model) {
+      any = &p;
+      break;
+    }
+  }
+  fmt::format_to(std::back_inserter(out), "\n{} ({} scaling{})\n", model, to_string(any->mode),
+                 any->params > 0 ? fmt::format(", {} parameters", any->params) : "");
+  fmt::format_to(std::back_inserter(out), "{:>8} {:>7} {:>9} {:>24} {:>10} {:>20} {:>18}  {}\n",
+                 "devices", "batch", "global", "samples/s [95% CI]", "step ms", "speedup [CI]",
+                 "efficiency", "bottleneck");
+  for (const SweepPoint& p : report.points) {
+    if (p.model != model) continue;
+    const std::string devices = fmt::format("{}:{}", p.device_kind, p.devices);
+    if (!p.ok()) {
+      fmt::format_to(std::back_inserter(out), "{:>8} {:>7} {:>9}  FAILED: {}\n", devices, p.batch,
+                     p.global_batch, p.error);
+      continue;
+    }
+    const PointSummary& s = p.summary;
+    const Finding& top = s.verdict.top();
+    fmt::format_to(std::back_inserter(out),
+                   "{:>8} {:>7} {:>9} {:>24} {:>10.2f} {:>20} {:>18}  {}{}\n", devices, p.batch,
+                   p.global_batch, interval(s.throughput, "{:.0f} [{:.0f}, {:.0f}]"),
+                   s.step_ms_median, interval(s.speedup, "{:.2f} [{:.2f}, {:.2f}]"),
+                   interval(s.efficiency, "{:.0f}% [{:.0f}, {:.0f}]", 100.0), top.kind,
+                   top.severity == kSeverityInfo ? "" : fmt::format(" ({})", top.severity));
+  }
+}
+
+void loss_table(std::string& out, const SweepReport& report) {
+  bool header = false;
+  for (const SweepPoint& p : report.points) {
+    if (!p.ok() || !p.summary.loss) continue;
+    if (!header) {
+      fmt::format_to(std::back_inserter(out),
+                     "\nefficiency lost against ideal (shares of the step at N devices)\n{:<32} "
+                     "{:>7} {:>10} {:>7} {:>9} {:>11} {:>7}\n",
+                     "point", "lost", "allreduce", "input", "compute", "stragglers", "other");
+      header = true;
+    }
+    const LossBreakdown& l = *p.summary.loss;
+    fmt::format_to(std::back_inserter(out), "{:<32} {:>7} {:>10} {:>7} {:>9} {:>11} {:>7}\n",
+                   p.label(), percent(l.lost), percent(l.allreduce_share), percent(l.input_share),
+                   percent(l.compute_share), percent(l.straggler_share), percent(l.other_share));
+  }
+}
+
+void communication_table(std::string& out, const SweepReport& report) {
+  for (const CommunicationAnalysis& c : report.communication) {
+    if (!c.fit) continue;
+    fmt::format_to(std::back_inserter(out),
+                   "\n{} all-reduce model: {:.3f} ms + bytes·2(N-1)/N / {:.2f} GB/s (r² {:.2f}, {} "
+                   "bucket samples)\n",
+                   c.model, c.fit->alpha_ms, c.fit->bus_bandwidth_gbps, c.fit->r_squared,
+                   c.fit->samples);
+    for (const CommunicationAnalysis::Series& s : c.series) {
+      std::string line;
+      for (const Projection& p : s.projections) {
+        line += fmt::format("  {} devices {}", p.devices, percent(p.efficiency, 0));
+      }
+      fmt::format_to(std::back_inserter(out), "  projected efficiency, batch {}:{}\n", s.batch,
+                     line);
+    }
+  }
+}
+
+}  // namespace
+
+std::string format_sweep_tables(const SweepReport& report) {
+  std::string out;
+  std::set<std::string> seen;
+  for (const SweepPoint& p : report.points) {
+    if (seen.insert(p.model).second) model_table(out, report, p.model);
+  }
+  loss_table(out, report);
+  communication_table(out, report);
+  if (!report.complete) out += "\n(incomplete sweep: not every point has run)\n";
+  return out;
+}
+
+}  // namespace scalescope

@@ -1,0 +1,14 @@
+// Terminal tables of a sweep report: per model, devices × batch with throughput, speedup,
+// efficiency and the top bottleneck; then the efficiency-loss breakdown and the
+// communication model.
+#pragma once
+
+#include <string>
+
+#include "reports/sweep_report.h"
+
+namespace scalescope {
+
+std::string format_sweep_tables(const SweepReport& report);
+
+}  // namespace scalescope
