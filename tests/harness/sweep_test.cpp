@@ -1,0 +1,256 @@
+// Scaling sweeps: the grid, bad input refused before anything runs, failed points recorded,
+// the report rewritten after every point (a killed sweep keeps its finished points) and
+// resumed.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "harness/sweep/sweep.h"
+#include "harness/telemetry/environment.h"
+#include "tests/test_util.h"
+
+namespace scalescope {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return testing::TempDir() + "/sweep_" + std::to_string(::getpid()) + "_" + name;
+}
+
+// A sweep small enough for a test: dense-100 (7k parameters) on 1 and 2 CPU devices.
+SweepOptions tiny(const std::string& name) {
+  SweepOptions o;
+  o.models = {"dense-100"};
+  o.devices = "cpu:1,2";
+  o.batches = {8};
+  o.repeats = 2;
+  o.steps = 4;
+  o.max_warmup_steps = 6;
+  o.threads = 1;
+  o.output = temp_path(name);
+  return o;
+}
+
+TEST(SweepModels, ASizeFamilyExpandsIntoOneModelPerValue) {
+  EXPECT_EQ(split_model_list("cifar-cnn,cnn:width=1,2,4"),
+            (std::vector<std::string>{"cifar-cnn", "cnn:width=1", "cnn:width=2", "cnn:width=4"}));
+  EXPECT_EQ(split_model_list("mlp:scale=0.01,0.1,dense-100"),
+            (std::vector<std::string>{"mlp:scale=0.01", "mlp:scale=0.1", "dense-100"}));
+  EXPECT_CONTAINS(testing_util::error_of([] { split_model_list("cifar-cnn,,dense-100"); }),
+                  "empty model name");
+}
+
+TEST(SweepValidation, BadInputIsRefusedNamingTheValue) {
+  const auto error = [](const std::function<void(SweepOptions&)>& change) {
+    SweepOptions o = tiny("unused.json");
+    change(o);
+    return testing_util::error_of([&] { validate(o); });
+  };
+  EXPECT_EQ(error([](SweepOptions&) {}), "<no error thrown>");
+  EXPECT_CONTAINS(error([](SweepOptions& o) { o.models = {"resnet-999"}; }), "resnet-999");
+  EXPECT_CONTAINS(error([](SweepOptions& o) { o.models.clear(); }), "--models is empty");
+  EXPECT_CONTAINS(error([](SweepOptions& o) { o.batches.clear(); }), "--batch is empty");
+  EXPECT_CONTAINS(error([](SweepOptions& o) { o.batches = {8, 0}; }), "--batch 0");
+  EXPECT_CONTAINS(error([](SweepOptions& o) { o.devices = "cpu:1,x"; }), "'x'");
+  EXPECT_CONTAINS(error([](SweepOptions& o) { o.devices = "cpu:0"; }), "'0'");
+  EXPECT_CONTAINS(error([](SweepOptions& o) { o.devices = "cpu:1,4096"; }), "'4096'");
+  // More CPU devices than cores: refused unless asked for.
+  EXPECT_CONTAINS(error([](SweepOptions& o) { o.devices = "cpu:1,512"; }), "need 512 cores");
+  EXPECT_EQ(error([](SweepOptions& o) {
+              o.devices = "cpu:1,512";
+              o.oversubscribe = true;
+            }),
+            "<no error thrown>");
+  EXPECT_CONTAINS(error([](SweepOptions& o) {
+                    o.mode = ScalingMode::kStrong;
+                    o.batches = {31};
+                  }),
+                  "--global-batch 31 does not split evenly over 2 devices");
+  EXPECT_CONTAINS(error([](SweepOptions& o) { o.repeats = 0; }), "--repeats 0");
+  EXPECT_CONTAINS(error([](SweepOptions& o) { o.steps = 1; }), "--steps 1");
+  EXPECT_CONTAINS(error([](SweepOptions& o) { o.steady.tolerance = 2; }), "--steady-tolerance 2");
+  EXPECT_CONTAINS(error([](SweepOptions& o) { o.train.data.spec = "idx:/nonexistent"; }),
+                  "/nonexistent");
+}
+
+TEST(SweepConfig, KeysAreCheckedAndFlagsNamesMatch) {
+  SweepOptions o;
+  apply_sweep_config(nlohmann::json::parse(R"({"models": ["dense-100", "cifar-cnn"],
+      "devices": "cpu:1,2", "global_batch": [16, 32], "repeats": 5, "overlap": false,
+      "optimizer": "sgd", "lr": 0.05})"),
+                     o, "ci.json");
+  EXPECT_EQ(o.models, (std::vector<std::string>{"dense-100", "cifar-cnn"}));
+  EXPECT_EQ(o.mode, ScalingMode::kStrong);
+  EXPECT_EQ(o.batches, (std::vector<int64_t>{16, 32}));
+  EXPECT_EQ(o.repeats, 5);
+  EXPECT_FALSE(o.train.overlap);
+  EXPECT_EQ(o.train.optimizer.kind, OptimizerKind::kSgd);
+  // What a report records reads back into the same options (resume relies on it).
+  SweepOptions again;
+  apply_sweep_config(sweep_config_json(o), again, "echo");
+  EXPECT_EQ(sweep_config_json(again), sweep_config_json(o));
+
+  const auto error = [](const char* text) {
+    SweepOptions s;
+    return testing_util::error_of(
+        [&] { apply_sweep_config(nlohmann::json::parse(text), s, "ci.json"); });
+  };
+  EXPECT_CONTAINS(error(R"({"repeat": 3})"), "unknown key 'repeat'");
+  EXPECT_CONTAINS(error(R"({"repeats": "3"})"), "'repeats' must be an integer");
+  EXPECT_CONTAINS(error(R"({"batch": [8], "global_batch": [8]})"), "not both");
+  EXPECT_CONTAINS(error(R"({"optimizer": "lamb"})"), "lamb");
+  EXPECT_CONTAINS(error(R"([1, 2])"), "must be an object");
+}
+
+TEST(Sweep, MeasuresEveryPointAndComparesWithOneDevice) {
+  SweepOptions o = tiny("measure.json");
+  int runs = 0;
+  SweepProgress progress;
+  progress.on_run = [&](const SweepPoint&, int, int done, int total, double) {
+    EXPECT_EQ(done, runs);
+    EXPECT_EQ(total, 4);
+    ++runs;
+  };
+  const SweepReport r = run_sweep(o, capture_environment("test"), progress);
+  EXPECT_EQ(runs, 4);
+  ASSERT_EQ(r.points.size(), 2u);
+  EXPECT_TRUE(r.complete);
+  for (const SweepPoint& p : r.points) {
+    ASSERT_TRUE(p.ok()) << p.error;
+    ASSERT_EQ(p.repeats.size(), 2u);
+    for (const RepeatRecord& rep : p.repeats) {
+      EXPECT_EQ(rep.steps.size(), 4u);  // measured steps only
+      EXPECT_GE(rep.warmup_steps, 1);
+      EXPECT_LE(rep.warmup_steps, 6);
+      for (const StepRecord& s : rep.steps) EXPECT_EQ(s.replicas.size(), size_t(p.devices));
+    }
+    EXPECT_EQ(p.global_batch, 8 * p.devices);
+    EXPECT_GT(p.peak_memory_bytes, 7114 * 4);  // at least the weights
+    ASSERT_TRUE(p.summary.speedup.has_value());
+    EXPECT_NEAR(p.summary.efficiency->value, p.summary.speedup->value / p.devices, 1e-12);
+  }
+  // The baseline's speedup against itself is exactly 1.
+  EXPECT_DOUBLE_EQ(r.points[0].summary.speedup->value, 1.0);
+  ASSERT_TRUE(r.points[1].summary.loss.has_value());
+  const LossBreakdown& l = *r.points[1].summary.loss;
+  EXPECT_NEAR(l.allreduce_share + l.input_share + l.compute_share + l.straggler_share +
+                  l.other_share,
+              l.lost, 1e-9);
+  // The speedup is throughput at 2 over throughput at 1.
+  EXPECT_NEAR(r.points[1].summary.speedup->value,
+              r.points[1].summary.throughput.value / r.points[0].summary.throughput.value, 1e-9);
+
+  // The file holds the same samples, and re-reading recomputes the same analysis.
+  const SweepReport back = read_sweep_report(o.output);
+  ASSERT_EQ(back.points.size(), 2u);
+  EXPECT_EQ(back.points[1].repeats[1].steps[3].replicas[1].backward_ms,
+            r.points[1].repeats[1].steps[3].replicas[1].backward_ms);
+  EXPECT_DOUBLE_EQ(back.points[1].summary.speedup->value, r.points[1].summary.speedup->value);
+  EXPECT_EQ(back.environment, r.environment);
+  std::remove(o.output.c_str());
+}
+
+TEST(Sweep, AFailingPointIsRecordedAndTheSweepGoesOn) {
+  SweepOptions o = tiny("fail.json");
+  o.devices = "cpu:1";
+  o.repeats = 1;
+  // 0.5 MiB holds dense-100 at batch 8 but not its activations at batch 2000.
+  o.batches = {2000, 8};
+  o.train.memory_limit_mb = 0.5;
+  const SweepReport r = run_sweep(o, capture_environment("test"), {});
+  ASSERT_EQ(r.points.size(), 2u);
+  EXPECT_FALSE(r.points[0].ok());
+  EXPECT_CONTAINS(r.points[0].error, "out of memory");
+  EXPECT_TRUE(r.points[0].repeats.empty());
+  EXPECT_TRUE(r.points[1].ok()) << r.points[1].error;
+  const SweepReport back = read_sweep_report(o.output);
+  EXPECT_EQ(back.points[0].status, "failed");
+  EXPECT_EQ(back.points[0].error, r.points[0].error);
+  std::remove(o.output.c_str());
+}
+
+// Runs the CLI in a child process; returns its pid.
+pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::freopen(log.c_str(), "w", stdout);
+    std::freopen(log.c_str(), "a", stderr);
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int points_in(const std::string& path) {
+  try {
+    return static_cast<int>(read_sweep_report(path).points.size());
+  } catch (const Error&) {
+    return -1;  // not written yet
+  }
+}
+
+TEST(Sweep, AKilledSweepKeepsItsFinishedPointsAndResumes) {
+  const std::string report = temp_path("killed.json");
+  const std::string log = temp_path("killed.log");
+  std::remove(report.c_str());
+  // 6 points of 3 repeats of 60 steps: long enough to be killed after the second point.
+  const std::vector<std::string> args = {
+      SCALESCOPE_BINARY, "sweep",   "--models",          "dense-100",
+      "--devices",       "cpu:1,2", "--batch",           "8,16,24",
+      "--repeats",       "3",       "--steps",           "60",
+      "--threads",       "1",       "--max-warmup-steps", "10",
+      "-o",              report};
+  const pid_t pid = spawn(args, log);
+  ASSERT_GT(pid, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (points_in(report) < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the sweep finished before it could be killed";
+
+  // Whatever moment the kill hit, the file is a whole report of the finished points.
+  const SweepReport killed = read_sweep_report(report);
+  ASSERT_GE(killed.points.size(), 2u);
+  ASSERT_LT(killed.points.size(), 6u);
+  EXPECT_FALSE(killed.complete);
+  for (const SweepPoint& p : killed.points) EXPECT_TRUE(p.ok()) << p.error;
+
+  // --resume runs only what is missing and keeps what was there, sample for sample.
+  std::string output;
+  const std::string command =
+      std::string(SCALESCOPE_BINARY) + " sweep --resume " + report + " -q 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  char buffer[4096];
+  while (fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
+  ASSERT_EQ(pclose(pipe), 0) << output;
+  const SweepReport resumed = read_sweep_report(report);
+  EXPECT_TRUE(resumed.complete);
+  ASSERT_EQ(resumed.points.size(), 6u) << output;
+  for (size_t i = 0; i < killed.points.size(); ++i) {
+    EXPECT_EQ(resumed.points[i].key(), killed.points[i].key());
+    EXPECT_EQ(resumed.points[i].repeats[0].steps[0].step_ms,
+              killed.points[i].repeats[0].steps[0].step_ms);
+  }
+  EXPECT_EQ(resumed.created, killed.created);
+  std::remove(report.c_str());
+  std::remove(log.c_str());
+}
+
+}  // namespace
+}  // namespace scalescope

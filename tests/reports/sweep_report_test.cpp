@@ -1,0 +1,182 @@
+// The sweep report: analysis of constructed samples with known answers, and strict JSON.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "reports/sweep_report.h"
+#include "reports/table.h"
+#include "tests/test_util.h"
+
+namespace scalescope {
+namespace {
+
+// A point whose every step takes `step_ms`, split into phases; buckets of `bucket_bytes`
+// whose all-reduce takes alpha + beta · bus bytes.
+SweepPoint constant_point(const std::string& model, int devices, ScalingMode mode, int64_t batch,
+                          double step_ms, double alpha = 0.5, double beta = 1e-6) {
+  SweepPoint p;
+  p.model = model;
+  p.device_kind = "cpu";
+  p.devices = devices;
+  p.device_spec = "cpu:" + std::to_string(devices);
+  p.mode = mode;
+  p.batch = mode == ScalingMode::kWeak ? batch : batch / devices;
+  p.global_batch = mode == ScalingMode::kWeak ? batch * devices : batch;
+  p.bucket_bytes = {1 << 20, 4 << 20};
+  for (int r = 0; r < 2; ++r) {
+    RepeatRecord rep;
+    for (int i = 0; i < 10; ++i) {
+      StepRecord s;
+      s.step = i + 1;
+      s.step_ms = step_ms;
+      for (int k = 0; k < devices; ++k) {
+        PhaseTimes t;
+        t.input_ms = 0.1 * step_ms;
+        t.forward_ms = 0.3 * step_ms;
+        t.backward_ms = 0.4 * step_ms;
+        t.allreduce_exposed_ms = devices > 1 ? 0.1 * step_ms : 0.0;
+        t.optimizer_ms = step_ms - t.input_ms - t.forward_ms - t.backward_ms -
+                         t.allreduce_exposed_ms;
+        t.allreduce_ms = t.allreduce_exposed_ms * 2;
+        t.step_ms = step_ms;
+        s.replicas.push_back(t);
+      }
+      for (int64_t b : p.bucket_bytes) {
+        const double bus = static_cast<double>(b) * 2.0 * (devices - 1) / devices;
+        s.bucket_ms.push_back(devices > 1 ? alpha + beta * bus : 0.0);
+      }
+      rep.steps.push_back(s);
+    }
+    p.repeats.push_back(rep);
+  }
+  return p;
+}
+
+SweepReport report_of(std::vector<SweepPoint> points) {
+  SweepReport r;
+  r.tool_version = "test";
+  r.created = "2026-01-01T00:00:00Z";
+  r.config = nlohmann::json::object();
+  r.points = std::move(points);
+  r.complete = true;
+  analyze(r);
+  return r;
+}
+
+TEST(SweepReport, WeakScalingSpeedupAndEfficiency) {
+  SweepReport r = report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0),
+                             constant_point("m", 2, ScalingMode::kWeak, 32, 12.5),
+                             constant_point("m", 4, ScalingMode::kWeak, 32, 16.0)});
+  const PointSummary& two = r.points[1].summary;
+  EXPECT_DOUBLE_EQ(two.throughput.value, 64 * 1e3 / 12.5);
+  ASSERT_TRUE(two.speedup && two.efficiency && two.loss);
+  // Constant samples: every bootstrap resample gives the same value.
+  EXPECT_DOUBLE_EQ(two.speedup->value, 1.6);
+  EXPECT_DOUBLE_EQ(two.speedup->low, 1.6);
+  EXPECT_DOUBLE_EQ(two.speedup->high, 1.6);
+  EXPECT_DOUBLE_EQ(two.efficiency->value, 0.8);
+  EXPECT_DOUBLE_EQ(r.points[2].summary.efficiency->value, 10.0 / 16.0);
+  EXPECT_NEAR(two.loss->lost, 0.2, 1e-12);
+  // 10% of 12.5 ms exposed all-reduce, none at one device: 0.1 of the step.
+  EXPECT_NEAR(two.loss->allreduce_share, 0.1, 1e-12);
+  EXPECT_FALSE(r.points[0].summary.loss.has_value());
+  // Input wait and exposed all-reduce are each 10% of the step: both moderate findings.
+  ASSERT_EQ(two.verdict.findings.size(), 2u);
+  EXPECT_EQ(two.verdict.findings[0].severity, "moderate");
+  EXPECT_EQ(two.verdict.findings[1].kind, "communication-bound");
+  EXPECT_EQ(r.points[0].summary.verdict.top().kind, "input-bound");
+  // Bus bandwidth: Σ bus bytes / Σ bucket time.
+  const double bus = (1 << 20) + (4 << 20);  // × 2(N-1)/N = 1 at N = 2
+  EXPECT_NEAR(*two.bus_bandwidth_gbps, bus / ((0.5 * 2 + 1e-6 * bus) * 1e6), 1e-9);
+}
+
+TEST(SweepReport, StrongScalingKeepsTheGlobalBatch) {
+  SweepReport r = report_of({constant_point("m", 1, ScalingMode::kStrong, 64, 10.0),
+                             constant_point("m", 2, ScalingMode::kStrong, 64, 6.25)});
+  EXPECT_EQ(r.points[1].batch, 32);
+  EXPECT_DOUBLE_EQ(r.points[1].summary.speedup->value, 1.6);
+  EXPECT_DOUBLE_EQ(r.points[1].summary.efficiency->value, 0.8);
+  EXPECT_NEAR(r.points[1].summary.loss->efficiency, 0.8, 1e-12);
+}
+
+TEST(SweepReport, TheAllReduceModelIsFittedAndProjected) {
+  const double alpha = 0.25;
+  const double beta = 2e-6;  // ms per byte: 0.5 GB/s
+  SweepReport r = report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0, alpha, beta),
+                             constant_point("m", 2, ScalingMode::kWeak, 32, 12.0, alpha, beta),
+                             constant_point("m", 4, ScalingMode::kWeak, 32, 14.0, alpha, beta)});
+  ASSERT_EQ(r.communication.size(), 1u);
+  const CommunicationAnalysis& c = r.communication[0];
+  ASSERT_TRUE(c.fit.has_value()) << c.fit_error;
+  EXPECT_NEAR(c.fit->alpha_ms, alpha, 1e-9);
+  EXPECT_NEAR(c.fit->beta_ms_per_byte, beta, 1e-15);
+  EXPECT_NEAR(c.fit->bus_bandwidth_gbps, 0.5, 1e-9);
+  ASSERT_EQ(c.series.size(), 1u);
+  EXPECT_EQ(c.series[0].measured_devices, 4);
+  ASSERT_EQ(c.series[0].projections.size(), 3u);
+  EXPECT_EQ(c.series[0].projections[0].devices, 8);
+  // Projections only get worse from the measured 10/14 as the all-reduce grows.
+  double previous = 10.0 / 14.0;
+  for (const Projection& p : c.series[0].projections) {
+    EXPECT_LE(p.efficiency, previous + 1e-12);
+    previous = p.efficiency;
+  }
+  // Only one device measured: no model, and why.
+  const SweepReport one = report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0)});
+  EXPECT_FALSE(one.communication[0].fit.has_value());
+  EXPECT_CONTAINS(one.communication[0].fit_error, "no point with more than one device");
+}
+
+TEST(SweepReport, JsonRoundTripKeepsSamplesAndAnalysis) {
+  SweepReport r = report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0),
+                             constant_point("m", 2, ScalingMode::kWeak, 32, 12.5)});
+  SweepPoint failed = constant_point("m", 4, ScalingMode::kWeak, 32, 1.0);
+  failed.status = "failed";
+  failed.error = "out of memory";
+  failed.repeats.clear();
+  r.points.push_back(failed);
+  analyze(r);
+  const nlohmann::json j = to_json(r);
+  EXPECT_EQ(j["schema_version"], "1.0");
+  EXPECT_TRUE(j["points"][2]["summary"].is_null());
+  const SweepReport back = sweep_report_from_json(nlohmann::json::parse(j.dump()), "r.json");
+  ASSERT_EQ(back.points.size(), 3u);
+  EXPECT_EQ(back.points[1].repeats[1].steps[9].replicas[1].backward_ms,
+            r.points[1].repeats[1].steps[9].replicas[1].backward_ms);
+  EXPECT_EQ(back.points[1].repeats[0].steps[0].bucket_ms, r.points[1].repeats[0].steps[0].bucket_ms);
+  EXPECT_DOUBLE_EQ(back.points[1].summary.speedup->value, 1.6);
+  EXPECT_EQ(back.points[2].error, "out of memory");
+  EXPECT_EQ(to_json(back), j);
+  // The tables name the failure and the numbers.
+  const std::string tables = format_sweep_tables(back);
+  EXPECT_CONTAINS(tables, "FAILED: out of memory");
+  EXPECT_CONTAINS(tables, "1.60 [1.60, 1.60]");
+}
+
+TEST(SweepReport, ReadingIsStrictAndNamesTheKey) {
+  const SweepReport r = report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0)});
+  const nlohmann::json good = to_json(r);
+  const auto error = [&](const std::function<void(nlohmann::json&)>& damage) {
+    nlohmann::json j = good;
+    damage(j);
+    return testing_util::error_of([&] { sweep_report_from_json(j, "r.json"); });
+  };
+  EXPECT_EQ(error([](nlohmann::json&) {}), "<no error thrown>");
+  EXPECT_CONTAINS(error([](nlohmann::json& j) { j["points"][0]["repeats"][0].erase("step_ms"); }),
+                  "r.json: missing key 'points[0].repeats[0].step_ms'");
+  EXPECT_CONTAINS(error([](nlohmann::json& j) { j["points"][0]["devices"] = "one"; }),
+                  "'points[0].devices' must be an integer");
+  EXPECT_CONTAINS(error([](nlohmann::json& j) { j["points"][0]["repeats"][0]["step_ms"][3] = "x"; }),
+                  "points[0].repeats[0].step_ms");
+  EXPECT_CONTAINS(error([](nlohmann::json& j) { j["schema"] = "scalescope-run"; }),
+                  "not a sweep report");
+  EXPECT_CONTAINS(error([](nlohmann::json& j) { j["schema_version"] = "2.0"; }),
+                  "schema version 2.0");
+  EXPECT_CONTAINS(error([](nlohmann::json& j) { j["points"][0]["status"] = "maybe"; }), "maybe");
+  EXPECT_CONTAINS(error([](nlohmann::json& j) {
+                    j["points"][0]["repeats"][0]["replicas"][0]["step_ms"].erase(0);
+                  }),
+                  "9 values for 10 steps");
+}
+
+}  // namespace
+}  // namespace scalescope

@@ -1,0 +1,421 @@
+#!/usr/bin/python3
+"""Every report scalescope writes validates against the JSON Schemas in reports/schema/.
+
+Usage: validate_reports.py SCALESCOPE_BINARY SOURCE_DIR
+
+Runs the tool for real (a tiny `train`, a weak and a strong sweep, a sweep in which one point
+fails at run time, a resumed sweep), validates each file it writes against its schema
+(draft 2020-12), checks that `scalescope report` reads every sweep report back, and checks
+that the schemas reject broken reports (a missing key, an unknown key, a wrong type, ...), so
+that a schema that accepts anything fails this test.
+
+Needs Debian's python3-jsonschema (run with /usr/bin/python3: another python3 on PATH may
+not see Debian's modules).
+"""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import jsonschema
+    from jsonschema import Draft202012Validator
+except ImportError as e:  # pragma: no cover - the message is the point
+    sys.exit(
+        f"validate_reports.py: cannot import jsonschema ({e}).\n"
+        "Install Debian's python3-jsonschema (`apt-get install -y python3-jsonschema`, or run "
+        "scripts/setup.sh) and run this script with /usr/bin/python3 "
+        f"(this is {sys.executable})."
+    )
+
+TIMEOUT_S = 300
+# Objects whose keys are data, not a fixed set: their additionalProperties is a schema.
+FREE_FORM_MAPS = {"env_vars", "numbers"}
+
+failures = []
+
+
+def fail(message):
+    failures.append(message)
+    print(f"FAIL {message}", flush=True)
+
+
+def ok(message):
+    print(f"ok   {message}", flush=True)
+
+
+def load_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def lint_schema(node, path, name):
+    """Every object schema with properties closes its key set (or is a known free-form map)."""
+    if isinstance(node, dict):
+        if path and path[-1] in ("if", "then", "else"):
+            return  # conditions narrow an object defined elsewhere; they do not define one
+        if "properties" in node or node.get("type") == "object":
+            key = path[-1] if path else ""
+            extra = node.get("additionalProperties", None)
+            if "properties" in node and extra is not False:
+                fail(f"{name}: {'/'.join(path) or '(root)'} has properties but no "
+                     "\"additionalProperties\": false")
+            if "properties" not in node and node.get("type") == "object" and extra is None:
+                fail(f"{name}: object {'/'.join(path)} says nothing about its keys")
+            if extra not in (None, False) and key not in FREE_FORM_MAPS:
+                fail(f"{name}: {'/'.join(path)} is open (additionalProperties) but is not one of "
+                     f"the free-form maps {sorted(FREE_FORM_MAPS)}")
+        for k, v in node.items():
+            lint_schema(v, path + [k], name)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            lint_schema(v, path + [str(i)], name)
+
+
+def errors_of(validator, doc):
+    return sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+
+
+def expect_valid(validator, doc, what):
+    errors = errors_of(validator, doc)
+    if errors:
+        for e in errors[:10]:
+            fail(f"{what}: at {e.json_path}: {e.message[:300]}")
+        if len(errors) > 10:
+            fail(f"{what}: ... and {len(errors) - 10} more errors")
+    else:
+        ok(f"{what} validates")
+
+
+def all_errors(errors):
+    """The errors and, recursively, those under oneOf/anyOf (their context)."""
+    for e in errors:
+        yield e
+        yield from all_errors(e.context or [])
+
+
+def json_path(path):
+    return "$" + "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in path)
+
+
+def expect_invalid(validator, doc, what, where):
+    """The schema rejects doc, and for the right reason: some error is at `where` (a path)."""
+    errors = errors_of(validator, doc)
+    if not errors:
+        fail(f"the schema accepts {what}")
+        return
+    expected = json_path(where)
+    hits = [e for e in all_errors(errors) if e.json_path == expected]
+    if hits:
+        ok(f"rejects {what} ({expected}: {hits[0].message[:100]})")
+    else:
+        best = jsonschema.exceptions.best_match(errors)
+        fail(f"{what} is rejected, but not at {expected}: {best.json_path}: {best.message[:200]}")
+
+
+def run(binary, args, cwd):
+    cmd = [binary] + args
+    try:
+        p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        fail(f"timed out after {TIMEOUT_S} s: {' '.join(cmd)}")
+        return False
+    if p.returncode != 0:
+        fail(f"exit status {p.returncode}: {' '.join(cmd)}\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+        return False
+    return True
+
+
+def produce(binary, cwd, name, args):
+    """Runs scalescope writing `name`; returns the parsed report or None."""
+    if not run(binary, args + ["-o", name], cwd):
+        return None
+    path = os.path.join(cwd, name)
+    if not os.path.exists(path):
+        fail(f"{' '.join(args)} did not write {name}")
+        return None
+    try:
+        return load_json(path)
+    except json.JSONDecodeError as e:
+        # nlohmann/json never writes NaN or Infinity (it writes null), so this is a real break.
+        fail(f"{name} is not valid JSON: {e}")
+        return None
+
+
+def reads_back(binary, cwd, name):
+    if run(binary, ["report", name], cwd):
+        ok(f"`scalescope report {name}` reads it")
+
+
+# --- mutations for the negative cases -------------------------------------------------------
+
+
+def at(doc, path):
+    for k in path:
+        doc = doc[k]
+    return doc
+
+
+def mutated(doc, path, value=None, delete=False):
+    out = copy.deepcopy(doc)
+    parent = at(out, path[:-1])
+    if delete:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = value
+    return out
+
+
+def first_point(report, predicate):
+    for i, p in enumerate(report["points"]):
+        if predicate(p):
+            return i
+    return None
+
+
+def negative_run_cases(v, run_doc):
+    cases = [
+        ("a run report without summary.step_ms_median",
+         mutated(run_doc, ["summary", "step_ms_median"], delete=True)),
+        ("a run report without top-level 'steps'", mutated(run_doc, ["steps"], delete=True)),
+        ("a run report with an unknown key in config",
+         mutated(run_doc, ["config", "not_a_key"], 1)),
+        ("a run report with an unknown top-level key", mutated(run_doc, ["extra"], {})),
+        ("a run report with an unknown phase in a replica",
+         mutated(run_doc, ["steps", 0, "replicas", 0, "comm_ms"], 0.1)),
+        ("a run report whose step number is a string", mutated(run_doc, ["steps", 0, "step"], "1")),
+        ("a run report whose params is a float", mutated(run_doc, ["model", "params"], 1.5)),
+        ("a run report whose overlap is a number", mutated(run_doc, ["config", "overlap"], 1)),
+        ("a run report with a negative phase time",
+         mutated(run_doc, ["steps", 0, "replicas", 0, "forward_ms"], -1.0)),
+        ("a run report with a null loss (NaN as nlohmann writes it)",
+         mutated(run_doc, ["steps", 0, "loss"], None)),
+        ("a run report with 0 replicas", mutated(run_doc, ["config", "replicas"], 0)),
+        ("a run report with optimizer 'lamb'", mutated(run_doc, ["config", "optimizer"], "lamb")),
+        ("a run report labelled as a sweep", mutated(run_doc, ["schema"], "scalescope-sweep")),
+        ("a run report of schema version 2.0", mutated(run_doc, ["schema_version"], "2.0")),
+    ]
+    for what, doc in cases:
+        expect_invalid(v, doc, what)
+
+
+def negative_sweep_cases(v, weak, failed):
+    ok_i = first_point(weak, lambda p: p["status"] == "ok" and p["devices"] > 1)
+    fail_i = first_point(failed, lambda p: p["status"] == "failed")
+    cases = [
+        ("a sweep report without points[].summary.throughput",
+         mutated(weak, ["points", 0, "summary", "throughput"], delete=True)),
+        ("a sweep report without environment.host.os",
+         mutated(weak, ["environment", "host", "os"], delete=True)),
+        ("a sweep report without 'complete'", mutated(weak, ["complete"], delete=True)),
+        ("a sweep report with an unknown top-level key", mutated(weak, ["extra"], 1)),
+        ("a sweep report with an unknown key in a repeat",
+         mutated(weak, ["points", 0, "repeats", 0, "extra"], [])),
+        ("a sweep report with an unknown config key", mutated(weak, ["config", "colour"], "red")),
+        ("a sweep report with an unknown key in environment.build",
+         mutated(weak, ["environment", "build", "extra"], "x")),
+        ("a sweep report whose devices is a string", mutated(weak, ["points", 0, "devices"], "2")),
+        ("a sweep report whose step_ms column holds a string",
+         mutated(weak, ["points", 0, "repeats", 0, "step_ms", 0], "1.0")),
+        ("a sweep report whose complete is a string", mutated(weak, ["complete"], "true")),
+        ("a point with status 'broken'", mutated(weak, ["points", 0, "status"], "broken")),
+        ("a point with mode 'diagonal'", mutated(weak, ["points", 0, "mode"], "diagonal")),
+        ("a finding with severity 'critical'",
+         mutated(weak, ["points", 0, "summary", "verdict", 0, "severity"], "critical")),
+        ("a bottleneck 'disk-bound'",
+         mutated(weak, ["points", 0, "summary", "bottleneck"], "disk-bound")),
+        ("a point with devices 0", mutated(weak, ["points", 0, "devices"], 0)),
+        ("a negative throughput",
+         mutated(weak, ["points", 0, "summary", "throughput", "value"], -1.0)),
+        ("an ok point with a null summary", mutated(weak, ["points", 0, "summary"], None)),
+        ("an ok point without repeats", mutated(weak, ["points", 0, "repeats"], [])),
+        ("a config with both batch and global_batch",
+         mutated(weak, ["config", "global_batch"], [16])),
+        ("a config with neither batch nor global_batch",
+         mutated(weak, ["config", "batch"], delete=True)),
+        ("a sweep report labelled as a run", mutated(weak, ["schema"], "scalescope-run")),
+        ("a sweep report of schema version 2.0", mutated(weak, ["schema_version"], "2.0")),
+        ("a created time that is not UTC ISO-8601",
+         mutated(weak, ["created"], "Tue Jan 7 12:00:00 2025")),
+        ("a communication entry without fit_error",
+         mutated(weak, ["communication", 0, "fit_error"], delete=True)),
+        ("an env_vars value that is a number",
+         mutated(weak, ["environment", "env_vars"], {"OMP_NUM_THREADS": 4})),
+    ]
+    if ok_i is not None:
+        cases.append(("an efficiency_loss share that is a string",
+                      mutated(weak, ["points", ok_i, "summary", "efficiency_loss", "other"], "0")))
+    if fail_i is not None:
+        cases += [
+            ("a failed point with a summary",
+             mutated(failed, ["points", fail_i, "summary"],
+                     copy.deepcopy(weak["points"][0]["summary"]))),
+            ("a failed point with repeats",
+             mutated(failed, ["points", fail_i, "repeats"],
+                     copy.deepcopy(weak["points"][0]["repeats"]))),
+            ("a failed point with no error text", mutated(failed, ["points", fail_i, "error"], "")),
+        ]
+    for what, doc in cases:
+        expect_invalid(v, doc, what)
+
+    # What the schema must still accept: the open parts are open, and the nullable parts are
+    # nullable.
+    positives = [
+        ("a sweep report with an allowlisted env var",
+         mutated(weak, ["environment", "env_vars"], {"NCCL_DEBUG": "INFO", "OMP_NUM_THREADS": "2"})),
+        ("a finding with an extra number",
+         mutated(weak, ["points", 0, "summary", "verdict", 0, "numbers", "anything_ms"], 1.5)),
+        ("an ok point whose speedup and efficiency are null",
+         mutated(mutated(weak, ["points", 0, "summary", "speedup"], None),
+                 ["points", 0, "summary", "efficiency"], None)),
+        ("schema version 1.7", mutated(weak, ["schema_version"], "1.7")),
+    ]
+    if ok_i is not None:
+        positives.append(("a negative efficiency-loss share",
+                          mutated(weak, ["points", ok_i, "summary", "efficiency_loss", "stragglers"],
+                                  -0.25)))
+    for what, doc in positives:
+        expect_valid(v, doc, what)
+
+
+def constructed_failed_report(weak):
+    """weak.json with its multi-device point turned into a failed one, as the sweep records it."""
+    doc = copy.deepcopy(weak)
+    i = first_point(doc, lambda p: p["devices"] > 1)
+    if i is None:
+        return None
+    p = doc["points"][i]
+    p.update({"status": "failed", "error": "injected failure (validate_reports.py)",
+              "repeats": [], "summary": None, "bucket_bytes": [], "peak_memory_bytes": 0,
+              "params": 0, "forward_flops_per_sample": 0})
+    return doc
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(f"usage: {sys.argv[0]} SCALESCOPE_BINARY SOURCE_DIR")
+    binary = os.path.abspath(sys.argv[1])
+    source = os.path.abspath(sys.argv[2])
+    if not os.access(binary, os.X_OK):
+        sys.exit(f"validate_reports.py: {binary} is not an executable")
+
+    schema_dir = os.path.join(source, "reports", "schema")
+    schemas = {}
+    for kind in ("run", "sweep"):
+        path = os.path.join(schema_dir, f"{kind}-report.schema.json")
+        schema = load_json(path)
+        try:
+            Draft202012Validator.check_schema(schema)
+        except jsonschema.exceptions.SchemaError as e:
+            sys.exit(f"validate_reports.py: {path} is not a valid draft 2020-12 schema: {e.message}")
+        if schema.get("$schema") != "https://json-schema.org/draft/2020-12/schema":
+            fail(f"{path}: $schema is not draft 2020-12")
+        lint_schema(schema, [], os.path.basename(path))
+        schemas[kind] = Draft202012Validator(schema)
+    run_v, sweep_v = schemas["run"], schemas["sweep"]
+
+    sweep_common = ["--models", "dense-100", "--devices", "cpu:1,2", "--repeats", "2", "--steps",
+                    "4", "--max-warmup-steps", "4", "-q"]
+    with tempfile.TemporaryDirectory(prefix="scalescope-schema-") as tmp:
+        # --- run reports
+        run_doc = produce(binary, tmp, "run.json",
+                          ["train", "--model", "dense-100", "--devices", "cpu:2", "--steps", "5",
+                           "--no-eval", "-q"])
+        eval_doc = produce(binary, tmp, "run-eval.json",
+                           ["train", "--model", "dense-100", "--devices", "cpu:1", "--batch",
+                            "2048", "--epochs", "1", "-q"])
+        for name, doc in (("run.json", run_doc), ("run-eval.json (with evals)", eval_doc)):
+            if doc is not None:
+                expect_valid(run_v, doc, name)
+        if eval_doc is not None and not eval_doc["evals"]:
+            fail("run-eval.json has no evals: the eval branch of the schema went untested")
+
+        # --- sweep reports
+        # A first bucket of ~1 KiB splits dense-100's gradients into two buckets of different
+        # sizes: the all-reduce fit and its projections then exist.
+        weak = produce(binary, tmp, "weak.json",
+                       ["sweep"] + sweep_common + ["--batch", "8", "--first-bucket-mb", "0.001"])
+        strong = produce(binary, tmp, "strong.json",
+                         ["sweep"] + sweep_common + ["--global-batch", "16"])
+        # Strong scaling over a 4 MiB device: the one-device point (batch 4096, ~5.7 MB) runs
+        # out of memory at run time, the two-device one (2048 each, ~2.9 MB) fits and has no
+        # baseline (null speedup, efficiency and efficiency_loss).
+        failed = produce(binary, tmp, "failed.json",
+                         ["sweep"] + sweep_common + ["--global-batch", "4096", "--memory-limit-mb",
+                                                     "4"])
+        resumed = None
+        if weak is not None:
+            with open(os.path.join(tmp, "to-resume.json"), "w", encoding="utf-8") as f:
+                json.dump(weak, f)
+            resumed = produce(binary, tmp, "resumed.json",
+                              ["sweep", "--resume", "to-resume.json", "--batch", "8,16", "-q"])
+
+        sweeps = {"weak.json": weak, "strong.json": strong, "failed.json": failed,
+                  "resumed.json": resumed}
+        for name, doc in sweeps.items():
+            if doc is None:
+                continue
+            expect_valid(sweep_v, doc, name)
+            reads_back(binary, tmp, name)
+
+        if failed is not None:
+            points = failed["points"]
+            bad = [p for p in points if p["status"] == "failed"]
+            good = [p for p in points if p["status"] == "ok"]
+            if not bad or not good:
+                fail("failed.json should hold a failed point and an ok one, holds "
+                     f"{[(p['device_spec'], p['status'], p['error'][:80]) for p in points]}")
+            else:
+                p = bad[0]
+                if not (p["error"] and p["repeats"] == [] and p["summary"] is None):
+                    fail(f"failed.json's failed point is not recorded as such: {p['error']!r}, "
+                         f"{len(p['repeats'])} repeats, summary {type(p['summary']).__name__}")
+                else:
+                    ok(f"failed.json records {p['device_spec']} as failed: {p['error'][:70]}...")
+                if good[0]["summary"]["speedup"] is not None:
+                    fail("failed.json: the ok point has a speedup without a one-device baseline")
+
+        # Coverage: the schema's nullable and optional branches were all exercised.
+        all_points = [p for d in sweeps.values() if d for p in d["points"]]
+        all_comm = [c for d in sweeps.values() if d for c in d["communication"]]
+        coverage = {
+            "an all-reduce fit": any(c["fit"] is not None for c in all_comm),
+            "a projection": any(s["projections"] for c in all_comm for s in c["series"]),
+            "no fit": any(c["fit"] is None for c in all_comm),
+            "an efficiency_loss": any(p["summary"] and p["summary"]["efficiency_loss"]
+                                      for p in all_points),
+            "a bus bandwidth": any(p["summary"] and p["summary"]["bus_bandwidth_gbps"] is not None
+                                   for p in all_points),
+            "strong scaling": any(p["mode"] == "strong" for p in all_points),
+        }
+        for what, seen in coverage.items():
+            if not seen:
+                fail(f"no written report had {what}: that part of the schema went untested")
+
+        # A failed point built by hand, as run_point records one: the schema and the reader
+        # agree on its shape.
+        if weak is not None:
+            constructed = constructed_failed_report(weak)
+            expect_valid(sweep_v, constructed, "weak.json with a point turned failed")
+            with open(os.path.join(tmp, "constructed-failed.json"), "w", encoding="utf-8") as f:
+                json.dump(constructed, f)
+            reads_back(binary, tmp, "constructed-failed.json")
+
+        # --- negative cases: the schemas can fail
+        if run_doc is not None:
+            negative_run_cases(run_v, run_doc)
+        if weak is not None and failed is not None:
+            negative_sweep_cases(sweep_v, weak, failed)
+
+    if failures:
+        print(f"\n{len(failures)} failure(s)", file=sys.stderr)
+        return 1
+    print("\nall reports validate")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
