@@ -69,7 +69,11 @@ void loss_table(std::string& out, const SweepReport& report) {
 
 void communication_table(std::string& out, const SweepReport& report) {
   for (const CommunicationAnalysis& c : report.communication) {
-    if (!c.fit) continue;
+    if (!c.fit) {
+      fmt::format_to(std::back_inserter(out), "\n{} all-reduce model: not fitted ({})\n", c.model,
+                     c.fit_error);
+      continue;
+    }
     fmt::format_to(std::back_inserter(out),
                    "\n{} all-reduce model: {:.3f} ms + bytes·2(N-1)/N / {:.2f} GB/s (r² {:.2f}, {} "
                    "bucket samples)\n",

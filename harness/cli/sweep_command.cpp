@@ -52,8 +52,7 @@ void register_options(CLI::App& cmd, SweepArgs& a) {
                  "given here override it");
   cmd.add_option("--models", a.models,
                  "Models, comma-separated; 'cnn:width=1,2,4' is three sizes (see `scalescope "
-                 "models`)")
-      ->capture_default_str();
+                 "models`; default cifar-cnn,mlp:scale=0.1)");
   cmd.add_option("--devices", o.devices,
                  "Device counts: 1,2,4,8 (GPUs if present, else CPU), cpu:1,2 or cuda:1,2,4 "
                  "(default cpu:1,2)");

@@ -13,6 +13,7 @@
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "harness/trainer/data.h"
 #include "models/zoo.h"
 #include "reports/json_reader.h"
 
@@ -380,6 +381,9 @@ void validate(const SweepOptions& o) {
       }
     }
   }
+  // The data, opened once per model: a missing file or a model that cannot train on it is
+  // refused now, not at every point.
+  for (const std::string& m : o.models) (void)open_run_data(o.train.data, make_model(m), o.train.seed);
   // The training options of every point, checked as the trainer will.
   for (const SweepPoint& p : grid(o, axis)) {
     TrainOptions t = train_options_for(o, p);

@@ -111,3 +111,49 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroStatus) {
 }
 
 }  // namespace
+
+TEST(Cli, SweepPrintsTablesAndWritesAReportThatReportReads) {
+  const std::string out = testing::TempDir() + "/cli_sweep.json";
+  const std::string config = testing::TempDir() + "/cli_sweep_config.json";
+  std::ofstream(config) << R"({"models": ["dense-100"], "devices": "cpu:1,2", "batch": [8],
+                              "repeats": 1, "steps": 3, "max_warmup_steps": 4, "threads": 1})";
+  // The flag overrides the file's repeats.
+  const Result r = run("sweep --config " + config + " --repeats 2 -q -o " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "dense-100 (weak scaling")) << r.output;
+  EXPECT_TRUE(contains(r.output, "samples/s [95% CI]")) << r.output;
+  EXPECT_TRUE(contains(r.output, "report written to " + out)) << r.output;
+  std::ifstream in(out);
+  const auto doc = nlohmann::json::parse(in);
+  EXPECT_EQ(doc["schema"], "scalescope-sweep");
+  EXPECT_EQ(doc["config"]["repeats"], 2);
+  ASSERT_EQ(doc["points"].size(), 2u);
+  EXPECT_EQ(doc["points"][1]["repeats"].size(), 2u);
+  EXPECT_TRUE(contains(doc["environment"]["command_line"].get<std::string>(), "--repeats 2"));
+  const Result again = run("report " + out);
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_TRUE(contains(again.output, "dense-100 (weak scaling")) << again.output;
+}
+
+TEST(Cli, SweepBadInputIsRefusedBeforeAnythingRuns) {
+  const std::string out = testing::TempDir() + "/cli_sweep_bad.json";
+  std::remove(out.c_str());
+  const auto fails = [&](const std::string& args, const std::string& message) {
+    const Result r = run("sweep " + args + " -q -o " + out);
+    EXPECT_EQ(r.status, 1) << args << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, message)) << args << "\n" << r.output;
+  };
+  fails("--models nosuchnet", "nosuchnet");
+  fails("--devices cpu:1,x", "'x' is not a device count");
+  fails("--batch 8,-1", "'-1' is not a positive batch size");
+  fails("--batch 8 --global-batch 16", "not both");
+  fails("--global-batch 15 --devices cpu:1,2", "--global-batch 15 does not split evenly");
+  fails("--config /nonexistent/ci.json", "/nonexistent/ci.json");
+  fails("--resume /nonexistent/report.json", "/nonexistent/report.json");
+  fails("--repeats 0", "--repeats 0");
+  // Nothing ran, so nothing was written.
+  EXPECT_FALSE(std::ifstream(out).good());
+  const Result bad_report = run("report " + std::string(SCALESCOPE_BINARY));
+  EXPECT_EQ(bad_report.status, 1);
+  EXPECT_TRUE(contains(bad_report.output, "is not valid JSON")) << bad_report.output;
+}
