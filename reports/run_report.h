@@ -81,7 +81,7 @@ struct RunSummary {
   double step_ms_p10 = 0.0;
   double step_ms_p90 = 0.0;
   double samples_per_second = 0.0;  // global batch / median step time
-  // Median of step_ms - input_ms: forward, backward and optimizer.
+  // Median of step_ms - input_ms: forward, backward, exposed all-reduce and optimizer.
   double compute_ms_median = 0.0;
   double first_loss = 0.0;
   double last_loss = 0.0;

@@ -8,7 +8,7 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev   # oneDNN (its CMake config needs OpenCL's)
   libgloo-dev                      # collectives on CPU
   zlib1g-dev dataset-fashion-mnist # IDX datasets (gzip) and real data for the tests
-  nlohmann-json3-dev libfmt-dev libcli11-dev
+  nlohmann-json3-dev libfmt-dev libcli11-dev python3-jsonschema
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch                    # checkpoint interop test and the PyTorch comparison
 )

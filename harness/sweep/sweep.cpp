@@ -154,36 +154,6 @@ void run_point(const SweepOptions& o, SweepPoint& p, const SweepProgress& progre
   }
 }
 
-// Known config keys; every one also a command-line flag (with '-' for '_').
-const std::set<std::string, std::less<>> kConfigKeys = {"models",
-                                                        "devices",
-                                                        "batch",
-                                                        "global_batch",
-                                                        "threads",
-                                                        "oversubscribe",
-                                                        "repeats",
-                                                        "steps",
-                                                        "max_warmup_steps",
-                                                        "steady_window",
-                                                        "steady_tolerance",
-                                                        "optimizer",
-                                                        "lr",
-                                                        "momentum",
-                                                        "weight_decay",
-                                                        "lr_scaling",
-                                                        "lr_warmup_steps",
-                                                        "accumulate",
-                                                        "bucket_cap_mb",
-                                                        "first_bucket_mb",
-                                                        "overlap",
-                                                        "seed",
-                                                        "data",
-                                                        "workers",
-                                                        "queue_depth",
-                                                        "collective_timeout_ms",
-                                                        "output",
-                                                        "memory_limit_mb"};
-
 std::vector<int64_t> int64_list(const JsonReader& r, std::string_view key) {
   if (r.at(key).is_number_integer()) return {r.int64(key)};
   return r.int64s(key);
@@ -219,7 +189,12 @@ std::vector<std::string> split_model_list(const std::string& text) {
 
 void apply_sweep_config(const nlohmann::json& config, SweepOptions& o, const std::string& what) {
   const JsonReader r(config, what);
-  r.only(kConfigKeys);
+  // The known keys are those the report records (one source of truth for both).
+  std::set<std::string, std::less<>> known = {"batch", "global_batch"};
+  const SweepOptions default_options;
+  const nlohmann::json defaults = sweep_config_json(default_options);
+  for (auto it = defaults.begin(); it != defaults.end(); ++it) known.insert(it.key());
+  r.only(known);
   if (r.has("models")) {
     o.models = r.at("models").is_string() ? std::vector<std::string>{r.string("models")}
                                           : r.strings("models");
@@ -269,6 +244,10 @@ void apply_sweep_config(const nlohmann::json& config, SweepOptions& o, const std
   if (r.has("collective_timeout_ms")) t.collective_timeout_ms = r.int64("collective_timeout_ms");
   if (r.has("output")) o.output = r.string("output");
   if (r.has("memory_limit_mb")) t.memory_limit_mb = r.number("memory_limit_mb");
+  if (r.has("normalize")) t.data.normalize = r.boolean("normalize");
+  if (r.has("crop_padding")) t.data.crop_padding = r.int32("crop_padding");
+  if (r.has("flip")) t.data.flip = r.boolean("flip");
+  if (r.has("decode_cost_us")) t.data.decode_cost_us = r.int64("decode_cost_us");
 }
 
 nlohmann::json sweep_config_json(const SweepOptions& o) {
@@ -299,6 +278,10 @@ nlohmann::json sweep_config_json(const SweepOptions& o) {
       {"queue_depth", t.data.queue_depth},
       {"collective_timeout_ms", t.collective_timeout_ms},
       {"memory_limit_mb", t.memory_limit_mb},
+      {"normalize", t.data.normalize},
+      {"crop_padding", t.data.crop_padding},
+      {"flip", t.data.flip},
+      {"decode_cost_us", t.data.decode_cost_us},
       {"output", o.output},
   };
   j[o.mode == ScalingMode::kWeak ? "batch" : "global_batch"] = o.batches;
@@ -383,7 +366,8 @@ void validate(const SweepOptions& o) {
   }
   // The data, opened once per model: a missing file or a model that cannot train on it is
   // refused now, not at every point.
-  for (const std::string& m : o.models) (void)open_run_data(o.train.data, make_model(m), o.train.seed);
+  for (const std::string& m : o.models)
+    (void)open_run_data(o.train.data, make_model(m), o.train.seed);
   // The training options of every point, checked as the trainer will.
   for (const SweepPoint& p : grid(o, axis)) {
     TrainOptions t = train_options_for(o, p);

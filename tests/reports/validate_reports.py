@@ -110,7 +110,7 @@ def expect_invalid(validator, doc, what, where):
     expected = json_path(where)
     hits = [e for e in all_errors(errors) if e.json_path == expected]
     if hits:
-        ok(f"rejects {what} ({expected}: {hits[0].message[:100]})")
+        ok(f"rejects {what} ({expected}: {hits[-1].message[:100]})")
     else:
         best = jsonschema.exceptions.best_match(errors)
         fail(f"{what} is rejected, but not at {expected}: {best.json_path}: {best.message[:200]}")
@@ -176,106 +176,113 @@ def first_point(report, predicate):
     return None
 
 
+# A negative case: (what, document, path, change, value). change is "delete" (a required key
+# goes missing: the error belongs to the parent), "add" (a key the object does not define: the
+# parent) or "set" (a wrong value: the path itself).
+def check_negative(v, cases):
+    for what, doc, path, change, value in cases:
+        broken = mutated(doc, path, value, delete=change == "delete")
+        expect_invalid(v, broken, what, path if change == "set" else path[:-1])
+
+
 def negative_run_cases(v, run_doc):
-    cases = [
-        ("a run report without summary.step_ms_median",
-         mutated(run_doc, ["summary", "step_ms_median"], delete=True)),
-        ("a run report without top-level 'steps'", mutated(run_doc, ["steps"], delete=True)),
-        ("a run report with an unknown key in config",
-         mutated(run_doc, ["config", "not_a_key"], 1)),
-        ("a run report with an unknown top-level key", mutated(run_doc, ["extra"], {})),
-        ("a run report with an unknown phase in a replica",
-         mutated(run_doc, ["steps", 0, "replicas", 0, "comm_ms"], 0.1)),
-        ("a run report whose step number is a string", mutated(run_doc, ["steps", 0, "step"], "1")),
-        ("a run report whose params is a float", mutated(run_doc, ["model", "params"], 1.5)),
-        ("a run report whose overlap is a number", mutated(run_doc, ["config", "overlap"], 1)),
-        ("a run report with a negative phase time",
-         mutated(run_doc, ["steps", 0, "replicas", 0, "forward_ms"], -1.0)),
-        ("a run report with a null loss (NaN as nlohmann writes it)",
-         mutated(run_doc, ["steps", 0, "loss"], None)),
-        ("a run report with 0 replicas", mutated(run_doc, ["config", "replicas"], 0)),
-        ("a run report with optimizer 'lamb'", mutated(run_doc, ["config", "optimizer"], "lamb")),
-        ("a run report labelled as a sweep", mutated(run_doc, ["schema"], "scalescope-sweep")),
-        ("a run report of schema version 2.0", mutated(run_doc, ["schema_version"], "2.0")),
-    ]
-    for what, doc in cases:
-        expect_invalid(v, doc, what)
+    r = run_doc
+    check_negative(v, [
+        ("a run report without summary.step_ms_median", r, ["summary", "step_ms_median"],
+         "delete", None),
+        ("a run report without top-level 'steps'", r, ["steps"], "delete", None),
+        ("a run report with an unknown key in config", r, ["config", "not_a_key"], "add", 1),
+        ("a run report with an unknown top-level key", r, ["extra"], "add", {}),
+        ("a run report with an unknown phase in a replica", r,
+         ["steps", 0, "replicas", 0, "comm_ms"], "add", 0.1),
+        ("a run report whose step number is a string", r, ["steps", 0, "step"], "set", "1"),
+        ("a run report whose params is a float", r, ["model", "params"], "set", 1.5),
+        ("a run report whose overlap is a number", r, ["config", "overlap"], "set", 1),
+        ("a run report with a negative phase time", r, ["steps", 0, "replicas", 0, "forward_ms"],
+         "set", -1.0),
+        ("a run report with a null loss (a NaN, as nlohmann/json writes it)", r,
+         ["steps", 0, "loss"], "set", None),
+        ("a run report with 0 replicas", r, ["config", "replicas"], "set", 0),
+        ("a run report with optimizer 'lamb'", r, ["config", "optimizer"], "set", "lamb"),
+        ("a run report labelled as a sweep", r, ["schema"], "set", "scalescope-sweep"),
+        ("a run report of schema version 2.0", r, ["schema_version"], "set", "2.0"),
+    ])
 
 
 def negative_sweep_cases(v, weak, failed):
+    w = weak
     ok_i = first_point(weak, lambda p: p["status"] == "ok" and p["devices"] > 1)
     fail_i = first_point(failed, lambda p: p["status"] == "failed")
     cases = [
-        ("a sweep report without points[].summary.throughput",
-         mutated(weak, ["points", 0, "summary", "throughput"], delete=True)),
-        ("a sweep report without environment.host.os",
-         mutated(weak, ["environment", "host", "os"], delete=True)),
-        ("a sweep report without 'complete'", mutated(weak, ["complete"], delete=True)),
-        ("a sweep report with an unknown top-level key", mutated(weak, ["extra"], 1)),
-        ("a sweep report with an unknown key in a repeat",
-         mutated(weak, ["points", 0, "repeats", 0, "extra"], [])),
-        ("a sweep report with an unknown config key", mutated(weak, ["config", "colour"], "red")),
-        ("a sweep report with an unknown key in environment.build",
-         mutated(weak, ["environment", "build", "extra"], "x")),
-        ("a sweep report whose devices is a string", mutated(weak, ["points", 0, "devices"], "2")),
-        ("a sweep report whose step_ms column holds a string",
-         mutated(weak, ["points", 0, "repeats", 0, "step_ms", 0], "1.0")),
-        ("a sweep report whose complete is a string", mutated(weak, ["complete"], "true")),
-        ("a point with status 'broken'", mutated(weak, ["points", 0, "status"], "broken")),
-        ("a point with mode 'diagonal'", mutated(weak, ["points", 0, "mode"], "diagonal")),
-        ("a finding with severity 'critical'",
-         mutated(weak, ["points", 0, "summary", "verdict", 0, "severity"], "critical")),
-        ("a bottleneck 'disk-bound'",
-         mutated(weak, ["points", 0, "summary", "bottleneck"], "disk-bound")),
-        ("a point with devices 0", mutated(weak, ["points", 0, "devices"], 0)),
-        ("a negative throughput",
-         mutated(weak, ["points", 0, "summary", "throughput", "value"], -1.0)),
-        ("an ok point with a null summary", mutated(weak, ["points", 0, "summary"], None)),
-        ("an ok point without repeats", mutated(weak, ["points", 0, "repeats"], [])),
-        ("a config with both batch and global_batch",
-         mutated(weak, ["config", "global_batch"], [16])),
-        ("a config with neither batch nor global_batch",
-         mutated(weak, ["config", "batch"], delete=True)),
-        ("a sweep report labelled as a run", mutated(weak, ["schema"], "scalescope-run")),
-        ("a sweep report of schema version 2.0", mutated(weak, ["schema_version"], "2.0")),
-        ("a created time that is not UTC ISO-8601",
-         mutated(weak, ["created"], "Tue Jan 7 12:00:00 2025")),
-        ("a communication entry without fit_error",
-         mutated(weak, ["communication", 0, "fit_error"], delete=True)),
-        ("an env_vars value that is a number",
-         mutated(weak, ["environment", "env_vars"], {"OMP_NUM_THREADS": 4})),
+        ("a sweep report without points[0].summary.throughput", w,
+         ["points", 0, "summary", "throughput"], "delete", None),
+        ("a sweep report without environment.host.os", w, ["environment", "host", "os"],
+         "delete", None),
+        ("a sweep report without 'complete'", w, ["complete"], "delete", None),
+        ("a sweep report with an unknown top-level key", w, ["extra"], "add", 1),
+        ("a sweep report with an unknown key in a repeat", w, ["points", 0, "repeats", 0, "extra"],
+         "add", []),
+        ("a sweep report with an unknown config key", w, ["config", "colour"], "add", "red"),
+        ("a sweep report with an unknown key in environment.build", w,
+         ["environment", "build", "extra"], "add", "x"),
+        ("a sweep report with an unknown key in a point's phases", w,
+         ["points", 0, "summary", "phases", "comm_ms"], "add", {"median_ms": 0, "share": 0}),
+        ("a sweep report whose devices is a string", w, ["points", 0, "devices"], "set", "2"),
+        ("a sweep report whose step_ms column holds a string", w,
+         ["points", 0, "repeats", 0, "step_ms", 0], "set", "1.0"),
+        ("a sweep report whose complete is a string", w, ["complete"], "set", "true"),
+        ("a point with status 'broken'", w, ["points", 0, "status"], "set", "broken"),
+        ("a point with mode 'diagonal'", w, ["points", 0, "mode"], "set", "diagonal"),
+        ("a finding with severity 'critical'", w,
+         ["points", 0, "summary", "verdict", 0, "severity"], "set", "critical"),
+        ("a bottleneck 'disk-bound'", w, ["points", 0, "summary", "bottleneck"], "set",
+         "disk-bound"),
+        ("a point with devices 0", w, ["points", 0, "devices"], "set", 0),
+        ("a negative throughput", w, ["points", 0, "summary", "throughput", "value"], "set", -1.0),
+        ("a speedup that is a number, not an interval", w, ["points", 0, "summary", "speedup"],
+         "set", 1.0),
+        ("an ok point with a null summary", w, ["points", 0, "summary"], "set", None),
+        ("an ok point without repeats", w, ["points", 0, "repeats"], "set", []),
+        ("a config with both batch and global_batch", w, ["config", "global_batch"], "add", [16]),
+        ("a config with neither batch nor global_batch", w, ["config", "batch"], "delete", None),
+        ("a sweep report labelled as a run", w, ["schema"], "set", "scalescope-run"),
+        ("a sweep report of schema version 2.0", w, ["schema_version"], "set", "2.0"),
+        ("a created time that is not UTC ISO-8601", w, ["created"], "set",
+         "Tue Jan 7 12:00:00 2025"),
+        ("a communication entry without fit_error", w, ["communication", 0, "fit_error"],
+         "delete", None),
+        ("an env_vars value that is a number", w, ["environment", "env_vars", "OMP_NUM_THREADS"],
+         "set", 4),
     ]
     if ok_i is not None:
-        cases.append(("an efficiency_loss share that is a string",
-                      mutated(weak, ["points", ok_i, "summary", "efficiency_loss", "other"], "0")))
+        cases.append(("an efficiency_loss share that is a string", w,
+                      ["points", ok_i, "summary", "efficiency_loss", "other"], "set", "0"))
     if fail_i is not None:
+        f = failed
         cases += [
-            ("a failed point with a summary",
-             mutated(failed, ["points", fail_i, "summary"],
-                     copy.deepcopy(weak["points"][0]["summary"]))),
-            ("a failed point with repeats",
-             mutated(failed, ["points", fail_i, "repeats"],
-                     copy.deepcopy(weak["points"][0]["repeats"]))),
-            ("a failed point with no error text", mutated(failed, ["points", fail_i, "error"], "")),
+            ("a failed point with a summary", f, ["points", fail_i, "summary"], "set",
+             copy.deepcopy(weak["points"][0]["summary"])),
+            ("a failed point with repeats", f, ["points", fail_i, "repeats"], "set",
+             copy.deepcopy(weak["points"][0]["repeats"])),
+            ("a failed point with no error text", f, ["points", fail_i, "error"], "set", ""),
         ]
-    for what, doc in cases:
-        expect_invalid(v, doc, what)
+    check_negative(v, cases)
 
     # What the schema must still accept: the open parts are open, and the nullable parts are
     # nullable.
     positives = [
-        ("a sweep report with an allowlisted env var",
-         mutated(weak, ["environment", "env_vars"], {"NCCL_DEBUG": "INFO", "OMP_NUM_THREADS": "2"})),
+        ("a sweep report with allowlisted env vars",
+         mutated(w, ["environment", "env_vars"], {"NCCL_DEBUG": "INFO", "OMP_NUM_THREADS": "2"})),
         ("a finding with an extra number",
-         mutated(weak, ["points", 0, "summary", "verdict", 0, "numbers", "anything_ms"], 1.5)),
+         mutated(w, ["points", 0, "summary", "verdict", 0, "numbers", "anything_ms"], 1.5)),
         ("an ok point whose speedup and efficiency are null",
-         mutated(mutated(weak, ["points", 0, "summary", "speedup"], None),
+         mutated(mutated(w, ["points", 0, "summary", "speedup"], None),
                  ["points", 0, "summary", "efficiency"], None)),
-        ("schema version 1.7", mutated(weak, ["schema_version"], "1.7")),
+        ("schema version 1.7", mutated(w, ["schema_version"], "1.7")),
     ]
     if ok_i is not None:
         positives.append(("a negative efficiency-loss share",
-                          mutated(weak, ["points", ok_i, "summary", "efficiency_loss", "stragglers"],
+                          mutated(w, ["points", ok_i, "summary", "efficiency_loss", "stragglers"],
                                   -0.25)))
     for what, doc in positives:
         expect_valid(v, doc, what)
