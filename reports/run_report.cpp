@@ -41,7 +41,8 @@ nlohmann::json to_json(const RunReport& r) {
                           {"allreduce_ms", p.allreduce_ms},
                           {"allreduce_exposed_ms", p.allreduce_exposed_ms},
                           {"optimizer_ms", p.optimizer_ms},
-                          {"step_ms", p.step_ms}});
+                          {"step_ms", p.step_ms},
+                          {"start_ms", p.start_ms}});
     }
     steps.push_back({{"step", s.step},
                      {"loss", s.loss},

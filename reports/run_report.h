@@ -22,6 +22,16 @@ struct PhaseTimes {
   double allreduce_exposed_ms = 0.0;  // what the step waited for after backward
   double optimizer_ms = 0.0;
   double step_ms = 0.0;
+  // When the step began on the device, in ms since the run began on the host's steady clock
+  // (device event times are put on that clock once per run). Timelines use it.
+  double start_ms = 0.0;
+  // Each bucket's all-reduce on the communication thread (or inline): start, on the same
+  // clock, and duration. Kept in memory for timelines; not written to reports.
+  struct Interval {
+    double start_ms = 0.0;
+    double ms = 0.0;
+  };
+  std::vector<Interval> buckets{};
 };
 
 struct StepRecord {

@@ -292,6 +292,9 @@ json repeat_json(const RepeatRecord& r, size_t buckets) {
       for (const StepRecord& s : r.steps) v.push_back(s.replicas[k].*f.times);
       columns[f.name] = std::move(v);
     }
+    json start = json::array();
+    for (const StepRecord& s : r.steps) start.push_back(s.replicas[k].start_ms);
+    columns["start_ms"] = std::move(start);
     per_replica.push_back(std::move(columns));
   }
   json bucket_ms = json::array();
@@ -397,6 +400,10 @@ RepeatRecord repeat_from_json(const JsonReader& r, size_t buckets) {
       SS_CHECK(v.size() == n, "{}: {} values for {} steps", columns.name(f.name), v.size(), n);
       for (size_t i = 0; i < n; ++i) out.steps[i].replicas[k].*f.times = v[i];
     }
+    const std::vector<double> start = columns.numbers("start_ms");
+    SS_CHECK(start.size() == n, "{}: {} values for {} steps", columns.name("start_ms"),
+             start.size(), n);
+    for (size_t i = 0; i < n; ++i) out.steps[i].replicas[k].start_ms = start[i];
   }
   const json& bucket_ms = r.array("bucket_ms");
   SS_CHECK(bucket_ms.size() == buckets, "{}: {} buckets, but bucket_bytes has {}",

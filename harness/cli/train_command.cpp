@@ -10,6 +10,7 @@
 #include "harness/cli/training_options.h"
 #include "harness/trainer/trainer.h"
 #include "reports/run_report.h"
+#include "reports/trace.h"
 
 namespace scalescope::cli {
 namespace {
@@ -19,6 +20,7 @@ struct TrainArgs {
   TrainingFlags flags;
   std::optional<int64_t> steps;
   std::string output;
+  std::string trace;
   bool quiet = false;
   std::string command_line;
 };
@@ -58,6 +60,17 @@ int run_train(TrainArgs& args) {
     write_run_report(args.output, report);
     fmt::print("run written to {}\n", args.output);
   }
+  if (!args.trace.empty()) {
+    // The measured steps (after the warm-up ones), every replica.
+    const std::vector<StepRecord> measured(
+        report.steps.begin() + static_cast<std::ptrdiff_t>(report.warmup_steps),
+        report.steps.end());
+    write_chrome_trace(args.trace, measured,
+                       {fmt::format("{} {} batch {}", report.model, report.devices, report.batch),
+                        report.bucket_bytes});
+    fmt::print("trace written to {} (open in https://ui.perfetto.dev or chrome://tracing)\n",
+               args.trace);
+  }
   if (!o.save.empty()) fmt::print("checkpoint written to {}\n", o.save);
   return 0;
 }
@@ -91,6 +104,8 @@ void add_train_command(CLI::App& app, Action& action) {
   cmd->add_option("--save", o.save, "Write a checkpoint (safetensors) at the end");
   cmd->add_option("--load", o.load, "Start from a checkpoint (safetensors)");
   cmd->add_option("-o,--output", args->output, "Write the run (per-step loss and time) as JSON");
+  cmd->add_option("--trace", args->trace,
+                  "Write the measured steps as a Chrome/Perfetto trace (JSON)");
   cmd->add_flag("-q,--quiet", args->quiet, "Print only the summary");
   cmd->callback([&action, args, cmd] {
     args->command_line = command_line();

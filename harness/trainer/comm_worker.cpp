@@ -16,7 +16,8 @@ CommWorker::CommWorker(Communicator& comm, Stream& stream, float* grads,
       grads_(grads),
       buckets_(std::move(buckets)),
       rank_(rank),
-      bucket_ms_(buckets_.size(), 0.0) {
+      bucket_ms_(buckets_.size(), 0.0),
+      bucket_start_ns_(buckets_.size(), 0) {
   for (size_t i = 0; i < buckets_.size(); ++i) {
     range_text_.push_back(fmt::format("allreduce bucket {}: {} B", i, buckets_[i].bytes()));
   }
@@ -53,31 +54,34 @@ void CommWorker::submit(size_t index) {
     ++submitted_;
   }
   if (!thread_.joinable()) {
-    const double ms = reduce(index, accumulated_, step_);
-    std::lock_guard lock(mutex_);
-    busy_ms_ += ms;
-    bucket_ms_[index] = ms;
-    ++done_;
+    reduce(index, accumulated_, step_);
     return;
   }
   cv_.notify_all();
 }
 
-double CommWorker::reduce(size_t index, const float* accumulated, int64_t step) {
+void CommWorker::reduce(size_t index, const float* accumulated, int64_t step) {
   const Bucket& b = buckets_[index];
   const int64_t start = now_ns();
-  // The step as payload, the bucket and its size in the text: the timeline shows which
-  // buckets of which step ran how long.
-  nvtx::Range range(nvtx::Phase::kAllReduce, step, range_text_[index].c_str());
-  float* g = grads_ + b.begin;
-  if (accumulated != nullptr) {
-    // The earlier micro-batches' gradients join the last one's here, on this thread, so
-    // backward never waits for the addition.
-    const float* a = accumulated + b.begin;
-    for (int64_t i = 0; i < b.end - b.begin; ++i) g[i] += a[i];
-  }
-  comm_.all_reduce(g, b.end - b.begin, ReduceOp::kAverage, stream_);
-  return static_cast<double>(now_ns() - start) * 1e-6;
+  {
+    // The step as payload, the bucket and its size in the text: the timeline shows which
+    // buckets of which step ran how long.
+    nvtx::Range range(nvtx::Phase::kAllReduce, step, range_text_[index].c_str());
+    float* g = grads_ + b.begin;
+    if (accumulated != nullptr) {
+      // The earlier micro-batches' gradients join the last one's here, on this thread, so
+      // backward never waits for the addition.
+      const float* a = accumulated + b.begin;
+      for (int64_t i = 0; i < b.end - b.begin; ++i) g[i] += a[i];
+    }
+    comm_.all_reduce(g, b.end - b.begin, ReduceOp::kAverage, stream_);
+  }  // the range closes before the step can see the bucket done
+  const double ms = static_cast<double>(now_ns() - start) * 1e-6;
+  std::lock_guard lock(mutex_);
+  busy_ms_ += ms;
+  bucket_ms_[index] = ms;
+  bucket_start_ns_[index] = start;
+  ++done_;
 }
 
 double CommWorker::wait_all() {
@@ -103,11 +107,7 @@ void CommWorker::run() {
       step = step_;
     }
     try {
-      const double ms = reduce(index, accumulated, step);
-      std::lock_guard lock(mutex_);
-      busy_ms_ += ms;
-      bucket_ms_[index] = ms;
-      ++done_;
+      reduce(index, accumulated, step);
     } catch (...) {
       std::lock_guard lock(mutex_);
       error_ = std::current_exception();

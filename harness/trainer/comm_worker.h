@@ -39,11 +39,13 @@ class CommWorker {
   // Milliseconds each bucket's reduction took in the last step, in bucket order.
   // REQUIRES: wait_all() returned.
   const std::vector<double>& bucket_ms() const { return bucket_ms_; }
+  // When each bucket's reduction began (core/clock.h now_ns()), same order.
+  const std::vector<int64_t>& bucket_start_ns() const { return bucket_start_ns_; }
 
  private:
   void run();
-  // Adds the accumulated gradients to bucket `index` and all-reduces it; returns the ms.
-  double reduce(size_t index, const float* accumulated, int64_t step);
+  // Adds the accumulated gradients to bucket `index`, all-reduces it and records its time.
+  void reduce(size_t index, const float* accumulated, int64_t step);
 
   Communicator& comm_;
   Stream& stream_;
@@ -59,6 +61,7 @@ class CommWorker {
   size_t done_ = 0;
   double busy_ms_ = 0.0;
   std::vector<double> bucket_ms_;
+  std::vector<int64_t> bucket_start_ns_;
   bool stop_ = false;
   std::exception_ptr error_;
   std::thread thread_;

@@ -128,8 +128,9 @@ struct Group {
   const ModelDef& def;
   const RunData& data;
   const Sampler& sampler;
-  int64_t batch = 0;  // per replica and micro-batch
-  int64_t steps = 0;  // replica 0 sets the final count when the warm-up is adaptive
+  int64_t epoch_ns = 0;  // when the run began (core/clock.h): timelines count from here
+  int64_t batch = 0;     // per replica and micro-batch
+  int64_t steps = 0;     // replica 0 sets the final count when the warm-up is adaptive
   int64_t warmup_steps = 0;
   bool warmup_settled = false;
   std::vector<int64_t> peak_memory{};  // [replica], bytes
@@ -293,6 +294,12 @@ void run_replica(Group& g, int rank) {
   Tensor loss(*device, Shape{micro});
   std::vector<float> host_loss(static_cast<size_t>(micro));
   StepEvents ev(*device, micro);
+  // Device event times onto the host clock: one event recorded and waited for now gives
+  // the offset; every step's start is then that plus its event's distance from this one.
+  const std::unique_ptr<Event> reference = device->create_event();
+  reference->record(stream);
+  reference->synchronize();
+  const double reference_ms = static_cast<double>(now_ns() - g.epoch_ns) * 1e-6;
 
   const auto run_eval = [&](int64_t epoch, int64_t step) {
     if (!o.eval) return;
@@ -397,6 +404,12 @@ void run_replica(Group& g, int rank) {
     p.allreduce_ms = allreduce_total;
     p.optimizer_ms = ev.optimizer->elapsed_ms_since(*ev.allreduce);
     p.step_ms = ev.end->elapsed_ms_since(*ev.start);
+    p.start_ms = reference_ms + ev.start->elapsed_ms_since(*reference);
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      p.buckets.push_back(
+          {static_cast<double>(comm_worker.bucket_start_ns()[b] - g.epoch_ns) * 1e-6,
+           comm_worker.bucket_ms()[b]});
+    }
     double step_loss = 0.0;
     for (float l : host_loss) step_loss += l;
     SS_CHECK(std::isfinite(step_loss), "the loss became {} at step {} (learning rate {} too high?)",
@@ -458,6 +471,7 @@ RunReport train(const TrainOptions& o) {
           .def = def,
           .data = data,
           .sampler = sampler,
+          .epoch_ns = now_ns(),
           .batch = batch,
           .comms = GlooGroup(replicas, std::chrono::milliseconds(o.collective_timeout_ms))};
   g.steps = o.epochs > 0 ? o.epochs * sampler.steps_per_epoch() : o.steps;
