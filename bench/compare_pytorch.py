@@ -16,51 +16,22 @@ Usage: bench/compare_pytorch.py [--threads N] [--rounds R] [--steps S] [--binary
 Needs Debian's python3-torch (run with /usr/bin/python3).
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 import torch
-from torch import nn
 
-CASES = [  # (model, batch)
-    ("cifar-cnn", 64),
-    ("mlp-41m", 32),
-]
-
-
-def torch_model(name):
-    if name == "cifar-cnn":
-        m = nn.Sequential(
-            nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Flatten(), nn.Linear(8 * 8 * 64, 64), nn.ReLU(), nn.Linear(64, 10))
-        return m, (3, 32, 32), nn.CrossEntropyLoss(), lambda n: torch.randint(0, 10, (n,))
-    if name == "mlp-41m":
-        m = nn.Sequential(
-            nn.Linear(8000, 4000), nn.Tanh(), nn.Linear(4000, 2000), nn.ReLU(),
-            nn.Linear(2000, 500), nn.ReLU(), nn.Linear(500, 300), nn.ReLU(),
-            nn.Linear(300, 1), nn.Sigmoid())
-        return m, (8000,), nn.BCELoss(), lambda n: torch.randint(0, 2, (n, 1)).float()
-    raise ValueError(name)
-
-
-def glorot(model):
-    for mod in model.modules():
-        if isinstance(mod, (nn.Linear, nn.Conv2d)):
-            nn.init.xavier_uniform_(mod.weight)
-            nn.init.zeros_(mod.bias)
+from bench_common import (CASES, default_binary, glorot, run_scalescope,
+                          scalescope_optimizer_args, torch_model, torch_optimizer)
 
 
 def torch_steps(name, batch, steps, warmup):
     torch.manual_seed(1)
     model, shape, loss_fn, labels = torch_model(name)
     glorot(model)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
+    opt = torch_optimizer("adam", model.parameters())
     x = torch.randn(batch, *shape)
     y = labels(batch)
     times = []
@@ -78,15 +49,10 @@ def torch_steps(name, batch, steps, warmup):
 
 
 def scalescope_steps(binary, name, batch, steps, warmup, threads):
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "run.json")
-        subprocess.run([binary, "train", "--model", name, "--batch", str(batch),
-                        "--steps", str(warmup + steps), "--warmup-steps", str(warmup),
-                        "--threads", str(threads), "--optimizer", "adam", "--data",
-                        "synthetic:device", "--no-eval", "-q", "-o", out],
-                       check=True, stdout=subprocess.DEVNULL)
-        with open(out) as f:
-            run = json.load(f)
+    run = run_scalescope(binary, ["--model", name, "--batch", str(batch),
+                                  "--steps", str(warmup + steps), "--warmup-steps", str(warmup),
+                                  "--threads", str(threads), *scalescope_optimizer_args("adam"),
+                                  "--data", "synthetic:device", "--no-eval"])
     return [s["step_ms"] for s in run["steps"][warmup:]]
 
 
@@ -96,8 +62,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--binary", default=os.path.join(os.path.dirname(__file__), "..", "build",
-                                                     "scalescope"))
+    ap.add_argument("--binary", default=default_binary())
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"PyTorch {torch.__version__}, {args.threads} thread(s), "

@@ -96,6 +96,11 @@ class Device {
   virtual void copy_on_device(void* dst, const void* src, size_t bytes, Stream& stream) = 0;
   virtual void fill_zero(void* dst, size_t bytes, Stream& stream) = 0;
 
+  // Opens and closes a profiler's capture range (cudaProfilerStart/Stop, which
+  // `nsys --capture-range=cudaProfilerApi` waits for); nothing on devices without one.
+  virtual void start_profiler() {}
+  virtual void stop_profiler() {}
+
   // Device memory handed out by allocate() and not yet given back: now, and the most at any
   // time since the device was opened (or since reset_peak_memory()). Thread-safe.
   int64_t memory_in_use() const { return in_use_.load(std::memory_order_relaxed); }

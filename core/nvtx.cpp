@@ -17,9 +17,9 @@ inline namespace enabled {
 namespace detail {
 namespace {
 
-constexpr std::array<Phase, 7> kPhases = {Phase::kInput,    Phase::kH2D,       Phase::kForward,
+constexpr std::array<Phase, 8> kPhases = {Phase::kInput,    Phase::kH2D,       Phase::kForward,
                                           Phase::kBackward, Phase::kAllReduce, Phase::kOptimizer,
-                                          Phase::kStep};
+                                          Phase::kStep,     Phase::kProfile};
 constexpr size_t index_of(Phase phase) {
   return static_cast<size_t>(phase) - 1;
 }
@@ -50,23 +50,8 @@ const nvtx3::named_category_in<Domain>& category(Phase phase) {
 }
 
 nvtx3::color color(Phase phase) {
-  switch (phase) {
-    case Phase::kInput:
-      return nvtx3::rgb{230, 159, 0};  // orange
-    case Phase::kH2D:
-      return nvtx3::rgb{86, 180, 233};  // sky blue
-    case Phase::kForward:
-      return nvtx3::rgb{0, 158, 115};  // green
-    case Phase::kBackward:
-      return nvtx3::rgb{0, 114, 178};  // blue
-    case Phase::kAllReduce:
-      return nvtx3::rgb{213, 94, 0};  // vermillion
-    case Phase::kOptimizer:
-      return nvtx3::rgb{204, 121, 167};  // pink
-    case Phase::kStep:
-      return nvtx3::rgb{120, 120, 120};  // grey
-  }
-  return nvtx3::rgb{0, 0, 0};
+  const PhaseColor c = phase_color(phase);
+  return nvtx3::rgb{c.red, c.green, c.blue};
 }
 
 }  // namespace detail

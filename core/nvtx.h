@@ -28,6 +28,8 @@ enum class Phase : uint32_t {
   kAllReduce = 5,
   kOptimizer = 6,
   kStep = 7,
+  // Around the steps a profiler should capture (--profile-steps): nsys's NVTX capture range.
+  kProfile = 8,
 };
 
 inline constexpr const char* phase_name(Phase phase) {
@@ -46,8 +48,39 @@ inline constexpr const char* phase_name(Phase phase) {
       return "optimizer";
     case Phase::kStep:
       return "step";
+    case Phase::kProfile:
+      return "profile";
   }
   return "?";
+}
+
+// One colour per phase (sRGB), stable across runs so that timelines can be compared by eye.
+// Defined here, not with the NVTX ranges, so that the HTML report's charts use the same
+// colours whether or not NVTX is compiled in: a phase looks the same in Nsight and the report.
+struct PhaseColor {
+  uint8_t red, green, blue;
+};
+
+inline constexpr PhaseColor phase_color(Phase phase) {
+  switch (phase) {
+    case Phase::kInput:
+      return {230, 159, 0};  // orange
+    case Phase::kH2D:
+      return {86, 180, 233};  // sky blue
+    case Phase::kForward:
+      return {0, 158, 115};  // green
+    case Phase::kBackward:
+      return {0, 114, 178};  // blue
+    case Phase::kAllReduce:
+      return {213, 94, 0};  // vermillion
+    case Phase::kOptimizer:
+      return {204, 121, 167};  // pink
+    case Phase::kStep:
+      return {120, 120, 120};  // grey
+    case Phase::kProfile:
+      return {0, 0, 0};  // black
+  }
+  return {0, 0, 0};
 }
 
 // Each mode lives in its own inline namespace, so that a translation unit compiled with
@@ -65,7 +98,7 @@ namespace detail {
 // Registered once per process (first use), so a range carries a handle, not a string.
 const nvtx3::registered_string_in<Domain>& message(Phase phase);
 const nvtx3::named_category_in<Domain>& category(Phase phase);
-// One colour per phase, stable across runs so that timelines can be compared by eye.
+// phase_color(phase) as NVTX takes it.
 nvtx3::color color(Phase phase);
 
 }  // namespace detail

@@ -338,6 +338,8 @@ json point_json(const SweepPoint& p) {
           {"error", p.error},
           {"bucket_bytes", p.bucket_bytes},
           {"peak_memory_bytes", p.peak_memory_bytes},
+          {"trace", p.trace},
+          {"profile", p.profile},
           {"repeats", std::move(repeats)},
           {"summary", p.ok() && !p.repeats.empty() ? summary_json(p) : json(nullptr)}};
 }
@@ -447,6 +449,8 @@ SweepPoint point_from_json(const JsonReader& r) {
   p.error = r.string("error");
   p.bucket_bytes = r.int64s("bucket_bytes");
   p.peak_memory_bytes = r.int64("peak_memory_bytes");
+  p.trace = r.string("trace");
+  p.profile = r.string("profile");
   const size_t repeats = r.array("repeats").size();
   for (size_t i = 0; i < repeats; ++i) {
     p.repeats.push_back(repeat_from_json(r.element("repeats", i), p.bucket_bytes.size()));

@@ -8,8 +8,8 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev   # oneDNN (its CMake config needs OpenCL's)
   libgloo-dev                      # collectives on CPU
   zlib1g-dev dataset-fashion-mnist # IDX datasets (gzip) and real data for the tests
-  nlohmann-json3-dev libfmt-dev libcli11-dev python3-jsonschema
-  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libfmt-dev libcli11-dev python3-jsonschema chromium
+  libgtest-dev libgmock-dev libbenchmark-dev libbenchmark-tools python3-scipy
   python3-torch                    # checkpoint interop test and the PyTorch comparison
 )
 

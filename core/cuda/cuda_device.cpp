@@ -1,5 +1,7 @@
 #include "core/cuda/cuda_device.h"
 
+#include <cuda_profiler_api.h>
+
 #include "core/check.h"
 
 namespace scalescope {
@@ -83,6 +85,16 @@ std::string CudaDevice::name() const {
 
 void CudaDevice::make_current() {
   SS_CHECK_CUDA(cudaSetDevice(index_));
+}
+
+void CudaDevice::start_profiler() {
+  ScopedCudaDevice scope(index_);
+  SS_CHECK_CUDA(cudaProfilerStart());
+}
+
+void CudaDevice::stop_profiler() {
+  ScopedCudaDevice scope(index_);
+  SS_CHECK_CUDA(cudaProfilerStop());
 }
 
 void* CudaDevice::allocate(size_t bytes) {

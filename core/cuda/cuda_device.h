@@ -61,6 +61,8 @@ class CudaDevice final : public Device {
   DeviceId id() const override { return DeviceId{DeviceKind::kCuda, index_}; }
   std::string name() const override;
   void make_current() override;
+  void start_profiler() override;
+  void stop_profiler() override;
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) noexcept override;
   void* allocate_host(size_t bytes) override;

@@ -22,7 +22,10 @@ std::string command_line();
 void add_train_command(CLI::App& app, Action& action);
 void add_sweep_command(CLI::App& app, Action& action);
 void add_report_command(CLI::App& app, Action& action);
+void add_profile_command(CLI::App& app, Action& action);
 void add_models_command(CLI::App& app, Action& action);
 void add_pipeline_bench_command(CLI::App& app, Action& action);
+void add_compare_command(CLI::App& app, Action& action);
+void add_export_command(CLI::App& app, Action& action);
 
 }  // namespace scalescope::cli

@@ -42,8 +42,11 @@ int main(int argc, char** argv) {
   scalescope::cli::add_train_command(app, action);
   scalescope::cli::add_sweep_command(app, action);
   scalescope::cli::add_report_command(app, action);
+  scalescope::cli::add_profile_command(app, action);
   scalescope::cli::add_models_command(app, action);
   scalescope::cli::add_pipeline_bench_command(app, action);
+  scalescope::cli::add_compare_command(app, action);
+  scalescope::cli::add_export_command(app, action);
   // CLI11 would only say that a subcommand is required; name the word it did not know.
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;

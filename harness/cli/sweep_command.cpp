@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "core/check.h"
@@ -12,6 +13,7 @@
 #include "harness/cli/training_options.h"
 #include "harness/sweep/sweep.h"
 #include "harness/telemetry/environment.h"
+#include "reports/html.h"
 #include "reports/table.h"
 
 namespace scalescope::cli {
@@ -25,6 +27,8 @@ struct SweepArgs {
   std::string global_batches;
   std::string config;
   std::string resume;
+  std::string html;  // also write the report as a self-contained HTML page here
+  std::string profile_steps;
   bool quiet = false;
 };
 
@@ -83,6 +87,15 @@ void register_options(CLI::App& cmd, SweepArgs& a) {
       ->capture_default_str();
   cmd.add_option("--resume", a.resume,
                  "Continue the sweep of this report: its options, its finished points kept");
+  cmd.add_option("--html", a.html,
+                 "Also write the report as one self-contained HTML page (charts, verdicts, "
+                 "environment) at the end of the sweep");
+  cmd.add_option("--trace", o.trace_prefix,
+                 "Write each point's first repeat as a Chrome/Perfetto trace named PREFIX + the "
+                 "point (e.g. --trace traces/ or --trace run1-)");
+  cmd.add_option("--profile-steps", a.profile_steps,
+                 "Measured steps A:B of every run inside a profiler capture range "
+                 "(cudaProfilerStart/Stop and an NVTX range 'profile'; see `scalescope profile`)");
   cmd.add_flag("-q,--quiet", a.quiet, "No progress, only the tables");
 }
 
@@ -101,6 +114,9 @@ void apply_flags(SweepArgs& a) {
     o.batches = parse_batches(a.global_batches, "--global-batch");
   }
   apply_training_flags(a.flags, o.train);
+  if (!a.profile_steps.empty()) {
+    std::tie(o.train.profile_first, o.train.profile_last) = parse_profile_steps(a.profile_steps);
+  }
 }
 
 nlohmann::json read_json_file(const std::string& path, const char* what) {
@@ -146,6 +162,15 @@ int run_sweep_command(const std::shared_ptr<SweepArgs>& parsed) {
   SweepOptions& o = args->options;
   o.command_line = command_line();
   validate(o);  // every value, before anything runs
+  SS_CHECK(args->html.empty() || args->html != o.output,
+           "--html {}: the same file as the JSON report (-o); give the page its own name",
+           args->html);
+  if (!args->html.empty()) {  // found now, not after the sweep has run
+    const std::string dir = std::filesystem::path(args->html).parent_path().string();
+    SS_CHECK(access(dir.empty() ? "." : dir.c_str(), W_OK) == 0,
+             "--html {}: cannot write in directory '{}' (missing or not writable)", args->html,
+             dir.empty() ? "." : dir);
+  }
 
   const bool tty = isatty(STDERR_FILENO) == 1;
   SweepProgress progress;
@@ -182,6 +207,10 @@ int run_sweep_command(const std::shared_ptr<SweepArgs>& parsed) {
   const SweepReport report = run_sweep(o, env, progress, resume.get());
   fmt::print("{}", format_sweep_tables(report));
   fmt::print("\nreport written to {}\n", o.output);
+  if (!args->html.empty()) {
+    write_sweep_html(args->html, report);
+    fmt::print("HTML report written to {}\n", args->html);
+  }
   return 0;
 }
 
@@ -199,11 +228,21 @@ void add_sweep_command(CLI::App& app, Action& action) {
 
 void add_report_command(CLI::App& app, Action& action) {
   auto file = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("report", "Print the tables of a sweep report again");
+  CLI::App* cmd = app.add_subcommand(
+      "report", "Print the tables of a sweep report again; --html writes its HTML page");
+  auto html = std::make_shared<std::string>();
   cmd->add_option("FILE", *file, "A report written by `scalescope sweep`")->required();
-  cmd->callback([&action, file] {
-    action = [file] {
-      fmt::print("{}", format_sweep_tables(read_sweep_report(*file)));
+  cmd->add_option("--html", *html,
+                  "Also write the report as one self-contained HTML page (charts, verdicts, "
+                  "environment)");
+  cmd->callback([&action, file, html] {
+    action = [file, html] {
+      const SweepReport report = read_sweep_report(*file);
+      fmt::print("{}", format_sweep_tables(report));
+      if (!html->empty()) {
+        write_sweep_html(*html, report);
+        fmt::print("\nHTML report written to {}\n", *html);
+      }
       return 0;
     };
   });

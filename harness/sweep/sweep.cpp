@@ -4,6 +4,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cinttypes>
+#include <cstdio>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -16,6 +19,7 @@
 #include "harness/trainer/data.h"
 #include "models/zoo.h"
 #include "reports/json_reader.h"
+#include "reports/trace.h"
 
 namespace scalescope {
 namespace {
@@ -139,6 +143,10 @@ void run_point(const SweepOptions& o, SweepPoint& p, const SweepProgress& progre
         p.peak_memory_bytes = std::max(p.peak_memory_bytes, bytes);
       }
       p.repeats.push_back(repeat_of(run));
+      if (repeat == 0 && !o.trace_prefix.empty()) {
+        p.trace = o.trace_prefix + point_file_name(p) + ".trace.json";
+        write_chrome_trace(p.trace, p.repeats.back().steps, {p.label(), p.bucket_bytes});
+      }
       ++done;
     }
   } catch (const std::bad_alloc&) {
@@ -160,6 +168,30 @@ std::vector<int64_t> int64_list(const JsonReader& r, std::string_view key) {
 }
 
 }  // namespace
+
+std::pair<int64_t, int64_t> parse_profile_steps(const std::string& text) {
+  const size_t colon = text.find(':');
+  int64_t first = 0;
+  int64_t last = 0;
+  const bool ok = colon != std::string::npos &&
+                  std::sscanf(text.c_str(), "%" SCNd64, &first) == 1 &&
+                  std::sscanf(text.c_str() + colon + 1, "%" SCNd64, &last) == 1 &&
+                  text.find_first_not_of("0123456789:") == std::string::npos;
+  SS_CHECK(ok && first >= 1 && last >= first,
+           "--profile-steps {}: give FIRST:LAST measured steps, 1 <= FIRST <= LAST (e.g. 3:7)",
+           text);
+  return {first, last};
+}
+
+std::string point_file_name(const SweepPoint& p) {
+  std::string model = p.model;
+  for (char& c : model) {
+    if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '-' && c != '.') c = '_';
+  }
+  return fmt::format("{}_{}{}_{}{}", model, p.device_kind, p.devices,
+                     p.mode == ScalingMode::kWeak ? "b" : "gb",
+                     p.mode == ScalingMode::kWeak ? p.batch : p.global_batch);
+}
 
 // "cifar-cnn,cnn:width=1,2,4" → cifar-cnn, cnn:width=1, cnn:width=2, cnn:width=4. A token
 // with ':' starts a model; "key=value" adds a key to the one before; a bare value repeats

@@ -33,12 +33,21 @@ struct SweepOptions {
   SteadyStateOptions steady;      // when the step time counts as settled
   TrainOptions train;             // optimizer, data, buckets, overlap, seed, timeouts
   std::string output = "scalescope-report.json";
+  // Chrome traces: each point's first repeat written to trace_prefix + a name of the point
+  // (+ ".trace.json"); "" writes none. The point records its trace's path.
+  std::string trace_prefix;
   std::string command_line;
 };
 
 // "cifar-cnn,cnn:width=1,2,4" → cifar-cnn, cnn:width=1, cnn:width=2, cnn:width=4. Throws
 // Error naming an empty item.
 std::vector<std::string> split_model_list(const std::string& text);
+
+// "A:B" → measured steps A..B (1-based) for the profiler's capture range; throws Error
+// naming the text.
+std::pair<int64_t, int64_t> parse_profile_steps(const std::string& text);
+// A file-name-safe name of a point: "cifar-cnn_cpu2_b64".
+std::string point_file_name(const SweepPoint& point);
 
 // The config file's keys (JSON): the long flag names with '-' as '_'. Unknown keys, wrong
 // types and bad values are errors naming the key.

@@ -83,6 +83,13 @@ void validate(const TrainOptions& o) {
   SS_CHECK(o.lr_warmup_steps >= 0, "--lr-warmup-steps {} must not be negative", o.lr_warmup_steps);
   SS_CHECK(o.check_every >= 0, "--check-every {} must be 0 (only at the end) or positive",
            o.check_every);
+  SS_CHECK(o.profile_first >= 0 && o.profile_last >= o.profile_first &&
+               (o.profile_first > 0) == (o.profile_last > 0),
+           "--profile-steps {}:{} must be FIRST:LAST with 1 <= FIRST <= LAST", o.profile_first,
+           o.profile_last);
+  SS_CHECK(o.profile_last <= o.steps || o.epochs > 0,
+           "--profile-steps {}:{} goes past the {} measured steps", o.profile_first,
+           o.profile_last, o.steps);
   SS_CHECK(std::isfinite(o.memory_limit_mb) && o.memory_limit_mb >= 0.0,
            "--memory-limit-mb {} must be 0 (no limit) or a positive size", o.memory_limit_mb);
   if (o.adaptive_warmup.enabled) {
@@ -323,9 +330,21 @@ void run_replica(Group& g, int rank) {
   int64_t warmup_steps = adaptive ? -1 : std::min(o.warmup_steps, g.steps - 1);
   bool settled = false;
   std::vector<double> warmup_ms;  // the group's step times during warm-up
+  // Open while the profiled steps run (an NVTX range spans them on this thread).
+  std::optional<nvtx::Range> profile_range;
   for (int64_t step = 1; step <= last_step; ++step) {
     const double lr =
         scheduled_lr(o.optimizer.lr, o.lr_scaling, g.spec.count(), o.lr_warmup_steps, step);
+    const int64_t measured = warmup_steps >= 0 ? step - warmup_steps : 0;
+    // Closed here, before this step's range opens: NVTX ranges of a thread are a stack.
+    if (profile_range && measured == o.profile_last + 1) {
+      profile_range.reset();
+      if (rank == 0) device->stop_profiler();
+    }
+    if (o.profile_first > 0 && measured == o.profile_first) {
+      if (rank == 0) device->start_profiler();
+      profile_range.emplace(nvtx::Phase::kProfile, step);
+    }
     nvtx::Range step_range(nvtx::Phase::kStep, step);
     ev.start->record(stream);
     const float* inputs = resident_inputs.data();
@@ -440,6 +459,10 @@ void run_replica(Group& g, int rank) {
       if (rank == 0) ++g.consistency_checks;
     }
     if (step % steps_per_epoch == 0) run_eval(step / steps_per_epoch, step);
+  }
+  if (profile_range) {
+    profile_range.reset();
+    if (rank == 0) device->stop_profiler();
   }
   // A final evaluation when training stopped inside an epoch.
   if (last_step % steps_per_epoch != 0) run_eval(last_step / steps_per_epoch + 1, last_step);

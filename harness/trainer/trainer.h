@@ -74,6 +74,12 @@ struct TrainOptions {
   // Device memory each replica may use, in MiB (0: what the device has): emulates a smaller
   // device; a run that needs more fails as out of memory.
   double memory_limit_mb = 0.0;
+  // Measured steps first..last (1-based, counted after the warm-up; 0: none) run inside a
+  // profiler capture range: cudaProfilerStart/Stop on GPUs and an NVTX range "profile" on
+  // every replica thread, so `nsys profile --capture-range=cudaProfilerApi` (or
+  // `--capture-range=nvtx`) records just them.
+  int64_t profile_first = 0;
+  int64_t profile_last = 0;
   std::string command_line;
   // Progress: after every step, and after every evaluation.
   std::function<void(const StepRecord&)> on_step;

@@ -1,0 +1,104 @@
+"""What the PyTorch comparisons in bench/ share: the PyTorch definitions of scalescope's
+models, the optimizer settings matching scalescope's defaults, running scalescope, and
+step-time statistics.
+
+The models here are the PyTorch twins of scalescope's model zoo (models/zoo.cpp): same
+layers, Glorot-uniform weights and zero biases, same loss.
+"""
+import json
+import math
+import os
+import subprocess
+import tempfile
+
+import torch
+from torch import nn
+
+CASES = [  # (model, batch per replica)
+    ("cifar-cnn", 64),
+    ("mlp-41m", 32),
+]
+
+# scalescope's optimizer defaults (models/kernels.h: OptimizerConfig; the --lr defaults in
+# harness/cli/training_options.cpp), spelled out so that both tools get the same settings
+# explicitly. SGD's update is PyTorch's (no dampening); momentum 0.9 is our choice (scalescope's
+# default is 0), passed to both.
+OPTIMIZERS = {
+    "adam": {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-7},
+    "sgd": {"lr": 1e-2, "momentum": 0.9},
+}
+
+
+def optimizer_description(kind):
+    o = OPTIMIZERS[kind]
+    if kind == "adam":
+        return f"Adam lr {o['lr']:g}, betas {o['betas'][0]:g}/{o['betas'][1]:g}, eps {o['eps']:g}"
+    return f"SGD lr {o['lr']:g}, momentum {o['momentum']:g}"
+
+
+def torch_optimizer(kind, params):
+    o = OPTIMIZERS[kind]
+    if kind == "adam":
+        return torch.optim.Adam(params, lr=o["lr"], betas=o["betas"], eps=o["eps"])
+    return torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"])
+
+
+def scalescope_optimizer_args(kind):
+    o = OPTIMIZERS[kind]
+    args = ["--optimizer", kind, "--lr", repr(o["lr"])]
+    if kind == "sgd":
+        args += ["--momentum", repr(o["momentum"])]
+    # scalescope's Adam betas and epsilon are not options: its defaults are the ones above.
+    return args
+
+
+def torch_model(name):
+    """Returns (model, sample shape, loss function, labels(n) -> label tensor)."""
+    if name == "cifar-cnn":
+        m = nn.Sequential(
+            nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(8 * 8 * 64, 64), nn.ReLU(), nn.Linear(64, 10))
+        return m, (3, 32, 32), nn.CrossEntropyLoss(), lambda n: torch.randint(0, 10, (n,))
+    if name == "mlp-41m":
+        m = nn.Sequential(
+            nn.Linear(8000, 4000), nn.Tanh(), nn.Linear(4000, 2000), nn.ReLU(),
+            nn.Linear(2000, 500), nn.ReLU(), nn.Linear(500, 300), nn.ReLU(),
+            nn.Linear(300, 1), nn.Sigmoid())
+        return m, (8000,), nn.BCELoss(), lambda n: torch.randint(0, 2, (n, 1)).float()
+    raise ValueError(name)
+
+
+def glorot(model):
+    for mod in model.modules():
+        if isinstance(mod, (nn.Linear, nn.Conv2d)):
+            nn.init.xavier_uniform_(mod.weight)
+            nn.init.zeros_(mod.bias)
+
+
+def default_binary():
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "scalescope")
+
+
+def run_scalescope(binary, args):
+    """Runs `binary train ARGS -q -o FILE` and returns the run JSON (reports/run_report.cpp)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "run.json")
+        subprocess.run([binary, "train", *args, "-q", "-o", out], check=True,
+                       stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            return json.load(f)
+
+
+def percentile(values, q):
+    """Linear interpolation between closest ranks, as scalescope's reports/stats.cpp."""
+    s = sorted(values)
+    pos = q * (len(s) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (pos - lo) * (s[hi] - s[lo])
+
+
+def stats(values):
+    return {"n": len(values), "median": percentile(values, 0.5), "p10": percentile(values, 0.1),
+            "p90": percentile(values, 0.9)}

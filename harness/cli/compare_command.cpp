@@ -1,0 +1,102 @@
+// `scalescope compare BASELINE CURRENT`: the regression gate of a CI job. Exit status 0: no
+// regression; 1: a regression (or a point that ran in the baseline fails now); 2: bad input (an
+// unreadable or invalid report, a bad flag value, or, with --strict, environments that differ).
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "core/check.h"
+#include "core/fs.h"
+#include "harness/cli/commands.h"
+#include "reports/compare.h"
+
+namespace scalescope::cli {
+namespace {
+
+constexpr int kNoRegression = 0;
+constexpr int kRegression = 1;
+constexpr int kBadInput = 2;
+
+struct CompareArgs {
+  std::string baseline;
+  std::string current;
+  std::vector<std::string> thresholds;  // each a --threshold value; items joined
+  double alpha = 0.05;
+  std::string min_phase_change = "1%";
+  std::string markdown;
+  bool strict = false;
+};
+
+int run_compare(const CompareArgs& a) {
+  // Every flag is checked before a report is read.
+  CompareOptions options;
+  std::string spec;
+  for (const std::string& t : a.thresholds) spec += (spec.empty() ? "" : ",") + t;
+  if (!spec.empty()) options.thresholds = parse_thresholds(spec);
+  SS_CHECK(a.alpha > 0.0 && a.alpha < 1.0,
+           "--alpha {} is not a significance level (accepted: 0 < alpha < 1, e.g. 0.05)", a.alpha);
+  options.alpha = a.alpha;
+  options.min_phase_change = parse_percent(a.min_phase_change, "--min-phase-change");
+
+  const SweepReport baseline = read_sweep_report(a.baseline);
+  const SweepReport current = read_sweep_report(a.current);
+  const Comparison c = compare_reports(baseline, current, options, a.baseline, a.current);
+  if (a.strict && !c.environment.empty()) {
+    std::string list;
+    for (const EnvironmentDifference& d : c.environment) {
+      list +=
+          fmt::format("{}{} '{}' vs '{}'", list.empty() ? "" : "; ", d.what, d.baseline, d.current);
+    }
+    throw_error(fmt::format("--strict: the environments of {} and {} differ: {}", a.baseline,
+                            a.current, list));
+  }
+  fmt::print("{}", format_comparison_table(c));
+  if (!a.markdown.empty()) {
+    write_file_atomic(a.markdown, format_comparison_markdown(c));
+    fmt::print("markdown written to {}\n", a.markdown);
+  }
+  return c.regressed() ? kRegression : kNoRegression;
+}
+
+}  // namespace
+
+void add_compare_command(CLI::App& app, Action& action) {
+  auto args = std::make_shared<CompareArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "compare",
+      "Compare two sweep reports point by point; exit status 1 when a metric regressed beyond "
+      "its threshold and beyond noise, 2 on bad input");
+  cmd->add_option("BASELINE", args->baseline, "The reference sweep report")->required();
+  cmd->add_option("CURRENT", args->current, "The sweep report to judge")->required();
+  cmd->add_option("--threshold", args->thresholds,
+                  "Relative change that counts, default 5%: PERCENT for every metric and/or "
+                  "NAME=PERCENT items, comma-separated (names: throughput, step_time, "
+                  "efficiency, input, h2d, forward, backward, allreduce, allreduce_exposed, "
+                  "optimizer, phases), e.g. 5%,throughput=3%,allreduce_exposed=10%");
+  cmd->add_option("--alpha", args->alpha,
+                  "Significance level of the Mann-Whitney U test on the per-step samples")
+      ->capture_default_str();
+  cmd->add_option("--min-phase-change", args->min_phase_change,
+                  "A phase counts only when its median moved by at least this share of the "
+                  "baseline's step time")
+      ->capture_default_str();
+  cmd->add_option("--markdown", args->markdown,
+                  "Also write the comparison as Markdown (a pull-request comment) to this file");
+  cmd->add_flag("--strict", args->strict,
+                "Refuse (exit status 2) when the environments differ (GPUs, driver, libraries, "
+                "build type, CPU, cores)");
+  cmd->callback([&action, args] {
+    action = [args] {
+      // Bad input is status 2 here, not main's 1: 1 means "regression" to a CI job.
+      try {
+        return run_compare(*args);
+      } catch (const Error& e) {
+        fmt::print(stderr, "scalescope: error: {}\n", e.what());
+        return kBadInput;
+      }
+    };
+  });
+}
+
+}  // namespace scalescope::cli

@@ -1,0 +1,82 @@
+// `scalescope export FILE --format ...`: a sweep report in another benchmark tracker's format
+// (reports/export.h says what each holds).
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "core/check.h"
+#include "core/fs.h"
+#include "harness/cli/commands.h"
+#include "reports/export.h"
+
+namespace scalescope::cli {
+namespace {
+
+struct ExportArgs {
+  std::string file;
+  std::string format;
+  std::string output = "-";
+  std::string metric;  // github-action-benchmark only; empty: throughput
+};
+
+int run_export(const ExportArgs& a) {
+  const ExportFormat format = parse_export_format(a.format);
+  SS_CHECK(a.metric.empty() || format == ExportFormat::kGithubActionBenchmark,
+           "--metric {} applies to --format github-action-benchmark only (the other formats "
+           "hold every metric)",
+           a.metric);
+  const GithubMetric metric =
+      a.metric.empty() ? GithubMetric::kThroughput : parse_github_metric(a.metric);
+  const SweepReport report = read_sweep_report(a.file);
+  nlohmann::json j;
+  switch (format) {
+    case ExportFormat::kGbench:
+      j = to_gbench_json(report);
+      break;
+    case ExportFormat::kGithubActionBenchmark:
+      j = to_github_action_benchmark_json(report, metric);
+      break;
+    case ExportFormat::kBencher:
+      j = to_bencher_json(report);
+      break;
+  }
+  if (format != ExportFormat::kGbench) {
+    for (const SweepPoint& p : report.points) {
+      if (!p.ok()) {
+        fmt::print(stderr, "export: left out {}, which failed ({})\n", p.label(), p.error);
+      }
+    }
+  }
+  const std::string text = j.dump(2) + "\n";
+  if (a.output == "-") {
+    fmt::print("{}", text);
+  } else {
+    write_file_atomic(a.output, text);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_export_command(CLI::App& app, Action& action) {
+  auto args = std::make_shared<ExportArgs>();
+  CLI::App* cmd =
+      app.add_subcommand("export", "Write a sweep report in another benchmark tracker's format");
+  cmd->add_option("FILE", args->file, "A report written by `scalescope sweep`")->required();
+  cmd->add_option("--format", args->format,
+                  "gbench (Google Benchmark JSON, for its compare.py), github-action-benchmark "
+                  "(customBiggerIsBetter; customSmallerIsBetter with --metric step-time) or "
+                  "bencher (Bencher Metric Format)")
+      ->required()
+      ->check(CLI::IsMember({"gbench", "github-action-benchmark", "bencher"}));
+  cmd->add_option("-o,--output", args->output, "Output file; - for standard output")
+      ->capture_default_str();
+  cmd->add_option("--metric", args->metric,
+                  "github-action-benchmark only: throughput (samples/s, bigger is better; the "
+                  "default) or step-time (median ms, smaller is better)")
+      ->check(CLI::IsMember({"throughput", "step-time"}));
+  cmd->callback([&action, args] { action = [args] { return run_export(*args); }; });
+}
+
+}  // namespace scalescope::cli

@@ -1,0 +1,132 @@
+// Small SVG primitives for the HTML report's charts: a document builder that escapes every
+// text and attribute value it is given, linear and base-2 logarithmic scales with their
+// ticks, and axes with grid lines. Nothing here knows about sweeps; html.cpp composes charts.
+//
+// The SVG is meant to be inlined in an HTML page (no xmlns attribute: HTML5 parses inline
+// <svg> into the SVG namespace by itself, and the page then names no URL at all). Axis text
+// and grid lines carry CSS classes (svg-axis, svg-grid, svg-tick, svg-label) that the page
+// styles; data shapes carry their colours as attributes.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace scalescope::svg {
+
+// &, <, >, " and ' as character references: safe both as element text and inside a quoted
+// attribute value.
+std::string escape(std::string_view text);
+
+// Coordinates and lengths as short text: at most 2 decimals, no trailing zeros ("12",
+// "12.5", "-0.25"). Keeps the markup small and stable across platforms.
+std::string num(double v);
+
+// One attribute; the value is escaped when written.
+struct Attr {
+  std::string name;
+  std::string value;
+};
+using Attrs = std::vector<Attr>;
+
+struct Point {
+  double x = 0;
+  double y = 0;
+};
+
+// Builds one <svg> element. Shapes are appended in drawing order (later ones on top).
+class Document {
+ public:
+  // <svg viewBox="0 0 width height" data-chart="chart" role="img"> with <title>title</title>
+  // as its first child; `attrs` are added to the <svg> element (data-model, data-batch, ...).
+  // REQUIRES: width, height > 0; chart non-empty.
+  Document(double width, double height, std::string_view chart, std::string_view title,
+           const Attrs& attrs = {});
+
+  double width() const { return width_; }
+  double height() const { return height_; }
+
+  // A non-empty `tooltip` becomes the shape's <title> child (the browser shows it on hover).
+  void rect(double x, double y, double w, double h, const Attrs& attrs,
+            std::string_view tooltip = {});
+  void circle(double cx, double cy, double r, const Attrs& attrs, std::string_view tooltip = {});
+  void line(double x1, double y1, double x2, double y2, const Attrs& attrs);
+  void polyline(const std::vector<Point>& points, const Attrs& attrs);
+  void text(double x, double y, std::string_view text, const Attrs& attrs = {});
+  // <g> ... </g>: groups shapes so that a reader (or a test) can find them as one item. A
+  // non-empty `tooltip` is the group's <title> (shown on hover over any of its shapes).
+  void open_group(const Attrs& attrs, std::string_view tooltip = {});
+  void close_group();
+
+  // The finished element. REQUIRES: every group closed.
+  std::string finish() &&;
+
+ private:
+  void open_tag(std::string_view tag, const Attrs& attrs);
+  double width_;
+  double height_;
+  std::string out_;
+  int open_groups_ = 0;
+};
+
+// value → pixel, linear. The domain may be given in either order of the range (y axes run
+// upwards: range bottom, top).
+class LinearScale {
+ public:
+  // REQUIRES: d0 != d1.
+  LinearScale(double d0, double d1, double r0, double r1);
+  double operator()(double v) const;
+  // Round tick values (steps of 1, 2 or 5 × 10^k) within the domain, about `count` of them.
+  std::vector<double> ticks(int count) const;
+
+ private:
+  double d0_, d1_, r0_, r1_;
+};
+
+// value → pixel on a base-2 logarithmic axis (device counts, speedups).
+class Log2Scale {
+ public:
+  // REQUIRES: 0 < d0 < d1.
+  Log2Scale(double d0, double d1, double r0, double r1);
+  double operator()(double v) const;
+  // The powers of two within the domain; when there would be more than `max_count`, every
+  // second (fourth, ...) one.
+  std::vector<double> ticks(int max_count) const;
+
+ private:
+  double l0_, l1_, r0_, r1_;
+};
+
+struct Tick {
+  double position = 0;  // pixel
+  std::string label;
+};
+
+// A horizontal axis line at pixel `y` from `x0` to `x1`: tick marks and labels below it, a
+// light vertical grid line from each tick up to `grid_top` (no grid when grid_top >= y), and
+// `title` centred under the labels.
+void x_axis(Document& doc, const std::vector<Tick>& ticks, double y, double x0, double x1,
+            double grid_top, std::string_view title);
+// A vertical axis at pixel `x` from `y0` (bottom) to `y1` (top): labels left of it, a light
+// horizontal grid line from each tick to `grid_right` (none when grid_right <= x), and `title`
+// rotated along the axis.
+void y_axis(Document& doc, const std::vector<Tick>& ticks, double x, double y0, double y1,
+            double grid_right, std::string_view title);
+
+// A legend entry: a swatch (a filled square, or a line when `line` is set; dashed when
+// `dashed`) and its label. Returns the x just after the label, for the next entry: label width
+// is estimated from its length (no text measurement without a browser).
+struct LegendItem {
+  std::string label;
+  std::string color;
+  bool line = false;
+  bool dashed = false;
+  bool marker = false;         // a circle on the line (filled unless hollow)
+  bool hollow_marker = false;  // an open circle
+};
+double legend_item(Document& doc, double x, double y, const LegendItem& item);
+// Estimated width in pixels of `text` at the page's chart font size (11 px).
+double text_width(std::string_view text, double font_px = 11.0);
+
+}  // namespace scalescope::svg

@@ -1,0 +1,323 @@
+#!/usr/bin/python3
+"""The HTML report, rendered by a real browser.
+
+Runs a tiny real sweep with `--html` (and `scalescope report FILE --html` on its JSON), then
+opens the page in headless Chromium:
+  * --dump-dom: the DOM Chromium built holds every chart's <svg> with a <title> and shapes
+    inside it, the number of bars / cells / markers the points call for, a dashed projection,
+    and nothing that loads from elsewhere;
+  * --screenshot: a PNG that is not blank (many colours, among them the NVTX phase colours of
+    the bars and the heat map's green).
+
+Usage: render_html.py SCALESCOPE [--keep DIR]   (DIR keeps the page and the screenshot)
+Exit status 77 (ctest's SKIP_RETURN_CODE) when chromium is not installed. Standard library
+only: the PNG is decoded with zlib.
+"""
+
+import argparse
+import html.parser
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import zlib
+
+SKIP = 77
+CHROMIUM_TIMEOUT_S = 120
+SWEEP_TIMEOUT_S = 300
+
+failures = []
+
+
+def ok(what):
+    print(f"ok: {what}")
+
+
+def check(condition, what):
+    if condition:
+        ok(what)
+    else:
+        failures.append(what)
+        print(f"FAIL: {what}")
+
+
+def run(cmd, timeout, **kwargs):
+    """Runs cmd in its own process group, killing the whole group on timeout: Chromium forks
+    helpers that would otherwise outlive it and hold ctest."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True, **kwargs)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        sys.exit(f"FAIL: timed out after {timeout} s: {' '.join(cmd)}")
+    if proc.returncode != 0:
+        sys.exit(f"FAIL: exit status {proc.returncode}: {' '.join(cmd)}\n"
+                 f"{out.decode(errors='replace')[-3000:]}\n{err.decode(errors='replace')[-3000:]}")
+    return out.decode(errors="replace")
+
+
+def chromium(binary, profile, *args):
+    return run([binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--no-first-run", "--no-default-browser-check", "--disable-extensions",
+                "--hide-scrollbars", f"--user-data-dir={profile}", *args],
+               CHROMIUM_TIMEOUT_S)
+
+
+# ---------------------------------------------------------------------------------------
+# The DOM Chromium dumped.
+
+SHAPES = {"rect", "circle", "line", "polyline", "path", "polygon"}
+VOID = {"meta", "br", "hr", "img", "input", "link"}
+
+
+class Chart:
+    def __init__(self, attrs):
+        self.attrs = attrs
+        self.kind = attrs.get("data-chart", "")
+        self.model = attrs.get("data-model", "")
+        self.title = ""
+        self.shapes = {}
+        self.marked = {}  # data-* attribute name → elements carrying it
+        self.dashed_projections = 0
+        self.projections = 0
+
+
+class Dom(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.charts = []
+        self.current = None  # the chart being read
+        self.depth = 0  # elements open inside it
+        self.in_title = False
+        self.external = []  # attributes that would load something from elsewhere
+        self.scripts = 0
+
+    def handle_starttag(self, tag, attrs):
+        a = {k: (v or "") for k, v in attrs}
+        for name in ("src", "href", "srcset", "poster", "data"):
+            value = a.get(name)
+            if value is not None and name in a and not value.startswith("#"):
+                self.external.append(f"<{tag} {name}={value!r}>")
+        if "url(" in a.get("style", ""):
+            self.external.append(f"<{tag} style={a['style']!r}>")
+        if tag == "script":
+            self.scripts += 1
+        if tag == "svg" and self.current is None:
+            self.current = Chart(a)
+            self.charts.append(self.current)
+            self.depth = 0
+            return
+        if self.current is None:
+            return
+        if tag not in VOID:
+            self.depth += 1
+        if tag == "title" and self.depth == 1:
+            self.in_title = True
+        if tag in SHAPES:
+            self.current.shapes[tag] = self.current.shapes.get(tag, 0) + 1
+        for name in a:
+            if name.startswith("data-"):
+                self.current.marked[name] = self.current.marked.get(name, 0) + 1
+        if tag == "polyline" and a.get("data-projected") == "true":
+            self.current.projections += 1
+            if a.get("stroke-dasharray"):
+                self.current.dashed_projections += 1
+
+    def handle_endtag(self, tag):
+        if self.current is None:
+            return
+        if tag == "svg" and self.depth == 0:
+            self.current = None
+            return
+        if tag == "title":
+            self.in_title = False
+        if tag not in VOID:
+            self.depth -= 1
+
+    def handle_data(self, data):
+        if self.current is not None and self.in_title:
+            self.current.title += data
+
+
+# ---------------------------------------------------------------------------------------
+# PNG decoding (8-bit RGB or RGBA, not interlaced: what Chromium writes).
+
+def paeth(a, b, c):
+    p = a + b - c
+    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+    if pa <= pb and pa <= pc:
+        return a
+    return b if pb <= pc else c
+
+
+def decode_png(data):
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("not a PNG (bad signature)")
+    pos = 8
+    idat = bytearray()
+    header = None
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        elif kind == b"IEND":
+            break
+    width, height, depth, color_type, _, _, interlace = header
+    if depth != 8 or color_type not in (2, 6) or interlace != 0:
+        raise ValueError(f"unsupported PNG: depth {depth}, colour type {color_type}, "
+                         f"interlace {interlace}")
+    bpp = 3 if color_type == 2 else 4
+    stride = width * bpp
+    raw = zlib.decompress(bytes(idat))
+    rows = []
+    previous = bytearray(stride)
+    for y in range(height):
+        start = y * (stride + 1)
+        kind = raw[start]
+        row = bytearray(raw[start + 1:start + 1 + stride])
+        if kind == 1:
+            for i in range(bpp, stride):
+                row[i] = (row[i] + row[i - bpp]) & 0xFF
+        elif kind == 2:
+            row = bytearray((r + p) & 0xFF for r, p in zip(row, previous))
+        elif kind == 3:
+            for i in range(stride):
+                left = row[i - bpp] if i >= bpp else 0
+                row[i] = (row[i] + ((left + previous[i]) >> 1)) & 0xFF
+        elif kind == 4:
+            for i in range(stride):
+                left = row[i - bpp] if i >= bpp else 0
+                up_left = previous[i - bpp] if i >= bpp else 0
+                row[i] = (row[i] + paeth(left, previous[i], up_left)) & 0xFF
+        elif kind != 0:
+            raise ValueError(f"row {y}: unknown filter {kind}")
+        rows.append(bytes(row))
+        previous = row
+    return width, height, bpp, rows
+
+
+def colours_of(rows, bpp):
+    seen = {}
+    for row in rows:
+        for i in range(0, len(row), bpp):
+            c = row[i:i + 3]
+            seen[c] = seen.get(c, 0) + 1
+    return seen
+
+
+def has_colour(seen, hex_colour, tolerance=3, at_least=50):
+    want = bytes.fromhex(hex_colour.lstrip("#"))
+    n = 0
+    for c, count in seen.items():
+        if all(abs(c[k] - want[k]) <= tolerance for k in range(3)):
+            n += count
+    return n >= at_least
+
+
+# ---------------------------------------------------------------------------------------
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scalescope")
+    parser.add_argument("--keep", help="copy the page and the screenshot here")
+    args = parser.parse_args()
+    args.scalescope = os.path.abspath(args.scalescope)
+
+    browser = os.environ.get("CHROMIUM") or shutil.which("chromium")
+    if browser is None:
+        print("SKIP: chromium is not installed, so the HTML report is not rendered here "
+              "(install it with `apt-get install chromium`, or run scripts/setup.sh)")
+        return SKIP
+
+    with tempfile.TemporaryDirectory(prefix="scalescope_html_") as tmp:
+        report = os.path.join(tmp, "report.json")
+        page = os.path.join(tmp, "report.html")
+        again = os.path.join(tmp, "again.html")
+        # Two models, one batch, one and two CPU devices: every chart, a projection (cifar-cnn's
+        # buckets differ in size, so the all-reduce model can be fitted), a waterfall each.
+        run([args.scalescope, "sweep", "--models", "dense-100,cifar-cnn", "--devices", "cpu:1,2",
+             "--batch", "8", "--threads", "1", "--oversubscribe", "--repeats", "2", "--steps", "3",
+             "--max-warmup-steps", "4", "-o", report, "--html", page, "-q"], SWEEP_TIMEOUT_S,
+            cwd=tmp)
+        check(os.path.getsize(page) > 10000, f"sweep --html wrote the page ({os.path.getsize(page)} B)")
+        out = run([args.scalescope, "report", report, "--html", again], SWEEP_TIMEOUT_S, cwd=tmp)
+        check("HTML report written to" in out and os.path.exists(again),
+              "report FILE --html writes the page too")
+        with open(page, encoding="utf-8") as f:
+            source = f.read()
+        with open(again, encoding="utf-8") as f:
+            source_again = f.read()
+        charts_of = lambda text: sorted(re.findall(r'data-chart="([^"]+)"', text))
+        check(charts_of(source) == charts_of(source_again),
+              "both pages hold the same charts")
+
+        profile = os.path.join(tmp, "profile")
+        url = "file://" + page
+        dom_text = chromium(browser, profile, "--dump-dom", url)
+        dom = Dom()
+        dom.feed(dom_text)
+        check("<main>" in dom_text or "<main" in dom_text, "Chromium rendered the page's DOM")
+        kinds = sorted(c.kind for c in dom.charts)
+        expected = sorted(["speedup", "efficiency-heatmap", "phases", "waterfall"] * 2)
+        check(kinds == expected, f"one of each chart per model: {kinds}")
+        for c in dom.charts:
+            shapes = sum(c.shapes.values())
+            check(c.title.strip() != "" and shapes > 0,
+                  f"{c.kind} of {c.model}: titled '{c.title.strip()}', {shapes} shapes {c.shapes}")
+        for c in dom.charts:
+            if c.kind == "phases":
+                check(c.marked.get("data-bar", 0) == 2, f"phases of {c.model}: a bar per point")
+            if c.kind == "efficiency-heatmap":
+                check(c.marked.get("data-cell", 0) == 2, f"heat map of {c.model}: a cell per point")
+            if c.kind == "speedup":
+                check(c.marked.get("data-point", 0) == 2,
+                      f"speedup of {c.model}: a marker per point")
+                check(c.marked.get("data-ideal", 0) == 1, f"speedup of {c.model}: the ideal line")
+            if c.kind == "waterfall":
+                check(c.marked.get("data-step", 0) == 7, f"waterfall of {c.model}: 7 steps")
+        cnn = [c for c in dom.charts if c.kind == "speedup" and c.model == "cifar-cnn"]
+        check(len(cnn) == 1 and cnn[0].projections == 1 and cnn[0].dashed_projections == 1,
+              "cifar-cnn's projection is drawn, dashed")
+        check(not dom.external, f"nothing loads from elsewhere {dom.external}")
+        check(dom.scripts == 0, "no script")
+
+        shot = os.path.join(tmp, "report.png")
+        chromium(browser, profile, f"--screenshot={shot}", "--window-size=1200,3000", url)
+        with open(shot, "rb") as f:
+            png = f.read()
+        check(len(png) > 0, f"screenshot written ({len(png)} B)")
+        width, height, bpp, rows = decode_png(png)
+        check((width, height) == (1200, 3000), f"screenshot is 1200x3000 ({width}x{height})")
+        seen = colours_of(rows, bpp)
+        check(len(seen) > 50, f"screenshot is not blank: {len(seen)} distinct colours")
+        # The bars' NVTX colours (backward blue, forward green) and the heat map's 100% green:
+        # the charts were drawn, not only the page around them.
+        for name, colour in (("backward", "#0072b2"), ("forward", "#009e73"),
+                             ("efficiency 100%", "#2e9e55")):
+            check(has_colour(seen, colour), f"the screenshot shows {name} ({colour})")
+
+        if args.keep:
+            os.makedirs(args.keep, exist_ok=True)
+            for path in (page, shot):
+                shutil.copy(path, args.keep)
+            ok(f"kept the page and screenshot in {args.keep}")
+
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
