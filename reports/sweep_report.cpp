@@ -402,10 +402,12 @@ RepeatRecord repeat_from_json(const JsonReader& r, size_t buckets) {
       SS_CHECK(v.size() == n, "{}: {} values for {} steps", columns.name(f.name), v.size(), n);
       for (size_t i = 0; i < n; ++i) out.steps[i].replicas[k].*f.times = v[i];
     }
-    const std::vector<double> start = columns.numbers("start_ms");
-    SS_CHECK(start.size() == n, "{}: {} values for {} steps", columns.name("start_ms"),
-             start.size(), n);
-    for (size_t i = 0; i < n; ++i) out.steps[i].replicas[k].start_ms = start[i];
+    if (columns.has("start_ms")) {  // added in 1.0's lifetime: optional when reading
+      const std::vector<double> start = columns.numbers("start_ms");
+      SS_CHECK(start.size() == n, "{}: {} values for {} steps", columns.name("start_ms"),
+               start.size(), n);
+      for (size_t i = 0; i < n; ++i) out.steps[i].replicas[k].start_ms = start[i];
+    }
   }
   const json& bucket_ms = r.array("bucket_ms");
   SS_CHECK(bucket_ms.size() == buckets, "{}: {} buckets, but bucket_bytes has {}",
@@ -449,8 +451,9 @@ SweepPoint point_from_json(const JsonReader& r) {
   p.error = r.string("error");
   p.bucket_bytes = r.int64s("bucket_bytes");
   p.peak_memory_bytes = r.int64("peak_memory_bytes");
-  p.trace = r.string("trace");
-  p.profile = r.string("profile");
+  // Added in 1.0's lifetime: optional when reading.
+  if (r.has("trace")) p.trace = r.string("trace");
+  if (r.has("profile")) p.profile = r.string("profile");
   const size_t repeats = r.array("repeats").size();
   for (size_t i = 0; i < repeats; ++i) {
     p.repeats.push_back(repeat_from_json(r.element("repeats", i), p.bucket_bytes.size()));

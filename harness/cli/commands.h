@@ -25,6 +25,7 @@ void add_report_command(CLI::App& app, Action& action);
 void add_profile_command(CLI::App& app, Action& action);
 void add_models_command(CLI::App& app, Action& action);
 void add_pipeline_bench_command(CLI::App& app, Action& action);
+void add_collectives_command(CLI::App& app, Action& action);
 void add_compare_command(CLI::App& app, Action& action);
 void add_export_command(CLI::App& app, Action& action);
 

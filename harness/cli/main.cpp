@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   scalescope::cli::add_profile_command(app, action);
   scalescope::cli::add_models_command(app, action);
   scalescope::cli::add_pipeline_bench_command(app, action);
+  scalescope::cli::add_collectives_command(app, action);
   scalescope::cli::add_compare_command(app, action);
   scalescope::cli::add_export_command(app, action);
   // CLI11 would only say that a subcommand is required; name the word it did not know.

@@ -1,0 +1,171 @@
+// `scalescope collectives`: all-reduce time and bandwidth over a range of message sizes, as
+// nccl-tests' all_reduce_perf measures them, with a data check per size. The α-β fit at the
+// end is the cost model the sweep's projections use, taken from this measurement alone.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/check.h"
+#include "core/device_spec.h"
+#include "core/fs.h"
+#include "harness/cli/commands.h"
+#include "harness/collectives/benchmark.h"
+#include "harness/telemetry/environment.h"
+
+namespace scalescope::cli {
+namespace {
+
+struct CollectivesArgs {
+  std::string devices = "cpu:2";
+  std::string min_bytes = "8";
+  std::string max_bytes = "64M";
+  int64_t factor = 2;
+  int warmup_iters = 5;
+  int iters = 20;
+  std::string op = "sum";
+  double timeout_s = 300;
+  std::string json;
+};
+
+std::string size_text(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 30) && bytes % (int64_t{1} << 30) == 0) {
+    return fmt::format("{}G", bytes >> 30);
+  }
+  if (bytes >= (int64_t{1} << 20) && bytes % (int64_t{1} << 20) == 0) {
+    return fmt::format("{}M", bytes >> 20);
+  }
+  if (bytes >= 1024 && bytes % 1024 == 0) return fmt::format("{}K", bytes >> 10);
+  return fmt::format("{}", bytes);
+}
+
+void print_row(const AllReduceSizeResult& s, ReduceOp op) {
+  fmt::print("{:>12} {:>13} {:>9} {:>7} {:>11.2f} {:>8.2f} {:>8.2f} {:>7}\n", s.bytes, s.count,
+             "float", to_string(op), s.time_us, s.algbw_gbps, s.busbw_gbps, s.wrong);
+  std::fflush(stdout);
+}
+
+int run_collectives(const CollectivesArgs& a) {
+  // Every value is checked before the ranks start.
+  SS_CHECK(a.devices.rfind("cuda", 0) != 0 && a.devices.rfind("gpu", 0) != 0,
+           "--devices {}: NCCL collectives come with the GPU backend; this build measures Gloo "
+           "collectives between CPU ranks (--devices cpu:N)",
+           a.devices);
+  const DeviceSpec spec = parse_device_spec(a.devices);
+  SS_CHECK(spec.kind == DeviceKind::kCpu,
+           "--devices {} means GPUs here: NCCL collectives come with the GPU backend; use "
+           "--devices cpu:N",
+           a.devices);
+  AllReduceBenchOptions options;
+  options.sizes = message_sizes(parse_byte_size(a.min_bytes, "--min-bytes"),
+                                parse_byte_size(a.max_bytes, "--max-bytes"), a.factor);
+  SS_CHECK(a.warmup_iters >= 0, "--warmup-iters {} must be >= 0", a.warmup_iters);
+  SS_CHECK(a.iters >= 1, "--iters {} must be >= 1", a.iters);
+  options.warmup_iters = a.warmup_iters;
+  options.iters = a.iters;
+  options.op = parse_reduce_op(a.op);
+  SS_CHECK(a.timeout_s > 0 && a.timeout_s <= 86400,
+           "--timeout {} must be more than 0 and at most 86400 seconds", a.timeout_s);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1e3));
+  // Captured first: a failure to read the environment should not cost a whole measurement.
+  std::optional<Environment> environment;
+  if (!a.json.empty()) environment = capture_environment(command_line());
+
+  const int ranks = spec.count();
+  fmt::print(
+      "# scalescope collectives: all_reduce over gloo, {} rank{} ({}: threads of this "
+      "process, TCP on loopback)\n",
+      ranks, ranks == 1 ? "" : "s", to_string(spec));
+  fmt::print(
+      "# sizes {} .. {} bytes (factor {}), {} warm-up + {} timed all-reduces per size, op "
+      "{}, float32, in place\n",
+      size_text(options.sizes.front()), size_text(options.sizes.back()), a.factor,
+      options.warmup_iters, options.iters, a.op);
+  fmt::print(
+      "# time: mean per all-reduce on each rank (events on its stream: the host clock on "
+      "CPU); ranks combined by {}: the slowest rank defines the collective\n",
+      kRankCombinePolicy);
+  fmt::print("#\n");
+  fmt::print("# {:>10} {:>13} {:>9} {:>7} {:>11} {:>8} {:>8} {:>7}\n", "size", "count", "type",
+             "redop", "time", "algbw", "busbw", "#wrong");
+  fmt::print("# {:>10} {:>13} {:>9} {:>7} {:>11} {:>8} {:>8} {:>7}\n", "(B)", "(elements)", "", "",
+             "(us)", "(GB/s)", "(GB/s)", "");
+  std::fflush(stdout);
+  const AllReduceBenchResult result = benchmark_all_reduce_gloo(
+      ranks, options, timeout, {}, [&](const AllReduceSizeResult& s) { print_row(s, options.op); });
+
+  const int64_t wrong = result.wrong();
+  fmt::print("# Wrong values      : {} {}\n", wrong, wrong == 0 ? "OK" : "FAILED");
+  fmt::print("# Avg bus bandwidth : {:.3f} GB/s\n", result.average_busbw_gbps());
+  const std::optional<AlphaBetaFit> fit = fit_all_reduce(result);
+  if (fit) {
+    const std::string bandwidth =
+        fit->bus_bandwidth_gbps > 0
+            ? fmt::format("bus bandwidth {:.3f} GB/s", fit->bus_bandwidth_gbps)
+            : std::string("no per-byte cost found in these sizes");
+    fmt::print("# α-β fit over {} sizes: α = {:.2f} us, β = {:.4g} ms/byte ({}), R² = {:.4f}\n",
+               fit->samples, fit->alpha_ms * 1e3, fit->beta_ms_per_byte, bandwidth, fit->r_squared);
+    fmt::print("#   the harness's α-β fit can start from this measurement\n");
+  } else {
+    fmt::print("# α-β fit: needs at least 2 ranks and 2 sizes\n");
+  }
+
+  if (!a.json.empty()) {
+    nlohmann::json doc = {{"schema", "scalescope-collectives"},
+                          {"schema_version", "1.0"},
+                          {"devices", to_string(spec)},
+                          {"timing",
+                           "mean per all-reduce over the timed iterations, events on each "
+                           "rank's stream (host clock on CPU)"},
+                          {"environment", to_json(*environment)}};
+    doc.update(to_json(result));
+    write_file_atomic(a.json, doc.dump(2) + "\n");
+    fmt::print("# written to {}\n", a.json);
+  }
+  if (wrong > 0) {
+    fmt::print(stderr,
+               "scalescope: error: the all-reduce data check found {} wrong value{} (see the "
+               "#wrong column)\n",
+               wrong, wrong == 1 ? "" : "s");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_collectives_command(CLI::App& app, Action& action) {
+  auto args = std::make_shared<CollectivesArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "collectives",
+      "Measure all-reduce time, algorithm and bus bandwidth over message sizes, with a data "
+      "check (as nccl-tests' all_reduce_perf)");
+  cmd->add_option("--devices", args->devices,
+                  "Ranks: cpu:N (Gloo, N threads of this process); NCCL collectives between GPUs "
+                  "come with the GPU backend")
+      ->capture_default_str();
+  cmd->add_option("-b,--min-bytes", args->min_bytes,
+                  "Smallest message, bytes (K, M, G suffixes: powers of 1024)")
+      ->capture_default_str();
+  cmd->add_option("-e,--max-bytes", args->max_bytes, "Largest message, bytes (K, M, G suffixes)")
+      ->capture_default_str();
+  cmd->add_option("-f,--factor", args->factor, "Each message size is the previous one times this")
+      ->capture_default_str();
+  cmd->add_option("-w,--warmup-iters", args->warmup_iters, "Untimed all-reduces per size")
+      ->capture_default_str();
+  cmd->add_option("-n,--iters", args->iters, "Timed all-reduces per size")->capture_default_str();
+  cmd->add_option("--op", args->op, "Reduction: sum or avg")->capture_default_str();
+  cmd->add_option("--timeout", args->timeout_s,
+                  "Seconds one collective may take before the run fails")
+      ->capture_default_str();
+  cmd->add_option("--json", args->json,
+                  "Also write the results, the α-β fit and the environment as JSON to this file");
+  cmd->callback([&action, args] { action = [args] { return run_collectives(*args); }; });
+}
+
+}  // namespace scalescope::cli

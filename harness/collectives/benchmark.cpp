@@ -1,0 +1,278 @@
+#include "harness/collectives/benchmark.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <exception>
+#include <limits>
+#include <thread>
+
+#include "core/buffer.h"
+#include "core/check.h"
+#include "core/cpu/cpu_device.h"
+
+namespace scalescope {
+namespace {
+
+// A typo guard: every rank holds a buffer of the largest size and a host copy of it.
+constexpr int64_t kMaxMessageBytes = int64_t{8} << 30;
+constexpr int64_t kFloatBytes = static_cast<int64_t>(sizeof(float));
+
+void check_options(const AllReduceBenchOptions& options) {
+  SS_CHECK(!options.sizes.empty(), "all-reduce benchmark: no message sizes given");
+  for (const int64_t bytes : options.sizes) {
+    SS_CHECK(bytes > 0 && bytes % kFloatBytes == 0 && bytes <= kMaxMessageBytes,
+             "all-reduce benchmark: message size {} bytes must be a positive multiple of {} "
+             "(whole floats) of at most {} bytes",
+             bytes, kFloatBytes, kMaxMessageBytes);
+  }
+  SS_CHECK(options.warmup_iters >= 0, "all-reduce benchmark: --warmup-iters {} must be >= 0",
+           options.warmup_iters);
+  SS_CHECK(options.iters >= 1, "all-reduce benchmark: --iters {} must be >= 1", options.iters);
+}
+
+// The size multiple of check_input: 1..16, from the top bits of a multiplicative hash, so that
+// neighbouring elements and chunks at any regular stride hold different values.
+int64_t index_factor(int64_t index) {
+  const uint64_t h = static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ull;
+  return 1 + static_cast<int64_t>(h >> 60);
+}
+
+}  // namespace
+
+int64_t AllReduceBenchResult::wrong() const {
+  int64_t total = 0;
+  for (const AllReduceSizeResult& s : sizes) total += s.wrong;
+  return total;
+}
+
+double AllReduceBenchResult::average_busbw_gbps() const {
+  if (sizes.empty()) return 0.0;
+  double total = 0;
+  for (const AllReduceSizeResult& s : sizes) total += s.busbw_gbps;
+  return total / static_cast<double>(sizes.size());
+}
+
+int64_t parse_byte_size(std::string_view text, std::string_view flag) {
+  constexpr const char* kAccepted =
+      "accepted: a positive whole number of bytes, or one with K, "
+      "M or G (powers of 1024), e.g. 8, 64K, 64M, 1G";
+  int64_t value = 0;
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  const auto [end, ec] = std::from_chars(first, last, value);
+  SS_CHECK(ec == std::errc() && end != first, "{} '{}' is not a size in bytes ({})", flag, text,
+           kAccepted);
+  std::string suffix(end, last);
+  std::transform(suffix.begin(), suffix.end(), suffix.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  int shift = -1;
+  for (const auto& [unit, bits] : {std::pair<std::string_view, int>{"", 0},
+                                   {"b", 0},
+                                   {"k", 10},
+                                   {"kb", 10},
+                                   {"kib", 10},
+                                   {"m", 20},
+                                   {"mb", 20},
+                                   {"mib", 20},
+                                   {"g", 30},
+                                   {"gb", 30},
+                                   {"gib", 30}}) {
+    if (suffix == unit) shift = bits;
+  }
+  SS_CHECK(shift >= 0, "{} '{}': unknown unit '{}' ({})", flag, text, suffix, kAccepted);
+  SS_CHECK(value > 0, "{} '{}' must be positive ({})", flag, text, kAccepted);
+  SS_CHECK(value <= (std::numeric_limits<int64_t>::max() >> shift), "{} '{}' is too large", flag,
+           text);
+  return value << shift;
+}
+
+std::vector<int64_t> message_sizes(int64_t min_bytes, int64_t max_bytes, int64_t factor) {
+  SS_CHECK(min_bytes > 0 && min_bytes % kFloatBytes == 0,
+           "--min-bytes {} must be a positive multiple of {} (the all-reduce moves whole floats)",
+           min_bytes, kFloatBytes);
+  SS_CHECK(max_bytes >= min_bytes, "--max-bytes {} must be at least --min-bytes {}", max_bytes,
+           min_bytes);
+  SS_CHECK(max_bytes <= kMaxMessageBytes,
+           "--max-bytes {} exceeds the {} bytes (8G) a rank may allocate here", max_bytes,
+           kMaxMessageBytes);
+  SS_CHECK(factor >= 2, "--factor {} must be at least 2 (each size is the previous times it)",
+           factor);
+  std::vector<int64_t> sizes;
+  for (int64_t bytes = min_bytes;; bytes *= factor) {
+    sizes.push_back(bytes);
+    if (bytes > max_bytes / factor) break;  // the next size would pass max (or overflow)
+  }
+  return sizes;
+}
+
+const char* to_string(ReduceOp op) {
+  return op == ReduceOp::kSum ? "sum" : "avg";
+}
+
+ReduceOp parse_reduce_op(std::string_view text) {
+  if (text == "sum") return ReduceOp::kSum;
+  if (text == "avg") return ReduceOp::kAverage;
+  throw_error(fmt::format("--op '{}' is not a reduction (accepted: sum, avg)", text));
+}
+
+float check_input(int rank, int64_t index) {
+  return static_cast<float>((rank + 1) * index_factor(index));
+}
+
+float check_expected(int ranks, int64_t index, ReduceOp op) {
+  // Sum over r of (r + 1) * k = k * N(N+1)/2: below 2^24 for N <= 1024 (k <= 16), so exact.
+  // The average k(N+1)/2 is a multiple of 0.5, exact too, and equal to the float quotient.
+  const int64_t sum = index_factor(index) * ranks * (ranks + 1) / 2;
+  return op == ReduceOp::kSum ? static_cast<float>(sum)
+                              : static_cast<float>(sum) / static_cast<float>(ranks);
+}
+
+AllReduceBenchResult benchmark_all_reduce(Communicator& comm, Device& device,
+                                          const AllReduceBenchOptions& options,
+                                          const SizeCallback& on_size) {
+  check_options(options);
+  const int ranks = comm.size();
+  const int rank = comm.rank();
+  const int64_t max_bytes = *std::max_element(options.sizes.begin(), options.sizes.end());
+  DeviceBuffer buffer(device, static_cast<size_t>(max_bytes));
+  auto* data = static_cast<float*>(buffer.data());
+  // Staging for the check, in memory the device copies from and to directly (pinned on CUDA).
+  HostBuffer host_buffer(device, static_cast<size_t>(max_bytes));
+  auto* host = static_cast<float*>(host_buffer.data());
+  Stream& stream = device.default_stream();
+  const std::unique_ptr<Event> start = device.create_event();
+  const std::unique_ptr<Event> stop = device.create_event();
+
+  AllReduceBenchResult result;
+  result.backend = comm.backend_name();
+  result.ranks = ranks;
+  result.options = options;
+  for (const int64_t bytes : options.sizes) {
+    const int64_t count = bytes / kFloatBytes;
+    // The timed all-reduces run in place, so any other values would grow with every sum
+    // (towards inf); zeros stay zeros, and no value is a denormal whose arithmetic is slow.
+    device.fill_zero(data, static_cast<size_t>(bytes), stream);
+    for (int i = 0; i < options.warmup_iters; ++i) comm.all_reduce(data, count, options.op, stream);
+    // The barrier is a host-side rendezvous: the warm-up must be finished on this rank's
+    // stream first, or a GPU rank could enter the timed loop with its warm-up still queued.
+    stream.synchronize();
+    comm.barrier();
+    start->record(stream);
+    for (int i = 0; i < options.iters; ++i) comm.all_reduce(data, count, options.op, stream);
+    stop->record(stream);
+    stop->synchronize();
+    const double rank_us = stop->elapsed_ms_since(*start) * 1e3 / options.iters;
+
+    // One more all-reduce, untimed, of a pattern whose result is known exactly.
+    for (int64_t i = 0; i < count; ++i) host[i] = check_input(rank, i);
+    device.copy_to_device(data, host, static_cast<size_t>(bytes), stream);
+    comm.all_reduce(data, count, options.op, stream);
+    device.copy_to_host(host, data, static_cast<size_t>(bytes), stream);
+    stream.synchronize();
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      // Exact comparison: the expected value is exact (see check_expected).
+      wrong += host[i] != check_expected(ranks, i, options.op) ? 1 : 0;
+    }
+
+    const double mine[2] = {rank_us, static_cast<double>(wrong)};
+    const std::vector<double> all = comm.all_gather(mine);
+    AllReduceSizeResult s;
+    s.bytes = bytes;
+    s.count = count;
+    for (int r = 0; r < ranks; ++r) {
+      s.rank_time_us.push_back(all[2 * static_cast<size_t>(r)]);
+      s.rank_wrong.push_back(static_cast<int64_t>(all[2 * static_cast<size_t>(r) + 1]));
+      s.wrong += s.rank_wrong.back();
+    }
+    s.time_us = *std::max_element(s.rank_time_us.begin(), s.rank_time_us.end());
+    if (s.time_us > 0.0) {
+      s.algbw_gbps = algorithm_bandwidth_gbps(bytes, s.time_us * 1e-3);
+      s.busbw_gbps = bus_bandwidth_gbps(bytes, s.time_us * 1e-3, ranks);
+    }
+    if (on_size && rank == 0) on_size(s);
+    result.sizes.push_back(std::move(s));
+  }
+  return result;
+}
+
+AllReduceBenchResult benchmark_all_reduce_gloo(int ranks, const AllReduceBenchOptions& options,
+                                               std::chrono::milliseconds timeout,
+                                               const CommunicatorWrapper& wrap,
+                                               const SizeCallback& on_size) {
+  SS_CHECK(ranks >= 1, "all-reduce benchmark: {} ranks; at least 1 is needed", ranks);
+  check_options(options);  // here too, so that bad options fail before any thread starts
+  GlooGroup group(ranks, timeout);
+  std::vector<AllReduceBenchResult> results(static_cast<size_t>(ranks));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(ranks));
+  for (int rank = 0; rank < ranks; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        set_thread_rank(rank);
+        CpuDevice device(rank, 1);  // Gloo's reductions run on the calling thread alone
+        device.make_current();
+        std::unique_ptr<Communicator> comm = group.connect(rank);
+        if (wrap) comm = wrap(std::move(comm));
+        results[static_cast<size_t>(rank)] = benchmark_all_reduce(*comm, device, options, on_size);
+      } catch (...) {
+        errors[static_cast<size_t>(rank)] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return std::move(results.front());
+}
+
+std::optional<AlphaBetaFit> fit_all_reduce(const AllReduceBenchResult& result) {
+  if (result.ranks < 2 || result.sizes.size() < 2) return std::nullopt;
+  std::vector<AllReduceSample> samples;
+  for (const AllReduceSizeResult& s : result.sizes) {
+    samples.push_back(AllReduceSample{s.bytes, result.ranks, s.time_us * 1e-3});
+  }
+  return fit_alpha_beta(samples);
+}
+
+nlohmann::json to_json(const AllReduceBenchResult& result) {
+  nlohmann::json sizes = nlohmann::json::array();
+  for (const AllReduceSizeResult& s : result.sizes) {
+    sizes.push_back({{"bytes", s.bytes},
+                     {"count", s.count},
+                     {"time_us", s.time_us},
+                     {"algbw_gbps", s.algbw_gbps},
+                     {"busbw_gbps", s.busbw_gbps},
+                     {"wrong", s.wrong},
+                     {"rank_time_us", s.rank_time_us},
+                     {"rank_wrong", s.rank_wrong}});
+  }
+  nlohmann::json j = {{"collective", "all_reduce"},
+                      {"backend", result.backend},
+                      {"ranks", result.ranks},
+                      {"dtype", "float32"},
+                      {"op", to_string(result.options.op)},
+                      {"in_place", true},
+                      {"warmup_iters", result.options.warmup_iters},
+                      {"iters", result.options.iters},
+                      {"rank_policy", kRankCombinePolicy},
+                      {"sizes", sizes},
+                      {"wrong", result.wrong()},
+                      {"average_busbw_gbps", result.average_busbw_gbps()}};
+  const std::optional<AlphaBetaFit> fit = fit_all_reduce(result);
+  if (fit) {
+    j["alpha_beta"] = {{"alpha_ms", fit->alpha_ms},
+                       {"beta_ms_per_byte", fit->beta_ms_per_byte},
+                       {"bus_bandwidth_gbps", fit->bus_bandwidth_gbps},
+                       {"r_squared", fit->r_squared},
+                       {"samples", fit->samples}};
+  } else {
+    j["alpha_beta"] = nullptr;
+  }
+  return j;
+}
+
+}  // namespace scalescope
