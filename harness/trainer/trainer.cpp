@@ -87,7 +87,7 @@ void validate(const TrainOptions& o) {
                (o.profile_first > 0) == (o.profile_last > 0),
            "--profile-steps {}:{} must be FIRST:LAST with 1 <= FIRST <= LAST", o.profile_first,
            o.profile_last);
-  SS_CHECK(o.profile_last <= o.steps || o.epochs > 0,
+  SS_CHECK(o.profile_first == 0 || o.profile_last <= o.steps || o.epochs > 0,
            "--profile-steps {}:{} goes past the {} measured steps", o.profile_first,
            o.profile_last, o.steps);
   SS_CHECK(std::isfinite(o.memory_limit_mb) && o.memory_limit_mb >= 0.0,

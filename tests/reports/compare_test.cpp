@@ -3,10 +3,13 @@
 // syntax, and what the terminal and Markdown outputs say.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include <cmath>
 
 #include "core/error.h"
 #include "reports/compare.h"
+#include "tests/reports/sweep_fixtures.h"
 #include "tests/test_util.h"
 
 namespace scalescope {
@@ -28,57 +31,29 @@ struct PointSpec {
 };
 
 SweepPoint make_point(const PointSpec& spec) {
-  SweepPoint p;
-  p.model = spec.model;
-  p.device_kind = "cpu";
-  p.devices = spec.devices;
-  p.device_spec = "cpu:" + std::to_string(spec.devices);
-  p.batch = spec.batch;
-  p.global_batch = spec.batch * spec.devices;
-  p.bucket_bytes = {1 << 20};
-  uint32_t state = spec.seed * 2654435761u + 12345u;
-  for (int r = 0; r < spec.repeats; ++r) {
-    RepeatRecord rep;
-    for (int i = 0; i < spec.steps; ++i) {
-      state = state * 1664525u + 1013904223u;  // an LCG: the same samples on every machine
-      const double u = static_cast<double>(state >> 8) / static_cast<double>(1u << 24);
-      const double step = spec.step_ms * (1.0 + spec.noise * (2.0 * u - 1.0));
-      StepRecord s;
-      s.step = i + 1;
-      s.step_ms = step;
-      for (int k = 0; k < spec.devices; ++k) {
-        // Replica 0 is the slowest: the group's phases are its phases.
-        const double t_step = k == 0 ? step : 0.95 * step;
-        PhaseTimes t;
-        t.input_ms = 0.1 * t_step;
-        t.h2d_ms = spec.h2d_share * t_step;
-        t.forward_ms = 0.3 * t_step;
-        t.backward_ms = 0.4 * t_step;
-        t.allreduce_exposed_ms = spec.devices > 1 ? spec.exposed_share * t_step : 0.0;
-        t.allreduce_ms = 2.0 * t.allreduce_exposed_ms;
-        t.optimizer_ms =
-            t_step - t.input_ms - t.h2d_ms - t.forward_ms - t.backward_ms - t.allreduce_exposed_ms;
-        t.step_ms = t_step;
-        s.replicas.push_back(t);
-      }
-      s.bucket_ms.push_back(spec.devices > 1 ? 0.2 * step : 0.0);
-      rep.steps.push_back(s);
-    }
-    p.repeats.push_back(rep);
-  }
-  return p;
+  // Step times jitter by up to ±noise from an LCG: the same samples on every machine.
+  auto state = std::make_shared<uint32_t>(spec.seed * 2654435761u + 12345u);
+  return testing_util::make_point({.model = spec.model,
+                                   .devices = spec.devices,
+                                   .batch = spec.batch,
+                                   .repeats = spec.repeats,
+                                   .steps = spec.steps,
+                                   .step_time =
+                                       [state, spec](int, int) {
+                                         *state = *state * 1664525u + 1013904223u;
+                                         const double u = static_cast<double>(*state >> 8) /
+                                                          static_cast<double>(1u << 24);
+                                         return spec.step_ms * (1.0 + spec.noise * (2.0 * u - 1.0));
+                                       },
+                                   .other_replicas = 0.95,
+                                   .h2d = spec.h2d_share,
+                                   .exposed = spec.exposed_share,
+                                   .bucket_bytes = {1 << 20},
+                                   .alpha = 0.0,
+                                   .beta = 0.0});
 }
 
-SweepReport report_of(std::vector<SweepPoint> points) {
-  SweepReport r;
-  r.tool_version = "test";
-  r.created = "2026-01-01T00:00:00Z";
-  r.config = nlohmann::json::object();
-  r.points = std::move(points);
-  r.complete = true;
-  analyze(r);
-  return r;
-}
+using testing_util::report_of;
 
 // A one-device and a two-device point of model "m"; the two-device one as `two` says.
 SweepReport pair_report(const PointSpec& two) {

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "reports/export.h"
+#include "tests/reports/sweep_fixtures.h"
 #include "tests/test_util.h"
 
 namespace scalescope {
@@ -17,30 +18,19 @@ using nlohmann::json;
 // Repeat r, step i takes base_ms * (1 + r / 10) + i / 100: known medians per repeat.
 SweepPoint point(int devices, ScalingMode mode, int64_t batch, double base_ms, int repeats = 3,
                  int steps = 5) {
-  SweepPoint p;
-  p.model = "cnn:width=2";
-  p.device_kind = "cpu";
-  p.devices = devices;
-  p.device_spec = "cpu:" + std::to_string(devices);
-  p.mode = mode;
-  p.batch = mode == ScalingMode::kWeak ? batch : batch / devices;
-  p.global_batch = mode == ScalingMode::kWeak ? batch * devices : batch;
-  for (int r = 0; r < repeats; ++r) {
-    RepeatRecord rep;
-    for (int i = 0; i < steps; ++i) {
-      StepRecord s;
-      s.step = i + 1;
-      s.step_ms = base_ms * (1.0 + r / 10.0) + i / 100.0;
-      PhaseTimes t;
-      t.forward_ms = 0.5 * s.step_ms;
-      t.backward_ms = 0.5 * s.step_ms;
-      t.step_ms = s.step_ms;
-      s.replicas.assign(static_cast<size_t>(devices), t);
-      rep.steps.push_back(s);
-    }
-    p.repeats.push_back(rep);
-  }
-  return p;
+  return testing_util::make_point(
+      {.model = "cnn:width=2",
+       .devices = devices,
+       .mode = mode,
+       .batch = batch,
+       .repeats = repeats,
+       .steps = steps,
+       .step_time = [base_ms](int r, int i) { return base_ms * (1.0 + r / 10.0) + i / 100.0; },
+       .input = 0.0,
+       .forward = 0.5,
+       .backward = 0.5,
+       .exposed = 0.0,
+       .bucket_bytes = {}});
 }
 
 SweepReport sample_report() {

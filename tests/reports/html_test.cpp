@@ -17,59 +17,36 @@
 #include "core/nvtx.h"
 #include "reports/html.h"
 #include "reports/svg.h"
+#include "tests/reports/sweep_fixtures.h"
 #include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
 
-// A point whose every step takes `step_ms`, split into phases, with two buckets whose
-// all-reduce takes alpha + beta · bus bytes (so that the all-reduce model can be fitted).
+// A point whose every step takes `step_ms`: input 10%, h2d 5%, forward 25%, backward 35%,
+// exposed all-reduce 10% (N > 1), optimizer 5%, the rest unaccounted ("other"); two buckets.
+testing_util::PointSpec constant_spec(const std::string& model, int devices, int64_t batch,
+                                      double step_ms) {
+  return {.model = model,
+          .devices = devices,
+          .batch = batch,
+          .steps = 8,
+          .step_ms = step_ms,
+          .input = 0.1,
+          .h2d = 0.05,
+          .forward = 0.25,
+          .backward = 0.35,
+          .optimizer = 0.05,
+          .params = 1234567};
+}
+
 SweepPoint constant_point(const std::string& model, int devices, int64_t batch, double step_ms) {
-  SweepPoint p;
-  p.model = model;
-  p.params = 1234567;
-  p.device_kind = "cpu";
-  p.devices = devices;
-  p.device_spec = "cpu:" + std::to_string(devices);
-  p.batch = batch;
-  p.global_batch = batch * devices;
-  p.bucket_bytes = {1 << 20, 4 << 20};
-  for (int r = 0; r < 2; ++r) {
-    RepeatRecord rep;
-    for (int i = 0; i < 8; ++i) {
-      StepRecord s;
-      s.step = i + 1;
-      s.step_ms = step_ms;
-      for (int k = 0; k < devices; ++k) {
-        PhaseTimes t;
-        t.input_ms = 0.1 * step_ms;
-        t.h2d_ms = 0.05 * step_ms;
-        t.forward_ms = 0.25 * step_ms;
-        t.backward_ms = 0.35 * step_ms;
-        t.allreduce_exposed_ms = devices > 1 ? 0.1 * step_ms : 0.0;
-        t.allreduce_ms = t.allreduce_exposed_ms * 2;
-        t.optimizer_ms = 0.05 * step_ms;
-        t.step_ms = step_ms;
-        s.replicas.push_back(t);
-      }
-      for (int64_t b : p.bucket_bytes) {
-        const double bus = static_cast<double>(b) * 2.0 * (devices - 1) / devices;
-        s.bucket_ms.push_back(devices > 1 ? 0.5 + 1e-6 * bus : 0.0);
-      }
-      rep.steps.push_back(s);
-    }
-    p.repeats.push_back(rep);
-  }
-  return p;
+  return testing_util::make_point(constant_spec(model, devices, batch, step_ms));
 }
 
 SweepPoint failed_point(const std::string& model, int devices, int64_t batch,
                         const std::string& error) {
-  SweepPoint p = constant_point(model, devices, batch, 1.0);
-  p.status = "failed";
-  p.error = error;
-  p.repeats.clear();
-  return p;
+  return testing_util::failed_point(constant_spec(model, devices, batch, 1.0), error);
 }
 
 const std::string kHostile = "<script>alert(1)</script>";

@@ -4,63 +4,26 @@
 #include "core/error.h"
 #include "reports/sweep_report.h"
 #include "reports/table.h"
+#include "tests/reports/sweep_fixtures.h"
 #include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
 
-// A point whose every step takes `step_ms`, split into phases; buckets of `bucket_bytes`
-// whose all-reduce takes alpha + beta · bus bytes.
+// A point whose every step takes `step_ms`, split into phases; buckets whose all-reduce
+// takes alpha + beta · bus bytes.
 SweepPoint constant_point(const std::string& model, int devices, ScalingMode mode, int64_t batch,
                           double step_ms, double alpha = 0.5, double beta = 1e-6) {
-  SweepPoint p;
-  p.model = model;
-  p.device_kind = "cpu";
-  p.devices = devices;
-  p.device_spec = "cpu:" + std::to_string(devices);
-  p.mode = mode;
-  p.batch = mode == ScalingMode::kWeak ? batch : batch / devices;
-  p.global_batch = mode == ScalingMode::kWeak ? batch * devices : batch;
-  p.bucket_bytes = {1 << 20, 4 << 20};
-  for (int r = 0; r < 2; ++r) {
-    RepeatRecord rep;
-    for (int i = 0; i < 10; ++i) {
-      StepRecord s;
-      s.step = i + 1;
-      s.step_ms = step_ms;
-      for (int k = 0; k < devices; ++k) {
-        PhaseTimes t;
-        t.input_ms = 0.1 * step_ms;
-        t.forward_ms = 0.3 * step_ms;
-        t.backward_ms = 0.4 * step_ms;
-        t.allreduce_exposed_ms = devices > 1 ? 0.1 * step_ms : 0.0;
-        t.optimizer_ms = step_ms - t.input_ms - t.forward_ms - t.backward_ms -
-                         t.allreduce_exposed_ms;
-        t.allreduce_ms = t.allreduce_exposed_ms * 2;
-        t.step_ms = step_ms;
-        s.replicas.push_back(t);
-      }
-      for (int64_t b : p.bucket_bytes) {
-        const double bus = static_cast<double>(b) * 2.0 * (devices - 1) / devices;
-        s.bucket_ms.push_back(devices > 1 ? alpha + beta * bus : 0.0);
-      }
-      rep.steps.push_back(s);
-    }
-    p.repeats.push_back(rep);
-  }
-  return p;
+  return testing_util::make_point({.model = model,
+                                   .devices = devices,
+                                   .mode = mode,
+                                   .batch = batch,
+                                   .step_ms = step_ms,
+                                   .alpha = alpha,
+                                   .beta = beta});
 }
 
-SweepReport report_of(std::vector<SweepPoint> points) {
-  SweepReport r;
-  r.tool_version = "test";
-  r.created = "2026-01-01T00:00:00Z";
-  r.config = nlohmann::json::object();
-  r.points = std::move(points);
-  r.complete = true;
-  analyze(r);
-  return r;
-}
+using testing_util::report_of;
 
 TEST(SweepReport, WeakScalingSpeedupAndEfficiency) {
   SweepReport r = report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0),
@@ -142,7 +105,8 @@ TEST(SweepReport, JsonRoundTripKeepsSamplesAndAnalysis) {
   ASSERT_EQ(back.points.size(), 3u);
   EXPECT_EQ(back.points[1].repeats[1].steps[9].replicas[1].backward_ms,
             r.points[1].repeats[1].steps[9].replicas[1].backward_ms);
-  EXPECT_EQ(back.points[1].repeats[0].steps[0].bucket_ms, r.points[1].repeats[0].steps[0].bucket_ms);
+  EXPECT_EQ(back.points[1].repeats[0].steps[0].bucket_ms,
+            r.points[1].repeats[0].steps[0].bucket_ms);
   EXPECT_DOUBLE_EQ(back.points[1].summary.speedup->value, 1.6);
   EXPECT_EQ(back.points[2].error, "out of memory");
   EXPECT_EQ(to_json(back), j);
@@ -165,8 +129,9 @@ TEST(SweepReport, ReadingIsStrictAndNamesTheKey) {
                   "r.json: missing key 'points[0].repeats[0].step_ms'");
   EXPECT_CONTAINS(error([](nlohmann::json& j) { j["points"][0]["devices"] = "one"; }),
                   "'points[0].devices' must be an integer");
-  EXPECT_CONTAINS(error([](nlohmann::json& j) { j["points"][0]["repeats"][0]["step_ms"][3] = "x"; }),
-                  "points[0].repeats[0].step_ms");
+  EXPECT_CONTAINS(
+      error([](nlohmann::json& j) { j["points"][0]["repeats"][0]["step_ms"][3] = "x"; }),
+      "points[0].repeats[0].step_ms");
   EXPECT_CONTAINS(error([](nlohmann::json& j) { j["schema"] = "scalescope-run"; }),
                   "not a sweep report");
   EXPECT_CONTAINS(error([](nlohmann::json& j) { j["schema_version"] = "2.0"; }),
