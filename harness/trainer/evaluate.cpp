@@ -8,9 +8,25 @@
 
 namespace scalescope {
 
+EvalResult EvalSums::result() const {
+  EvalResult r;
+  r.samples = samples;
+  r.loss = samples > 0 ? loss / static_cast<double>(samples) : 0.0;
+  r.accuracy = samples > 0 ? correct / static_cast<double>(samples) : 0.0;
+  return r;
+}
+
 EvalResult evaluate(Model& model, const Dataset& data, const TransformConfig& transforms,
                     int64_t batch, uint64_t seed) {
+  return evaluate_shard(model, data, transforms, batch, seed, 0, 1).result();
+}
+
+EvalSums evaluate_shard(Model& model, const Dataset& data, const TransformConfig& transforms,
+                        int64_t batch, uint64_t seed, int shard, int shards) {
   SS_CHECK(batch > 0, "evaluation batch {} must be positive", batch);
+  SS_CHECK(shards >= 1 && shard >= 0 && shard < shards, "evaluation shard {} of {}", shard, shards);
+  const int64_t first = data.size() * shard / shards;
+  const int64_t last = data.size() * (shard + 1) / shards;
   Device& device = model.device();
   Stream& stream = device.default_stream();
   const Shape sample = data.sample_shape();
@@ -24,8 +40,8 @@ EvalResult evaluate(Model& model, const Dataset& data, const TransformConfig& tr
   Tensor sums(device, Shape{2});  // loss sum, correct count
   double loss = 0.0;
   double correct = 0.0;
-  for (int64_t begin = 0; begin < data.size(); begin += batch) {
-    const int64_t n = std::min(batch, data.size() - begin);
+  for (int64_t begin = first; begin < last; begin += batch) {
+    const int64_t n = std::min(batch, last - begin);
     for (int64_t i = 0; i < n; ++i) {
       float* x = inputs.data() + i * features;
       data.read(begin + i, x, labels.data() + i * width);
@@ -46,11 +62,7 @@ EvalResult evaluate(Model& model, const Dataset& data, const TransformConfig& tr
     loss += host[0];
     correct += host[1];
   }
-  EvalResult r;
-  r.samples = data.size();
-  r.loss = loss / static_cast<double>(r.samples);
-  r.accuracy = correct / static_cast<double>(r.samples);
-  return r;
+  return EvalSums{loss, correct, last - first};
 }
 
 }  // namespace scalescope

@@ -1,4 +1,4 @@
-// Evaluation of a model over a whole dataset: mean loss and accuracy.
+// Evaluation of a model over a dataset, or over one replica's shard of it: loss and accuracy.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +15,22 @@ struct EvalResult {
   int64_t samples = 0;
 };
 
-// Runs the model over every sample of `data` in order, `batch` at a time (the last batch
-// may be smaller), with `transforms` applied (normalisation; no augmentation).
-// REQUIRES: the model's device current. Synchronises once per batch: evaluation is not timed.
+// Sums over some samples; shards' sums add up to the whole dataset's.
+struct EvalSums {
+  double loss = 0.0;     // sum of per-sample losses
+  double correct = 0.0;  // samples classified right
+  int64_t samples = 0;
+  EvalResult result() const;
+};
+
+// Runs the model over shard `shard` of `shards` of `data` (contiguous, in order; together
+// the shards cover every sample once), `batch` at a time (the last batch may be smaller),
+// with `transforms` applied (normalisation; no augmentation).
+// REQUIRES: the model's device current; 0 <= shard < shards. Synchronises once per batch:
+// evaluation is not timed.
+EvalSums evaluate_shard(Model& model, const Dataset& data, const TransformConfig& transforms,
+                        int64_t batch, uint64_t seed, int shard, int shards);
+// The whole dataset on one device.
 EvalResult evaluate(Model& model, const Dataset& data, const TransformConfig& transforms,
                     int64_t batch, uint64_t seed);
 

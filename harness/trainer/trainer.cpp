@@ -88,8 +88,8 @@ void validate(const TrainOptions& o) {
            "--profile-steps {}:{} must be FIRST:LAST with 1 <= FIRST <= LAST", o.profile_first,
            o.profile_last);
   SS_CHECK(o.profile_first == 0 || o.profile_last <= o.steps || o.epochs > 0,
-           "--profile-steps {}:{} goes past the {} measured steps", o.profile_first,
-           o.profile_last, o.steps);
+           "--profile-steps {}:{} goes past the {} measured steps", o.profile_first, o.profile_last,
+           o.steps);
   SS_CHECK(std::isfinite(o.memory_limit_mb) && o.memory_limit_mb >= 0.0,
            "--memory-limit-mb {} must be 0 (no limit) or a positive size", o.memory_limit_mb);
   if (o.adaptive_warmup.enabled) {
@@ -310,12 +310,23 @@ void run_replica(Group& g, int rank) {
 
   const auto run_eval = [&](int64_t epoch, int64_t step) {
     if (!o.eval) return;
+    // Data-parallel too: each replica evaluates its shard and the sums are gathered, so no
+    // replica idles at a barrier (under the collective timeout) while another evaluates.
+    const EvalSums mine = evaluate_shard(model, *g.data.eval, g.data.eval_transforms, batch, o.seed,
+                                         rank, g.spec.count());
+    const std::array<double, 3> sums = {mine.loss, mine.correct, static_cast<double>(mine.samples)};
+    const std::vector<double> all = comm->all_gather(sums);
+    EvalSums total;
+    for (size_t i = 0; i + 2 < all.size(); i += 3) {
+      total.loss += all[i];
+      total.correct += all[i + 1];
+      total.samples += static_cast<int64_t>(all[i + 2]);
+    }
     if (rank == 0) {
-      const EvalResult r = evaluate(model, *g.data.eval, g.data.eval_transforms, batch, o.seed);
+      const EvalResult r = total.result();
       g.evals.push_back(EvalRecord{epoch, step, r.loss, r.accuracy});
       if (o.on_eval) o.on_eval(g.evals.back());
     }
-    comm->barrier();  // the others wait: the next step's all-reduce needs replica 0
   };
 
   std::vector<PhaseTimes>& phases = g.phases[static_cast<size_t>(rank)];
