@@ -77,8 +77,8 @@ struct SweepPoint {
   std::string error;          // why it failed
   std::vector<int64_t> bucket_bytes;
   int64_t peak_memory_bytes = 0;  // most device memory one replica held
-  std::string trace;    // Chrome trace of its first repeat ("" none)
-  std::string profile;  // Nsight Systems report of it ("" none)
+  std::string trace;              // Chrome trace of its first repeat ("" none)
+  std::string profile;            // Nsight Systems report of it ("" none)
   std::vector<RepeatRecord> repeats;
   PointSummary summary;  // analyze()
 

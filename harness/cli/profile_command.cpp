@@ -37,9 +37,8 @@ std::string find_on_path(const std::string& name) {
   while (!rest.empty()) {
     const size_t colon = std::min(rest.find(':'), rest.size());
     const std::filesystem::path candidate =
-        std::filesystem::path(std::string(rest.substr(0, colon)).empty()
-                                  ? "."
-                                  : std::string(rest.substr(0, colon))) /
+        std::filesystem::path(
+            std::string(rest.substr(0, colon)).empty() ? "." : std::string(rest.substr(0, colon))) /
         name;
     if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
     rest.remove_prefix(std::min(colon + 1, rest.size()));
@@ -55,8 +54,7 @@ int run_profile(const ProfileArgs& a) {
            "toolkit under /usr/local/cuda/nsight-systems-*/bin) and put nsys on PATH or name it "
            "with --nsys. Without it, `scalescope sweep --trace PREFIX` writes Chrome traces that "
            "Perfetto opens.",
-           a.nsys.empty() ? "nsys" : a.nsys,
-           a.nsys.empty() ? "on PATH" : "an executable file");
+           a.nsys.empty() ? "nsys" : a.nsys, a.nsys.empty() ? "on PATH" : "an executable file");
   // The point, checked as the sweep will check it, before nsys starts.
   SweepOptions o;
   o.models = {a.model};
@@ -87,12 +85,28 @@ int run_profile(const ProfileArgs& a) {
     argv.push_back("--capture-range=nvtx");
     argv.push_back("--nvtx-capture=profile@scalescope");
   }
-  const std::vector<std::string> rest = {
-      "--capture-range-end=stop", "--force-overwrite=true", "--output=" + name,
-      std::filesystem::read_symlink("/proc/self/exe").string(), "sweep", "--models", a.model,
-      "--devices", a.devices, "--batch", std::to_string(a.batch), "--repeats", "1", "--steps",
-      std::to_string(a.steps), "--threads", std::to_string(a.threads), "--profile-steps",
-      a.profile_steps, "-o", a.output, "-q"};
+  const std::vector<std::string> rest = {"--capture-range-end=stop",
+                                         "--force-overwrite=true",
+                                         "--output=" + name,
+                                         std::filesystem::read_symlink("/proc/self/exe").string(),
+                                         "sweep",
+                                         "--models",
+                                         a.model,
+                                         "--devices",
+                                         a.devices,
+                                         "--batch",
+                                         std::to_string(a.batch),
+                                         "--repeats",
+                                         "1",
+                                         "--steps",
+                                         std::to_string(a.steps),
+                                         "--threads",
+                                         std::to_string(a.threads),
+                                         "--profile-steps",
+                                         a.profile_steps,
+                                         "-o",
+                                         a.output,
+                                         "-q"};
   argv.insert(argv.end(), rest.begin(), rest.end());
   std::string shown;
   for (const std::string& s : argv) shown += (shown.empty() ? "" : " ") + s;

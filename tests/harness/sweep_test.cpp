@@ -142,9 +142,9 @@ TEST(Sweep, MeasuresEveryPointAndComparesWithOneDevice) {
   EXPECT_DOUBLE_EQ(r.points[0].summary.speedup->value, 1.0);
   ASSERT_TRUE(r.points[1].summary.loss.has_value());
   const LossBreakdown& l = *r.points[1].summary.loss;
-  EXPECT_NEAR(l.allreduce_share + l.input_share + l.compute_share + l.straggler_share +
-                  l.other_share,
-              l.lost, 1e-9);
+  EXPECT_NEAR(
+      l.allreduce_share + l.input_share + l.compute_share + l.straggler_share + l.other_share,
+      l.lost, 1e-9);
   // The speedup is throughput at 2 over throughput at 1.
   EXPECT_NEAR(r.points[1].summary.speedup->value,
               r.points[1].summary.throughput.value / r.points[0].summary.throughput.value, 1e-9);
@@ -207,11 +207,9 @@ TEST(Sweep, AKilledSweepKeepsItsFinishedPointsAndResumes) {
   std::remove(report.c_str());
   // 6 points of 3 repeats of 60 steps: long enough to be killed after the second point.
   const std::vector<std::string> args = {
-      SCALESCOPE_BINARY, "sweep",   "--models",          "dense-100",
-      "--devices",       "cpu:1,2", "--batch",           "8,16,24",
-      "--repeats",       "3",       "--steps",           "60",
-      "--threads",       "1",       "--max-warmup-steps", "10",
-      "-o",              report};
+      SCALESCOPE_BINARY, "sweep",   "--models",           "dense-100", "--devices", "cpu:1,2",
+      "--batch",         "8,16,24", "--repeats",          "3",         "--steps",   "60",
+      "--threads",       "1",       "--max-warmup-steps", "10",        "-o",        report};
   const pid_t pid = spawn(args, log);
   ASSERT_GT(pid, 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
