@@ -428,11 +428,22 @@ SweepReport run_sweep(const SweepOptions& o, const Environment& environment,
   if (resume != nullptr) {
     for (const SweepPoint& p : resume->points) finished[p.key()] = &p;
   }
+  // Finished points outside this grid (flags narrowed it) stay in the report: results
+  // already written are never dropped.
+  std::set<std::string> grid_keys;
+  for (const SweepPoint& p : points) grid_keys.insert(p.key());
+  if (resume != nullptr) {
+    for (const SweepPoint& p : resume->points) {
+      if (!grid_keys.contains(p.key())) report.points.push_back(p);
+    }
+  }
   int total = 0;
   for (const SweepPoint& p : points) total += finished.contains(p.key()) ? 0 : o.repeats;
   int done = 0;
+  size_t grid_done = 0;
   const auto start = std::chrono::steady_clock::now();
   for (SweepPoint& p : points) {
+    ++grid_done;
     if (auto it = finished.find(p.key()); it != finished.end()) {
       report.points.push_back(*it->second);
       continue;
@@ -440,7 +451,7 @@ SweepReport run_sweep(const SweepOptions& o, const Environment& environment,
     run_point(o, p, progress, done, total, start);
     report.points.push_back(std::move(p));
     analyze(report);
-    report.complete = report.points.size() == points.size();
+    report.complete = grid_done == points.size();
     write_sweep_report(o.output, report);
     if (progress.on_point_done) progress.on_point_done(report.points.back());
   }

@@ -178,6 +178,20 @@ TEST(Sweep, AFailingPointIsRecordedAndTheSweepGoesOn) {
   std::remove(o.output.c_str());
 }
 
+TEST(Sweep, ResumingWithAnotherGridKeepsThePointsAlreadyMeasured) {
+  SweepOptions o = tiny("regrid.json");
+  o.repeats = 1;
+  const SweepReport first = run_sweep(o, capture_environment("test"), {});
+  o.batches = {16};  // a different grid: the batch-8 points are not in it
+  const SweepReport second = run_sweep(o, capture_environment("test"), {}, &first);
+  ASSERT_EQ(second.points.size(), 4u);
+  EXPECT_EQ(second.points[0].key(), first.points[0].key());
+  EXPECT_EQ(second.points[0].repeats[0].steps[0].step_ms,
+            first.points[0].repeats[0].steps[0].step_ms);
+  EXPECT_EQ(read_sweep_report(o.output).points.size(), 4u);
+  std::remove(o.output.c_str());
+}
+
 // Runs the CLI in a child process; returns its pid.
 pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
   const pid_t pid = fork();
