@@ -28,5 +28,6 @@ void add_pipeline_bench_command(CLI::App& app, Action& action);
 void add_collectives_command(CLI::App& app, Action& action);
 void add_compare_command(CLI::App& app, Action& action);
 void add_export_command(CLI::App& app, Action& action);
+void add_devices_command(CLI::App& app, Action& action);
 
 }  // namespace scalescope::cli

@@ -434,3 +434,39 @@ TEST(Cli, CollectivesBadFlagsAreRefusedBeforeAnythingRuns) {
   EXPECT_EQ(usage.status, 2) << usage.output;
   EXPECT_TRUE(contains(usage.output, "many")) << usage.output;
 }
+
+TEST(Cli, DevicesListsTheCpuAndSaysWhatIsMissing) {
+  const Result r = run("devices");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "cpu:N")) << r.output;
+  EXPECT_TRUE(contains(r.output, "usable")) << r.output;
+  EXPECT_TRUE(contains(r.output, "CUDA runtime")) << r.output;
+  // Without a GPU the reason is CUDA's, and NVML's is given beside it.
+  if (contains(r.output, "no GPU:")) {
+    EXPECT_TRUE(contains(r.output, "; NVML: ")) << r.output;
+  } else {
+    EXPECT_TRUE(contains(r.output, "cuda:0")) << r.output;
+  }
+}
+
+TEST(Cli, DevicesJsonHasTheSameFacts) {
+  const Result r = run("devices --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto doc = nlohmann::json::parse(r.output);
+  EXPECT_EQ(doc["cpu"]["device"], "cpu");
+  EXPECT_GT(doc["cpu"]["usable_cores"].get<int>(), 0);
+  EXPECT_GT(doc["cpu"]["memory_bytes"].get<int64_t>(), 0);
+  EXPECT_TRUE(doc["gpus"].is_array());
+  EXPECT_TRUE(doc["peer_access"].is_array());
+  EXPECT_TRUE(doc["nvml"]["loaded"].is_boolean());
+  for (const char* key : {"driver", "cuda_runtime", "cudnn", "nccl", "cublas", "onednn", "gloo"}) {
+    EXPECT_TRUE(doc["versions"].contains(key)) << key;
+  }
+  if (doc["gpus"].empty()) {
+    EXPECT_TRUE(doc["gpu_error"].is_string());
+    EXPECT_FALSE(doc["gpu_error"].get<std::string>().empty());
+  }
+  if (!doc["nvml"]["loaded"].get<bool>()) {
+    EXPECT_TRUE(doc["nvml"]["error"].is_string());
+  }
+}

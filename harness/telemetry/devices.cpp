@@ -1,0 +1,151 @@
+#include "harness/telemetry/devices.h"
+
+#include <fmt/format.h>
+
+#include "harness/telemetry/environment.h"
+
+#if SCALESCOPE_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace scalescope {
+namespace {
+
+#if SCALESCOPE_WITH_CUDA
+// REQUIRES: the GPUs were read (cudaGetDeviceCount succeeded). Queries device attributes
+// only, so no context is created.
+void read_peer_access(DeviceInventory& inv) {
+  const size_t n = inv.gpus.size();
+  if (n < 2) return;
+  std::vector<std::vector<bool>> matrix(n, std::vector<bool>(n, true));
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      if (i == j) continue;  // CUDA refuses a device as its own peer
+      int can = 0;
+      const int a = inv.gpus[i].info.index;
+      const int b = inv.gpus[j].info.index;
+      const cudaError_t status = cudaDeviceCanAccessPeer(&can, a, b);
+      if (status != cudaSuccess) {
+        inv.peer_error = fmt::format("cudaDeviceCanAccessPeer({}, {}) failed: {} ({})", a, b,
+                                     cudaGetErrorString(status), cudaGetErrorName(status));
+        (void)cudaGetLastError();  // not sticky: later CUDA calls must not see it
+        return;
+      }
+      matrix[i][j] = can != 0;
+    }
+  }
+  inv.peer_access = std::move(matrix);
+}
+#endif
+
+std::string cpu_meaning(int usable_cores) {
+  return fmt::format(
+      "cpu:N runs N replicas as threads of this process on the {} usable cores (each with "
+      "cores/N OpenMP threads for oneDNN unless --threads says otherwise); gradients are "
+      "averaged with Gloo over TCP on loopback",
+      usable_cores);
+}
+
+// Absent facts are null in JSON, so a reader cannot mistake "" for a version.
+nlohmann::json or_null(const std::string& s) {
+  return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
+}
+
+nlohmann::json links_json(const GpuDevice& g) {
+  nlohmann::json links = nlohmann::json::array();
+  for (const NvLinkState& l : g.nvlinks) links.push_back({{"link", l.link}, {"active", l.active}});
+  return links;
+}
+
+}  // namespace
+
+DeviceInventory inventory(const std::string& nvml_library) {
+  const Environment env = capture_environment("scalescope devices");
+  DeviceInventory inv;
+  inv.cpu.model = env.host.cpu_model;
+  inv.cpu.logical_cores = env.host.logical_cores;
+  inv.cpu.usable_cores = env.host.usable_cores;
+  inv.cpu.memory_bytes = env.host.memory_bytes;
+  inv.cpu.onednn = env.libraries.onednn;
+  inv.cpu.gloo = env.libraries.gloo;
+  inv.cpu.openmp = env.libraries.openmp;
+  inv.cpu.meaning = cpu_meaning(env.host.usable_cores);
+  inv.libraries = env.libraries;
+  inv.gpu_error = env.gpu_error;
+  for (const GpuInfo& g : env.gpus) inv.gpus.push_back(GpuDevice{g, {}, {}});
+#if SCALESCOPE_WITH_CUDA
+  read_peer_access(inv);
+#endif
+
+  // Scoped here: NVML is shut down before this returns, and no static keeps it.
+  const Nvml nvml(nvml_library);
+  inv.nvml_loaded = nvml.loaded();
+  if (nvml.loaded()) {
+    const NvmlResult<std::string> driver = nvml.driver_version();
+    if (driver.ok()) {
+      inv.nvml_driver_version = *driver.value;
+    } else {
+      inv.nvml_error = driver.error;
+    }
+    for (GpuDevice& g : inv.gpus) {
+      NvmlResult<std::vector<NvLinkState>> links = nvml.nvlink_states(g.info.pci_bus_id);
+      if (links.ok()) {
+        g.nvlinks = std::move(*links.value);
+      } else {
+        g.nvlink_error = std::move(links.error);
+      }
+    }
+  } else {
+    inv.nvml_error = nvml.error();
+    for (GpuDevice& g : inv.gpus) g.nvlink_error = "NVML " + nvml.error();
+  }
+  return inv;
+}
+
+nlohmann::json to_json(const DeviceInventory& inv) {
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const GpuDevice& g : inv.gpus) {
+    nlohmann::json nvlink = {{"links", links_json(g)}};
+    nvlink["error"] = or_null(g.nvlink_error);
+    gpus.push_back({{"index", g.info.index},
+                    {"device", fmt::format("cuda:{}", g.info.index)},
+                    {"name", g.info.name},
+                    {"uuid", g.info.uuid},
+                    {"pci_bus_id", g.info.pci_bus_id},
+                    {"memory_bytes", g.info.memory_bytes},
+                    {"compute_capability", g.info.compute_capability},
+                    {"sm_count", g.info.sm_count},
+                    {"nvlink", nvlink}});
+  }
+  const LibraryVersions& lib = inv.libraries;
+  return {{"cpu",
+           {{"device", "cpu"},
+            {"model", inv.cpu.model},
+            {"logical_cores", inv.cpu.logical_cores},
+            {"usable_cores", inv.cpu.usable_cores},
+            {"memory_bytes", inv.cpu.memory_bytes},
+            {"onednn", inv.cpu.onednn},
+            {"gloo", inv.cpu.gloo},
+            {"openmp", inv.cpu.openmp},
+            {"meaning", inv.cpu.meaning}}},
+          {"gpus", gpus},
+          {"gpu_error", or_null(inv.gpu_error)},
+          {"peer_access", inv.peer_access},
+          {"peer_error", or_null(inv.peer_error)},
+          {"nvml",
+           {{"loaded", inv.nvml_loaded},
+            {"driver_version", or_null(inv.nvml_driver_version)},
+            {"error", or_null(inv.nvml_error)}}},
+          {"versions",
+           {{"driver", or_null(inv.nvml_driver_version)},
+            {"cuda_driver", or_null(lib.cuda_driver)},
+            {"cuda_runtime", or_null(lib.cuda_runtime)},
+            {"cudnn", or_null(lib.cudnn)},
+            {"nccl", or_null(lib.nccl)},
+            {"cublas", or_null(lib.cublas)},
+            {"onednn", lib.onednn},
+            {"gloo", lib.gloo},
+            {"openmp", lib.openmp}}}};
+}
+
+}  // namespace scalescope

@@ -1,0 +1,54 @@
+// What `scalescope devices` shows: every device this machine offers the trainer, how the
+// GPUs reach each other (peer access, NVLink) and the library versions that run them.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/telemetry/nvml.h"
+#include "reports/environment.h"
+
+namespace scalescope {
+
+struct CpuDevice {
+  std::string model;
+  int logical_cores = 0;
+  int usable_cores = 0;  // in this process's affinity mask: what cpu:N replicas share
+  int64_t memory_bytes = 0;
+  std::string onednn;
+  std::string gloo;
+  std::string openmp;
+  std::string meaning;  // what `--devices cpu:N` runs
+};
+
+struct GpuDevice {
+  GpuInfo info;                      // as capture_environment reads it
+  std::vector<NvLinkState> nvlinks;  // empty: no NVLink, or nvlink_error says why unknown
+  std::string nvlink_error;
+};
+
+struct DeviceInventory {
+  CpuDevice cpu;
+  std::vector<GpuDevice> gpus;
+  // Why `gpus` is empty or incomplete (CUDA's reason, or "built without CUDA").
+  std::string gpu_error;
+  // peer_access[i][j]: GPU i can read and write GPU j's memory directly
+  // (cudaDeviceCanAccessPeer); the diagonal is true. Empty with fewer than two GPUs.
+  std::vector<std::vector<bool>> peer_access;
+  std::string peer_error;  // why peer_access is missing although there are GPUs
+  LibraryVersions libraries;
+  bool nvml_loaded = false;
+  std::string nvml_driver_version;  // e.g. "580.65.06"; empty when NVML could not say
+  std::string nvml_error;           // why NVML is not loaded, or why it could not say
+};
+
+// Never throws for a missing GPU, driver or NVML: the *_error fields say what is missing.
+// Creates no CUDA context. `nvml_library` is for tests (a path that does not exist).
+DeviceInventory inventory(const std::string& nvml_library = kNvmlLibrary);
+
+nlohmann::json to_json(const DeviceInventory& inv);
+
+}  // namespace scalescope

@@ -1,0 +1,121 @@
+#include "harness/telemetry/devices.h"
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "harness/telemetry/environment.h"
+#include "harness/telemetry/nvml.h"
+
+namespace scalescope {
+namespace {
+
+// Whether the driver's NVML exists here; the assertions about a missing one only hold
+// where it is missing.
+bool nvml_installed() {
+  void* h = dlopen(kNvmlLibrary, RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) return false;
+  dlclose(h);
+  return true;
+}
+
+TEST(Nvml, MissingLibraryGivesTheReasonAndNoCrash) {
+  const Nvml nvml("/nonexistent/libnvidia-ml.so.1");
+  EXPECT_FALSE(nvml.loaded());
+  EXPECT_NE(nvml.error().find("not loaded"), std::string::npos) << nvml.error();
+  EXPECT_NE(nvml.error().find("/nonexistent/libnvidia-ml.so.1"), std::string::npos) << nvml.error();
+  // Every query answers with the reason instead of failing.
+  const NvmlResult<std::string> driver = nvml.driver_version();
+  EXPECT_FALSE(driver.ok());
+  EXPECT_EQ(driver.error, nvml.error());
+  const auto links = nvml.nvlink_states("0000:00:00.0");
+  EXPECT_FALSE(links.ok());
+  EXPECT_FALSE(links.error.empty());
+}
+
+TEST(Nvml, LibraryWithoutNvmlSymbolsIsRefused) {
+  // A shared library that exists but is not NVML: the C library.
+  const Nvml nvml("libc.so.6");
+  EXPECT_FALSE(nvml.loaded());
+  EXPECT_NE(nvml.error().find("nvmlInit_v2"), std::string::npos) << nvml.error();
+}
+
+TEST(Nvml, MovesOwnership) {
+  Nvml a("/nonexistent/libnvidia-ml.so.1");
+  const std::string why = a.error();
+  Nvml b(std::move(a));
+  EXPECT_FALSE(b.loaded());
+  EXPECT_EQ(b.error(), why);
+  a = std::move(b);
+  EXPECT_EQ(a.error(), why);
+}
+
+TEST(Nvml, DefaultLibraryIsLoadedOrSaysWhy) {
+  const Nvml nvml;
+  if (nvml.loaded()) {
+    EXPECT_TRUE(nvml.error().empty());
+  } else {
+    EXPECT_NE(nvml.error().find("not loaded"), std::string::npos) << nvml.error();
+    if (!nvml_installed()) {
+      EXPECT_NE(nvml.error().find(kNvmlLibrary), std::string::npos) << nvml.error();
+    }
+  }
+}
+
+TEST(DeviceInventory, CpuEntryMatchesTheEnvironment) {
+  const Environment env = capture_environment("test");
+  const DeviceInventory inv = inventory();
+  EXPECT_EQ(inv.cpu.model, env.host.cpu_model);
+  EXPECT_EQ(inv.cpu.logical_cores, env.host.logical_cores);
+  EXPECT_EQ(inv.cpu.usable_cores, env.host.usable_cores);
+  EXPECT_EQ(inv.cpu.memory_bytes, env.host.memory_bytes);
+  EXPECT_EQ(inv.cpu.onednn, env.libraries.onednn);
+  EXPECT_EQ(inv.cpu.gloo, env.libraries.gloo);
+  EXPECT_NE(inv.cpu.meaning.find("cpu:N"), std::string::npos);
+  EXPECT_EQ(inv.libraries, env.libraries);
+  EXPECT_EQ(inv.gpus.size(), env.gpus.size());
+  EXPECT_EQ(inv.gpu_error, env.gpu_error);
+}
+
+TEST(DeviceInventory, WithoutGpusSaysWhy) {
+  const DeviceInventory inv = inventory();
+  if (!inv.gpus.empty()) GTEST_SKIP() << "this machine has GPUs";
+  EXPECT_FALSE(inv.gpu_error.empty());
+  EXPECT_TRUE(inv.peer_access.empty());
+  if (!nvml_installed()) {
+    EXPECT_FALSE(inv.nvml_loaded);
+    EXPECT_NE(inv.nvml_error.find("not loaded"), std::string::npos) << inv.nvml_error;
+    EXPECT_NE(inv.nvml_error.find(kNvmlLibrary), std::string::npos) << inv.nvml_error;
+  }
+}
+
+TEST(DeviceInventory, MissingNvmlStillListsEverything) {
+  const DeviceInventory inv = inventory("/nonexistent/libnvidia-ml.so.1");
+  EXPECT_FALSE(inv.nvml_loaded);
+  EXPECT_NE(inv.nvml_error.find("/nonexistent/libnvidia-ml.so.1"), std::string::npos);
+  EXPECT_TRUE(inv.nvml_driver_version.empty());
+  EXPECT_GT(inv.cpu.usable_cores, 0);
+  for (const GpuDevice& g : inv.gpus) {
+    EXPECT_TRUE(g.nvlinks.empty());
+    EXPECT_FALSE(g.nvlink_error.empty());
+  }
+}
+
+TEST(DeviceInventory, JsonHasEveryFact) {
+  const nlohmann::json j = to_json(inventory("/nonexistent/libnvidia-ml.so.1"));
+  for (const char* key :
+       {"cpu", "gpus", "gpu_error", "peer_access", "peer_error", "nvml", "versions"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["nvml"]["loaded"], false);
+  EXPECT_TRUE(j["nvml"]["error"].is_string());
+  EXPECT_EQ(j["cpu"]["device"], "cpu");
+  for (const char* key :
+       {"driver", "cuda_driver", "cuda_runtime", "cudnn", "nccl", "cublas", "onednn", "gloo"}) {
+    EXPECT_TRUE(j["versions"].contains(key)) << key;
+  }
+}
+
+}  // namespace
+}  // namespace scalescope
