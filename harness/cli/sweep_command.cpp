@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 
 #include "core/check.h"
@@ -33,20 +34,9 @@ struct SweepArgs {
 };
 
 std::vector<int64_t> parse_batches(const std::string& text, const char* flag) {
-  std::vector<int64_t> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t end = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, end - start);
-    char* rest = nullptr;
-    const long long v = std::strtoll(item.c_str(), &rest, 10);
-    SS_CHECK(!item.empty() && *rest == '\0' && v >= 1,
-             "{} {}: '{}' is not a positive batch size (accepted: a list like 32,64,128)", flag,
-             text, item);
-    out.push_back(v);
-    start = end + 1;
-  }
-  return out;
+  return parse_positive_list(text, std::numeric_limits<int64_t>::max(),
+                             fmt::format("{} {}", flag, text), "a positive batch size",
+                             "a list like 32,64,128");
 }
 
 void register_options(CLI::App& cmd, SweepArgs& a) {

@@ -26,18 +26,10 @@ namespace {
 
 std::vector<int> parse_counts(std::string_view text, std::string_view whole) {
   std::vector<int> counts;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t end = std::min(text.find(',', start), text.size());
-    const std::string item(text.substr(start, end - start));
-    char* rest = nullptr;
-    const long v = std::strtol(item.c_str(), &rest, 10);
-    SS_CHECK(!item.empty() && rest != nullptr && *rest == '\0' && v >= 1 && v <= 1024,
-             "--devices {}: '{}' is not a device count from 1 to 1024 (accepted: 1,2,4 or "
-             "cpu:1,2 or cuda:1,2,4,8)",
-             whole, item);
+  for (int64_t v :
+       parse_positive_list(text, 1024, fmt::format("--devices {}", whole),
+                           "a device count from 1 to 1024", "1,2,4 or cpu:1,2 or cuda:1,2,4,8")) {
     counts.push_back(static_cast<int>(v));
-    start = end + 1;
   }
   std::sort(counts.begin(), counts.end());
   counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
@@ -55,15 +47,6 @@ std::string device_spec_for(DeviceKind kind, int count) {
   std::vector<int> ids(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) ids[static_cast<size_t>(i)] = i;
   return fmt::format("cuda:{}", fmt::join(ids, ","));
-}
-
-std::string utc_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 // The grid, in run order: per model and batch, ascending device counts (the one-device
@@ -127,7 +110,6 @@ void run_point(const SweepOptions& o, SweepPoint& p, const SweepProgress& progre
                int total, std::chrono::steady_clock::time_point start) {
   const int first = done;
   try {
-    const ModelDef def = make_model(p.model);
     for (int repeat = 0; repeat < o.repeats; ++repeat) {
       if (progress.on_run) {
         const double elapsed =
@@ -168,6 +150,24 @@ std::vector<int64_t> int64_list(const JsonReader& r, std::string_view key) {
 }
 
 }  // namespace
+
+std::vector<int64_t> parse_positive_list(std::string_view text, int64_t max,
+                                         const std::string& flag, const std::string& what,
+                                         const std::string& accepted) {
+  std::vector<int64_t> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    const std::string item(text.substr(start, end - start));
+    char* rest = nullptr;
+    const long long v = std::strtoll(item.c_str(), &rest, 10);
+    SS_CHECK(!item.empty() && *rest == '\0' && v >= 1 && v <= max,
+             "{}: '{}' is not {} (accepted: {})", flag, item, what, accepted);
+    out.push_back(v);
+    start = end + 1;
+  }
+  return out;
+}
 
 std::pair<int64_t, int64_t> parse_profile_steps(const std::string& text) {
   const size_t colon = text.find(':');
@@ -419,7 +419,7 @@ SweepReport run_sweep(const SweepOptions& o, const Environment& environment,
     report.created = resume->created;
     report.environment = resume->environment;
   } else {
-    report.created = utc_now();
+    report.created = environment.captured_at;  // captured as the sweep starts
     report.environment = environment;
   }
   report.tool_version = environment.build.scalescope_version;

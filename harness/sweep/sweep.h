@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/device_spec.h"
@@ -42,6 +43,12 @@ struct SweepOptions {
 // "cifar-cnn,cnn:width=1,2,4" → cifar-cnn, cnn:width=1, cnn:width=2, cnn:width=4. Throws
 // Error naming an empty item.
 std::vector<std::string> split_model_list(const std::string& text);
+
+// "32,64,128" → its values, each from 1 to `max`; throws Error "FLAG: 'ITEM' is not WHAT
+// (accepted: ACCEPTED)" for the first bad item.
+std::vector<int64_t> parse_positive_list(std::string_view text, int64_t max,
+                                         const std::string& flag, const std::string& what,
+                                         const std::string& accepted);
 
 // "A:B" → measured steps A..B (1-based) for the profiler's capture range; throws Error
 // naming the text.
