@@ -78,17 +78,47 @@ class Device {
   virtual void make_current() = 0;
 
   // Memory. allocate returns 64-byte aligned memory or throws Error naming the size.
+  // A backend may keep freed memory for reuse (CUDA caches its blocks, because cudaMalloc
+  // and cudaFree synchronize the device and would serialize a step that allocates).
+  // deallocate may be called while work enqueued earlier still uses the memory, as with
+  // cudaFree. REQUIRES: that work runs on streams of this device (its own three, or from
+  // create_stream()), whose progress the cache waits for before handing the memory out again.
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* ptr, size_t bytes) noexcept = 0;
+  // How many times this device asked its system allocator for device memory (cudaMalloc,
+  // aligned_alloc) since it was opened. A training step in steady state should not change it
+  // on a caching backend: the trainer records the difference across a step. The default
+  // counts the calls of allocate() (through count_allocation()), right for a backend that
+  // allocates on every call. Thread-safe.
+  virtual int64_t device_allocations() const {
+    return accounted_allocations_.load(std::memory_order_relaxed);
+  }
+  // Device memory held from the system: memory_in_use() plus what a cache keeps for reuse.
+  virtual int64_t memory_reserved() const { return memory_in_use(); }
+  // Gives cached device memory back to the system (between runs that use other sizes),
+  // after waiting for queued work that may still use it; memory handed out stays.
+  virtual void release_cached_memory() noexcept {}
   // Host memory that copies to and from this device can use asynchronously (pinned on
   // CUDA; ordinary aligned memory on CPU).
   virtual void* allocate_host(size_t bytes) = 0;
   virtual void deallocate_host(void* ptr) noexcept = 0;
 
   virtual std::unique_ptr<Stream> create_stream() = 0;
+  // An event that can also time the work between two records (elapsed_ms_since).
   virtual std::unique_ptr<Event> create_event() = 0;
-  // The stream that work goes to when nobody names one.
+  // An event for ordering only (record, wait_on, synchronize): on CUDA it is created without
+  // timing, which makes recording and waiting cheaper; its elapsed_ms_since throws. A
+  // separate function rather than a flag of create_event so that every existing override
+  // of create_event() stays one.
+  virtual std::unique_ptr<Event> create_ordering_event() { return create_event(); }
+
+  // The streams of a replica. The default stream is the compute stream: the work that
+  // nobody sends elsewhere goes there. Host-to-device copies go to copy_stream() and
+  // collectives to comm_stream(), so that they can overlap compute; the caller orders them
+  // with events. On a backend that runs work inline (CPU) all three are the same stream.
   virtual Stream& default_stream() = 0;
+  virtual Stream& copy_stream() { return default_stream(); }
+  virtual Stream& comm_stream() { return default_stream(); }
 
   // Copies enqueued on `stream`. Host pointers are ordinary (or pinned) host memory.
   virtual void copy_to_device(void* dst, const void* host_src, size_t bytes, Stream& stream) = 0;
@@ -116,10 +146,12 @@ class Device {
   // Implementations call these from allocate() (before allocating: it throws Error when the
   // limit would be passed) and deallocate() (or when the allocation itself failed).
   void count_allocation(size_t bytes) {
+    accounted_allocations_.fetch_add(1, std::memory_order_relaxed);
     const int64_t now = in_use_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed) +
                         static_cast<int64_t>(bytes);
     if (limit_ > 0 && now > limit_) {
       in_use_.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+      accounted_allocations_.fetch_sub(1, std::memory_order_relaxed);
       throw_memory_limit(bytes, now - static_cast<int64_t>(bytes));
     }
     int64_t peak = peak_.load(std::memory_order_relaxed);
@@ -133,6 +165,7 @@ class Device {
  private:
   std::atomic<int64_t> in_use_{0};
   std::atomic<int64_t> peak_{0};
+  std::atomic<int64_t> accounted_allocations_{0};
   int64_t limit_ = 0;
   [[noreturn]] void throw_memory_limit(size_t bytes, int64_t in_use) const;
 };

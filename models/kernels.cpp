@@ -1,18 +1,83 @@
 #include "models/kernels.h"
 
+#include <atomic>
+
 #include "core/check.h"
 #include "models/cpu/cpu_kernels.h"
+#if SCALESCOPE_WITH_CUDA
+#include "models/cuda/cuda_kernels.h"
+#endif
 
 namespace scalescope {
+namespace {
+
+// A plain flag, no CUDA object: read by kernel constructors on replica threads while the CLI
+// may set it on the main thread, hence atomic.
+std::atomic<bool>& tf32_flag() {
+  static std::atomic<bool> allow{true};
+  return allow;
+}
+
+}  // namespace
+
+void set_allow_tf32(bool allow) {
+  tf32_flag().store(allow, std::memory_order_relaxed);
+}
+
+bool allow_tf32() {
+  return tf32_flag().load(std::memory_order_relaxed);
+}
 
 KernelBackend& kernel_backend(DeviceKind kind) {
-  // Stateless dispatchers: safe as function-local statics.
+  // Stateless dispatchers: safe as function-local statics. The CUDA one holds no handle either
+  // (handles belong to the kernels it makes), so nothing of CUDA outlives main through it.
   static CpuKernelBackend cpu;
   if (kind == DeviceKind::kCpu) return cpu;
-  // The CUDA kernels (models/cuda) come with the GPU backend issue; until then a CUDA device
-  // can be opened but not trained on, and says so.
-  throw_error(fmt::format("this scalescope has no {} layer kernels yet; use --devices cpu:N",
-                          to_string(kind)));
+#if SCALESCOPE_WITH_CUDA
+  static CudaKernelBackend cuda;
+  if (kind == DeviceKind::kCuda) return cuda;
+#endif
+  throw_error(fmt::format(
+      "this scalescope was built without {} kernels (rebuild with -DSCALESCOPE_WITH_CUDA=ON on a "
+      "machine with the CUDA toolkit, cuDNN and cuBLAS); use --devices cpu:N",
+      to_string(kind)));
+}
+
+void accumulate_into(float* acc, const float* grads, int64_t count, bool first, Stream& stream) {
+  SS_CHECK(count >= 0, "accumulating {} gradients", count);
+  const DeviceId id = stream.device().id();
+  if (id.kind == DeviceKind::kCpu) {
+    accumulate_into_cpu(acc, grads, count, first);
+    return;
+  }
+#if SCALESCOPE_WITH_CUDA
+  if (id.kind == DeviceKind::kCuda) {
+    accumulate_into_cuda(acc, grads, count, first, stream);
+    return;
+  }
+#endif
+  throw_error(fmt::format("gradient accumulation on {}: this scalescope has no {} kernels",
+                          to_string(id), to_string(id.kind)));
+}
+
+void check_layer_binding(const LayerSpec& spec, const LayerBinding& b) {
+  SS_CHECK(b.in.rank() >= 2 && b.out.rank() >= 2 && b.in[0] > 0 && b.in[0] == b.out[0],
+           "{}: binding shapes {} -> {} need the same positive batch dimension", describe(spec),
+           b.in.to_string(), b.out.to_string());
+  const Shape expected = output_shape(spec, b.in.without_batch());
+  SS_CHECK(expected == b.out.without_batch(), "{}: bound to output {} but produces {} per sample",
+           describe(spec), b.out.to_string(), expected.to_string());
+  const std::vector<ParamSpec> params = param_specs(spec, b.in.without_batch());
+  SS_CHECK(b.params.size() == params.size() && b.grads.size() == params.size(),
+           "{}: bound to {} parameters and {} gradients, takes {}", describe(spec), b.params.size(),
+           b.grads.size(), params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    SS_CHECK(b.params[i].shape == params[i].shape && b.grads[i].shape == params[i].shape &&
+                 !b.params[i].empty() && !b.grads[i].empty(),
+             "{}: {} bound as {} (gradient {}), expected {}", describe(spec), params[i].suffix,
+             b.params[i].shape.to_string(), b.grads[i].shape.to_string(),
+             params[i].shape.to_string());
+  }
 }
 
 }  // namespace scalescope

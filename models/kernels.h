@@ -107,4 +107,24 @@ class KernelBackend {
 // The kernels for devices of `kind`; throws Error when this build has none.
 KernelBackend& kernel_backend(DeviceKind kind);
 
+// Whether GPU kernels may compute fp32 matrix products in TF32 (10-bit mantissa inputs, fp32
+// accumulation) on tensor cores: cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32 and cuDNN's
+// CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION when true, strict fp32 (CUBLAS_COMPUTE_32F,
+// CUDNN_FMA_MATH) when false. Process-wide, true by default (as PyTorch's cuDNN default and
+// TensorFlow's). Read when a kernel is constructed: kernels built earlier keep their math, so
+// set it before building models. Thread-safe. CPU kernels always compute in fp32.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
+// Gradient accumulation over micro-batches: acc = grads when `first`, else acc += grads, over
+// `count` floats of device memory of stream.device(). Element-wise, so the result does not
+// depend on the thread count or launch shape.
+// REQUIRES: the device current; runs on `stream` and does not synchronize the host.
+void accumulate_into(float* acc, const float* grads, int64_t count, bool first, Stream& stream);
+
+// Throws Error unless `binding` is what `spec` needs (positive batch, output shape, parameter and
+// gradient shapes), so that no kernel reads or writes out of bounds. Every backend calls it
+// before planning a layer.
+void check_layer_binding(const LayerSpec& spec, const LayerBinding& binding);
+
 }  // namespace scalescope

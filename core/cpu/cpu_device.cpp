@@ -92,6 +92,7 @@ void* CpuDevice::allocate(size_t bytes) {
     throw_error(
         fmt::format("out of memory: cannot allocate {} bytes on {}", bytes, to_string(id())));
   }
+  allocations_.fetch_add(1, std::memory_order_relaxed);
   return ptr;
 }
 

@@ -2,6 +2,8 @@
 
 #include <cuda_profiler_api.h>
 
+#include <string>
+
 #include "core/check.h"
 
 namespace scalescope {
@@ -17,15 +19,26 @@ ScopedCudaDevice::~ScopedCudaDevice() {
   if (previous_ >= 0 && current != previous_) SS_CHECK_CUDA_LOG(cudaSetDevice(previous_));
 }
 
-CudaStream::CudaStream(Device& device) : device_(device) {
+CudaStream::CudaStream(CudaDevice& device) : device_(device) {
   ScopedCudaDevice scope(device.id().index);
   SS_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  try {
+    device_.allocator().register_stream(stream_);
+  } catch (...) {
+    SS_CHECK_CUDA_LOG(cudaStreamDestroy(stream_));
+    throw;
+  }
 }
 
 CudaStream::~CudaStream() {
   if (stream_ == nullptr) return;
+  device_.allocator().unregister_stream(stream_);
   SS_CHECK_CUDA_LOG(cudaSetDevice(device_.id().index));
   SS_CHECK_CUDA_LOG(cudaStreamDestroy(stream_));
+}
+
+Device& CudaStream::device() const {
+  return device_;
 }
 
 void CudaStream::synchronize() {
@@ -39,9 +52,11 @@ cudaStream_t cuda_stream(Stream& stream) {
   return cuda->get();
 }
 
-CudaEvent::CudaEvent(int device) : device_(device) {
+CudaEvent::CudaEvent(int device, bool timing) : device_(device), timing_(timing) {
   ScopedCudaDevice scope(device);
-  SS_CHECK_CUDA(cudaEventCreate(&event_));  // with timing: these events also measure phases
+  // With timing, the events that measure phases; without, the cheaper ordering events.
+  SS_CHECK_CUDA(
+      cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
 }
 
 CudaEvent::~CudaEvent() {
@@ -65,14 +80,20 @@ void CudaEvent::synchronize() const {
 double CudaEvent::elapsed_ms_since(const Event& start) const {
   const auto* other = dynamic_cast<const CudaEvent*>(&start);
   SS_CHECK(other != nullptr, "elapsed time between events of different backends");
+  SS_CHECK(timing_ && other->timing_,
+           "elapsed time of an ordering event (created by create_ordering_event, without "
+           "timing)");
   float ms = 0.0f;
   SS_CHECK_CUDA(cudaEventElapsedTime(&ms, other->event_, event_));
   return static_cast<double>(ms);
 }
 
-CudaDevice::CudaDevice(int index) : index_(index) {
+CudaDevice::CudaDevice(int index)
+    : index_(index), allocator_(std::make_unique<CachingAllocator>(index)) {
   ScopedCudaDevice scope(index);
   default_stream_ = std::make_unique<CudaStream>(*this);
+  copy_stream_ = std::make_unique<CudaStream>(*this);
+  comm_stream_ = std::make_unique<CudaStream>(*this);
 }
 
 CudaDevice::~CudaDevice() = default;
@@ -99,22 +120,41 @@ void CudaDevice::stop_profiler() {
 
 void* CudaDevice::allocate(size_t bytes) {
   count_allocation(bytes);
-  ScopedCudaDevice scope(index_);
   void* ptr = nullptr;
-  const cudaError_t status = cudaMalloc(&ptr, bytes);
-  if (status != cudaSuccess) {
+  cudaError_t status = cudaSuccess;
+  try {
+    ptr = allocator_->allocate(bytes, &status);
+  } catch (...) {
     count_deallocation(bytes);
+    throw;
+  }
+  if (ptr == nullptr) {
+    count_deallocation(bytes);
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    std::string driver_view;
+    {
+      ScopedCudaDevice scope(index_);
+      if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+        driver_view =
+            fmt::format("; the driver reports {} of {} bytes free", free_bytes, total_bytes);
+      } else {
+        (void)cudaGetLastError();
+      }
+    }
     throw Error("CUDA", "cudaMalloc",
-                fmt::format("cannot allocate {} bytes on cuda:{}: {}", bytes, index_,
-                            cudaGetErrorString(status)));
+                fmt::format("cannot allocate {} bytes (a block of {}) on cuda:{}: {} ({}); {} "
+                            "bytes in use, {} reserved{}",
+                            bytes, CachingAllocator::round_size(bytes), index_,
+                            cudaGetErrorString(status), cudaGetErrorName(status), memory_in_use(),
+                            allocator_->reserved_bytes(), driver_view));
   }
   return ptr;
 }
 
 void CudaDevice::deallocate(void* ptr, size_t bytes) noexcept {
   if (ptr == nullptr) return;
-  SS_CHECK_CUDA_LOG(cudaSetDevice(index_));
-  SS_CHECK_CUDA_LOG(cudaFree(ptr));
+  allocator_->deallocate(ptr);
   count_deallocation(bytes);
 }
 
@@ -137,7 +177,10 @@ std::unique_ptr<Stream> CudaDevice::create_stream() {
   return std::make_unique<CudaStream>(*this);
 }
 std::unique_ptr<Event> CudaDevice::create_event() {
-  return std::make_unique<CudaEvent>(index_);
+  return std::make_unique<CudaEvent>(index_, /*timing=*/true);
+}
+std::unique_ptr<Event> CudaDevice::create_ordering_event() {
+  return std::make_unique<CudaEvent>(index_, /*timing=*/false);
 }
 
 void CudaDevice::copy_to_device(void* dst, const void* host_src, size_t bytes, Stream& stream) {

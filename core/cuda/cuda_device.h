@@ -1,5 +1,6 @@
 // The CUDA backend of core: one Device per GPU, streams and events mapping one to one on
-// cudaStream_t / cudaEvent_t. Every destructor makes its device current first.
+// cudaStream_t / cudaEvent_t. Every destructor makes its device current first. Device
+// memory comes from a caching allocator (core/cuda/caching_allocator.h).
 //
 // Status: compiled on every CUDA build; has not yet run on a GPU (see the GPU issue).
 #pragma once
@@ -9,6 +10,7 @@
 #include <memory>
 
 #include "core/backend.h"
+#include "core/cuda/caching_allocator.h"
 #include "core/device.h"
 
 namespace scalescope {
@@ -25,22 +27,28 @@ class ScopedCudaDevice {
   int previous_ = -1;
 };
 
+class CudaDevice;
+
+// REQUIRES: destroyed before its device (it fences the device's freed memory while alive).
 class CudaStream final : public Stream {
  public:
-  explicit CudaStream(Device& device);  // non-blocking with respect to the legacy stream
+  // Non-blocking with respect to the legacy stream; registered with the device's allocator,
+  // so that memory freed while this stream still has work queued is not reused too early.
+  explicit CudaStream(CudaDevice& device);
   ~CudaStream() override;
-  Device& device() const override { return device_; }
+  Device& device() const override;
   void synchronize() override;
   cudaStream_t get() const { return stream_; }
 
  private:
-  Device& device_;
+  CudaDevice& device_;
   cudaStream_t stream_ = nullptr;
 };
 
 class CudaEvent final : public Event {
  public:
-  explicit CudaEvent(int device);
+  // `timing` false: cudaEventDisableTiming, for events that only order work.
+  explicit CudaEvent(int device, bool timing = true);
   ~CudaEvent() override;
   void record(Stream& stream) override;
   void wait_on(Stream& stream) const override;
@@ -50,6 +58,7 @@ class CudaEvent final : public Event {
 
  private:
   int device_;
+  bool timing_;
   cudaEvent_t event_ = nullptr;
 };
 
@@ -63,21 +72,41 @@ class CudaDevice final : public Device {
   void make_current() override;
   void start_profiler() override;
   void stop_profiler() override;
+  // Through the caching allocator: a block freed earlier is reused when no queued work can
+  // still use it, else cudaMalloc; when that runs out of memory, the cache is freed and
+  // cudaMalloc retried once before Error (naming the size and the memory in use) is thrown.
+  // memory_in_use() and peak_memory() count the sizes asked for, not the rounded blocks.
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) noexcept override;
+  int64_t device_allocations() const override { return allocator_->device_allocations(); }
+  int64_t memory_reserved() const override { return allocator_->reserved_bytes(); }
+  void release_cached_memory() noexcept override { allocator_->release_cached(); }
+  // Pinned (page-locked) host memory from cudaMallocHost, uncached: staging buffers are
+  // allocated once per run.
   void* allocate_host(size_t bytes) override;
   void deallocate_host(void* ptr) noexcept override;
   std::unique_ptr<Stream> create_stream() override;
   std::unique_ptr<Event> create_event() override;
+  std::unique_ptr<Event> create_ordering_event() override;
+  // Three non-blocking streams of this device, created with it: compute (the default),
+  // host-to-device copies, collectives.
   Stream& default_stream() override { return *default_stream_; }
+  Stream& copy_stream() override { return *copy_stream_; }
+  Stream& comm_stream() override { return *comm_stream_; }
   void copy_to_device(void* dst, const void* host_src, size_t bytes, Stream& stream) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes, Stream& stream) override;
   void copy_on_device(void* dst, const void* src, size_t bytes, Stream& stream) override;
   void fill_zero(void* dst, size_t bytes, Stream& stream) override;
 
+  CachingAllocator& allocator() { return *allocator_; }
+
  private:
   int index_;
+  // Declared before the streams: they register with it, and it must outlive them.
+  std::unique_ptr<CachingAllocator> allocator_;
   std::unique_ptr<CudaStream> default_stream_;
+  std::unique_ptr<CudaStream> copy_stream_;
+  std::unique_ptr<CudaStream> comm_stream_;
 };
 
 // REQUIRES: `stream` is a CUDA stream; throws Error otherwise.

@@ -30,6 +30,17 @@ using ErrorStringFn = const char* (*)(nvmlReturn_t);
 using DriverVersionFn = nvmlReturn_t (*)(char*, unsigned);
 using HandleByBusIdFn = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
 using NvLinkStateFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, nvmlEnableState_t*);
+struct nvmlUtilization_t {
+  unsigned gpu;
+  unsigned memory;
+};
+struct nvmlMemory_t {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+using UtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*);
+using MemoryInfoFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
 
 std::string dl_error() {
   const char* e = dlerror();
@@ -45,6 +56,8 @@ struct Nvml::Api {
   DriverVersionFn driver_version = nullptr;
   HandleByBusIdFn handle_by_bus_id = nullptr;
   NvLinkStateFn nvlink_state = nullptr;
+  UtilizationFn utilization = nullptr;
+  MemoryInfoFn memory_info = nullptr;
 };
 
 Nvml::Nvml(const std::string& library) {
@@ -72,6 +85,8 @@ Nvml::Nvml(const std::string& library) {
   resolve(api->driver_version, "nvmlSystemGetDriverVersion");
   resolve(api->handle_by_bus_id, "nvmlDeviceGetHandleByPciBusId_v2");
   resolve(api->nvlink_state, "nvmlDeviceGetNvLinkState");
+  resolve(api->utilization, "nvmlDeviceGetUtilizationRates");
+  resolve(api->memory_info, "nvmlDeviceGetMemoryInfo");
   if (!missing.empty()) {
     error_ = fmt::format("not loaded: {} lacks {}", library, missing);
     release();
@@ -139,15 +154,56 @@ NvmlResult<std::string> Nvml::driver_version() const {
   return {std::string(text.data()), {}};
 }
 
-NvmlResult<std::vector<NvLinkState>> Nvml::nvlink_states(const std::string& pci_bus_id) const {
-  using Result = NvmlResult<std::vector<NvLinkState>>;
-  if (!init_ok_) return Result::failure(error_);
-  nvmlDevice_t device = nullptr;
-  nvmlReturn_t status = api_->handle_by_bus_id(pci_bus_id.c_str(), &device);
+std::string Nvml::device_handle(const std::string& pci_bus_id, void** device) const {
+  if (!init_ok_) return error_.empty() ? std::string("not loaded (moved from)") : error_;
+  nvmlDevice_t handle = nullptr;
+  const nvmlReturn_t status = api_->handle_by_bus_id(pci_bus_id.c_str(), &handle);
   if (status != NVML_SUCCESS) {
-    return Result::failure(fmt::format("nvmlDeviceGetHandleByPciBusId_v2(\"{}\") failed: {}",
+    return fmt::format("nvmlDeviceGetHandleByPciBusId_v2(\"{}\") failed: {}", pci_bus_id,
+                       nvml_message(status));
+  }
+  *device = handle;
+  return {};
+}
+
+NvmlResult<NvmlUtilization> Nvml::utilization(const std::string& pci_bus_id) const {
+  using Result = NvmlResult<NvmlUtilization>;
+  void* handle = nullptr;
+  if (std::string why = device_handle(pci_bus_id, &handle); !why.empty()) {
+    return Result::failure(std::move(why));
+  }
+  nvmlUtilization_t rates{};
+  const nvmlReturn_t status = api_->utilization(static_cast<nvmlDevice_t>(handle), &rates);
+  if (status != NVML_SUCCESS) {
+    return Result::failure(fmt::format("nvmlDeviceGetUtilizationRates(\"{}\") failed: {}",
                                        pci_bus_id, nvml_message(status)));
   }
+  return {NvmlUtilization{rates.gpu, rates.memory}, {}};
+}
+
+NvmlResult<NvmlMemoryInfo> Nvml::memory_info(const std::string& pci_bus_id) const {
+  using Result = NvmlResult<NvmlMemoryInfo>;
+  void* handle = nullptr;
+  if (std::string why = device_handle(pci_bus_id, &handle); !why.empty()) {
+    return Result::failure(std::move(why));
+  }
+  nvmlMemory_t memory{};
+  const nvmlReturn_t status = api_->memory_info(static_cast<nvmlDevice_t>(handle), &memory);
+  if (status != NVML_SUCCESS) {
+    return Result::failure(fmt::format("nvmlDeviceGetMemoryInfo(\"{}\") failed: {}", pci_bus_id,
+                                       nvml_message(status)));
+  }
+  return {NvmlMemoryInfo{memory.used, memory.total}, {}};
+}
+
+NvmlResult<std::vector<NvLinkState>> Nvml::nvlink_states(const std::string& pci_bus_id) const {
+  using Result = NvmlResult<std::vector<NvLinkState>>;
+  void* handle = nullptr;
+  if (std::string why = device_handle(pci_bus_id, &handle); !why.empty()) {
+    return Result::failure(std::move(why));
+  }
+  const auto device = static_cast<nvmlDevice_t>(handle);
+  nvmlReturn_t status = NVML_SUCCESS;
   std::vector<NvLinkState> links;
   for (unsigned link = 0; link < kNvmlMaxLinks; ++link) {
     nvmlEnableState_t active = NVML_FEATURE_DISABLED;

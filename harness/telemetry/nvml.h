@@ -3,6 +3,7 @@
 // toolkit, so there is no link-time dependency and no nvml.h at build time.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -24,6 +25,21 @@ struct NvmlResult {
 struct NvLinkState {
   unsigned link = 0;  // NVML's link index, 0..kNvmlMaxLinks-1
   bool active = false;
+};
+
+// nvmlDeviceGetUtilizationRates: the percentage of the driver's last sample period (between
+// 1/6 s and 1 s, depending on the GPU) during which a kernel ran, and during which device
+// memory was read or written.
+struct NvmlUtilization {
+  unsigned gpu_percent = 0;
+  unsigned memory_percent = 0;
+};
+
+// nvmlDeviceGetMemoryInfo: device memory allocated by every process (and the driver), and the
+// GPU's total.
+struct NvmlMemoryInfo {
+  uint64_t used_bytes = 0;
+  uint64_t total_bytes = 0;
 };
 
 // The library name the driver installs (the unversioned .so comes only with dev packages).
@@ -56,9 +72,16 @@ class Nvml {
   // by bus id rather than index because CUDA_VISIBLE_DEVICES renumbers CUDA's devices but
   // not NVML's. An empty vector means the GPU has no NVLink.
   NvmlResult<std::vector<NvLinkState>> nvlink_states(const std::string& pci_bus_id) const;
+  // Utilisation and memory of the GPU at this PCI bus id, now. Cheap enough to call every
+  // 100 ms (harness/telemetry/nvml_sampler.h does); thread-safe, as NVML is.
+  NvmlResult<NvmlUtilization> utilization(const std::string& pci_bus_id) const;
+  NvmlResult<NvmlMemoryInfo> memory_info(const std::string& pci_bus_id) const;
 
  private:
   struct Api;  // the resolved entry points
+  // NVML's handle of the GPU at `pci_bus_id` into *device (an nvmlDevice_t); the reason when
+  // there is none, else empty.
+  std::string device_handle(const std::string& pci_bus_id, void** device) const;
   void release() noexcept;
   std::string nvml_message(int status) const;
 

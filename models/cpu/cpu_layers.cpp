@@ -534,27 +534,6 @@ class FlattenKernel final : public UnaryKernel {
   }
 };
 
-// The binding must be what the spec says, so that no kernel reads or writes out of bounds.
-void check_binding(const LayerSpec& spec, const LayerBinding& b) {
-  SS_CHECK(b.in.rank() >= 2 && b.out.rank() >= 2 && b.in[0] > 0 && b.in[0] == b.out[0],
-           "{}: binding shapes {} -> {} need the same positive batch dimension", describe(spec),
-           b.in.to_string(), b.out.to_string());
-  const Shape expected = output_shape(spec, b.in.without_batch());
-  SS_CHECK(expected == b.out.without_batch(), "{}: bound to output {} but produces {} per sample",
-           describe(spec), b.out.to_string(), expected.to_string());
-  const std::vector<ParamSpec> params = param_specs(spec, b.in.without_batch());
-  SS_CHECK(b.params.size() == params.size() && b.grads.size() == params.size(),
-           "{}: bound to {} parameters and {} gradients, takes {}", describe(spec), b.params.size(),
-           b.grads.size(), params.size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    SS_CHECK(b.params[i].shape == params[i].shape && b.grads[i].shape == params[i].shape &&
-                 !b.params[i].empty() && !b.grads[i].empty(),
-             "{}: {} bound as {} (gradient {}), expected {}", describe(spec), params[i].suffix,
-             b.params[i].shape.to_string(), b.grads[i].shape.to_string(),
-             params[i].shape.to_string());
-  }
-}
-
 std::unique_ptr<LayerKernel> build(const LayerSpec& spec, const LayerBinding& b,
                                    CpuDevice& device) {
   return std::visit(Overloaded{
@@ -581,7 +560,7 @@ std::unique_ptr<LayerKernel> build(const LayerSpec& spec, const LayerBinding& b,
 
 std::unique_ptr<LayerKernel> make_cpu_layer(const LayerSpec& spec, const LayerBinding& binding,
                                             CpuDevice& device) {
-  check_binding(spec, binding);
+  check_layer_binding(spec, binding);
   std::unique_ptr<LayerKernel> kernel;
   SS_CHECK_DNNL(kernel = build(spec, binding, device));
   return kernel;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/buffer.h"
 #include "core/cpu/cpu_device.h"
 #include "core/device_spec.h"
 #include "core/error.h"
@@ -107,6 +108,52 @@ TEST(CpuDevice, EventsMeasureTheWorkBetweenThem) {
   EXPECT_LT(ms, 2000.0);
   auto never = dev.create_event();
   EXPECT_THROW((void)never->elapsed_ms_since(*start), Error);
+}
+
+TEST(CpuDevice, CountsEveryRealAllocation) {
+  CpuDevice dev(0, 1);
+  EXPECT_EQ(dev.device_allocations(), 0);
+  {
+    DeviceBuffer a(dev, 100);
+    DeviceBuffer b(dev, 1 << 20);
+    EXPECT_EQ(dev.device_allocations(), 2);
+    EXPECT_EQ(dev.memory_reserved(), dev.memory_in_use());
+  }
+  // No cache on CPU: the same size again is another aligned_alloc.
+  DeviceBuffer c(dev, 100);
+  EXPECT_EQ(dev.device_allocations(), 3);
+  // A refused allocation is not one.
+  dev.set_memory_limit(1000);
+  EXPECT_THROW(DeviceBuffer(dev, 2000), Error);
+  EXPECT_EQ(dev.device_allocations(), 3);
+  dev.release_cached_memory();  // nothing cached: a no-op
+  EXPECT_EQ(dev.memory_in_use(), 100);
+}
+
+TEST(CpuDevice, ReplicaStreamsAreTheInlineDefaultStream) {
+  CpuDevice dev(0, 1);
+  EXPECT_EQ(&dev.copy_stream(), &dev.default_stream());
+  EXPECT_EQ(&dev.comm_stream(), &dev.default_stream());
+  EXPECT_EQ(&dev.copy_stream().device(), &dev);
+  // Copies on the copy stream have finished when the call returns (inline execution).
+  std::vector<float> values = {1.0f, 2.0f, 3.0f};
+  DeviceBuffer buffer(dev, values.size() * sizeof(float));
+  dev.copy_to_device(buffer.data(), values.data(), buffer.bytes(), dev.copy_stream());
+  std::vector<float> back(values.size());
+  dev.copy_to_host(back.data(), buffer.data(), buffer.bytes(), dev.comm_stream());
+  EXPECT_EQ(back, values);
+}
+
+TEST(CpuDevice, OrderingEventsOrderAndTime) {
+  CpuDevice dev(0, 1);
+  // CPU ignores the distinction: an ordering event is an ordinary one.
+  auto a = dev.create_ordering_event();
+  auto b = dev.create_ordering_event();
+  a->record(dev.copy_stream());
+  a->wait_on(dev.default_stream());
+  b->record(dev.default_stream());
+  b->synchronize();
+  EXPECT_GE(b->elapsed_ms_since(*a), 0.0);
 }
 
 TEST(CpuBackend, ThreadsDefaultToCoresPerDevice) {

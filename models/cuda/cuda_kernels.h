@@ -1,0 +1,54 @@
+// The CUDA kernels: cuDNN for convolution, cuBLAS for dense layers, and kernels of our own
+// (models/cuda/*.cu) for the rest: bias, activations, pooling, flatten, losses, accuracy,
+// the fused optimizer updates and gradient accumulation. They compute the functions of the
+// CPU kernels (models/cpu) on the same layouts, so that a model trains the same on either.
+//
+// Every kernel plans at construction (cuDNN algorithms, workspaces, library handles), so a
+// training step allocates nothing and never synchronizes the host. The cuDNN and cuBLAS
+// handles are shared by the kernels one thread builds for one device (CudaLibraries, in
+// cuda_libraries.h) and die with the last of them.
+//
+// Status: compiled on every CUDA build; tests/models/cuda_kernels_test.cpp compares each op
+// with the CPU kernels and skips without a GPU.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/cuda/cuda_device.h"
+#include "models/kernels.h"
+
+namespace scalescope {
+
+// cuda_layers.cpp
+std::unique_ptr<LayerKernel> make_cuda_layer(const LayerSpec& spec, const LayerBinding& binding,
+                                             CudaDevice& device);
+// cuda_losses.cpp
+std::unique_ptr<LossKernel> make_cuda_loss(LossKind kind, const Shape& output, CudaDevice& device);
+// cuda_optimizers.cpp
+std::unique_ptr<OptimizerKernel> make_cuda_optimizer(const OptimizerConfig& config, int64_t n,
+                                                     CudaDevice& device);
+// cuda_optimizers.cpp: accumulate_into() (models/kernels.h) on device memory, on `stream`.
+void accumulate_into_cuda(float* acc, const float* grads, int64_t count, bool first,
+                          Stream& stream);
+
+class CudaKernelBackend final : public KernelBackend {
+ public:
+  std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec, const LayerBinding& binding,
+                                          Device& device) override {
+    return make_cuda_layer(spec, binding, cuda(device));
+  }
+  std::unique_ptr<LossKernel> make_loss(LossKind kind, const Shape& output,
+                                        Device& device) override {
+    return make_cuda_loss(kind, output, cuda(device));
+  }
+  std::unique_ptr<OptimizerKernel> make_optimizer(const OptimizerConfig& config, int64_t n,
+                                                  Device& device) override {
+    return make_cuda_optimizer(config, n, cuda(device));
+  }
+
+ private:
+  static CudaDevice& cuda(Device& device);
+};
+
+}  // namespace scalescope

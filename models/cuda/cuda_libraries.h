@@ -1,0 +1,139 @@
+// cuDNN and cuBLAS for the CUDA kernels: move-only owners of their handles and descriptors,
+// and the handles one thread uses on one device (CudaLibraries).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <memory>
+#include <utility>
+
+#include "core/buffer.h"
+#include "core/cuda/cuda_device.h"
+
+namespace scalescope {
+
+// A cuDNN handle of one device. The destructor makes the device current first.
+class CudnnHandle {
+ public:
+  CudnnHandle() = default;
+  // REQUIRES: `device` current.
+  explicit CudnnHandle(int device);
+  ~CudnnHandle();
+  CudnnHandle(CudnnHandle&& other) noexcept { swap(other); }
+  CudnnHandle& operator=(CudnnHandle&& other) noexcept {
+    CudnnHandle(std::move(other)).swap(*this);
+    return *this;
+  }
+  CudnnHandle(const CudnnHandle&) = delete;
+  CudnnHandle& operator=(const CudnnHandle&) = delete;
+
+  cudnnHandle_t get() const { return handle_; }
+  void swap(CudnnHandle& other) noexcept {
+    std::swap(device_, other.device_);
+    std::swap(handle_, other.handle_);
+  }
+
+ private:
+  int device_ = -1;
+  cudnnHandle_t handle_ = nullptr;
+};
+
+// A cuBLAS handle of one device. The destructor makes the device current first.
+class CublasHandle {
+ public:
+  CublasHandle() = default;
+  // REQUIRES: `device` current.
+  explicit CublasHandle(int device);
+  ~CublasHandle();
+  CublasHandle(CublasHandle&& other) noexcept { swap(other); }
+  CublasHandle& operator=(CublasHandle&& other) noexcept {
+    CublasHandle(std::move(other)).swap(*this);
+    return *this;
+  }
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+
+  cublasHandle_t get() const { return handle_; }
+  void swap(CublasHandle& other) noexcept {
+    std::swap(device_, other.device_);
+    std::swap(handle_, other.handle_);
+  }
+
+ private:
+  int device_ = -1;
+  cublasHandle_t handle_ = nullptr;
+};
+
+// A cuDNN descriptor (tensor, filter, convolution). Descriptors are host-side structures that
+// belong to no device, so unlike the handles their destructor needs no current device.
+template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
+class CudnnDescriptor {
+ public:
+  CudnnDescriptor();  // creates one (throws Error when cuDNN cannot)
+  ~CudnnDescriptor();
+  CudnnDescriptor(CudnnDescriptor&& other) noexcept { std::swap(desc_, other.desc_); }
+  CudnnDescriptor& operator=(CudnnDescriptor&& other) noexcept {
+    std::swap(desc_, other.desc_);
+    return *this;
+  }
+  CudnnDescriptor(const CudnnDescriptor&) = delete;
+  CudnnDescriptor& operator=(const CudnnDescriptor&) = delete;
+
+  T get() const { return desc_; }
+
+ private:
+  T desc_ = nullptr;
+};
+
+using TensorDescriptor = CudnnDescriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor,
+                                         cudnnDestroyTensorDescriptor>;
+using FilterDescriptor = CudnnDescriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor,
+                                         cudnnDestroyFilterDescriptor>;
+using ConvolutionDescriptor =
+    CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
+                    cudnnDestroyConvolutionDescriptor>;
+
+// The cuDNN and cuBLAS handles of one device for one thread (a replica is one thread owning
+// one device), with the workspace cuBLAS runs in.
+//
+// Kernels share it through cuda_libraries(): each kernel holds a shared_ptr, so the handles
+// live exactly as long as the kernels of that thread and device, and no CUDA object sits in
+// a static or thread_local that would be destroyed after main (or after the CUDA runtime).
+//
+// Each call hands the handle over already bound to the caller's stream: the kernels of one
+// handle may run on different streams, one call at a time (the thread's), so binding the
+// stream per call is what makes that correct.
+class CudaLibraries {
+ public:
+  // REQUIRES: called on the thread that will use it. Makes `device` current meanwhile.
+  explicit CudaLibraries(CudaDevice& device);
+  CudaLibraries(const CudaLibraries&) = delete;
+  CudaLibraries& operator=(const CudaLibraries&) = delete;
+
+  // The handle, bound to `stream` (cudnnSetStream / cublasSetStream when it changed). The
+  // cuBLAS handle also gets our workspace again: cublasSetStream resets a handle to cuBLAS's
+  // own workspace pool, which could allocate during a step.
+  cudnnHandle_t cudnn(cudaStream_t stream);
+  cublasHandle_t cublas(cudaStream_t stream);
+  // The cuDNN handle as it is, for planning calls that enqueue no work (algorithm heuristics,
+  // workspace sizes).
+  cudnnHandle_t cudnn_for_planning() const { return cudnn_.get(); }
+
+ private:
+  // Declared before the handle, so destroyed after it: cuBLAS may use it until destroyed.
+  DeviceBuffer cublas_workspace_;
+  CudnnHandle cudnn_;
+  CublasHandle cublas_;
+  cudaStream_t cudnn_stream_ = nullptr;
+  cudaStream_t cublas_stream_ = nullptr;
+  bool cudnn_bound_ = false;
+  bool cublas_bound_ = false;
+};
+
+// The CudaLibraries of `device` for the calling thread: the one its kernels already share, or a
+// new one. The thread remembers it only through a weak reference.
+std::shared_ptr<CudaLibraries> cuda_libraries(CudaDevice& device);
+
+}  // namespace scalescope

@@ -1,0 +1,112 @@
+// Launchers of our own CUDA kernels (layer_ops.cu, loss_ops.cu, optimizer_ops.cu), called by the
+// kernel classes in cuda_layers.cpp, cuda_losses.cpp and cuda_optimizers.cpp.
+//
+// Each launcher enqueues its work on `stream` and checks the launch (check_launch); none
+// synchronizes the host or allocates. Pointers are device memory of the current device. A
+// count of zero launches nothing. Layouts are those of the CPU kernels: images NHWC, 2-D
+// activations [rows, features] (features fastest).
+//
+// This header is the only one the .cu files include of ours besides layer_spec.h: nvcc
+// cannot compile fmt's compile-time format strings, so the .cu files reach check_launch (in
+// cuda_libraries.cpp, compiled by the C++ compiler) instead of the SS_CHECK_* macros.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <source_location>
+
+#include "models/layer_spec.h"
+
+namespace scalescope {
+
+// Throws Error (library "CUDA", expression `kernel`, the launch site as its location) when
+// the last launch on this thread failed. Called after every kernel launch.
+void check_launch(const char* kernel, std::source_location where = std::source_location::current());
+
+namespace cuda_ops {
+
+// ---- layers (layer_ops.cu)
+
+// y[r, c] += bias[c] over a [rows, channels] tensor (NHWC images are [N·H·W, C]).
+void bias_add(float* y, const float* bias, int64_t rows, int64_t channels, cudaStream_t stream);
+
+// How many floats of scratch bias_grad needs for this shape (0: none). The sum over rows is
+// split into row blocks whose partial sums are added in a fixed order, so the result does not
+// vary from run to run as atomics would make it.
+int64_t bias_grad_scratch(int64_t rows, int64_t channels);
+// db[c] = sum over r of dy[r, c]. `scratch` holds bias_grad_scratch(rows, channels) floats.
+void bias_grad(const float* dy, float* db, int64_t rows, int64_t channels, float* scratch,
+               cudaStream_t stream);
+
+// Element-wise activation; backward takes the output y (as the CPU kernels' *_use_dst_for_bwd).
+void activation_forward(Activation kind, const float* x, float* y, int64_t count,
+                        cudaStream_t stream);
+void activation_backward(Activation kind, const float* y, const float* dy, float* dx, int64_t count,
+                         cudaStream_t stream);
+
+// out[b, c, r] = in[b, r, c] for b < batches: NHWC -> NCHW is (N, H·W, C), NCHW -> NHWC is
+// (N, C, H·W), OIHW -> OHWI is (O, I, KH·KW), OHWI -> OIHW is (O, KH·KW, I).
+void transpose(const float* in, float* out, int64_t batches, int64_t rows, int64_t cols,
+               cudaStream_t stream);
+
+// NHWC [n, h, w, c] into the top-left corner of [n, h + extra_h, w + extra_w, c], zeros in the
+// extra rows and columns; crop is the inverse (copies the corner back out).
+void extend_nhwc(const float* in, float* out, int64_t n, int64_t h, int64_t w, int64_t c,
+                 int64_t extra_h, int64_t extra_w, cudaStream_t stream);
+void crop_nhwc(const float* extended, float* out, int64_t n, int64_t h, int64_t w, int64_t c,
+               int64_t extra_h, int64_t extra_w, cudaStream_t stream);
+
+struct PoolShape {
+  int64_t batch, in_h, in_w, channels, out_h, out_w, pool, stride;
+};
+// Max pooling without padding, NaN winning as in the CPU kernel. Backward gives each window's
+// gradient to the first input (row-major within the window) equal to the window's output,
+// adding the contributions of overlapping windows in the CPU kernel's order, and writes
+// every element of dx.
+void max_pool_forward(const PoolShape& s, const float* x, float* y, cudaStream_t stream);
+void max_pool_backward(const PoolShape& s, const float* x, const float* y, const float* dy,
+                       float* dx, cudaStream_t stream);
+
+// Mean over the `pixels` = H·W positions of NHWC [n, pixels, c] into [n, c], and its gradient.
+void global_avg_pool_forward(const float* x, float* y, int64_t n, int64_t pixels, int64_t c,
+                             cudaStream_t stream);
+void global_avg_pool_backward(const float* dy, float* dx, int64_t n, int64_t pixels, int64_t c,
+                              cudaStream_t stream);
+
+// ---- losses (loss_ops.cu). Per-sample values in double, as the CPU losses compute them.
+
+// per_sample[i] = loss of sample i (unscaled) and, unless dout is null, dout = scale × its
+// gradient, for model output [batch, classes]. Labels are not validated (LossKernel allows
+// that), but a sparse label that is not a class index yields NaN instead of reading another
+// sample's logits.
+void loss_per_sample(LossKind kind, const float* output, const float* labels, double scale,
+                     int64_t batch, int64_t classes, double* per_sample, float* dout,
+                     cudaStream_t stream);
+// per_sample[i] = 1 when sample i is classified correctly, else 0 (the CPU kernel's rules:
+// argmax with ties to the lowest index; BCE thresholds both sides at 0.5).
+void correct_per_sample(LossKind kind, const float* output, const float* labels, int64_t batch,
+                        int64_t classes, double* per_sample, cudaStream_t stream);
+// result[0] = float(scale × sum of values), summed by one block in a fixed order.
+void sum_to_float(const double* values, int64_t count, double scale, float* result,
+                  cudaStream_t stream);
+
+// ---- optimizers (optimizer_ops.cu): one launch over all n parameters each.
+
+// SGD: d = g + wd·w; with momentum (v non-null) v = momentum·v + d, w -= lr·v; else w -= lr·d.
+void sgd_update(float* w, const float* g, float* v, int64_t n, float lr, float weight_decay,
+                float momentum, cudaStream_t stream);
+
+struct AdamScalars {
+  float weight_decay, beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
+  float step_size;              // lr / (1 - beta1^t)
+  float bias_correction2_sqrt;  // sqrt(1 - beta2^t)
+};
+void adam_update(float* w, const float* g, float* m, float* v, int64_t n, const AdamScalars& s,
+                 cudaStream_t stream);
+
+// acc += grads.
+void accumulate(float* acc, const float* grads, int64_t n, cudaStream_t stream);
+
+}  // namespace cuda_ops
+}  // namespace scalescope

@@ -1,0 +1,109 @@
+// CUDA optimizers: one fused launch (optimizer_ops.cu) over the flat parameter buffer, with
+// the scalars that do not depend on the element (Adam's bias corrections) computed on the
+// host once per step, in double, exactly as the CPU kernels compute them.
+#include <cmath>
+#include <cstdint>
+#include <memory>
+
+#include "core/check.h"
+#include "core/tensor.h"
+#include "models/cuda/cuda_kernels.h"
+#include "models/cuda/cuda_ops.h"
+
+namespace scalescope {
+namespace {
+
+// Zeroed on the device's default stream and waited for here: update() may run on any stream
+// of the device, and the default stream is non-blocking, so nothing else would order the two.
+Tensor zeroed_state(CudaDevice& device, int64_t n) {
+  Tensor t(device, Shape{n});
+  if (n == 0) return t;
+  device.fill_zero(t.data(), t.bytes(), device.default_stream());
+  device.default_stream().synchronize();
+  return t;
+}
+
+class CudaSgd final : public OptimizerKernel {
+ public:
+  CudaSgd(const OptimizerConfig& config, int64_t n, CudaDevice& device)
+      : config_(config),
+        n_(n),
+        // Without momentum there is no state (PyTorch keeps none either).
+        momentum_(config.momentum > 0.0f ? zeroed_state(device, n) : Tensor()) {}
+
+  void update(float* params, const float* grads, float lr, int64_t, Stream& stream) override {
+    cuda_ops::sgd_update(params, grads, config_.momentum > 0.0f ? momentum_.data() : nullptr, n_,
+                         lr, config_.weight_decay, config_.momentum, cuda_stream(stream));
+  }
+
+  std::vector<TensorView> state() const override {
+    if (config_.momentum > 0.0f) return {momentum_.view()};
+    return {};
+  }
+
+ private:
+  OptimizerConfig config_;
+  int64_t n_;
+  Tensor momentum_;
+};
+
+class CudaAdam final : public OptimizerKernel {
+ public:
+  CudaAdam(const OptimizerConfig& config, int64_t n, CudaDevice& device)
+      : config_(config),
+        n_(n),
+        exp_avg_(zeroed_state(device, n)),
+        exp_avg_sq_(zeroed_state(device, n)) {}
+
+  void update(float* params, const float* grads, float lr, int64_t step, Stream& stream) override {
+    SS_CHECK(step >= 1, "Adam step {} must count from 1", step);
+    // As cpu_optimizers.cpp: in double, since beta2^t loses most of its digits in float.
+    const double t = static_cast<double>(step);
+    const double bias_correction1 = 1.0 - std::pow(static_cast<double>(config_.beta1), t);
+    const double bias_correction2 = 1.0 - std::pow(static_cast<double>(config_.beta2), t);
+    const cuda_ops::AdamScalars scalars{
+        .weight_decay = config_.weight_decay,
+        .beta1 = config_.beta1,
+        .beta2 = config_.beta2,
+        .one_minus_beta1 = 1.0f - config_.beta1,
+        .one_minus_beta2 = 1.0f - config_.beta2,
+        .eps = config_.epsilon,
+        .step_size = static_cast<float>(static_cast<double>(lr) / bias_correction1),
+        .bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2)),
+    };
+    cuda_ops::adam_update(params, grads, exp_avg_.data(), exp_avg_sq_.data(), n_, scalars,
+                          cuda_stream(stream));
+  }
+
+  std::vector<TensorView> state() const override { return {exp_avg_.view(), exp_avg_sq_.view()}; }
+
+ private:
+  OptimizerConfig config_;
+  int64_t n_;
+  Tensor exp_avg_;
+  Tensor exp_avg_sq_;
+};
+
+}  // namespace
+
+std::unique_ptr<OptimizerKernel> make_cuda_optimizer(const OptimizerConfig& config, int64_t n,
+                                                     CudaDevice& device) {
+  SS_CHECK(n >= 0, "optimizer over {} parameters", n);
+  ScopedCudaDevice scope(device.id().index);
+  if (config.kind == OptimizerKind::kSgd) return std::make_unique<CudaSgd>(config, n, device);
+  return std::make_unique<CudaAdam>(config, n, device);
+}
+
+void accumulate_into_cuda(float* acc, const float* grads, int64_t count, bool first,
+                          Stream& stream) {
+  if (count == 0) return;
+  const cudaStream_t s = cuda_stream(stream);
+  if (first) {
+    SS_CHECK_CUDA(cudaMemcpyAsync(acc, grads, static_cast<size_t>(count) * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, s));
+    return;
+  }
+  cuda_ops::accumulate(acc, grads, count, s);
+}
+
+}  // namespace scalescope

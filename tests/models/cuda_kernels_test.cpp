@@ -1,0 +1,519 @@
+// The CUDA kernels (models/cuda) against the CPU kernels, op by op on the same fresh random
+// inputs: every layer type (forward, parameter gradients, input gradient), every loss (value,
+// gradient, accuracy count), the optimizers over several steps, and accumulate_into. Each runs
+// in strict fp32 (set_allow_tf32(false): relative error <= 1e-5) and with TF32 allowed
+// (<= 5e-3). The relative error of a tensor is max |gpu - cpu| / max |cpu|, so that values
+// near zero do not make it meaningless.
+//
+// Without a usable GPU (or in a build without CUDA) the GPU tests skip, saying why. The
+// registry and CPU-side tests at the end run everywhere.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/cpu/cpu_device.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/random.h"
+#include "core/tensor.h"
+#include "models/kernels.h"
+#include "models/layer_spec.h"
+#include "tests/test_util.h"
+
+namespace scalescope {
+namespace {
+
+using testing_util::error_of;
+
+constexpr double kStrictTolerance = 1e-5;
+constexpr double kTf32Tolerance = 5e-3;
+
+// Why the GPU tests cannot run here, or "" when they can.
+std::string gpu_unavailable() {
+#if SCALESCOPE_WITH_CUDA
+  Backend& cuda = backend(DeviceKind::kCuda);
+  if (cuda.device_count() > 0) return "";
+  return "no usable GPU (" + cuda.unavailable_reason() + ")";
+#else
+  return "this scalescope was built without CUDA (-DSCALESCOPE_WITH_CUDA=OFF)";
+#endif
+}
+
+// Sets allow_tf32() for a scope and restores it after, so that no test leaks its setting.
+class Tf32Scope {
+ public:
+  explicit Tf32Scope(bool allow) : saved_(allow_tf32()) { set_allow_tf32(allow); }
+  ~Tf32Scope() { set_allow_tf32(saved_); }
+  Tf32Scope(const Tf32Scope&) = delete;
+  Tf32Scope& operator=(const Tf32Scope&) = delete;
+
+ private:
+  bool saved_;
+};
+
+enum class Precision { kStrict, kTf32 };
+
+const char* to_string(Precision p) {
+  return p == Precision::kStrict ? "strict" : "tf32";
+}
+double tolerance(Precision p) {
+  return p == Precision::kStrict ? kStrictTolerance : kTf32Tolerance;
+}
+
+std::vector<float> random_values(int64_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  Rng rng(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = rng.uniform(lo, hi);
+  return v;
+}
+
+// max |got - want| / max |want|; infinite when the sizes differ or a NaN appears on one side
+// only.
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
+  double diff = 0.0;
+  double scale = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i]) != std::isnan(want[i])) return std::numeric_limits<double>::infinity();
+    if (std::isnan(want[i])) continue;
+    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
+    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+  }
+  return scale > 0.0 ? diff / scale : diff;
+}
+
+#define EXPECT_CLOSE(got, want, tol, what)               \
+  do {                                                   \
+    EXPECT_EQ((got).size(), (want).size()) << (what);    \
+    EXPECT_LE(relative_error((got), (want)), (tol))      \
+        << (what) << " (" << (got).size() << " values)"; \
+  } while (0)
+
+// A GPU and a CPU device for one test; skips the test when there is no GPU.
+class CudaKernelsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string why = gpu_unavailable();
+    if (!why.empty()) GTEST_SKIP() << "CUDA kernels not tested: " << why;
+    gpu_ = backend(DeviceKind::kCuda).open(0, BackendOptions{});
+    cpu_ = std::make_unique<CpuDevice>(0, 2);
+  }
+
+  std::unique_ptr<Device> gpu_;
+  std::unique_ptr<CpuDevice> cpu_;
+};
+
+// ---- layers
+
+struct LayerCase {
+  std::string name;
+  LayerSpec spec;
+  Shape in;  // batch included; images NHWC
+  // Inputs drawn from a few values only, so that max pooling meets ties.
+  bool coarse = false;
+};
+
+Conv2DSpec conv(int64_t filters, int64_t kernel, int64_t stride, Padding padding) {
+  return Conv2DSpec{filters, kernel, stride, padding};
+}
+
+std::vector<LayerCase> layer_cases() {
+  using enum Padding;
+  return {
+      // "same": symmetric (3x3, stride 1); asymmetric with TensorFlow's odd pixel after (an
+      // even kernel at stride 1; stride 2 on odd and even sizes: H 7 pads (1, 1), W 6 pads
+      // (0, 1); 16x16 pads (0, 1) on both axes).
+      {"conv_same_s1", conv(4, 3, 1, kSame), Shape{2, 5, 7, 3}},
+      {"conv_same_k4_asymmetric", conv(2, 4, 1, kSame), Shape{2, 5, 6, 1}},
+      {"conv_same_s2_odd", conv(3, 3, 2, kSame), Shape{2, 7, 6, 2}},
+      {"conv_same_k5_s2", conv(3, 5, 2, kSame), Shape{3, 9, 8, 2}},
+      {"conv_same_s2_even", conv(16, 3, 2, kSame), Shape{4, 16, 16, 8}},
+      {"conv_valid_s1", conv(5, 3, 1, kValid), Shape{2, 6, 5, 1}},
+      {"conv_valid_s2_leftover", conv(4, 3, 2, kValid), Shape{2, 8, 7, 3}},
+      // Rows (N·H·W = 1024) split into several partial bias sums; channels for tensor cores.
+      {"conv_same_wide", conv(32, 3, 1, kSame), Shape{4, 16, 16, 16}},
+      {"maxpool_2x2_odd", MaxPool2DSpec{2, 2}, Shape{2, 5, 7, 3}},
+      {"maxpool_3s2_overlap", MaxPool2DSpec{3, 2}, Shape{2, 7, 6, 2}},
+      {"maxpool_2s1_ties", MaxPool2DSpec{2, 1}, Shape{3, 4, 4, 5}, true},
+      {"maxpool_3s2_ties", MaxPool2DSpec{3, 2}, Shape{2, 9, 8, 4}, true},
+      {"maxpool_2s3_gaps", MaxPool2DSpec{2, 3}, Shape{2, 8, 7, 2}},
+      {"dense", DenseSpec{5}, Shape{3, 7}},
+      {"dense_one_unit", DenseSpec{1}, Shape{2, 4}},
+      {"dense_wide", DenseSpec{128}, Shape{64, 256}},
+      {"dense_many_rows", DenseSpec{40}, Shape{1100, 33}},
+      {"relu", ActivationSpec{Activation::kRelu}, Shape{2, 3, 4, 5}},
+      {"tanh", ActivationSpec{Activation::kTanh}, Shape{2, 3, 4, 5}},
+      {"sigmoid", ActivationSpec{Activation::kSigmoid}, Shape{3, 70}},
+      {"flatten_image", FlattenSpec{}, Shape{2, 3, 4, 5}},
+      {"flatten_large_tiles", FlattenSpec{}, Shape{3, 9, 9, 40}},
+      {"flatten_vector", FlattenSpec{}, Shape{2, 6}},
+      {"global_avg_pool", GlobalAvgPoolSpec{}, Shape{2, 3, 5, 4}},
+      {"global_avg_pool_c1", GlobalAvgPoolSpec{}, Shape{3, 4, 3, 1}},
+  };
+}
+
+struct LayerInputs {
+  std::vector<float> x;
+  std::vector<float> dout;
+  std::vector<std::vector<float>> params;
+};
+
+struct LayerResult {
+  std::vector<float> out;
+  std::vector<float> din;
+  std::vector<std::vector<float>> grads;
+};
+
+LayerInputs layer_inputs(const LayerCase& c, uint64_t seed) {
+  const Shape out = output_shape(c.spec, c.in.without_batch()).with_batch(c.in[0]);
+  LayerInputs inputs{random_values(c.in.numel(), seed), random_values(out.numel(), seed + 1), {}};
+  if (c.coarse) {
+    for (float& v : inputs.x) v = std::round(v * 2.0f) / 2.0f;  // -1, -0.5, 0, 0.5, 1
+  }
+  uint64_t s = seed + 2;
+  for (const ParamSpec& p : param_specs(c.spec, c.in.without_batch())) {
+    inputs.params.push_back(random_values(p.shape.numel(), s++));
+  }
+  return inputs;
+}
+
+// Forward, then backward three times: without the input's gradient, then twice with it (the
+// second time after the first has overwritten whatever the kernel keeps from forward, such as
+// the extended input of asymmetric padding). The last results are returned.
+LayerResult run_layer(Device& device, const LayerCase& c, const LayerInputs& inputs) {
+  device.make_current();
+  const Shape out_shape = output_shape(c.spec, c.in.without_batch()).with_batch(c.in[0]);
+  Tensor in(device, c.in);
+  Tensor out(device, out_shape);
+  Tensor dout(device, out_shape);
+  Tensor din(device, c.in);
+  in.copy_from_host(inputs.x);
+  dout.copy_from_host(inputs.dout);
+  LayerBinding binding{c.in, out_shape, {}, {}};
+  std::vector<Tensor> params;
+  std::vector<Tensor> grads;
+  const std::vector<ParamSpec> specs = param_specs(c.spec, c.in.without_batch());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    params.emplace_back(device, specs[i].shape);
+    params.back().copy_from_host(inputs.params[i]);
+    grads.emplace_back(device, specs[i].shape);
+    binding.params.push_back(params.back().view());
+    binding.grads.push_back(grads.back().view());
+  }
+  std::unique_ptr<LayerKernel> kernel =
+      kernel_backend(device.id().kind).make_layer(c.spec, binding, device);
+  Stream& stream = device.default_stream();
+  kernel->forward(in.data(), out.data(), stream);
+  kernel->backward(in.data(), out.data(), dout.data(), nullptr, stream);
+  kernel->backward(in.data(), out.data(), dout.data(), din.data(), stream);
+  kernel->backward(in.data(), out.data(), dout.data(), din.data(), stream);
+  stream.synchronize();
+  LayerResult result{out.to_host(), din.to_host(), {}};
+  for (const Tensor& g : grads) result.grads.push_back(g.to_host());
+  return result;
+}
+
+class CudaLayerTest : public CudaKernelsTest,
+                      public ::testing::WithParamInterface<std::tuple<LayerCase, Precision>> {};
+
+TEST_P(CudaLayerTest, MatchesCpuKernels) {
+  const auto& [c, precision] = GetParam();
+  const Tf32Scope tf32(precision == Precision::kTf32);
+  const double tol = tolerance(precision);
+  SCOPED_TRACE(describe(c.spec) + " on " + c.in.to_string() + ", " + to_string(precision));
+  const LayerInputs inputs = layer_inputs(c, 1234);
+  const LayerResult want = run_layer(*cpu_, c, inputs);
+  const LayerResult got = run_layer(*gpu_, c, inputs);
+  EXPECT_CLOSE(got.out, want.out, tol, "forward");
+  EXPECT_CLOSE(got.din, want.din, tol, "input gradient");
+  ASSERT_EQ(got.grads.size(), want.grads.size());
+  for (size_t i = 0; i < got.grads.size(); ++i) {
+    EXPECT_CLOSE(got.grads[i], want.grads[i], tol, "gradient of parameter " + std::to_string(i));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllLayers, CudaLayerTest,
+                         ::testing::Combine(::testing::ValuesIn(layer_cases()),
+                                            ::testing::Values(Precision::kStrict,
+                                                              Precision::kTf32)),
+                         [](const ::testing::TestParamInfo<CudaLayerTest::ParamType>& info) {
+                           return std::get<0>(info.param).name + "_" +
+                                  to_string(std::get<1>(info.param));
+                         });
+
+// ---- losses
+
+struct LossCase {
+  std::string name;
+  LossKind kind;
+  int64_t batch;
+  int64_t classes;
+  float logit_scale = 1.0f;  // large logits test the log-sum-exp's stability
+};
+
+struct LossResult {
+  std::vector<float> loss;  // forward_backward's, then forward's
+  std::vector<float> dout;
+  std::vector<float> correct;
+};
+
+// Outputs and labels for a loss: logits (probabilities for BCE), with some samples tied
+// across classes; labels as class indices, soft non-negative targets, or 0/1.
+std::pair<std::vector<float>, std::vector<float>> loss_inputs(const LossCase& c, uint64_t seed) {
+  Rng rng(seed);
+  const int64_t n = c.batch;
+  const int64_t k = c.classes;
+  std::vector<float> output(static_cast<size_t>(n * k));
+  std::vector<float> labels;
+  if (c.kind == LossKind::kBinaryCrossEntropy) {
+    for (float& p : output) p = rng.uniform(0.01f, 0.99f);
+    output[0] = 0.0f;  // clipped to epsilon
+    output[1] = 1.0f;  // clipped to 1 - epsilon
+    output[2] = 0.5f;  // on the accuracy threshold
+    for (int64_t i = 0; i < n; ++i) labels.push_back(rng.uniform() < 0.5f ? 0.0f : 1.0f);
+    return {output, labels};
+  }
+  for (float& z : output) z = c.logit_scale * rng.uniform(-1.0f, 1.0f);
+  // Ties: argmax goes to the lowest index on both backends.
+  for (int64_t i = 0; i < n; i += 5) {
+    std::fill(output.begin() + i * k, output.begin() + (i + 1) * k, 0.25f);
+  }
+  if (c.kind == LossKind::kSoftmaxCrossEntropy) {
+    for (int64_t i = 0; i < n; ++i) {
+      labels.push_back(static_cast<float>(rng.below(static_cast<uint64_t>(k))));
+    }
+  } else {
+    labels.resize(static_cast<size_t>(n * k));
+    for (float& t : labels) t = rng.uniform(0.0f, 1.0f);
+  }
+  return {output, labels};
+}
+
+LossResult run_loss(Device& device, const LossCase& c, const std::vector<float>& output_values,
+                    const std::vector<float>& label_values) {
+  device.make_current();
+  const Shape shape{c.batch, c.classes};
+  Tensor output(device, shape);
+  Tensor labels(device, Shape{static_cast<int64_t>(label_values.size())});
+  Tensor dout(device, shape);
+  Tensor scalars(device, Shape{3});
+  output.copy_from_host(output_values);
+  labels.copy_from_host(label_values);
+  std::unique_ptr<LossKernel> loss =
+      kernel_backend(device.id().kind).make_loss(c.kind, shape, device);
+  Stream& stream = device.default_stream();
+  const float scale = 1.0f / static_cast<float>(c.batch);
+  loss->forward_backward(output.data(), labels.data(), scale, scalars.data(), dout.data(), stream);
+  loss->forward(output.data(), labels.data(), scale, scalars.data() + 1, stream);
+  loss->count_correct(output.data(), labels.data(), scalars.data() + 2, stream);
+  stream.synchronize();
+  const std::vector<float> s = scalars.to_host();
+  return LossResult{{s[0], s[1]}, dout.to_host(), {s[2]}};
+}
+
+class CudaLossTest : public CudaKernelsTest,
+                     public ::testing::WithParamInterface<std::tuple<LossCase, Precision>> {};
+
+TEST_P(CudaLossTest, MatchesCpuKernels) {
+  const auto& [c, precision] = GetParam();
+  const Tf32Scope tf32(precision == Precision::kTf32);
+  const double tol = tolerance(precision);
+  SCOPED_TRACE(std::string(scalescope::to_string(c.kind)) + " on [" + std::to_string(c.batch) +
+               ", " + std::to_string(c.classes) + "], " + to_string(precision));
+  const auto [output, labels] = loss_inputs(c, 99);
+  const LossResult want = run_loss(*cpu_, c, output, labels);
+  const LossResult got = run_loss(*gpu_, c, output, labels);
+  EXPECT_CLOSE(std::vector<float>{got.loss[0]}, std::vector<float>{want.loss[0]}, tol,
+               "loss of forward_backward");
+  EXPECT_CLOSE(std::vector<float>{got.loss[1]}, std::vector<float>{want.loss[1]}, tol,
+               "loss of forward");
+  EXPECT_CLOSE(got.dout, want.dout, tol, "gradient");
+  EXPECT_EQ(got.correct, want.correct) << "count_correct";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllLosses, CudaLossTest,
+    ::testing::Combine(
+        ::testing::Values(
+            LossCase{"softmax_ce", LossKind::kSoftmaxCrossEntropy, 37, 10},
+            LossCase{"softmax_ce_many_classes", LossKind::kSoftmaxCrossEntropy, 70, 100},
+            LossCase{"softmax_ce_large_logits", LossKind::kSoftmaxCrossEntropy, 16, 7, 80.0f},
+            LossCase{"softmax_ce_one_hot", LossKind::kSoftmaxCrossEntropyOneHot, 37, 10},
+            LossCase{"softmax_ce_one_hot_many_classes", LossKind::kSoftmaxCrossEntropyOneHot, 9,
+                     65},
+            LossCase{"bce", LossKind::kBinaryCrossEntropy, 300, 1}),
+        ::testing::Values(Precision::kStrict, Precision::kTf32)),
+    [](const ::testing::TestParamInfo<CudaLossTest::ParamType>& info) {
+      return std::get<0>(info.param).name + "_" + to_string(std::get<1>(info.param));
+    });
+
+// ---- optimizers
+
+struct OptimizerResult {
+  std::vector<float> weights;
+  std::vector<std::vector<float>> state;
+};
+
+// `steps` updates from the same weights with the same gradients on both devices; the learning
+// rate changes every step, as under a schedule.
+OptimizerResult run_optimizer(Device& device, const OptimizerConfig& config,
+                              const std::vector<float>& w0, int steps, uint64_t seed) {
+  device.make_current();
+  const auto n = static_cast<int64_t>(w0.size());
+  std::unique_ptr<OptimizerKernel> kernel =
+      kernel_backend(device.id().kind).make_optimizer(config, n, device);
+  Tensor w(device, Shape{n});
+  Tensor g(device, Shape{n});
+  w.copy_from_host(w0);
+  for (int t = 1; t <= steps; ++t) {
+    g.copy_from_host(random_values(n, seed + static_cast<uint64_t>(t)));
+    const float lr = config.lr * (1.0f + 0.25f * static_cast<float>(t));
+    kernel->update(w.data(), g.data(), lr, t, device.default_stream());
+  }
+  device.default_stream().synchronize();
+  OptimizerResult result{w.to_host(), {}};
+  for (const TensorView& s : kernel->state()) {
+    std::vector<float> host(static_cast<size_t>(s.numel()));
+    device.copy_to_host(host.data(), s.data, s.bytes(), device.default_stream());
+    device.default_stream().synchronize();
+    result.state.push_back(std::move(host));
+  }
+  return result;
+}
+
+class CudaOptimizerTest : public CudaKernelsTest,
+                          public ::testing::WithParamInterface<std::tuple<int, Precision>> {};
+
+OptimizerConfig optimizer_config(int which) {
+  OptimizerConfig config;
+  switch (which) {
+    case 0:  // SGD with momentum and weight decay
+      config.kind = OptimizerKind::kSgd;
+      config.lr = 0.05f;
+      config.momentum = 0.9f;
+      config.weight_decay = 1e-2f;
+      break;
+    case 1:  // plain SGD with weight decay
+      config.kind = OptimizerKind::kSgd;
+      config.lr = 0.05f;
+      config.weight_decay = 5e-3f;
+      break;
+    default:  // Adam with weight decay
+      config.kind = OptimizerKind::kAdam;
+      config.lr = 1e-3f;
+      config.weight_decay = 1e-2f;
+      break;
+  }
+  return config;
+}
+
+std::string optimizer_name(int which) {
+  switch (which) {
+    case 0:
+      return "sgd_momentum_weight_decay";
+    case 1:
+      return "sgd_weight_decay";
+    default:
+      return "adam_weight_decay";
+  }
+}
+
+TEST_P(CudaOptimizerTest, MatchesCpuKernelsOverSeveralSteps) {
+  const auto& [which, precision] = GetParam();
+  const Tf32Scope tf32(precision == Precision::kTf32);
+  const double tol = tolerance(precision);
+  const OptimizerConfig config = optimizer_config(which);
+  // Not a multiple of any block size, so the last partial block runs too.
+  const std::vector<float> w0 = random_values(100003, 7);
+  const OptimizerResult want = run_optimizer(*cpu_, config, w0, 6, 70);
+  const OptimizerResult got = run_optimizer(*gpu_, config, w0, 6, 70);
+  EXPECT_CLOSE(got.weights, want.weights, tol, "weights");
+  ASSERT_EQ(got.state.size(), want.state.size());
+  ASSERT_EQ(got.state.size(), optimizer_state_names(config).size());
+  for (size_t i = 0; i < got.state.size(); ++i) {
+    EXPECT_CLOSE(got.state[i], want.state[i], tol, optimizer_state_names(config)[i]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOptimizers, CudaOptimizerTest,
+                         ::testing::Combine(::testing::Values(0, 1, 2),
+                                            ::testing::Values(Precision::kStrict,
+                                                              Precision::kTf32)),
+                         [](const ::testing::TestParamInfo<CudaOptimizerTest::ParamType>& info) {
+                           return optimizer_name(std::get<0>(info.param)) + "_" +
+                                  to_string(std::get<1>(info.param));
+                         });
+
+// ---- gradient accumulation
+
+std::vector<float> run_accumulate(Device& device, const std::vector<std::vector<float>>& micro) {
+  device.make_current();
+  const auto n = static_cast<int64_t>(micro.front().size());
+  Tensor acc(device, Shape{n});
+  Tensor grads(device, Shape{n});
+  for (size_t m = 0; m < micro.size(); ++m) {
+    grads.copy_from_host(micro[m]);
+    accumulate_into(acc.data(), grads.data(), n, m == 0, device.default_stream());
+  }
+  device.default_stream().synchronize();
+  return acc.to_host();
+}
+
+TEST_F(CudaKernelsTest, AccumulateIntoMatchesCpu) {
+  std::vector<std::vector<float>> micro;
+  for (uint64_t m = 0; m < 3; ++m) micro.push_back(random_values(70001, 500 + m));
+  const std::vector<float> want = run_accumulate(*cpu_, micro);
+  const std::vector<float> got = run_accumulate(*gpu_, micro);
+  EXPECT_CLOSE(got, want, kStrictTolerance, "accumulated gradients");
+}
+
+// ---- everywhere: the registry, the switch and the CPU side of accumulate_into
+
+TEST(CudaKernelRegistry, ExistsExactlyInCudaBuilds) {
+#if SCALESCOPE_WITH_CUDA
+  // A dispatcher only: asking for it needs no GPU.
+  EXPECT_NO_THROW(kernel_backend(DeviceKind::kCuda));
+#else
+  EXPECT_CONTAINS(error_of([] { kernel_backend(DeviceKind::kCuda); }), "SCALESCOPE_WITH_CUDA");
+#endif
+}
+
+TEST(Tf32Switch, AllowedByDefaultAndSettable) {
+  EXPECT_TRUE(allow_tf32());
+  {
+    const Tf32Scope strict(false);
+    EXPECT_FALSE(allow_tf32());
+  }
+  EXPECT_TRUE(allow_tf32());
+}
+
+TEST(AccumulateInto, CpuCopiesFirstThenAdds) {
+  CpuDevice device(0, 2);
+  Stream& stream = device.default_stream();
+  std::vector<float> acc = {9.0f, 9.0f, 9.0f};  // stale values that `first` must not add to
+  const std::vector<float> a = {1.0f, -2.0f, 0.5f};
+  const std::vector<float> b = {0.25f, 4.0f, -0.5f};
+  accumulate_into(acc.data(), a.data(), 3, true, stream);
+  EXPECT_EQ(acc, a);
+  accumulate_into(acc.data(), b.data(), 3, false, stream);
+  EXPECT_EQ(acc, (std::vector<float>{1.25f, 2.0f, 0.0f}));
+}
+
+TEST(AccumulateInto, RefusesANegativeCount) {
+  CpuDevice device(0, 1);
+  EXPECT_CONTAINS(
+      error_of([&] { accumulate_into(nullptr, nullptr, -1, true, device.default_stream()); }),
+      "-1");
+}
+
+}  // namespace
+}  // namespace scalescope
