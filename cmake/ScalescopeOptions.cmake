@@ -21,9 +21,37 @@ endif()
 set(SCALESCOPE_WITH_CUDA ${SCALESCOPE_WITH_CUDA} CACHE BOOL "Build the CUDA backend" FORCE)
 if(SCALESCOPE_WITH_CUDA)
   enable_language(CUDA)
+  # CMake 3.25 knows no flag for CUDA_STANDARD 20 with nvcc (it stops at 17) and refuses to
+  # generate for a target with .cu sources; nvcc 12+ takes -std=c++20.
+  if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 endif()
+
+# SCALESCOPE_WITH_MPI: multi-process runs launched by mpirun or srun (MPI bootstraps the
+# collectives; it never carries gradients). ON by default where MPI is found; asked for
+# explicitly but missing is a configure error. A single-node run never needs it.
+if(DEFINED SCALESCOPE_WITH_MPI)
+  if(SCALESCOPE_WITH_MPI)
+    # The C API only, through the C++ component (the project enables no C compiler).
+    find_package(MPI COMPONENTS CXX)
+    if(NOT MPI_CXX_FOUND)
+      message(FATAL_ERROR "SCALESCOPE_WITH_MPI=ON but no MPI was found "
+                          "(Debian: apt-get install libopenmpi-dev)")
+    endif()
+  endif()
+else()
+  find_package(MPI COMPONENTS CXX QUIET)
+  if(MPI_CXX_FOUND)
+    set(SCALESCOPE_WITH_MPI ON)
+  else()
+    set(SCALESCOPE_WITH_MPI OFF)
+  endif()
+endif()
+set(SCALESCOPE_WITH_MPI ${SCALESCOPE_WITH_MPI} CACHE BOOL "Multi-process runs through MPI" FORCE)
 
 # scalescope_target_defaults(TARGET): warnings and code generation of our targets.
 # -fno-math-errno: nothing of ours reads errno after maths, and with it GCC can vectorise

@@ -1,5 +1,6 @@
 #include "reports/environment.h"
 
+#include "core/check.h"
 #include "reports/json_reader.h"
 
 namespace scalescope {
@@ -120,6 +121,46 @@ Environment environment_from_json(const JsonReader& root) {
     env.env_vars.emplace(item.key(), vars.string(item.key()));
   }
   return env;
+}
+
+json to_json(const ClusterInfo& c) {
+  json members = json::array();
+  for (const ClusterMember& m : c.members) {
+    members.push_back({{"rank", m.rank},
+                       {"hostname", m.hostname},
+                       {"node", m.node},
+                       {"local_rank", m.local_rank}});
+  }
+  json environments = json::array();
+  for (const Environment& e : c.environments) environments.push_back(to_json(e));
+  return {{"processes", c.processes},
+          {"nodes", c.nodes},
+          {"replicas_per_process", c.replicas_per_process},
+          {"members", std::move(members)},
+          {"environments", std::move(environments)}};
+}
+
+ClusterInfo cluster_from_json(const JsonReader& r) {
+  ClusterInfo c;
+  c.processes = r.int32("processes");
+  c.nodes = r.int32("nodes");
+  c.replicas_per_process = r.int32("replicas_per_process");
+  const size_t members = r.array("members").size();
+  for (size_t i = 0; i < members; ++i) {
+    const JsonReader m = r.element("members", i);
+    c.members.push_back({.rank = m.int32("rank"),
+                         .hostname = m.string("hostname"),
+                         .node = m.int32("node"),
+                         .local_rank = m.int32("local_rank")});
+  }
+  const size_t environments = r.array("environments").size();
+  for (size_t i = 0; i < environments; ++i) {
+    c.environments.push_back(environment_from_json(r.element("environments", i)));
+  }
+  SS_CHECK(c.processes >= 2 && static_cast<int>(c.members.size()) == c.processes,
+           "{}: a cluster of {} processes lists {} members", r.name("members"), c.processes,
+           c.members.size());
+  return c;
 }
 
 }  // namespace scalescope

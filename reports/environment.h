@@ -84,6 +84,32 @@ struct Environment {
   bool operator==(const Environment&) const = default;
 };
 
+// One process of a multi-process run (mpirun, srun).
+struct ClusterMember {
+  int rank = 0;
+  std::string hostname;
+  int node = 0;        // its host's index among the run's hosts, numbered by lowest rank
+  int local_rank = 0;  // its index among the processes on its host
+  bool operator==(const ClusterMember&) const = default;
+};
+
+// How a multi-process run was laid out; single-process reports have none.
+struct ClusterInfo {
+  int processes = 1;
+  int nodes = 1;
+  // Replicas (threads) each process hosts at most; a point with fewer devices uses the
+  // first processes only.
+  int replicas_per_process = 0;
+  std::vector<ClusterMember> members;  // rank order
+  // Every process's environment, rank order (sweep reports; the report's own `environment`
+  // is rank 0's).
+  std::vector<Environment> environments;
+  bool operator==(const ClusterInfo&) const = default;
+};
+
+nlohmann::json to_json(const ClusterInfo& cluster);
+ClusterInfo cluster_from_json(const JsonReader& j);
+
 nlohmann::json to_json(const Environment& env);
 // Strict: a missing key or one of the wrong type throws Error naming the key (e.g.
 // "host.logical_cores"), so that `compare` never reads a half-understood report.

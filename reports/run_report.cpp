@@ -58,7 +58,7 @@ nlohmann::json to_json(const RunReport& r) {
         {{"epoch", e.epoch}, {"step", e.step}, {"loss", e.loss}, {"accuracy", e.accuracy}});
   }
   const RunSummary s = summarize(r);
-  return {
+  nlohmann::json j = {
       {"schema", "scalescope-run"},
       {"schema_version", kRunSchemaVersion},
       {"command_line", r.command_line},
@@ -98,6 +98,8 @@ nlohmann::json to_json(const RunReport& r) {
       {"steps", std::move(steps)},
       {"evals", std::move(evals)},
   };
+  if (r.cluster) j["cluster"] = to_json(*r.cluster);
+  return j;
 }
 
 void write_run_report(const std::string& path, const RunReport& report) {

@@ -4,12 +4,15 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "reports/environment.h"
+
 namespace scalescope {
 
-inline constexpr const char* kRunSchemaVersion = "1.0";
+inline constexpr const char* kRunSchemaVersion = "1.1";
 
 // One replica's phases of one step. The exposed phases (all but allreduce_ms) add up to
 // step_ms, apart from the loss read that ends the step.
@@ -82,6 +85,8 @@ struct RunReport {
   // Adaptive warm-up: whether the step time settled (false: stopped at the bound).
   bool warmup_settled = true;
   std::vector<int64_t> peak_memory_bytes;  // per replica: device memory at its highest
+  // Multi-process runs: the processes and hosts (environments left empty).
+  std::optional<ClusterInfo> cluster;
 };
 
 // Summary figures over steps after the warm-up ones (all steps if there are no others).

@@ -488,15 +488,17 @@ json to_json(const SweepReport& r) {
   for (const CommunicationAnalysis& c : r.communication) {
     communication.push_back(communication_json(c));
   }
-  return {{"schema", kSweepSchema},
-          {"schema_version", kSweepSchemaVersion},
-          {"tool_version", r.tool_version},
-          {"created", r.created},
-          {"complete", r.complete},
-          {"environment", to_json(r.environment)},
-          {"config", r.config},
-          {"points", std::move(points)},
-          {"communication", std::move(communication)}};
+  json j = {{"schema", kSweepSchema},
+            {"schema_version", kSweepSchemaVersion},
+            {"tool_version", r.tool_version},
+            {"created", r.created},
+            {"complete", r.complete},
+            {"environment", to_json(r.environment)},
+            {"config", r.config},
+            {"points", std::move(points)},
+            {"communication", std::move(communication)}};
+  if (r.cluster) j["cluster"] = to_json(*r.cluster);
+  return j;
 }
 
 SweepReport sweep_report_from_json(const json& j, const std::string& what) {
@@ -516,6 +518,13 @@ SweepReport sweep_report_from_json(const json& j, const std::string& what) {
     out.environment = environment_from_json(r.at("environment"));
   } catch (const Error& e) {
     throw_error(fmt::format("{}: in 'environment': {}", what, e.message()));
+  }
+  if (r.has("cluster")) {
+    try {
+      out.cluster = cluster_from_json(r.object("cluster"));
+    } catch (const Error& e) {
+      throw_error(fmt::format("{}: in 'cluster': {}", what, e.message()));
+    }
   }
   out.config = r.object("config").value();
   const size_t points = r.array("points").size();

@@ -23,7 +23,7 @@
 namespace scalescope {
 
 inline constexpr const char* kSweepSchema = "scalescope-sweep";
-inline constexpr const char* kSweepSchemaVersion = "1.0";
+inline constexpr const char* kSweepSchemaVersion = "1.1";
 
 // Weak scaling keeps the per-device batch (the global batch grows with the devices); strong
 // scaling keeps the global batch (each device gets a smaller share).
@@ -105,9 +105,10 @@ struct CommunicationAnalysis {
 
 struct SweepReport {
   std::string tool_version;
-  std::string created;  // UTC ISO-8601 of the sweep's start
-  Environment environment;
-  nlohmann::json config;  // the sweep's options as run (resume reads them back)
+  std::string created;                 // UTC ISO-8601 of the sweep's start
+  Environment environment;             // rank 0's in a multi-process sweep
+  std::optional<ClusterInfo> cluster;  // multi-process sweeps only
+  nlohmann::json config;               // the sweep's options as run (resume reads them back)
   std::vector<SweepPoint> points;
   std::vector<CommunicationAnalysis> communication;  // analyze()
   bool complete = false;  // every point of the grid has run (ok or failed)

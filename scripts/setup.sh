@@ -7,6 +7,7 @@ packages=(
   g++ cmake ninja-build git pkg-config
   libdnnl-dev ocl-icd-opencl-dev   # oneDNN (its CMake config needs OpenCL's)
   libgloo-dev                      # collectives on CPU
+  libopenmpi-dev openmpi-bin       # multi-process runs (mpirun) and their tests
   zlib1g-dev dataset-fashion-mnist # IDX datasets (gzip) and real data for the tests
   nlohmann-json3-dev libfmt-dev libcli11-dev python3-jsonschema chromium
   libgtest-dev libgmock-dev libbenchmark-dev libbenchmark-tools python3-scipy

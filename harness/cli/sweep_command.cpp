@@ -12,6 +12,7 @@
 #include "harness/cli/commands.h"
 #include "harness/cli/data_options.h"
 #include "harness/cli/training_options.h"
+#include "harness/collectives/cluster.h"
 #include "harness/sweep/sweep.h"
 #include "harness/telemetry/environment.h"
 #include "reports/html.h"
@@ -109,8 +110,31 @@ void apply_flags(SweepArgs& a) {
   }
 }
 
-nlohmann::json read_json_file(const std::string& path, const char* what) {
-  const std::string text = read_file(path);
+std::string clock_text(double seconds) {
+  const auto s = static_cast<long>(seconds + 0.5);
+  return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+                   : fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+// A file rank 0 reads (the others' nodes may not have it), its text given to every
+// process; an error reading it is every process's error.
+std::string read_on_rank0(Cluster& cluster, const std::string& path, int64_t timeout_ms) {
+  nlohmann::json mine = nullptr;
+  if (cluster.rank() == 0) {
+    try {
+      mine = {{"text", read_file(path)}};
+    } catch (const Error& e) {
+      mine = {{"error", e.message()}};
+    }
+  }
+  const std::vector<std::string> all = cluster.exchange(
+      mine.dump(), std::chrono::milliseconds(timeout_ms), fmt::format("sharing {}", path));
+  const nlohmann::json first = nlohmann::json::parse(all.front());
+  if (first.contains("error")) throw_error(first.at("error").get<std::string>());
+  return first.at("text").get<std::string>();
+}
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& path, const char* what) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
@@ -118,13 +142,11 @@ nlohmann::json read_json_file(const std::string& path, const char* what) {
   }
 }
 
-std::string clock_text(double seconds) {
-  const auto s = static_cast<long>(seconds + 0.5);
-  return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-                   : fmt::format("{}:{:02}", s / 60, s % 60);
-}
-
 int run_sweep_command(const std::shared_ptr<SweepArgs>& parsed) {
+  // Started by mpirun or srun: the processes join (alone: nothing happens).
+  const std::unique_ptr<Cluster> cluster =
+      Cluster::join(std::chrono::milliseconds(parsed->options.train.collective_timeout_ms));
+  const bool lead = cluster->rank() == 0;  // prints; every process runs the same sweep
   // Precedence: defaults < --resume's report or --config's file < flags. The flags are
   // parsed again over the file's values, so only those given override it.
   std::shared_ptr<SweepArgs> args = parsed;
@@ -133,13 +155,16 @@ int run_sweep_command(const std::shared_ptr<SweepArgs>& parsed) {
     SS_CHECK(parsed->config.empty() || parsed->resume.empty(),
              "--resume continues a report with its own options; do not give --config too");
     args = std::make_shared<SweepArgs>();
+    const std::string& path = parsed->resume.empty() ? parsed->config : parsed->resume;
+    const std::string text =
+        read_on_rank0(*cluster, path, parsed->options.train.collective_timeout_ms);
     if (!parsed->resume.empty()) {
-      resume = std::make_unique<SweepReport>(read_sweep_report(parsed->resume));
+      resume = std::make_unique<SweepReport>(
+          sweep_report_from_json(parse_json_text(text, path, "report"), path));
       apply_sweep_config(resume->config, args->options, parsed->resume + " (its config)");
       args->options.output = parsed->resume;
     } else {
-      apply_sweep_config(read_json_file(parsed->config, "config file"), args->options,
-                         parsed->config);
+      apply_sweep_config(parse_json_text(text, path, "config file"), args->options, parsed->config);
     }
     args->flags = training_flags_from(args->options.train, true);
     CLI::App again;
@@ -151,11 +176,12 @@ int run_sweep_command(const std::shared_ptr<SweepArgs>& parsed) {
   apply_flags(*args);
   SweepOptions& o = args->options;
   o.command_line = command_line();
+  o.train.cluster = cluster.get();
   validate(o);  // every value, before anything runs
   SS_CHECK(args->html.empty() || args->html != o.output,
            "--html {}: the same file as the JSON report (-o); give the page its own name",
            args->html);
-  if (!args->html.empty()) {  // found now, not after the sweep has run
+  if (!args->html.empty() && lead) {  // found now, not after the sweep has run
     const std::string dir = std::filesystem::path(args->html).parent_path().string();
     SS_CHECK(access(dir.empty() ? "." : dir.c_str(), W_OK) == 0,
              "--html {}: cannot write in directory '{}' (missing or not writable)", args->html,
@@ -164,7 +190,7 @@ int run_sweep_command(const std::shared_ptr<SweepArgs>& parsed) {
 
   const bool tty = isatty(STDERR_FILENO) == 1;
   SweepProgress progress;
-  if (!args->quiet) {
+  if (!args->quiet && lead) {
     progress.on_run = [tty](const SweepPoint& p, int repeat, int done, int total, double elapsed) {
       const std::string left =
           done > 0 ? "~" + clock_text(elapsed / done * (total - done)) + " left" : "";
@@ -195,6 +221,7 @@ int run_sweep_command(const std::shared_ptr<SweepArgs>& parsed) {
   }
   const Environment env = capture_environment(o.command_line);
   const SweepReport report = run_sweep(o, env, progress, resume.get());
+  if (!lead) return 0;
   fmt::print("{}", format_sweep_tables(report));
   fmt::print("\nreport written to {}\n", o.output);
   if (!args->html.empty()) {

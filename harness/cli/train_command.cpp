@@ -8,6 +8,7 @@
 #include "harness/cli/commands.h"
 #include "harness/cli/data_options.h"
 #include "harness/cli/training_options.h"
+#include "harness/collectives/cluster.h"
 #include "harness/trainer/trainer.h"
 #include "reports/run_report.h"
 #include "reports/trace.h"
@@ -30,9 +31,15 @@ int run_train(TrainArgs& args) {
   apply_training_flags(args.flags, o);
   o.command_line = args.command_line;
   o.steps = args.steps.value_or(o.epochs > 0 ? 0 : 200);
+  // Started by mpirun or srun: the processes join (alone: nothing happens).
+  const std::unique_ptr<Cluster> cluster =
+      Cluster::join(std::chrono::milliseconds(o.collective_timeout_ms));
+  o.cluster = cluster.get();
   validate(o);  // every value checked before any work starts
+  // Rank 0 alone prints and writes; every process ends with the same report.
+  const bool lead = cluster->rank() == 0;
   const int64_t every = std::max<int64_t>(1, o.steps / 10);
-  if (!args.quiet) {
+  if (!args.quiet && lead) {
     o.on_step = [&](const StepRecord& r) {
       if (r.step == 1 || (o.steps > 0 && (r.step % every == 0 || r.step == o.steps)) ||
           (o.steps == 0 && r.step % 100 == 0)) {
@@ -42,17 +49,23 @@ int run_train(TrainArgs& args) {
       }
     };
   }
-  o.on_eval = [&](const EvalRecord& e) {
-    fmt::print("eval after epoch {} (step {}): loss {:.4f}, accuracy {:.2f}%\n", e.epoch, e.step,
-               e.loss, 100.0 * e.accuracy);
-    std::fflush(stdout);
-  };
+  if (lead)
+    o.on_eval = [&](const EvalRecord& e) {
+      fmt::print("eval after epoch {} (step {}): loss {:.4f}, accuracy {:.2f}%\n", e.epoch, e.step,
+                 e.loss, 100.0 * e.accuracy);
+      std::fflush(stdout);
+    };
   const RunReport report = train(o);
+  if (!lead) return 0;
   const RunSummary s = summarize(report);
+  const std::string processes =
+      report.cluster ? fmt::format(" over {} processes on {} node{}", report.cluster->processes,
+                                   report.cluster->nodes, report.cluster->nodes == 1 ? "" : "s")
+                     : "";
   fmt::print(
-      "{} on {} ({} thread{}/device), global batch {}, {}: median step {:.2f} ms "
+      "{} on {}{} ({} thread{}/device), global batch {}, {}: median step {:.2f} ms "
       "(p10 {:.2f}, p90 {:.2f}) over {} steps, {:.1f} samples/s; loss {:.4f} -> {:.4f}\n",
-      report.model, report.devices, report.threads_per_device,
+      report.model, report.devices, processes, report.threads_per_device,
       report.threads_per_device == 1 ? "" : "s", report.global_batch(), report.optimizer,
       s.step_ms_median, s.step_ms_p10, s.step_ms_p90, s.measured_steps, s.samples_per_second,
       s.first_loss, s.last_loss);

@@ -5,8 +5,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -40,26 +42,56 @@ class Communicator {
   virtual std::vector<double> all_gather(std::span<const double> mine) = 0;
 };
 
-// The rendezvous of the replicas of one process: shared by their threads, each of which
-// then creates its own communicator (creation blocks until all ranks have joined).
+// The rendezvous of a group of replicas, shared by the threads of this process, each of
+// which then creates its own communicator (creation blocks until all ranks have joined).
+// The group may span processes: this process then hosts ranks [first, first + local) of
+// the `size`, and its main thread carries the rendezvous keys between the processes in
+// rounds (take_local_keys() out, add_remote() in) until every rank has connected; see
+// harness/trainer for the protocol. Gloo sets and waits for several keys per rank, in an
+// order of its own, so every key set here is forwarded, not just the addresses.
 class GlooGroup {
  public:
+  // Every rank in this process, on loopback.
   GlooGroup(int size, std::chrono::milliseconds timeout);
+  // Ranks [first, first + local) of `size` in this process, their TCP devices bound to
+  // `hostname` (or to the network interface `iface` when not empty).
+  GlooGroup(int size, int first, int local, std::chrono::milliseconds timeout, std::string hostname,
+            std::string iface);
   ~GlooGroup();
   GlooGroup(const GlooGroup&) = delete;
   GlooGroup& operator=(const GlooGroup&) = delete;
 
   int size() const { return size_; }
-  // Connects rank `rank` to the others over TCP on loopback. Call once per rank (a failed
-  // connect is not retried), each from its own thread, concurrently. Throws Error naming
-  // the rank after the timeout.
+  int first() const { return first_; }
+  int local() const { return local_; }
+  // Connects rank `rank` (of the whole group) to the others. Call once per local rank (a
+  // failed connect is not retried), each from its own thread, concurrently. Throws Error
+  // naming the rank after the timeout, or when the group was aborted.
   std::unique_ptr<Communicator> connect(int rank);
 
+  // Spanning processes, on the process's main thread: the rendezvous keys local ranks set
+  // since the last call (serialized), returned once there are some, every local rank has
+  // finished connecting, or `wait` has passed; and whether every local rank has finished.
+  std::pair<std::string, bool> take_local_keys(std::chrono::milliseconds wait);
+  // Adds another process's keys (from its take_local_keys()).
+  void add_remote(const std::string& keys);
+  // Makes every connect waiting for a peer, now or later, throw Error with `why`.
+  void abort(const std::string& why);
+  // Local rank `rank` is done with connect() (connected or failed) or will not call it (its
+  // replica failed before). connect() calls it itself; calling it again is harmless.
+  void finished(int rank);
+
  private:
-  struct Shared;
+  class Store;
   int size_;
+  int first_;
+  int local_;
   std::chrono::milliseconds timeout_;
-  std::unique_ptr<Shared> shared_;
+  std::string hostname_;
+  std::string iface_;
+  std::unique_ptr<Store> store_;
+  std::mutex mutex_;
+  std::vector<bool> connected_;
 };
 
 }  // namespace scalescope

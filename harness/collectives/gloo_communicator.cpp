@@ -10,16 +10,21 @@
 #include <gloo/common/logging.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/hash_store.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
 #include <cctype>
+#include <condition_variable>
 #include <exception>
+#include <map>
 #include <mutex>
+#include <set>
 #include <source_location>
 #include <string_view>
 #include <utility>
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "core/check.h"
 #include "harness/collectives/communicator.h"
@@ -225,36 +230,152 @@ class GlooCommunicator final : public Communicator {
 
 }  // namespace
 
-struct GlooGroup::Shared {
-  // In-memory and thread-safe: the ranks are threads of this process.
-  gloo::rendezvous::HashStore store;
-  std::mutex mutex;
-  std::vector<bool> connected;
+// The rendezvous store of a group: in memory, shared by the threads of this process. Each
+// rank sets one key (its pairs' addresses) and waits for the others'; keys of ranks in other
+// processes arrive through add_remote().
+class GlooGroup::Store final : public gloo::rendezvous::Store {
+ public:
+  explicit Store(int local) : local_(local) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    const std::lock_guard lock(mutex_);
+    values_[key] = data;
+    pending_.push_back(key);
+    changed_.notify_all();
+  }
+  std::vector<char> get(const std::string& key) override {
+    wait({key}, kDefaultTimeout);
+    const std::lock_guard lock(mutex_);
+    return values_.at(key);
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, kDefaultTimeout); }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    std::unique_lock lock(mutex_);
+    const bool ready = changed_.wait_for(lock, timeout, [&] {
+      return !aborted_.empty() || std::all_of(keys.begin(), keys.end(), [&](const std::string& k) {
+        return values_.count(k) > 0;
+      });
+    });
+    // Gloo's own exception types, so that connect() reports these like Gloo's failures.
+    if (!aborted_.empty()) throw gloo::IoException(aborted_);
+    if (!ready) {
+      throw gloo::IoException(
+          fmt::format("timed out after {} ms waiting for the addresses of "
+                      "rank(s) {}",
+                      timeout.count(), fmt::join(keys, ", ")));
+    }
+  }
+
+  // The keys set here since the last call (CBOR of {key: bytes}), once there are any, every
+  // local rank has finished connecting, the group was aborted, or `wait` has passed; and
+  // whether every local rank has finished.
+  std::pair<std::string, bool> take_local(std::chrono::milliseconds wait) {
+    std::unique_lock lock(mutex_);
+    changed_.wait_for(lock, wait, [&] {
+      return !pending_.empty() || finished_.size() == static_cast<size_t>(local_) ||
+             !aborted_.empty();
+    });
+    nlohmann::json j = nlohmann::json::object();
+    for (const std::string& key : pending_) {
+      const std::vector<char>& value = values_.at(key);
+      j[key] = nlohmann::json::binary(std::vector<uint8_t>(value.begin(), value.end()));
+    }
+    pending_.clear();
+    const std::vector<uint8_t> bytes = nlohmann::json::to_cbor(j);
+    return {std::string(bytes.begin(), bytes.end()),
+            finished_.size() == static_cast<size_t>(local_)};
+  }
+  void add(const std::string& serialized) {
+    const nlohmann::json j =
+        nlohmann::json::from_cbor(std::vector<uint8_t>(serialized.begin(), serialized.end()));
+    const std::lock_guard lock(mutex_);
+    for (const auto& [key, value] : j.items()) {
+      const auto& bytes = value.get_binary();
+      values_[key] = std::vector<char>(bytes.begin(), bytes.end());
+    }
+    changed_.notify_all();
+  }
+  void finish(int rank) {
+    const std::lock_guard lock(mutex_);
+    finished_.insert(rank);
+    changed_.notify_all();
+  }
+  void abort(const std::string& why) {
+    const std::lock_guard lock(mutex_);
+    if (aborted_.empty()) aborted_ = why.empty() ? "the group was aborted" : why;
+    changed_.notify_all();
+  }
+
+ private:
+  const int local_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, std::vector<char>> values_;
+  std::vector<std::string> pending_;  // set here, not yet taken by take_local()
+  std::set<int> finished_;            // local ranks done connecting (or failed)
+  std::string aborted_;
 };
 
-GlooGroup::GlooGroup(int size, std::chrono::milliseconds timeout) : size_(size), timeout_(timeout) {
+GlooGroup::GlooGroup(int size, std::chrono::milliseconds timeout)
+    : GlooGroup(size, 0, size, timeout, "127.0.0.1", "") {}
+
+GlooGroup::GlooGroup(int size, int first, int local, std::chrono::milliseconds timeout,
+                     std::string hostname, std::string iface)
+    : size_(size),
+      first_(first),
+      local_(local),
+      timeout_(timeout),
+      hostname_(std::move(hostname)),
+      iface_(std::move(iface)) {
   SS_CHECK(size >= 1, "GlooGroup: size must be >= 1, got {}", size);
+  SS_CHECK(first >= 0 && local >= 1 && first + local <= size,
+           "GlooGroup: local ranks [{}, {}) are not inside a group of {}", first, first + local,
+           size);
   SS_CHECK(timeout.count() > 0, "GlooGroup: timeout must be > 0 ms, got {} ms", timeout.count());
-  shared_ = std::make_unique<Shared>();
-  shared_->connected.assign(static_cast<size_t>(size), false);
+  store_ = std::make_unique<Store>(local);
+  connected_.assign(static_cast<size_t>(size), false);
 }
 
 // Members only: the store, which frees memory. Each communicator owns its context and
 // TCP device, so communicators may outlive the group.
 GlooGroup::~GlooGroup() = default;
 
+std::pair<std::string, bool> GlooGroup::take_local_keys(std::chrono::milliseconds wait) {
+  return store_->take_local(wait);
+}
+
+void GlooGroup::add_remote(const std::string& addresses) {
+  store_->add(addresses);
+}
+
+void GlooGroup::abort(const std::string& why) {
+  store_->abort(why);
+}
+
+void GlooGroup::finished(int rank) {
+  store_->finish(rank);
+}
+
 std::unique_ptr<Communicator> GlooGroup::connect(int rank) {
-  SS_CHECK(rank >= 0 && rank < size_, "GlooGroup::connect: rank {} is out of range [0, {})", rank,
-           size_);
+  SS_CHECK(rank >= first_ && rank < first_ + local_,
+           "GlooGroup::connect: rank {} is not one of this process's ranks [{}, {})", rank, first_,
+           first_ + local_);
   {
     // A rank's address in the store is written once; a second connect would read stale
     // addresses (or wait for peers that already left), so it is refused. A failed attempt
     // counts too, for the same reason.
-    const std::lock_guard lock(shared_->mutex);
-    SS_CHECK(!shared_->connected[static_cast<size_t>(rank)],
+    const std::lock_guard lock(mutex_);
+    SS_CHECK(!connected_[static_cast<size_t>(rank)],
              "GlooGroup::connect: rank {} of {} is already connected", rank, size_);
-    shared_->connected[static_cast<size_t>(rank)] = true;
+    connected_[static_cast<size_t>(rank)] = true;
   }
+  // Done connecting, or failed: either way the rendezvous need not wait for this rank.
+  struct Finished {
+    GlooGroup& group;
+    int rank;
+    ~Finished() { group.finished(rank); }
+  } finished_guard{*this, rank};
   if (size_ == 1) return std::make_unique<SoloCommunicator>();
 
   // One TCP device (listening socket and event loop thread) per rank, as if each rank were
@@ -267,10 +388,14 @@ std::unique_ptr<Communicator> GlooGroup::connect(int rank) {
   call_gloo(rank, size_, timeout_, "gloo::rendezvous::Context::connectFullMesh",
             "connecting to the other replicas", std::source_location::current(), [&] {
               gloo::transport::tcp::attr attr;
-              attr.hostname = "127.0.0.1";
+              if (!iface_.empty()) {
+                attr.iface = iface_;
+              } else {
+                attr.hostname = hostname_;
+              }
               std::shared_ptr<gloo::transport::Device> device =
                   gloo::transport::tcp::CreateDevice(attr);
-              context->connectFullMesh(shared_->store, device);
+              context->connectFullMesh(*store_, device);
             });
   return std::make_unique<GlooCommunicator>(std::move(context), timeout_);
 }

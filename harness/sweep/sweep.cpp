@@ -16,6 +16,7 @@
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "harness/collectives/cluster.h"
 #include "harness/trainer/data.h"
 #include "models/zoo.h"
 #include "reports/json_reader.h"
@@ -36,10 +37,38 @@ std::vector<int> parse_counts(std::string_view text, std::string_view whole) {
   return counts;
 }
 
+Cluster* cluster_of(const SweepOptions& o) {
+  return o.train.cluster != nullptr && o.train.cluster->multi_process() ? o.train.cluster : nullptr;
+}
+
+// Rank 0 alone writes the report and the traces (every process holds the same results).
+bool writes_files(const SweepOptions& o) {
+  return cluster_of(o) == nullptr || cluster_of(o)->rank() == 0;
+}
+
+// Replicas each process hosts: the largest count spread over all processes.
+int replicas_per_process(const SweepOptions& o, const DeviceAxis& axis) {
+  const Cluster* cluster = cluster_of(o);
+  const int most = axis.counts.back();
+  if (cluster == nullptr) return most;
+  SS_CHECK(most % cluster->size() == 0,
+           "--devices {}: the largest count, {}, does not spread evenly over the {} processes of "
+           "this launch (each process hosts the same number of devices)",
+           o.devices, most, cluster->size());
+  return most / cluster->size();
+}
+
+// Devices that share one node's cores (or GPUs) at the sweep's largest point.
+int devices_per_node(const SweepOptions& o, const DeviceAxis& axis) {
+  const Cluster* cluster = cluster_of(o);
+  if (cluster == nullptr) return axis.counts.back();
+  return replicas_per_process(o, axis) * cluster->local_size();
+}
+
 int cpu_threads_per_device(const SweepOptions& o, const DeviceAxis& axis) {
   if (o.threads > 0) return o.threads;
   const int cores = backend(DeviceKind::kCpu).device_count();
-  return std::max(1, cores / axis.counts.back());
+  return std::max(1, cores / devices_per_node(o, axis));
 }
 
 std::string device_spec_for(DeviceKind kind, int count) {
@@ -90,6 +119,9 @@ TrainOptions train_options_for(const SweepOptions& o, const SweepPoint& p) {
   t.adaptive_warmup.max_steps = o.max_warmup_steps;
   t.adaptive_warmup.steady = o.steady;
   t.command_line = o.command_line;
+  // Fewer devices than a process hosts run in the first process alone (intra-node first).
+  t.replicas_per_process =
+      cluster_of(o) != nullptr ? replicas_per_process(o, resolve_devices(o)) : 0;
   t.on_step = nullptr;
   t.on_eval = nullptr;
   return t;
@@ -107,7 +139,7 @@ RepeatRecord repeat_of(const RunReport& run) {
 }
 
 void run_point(const SweepOptions& o, SweepPoint& p, const SweepProgress& progress, int& done,
-               int total, std::chrono::steady_clock::time_point start) {
+               int total, std::chrono::steady_clock::time_point start, std::string& fatal) {
   const int first = done;
   try {
     for (int repeat = 0; repeat < o.repeats; ++repeat) {
@@ -125,7 +157,7 @@ void run_point(const SweepOptions& o, SweepPoint& p, const SweepProgress& progre
         p.peak_memory_bytes = std::max(p.peak_memory_bytes, bytes);
       }
       p.repeats.push_back(repeat_of(run));
-      if (repeat == 0 && !o.trace_prefix.empty()) {
+      if (repeat == 0 && !o.trace_prefix.empty() && writes_files(o)) {
         p.trace = o.trace_prefix + point_file_name(p) + ".trace.json";
         write_chrome_trace(p.trace, p.repeats.back().steps, {p.label(), p.bucket_bytes});
       }
@@ -134,6 +166,12 @@ void run_point(const SweepOptions& o, SweepPoint& p, const SweepProgress& progre
   } catch (const std::bad_alloc&) {
     p.status = "failed";
     p.error = "out of memory";
+  } catch (const Error& e) {
+    p.status = "failed";
+    p.error = e.what();
+    // A lost process ends the sweep: every later point would fail the same way (or, worse,
+    // wait for it). The caller records this point and rethrows.
+    if (e.library() == kClusterLibrary) fatal = e.message();
   } catch (const std::exception& e) {
     p.status = "failed";
     p.error = e.what();
@@ -343,9 +381,9 @@ DeviceAxis resolve_devices(const SweepOptions& o) {
   axis.counts = parse_counts(text, o.devices);
   if (axis.kind == DeviceKind::kCuda) {
     const Backend& b = backend(DeviceKind::kCuda);
-    SS_CHECK(axis.counts.back() <= b.device_count(),
-             "--devices {}: {} GPUs asked for, this machine has {}{}", o.devices,
-             axis.counts.back(), b.device_count(),
+    const int here = devices_per_node(o, axis);
+    SS_CHECK(here <= b.device_count(), "--devices {}: {} GPUs asked for{}, this machine has {}{}",
+             o.devices, here, cluster_of(o) != nullptr ? " on this node" : "", b.device_count(),
              b.device_count() == 0 ? fmt::format(" ({})", b.unavailable_reason()) : "");
   }
   return axis;
@@ -374,9 +412,9 @@ void validate(const SweepOptions& o) {
   if (axis.kind == DeviceKind::kCpu) {
     const int cores = backend(DeviceKind::kCpu).device_count();
     const int threads = cpu_threads_per_device(o, axis);
-    const int most = axis.counts.back();
+    const int most = devices_per_node(o, axis);
     SS_CHECK(o.oversubscribe || most * threads <= cores,
-             "--devices {}: {} CPU devices × {} thread{} need {} cores; this process may use {} "
+             "--devices {}: {} CPU devices × {} thread{} need {} cores; this node may use {} "
              "(ask for fewer devices or threads, or --oversubscribe to share cores, which makes "
              "the scaling figures meaningless)",
              o.devices.empty() ? "cpu:1,2" : o.devices, most, threads, threads == 1 ? "" : "s",
@@ -424,6 +462,21 @@ SweepReport run_sweep(const SweepOptions& o, const Environment& environment,
   }
   report.tool_version = environment.build.scalescope_version;
   report.config = sweep_config_json(o);
+  if (Cluster* cluster = cluster_of(o)) {
+    // Every process's machine: the nodes of a cluster need not be alike.
+    ClusterInfo c;
+    c.processes = cluster->size();
+    c.nodes = cluster->node_count();
+    c.replicas_per_process = replicas_per_process(o, axis);
+    c.members = cluster->members();
+    const std::vector<std::string> all = cluster->exchange(
+        to_json(environment).dump(), std::chrono::milliseconds(o.train.collective_timeout_ms),
+        "gathering the processes' environments");
+    for (size_t r = 0; r < all.size(); ++r) {
+      c.environments.push_back(environment_from_json(nlohmann::json::parse(all[r])));
+    }
+    report.cluster = std::move(c);
+  }
   std::map<std::string, const SweepPoint*> finished;
   if (resume != nullptr) {
     for (const SweepPoint& p : resume->points) finished[p.key()] = &p;
@@ -448,16 +501,24 @@ SweepReport run_sweep(const SweepOptions& o, const Environment& environment,
       report.points.push_back(*it->second);
       continue;
     }
-    run_point(o, p, progress, done, total, start);
+    std::string fatal;  // why the sweep cannot go on (a process was lost)
+    run_point(o, p, progress, done, total, start, fatal);
     report.points.push_back(std::move(p));
     analyze(report);
-    report.complete = grid_done == points.size();
-    write_sweep_report(o.output, report);
+    report.complete = grid_done == points.size() && fatal.empty();
+    if (writes_files(o)) write_sweep_report(o.output, report);
     if (progress.on_point_done) progress.on_point_done(report.points.back());
+    if (!fatal.empty()) {
+      throw Error(
+          kClusterLibrary, "run_sweep",
+          fmt::format(
+              "{}; the sweep stopped{}", fatal,
+              writes_files(o) ? fmt::format(" (its finished points are in {})", o.output) : ""));
+    }
   }
   analyze(report);
   report.complete = true;
-  write_sweep_report(o.output, report);
+  if (writes_files(o)) write_sweep_report(o.output, report);
   return report;
 }
 

@@ -1,6 +1,7 @@
 #include "harness/trainer/trainer.h"
 
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
@@ -17,6 +18,7 @@
 #include "core/cpu/cpu_device.h"
 #include "core/device_spec.h"
 #include "core/nvtx.h"
+#include "harness/collectives/cluster.h"
 #include "harness/collectives/communicator.h"
 #include "harness/trainer/buckets.h"
 #include "harness/trainer/comm_worker.h"
@@ -74,6 +76,42 @@ int64_t per_replica_batch(const TrainOptions& o, int replicas) {
   return o.global_batch / parts;
 }
 
+ProcessLayout process_layout(const TrainOptions& o, int devices) {
+  ProcessLayout l;
+  const int processes = o.cluster != nullptr ? o.cluster->size() : 1;
+  SS_CHECK(o.replicas_per_process >= 0, "replicas per process {} must not be negative",
+           o.replicas_per_process);
+  if (processes == 1) {
+    l.replicas_per_process = l.local = l.on_node = devices;
+    return l;
+  }
+  int per = o.replicas_per_process;
+  if (per == 0) {
+    SS_CHECK(devices % processes == 0,
+             "--devices: {} devices do not divide over the {} processes of this launch; use a "
+             "multiple of {}",
+             devices, processes, processes);
+    per = devices / processes;
+  }
+  // Fewer devices than one process hosts: one process runs them all (intra-node first).
+  per = std::min(per, devices);
+  SS_CHECK(devices % per == 0 && devices / per <= processes,
+           "--devices: {} devices do not fit {} processes of {} replicas each (use a multiple of "
+           "{} up to {})",
+           devices, processes, per, per, per * processes);
+  l.processes = devices / per;
+  l.replicas_per_process = per;
+  const int rank = o.cluster->rank();
+  l.first = std::min(rank * per, devices);
+  l.local = rank < l.processes ? per : 0;
+  l.on_node = 0;
+  const int node = o.cluster->members()[static_cast<size_t>(rank)].node;
+  for (const ClusterMember& m : o.cluster->members()) {
+    if (m.node == node && m.rank < l.processes) l.on_node += per;
+  }
+  return l;
+}
+
 void validate(const TrainOptions& o) {
   SS_CHECK(o.batch > 0, "--batch {} must be a positive number of samples", o.batch);
   SS_CHECK(o.global_batch >= 0, "--global-batch {} must be a positive number of samples",
@@ -115,7 +153,15 @@ void validate(const TrainOptions& o) {
            "--devices {}: GPU replicas need the GPU backend's kernels and NCCL, which this "
            "build does not have yet; use cpu:N",
            o.devices);
-  check_devices_available(spec);
+  const ProcessLayout layout = process_layout(o, spec.count());
+  if (layout.processes > 1 && spec.kind != DeviceKind::kCpu) {
+    // Each process opens its node's devices: check this node's share.
+    DeviceSpec mine{.kind = spec.kind, .indices = {}};
+    for (int i = 0; i < layout.on_node; ++i) mine.indices.push_back(i);
+    check_devices_available(mine);
+  } else if (layout.processes == 1) {
+    check_devices_available(spec);
+  }
   (void)per_replica_batch(o, spec.count());
   (void)make_model(o.model);  // throws on an unknown model or key
   (void)parse_data_spec(o.data.spec);
@@ -132,6 +178,9 @@ int64_t mb_to_bytes(double mb) {
 struct Group {
   const TrainOptions& options;
   const DeviceSpec& spec;
+  const ProcessLayout& layout;
+  // Multi-process: this process's replicas open its node's devices from here on.
+  int device_base = 0;
   const ModelDef& def;
   const RunData& data;
   const Sampler& sampler;
@@ -140,8 +189,8 @@ struct Group {
   int64_t steps = 0;     // replica 0 sets the final count when the warm-up is adaptive
   int64_t warmup_steps = 0;
   bool warmup_settled = false;
-  std::vector<int64_t> peak_memory{};  // [replica], bytes
-  GlooGroup comms;
+  std::vector<int64_t> peak_memory{};             // [replica], bytes
+  std::unique_ptr<GlooGroup> comms;               // null in a process that waits out the run
   std::vector<std::vector<PhaseTimes>> phases{};  // [replica][step]
   std::vector<std::vector<double>> losses{};      // [replica][step]
   std::vector<std::vector<double>> bucket_ms{};   // replica 0's, [step][bucket]
@@ -217,33 +266,24 @@ void check_consistency(Communicator& comm, Model& model, Stream& stream, int64_t
            (static_cast<uint64_t>(all[0]) << 32) | static_cast<uint64_t>(all[1]));
 }
 
-// acc = grads (first micro-batch) or acc += grads. CPU memory; the GPU backend will do this
-// with a kernel on the compute stream.
-void accumulate(float* acc, const float* grads, int64_t count, bool first) {
-  if (first) {
-    std::copy(grads, grads + count, acc);
-    return;
-  }
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < count; ++i) acc[i] += grads[i];
-}
-
 void run_replica(Group& g, int rank) {
   const TrainOptions& o = g.options;
   set_thread_rank(rank);
   nvtx::name_current_thread(fmt::format("scalescope replica {}", rank).c_str());
   BackendOptions backend_options;
   backend_options.cpu_threads = o.threads;
-  backend_options.cpu_devices = g.spec.count();
-  std::unique_ptr<Device> device =
-      backend(g.spec.kind).open(g.spec.indices[static_cast<size_t>(rank)], backend_options);
+  // The replicas that share this node's cores (all of them, in one process).
+  backend_options.cpu_devices = g.layout.on_node;
+  const int device_index = g.layout.processes > 1 ? g.device_base + (rank - g.layout.first)
+                                                  : g.spec.indices[static_cast<size_t>(rank)];
+  std::unique_ptr<Device> device = backend(g.spec.kind).open(device_index, backend_options);
   device->make_current();
   if (o.memory_limit_mb > 0.0) device->set_memory_limit(mb_to_bytes(o.memory_limit_mb));
   if (auto* cpu = dynamic_cast<CpuDevice*>(device.get()); cpu != nullptr && rank == 0) {
     g.threads_per_device = cpu->threads();
   }
   Stream& stream = device->default_stream();
-  std::unique_ptr<Communicator> comm = g.comms.connect(rank);
+  std::unique_ptr<Communicator> comm = g.comms->connect(rank);
 
   const Shape& input = g.data.sample_shape;
   Model model(g.def, input, *device, o.seed);
@@ -397,7 +437,8 @@ void run_replica(Group& g, int rank) {
           }
         });
         if (!last) {
-          accumulate(accumulated.data(), model.grads().data(), model.param_count(), m == 0);
+          accumulate_into(accumulated.data(), model.grads().data(), model.param_count(), m == 0,
+                          stream);
         }
       }
       ev.backward[static_cast<size_t>(m)]->record(stream);
@@ -486,70 +527,192 @@ void run_replica(Group& g, int rank) {
   }
 }
 
-}  // namespace
+// Multi-process runs: what a process tells the others. Two exchanges per run, made by every
+// process whatever happened to it (so that all stay in step for the next run): the
+// rendezvous (its replicas' addresses) and the results (its replicas' records, or its
+// error). Encoded as CBOR.
+std::string encode(const nlohmann::json& j) {
+  const std::vector<uint8_t> bytes = nlohmann::json::to_cbor(j);
+  return {bytes.begin(), bytes.end()};
+}
 
-RunReport train(const TrainOptions& o) {
-  validate(o);
-  const DeviceSpec spec = parse_device_spec(o.devices);
-  const ModelDef def = make_model(o.model);
-  const RunData data = open_run_data(o.data, def, o.seed);
-  const ModelSummary summary = summarize(def, data.sample_shape);
-  const int replicas = spec.count();
-  const int64_t batch = per_replica_batch(o, replicas);
-  // A replica's share of a step is `accumulation` consecutive micro-batches.
-  const Sampler sampler(data.train->size(), batch * o.accumulation, replicas, o.seed);
-  nvtx::initialize();
-
-  Group g{.options = o,
-          .spec = spec,
-          .def = def,
-          .data = data,
-          .sampler = sampler,
-          .epoch_ns = now_ns(),
-          .batch = batch,
-          .comms = GlooGroup(replicas, std::chrono::milliseconds(o.collective_timeout_ms))};
-  g.steps = o.epochs > 0 ? o.epochs * sampler.steps_per_epoch() : o.steps;
-  g.phases.resize(static_cast<size_t>(replicas));
-  g.peak_memory.resize(static_cast<size_t>(replicas));
-  g.losses.resize(static_cast<size_t>(replicas));
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < replicas; ++rank) {
-    threads.emplace_back([&g, rank] {
-      try {
-        run_replica(g, rank);
-      } catch (...) {
-        // The other replicas then fail in their next collective (the lost peer closes its
-        // connections) or at its timeout; which error is reported is chosen below.
-        std::lock_guard lock(g.error_mutex);
-        g.errors.push_back(std::current_exception());
-      }
-    });
+nlohmann::json decode(const std::string& s, int process) {
+  try {
+    return nlohmann::json::from_cbor(std::vector<uint8_t>(s.begin(), s.end()));
+  } catch (const nlohmann::json::exception& e) {
+    throw_error(
+        fmt::format("process {} sent a message this process cannot read ({}); are all "
+                    "processes the same scalescope build?",
+                    process, e.what()));
   }
-  for (std::thread& t : threads) t.join();
-  // Report the cause: the first error that is not a collective failing for a lost peer
-  // (those can arrive first: the failed replica closes its connections while unwinding).
-  for (const std::exception_ptr& e : g.errors) {
-    if (!is_collective_failure(e)) std::rethrow_exception(e);
-  }
-  if (!g.errors.empty()) std::rethrow_exception(g.errors.front());
+}
 
+nlohmann::json error_message(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    return {{"status", "error"}, {"library", e.library()}, {"message", e.what()}};
+  } catch (const std::bad_alloc&) {
+    return {{"status", "error"}, {"library", ""}, {"message", "out of memory"}};
+  } catch (const std::exception& e) {
+    return {{"status", "error"}, {"library", ""}, {"message", e.what()}};
+  }
+}
+
+// The cause among the processes' errors: the first that is not a collective failing because
+// a peer left (as for the replicas of one process).
+void throw_first_error(const std::vector<nlohmann::json>& messages, const Cluster& cluster) {
+  const nlohmann::json* cause = nullptr;
+  int from = -1;
+  for (size_t p = 0; p < messages.size(); ++p) {
+    const nlohmann::json& m = messages[p];
+    if (m.at("status") != "error") continue;
+    const std::string library = m.at("library");
+    const bool collective = library == "Gloo" || library == "NCCL";
+    if (cause == nullptr ||
+        (!collective && (cause->at("library") == "Gloo" || cause->at("library") == "NCCL"))) {
+      cause = &m;
+      from = static_cast<int>(p);
+    }
+  }
+  if (cause == nullptr) return;
+  throw Error(cause->at("library").get<std::string>(), "train",
+              fmt::format("on process {}: {}", cluster.describe(from),
+                          cause->at("message").get<std::string>()));
+}
+
+nlohmann::json phases_json(const std::vector<PhaseTimes>& phases) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const PhaseTimes& p : phases) {
+    std::vector<double> v = {p.input_ms,     p.h2d_ms,       p.forward_ms,
+                             p.backward_ms,  p.allreduce_ms, p.allreduce_exposed_ms,
+                             p.optimizer_ms, p.step_ms,      p.start_ms};
+    for (const PhaseTimes::Interval& b : p.buckets) {
+      v.push_back(b.start_ms);
+      v.push_back(b.ms);
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<PhaseTimes> phases_from_json(const nlohmann::json& j) {
+  std::vector<PhaseTimes> out;
+  for (const nlohmann::json& row : j) {
+    const std::vector<double> v = row.get<std::vector<double>>();
+    SS_CHECK(v.size() >= 9 && (v.size() - 9) % 2 == 0, "a process sent a malformed step record");
+    PhaseTimes p;
+    p.input_ms = v[0];
+    p.h2d_ms = v[1];
+    p.forward_ms = v[2];
+    p.backward_ms = v[3];
+    p.allreduce_ms = v[4];
+    p.allreduce_exposed_ms = v[5];
+    p.optimizer_ms = v[6];
+    p.step_ms = v[7];
+    p.start_ms = v[8];
+    for (size_t i = 9; i + 1 < v.size(); i += 2) p.buckets.push_back({v[i], v[i + 1]});
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// This process's part of the results: its replicas' records and, from the process of
+// replica 0, what replica 0 alone keeps.
+nlohmann::json results_message(const Group& g) {
+  nlohmann::json replicas = nlohmann::json::array();
+  for (int j = 0; j < g.layout.local; ++j) {
+    const auto r = static_cast<size_t>(g.layout.first + j);
+    replicas.push_back({{"rank", r},
+                        {"phases", phases_json(g.phases[r])},
+                        {"losses", g.losses[r]},
+                        {"peak_memory", g.peak_memory[r]}});
+  }
+  nlohmann::json m = {{"status", "ok"}, {"replicas", std::move(replicas)}};
+  if (g.layout.local > 0 && g.layout.first == 0) {
+    nlohmann::json evals = nlohmann::json::array();
+    for (const EvalRecord& e : g.evals) evals.push_back({e.epoch, e.step, e.loss, e.accuracy});
+    m["group"] = {{"steps", g.steps},
+                  {"warmup_steps", g.warmup_steps},
+                  {"warmup_settled", g.warmup_settled},
+                  {"bucket_ms", g.bucket_ms},
+                  {"bucket_bytes", g.bucket_bytes},
+                  {"evals", std::move(evals)},
+                  {"lrs", g.lrs},
+                  {"consistency_checks", g.consistency_checks},
+                  {"threads_per_device", g.threads_per_device}};
+  }
+  return m;
+}
+
+void add_results(Group& g, const nlohmann::json& m) {
+  for (const nlohmann::json& r : m.at("replicas")) {
+    const auto rank = r.at("rank").get<size_t>();
+    SS_CHECK(rank < g.phases.size(), "a process sent the records of replica {} of {}", rank,
+             g.phases.size());
+    g.phases[rank] = phases_from_json(r.at("phases"));
+    g.losses[rank] = r.at("losses").get<std::vector<double>>();
+    g.peak_memory[rank] = r.at("peak_memory").get<int64_t>();
+  }
+  if (!m.contains("group")) return;
+  const nlohmann::json& group = m.at("group");
+  g.steps = group.at("steps");
+  g.warmup_steps = group.at("warmup_steps");
+  g.warmup_settled = group.at("warmup_settled");
+  g.bucket_ms = group.at("bucket_ms").get<std::vector<std::vector<double>>>();
+  g.bucket_bytes = group.at("bucket_bytes").get<std::vector<int64_t>>();
+  g.evals.clear();
+  for (const nlohmann::json& e : group.at("evals")) {
+    g.evals.push_back({e.at(0).get<int64_t>(), e.at(1).get<int64_t>(), e.at(2).get<double>(),
+                       e.at(3).get<double>()});
+  }
+  g.lrs = group.at("lrs").get<std::vector<double>>();
+  g.consistency_checks = group.at("consistency_checks");
+  g.threads_per_device = group.at("threads_per_device");
+}
+
+// What a run needs before any replica starts; opened alike by every process.
+struct Plan {
+  DeviceSpec spec;
+  ModelDef def;
+  RunData data;
+  ModelSummary summary;
+  int replicas = 0;
+  int64_t batch = 0;
+  ProcessLayout layout;
+  Sampler sampler;
+
+  explicit Plan(const TrainOptions& o)
+      : spec(parse_device_spec(o.devices)),
+        def(make_model(o.model)),
+        data(open_run_data(o.data, def, o.seed)),
+        summary(summarize(def, data.sample_shape)),
+        replicas(spec.count()),
+        batch(per_replica_batch(o, replicas)),
+        layout(process_layout(o, replicas)),
+        // A replica's share of a step is `accumulation` consecutive micro-batches.
+        sampler(data.train->size(), batch * o.accumulation, replicas, o.seed) {}
+};
+
+RunReport assemble_report(const TrainOptions& o, const Plan& plan, Group& g) {
+  const int replicas = plan.replicas;
   RunReport report;
   report.command_line = o.command_line;
-  report.model = def.name;
-  report.params = summary.params;
-  report.forward_flops_per_sample = summary.forward_flops;
-  report.input_shape = data.sample_shape.to_string();
-  report.devices = to_string(spec);
+  report.model = plan.def.name;
+  report.params = plan.summary.params;
+  report.forward_flops_per_sample = plan.summary.forward_flops;
+  report.input_shape = plan.data.sample_shape.to_string();
+  report.devices = to_string(plan.spec);
   report.threads_per_device = g.threads_per_device;
   report.replicas = replicas;
-  report.batch = batch;
+  report.batch = plan.batch;
   report.accumulation = o.accumulation;
   report.optimizer = to_string(o.optimizer.kind);
   report.lr = o.optimizer.lr;
   report.lr_scaling = to_string(o.lr_scaling);
   report.lr_warmup_steps = o.lr_warmup_steps;
   report.seed = o.seed;
-  report.data = data.train->describe();
+  report.data = plan.data.train->describe();
   report.overlap = o.overlap;
   report.bucket_bytes = g.bucket_bytes;
   report.consistency_checks = g.consistency_checks;
@@ -557,6 +720,16 @@ RunReport train(const TrainOptions& o) {
   report.warmup_settled = g.warmup_settled;
   report.peak_memory_bytes = g.peak_memory;
   report.evals = g.evals;
+  if (plan.layout.processes > 1) {
+    ClusterInfo c;
+    c.processes = plan.layout.processes;
+    c.replicas_per_process = plan.layout.replicas_per_process;
+    for (const ClusterMember& m : o.cluster->members()) {
+      if (m.rank < c.processes) c.members.push_back(m);
+    }
+    for (const ClusterMember& m : c.members) c.nodes = std::max(c.nodes, m.node + 1);
+    report.cluster = std::move(c);
+  }
   for (int64_t i = 0; i < g.steps; ++i) {
     StepRecord r;
     r.step = i + 1;
@@ -564,9 +737,14 @@ RunReport train(const TrainOptions& o) {
     double loss = 0.0;
     const PhaseTimes* slowest = nullptr;
     for (int rank = 0; rank < replicas; ++rank) {
-      const PhaseTimes& p = g.phases[static_cast<size_t>(rank)][static_cast<size_t>(i)];
+      const auto& phases = g.phases[static_cast<size_t>(rank)];
+      const auto& losses = g.losses[static_cast<size_t>(rank)];
+      SS_CHECK(static_cast<int64_t>(phases.size()) == g.steps &&
+                   static_cast<int64_t>(losses.size()) == g.steps,
+               "replica {} recorded {} of the run's {} steps", rank, phases.size(), g.steps);
+      const PhaseTimes& p = phases[static_cast<size_t>(i)];
       r.replicas.push_back(p);
-      loss += g.losses[static_cast<size_t>(rank)][static_cast<size_t>(i)];
+      loss += losses[static_cast<size_t>(i)];
       if (slowest == nullptr || p.step_ms > slowest->step_ms) slowest = &p;
     }
     r.loss = loss / replicas;  // equal shards: the mean of means is the global mean
@@ -576,6 +754,169 @@ RunReport train(const TrainOptions& o) {
     report.steps.push_back(std::move(r));
   }
   return report;
+}
+
+// An idle process waits for the others' run for as long as it takes: a lost process is
+// still noticed at once (its connections close), and a process that stops answering is
+// noticed by the processes that run, which then exit and close theirs.
+constexpr std::chrono::milliseconds kIdleWait = std::chrono::hours(24 * 7);
+
+}  // namespace
+
+RunReport train(const TrainOptions& o) {
+  Cluster* cluster = o.cluster != nullptr && o.cluster->multi_process() ? o.cluster : nullptr;
+  // Alone, an error before the replicas start is simply thrown. With other processes it
+  // must still be told to them (they wait for this process's part of the rendezvous).
+  const std::chrono::milliseconds timeout(o.collective_timeout_ms);
+  std::optional<Plan> plan;
+  std::unique_ptr<Group> group;
+  std::exception_ptr setup_error;
+  try {
+    validate(o);
+    plan.emplace(o);
+    const ProcessLayout& l = plan->layout;
+    std::unique_ptr<GlooGroup> comms;
+    if (cluster == nullptr) {
+      comms = std::make_unique<GlooGroup>(plan->replicas, timeout);
+    } else if (l.local > 0) {
+      comms = std::make_unique<GlooGroup>(plan->replicas, l.first, l.local, timeout,
+                                          cluster->gloo_hostname(), cluster->gloo_interface());
+    }
+    group.reset(new Group{
+        .options = o,
+        .spec = plan->spec,
+        .layout = l,
+        .device_base = cluster != nullptr ? cluster->local_rank() * l.replicas_per_process : 0,
+        .def = plan->def,
+        .data = plan->data,
+        .sampler = plan->sampler,
+        .epoch_ns = now_ns(),
+        .batch = plan->batch,
+        .comms = std::move(comms)});
+  } catch (...) {
+    if (cluster == nullptr) throw;
+    // The others wait for this process's part of the rendezvous: it tells them instead.
+    setup_error = std::current_exception();
+    group.reset();
+  }
+  nvtx::initialize();
+  std::vector<std::thread> threads;
+  if (group) {
+    Group& g = *group;
+    g.steps = o.epochs > 0 ? o.epochs * plan->sampler.steps_per_epoch() : o.steps;
+    g.phases.resize(static_cast<size_t>(plan->replicas));
+    g.peak_memory.resize(static_cast<size_t>(plan->replicas));
+    g.losses.resize(static_cast<size_t>(plan->replicas));
+    for (int j = 0; j < g.layout.local; ++j) {
+      const int rank = g.layout.first + j;
+      threads.emplace_back([&g, rank] {
+        try {
+          run_replica(g, rank);
+        } catch (...) {
+          // The other replicas then fail in their next collective (the lost peer closes its
+          // connections) or at its timeout; which error is reported is chosen below.
+          {
+            std::lock_guard lock(g.error_mutex);
+            g.errors.push_back(std::current_exception());
+          }
+          g.comms->finished(rank);
+        }
+      });
+    }
+  }
+  const auto join = [&] {
+    for (std::thread& t : threads) t.join();
+    threads.clear();
+  };
+
+  if (cluster == nullptr) {
+    join();
+    Group& g = *group;
+    // Report the cause: the first error that is not a collective failing for a lost peer
+    // (those can arrive first: the failed replica closes its connections while unwinding).
+    for (const std::exception_ptr& e : g.errors) {
+      if (!is_collective_failure(e)) std::rethrow_exception(e);
+    }
+    if (!g.errors.empty()) std::rethrow_exception(g.errors.front());
+    return assemble_report(o, *plan, g);
+  }
+
+  // 1. The rendezvous, in rounds: each process forwards the keys its replicas' Gloo
+  // contexts set (addresses and Gloo's own handshakes) until every replica of every
+  // process has connected or failed. All processes leave at the same round: the decision
+  // is taken from the same messages.
+  const bool running = group && group->layout.local > 0;
+  bool aborted = false;
+  for (int round = 0;; ++round) {
+    nlohmann::json mine = {{"status", "idle"}, {"done", true}};
+    if (setup_error) {
+      mine = error_message(setup_error);
+      mine["done"] = true;
+    } else if (running) {
+      // A short wait: a round goes out even without news, so no process waits on another's
+      // slow start here (the per-round exchange has the collective timeout).
+      auto [keys, done] = group->comms->take_local_keys(std::chrono::milliseconds(20));
+      mine = {{"status", "ok"},
+              {"done", done},
+              {"keys", nlohmann::json::binary(std::vector<uint8_t>(keys.begin(), keys.end()))}};
+    }
+    std::vector<std::string> all;
+    try {
+      all = cluster->exchange(encode(mine), timeout, "the rendezvous of a run");
+    } catch (...) {
+      if (group) group->comms->abort("the rendezvous between the processes failed");
+      join();
+      throw;
+    }
+    bool all_done = true;
+    for (size_t p = 0; p < all.size(); ++p) {
+      const nlohmann::json m = decode(all[p], static_cast<int>(p));
+      all_done = all_done && m.at("done").get<bool>();
+      if (static_cast<int>(p) == cluster->rank() || !running) continue;
+      if (m.at("status") == "ok") {
+        const auto& bytes = m.at("keys").get_binary();
+        group->comms->add_remote(std::string(bytes.begin(), bytes.end()));
+      } else if (m.at("status") == "error" && !aborted) {
+        // Its replicas will never connect: ours must not wait for them until the timeout.
+        aborted = true;
+        group->comms->abort(fmt::format("process {} could not start its replicas",
+                                        cluster->describe(static_cast<int>(p))));
+      }
+    }
+    if (all_done) break;
+  }
+  join();
+
+  // 2. The results: every process's replicas' records, or its error.
+  nlohmann::json mine = {{"status", "idle"}};
+  if (setup_error) {
+    mine = error_message(setup_error);
+  } else if (group && !group->errors.empty()) {
+    // The cause among this process's replicas, as for one process.
+    std::exception_ptr cause = group->errors.front();
+    for (const std::exception_ptr& e : group->errors) {
+      if (!is_collective_failure(e)) {
+        cause = e;
+        break;
+      }
+    }
+    mine = error_message(cause);
+  } else if (running) {
+    mine = results_message(*group);
+  } else {
+    mine = {{"status", "idle"}};
+  }
+  const std::vector<std::string> all =
+      cluster->exchange(encode(mine), running ? timeout : kIdleWait, "gathering a run's results");
+  std::vector<nlohmann::json> messages;
+  for (size_t p = 0; p < all.size(); ++p) messages.push_back(decode(all[p], static_cast<int>(p)));
+  throw_first_error(messages, *cluster);
+  if (setup_error) std::rethrow_exception(setup_error);  // (every process failed alike)
+  Group& g = *group;
+  for (const nlohmann::json& m : messages) {
+    if (m.at("status") == "ok") add_results(g, m);
+  }
+  return assemble_report(o, *plan, g);
 }
 
 }  // namespace scalescope

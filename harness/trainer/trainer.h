@@ -1,6 +1,9 @@
 // The mirrored (synchronous data-parallel) trainer: one thread per device, each with its own
 // model copy, optimizer state and input shard; weights broadcast from replica 0 before the
 // first step; gradients all-reduced (averaged) in buckets, as backward makes them ready.
+// Replicas may span the processes of an MPI launch (TrainOptions::cluster): then each
+// process hosts its replicas as threads, one Gloo group spans them all, and every process
+// ends with the whole run's report.
 // Status: CPU replicas with Gloo. Not yet: NCCL/GPU replicas (the GPU backend issue).
 #pragma once
 
@@ -27,6 +30,8 @@ std::string to_string(LrScaling scaling);
 // warm-up when 0).
 double scheduled_lr(double base, LrScaling scaling, int replicas, int64_t warmup_steps,
                     int64_t step);
+
+class Cluster;
 
 struct TrainOptions {
   std::string model = "cifar-cnn";
@@ -81,6 +86,14 @@ struct TrainOptions {
   int64_t profile_first = 0;
   int64_t profile_last = 0;
   std::string command_line;
+  // Multi-process runs (harness/collectives/cluster.h): the processes of an MPI launch, or
+  // null for this process alone. `devices` counts devices over all processes; each process
+  // hosts `replicas_per_process` of them as threads (0: devices / processes), and a run
+  // with fewer devices than the processes host uses the first processes only (the others
+  // take part in its rendezvous and wait for its results). Every process must call train()
+  // with the same options; each returns the whole run's report.
+  Cluster* cluster = nullptr;
+  int replicas_per_process = 0;
   // Progress: after every step, and after every evaluation.
   std::function<void(const StepRecord&)> on_step;
   std::function<void(const EvalRecord&)> on_eval;
@@ -93,6 +106,17 @@ struct TrainOptions {
 // `global_batch` / (replicas × accumulation), which must divide exactly (throws Error naming
 // the values otherwise).
 int64_t per_replica_batch(const TrainOptions& options, int replicas);
+
+// How a run of `devices` replicas spreads over the processes of `options.cluster`.
+struct ProcessLayout {
+  int processes = 1;             // processes taking part
+  int replicas_per_process = 1;  // replicas (threads) in each of them
+  int first = 0;                 // this process's first replica's rank
+  int local = 1;                 // replicas in this process (0: this process waits)
+  int on_node = 1;               // replicas of the run on this process's node
+};
+// Throws Error naming the counts when `devices` does not spread evenly.
+ProcessLayout process_layout(const TrainOptions& options, int devices);
 
 // Checks the options that need no data before any work starts; throws Error naming the bad
 // value and what would be accepted.

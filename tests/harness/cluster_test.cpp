@@ -1,0 +1,198 @@
+// Multi-process pieces that run in one process: the launcher's variables, how a run spreads
+// over processes, and a Gloo group spanning two "processes" whose rendezvous keys are carried
+// between them by hand, as the trainer's main thread carries them between real processes.
+// The real multi-process runs (mpirun) are tests/harness/multiprocess_test.py.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/cpu/cpu_device.h"
+#include "harness/collectives/cluster.h"
+#include "harness/collectives/communicator.h"
+#include "harness/trainer/trainer.h"
+#include "reports/json_reader.h"
+#include "tests/test_util.h"
+
+namespace scalescope {
+namespace {
+
+using std::chrono::milliseconds;
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_.empty()) {
+      unsetenv(name_);
+    } else {
+      setenv(name_, old_.c_str(), 1);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+};
+
+TEST(LaunchInfo, NoLauncherMeansOneProcess) {
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  unsetenv("PMI_SIZE");
+  unsetenv("SLURM_STEP_NUM_TASKS");
+  const LaunchInfo info = launch_info_from_environment();
+  EXPECT_EQ(info.size, 1);
+  EXPECT_EQ(info.rank, 0);
+  EXPECT_EQ(info.variable, "");
+}
+
+TEST(LaunchInfo, ReadsOpenMpiAndSlurm) {
+  {
+    ScopedEnv size("OMPI_COMM_WORLD_SIZE", "4");
+    ScopedEnv rank("OMPI_COMM_WORLD_RANK", "3");
+    const LaunchInfo info = launch_info_from_environment();
+    EXPECT_EQ(info.size, 4);
+    EXPECT_EQ(info.rank, 3);
+    EXPECT_EQ(info.variable, "OMPI_COMM_WORLD_SIZE");
+  }
+  ScopedEnv size("SLURM_STEP_NUM_TASKS", "2");
+  ScopedEnv rank("SLURM_PROCID", "1");
+  EXPECT_EQ(launch_info_from_environment().rank, 1);
+}
+
+TEST(LaunchInfo, BadVariablesAreNamed) {
+  ScopedEnv size("OMPI_COMM_WORLD_SIZE", "2");
+  ScopedEnv rank("OMPI_COMM_WORLD_RANK", "two");
+  EXPECT_CONTAINS(testing_util::error_of([] { launch_info_from_environment(); }),
+                  "OMPI_COMM_WORLD_RANK=two");
+  ScopedEnv rank2("OMPI_COMM_WORLD_RANK", "5");
+  EXPECT_CONTAINS(testing_util::error_of([] { launch_info_from_environment(); }), "rank 5 of 2");
+}
+
+TEST(Cluster, AloneWithoutALauncher) {
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  const auto cluster = Cluster::join(milliseconds(1000));
+  EXPECT_FALSE(cluster->multi_process());
+  EXPECT_EQ(cluster->rank(), 0);
+  EXPECT_EQ(cluster->node_count(), 1);
+  EXPECT_EQ(cluster->local_size(), 1);
+  EXPECT_EQ(cluster->exchange("mine", milliseconds(10), "a test"),
+            std::vector<std::string>{"mine"});
+}
+
+TEST(ProcessLayout, OneProcessHostsEveryReplica) {
+  TrainOptions o;
+  const ProcessLayout l = process_layout(o, 4);
+  EXPECT_EQ(l.processes, 1);
+  EXPECT_EQ(l.local, 4);
+  EXPECT_EQ(l.first, 0);
+  EXPECT_EQ(l.on_node, 4);
+}
+
+// Runs `body` on each of `ranks` replica threads of a group spanning two simulated
+// processes (ranks [0, split) and [split, size)), carrying the rendezvous keys between
+// them in rounds as the trainer does.
+void run_two_process_group(int size, int split, const std::function<void(Communicator&)>& body) {
+  const milliseconds timeout(10000);
+  GlooGroup a(size, 0, split, timeout, "127.0.0.1", "");
+  GlooGroup b(size, split, size - split, timeout, "127.0.0.1", "");
+  std::vector<std::string> errors(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto comm = (rank < split ? a : b).connect(rank);
+        body(*comm);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(rank)] = e.what();
+      }
+    });
+  }
+  for (int round = 0; round < 1000; ++round) {
+    auto [keys_a, done_a] = a.take_local_keys(milliseconds(5));
+    auto [keys_b, done_b] = b.take_local_keys(milliseconds(5));
+    a.add_remote(keys_b);
+    b.add_remote(keys_a);
+    if (done_a && done_b) break;
+  }
+  for (auto& t : threads) t.join();
+  for (int rank = 0; rank < size; ++rank) {
+    EXPECT_EQ(errors[static_cast<size_t>(rank)], "") << "rank " << rank;
+  }
+}
+
+TEST(GlooGroup, SpansProcessesThroughForwardedKeys) {
+  for (const auto& [size, split] : {std::pair{2, 1}, std::pair{4, 2}, std::pair{3, 1}}) {
+    SCOPED_TRACE(testing::Message() << size << " ranks split at " << split);
+    run_two_process_group(size, split, [size](Communicator& comm) {
+      CpuDevice device(comm.rank(), 1);
+      std::vector<float> v(1000, static_cast<float>(comm.rank() + 1));
+      comm.all_reduce(v.data(), static_cast<int64_t>(v.size()), ReduceOp::kSum,
+                      device.default_stream());
+      const float expected = static_cast<float>(size * (size + 1) / 2);
+      for (float x : v) ASSERT_EQ(x, expected);
+      const double mine = comm.rank();
+      const std::vector<double> all = comm.all_gather({&mine, 1});
+      ASSERT_EQ(all.size(), static_cast<size_t>(size));
+      for (int r = 0; r < size; ++r) EXPECT_EQ(all[static_cast<size_t>(r)], r);
+    });
+  }
+}
+
+TEST(GlooGroup, AbortedRendezvousFailsWaitingRanksWithTheReason) {
+  const milliseconds timeout(10000);
+  GlooGroup a(2, 0, 1, timeout, "127.0.0.1", "");
+  std::string error;
+  std::thread t([&] {
+    try {
+      (void)a.connect(0);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  // Its key goes out; the peer process's never comes.
+  (void)a.take_local_keys(milliseconds(2000));
+  a.abort("process rank 1 (node2) could not start its replicas");
+  t.join();
+  EXPECT_CONTAINS(error, "process rank 1 (node2) could not start its replicas");
+  auto [keys, done] = a.take_local_keys(milliseconds(1));
+  EXPECT_TRUE(done);
+}
+
+TEST(GlooGroup, RefusesRanksOfAnotherProcess) {
+  GlooGroup a(4, 2, 2, milliseconds(1000), "127.0.0.1", "");
+  EXPECT_CONTAINS(testing_util::error_of([&] { (void)a.connect(1); }),
+                  "rank 1 is not one of this process's ranks [2, 4)");
+  EXPECT_CONTAINS(
+      testing_util::error_of([] { GlooGroup bad(4, 3, 2, milliseconds(1000), "", ""); }),
+      "local ranks [3, 5) are not inside a group of 4");
+}
+
+TEST(ClusterInfo, RoundTripsThroughJson) {
+  ClusterInfo c;
+  c.processes = 2;
+  c.nodes = 2;
+  c.replicas_per_process = 4;
+  c.members = {{.rank = 0, .hostname = "a", .node = 0, .local_rank = 0},
+               {.rank = 1, .hostname = "b", .node = 1, .local_rank = 0}};
+  c.environments.resize(2);
+  c.environments[1].host.hostname = "b";
+  const nlohmann::json j = to_json(c);
+  EXPECT_EQ(cluster_from_json(JsonReader(j, "test")), c);
+  nlohmann::json broken = j;
+  broken["members"].erase(1);
+  EXPECT_CONTAINS(testing_util::error_of([&] { cluster_from_json(JsonReader(broken, "test")); }),
+                  "a cluster of 2 processes lists 1 members");
+  broken = j;
+  broken["members"][0].erase("hostname");
+  EXPECT_CONTAINS(testing_util::error_of([&] { cluster_from_json(JsonReader(broken, "test")); }),
+                  "hostname");
+}
+
+}  // namespace
+}  // namespace scalescope

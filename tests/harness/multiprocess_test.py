@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Multi-process runs under Open MPI on this machine (issue: multi-node).
+
+    multiprocess_test.py SCALESCOPE SOURCE_DIR
+
+1. Equivalence across processes: `mpirun -np 2 scalescope train --devices cpu:4` (2 replicas
+   per process) ends with the same weights, bit for bit, and the same per-step losses as one
+   process with 4 replicas on the same global batches.
+2. A sweep over cpu:1,2,4 under mpirun -np 2 (the 1- and 2-device points run in process 0
+   while process 1 waits; the 4-device point spans both): every point succeeds, the report
+   lists both processes and both environments, and it validates against the schema.
+3. Killing one rank mid-sweep: the survivor exits within the collective timeout with an
+   error naming the lost rank, and the report keeps the points finished before.
+
+Exits 77 (skipped) when mpirun is missing.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SCALESCOPE, SOURCE = sys.argv[1], sys.argv[2]
+MPIRUN = shutil.which("mpirun")
+if MPIRUN is None:
+    print("SKIP: mpirun not found (Debian: apt-get install openmpi-bin)")
+    sys.exit(77)
+
+# Root in containers and CI; more ranks than cores on small machines. Recovery keeps the
+# survivors running after a rank dies, so the test sees scalescope's own error rather than
+# mpirun killing everyone first.
+MPI_FLAGS = ["--oversubscribe", "--bind-to", "none", "-x", "OMP_NUM_THREADS=1"]
+if os.geteuid() == 0:
+    MPI_FLAGS.append("--allow-run-as-root")
+ENV = dict(os.environ, OMPI_MCA_btl_vader_single_copy_mechanism="none",
+           OMPI_MCA_rmaps_base_oversubscribe="1",
+           PATH=os.path.dirname(os.path.abspath(SCALESCOPE)) + os.pathsep + os.environ["PATH"])
+
+failures = []
+
+
+def check(condition, message):
+    if not condition:
+        failures.append(message)
+        print("FAIL:", message)
+
+
+def run(cmd, timeout=300):
+    print("$", " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=ENV)
+    if p.returncode != 0:
+        print(p.stdout[-3000:], p.stderr[-3000:])
+    return p
+
+
+def mpirun(n, args, extra=()):
+    if args[0] == "sh":  # a shell around scalescope: it must find it on PATH
+        return [MPIRUN, "-np", str(n), *MPI_FLAGS, "-x", "PATH", *extra, *args]
+    return [MPIRUN, "-np", str(n), *MPI_FLAGS, *extra, SCALESCOPE, *args]
+
+
+work = tempfile.mkdtemp(prefix="scalescope-mpi-")
+common = ["--model", "mlp:scale=0.05", "--data", "synthetic", "--batch", "16", "--steps", "5",
+          "--optimizer", "adam", "--no-eval", "--check-every", "2", "-q"]
+
+# 1. Equivalence across processes.
+single = run([SCALESCOPE, "train", "--devices", "cpu:4", *common,
+              "--save", f"{work}/single.safetensors", "-o", f"{work}/single.json"])
+multi = run(mpirun(2, ["train", "--devices", "cpu:4", *common,
+                       "--save", f"{work}/multi.safetensors", "-o", f"{work}/multi.json"]))
+check(single.returncode == 0, "single-process train failed")
+check(multi.returncode == 0, "mpirun -np 2 train failed")
+if single.returncode == 0 and multi.returncode == 0:
+    a = open(f"{work}/single.safetensors", "rb").read()
+    b = open(f"{work}/multi.safetensors", "rb").read()
+    check(a == b, "weights differ between 1 process × 4 replicas and 2 processes × 2 replicas")
+    ra, rb = json.load(open(f"{work}/single.json")), json.load(open(f"{work}/multi.json"))
+    la = [s["loss"] for s in ra["steps"]]
+    lb = [s["loss"] for s in rb["steps"]]
+    check(la == lb, f"per-step losses differ: {la} vs {lb}")
+    check("cluster" not in ra, "a single-process run report has a cluster")
+    c = rb.get("cluster", {})
+    check(c.get("processes") == 2 and c.get("replicas_per_process") == 2,
+          f"the run report's cluster is {c}")
+    check([m["rank"] for m in c.get("members", [])] == [0, 1], "members are not ranks 0 and 1")
+    check(len(rb["steps"][0]["replicas"]) == 4, "the run report lacks replicas of process 1")
+    check("over 2 processes" in multi.stdout, "train did not say it ran over 2 processes")
+    check(multi.stdout.count("median step") == 1, "more than rank 0 printed the summary")
+
+# 2. A sweep spanning the processes, with points that fit in process 0 alone.
+report = f"{work}/sweep.json"
+sweep = run(mpirun(2, ["sweep", "--devices", "cpu:1,2,4", "--models", "mlp:scale=0.05",
+                       "--batch", "16", "--repeats", "1", "--steps", "4",
+                       "--max-warmup-steps", "3", "--data", "synthetic", "--oversubscribe",
+                       "-q", "-o", report]))
+check(sweep.returncode == 0, "mpirun -np 2 sweep failed")
+if sweep.returncode == 0:
+    r = json.load(open(report))
+    check([p["status"] for p in r["points"]] == ["ok"] * 3,
+          f"point statuses {[p['status'] for p in r['points']]}")
+    c = r.get("cluster", {})
+    check(c.get("processes") == 2 and c.get("nodes") == 1, f"the sweep's cluster is {c}")
+    check(len(c.get("environments", [])) == 2, "the sweep report lacks a process's environment")
+    check(c.get("replicas_per_process") == 2, "replicas per process is not 2")
+    try:
+        import jsonschema
+        schema = json.load(open(f"{SOURCE}/reports/schema/sweep-report.schema.json"))
+        jsonschema.Draft202012Validator(schema).validate(r)
+    except ImportError:
+        print("note: python3-jsonschema missing, schema not checked")
+    except jsonschema.ValidationError as e:
+        check(False, f"the multi-process sweep report breaks the schema: {e.message}")
+    check(sweep.stdout.count("report written to") == 1, "more than rank 0 printed the tables")
+    check("speedup" in sweep.stdout.lower(), "the tables were not printed")
+
+
+# 3. Kill rank 1 in the middle of a sweep.
+def rank_pids(parent):
+    """The pids of the scalescope processes under `parent`, by their MPI rank."""
+    pids = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if not cmd or os.path.basename(cmd[0].decode()) != "scalescope" or b"sweep" not in cmd:
+            continue
+        for e in env:
+            if e.startswith(b"OMPI_COMM_WORLD_RANK="):
+                pids[int(e.split(b"=")[1])] = int(pid)
+    return pids
+
+
+killed_report = f"{work}/killed.json"
+timeout_ms = 20000
+# Each rank says how it ended (under --enable-recovery mpirun's own status does not).
+cmd = mpirun(2, ["sh", "-c", 'scalescope "$@"; echo "rank $OMPI_COMM_WORLD_RANK exit $?" >&2',
+                 "sh", "sweep", "--devices", "cpu:2,4", "--models", "mlp:scale=0.05",
+                 "--batch", "16,32,64", "--repeats", "2", "--steps", "30",
+                 "--max-warmup-steps", "3", "--data", "synthetic", "--oversubscribe",
+                 "--collective-timeout-ms", str(timeout_ms), "-q", "-o", killed_report],
+             extra=["--enable-recovery"])
+print("$", " ".join(cmd), flush=True)
+proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+deadline = time.time() + 240
+killed_at = None
+while time.time() < deadline and proc.poll() is None:
+    try:
+        points = json.load(open(killed_report))["points"]
+    except (OSError, ValueError, KeyError):
+        points = []
+    # After a finished point that spanned both processes, in the middle of the next one.
+    if any(p["devices"] == 4 for p in points):
+        time.sleep(0.5)
+        pids = rank_pids(proc.pid)
+        if 1 in pids:
+            os.kill(pids[1], signal.SIGKILL)
+            killed_at = time.time()
+            break
+    time.sleep(0.1)
+check(killed_at is not None, "never found rank 1 to kill after the first 4-device point")
+try:
+    out, err = proc.communicate(timeout=timeout_ms / 1000 * 3 + 30)
+except subprocess.TimeoutExpired:
+    proc.kill()
+    out, err = proc.communicate()
+    check(False, "the surviving rank hung after rank 1 was killed")
+if killed_at is not None:
+    elapsed = time.time() - killed_at
+    print(f"survivor exited {elapsed:.1f} s after the kill, status {proc.returncode}")
+    print(err[-2000:])
+    check("rank 0 exit 1" in err, "the surviving rank 0 did not exit with status 1")
+    check("lost process rank 1" in err or "process rank 1" in err,
+          "the survivor's error does not name rank 1")
+    check(elapsed < timeout_ms / 1000 * 2 + 10, f"the survivor took {elapsed:.0f} s to exit")
+    r = json.load(open(killed_report))
+    ok = [p for p in r["points"] if p["status"] == "ok"]
+    check(len(ok) >= 2, f"the report kept {len(ok)} finished points")
+    check(not r["complete"], "the report of a sweep that stopped says complete")
+
+shutil.rmtree(work, ignore_errors=True)
+if failures:
+    print(f"{len(failures)} check(s) failed")
+    sys.exit(1)
+print("all multi-process checks passed")
