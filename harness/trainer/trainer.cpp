@@ -179,8 +179,6 @@ struct Group {
   const TrainOptions& options;
   const DeviceSpec& spec;
   const ProcessLayout& layout;
-  // Multi-process: this process's replicas open its node's devices from here on.
-  int device_base = 0;
   const ModelDef& def;
   const RunData& data;
   const Sampler& sampler;
@@ -204,14 +202,28 @@ struct Group {
 };
 
 // A collective that failed because a peer left is a consequence, not a cause.
+bool is_collective_library(const std::string& library) {
+  return library == "Gloo" || library == "NCCL";
+}
+
 bool is_collective_failure(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const Error& e) {
-    return e.library() == "Gloo" || e.library() == "NCCL";
+    return is_collective_library(e.library());
   } catch (...) {
     return false;
   }
+}
+
+// The cause among a process's replicas' errors (at least one): the first that is not a
+// collective failing for a lost peer (those can arrive first: the failed replica closes its
+// connections while unwinding).
+std::exception_ptr cause_of(const std::vector<std::exception_ptr>& errors) {
+  for (const std::exception_ptr& e : errors) {
+    if (!is_collective_failure(e)) return e;
+  }
+  return errors.front();
 }
 
 // Events at the phase boundaries of one step, created once. Forward and backward alternate
@@ -274,8 +286,12 @@ void run_replica(Group& g, int rank) {
   backend_options.cpu_threads = o.threads;
   // The replicas that share this node's cores (all of them, in one process).
   backend_options.cpu_devices = g.layout.on_node;
-  const int device_index = g.layout.processes > 1 ? g.device_base + (rank - g.layout.first)
-                                                  : g.spec.indices[static_cast<size_t>(rank)];
+  // Across processes each opens its node's devices: the processes before it on the node
+  // have the first ones.
+  const int device_index =
+      g.layout.processes > 1
+          ? o.cluster->local_rank() * g.layout.replicas_per_process + (rank - g.layout.first)
+          : g.spec.indices[static_cast<size_t>(rank)];
   std::unique_ptr<Device> device = backend(g.spec.kind).open(device_index, backend_options);
   device->make_current();
   if (o.memory_limit_mb > 0.0) device->set_memory_limit(mb_to_bytes(o.memory_limit_mb));
@@ -567,10 +583,8 @@ void throw_first_error(const std::vector<nlohmann::json>& messages, const Cluste
   for (size_t p = 0; p < messages.size(); ++p) {
     const nlohmann::json& m = messages[p];
     if (m.at("status") != "error") continue;
-    const std::string library = m.at("library");
-    const bool collective = library == "Gloo" || library == "NCCL";
     if (cause == nullptr ||
-        (!collective && (cause->at("library") == "Gloo" || cause->at("library") == "NCCL"))) {
+        (!is_collective_library(m.at("library")) && is_collective_library(cause->at("library")))) {
       cause = &m;
       from = static_cast<int>(p);
     }
@@ -782,17 +796,15 @@ RunReport train(const TrainOptions& o) {
       comms = std::make_unique<GlooGroup>(plan->replicas, l.first, l.local, timeout,
                                           cluster->gloo_hostname(), cluster->gloo_interface());
     }
-    group.reset(new Group{
-        .options = o,
-        .spec = plan->spec,
-        .layout = l,
-        .device_base = cluster != nullptr ? cluster->local_rank() * l.replicas_per_process : 0,
-        .def = plan->def,
-        .data = plan->data,
-        .sampler = plan->sampler,
-        .epoch_ns = now_ns(),
-        .batch = plan->batch,
-        .comms = std::move(comms)});
+    group.reset(new Group{.options = o,
+                          .spec = plan->spec,
+                          .layout = l,
+                          .def = plan->def,
+                          .data = plan->data,
+                          .sampler = plan->sampler,
+                          .epoch_ns = now_ns(),
+                          .batch = plan->batch,
+                          .comms = std::move(comms)});
   } catch (...) {
     if (cluster == nullptr) throw;
     // The others wait for this process's part of the rendezvous: it tells them instead.
@@ -831,14 +843,8 @@ RunReport train(const TrainOptions& o) {
 
   if (cluster == nullptr) {
     join();
-    Group& g = *group;
-    // Report the cause: the first error that is not a collective failing for a lost peer
-    // (those can arrive first: the failed replica closes its connections while unwinding).
-    for (const std::exception_ptr& e : g.errors) {
-      if (!is_collective_failure(e)) std::rethrow_exception(e);
-    }
-    if (!g.errors.empty()) std::rethrow_exception(g.errors.front());
-    return assemble_report(o, *plan, g);
+    if (!group->errors.empty()) std::rethrow_exception(cause_of(group->errors));
+    return assemble_report(o, *plan, *group);
   }
 
   // 1. The rendezvous, in rounds: each process forwards the keys its replicas' Gloo
@@ -892,15 +898,7 @@ RunReport train(const TrainOptions& o) {
   if (setup_error) {
     mine = error_message(setup_error);
   } else if (group && !group->errors.empty()) {
-    // The cause among this process's replicas, as for one process.
-    std::exception_ptr cause = group->errors.front();
-    for (const std::exception_ptr& e : group->errors) {
-      if (!is_collective_failure(e)) {
-        cause = e;
-        break;
-      }
-    }
-    mine = error_message(cause);
+    mine = error_message(cause_of(group->errors));
   } else if (running) {
     mine = results_message(*group);
   } else {
