@@ -12,8 +12,13 @@ The two run in alternation (PyTorch, scalescope, PyTorch, ...) for --rounds roun
 drift of the machine affects both alike; the reported figure is the median over all measured
 steps of all rounds.
 
-Usage: bench/compare_pytorch.py [--threads N] [--rounds R] [--steps S] [--binary build/scalescope]
-Needs Debian's python3-torch (run with /usr/bin/python3).
+With --device cuda both run on GPU 0 (PyTorch eager, TF32 as scalescope's default: allowed
+for matrix products and convolutions) on the GPU cases the GPU issue asks for: cifar-cnn at
+batch 64 and 512, mlp-41m at 256 and 2048.
+
+Usage: bench/compare_pytorch.py [--device cpu|cuda] [--threads N] [--rounds R] [--steps S]
+       [--binary build/scalescope]
+Needs PyTorch (Debian's python3-torch for CPU: run with /usr/bin/python3).
 """
 import argparse
 import os
@@ -27,13 +32,17 @@ from bench_common import (CASES, default_binary, glorot, run_scalescope,
                           scalescope_optimizer_args, torch_model, torch_optimizer)
 
 
-def torch_steps(name, batch, steps, warmup):
+GPU_CASES = [("cifar-cnn", 64), ("cifar-cnn", 512), ("mlp-41m", 256), ("mlp-41m", 2048)]
+
+
+def torch_steps(name, batch, steps, warmup, device):
     torch.manual_seed(1)
     model, shape, loss_fn, labels = torch_model(name)
     glorot(model)
+    model.to(device)
     opt = torch_optimizer("adam", model.parameters())
-    x = torch.randn(batch, *shape)
-    y = labels(batch)
+    x = torch.randn(batch, *shape, device=device)
+    y = labels(batch).to(device)
     times = []
     for i in range(warmup + steps):
         t0 = time.perf_counter()
@@ -41,23 +50,25 @@ def torch_steps(name, batch, steps, warmup):
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
-        loss.item()
+        loss.item()  # waits for the step, as scalescope's loss read does
         t1 = time.perf_counter()
         if i >= warmup:
             times.append((t1 - t0) * 1e3)
     return times
 
 
-def scalescope_steps(binary, name, batch, steps, warmup, threads):
+def scalescope_steps(binary, name, batch, steps, warmup, threads, device):
+    where = ["--devices", "cuda:0"] if device == "cuda" else ["--threads", str(threads)]
     run = run_scalescope(binary, ["--model", name, "--batch", str(batch),
                                   "--steps", str(warmup + steps), "--warmup-steps", str(warmup),
-                                  "--threads", str(threads), *scalescope_optimizer_args("adam"),
+                                  *where, *scalescope_optimizer_args("adam"),
                                   "--data", "synthetic:device", "--no-eval"])
     return [s["step_ms"] for s in run["steps"][warmup:]]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20)
@@ -65,15 +76,25 @@ def main():
     ap.add_argument("--binary", default=default_binary())
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"PyTorch {torch.__version__}, {args.threads} thread(s), "
+    cases = CASES
+    where = f"{args.threads} thread(s)"
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("--device cuda: this PyTorch sees no GPU")
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        torch.backends.cudnn.benchmark = True  # scalescope also picks conv algorithms once
+        cases = GPU_CASES
+        where = torch.cuda.get_device_name(0)
+    print(f"PyTorch {torch.__version__}, {where}, "
           f"{args.rounds} rounds x {args.steps} steps (+{args.warmup} warm-up)")
     print(f"{'model':<10} {'batch':>5} {'pytorch ms':>11} {'scalescope ms':>14} {'ratio':>6}")
-    for name, batch in CASES:
+    for name, batch in cases:
         ours, theirs = [], []
         for _ in range(args.rounds):
-            theirs += torch_steps(name, batch, args.steps, args.warmup)
+            theirs += torch_steps(name, batch, args.steps, args.warmup, args.device)
             ours += scalescope_steps(args.binary, name, batch, args.steps, args.warmup,
-                                     args.threads)
+                                     args.threads, args.device)
         t, o = statistics.median(theirs), statistics.median(ours)
         print(f"{name:<10} {batch:>5} {t:>11.2f} {o:>14.2f} {o / t:>6.2f}")
         sys.stdout.flush()

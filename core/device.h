@@ -73,6 +73,9 @@ class Device {
 
   virtual DeviceId id() const = 0;
   virtual std::string name() const = 0;
+  // The PCI bus id of a GPU as CUDA prints it ("0000:3B:00.0"), which NVML looks devices up
+  // by; empty for devices that have none (CPU).
+  virtual std::string pci_bus_id() const { return {}; }
   // Makes this device current for the calling thread (cudaSetDevice; the CPU device sets
   // the calling thread's OpenMP thread count). Called at the start of every replica thread.
   virtual void make_current() = 0;

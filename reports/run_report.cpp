@@ -1,5 +1,7 @@
 #include "reports/run_report.h"
 
+#include <algorithm>
+
 #include "core/fs.h"
 #include "reports/stats.h"
 
@@ -86,6 +88,7 @@ nlohmann::json to_json(const RunReport& r) {
        {{"warmup_steps", r.warmup_steps},
         {"warmup_settled", r.warmup_settled},
         {"peak_memory_bytes", r.peak_memory_bytes},
+        {"measured_device_allocations", r.measured_device_allocations},
         {"measured_steps", s.measured_steps},
         {"step_ms_median", s.step_ms_median},
         {"step_ms_p10", s.step_ms_p10},
@@ -99,7 +102,35 @@ nlohmann::json to_json(const RunReport& r) {
       {"evals", std::move(evals)},
   };
   if (r.cluster) j["cluster"] = to_json(*r.cluster);
+  if (r.tf32) j["config"]["tf32"] = *r.tf32;
+  if (r.allreduce_split) j["allreduce_split"] = to_json(*r.allreduce_split);
+  if (!r.gpu_utilization.empty()) {
+    nlohmann::json gpus = nlohmann::json::array();
+    for (const GpuUtilization& u : r.gpu_utilization) {
+      gpus.push_back({{"host", u.host},
+                      {"pci_bus_id", u.pci_bus_id},
+                      {"samples", u.samples},
+                      {"failed_samples", u.failed_samples},
+                      {"mean_gpu_util_percent", u.mean_gpu_util_percent},
+                      {"max_gpu_util_percent", u.max_gpu_util_percent},
+                      {"mean_memory_util_percent", u.mean_memory_util_percent},
+                      {"max_memory_used_bytes", u.max_memory_used_bytes},
+                      {"error", u.error}});
+    }
+    j["gpu_utilization"] = std::move(gpus);
+  }
   return j;
+}
+
+double AllReduceSplit::intra_node_fraction() const {
+  if (global_ms <= 0.0) return 1.0;
+  return std::clamp(node_ms / global_ms, 0.0, 1.0);
+}
+
+nlohmann::json to_json(const AllReduceSplit& s) {
+  return {{"bytes", s.bytes},     {"nodes", s.nodes},
+          {"repeats", s.repeats}, {"global_ms", s.global_ms},
+          {"node_ms", s.node_ms}, {"intra_node_fraction", s.intra_node_fraction()}};
 }
 
 void write_run_report(const std::string& path, const RunReport& report) {

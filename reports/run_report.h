@@ -12,7 +12,7 @@
 
 namespace scalescope {
 
-inline constexpr const char* kRunSchemaVersion = "1.1";
+inline constexpr const char* kRunSchemaVersion = "1.2";
 
 // One replica's phases of one step. The exposed phases (all but allreduce_ms) add up to
 // step_ms, apart from the loss read that ends the step.
@@ -57,6 +57,33 @@ struct EvalRecord {
   double accuracy = 0.0;
 };
 
+// What sampling one GPU with NVML found while the steps were measured (GPU runs).
+struct GpuUtilization {
+  std::string host;  // the node's host name in multi-process runs ("" in one process)
+  std::string pci_bus_id;
+  int64_t samples = 0;         // readings taken
+  int64_t failed_samples = 0;  // readings NVML could not take
+  double mean_gpu_util_percent = 0.0;
+  double max_gpu_util_percent = 0.0;
+  double mean_memory_util_percent = 0.0;
+  int64_t max_memory_used_bytes = 0;
+  std::string error;  // why readings failed or were not taken ("" when all succeeded)
+};
+
+// Runs across nodes: the all-reduce of the gradient buckets, timed after the measured steps
+// over every replica and over each node's replicas alone (the same bytes): the difference is
+// what crossing nodes costs.
+struct AllReduceSplit {
+  int64_t bytes = 0;  // per replica: all buckets
+  int nodes = 0;
+  int repeats = 0;
+  double global_ms = 0.0;  // median over the repeats of the slowest replica's time
+  double node_ms = 0.0;
+  // The share of the all-reduce time that the node-local part explains: node_ms / global_ms,
+  // within [0, 1] (1 when the global all-reduce is no slower).
+  double intra_node_fraction() const;
+};
+
 struct RunReport {
   std::string command_line;
   std::string model;
@@ -85,6 +112,14 @@ struct RunReport {
   // Adaptive warm-up: whether the step time settled (false: stopped at the bound).
   bool warmup_settled = true;
   std::vector<int64_t> peak_memory_bytes;  // per replica: device memory at its highest
+  // Per replica: how often its device asked the system for memory during the measured steps
+  // (Device::device_allocations); 0 on a backend that reuses its memory in steady state.
+  std::vector<int64_t> measured_device_allocations;
+  // GPU runs: whether kernels could compute fp32 products in TF32 (--no-tf32 forbids it).
+  std::optional<bool> tf32;
+  // GPU runs: every GPU's NVML sampling over the measured steps.
+  std::vector<GpuUtilization> gpu_utilization;
+  std::optional<AllReduceSplit> allreduce_split;  // runs across nodes
   // Multi-process runs: the processes and hosts (environments left empty).
   std::optional<ClusterInfo> cluster;
 };
@@ -104,6 +139,7 @@ struct RunSummary {
 RunSummary summarize(const RunReport& report);
 
 nlohmann::json to_json(const RunReport& report);
+nlohmann::json to_json(const AllReduceSplit& split);
 // Written atomically; throws Error naming the path on failure.
 void write_run_report(const std::string& path, const RunReport& report);
 

@@ -129,7 +129,21 @@ void summarize_point(SweepPoint& p) {
   // phases approximate; keep the exact one.
   s.group.step_ms = s.step_ms_median;
   for (const std::vector<PhaseTimes>& r : per_replica) s.replicas.push_back(medians_of(r));
-  s.verdict = diagnose(VerdictInput{s.group, s.replicas, std::nullopt});
+  std::vector<double> fractions;
+  std::vector<double> utilization;
+  for (const RepeatRecord& r : p.repeats) {
+    if (r.allreduce_split) fractions.push_back(r.allreduce_split->intra_node_fraction());
+    if (r.gpu_util_percent) utilization.push_back(*r.gpu_util_percent);
+  }
+  if (!fractions.empty()) s.intra_node_fraction = median(fractions);
+  // A GPU busy u% of the time ran kernels for u% of the step: the rest the host kept it
+  // waiting (the verdict's host-bound rule).
+  std::optional<double> device_busy_ms;
+  if (!utilization.empty()) {
+    s.gpu_util_percent = median(utilization);
+    device_busy_ms = *s.gpu_util_percent / 100.0 * s.group.step_ms;
+  }
+  s.verdict = diagnose(VerdictInput{s.group, s.replicas, device_busy_ms});
   if (p.devices > 1 && !p.bucket_bytes.empty()) {
     const std::vector<double> ms = bucket_medians(p);
     double bytes = 0.0;
@@ -262,7 +276,8 @@ json summary_json(const SweepPoint& p) {
       {"verdict", std::move(findings)},
       {"bus_bandwidth_gbps", s.bus_bandwidth_gbps ? json(*s.bus_bandwidth_gbps) : json(nullptr)},
       // Device utilisation comes from NVML samples, which only GPU runs have.
-      {"utilization", nullptr},
+      {"utilization",
+       s.gpu_util_percent ? json{{"gpu_util_percent", *s.gpu_util_percent}} : json(nullptr)},
   };
   if (s.loss) {
     j["efficiency_loss"] = {{"efficiency", s.loss->efficiency},
@@ -272,6 +287,14 @@ json summary_json(const SweepPoint& p) {
                             {"compute_slowdown", s.loss->compute_share},
                             {"stragglers", s.loss->straggler_share},
                             {"other", s.loss->other_share}};
+    if (s.intra_node_fraction) {
+      // The all-reduce share, split by what the node-local all-reduce of the same bytes
+      // took against the global one.
+      j["efficiency_loss"]["allreduce_intra_node"] =
+          s.loss->allreduce_share * *s.intra_node_fraction;
+      j["efficiency_loss"]["allreduce_inter_node"] =
+          s.loss->allreduce_share * (1.0 - *s.intra_node_fraction);
+    }
   } else {
     j["efficiency_loss"] = nullptr;
   }
@@ -309,16 +332,19 @@ json repeat_json(const RepeatRecord& r, size_t buckets) {
     step_ms.push_back(s.step_ms);
     lr.push_back(s.lr);
   }
-  return {{"warmup_steps", r.warmup_steps},
-          {"warmup_settled", r.warmup_settled},
-          {"first_loss", r.first_loss},
-          {"last_loss", r.last_loss},
-          {"step", std::move(step)},
-          {"loss", std::move(loss)},
-          {"lr", std::move(lr)},
-          {"step_ms", std::move(step_ms)},
-          {"replicas", std::move(per_replica)},
-          {"bucket_ms", std::move(bucket_ms)}};
+  json out = {{"warmup_steps", r.warmup_steps},
+              {"warmup_settled", r.warmup_settled},
+              {"first_loss", r.first_loss},
+              {"last_loss", r.last_loss},
+              {"step", std::move(step)},
+              {"loss", std::move(loss)},
+              {"lr", std::move(lr)},
+              {"step_ms", std::move(step_ms)},
+              {"replicas", std::move(per_replica)},
+              {"bucket_ms", std::move(bucket_ms)}};
+  if (r.allreduce_split) out["allreduce_split"] = to_json(*r.allreduce_split);
+  if (r.gpu_util_percent) out["gpu_util_percent"] = *r.gpu_util_percent;
+  return out;
 }
 
 json point_json(const SweepPoint& p) {
@@ -420,6 +446,26 @@ RepeatRecord repeat_from_json(const JsonReader& r, size_t buckets) {
                i);
       out.steps[i].bucket_ms.push_back(bucket_ms[b][i].get<double>());
     }
+  }
+  if (r.has("allreduce_split")) {  // since 1.2
+    const JsonReader split = r.object("allreduce_split");
+    AllReduceSplit a;
+    a.bytes = split.int64("bytes");
+    a.nodes = split.int32("nodes");
+    a.repeats = split.int32("repeats");
+    a.global_ms = split.number("global_ms");
+    a.node_ms = split.number("node_ms");
+    SS_CHECK(
+        a.bytes >= 0 && a.nodes >= 1 && a.repeats >= 1 && a.global_ms >= 0.0 && a.node_ms >= 0.0,
+        "{}: bytes, nodes, repeats and times must not be negative (nodes and repeats at "
+        "least 1)",
+        r.name("allreduce_split"));
+    out.allreduce_split = a;
+  }
+  if (r.has("gpu_util_percent")) {  // since 1.2
+    const double u = r.number("gpu_util_percent");
+    SS_CHECK(u >= 0.0 && u <= 100.0, "{}: {} is not a percentage", r.name("gpu_util_percent"), u);
+    out.gpu_util_percent = u;
   }
   for (StepRecord& s : out.steps) {
     const auto slowest = std::max_element(

@@ -23,7 +23,7 @@
 namespace scalescope {
 
 inline constexpr const char* kSweepSchema = "scalescope-sweep";
-inline constexpr const char* kSweepSchemaVersion = "1.1";
+inline constexpr const char* kSweepSchemaVersion = "1.2";
 
 // Weak scaling keeps the per-device batch (the global batch grows with the devices); strong
 // scaling keeps the global batch (each device gets a smaller share).
@@ -37,7 +37,10 @@ struct RepeatRecord {
   bool warmup_settled = true;  // false: the warm-up stopped at its bound, not settled
   double first_loss = 0.0;
   double last_loss = 0.0;
-  std::vector<StepRecord> steps;  // phases per replica; bucket_ms replica 0's
+  std::vector<StepRecord> steps;                  // phases per replica; bucket_ms replica 0's
+  std::optional<AllReduceSplit> allreduce_split;  // runs across nodes
+  // GPU runs: NVML's utilisation over the measured steps, averaged over the GPUs sampled.
+  std::optional<double> gpu_util_percent;
 };
 
 // What the analysis derives for one point. Filled by analyze().
@@ -56,6 +59,10 @@ struct PointSummary {
   std::optional<Interval> speedup;
   std::optional<Interval> efficiency;
   std::optional<LossBreakdown> loss;  // N > 1 only
+  // Runs across nodes: the share of the all-reduce that stays within a node (median of the
+  // repeats' AllReduceSplit::intra_node_fraction); splits loss->allreduce_share.
+  std::optional<double> intra_node_fraction;
+  std::optional<double> gpu_util_percent;  // GPU runs: median over the repeats
   Verdict verdict;
   // Bus bandwidth the all-reduces achieved in training (N > 1): Σ bus bytes / Σ time over the
   // buckets' median times.

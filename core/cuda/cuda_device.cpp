@@ -104,6 +104,12 @@ std::string CudaDevice::name() const {
   return fmt::format("{} (cuda:{})", prop.name, index_);
 }
 
+std::string CudaDevice::pci_bus_id() const {
+  char id[32] = {};
+  SS_CHECK_CUDA(cudaDeviceGetPCIBusId(id, sizeof(id), index_));
+  return id;
+}
+
 void CudaDevice::make_current() {
   SS_CHECK_CUDA(cudaSetDevice(index_));
 }

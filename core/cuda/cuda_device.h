@@ -69,6 +69,7 @@ class CudaDevice final : public Device {
 
   DeviceId id() const override { return DeviceId{DeviceKind::kCuda, index_}; }
   std::string name() const override;
+  std::string pci_bus_id() const override;
   void make_current() override;
   void start_profiler() override;
   void stop_profiler() override;

@@ -146,6 +146,7 @@ int run_sweep_command(const std::shared_ptr<SweepArgs>& parsed) {
   // Started by mpirun or srun: the processes join (alone: nothing happens).
   const std::unique_ptr<Cluster> cluster =
       Cluster::join(std::chrono::milliseconds(parsed->options.train.collective_timeout_ms));
+  check_launch(parsed->flags, *cluster);
   const bool lead = cluster->rank() == 0;  // prints; every process runs the same sweep
   // Precedence: defaults < --resume's report or --config's file < flags. The flags are
   // parsed again over the file's values, so only those given override it.

@@ -34,6 +34,7 @@ int run_train(TrainArgs& args) {
   // Started by mpirun or srun: the processes join (alone: nothing happens).
   const std::unique_ptr<Cluster> cluster =
       Cluster::join(std::chrono::milliseconds(o.collective_timeout_ms));
+  check_launch(args.flags, *cluster);
   o.cluster = cluster.get();
   validate(o);  // every value checked before any work starts
   // Rank 0 alone prints and writes; every process ends with the same report.

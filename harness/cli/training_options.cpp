@@ -1,5 +1,7 @@
 #include "harness/cli/training_options.h"
 
+#include "harness/collectives/cluster.h"
+
 namespace scalescope::cli {
 
 TrainingFlags training_flags_from(const TrainOptions& o, bool lr_set) {
@@ -34,6 +36,8 @@ void add_training_options(CLI::App& cmd, TrainOptions& o, TrainingFlags& f) {
       ->capture_default_str();
   cmd.add_flag("!--no-overlap", o.overlap,
                "All-reduce after backward instead of during it (shows what overlap buys)");
+  cmd.add_flag("!--no-tf32", o.tf32,
+               "GPU kernels compute fp32 products in strict fp32, not TF32 on tensor cores");
   cmd.add_option("--collective-timeout-ms", o.collective_timeout_ms,
                  "A collective that waits longer fails the run (a lost replica never hangs it)")
       ->capture_default_str();
@@ -41,6 +45,16 @@ void add_training_options(CLI::App& cmd, TrainOptions& o, TrainingFlags& f) {
                  "Device memory per replica in MiB (0: all); more fails as out of memory")
       ->capture_default_str();
   cmd.add_option("--seed", o.seed, "Seed of weights and data")->capture_default_str();
+  cmd.add_option("--ranks-per-node", f.ranks_per_node,
+                 "Under mpirun/srun: the processes each node must run (1: one per node hosting "
+                 "its devices as threads; the device count: one per device); a launch that "
+                 "differs is refused. 0: as launched")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
+void check_launch(const TrainingFlags& f, const Cluster& cluster) {
+  if (f.ranks_per_node > 0) cluster.check_ranks_per_node(f.ranks_per_node);
 }
 
 void apply_training_flags(const TrainingFlags& f, TrainOptions& o) {

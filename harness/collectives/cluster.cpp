@@ -1,5 +1,6 @@
 #include "harness/collectives/cluster.h"
 
+#include <fmt/ranges.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
@@ -203,7 +204,15 @@ std::unique_ptr<Cluster> Cluster::join(std::chrono::milliseconds timeout) {
   constexpr int kNameBytes = 256;
   std::vector<char> mine(kNameBytes, '\0');
   const std::string host = this_hostname();
-  std::copy_n(host.begin(), std::min<size_t>(host.size(), kNameBytes - 1), mine.begin());
+  // Which processes share a node goes by this name: the host name, unless
+  // SCALESCOPE_NODE_NAME gives another (containers sharing a host under different names, or
+  // the inter-node paths tried out on one machine).
+  const std::string node_name =
+      env_or_empty("SCALESCOPE_NODE_NAME").empty() ? host : env_or_empty("SCALESCOPE_NODE_NAME");
+  SS_CHECK(node_name.size() < static_cast<size_t>(kNameBytes),
+           "SCALESCOPE_NODE_NAME is {} characters long; at most {} are allowed", node_name.size(),
+           kNameBytes - 1);
+  std::copy_n(node_name.begin(), node_name.size(), mine.begin());
   std::vector<char> all(static_cast<size_t>(kNameBytes * size));
   check_mpi(MPI_Allgather(mine.data(), kNameBytes, MPI_CHAR, all.data(), kNameBytes, MPI_CHAR,
                           MPI_COMM_WORLD),
@@ -267,6 +276,19 @@ int Cluster::node_count() const {
   int nodes = 0;
   for (const ClusterMember& m : members_) nodes = std::max(nodes, m.node + 1);
   return nodes;
+}
+
+void Cluster::check_ranks_per_node(int expected) const {
+  std::map<std::string, int> per_node;  // host name → processes
+  for (const ClusterMember& m : members_) ++per_node[m.hostname];
+  std::vector<std::string> wrong;
+  for (const auto& [host, count] : per_node) {
+    if (count != expected) wrong.push_back(fmt::format("{} runs {}", host, count));
+  }
+  SS_CHECK(wrong.empty(),
+           "--ranks-per-node {}: {}; launch that many per node (mpirun --map-by ppr:{}:node, "
+           "srun --ntasks-per-node={})",
+           expected, fmt::join(wrong, ", "), expected, expected);
 }
 
 std::string Cluster::describe(int rank) const {

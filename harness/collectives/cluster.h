@@ -48,6 +48,9 @@ class Cluster {
   int local_size() const;
   int node_count() const;
   const std::vector<ClusterMember>& members() const { return members_; }
+  // Throws Error unless every node runs `expected` processes, naming the nodes that do not
+  // and how to launch that many.
+  void check_ranks_per_node(int expected) const;
   // The host name a process reports in errors: "rank 1 (node2)".
   std::string describe(int rank) const;
 

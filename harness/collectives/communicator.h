@@ -40,6 +40,14 @@ class Communicator {
   // Every rank's `mine` (the same length on every rank), concatenated in rank order. For
   // small host values: timings, checksums.
   virtual std::vector<double> all_gather(std::span<const double> mine) = 0;
+  // Blocks the host until the work enqueued on `stream` so far has finished. Where
+  // collectives are enqueued on streams (NCCL), work behind a collective with a lost peer
+  // would never finish: such a communicator waits at most its timeout and throws Error
+  // naming `what`. Use it for every host wait on a stream that may hold collectives.
+  virtual void synchronize(Stream& stream, const std::string& what) {
+    (void)what;
+    stream.synchronize();
+  }
 };
 
 // The rendezvous of a group of replicas, shared by the threads of this process, each of

@@ -396,6 +396,43 @@ void NcclCommunicator::wait(Stream& stream, const std::string& what,
   (void)s.async_state(what);
 }
 
+std::unique_ptr<NcclCommunicator> NcclCommunicator::split(int color, int key,
+                                                          std::unique_ptr<Communicator> host_comm) {
+  State& s = *state_;
+  SS_CHECK(color >= 0, "{}: split: colour {} must not be negative", s.who(), color);
+  SS_CHECK(host_comm != nullptr, "{}: split: the new communicator needs a host communicator",
+           s.who());
+  s.check_usable("split");
+  auto state = std::make_unique<NcclCommunicator::State>();
+  state->rank = host_comm->rank();
+  state->size = host_comm->size();
+  state->device = s.device;
+  state->timeout = s.timeout;
+  state->group = s.group;
+  state->host = std::move(host_comm);
+  const ScopedCudaDevice scope(s.device);
+  SS_CHECK_CUDA(cudaEventCreateWithFlags(&state->done, cudaEventDisableTiming));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const std::string what = fmt::format("splitting the NCCL communicator (colour {})", color);
+  const ncclResult_t result = ncclCommSplit(s.comm, color, key, &state->comm, &config);
+  if (result != ncclSuccess && result != ncclInProgress) {
+    state->fail(kLibrary, "ncclCommSplit", what, describe(result, s.comm));
+  }
+  // Both the parent (non-blocking: the split runs in its background) and the child must be
+  // ready before either is used.
+  s.wait_ready(what, s.timeout);
+  state->wait_ready(what, s.timeout);
+  int nccl_rank = -1;
+  int nccl_size = 0;
+  SS_CHECK_NCCL(ncclCommUserRank(state->comm, &nccl_rank));
+  SS_CHECK_NCCL(ncclCommCount(state->comm, &nccl_size));
+  SS_CHECK(nccl_rank == state->rank && nccl_size == state->size,
+           "{}: split: NCCL made rank {} of {}, but the host communicator is rank {} of {}",
+           s.who(), nccl_rank, nccl_size, state->rank, state->size);
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(std::move(state)));
+}
+
 void NcclCommunicator::abort(const std::string& why) noexcept {
   State& s = *state_;
   if (!s.broken) {

@@ -132,6 +132,17 @@ class NcclCommunicator final : public Communicator {
   // of this communicator's GPU.
   void wait(Stream& stream, const std::string& what = "waiting for the collectives",
             std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  // wait(stream, what) with the group's timeout.
+  void synchronize(Stream& stream, const std::string& what) override { wait(stream, what); }
+
+  // The communicator of the ranks that pass the same `color`, ranked by `key`
+  // (ncclCommSplit), sharing this one's group (its abort and timeout). Collective over this
+  // communicator's ranks, each from its own thread. `host_comm` carries the new
+  // communicator's barrier and all_gather: its rank and size must be the new communicator's.
+  // Throws Error naming the rank when NCCL fails or the others do not join within the
+  // timeout.
+  std::unique_ptr<NcclCommunicator> split(int color, int key,
+                                          std::unique_ptr<Communicator> host_comm);
 
   // Aborts the NCCL communicator now (idempotent); later collectives throw.
   void abort(const std::string& why) noexcept;

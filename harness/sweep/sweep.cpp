@@ -135,6 +135,15 @@ RepeatRecord repeat_of(const RunReport& run) {
   r.last_loss = run.steps.back().loss;
   r.steps.assign(run.steps.begin() + static_cast<std::ptrdiff_t>(run.warmup_steps),
                  run.steps.end());
+  r.allreduce_split = run.allreduce_split;
+  double util = 0.0;
+  int gpus = 0;
+  for (const GpuUtilization& u : run.gpu_utilization) {
+    if (u.samples == 0) continue;
+    util += u.mean_gpu_util_percent;
+    ++gpus;
+  }
+  if (gpus > 0) r.gpu_util_percent = util / gpus;
   return r;
 }
 
@@ -307,6 +316,7 @@ void apply_sweep_config(const nlohmann::json& config, SweepOptions& o, const std
   if (r.has("bucket_cap_mb")) t.bucket_cap_mb = r.number("bucket_cap_mb");
   if (r.has("first_bucket_mb")) t.first_bucket_mb = r.number("first_bucket_mb");
   if (r.has("overlap")) t.overlap = r.boolean("overlap");
+  if (r.has("tf32")) t.tf32 = r.boolean("tf32");
   if (r.has("seed")) t.seed = static_cast<uint64_t>(r.int64("seed"));
   if (r.has("data")) t.data.spec = r.string("data");
   if (r.has("workers")) t.data.workers = r.int32("workers");
@@ -342,6 +352,7 @@ nlohmann::json sweep_config_json(const SweepOptions& o) {
       {"bucket_cap_mb", t.bucket_cap_mb},
       {"first_bucket_mb", t.first_bucket_mb},
       {"overlap", t.overlap},
+      {"tf32", t.tf32},
       {"seed", t.seed},
       {"data", t.data.spec},
       {"workers", t.data.workers},

@@ -10,14 +10,15 @@
 namespace scalescope {
 
 CommWorker::CommWorker(Communicator& comm, Stream& stream, float* grads,
-                       std::vector<Bucket> buckets, int rank)
+                       std::vector<Bucket> buckets, int rank, int64_t epoch_ns)
     : comm_(comm),
       stream_(stream),
       grads_(grads),
       buckets_(std::move(buckets)),
       rank_(rank),
-      bucket_ms_(buckets_.size(), 0.0),
-      bucket_start_ns_(buckets_.size(), 0) {
+      epoch_ns_(epoch_ns) {
+  times_.bucket_ms.assign(buckets_.size(), 0.0);
+  times_.start_ms.assign(buckets_.size(), 0.0);
   for (size_t i = 0; i < buckets_.size(); ++i) {
     range_text_.push_back(fmt::format("allreduce bucket {}: {} B", i, buckets_[i].bytes()));
   }
@@ -43,7 +44,7 @@ void CommWorker::begin_step(int64_t step, const float* accumulated) {
   step_ = step;
   submitted_ = 0;
   done_ = 0;
-  busy_ms_ = 0.0;
+  times_.total_ms = 0.0;
 }
 
 void CommWorker::submit(size_t index) {
@@ -78,17 +79,16 @@ void CommWorker::reduce(size_t index, const float* accumulated, int64_t step) {
   }  // the range closes before the step can see the bucket done
   const double ms = static_cast<double>(now_ns() - start) * 1e-6;
   std::lock_guard lock(mutex_);
-  busy_ms_ += ms;
-  bucket_ms_[index] = ms;
-  bucket_start_ns_[index] = start;
+  times_.total_ms += ms;
+  times_.bucket_ms[index] = ms;
+  times_.start_ms[index] = static_cast<double>(start - epoch_ns_) * 1e-6;
   ++done_;
 }
 
-double CommWorker::wait_all() {
+void CommWorker::finish_step() {
   std::unique_lock lock(mutex_);
   cv_.wait(lock, [&] { return done_ == buckets_.size() || error_ != nullptr; });
   if (error_) std::rethrow_exception(error_);
-  return busy_ms_;
 }
 
 void CommWorker::run() {

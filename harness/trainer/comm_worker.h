@@ -1,6 +1,8 @@
-// The communication thread of a replica: all-reduces gradient buckets as backward hands them
-// over, while backward goes on with earlier layers (on a GPU the same role falls to the
-// communication stream).
+// How a replica's gradient buckets get all-reduced while backward goes on with earlier
+// layers: GradientReducer is what the step loop sees; CommWorker does it on a communication
+// thread (for collectives that block the calling thread: Gloo), StreamReducer
+// (harness/trainer/stream_reducer.h) on the device's communication stream (for collectives
+// that are enqueued: NCCL).
 #pragma once
 
 #include <condition_variable>
@@ -16,31 +18,51 @@
 
 namespace scalescope {
 
-class CommWorker {
+// The all-reduce times of one step.
+struct ReduceTimes {
+  double total_ms = 0.0;          // how long the reductions ran, hidden or not
+  std::vector<double> bucket_ms;  // per bucket, in bucket order
+  std::vector<double> start_ms;   // when each began, in ms since the run's epoch_ns
+};
+
+// One step at a time: begin_step, submit every bucket in order, finish_step, then (once the
+// step's work has finished) times().
+class GradientReducer {
  public:
-  // `grads` is the flat gradient buffer the buckets index; `accumulated`, when not null, is
-  // added to each bucket before it is reduced (gradient accumulation).
+  virtual ~GradientReducer() = default;
+  virtual const std::vector<Bucket>& buckets() const = 0;
+  // Starts the reduction of step `step` (1-based; NVTX payload). `accumulated`, when not
+  // null, is added to each bucket before it is reduced (gradient accumulation).
+  virtual void begin_step(int64_t step, const float* accumulated) = 0;
+  // Bucket `index` (the next one in order) is complete: the work enqueued on the compute
+  // stream so far writes its gradients.
+  virtual void submit(size_t index) = 0;
+  // Orders the compute stream's later work (the optimizer) after every bucket's reduction.
+  // Throws Error when a reduction failed (where that is known at this point).
+  virtual void finish_step() = 0;
+  // The step's times. REQUIRES: the step's work has finished (its end was synchronised).
+  virtual const ReduceTimes& times() = 0;
+};
+
+// Reduces on a communication thread, for communicators whose collectives block the calling
+// thread; finish_step() blocks the host until the thread is done.
+class CommWorker final : public GradientReducer {
+ public:
+  // `grads` is the flat gradient buffer the buckets index; `epoch_ns` is the run's
+  // (core/clock.h now_ns()) origin of ReduceTimes::start_ms.
   CommWorker(Communicator& comm, Stream& stream, float* grads, std::vector<Bucket> buckets,
-             int rank);
-  ~CommWorker();
+             int rank, int64_t epoch_ns);
+  ~CommWorker() override;
   CommWorker(const CommWorker&) = delete;
   CommWorker& operator=(const CommWorker&) = delete;
 
-  const std::vector<Bucket>& buckets() const { return buckets_; }
-  // Starts the reduction of step `step` (1-based; NVTX payload): buckets are then submitted
-  // in order.
-  void begin_step(int64_t step, const float* accumulated);
-  // Hands bucket `index` (the next one in order) to the communication thread.
-  void submit(size_t index);
+  const std::vector<Bucket>& buckets() const override { return buckets_; }
+  void begin_step(int64_t step, const float* accumulated) override;
+  // Hands the bucket to the communication thread.
+  void submit(size_t index) override;
   // Blocks until every bucket of the step is reduced; rethrows a failure of the thread.
-  // Returns the milliseconds the communication thread spent reducing (the total all-reduce
-  // time, hidden or not).
-  double wait_all();
-  // Milliseconds each bucket's reduction took in the last step, in bucket order.
-  // REQUIRES: wait_all() returned.
-  const std::vector<double>& bucket_ms() const { return bucket_ms_; }
-  // When each bucket's reduction began (core/clock.h now_ns()), same order.
-  const std::vector<int64_t>& bucket_start_ns() const { return bucket_start_ns_; }
+  void finish_step() override;
+  const ReduceTimes& times() override { return times_; }
 
  private:
   void run();
@@ -59,9 +81,8 @@ class CommWorker {
   std::condition_variable cv_;
   size_t submitted_ = 0;
   size_t done_ = 0;
-  double busy_ms_ = 0.0;
-  std::vector<double> bucket_ms_;
-  std::vector<int64_t> bucket_start_ns_;
+  int64_t epoch_ns_;
+  ReduceTimes times_;  // guarded by mutex_ while a step runs
   bool stop_ = false;
   std::exception_ptr error_;
   std::thread thread_;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/backend.h"
+#include "core/buffer.h"
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/cpu/cpu_device.h"
@@ -20,9 +21,12 @@
 #include "core/nvtx.h"
 #include "harness/collectives/cluster.h"
 #include "harness/collectives/communicator.h"
+#include "harness/telemetry/nvml_sampler.h"
 #include "harness/trainer/buckets.h"
 #include "harness/trainer/comm_worker.h"
 #include "harness/trainer/evaluate.h"
+#include "harness/trainer/replica_comms.h"
+#include "harness/trainer/stream_reducer.h"
 #include "models/checkpoint.h"
 #include "models/model.h"
 #include "models/optimizer.h"
@@ -106,9 +110,15 @@ ProcessLayout process_layout(const TrainOptions& o, int devices) {
   l.local = rank < l.processes ? per : 0;
   l.on_node = 0;
   const int node = o.cluster->members()[static_cast<size_t>(rank)].node;
+  std::vector<bool> used(o.cluster->members().size(), false);
   for (const ClusterMember& m : o.cluster->members()) {
-    if (m.node == node && m.rank < l.processes) l.on_node += per;
+    if (m.rank >= l.processes) continue;
+    used[static_cast<size_t>(m.node)] = true;
+    if (m.node != node) continue;
+    if (m.rank < rank) l.node_first += per;
+    l.on_node += per;
   }
+  l.nodes = static_cast<int>(std::count(used.begin(), used.end(), true));
   return l;
 }
 
@@ -149,10 +159,6 @@ void validate(const TrainOptions& o) {
   SS_CHECK(o.collective_timeout_ms > 0, "collective timeout {} ms must be positive",
            o.collective_timeout_ms);
   const DeviceSpec spec = parse_device_spec(o.devices);
-  SS_CHECK(spec.kind == DeviceKind::kCpu,
-           "--devices {}: GPU replicas need the GPU backend's kernels and NCCL, which this "
-           "build does not have yet; use cpu:N",
-           o.devices);
   const ProcessLayout layout = process_layout(o, spec.count());
   if (layout.processes > 1 && spec.kind != DeviceKind::kCpu) {
     // Each process opens its node's devices: check this node's share.
@@ -188,15 +194,23 @@ struct Group {
   int64_t warmup_steps = 0;
   bool warmup_settled = false;
   std::vector<int64_t> peak_memory{};             // [replica], bytes
-  std::unique_ptr<GlooGroup> comms;               // null in a process that waits out the run
+  std::vector<int64_t> measured_allocations{};    // [replica]: device allocations in measured steps
+  std::unique_ptr<ReplicaComms> comms;            // null in a process that waits out the run
   std::vector<std::vector<PhaseTimes>> phases{};  // [replica][step]
   std::vector<std::vector<double>> losses{};      // [replica][step]
   std::vector<std::vector<double>> bucket_ms{};   // replica 0's, [step][bucket]
   std::vector<int64_t> bucket_bytes{};
-  std::vector<EvalRecord> evals{};  // replica 0's
-  std::vector<double> lrs{};        // replica 0's, per step
+  std::vector<EvalRecord> evals{};                  // replica 0's
+  std::vector<double> lrs{};                        // replica 0's, per step
+  std::optional<AllReduceSplit> allreduce_split{};  // replica 0's (runs across nodes)
   int64_t consistency_checks = 0;
   int threads_per_device = 0;
+  // GPU runs: this process's GPUs ([local replica]), sampled by NVML while steps are measured
+  // (the first local replica starts and stops the sampler), and what the sampling found.
+  std::mutex gpu_mutex{};  // guards pci_bus_ids
+  std::vector<std::string> pci_bus_ids{};
+  std::unique_ptr<NvmlSampler> gpu_sampler{};
+  std::vector<GpuUtilizationSummary> gpu_utilization{};
   std::mutex error_mutex{};
   std::vector<std::exception_ptr> errors{};  // in the order they happened
 };
@@ -257,10 +271,24 @@ std::array<double, 2> weights_checksum(const float* weights, int64_t count) {
   return {static_cast<double>(h >> 32), static_cast<double>(h & 0xffffffffu)};
 }
 
-void check_consistency(Communicator& comm, Model& model, Stream& stream, int64_t step) {
-  // REQUIRES: weights readable by the host (CPU devices; the GPU backend stages them).
-  stream.synchronize();
-  const std::array<double, 2> mine = weights_checksum(model.weights().data(), model.param_count());
+// The weights where the host can read them: in place on CPU devices, else copied into
+// `staging` (pinned host memory of the model's size).
+const float* host_weights(Model& model, Communicator& comm, Stream& stream, HostBuffer& staging,
+                          const std::string& what) {
+  if (staging.empty()) {
+    comm.synchronize(stream, what);
+    return model.weights().data();
+  }
+  model.device().copy_to_host(staging.data(), model.weights().data(), staging.bytes(), stream);
+  comm.synchronize(stream, what);
+  return static_cast<const float*>(staging.data());
+}
+
+void check_consistency(Communicator& comm, Model& model, Stream& stream, HostBuffer& staging,
+                       int64_t step) {
+  const float* weights = host_weights(model, comm, stream, staging,
+                                      fmt::format("the weight check after step {}", step));
+  const std::array<double, 2> mine = weights_checksum(weights, model.param_count());
   const std::vector<double> all = comm.all_gather(mine);
   std::vector<int> differ;
   for (int r = 1; r < comm.size(); ++r) {
@@ -276,6 +304,51 @@ void check_consistency(Communicator& comm, Model& model, Stream& stream, int64_t
            (static_cast<uint64_t>(all[2 * static_cast<size_t>(differ.front())]) << 32) |
                static_cast<uint64_t>(all[2 * static_cast<size_t>(differ.front()) + 1]),
            (static_cast<uint64_t>(all[0]) << 32) | static_cast<uint64_t>(all[1]));
+}
+
+// Median milliseconds of `repeats` all-reduces of every bucket of `grads` over `comm` (after
+// one unmeasured round), timed by events on `stream` (the clock on CPU devices, where the
+// collectives ran inline). A barrier starts every round together.
+double time_bucket_allreduce(Communicator& comm, Device& device, Stream& stream, float* grads,
+                             const std::vector<Bucket>& buckets, int repeats) {
+  const std::unique_ptr<Event> start = device.create_event();
+  const std::unique_ptr<Event> end = device.create_event();
+  std::vector<double> ms;
+  for (int i = 0; i <= repeats; ++i) {
+    comm.barrier();
+    start->record(stream);
+    for (const Bucket& b : buckets) {
+      comm.all_reduce(grads + b.begin, b.end - b.begin, ReduceOp::kAverage, stream);
+    }
+    end->record(stream);
+    comm.synchronize(stream, "timing the gradients' all-reduce");
+    if (i > 0) ms.push_back(end->elapsed_ms_since(*start));
+  }
+  return median(ms);
+}
+
+// Runs across nodes: the gradients' all-reduce over every replica, then over this node's
+// alone; every replica learns the slowest replica's times (all-gathered over `global`).
+// Overwrites the gradients (unused after the last step).
+AllReduceSplit measure_allreduce_split(Communicator& global, Communicator& node, Device& device,
+                                       Model& model, const std::vector<Bucket>& buckets,
+                                       int nodes) {
+  constexpr int kRepeats = 5;
+  Stream& stream = device.comm_stream();
+  float* grads = model.grads().data();
+  const std::array<double, 2> mine = {
+      time_bucket_allreduce(global, device, stream, grads, buckets, kRepeats),
+      time_bucket_allreduce(node, device, stream, grads, buckets, kRepeats)};
+  const std::vector<double> all = global.all_gather(mine);
+  AllReduceSplit s;
+  s.bytes = model.param_count() * static_cast<int64_t>(sizeof(float));
+  s.nodes = nodes;
+  s.repeats = kRepeats;
+  for (size_t i = 0; i + 1 < all.size(); i += 2) {
+    s.global_ms = std::max(s.global_ms, all[i]);
+    s.node_ms = std::max(s.node_ms, all[i + 1]);
+  }
+  return s;
 }
 
 void run_replica(Group& g, int rank) {
@@ -298,8 +371,19 @@ void run_replica(Group& g, int rank) {
   if (auto* cpu = dynamic_cast<CpuDevice*>(device.get()); cpu != nullptr && rank == 0) {
     g.threads_per_device = cpu->threads();
   }
+  const bool gpu = g.spec.kind == DeviceKind::kCuda;
+  const auto local = static_cast<size_t>(rank - g.layout.first);
+  if (gpu) {
+    const std::string id = device->pci_bus_id();
+    std::lock_guard lock(g.gpu_mutex);
+    g.pci_bus_ids[local] = id;
+  }
+  // The compute stream; collectives run on the device's communication stream (the same
+  // stream on CPU devices).
   Stream& stream = device->default_stream();
-  std::unique_ptr<Communicator> comm = g.comms->connect(rank);
+  std::unique_ptr<Communicator> comm = g.comms->connect(rank, *device, device_index);
+  std::unique_ptr<Communicator> node_comm;
+  if (g.comms->node_gloo() != nullptr) node_comm = g.comms->connect_node(rank, *device, *comm);
 
   const Shape& input = g.data.sample_shape;
   Model model(g.def, input, *device, o.seed);
@@ -312,6 +396,18 @@ void run_replica(Group& g, int rank) {
     const double steps_done = static_cast<double>(optimizer.steps_done());
     optimizer.set_steps_done(static_cast<int64_t>(comm->all_gather({&steps_done, 1}).front()));
   }
+  comm->synchronize(stream, "broadcasting replica 0's weights");
+  // Device event times onto the host clock: one event recorded and waited for now gives
+  // the offset; every step's start is then that plus its event's distance from this one.
+  const std::unique_ptr<Event> reference = device->create_event();
+  reference->record(stream);
+  reference->synchronize();
+  const double reference_ms = static_cast<double>(now_ns() - g.epoch_ns) * 1e-6;
+  // Pinned host copies of the weights for the checks (GPU only: CPU weights are host memory).
+  HostBuffer weight_staging;
+  if (gpu) {
+    weight_staging = HostBuffer(*device, static_cast<size_t>(model.param_count()) * sizeof(float));
+  }
 
   const int micro = o.accumulation;
   const int64_t batch = g.batch;
@@ -320,10 +416,20 @@ void run_replica(Group& g, int rank) {
   // each bucket before reducing it, so the last micro-batch's backward still overlaps.
   Tensor accumulated;
   if (micro > 1) accumulated = Tensor(*device, Shape{model.param_count()});
-  CommWorker comm_worker(
-      *comm, stream, model.grads().data(),
-      plan_buckets(model, mb_to_bytes(o.bucket_cap_mb), mb_to_bytes(o.first_bucket_mb)), rank);
-  const std::vector<Bucket>& buckets = comm_worker.buckets();
+  std::vector<Bucket> planned =
+      plan_buckets(model, mb_to_bytes(o.bucket_cap_mb), mb_to_bytes(o.first_bucket_mb));
+  // Enqueued collectives (NCCL) reduce on the communication stream; blocking ones (Gloo) on
+  // a communication thread.
+  std::unique_ptr<GradientReducer> reducer;
+  if (gpu || o.reduce_on_streams) {
+    reducer = std::make_unique<StreamReducer>(*comm, *device, stream, device->comm_stream(),
+                                              model.grads().data(), std::move(planned), *reference,
+                                              reference_ms);
+  } else {
+    reducer = std::make_unique<CommWorker>(*comm, stream, model.grads().data(), std::move(planned),
+                                           rank, g.epoch_ns);
+  }
+  const std::vector<Bucket>& buckets = reducer->buckets();
   if (rank == 0) {
     for (const Bucket& b : buckets) g.bucket_bytes.push_back(b.bytes());
   }
@@ -355,14 +461,12 @@ void run_replica(Group& g, int rank) {
     pipeline.emplace(*g.data.train, g.sampler, rank, pipeline_config);
   }
   Tensor loss(*device, Shape{micro});
-  std::vector<float> host_loss(static_cast<size_t>(micro));
+  // Pinned, so that reading the loss back is an asynchronous copy: the step's one host wait
+  // is then the communicator's (which gives up at the timeout), not the copy's.
+  HostBuffer host_loss_buffer(*device, static_cast<size_t>(micro) * sizeof(float));
+  const std::span<float> host_loss(static_cast<float*>(host_loss_buffer.data()),
+                                   static_cast<size_t>(micro));
   StepEvents ev(*device, micro);
-  // Device event times onto the host clock: one event recorded and waited for now gives
-  // the offset; every step's start is then that plus its event's distance from this one.
-  const std::unique_ptr<Event> reference = device->create_event();
-  reference->record(stream);
-  reference->synchronize();
-  const double reference_ms = static_cast<double>(now_ns() - g.epoch_ns) * 1e-6;
 
   const auto run_eval = [&](int64_t epoch, int64_t step) {
     if (!o.eval) return;
@@ -399,10 +503,27 @@ void run_replica(Group& g, int rank) {
   std::vector<double> warmup_ms;  // the group's step times during warm-up
   // Open while the profiled steps run (an NVTX range spans them on this thread).
   std::optional<nvtx::Range> profile_range;
+  int64_t& measured_allocations = g.measured_allocations[static_cast<size_t>(rank)];
+  const bool samples_gpus = gpu && rank == g.layout.first;
   for (int64_t step = 1; step <= last_step; ++step) {
     const double lr =
         scheduled_lr(o.optimizer.lr, o.lr_scaling, g.spec.count(), o.lr_warmup_steps, step);
     const int64_t measured = warmup_steps >= 0 ? step - warmup_steps : 0;
+    if (gpu && measured == 1) {
+      // Every local replica has named its GPU: they all took part in the warm-up's
+      // collectives. Loading NVML takes a while: the others wait for it here, outside the
+      // step, rather than inside their first measured all-reduce.
+      if (samples_gpus) {
+        std::vector<std::string> ids;
+        {
+          std::lock_guard lock(g.gpu_mutex);
+          ids = g.pci_bus_ids;
+        }
+        g.gpu_sampler = std::make_unique<NvmlSampler>(std::move(ids));
+      }
+      comm->barrier();
+    }
+    const int64_t allocations_before = device->device_allocations();
     // Closed here, before this step's range opens: NVTX ranges of a thread are a stack.
     if (profile_range && measured == o.profile_last + 1) {
       profile_range.reset();
@@ -431,7 +552,7 @@ void run_replica(Group& g, int rank) {
       ev.input->record(stream);
     }
     ev.h2d->record(stream);
-    comm_worker.begin_step(step, micro > 1 ? accumulated.data() : nullptr);
+    reducer->begin_step(step, micro > 1 ? accumulated.data() : nullptr);
     size_t next_bucket = 0;
     for (int m = 0; m < micro; ++m) {
       const bool last = m == micro - 1;
@@ -449,7 +570,7 @@ void run_replica(Group& g, int rank) {
           // micro-batch: the earlier ones only accumulate).
           if (last && o.overlap && next_bucket < buckets.size() &&
               layer == buckets[next_bucket].first_layer) {
-            comm_worker.submit(next_bucket++);
+            reducer->submit(next_bucket++);
           }
         });
         if (!last) {
@@ -459,13 +580,12 @@ void run_replica(Group& g, int rank) {
       }
       ev.backward[static_cast<size_t>(m)]->record(stream);
     }
-    while (next_bucket < buckets.size()) comm_worker.submit(next_bucket++);
+    while (next_bucket < buckets.size()) reducer->submit(next_bucket++);
     if (pipeline) stager.release(stream);
-    double allreduce_total = 0.0;
     {
       // What the step waits for after backward: the exposed all-reduce.
       nvtx::Range range(nvtx::Phase::kAllReduce, step);
-      allreduce_total = comm_worker.wait_all();
+      reducer->finish_step();
     }
     ev.allreduce->record(stream);
     {
@@ -474,9 +594,11 @@ void run_replica(Group& g, int rank) {
     }
     ev.optimizer->record(stream);
     // The one host synchronisation of the step: reading the loss ends it.
-    device->copy_to_host(host_loss.data(), loss.data(), host_loss.size() * sizeof(float), stream);
+    device->copy_to_host(host_loss.data(), loss.data(), host_loss.size_bytes(), stream);
     ev.end->record(stream);
-    ev.end->synchronize();
+    comm->synchronize(stream, fmt::format("step {}", step));
+    if (measured > 0) measured_allocations += device->device_allocations() - allocations_before;
+    const ReduceTimes& reduced = reducer->times();
     PhaseTimes p;
     p.input_ms = ev.input->elapsed_ms_since(*ev.start);
     p.h2d_ms = ev.h2d->elapsed_ms_since(*ev.input);
@@ -488,14 +610,12 @@ void run_replica(Group& g, int rank) {
       phase_start = ev.backward[static_cast<size_t>(m)].get();
     }
     p.allreduce_exposed_ms = ev.allreduce->elapsed_ms_since(*phase_start);
-    p.allreduce_ms = allreduce_total;
+    p.allreduce_ms = reduced.total_ms;
     p.optimizer_ms = ev.optimizer->elapsed_ms_since(*ev.allreduce);
     p.step_ms = ev.end->elapsed_ms_since(*ev.start);
     p.start_ms = reference_ms + ev.start->elapsed_ms_since(*reference);
     for (size_t b = 0; b < buckets.size(); ++b) {
-      p.buckets.push_back(
-          {static_cast<double>(comm_worker.bucket_start_ns()[b] - g.epoch_ns) * 1e-6,
-           comm_worker.bucket_ms()[b]});
+      p.buckets.push_back({reduced.start_ms[b], reduced.bucket_ms[b]});
     }
     double step_loss = 0.0;
     for (float l : host_loss) step_loss += l;
@@ -515,15 +635,26 @@ void run_replica(Group& g, int rank) {
       }
     }
     if (rank == 0) {
-      g.bucket_ms.push_back(comm_worker.bucket_ms());
+      g.bucket_ms.push_back(reduced.bucket_ms);
       g.lrs.push_back(lr);
       if (o.on_step) o.on_step(StepRecord{step, step_loss, p.step_ms, p.input_ms + p.h2d_ms});
     }
+    if (samples_gpus && step == last_step && g.gpu_sampler) g.gpu_sampler->stop();
     if (o.after_step) {
-      o.after_step(rank, step, {model.weights().data(), static_cast<size_t>(model.param_count())});
+      // Fault injection (tests): on host copies of the weights where they live on a GPU.
+      float* weights = model.weights().data();
+      if (gpu) {
+        weights = const_cast<float*>(
+            host_weights(model, *comm, stream, weight_staging, "staging the weights"));
+      }
+      o.after_step(rank, step, {weights, static_cast<size_t>(model.param_count())});
+      if (gpu) {
+        device->copy_to_device(model.weights().data(), weights, weight_staging.bytes(), stream);
+        comm->synchronize(stream, "restoring the weights");
+      }
     }
     if (step == last_step || (o.check_every > 0 && step % o.check_every == 0)) {
-      check_consistency(*comm, model, stream, step);
+      check_consistency(*comm, model, stream, weight_staging, step);
       if (rank == 0) ++g.consistency_checks;
     }
     if (step % steps_per_epoch == 0) run_eval(step / steps_per_epoch, step);
@@ -532,10 +663,20 @@ void run_replica(Group& g, int rank) {
     profile_range.reset();
     if (rank == 0) device->stop_profiler();
   }
+  if (node_comm) {
+    comm->synchronize(stream, "the last step");
+    const AllReduceSplit split =
+        measure_allreduce_split(*comm, *node_comm, *device, model, buckets, g.layout.nodes);
+    if (rank == 0) g.allreduce_split = split;
+  }
   // A final evaluation when training stopped inside an epoch.
   if (last_step % steps_per_epoch != 0) run_eval(last_step / steps_per_epoch + 1, last_step);
   if (rank == 0 && !o.save.empty()) save_checkpoint(o.save, model, &optimizer);
   g.peak_memory[static_cast<size_t>(rank)] = device->peak_memory();
+  if (samples_gpus && g.gpu_sampler) {
+    g.gpu_sampler->stop();
+    g.gpu_utilization = g.gpu_sampler->summaries();
+  }
   if (rank == 0) {
     g.steps = last_step;
     g.warmup_steps = warmup_steps;
@@ -640,9 +781,17 @@ nlohmann::json results_message(const Group& g) {
     replicas.push_back({{"rank", r},
                         {"phases", phases_json(g.phases[r])},
                         {"losses", g.losses[r]},
-                        {"peak_memory", g.peak_memory[r]}});
+                        {"peak_memory", g.peak_memory[r]},
+                        {"measured_allocations", g.measured_allocations[r]}});
   }
-  nlohmann::json m = {{"status", "ok"}, {"replicas", std::move(replicas)}};
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const GpuUtilizationSummary& u : g.gpu_utilization) {
+    gpus.push_back({u.pci_bus_id, u.samples, u.failed_samples, u.mean_gpu_util_percent,
+                    u.max_gpu_util_percent, u.mean_memory_util_percent, u.max_memory_used_bytes,
+                    u.error});
+  }
+  nlohmann::json m = {
+      {"status", "ok"}, {"replicas", std::move(replicas)}, {"gpu_utilization", std::move(gpus)}};
   if (g.layout.local > 0 && g.layout.first == 0) {
     nlohmann::json evals = nlohmann::json::array();
     for (const EvalRecord& e : g.evals) evals.push_back({e.epoch, e.step, e.loss, e.accuracy});
@@ -654,9 +803,40 @@ nlohmann::json results_message(const Group& g) {
                   {"evals", std::move(evals)},
                   {"lrs", g.lrs},
                   {"consistency_checks", g.consistency_checks},
+                  {"allreduce_split",
+                   g.allreduce_split ? to_json(*g.allreduce_split) : nlohmann::json(nullptr)},
                   {"threads_per_device", g.threads_per_device}};
   }
   return m;
+}
+
+GpuUtilization to_report(const GpuUtilizationSummary& u, const std::string& host) {
+  return {.host = host,
+          .pci_bus_id = u.pci_bus_id,
+          .samples = u.samples,
+          .failed_samples = u.failed_samples,
+          .mean_gpu_util_percent = u.mean_gpu_util_percent,
+          .max_gpu_util_percent = u.max_gpu_util_percent,
+          .mean_memory_util_percent = u.mean_memory_util_percent,
+          .max_memory_used_bytes = static_cast<int64_t>(u.max_memory_used_bytes),
+          .error = u.error};
+}
+
+// The GPU figures in another process's results (from `host`).
+void add_gpu_results(std::vector<GpuUtilization>& out, const nlohmann::json& m,
+                     const std::string& host) {
+  for (const nlohmann::json& u : m.at("gpu_utilization")) {
+    GpuUtilizationSummary r;
+    r.pci_bus_id = u.at(0).get<std::string>();
+    r.samples = u.at(1).get<int64_t>();
+    r.failed_samples = u.at(2).get<int64_t>();
+    r.mean_gpu_util_percent = u.at(3).get<double>();
+    r.max_gpu_util_percent = u.at(4).get<double>();
+    r.mean_memory_util_percent = u.at(5).get<double>();
+    r.max_memory_used_bytes = u.at(6).get<uint64_t>();
+    r.error = u.at(7).get<std::string>();
+    out.push_back(to_report(r, host));
+  }
 }
 
 void add_results(Group& g, const nlohmann::json& m) {
@@ -667,6 +847,7 @@ void add_results(Group& g, const nlohmann::json& m) {
     g.phases[rank] = phases_from_json(r.at("phases"));
     g.losses[rank] = r.at("losses").get<std::vector<double>>();
     g.peak_memory[rank] = r.at("peak_memory").get<int64_t>();
+    g.measured_allocations[rank] = r.at("measured_allocations").get<int64_t>();
   }
   if (!m.contains("group")) return;
   const nlohmann::json& group = m.at("group");
@@ -682,6 +863,13 @@ void add_results(Group& g, const nlohmann::json& m) {
   }
   g.lrs = group.at("lrs").get<std::vector<double>>();
   g.consistency_checks = group.at("consistency_checks");
+  if (const nlohmann::json& split = group.at("allreduce_split"); !split.is_null()) {
+    g.allreduce_split = AllReduceSplit{.bytes = split.at("bytes"),
+                                       .nodes = split.at("nodes"),
+                                       .repeats = split.at("repeats"),
+                                       .global_ms = split.at("global_ms"),
+                                       .node_ms = split.at("node_ms")};
+  }
   g.threads_per_device = group.at("threads_per_device");
 }
 
@@ -733,6 +921,9 @@ RunReport assemble_report(const TrainOptions& o, const Plan& plan, Group& g) {
   report.warmup_steps = g.warmup_steps;
   report.warmup_settled = g.warmup_settled;
   report.peak_memory_bytes = g.peak_memory;
+  report.measured_device_allocations = g.measured_allocations;
+  report.allreduce_split = g.allreduce_split;
+  if (plan.spec.kind == DeviceKind::kCuda) report.tf32 = o.tf32;
   report.evals = g.evals;
   if (plan.layout.processes > 1) {
     ClusterInfo c;
@@ -787,14 +978,24 @@ RunReport train(const TrainOptions& o) {
   std::exception_ptr setup_error;
   try {
     validate(o);
+    // Process-wide and read when kernels are built: every replica's kernels alike.
+    set_allow_tf32(o.tf32);
     plan.emplace(o);
     const ProcessLayout& l = plan->layout;
-    std::unique_ptr<GlooGroup> comms;
-    if (cluster == nullptr) {
-      comms = std::make_unique<GlooGroup>(plan->replicas, timeout);
-    } else if (l.local > 0) {
-      comms = std::make_unique<GlooGroup>(plan->replicas, l.first, l.local, timeout,
-                                          cluster->gloo_hostname(), cluster->gloo_interface());
+    std::unique_ptr<ReplicaComms> comms;
+    if (l.local > 0) {
+      // Across nodes, each node's replicas get a group of their own too: what crossing
+      // nodes costs is measured against it (see measure_allreduce_split).
+      NodeGroup node;
+      if (l.nodes > 1) {
+        node = {.size = l.on_node,
+                .first = l.node_first,
+                .index = cluster->members()[static_cast<size_t>(cluster->rank())].node};
+      }
+      comms = std::make_unique<ReplicaComms>(
+          plan->spec.kind, plan->replicas, l.first, l.local, timeout, l.processes,
+          cluster != nullptr ? cluster->gloo_hostname() : std::string(),
+          cluster != nullptr ? cluster->gloo_interface() : std::string(), node);
     }
     group.reset(new Group{.options = o,
                           .spec = plan->spec,
@@ -819,6 +1020,8 @@ RunReport train(const TrainOptions& o) {
     g.phases.resize(static_cast<size_t>(plan->replicas));
     g.peak_memory.resize(static_cast<size_t>(plan->replicas));
     g.losses.resize(static_cast<size_t>(plan->replicas));
+    g.measured_allocations.resize(static_cast<size_t>(plan->replicas));
+    g.pci_bus_ids.resize(static_cast<size_t>(g.layout.local));
     for (int j = 0; j < g.layout.local; ++j) {
       const int rank = g.layout.first + j;
       threads.emplace_back([&g, rank] {
@@ -832,6 +1035,10 @@ RunReport train(const TrainOptions& o) {
             g.errors.push_back(std::current_exception());
           }
           g.comms->finished(rank);
+          // Gloo peers notice the closed connections; NCCL's would wait for their timeout.
+          if (g.spec.kind == DeviceKind::kCuda) {
+            g.comms->abort(fmt::format("replica {} failed", rank));
+          }
         }
       });
     }
@@ -844,7 +1051,11 @@ RunReport train(const TrainOptions& o) {
   if (cluster == nullptr) {
     join();
     if (!group->errors.empty()) std::rethrow_exception(cause_of(group->errors));
-    return assemble_report(o, *plan, *group);
+    RunReport report = assemble_report(o, *plan, *group);
+    for (const GpuUtilizationSummary& u : group->gpu_utilization) {
+      report.gpu_utilization.push_back(to_report(u, ""));
+    }
+    return report;
   }
 
   // 1. The rendezvous, in rounds: each process forwards the keys its replicas' Gloo
@@ -861,10 +1072,19 @@ RunReport train(const TrainOptions& o) {
     } else if (running) {
       // A short wait: a round goes out even without news, so no process waits on another's
       // slow start here (the per-round exchange has the collective timeout).
-      auto [keys, done] = group->comms->take_local_keys(std::chrono::milliseconds(20));
+      auto [keys, done] = group->comms->gloo().take_local_keys(std::chrono::milliseconds(20));
       mine = {{"status", "ok"},
               {"done", done},
               {"keys", nlohmann::json::binary(std::vector<uint8_t>(keys.begin(), keys.end()))}};
+      if (GlooGroup* node = group->comms->node_gloo(); node != nullptr) {
+        auto [node_keys, node_done] = node->take_local_keys(std::chrono::milliseconds(0));
+        mine["done"] = done && node_done;
+        mine["node_keys"] =
+            nlohmann::json::binary(std::vector<uint8_t>(node_keys.begin(), node_keys.end()));
+      }
+      const std::vector<char>& id = group->comms->nccl_id();
+      if (!id.empty())
+        mine["nccl_id"] = nlohmann::json::binary(std::vector<uint8_t>(id.begin(), id.end()));
     }
     std::vector<std::string> all;
     try {
@@ -881,7 +1101,22 @@ RunReport train(const TrainOptions& o) {
       if (static_cast<int>(p) == cluster->rank() || !running) continue;
       if (m.at("status") == "ok") {
         const auto& bytes = m.at("keys").get_binary();
-        group->comms->add_remote(std::string(bytes.begin(), bytes.end()));
+        group->comms->gloo().add_remote(std::string(bytes.begin(), bytes.end()));
+        GlooGroup* node = group->comms->node_gloo();
+        if (node != nullptr && m.contains("node_keys") &&
+            cluster->members()[p].node ==
+                cluster->members()[static_cast<size_t>(cluster->rank())].node) {
+          const auto& node_keys = m.at("node_keys").get_binary();
+          node->add_remote(std::string(node_keys.begin(), node_keys.end()));
+        }
+        if (m.contains("nccl_id") && group->comms->needs_nccl_id()) {
+          const auto& id = m.at("nccl_id").get_binary();
+          try {
+            group->comms->set_nccl_id(std::vector<char>(id.begin(), id.end()));
+          } catch (const Error&) {
+            // The replicas waiting for it fail with the reason (set_nccl_id aborted them).
+          }
+        }
       } else if (m.at("status") == "error" && !aborted) {
         // Its replicas will never connect: ours must not wait for them until the timeout.
         aborted = true;
@@ -914,7 +1149,12 @@ RunReport train(const TrainOptions& o) {
   for (const nlohmann::json& m : messages) {
     if (m.at("status") == "ok") add_results(g, m);
   }
-  return assemble_report(o, *plan, g);
+  RunReport report = assemble_report(o, *plan, g);
+  for (size_t p = 0; p < messages.size(); ++p) {
+    if (messages[p].at("status") != "ok") continue;
+    add_gpu_results(report.gpu_utilization, messages[p], cluster->members()[p].hostname);
+  }
+  return report;
 }
 
 }  // namespace scalescope

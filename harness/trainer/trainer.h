@@ -4,7 +4,10 @@
 // Replicas may span the processes of an MPI launch (TrainOptions::cluster): then each
 // process hosts its replicas as threads, one Gloo group spans them all, and every process
 // ends with the whole run's report.
-// Status: CPU replicas with Gloo. Not yet: NCCL/GPU replicas (the GPU backend issue).
+// GPU replicas all-reduce with NCCL on each device's communication stream, ordered by
+// events (harness/trainer/stream_reducer.h); CPU replicas with Gloo on a communication thread.
+// Status: the GPU path compiles and its stream logic runs on CPU devices in the tests
+// (reduce_on_streams); it has not yet run on a GPU.
 #pragma once
 
 #include <cstdint>
@@ -86,6 +89,13 @@ struct TrainOptions {
   int64_t profile_first = 0;
   int64_t profile_last = 0;
   std::string command_line;
+  // GPU kernels may compute fp32 products in TF32 (models/kernels.h set_allow_tf32; set for
+  // the whole process when train() begins).
+  bool tf32 = true;
+  // Tests: reduce CPU replicas' buckets the way GPU replicas do (StreamReducer, on the
+  // device's streams) instead of on a communication thread, so that the GPU path's step
+  // logic runs where there is no GPU. The results are the same, without overlap.
+  bool reduce_on_streams = false;
   // Multi-process runs (harness/collectives/cluster.h): the processes of an MPI launch, or
   // null for this process alone. `devices` counts devices over all processes; each process
   // hosts `replicas_per_process` of them as threads (0: devices / processes), and a run
@@ -98,7 +108,7 @@ struct TrainOptions {
   std::function<void(const StepRecord&)> on_step;
   std::function<void(const EvalRecord&)> on_eval;
   // Fault injection for tests: called on every replica's thread after each optimizer step
-  // with the replica's weights (host-addressable on CPU devices).
+  // with the replica's weights (on GPUs a host copy, written back after the call).
   std::function<void(int rank, int64_t step, std::span<float> weights)> after_step;
 };
 
@@ -114,6 +124,8 @@ struct ProcessLayout {
   int first = 0;                 // this process's first replica's rank
   int local = 1;                 // replicas in this process (0: this process waits)
   int on_node = 1;               // replicas of the run on this process's node
+  int node_first = 0;            // this process's first replica's index among them
+  int nodes = 1;                 // nodes the run spans
 };
 // Throws Error naming the counts when `devices` does not spread evenly.
 ProcessLayout process_layout(const TrainOptions& options, int devices);

@@ -61,7 +61,7 @@ TEST(Cli, TrainWritesARunFile) {
   ASSERT_EQ(r.status, 0) << r.output;
   std::ifstream in(out);
   const auto doc = nlohmann::json::parse(in);
-  EXPECT_EQ(doc["schema_version"], "1.1");
+  EXPECT_EQ(doc["schema_version"], "1.2");
   EXPECT_EQ(doc["model"]["name"], "dense-100");
   EXPECT_EQ(doc["model"]["params"], 7114);
   ASSERT_EQ(doc["steps"].size(), 12u);
@@ -103,6 +103,8 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroStatus) {
       {"train --devices cpu:0", "cpu:0"},
       {"train --epochs -1", "--epochs -1"},
       {"train --crop-padding -2", "--crop-padding -2"},
+      {"train --ranks-per-node 2 --steps 1", "--ranks-per-node 2: "},
+      {"train --ranks-per-node -1", "--ranks-per-node"},
       {"pipeline-bench --workers 0", "--workers 0"},
       {"pipeline-bench --data synthetic:device", "synthetic:device"},
   };
@@ -148,6 +150,7 @@ TEST(Cli, SweepBadInputIsRefusedBeforeAnythingRuns) {
     EXPECT_TRUE(contains(r.output, message)) << args << "\n" << r.output;
   };
   fails("--models nosuchnet", "nosuchnet");
+  fails("--ranks-per-node 4", "runs 1; launch that many per node");
   fails("--devices cpu:1,x", "'x' is not a device count");
   fails("--batch 8,-1", "'-1' is not a positive batch size");
   fails("--batch 8 --global-batch 16", "not both");

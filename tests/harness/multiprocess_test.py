@@ -63,6 +63,17 @@ def mpirun(n, args, extra=()):
     return [MPIRUN, "-np", str(n), *MPI_FLAGS, *extra, SCALESCOPE, *args]
 
 
+def validate(report, schema_name, what):
+    try:
+        import jsonschema
+        schema = json.load(open(f"{SOURCE}/reports/schema/{schema_name}"))
+        jsonschema.Draft202012Validator(schema).validate(report)
+    except ImportError:
+        print("note: python3-jsonschema missing, schema not checked")
+    except jsonschema.ValidationError as e:
+        check(False, f"{what} breaks the schema: {e.message}")
+
+
 work = tempfile.mkdtemp(prefix="scalescope-mpi-")
 common = ["--model", "mlp:scale=0.05", "--data", "synthetic", "--batch", "16", "--steps", "5",
           "--optimizer", "adam", "--no-eval", "--check-every", "2", "-q"]
@@ -106,16 +117,44 @@ if sweep.returncode == 0:
     check(c.get("processes") == 2 and c.get("nodes") == 1, f"the sweep's cluster is {c}")
     check(len(c.get("environments", [])) == 2, "the sweep report lacks a process's environment")
     check(c.get("replicas_per_process") == 2, "replicas per process is not 2")
-    try:
-        import jsonschema
-        schema = json.load(open(f"{SOURCE}/reports/schema/sweep-report.schema.json"))
-        jsonschema.Draft202012Validator(schema).validate(r)
-    except ImportError:
-        print("note: python3-jsonschema missing, schema not checked")
-    except jsonschema.ValidationError as e:
-        check(False, f"the multi-process sweep report breaks the schema: {e.message}")
+    validate(r, "sweep-report.schema.json", "the multi-process sweep report")
     check(sweep.stdout.count("report written to") == 1, "more than rank 0 printed the tables")
     check("speedup" in sweep.stdout.lower(), "the tables were not printed")
+
+# 2b. Two nodes (SCALESCOPE_NODE_NAME differs per rank): the all-reduce of a point that spans
+# them is timed globally and within each node, and the efficiency loss splits accordingly.
+nodes_report = f"{work}/nodes.json"
+nodes = run(mpirun(2, ["sh", "-c",
+                       'SCALESCOPE_NODE_NAME=node$OMPI_COMM_WORLD_RANK exec scalescope "$@"',
+                       "sh", "sweep", "--devices", "cpu:1,2,4", "--models", "mlp:scale=0.05",
+                       "--batch", "16", "--repeats", "2", "--steps", "4",
+                       "--max-warmup-steps", "3", "--data", "synthetic", "--oversubscribe",
+                       "-q", "-o", nodes_report]))
+check(nodes.returncode == 0, "the sweep over two named nodes failed")
+if nodes.returncode == 0:
+    r = json.load(open(nodes_report))
+    check(r.get("cluster", {}).get("nodes") == 2, f"the sweep's cluster is {r.get('cluster')}")
+    by_devices = {p["devices"]: p for p in r["points"]}
+    check(sorted(by_devices) == [1, 2, 4] and all(p["status"] == "ok" for p in r["points"]),
+          "not every point ran")
+    if sorted(by_devices) == [1, 2, 4]:
+        # The 2-device point runs in process 0 alone: one node, no split.
+        check(all("allreduce_split" not in x for x in by_devices[2]["repeats"]),
+              "a point on one node has an all-reduce split")
+        check("allreduce_intra_node" not in (by_devices[2]["summary"]["efficiency_loss"] or {}),
+              "a point on one node splits its efficiency loss by node")
+        for x in by_devices[4]["repeats"]:
+            s = x.get("allreduce_split")
+            check(s is not None and s["nodes"] == 2 and s["global_ms"] > 0 and s["node_ms"] > 0
+                  and s["bytes"] == 4 * by_devices[4]["params"],
+                  f"the 4-device repeat's split is {s}")
+        loss = by_devices[4]["summary"]["efficiency_loss"]
+        check(loss is not None and "allreduce_intra_node" in loss,
+              f"the 4-device point's efficiency loss is not split by node: {loss}")
+        if loss is not None and "allreduce_intra_node" in loss:
+            check(abs(loss["allreduce_intra_node"] + loss["allreduce_inter_node"] -
+                      loss["allreduce"]) < 1e-9, f"the node split does not add up: {loss}")
+    validate(r, "sweep-report.schema.json", "the two-node sweep report")
 
 
 # 3. Kill rank 1 in the middle of a sweep.

@@ -163,6 +163,73 @@ TEST(Mirrored, ExposedPhasesAddUpToTheStep) {
   EXPECT_LT(r.steps.back().loss, r.steps.front().loss);
 }
 
+// The GPU replicas' reduction (StreamReducer: events and the communication stream) on CPU
+// devices, against the communication thread's: the same buckets reduced in the same order
+// must give bit-identical weights and losses, with and without accumulation.
+TEST(Mirrored, TheStreamReducerMatchesTheCommunicationThreadBitForBit) {
+  for (const int accumulation : {1, 2}) {
+    TrainOptions o;
+    o.model = "dense-100";
+    o.devices = "cpu:2";
+    o.batch = 8;
+    o.accumulation = accumulation;
+    o.steps = 6;
+    o.threads = 1;
+    o.first_bucket_mb = 0.001;  // several buckets
+    o.bucket_cap_mb = 0.01;
+    o.check_every = 2;
+    const std::string tag = "acc" + std::to_string(accumulation);
+    TrainOptions streams = o;
+    streams.reduce_on_streams = true;
+    const Weights thread_weights = train_and_read(o, "thread_" + tag);
+    const Weights stream_weights = train_and_read(streams, "streams_" + tag);
+    expect_same_weights(stream_weights, thread_weights, 1e-300, tag);
+    o.eval = streams.eval = false;
+    const RunReport a = train(o);
+    const RunReport b = train(streams);
+    ASSERT_EQ(a.steps.size(), b.steps.size());
+    for (size_t i = 0; i < a.steps.size(); ++i) {
+      EXPECT_EQ(a.steps[i].loss, b.steps[i].loss) << tag << " step " << i + 1;
+      ASSERT_EQ(b.steps[i].bucket_ms.size(), b.bucket_bytes.size());
+      for (const PhaseTimes& p : b.steps[i].replicas) {
+        ASSERT_EQ(p.buckets.size(), b.bucket_bytes.size());
+        // Inline on CPU: the buckets ran one after another, inside the step.
+        for (size_t k = 0; k < p.buckets.size(); ++k) {
+          EXPECT_GE(p.buckets[k].start_ms, p.start_ms - 1e-6);
+          if (k > 0) {
+            EXPECT_GE(p.buckets[k].start_ms,
+                      p.buckets[k - 1].start_ms + p.buckets[k - 1].ms - 1e-6);
+          }
+        }
+        EXPECT_GT(p.allreduce_ms, 0.0);
+        const double sum = p.input_ms + p.h2d_ms + p.forward_ms + p.backward_ms +
+                           p.allreduce_exposed_ms + p.optimizer_ms;
+        EXPECT_NEAR(sum, p.step_ms, 0.02 * p.step_ms + 0.01);
+      }
+    }
+    EXPECT_EQ(b.consistency_checks, 3);
+  }
+}
+
+// A step in steady state takes all its memory from what earlier steps allocated: the count
+// of the devices' own allocations does not move over the measured steps (on a GPU, the
+// caching allocator's blocks; on CPU, every allocate()).
+TEST(Mirrored, MeasuredStepsAllocateNoDeviceMemory) {
+  TrainOptions o;
+  o.model = "cifar-cnn";
+  o.devices = "cpu:2";
+  o.batch = 8;
+  o.accumulation = 2;
+  o.steps = 8;
+  o.warmup_steps = 2;
+  o.eval = false;
+  const RunReport r = train(o);
+  ASSERT_EQ(r.measured_device_allocations.size(), 2u);
+  EXPECT_EQ(r.measured_device_allocations, (std::vector<int64_t>{0, 0}));
+  EXPECT_FALSE(r.tf32.has_value());  // CPU runs: no TF32 to speak of
+  EXPECT_TRUE(r.gpu_utilization.empty());
+}
+
 TEST(Mirrored, AFailingReplicaStopsTheOthersWithItsError) {
   TrainOptions o;
   o.model = "dense-100";

@@ -99,7 +99,7 @@ TEST(SweepReport, JsonRoundTripKeepsSamplesAndAnalysis) {
   r.points.push_back(failed);
   analyze(r);
   const nlohmann::json j = to_json(r);
-  EXPECT_EQ(j["schema_version"], "1.1");
+  EXPECT_EQ(j["schema_version"], "1.2");
   EXPECT_TRUE(j["points"][2]["summary"].is_null());
   const SweepReport back = sweep_report_from_json(nlohmann::json::parse(j.dump()), "r.json");
   ASSERT_EQ(back.points.size(), 3u);
@@ -114,6 +114,48 @@ TEST(SweepReport, JsonRoundTripKeepsSamplesAndAnalysis) {
   const std::string tables = format_sweep_tables(back);
   EXPECT_CONTAINS(tables, "FAILED: out of memory");
   EXPECT_CONTAINS(tables, "1.60 [1.60, 1.60]");
+}
+
+// Across nodes, the all-reduce share of the efficiency loss splits by the node-local
+// all-reduce's time against the global one's; NVML's utilisation feeds the host-bound rule.
+TEST(SweepReport, NodeSplitAndGpuUtilisationAreAnalysedAndKept) {
+  SweepReport r = report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0),
+                             constant_point("m", 4, ScalingMode::kWeak, 32, 12.5)});
+  // Repeats: 3 ms of 12 within the node (a quarter), then 6 of 12; the median is 3/8.
+  const double node_ms[] = {3.0, 6.0};
+  for (size_t i = 0; i < r.points[1].repeats.size() && i < 2; ++i) {
+    r.points[1].repeats[i].allreduce_split = AllReduceSplit{
+        .bytes = 4096, .nodes = 2, .repeats = 5, .global_ms = 12.0, .node_ms = node_ms[i]};
+    r.points[1].repeats[i].gpu_util_percent = 40.0;
+  }
+  ASSERT_EQ(r.points[1].repeats.size(), 2u);
+  analyze(r);
+  const PointSummary& s = r.points[1].summary;
+  ASSERT_TRUE(s.intra_node_fraction.has_value());
+  EXPECT_DOUBLE_EQ(*s.intra_node_fraction, 0.375);
+  ASSERT_TRUE(s.loss.has_value());
+  const nlohmann::json j = to_json(r);
+  const nlohmann::json& loss = j["points"][1]["summary"]["efficiency_loss"];
+  EXPECT_DOUBLE_EQ(loss["allreduce_intra_node"].get<double>(), s.loss->allreduce_share * 0.375);
+  EXPECT_DOUBLE_EQ(loss["allreduce_inter_node"].get<double>(), s.loss->allreduce_share * 0.625);
+  EXPECT_FALSE(j["points"][0]["summary"]["efficiency_loss"].contains("allreduce_intra_node"));
+  EXPECT_DOUBLE_EQ(j["points"][1]["summary"]["utilization"]["gpu_util_percent"].get<double>(),
+                   40.0);
+  EXPECT_TRUE(j["points"][0]["summary"]["utilization"].is_null());
+  // 60% of the step the GPU ran nothing: the host kept it waiting.
+  bool host_bound = false;
+  for (const Finding& f : s.verdict.findings) host_bound = host_bound || f.kind == "host-bound";
+  EXPECT_TRUE(host_bound);
+  // And resume reads it all back.
+  const SweepReport back = sweep_report_from_json(nlohmann::json::parse(j.dump()), "r.json");
+  ASSERT_TRUE(back.points[1].repeats[0].allreduce_split.has_value());
+  EXPECT_EQ(back.points[1].repeats[0].allreduce_split->node_ms, 3.0);
+  EXPECT_EQ(back.points[1].repeats[1].gpu_util_percent, 40.0);
+  EXPECT_EQ(to_json(back), j);
+  nlohmann::json bad = j;
+  bad["points"][1]["repeats"][0]["gpu_util_percent"] = 140.0;
+  EXPECT_CONTAINS(testing_util::error_of([&] { sweep_report_from_json(bad, "r.json"); }),
+                  "140 is not a percentage");
 }
 
 TEST(SweepReport, ReadingIsStrictAndNamesTheKey) {
