@@ -387,7 +387,7 @@ run_step devices "$out/devices.log" 60 - step_devices
 run_step test_models_cuda "$out/test_models_cuda.log" 300 note_gtest gtest test_models '*Cuda*' test_models_cuda
 run_step test_core_cuda "$out/test_core_cuda.log" 300 note_gtest gtest test_core '*Cuda*' test_core_cuda
 run_step test_harness_nccl_nvml "$out/test_harness_nccl_nvml.log" 300 note_gtest \
-  gtest test_harness '*Nccl*:*Nvml*:*GpuTrainer*' test_harness_nccl_nvml
+  gtest test_harness '*Nccl*:*Nvml*:*GpuTrainer*:*GpuCollectives*' test_harness_nccl_nvml
 run_step sweep-gpu "$out/sweep-gpu.log" 240 note_sweep sweep cuda:1 sweep-gpu
 run_step sweep-cpu "$out/sweep-cpu.log" 240 note_sweep sweep cpu:1 sweep-cpu
 # bench/compare_pytorch.py --device cuda: scalescope's single-GPU step beside PyTorch's.

@@ -52,15 +52,8 @@ void print_row(const AllReduceSizeResult& s, ReduceOp op) {
 
 int run_collectives(const CollectivesArgs& a) {
   // Every value is checked before the ranks start.
-  SS_CHECK(a.devices.rfind("cuda", 0) != 0 && a.devices.rfind("gpu", 0) != 0,
-           "--devices {}: NCCL collectives come with the GPU backend; this build measures Gloo "
-           "collectives between CPU ranks (--devices cpu:N)",
-           a.devices);
   const DeviceSpec spec = parse_device_spec(a.devices);
-  SS_CHECK(spec.kind == DeviceKind::kCpu,
-           "--devices {} means GPUs here: NCCL collectives come with the GPU backend; use "
-           "--devices cpu:N",
-           a.devices);
+  check_devices_available(spec);
   AllReduceBenchOptions options;
   options.sizes = message_sizes(parse_byte_size(a.min_bytes, "--min-bytes"),
                                 parse_byte_size(a.max_bytes, "--max-bytes"), a.factor);
@@ -77,10 +70,12 @@ int run_collectives(const CollectivesArgs& a) {
   if (!a.json.empty()) environment = capture_environment(command_line());
 
   const int ranks = spec.count();
+  const bool gpus = spec.kind == DeviceKind::kCuda;
   fmt::print(
-      "# scalescope collectives: all_reduce over gloo, {} rank{} ({}: threads of this "
-      "process, TCP on loopback)\n",
-      ranks, ranks == 1 ? "" : "s", to_string(spec));
+      "# scalescope collectives: all_reduce over {}, {} rank{} ({}: threads of this "
+      "process, {})\n",
+      gpus ? "nccl" : "gloo", ranks, ranks == 1 ? "" : "s", to_string(spec),
+      gpus ? "one GPU each, on its communication stream" : "TCP on loopback");
   fmt::print(
       "# sizes {} .. {} bytes (factor {}), {} warm-up + {} timed all-reduces per size, op "
       "{}, float32, in place\n",
@@ -96,8 +91,8 @@ int run_collectives(const CollectivesArgs& a) {
   fmt::print("# {:>10} {:>13} {:>9} {:>7} {:>11} {:>8} {:>8} {:>7}\n", "(B)", "(elements)", "", "",
              "(us)", "(GB/s)", "(GB/s)", "");
   std::fflush(stdout);
-  const AllReduceBenchResult result = benchmark_all_reduce_gloo(
-      ranks, options, timeout, {}, [&](const AllReduceSizeResult& s) { print_row(s, options.op); });
+  const AllReduceBenchResult result = benchmark_all_reduce_on(
+      spec, options, timeout, {}, [&](const AllReduceSizeResult& s) { print_row(s, options.op); });
 
   const int64_t wrong = result.wrong();
   fmt::print("# Wrong values      : {} {}\n", wrong, wrong == 0 ? "OK" : "FAILED");
@@ -146,8 +141,8 @@ void add_collectives_command(CLI::App& app, Action& action) {
       "Measure all-reduce time, algorithm and bus bandwidth over message sizes, with a data "
       "check (as nccl-tests' all_reduce_perf)");
   cmd->add_option("--devices", args->devices,
-                  "Ranks: cpu:N (Gloo, N threads of this process); NCCL collectives between GPUs "
-                  "come with the GPU backend")
+                  "Ranks: cpu:N (Gloo, N threads of this process) or cuda:I,J,... (NCCL, one "
+                  "thread per GPU)")
       ->capture_default_str();
   cmd->add_option("-b,--min-bytes", args->min_bytes,
                   "Smallest message, bytes (K, M, G suffixes: powers of 1024)")

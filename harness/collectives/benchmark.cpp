@@ -7,9 +7,10 @@
 #include <limits>
 #include <thread>
 
+#include "core/backend.h"
 #include "core/buffer.h"
 #include "core/check.h"
-#include "core/cpu/cpu_device.h"
+#include "harness/collectives/replica_comms.h"
 
 namespace scalescope {
 namespace {
@@ -130,7 +131,7 @@ float check_expected(int ranks, int64_t index, ReduceOp op) {
 
 AllReduceBenchResult benchmark_all_reduce(Communicator& comm, Device& device,
                                           const AllReduceBenchOptions& options,
-                                          const SizeCallback& on_size) {
+                                          const SizeCallback& on_size, Stream* on) {
   check_options(options);
   const int ranks = comm.size();
   const int rank = comm.rank();
@@ -140,7 +141,7 @@ AllReduceBenchResult benchmark_all_reduce(Communicator& comm, Device& device,
   // Staging for the check, in memory the device copies from and to directly (pinned on CUDA).
   HostBuffer host_buffer(device, static_cast<size_t>(max_bytes));
   auto* host = static_cast<float*>(host_buffer.data());
-  Stream& stream = device.default_stream();
+  Stream& stream = on != nullptr ? *on : device.default_stream();
   const std::unique_ptr<Event> start = device.create_event();
   const std::unique_ptr<Event> stop = device.create_event();
 
@@ -156,12 +157,13 @@ AllReduceBenchResult benchmark_all_reduce(Communicator& comm, Device& device,
     for (int i = 0; i < options.warmup_iters; ++i) comm.all_reduce(data, count, options.op, stream);
     // The barrier is a host-side rendezvous: the warm-up must be finished on this rank's
     // stream first, or a GPU rank could enter the timed loop with its warm-up still queued.
-    stream.synchronize();
+    // Host waits go through the communicator: NCCL's give up at the timeout.
+    comm.synchronize(stream, "the warm-up all-reduces");
     comm.barrier();
     start->record(stream);
     for (int i = 0; i < options.iters; ++i) comm.all_reduce(data, count, options.op, stream);
     stop->record(stream);
-    stop->synchronize();
+    comm.synchronize(stream, "the timed all-reduces");
     const double rank_us = stop->elapsed_ms_since(*start) * 1e3 / options.iters;
 
     // One more all-reduce, untimed, of a pattern whose result is known exactly.
@@ -169,7 +171,7 @@ AllReduceBenchResult benchmark_all_reduce(Communicator& comm, Device& device,
     device.copy_to_device(data, host, static_cast<size_t>(bytes), stream);
     comm.all_reduce(data, count, options.op, stream);
     device.copy_to_host(host, data, static_cast<size_t>(bytes), stream);
-    stream.synchronize();
+    comm.synchronize(stream, "the checked all-reduce");
     int64_t wrong = 0;
     for (int64_t i = 0; i < count; ++i) {
       // Exact comparison: the expected value is exact (see check_expected).
@@ -202,8 +204,21 @@ AllReduceBenchResult benchmark_all_reduce_gloo(int ranks, const AllReduceBenchOp
                                                const CommunicatorWrapper& wrap,
                                                const SizeCallback& on_size) {
   SS_CHECK(ranks >= 1, "all-reduce benchmark: {} ranks; at least 1 is needed", ranks);
+  DeviceSpec spec{.kind = DeviceKind::kCpu, .indices = {}};
+  for (int r = 0; r < ranks; ++r) spec.indices.push_back(r);
+  return benchmark_all_reduce_on(spec, options, timeout, wrap, on_size);
+}
+
+AllReduceBenchResult benchmark_all_reduce_on(const DeviceSpec& spec,
+                                             const AllReduceBenchOptions& options,
+                                             std::chrono::milliseconds timeout,
+                                             const CommunicatorWrapper& wrap,
+                                             const SizeCallback& on_size) {
+  const int ranks = spec.count();
+  SS_CHECK(ranks >= 1, "all-reduce benchmark: {} ranks; at least 1 is needed", ranks);
   check_options(options);  // here too, so that bad options fail before any thread starts
-  GlooGroup group(ranks, timeout);
+  // Gloo between CPU ranks; NCCL (with Gloo for the host values) between GPUs.
+  ReplicaComms group(spec.kind, ranks, 0, ranks, timeout, 1, "", "");
   std::vector<AllReduceBenchResult> results(static_cast<size_t>(ranks));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
   std::vector<std::thread> threads;
@@ -212,13 +227,21 @@ AllReduceBenchResult benchmark_all_reduce_gloo(int ranks, const AllReduceBenchOp
     threads.emplace_back([&, rank] {
       try {
         set_thread_rank(rank);
-        CpuDevice device(rank, 1);  // Gloo's reductions run on the calling thread alone
-        device.make_current();
-        std::unique_ptr<Communicator> comm = group.connect(rank);
+        // Gloo's reductions run on the calling thread alone: one thread per CPU rank.
+        const int index = spec.indices[static_cast<size_t>(rank)];
+        std::unique_ptr<Device> device =
+            backend(spec.kind).open(index, BackendOptions{.cpu_threads = 1, .cpu_devices = ranks});
+        device->make_current();
+        std::unique_ptr<Communicator> comm = group.connect(rank, *device, index);
         if (wrap) comm = wrap(std::move(comm));
-        results[static_cast<size_t>(rank)] = benchmark_all_reduce(*comm, device, options, on_size);
+        // NCCL runs on the communication stream, as in training.
+        results[static_cast<size_t>(rank)] =
+            benchmark_all_reduce(*comm, *device, options, on_size, &device->comm_stream());
       } catch (...) {
         errors[static_cast<size_t>(rank)] = std::current_exception();
+        group.finished(rank);
+        // A GPU rank's NCCL peers would wait for it until the timeout.
+        if (spec.kind == DeviceKind::kCuda) group.abort(fmt::format("rank {} failed", rank));
       }
     });
   }

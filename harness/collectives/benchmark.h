@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/device.h"
+#include "core/device_spec.h"
 #include "harness/collectives/communicator.h"
 #include "reports/analysis.h"
 
@@ -81,8 +82,9 @@ float check_expected(int ranks, int64_t index, ReduceOp op);
 
 // One rank's part of the benchmark: every rank of `comm`'s group calls it concurrently with
 // the same options, each on its own thread. Per size: `warmup_iters` all-reduces, a barrier,
-// `iters` all-reduces timed by events on `device`'s default stream (where the work runs: the
-// host clock on CPU, the stream on a GPU), then one all-reduce of the check pattern, read
+// `iters` all-reduces timed by events on `on` (default: `device`'s default stream; where the
+// work runs: the host clock on CPU, the stream on a GPU), then one all-reduce of the check
+// pattern, read
 // back and compared element by element. Ranks exchange times and wrong counts with
 // all_gather, so every rank returns the same result.
 // REQUIRES: the device current; `comm` collectives take `device`'s memory.
@@ -92,7 +94,7 @@ float check_expected(int ranks, int64_t index, ReduceOp op);
 using SizeCallback = std::function<void(const AllReduceSizeResult&)>;
 AllReduceBenchResult benchmark_all_reduce(Communicator& comm, Device& device,
                                           const AllReduceBenchOptions& options,
-                                          const SizeCallback& on_size = {});
+                                          const SizeCallback& on_size = {}, Stream* on = nullptr);
 
 // Lets a caller (a test) stand between a rank and its communicator, e.g. to corrupt data.
 using CommunicatorWrapper =
@@ -104,6 +106,15 @@ AllReduceBenchResult benchmark_all_reduce_gloo(int ranks, const AllReduceBenchOp
                                                std::chrono::milliseconds timeout,
                                                const CommunicatorWrapper& wrap = {},
                                                const SizeCallback& on_size = {});
+
+// benchmark_all_reduce on the devices of `spec` as threads of this process: CPU ranks
+// connected by Gloo, GPUs by NCCL (on each GPU's communication stream). Throws the Error of
+// the lowest failing rank.
+AllReduceBenchResult benchmark_all_reduce_on(const DeviceSpec& spec,
+                                             const AllReduceBenchOptions& options,
+                                             std::chrono::milliseconds timeout,
+                                             const CommunicatorWrapper& wrap = {},
+                                             const SizeCallback& on_size = {});
 
 // The α-β fit (reports/analysis.h) of the measured times over the sizes; nullopt with one
 // rank (nothing moves) or fewer than two sizes.

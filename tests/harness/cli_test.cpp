@@ -421,7 +421,7 @@ TEST(Cli, CollectivesBadFlagsAreRefusedBeforeAnythingRuns) {
       {"--iters 0", "--iters 0"},
       {"--warmup-iters -1", "--warmup-iters -1"},
       {"--op max", "'max'"},
-      {"--devices cuda:0", "NCCL collectives come with the GPU backend"},
+      {"--devices cuda:64", "cuda"},  // no machine has 65 GPUs (or a CPU-only build)
       {"--devices cpu:0", "cpu:0"},
       {"--timeout 0", "--timeout 0"},
   };

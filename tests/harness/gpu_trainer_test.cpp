@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/backend.h"
+#include "harness/collectives/benchmark.h"
 #include "harness/trainer/trainer.h"
 #include "models/checkpoint.h"
 
@@ -119,6 +120,23 @@ TEST(GpuTrainer, SteadyStepsAllocateNothingAndTheirPhasesAddUp) {
   ASSERT_EQ(r.gpu_utilization.size(), 1u);
   EXPECT_TRUE(r.gpu_utilization[0].samples > 0 || !r.gpu_utilization[0].error.empty());
   EXPECT_FALSE(r.gpu_utilization[0].pci_bus_id.empty());
+}
+
+// `scalescope collectives --devices cuda:0`: NCCL on the GPU's communication stream, with the
+// data check.
+TEST(GpuCollectives, NcclAllReduceOnOneGpuPassesTheDataCheck) {
+  SKIP_WITHOUT_GPUS(1);
+  AllReduceBenchOptions o;
+  o.sizes = message_sizes(4096, 1 << 20, 16);
+  o.warmup_iters = 2;
+  o.iters = 5;
+  o.op = ReduceOp::kAverage;
+  const AllReduceBenchResult r = benchmark_all_reduce_on(
+      DeviceSpec{.kind = DeviceKind::kCuda, .indices = {0}}, o, std::chrono::seconds(60));
+  EXPECT_EQ(r.backend, "nccl");
+  EXPECT_EQ(r.wrong(), 0);
+  ASSERT_EQ(r.sizes.size(), o.sizes.size());
+  for (const AllReduceSizeResult& s : r.sizes) EXPECT_GT(s.time_us, 0.0);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "harness/trainer/replica_comms.h"
+#include "harness/collectives/replica_comms.h"
 
 #include <fmt/format.h>
 
