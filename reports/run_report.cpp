@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/check.h"
 #include "core/fs.h"
 #include "reports/stats.h"
 
@@ -131,6 +132,21 @@ nlohmann::json to_json(const AllReduceSplit& s) {
   return {{"bytes", s.bytes},     {"nodes", s.nodes},
           {"repeats", s.repeats}, {"global_ms", s.global_ms},
           {"node_ms", s.node_ms}, {"intra_node_fraction", s.intra_node_fraction()}};
+}
+
+AllReduceSplit split_from_json(const JsonReader& r) {
+  AllReduceSplit a;
+  a.bytes = r.int64("bytes");
+  a.nodes = r.int32("nodes");
+  a.repeats = r.int32("repeats");
+  a.global_ms = r.number("global_ms");
+  a.node_ms = r.number("node_ms");
+  SS_CHECK(a.bytes >= 0, "{} {} must not be negative", r.name("bytes"), a.bytes);
+  SS_CHECK(a.nodes >= 1, "{} {} must be at least 1", r.name("nodes"), a.nodes);
+  SS_CHECK(a.repeats >= 1, "{} {} must be at least 1", r.name("repeats"), a.repeats);
+  SS_CHECK(a.global_ms >= 0.0, "{} {} must not be negative", r.name("global_ms"), a.global_ms);
+  SS_CHECK(a.node_ms >= 0.0, "{} {} must not be negative", r.name("node_ms"), a.node_ms);
+  return a;
 }
 
 void write_run_report(const std::string& path, const RunReport& report) {

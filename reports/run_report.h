@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "reports/environment.h"
+#include "reports/json_reader.h"
 
 namespace scalescope {
 
@@ -35,6 +36,11 @@ struct PhaseTimes {
     double ms = 0.0;
   };
   std::vector<Interval> buckets{};
+  // The exposed phases added up (every phase but allreduce_ms): step_ms within 2%, apart
+  // from the loss read that ends the step (DESIGN.md's measurement rules).
+  double exposed_sum_ms() const {
+    return input_ms + h2d_ms + forward_ms + backward_ms + allreduce_exposed_ms + optimizer_ms;
+  }
 };
 
 struct StepRecord {
@@ -140,6 +146,9 @@ RunSummary summarize(const RunReport& report);
 
 nlohmann::json to_json(const RunReport& report);
 nlohmann::json to_json(const AllReduceSplit& split);
+// Reads what to_json(AllReduceSplit) wrote; throws Error naming the key that is missing, of
+// the wrong type or out of range.
+AllReduceSplit split_from_json(const JsonReader& r);
 // Written atomically; throws Error naming the path on failure.
 void write_run_report(const std::string& path, const RunReport& report);
 

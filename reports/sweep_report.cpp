@@ -448,19 +448,7 @@ RepeatRecord repeat_from_json(const JsonReader& r, size_t buckets) {
     }
   }
   if (r.has("allreduce_split")) {  // since 1.2
-    const JsonReader split = r.object("allreduce_split");
-    AllReduceSplit a;
-    a.bytes = split.int64("bytes");
-    a.nodes = split.int32("nodes");
-    a.repeats = split.int32("repeats");
-    a.global_ms = split.number("global_ms");
-    a.node_ms = split.number("node_ms");
-    SS_CHECK(
-        a.bytes >= 0 && a.nodes >= 1 && a.repeats >= 1 && a.global_ms >= 0.0 && a.node_ms >= 0.0,
-        "{}: bytes, nodes, repeats and times must not be negative (nodes and repeats at "
-        "least 1)",
-        r.name("allreduce_split"));
-    out.allreduce_split = a;
+    out.allreduce_split = split_from_json(r.object("allreduce_split"));
   }
   if (r.has("gpu_util_percent")) {  // since 1.2
     const double u = r.number("gpu_util_percent");

@@ -273,15 +273,15 @@ std::array<double, 2> weights_checksum(const float* weights, int64_t count) {
 
 // The weights where the host can read them: in place on CPU devices, else copied into
 // `staging` (pinned host memory of the model's size).
-const float* host_weights(Model& model, Communicator& comm, Stream& stream, HostBuffer& staging,
-                          const std::string& what) {
+float* host_weights(Model& model, Communicator& comm, Stream& stream, HostBuffer& staging,
+                    const std::string& what) {
   if (staging.empty()) {
     comm.synchronize(stream, what);
     return model.weights().data();
   }
   model.device().copy_to_host(staging.data(), model.weights().data(), staging.bytes(), stream);
   comm.synchronize(stream, what);
-  return static_cast<const float*>(staging.data());
+  return static_cast<float*>(staging.data());
 }
 
 void check_consistency(Communicator& comm, Model& model, Stream& stream, HostBuffer& staging,
@@ -644,8 +644,7 @@ void run_replica(Group& g, int rank) {
       // Fault injection (tests): on host copies of the weights where they live on a GPU.
       float* weights = model.weights().data();
       if (gpu) {
-        weights = const_cast<float*>(
-            host_weights(model, *comm, stream, weight_staging, "staging the weights"));
+        weights = host_weights(model, *comm, stream, weight_staging, "staging the weights");
       }
       o.after_step(rank, step, {weights, static_cast<size_t>(model.param_count())});
       if (gpu) {
@@ -864,11 +863,8 @@ void add_results(Group& g, const nlohmann::json& m) {
   g.lrs = group.at("lrs").get<std::vector<double>>();
   g.consistency_checks = group.at("consistency_checks");
   if (const nlohmann::json& split = group.at("allreduce_split"); !split.is_null()) {
-    g.allreduce_split = AllReduceSplit{.bytes = split.at("bytes"),
-                                       .nodes = split.at("nodes"),
-                                       .repeats = split.at("repeats"),
-                                       .global_ms = split.at("global_ms"),
-                                       .node_ms = split.at("node_ms")};
+    g.allreduce_split =
+        split_from_json(JsonReader(split, "a process's results", "allreduce_split"));
   }
   g.threads_per_device = group.at("threads_per_device");
 }

@@ -109,8 +109,7 @@ TEST(GpuTrainer, SteadyStepsAllocateNothingAndTheirPhasesAddUp) {
   EXPECT_TRUE(*r.tf32);
   for (size_t i = static_cast<size_t>(r.warmup_steps); i < r.steps.size(); ++i) {
     const PhaseTimes& p = r.steps[i].replicas.at(0);
-    const double sum = p.input_ms + p.h2d_ms + p.forward_ms + p.backward_ms +
-                       p.allreduce_exposed_ms + p.optimizer_ms;
+    const double sum = p.exposed_sum_ms();
     EXPECT_NEAR(sum, p.step_ms, 0.02 * p.step_ms + 0.05) << "step " << i + 1;
     EXPECT_GT(p.forward_ms, 0.0);
     EXPECT_GT(p.backward_ms, 0.0);
