@@ -40,8 +40,9 @@ int run_train(TrainArgs& args) {
   // Rank 0 alone prints and writes; every process ends with the same report.
   const bool lead = cluster->rank() == 0;
   const int64_t every = std::max<int64_t>(1, o.steps / 10);
+  TrainHooks hooks;
   if (!args.quiet && lead) {
-    o.on_step = [&](const StepRecord& r) {
+    hooks.on_step = [&](const StepRecord& r) {
       if (r.step == 1 || (o.steps > 0 && (r.step % every == 0 || r.step == o.steps)) ||
           (o.steps == 0 && r.step % 100 == 0)) {
         fmt::print("step {:>6}  loss {:>9.5f}  {:>8.2f} ms (input {:.2f} ms)\n", r.step, r.loss,
@@ -51,12 +52,12 @@ int run_train(TrainArgs& args) {
     };
   }
   if (lead)
-    o.on_eval = [&](const EvalRecord& e) {
+    hooks.on_eval = [&](const EvalRecord& e) {
       fmt::print("eval after epoch {} (step {}): loss {:.4f}, accuracy {:.2f}%\n", e.epoch, e.step,
                  e.loss, 100.0 * e.accuracy);
       std::fflush(stdout);
     };
-  const RunReport report = train(o);
+  const RunReport report = train(o, hooks);
   if (!lead) return 0;
   const RunSummary s = summarize(report);
   const std::string processes =

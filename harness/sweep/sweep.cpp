@@ -122,8 +122,6 @@ TrainOptions train_options_for(const SweepOptions& o, const SweepPoint& p) {
   // Fewer devices than a process hosts run in the first process alone (intra-node first).
   t.replicas_per_process =
       cluster_of(o) != nullptr ? replicas_per_process(o, resolve_devices(o)) : 0;
-  t.on_step = nullptr;
-  t.on_eval = nullptr;
   return t;
 }
 

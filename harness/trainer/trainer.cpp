@@ -1,4 +1,5 @@
 #include "harness/trainer/trainer.h"
+#include "harness/trainer/layout.h"
 
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -36,143 +37,6 @@
 
 namespace scalescope {
 
-LrScaling parse_lr_scaling(const std::string& name) {
-  if (name == "none") return LrScaling::kNone;
-  if (name == "linear") return LrScaling::kLinear;
-  if (name == "sqrt") return LrScaling::kSqrt;
-  throw_error(fmt::format("--lr-scaling {}: unknown rule; use none, linear or sqrt", name));
-}
-
-std::string to_string(LrScaling scaling) {
-  switch (scaling) {
-    case LrScaling::kNone:
-      return "none";
-    case LrScaling::kLinear:
-      return "linear";
-    case LrScaling::kSqrt:
-      return "sqrt";
-  }
-  return "?";
-}
-
-double scheduled_lr(double base, LrScaling scaling, int replicas, int64_t warmup_steps,
-                    int64_t step) {
-  const double n = static_cast<double>(replicas);
-  const double factor = scaling == LrScaling::kLinear ? n
-                        : scaling == LrScaling::kSqrt ? std::sqrt(n)
-                                                      : 1.0;
-  const double target = base * factor;
-  if (warmup_steps <= 0 || step >= warmup_steps) return target;
-  // Goyal et al.'s gradual warm-up: from the one-replica rate to the scaled one.
-  const double t = static_cast<double>(step) / static_cast<double>(warmup_steps);
-  return base + (target - base) * t;
-}
-
-int64_t per_replica_batch(const TrainOptions& o, int replicas) {
-  if (o.global_batch <= 0) return o.batch;
-  const int64_t parts = static_cast<int64_t>(replicas) * o.accumulation;
-  SS_CHECK(o.global_batch % parts == 0,
-           "--global-batch {} does not divide over {} device(s){}: use a multiple of {}",
-           o.global_batch, replicas,
-           o.accumulation > 1 ? fmt::format(" × {} accumulated micro-batches", o.accumulation)
-                              : std::string(),
-           parts);
-  return o.global_batch / parts;
-}
-
-ProcessLayout process_layout(const TrainOptions& o, int devices) {
-  ProcessLayout l;
-  const int processes = o.cluster != nullptr ? o.cluster->size() : 1;
-  SS_CHECK(o.replicas_per_process >= 0, "replicas per process {} must not be negative",
-           o.replicas_per_process);
-  if (processes == 1) {
-    l.replicas_per_process = l.local = l.on_node = devices;
-    return l;
-  }
-  int per = o.replicas_per_process;
-  if (per == 0) {
-    SS_CHECK(devices % processes == 0,
-             "--devices: {} devices do not divide over the {} processes of this launch; use a "
-             "multiple of {}",
-             devices, processes, processes);
-    per = devices / processes;
-  }
-  // Fewer devices than one process hosts: one process runs them all (intra-node first).
-  per = std::min(per, devices);
-  SS_CHECK(devices % per == 0 && devices / per <= processes,
-           "--devices: {} devices do not fit {} processes of {} replicas each (use a multiple of "
-           "{} up to {})",
-           devices, processes, per, per, per * processes);
-  l.processes = devices / per;
-  l.replicas_per_process = per;
-  const int rank = o.cluster->rank();
-  l.first = std::min(rank * per, devices);
-  l.local = rank < l.processes ? per : 0;
-  l.on_node = 0;
-  const int node = o.cluster->members()[static_cast<size_t>(rank)].node;
-  std::vector<bool> used(o.cluster->members().size(), false);
-  for (const ClusterMember& m : o.cluster->members()) {
-    if (m.rank >= l.processes) continue;
-    used[static_cast<size_t>(m.node)] = true;
-    if (m.node != node) continue;
-    if (m.rank < rank) l.node_first += per;
-    l.on_node += per;
-  }
-  l.nodes = static_cast<int>(std::count(used.begin(), used.end(), true));
-  return l;
-}
-
-void validate(const TrainOptions& o) {
-  SS_CHECK(o.batch > 0, "--batch {} must be a positive number of samples", o.batch);
-  SS_CHECK(o.global_batch >= 0, "--global-batch {} must be a positive number of samples",
-           o.global_batch);
-  SS_CHECK(o.accumulation >= 1 && o.accumulation <= 4096,
-           "--accumulate {} must be between 1 and 4096 micro-batches per step", o.accumulation);
-  SS_CHECK(o.lr_warmup_steps >= 0, "--lr-warmup-steps {} must not be negative", o.lr_warmup_steps);
-  SS_CHECK(o.check_every >= 0, "--check-every {} must be 0 (only at the end) or positive",
-           o.check_every);
-  SS_CHECK(o.profile_first >= 0 && o.profile_last >= o.profile_first &&
-               (o.profile_first > 0) == (o.profile_last > 0),
-           "--profile-steps {}:{} must be FIRST:LAST with 1 <= FIRST <= LAST", o.profile_first,
-           o.profile_last);
-  SS_CHECK(o.profile_first == 0 || o.profile_last <= o.steps || o.epochs > 0,
-           "--profile-steps {}:{} goes past the {} measured steps", o.profile_first, o.profile_last,
-           o.steps);
-  SS_CHECK(std::isfinite(o.memory_limit_mb) && o.memory_limit_mb >= 0.0,
-           "--memory-limit-mb {} must be 0 (no limit) or a positive size", o.memory_limit_mb);
-  if (o.adaptive_warmup.enabled) {
-    SS_CHECK(o.epochs == 0, "an adaptive warm-up needs --steps (measured steps), not --epochs");
-    SS_CHECK(o.adaptive_warmup.max_steps >= 1, "the warm-up bound {} must be at least one step",
-             o.adaptive_warmup.max_steps);
-  }
-  SS_CHECK(o.epochs >= 0, "--epochs {} must be a positive number of epochs", o.epochs);
-  SS_CHECK(o.epochs == 0 || o.steps == 0, "give --steps or --epochs, not both");
-  SS_CHECK(o.epochs > 0 || o.steps > 0, "--steps {} must be a positive number of steps", o.steps);
-  SS_CHECK(o.threads >= 0, "--threads {} must be 0 (automatic) or positive", o.threads);
-  SS_CHECK(o.warmup_steps >= 0, "warm-up steps {} must not be negative", o.warmup_steps);
-  SS_CHECK(std::isfinite(o.optimizer.lr) && o.optimizer.lr > 0.0f,
-           "--lr {} must be a positive number", o.optimizer.lr);
-  SS_CHECK(std::isfinite(o.bucket_cap_mb) && o.bucket_cap_mb > 0.0,
-           "--bucket-cap-mb {} must be a positive size", o.bucket_cap_mb);
-  SS_CHECK(std::isfinite(o.first_bucket_mb) && o.first_bucket_mb > 0.0,
-           "--first-bucket-mb {} must be a positive size", o.first_bucket_mb);
-  SS_CHECK(o.collective_timeout_ms > 0, "collective timeout {} ms must be positive",
-           o.collective_timeout_ms);
-  const DeviceSpec spec = parse_device_spec(o.devices);
-  const ProcessLayout layout = process_layout(o, spec.count());
-  if (layout.processes > 1 && spec.kind != DeviceKind::kCpu) {
-    // Each process opens its node's devices: check this node's share.
-    DeviceSpec mine{.kind = spec.kind, .indices = {}};
-    for (int i = 0; i < layout.on_node; ++i) mine.indices.push_back(i);
-    check_devices_available(mine);
-  } else if (layout.processes == 1) {
-    check_devices_available(spec);
-  }
-  (void)per_replica_batch(o, spec.count());
-  (void)make_model(o.model);  // throws on an unknown model or key
-  (void)parse_data_spec(o.data.spec);
-}
-
 namespace {
 
 int64_t mb_to_bytes(double mb) {
@@ -183,6 +47,7 @@ int64_t mb_to_bytes(double mb) {
 // own replica only.
 struct Group {
   const TrainOptions& options;
+  const TrainHooks& hooks;
   const DeviceSpec& spec;
   const ProcessLayout& layout;
   const ModelDef& def;
@@ -421,7 +286,7 @@ void run_replica(Group& g, int rank) {
   // Enqueued collectives (NCCL) reduce on the communication stream; blocking ones (Gloo) on
   // a communication thread.
   std::unique_ptr<GradientReducer> reducer;
-  if (gpu || o.reduce_on_streams) {
+  if (gpu || g.hooks.reduce_on_streams) {
     reducer = std::make_unique<StreamReducer>(*comm, *device, stream, device->comm_stream(),
                                               model.grads().data(), std::move(planned), *reference,
                                               reference_ms);
@@ -485,7 +350,7 @@ void run_replica(Group& g, int rank) {
     if (rank == 0) {
       const EvalResult r = total.result();
       g.evals.push_back(EvalRecord{epoch, step, r.loss, r.accuracy});
-      if (o.on_eval) o.on_eval(g.evals.back());
+      if (g.hooks.on_eval) g.hooks.on_eval(g.evals.back());
     }
   };
 
@@ -637,16 +502,17 @@ void run_replica(Group& g, int rank) {
     if (rank == 0) {
       g.bucket_ms.push_back(reduced.bucket_ms);
       g.lrs.push_back(lr);
-      if (o.on_step) o.on_step(StepRecord{step, step_loss, p.step_ms, p.input_ms + p.h2d_ms});
+      if (g.hooks.on_step)
+        g.hooks.on_step(StepRecord{step, step_loss, p.step_ms, p.input_ms + p.h2d_ms});
     }
     if (samples_gpus && step == last_step && g.gpu_sampler) g.gpu_sampler->stop();
-    if (o.after_step) {
+    if (g.hooks.after_step) {
       // Fault injection (tests): on host copies of the weights where they live on a GPU.
       float* weights = model.weights().data();
       if (gpu) {
         weights = host_weights(model, *comm, stream, weight_staging, "staging the weights");
       }
-      o.after_step(rank, step, {weights, static_cast<size_t>(model.param_count())});
+      g.hooks.after_step(rank, step, {weights, static_cast<size_t>(model.param_count())});
       if (gpu) {
         device->copy_to_device(model.weights().data(), weights, weight_staging.bytes(), stream);
         comm->synchronize(stream, "restoring the weights");
@@ -887,7 +753,7 @@ struct Plan {
         summary(summarize(def, data.sample_shape)),
         replicas(spec.count()),
         batch(per_replica_batch(o, replicas)),
-        layout(process_layout(o, replicas)),
+        layout(process_layout(o.cluster, o.replicas_per_process, replicas)),
         // A replica's share of a step is `accumulation` consecutive micro-batches.
         sampler(data.train->size(), batch * o.accumulation, replicas, o.seed) {}
 };
@@ -964,7 +830,7 @@ constexpr std::chrono::milliseconds kIdleWait = std::chrono::hours(24 * 7);
 
 }  // namespace
 
-RunReport train(const TrainOptions& o) {
+RunReport train(const TrainOptions& o, const TrainHooks& hooks) {
   Cluster* cluster = o.cluster != nullptr && o.cluster->multi_process() ? o.cluster : nullptr;
   // Alone, an error before the replicas start is simply thrown. With other processes it
   // must still be told to them (they wait for this process's part of the rendezvous).
@@ -994,6 +860,7 @@ RunReport train(const TrainOptions& o) {
           cluster != nullptr ? cluster->gloo_interface() : std::string(), node);
     }
     group.reset(new Group{.options = o,
+                          .hooks = hooks,
                           .spec = plan->spec,
                           .layout = l,
                           .def = plan->def,

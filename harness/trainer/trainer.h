@@ -2,139 +2,16 @@
 // model copy, optimizer state and input shard; weights broadcast from replica 0 before the
 // first step; gradients all-reduced (averaged) in buckets, as backward makes them ready.
 // Replicas may span the processes of an MPI launch (TrainOptions::cluster): then each
-// process hosts its replicas as threads, one Gloo group spans them all, and every process
-// ends with the whole run's report.
-// GPU replicas all-reduce with NCCL on each device's communication stream, ordered by
-// events (harness/trainer/stream_reducer.h); CPU replicas with Gloo on a communication thread.
-// Status: the GPU path compiles and its stream logic runs on CPU devices in the tests
-// (reduce_on_streams); it has not yet run on a GPU.
+// process hosts its replicas as threads, one collective group spans them all, and every
+// process ends with the whole run's report.
 #pragma once
 
-#include <cstdint>
-#include <functional>
-#include <span>
-#include <string>
-
-#include "harness/trainer/data.h"
-#include "models/kernels.h"
+#include "harness/trainer/options.h"
 #include "reports/run_report.h"
-#include "reports/stats.h"
 
 namespace scalescope {
 
-// How the learning rate grows with the number of replicas N (the global batch grows with N
-// in data parallelism): kept, × N (Goyal et al. 2017) or × √N (Krizhevsky 2014).
-enum class LrScaling { kNone, kLinear, kSqrt };
-LrScaling parse_lr_scaling(const std::string& name);  // throws Error naming the value
-std::string to_string(LrScaling scaling);
-
-// The learning rate of step `step` (1-based): `base` × the rule's factor for `replicas`,
-// reached linearly over the first `warmup_steps` steps from `base` (gradual warm-up; no
-// warm-up when 0).
-double scheduled_lr(double base, LrScaling scaling, int replicas, int64_t warmup_steps,
-                    int64_t step);
-
-class Cluster;
-
-struct TrainOptions {
-  std::string model = "cifar-cnn";
-  std::string devices = "cpu:1";
-  int threads = 0;  // per CPU device; 0: all cores divided by the device count
-  // Samples per micro-batch and device. `global_batch` (when > 0) instead fixes the
-  // samples per step over all devices; it must divide by devices × accumulation.
-  int64_t batch = 64;
-  int64_t global_batch = 0;
-  // Gradient accumulation: each step runs this many micro-batches of `batch` per replica and
-  // all-reduces once; the step's global batch is batch × replicas × accumulation.
-  int accumulation = 1;
-  // Length: `steps` steps, or `epochs` passes over the training data (exactly one > 0).
-  int64_t steps = 200;
-  int64_t epochs = 0;
-  DataOptions data;
-  // Evaluate on the eval split after every epoch (and after a final partial one).
-  bool eval = true;
-  OptimizerConfig optimizer;  // optimizer.lr is the base (one-replica) learning rate
-  LrScaling lr_scaling = LrScaling::kNone;
-  int64_t lr_warmup_steps = 0;
-  uint64_t seed = 1;
-  std::string save;  // checkpoint to write at the end ("" = none)
-  std::string load;  // checkpoint to start from ("" = fresh weights from the seed)
-  int64_t warmup_steps = 5;
-  // Adaptive warm-up (sweeps): instead of a fixed `warmup_steps`, warm-up steps run until the
-  // group's step time settles (detect_steady_state), at most `max_steps` of them; then
-  // `steps` measured steps follow. Replicas share their step times during warm-up (one
-  // all-gather of a number per step, outside the timed step) so all decide alike.
-  struct AdaptiveWarmup {
-    bool enabled = false;
-    int64_t max_steps = 50;
-    SteadyStateOptions steady;
-  } adaptive_warmup;
-  // Gradient buckets: all-reduced during backward (overlap) or after it.
-  double bucket_cap_mb = 25.0;
-  double first_bucket_mb = 1.0;
-  bool overlap = true;
-  // Every collective gives up after this long (a lost replica must not hang the others).
-  int64_t collective_timeout_ms = 60000;
-  // Consistency guard: every this many steps (and after the last one) the replicas compare
-  // checksums of their weights; a difference is an error naming the step and the replicas.
-  // 0: only after the last step.
-  int64_t check_every = 100;
-  // Device memory each replica may use, in MiB (0: what the device has): emulates a smaller
-  // device; a run that needs more fails as out of memory.
-  double memory_limit_mb = 0.0;
-  // Measured steps first..last (1-based, counted after the warm-up; 0: none) run inside a
-  // profiler capture range: cudaProfilerStart/Stop on GPUs and an NVTX range "profile" on
-  // every replica thread, so `nsys profile --capture-range=cudaProfilerApi` (or
-  // `--capture-range=nvtx`) records just them.
-  int64_t profile_first = 0;
-  int64_t profile_last = 0;
-  std::string command_line;
-  // GPU kernels may compute fp32 products in TF32 (models/kernels.h set_allow_tf32; set for
-  // the whole process when train() begins).
-  bool tf32 = true;
-  // Tests: reduce CPU replicas' buckets the way GPU replicas do (StreamReducer, on the
-  // device's streams) instead of on a communication thread, so that the GPU path's step
-  // logic runs where there is no GPU. The results are the same, without overlap.
-  bool reduce_on_streams = false;
-  // Multi-process runs (harness/collectives/cluster.h): the processes of an MPI launch, or
-  // null for this process alone. `devices` counts devices over all processes; each process
-  // hosts `replicas_per_process` of them as threads (0: devices / processes), and a run
-  // with fewer devices than the processes host uses the first processes only (the others
-  // take part in its rendezvous and wait for its results). Every process must call train()
-  // with the same options; each returns the whole run's report.
-  Cluster* cluster = nullptr;
-  int replicas_per_process = 0;
-  // Progress: after every step, and after every evaluation.
-  std::function<void(const StepRecord&)> on_step;
-  std::function<void(const EvalRecord&)> on_eval;
-  // Fault injection for tests: called on every replica's thread after each optimizer step
-  // with the replica's weights (on GPUs a host copy, written back after the call).
-  std::function<void(int rank, int64_t step, std::span<float> weights)> after_step;
-};
-
-// The per-replica micro-batch of `options` on `replicas` replicas: `batch`, or
-// `global_batch` / (replicas × accumulation), which must divide exactly (throws Error naming
-// the values otherwise).
-int64_t per_replica_batch(const TrainOptions& options, int replicas);
-
-// How a run of `devices` replicas spreads over the processes of `options.cluster`.
-struct ProcessLayout {
-  int processes = 1;             // processes taking part
-  int replicas_per_process = 1;  // replicas (threads) in each of them
-  int first = 0;                 // this process's first replica's rank
-  int local = 1;                 // replicas in this process (0: this process waits)
-  int on_node = 1;               // replicas of the run on this process's node
-  int node_first = 0;            // this process's first replica's index among them
-  int nodes = 1;                 // nodes the run spans
-};
-// Throws Error naming the counts when `devices` does not spread evenly.
-ProcessLayout process_layout(const TrainOptions& options, int devices);
-
-// Checks the options that need no data before any work starts; throws Error naming the bad
-// value and what would be accepted.
-void validate(const TrainOptions& options);
-
 // Trains and returns the record of the run. Throws Error on failure.
-RunReport train(const TrainOptions& options);
+RunReport train(const TrainOptions& options, const TrainHooks& hooks = {});
 
 }  // namespace scalescope

@@ -13,6 +13,7 @@
 #include "core/cpu/cpu_device.h"
 #include "harness/collectives/cluster.h"
 #include "harness/collectives/communicator.h"
+#include "harness/trainer/layout.h"
 #include "harness/trainer/trainer.h"
 #include "reports/json_reader.h"
 #include "tests/test_util.h"
@@ -86,8 +87,7 @@ TEST(Cluster, AloneWithoutALauncher) {
 }
 
 TEST(ProcessLayout, OneProcessHostsEveryReplica) {
-  TrainOptions o;
-  const ProcessLayout l = process_layout(o, 4);
+  const ProcessLayout l = process_layout(nullptr, 0, 4);
   EXPECT_EQ(l.processes, 1);
   EXPECT_EQ(l.local, 4);
   EXPECT_EQ(l.first, 0);

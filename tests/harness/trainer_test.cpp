@@ -44,12 +44,12 @@ struct Weights {
   std::vector<NamedTensor> tensors;
 };
 
-Weights train_and_read(TrainOptions o, const std::string& name) {
+Weights train_and_read(TrainOptions o, const std::string& name, const TrainHooks& hooks = {}) {
   // Unique per process: ctest runs the cases of this binary in parallel processes.
   o.save =
       testing::TempDir() + "/equiv_" + std::to_string(::getpid()) + "_" + name + ".safetensors";
   o.eval = false;
-  train(o);
+  train(o, hooks);
   Weights w{read_safetensors(o.save).tensors};
   std::remove(o.save.c_str());
   std::remove(optimizer_state_path(o.save).c_str());
@@ -178,14 +178,14 @@ TEST(Mirrored, TheStreamReducerMatchesTheCommunicationThreadBitForBit) {
     o.bucket_cap_mb = 0.01;
     o.check_every = 2;
     const std::string tag = "acc" + std::to_string(accumulation);
-    TrainOptions streams = o;
+    TrainHooks streams;
     streams.reduce_on_streams = true;
     const Weights thread_weights = train_and_read(o, "thread_" + tag);
-    const Weights stream_weights = train_and_read(streams, "streams_" + tag);
+    const Weights stream_weights = train_and_read(o, "streams_" + tag, streams);
     expect_same_weights(stream_weights, thread_weights, 1e-300, tag);
-    o.eval = streams.eval = false;
+    o.eval = false;
     const RunReport a = train(o);
-    const RunReport b = train(streams);
+    const RunReport b = train(o, streams);
     ASSERT_EQ(a.steps.size(), b.steps.size());
     for (size_t i = 0; i < a.steps.size(); ++i) {
       EXPECT_EQ(a.steps[i].loss, b.steps[i].loss) << tag << " step " << i + 1;
@@ -333,14 +333,14 @@ TEST(Mirrored, TheGuardNamesTheStepAndTheReplicasThatDiverged) {
   o.eval = false;
   o.check_every = 2;
   // A silent fault on replica 2 after step 3: the next check (after step 4) must see it.
-  o.after_step = [](int rank, int64_t step, std::span<float> weights) {
+  TrainHooks faulty;
+  faulty.after_step = [](int rank, int64_t step, std::span<float> weights) {
     if (rank == 2 && step == 3) weights[7] += 1e-3f;
   };
-  const std::string message = testing_util::error_of([&] { train(o); });
+  const std::string message = testing_util::error_of([&] { train(o, faulty); });
   EXPECT_CONTAINS(message, "after step 4");
   EXPECT_CONTAINS(message, "replica(s) 2 differ");
   // Unperturbed, the same run passes every check: 5 periodic ones (the last is step 10).
-  o.after_step = nullptr;
   EXPECT_EQ(train(o).consistency_checks, 5);
 }
 

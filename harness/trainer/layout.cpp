@@ -1,0 +1,53 @@
+#include "harness/trainer/layout.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/check.h"
+#include "harness/collectives/cluster.h"
+
+namespace scalescope {
+
+ProcessLayout process_layout(const Cluster* cluster, int replicas_per_process, int devices) {
+  ProcessLayout l;
+  const int processes = cluster != nullptr ? cluster->size() : 1;
+  SS_CHECK(replicas_per_process >= 0, "replicas per process {} must not be negative",
+           replicas_per_process);
+  if (processes == 1) {
+    l.replicas_per_process = l.local = l.on_node = devices;
+    return l;
+  }
+  int per = replicas_per_process;
+  if (per == 0) {
+    SS_CHECK(devices % processes == 0,
+             "--devices: {} devices do not divide over the {} processes of this launch; use a "
+             "multiple of {}",
+             devices, processes, processes);
+    per = devices / processes;
+  }
+  // Fewer devices than one process hosts: one process runs them all (intra-node first).
+  per = std::min(per, devices);
+  SS_CHECK(devices % per == 0 && devices / per <= processes,
+           "--devices: {} devices do not fit {} processes of {} replicas each (use a multiple of "
+           "{} up to {})",
+           devices, processes, per, per, per * processes);
+  l.processes = devices / per;
+  l.replicas_per_process = per;
+  const int rank = cluster->rank();
+  l.first = std::min(rank * per, devices);
+  l.local = rank < l.processes ? per : 0;
+  l.on_node = 0;
+  const int node = cluster->members()[static_cast<size_t>(rank)].node;
+  std::vector<bool> used(cluster->members().size(), false);
+  for (const ClusterMember& m : cluster->members()) {
+    if (m.rank >= l.processes) continue;
+    used[static_cast<size_t>(m.node)] = true;
+    if (m.node != node) continue;
+    if (m.rank < rank) l.node_first += per;
+    l.on_node += per;
+  }
+  l.nodes = static_cast<int>(std::count(used.begin(), used.end(), true));
+  return l;
+}
+
+}  // namespace scalescope

@@ -1,0 +1,23 @@
+// How the replicas of a run spread over the processes of a launch (mpirun, srun) and their
+// nodes.
+#pragma once
+
+namespace scalescope {
+
+class Cluster;
+
+// How a run of `devices` replicas spreads over the processes of `cluster` (null: this
+// process alone), each process hosting `replicas_per_process` (0: devices / processes).
+struct ProcessLayout {
+  int processes = 1;             // processes taking part
+  int replicas_per_process = 1;  // replicas (threads) in each of them
+  int first = 0;                 // this process's first replica's rank
+  int local = 1;                 // replicas in this process (0: this process waits)
+  int on_node = 1;               // replicas of the run on this process's node
+  int node_first = 0;            // this process's first replica's index among them
+  int nodes = 1;                 // nodes the run spans
+};
+// Throws Error naming the counts when `devices` does not spread evenly.
+ProcessLayout process_layout(const Cluster* cluster, int replicas_per_process, int devices);
+
+}  // namespace scalescope
