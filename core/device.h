@@ -79,6 +79,9 @@ class Device {
   // Makes this device current for the calling thread (cudaSetDevice; the CPU device sets
   // the calling thread's OpenMP thread count). Called at the start of every replica thread.
   virtual void make_current() = 0;
+  // Host threads this device's kernels run on (a CPU device's share of the cores); 0 for a
+  // device whose kernels run elsewhere.
+  virtual int threads() const { return 0; }
 
   // Memory. allocate returns 64-byte aligned memory or throws Error naming the size.
   // A backend may keep freed memory for reuse (CUDA caches its blocks, because cudaMalloc

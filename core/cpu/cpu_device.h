@@ -20,8 +20,7 @@ class CpuDevice final : public Device {
   DeviceId id() const override { return DeviceId{DeviceKind::kCpu, index_}; }
   std::string name() const override;
   void make_current() override;
-  // Threads this device's kernels use.
-  int threads() const { return threads_; }
+  int threads() const override { return threads_; }
 
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) noexcept override;

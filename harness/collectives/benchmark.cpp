@@ -129,6 +129,24 @@ float check_expected(int ranks, int64_t index, ReduceOp op) {
                               : static_cast<float>(sum) / static_cast<float>(ranks);
 }
 
+double time_collective(Communicator& comm, Device& device, Stream& stream, int warmup, int iters,
+                       const std::function<void()>& body) {
+  SS_CHECK(iters >= 1, "timing {} iterations of a collective", iters);
+  for (int i = 0; i < warmup; ++i) body();
+  // The barrier is a host-side rendezvous: the warm-up must be finished on this rank's
+  // stream first, or a GPU rank could enter the timed loop with its warm-up still queued.
+  // Host waits go through the communicator: NCCL's give up at the timeout.
+  comm.synchronize(stream, "the warm-up collectives");
+  comm.barrier();
+  const std::unique_ptr<Event> start = device.create_event();
+  const std::unique_ptr<Event> stop = device.create_event();
+  start->record(stream);
+  for (int i = 0; i < iters; ++i) body();
+  stop->record(stream);
+  comm.synchronize(stream, "the timed collectives");
+  return stop->elapsed_ms_since(*start) / iters;
+}
+
 AllReduceBenchResult benchmark_all_reduce(Communicator& comm, Device& device,
                                           const AllReduceBenchOptions& options,
                                           const SizeCallback& on_size, Stream* on) {
@@ -142,8 +160,6 @@ AllReduceBenchResult benchmark_all_reduce(Communicator& comm, Device& device,
   HostBuffer host_buffer(device, static_cast<size_t>(max_bytes));
   auto* host = static_cast<float*>(host_buffer.data());
   Stream& stream = on != nullptr ? *on : device.default_stream();
-  const std::unique_ptr<Event> start = device.create_event();
-  const std::unique_ptr<Event> stop = device.create_event();
 
   AllReduceBenchResult result;
   result.backend = comm.backend_name();
@@ -154,17 +170,10 @@ AllReduceBenchResult benchmark_all_reduce(Communicator& comm, Device& device,
     // The timed all-reduces run in place, so any other values would grow with every sum
     // (towards inf); zeros stay zeros, and no value is a denormal whose arithmetic is slow.
     device.fill_zero(data, static_cast<size_t>(bytes), stream);
-    for (int i = 0; i < options.warmup_iters; ++i) comm.all_reduce(data, count, options.op, stream);
-    // The barrier is a host-side rendezvous: the warm-up must be finished on this rank's
-    // stream first, or a GPU rank could enter the timed loop with its warm-up still queued.
-    // Host waits go through the communicator: NCCL's give up at the timeout.
-    comm.synchronize(stream, "the warm-up all-reduces");
-    comm.barrier();
-    start->record(stream);
-    for (int i = 0; i < options.iters; ++i) comm.all_reduce(data, count, options.op, stream);
-    stop->record(stream);
-    comm.synchronize(stream, "the timed all-reduces");
-    const double rank_us = stop->elapsed_ms_since(*start) * 1e3 / options.iters;
+    const double rank_us =
+        time_collective(comm, device, stream, options.warmup_iters, options.iters,
+                        [&] { comm.all_reduce(data, count, options.op, stream); }) *
+        1e3;
 
     // One more all-reduce, untimed, of a pattern whose result is known exactly.
     for (int64_t i = 0; i < count; ++i) host[i] = check_input(rank, i);
@@ -240,8 +249,8 @@ AllReduceBenchResult benchmark_all_reduce_on(const DeviceSpec& spec,
       } catch (...) {
         errors[static_cast<size_t>(rank)] = std::current_exception();
         group.finished(rank);
-        // A GPU rank's NCCL peers would wait for it until the timeout.
-        if (spec.kind == DeviceKind::kCuda) group.abort(fmt::format("rank {} failed", rank));
+        // Its peers must not wait for it until the timeout (enqueued collectives would).
+        group.abort(fmt::format("rank {} failed", rank));
       }
     });
   }

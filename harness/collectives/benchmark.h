@@ -80,6 +80,14 @@ ReduceOp parse_reduce_op(std::string_view text);
 float check_input(int rank, int64_t index);
 float check_expected(int ranks, int64_t index, ReduceOp op);
 
+// nccl-tests' timing method, one rank's part: `warmup` untimed calls of `body` (which
+// enqueues collectives of `comm` on `stream`), their end awaited, a barrier so that every
+// rank starts together, then `iters` calls timed back to back by events on `stream` (where
+// the work runs). Returns this rank's milliseconds per call; callers combine the ranks'
+// (kRankCombinePolicy). REQUIRES: the device current; iters >= 1.
+double time_collective(Communicator& comm, Device& device, Stream& stream, int warmup, int iters,
+                       const std::function<void()>& body);
+
 // One rank's part of the benchmark: every rank of `comm`'s group calls it concurrently with
 // the same options, each on its own thread. Per size: `warmup_iters` all-reduces, a barrier,
 // `iters` all-reduces timed by events on `on` (default: `device`'s default stream; where the

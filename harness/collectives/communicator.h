@@ -29,6 +29,10 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend_name() const = 0;  // "gloo", "nccl"
+  // Whether collectives on device memory are enqueued on the stream given (NCCL: they
+  // return at once and run in stream order) rather than run by the calling thread, which
+  // they block until done (Gloo). Decides how a caller overlaps them with its own work.
+  virtual bool enqueues() const { return false; }
 
   // In-place all-reduce of `count` floats of device memory, ordered after the work enqueued
   // on `stream` so far; the result is ready for work enqueued on `stream` afterwards.

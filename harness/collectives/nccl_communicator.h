@@ -113,6 +113,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override;  // the global rank
   int size() const override;  // the world size
   std::string backend_name() const override { return "nccl"; }
+  bool enqueues() const override { return true; }
   int device_index() const;
 
   // ncclAllReduce in place; kAverage is ncclAvg.

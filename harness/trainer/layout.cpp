@@ -50,4 +50,9 @@ ProcessLayout process_layout(const Cluster* cluster, int replicas_per_process, i
   return l;
 }
 
+int device_index(const ProcessLayout& l, const Cluster* cluster, const DeviceSpec& spec, int rank) {
+  if (l.processes > 1) return cluster->local_rank() * l.replicas_per_process + (rank - l.first);
+  return spec.indices[static_cast<size_t>(rank)];
+}
+
 }  // namespace scalescope

@@ -2,6 +2,8 @@
 // nodes.
 #pragma once
 
+#include "core/device_spec.h"
+
 namespace scalescope {
 
 class Cluster;
@@ -19,5 +21,11 @@ struct ProcessLayout {
 };
 // Throws Error naming the counts when `devices` does not spread evenly.
 ProcessLayout process_layout(const Cluster* cluster, int replicas_per_process, int devices);
+
+// The index of the device replica `rank` opens: its entry of `spec` in one process; across
+// processes, its place among the replicas of its node (each process opens its node's
+// devices, the processes before it on the node having the first ones).
+int device_index(const ProcessLayout& layout, const Cluster* cluster, const DeviceSpec& spec,
+                 int rank);
 
 }  // namespace scalescope

@@ -2,7 +2,7 @@
 // tests/harness/nvtx_recorder.cpp, an NVTX tool that NVTX loads from NVTX_INJECTION64_PATH
 // and that logs every domain, registered string, category, thread name, push and pop. The
 // log is read back into each thread's ranges and checked against the step structure of
-// harness/trainer/trainer.cpp and comm_worker.cpp.
+// harness/trainer (replica, reducers).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 

@@ -1,0 +1,18 @@
+#include "harness/trainer/plan.h"
+
+namespace scalescope {
+
+Plan::Plan(const TrainOptions& o)
+    : spec(parse_device_spec(o.devices)),
+      def(make_model(o.model)),
+      data(open_run_data(o.data, def, o.seed)),
+      summary(summarize(def, data.sample_shape)),
+      replicas(spec.count()),
+      batch(per_replica_batch(o, replicas)),
+      layout(process_layout(o.cluster, o.replicas_per_process, replicas)),
+      sampler(data.train->size(), batch * o.accumulation, replicas, o.seed),
+      steps(o.adaptive_warmup.enabled ? 0
+            : o.epochs > 0            ? o.epochs * sampler.steps_per_epoch()
+                                      : o.steps) {}
+
+}  // namespace scalescope

@@ -1,0 +1,80 @@
+#include "harness/trainer/reducer.h"
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "harness/trainer/stream_reducer.h"
+#include "harness/trainer/thread_reducer.h"
+#include "models/kernels.h"
+
+namespace scalescope {
+
+GradientReducer::GradientReducer(Device& device, Stream& compute, float* grads, Config config)
+    : device_(device),
+      compute_(compute),
+      grads_(grads),
+      buckets_(std::move(config.buckets)),
+      micro_batches_(config.micro_batches),
+      overlap_(config.overlap) {
+  SS_CHECK(micro_batches_ >= 1, "{} micro-batches per step", micro_batches_);
+  int64_t total = 0;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    range_text_.push_back(fmt::format("allreduce bucket {}: {} B", i, buckets_[i].bytes()));
+    total = std::max(total, buckets_[i].end);
+  }
+  if (micro_batches_ > 1) accumulated_ = Tensor(device, Shape{total});
+}
+
+GradientReducer::~GradientReducer() = default;
+
+void GradientReducer::prepare_for_backward(int64_t step, int micro_batch) {
+  SS_CHECK(micro_batch >= 0 && micro_batch < micro_batches_,
+           "micro-batch {} of a step of {} micro-batches", micro_batch, micro_batches_);
+  if (micro_batch == 0) {
+    SS_CHECK(started_ == 0 || started_ == buckets_.size(),
+             "step {} began before step {} started all its buckets", step, step_);
+    step_ = step;
+    started_ = 0;
+    begin_step();
+  }
+  micro_batch_ = micro_batch;
+}
+
+void GradientReducer::mark_layer_ready(int layer) {
+  // A bucket is complete when the backward of its lowest layer has run (of the last
+  // micro-batch: the earlier ones only accumulate).
+  if (overlap_ && micro_batch_ == micro_batches_ - 1 && started_ < buckets_.size() &&
+      layer == buckets_[started_].first_layer) {
+    start(started_++);
+  }
+}
+
+void GradientReducer::finalize_backward() {
+  if (micro_batch_ == micro_batches_ - 1) return;
+  accumulate_into(accumulated_.data(), grads_, accumulated_.numel(), micro_batch_ == 0, compute_);
+}
+
+void GradientReducer::finish_step() {
+  while (started_ < buckets_.size()) start(started_++);
+  wait_all();
+}
+
+void GradientReducer::add_accumulated(size_t index, Stream& stream) {
+  if (micro_batches_ == 1) return;
+  const Bucket& b = buckets_[index];
+  accumulate_into(grads_ + b.begin, accumulated_.data() + b.begin, b.end - b.begin,
+                  /*first=*/false, stream);
+}
+
+std::unique_ptr<GradientReducer> make_reducer(Communicator& comm, Device& device, Stream& compute,
+                                              float* grads, GradientReducer::Config config,
+                                              int64_t epoch_ns, const Event& reference,
+                                              double reference_ms, bool on_streams) {
+  if (comm.enqueues() || on_streams) {
+    return std::make_unique<StreamReducer>(comm, device, compute, grads, std::move(config),
+                                           reference, reference_ms);
+  }
+  return std::make_unique<ThreadReducer>(comm, device, compute, grads, std::move(config), epoch_ns);
+}
+
+}  // namespace scalescope

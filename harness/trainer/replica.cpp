@@ -1,0 +1,302 @@
+#include "harness/trainer/replica.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "core/backend.h"
+#include "core/check.h"
+#include "core/clock.h"
+#include "harness/collectives/benchmark.h"
+#include "harness/trainer/evaluate.h"
+#include "models/checkpoint.h"
+
+namespace scalescope {
+namespace {
+
+int64_t mb_to_bytes(double mb) {
+  return std::max<int64_t>(1, std::llround(mb * 1024 * 1024));
+}
+
+std::unique_ptr<Device> open_device(const ReplicaShared& run, int index) {
+  BackendOptions backend_options;
+  backend_options.cpu_threads = run.options.threads;
+  // The replicas that share this node's cores (all of them, in one process).
+  backend_options.cpu_devices = run.plan.layout.on_node;
+  std::unique_ptr<Device> device = backend(run.plan.spec.kind).open(index, backend_options);
+  device->make_current();
+  if (run.options.memory_limit_mb > 0.0) {
+    device->set_memory_limit(mb_to_bytes(run.options.memory_limit_mb));
+  }
+  return device;
+}
+
+// Forward and backward mark a phase each per micro-batch; input, h2d, the exposed
+// all-reduce and the optimizer one each per step.
+int phases_per_step(int micro_batches) {
+  return 4 + 2 * micro_batches;
+}
+
+// Runs across nodes: the gradients' all-reduce timed over every replica, then over this
+// node's alone; every replica learns the slowest replica's times. Overwrites the gradients
+// (unused after the last step).
+AllReduceSplit measure_allreduce_split(Communicator& global, Communicator& node, Device& device,
+                                       Model& model, const std::vector<Bucket>& buckets,
+                                       int nodes) {
+  constexpr int kRepeats = 5;
+  Stream& stream = device.comm_stream();
+  float* grads = model.grads().data();
+  const auto all_buckets = [&](Communicator& comm) {
+    return [&] {
+      for (const Bucket& b : buckets) {
+        comm.all_reduce(grads + b.begin, b.end - b.begin, ReduceOp::kAverage, stream);
+      }
+    };
+  };
+  const std::array<double, 2> mine = {
+      time_collective(global, device, stream, 1, kRepeats, all_buckets(global)),
+      time_collective(node, device, stream, 1, kRepeats, all_buckets(node))};
+  const std::vector<double> all = global.all_gather(mine);
+  AllReduceSplit s;
+  s.bytes = model.param_count() * static_cast<int64_t>(sizeof(float));
+  s.nodes = nodes;
+  s.repeats = kRepeats;
+  for (size_t i = 0; i + 1 < all.size(); i += 2) {
+    s.global_ms = std::max(s.global_ms, all[i]);
+    s.node_ms = std::max(s.node_ms, all[i + 1]);
+  }
+  return s;
+}
+
+}  // namespace
+
+Replica::Replica(ReplicaShared& run, int rank)
+    : run_(run),
+      options_(run.options),
+      rank_(rank),
+      local_(rank - run.plan.layout.first),
+      device_(
+          open_device(run, device_index(run.plan.layout, options_.cluster, run.plan.spec, rank))),
+      compute_(device_->default_stream()),
+      record_(run.results.replicas[static_cast<size_t>(rank)]) {
+  const Plan& plan = run_.plan;
+  run_.sampling.add(local_, *device_);
+  if (rank_ == 0) run_.results.group.threads_per_device = device_->threads();
+  comm_ = run_.comms.connect(rank_, *device_,
+                             device_index(plan.layout, options_.cluster, plan.spec, rank_));
+  if (run_.comms.node_gloo() != nullptr) {
+    node_comm_ = run_.comms.connect_node(rank_, *device_, *comm_);
+  }
+  model_ = std::make_unique<Model>(plan.def, plan.data.sample_shape, *device_, options_.seed);
+  optimizer_ = std::make_unique<Optimizer>(options_.optimizer, *model_);
+  if (rank_ == 0 && !options_.load.empty()) load_checkpoint(options_.load, *model_, &*optimizer_);
+  // Every replica starts from replica 0's weights (and optimizer state, when loaded).
+  comm_->broadcast(model_->weights().data(), model_->param_count(), 0, compute_);
+  if (!options_.load.empty()) {
+    for (const TensorView& s : optimizer_->state())
+      comm_->broadcast(s.data, s.numel(), 0, compute_);
+    const double steps_done = static_cast<double>(optimizer_->steps_done());
+    optimizer_->set_steps_done(static_cast<int64_t>(comm_->all_gather({&steps_done, 1}).front()));
+  }
+  comm_->synchronize(compute_, "broadcasting replica 0's weights");
+  // Device event times onto the host clock: one event recorded and waited for now gives
+  // the offset; every step's start is then that plus its event's distance from this one.
+  reference_ = device_->create_event();
+  reference_->record(compute_);
+  reference_->synchronize();
+  reference_ms_ = static_cast<double>(now_ns() - run_.epoch_ns) * 1e-6;
+
+  const int micro = options_.accumulation;
+  reducer_ = make_reducer(*comm_, *device_, compute_, model_->grads().data(),
+                          {.buckets = plan_buckets(*model_, mb_to_bytes(options_.bucket_cap_mb),
+                                                   mb_to_bytes(options_.first_bucket_mb)),
+                           .micro_batches = micro,
+                           .overlap = options_.overlap},
+                          run_.epoch_ns, *reference_, reference_ms_, run_.hooks.reduce_on_streams);
+  if (rank_ == 0) {
+    for (const Bucket& b : reducer_->buckets())
+      run_.results.group.bucket_bytes.push_back(b.bytes());
+  }
+  input_ = std::make_unique<ReplicaInput>(*device_, plan.data, options_.data, plan.sampler, rank_,
+                                          plan.batch * micro, options_.seed);
+  loss_ = Tensor(*device_, Shape{micro});
+  // Pinned, so that reading the loss back is an asynchronous copy: the step's one host wait
+  // is then the communicator's (which gives up at the timeout), not the copy's.
+  host_loss_ = HostBuffer(*device_, static_cast<size_t>(micro) * sizeof(float));
+  timer_ = std::make_unique<StepTimer>(*device_, compute_, phases_per_step(micro), *reference_,
+                                       reference_ms_);
+  host_weights_ = std::make_unique<HostWeights>(*model_);
+}
+
+Replica::~Replica() = default;
+
+PhaseTimes Replica::step(int64_t n, double lr) {
+  const nvtx::Range range(nvtx::Phase::kStep, n);
+  const Plan& plan = run_.plan;
+  const int64_t sample_floats = plan.data.sample_shape.numel();
+  const int64_t label_floats = plan.data.train->labels().width();
+  // Each micro-batch's loss is its share of the replica's step mean.
+  const float scale = 1.0f / static_cast<float>(plan.batch * options_.accumulation);
+  timer_->start();
+  const ReplicaInput::Batch batch = input_->next(*timer_, n, compute_);
+  for (int m = 0; m < options_.accumulation; ++m) {
+    {
+      const auto forward = timer_->phase(Phase::kForward, n);
+      model_->forward(batch.inputs + m * plan.batch * sample_floats, plan.batch, compute_);
+      model_->loss_forward_backward(batch.labels + m * plan.batch * label_floats, scale,
+                                    loss_.data() + m, compute_);
+    }
+    const auto backward = timer_->phase(Phase::kBackward, n);
+    reducer_->prepare_for_backward(n, m);
+    model_->backward(compute_, [this](int layer) { reducer_->mark_layer_ready(layer); });
+    reducer_->finalize_backward();
+  }
+  input_->release(compute_);
+  {
+    // What the step waits for after backward: the exposed all-reduce.
+    const auto allreduce = timer_->phase(Phase::kAllReduceExposed, n);
+    reducer_->finish_step();
+  }
+  {
+    const auto optimizer = timer_->phase(Phase::kOptimizer, n);
+    optimizer_->step(static_cast<float>(lr), compute_);
+  }
+  // The one host synchronisation of the step: reading the loss ends it.
+  device_->copy_to_host(host_loss_.data(), loss_.data(), host_loss_.bytes(), compute_);
+  timer_->end();
+  comm_->synchronize(compute_, fmt::format("step {}", n));
+  return timer_->read(reducer_->times());
+}
+
+double Replica::step_loss(int64_t n, double lr) const {
+  const std::span<const float> losses(static_cast<const float*>(host_loss_.data()),
+                                      static_cast<size_t>(options_.accumulation));
+  double loss = 0.0;
+  for (const float l : losses) loss += l;
+  SS_CHECK(std::isfinite(loss), "the loss became {} at step {} (learning rate {} too high?)", loss,
+           n, lr);
+  return loss;
+}
+
+void Replica::train() {
+  StepSchedule schedule(options_, run_.plan.steps);
+  for (int64_t n = 1; n <= schedule.last_step(); ++n) {
+    before_step(n, schedule);
+    const double lr = scheduled_lr(options_.optimizer.lr, options_.lr_scaling, run_.plan.replicas,
+                                   options_.lr_warmup_steps, n);
+    const int64_t allocations = device_->device_allocations();
+    const PhaseTimes phases = step(n, lr);
+    if (schedule.measured(n) > 0) {
+      record_.measured_allocations += device_->device_allocations() - allocations;
+    }
+    record(n, phases, step_loss(n, lr), lr);
+    if (schedule.deciding()) {
+      // Every replica sees the same group step times and so reaches the same decision.
+      const std::vector<double> all = comm_->all_gather({&phases.step_ms, 1});
+      schedule.observe(n, *std::max_element(all.begin(), all.end()));
+    }
+    after_step(n, schedule);
+  }
+  finish(schedule);
+}
+
+void Replica::before_step(int64_t n, const StepSchedule& schedule) {
+  const int64_t measured = schedule.measured(n);
+  if (measured == 1) {
+    // Every local replica has named its device. Starting the sampler may take a while: the
+    // others wait for it here, outside the step, rather than inside their first measured
+    // all-reduce.
+    if (local_ == 0) run_.sampling.start();
+    comm_->barrier();
+  }
+  // Closed here, before this step's range opens: NVTX ranges of a thread are a stack.
+  if (profile_range_ && measured == options_.profile_last + 1) {
+    profile_range_.reset();
+    if (rank_ == 0) device_->stop_profiler();
+  }
+  if (options_.profile_first > 0 && measured == options_.profile_first) {
+    if (rank_ == 0) device_->start_profiler();
+    profile_range_.emplace(nvtx::Phase::kProfile, n);
+  }
+}
+
+void Replica::record(int64_t n, const PhaseTimes& phases, double loss, double lr) {
+  record_.phases.push_back(phases);
+  record_.losses.push_back(loss);
+  if (rank_ != 0) return;
+  GroupRecord& group = run_.results.group;
+  group.bucket_ms.push_back(reducer_->times().bucket_ms);
+  group.lrs.push_back(lr);
+  if (run_.hooks.on_step) {
+    run_.hooks.on_step(StepRecord{n, loss, phases.step_ms, phases.input_ms + phases.h2d_ms});
+  }
+}
+
+void Replica::after_step(int64_t n, const StepSchedule& schedule) {
+  const bool last = n == schedule.last_step();
+  if (last && local_ == 0) run_.sampling.stop();
+  if (run_.hooks.after_step) {
+    // Fault injection (tests), on a host copy of the weights.
+    const std::span<float> weights = host_weights_->read(*comm_, compute_, "staging the weights");
+    run_.hooks.after_step(rank_, n, weights);
+    host_weights_->write_back(*comm_, compute_);
+  }
+  if (last || (options_.check_every > 0 && n % options_.check_every == 0)) {
+    check_consistency(
+        *comm_,
+        host_weights_->read(*comm_, compute_, fmt::format("the weight check after step {}", n)), n);
+    if (rank_ == 0) ++run_.results.group.consistency_checks;
+  }
+  const int64_t steps_per_epoch = run_.plan.sampler.steps_per_epoch();
+  if (n % steps_per_epoch == 0) evaluate(n / steps_per_epoch, n);
+}
+
+void Replica::evaluate(int64_t epoch, int64_t step) {
+  if (!options_.eval) return;
+  // Data-parallel too: each replica evaluates its shard and the sums are gathered, so no
+  // replica idles at a barrier (under the collective timeout) while another evaluates.
+  const Plan& plan = run_.plan;
+  const EvalSums mine = evaluate_shard(*model_, *plan.data.eval, plan.data.eval_transforms,
+                                       plan.batch, options_.seed, rank_, plan.replicas);
+  const std::array<double, 3> sums = {mine.loss, mine.correct, static_cast<double>(mine.samples)};
+  const std::vector<double> all = comm_->all_gather(sums);
+  EvalSums total;
+  for (size_t i = 0; i + 2 < all.size(); i += 3) {
+    total.loss += all[i];
+    total.correct += all[i + 1];
+    total.samples += static_cast<int64_t>(all[i + 2]);
+  }
+  if (rank_ != 0) return;
+  const EvalResult r = total.result();
+  run_.results.group.evals.push_back(EvalRecord{epoch, step, r.loss, r.accuracy});
+  if (run_.hooks.on_eval) run_.hooks.on_eval(run_.results.group.evals.back());
+}
+
+void Replica::finish(const StepSchedule& schedule) {
+  if (profile_range_) {
+    profile_range_.reset();
+    if (rank_ == 0) device_->stop_profiler();
+  }
+  if (node_comm_) {
+    comm_->synchronize(compute_, "the last step");
+    const AllReduceSplit split = measure_allreduce_split(
+        *comm_, *node_comm_, *device_, *model_, reducer_->buckets(), run_.plan.layout.nodes);
+    if (rank_ == 0) run_.results.group.allreduce_split = split;
+  }
+  // A final evaluation when training stopped inside an epoch.
+  const int64_t last = schedule.last_step();
+  const int64_t steps_per_epoch = run_.plan.sampler.steps_per_epoch();
+  if (last % steps_per_epoch != 0) evaluate(last / steps_per_epoch + 1, last);
+  if (rank_ == 0 && !options_.save.empty()) save_checkpoint(options_.save, *model_, &*optimizer_);
+  record_.peak_memory_bytes = device_->peak_memory();
+  if (rank_ == 0) {
+    GroupRecord& group = run_.results.group;
+    group.steps = last;
+    group.warmup_steps = schedule.warmup_steps();
+    group.warmup_settled = schedule.settled();
+  }
+}
+
+}  // namespace scalescope

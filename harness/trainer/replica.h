@@ -1,0 +1,91 @@
+// One replica of a mirrored run: a device (one thread drives it), its copy of the model and
+// optimizer state, its shard of the input, its gradient reducer, and the timer of its steps.
+// The constructor does the setup (the device, the communicators, replica 0's weights
+// broadcast to all); train() runs every step and evaluation and records them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "core/buffer.h"
+#include "core/nvtx.h"
+#include "harness/collectives/replica_comms.h"
+#include "harness/telemetry/utilization.h"
+#include "harness/trainer/consistency.h"
+#include "harness/trainer/plan.h"
+#include "harness/trainer/reducer.h"
+#include "harness/trainer/replica_input.h"
+#include "harness/trainer/results.h"
+#include "harness/trainer/step_schedule.h"
+#include "harness/trainer/step_timer.h"
+#include "models/model.h"
+#include "models/optimizer.h"
+
+namespace scalescope {
+
+// What the replicas of this process share: read-only inputs, and results each replica
+// writes its own part of (the group's part: replica 0 alone).
+struct ReplicaShared {
+  const TrainOptions& options;
+  const TrainHooks& hooks;
+  const Plan& plan;
+  ReplicaComms& comms;
+  int64_t epoch_ns;  // when the run began (core/clock.h): timelines count from here
+  UtilizationSampling& sampling;
+  RunResults& results;
+};
+
+class Replica {
+ public:
+  // Opens the device of replica `rank` and makes it current on the calling thread (which
+  // runs this replica from now on), connects its communicators, builds its model (replica
+  // 0's weights, and optimizer state when loaded, broadcast to all) and its input.
+  // Throws Error on failure.
+  Replica(ReplicaShared& run, int rank);
+  ~Replica();
+  Replica(const Replica&) = delete;
+  Replica& operator=(const Replica&) = delete;
+
+  // Every step, with the checks and evaluations between them; then what follows the last
+  // step (the all-reduce split across nodes, the last evaluation, the checkpoint).
+  void train();
+
+ private:
+  // One step: input → copy → forward → backward → all-reduce → optimizer, timed by phase.
+  // Ends with the step's one host wait.
+  PhaseTimes step(int64_t n, double lr);
+  // The step's loss: the mean over this replica's samples (after step() returned).
+  double step_loss(int64_t n, double lr) const;
+  // What happens between steps, outside their timing.
+  void before_step(int64_t n, const StepSchedule& schedule);
+  void after_step(int64_t n, const StepSchedule& schedule);
+  void record(int64_t n, const PhaseTimes& phases, double loss, double lr);
+  void evaluate(int64_t epoch, int64_t step);
+  void finish(const StepSchedule& schedule);
+
+  ReplicaShared& run_;
+  const TrainOptions& options_;
+  int rank_;
+  int local_;  // among this process's replicas
+  std::unique_ptr<Device> device_;
+  Stream& compute_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Communicator> node_comm_;  // runs across nodes
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<Event> reference_;  // device time to host time, recorded once
+  double reference_ms_ = 0.0;
+  std::unique_ptr<GradientReducer> reducer_;
+  std::unique_ptr<ReplicaInput> input_;
+  Tensor loss_;           // per micro-batch
+  HostBuffer host_loss_;  // where the loss is read back asynchronously
+  std::unique_ptr<StepTimer> timer_;
+  std::unique_ptr<HostWeights> host_weights_;
+  ReplicaRecord& record_;
+  // Open while the profiled steps run (a range spans them on this thread).
+  std::optional<nvtx::Range> profile_range_;
+};
+
+}  // namespace scalescope

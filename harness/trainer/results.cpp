@@ -1,0 +1,243 @@
+#include "harness/trainer/results.h"
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "harness/collectives/cluster.h"
+#include "reports/json_reader.h"
+
+namespace scalescope {
+namespace {
+
+// TEMPORARY named records until reports/phases.h provides them.
+nlohmann::json phase_record(const PhaseTimes& p) {
+  nlohmann::json buckets = nlohmann::json::array();
+  for (const PhaseTimes::Interval& b : p.buckets) buckets.push_back({b.start_ms, b.ms});
+  return {{"input_ms", p.input_ms},         {"h2d_ms", p.h2d_ms},
+          {"forward_ms", p.forward_ms},     {"backward_ms", p.backward_ms},
+          {"allreduce_ms", p.allreduce_ms}, {"allreduce_exposed_ms", p.allreduce_exposed_ms},
+          {"optimizer_ms", p.optimizer_ms}, {"step_ms", p.step_ms},
+          {"start_ms", p.start_ms},         {"buckets", buckets}};
+}
+
+PhaseTimes read_phase_record(const JsonReader& r) {
+  PhaseTimes p;
+  p.input_ms = r.number("input_ms");
+  p.h2d_ms = r.number("h2d_ms");
+  p.forward_ms = r.number("forward_ms");
+  p.backward_ms = r.number("backward_ms");
+  p.allreduce_ms = r.number("allreduce_ms");
+  p.allreduce_exposed_ms = r.number("allreduce_exposed_ms");
+  p.optimizer_ms = r.number("optimizer_ms");
+  p.step_ms = r.number("step_ms");
+  p.start_ms = r.number("start_ms");
+  for (const nlohmann::json& b : r.array("buckets")) {
+    p.buckets.push_back({b.at(0).get<double>(), b.at(1).get<double>()});
+  }
+  return p;
+}
+
+nlohmann::json replica_json(const ReplicaRecord& r, int rank) {
+  nlohmann::json phases = nlohmann::json::array();
+  for (const PhaseTimes& p : r.phases) phases.push_back(phase_record(p));
+  return {{"rank", rank},
+          {"phases", std::move(phases)},
+          {"losses", r.losses},
+          {"peak_memory_bytes", r.peak_memory_bytes},
+          {"measured_device_allocations", r.measured_allocations}};
+}
+
+void read_replica(RunResults& results, const JsonReader& r) {
+  const int rank = r.int32("rank");
+  SS_CHECK(rank >= 0 && static_cast<size_t>(rank) < results.replicas.size(),
+           "{} holds the records of replica {} of {}", r.name("rank"), rank,
+           results.replicas.size());
+  ReplicaRecord& record = results.replicas[static_cast<size_t>(rank)];
+  record.phases.clear();
+  const nlohmann::json& phases = r.array("phases");
+  for (size_t i = 0; i < phases.size(); ++i) {
+    record.phases.push_back(read_phase_record(r.element("phases", i)));
+  }
+  record.losses = r.numbers("losses");
+  record.peak_memory_bytes = r.int64("peak_memory_bytes");
+  record.measured_allocations = r.int64("measured_device_allocations");
+}
+
+nlohmann::json group_json(const GroupRecord& g) {
+  nlohmann::json evals = nlohmann::json::array();
+  for (const EvalRecord& e : g.evals) {
+    evals.push_back(
+        {{"epoch", e.epoch}, {"step", e.step}, {"loss", e.loss}, {"accuracy", e.accuracy}});
+  }
+  return {{"steps", g.steps},
+          {"warmup_steps", g.warmup_steps},
+          {"warmup_settled", g.warmup_settled},
+          {"bucket_ms", g.bucket_ms},
+          {"bucket_bytes", g.bucket_bytes},
+          {"evals", std::move(evals)},
+          {"lrs", g.lrs},
+          {"consistency_checks", g.consistency_checks},
+          {"allreduce_split", g.allreduce_split ? to_json(*g.allreduce_split) : nullptr},
+          {"threads_per_device", g.threads_per_device}};
+}
+
+GroupRecord read_group(const JsonReader& r) {
+  GroupRecord g;
+  g.steps = r.int64("steps");
+  g.warmup_steps = r.int64("warmup_steps");
+  g.warmup_settled = r.boolean("warmup_settled");
+  for (const nlohmann::json& step : r.array("bucket_ms")) {
+    g.bucket_ms.push_back(step.get<std::vector<double>>());
+  }
+  g.bucket_bytes = r.int64s("bucket_bytes");
+  const nlohmann::json& evals = r.array("evals");
+  for (size_t i = 0; i < evals.size(); ++i) {
+    const JsonReader e = r.element("evals", i);
+    g.evals.push_back({e.int64("epoch"), e.int64("step"), e.number("loss"), e.number("accuracy")});
+  }
+  g.lrs = r.numbers("lrs");
+  g.consistency_checks = r.int64("consistency_checks");
+  if (!r.at("allreduce_split").is_null()) {
+    g.allreduce_split = split_from_json(r.object("allreduce_split"));
+  }
+  g.threads_per_device = r.int32("threads_per_device");
+  return g;
+}
+
+nlohmann::json gpu_json(const GpuUtilization& u) {
+  return {{"pci_bus_id", u.pci_bus_id},
+          {"samples", u.samples},
+          {"failed_samples", u.failed_samples},
+          {"mean_gpu_util_percent", u.mean_gpu_util_percent},
+          {"max_gpu_util_percent", u.max_gpu_util_percent},
+          {"mean_memory_util_percent", u.mean_memory_util_percent},
+          {"max_memory_used_bytes", u.max_memory_used_bytes},
+          {"error", u.error}};
+}
+
+GpuUtilization read_gpu(const JsonReader& r, const std::string& host) {
+  return {.host = host,
+          .pci_bus_id = r.string("pci_bus_id"),
+          .samples = r.int64("samples"),
+          .failed_samples = r.int64("failed_samples"),
+          .mean_gpu_util_percent = r.number("mean_gpu_util_percent"),
+          .max_gpu_util_percent = r.number("max_gpu_util_percent"),
+          .mean_memory_util_percent = r.number("mean_memory_util_percent"),
+          .max_memory_used_bytes = r.int64("max_memory_used_bytes"),
+          .error = r.string("error")};
+}
+
+}  // namespace
+
+nlohmann::json results_to_json(const RunResults& results, int first, int local, bool with_group) {
+  nlohmann::json replicas = nlohmann::json::array();
+  for (int rank = first; rank < first + local; ++rank) {
+    replicas.push_back(replica_json(results.replicas[static_cast<size_t>(rank)], rank));
+  }
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const GpuUtilization& u : results.gpu_utilization) gpus.push_back(gpu_json(u));
+  nlohmann::json m = {{"replicas", std::move(replicas)}, {"gpu_utilization", std::move(gpus)}};
+  if (with_group) m["group"] = group_json(results.group);
+  return m;
+}
+
+void add_results(RunResults& results, const nlohmann::json& message, const std::string& host,
+                 const std::string& what) {
+  const JsonReader r(message, what);
+  const nlohmann::json& replicas = r.array("replicas");
+  for (size_t i = 0; i < replicas.size(); ++i) read_replica(results, r.element("replicas", i));
+  const nlohmann::json& gpus = r.array("gpu_utilization");
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    results.gpu_utilization.push_back(read_gpu(r.element("gpu_utilization", i), host));
+  }
+  if (r.has("group")) results.group = read_group(r.object("group"));
+}
+
+namespace {
+
+// The step records of the run, every replica's phases side by side.
+std::vector<StepRecord> step_records(const RunResults& results) {
+  const GroupRecord& g = results.group;
+  std::vector<StepRecord> steps;
+  for (int64_t i = 0; i < g.steps; ++i) {
+    const auto step = static_cast<size_t>(i);
+    StepRecord r;
+    r.step = i + 1;
+    r.lr = g.lrs[step];
+    r.bucket_ms = g.bucket_ms[step];
+    double loss = 0.0;
+    for (size_t rank = 0; rank < results.replicas.size(); ++rank) {
+      const ReplicaRecord& replica = results.replicas[rank];
+      SS_CHECK(static_cast<int64_t>(replica.phases.size()) == g.steps &&
+                   static_cast<int64_t>(replica.losses.size()) == g.steps,
+               "replica {} recorded {} of the run's {} steps", rank, replica.phases.size(),
+               g.steps);
+      r.replicas.push_back(replica.phases[step]);
+      loss += replica.losses[step];
+    }
+    // Equal shards: the mean of the replicas' means is the global mean.
+    r.loss = loss / static_cast<double>(results.replicas.size());
+    const PhaseTimes* slowest = &r.replicas.front();
+    for (const PhaseTimes& p : r.replicas) {
+      if (p.step_ms > slowest->step_ms) slowest = &p;
+    }
+    r.step_ms = slowest->step_ms;
+    r.input_ms = slowest->input_ms + slowest->h2d_ms;
+    steps.push_back(std::move(r));
+  }
+  return steps;
+}
+
+std::optional<ClusterInfo> cluster_info(const Plan& plan, const Cluster* cluster) {
+  if (plan.layout.processes == 1 || cluster == nullptr) return std::nullopt;
+  ClusterInfo c;
+  c.processes = plan.layout.processes;
+  c.replicas_per_process = plan.layout.replicas_per_process;
+  for (const ClusterMember& m : cluster->members()) {
+    if (m.rank < c.processes) c.members.push_back(m);
+  }
+  for (const ClusterMember& m : c.members) c.nodes = std::max(c.nodes, m.node + 1);
+  return c;
+}
+
+}  // namespace
+
+RunReport assemble_report(const TrainOptions& o, const Plan& plan, RunResults& results,
+                          const Cluster* cluster) {
+  const GroupRecord& g = results.group;
+  RunReport report;
+  report.command_line = o.command_line;
+  report.model = plan.def.name;
+  report.params = plan.summary.params;
+  report.forward_flops_per_sample = plan.summary.forward_flops;
+  report.input_shape = plan.data.sample_shape.to_string();
+  report.devices = to_string(plan.spec);
+  report.threads_per_device = g.threads_per_device;
+  report.replicas = plan.replicas;
+  report.batch = plan.batch;
+  report.accumulation = o.accumulation;
+  report.optimizer = to_string(o.optimizer.kind);
+  report.lr = o.optimizer.lr;
+  report.lr_scaling = to_string(o.lr_scaling);
+  report.lr_warmup_steps = o.lr_warmup_steps;
+  report.seed = o.seed;
+  report.data = plan.data.train->describe();
+  report.overlap = o.overlap;
+  report.bucket_bytes = g.bucket_bytes;
+  report.consistency_checks = g.consistency_checks;
+  report.warmup_steps = g.warmup_steps;
+  report.warmup_settled = g.warmup_settled;
+  for (const ReplicaRecord& r : results.replicas) {
+    report.peak_memory_bytes.push_back(r.peak_memory_bytes);
+    report.measured_device_allocations.push_back(r.measured_allocations);
+  }
+  report.allreduce_split = g.allreduce_split;
+  if (plan.spec.kind == DeviceKind::kCuda) report.tf32 = o.tf32;
+  report.evals = g.evals;
+  report.cluster = cluster_info(plan, cluster);
+  report.steps = step_records(results);
+  report.gpu_utilization = std::move(results.gpu_utilization);
+  return report;
+}
+
+}  // namespace scalescope

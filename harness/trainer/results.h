@@ -1,0 +1,60 @@
+// What a run's replicas record, gathered from every process of the run, and the run's report
+// assembled from it. Results cross processes as the run report's own named records.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/trainer/plan.h"
+#include "reports/run_report.h"
+
+namespace scalescope {
+
+class Cluster;
+
+// One replica's record, written by its own thread only.
+struct ReplicaRecord {
+  std::vector<PhaseTimes> phases;  // per step
+  std::vector<double> losses;      // per step: the replica's mean loss
+  int64_t peak_memory_bytes = 0;
+  int64_t measured_allocations = 0;  // device allocations during the measured steps
+};
+
+// What replica 0 alone keeps for the whole group.
+struct GroupRecord {
+  int64_t steps = 0;
+  int64_t warmup_steps = 0;
+  bool warmup_settled = true;
+  std::vector<std::vector<double>> bucket_ms;  // [step][bucket]
+  std::vector<int64_t> bucket_bytes;
+  std::vector<EvalRecord> evals;
+  std::vector<double> lrs;  // per step
+  int64_t consistency_checks = 0;
+  std::optional<AllReduceSplit> allreduce_split;  // runs across nodes
+  int threads_per_device = 0;
+};
+
+struct RunResults {
+  explicit RunResults(int replicas) : replicas(static_cast<size_t>(replicas)) {}
+  std::vector<ReplicaRecord> replicas;  // [rank], of the whole run
+  GroupRecord group;
+  std::vector<GpuUtilization> gpu_utilization;  // every process's sampled GPUs
+};
+
+// The records of replicas [first, first + local), the group's when `with_group`, and this
+// process's GPU utilisation, for the other processes.
+nlohmann::json results_to_json(const RunResults& results, int first, int local, bool with_group);
+// Adds what results_to_json wrote in the process on `host`. Strict: throws Error naming a
+// key that is missing or mistyped (`what` names the sender).
+void add_results(RunResults& results, const nlohmann::json& message, const std::string& host,
+                 const std::string& what);
+
+// The run's report. Throws Error when a replica recorded fewer steps than the run had.
+RunReport assemble_report(const TrainOptions& options, const Plan& plan, RunResults& results,
+                          const Cluster* cluster);
+
+}  // namespace scalescope

@@ -1,0 +1,50 @@
+#include "harness/trainer/step_timer.h"
+
+#include "core/check.h"
+
+namespace scalescope {
+
+StepTimer::StepTimer(Device& device, Stream& stream, int max_phases, const Event& reference,
+                     double reference_ms)
+    : stream_(stream),
+      reference_(reference),
+      reference_ms_(reference_ms),
+      start_(device.create_event()),
+      end_(device.create_event()) {
+  marks_.resize(static_cast<size_t>(max_phases));
+  for (Mark& m : marks_) m.event = device.create_event();
+}
+
+void StepTimer::start() {
+  used_ = 0;
+  start_->record(stream_);
+}
+
+void StepTimer::end_phase(Phase phase) {
+  SS_CHECK(used_ < marks_.size(), "a step ended more than its {} phases", marks_.size());
+  Mark& m = marks_[used_++];
+  m.phase = phase;
+  m.event->record(stream_);
+}
+
+void StepTimer::end() {
+  end_->record(stream_);
+}
+
+PhaseTimes StepTimer::read(const ReduceTimes& reduced) const {
+  PhaseTimes p;
+  const Event* previous = start_.get();
+  for (size_t i = 0; i < used_; ++i) {
+    at(p, marks_[i].phase) += marks_[i].event->elapsed_ms_since(*previous);
+    previous = marks_[i].event.get();
+  }
+  at(p, Phase::kAllReduce) = reduced.total_ms;
+  p.step_ms = end_->elapsed_ms_since(*start_);
+  p.start_ms = reference_ms_ + start_->elapsed_ms_since(reference_);
+  for (size_t b = 0; b < reduced.bucket_ms.size(); ++b) {
+    p.buckets.push_back({reduced.start_ms[b], reduced.bucket_ms[b]});
+  }
+  return p;
+}
+
+}  // namespace scalescope

@@ -1,0 +1,75 @@
+// The phases of a replica's step, timed where the work runs: an event recorded on the
+// compute stream at every phase boundary, read once the step has ended (the clock on CPU
+// devices, CUDA events on GPUs; never a host clock around an asynchronous launch). A phase's
+// time is the distance from the previous boundary, so the exposed phases add up to the
+// step's time by construction; phases that repeat (forward and backward, once per
+// micro-batch) add up.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <vector>
+
+#include "core/device.h"
+#include "core/nvtx.h"
+#include "harness/trainer/phase_shim.h"
+#include "harness/trainer/reducer.h"
+
+namespace scalescope {
+
+class StepTimer {
+ public:
+  // At most `max_phases` phase ends per step. `reference`: an event recorded on `stream` and
+  // already reached at `reference_ms` (ms since the run began), which puts the steps' start
+  // times on the run's host clock.
+  // REQUIRES: `stream` belongs to `device`.
+  StepTimer(Device& device, Stream& stream, int max_phases, const Event& reference,
+            double reference_ms);
+
+  // While in scope, the work enqueued on the stream belongs to the phase, and an NVTX range
+  // of the phase is open on the calling thread. Cannot be copied or heap-allocated.
+  class Scope {
+   public:
+    Scope(StepTimer& timer, Phase phase, int64_t step)
+        : timer_(timer), phase_(phase), range_(phase_def(phase).nvtx, step) {}
+    // Records the phase's end (not while an exception unwinds the step: it is lost anyway).
+    ~Scope() {
+      if (std::uncaught_exceptions() == 0) timer_.end_phase(phase_);
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    void* operator new(std::size_t) = delete;
+
+   private:
+    StepTimer& timer_;
+    Phase phase_;
+    nvtx::Range range_;
+  };
+
+  // Starts a step: its first phase begins with the work enqueued from now.
+  void start();
+  [[nodiscard]] Scope phase(Phase phase, int64_t step) { return Scope(*this, phase, step); }
+  // The step's end, after its last work (the read-back that ends it).
+  void end();
+  // The step's phases; the total all-reduce time and the buckets come from `reduced`.
+  // REQUIRES: the step's end has been reached (the caller synchronised).
+  PhaseTimes read(const ReduceTimes& reduced) const;
+
+ private:
+  void end_phase(Phase phase);
+
+  Stream& stream_;
+  const Event& reference_;
+  double reference_ms_;
+  std::unique_ptr<Event> start_;
+  std::unique_ptr<Event> end_;
+  struct Mark {
+    Phase phase = Phase::kInput;
+    std::unique_ptr<Event> event;
+  };
+  std::vector<Mark> marks_;  // created once, reused every step
+  size_t used_ = 0;          // marks recorded in this step
+};
+
+}  // namespace scalescope

@@ -1,0 +1,102 @@
+#include "harness/trainer/thread_reducer.h"
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/nvtx.h"
+
+namespace scalescope {
+
+ThreadReducer::ThreadReducer(Communicator& comm, Device& device, Stream& compute, float* grads,
+                             Config config, int64_t epoch_ns)
+    : GradientReducer(device, compute, grads, std::move(config)), comm_(comm), epoch_ns_(epoch_ns) {
+  times_.bucket_ms.assign(buckets().size(), 0.0);
+  times_.start_ms.assign(buckets().size(), 0.0);
+  if (comm_.size() > 1) thread_ = std::thread([this] { run(); });
+}
+
+ThreadReducer::~ThreadReducer() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void ThreadReducer::begin_step() {
+  std::lock_guard lock(mutex_);
+  submitted_ = 0;
+  done_ = 0;
+  times_.total_ms = 0.0;
+}
+
+void ThreadReducer::start(size_t index) {
+  {
+    std::lock_guard lock(mutex_);
+    SS_CHECK(index == submitted_, "bucket {} started out of order (next is {})", index, submitted_);
+    ++submitted_;
+  }
+  if (!thread_.joinable()) {
+    reduce(index);
+    return;
+  }
+  cv_.notify_all();
+}
+
+void ThreadReducer::reduce(size_t index) {
+  const Bucket& b = buckets()[index];
+  const int64_t start = now_ns();
+  {
+    // The step as payload, the bucket and its size in the text: the timeline shows which
+    // buckets of which step ran how long.
+    nvtx::Range range(nvtx::Phase::kAllReduce, step(), range_text(index).c_str());
+    // The earlier micro-batches' gradients join the last one's here, on this thread, so
+    // backward never waits for the addition.
+    add_accumulated(index, compute());
+    comm_.all_reduce(bucket_data(index), b.end - b.begin, ReduceOp::kAverage, compute());
+  }  // the range closes before the step can see the bucket done
+  const double ms = static_cast<double>(now_ns() - start) * 1e-6;
+  std::lock_guard lock(mutex_);
+  times_.total_ms += ms;
+  times_.bucket_ms[index] = ms;
+  times_.start_ms[index] = static_cast<double>(start - epoch_ns_) * 1e-6;
+  ++done_;
+}
+
+void ThreadReducer::wait_all() {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return done_ == buckets().size() || error_ != nullptr; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+void ThreadReducer::run() {
+  set_thread_rank(comm_.rank());
+  nvtx::name_current_thread(fmt::format("scalescope comm {}", comm_.rank()).c_str());
+  // Work this thread runs on the device (the accumulated gradients' addition) uses the
+  // device's settings, as the replica's own thread does.
+  device().make_current();
+  while (true) {
+    size_t index = 0;
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return stop_ || done_ < submitted_; });
+      if (stop_) return;
+      index = done_;
+    }
+    try {
+      reduce(index);
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      error_ = std::current_exception();
+      cv_.notify_all();
+      return;
+    }
+    cv_.notify_all();
+  }
+}
+
+}  // namespace scalescope
