@@ -1,5 +1,7 @@
 #include "harness/trainer/step_timer.h"
 
+#include <utility>
+
 #include "core/check.h"
 
 namespace scalescope {
@@ -20,14 +22,22 @@ void StepTimer::start() {
   start_->record(stream_);
 }
 
-void StepTimer::end_phase(Phase phase) {
-  SS_CHECK(used_ < marks_.size(), "a step ended more than its {} phases", marks_.size());
+void StepTimer::check_room() const {
+  SS_CHECK(used_ < marks_.size(), "a step has more than the {} phases planned", marks_.size());
+}
+
+void StepTimer::end_phase(Phase phase) noexcept {
   Mark& m = marks_[used_++];
   m.phase = phase;
-  m.event->record(stream_);
+  try {
+    m.event->record(stream_);
+  } catch (...) {
+    if (!error_) error_ = std::current_exception();
+  }
 }
 
 void StepTimer::end() {
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   end_->record(stream_);
 }
 

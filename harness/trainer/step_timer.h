@@ -49,15 +49,22 @@ class StepTimer {
 
   // Starts a step: its first phase begins with the work enqueued from now.
   void start();
-  [[nodiscard]] Scope phase(Phase phase, int64_t step) { return Scope(*this, phase, step); }
-  // The step's end, after its last work (the read-back that ends it).
+  // Throws Error when the step already has its most phases.
+  [[nodiscard]] Scope phase(Phase phase, int64_t step) {
+    check_room();
+    return Scope(*this, phase, step);
+  }
+  // The step's end, after its last work (the read-back that ends it). Throws what recording
+  // a phase's end failed with, if anything did.
   void end();
   // The step's phases; the total all-reduce time and the buckets come from `reduced`.
   // REQUIRES: the step's end has been reached (the caller synchronised).
   PhaseTimes read(const ReduceTimes& reduced) const;
 
  private:
-  void end_phase(Phase phase);
+  void check_room() const;
+  // Never throws (a scope's destructor calls it): a failure waits for end().
+  void end_phase(Phase phase) noexcept;
 
   Stream& stream_;
   const Event& reference_;
@@ -68,8 +75,9 @@ class StepTimer {
     Phase phase = Phase::kInput;
     std::unique_ptr<Event> event;
   };
-  std::vector<Mark> marks_;  // created once, reused every step
-  size_t used_ = 0;          // marks recorded in this step
+  std::vector<Mark> marks_;   // created once, reused every step
+  size_t used_ = 0;           // marks recorded in this step
+  std::exception_ptr error_;  // from recording a phase's end, thrown by end()
 };
 
 }  // namespace scalescope

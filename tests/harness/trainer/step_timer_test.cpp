@@ -1,0 +1,93 @@
+// The step timer on a CPU device, whose events read the clock when recorded.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+
+#include "core/cpu/cpu_device.h"
+#include "core/error.h"
+#include "harness/trainer/step_timer.h"
+
+namespace scalescope {
+namespace {
+
+void busy_for(std::chrono::microseconds d) {
+  const auto end = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+
+TEST(StepTimer, PhasesAddUpToTheStepAndRepeatedOnesAccumulate) {
+  CpuDevice device(0, 1);
+  Stream& stream = device.default_stream();
+  const std::unique_ptr<Event> reference = device.create_event();
+  reference->record(stream);
+  StepTimer timer(device, stream, 6, *reference, 100.0);
+  for (int step = 1; step <= 2; ++step) {
+    timer.start();
+    {
+      const auto p = timer.phase(Phase::kInput, step);
+      busy_for(std::chrono::microseconds(300));
+    }
+    { const auto p = timer.phase(Phase::kH2D, step); }
+    for (int m = 0; m < 2; ++m) {
+      {
+        const auto p = timer.phase(Phase::kForward, step);
+        busy_for(std::chrono::microseconds(500));
+      }
+      const auto p = timer.phase(Phase::kBackward, step);
+      busy_for(std::chrono::microseconds(200));
+    }
+    timer.end();
+    ReduceTimes reduced;
+    reduced.total_ms = 7.0;
+    reduced.bucket_ms = {3.0, 4.0};
+    reduced.start_ms = {1.0, 2.0};
+    PhaseTimes p = timer.read(reduced);
+    // Each phase is at least the time spent inside it; the two forwards add up.
+    EXPECT_GE(at(p, Phase::kInput), 0.3);
+    EXPECT_GE(at(p, Phase::kForward), 1.0);
+    EXPECT_GE(at(p, Phase::kBackward), 0.4);
+    EXPECT_EQ(at(p, Phase::kAllReduce), 7.0);  // the reducer's, not a mark
+    EXPECT_NEAR(p.exposed_sum_ms(), p.step_ms, 1e-3);
+    EXPECT_GE(p.start_ms, 100.0);
+    ASSERT_EQ(p.buckets.size(), 2u);
+    EXPECT_EQ(p.buckets[1].start_ms, 2.0);
+    EXPECT_EQ(p.buckets[1].ms, 4.0);
+  }
+}
+
+TEST(StepTimer, MorePhasesThanPlannedIsAnError) {
+  CpuDevice device(0, 1);
+  Stream& stream = device.default_stream();
+  const std::unique_ptr<Event> reference = device.create_event();
+  reference->record(stream);
+  StepTimer timer(device, stream, 1, *reference, 0.0);
+  timer.start();
+  { const auto p = timer.phase(Phase::kInput, 1); }
+  EXPECT_THROW({ const auto p = timer.phase(Phase::kH2D, 1); }, Error);
+}
+
+TEST(StepTimer, APhaseLeftByAnExceptionRecordsNothing) {
+  CpuDevice device(0, 1);
+  Stream& stream = device.default_stream();
+  const std::unique_ptr<Event> reference = device.create_event();
+  reference->record(stream);
+  StepTimer timer(device, stream, 1, *reference, 0.0);
+  timer.start();
+  EXPECT_THROW(
+      {
+        const auto p = timer.phase(Phase::kInput, 1);
+        throw std::runtime_error("failed");
+      },
+      std::runtime_error);
+  // The one mark is still free.
+  { const auto p = timer.phase(Phase::kH2D, 1); }
+  timer.end();
+  PhaseTimes p = timer.read({});
+  EXPECT_GE(at(p, Phase::kH2D), 0.0);
+}
+
+}  // namespace
+}  // namespace scalescope
