@@ -21,7 +21,15 @@ std::vector<std::unique_ptr<Backend>> make_backends() {
 }  // namespace
 
 const char* to_string(DeviceKind kind) {
-  return kind == DeviceKind::kCpu ? "cpu" : "cuda";
+  switch (kind) {
+    case DeviceKind::kCpu:
+      return "cpu";
+    case DeviceKind::kCuda:
+      return "cuda";
+    case DeviceKind::kSim:
+      return "sim";
+  }
+  return "?";
 }
 
 std::string to_string(const DeviceId& id) {

@@ -15,7 +15,8 @@
 
 namespace scalescope {
 
-enum class DeviceKind { kCpu, kCuda };
+// kSim: the simulated accelerator (core/sim), a GPU-like device that computes on the CPU.
+enum class DeviceKind { kCpu, kCuda, kSim };
 
 const char* to_string(DeviceKind kind);
 
@@ -38,6 +39,9 @@ class Stream {
   virtual Device& device() const = 0;
   // Blocks the host until everything enqueued so far has finished.
   virtual void synchronize() = 0;
+  // Whether everything enqueued so far has finished; never blocks. A failure of the work is
+  // left for synchronize() to report (idle() is then true).
+  virtual bool idle() const = 0;
 
  protected:
   Stream() = default;
@@ -56,6 +60,9 @@ class Event {
   virtual void wait_on(Stream& stream) const = 0;
   // Blocks the host until the recorded point has been reached.
   virtual void synchronize() const = 0;
+  // Whether the recorded point has been reached (true for an event never recorded); never
+  // blocks. A failure of the work before it counts as not reached.
+  virtual bool query() const = 0;
   // Milliseconds from `start` to this event. REQUIRES: both recorded (and, on CUDA, reached:
   // the caller synchronizes once per step, never per phase) on the same device.
   virtual double elapsed_ms_since(const Event& start) const = 0;

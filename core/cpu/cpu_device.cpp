@@ -20,6 +20,7 @@ class CpuStream final : public Stream {
   explicit CpuStream(CpuDevice& device) : device_(device) {}
   Device& device() const override { return device_; }
   void synchronize() override {}  // work ran inline: nothing is pending
+  bool idle() const override { return true; }
 
  private:
   CpuDevice& device_;
@@ -35,6 +36,7 @@ class CpuEvent final : public Event {
   }
   void wait_on(Stream&) const override {}  // in-order inline execution: already satisfied
   void synchronize() const override {}
+  bool query() const override { return true; }
   double elapsed_ms_since(const Event& start) const override {
     const auto* other = dynamic_cast<const CpuEvent*>(&start);
     SS_CHECK(other != nullptr, "elapsed time between events of different backends");

@@ -45,6 +45,14 @@ void CudaStream::synchronize() {
   SS_CHECK_CUDA(cudaStreamSynchronize(stream_));
 }
 
+bool CudaStream::idle() const {
+  const cudaError_t status = cudaStreamQuery(stream_);
+  if (status == cudaErrorNotReady) return false;
+  // A failure is reported by the next synchronize (or checked call); not sticky here.
+  if (status != cudaSuccess) (void)cudaGetLastError();
+  return true;
+}
+
 cudaStream_t cuda_stream(Stream& stream) {
   auto* cuda = dynamic_cast<CudaStream*>(&stream);
   SS_CHECK(cuda != nullptr, "a CUDA operation was given a {} stream",
@@ -75,6 +83,13 @@ void CudaEvent::wait_on(Stream& stream) const {
 
 void CudaEvent::synchronize() const {
   SS_CHECK_CUDA(cudaEventSynchronize(event_));
+}
+
+bool CudaEvent::query() const {
+  const cudaError_t status = cudaEventQuery(event_);
+  if (status == cudaSuccess) return true;
+  if (status != cudaErrorNotReady) (void)cudaGetLastError();
+  return false;
 }
 
 double CudaEvent::elapsed_ms_since(const Event& start) const {

@@ -38,6 +38,7 @@ class CudaStream final : public Stream {
   ~CudaStream() override;
   Device& device() const override;
   void synchronize() override;
+  bool idle() const override;
   cudaStream_t get() const { return stream_; }
 
  private:
@@ -53,6 +54,7 @@ class CudaEvent final : public Event {
   void record(Stream& stream) override;
   void wait_on(Stream& stream) const override;
   void synchronize() const override;
+  bool query() const override;
   double elapsed_ms_since(const Event& start) const override;
   cudaEvent_t get() const { return event_; }
 

@@ -213,6 +213,7 @@ class FakeCudaDevice final : public Device {
     explicit FakeStream(Device& device) : device_(device) {}
     Device& device() const override { return device_; }
     void synchronize() override {}
+    bool idle() const override { return true; }
 
    private:
     Device& device_;

@@ -1,0 +1,198 @@
+#include "core/sim/sim_device.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "core/check.h"
+
+namespace scalescope {
+namespace {
+
+constexpr size_t kAlignment = 64;
+constexpr int64_t kMaxJitterUs = 1000000;
+
+void* aligned(size_t bytes) {
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  return std::aligned_alloc(kAlignment, std::max(rounded, kAlignment));
+}
+
+int hardware_threads() {
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+}  // namespace
+
+// The device's memory from the system (aligned_alloc), and its fences.
+class SimDevice::Memory final : public CachingAllocator::Source {
+ public:
+  explicit Memory(SimDevice& device) : device_(device) {}
+  void* allocate(size_t bytes, std::string& error) noexcept override {
+    void* ptr = aligned(bytes);
+    if (ptr == nullptr) error = std::strerror(ENOMEM);
+    return ptr;
+  }
+  void free(void* ptr, size_t) noexcept override { std::free(ptr); }
+  std::unique_ptr<Event> make_fence() override { return device_.create_ordering_event(); }
+
+ private:
+  SimDevice& device_;
+};
+
+SimDevice::SimDevice(int index, int threads, int64_t jitter_us, uint64_t seed)
+    : index_(index),
+      threads_(threads),
+      jitter_us_(jitter_us),
+      seed_(seed),
+      memory_(std::make_unique<Memory>(*this)),
+      allocator_(std::make_unique<CachingAllocator>(to_string(id()), *memory_)) {
+  SS_CHECK(threads >= 1, "a simulated device needs at least one thread, not {}", threads);
+  SS_CHECK(jitter_us >= 0 && jitter_us <= kMaxJitterUs, "sim jitter {} µs must be from 0 to {} µs",
+           jitter_us, kMaxJitterUs);
+  compute_ = make_stream();
+  copy_ = make_stream();
+  comm_ = make_stream();
+}
+
+SimDevice::~SimDevice() {
+  // The streams finish their work before the memory it uses goes away.
+  comm_.reset();
+  copy_.reset();
+  compute_.reset();
+}
+
+std::string SimDevice::name() const {
+  return fmt::format("simulated accelerator {} ({} thread{}{})", to_string(id()), threads_,
+                     threads_ == 1 ? "" : "s",
+                     jitter_us_ > 0 ? fmt::format(", jitter up to {} µs", jitter_us_) : "");
+}
+
+std::unique_ptr<SimStream> SimDevice::make_stream() {
+  // Each stream its own generator, seeded by the device and the stream's place: a run with
+  // the same seed delays every operation alike.
+  const uint64_t seed = seed_ ^ (static_cast<uint64_t>(index_) << 32) ^
+                        static_cast<uint64_t>(++streams_made_) * 0x9E3779B97F4A7C15ull;
+  return std::make_unique<SimStream>(*this, fault_, *allocator_, threads_, jitter_us_, seed);
+}
+
+void* SimDevice::allocate(size_t bytes) {
+  count_allocation(bytes);
+  std::string error;
+  void* ptr = nullptr;
+  try {
+    ptr = allocator_->allocate(bytes, error);
+  } catch (...) {
+    count_deallocation(bytes);
+    throw;
+  }
+  if (ptr == nullptr) {
+    count_deallocation(bytes);
+    throw_error(
+        fmt::format("out of memory: cannot allocate {} bytes (a block of {}) on {}: {}; "
+                    "{} bytes in use, {} reserved",
+                    bytes, CachingAllocator::round_size(bytes), to_string(id()), error,
+                    memory_in_use(), allocator_->reserved_bytes()));
+  }
+  return ptr;
+}
+
+void SimDevice::deallocate(void* ptr, size_t bytes) noexcept {
+  if (ptr == nullptr) return;
+  allocator_->deallocate(ptr);
+  count_deallocation(bytes);
+}
+
+void* SimDevice::allocate_host(size_t bytes) {
+  void* ptr = aligned(bytes);
+  SS_CHECK(ptr != nullptr, "out of host memory allocating {} bytes", bytes);
+  return ptr;
+}
+
+void SimDevice::deallocate_host(void* ptr) noexcept {
+  std::free(ptr);
+}
+
+std::unique_ptr<Stream> SimDevice::create_stream() {
+  return make_stream();
+}
+
+std::unique_ptr<Event> SimDevice::create_event() {
+  return std::make_unique<SimEvent>(fault_, /*timing=*/true);
+}
+
+std::unique_ptr<Event> SimDevice::create_ordering_event() {
+  return std::make_unique<SimEvent>(fault_, /*timing=*/false);
+}
+
+void SimDevice::launch(Stream& stream, std::function<void()> work) {
+  SimStream& sim = sim_stream(stream);
+  SS_CHECK(&sim.device() == this, "work for {} launched on a stream of {}", to_string(id()),
+           to_string(sim.device().id()));
+  sim.enqueue(std::move(work));
+}
+
+void SimDevice::copy_to_device(void* dst, const void* host_src, size_t bytes, Stream& stream) {
+  launch(stream, [=] {
+    if (bytes > 0) std::memcpy(dst, host_src, bytes);
+  });
+}
+
+void SimDevice::copy_to_host(void* host_dst, const void* src, size_t bytes, Stream& stream) {
+  launch(stream, [=] {
+    if (bytes > 0) std::memcpy(host_dst, src, bytes);
+  });
+}
+
+void SimDevice::copy_on_device(void* dst, const void* src, size_t bytes, Stream& stream) {
+  launch(stream, [=] {
+    if (bytes > 0) std::memmove(dst, src, bytes);
+  });
+}
+
+void SimDevice::fill_zero(void* dst, size_t bytes, Stream& stream) {
+  launch(stream, [=] {
+    if (bytes > 0) std::memset(dst, 0, bytes);
+  });
+}
+
+int64_t sim_jitter_from_environment() {
+  const char* text = std::getenv("SCALESCOPE_SIM_JITTER_US");
+  if (text == nullptr || *text == '\0') return 0;
+  char* end = nullptr;
+  errno = 0;
+  const long long us = std::strtoll(text, &end, 10);
+  SS_CHECK(errno == 0 && *end == '\0' && us >= 0 && us <= kMaxJitterUs,
+           "SCALESCOPE_SIM_JITTER_US={}: give a whole number of microseconds from 0 to {}", text,
+           kMaxJitterUs);
+  return us;
+}
+
+namespace {
+
+class SimBackend final : public Backend {
+ public:
+  DeviceKind kind() const override { return DeviceKind::kSim; }
+  const char* name() const override { return "sim"; }
+  // Logical devices, like CPU ones: as many as there are cores to give them.
+  int device_count() const override { return hardware_threads(); }
+  std::string unavailable_reason() const override { return ""; }
+  std::unique_ptr<Device> open(int index, const BackendOptions& options) override {
+    SS_CHECK(options.cpu_threads >= 0, "thread count {} is negative", options.cpu_threads);
+    SS_CHECK(options.cpu_devices >= 1, "device count {} must be at least 1", options.cpu_devices);
+    const int threads = options.cpu_threads > 0
+                            ? options.cpu_threads
+                            : std::max(1, hardware_threads() / options.cpu_devices);
+    return std::make_unique<SimDevice>(index, threads, sim_jitter_from_environment(),
+                                       static_cast<uint64_t>(index) + 1);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_sim_backend() {
+  return std::make_unique<SimBackend>();
+}
+
+}  // namespace scalescope

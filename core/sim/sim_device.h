@@ -1,0 +1,83 @@
+// The simulated accelerator ("sim" devices): a device that behaves like a GPU and computes
+// on the CPU. Its streams are real queues run by worker threads (core/sim/sim_stream.h), its
+// copies and kernels are enqueued work, its memory comes from the same caching allocator as
+// a GPU's (fenced against queued work), and the host never touches its memory except
+// through copies. It exists so that the GPU path's orchestration (streams, events, staging,
+// the allocator's fences, enqueued collectives, host waits, aborts) runs where there is no
+// GPU. Its timings are CPU timings.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "core/backend.h"
+#include "core/caching_allocator.h"
+#include "core/device.h"
+#include "core/sim/sim_stream.h"
+
+namespace scalescope {
+
+class SimDevice final : public Device {
+ public:
+  // `threads`: the CPU threads each stream's kernels use; `jitter_us`: chaos mode's largest
+  // delay per operation (0: off), seeded by `seed` and the device and stream.
+  SimDevice(int index, int threads, int64_t jitter_us, uint64_t seed);
+  ~SimDevice() override;
+
+  DeviceId id() const override { return DeviceId{DeviceKind::kSim, index_}; }
+  std::string name() const override;
+  // Nothing to do: the host thread computes nothing (the streams' workers do).
+  void make_current() override {}
+  int threads() const override { return threads_; }
+  int64_t jitter_us() const { return jitter_us_; }
+
+  void* allocate(size_t bytes) override;
+  void deallocate(void* ptr, size_t bytes) noexcept override;
+  int64_t device_allocations() const override { return allocator_->device_allocations(); }
+  int64_t memory_reserved() const override { return allocator_->reserved_bytes(); }
+  void release_cached_memory() noexcept override { allocator_->release_cached(); }
+  void* allocate_host(size_t bytes) override;
+  void deallocate_host(void* ptr) noexcept override;
+
+  std::unique_ptr<Stream> create_stream() override;
+  std::unique_ptr<Event> create_event() override;
+  std::unique_ptr<Event> create_ordering_event() override;
+  Stream& default_stream() override { return *compute_; }
+  Stream& copy_stream() override { return *copy_; }
+  Stream& comm_stream() override { return *comm_; }
+
+  void copy_to_device(void* dst, const void* host_src, size_t bytes, Stream& stream) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes, Stream& stream) override;
+  void copy_on_device(void* dst, const void* src, size_t bytes, Stream& stream) override;
+  void fill_zero(void* dst, size_t bytes, Stream& stream) override;
+
+  // Runs `work` on `stream` when its turn comes: a kernel launch. The work captures its
+  // arguments now, as a launch does. REQUIRES: `stream` is one of this device's.
+  void launch(Stream& stream, std::function<void()> work);
+
+ private:
+  class Memory;
+  std::unique_ptr<SimStream> make_stream();
+
+  int index_;
+  int threads_;
+  int64_t jitter_us_;
+  uint64_t seed_;
+  int streams_made_ = 0;
+  SimFault fault_;
+  // Declared before the streams: they register with the allocator, which must outlive them.
+  std::unique_ptr<Memory> memory_;
+  std::unique_ptr<CachingAllocator> allocator_;
+  std::unique_ptr<SimStream> compute_;
+  std::unique_ptr<SimStream> copy_;
+  std::unique_ptr<SimStream> comm_;
+};
+
+// Chaos mode's delay from the environment: SCALESCOPE_SIM_JITTER_US (0 when unset); throws
+// Error naming the value when it is not a whole number of microseconds from 0 to 1000000.
+int64_t sim_jitter_from_environment();
+
+std::unique_ptr<Backend> make_sim_backend();
+
+}  // namespace scalescope
