@@ -1,3 +1,5 @@
+// The registration place of core's device backends: the only code of core that asks which
+// backends this build has.
 #include "core/backend.h"
 
 #include "core/check.h"
@@ -18,6 +20,11 @@ std::vector<std::unique_ptr<Backend>> make_backends() {
   return list;
 }
 
+const BackendRegistry<Backend>& registry() {
+  static const BackendRegistry<Backend> table(make_backends());
+  return table;
+}
+
 }  // namespace
 
 const char* to_string(DeviceKind kind) {
@@ -29,7 +36,7 @@ const char* to_string(DeviceKind kind) {
     case DeviceKind::kSim:
       return "sim";
   }
-  return "?";
+  return "unknown";
 }
 
 std::string to_string(const DeviceId& id) {
@@ -42,25 +49,32 @@ void Device::throw_memory_limit(size_t bytes, int64_t in_use) const {
       bytes, to_string(id()), in_use, limit_));
 }
 
+PeerAccess Backend::peer_access(int a, int b) const {
+  return {false, fmt::format("{} devices are not physical: no peer access between {}:{} and {}:{}",
+                             name(), name(), a, name(), b)};
+}
+
+std::string missing_backend_message(DeviceKind kind) {
+  // CUDA is the one backend a build may lack: saying how to get it needs no other kind.
+  const std::string how = kind == DeviceKind::kCuda
+                              ? "rebuild with -DSCALESCOPE_WITH_CUDA=ON on a machine with the "
+                                "CUDA toolkit, cuDNN and NCCL; "
+                              : "";
+  return fmt::format(
+      "this scalescope was built without the {} backend ({}use --devices cpu:N meanwhile)",
+      to_string(kind), how);
+}
+
 const std::vector<Backend*>& backends() {
-  // Backend objects are factories with no driver state, so a function-local static is safe.
-  static const std::vector<std::unique_ptr<Backend>> owned = make_backends();
-  static const std::vector<Backend*> view = [] {
-    std::vector<Backend*> v;
-    for (const auto& b : owned) v.push_back(b.get());
-    return v;
-  }();
-  return view;
+  return registry().all();
+}
+
+Backend* find_backend(DeviceKind kind) {
+  return registry().find(kind);
 }
 
 Backend& backend(DeviceKind kind) {
-  for (Backend* b : backends()) {
-    if (b->kind() == kind) return *b;
-  }
-  throw_error(
-      fmt::format("this scalescope was built without the {} backend (rebuild with "
-                  "-DSCALESCOPE_WITH_CUDA=ON on a machine with the CUDA toolkit)",
-                  to_string(kind)));
+  return registry().get(kind);
 }
 
 }  // namespace scalescope

@@ -1,3 +1,5 @@
+// The registration place of the kernel backends: the only code of models that asks which
+// backends this build has.
 #include "models/kernels.h"
 
 #include <atomic>
@@ -18,6 +20,22 @@ std::atomic<bool>& tf32_flag() {
   return allow;
 }
 
+std::vector<std::unique_ptr<KernelBackend>> make_kernel_backends() {
+  std::vector<std::unique_ptr<KernelBackend>> list;
+  list.push_back(std::make_unique<CpuKernelBackend>());
+#if SCALESCOPE_WITH_CUDA
+  list.push_back(std::make_unique<CudaKernelBackend>());
+#endif
+  return list;
+}
+
+// Stateless dispatchers: the CUDA one holds no handle either (handles belong to the kernels it
+// makes), so nothing of CUDA outlives main through this static.
+const BackendRegistry<KernelBackend>& registry() {
+  static const BackendRegistry<KernelBackend> table(make_kernel_backends());
+  return table;
+}
+
 }  // namespace
 
 void set_allow_tf32(bool allow) {
@@ -28,36 +46,17 @@ bool allow_tf32() {
   return tf32_flag().load(std::memory_order_relaxed);
 }
 
+const std::vector<KernelBackend*>& kernel_backends() {
+  return registry().all();
+}
+
 KernelBackend& kernel_backend(DeviceKind kind) {
-  // Stateless dispatchers: safe as function-local statics. The CUDA one holds no handle either
-  // (handles belong to the kernels it makes), so nothing of CUDA outlives main through it.
-  static CpuKernelBackend cpu;
-  if (kind == DeviceKind::kCpu) return cpu;
-#if SCALESCOPE_WITH_CUDA
-  static CudaKernelBackend cuda;
-  if (kind == DeviceKind::kCuda) return cuda;
-#endif
-  throw_error(fmt::format(
-      "this scalescope was built without {} kernels (rebuild with -DSCALESCOPE_WITH_CUDA=ON on a "
-      "machine with the CUDA toolkit, cuDNN and cuBLAS); use --devices cpu:N",
-      to_string(kind)));
+  return registry().get(kind);
 }
 
 void accumulate_into(float* acc, const float* grads, int64_t count, bool first, Stream& stream) {
   SS_CHECK(count >= 0, "accumulating {} gradients", count);
-  const DeviceId id = stream.device().id();
-  if (id.kind == DeviceKind::kCpu) {
-    accumulate_into_cpu(acc, grads, count, first);
-    return;
-  }
-#if SCALESCOPE_WITH_CUDA
-  if (id.kind == DeviceKind::kCuda) {
-    accumulate_into_cuda(acc, grads, count, first, stream);
-    return;
-  }
-#endif
-  throw_error(fmt::format("gradient accumulation on {}: this scalescope has no {} kernels",
-                          to_string(id), to_string(id.kind)));
+  kernel_backend(stream.device().id().kind).accumulate(acc, grads, count, first, stream);
 }
 
 void check_layer_binding(const LayerSpec& spec, const LayerBinding& b) {

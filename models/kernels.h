@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/device.h"
 #include "core/tensor.h"
 #include "models/layer_spec.h"
@@ -91,9 +92,14 @@ class OptimizerKernel {
   virtual std::vector<TensorView> state() const = 0;
 };
 
+// The kernels of one device kind. Dispatchers only: the kernels they make own every handle.
 class KernelBackend {
  public:
   virtual ~KernelBackend() = default;
+  virtual DeviceKind kind() const = 0;
+  // The libraries the kernels run on (CPU: oneDNN; CUDA: cuDNN, cuBLAS). Never throws.
+  virtual std::vector<LibraryVersion> library_versions() const = 0;
+
   virtual std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec,
                                                   const LayerBinding& binding, Device& device) = 0;
   // `output` includes the batch dimension.
@@ -102,9 +108,15 @@ class KernelBackend {
   // State zero-initialised.
   virtual std::unique_ptr<OptimizerKernel> make_optimizer(const OptimizerConfig& config, int64_t n,
                                                           Device& device) = 0;
+  // accumulate_into() (below) on memory of a device of this kind. REQUIRES: count >= 0.
+  virtual void accumulate(float* acc, const float* grads, int64_t count, bool first,
+                          Stream& stream) = 0;
 };
 
-// The kernels for devices of `kind`; throws Error when this build has none.
+// The kernel backends built into this binary, CPU first.
+const std::vector<KernelBackend*>& kernel_backends();
+// The kernels for devices of `kind`; throws Error with missing_backend_message(kind) when this
+// build has none.
 KernelBackend& kernel_backend(DeviceKind kind);
 
 // Whether GPU kernels may compute fp32 matrix products in TF32 (10-bit mantissa inputs, fp32

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -49,6 +50,28 @@ class CpuEvent final : public Event {
   bool recorded_ = false;
 };
 
+// The OpenMP specification the compiler implements, which runs the CPU kernels' loops.
+std::string openmp_version() {
+#ifdef _OPENMP
+  // _OPENMP is the release date of the specification.
+  constexpr std::array<std::pair<int, const char*>, 9> kReleases{{{200505, "2.5"},
+                                                                  {200805, "3.0"},
+                                                                  {201107, "3.1"},
+                                                                  {201307, "4.0"},
+                                                                  {201511, "4.5"},
+                                                                  {201811, "5.0"},
+                                                                  {202011, "5.1"},
+                                                                  {202111, "5.2"},
+                                                                  {202411, "6.0"}}};
+  for (const auto& [date, version] : kReleases) {
+    if (date == _OPENMP) return fmt::format("{} ({})", version, _OPENMP);
+  }
+  return fmt::format("{}", _OPENMP);
+#else
+  return "none";
+#endif
+}
+
 int hardware_threads() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
@@ -56,7 +79,6 @@ int hardware_threads() {
 class CpuBackend final : public Backend {
  public:
   DeviceKind kind() const override { return DeviceKind::kCpu; }
-  const char* name() const override { return "cpu"; }
   int device_count() const override { return hardware_threads(); }
   std::string unavailable_reason() const override { return ""; }
   std::unique_ptr<Device> open(int index, const BackendOptions& options) override {
@@ -67,6 +89,9 @@ class CpuBackend final : public Backend {
                             ? options.cpu_threads
                             : std::max(1, hardware_threads() / options.cpu_devices);
     return std::make_unique<CpuDevice>(index, threads);
+  }
+  std::vector<LibraryVersion> library_versions() const override {
+    return {{"openmp", openmp_version()}};
   }
 };
 

@@ -217,35 +217,4 @@ void CudaDevice::fill_zero(void* dst, size_t bytes, Stream& stream) {
   SS_CHECK_CUDA(cudaMemsetAsync(dst, 0, bytes, cuda_stream(stream)));
 }
 
-namespace {
-
-class CudaBackend final : public Backend {
- public:
-  DeviceKind kind() const override { return DeviceKind::kCuda; }
-  const char* name() const override { return "cuda"; }
-  int device_count() const override {
-    int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-  }
-  std::string unavailable_reason() const override {
-    int n = 0;
-    const cudaError_t status = cudaGetDeviceCount(&n);
-    if (status != cudaSuccess)
-      return fmt::format("cudaGetDeviceCount: {}", cudaGetErrorString(status));
-    return n == 0 ? "no GPU found" : "";
-  }
-  std::unique_ptr<Device> open(int index, const BackendOptions&) override {
-    const int n = device_count();
-    SS_CHECK(index >= 0 && index < n, "GPU {} does not exist ({} usable{})", index, n,
-             n == 0 ? ": " + unavailable_reason() : std::string());
-    return std::make_unique<CudaDevice>(index);
-  }
-};
-
-}  // namespace
-
-std::unique_ptr<Backend> make_cuda_backend() {
-  return std::make_unique<CudaBackend>();
-}
-
 }  // namespace scalescope

@@ -174,10 +174,13 @@ namespace {
 class SimBackend final : public Backend {
  public:
   DeviceKind kind() const override { return DeviceKind::kSim; }
-  const char* name() const override { return "sim"; }
   // Logical devices, like CPU ones: as many as there are cores to give them.
   int device_count() const override { return hardware_threads(); }
   std::string unavailable_reason() const override { return ""; }
+  // The CPU's: a simulated device computes with the CPU backend's kernels.
+  std::vector<LibraryVersion> library_versions() const override {
+    return backend(DeviceKind::kCpu).library_versions();
+  }
   std::unique_ptr<Device> open(int index, const BackendOptions& options) override {
     SS_CHECK(options.cpu_threads >= 0, "thread count {} is negative", options.cpu_threads);
     SS_CHECK(options.cpu_devices >= 1, "device count {} must be at least 1", options.cpu_devices);

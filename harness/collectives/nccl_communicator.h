@@ -12,9 +12,8 @@
 // peer thus costs at most one timeout, never a hung process.
 //
 // This header includes neither NCCL nor CUDA, so that it can be included anywhere; the
-// implementation exists only in CUDA builds (SCALESCOPE_WITH_CUDA).
-//
-// Status: compiled on every CUDA build; has not yet run on a GPU.
+// implementation is compiled only into builds with the CUDA backend, which register it as
+// the collectives of CUDA replicas (make_nccl_collective_backend, collective_backends.h).
 #pragma once
 
 #include <chrono>
@@ -29,6 +28,8 @@
 #include "harness/collectives/communicator.h"
 
 namespace scalescope {
+
+class CollectiveBackend;
 
 // NCCL_UNIQUE_ID_BYTES: the size of an ncclUniqueId, which is what a multi-process launch
 // must carry from the process of global rank 0 to the others.
@@ -154,5 +155,8 @@ class NcclCommunicator final : public Communicator {
   explicit NcclCommunicator(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
+
+// The collectives of CUDA replicas: NCCL's NcclGroup for device memory, and Gloo for host values.
+std::unique_ptr<CollectiveBackend> make_nccl_collective_backend();
 
 }  // namespace scalescope

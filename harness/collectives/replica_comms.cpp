@@ -3,27 +3,41 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
-#include "harness/collectives/nccl_communicator.h"
+#include "harness/collectives/collective_backends.h"
 
 namespace scalescope {
+namespace {
+
+// The kind's collectives when they include device collectives, else null. Throws Error
+// when this build lacks the kind.
+const CollectiveBackend* device_collectives_of(DeviceKind kind) {
+  const CollectiveBackend& backend = collective_backend(kind);
+  return backend.device_collectives() != nullptr ? &backend : nullptr;
+}
+
+}  // namespace
 
 ReplicaComms::ReplicaComms(DeviceKind kind, int size, int first, int local,
                            std::chrono::milliseconds timeout, int processes,
                            const std::string& hostname, const std::string& iface, NodeGroup node)
-    : kind_(kind), size_(size), first_(first), local_(local), timeout_(timeout), node_(node) {
+    : device_(device_collectives_of(kind)),
+      size_(size),
+      first_(first),
+      local_(local),
+      timeout_(timeout),
+      node_(node) {
   gloo_ = processes > 1 ? std::make_unique<GlooGroup>(size, first, local, timeout, hostname, iface)
                         : std::make_unique<GlooGroup>(size, timeout);
   if (node.size > 0) {
     node_gloo_ =
         std::make_unique<GlooGroup>(node.size, node.first, local, timeout, hostname, iface);
   }
-  if (kind != DeviceKind::kCuda) return;
-#if SCALESCOPE_WITH_CUDA
+  if (device_ == nullptr) return;
   if (processes == 1) {
-    nccl_ = std::make_shared<NcclGroup>(local, timeout);
+    group_ = device_->create_group(local, timeout);
   } else if (first == 0) {
     // This process creates the id; the rendezvous rounds carry it to the others.
-    nccl_ = std::make_shared<NcclGroup>(
+    group_ = device_->create_group(
         local, timeout,
         [this](std::vector<char> mine) {
           nccl_id_ = mine;
@@ -31,61 +45,47 @@ ReplicaComms::ReplicaComms(DeviceKind kind, int size, int first, int local,
         },
         first);
   }
-#else
-  throw_error(
-      fmt::format("GPU replicas need a build with CUDA (SCALESCOPE_WITH_CUDA=ON); this "
-                  "one has CPU replicas only"));
-#endif
 }
 
 ReplicaComms::~ReplicaComms() = default;
 
 bool ReplicaComms::needs_nccl_id() const {
-  return kind_ == DeviceKind::kCuda && first_ > 0 && nccl_ == nullptr;
+  return device_ != nullptr && first_ > 0 && group_ == nullptr;
 }
 
 void ReplicaComms::set_nccl_id(const std::vector<char>& id) {
-#if SCALESCOPE_WITH_CUDA
-  std::shared_ptr<NcclGroup> made;
+  if (device_ == nullptr) return;
+  std::unique_ptr<DeviceCollectiveGroup> made;
   try {
-    made = std::make_shared<NcclGroup>(
+    made = device_->create_group(
         local_, timeout_, [&](std::vector<char>) { return id; }, first_);
   } catch (const Error& e) {
-    abort(fmt::format("the NCCL id from the process of replica 0 is unusable: {}", e.what()));
+    abort(fmt::format("the {} id from the process of replica 0 is unusable: {}",
+                      device_->device_collectives(), e.what()));
     throw;
   }
   {
     std::lock_guard lock(mutex_);
-    nccl_ = std::move(made);
+    group_ = std::move(made);
   }
-  nccl_ready_.notify_all();
-#else
-  (void)id;
-#endif
+  group_ready_.notify_all();
 }
 
 std::unique_ptr<Communicator> ReplicaComms::connect(int rank, Device& device, int device_index) {
   std::unique_ptr<Communicator> host = gloo_->connect(rank);
-  if (kind_ != DeviceKind::kCuda) return host;
-#if SCALESCOPE_WITH_CUDA
-  NcclGroup* nccl = nullptr;
+  if (device_ == nullptr) return host;
+  DeviceCollectiveGroup* group = nullptr;
   {
     std::unique_lock lock(mutex_);
-    const bool ready =
-        nccl_ready_.wait_for(lock, timeout_, [&] { return nccl_ != nullptr || !aborted_.empty(); });
+    const bool ready = group_ready_.wait_for(
+        lock, timeout_, [&] { return group_ != nullptr || !aborted_.empty(); });
     SS_CHECK(aborted_.empty(), "replica {}: {}", rank, aborted_);
-    SS_CHECK(ready,
-             "replica {}: the NCCL id from the process of replica 0 did not come within {} ms",
-             rank, timeout_.count());
-    nccl = nccl_.get();
+    SS_CHECK(ready, "replica {}: the {} id from the process of replica 0 did not come within {} ms",
+             rank, device_->device_collectives(), timeout_.count());
+    group = group_.get();
   }
   device.make_current();
-  return nccl->connect(rank - first_, device_index, rank, size_, std::move(host));
-#else
-  (void)device;
-  (void)device_index;
-  return host;
-#endif
+  return group->connect(rank - first_, device_index, rank, size_, std::move(host));
 }
 
 std::unique_ptr<Communicator> ReplicaComms::connect_node(int rank, Device& device,
@@ -93,18 +93,16 @@ std::unique_ptr<Communicator> ReplicaComms::connect_node(int rank, Device& devic
   SS_CHECK(node_gloo_ != nullptr, "replica {}: this run has no node-local group", rank);
   const int node_rank = node_.first + (rank - first_);
   std::unique_ptr<Communicator> host = node_gloo_->connect(node_rank);
-  if (kind_ != DeviceKind::kCuda) return host;
-#if SCALESCOPE_WITH_CUDA
-  auto* nccl = dynamic_cast<NcclCommunicator*>(&global);
-  SS_CHECK(nccl != nullptr, "replica {}: a GPU replica's communicator is not NCCL's", rank);
+  if (device_ == nullptr) return host;
+  DeviceCollectiveGroup* group = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    group = group_.get();
+  }
+  SS_CHECK(group != nullptr, "replica {}: connect_node before connect", rank);
   device.make_current();
   // The node's index as the colour: the replicas of one node, ordered as on the node.
-  return nccl->split(node_.index, node_rank, std::move(host));
-#else
-  (void)device;
-  (void)global;
-  return host;
-#endif
+  return group->split(global, node_.index, node_rank, std::move(host));
 }
 
 void ReplicaComms::finished(int rank) {
@@ -118,11 +116,9 @@ void ReplicaComms::abort(const std::string& why) {
   {
     std::lock_guard lock(mutex_);
     if (aborted_.empty()) aborted_ = why.empty() ? "aborted" : why;
-#if SCALESCOPE_WITH_CUDA
-    if (nccl_ != nullptr) nccl_->abort(why);
-#endif
+    if (group_ != nullptr) group_->abort(why);
   }
-  nccl_ready_.notify_all();
+  group_ready_.notify_all();
 }
 
 }  // namespace scalescope

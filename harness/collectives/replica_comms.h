@@ -1,16 +1,18 @@
-// The communicators of a run's replicas in this process. CPU replicas use Gloo. GPU
-// replicas use NCCL for device memory and a Gloo communicator of the same ranks for host
-// values (NcclCommunicator's barrier and all_gather), so a GPU run makes both rendezvous.
+// The communicators of a run's replicas in this process, made with the collectives of the
+// replicas' device kind (collective_backends.h). CPU replicas use Gloo. GPU replicas use
+// device collectives (NCCL) for device memory and a Gloo communicator of the same ranks for
+// host values (barrier and all_gather), so a GPU run makes both rendezvous.
 //
-// Across processes (harness/trainer's rendezvous rounds) the NCCL unique id travels like the
-// Gloo keys: the process of replica 0 creates it at construction (nccl_id() then returns
-// it), every other process hands it to set_nccl_id() when the first round brings it, and
-// its replicas wait for that in connect().
+// Across processes (harness/trainer's rendezvous rounds) the id of the device collectives
+// (NCCL's unique id) travels like the Gloo keys: the process of replica 0 creates it at
+// construction (nccl_id() then returns it), every other process hands it to set_nccl_id()
+// when the first round brings it, and its replicas wait for that in connect().
 //
 // A run that spans several nodes also gets a node-local communicator per replica (Gloo: a
-// second group of the node's replicas, whose keys travel in the same rounds; NCCL: a split of
-// the run's communicator), so that the trainer can time the all-reduce of the same buckets
-// within the node and across all nodes: the difference is what crossing nodes costs.
+// second group of the node's replicas, whose keys travel in the same rounds; device
+// collectives: a split of the run's communicator), so that the trainer can time the
+// all-reduce of the same buckets within the node and across all nodes: the difference is
+// what crossing nodes costs.
 #pragma once
 
 #include <chrono>
@@ -25,7 +27,8 @@
 
 namespace scalescope {
 
-class NcclGroup;
+class CollectiveBackend;
+class DeviceCollectiveGroup;
 
 // A node's replicas, of which one process's are [first, first + its local replicas), and the
 // node's index (the same on all its processes). size 0: no node group.
@@ -39,8 +42,8 @@ class ReplicaComms {
  public:
   // Replicas [first, first + local) of `size` live in this process (first 0 and local ==
   // size: the whole run). `processes` > 1: the group spans processes, its Gloo devices bound
-  // to `hostname` or `iface`. Throws Error when GPU replicas are asked of a build without
-  // CUDA, or NCCL cannot create an id.
+  // to `hostname` or `iface`. Throws Error when this build lacks the collectives of
+  // `kind` (missing_backend_message), or its device collectives cannot create an id.
   // `node` (when node.size > 0): this node's replicas (NodeGroup).
   ReplicaComms(DeviceKind kind, int size, int first, int local, std::chrono::milliseconds timeout,
                int processes, const std::string& hostname, const std::string& iface,
@@ -52,13 +55,14 @@ class ReplicaComms {
   GlooGroup& gloo() { return *gloo_; }
   // The node-local Gloo group; null when the run has no node group.
   GlooGroup* node_gloo() { return node_gloo_.get(); }
-  // The NCCL id this process created for the others (process of replica 0, GPU runs over
-  // several processes); empty otherwise.
+  // The id of the device collectives (NCCL's unique id) this process created for the others
+  // (process of replica 0, GPU runs over several processes); empty otherwise.
   const std::vector<char>& nccl_id() const { return nccl_id_; }
-  // Whether this process still waits for the NCCL id of another process.
+  // Whether this process still waits for that id from another process.
   bool needs_nccl_id() const;
   // The id from the process of replica 0; the waiting connects then go on. Throws Error for
-  // an id of the wrong size (the waiting connects then fail too).
+  // an id of the wrong size (the waiting connects then fail too). Ignored by replicas
+  // without device collectives.
   void set_nccl_id(const std::vector<char>& id);
 
   // Connects replica `rank` (of the whole run) on `device` (GPU `device_index`): returns its
@@ -72,11 +76,13 @@ class ReplicaComms {
   // Replica `rank` is done with connect() (and connect_node()) or will not call them (its
   // thread failed).
   void finished(int rank);
-  // Makes every connect and every NCCL wait, now or later, throw Error with `why`.
+  // Makes every connect and every wait of the device collectives, now or later, throw Error
+  // with `why`.
   void abort(const std::string& why);
 
  private:
-  DeviceKind kind_;
+  // The kind's collectives when it has device collectives; null when Gloo carries all.
+  const CollectiveBackend* device_;
   int size_;
   int first_;
   int local_;
@@ -86,11 +92,9 @@ class ReplicaComms {
   std::unique_ptr<GlooGroup> node_gloo_;
   std::vector<char> nccl_id_;
   std::mutex mutex_;
-  std::condition_variable nccl_ready_;
-  // Shared only so that CPU-only builds (which have no NcclGroup to destroy) link: made
-  // solely in CUDA code, whose deleter it carries. Guarded by mutex_ until made.
-  std::shared_ptr<NcclGroup> nccl_;
-  std::string aborted_;  // guarded by mutex_
+  std::condition_variable group_ready_;
+  std::unique_ptr<DeviceCollectiveGroup> group_;  // guarded by mutex_ until made
+  std::string aborted_;                           // guarded by mutex_
 };
 
 }  // namespace scalescope

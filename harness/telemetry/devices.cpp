@@ -2,41 +2,31 @@
 
 #include <fmt/format.h>
 
+#include "core/backend.h"
 #include "harness/telemetry/environment.h"
-
-#if SCALESCOPE_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace scalescope {
 namespace {
 
-#if SCALESCOPE_WITH_CUDA
-// REQUIRES: the GPUs were read (cudaGetDeviceCount succeeded). Queries device attributes
-// only, so no context is created.
+// REQUIRES: inv.gpus are the CUDA backend's devices. Creates no context.
 void read_peer_access(DeviceInventory& inv) {
+  const Backend* cuda = find_backend(DeviceKind::kCuda);
   const size_t n = inv.gpus.size();
-  if (n < 2) return;
+  if (cuda == nullptr || n < 2) return;
   std::vector<std::vector<bool>> matrix(n, std::vector<bool>(n, true));
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < n; ++j) {
       if (i == j) continue;  // CUDA refuses a device as its own peer
-      int can = 0;
-      const int a = inv.gpus[i].info.index;
-      const int b = inv.gpus[j].info.index;
-      const cudaError_t status = cudaDeviceCanAccessPeer(&can, a, b);
-      if (status != cudaSuccess) {
-        inv.peer_error = fmt::format("cudaDeviceCanAccessPeer({}, {}) failed: {} ({})", a, b,
-                                     cudaGetErrorString(status), cudaGetErrorName(status));
-        (void)cudaGetLastError();  // not sticky: later CUDA calls must not see it
+      const PeerAccess access = cuda->peer_access(inv.gpus[i].info.index, inv.gpus[j].info.index);
+      if (!access.error.empty()) {
+        inv.peer_error = access.error;
         return;
       }
-      matrix[i][j] = can != 0;
+      matrix[i][j] = access.possible;
     }
   }
   inv.peer_access = std::move(matrix);
 }
-#endif
 
 std::string cpu_meaning(int usable_cores) {
   return fmt::format(
@@ -73,9 +63,7 @@ DeviceInventory inventory(const std::string& nvml_library) {
   inv.libraries = env.libraries;
   inv.gpu_error = env.gpu_error;
   for (const GpuInfo& g : env.gpus) inv.gpus.push_back(GpuDevice{g, {}, {}});
-#if SCALESCOPE_WITH_CUDA
   read_peer_access(inv);
-#endif
 
   // Scoped here: NVML is shut down before this returns, and no static keeps it.
   const Nvml nvml(nvml_library);

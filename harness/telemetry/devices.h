@@ -13,7 +13,7 @@
 
 namespace scalescope {
 
-struct CpuDevice {
+struct CpuSummary {
   std::string model;
   int logical_cores = 0;
   int usable_cores = 0;  // in this process's affinity mask: what cpu:N replicas share
@@ -31,9 +31,10 @@ struct GpuDevice {
 };
 
 struct DeviceInventory {
-  CpuDevice cpu;
+  CpuSummary cpu;
   std::vector<GpuDevice> gpus;
-  // Why `gpus` is empty or incomplete (CUDA's reason, or "built without CUDA").
+  // Why `gpus` is empty or incomplete (CUDA's reason, or missing_backend_message when this
+  // build lacks the CUDA backend).
   std::string gpu_error;
   // peer_access[i][j]: GPU i can read and write GPU j's memory directly
   // (cudaDeviceCanAccessPeer); the diagonal is true. Empty with fewer than two GPUs.

@@ -1,8 +1,6 @@
 #include "harness/telemetry/environment.h"
 
 #include <fmt/format.h>
-#include <gloo/config.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -13,25 +11,13 @@
 #include <fstream>
 #include <string_view>
 
-#if SCALESCOPE_WITH_CUDA
-#include <cublas_api.h>
-#include <cuda_runtime_api.h>
-#include <cudnn.h>
-#include <nccl.h>
-#endif
+#include "core/backend.h"
+#include "core/check.h"
+#include "harness/collectives/collective_backends.h"
+#include "harness/telemetry/build_info.h"
+#include "models/kernels.h"
 
 extern char** environ;
-
-// Defined in the build_info.cpp that cmake/ScalescopeBuildInfo.cmake generates.
-namespace scalescope::build_info {
-extern const char* const kScalescopeVersion;
-extern const char* const kCompiler;
-extern const char* const kBuildType;
-extern const char* const kCudaArchitectures;
-extern const char* const kGitCommit;
-extern const bool kGitDirty;
-extern const char* const kGlooPackageVersion;
-}  // namespace scalescope::build_info
 
 namespace scalescope {
 namespace {
@@ -123,151 +109,72 @@ std::string utc_now_iso8601() {
   return text.data();
 }
 
-std::string openmp_version() {
-#ifdef _OPENMP
-  // _OPENMP is the release date of the specification the compiler implements.
-  constexpr std::array<std::pair<int, const char*>, 9> kReleases{{{200505, "2.5"},
-                                                                  {200805, "3.0"},
-                                                                  {201107, "3.1"},
-                                                                  {201307, "4.0"},
-                                                                  {201511, "4.5"},
-                                                                  {201811, "5.0"},
-                                                                  {202011, "5.1"},
-                                                                  {202111, "5.2"},
-                                                                  {202411, "6.0"}}};
-  for (const auto& [date, version] : kReleases) {
-    if (date == _OPENMP) return fmt::format("{} ({})", version, _OPENMP);
+// The report's field for a library that a registry names.
+void set_library(LibraryVersions& lib, const LibraryVersion& v) {
+  static constexpr std::array<std::pair<std::string_view, std::string LibraryVersions::*>, 8>
+      kFields{{{"cuda_driver", &LibraryVersions::cuda_driver},
+               {"cuda_runtime", &LibraryVersions::cuda_runtime},
+               {"cudnn", &LibraryVersions::cudnn},
+               {"nccl", &LibraryVersions::nccl},
+               {"cublas", &LibraryVersions::cublas},
+               {"onednn", &LibraryVersions::onednn},
+               {"gloo", &LibraryVersions::gloo},
+               {"openmp", &LibraryVersions::openmp}}};
+  for (const auto& [name, field] : kFields) {
+    if (name == v.name) {
+      lib.*field = v.version;
+      return;
+    }
   }
-  return fmt::format("{}", _OPENMP);
-#else
-  return "none";
-#endif
+  throw_error(
+      fmt::format("a backend names the library '{}', which reports have no field for", v.name));
 }
 
-std::string onednn_version() {
-  const dnnl_version_t* v = dnnl_version();
-  std::string text = fmt::format("{}.{}.{}", v->major, v->minor, v->patch);
-  // Distribution builds often have no hash ("N/A").
-  if (v->hash != nullptr && *v->hash != '\0' && std::string_view(v->hash) != "N/A") {
-    text += fmt::format(" ({})", v->hash);
+template <typename Entries>
+void add_libraries(LibraryVersions& lib, const Entries& registered) {
+  for (const auto* entry : registered) {
+    for (const LibraryVersion& v : entry->library_versions()) set_library(lib, v);
   }
-  return text;
 }
 
-std::string gloo_version() {
-  // The header's version; the package version tells which snapshot of Gloo it really is.
-  std::string text =
-      fmt::format("{}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
-  if (std::string_view(build_info::kGlooPackageVersion) != kUnknown) {
-    text += fmt::format(" (libgloo-dev {})", build_info::kGlooPackageVersion);
-  }
-  return text;
+// What the backends of this build run on: its devices', kernels' and collectives'
+// libraries. A library several backends share (Gloo) has the same version in each.
+LibraryVersions capture_libraries() {
+  LibraryVersions lib;
+  add_libraries(lib, backends());
+  add_libraries(lib, kernel_backends());
+  add_libraries(lib, collective_backends());
+  return lib;
 }
 
-#if SCALESCOPE_WITH_CUDA
-std::string cuda_message(cudaError_t status) {
-  return fmt::format("{} ({})", cudaGetErrorString(status), cudaGetErrorName(status));
+GpuInfo to_gpu_info(const DeviceProperties& d) {
+  return GpuInfo{.index = d.index,
+                 .name = d.name,
+                 .uuid = d.uuid,
+                 .pci_bus_id = d.pci_bus_id,
+                 .memory_bytes = d.memory_bytes,
+                 .compute_capability = d.compute_capability,
+                 .sm_count = d.sm_count};
 }
 
-// CUDA encodes versions as 1000 * major + 10 * minor.
-std::string cuda_version_text(int v) {
-  return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
-}
-
-// 16 bytes as nvidia-smi prints them: GPU-8-4-4-4-12 hex digits.
-std::string uuid_text(const cudaUUID_t& uuid) {
-  std::string text = "GPU-";
-  for (int i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
-    text += fmt::format("{:02x}", static_cast<unsigned char>(uuid.bytes[i]));
-  }
-  return text;
-}
-
-// Appends one failure to gpu_error, so that several are all reported.
-void note(std::string& error, const std::string& what) {
-  if (!error.empty()) error += "; ";
-  error += what;
-}
-
-void capture_cuda(Environment& env) {
-  LibraryVersions& lib = env.libraries;
-  // Without a driver these two still succeed: the driver version is then 0.
-  int v = 0;
-  if (cudaDriverGetVersion(&v) == cudaSuccess) {
-    lib.cuda_driver = v > 0 ? cuda_version_text(v) : "none";
-  } else {
-    lib.cuda_driver = kUnknown;
-  }
-  lib.cuda_runtime = cudaRuntimeGetVersion(&v) == cudaSuccess ? cuda_version_text(v) : kUnknown;
-
-  int major = 0, minor = 0, patch = 0;
-  lib.cudnn = cudnnGetProperty(MAJOR_VERSION, &major) == CUDNN_STATUS_SUCCESS &&
-                      cudnnGetProperty(MINOR_VERSION, &minor) == CUDNN_STATUS_SUCCESS &&
-                      cudnnGetProperty(PATCH_LEVEL, &patch) == CUDNN_STATUS_SUCCESS
-                  ? fmt::format("{}.{}.{}", major, minor, patch)
-                  : kUnknown;
-  lib.cublas = cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
-                       cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
-                       cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS
-                   ? fmt::format("{}.{}.{}", major, minor, patch)
-                   : kUnknown;
-  // NCCL >= 2.9 encodes 10000 * major + 100 * minor + patch, older ones 1000 * major + ...
-  if (ncclGetVersion(&v) == ncclSuccess) {
-    lib.nccl = v >= 20900 ? fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100)
-                          : fmt::format("{}.{}.{}", v / 1000, (v % 1000) / 100, v % 100);
-  } else {
-    lib.nccl = kUnknown;
-  }
-
-  // None of the calls below creates a context: capturing must not take memory on the GPUs.
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess) {
-    env.gpu_error = fmt::format("cudaGetDeviceCount failed: {}", cuda_message(status));
-    // The failure stays sticky in the runtime's last error; later checks must not see it.
-    (void)cudaGetLastError();
+// The GPUs are the CUDA backend's devices.
+void capture_gpus(Environment& env) {
+  const Backend* cuda = find_backend(DeviceKind::kCuda);
+  if (cuda == nullptr) {
+    env.gpu_error = missing_backend_message(DeviceKind::kCuda);
     return;
   }
-  if (count == 0) {
-    env.gpu_error = "no CUDA device visible";
-    return;
-  }
-  for (int i = 0; i < count; ++i) {
-    cudaDeviceProp prop{};
-    const cudaError_t s = cudaGetDeviceProperties(&prop, i);
-    if (s != cudaSuccess) {
-      note(env.gpu_error,
-           fmt::format("cudaGetDeviceProperties({}) failed: {}", i, cuda_message(s)));
-      (void)cudaGetLastError();
-      continue;
-    }
-    GpuInfo g;
-    g.index = i;
-    g.name = prop.name;
-    g.uuid = uuid_text(prop.uuid);
-    std::array<char, 64> bus{};
-    if (cudaDeviceGetPCIBusId(bus.data(), static_cast<int>(bus.size()), i) == cudaSuccess) {
-      g.pci_bus_id = bus.data();
-    } else {
-      (void)cudaGetLastError();
-      g.pci_bus_id =
-          fmt::format("{:08X}:{:02X}:{:02X}.0", prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
-    }
-    g.memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
-    g.compute_capability = fmt::format("{}.{}", prop.major, prop.minor);
-    g.sm_count = prop.multiProcessorCount;
-    env.gpus.push_back(std::move(g));
-  }
+  DeviceSurvey survey = cuda->survey();
+  for (const DeviceProperties& d : survey.devices) env.gpus.push_back(to_gpu_info(d));
+  env.gpu_error = std::move(survey.error);
 }
-#endif
 
 BuildInfo capture_build() {
   BuildInfo b;
   b.scalescope_version = build_info::kScalescopeVersion;
   b.compiler = build_info::kCompiler;
   b.build_type = *build_info::kBuildType != '\0' ? build_info::kBuildType : "none";
-  b.with_cuda = SCALESCOPE_WITH_CUDA != 0;
+  b.with_cuda = find_backend(DeviceKind::kCuda) != nullptr;
   b.cuda_architectures = build_info::kCudaArchitectures;
   b.git_commit = build_info::kGitCommit;
   b.git_dirty = build_info::kGitDirty;
@@ -300,14 +207,8 @@ Environment capture_environment(const std::string& command_line) {
   env.captured_at = utc_now_iso8601();
   env.command_line = command_line;
   env.host = capture_host();
-  env.libraries.onednn = onednn_version();
-  env.libraries.gloo = gloo_version();
-  env.libraries.openmp = openmp_version();
-#if SCALESCOPE_WITH_CUDA
-  capture_cuda(env);
-#else
-  env.gpu_error = "built without CUDA";
-#endif
+  env.libraries = capture_libraries();
+  capture_gpus(env);
   env.build = capture_build();
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view entry(*e);

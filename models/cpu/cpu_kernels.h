@@ -26,6 +26,8 @@ void accumulate_into_cpu(float* acc, const float* grads, int64_t count, bool fir
 
 class CpuKernelBackend final : public KernelBackend {
  public:
+  DeviceKind kind() const override { return DeviceKind::kCpu; }
+  std::vector<LibraryVersion> library_versions() const override;  // oneDNN
   std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec, const LayerBinding& binding,
                                           Device& device) override {
     return make_cpu_layer(spec, binding, cpu(device));
@@ -37,6 +39,11 @@ class CpuKernelBackend final : public KernelBackend {
   std::unique_ptr<OptimizerKernel> make_optimizer(const OptimizerConfig& config, int64_t n,
                                                   Device& device) override {
     return make_cpu_optimizer(config, n, cpu(device));
+  }
+  // On the calling thread: work on a CPU stream runs inline.
+  void accumulate(float* acc, const float* grads, int64_t count, bool first,
+                  Stream& /*stream*/) override {
+    accumulate_into_cpu(acc, grads, count, first);
   }
 
  private:

@@ -1,13 +1,35 @@
 #include "models/cuda/cuda_kernels.h"
 
 #include "core/check.h"
+#include "models/cuda/cuda_libraries.h"
 
 namespace scalescope {
+namespace {
+
+// "major.minor.patch" from a library's getProperty (cudnnGetProperty, cublasGetProperty),
+// which answers `ok` on success.
+template <typename Status, typename GetProperty>
+std::string property_version(GetProperty get_property, Status ok) {
+  int major = 0, minor = 0, patch = 0;
+  if (get_property(MAJOR_VERSION, &major) != ok || get_property(MINOR_VERSION, &minor) != ok ||
+      get_property(PATCH_LEVEL, &patch) != ok) {
+    return kUnknownVersion;
+  }
+  return fmt::format("{}.{}.{}", major, minor, patch);
+}
+
+}  // namespace
 
 CudaDevice& CudaKernelBackend::cuda(Device& device) {
   auto* cuda_device = dynamic_cast<CudaDevice*>(&device);
   SS_CHECK(cuda_device != nullptr, "CUDA kernels asked for on {}", to_string(device.id()));
   return *cuda_device;
+}
+
+std::vector<LibraryVersion> CudaKernelBackend::library_versions() const {
+  // Library calls that need no device: they answer on machines without a GPU too.
+  return {{"cudnn", property_version(cudnnGetProperty, CUDNN_STATUS_SUCCESS)},
+          {"cublas", property_version(cublasGetProperty, CUBLAS_STATUS_SUCCESS)}};
 }
 
 }  // namespace scalescope

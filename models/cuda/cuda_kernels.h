@@ -34,6 +34,8 @@ void accumulate_into_cuda(float* acc, const float* grads, int64_t count, bool fi
 
 class CudaKernelBackend final : public KernelBackend {
  public:
+  DeviceKind kind() const override { return DeviceKind::kCuda; }
+  std::vector<LibraryVersion> library_versions() const override;  // cuDNN and cuBLAS
   std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec, const LayerBinding& binding,
                                           Device& device) override {
     return make_cuda_layer(spec, binding, cuda(device));
@@ -45,6 +47,10 @@ class CudaKernelBackend final : public KernelBackend {
   std::unique_ptr<OptimizerKernel> make_optimizer(const OptimizerConfig& config, int64_t n,
                                                   Device& device) override {
     return make_cuda_optimizer(config, n, cuda(device));
+  }
+  void accumulate(float* acc, const float* grads, int64_t count, bool first,
+                  Stream& stream) override {
+    accumulate_into_cuda(acc, grads, count, first, stream);
   }
 
  private:

@@ -10,9 +10,7 @@
 #include <regex>
 #include <thread>
 
-#if SCALESCOPE_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
+#include "core/backend.h"
 
 namespace scalescope {
 namespace {
@@ -60,17 +58,19 @@ TEST(CaptureEnvironment, RecordsLibraryVersions) {
       << env.libraries.onednn << " vs " << onednn;
   EXPECT_FALSE(env.libraries.gloo.empty());
   EXPECT_FALSE(env.libraries.openmp.empty());
-#if SCALESCOPE_WITH_CUDA
-  const std::regex dotted(R"(\d+\.\d+(\.\d+)?)");
-  for (const std::string& s : {env.libraries.cuda_runtime, env.libraries.cudnn, env.libraries.nccl,
-                               env.libraries.cublas}) {
-    EXPECT_TRUE(std::regex_match(s, dotted)) << "'" << s << "'";
+  if (SCALESCOPE_WITH_CUDA != 0) {
+    const std::regex dotted(R"(\d+\.\d+(\.\d+)?)");
+    for (const std::string& s : {env.libraries.cuda_runtime, env.libraries.cudnn,
+                                 env.libraries.nccl, env.libraries.cublas}) {
+      EXPECT_TRUE(std::regex_match(s, dotted)) << "'" << s << "'";
+    }
+    EXPECT_FALSE(env.libraries.cuda_driver.empty());
+  } else {
+    for (const std::string& s : {env.libraries.cuda_driver, env.libraries.cuda_runtime,
+                                 env.libraries.cudnn, env.libraries.nccl, env.libraries.cublas}) {
+      EXPECT_TRUE(s.empty()) << "'" << s << "'";
+    }
   }
-  EXPECT_FALSE(env.libraries.cuda_driver.empty());
-#else
-  EXPECT_TRUE(env.libraries.cudnn.empty());
-  EXPECT_TRUE(env.libraries.nccl.empty());
-#endif
 }
 
 TEST(CaptureEnvironment, RecordsBuild) {
@@ -119,9 +119,15 @@ TEST(CaptureEnvironment, KeepsOnlyAllowlistedVariables) {
 }
 
 TEST(CaptureEnvironment, NoGpuIsRecordedNotThrown) {
-#if SCALESCOPE_WITH_CUDA
-  int count = 0;
-  if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) {
+  const Backend* cuda = find_backend(DeviceKind::kCuda);
+  if (cuda == nullptr) {
+    const Environment env = capture_environment("");
+    EXPECT_TRUE(env.gpus.empty());
+    EXPECT_EQ(env.gpu_error, missing_backend_message(DeviceKind::kCuda));
+    return;
+  }
+  const int count = cuda->device_count();
+  if (count > 0) {
     const Environment env = capture_environment("");
     EXPECT_EQ(static_cast<int>(env.gpus.size()), count);
     EXPECT_EQ(env.gpu_error, "");
@@ -135,15 +141,9 @@ TEST(CaptureEnvironment, NoGpuIsRecordedNotThrown) {
     }
     GTEST_SKIP() << "a GPU is present; the no-GPU path is not exercised";
   }
-  (void)cudaGetLastError();
   const Environment env = capture_environment("");
   EXPECT_TRUE(env.gpus.empty());
   EXPECT_FALSE(env.gpu_error.empty());
-#else
-  const Environment env = capture_environment("");
-  EXPECT_TRUE(env.gpus.empty());
-  EXPECT_EQ(env.gpu_error, "built without CUDA");
-#endif
 }
 
 }  // namespace

@@ -39,13 +39,10 @@ constexpr double kTf32Tolerance = 5e-3;
 
 // Why the GPU tests cannot run here, or "" when they can.
 std::string gpu_unavailable() {
-#if SCALESCOPE_WITH_CUDA
-  Backend& cuda = backend(DeviceKind::kCuda);
-  if (cuda.device_count() > 0) return "";
-  return "no usable GPU (" + cuda.unavailable_reason() + ")";
-#else
-  return "this scalescope was built without CUDA (-DSCALESCOPE_WITH_CUDA=OFF)";
-#endif
+  const Backend* cuda = find_backend(DeviceKind::kCuda);
+  if (cuda == nullptr) return missing_backend_message(DeviceKind::kCuda);
+  if (cuda->device_count() > 0) return "";
+  return "no usable GPU (" + cuda->unavailable_reason() + ")";
 }
 
 // Sets allow_tf32() for a scope and restores it after, so that no test leaks its setting.
@@ -479,12 +476,29 @@ TEST_F(CudaKernelsTest, AccumulateIntoMatchesCpu) {
 // ---- everywhere: the registry, the switch and the CPU side of accumulate_into
 
 TEST(CudaKernelRegistry, ExistsExactlyInCudaBuilds) {
-#if SCALESCOPE_WITH_CUDA
-  // A dispatcher only: asking for it needs no GPU.
-  EXPECT_NO_THROW(kernel_backend(DeviceKind::kCuda));
-#else
-  EXPECT_CONTAINS(error_of([] { kernel_backend(DeviceKind::kCuda); }), "SCALESCOPE_WITH_CUDA");
-#endif
+  if (SCALESCOPE_WITH_CUDA != 0) {
+    // A dispatcher only: asking for it needs no GPU.
+    EXPECT_NO_THROW(kernel_backend(DeviceKind::kCuda));
+  } else {
+    EXPECT_CONTAINS(error_of([] { kernel_backend(DeviceKind::kCuda); }), "SCALESCOPE_WITH_CUDA");
+    EXPECT_CONTAINS(error_of([] { kernel_backend(DeviceKind::kCuda); }),
+                    missing_backend_message(DeviceKind::kCuda));
+  }
+}
+
+TEST(KernelRegistry, EveryBackendNamesItsLibrariesWithVersions) {
+  for (const KernelBackend* k : kernel_backends()) {
+    const std::vector<LibraryVersion> versions = k->library_versions();
+    EXPECT_FALSE(versions.empty()) << to_string(k->kind());
+    for (const LibraryVersion& v : versions) {
+      EXPECT_FALSE(v.name.empty()) << to_string(k->kind());
+      EXPECT_FALSE(v.version.empty()) << v.name;
+    }
+  }
+  const std::vector<LibraryVersion> cpu = kernel_backend(DeviceKind::kCpu).library_versions();
+  ASSERT_EQ(cpu.size(), 1u);
+  EXPECT_EQ(cpu[0].name, "onednn");
+  EXPECT_NE(cpu[0].version, kUnknownVersion);
 }
 
 TEST(Tf32Switch, AllowedByDefaultAndSettable) {
@@ -506,6 +520,19 @@ TEST(AccumulateInto, CpuCopiesFirstThenAdds) {
   EXPECT_EQ(acc, a);
   accumulate_into(acc.data(), b.data(), 3, false, stream);
   EXPECT_EQ(acc, (std::vector<float>{1.25f, 2.0f, 0.0f}));
+}
+
+TEST(AccumulateInto, ForwardsToTheKernelBackendOfTheStreamsDevice) {
+  CpuDevice device(0, 1);
+  Stream& stream = device.default_stream();
+  std::vector<float> through_free = {1.0f, 1.0f};
+  std::vector<float> through_backend = through_free;
+  const std::vector<float> grads = {0.5f, -3.0f};
+  accumulate_into(through_free.data(), grads.data(), 2, false, stream);
+  kernel_backend(DeviceKind::kCpu)
+      .accumulate(through_backend.data(), grads.data(), 2, false, stream);
+  EXPECT_EQ(through_free, through_backend);
+  EXPECT_EQ(through_free, (std::vector<float>{1.5f, -2.0f}));
 }
 
 TEST(AccumulateInto, RefusesANegativeCount) {
