@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/cpu/cpu_device.h"
+#include "core/sim/sim_device.h"
 #if SCALESCOPE_WITH_CUDA
 #include "core/cuda/cuda_device.h"
 #endif
@@ -14,6 +15,7 @@ namespace {
 std::vector<std::unique_ptr<Backend>> make_backends() {
   std::vector<std::unique_ptr<Backend>> list;
   list.push_back(make_cpu_backend());
+  list.push_back(make_sim_backend());
 #if SCALESCOPE_WITH_CUDA
   list.push_back(make_cuda_backend());
 #endif

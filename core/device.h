@@ -86,6 +86,9 @@ class Device {
   // Makes this device current for the calling thread (cudaSetDevice; the CPU device sets
   // the calling thread's OpenMP thread count). Called at the start of every replica thread.
   virtual void make_current() = 0;
+  // Whether the host may read and write this device's memory directly (CPU devices, whose
+  // memory is host memory); otherwise only copies reach it.
+  virtual bool host_accessible() const { return false; }
   // Host threads this device's kernels run on (a CPU device's share of the cores); 0 for a
   // device whose kernels run elsewhere.
   virtual int threads() const { return 0; }

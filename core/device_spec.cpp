@@ -12,9 +12,11 @@
 namespace scalescope {
 namespace {
 
-constexpr const char* kAccepted = "accepted: cpu, cpu:N, cuda, cuda:I[,J...] or a device count N";
-// More CPU replicas than this is certainly a typo: each is a thread with its own model.
-constexpr int kMaxCpuDevices = 1024;
+constexpr const char* kAccepted =
+    "accepted: cpu, cpu:N, cuda, cuda:I[,J...], sim, sim:N or a device count N";
+// More logical replicas (CPU or simulated) than this is certainly a typo: each is a thread
+// (or several) with its own model.
+constexpr int kMaxLogicalDevices = 1024;
 
 int parse_int(std::string_view text, std::string_view whole) {
   int value = 0;
@@ -42,11 +44,12 @@ std::vector<int> iota(int n) {
   return v;
 }
 
-DeviceSpec cpu_spec(int count, std::string_view whole) {
-  SS_CHECK(count >= 1 && count <= kMaxCpuDevices,
-           "bad device list '{}': CPU device count {} must be between 1 and {}", whole, count,
-           kMaxCpuDevices);
-  return DeviceSpec{DeviceKind::kCpu, iota(count)};
+// CPU and simulated devices are logical: any count of them, numbered from 0.
+DeviceSpec logical_spec(DeviceKind kind, int count, std::string_view whole) {
+  SS_CHECK(count >= 1 && count <= kMaxLogicalDevices,
+           "bad device list '{}': {} device count {} must be between 1 and {}", whole,
+           kind == DeviceKind::kCpu ? "CPU" : "simulated", count, kMaxLogicalDevices);
+  return DeviceSpec{kind, iota(count)};
 }
 
 }  // namespace
@@ -59,8 +62,9 @@ DeviceSpec parse_device_spec(std::string_view text) {
       colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
   SS_CHECK(colon == std::string_view::npos || !tail.empty(),
            "bad device list '{}': nothing after ':' ({})", text, kAccepted);
-  if (head == "cpu") {
-    return cpu_spec(tail.empty() ? 1 : parse_int(tail, text), text);
+  if (head == "cpu" || head == "sim") {
+    return logical_spec(head == "cpu" ? DeviceKind::kCpu : DeviceKind::kSim,
+                        tail.empty() ? 1 : parse_int(tail, text), text);
   }
   if (head == "cuda" || head == "gpu") {
     DeviceSpec spec{DeviceKind::kCuda, {}};
@@ -90,11 +94,11 @@ DeviceSpec parse_device_spec(std::string_view text) {
       return DeviceSpec{DeviceKind::kCuda, iota(count)};
     }
   }
-  return cpu_spec(count, text);
+  return logical_spec(DeviceKind::kCpu, count, text);
 }
 
 void check_devices_available(const DeviceSpec& spec) {
-  if (spec.kind == DeviceKind::kCpu) return;
+  if (spec.kind != DeviceKind::kCuda) return;  // logical devices: any number exists
   Backend& b = backend(spec.kind);
   const int available = b.device_count();
   for (int i : spec.indices) {
@@ -105,7 +109,9 @@ void check_devices_available(const DeviceSpec& spec) {
 }
 
 std::string to_string(const DeviceSpec& spec) {
-  if (spec.kind == DeviceKind::kCpu) return fmt::format("cpu:{}", spec.count());
+  if (spec.kind != DeviceKind::kCuda) {
+    return fmt::format("{}:{}", to_string(spec.kind), spec.count());
+  }
   return fmt::format("cuda:{}", fmt::join(spec.indices, ","));
 }
 

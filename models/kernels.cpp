@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "models/cpu/cpu_kernels.h"
+#include "models/sim/sim_kernels.h"
 #if SCALESCOPE_WITH_CUDA
 #include "models/cuda/cuda_kernels.h"
 #endif
@@ -23,6 +24,7 @@ std::atomic<bool>& tf32_flag() {
 std::vector<std::unique_ptr<KernelBackend>> make_kernel_backends() {
   std::vector<std::unique_ptr<KernelBackend>> list;
   list.push_back(std::make_unique<CpuKernelBackend>());
+  list.push_back(std::make_unique<SimKernelBackend>());
 #if SCALESCOPE_WITH_CUDA
   list.push_back(std::make_unique<CudaKernelBackend>());
 #endif

@@ -10,7 +10,7 @@ Stager::Stager(Device& device, int64_t batch, int64_t sample_floats, int64_t lab
     : device_(device),
       input_bytes_(batch * sample_floats * static_cast<int64_t>(sizeof(float))),
       label_bytes_(batch * label_floats * static_cast<int64_t>(sizeof(float))),
-      copies_(device.id().kind != DeviceKind::kCpu) {
+      copies_(!device.host_accessible()) {
   SS_CHECK(batch > 0 && sample_floats > 0 && label_floats > 0,
            "stager for batches of {} samples x {} floats (labels {}): sizes must be positive",
            batch, sample_floats, label_floats);

@@ -55,7 +55,7 @@ class Stager {
   Device& device_;
   int64_t input_bytes_;
   int64_t label_bytes_;
-  bool copies_;  // false on CPU
+  bool copies_;  // false where the device reads host memory directly (CPU)
   std::unique_ptr<Stream> copy_stream_;
   std::array<Slot, 2> slots_;
   int next_slot_ = 0;

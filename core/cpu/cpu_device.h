@@ -21,6 +21,7 @@ class CpuDevice final : public Device {
   std::string name() const override;
   void make_current() override;
   int threads() const override { return threads_; }
+  bool host_accessible() const override { return true; }
 
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) noexcept override;

@@ -55,6 +55,15 @@ void SimStream::synchronize() {
   if (const std::exception_ptr error = fault_.get()) std::rethrow_exception(error);
 }
 
+bool SimStream::synchronize_for(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  const uint64_t target = enqueued_;
+  if (!changed_.wait_for(lock, timeout, [&] { return done_ >= target; })) return false;
+  lock.unlock();
+  if (const std::exception_ptr error = fault_.get()) std::rethrow_exception(error);
+  return true;
+}
+
 bool SimStream::idle() const {
   std::lock_guard lock(mutex_);
   return done_ == enqueued_;

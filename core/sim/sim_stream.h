@@ -13,6 +13,7 @@
 // forever) and every synchronize() of the device's streams and events throws it.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -54,6 +55,8 @@ class SimStream final : public Stream {
   Device& device() const override { return device_; }
   // Blocks until the work enqueued so far has run; throws the device's failure.
   void synchronize() override;
+  // synchronize(), giving up after `timeout`: false when the work has not run by then.
+  bool synchronize_for(std::chrono::milliseconds timeout);
   bool idle() const override;
 
   // Runs `work` on the worker after everything enqueued before. `marker`: runs even after a

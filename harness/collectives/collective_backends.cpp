@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "harness/collectives/nccl_communicator.h"
+#include "harness/collectives/sim_collectives.h"
 #include "harness/telemetry/build_info.h"
 
 namespace scalescope {
@@ -29,6 +30,7 @@ class GlooCollectiveBackend final : public CollectiveBackend {
 std::vector<std::unique_ptr<CollectiveBackend>> make_collective_backends() {
   std::vector<std::unique_ptr<CollectiveBackend>> list;
   list.push_back(std::make_unique<GlooCollectiveBackend>());
+  list.push_back(make_sim_collective_backend());
 #if SCALESCOPE_WITH_CUDA
   list.push_back(make_nccl_collective_backend());
 #endif

@@ -13,7 +13,8 @@ namespace scalescope {
 
 class Cluster;
 
-// Whether errors of this library name a lost peer rather than a cause ("Gloo", "NCCL").
+// Whether errors of this library name a lost peer rather than a cause (Gloo, NCCL, the
+// simulated devices' collectives).
 bool is_collective_library(const std::string& library);
 
 // The cause among one process's replica errors: the first that is not a collective failure.

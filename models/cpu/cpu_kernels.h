@@ -12,14 +12,17 @@
 
 namespace scalescope {
 
+// The makers take any device whose kernels run on the host: a CPU device, or a simulated
+// device, whose stream workers run them (models/sim). They allocate through `device` and
+// use its threads().
 // cpu_layers.cpp
 std::unique_ptr<LayerKernel> make_cpu_layer(const LayerSpec& spec, const LayerBinding& binding,
-                                            CpuDevice& device);
+                                            Device& device);
 // cpu_losses.cpp
-std::unique_ptr<LossKernel> make_cpu_loss(LossKind kind, const Shape& output, CpuDevice& device);
+std::unique_ptr<LossKernel> make_cpu_loss(LossKind kind, const Shape& output, Device& device);
 // cpu_optimizers.cpp
 std::unique_ptr<OptimizerKernel> make_cpu_optimizer(const OptimizerConfig& config, int64_t n,
-                                                    CpuDevice& device);
+                                                    Device& device);
 // cpu_accumulate.cpp: accumulate_into() (models/kernels.h) on CPU memory, across the calling
 // thread's OpenMP threads.
 void accumulate_into_cpu(float* acc, const float* grads, int64_t count, bool first);
@@ -47,7 +50,8 @@ class CpuKernelBackend final : public KernelBackend {
   }
 
  private:
-  static CpuDevice& cpu(Device& device);
+  // REQUIRES: a CPU device; throws Error otherwise.
+  static Device& cpu(Device& device);
 };
 
 }  // namespace scalescope

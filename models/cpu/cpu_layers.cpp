@@ -87,7 +87,7 @@ class Call {
 // primitives are created with, and the memory it owns.
 class DnnlKernel : public LayerKernel {
  protected:
-  explicit DnnlKernel(CpuDevice& device)
+  explicit DnnlKernel(Device& device)
       : device_(device), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
     // A user scratchpad, allocated once at construction: the library's own is allocated,
     // and grown, while primitives execute.
@@ -143,7 +143,7 @@ class DnnlKernel : public LayerKernel {
     for (const memory& m : scratchpads_) m.set_data_handle(scratch_buffer_.data());
   }
 
-  CpuDevice& device_;
+  Device& device_;
   dnnl::engine engine_;
   dnnl::stream stream_;
   dnnl::primitive_attr attr_;
@@ -170,7 +170,7 @@ struct WeightedDescs {
 template <class Fwd, class BwdData, class BwdWeights>
 class WeightedKernel final : public DnnlKernel {
  public:
-  WeightedKernel(CpuDevice& device, const LayerBinding& binding,
+  WeightedKernel(Device& device, const LayerBinding& binding,
                  const WeightedDescs<Fwd, BwdData, BwdWeights>& d)
       : DnnlKernel(device) {
     const typename Fwd::primitive_desc fwd_pd(d.fwd, attr_, engine_);
@@ -248,8 +248,7 @@ using ConvKernel = WeightedKernel<dnnl::convolution_forward, dnnl::convolution_b
 using DenseKernel = WeightedKernel<dnnl::inner_product_forward, dnnl::inner_product_backward_data,
                                    dnnl::inner_product_backward_weights>;
 
-std::unique_ptr<LayerKernel> make_conv(const Conv2DSpec& c, const LayerBinding& b,
-                                       CpuDevice& device) {
+std::unique_ptr<LayerKernel> make_conv(const Conv2DSpec& c, const LayerBinding& b, Device& device) {
   const memory::dims src_dims = image_dims(b.in);
   const memory::dims dst_dims = image_dims(b.out);
   const memory::dims strides = {c.stride, c.stride};
@@ -283,8 +282,7 @@ std::unique_ptr<LayerKernel> make_conv(const Conv2DSpec& c, const LayerBinding& 
   return std::make_unique<ConvKernel>(device, b, descs);
 }
 
-std::unique_ptr<LayerKernel> make_dense(const DenseSpec& d, const LayerBinding& b,
-                                        CpuDevice& device) {
+std::unique_ptr<LayerKernel> make_dense(const DenseSpec& d, const LayerBinding& b, Device& device) {
   const memory::desc src = f32_desc({b.in[0], b.in[1]}, Tag::nc);
   const memory::desc dst = f32_desc({b.out[0], d.units}, Tag::nc);
   const memory::dims weight_dims = {d.units, b.in[1]};
@@ -338,7 +336,7 @@ class UnaryKernel : public DnnlKernel {
 // the same; pooling_avg_exclude_padding is oneDNN's plain average.
 class GlobalAvgPoolKernel final : public UnaryKernel {
  public:
-  GlobalAvgPoolKernel(CpuDevice& device, const Shape& in) : UnaryKernel(device) {
+  GlobalAvgPoolKernel(Device& device, const Shape& in) : UnaryKernel(device) {
     const memory::desc src = f32_desc(image_dims(in), Tag::nhwc);
     const memory::desc dst = f32_desc({in[0], in[3], 1, 1}, Tag::nhwc);
     const memory::dims window = {in[1], in[2]};
@@ -481,7 +479,7 @@ class MaxPoolKernel final : public LayerKernel {
 // derivative from the output (the *_use_dst_for_bwd algorithms), which the caller keeps.
 class EltwiseKernel final : public UnaryKernel {
  public:
-  EltwiseKernel(CpuDevice& device, dnnl::algorithm algorithm, int64_t numel) : UnaryKernel(device) {
+  EltwiseKernel(Device& device, dnnl::algorithm algorithm, int64_t numel) : UnaryKernel(device) {
     const memory::desc data = f32_desc({numel}, Tag::a);
     const dnnl::eltwise_forward::desc fwd(dnnl::prop_kind::forward_training, algorithm, data, 0.0f,
                                           0.0f);
@@ -517,7 +515,7 @@ dnnl::algorithm eltwise_algorithm(Activation kind) {
 // Inputs that are not images are already in order and are copied.
 class FlattenKernel final : public UnaryKernel {
  public:
-  FlattenKernel(CpuDevice& device, const Shape& in) : UnaryKernel(device) {
+  FlattenKernel(Device& device, const Shape& in) : UnaryKernel(device) {
     memory::desc nhwc = f32_desc({in.numel()}, Tag::a);
     memory::desc nchw = nhwc;
     if (in.rank() == 4) {
@@ -534,8 +532,7 @@ class FlattenKernel final : public UnaryKernel {
   }
 };
 
-std::unique_ptr<LayerKernel> build(const LayerSpec& spec, const LayerBinding& b,
-                                   CpuDevice& device) {
+std::unique_ptr<LayerKernel> build(const LayerSpec& spec, const LayerBinding& b, Device& device) {
   return std::visit(Overloaded{
                         [&](const Conv2DSpec& c) { return make_conv(c, b, device); },
                         [&](const MaxPool2DSpec& p) -> std::unique_ptr<LayerKernel> {
@@ -559,7 +556,7 @@ std::unique_ptr<LayerKernel> build(const LayerSpec& spec, const LayerBinding& b,
 }  // namespace
 
 std::unique_ptr<LayerKernel> make_cpu_layer(const LayerSpec& spec, const LayerBinding& binding,
-                                            CpuDevice& device) {
+                                            Device& device) {
   check_layer_binding(spec, binding);
   std::unique_ptr<LayerKernel> kernel;
   SS_CHECK_DNNL(kernel = build(spec, binding, device));

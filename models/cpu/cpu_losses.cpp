@@ -204,7 +204,7 @@ class CpuLoss final : public LossKernel {
 
 }  // namespace
 
-std::unique_ptr<LossKernel> make_cpu_loss(LossKind kind, const Shape& output, CpuDevice& device) {
+std::unique_ptr<LossKernel> make_cpu_loss(LossKind kind, const Shape& output, Device& device) {
   SS_CHECK(output.rank() == 2 && output[0] > 0 && output[1] > 0,
            "{} takes a model output of shape [batch, classes], not {}", to_string(kind),
            output.to_string());

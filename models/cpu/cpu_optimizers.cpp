@@ -23,7 +23,7 @@ namespace stdx = std::experimental;
 // Below this many parameters the update runs on the calling thread (tests, tiny models).
 constexpr int64_t kParallelMinParams = int64_t{1} << 15;
 
-Tensor zeroed_state(CpuDevice& device, int64_t n) {
+Tensor zeroed_state(Device& device, int64_t n) {
   Tensor t(device, Shape{n});
   device.fill_zero(t.data(), t.bytes(), device.default_stream());
   return t;
@@ -31,7 +31,7 @@ Tensor zeroed_state(CpuDevice& device, int64_t n) {
 
 class CpuSgd final : public OptimizerKernel {
  public:
-  CpuSgd(const OptimizerConfig& config, int64_t n, CpuDevice& device)
+  CpuSgd(const OptimizerConfig& config, int64_t n, Device& device)
       : config_(config),
         n_(n),
         threads_(device.threads()),
@@ -75,7 +75,7 @@ class CpuSgd final : public OptimizerKernel {
 
 class CpuAdam final : public OptimizerKernel {
  public:
-  CpuAdam(const OptimizerConfig& config, int64_t n, CpuDevice& device)
+  CpuAdam(const OptimizerConfig& config, int64_t n, Device& device)
       : config_(config),
         n_(n),
         threads_(device.threads()),
@@ -162,7 +162,7 @@ class CpuAdam final : public OptimizerKernel {
 }  // namespace
 
 std::unique_ptr<OptimizerKernel> make_cpu_optimizer(const OptimizerConfig& config, int64_t n,
-                                                    CpuDevice& device) {
+                                                    Device& device) {
   SS_CHECK(n >= 0, "optimizer over {} parameters", n);
   if (config.kind == OptimizerKind::kSgd) return std::make_unique<CpuSgd>(config, n, device);
   return std::make_unique<CpuAdam>(config, n, device);

@@ -1,0 +1,108 @@
+#include "models/sim/sim_kernels.h"
+
+#include "core/check.h"
+#include "core/sim/sim_device.h"
+#include "models/cpu/cpu_kernels.h"
+
+namespace scalescope {
+namespace {
+
+SimDevice& sim(Device& device) {
+  auto* s = dynamic_cast<SimDevice*>(&device);
+  SS_CHECK(s != nullptr, "simulated-device kernels asked for on {}", to_string(device.id()));
+  return *s;
+}
+
+// Each call of a CPU kernel becomes a launch on the stream it names. Pointers are captured;
+// the stream is captured by reference (a stream outlives the work queued on it).
+class SimLayer final : public LayerKernel {
+ public:
+  SimLayer(SimDevice& device, std::unique_ptr<LayerKernel> cpu)
+      : device_(device), cpu_(std::move(cpu)) {}
+  void forward(const float* in, float* out, Stream& stream) override {
+    device_.launch(stream, [k = cpu_.get(), in, out, &stream] { k->forward(in, out, stream); });
+  }
+  void backward(const float* in, const float* out, const float* dout, float* din,
+                Stream& stream) override {
+    device_.launch(stream, [k = cpu_.get(), in, out, dout, din, &stream] {
+      k->backward(in, out, dout, din, stream);
+    });
+  }
+
+ private:
+  SimDevice& device_;
+  std::unique_ptr<LayerKernel> cpu_;
+};
+
+class SimLoss final : public LossKernel {
+ public:
+  SimLoss(SimDevice& device, std::unique_ptr<LossKernel> cpu)
+      : device_(device), cpu_(std::move(cpu)) {}
+  void forward_backward(const float* output, const float* labels, float scale, float* loss,
+                        float* dout, Stream& stream) override {
+    device_.launch(stream, [k = cpu_.get(), output, labels, scale, loss, dout, &stream] {
+      k->forward_backward(output, labels, scale, loss, dout, stream);
+    });
+  }
+  void forward(const float* output, const float* labels, float scale, float* loss,
+               Stream& stream) override {
+    device_.launch(stream, [k = cpu_.get(), output, labels, scale, loss, &stream] {
+      k->forward(output, labels, scale, loss, stream);
+    });
+  }
+  void count_correct(const float* output, const float* labels, float* correct,
+                     Stream& stream) override {
+    device_.launch(stream, [k = cpu_.get(), output, labels, correct, &stream] {
+      k->count_correct(output, labels, correct, stream);
+    });
+  }
+
+ private:
+  SimDevice& device_;
+  std::unique_ptr<LossKernel> cpu_;
+};
+
+class SimOptimizer final : public OptimizerKernel {
+ public:
+  SimOptimizer(SimDevice& device, std::unique_ptr<OptimizerKernel> cpu)
+      : device_(device), cpu_(std::move(cpu)) {}
+  void update(float* params, const float* grads, float lr, int64_t step, Stream& stream) override {
+    device_.launch(stream, [k = cpu_.get(), params, grads, lr, step, &stream] {
+      k->update(params, grads, lr, step, stream);
+    });
+  }
+  std::vector<TensorView> state() const override { return cpu_->state(); }
+
+ private:
+  SimDevice& device_;
+  std::unique_ptr<OptimizerKernel> cpu_;
+};
+
+}  // namespace
+
+std::vector<LibraryVersion> SimKernelBackend::library_versions() const {
+  return CpuKernelBackend().library_versions();
+}
+
+std::unique_ptr<LayerKernel> SimKernelBackend::make_layer(const LayerSpec& spec,
+                                                          const LayerBinding& binding,
+                                                          Device& device) {
+  return std::make_unique<SimLayer>(sim(device), make_cpu_layer(spec, binding, device));
+}
+
+std::unique_ptr<LossKernel> SimKernelBackend::make_loss(LossKind kind, const Shape& output,
+                                                        Device& device) {
+  return std::make_unique<SimLoss>(sim(device), make_cpu_loss(kind, output, device));
+}
+
+std::unique_ptr<OptimizerKernel> SimKernelBackend::make_optimizer(const OptimizerConfig& config,
+                                                                  int64_t n, Device& device) {
+  return std::make_unique<SimOptimizer>(sim(device), make_cpu_optimizer(config, n, device));
+}
+
+void SimKernelBackend::accumulate(float* acc, const float* grads, int64_t count, bool first,
+                                  Stream& stream) {
+  sim(stream.device()).launch(stream, [=] { accumulate_into_cpu(acc, grads, count, first); });
+}
+
+}  // namespace scalescope

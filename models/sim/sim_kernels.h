@@ -1,0 +1,28 @@
+// The kernels of the simulated accelerator: the CPU backend's kernels (oneDNN and our
+// loops), each call enqueued on the stream it names and run by that stream's worker when its
+// turn comes, with its arguments captured at enqueue time, as a kernel launch captures them.
+// The host thread never runs one.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "models/kernels.h"
+
+namespace scalescope {
+
+class SimKernelBackend final : public KernelBackend {
+ public:
+  DeviceKind kind() const override { return DeviceKind::kSim; }
+  std::vector<LibraryVersion> library_versions() const override;  // the CPU kernels'
+  std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec, const LayerBinding& binding,
+                                          Device& device) override;
+  std::unique_ptr<LossKernel> make_loss(LossKind kind, const Shape& output,
+                                        Device& device) override;
+  std::unique_ptr<OptimizerKernel> make_optimizer(const OptimizerConfig& config, int64_t n,
+                                                  Device& device) override;
+  void accumulate(float* acc, const float* grads, int64_t count, bool first,
+                  Stream& stream) override;
+};
+
+}  // namespace scalescope
