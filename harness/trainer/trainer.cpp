@@ -465,18 +465,18 @@ void run_replica(Group& g, int rank) {
     if (measured > 0) measured_allocations += device->device_allocations() - allocations_before;
     const ReduceTimes& reduced = reducer->times();
     PhaseTimes p;
-    p.input_ms = ev.input->elapsed_ms_since(*ev.start);
-    p.h2d_ms = ev.h2d->elapsed_ms_since(*ev.input);
+    p[Phase::kInput] = ev.input->elapsed_ms_since(*ev.start);
+    p[Phase::kH2D] = ev.h2d->elapsed_ms_since(*ev.input);
     const Event* phase_start = ev.h2d.get();
     for (int m = 0; m < micro; ++m) {
-      p.forward_ms += ev.forward[static_cast<size_t>(m)]->elapsed_ms_since(*phase_start);
-      p.backward_ms += ev.backward[static_cast<size_t>(m)]->elapsed_ms_since(
+      p[Phase::kForward] += ev.forward[static_cast<size_t>(m)]->elapsed_ms_since(*phase_start);
+      p[Phase::kBackward] += ev.backward[static_cast<size_t>(m)]->elapsed_ms_since(
           *ev.forward[static_cast<size_t>(m)]);
       phase_start = ev.backward[static_cast<size_t>(m)].get();
     }
-    p.allreduce_exposed_ms = ev.allreduce->elapsed_ms_since(*phase_start);
-    p.allreduce_ms = reduced.total_ms;
-    p.optimizer_ms = ev.optimizer->elapsed_ms_since(*ev.allreduce);
+    p[Phase::kAllReduceExposed] = ev.allreduce->elapsed_ms_since(*phase_start);
+    p[Phase::kAllReduce] = reduced.total_ms;
+    p[Phase::kOptimizer] = ev.optimizer->elapsed_ms_since(*ev.allreduce);
     p.step_ms = ev.end->elapsed_ms_since(*ev.start);
     p.start_ms = reference_ms + ev.start->elapsed_ms_since(*reference);
     for (size_t b = 0; b < buckets.size(); ++b) {
@@ -503,7 +503,7 @@ void run_replica(Group& g, int rank) {
       g.bucket_ms.push_back(reduced.bucket_ms);
       g.lrs.push_back(lr);
       if (g.hooks.on_step)
-        g.hooks.on_step(StepRecord{step, step_loss, p.step_ms, p.input_ms + p.h2d_ms});
+        g.hooks.on_step(StepRecord{step, step_loss, p.step_ms, p.exposed_ms(PhaseKind::kInput)});
     }
     if (samples_gpus && step == last_step && g.gpu_sampler) g.gpu_sampler->stop();
     if (g.hooks.after_step) {
@@ -603,36 +603,15 @@ void throw_first_error(const std::vector<nlohmann::json>& messages, const Cluste
 
 nlohmann::json phases_json(const std::vector<PhaseTimes>& phases) {
   nlohmann::json out = nlohmann::json::array();
-  for (const PhaseTimes& p : phases) {
-    std::vector<double> v = {p.input_ms,     p.h2d_ms,       p.forward_ms,
-                             p.backward_ms,  p.allreduce_ms, p.allreduce_exposed_ms,
-                             p.optimizer_ms, p.step_ms,      p.start_ms};
-    for (const PhaseTimes::Interval& b : p.buckets) {
-      v.push_back(b.start_ms);
-      v.push_back(b.ms);
-    }
-    out.push_back(std::move(v));
-  }
+  for (const PhaseTimes& p : phases) out.push_back(to_json(p, true));
   return out;
 }
 
 std::vector<PhaseTimes> phases_from_json(const nlohmann::json& j) {
   std::vector<PhaseTimes> out;
-  for (const nlohmann::json& row : j) {
-    const std::vector<double> v = row.get<std::vector<double>>();
-    SS_CHECK(v.size() >= 9 && (v.size() - 9) % 2 == 0, "a process sent a malformed step record");
-    PhaseTimes p;
-    p.input_ms = v[0];
-    p.h2d_ms = v[1];
-    p.forward_ms = v[2];
-    p.backward_ms = v[3];
-    p.allreduce_ms = v[4];
-    p.allreduce_exposed_ms = v[5];
-    p.optimizer_ms = v[6];
-    p.step_ms = v[7];
-    p.start_ms = v[8];
-    for (size_t i = 9; i + 1 < v.size(); i += 2) p.buckets.push_back({v[i], v[i + 1]});
-    out.push_back(std::move(p));
+  for (size_t i = 0; i < j.size(); ++i) {
+    out.push_back(phase_times_from_json(
+        JsonReader(j[i], "a process's results", fmt::format("phases[{}]", i))));
   }
   return out;
 }
@@ -802,7 +781,6 @@ RunReport assemble_report(const TrainOptions& o, const Plan& plan, Group& g) {
     r.step = i + 1;
     r.lr = g.lrs[static_cast<size_t>(i)];
     double loss = 0.0;
-    const PhaseTimes* slowest = nullptr;
     for (int rank = 0; rank < replicas; ++rank) {
       const auto& phases = g.phases[static_cast<size_t>(rank)];
       const auto& losses = g.losses[static_cast<size_t>(rank)];
@@ -812,11 +790,9 @@ RunReport assemble_report(const TrainOptions& o, const Plan& plan, Group& g) {
       const PhaseTimes& p = phases[static_cast<size_t>(i)];
       r.replicas.push_back(p);
       loss += losses[static_cast<size_t>(i)];
-      if (slowest == nullptr || p.step_ms > slowest->step_ms) slowest = &p;
     }
     r.loss = loss / replicas;  // equal shards: the mean of means is the global mean
-    r.step_ms = slowest->step_ms;
-    r.input_ms = slowest->input_ms + slowest->h2d_ms;
+    set_group_times(r);
     r.bucket_ms = std::move(g.bucket_ms[static_cast<size_t>(i)]);
     report.steps.push_back(std::move(r));
   }

@@ -65,12 +65,13 @@ TEST(ChromeTrace, ARunsStepsAsValidTraceEvents) {
     for (int r = 0; r < 2; ++r) {
       const PhaseTimes& p = s.replicas[static_cast<size_t>(r)];
       const auto us = [&](const char* name) { return durations[{r, s.step, name}]; };
-      EXPECT_NEAR(us("forward"), p.forward_ms * 1e3, 1e-6);
-      EXPECT_NEAR(us("backward"), p.backward_ms * 1e3, 1e-6);
-      EXPECT_NEAR(us("allreduce wait"), p.allreduce_exposed_ms * 1e3, 1e-6);
-      EXPECT_NEAR(us("optimizer"), p.optimizer_ms * 1e3, 1e-6);
-      EXPECT_NEAR(us("input") + us("h2d"), (p.input_ms + p.h2d_ms) * 1e3, 1e-6);
-      EXPECT_NEAR(us("bucket"), p.allreduce_ms * 1e3, 1e-3);
+      EXPECT_NEAR(us("forward"), p[Phase::kForward] * 1e3, 1e-6);
+      EXPECT_NEAR(us("backward"), p[Phase::kBackward] * 1e3, 1e-6);
+      EXPECT_NEAR(us("exposed all-reduce"), p[Phase::kAllReduceExposed] * 1e3, 1e-6);
+      EXPECT_NEAR(us("optimizer"), p[Phase::kOptimizer] * 1e3, 1e-6);
+      EXPECT_NEAR(us("input") + us("host-to-device copy"), p.exposed_ms(PhaseKind::kInput) * 1e3,
+                  1e-6);
+      EXPECT_NEAR(us("bucket"), p[Phase::kAllReduce] * 1e3, 1e-3);
       const double step_us =
           durations[std::make_tuple(r, s.step, "step " + std::to_string(s.step))];
       EXPECT_NEAR(step_us, p.step_ms * 1e3, 1e-6);

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "reports/compare.h"
+#include "reports/compare/format.h"
 #include "tests/reports/sweep_fixtures.h"
 #include "tests/test_util.h"
 
@@ -107,8 +108,8 @@ TEST(Compare, TenPercentLossOnLowNoiseIsARegression) {
   EXPECT_EQ(metric_of(two, Metric::kEfficiency).change, Change::kRegressed);
   // Every phase is a fixed share of the step: each grew 10% and each is material but h2d
   // (0.5% of the step: 0.05 ms growth < 1% of 10 ms).
-  EXPECT_EQ(metric_of(two, Metric::kBackward).change, Change::kRegressed);
-  EXPECT_EQ(metric_of(two, Metric::kH2d).change, Change::kNegligible);
+  EXPECT_EQ(metric_of(two, Metric::of(Phase::kBackward)).change, Change::kRegressed);
+  EXPECT_EQ(metric_of(two, Metric::of(Phase::kH2D)).change, Change::kNegligible);
   EXPECT_TRUE(c.regressed());
   EXPECT_FALSE(c.weak());
   EXPECT_EQ(c.regressions(), two.regressions());
@@ -168,7 +169,7 @@ TEST(Compare, PerMetricThresholdsApply) {
   const PointComparison& two = c.points[1];
   EXPECT_EQ(metric_of(two, Metric::kThroughput).threshold, 0.15);
   EXPECT_EQ(metric_of(two, Metric::kThroughput).change, Change::kUnchanged);
-  EXPECT_EQ(metric_of(two, Metric::kBackward).change, Change::kUnchanged);
+  EXPECT_EQ(metric_of(two, Metric::of(Phase::kBackward)).change, Change::kUnchanged);
   // step_time keeps the default 5%, so the gate still fails.
   EXPECT_EQ(metric_of(two, Metric::kStepTime).change, Change::kRegressed);
   EXPECT_TRUE(c.regressed());
@@ -182,7 +183,7 @@ TEST(Compare, ATinyPhaseCannotFailTheGateButALargeOneCan) {
   // 0.05 ms is under 1% of the 10 ms step.
   spec.h2d_share = 0.01;
   const Comparison tiny = compare(base, pair_report(spec));
-  const MetricComparison& h2d = metric_of(tiny.points[1], Metric::kH2d);
+  const MetricComparison& h2d = metric_of(tiny.points[1], Metric::of(Phase::kH2D));
   EXPECT_NEAR(h2d.relative_change, 1.0, 1e-9);
   EXPECT_LT(h2d.test.p_value, 0.001);
   EXPECT_EQ(h2d.change, Change::kNegligible);
@@ -197,10 +198,11 @@ TEST(Compare, ATinyPhaseCannotFailTheGateButALargeOneCan) {
   spec.h2d_share = 0.005;
   spec.exposed_share = 0.18;
   const Comparison large = compare(base, pair_report(spec));
-  EXPECT_EQ(metric_of(large.points[1], Metric::kAllreduceExposed).change, Change::kRegressed);
+  EXPECT_EQ(metric_of(large.points[1], Metric::of(Phase::kAllReduceExposed)).change,
+            Change::kRegressed);
   EXPECT_TRUE(large.regressed());
   // The one-device point has no all-reduce in either report: no row.
-  EXPECT_FALSE(has_metric(large.points[0], Metric::kAllreduce));
+  EXPECT_FALSE(has_metric(large.points[0], Metric::of(Phase::kAllReduce)));
   EXPECT_FALSE(has_metric(large.points[0], Metric::kEfficiency));
 }
 
@@ -335,13 +337,13 @@ TEST(Compare, ThresholdSyntax) {
   EXPECT_DOUBLE_EQ(plain.of(Metric::kThroughput), 0.05);
   const Thresholds t = parse_thresholds("throughput=3%, allreduce_exposed=10%");
   EXPECT_DOUBLE_EQ(t.of(Metric::kThroughput), 0.03);
-  EXPECT_DOUBLE_EQ(t.of(Metric::kAllreduceExposed), 0.10);
+  EXPECT_DOUBLE_EQ(t.of(Metric::of(Phase::kAllReduceExposed)), 0.10);
   EXPECT_DOUBLE_EQ(t.of(Metric::kStepTime), 0.05);  // the default default
   const Thresholds p = parse_thresholds("2.5%,phases=10%,forward=1%");
   EXPECT_DOUBLE_EQ(p.of(Metric::kEfficiency), 0.025);
-  EXPECT_DOUBLE_EQ(p.of(Metric::kInput), 0.10);
-  EXPECT_DOUBLE_EQ(p.of(Metric::kForward), 0.01);
-  EXPECT_DOUBLE_EQ(parse_thresholds("0%").of(Metric::kH2d), 0.0);
+  EXPECT_DOUBLE_EQ(p.of(Metric::of(Phase::kInput)), 0.10);
+  EXPECT_DOUBLE_EQ(p.of(Metric::of(Phase::kForward)), 0.01);
+  EXPECT_DOUBLE_EQ(parse_thresholds("0%").of(Metric::of(Phase::kH2D)), 0.0);
   const auto error = [](const std::string& text) {
     return testing_util::error_of([&] { parse_thresholds(text); });
   };
