@@ -99,6 +99,9 @@ class KernelBackend {
   virtual DeviceKind kind() const = 0;
   // The libraries the kernels run on (CPU: oneDNN; CUDA: cuDNN, cuBLAS). Never throws.
   virtual std::vector<LibraryVersion> library_versions() const = 0;
+  // Whether these kernels may compute fp32 products in TF32 when allowed (set_allow_tf32):
+  // only then does a run's report say which math it used.
+  virtual bool has_tf32() const { return false; }
 
   virtual std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec,
                                                   const LayerBinding& binding, Device& device) = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -20,11 +21,6 @@ const char* two_level(double value, double high) {
   return value >= high ? kSeverityHigh : kSeverityModerate;
 }
 
-// 2(N-1)/N: how many times a ring all-reduce moves the buffer over each link.
-double bus_factor(int devices) {
-  return 2.0 * static_cast<double>(devices - 1) / static_cast<double>(devices);
-}
-
 }  // namespace
 
 const Finding& Verdict::top() const {
@@ -32,93 +28,111 @@ const Finding& Verdict::top() const {
   return findings.front();
 }
 
+namespace {
+
+// The exposed phases of a kind, for a finding: each by its JSON key, and "label value" text.
+void add_phases(Finding& f, const PhaseMedians& m, PhaseKind kind, std::string& text) {
+  for (const PhaseDef& d : kPhases) {
+    if (!d.exposed || d.kind != kind) continue;
+    f.numbers[d.json_key()] = m[d.phase];
+    text += fmt::format("{}{} {:.1f}", text.empty() ? "" : ", ", d.label, m[d.phase]);
+  }
+}
+
+std::optional<Finding> input_rule(const PhaseMedians& g) {
+  const double input_ms = g.exposed_ms(PhaseKind::kInput);
+  const double share = input_ms / g.step_ms;
+  if (share < kInputModerateShare) return std::nullopt;
+  Finding f{"input-bound",
+            two_level(share, kInputHighShare),
+            "",
+            share,
+            {{"share", share}, {"step_ms", g.step_ms}}};
+  std::string phases;
+  add_phases(f, g, PhaseKind::kInput, phases);
+  f.explanation = fmt::format("input wait is {:.0f}% of the step ({:.1f} of {:.1f} ms: {})",
+                              percent(share), input_ms, g.step_ms, phases);
+  return f;
+}
+
+std::optional<Finding> communication_rule(const PhaseMedians& g) {
+  const double exposed = g[Phase::kAllReduceExposed];
+  const double total = g[Phase::kAllReduce];
+  const double share = exposed / g.step_ms;
+  if (share < kCommModerateShare) return std::nullopt;
+  return Finding{"communication-bound",
+                 two_level(share, kCommHighShare),
+                 fmt::format("exposed all-reduce is {:.0f}% of the step ({:.1f} of {:.1f} ms; "
+                             "{:.1f} ms in total, the rest hidden behind backward)",
+                             percent(share), exposed, g.step_ms, total),
+                 share,
+                 {{"share", share},
+                  {phase_def(Phase::kAllReduceExposed).json_key(), exposed},
+                  {phase_def(Phase::kAllReduce).json_key(), total},
+                  {"step_ms", g.step_ms}}};
+}
+
+std::optional<Finding> straggler_rule(const VerdictInput& input) {
+  if (input.replicas.size() < 2) return std::nullopt;
+  std::vector<double> compute;
+  compute.reserve(input.replicas.size());
+  for (const PhaseMedians& r : input.replicas) compute.push_back(r.compute_ms());
+  const double typical = median(compute);
+  const double slowest = *std::max_element(compute.begin(), compute.end());
+  if (typical <= 0.0) return std::nullopt;
+  const double ratio = slowest / typical;
+  if (ratio < kStragglerRatio) return std::nullopt;
+  const double step = input.group.step_ms;
+  const double share = (slowest - typical) / step;
+  return Finding{"straggler",
+                 two_level(ratio, kStragglerHighRatio),
+                 fmt::format("slowest replica computes {:.2f}x the median replica ({:.1f} vs "
+                             "{:.1f} ms), {:.0f}% of the step",
+                             ratio, slowest, typical, percent(share)),
+                 share,
+                 {{"share", share},
+                  {"ratio", ratio},
+                  {"slowest_compute_ms", slowest},
+                  {"median_compute_ms", typical},
+                  {"step_ms", step}}};
+}
+
+std::optional<Finding> host_rule(const VerdictInput& input) {
+  if (!input.device_busy_ms) return std::nullopt;
+  const double busy = *input.device_busy_ms;
+  SS_CHECK(busy >= 0.0, "device busy time of {} ms", busy);
+  const double step = input.group.step_ms;
+  const double idle_share = (step - busy) / step;
+  if (idle_share < kHostIdleShare) return std::nullopt;
+  return Finding{"host-bound",
+                 two_level(idle_share, kHostIdleHighShare),
+                 fmt::format("device idle {:.0f}% of the step (busy {:.1f} of {:.1f} ms)",
+                             percent(idle_share), busy, step),
+                 idle_share,
+                 {{"share", idle_share}, {"device_busy_ms", busy}, {"step_ms", step}}};
+}
+
+Finding compute_finding(const PhaseMedians& g) {
+  const double share = g.compute_ms() / g.step_ms;
+  return {"compute-bound",
+          kSeverityInfo,
+          fmt::format("compute is {:.0f}% of the step ({:.1f} of {:.1f} ms)", percent(share),
+                      g.compute_ms(), g.step_ms),
+          share,
+          {{"share", share}, {"compute_ms", g.compute_ms()}, {"step_ms", g.step_ms}}};
+}
+
+}  // namespace
+
 Verdict diagnose(const VerdictInput& input) {
   const PhaseMedians& g = input.group;
   SS_CHECK(g.step_ms > 0.0, "verdict for a group step time of {} ms", g.step_ms);
-  const double step = g.step_ms;
   Verdict v;
-
-  const double input_ms = g.input_ms + g.h2d_ms;
-  const double input_share = input_ms / step;
-  if (input_share >= kInputModerateShare) {
-    v.findings.push_back(
-        {"input-bound",
-         two_level(input_share, kInputHighShare),
-         fmt::format("input wait is {:.0f}% of the step ({:.1f} of {:.1f} ms: input {:.1f}, "
-                     "host-to-device copy {:.1f})",
-                     percent(input_share), input_ms, step, g.input_ms, g.h2d_ms),
-         input_share,
-         {{"share", input_share},
-          {"input_ms", g.input_ms},
-          {"h2d_ms", g.h2d_ms},
-          {"step_ms", step}}});
+  for (std::optional<Finding> f :
+       {input_rule(g), communication_rule(g), straggler_rule(input), host_rule(input)}) {
+    if (f) v.findings.push_back(std::move(*f));
   }
-
-  const double comm_share = g.allreduce_exposed_ms / step;
-  if (comm_share >= kCommModerateShare) {
-    v.findings.push_back(
-        {"communication-bound",
-         two_level(comm_share, kCommHighShare),
-         fmt::format("exposed all-reduce is {:.0f}% of the step ({:.1f} of {:.1f} ms; "
-                     "{:.1f} ms in total, the rest hidden behind backward)",
-                     percent(comm_share), g.allreduce_exposed_ms, step, g.allreduce_ms),
-         comm_share,
-         {{"share", comm_share},
-          {"allreduce_exposed_ms", g.allreduce_exposed_ms},
-          {"allreduce_ms", g.allreduce_ms},
-          {"step_ms", step}}});
-  }
-
-  if (input.replicas.size() >= 2) {
-    std::vector<double> compute;
-    compute.reserve(input.replicas.size());
-    for (const PhaseMedians& r : input.replicas) compute.push_back(r.compute_ms());
-    const double typical = median(compute);
-    const double slowest = *std::max_element(compute.begin(), compute.end());
-    if (typical > 0.0) {
-      const double ratio = slowest / typical;
-      if (ratio >= kStragglerRatio) {
-        const double share = (slowest - typical) / step;
-        v.findings.push_back(
-            {"straggler",
-             two_level(ratio, kStragglerHighRatio),
-             fmt::format("slowest replica computes {:.2f}x the median replica ({:.1f} vs "
-                         "{:.1f} ms), {:.0f}% of the step",
-                         ratio, slowest, typical, percent(share)),
-             share,
-             {{"share", share},
-              {"ratio", ratio},
-              {"slowest_compute_ms", slowest},
-              {"median_compute_ms", typical},
-              {"step_ms", step}}});
-      }
-    }
-  }
-
-  if (input.device_busy_ms) {
-    const double busy = *input.device_busy_ms;
-    SS_CHECK(busy >= 0.0, "device busy time of {} ms", busy);
-    const double idle_share = (step - busy) / step;
-    if (idle_share >= kHostIdleShare) {
-      v.findings.push_back(
-          {"host-bound",
-           two_level(idle_share, kHostIdleHighShare),
-           fmt::format("device idle {:.0f}% of the step (busy {:.1f} of {:.1f} ms)",
-                       percent(idle_share), busy, step),
-           idle_share,
-           {{"share", idle_share}, {"device_busy_ms", busy}, {"step_ms", step}}});
-    }
-  }
-
-  if (v.findings.empty()) {
-    const double share = g.compute_ms() / step;
-    v.findings.push_back({"compute-bound",
-                          kSeverityInfo,
-                          fmt::format("compute is {:.0f}% of the step ({:.1f} of {:.1f} ms)",
-                                      percent(share), g.compute_ms(), step),
-                          share,
-                          {{"share", share}, {"compute_ms", g.compute_ms()}, {"step_ms", step}}});
-  }
+  if (v.findings.empty()) v.findings.push_back(compute_finding(g));
   // Stable: equal shares keep the rule order above.
   std::stable_sort(v.findings.begin(), v.findings.end(),
                    [](const Finding& a, const Finding& b) { return a.share > b.share; });
@@ -143,11 +157,11 @@ LossBreakdown efficiency_loss(const PhaseMedians& one_device,
   LossBreakdown b;
   b.efficiency = ideal_step_ms / step;
   b.lost = 1.0 - b.efficiency;
-  b.allreduce_share =
-      (group_at_n.allreduce_exposed_ms - scale * one_device.allreduce_exposed_ms) / step;
-  b.input_share = ((group_at_n.input_ms + group_at_n.h2d_ms) -
-                   scale * (one_device.input_ms + one_device.h2d_ms)) /
-                  step;
+  const auto extra = [&](PhaseKind kind) {
+    return (group_at_n.exposed_ms(kind) - scale * one_device.exposed_ms(kind)) / step;
+  };
+  b.allreduce_share = extra(PhaseKind::kCommunication);
+  b.input_share = extra(PhaseKind::kInput);
   b.compute_share = (typical_compute - scale * one_device.compute_ms()) / step;
   b.straggler_share = (group_at_n.compute_ms() - typical_compute) / step;
   b.other_share =
@@ -199,6 +213,11 @@ AlphaBetaFit fit_alpha_beta(std::span<const AllReduceSample> samples) {
   return fit;
 }
 
+double bus_factor(int devices) {
+  SS_CHECK(devices >= 1, "bus factor of {} devices", devices);
+  return 2.0 * static_cast<double>(devices - 1) / static_cast<double>(devices);
+}
+
 double algorithm_bandwidth_gbps(int64_t bytes, double ms) {
   SS_CHECK(bytes >= 0, "bandwidth of {} bytes", bytes);
   SS_CHECK(ms > 0.0, "bandwidth over {} ms", ms);
@@ -223,7 +242,7 @@ double projected_allreduce_ms(const AlphaBetaFit& fit, std::span<const int64_t> 
 }
 
 double overlap_capacity_ms(const PhaseMedians& measured) {
-  return std::max(0.0, measured.allreduce_ms - measured.allreduce_exposed_ms);
+  return std::max(0.0, measured[Phase::kAllReduce] - measured[Phase::kAllReduceExposed]);
 }
 
 namespace {

@@ -11,16 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "reports/phases.h"
+
 namespace scalescope {
 
 // Median over measured steps of one replica (or of the group: per step, the phases of the
-// slowest replica, since that replica sets the step time).
-struct PhaseMedians {
-  double input_ms = 0, h2d_ms = 0, forward_ms = 0, backward_ms = 0;
-  double allreduce_ms = 0;          // total all-reduce time (hidden or not)
-  double allreduce_exposed_ms = 0;  // what the step waited for after backward
-  double optimizer_ms = 0, step_ms = 0;
-  double compute_ms() const { return forward_ms + backward_ms + optimizer_ms; }
+// slowest replica, since that replica sets the step time), per phase of the schema.
+struct PhaseMedians : PhaseValues {
+  double step_ms = 0;
+  double compute_ms() const { return exposed_ms(PhaseKind::kCompute); }
 };
 
 // ---------------------------------------------------------------------------------------
@@ -67,7 +66,7 @@ struct VerdictInput {
 };
 
 // Rules (each fires at or above its threshold):
-//   input-bound          (input + h2d) / step >= kInputModerateShare; high at kInputHighShare
+//   input-bound          input wait / step >= kInputModerateShare; high at kInputHighShare
 //   communication-bound  exposed all-reduce / step >= kCommModerateShare; high at kCommHighShare
 //   straggler            max replica compute / median replica compute >= kStragglerRatio
 //                        (high at kStragglerHighRatio); needs >= 2 replicas; share explained
@@ -75,6 +74,7 @@ struct VerdictInput {
 //   host-bound           (step - device busy) / step >= kHostIdleShare (high at
 //                        kHostIdleHighShare); only when device_busy_ms is known
 //   compute-bound        when nothing else fires; share = compute / step
+// Input wait, compute and exposed all-reduce are the exposed phases of each PhaseKind.
 // REQUIRES: group.step_ms > 0.
 Verdict diagnose(const VerdictInput& input);
 
@@ -87,7 +87,7 @@ Verdict diagnose(const VerdictInput& input);
 // one-device run with every phase scaled by s (s = 1 under weak scaling). Each share is extra
 // milliseconds at N over that ideal, divided by group_at_n.step_ms:
 //   allreduce_share = (exposed all-reduce at N - s * exposed at 1) / step_N
-//   input_share     = ((input + h2d) at N - s * (input + h2d) at 1) / step_N
+//   input_share     = (input wait at N - s * input wait at 1) / step_N
 //   compute_share   = (median replica compute at N - s * compute at 1) / step_N
 //                     (per-replica slowdown: contention, clocks, memory bandwidth)
 //   straggler_share = (group compute at N - median replica compute at N) / step_N
@@ -138,6 +138,10 @@ struct AlphaBetaFit {
 // Throws Error when fewer than 2 distinct x values remain, or on negative bytes or a
 // non-finite time.
 AlphaBetaFit fit_alpha_beta(std::span<const AllReduceSample> samples);
+
+// 2(N-1)/N: how many times a ring all-reduce moves the buffer over each link; 0 at N = 1 (a
+// one-device "all-reduce" moves nothing). REQUIRES: devices >= 1.
+double bus_factor(int devices);
 
 // nccl-tests definitions. algbw = bytes / time; busbw = algbw * 2(N-1)/N, comparable with
 // the link's bandwidth whatever N. GB/s are 1e9 bytes per second.

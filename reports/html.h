@@ -16,7 +16,8 @@
 // and tests: measured speedup markers are <circle data-point>, projected ones <circle
 // data-projected>, projection lines <polyline data-projected="true"> (dashed); heat map cells
 // <g data-cell>, one per point; phase bars <g data-bar>, one per successful point, of
-// <rect data-phase> segments; waterfall steps <rect data-step>.
+// <rect data-phase> segments (an exposed phase's key, reports/phases.h, or "other");
+// waterfall steps <rect data-step>.
 #pragma once
 
 #include <string>

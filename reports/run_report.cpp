@@ -8,6 +8,12 @@
 
 namespace scalescope {
 
+void set_group_times(StepRecord& r) {
+  const PhaseTimes& slowest = slowest_replica(r.replicas);
+  r.step_ms = slowest.step_ms;
+  r.input_ms = slowest.exposed_ms(PhaseKind::kInput);
+}
+
 RunSummary summarize(const RunReport& report) {
   RunSummary s;
   if (report.steps.empty()) return s;
@@ -32,21 +38,27 @@ RunSummary summarize(const RunReport& report) {
   return s;
 }
 
+namespace {
+
+nlohmann::json gpu_json(const GpuUtilization& u) {
+  return {{"host", u.host},
+          {"pci_bus_id", u.pci_bus_id},
+          {"samples", u.samples},
+          {"failed_samples", u.failed_samples},
+          {"mean_gpu_util_percent", u.mean_gpu_util_percent},
+          {"max_gpu_util_percent", u.max_gpu_util_percent},
+          {"mean_memory_util_percent", u.mean_memory_util_percent},
+          {"max_memory_used_bytes", u.max_memory_used_bytes},
+          {"error", u.error}};
+}
+
+}  // namespace
+
 nlohmann::json to_json(const RunReport& r) {
   nlohmann::json steps = nlohmann::json::array();
   for (const StepRecord& s : r.steps) {
     nlohmann::json replicas = nlohmann::json::array();
-    for (const PhaseTimes& p : s.replicas) {
-      replicas.push_back({{"input_ms", p.input_ms},
-                          {"h2d_ms", p.h2d_ms},
-                          {"forward_ms", p.forward_ms},
-                          {"backward_ms", p.backward_ms},
-                          {"allreduce_ms", p.allreduce_ms},
-                          {"allreduce_exposed_ms", p.allreduce_exposed_ms},
-                          {"optimizer_ms", p.optimizer_ms},
-                          {"step_ms", p.step_ms},
-                          {"start_ms", p.start_ms}});
-    }
+    for (const PhaseTimes& p : s.replicas) replicas.push_back(to_json(p, false));
     steps.push_back({{"step", s.step},
                      {"loss", s.loss},
                      {"step_ms", s.step_ms},
@@ -107,17 +119,7 @@ nlohmann::json to_json(const RunReport& r) {
   if (r.allreduce_split) j["allreduce_split"] = to_json(*r.allreduce_split);
   if (!r.gpu_utilization.empty()) {
     nlohmann::json gpus = nlohmann::json::array();
-    for (const GpuUtilization& u : r.gpu_utilization) {
-      gpus.push_back({{"host", u.host},
-                      {"pci_bus_id", u.pci_bus_id},
-                      {"samples", u.samples},
-                      {"failed_samples", u.failed_samples},
-                      {"mean_gpu_util_percent", u.mean_gpu_util_percent},
-                      {"max_gpu_util_percent", u.max_gpu_util_percent},
-                      {"mean_memory_util_percent", u.mean_memory_util_percent},
-                      {"max_memory_used_bytes", u.max_memory_used_bytes},
-                      {"error", u.error}});
-    }
+    for (const GpuUtilization& u : r.gpu_utilization) gpus.push_back(gpu_json(u));
     j["gpu_utilization"] = std::move(gpus);
   }
   return j;

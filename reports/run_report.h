@@ -10,38 +10,11 @@
 
 #include "reports/environment.h"
 #include "reports/json_reader.h"
+#include "reports/phases.h"
 
 namespace scalescope {
 
 inline constexpr const char* kRunSchemaVersion = "1.2";
-
-// One replica's phases of one step. The exposed phases (all but allreduce_ms) add up to
-// step_ms, apart from the loss read that ends the step.
-struct PhaseTimes {
-  double input_ms = 0.0;  // waiting for the batch
-  double h2d_ms = 0.0;    // handing it to the device
-  double forward_ms = 0.0;
-  double backward_ms = 0.0;
-  double allreduce_ms = 0.0;          // total time the buckets' all-reduces ran
-  double allreduce_exposed_ms = 0.0;  // what the step waited for after backward
-  double optimizer_ms = 0.0;
-  double step_ms = 0.0;
-  // When the step began on the device, in ms since the run began on the host's steady clock
-  // (device event times are put on that clock once per run). Timelines use it.
-  double start_ms = 0.0;
-  // Each bucket's all-reduce on the communication thread (or inline): start, on the same
-  // clock, and duration. Kept in memory for timelines; not written to reports.
-  struct Interval {
-    double start_ms = 0.0;
-    double ms = 0.0;
-  };
-  std::vector<Interval> buckets{};
-  // The exposed phases added up (every phase but allreduce_ms): step_ms within 2%, apart
-  // from the loss read that ends the step (DESIGN.md's measurement rules).
-  double exposed_sum_ms() const {
-    return input_ms + h2d_ms + forward_ms + backward_ms + allreduce_exposed_ms + optimizer_ms;
-  }
-};
 
 struct StepRecord {
   int64_t step = 0;   // 1-based
@@ -55,6 +28,10 @@ struct StepRecord {
   std::vector<double> bucket_ms{};
   double lr = 0.0;  // the learning rate the step applied
 };
+
+// The group's step figures from its replicas, so that nobody recomputes them: r.step_ms and
+// r.input_ms (input + h2d) of the slowest replica. REQUIRES: r.replicas non-empty.
+void set_group_times(StepRecord& r);
 
 struct EvalRecord {
   int64_t epoch = 0;  // 1-based; the last one may be partial

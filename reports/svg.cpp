@@ -234,7 +234,45 @@ double legend_item(Document& doc, double x, double y, const LegendItem& item) {
     doc.rect(x, y - 5.5, swatch, swatch, {{"fill", item.color}, {"rx", "2"}});
   }
   doc.text(x + swatch + 5, y + 4, item.label, {{"class", "svg-legend"}});
-  return x + swatch + 5 + text_width(item.label) + 14;
+  return x + legend_item_width(item);
+}
+
+double legend_item_width(const LegendItem& item) {
+  return (item.line ? 22.0 : 11.0) + 5 + text_width(item.label) + 14;
+}
+
+namespace {
+
+// Calls place(item, x, y) for each item where legend() draws it; returns the rows used.
+template <typename Place>
+int lay_out_legend(const std::vector<LegendItem>& items, double x0, double y0, double max_x,
+                   const Place& place) {
+  int rows = items.empty() ? 0 : 1;
+  double x = x0;
+  double y = y0;
+  for (const LegendItem& item : items) {
+    if (x > x0 && x + legend_item_width(item) > max_x) {
+      ++rows;
+      x = x0;
+      y += kLegendRowHeight;
+    }
+    place(item, x, y);
+    x += legend_item_width(item);
+  }
+  return rows;
+}
+
+}  // namespace
+
+void legend(Document& doc, const std::vector<LegendItem>& items, double x0, double y0,
+            double max_x) {
+  lay_out_legend(items, x0, y0, max_x, [&doc](const LegendItem& item, double x, double y) {
+    legend_item(doc, x, y, item);
+  });
+}
+
+int legend_rows(const std::vector<LegendItem>& items, double x0, double max_x) {
+  return lay_out_legend(items, x0, 0, max_x, [](const LegendItem&, double, double) {});
 }
 
 }  // namespace scalescope::svg

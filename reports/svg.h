@@ -126,6 +126,15 @@ struct LegendItem {
   bool hollow_marker = false;  // an open circle
 };
 double legend_item(Document& doc, double x, double y, const LegendItem& item);
+// How far legend_item advances x for `item`.
+double legend_item_width(const LegendItem& item);
+
+// A legend: items left to right from (x0, y0), wrapping to a new row before max_x, rows
+// kLegendRowHeight apart; legend_rows says how many rows the same call draws.
+inline constexpr double kLegendRowHeight = 18;
+void legend(Document& doc, const std::vector<LegendItem>& items, double x0, double y0,
+            double max_x);
+int legend_rows(const std::vector<LegendItem>& items, double x0, double max_x);
 // Estimated width in pixels of `text` at the page's chart font size (11 px).
 double text_width(std::string_view text, double font_px = 11.0);
 

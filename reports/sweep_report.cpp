@@ -38,31 +38,15 @@ std::string SweepPoint::key() const {
 
 namespace {
 
-// The phases of PhaseTimes by name, in step order: one table for JSON and medians.
-struct PhaseField {
-  const char* name;
-  double PhaseTimes::*times;
-  double PhaseMedians::*medians;
-};
-constexpr std::array<PhaseField, 8> kPhaseFields = {{
-    {"input_ms", &PhaseTimes::input_ms, &PhaseMedians::input_ms},
-    {"h2d_ms", &PhaseTimes::h2d_ms, &PhaseMedians::h2d_ms},
-    {"forward_ms", &PhaseTimes::forward_ms, &PhaseMedians::forward_ms},
-    {"backward_ms", &PhaseTimes::backward_ms, &PhaseMedians::backward_ms},
-    {"allreduce_ms", &PhaseTimes::allreduce_ms, &PhaseMedians::allreduce_ms},
-    {"allreduce_exposed_ms", &PhaseTimes::allreduce_exposed_ms,
-     &PhaseMedians::allreduce_exposed_ms},
-    {"optimizer_ms", &PhaseTimes::optimizer_ms, &PhaseMedians::optimizer_ms},
-    {"step_ms", &PhaseTimes::step_ms, &PhaseMedians::step_ms},
-}};
-
 PhaseMedians medians_of(const std::vector<PhaseTimes>& steps) {
   PhaseMedians m;
   std::vector<double> v(steps.size());
-  for (const PhaseField& f : kPhaseFields) {
-    for (size_t i = 0; i < steps.size(); ++i) v[i] = steps[i].*f.times;
-    m.*f.medians = median(v);
+  for (const PhaseDef& d : kPhases) {
+    for (size_t i = 0; i < steps.size(); ++i) v[i] = steps[i][d.phase];
+    m[d.phase] = median(v);
   }
+  for (size_t i = 0; i < steps.size(); ++i) v[i] = steps[i].step_ms;
+  m.step_ms = median(v);
   return m;
 }
 
@@ -95,10 +79,6 @@ std::vector<double> bucket_medians(const SweepPoint& p) {
   return out;
 }
 
-double bus_bytes(int64_t bytes, int devices) {
-  return static_cast<double>(bytes) * 2.0 * (devices - 1) / devices;
-}
-
 void summarize_point(SweepPoint& p) {
   PointSummary s;
   const std::vector<const StepRecord*> steps = pooled_steps(p);
@@ -118,10 +98,7 @@ void summarize_point(SweepPoint& p) {
   for (const StepRecord* st : steps) {
     SS_CHECK(st->replicas.size() == replicas, "point {}: steps disagree on the replica count",
              p.label());
-    const auto it = std::max_element(
-        st->replicas.begin(), st->replicas.end(),
-        [](const PhaseTimes& a, const PhaseTimes& b) { return a.step_ms < b.step_ms; });
-    slowest.push_back(*it);
+    slowest.push_back(slowest_replica(st->replicas));
     for (size_t r = 0; r < replicas; ++r) per_replica[r].push_back(st->replicas[r]);
   }
   s.group = medians_of(slowest);
@@ -149,7 +126,7 @@ void summarize_point(SweepPoint& p) {
     double bytes = 0.0;
     double total_ms = 0.0;
     for (size_t b = 0; b < ms.size(); ++b) {
-      bytes += bus_bytes(p.bucket_bytes[b], p.devices);
+      bytes += static_cast<double>(p.bucket_bytes[b]) * bus_factor(p.devices);
       total_ms += ms[b];
     }
     if (total_ms > 0.0) s.bus_bandwidth_gbps = bytes / (total_ms * 1e6);
@@ -223,7 +200,7 @@ CommunicationAnalysis analyze_communication(const std::string& model,
     // compute, so the model reproduces the measured step at the measured device count and
     // only the all-reduce's growth moves the projection (the phase medians alone do not add
     // up to the median step).
-    const double input = g.input_ms + g.h2d_ms;
+    const double input = g.exposed_ms(PhaseKind::kInput);
     const double capacity = overlap_capacity_ms(g);
     const double exposed =
         std::max(0.0, projected_allreduce_ms(*c.fit, p->bucket_bytes, p->devices) - capacity);
@@ -241,10 +218,11 @@ json interval_json(const Interval& i) {
 
 json phases_json(const PhaseMedians& m, double step_ms) {
   json j = json::object();
-  for (const PhaseField& f : kPhaseFields) {
-    const double v = m.*f.medians;
-    j[f.name] = {{"median_ms", v}, {"share", step_ms > 0.0 ? v / step_ms : 0.0}};
-  }
+  const auto add = [&](const std::string& key, double v) {
+    j[key] = {{"median_ms", v}, {"share", step_ms > 0.0 ? v / step_ms : 0.0}};
+  };
+  for (const PhaseDef& d : kPhases) add(d.json_key(), m[d.phase]);
+  add("step_ms", m.step_ms);
   return j;
 }
 
@@ -309,15 +287,12 @@ json repeat_json(const RepeatRecord& r, size_t buckets) {
   const size_t replicas = r.steps.empty() ? 0 : r.steps.front().replicas.size();
   json per_replica = json::array();
   for (size_t k = 0; k < replicas; ++k) {
+    // Columns of the named records: one array per key, a value per step.
     json columns = json::object();
-    for (const PhaseField& f : kPhaseFields) {
-      json v = json::array();
-      for (const StepRecord& s : r.steps) v.push_back(s.replicas[k].*f.times);
-      columns[f.name] = std::move(v);
+    for (const StepRecord& s : r.steps) {
+      const json record = to_json(s.replicas[k], false);
+      for (const auto& [key, value] : record.items()) columns[key].push_back(value);
     }
-    json start = json::array();
-    for (const StepRecord& s : r.steps) start.push_back(s.replicas[k].start_ms);
-    columns["start_ms"] = std::move(start);
     per_replica.push_back(std::move(columns));
   }
   json bucket_ms = json::array();
@@ -398,12 +373,8 @@ json communication_json(const CommunicationAnalysis& c) {
           {"series", std::move(series)}};
 }
 
-RepeatRecord repeat_from_json(const JsonReader& r, size_t buckets) {
-  RepeatRecord out;
-  out.warmup_steps = r.int64("warmup_steps");
-  out.warmup_settled = r.boolean("warmup_settled");
-  out.first_loss = r.number("first_loss");
-  out.last_loss = r.number("last_loss");
+// The group's record of each step: number, loss, learning rate and step time.
+std::vector<StepRecord> steps_from_json(const JsonReader& r) {
   const std::vector<int64_t> step = r.int64s("step");
   const std::vector<double> loss = r.numbers("loss");
   const std::vector<double> lr = r.numbers("lr");
@@ -411,30 +382,37 @@ RepeatRecord repeat_from_json(const JsonReader& r, size_t buckets) {
   const size_t n = step.size();
   SS_CHECK(loss.size() == n && lr.size() == n && step_ms.size() == n,
            "{}: 'step', 'loss', 'lr' and 'step_ms' must be equally long", r.name(""));
-  out.steps.resize(n);
+  std::vector<StepRecord> out(n);
   for (size_t i = 0; i < n; ++i) {
-    out.steps[i].step = step[i];
-    out.steps[i].loss = loss[i];
-    out.steps[i].lr = lr[i];
-    out.steps[i].step_ms = step_ms[i];
+    out[i].step = step[i];
+    out[i].loss = loss[i];
+    out[i].lr = lr[i];
+    out[i].step_ms = step_ms[i];
   }
-  const size_t replicas = r.array("replicas").size();
-  SS_CHECK(replicas >= 1 || n == 0, "{}: no replicas", r.name("replicas"));
-  for (size_t k = 0; k < replicas; ++k) {
-    const JsonReader columns = r.element("replicas", k);
-    for (StepRecord& s : out.steps) s.replicas.resize(replicas);
-    for (const PhaseField& f : kPhaseFields) {
-      const std::vector<double> v = columns.numbers(f.name);
-      SS_CHECK(v.size() == n, "{}: {} values for {} steps", columns.name(f.name), v.size(), n);
-      for (size_t i = 0; i < n; ++i) out.steps[i].replicas[k].*f.times = v[i];
-    }
-    if (columns.has("start_ms")) {  // added in 1.0's lifetime: optional when reading
-      const std::vector<double> start = columns.numbers("start_ms");
-      SS_CHECK(start.size() == n, "{}: {} values for {} steps", columns.name("start_ms"),
-               start.size(), n);
-      for (size_t i = 0; i < n; ++i) out.steps[i].replicas[k].start_ms = start[i];
-    }
+  return out;
+}
+
+// Replica k's columns: an array per key of its named record (to_json(PhaseTimes)), a value
+// per step.
+void replica_from_json(const JsonReader& columns, size_t k, std::vector<StepRecord>& steps) {
+  const size_t n = steps.size();
+  const auto read = [&](const std::string& key, const auto& set) {
+    const std::vector<double> v = columns.numbers(key);
+    SS_CHECK(v.size() == n, "{}: {} values for {} steps", columns.name(key), v.size(), n);
+    for (size_t i = 0; i < n; ++i) set(steps[i].replicas[k], v[i]);
+  };
+  for (const PhaseDef& d : kPhases) {
+    read(d.json_key(), [&d](PhaseTimes& p, double v) { p[d.phase] = v; });
   }
+  read("step_ms", [](PhaseTimes& p, double v) { p.step_ms = v; });
+  if (columns.has("start_ms")) {  // added in 1.0's lifetime: optional when reading
+    read("start_ms", [](PhaseTimes& p, double v) { p.start_ms = v; });
+  }
+}
+
+// Replica 0's time of each bucket (a row per bucket, a value per step) into the steps.
+void bucket_ms_from_json(const JsonReader& r, size_t buckets, std::vector<StepRecord>& steps) {
+  const size_t n = steps.size();
   const json& bucket_ms = r.array("bucket_ms");
   SS_CHECK(bucket_ms.size() == buckets, "{}: {} buckets, but bucket_bytes has {}",
            r.name("bucket_ms"), bucket_ms.size(), buckets);
@@ -444,9 +422,23 @@ RepeatRecord repeat_from_json(const JsonReader& r, size_t buckets) {
     for (size_t i = 0; i < n; ++i) {
       SS_CHECK(bucket_ms[b][i].is_number(), "{}[{}][{}] must be a number", r.name("bucket_ms"), b,
                i);
-      out.steps[i].bucket_ms.push_back(bucket_ms[b][i].get<double>());
+      steps[i].bucket_ms.push_back(bucket_ms[b][i].get<double>());
     }
   }
+}
+
+RepeatRecord repeat_from_json(const JsonReader& r, size_t buckets) {
+  RepeatRecord out;
+  out.warmup_steps = r.int64("warmup_steps");
+  out.warmup_settled = r.boolean("warmup_settled");
+  out.first_loss = r.number("first_loss");
+  out.last_loss = r.number("last_loss");
+  out.steps = steps_from_json(r);
+  const size_t replicas = r.array("replicas").size();
+  SS_CHECK(replicas >= 1 || out.steps.empty(), "{}: no replicas", r.name("replicas"));
+  for (StepRecord& s : out.steps) s.replicas.resize(replicas);
+  for (size_t k = 0; k < replicas; ++k) replica_from_json(r.element("replicas", k), k, out.steps);
+  bucket_ms_from_json(r, buckets, out.steps);
   if (r.has("allreduce_split")) {  // since 1.2
     out.allreduce_split = split_from_json(r.object("allreduce_split"));
   }
@@ -455,11 +447,13 @@ RepeatRecord repeat_from_json(const JsonReader& r, size_t buckets) {
     SS_CHECK(u >= 0.0 && u <= 100.0, "{}: {} is not a percentage", r.name("gpu_util_percent"), u);
     out.gpu_util_percent = u;
   }
+  // The group's step times are the record's (the slowest replica's when written); its input
+  // wait is derived from the replicas, as the trainer derives it.
   for (StepRecord& s : out.steps) {
-    const auto slowest = std::max_element(
-        s.replicas.begin(), s.replicas.end(),
-        [](const PhaseTimes& a, const PhaseTimes& b) { return a.step_ms < b.step_ms; });
-    if (slowest != s.replicas.end()) s.input_ms = slowest->input_ms + slowest->h2d_ms;
+    if (s.replicas.empty()) continue;
+    const double step_ms = s.step_ms;
+    set_group_times(s);
+    s.step_ms = step_ms;
   }
   return out;
 }

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <utility>
+
 #include "core/fs.h"
 #include "core/nvtx.h"
 
@@ -23,6 +26,33 @@ json complete(const std::string& name, nvtx::Phase phase, int pid, int tid, doub
           {"dur", ms * 1e3}, {"args", std::move(args)}};
 }
 
+constexpr std::array<std::pair<Track, const char*>, 4> kTrackNames = {{
+    {Track::kInput, "input"},
+    {Track::kCopy, "copy (h2d)"},
+    {Track::kCompute, "compute"},
+    {Track::kCommunication, "communication"},
+}};
+
+// One replica's step: the step itself enclosing its phases, then its buckets.
+void add_step(json& events, int64_t step, int pid, const PhaseTimes& p, const TraceInfo& info) {
+  const json args = {{"step", step}};
+  events.push_back(complete(fmt::format("step {}", step), nvtx::Phase::kStep, pid,
+                            trace_thread(Track::kCompute), p.start_ms, p.step_ms, args));
+  double t = p.start_ms;
+  for (const PhaseDef& d : kPhases) {
+    if (!d.exposed) continue;
+    events.push_back(complete(d.label, d.nvtx, pid, trace_thread(d.track), t, p[d.phase], args));
+    t += p[d.phase];
+  }
+  const PhaseDef& allreduce = phase_def(Phase::kAllReduce);
+  for (size_t b = 0; b < p.buckets.size(); ++b) {
+    const int64_t bytes = b < info.bucket_bytes.size() ? info.bucket_bytes[b] : 0;
+    events.push_back(complete(fmt::format("allreduce bucket {}", b), allreduce.nvtx, pid,
+                              trace_thread(allreduce.track), p.buckets[b].start_ms, p.buckets[b].ms,
+                              {{"step", step}, {"bucket", b}, {"bytes", bytes}}));
+  }
+}
+
 }  // namespace
 
 json chrome_trace(const std::vector<StepRecord>& steps, const TraceInfo& info) {
@@ -36,36 +66,13 @@ json chrome_trace(const std::vector<StepRecord>& steps, const TraceInfo& info) {
                       {"pid", pid},
                       {"tid", 0},
                       {"args", {{"sort_index", pid}}}});
-    events.push_back(metadata("thread_name", pid, kTraceInputTrack, "input"));
-    events.push_back(metadata("thread_name", pid, kTraceCopyTrack, "copy (h2d)"));
-    events.push_back(metadata("thread_name", pid, kTraceComputeTrack, "compute"));
-    events.push_back(metadata("thread_name", pid, kTraceCommTrack, "communication"));
+    for (const auto& [track, name] : kTrackNames) {
+      events.push_back(metadata("thread_name", pid, trace_thread(track), name));
+    }
   }
   for (const StepRecord& s : steps) {
     for (size_t r = 0; r < s.replicas.size(); ++r) {
-      const PhaseTimes& p = s.replicas[r];
-      const int pid = static_cast<int>(r);
-      const json step = {{"step", s.step}};
-      double t = p.start_ms;
-      const auto phase = [&](const char* name, nvtx::Phase kind, int tid, double ms) {
-        events.push_back(complete(name, kind, pid, tid, t, ms, step));
-        t += ms;
-      };
-      // The step encloses its phases on the compute track.
-      events.push_back(complete(fmt::format("step {}", s.step), nvtx::Phase::kStep, pid,
-                                kTraceComputeTrack, p.start_ms, p.step_ms, step));
-      phase("input", nvtx::Phase::kInput, kTraceInputTrack, p.input_ms);
-      phase("h2d", nvtx::Phase::kH2D, kTraceCopyTrack, p.h2d_ms);
-      phase("forward", nvtx::Phase::kForward, kTraceComputeTrack, p.forward_ms);
-      phase("backward", nvtx::Phase::kBackward, kTraceComputeTrack, p.backward_ms);
-      phase("allreduce wait", nvtx::Phase::kAllReduce, kTraceComputeTrack, p.allreduce_exposed_ms);
-      phase("optimizer", nvtx::Phase::kOptimizer, kTraceComputeTrack, p.optimizer_ms);
-      for (size_t b = 0; b < p.buckets.size(); ++b) {
-        const int64_t bytes = b < info.bucket_bytes.size() ? info.bucket_bytes[b] : 0;
-        events.push_back(complete(fmt::format("allreduce bucket {}", b), nvtx::Phase::kAllReduce,
-                                  pid, kTraceCommTrack, p.buckets[b].start_ms, p.buckets[b].ms,
-                                  {{"step", s.step}, {"bucket", b}, {"bytes", bytes}}));
-      }
+      add_step(events, s.step, static_cast<int>(r), s.replicas[r], info);
     }
   }
   return {{"traceEvents", std::move(events)},

@@ -1,8 +1,8 @@
 // Timelines for people without Nsight: a run's measured steps as a Chrome / Perfetto trace
-// (Trace Event Format, JSON). One process per replica; one track per role — input (waiting
+// (Trace Event Format, JSON). One process per replica; one thread per Track — input (waiting
 // for the batch), copy (host to device), compute (forward, backward, waiting for the
 // all-reduce, optimizer) and communication (each bucket's all-reduce); each phase a complete
-// event with its step, and bucket bytes on the communication track.
+// event with its step and its NVTX category, and bucket bytes on the communication track.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -20,16 +20,17 @@ struct TraceInfo {
   std::vector<int64_t> bucket_bytes;
 };
 
-// Track (thread) ids within each replica's process.
-inline constexpr int kTraceInputTrack = 1;
-inline constexpr int kTraceCopyTrack = 2;
-inline constexpr int kTraceComputeTrack = 3;
-inline constexpr int kTraceCommTrack = 4;
+// The thread id of a track within each replica's process: 1 input, 2 copy, 3 compute,
+// 4 communication.
+constexpr int trace_thread(Track track) {
+  return static_cast<int>(track) + 1;
+}
 
-// Phases run back to back from each step's start (PhaseTimes::start_ms): input, h2d, forward,
-// backward, the exposed all-reduce wait, optimizer. With gradient accumulation the
-// micro-batches' forward and backward passes are shown as one forward and one backward.
-// Times are microseconds from the run's start on the host clock.
+// The exposed phases (kPhases) run back to back from each step's start
+// (PhaseTimes::start_ms), each on its phase's track and named by its label; the all-reduce
+// that ran hidden or not is its buckets, on the communication track. With gradient
+// accumulation the micro-batches' forward and backward passes are shown as one forward and
+// one backward. Times are microseconds from the run's start on the host clock.
 nlohmann::json chrome_trace(const std::vector<StepRecord>& steps, const TraceInfo& info);
 // Atomic; throws Error naming the path.
 void write_chrome_trace(const std::string& path, const std::vector<StepRecord>& steps,

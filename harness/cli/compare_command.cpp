@@ -10,6 +10,7 @@
 #include "core/fs.h"
 #include "harness/cli/commands.h"
 #include "reports/compare.h"
+#include "reports/compare/format.h"
 
 namespace scalescope::cli {
 namespace {
@@ -70,10 +71,10 @@ void add_compare_command(CLI::App& app, Action& action) {
   cmd->add_option("BASELINE", args->baseline, "The reference sweep report")->required();
   cmd->add_option("CURRENT", args->current, "The sweep report to judge")->required();
   cmd->add_option("--threshold", args->thresholds,
-                  "Relative change that counts, default 5%: PERCENT for every metric and/or "
-                  "NAME=PERCENT items, comma-separated (names: throughput, step_time, "
-                  "efficiency, input, h2d, forward, backward, allreduce, allreduce_exposed, "
-                  "optimizer, phases), e.g. 5%,throughput=3%,allreduce_exposed=10%");
+                  fmt::format("Relative change that counts, default 5%: PERCENT for every metric "
+                              "and/or NAME=PERCENT items, comma-separated (names: {}), e.g. "
+                              "5%,throughput=3%,allreduce_exposed=10%",
+                              metric_names()));
   cmd->add_option("--alpha", args->alpha,
                   "Significance level of the Mann-Whitney U test on the per-step samples")
       ->capture_default_str();

@@ -230,7 +230,7 @@ void Replica::record(int64_t n, const PhaseTimes& phases, double loss, double lr
   group.bucket_ms.push_back(reducer_->times().bucket_ms);
   group.lrs.push_back(lr);
   if (run_.hooks.on_step) {
-    run_.hooks.on_step(StepRecord{n, loss, phases.step_ms, phases.input_ms + phases.h2d_ms});
+    run_.hooks.on_step(StepRecord{n, loss, phases.step_ms, phases.exposed_ms(PhaseKind::kInput)});
   }
 }
 

@@ -4,42 +4,15 @@
 
 #include "core/check.h"
 #include "harness/collectives/cluster.h"
+#include "models/kernels.h"
 #include "reports/json_reader.h"
 
 namespace scalescope {
 namespace {
 
-// TEMPORARY named records until reports/phases.h provides them.
-nlohmann::json phase_record(const PhaseTimes& p) {
-  nlohmann::json buckets = nlohmann::json::array();
-  for (const PhaseTimes::Interval& b : p.buckets) buckets.push_back({b.start_ms, b.ms});
-  return {{"input_ms", p.input_ms},         {"h2d_ms", p.h2d_ms},
-          {"forward_ms", p.forward_ms},     {"backward_ms", p.backward_ms},
-          {"allreduce_ms", p.allreduce_ms}, {"allreduce_exposed_ms", p.allreduce_exposed_ms},
-          {"optimizer_ms", p.optimizer_ms}, {"step_ms", p.step_ms},
-          {"start_ms", p.start_ms},         {"buckets", buckets}};
-}
-
-PhaseTimes read_phase_record(const JsonReader& r) {
-  PhaseTimes p;
-  p.input_ms = r.number("input_ms");
-  p.h2d_ms = r.number("h2d_ms");
-  p.forward_ms = r.number("forward_ms");
-  p.backward_ms = r.number("backward_ms");
-  p.allreduce_ms = r.number("allreduce_ms");
-  p.allreduce_exposed_ms = r.number("allreduce_exposed_ms");
-  p.optimizer_ms = r.number("optimizer_ms");
-  p.step_ms = r.number("step_ms");
-  p.start_ms = r.number("start_ms");
-  for (const nlohmann::json& b : r.array("buckets")) {
-    p.buckets.push_back({b.at(0).get<double>(), b.at(1).get<double>()});
-  }
-  return p;
-}
-
 nlohmann::json replica_json(const ReplicaRecord& r, int rank) {
   nlohmann::json phases = nlohmann::json::array();
-  for (const PhaseTimes& p : r.phases) phases.push_back(phase_record(p));
+  for (const PhaseTimes& p : r.phases) phases.push_back(to_json(p, /*with_buckets=*/true));
   return {{"rank", rank},
           {"phases", std::move(phases)},
           {"losses", r.losses},
@@ -56,7 +29,7 @@ void read_replica(RunResults& results, const JsonReader& r) {
   record.phases.clear();
   const nlohmann::json& phases = r.array("phases");
   for (size_t i = 0; i < phases.size(); ++i) {
-    record.phases.push_back(read_phase_record(r.element("phases", i)));
+    record.phases.push_back(phase_times_from_json(r.element("phases", i)));
   }
   record.losses = r.numbers("losses");
   record.peak_memory_bytes = r.int64("peak_memory_bytes");
@@ -177,12 +150,7 @@ std::vector<StepRecord> step_records(const RunResults& results) {
     }
     // Equal shards: the mean of the replicas' means is the global mean.
     r.loss = loss / static_cast<double>(results.replicas.size());
-    const PhaseTimes* slowest = &r.replicas.front();
-    for (const PhaseTimes& p : r.replicas) {
-      if (p.step_ms > slowest->step_ms) slowest = &p;
-    }
-    r.step_ms = slowest->step_ms;
-    r.input_ms = slowest->input_ms + slowest->h2d_ms;
+    set_group_times(r);
     steps.push_back(std::move(r));
   }
   return steps;
@@ -232,7 +200,7 @@ RunReport assemble_report(const TrainOptions& o, const Plan& plan, RunResults& r
     report.measured_device_allocations.push_back(r.measured_allocations);
   }
   report.allreduce_split = g.allreduce_split;
-  if (plan.spec.kind == DeviceKind::kCuda) report.tf32 = o.tf32;
+  if (kernel_backend(plan.spec.kind).has_tf32()) report.tf32 = o.tf32;
   report.evals = g.evals;
   report.cluster = cluster_info(plan, cluster);
   report.steps = step_records(results);

@@ -45,10 +45,10 @@ PhaseTimes StepTimer::read(const ReduceTimes& reduced) const {
   PhaseTimes p;
   const Event* previous = start_.get();
   for (size_t i = 0; i < used_; ++i) {
-    at(p, marks_[i].phase) += marks_[i].event->elapsed_ms_since(*previous);
+    p[marks_[i].phase] += marks_[i].event->elapsed_ms_since(*previous);
     previous = marks_[i].event.get();
   }
-  at(p, Phase::kAllReduce) = reduced.total_ms;
+  p[Phase::kAllReduce] = reduced.total_ms;
   p.step_ms = end_->elapsed_ms_since(*start_);
   p.start_ms = reference_ms_ + start_->elapsed_ms_since(reference_);
   for (size_t b = 0; b < reduced.bucket_ms.size(); ++b) {

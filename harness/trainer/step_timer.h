@@ -13,8 +13,8 @@
 
 #include "core/device.h"
 #include "core/nvtx.h"
-#include "harness/trainer/phase_shim.h"
 #include "harness/trainer/reducer.h"
+#include "reports/phases.h"
 
 namespace scalescope {
 

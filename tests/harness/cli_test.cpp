@@ -195,8 +195,8 @@ void write_report(const std::string& path, double step_ms, const std::string& cp
       s.step = i + 1;
       s.step_ms = step_ms * (devices == 1 ? 0.8 : 1.0) * (1.0 + 0.01 * ((i * 7) % 11 - 5) / 5.0);
       scalescope::PhaseTimes t;
-      t.forward_ms = 0.4 * s.step_ms;
-      t.backward_ms = 0.6 * s.step_ms;
+      t[scalescope::Phase::kForward] = 0.4 * s.step_ms;
+      t[scalescope::Phase::kBackward] = 0.6 * s.step_ms;
       t.step_ms = s.step_ms;
       s.replicas.assign(static_cast<size_t>(devices), t);
       rep.steps.push_back(s);

@@ -111,8 +111,8 @@ TEST(GpuTrainer, SteadyStepsAllocateNothingAndTheirPhasesAddUp) {
     const PhaseTimes& p = r.steps[i].replicas.at(0);
     const double sum = p.exposed_sum_ms();
     EXPECT_NEAR(sum, p.step_ms, 0.02 * p.step_ms + 0.05) << "step " << i + 1;
-    EXPECT_GT(p.forward_ms, 0.0);
-    EXPECT_GT(p.backward_ms, 0.0);
+    EXPECT_GT(p[Phase::kForward], 0.0);
+    EXPECT_GT(p[Phase::kBackward], 0.0);
   }
   EXPECT_LT(r.steps.back().loss, r.steps.front().loss);
   // One GPU sampled: readings, or the reason there are none (no NVML in a container).

@@ -152,8 +152,8 @@ TEST(Sweep, MeasuresEveryPointAndComparesWithOneDevice) {
   // The file holds the same samples, and re-reading recomputes the same analysis.
   const SweepReport back = read_sweep_report(o.output);
   ASSERT_EQ(back.points.size(), 2u);
-  EXPECT_EQ(back.points[1].repeats[1].steps[3].replicas[1].backward_ms,
-            r.points[1].repeats[1].steps[3].replicas[1].backward_ms);
+  EXPECT_EQ(back.points[1].repeats[1].steps[3].replicas[1][Phase::kBackward],
+            r.points[1].repeats[1].steps[3].replicas[1][Phase::kBackward]);
   EXPECT_DOUBLE_EQ(back.points[1].summary.speedup->value, r.points[1].summary.speedup->value);
   EXPECT_EQ(back.environment, r.environment);
   std::remove(o.output.c_str());

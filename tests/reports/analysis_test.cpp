@@ -15,9 +15,9 @@ namespace {
 // A 40 ms step: compute 30 (10 + 18 + 2), and the rest as the test sets it.
 PhaseMedians base_step() {
   PhaseMedians p;
-  p.forward_ms = 10;
-  p.backward_ms = 18;
-  p.optimizer_ms = 2;
+  p[Phase::kForward] = 10;
+  p[Phase::kBackward] = 18;
+  p[Phase::kOptimizer] = 2;
   p.step_ms = 40;
   return p;
 }
@@ -26,7 +26,7 @@ std::vector<PhaseMedians> replicas_with_compute(std::vector<double> compute) {
   std::vector<PhaseMedians> out;
   for (const double c : compute) {
     PhaseMedians p = base_step();
-    p.forward_ms = c - 20;  // backward 18 + optimizer 2
+    p[Phase::kForward] = c - 20;  // backward 18 + optimizer 2
     out.push_back(p);
   }
   return out;
@@ -47,17 +47,17 @@ TEST(PhaseMedians, ComputeIsForwardBackwardOptimizer) {
 TEST(Verdict, InputBoundAtItsThresholds) {
   VerdictInput in;
   in.group = base_step();
-  in.group.input_ms = 1.5;
-  in.group.h2d_ms = 0.49;  // 1.99 of 40: 4.975%
+  in.group[Phase::kInput] = 1.5;
+  in.group[Phase::kH2D] = 0.49;  // 1.99 of 40: 4.975%
   EXPECT_FALSE(find(diagnose(in), "input-bound"));
-  in.group.h2d_ms = 0.5;  // exactly 5%
+  in.group[Phase::kH2D] = 0.5;  // exactly 5%
   std::optional<Finding> f = find(diagnose(in), "input-bound");
   ASSERT_TRUE(f);
   EXPECT_EQ(f->severity, kSeverityModerate);
   EXPECT_DOUBLE_EQ(f->share, 0.05);
-  in.group.input_ms = 7.49;  // 7.99 of 40: still moderate
+  in.group[Phase::kInput] = 7.49;  // 7.99 of 40: still moderate
   EXPECT_EQ(find(diagnose(in), "input-bound")->severity, kSeverityModerate);
-  in.group.input_ms = 7.5;  // exactly 20%
+  in.group[Phase::kInput] = 7.5;  // exactly 20%
   f = find(diagnose(in), "input-bound");
   EXPECT_EQ(f->severity, kSeverityHigh);
   EXPECT_DOUBLE_EQ(f->numbers.at("share"), 0.2);
@@ -70,14 +70,14 @@ TEST(Verdict, InputBoundAtItsThresholds) {
 TEST(Verdict, CommunicationBoundAtItsThresholds) {
   VerdictInput in;
   in.group = base_step();
-  in.group.allreduce_ms = 12;
-  in.group.allreduce_exposed_ms = 1.99;
+  in.group[Phase::kAllReduce] = 12;
+  in.group[Phase::kAllReduceExposed] = 1.99;
   EXPECT_FALSE(find(diagnose(in), "communication-bound"));
-  in.group.allreduce_exposed_ms = 2;
+  in.group[Phase::kAllReduceExposed] = 2;
   EXPECT_EQ(find(diagnose(in), "communication-bound")->severity, kSeverityModerate);
-  in.group.allreduce_exposed_ms = 7.99;
+  in.group[Phase::kAllReduceExposed] = 7.99;
   EXPECT_EQ(find(diagnose(in), "communication-bound")->severity, kSeverityModerate);
-  in.group.allreduce_exposed_ms = 8;
+  in.group[Phase::kAllReduceExposed] = 8;
   std::optional<Finding> f = find(diagnose(in), "communication-bound");
   EXPECT_EQ(f->severity, kSeverityHigh);
   EXPECT_DOUBLE_EQ(f->share, 0.2);
@@ -137,8 +137,8 @@ TEST(Verdict, HostBoundOnlyWhenDeviceBusyIsKnown) {
 TEST(Verdict, ComputeBoundWhenNothingFires) {
   VerdictInput in;
   in.group = base_step();
-  in.group.input_ms = 1;
-  in.group.allreduce_exposed_ms = 1;
+  in.group[Phase::kInput] = 1;
+  in.group[Phase::kAllReduceExposed] = 1;
   in.replicas = replicas_with_compute({30, 31, 30, 32});
   in.device_busy_ms = 38;
   const Verdict v = diagnose(in);
@@ -152,8 +152,8 @@ TEST(Verdict, ComputeBoundWhenNothingFires) {
 TEST(Verdict, RanksFindingsByHowMuchOfTheStepTheyExplain) {
   VerdictInput in;
   in.group = base_step();
-  in.group.input_ms = 3;                                  // 7.5%
-  in.group.allreduce_exposed_ms = 10;                     // 25%
+  in.group[Phase::kInput] = 3;                            // 7.5%
+  in.group[Phase::kAllReduceExposed] = 10;                // 25%
   in.replicas = replicas_with_compute({20, 20, 26, 20});  // 6 ms: 15%
   in.device_busy_ms = 28;                                 // idle 30%
   const Verdict v = diagnose(in);
@@ -175,20 +175,20 @@ TEST(Verdict, RejectsAZeroStep) {
 TEST(EfficiencyLoss, WeakScalingSplitsTheLossIntoKnownShares) {
   // 1 device: input 2 + h2d 1, compute 30, exposed 0, step 34 (1 ms unattributed).
   PhaseMedians one;
-  one.input_ms = 2;
-  one.h2d_ms = 1;
-  one.forward_ms = 10;
-  one.backward_ms = 18;
-  one.optimizer_ms = 2;
+  one[Phase::kInput] = 2;
+  one[Phase::kH2D] = 1;
+  one[Phase::kForward] = 10;
+  one[Phase::kBackward] = 18;
+  one[Phase::kOptimizer] = 2;
   one.step_ms = 34;
   // At N: replicas compute 31, 31, 32, 35 (median 31.5); the group (slowest per step)
   // computes 34, waits 4 + 1 for input, 5 for all-reduce; step 50.
   const auto replicas = replicas_with_compute({31, 35, 31, 32});
   PhaseMedians group = one;
-  group.input_ms = 4;
-  group.forward_ms = 14;
-  group.allreduce_ms = 9;
-  group.allreduce_exposed_ms = 5;
+  group[Phase::kInput] = 4;
+  group[Phase::kForward] = 14;
+  group[Phase::kAllReduce] = 9;
+  group[Phase::kAllReduceExposed] = 5;
   group.step_ms = 50;
   const LossBreakdown b = efficiency_loss(one, replicas, group, /*ideal_step_ms=*/34);
   EXPECT_DOUBLE_EQ(b.efficiency, 34.0 / 50.0);
@@ -208,20 +208,20 @@ TEST(EfficiencyLoss, StrongScalingScalesTheBaseline) {
   // Global batch fixed over 4 devices: ideal step 40 / 4 = 10, ideal compute 32 / 4 = 8,
   // ideal input 4 / 4 = 1.
   PhaseMedians one;
-  one.input_ms = 4;
-  one.forward_ms = 12;
-  one.backward_ms = 16;
-  one.optimizer_ms = 4;
+  one[Phase::kInput] = 4;
+  one[Phase::kForward] = 12;
+  one[Phase::kBackward] = 16;
+  one[Phase::kOptimizer] = 4;
   one.step_ms = 40;
   std::vector<PhaseMedians> replicas(4);
   for (PhaseMedians& r : replicas) {
-    r.forward_ms = 4;
-    r.backward_ms = 4;
-    r.optimizer_ms = 1;  // compute 9
+    r[Phase::kForward] = 4;
+    r[Phase::kBackward] = 4;
+    r[Phase::kOptimizer] = 1;  // compute 9
   }
   PhaseMedians group = replicas[0];
-  group.input_ms = 1.5;
-  group.allreduce_exposed_ms = 3;
+  group[Phase::kInput] = 1.5;
+  group[Phase::kAllReduceExposed] = 3;
   group.step_ms = 16;
   const LossBreakdown b = efficiency_loss(one, replicas, group, 40.0 / 4);
   EXPECT_DOUBLE_EQ(b.efficiency, 10.0 / 16.0);
@@ -235,14 +235,17 @@ TEST(EfficiencyLoss, StrongScalingScalesTheBaseline) {
 TEST(EfficiencyLoss, SharesSumExactlyEvenWhenPhasesGetFaster) {
   std::mt19937_64 gen(5);
   std::uniform_real_distribution<double> u(0.1, 20.0);
+  const auto random_phases = [&] {
+    PhaseMedians m;
+    for (const PhaseDef& d : kPhases) m[d.phase] = u(gen);
+    return m;
+  };
   for (int t = 0; t < 100; ++t) {
-    PhaseMedians one{u(gen), u(gen), u(gen), u(gen), u(gen), u(gen), u(gen), 0};
-    one.step_ms = one.input_ms + one.h2d_ms + one.compute_ms() + one.allreduce_exposed_ms;
+    PhaseMedians one = random_phases();
+    one.step_ms = one.exposed_sum_ms();
     std::vector<PhaseMedians> replicas;
-    for (int r = 0; r < 3; ++r) {
-      replicas.push_back({u(gen), u(gen), u(gen), u(gen), u(gen), u(gen), u(gen), 0});
-    }
-    PhaseMedians group{u(gen), u(gen), u(gen), u(gen), u(gen), u(gen), u(gen), 0};
+    for (int r = 0; r < 3; ++r) replicas.push_back(random_phases());
+    PhaseMedians group = random_phases();
     group.step_ms = 5 * u(gen);
     const LossBreakdown b = efficiency_loss(one, replicas, group, one.step_ms);
     EXPECT_NEAR(
@@ -251,10 +254,10 @@ TEST(EfficiencyLoss, SharesSumExactlyEvenWhenPhasesGetFaster) {
   }
   // A phase that got faster gives a negative share, not a clamped one.
   PhaseMedians one = base_step();
-  one.input_ms = 6;
+  one[Phase::kInput] = 6;
   one.step_ms = 36;
   PhaseMedians group = base_step();
-  group.input_ms = 2;
+  group[Phase::kInput] = 2;
   group.step_ms = 40;
   const LossBreakdown b = efficiency_loss(one, {group}, group, 36);
   EXPECT_DOUBLE_EQ(b.input_share, -4.0 / 40.0);
@@ -277,6 +280,15 @@ TEST(Bandwidth, NcclTestsDefinitions) {
   EXPECT_DOUBLE_EQ(bus_bandwidth_gbps(1'000'000'000, 10.0, 1), 0.0);
   EXPECT_THROW(algorithm_bandwidth_gbps(1, 0.0), Error);
   EXPECT_THROW(bus_bandwidth_gbps(1, 1.0, 0), Error);
+}
+
+TEST(Bandwidth, BusFactorIsTwiceNMinusOneOverN) {
+  EXPECT_DOUBLE_EQ(bus_factor(1), 0.0);  // nothing crosses a link
+  EXPECT_DOUBLE_EQ(bus_factor(2), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(4), 1.5);
+  EXPECT_DOUBLE_EQ(bus_factor(8), 1.75);
+  EXPECT_DOUBLE_EQ(bus_factor(5), 1.6);
+  EXPECT_THROW(bus_factor(0), Error);
 }
 
 // alpha 0.02 ms, bus bandwidth 50 GB/s: beta = 1 / (50e9 B/s) = 2e-8 ms per byte.
@@ -372,11 +384,11 @@ TEST(Projection, HandComputedExample) {
 
   // Measured at the largest N: 0.8 ms in total, 0.3 exposed: backward hides 0.5 ms.
   PhaseMedians measured;
-  measured.allreduce_ms = 0.8;
-  measured.allreduce_exposed_ms = 0.3;
+  measured[Phase::kAllReduce] = 0.8;
+  measured[Phase::kAllReduceExposed] = 0.3;
   const double overlap = overlap_capacity_ms(measured);
   EXPECT_DOUBLE_EQ(overlap, 0.5);
-  measured.allreduce_exposed_ms = 0.9;  // timer noise: never a negative capacity
+  measured[Phase::kAllReduceExposed] = 0.9;  // timer noise: never a negative capacity
   EXPECT_DOUBLE_EQ(overlap_capacity_ms(measured), 0.0);
 
   // Step = compute 10 + input 0.5 + max(0, 0.9 - 0.5) = 10.9 at N = 8.

@@ -56,20 +56,19 @@ inline SweepPoint make_point(const PointSpec& spec) {
       for (int k = 0; k < spec.devices; ++k) {
         const double step = k == 0 ? s.step_ms : spec.other_replicas * s.step_ms;
         PhaseTimes t;
-        t.input_ms = spec.input * step;
-        t.h2d_ms = spec.h2d * step;
-        t.forward_ms = spec.forward * step;
-        t.backward_ms = spec.backward * step;
-        t.allreduce_exposed_ms = spec.devices > 1 ? spec.exposed * step : 0.0;
-        t.allreduce_ms = 2.0 * t.allreduce_exposed_ms;
-        t.optimizer_ms = spec.optimizer >= 0.0 ? spec.optimizer * step
-                                               : step - t.input_ms - t.h2d_ms - t.forward_ms -
-                                                     t.backward_ms - t.allreduce_exposed_ms;
+        t[Phase::kInput] = spec.input * step;
+        t[Phase::kH2D] = spec.h2d * step;
+        t[Phase::kForward] = spec.forward * step;
+        t[Phase::kBackward] = spec.backward * step;
+        t[Phase::kAllReduceExposed] = spec.devices > 1 ? spec.exposed * step : 0.0;
+        t[Phase::kAllReduce] = 2.0 * t[Phase::kAllReduceExposed];
+        t[Phase::kOptimizer] =
+            spec.optimizer >= 0.0 ? spec.optimizer * step : step - t.exposed_sum_ms();
         t.step_ms = step;
         s.replicas.push_back(t);
       }
       for (int64_t b : spec.bucket_bytes) {
-        const double bus = static_cast<double>(b) * 2.0 * (spec.devices - 1) / spec.devices;
+        const double bus = static_cast<double>(b) * bus_factor(spec.devices);
         s.bucket_ms.push_back(spec.devices > 1 ? spec.alpha + spec.beta * bus : 0.0);
       }
       rep.steps.push_back(std::move(s));

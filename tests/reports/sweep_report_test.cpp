@@ -103,8 +103,8 @@ TEST(SweepReport, JsonRoundTripKeepsSamplesAndAnalysis) {
   EXPECT_TRUE(j["points"][2]["summary"].is_null());
   const SweepReport back = sweep_report_from_json(nlohmann::json::parse(j.dump()), "r.json");
   ASSERT_EQ(back.points.size(), 3u);
-  EXPECT_EQ(back.points[1].repeats[1].steps[9].replicas[1].backward_ms,
-            r.points[1].repeats[1].steps[9].replicas[1].backward_ms);
+  EXPECT_EQ(back.points[1].repeats[1].steps[9].replicas[1][Phase::kBackward],
+            r.points[1].repeats[1].steps[9].replicas[1][Phase::kBackward]);
   EXPECT_EQ(back.points[1].repeats[0].steps[0].bucket_ms,
             r.points[1].repeats[0].steps[0].bucket_ms);
   EXPECT_DOUBLE_EQ(back.points[1].summary.speedup->value, 1.6);

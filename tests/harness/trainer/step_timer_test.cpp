@@ -46,10 +46,10 @@ TEST(StepTimer, PhasesAddUpToTheStepAndRepeatedOnesAccumulate) {
     reduced.start_ms = {1.0, 2.0};
     PhaseTimes p = timer.read(reduced);
     // Each phase is at least the time spent inside it; the two forwards add up.
-    EXPECT_GE(at(p, Phase::kInput), 0.3);
-    EXPECT_GE(at(p, Phase::kForward), 1.0);
-    EXPECT_GE(at(p, Phase::kBackward), 0.4);
-    EXPECT_EQ(at(p, Phase::kAllReduce), 7.0);  // the reducer's, not a mark
+    EXPECT_GE(p[Phase::kInput], 0.3);
+    EXPECT_GE(p[Phase::kForward], 1.0);
+    EXPECT_GE(p[Phase::kBackward], 0.4);
+    EXPECT_EQ(p[Phase::kAllReduce], 7.0);  // the reducer's, not a mark
     EXPECT_NEAR(p.exposed_sum_ms(), p.step_ms, 1e-3);
     EXPECT_GE(p.start_ms, 100.0);
     ASSERT_EQ(p.buckets.size(), 2u);
@@ -86,7 +86,7 @@ TEST(StepTimer, APhaseLeftByAnExceptionRecordsNothing) {
   { const auto p = timer.phase(Phase::kH2D, 1); }
   timer.end();
   PhaseTimes p = timer.read({});
-  EXPECT_GE(at(p, Phase::kH2D), 0.0);
+  EXPECT_GE(p[Phase::kH2D], 0.0);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// The HTML report: the page's structure on constructed sweeps (a chart per model and batch as
+// The HTML page: its structure on constructed sweeps (a chart per model and batch as
 // documented, one bar / cell / marker per point), escaping of everything that comes from the
-// report, no external resources, and the SVG primitives under it.
+// report, and no external resources.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,77 +17,15 @@
 #include "core/nvtx.h"
 #include "reports/html.h"
 #include "reports/svg.h"
-#include "tests/reports/sweep_fixtures.h"
+#include "tests/reports/html/html_fixtures.h"
 #include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
 
-// A point whose every step takes `step_ms`: input 10%, h2d 5%, forward 25%, backward 35%,
-// exposed all-reduce 10% (N > 1), optimizer 5%, the rest unaccounted ("other"); two buckets.
-testing_util::PointSpec constant_spec(const std::string& model, int devices, int64_t batch,
-                                      double step_ms) {
-  return {.model = model,
-          .devices = devices,
-          .batch = batch,
-          .steps = 8,
-          .step_ms = step_ms,
-          .input = 0.1,
-          .h2d = 0.05,
-          .forward = 0.25,
-          .backward = 0.35,
-          .optimizer = 0.05,
-          .params = 1234567};
-}
-
-SweepPoint constant_point(const std::string& model, int devices, int64_t batch, double step_ms) {
-  return testing_util::make_point(constant_spec(model, devices, batch, step_ms));
-}
-
-SweepPoint failed_point(const std::string& model, int devices, int64_t batch,
-                        const std::string& error) {
-  return testing_util::failed_point(constant_spec(model, devices, batch, 1.0), error);
-}
-
-const std::string kHostile = "<script>alert(1)</script>";
-
-// Four models, one per edge case:
-//   cnn       devices 1, 2, 4 × batch 16, 32: every chart, projections, two waterfalls
-//   <script>  devices 1 (ok), 2 (failed) × batch 8: a failed point, no waterfall
-//   solo      devices 1 × batch 8: one device count and one batch
-//   nobase    devices 2, 4 × batch 8: no one-device point, so no speedup or efficiency
-SweepReport sample_report() {
-  SweepReport r;
-  r.tool_version = "0.1.0";
-  r.created = "2026-01-01T00:00:00Z";
-  r.config = {{"models", {"cnn", kHostile}}, {"note", "</pre><b>x</b>"}};
-  r.environment.captured_at = "2026-01-01T00:00:00Z";
-  r.environment.command_line = "scalescope sweep --models 'a&b' " + kHostile;
-  r.environment.host.hostname = "host<1>";
-  r.environment.host.cpu_model = "Test CPU @ 3.0GHz";
-  r.environment.host.logical_cores = 8;
-  r.environment.host.usable_cores = 4;
-  r.environment.host.memory_bytes = int64_t{16} << 30;
-  r.environment.host.os = "Debian GNU/Linux 12 (bookworm)";
-  r.environment.gpu_error = "built without CUDA";
-  r.environment.libraries.onednn = "3.0.0 (abc)";
-  r.environment.build.git_commit = std::string(40, 'a');
-  r.environment.build.git_dirty = true;
-  r.environment.env_vars = {{"OMP_NUM_THREADS", "\"4\" & more"}};
-  for (int64_t b : {16, 32}) {
-    r.points.push_back(constant_point("cnn", 1, b, 10.0));
-    r.points.push_back(constant_point("cnn", 2, b, 12.0));
-    r.points.push_back(constant_point("cnn", 4, b, 14.0));
-  }
-  r.points.push_back(constant_point(kHostile, 1, 8, 5.0));
-  r.points.push_back(failed_point(kHostile, 2, 8, "out of memory <& 'quotes'>"));
-  r.points.push_back(constant_point("solo", 1, 8, 3.0));
-  r.points.push_back(constant_point("nobase", 2, 8, 6.0));
-  r.points.push_back(constant_point("nobase", 4, 8, 7.0));
-  r.complete = true;
-  analyze(r);
-  return r;
-}
+using html_testing::failed_point;
+using html_testing::kHostile;
+using html_testing::sample_report;
 
 size_t count(const std::string& text, const std::string& part) {
   size_t n = 0;
@@ -199,8 +137,9 @@ TEST(Html, EveryChartOncePerModelAndBatchWithAShapePerPoint) {
     EXPECT_EQ(count(speedup[0]->body, "data-ideal=\"true\""), 1u);
     EXPECT_EQ(count(heatmap[0]->body, "data-cell="), all);
     EXPECT_EQ(count(phases[0]->body, "data-bar="), ok);
-    // Each bar stacks the phases that took time: input, h2d, forward, backward, optimizer and
-    // other (10% of the step outside them); and the exposed all-reduce on more than 1 device.
+    // Each bar stacks the exposed phases that took time: input, h2d, forward, backward,
+    // optimizer and other (10% of the step outside them); and the exposed all-reduce on more
+    // than 1 device.
     size_t segments = 0;
     for (const SweepPoint& p : r.points) {
       if (p.model == model && p.ok()) segments += p.devices > 1 ? 7 : 6;
@@ -208,7 +147,11 @@ TEST(Html, EveryChartOncePerModelAndBatchWithAShapePerPoint) {
     EXPECT_EQ(count(phases[0]->body, "data-phase="), segments);
     EXPECT_EQ(count(phases[0]->body, "data-phase=\"other\""), ok);
   }
+}
 
+TEST(Html, ProjectionsAndWaterfallsOfAFullGrid) {
+  const std::string html = format_sweep_html(sample_report());
+  const std::vector<Chart> charts = charts_of(html);
   // cnn: a measured line and a dashed projection per batch; 3 projected device counts each.
   const Chart& cnn = *find(charts, "speedup", "cnn")[0];
   EXPECT_EQ(count(cnn.body, "data-series=\"measured\""), 2u);
@@ -240,7 +183,11 @@ TEST(Html, EveryChartOncePerModelAndBatchWithAShapePerPoint) {
     // 10 / 14 of ideal.
     EXPECT_CONTAINS(w->body, ">71.4%</text>");
   }
+}
 
+TEST(Html, GapsAndFailuresAreDrawnAsSuch) {
+  const std::string html = format_sweep_html(sample_report());
+  const std::vector<Chart> charts = charts_of(html);
   // One device count: the single point and the ideal line; no projection.
   const Chart& solo = *find(charts, "speedup", "solo")[0];
   EXPECT_EQ(count(solo.body, "data-projected"), 0u);
@@ -344,35 +291,6 @@ TEST(Html, WrittenAtomically) {
       [&] { write_sweep_html((dir / "missing" / "report.html").string(), r); });
   EXPECT_CONTAINS(error, "missing/report.html");
   std::filesystem::remove_all(dir);
-}
-
-TEST(Svg, EscapesNumbersAndScales) {
-  EXPECT_EQ(svg::escape("<a href=\"x\">'&'</a>"),
-            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
-  EXPECT_EQ(svg::num(12.0), "12");
-  EXPECT_EQ(svg::num(12.5), "12.5");
-  EXPECT_EQ(svg::num(-0.001), "0");
-  EXPECT_EQ(svg::num(1.0 / 3), "0.33");
-  const svg::LinearScale y(0, 1, 200, 0);
-  EXPECT_DOUBLE_EQ(y(0.25), 150);
-  EXPECT_EQ(y.ticks(5), (std::vector<double>{0, 0.2, 0.4, 0.6000000000000001, 0.8, 1}));
-  const svg::Log2Scale x(1, 16, 0, 400);
-  EXPECT_DOUBLE_EQ(x(4), 200);
-  EXPECT_EQ(x.ticks(10), (std::vector<double>{1, 2, 4, 8, 16}));
-  EXPECT_EQ(x.ticks(3), (std::vector<double>{1, 4, 16}));
-  EXPECT_CONTAINS(testing_util::error_of([] { svg::Log2Scale(0, 4, 0, 1); }), "[0, 4]");
-
-  svg::Document doc(100, 50, "test", "a <title>", {{"data-model", "x\"y"}});
-  doc.open_group({{"data-bar", "1"}}, "tip & top");
-  doc.rect(1, 2, 3, 4, {{"fill", "#fff"}});
-  doc.close_group();
-  const std::string out = std::move(doc).finish();
-  EXPECT_EQ(out.rfind("<svg viewBox=\"0 0 100 50\"", 0), 0u);
-  EXPECT_CONTAINS(out, "data-chart=\"test\"");
-  EXPECT_CONTAINS(out, "data-model=\"x&quot;y\"");
-  EXPECT_CONTAINS(out, "<title>a &lt;title&gt;</title>");
-  EXPECT_CONTAINS(out, "<g data-bar=\"1\"><title>tip &amp; top</title>");
-  EXPECT_CONTAINS(out, "<rect x=\"1\" y=\"2\" width=\"3\" height=\"4\" fill=\"#fff\">");
 }
 
 }  // namespace

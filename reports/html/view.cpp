@@ -1,0 +1,110 @@
+#include "reports/html/view.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace scalescope::html {
+
+int64_t batch_key(const SweepPoint& p) {
+  return p.mode == ScalingMode::kWeak ? p.batch : p.global_batch;
+}
+
+std::string batch_label(ScalingMode mode, int64_t batch) {
+  return mode == ScalingMode::kWeak ? fmt::format("batch {}/device", batch)
+                                    : fmt::format("global batch {}", batch);
+}
+
+const SweepPoint* ModelView::at(int d, int64_t b) const {
+  for (const SweepPoint* p : points) {
+    if (p->devices == d && batch_key(*p) == b) return p;
+  }
+  return nullptr;
+}
+
+std::vector<const SweepPoint*> ModelView::series(int64_t b) const {
+  std::vector<const SweepPoint*> out;
+  for (const SweepPoint* p : points) {
+    if (batch_key(*p) == b) out.push_back(p);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const SweepPoint* x, const SweepPoint* y) {
+    return x->devices < y->devices;
+  });
+  return out;
+}
+
+std::vector<ModelView> models_of(const SweepReport& report) {
+  std::vector<ModelView> out;
+  for (const SweepPoint& p : report.points) {
+    auto it =
+        std::find_if(out.begin(), out.end(), [&](const ModelView& m) { return m.name == p.model; });
+    if (it == out.end()) {
+      ModelView m;
+      m.name = p.model;
+      m.index = static_cast<int>(out.size());
+      m.mode = p.mode;
+      m.device_kind = p.device_kind;
+      out.push_back(std::move(m));
+      it = out.end() - 1;
+    }
+    it->points.push_back(&p);
+  }
+  for (ModelView& m : out) {
+    std::set<int> devices;
+    std::set<int64_t> batches;
+    for (const SweepPoint* p : m.points) {
+      devices.insert(p->devices);
+      batches.insert(batch_key(*p));
+    }
+    m.devices.assign(devices.begin(), devices.end());
+    m.batches.assign(batches.begin(), batches.end());
+    for (const CommunicationAnalysis& c : report.communication) {
+      if (c.model == m.name) m.communication = &c;
+    }
+  }
+  return out;
+}
+
+// fmt 9 has no '%' presentation.
+std::string percent(double fraction, int decimals) {
+  return fmt::format("{:.{}f}%", 100.0 * fraction, decimals);
+}
+
+std::string signed_loss(double share) {
+  const std::string magnitude = fmt::format("{:.1f}%", 100.0 * std::abs(share));
+  if (magnitude == "0.0%") return magnitude;
+  return (share > 0 ? "\u2212" : "+") + magnitude;
+}
+
+std::string short_number(double v) {
+  const double a = std::abs(v);
+  if (a >= 100) return fmt::format("{:.0f}", v);
+  if (a >= 10) return fmt::format("{:.1f}", v);
+  return fmt::format("{:.2f}", v);
+}
+
+std::string gib(int64_t bytes) {
+  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+}
+
+std::string count_with_commas(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+std::string hex(nvtx::PhaseColor c) {
+  return fmt::format("#{:02x}{:02x}{:02x}", c.red, c.green, c.blue);
+}
+
+std::string tick_label(double v) {
+  return fmt::format("{:.3g}", v);
+}
+
+}  // namespace scalescope::html

@@ -1,0 +1,55 @@
+// What the HTML report shows of a sweep, model by model (the points of a model and the axes
+// of its charts), and the text formatting and colours its charts and tables share.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/nvtx.h"
+#include "reports/sweep_report.h"
+
+namespace scalescope::html {
+
+// A point's batch as the charts group points: per device under weak scaling, global under
+// strong scaling.
+int64_t batch_key(const SweepPoint& p);
+std::string batch_label(ScalingMode mode, int64_t batch);  // "batch 32/device"
+
+struct ModelView {
+  std::string name;
+  int index = 0;  // for page anchors
+  ScalingMode mode = ScalingMode::kWeak;
+  std::string device_kind;
+  std::vector<const SweepPoint*> points;  // report order
+  std::vector<int> devices;               // ascending
+  std::vector<int64_t> batches;           // ascending (weak: per device; strong: global)
+  const CommunicationAnalysis* communication = nullptr;
+
+  // The point of d devices and batch b; nullptr when the sweep has none.
+  const SweepPoint* at(int d, int64_t b) const;
+  // The points of one batch, by device count.
+  std::vector<const SweepPoint*> series(int64_t b) const;
+  std::string batch_text(int64_t b) const { return batch_label(mode, b); }
+};
+
+// The report's models in order of first appearance. The views point into `report`.
+std::vector<ModelView> models_of(const SweepReport& report);
+
+// "12.3%".
+std::string percent(double fraction, int decimals = 1);
+// A share lost (positive) or gained (negative) in the waterfall: "−12.3%", "+2.0%". The
+// typographic minus keeps the columns of a table aligned with the plus.
+std::string signed_loss(double share);
+// Three significant figures or so, without exponent: 0.123, 1.23, 12.3, 1234.
+std::string short_number(double v);
+std::string gib(int64_t bytes);            // "16.0 GiB"
+std::string count_with_commas(int64_t n);  // "1,234,567"
+std::string hex(nvtx::PhaseColor c);       // "#e69f00"
+std::string tick_label(double v);          // 3 significant digits at most: 0.0156
+
+// Colours the charts share: the ideal line and the ink of marks that are not data.
+inline constexpr const char* kIdealColor = "#9aa0a6";
+inline constexpr const char* kInkColor = "#1f2933";
+
+}  // namespace scalescope::html

@@ -1,0 +1,58 @@
+// The efficiency-loss waterfall's data: per batch, the largest device count with a loss
+// breakdown, its five shares stepping down from 100% to the measured efficiency.
+#include "reports/html/waterfall_chart.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/reports/html/html_fixtures.h"
+
+namespace scalescope::html {
+namespace {
+
+using html_testing::SampleModels;
+
+TEST(WaterfallChart, TheSharesStepFromIdealToMeasured) {
+  const SampleModels models;
+  const WaterfallsData w = prepare_waterfalls(models["cnn"]);
+  EXPECT_TRUE(w.missing.empty());
+  ASSERT_EQ(w.charts.size(), 2u);
+  EXPECT_EQ(w.charts[0].batch, 16);
+  EXPECT_EQ(w.charts[1].batch, 32);
+  for (const WaterfallData& d : w.charts) {
+    EXPECT_EQ(d.devices, 4);
+    EXPECT_EQ(d.batch_text, "batch " + std::to_string(d.batch) + "/device");
+    EXPECT_NEAR(d.efficiency, 10.0 / 14.0, 1e-12);
+    EXPECT_NEAR(d.lost, 1.0 - 10.0 / 14.0, 1e-12);
+    std::vector<std::string> keys;
+    for (const WaterfallData::Loss& l : d.losses) keys.push_back(l.key);
+    EXPECT_EQ(keys,
+              (std::vector<std::string>{"allreduce", "input", "compute", "stragglers", "other"}));
+    // Each share starts where the last ended, from 1 down to the measured efficiency.
+    double level = 1.0;
+    for (const WaterfallData::Loss& l : d.losses) {
+      EXPECT_DOUBLE_EQ(l.from, level);
+      EXPECT_DOUBLE_EQ(l.to, l.from - l.share);
+      level = l.to;
+    }
+    EXPECT_NEAR(level, d.efficiency, 1e-12);
+    // Exposed all-reduce is 10% of the 14 ms step, none on one device.
+    EXPECT_NEAR(d.losses[0].share, 0.1, 1e-12);
+    // The axis: 0% to 100% in steps of 20%.
+    EXPECT_DOUBLE_EQ(d.lo, 0.0);
+    EXPECT_DOUBLE_EQ(d.hi, 1.0);
+    EXPECT_DOUBLE_EQ(d.tick, 0.2);
+  }
+}
+
+TEST(WaterfallChart, BatchesWithoutABreakdownAreNamed) {
+  const SampleModels models;
+  // Its 2-device point failed; solo has one device; nobase no one-device point.
+  for (const char* model : {html_testing::kHostile.c_str(), "solo", "nobase"}) {
+    const WaterfallsData w = prepare_waterfalls(models[model]);
+    EXPECT_TRUE(w.charts.empty()) << model;
+    EXPECT_EQ(w.missing, (std::vector<std::string>{"batch 8/device"})) << model;
+  }
+}
+
+}  // namespace
+}  // namespace scalescope::html
