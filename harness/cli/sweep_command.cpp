@@ -85,9 +85,9 @@ struct Parsed {
 void parse_sweep(const CLI::App& cmd, const SweepArgs& given, const OptionList& given_list,
                  Parsed& p) {
   (void)settle_options(cmd, given_list);  // the flags alone, checked before joining
-  p.launch = join_launch(given.launch, given.options.train.collective_timeout_ms);
   SS_CHECK(cmd.get_config_ptr()->count() == 0 || given.resume.empty(),
            "--resume continues a report with its own options; do not give --config too");
+  p.launch = join_launch(given.launch, given.options.train.collective_timeout_ms);
   nlohmann::json config;
   if (!given.resume.empty()) {
     // Rank 0 wrote the report; the other processes' nodes may not have it.

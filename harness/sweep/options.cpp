@@ -42,10 +42,10 @@ void add_axes(OptionList& list, SweepOptions& o) {
            "Models, comma-separated; 'cnn:width=1,2,4' is three sizes (see `scalescope models`)",
            parses([](const std::string& m) { (void)make_model(m); }));
   list.add("--devices", o.devices,
-           "Device counts: 1,2,4,8 (GPUs if present, else CPU), cpu:1,2 or cuda:1,2,4",
+           "Device counts: 1,2,4,8 (GPUs if present, else CPU), cpu:1,2 or cuda:1,2,4 (default "
+           "cpu:1,2, or 1 alone on one core)",
            parses([](const std::string& d) { (void)parse_device_axis(d); }))
-      .list_accepted_in_file()
-      .shown_default("cpu:1,2");
+      .list_accepted_in_file();
   add_batch_option(list, o.batches).present_when([&o] { return o.global_batches.empty(); });
   add_global_batch_option(list, o.global_batches).present_when([&o] {
     return !o.global_batches.empty();
