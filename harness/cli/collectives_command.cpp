@@ -15,7 +15,9 @@
 #include "core/device_spec.h"
 #include "core/fs.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/option_app.h"
 #include "harness/collectives/benchmark.h"
+#include "harness/options/run_options.h"
 #include "harness/telemetry/environment.h"
 
 namespace scalescope::cli {
@@ -31,6 +33,7 @@ struct CollectivesArgs {
   std::string op = "sum";
   double timeout_s = 300;
   std::string json;
+  OptionList list;  // the declarations of all of the above
 };
 
 std::string size_text(int64_t bytes) {
@@ -57,13 +60,9 @@ int run_collectives(const CollectivesArgs& a) {
   AllReduceBenchOptions options;
   options.sizes = message_sizes(parse_byte_size(a.min_bytes, "--min-bytes"),
                                 parse_byte_size(a.max_bytes, "--max-bytes"), a.factor);
-  SS_CHECK(a.warmup_iters >= 0, "--warmup-iters {} must be >= 0", a.warmup_iters);
-  SS_CHECK(a.iters >= 1, "--iters {} must be >= 1", a.iters);
   options.warmup_iters = a.warmup_iters;
   options.iters = a.iters;
   options.op = parse_reduce_op(a.op);
-  SS_CHECK(a.timeout_s > 0 && a.timeout_s <= 86400,
-           "--timeout {} must be more than 0 and at most 86400 seconds", a.timeout_s);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1e3));
   // Captured first: a failure to read the environment should not cost a whole measurement.
   std::optional<Environment> environment;
@@ -136,31 +135,35 @@ int run_collectives(const CollectivesArgs& a) {
 
 void add_collectives_command(CLI::App& app, Action& action) {
   auto args = std::make_shared<CollectivesArgs>();
+  OptionList& list = args->list;
+  add_devices_option(list, args->devices);
+  list.add("-b,--min-bytes", args->min_bytes,
+           "Smallest message, bytes (K, M, G suffixes: powers of 1024)");
+  list.add("-e,--max-bytes", args->max_bytes, "Largest message, bytes (K, M, G suffixes)");
+  list.add("-f,--factor", args->factor, "Each message size is the previous one times this");
+  list.add("-w,--warmup-iters", args->warmup_iters, "Untimed all-reduces per size",
+           at_least(0, "must not be negative"));
+  list.add("-n,--iters", args->iters, "Timed all-reduces per size",
+           at_least(1, "must be at least 1"));
+  list.add("--op", args->op, "Reduction: sum or avg");
+  list.add("--timeout", args->timeout_s, "Seconds one collective may take before the run fails",
+           [](const double& s) {
+             return s > 0 && s <= 86400 ? std::string()
+                                        : std::string("must be more than 0 and at most 86400");
+           });
+  list.add("--json", args->json,
+           "Also write the results, the α-β fit and the environment as JSON to this file");
   CLI::App* cmd = app.add_subcommand(
       "collectives",
       "Measure all-reduce time, algorithm and bus bandwidth over message sizes, with a data "
       "check (as nccl-tests' all_reduce_perf)");
-  cmd->add_option("--devices", args->devices,
-                  "Ranks: cpu:N (Gloo, N threads of this process) or cuda:I,J,... (NCCL, one "
-                  "thread per GPU)")
-      ->capture_default_str();
-  cmd->add_option("-b,--min-bytes", args->min_bytes,
-                  "Smallest message, bytes (K, M, G suffixes: powers of 1024)")
-      ->capture_default_str();
-  cmd->add_option("-e,--max-bytes", args->max_bytes, "Largest message, bytes (K, M, G suffixes)")
-      ->capture_default_str();
-  cmd->add_option("-f,--factor", args->factor, "Each message size is the previous one times this")
-      ->capture_default_str();
-  cmd->add_option("-w,--warmup-iters", args->warmup_iters, "Untimed all-reduces per size")
-      ->capture_default_str();
-  cmd->add_option("-n,--iters", args->iters, "Timed all-reduces per size")->capture_default_str();
-  cmd->add_option("--op", args->op, "Reduction: sum or avg")->capture_default_str();
-  cmd->add_option("--timeout", args->timeout_s,
-                  "Seconds one collective may take before the run fails")
-      ->capture_default_str();
-  cmd->add_option("--json", args->json,
-                  "Also write the results, the α-β fit and the environment as JSON to this file");
-  cmd->callback([&action, args] { action = [args] { return run_collectives(*args); }; });
+  add_options(*cmd, list);
+  cmd->callback([&action, args, cmd] {
+    action = [args, cmd] {
+      (void)settle_options(*cmd, args->list);
+      return run_collectives(*args);
+    };
+  });
 }
 
 }  // namespace scalescope::cli

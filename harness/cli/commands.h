@@ -13,9 +13,13 @@ namespace scalescope::cli {
 
 using Action = std::function<int()>;
 
-// The program's arguments as given (for reports and for re-parsing a subcommand's flags
-// over a config file's values); set by main before parsing.
+// The program's arguments as given (for reports and for parsing a command's flags over a
+// config file's values); set by main before parsing.
+void set_arguments(int argc, const char* const* argv);
 const std::vector<std::string>& arguments();
+// The arguments after the program's and the command's names.
+std::vector<std::string> command_arguments();
+// The command line, quoted so that a shell would give the same arguments.
 std::string command_line();
 
 // `action` is set when the subcommand is selected.

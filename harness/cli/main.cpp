@@ -5,34 +5,12 @@
 #include <cstdio>
 #include <exception>
 #include <string>
-#include <vector>
 
 #include "core/error.h"
 #include "harness/cli/commands.h"
 
-namespace scalescope::cli {
-namespace {
-std::vector<std::string> g_arguments;
-}  // namespace
-
-const std::vector<std::string>& arguments() {
-  return g_arguments;
-}
-
-std::string command_line() {
-  std::string line = "scalescope";
-  for (size_t i = 1; i < g_arguments.size(); ++i) {
-    const std::string& a = g_arguments[i];
-    // Quoted when the shell would split it, so the line can be pasted back.
-    line += a.find_first_of(" \t'\"") == std::string::npos ? " " + a : " '" + a + "'";
-  }
-  return line;
-}
-
-}  // namespace scalescope::cli
-
 int main(int argc, char** argv) {
-  scalescope::cli::g_arguments.assign(argv, argv + argc);
+  scalescope::cli::set_arguments(argc, argv);
   CLI::App app{
       "scalescope: measures how data-parallel training scales across devices and "
       "explains why it falls short of linear."};

@@ -11,7 +11,9 @@
 #include "core/clock.h"
 #include "core/fs.h"
 #include "harness/cli/commands.h"
-#include "harness/cli/data_options.h"
+#include "harness/cli/option_app.h"
+#include "harness/options/run_options.h"
+#include "harness/trainer/options.h"
 #include "models/zoo.h"
 #include "pipelines/pipeline.h"
 
@@ -27,6 +29,7 @@ struct BenchArgs {
   int64_t warmup = 10;
   uint64_t seed = 1;
   std::string output;
+  OptionList list;  // the declarations of all of the above
 };
 
 struct BenchPoint {
@@ -36,12 +39,8 @@ struct BenchPoint {
   double batch_ms = 0.0;
 };
 
-int run_bench(const BenchArgs& a) {
-  SS_CHECK(!a.workers.empty(), "--workers needs at least one worker count");
-  for (int w : a.workers) SS_CHECK(w >= 1 && w <= 256, "--workers {} must be between 1 and 256", w);
-  SS_CHECK(a.batch > 0, "--batch {} must be a positive number of samples", a.batch);
-  SS_CHECK(a.batches > 0, "--batches {} must be positive", a.batches);
-  SS_CHECK(a.warmup >= 0, "--warmup {} must not be negative", a.warmup);
+int run_bench(const BenchArgs& a, const OptionSources& names) {
+  SS_CHECK(!a.workers.empty(), "{} needs at least one worker count", names.name("workers"));
   const ModelDef def = make_model(a.model);
   const RunData data = open_run_data(a.data, def, a.seed);
   SS_CHECK(!data.device_resident,
@@ -97,22 +96,25 @@ int run_bench(const BenchArgs& a) {
 
 void add_pipeline_bench_command(CLI::App& app, Action& action) {
   auto args = std::make_shared<BenchArgs>();
+  OptionList& list = args->list;
+  add_data_options(list, args->data, /*with_workers=*/false);
+  add_model_option(list, args->model);
+  list.add("--workers", args->workers, "Worker counts to measure, e.g. 1,2,4",
+           in_range(1, 256, "must be between 1 and 256"));
+  list.add("--batch", args->batch, "Samples per batch",
+           at_least<int64_t>(1, "must be a positive number of samples"));
+  list.add("--batches", args->batches, "Batches measured per worker count",
+           at_least<int64_t>(1, "must be positive"));
+  list.add("--warmup", args->warmup, "Batches before measuring",
+           at_least<int64_t>(0, "must not be negative"));
+  list.add("--seed", args->seed, "Seed of shuffling and augmentation");
+  list.add("-o,--output", args->output, "Write the results as JSON");
   CLI::App* cmd = app.add_subcommand(
       "pipeline-bench", "Measure the input pipeline alone (samples/s per worker count)");
-  add_data_options(*cmd, args->data, /*with_workers=*/false);
-  cmd->add_option("--model", args->model, "Model whose input synthetic data is shaped for")
-      ->capture_default_str();
-  cmd->add_option("--workers", args->workers, "Worker counts to measure, e.g. 1,2,4")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--batch", args->batch, "Samples per batch")->capture_default_str();
-  cmd->add_option("--batches", args->batches, "Batches measured per worker count")
-      ->capture_default_str();
-  cmd->add_option("--warmup", args->warmup, "Batches before measuring")->capture_default_str();
-  cmd->add_option("--seed", args->seed, "Seed of shuffling and augmentation")
-      ->capture_default_str();
-  cmd->add_option("-o,--output", args->output, "Write the results as JSON");
-  cmd->callback([&action, args] { action = [args] { return run_bench(*args); }; });
+  add_options(*cmd, list);
+  cmd->callback([&action, args, cmd] {
+    action = [args, cmd] { return run_bench(*args, settle_options(*cmd, args->list)); };
+  });
 }
 
 }  // namespace scalescope::cli

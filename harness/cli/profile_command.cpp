@@ -1,6 +1,7 @@
 // `scalescope profile`: one sweep point under Nsight Systems, capturing only the measured
 // steps asked for, with the nsys report's path recorded in the JSON report.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,21 +13,31 @@
 
 #include "core/check.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/option_app.h"
+#include "harness/options/run_options.h"
 #include "harness/sweep/sweep.h"
 
 namespace scalescope::cli {
 namespace {
 
+// One point of a sweep: the sweep's options with one value on each axis.
+SweepOptions profile_defaults() {
+  SweepOptions o;
+  o.models = {"cifar-cnn"};
+  o.devices = "cpu:1";
+  o.batches = {64};
+  o.repeats = 1;
+  o.profile_steps = "6:10";
+  o.output = "scalescope-profile.json";
+  return o;
+}
+
 struct ProfileArgs {
+  SweepOptions sweep = profile_defaults();
   std::string model = "cifar-cnn";
-  std::string devices = "cpu:1";
-  int64_t batch = 64;
-  int64_t steps = 20;
-  std::string profile_steps = "6:10";
-  int threads = 0;
   std::string nsys;  // "" = find on PATH
   std::string name;  // nsys output name ("" = from the point)
-  std::string output = "scalescope-profile.json";
+  OptionList list;   // the declarations of all of the above
 };
 
 // The first executable `name` in PATH, or "".
@@ -46,38 +57,12 @@ std::string find_on_path(const std::string& name) {
   return "";
 }
 
-int run_profile(const ProfileArgs& a) {
-  const std::string nsys = a.nsys.empty() ? find_on_path("nsys") : a.nsys;
-  SS_CHECK(!nsys.empty() && access(nsys.c_str(), X_OK) == 0,
-           "{} is not {}: `scalescope profile` runs the point under NVIDIA Nsight Systems. "
-           "Install it (NVIDIA's nsight-systems package, or the copy that comes with the CUDA "
-           "toolkit under /usr/local/cuda/nsight-systems-*/bin) and put nsys on PATH or name it "
-           "with --nsys. Without it, `scalescope sweep --trace PREFIX` writes Chrome traces that "
-           "Perfetto opens.",
-           a.nsys.empty() ? "nsys" : a.nsys, a.nsys.empty() ? "on PATH" : "an executable file");
-  // The point, checked as the sweep will check it, before nsys starts.
-  SweepOptions o;
-  o.models = {a.model};
-  o.devices = a.devices;
-  o.batches = {a.batch};
-  o.repeats = 1;
-  o.steps = a.steps;
-  o.threads = a.threads;
-  o.output = a.output;
-  std::tie(o.train.profile_first, o.train.profile_last) = parse_profile_steps(a.profile_steps);
-  const DeviceAxis axis = resolve_devices(o);
-  SS_CHECK(axis.counts.size() == 1, "--devices {}: profile runs one point; give one device count",
-           a.devices);
-  validate(o);
-  SweepPoint point;
-  point.model = a.model;
-  point.device_kind = axis.kind == DeviceKind::kCpu ? "cpu" : "cuda";
-  point.devices = axis.counts.front();
-  point.batch = a.batch;
-  const std::string name = a.name.empty() ? "scalescope_" + point_file_name(point) : a.name;
-
+// nsys capturing the range of the measured steps of a sweep of `o`: the sweep's
+// arguments are written from its option declarations.
+std::vector<std::string> nsys_arguments(const std::string& nsys, DeviceKind kind,
+                                        const std::string& name, const SweepOptions& o) {
   std::vector<std::string> argv = {nsys, "profile", "--trace=cuda,nvtx,osrt"};
-  if (axis.kind == DeviceKind::kCuda) {
+  if (kind == DeviceKind::kCuda) {
     argv.push_back("--capture-range=cudaProfilerApi");
   } else {
     // No CUDA context on CPU devices: the NVTX range "profile" of our domain starts it (its
@@ -85,38 +70,25 @@ int run_profile(const ProfileArgs& a) {
     argv.push_back("--capture-range=nvtx");
     argv.push_back("--nvtx-capture=profile@scalescope");
   }
-  const std::vector<std::string> rest = {"--capture-range-end=stop",
-                                         "--force-overwrite=true",
-                                         "--output=" + name,
-                                         std::filesystem::read_symlink("/proc/self/exe").string(),
-                                         "sweep",
-                                         "--models",
-                                         a.model,
-                                         "--devices",
-                                         a.devices,
-                                         "--batch",
-                                         std::to_string(a.batch),
-                                         "--repeats",
-                                         "1",
-                                         "--steps",
-                                         std::to_string(a.steps),
-                                         "--threads",
-                                         std::to_string(a.threads),
-                                         "--profile-steps",
-                                         a.profile_steps,
-                                         "-o",
-                                         a.output,
-                                         "-q"};
+  const std::vector<std::string> rest = {
+      "--capture-range-end=stop", "--force-overwrite=true", "--output=" + name,
+      std::filesystem::read_symlink("/proc/self/exe").string(), "sweep"};
   argv.insert(argv.end(), rest.begin(), rest.end());
+  const std::vector<std::string> sweep = sweep_arguments(o);
+  argv.insert(argv.end(), sweep.begin(), sweep.end());
+  argv.push_back("-q");
+  return argv;
+}
+
+void run_under_nsys(const std::vector<std::string>& argv) {
   std::string shown;
   for (const std::string& s : argv) shown += (shown.empty() ? "" : " ") + s;
   fmt::print("running: {}\n", shown);
   std::fflush(stdout);
-
   // NCCL marks its own work with NVTX (domain "NCCL") unless told not to: keep it.
   unsetenv("NCCL_NVTX_DISABLE");
   const pid_t pid = fork();
-  SS_CHECK(pid >= 0, "cannot start {}: fork failed", nsys);
+  SS_CHECK(pid >= 0, "cannot start {}: fork failed", argv.front());
   if (pid == 0) {
     std::vector<char*> c;
     for (const std::string& s : argv) c.push_back(const_cast<char*>(s.c_str()));
@@ -127,18 +99,46 @@ int run_profile(const ProfileArgs& a) {
   int status = 0;
   waitpid(pid, &status, 0);
   SS_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "{} failed ({}); its output is above",
-           nsys,
+           argv.front(),
            WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status))
                              : std::string("killed by a signal"));
+}
 
-  SweepReport report = read_sweep_report(a.output);
+int run_profile(ProfileArgs& a, const OptionSources& names) {
+  const std::string nsys = a.nsys.empty() ? find_on_path("nsys") : a.nsys;
+  SS_CHECK(!nsys.empty() && access(nsys.c_str(), X_OK) == 0,
+           "{} is not {}: `scalescope profile` runs the point under NVIDIA Nsight Systems. "
+           "Install it (NVIDIA's nsight-systems package, or the copy that comes with the CUDA "
+           "toolkit under /usr/local/cuda/nsight-systems-*/bin) and put nsys on PATH or name it "
+           "with --nsys. Without it, `scalescope sweep --trace PREFIX` writes Chrome traces that "
+           "Perfetto opens.",
+           a.nsys.empty() ? "nsys" : a.nsys, a.nsys.empty() ? "on PATH" : "an executable file");
+  // The point, checked as the sweep will check it, before nsys starts.
+  SweepOptions& o = a.sweep;
+  o.models = {a.model};
+  const DeviceAxis axis = resolve_devices(o, names);
+  SS_CHECK(axis.counts.size() == 1, "{}: profile runs one point; give one device count",
+           names.subject("devices", o.devices));
+  SS_CHECK(o.batches.size() == 1, "{}: profile runs one point; give one batch size",
+           names.subject("batch", fmt::format("{}", fmt::join(o.batches, ","))));
+  validate(o, names);
+  SweepPoint point;
+  point.model = a.model;
+  point.device_kind = axis.kind == DeviceKind::kCpu ? "cpu" : "cuda";
+  point.devices = axis.counts.front();
+  point.batch = o.batches.front();
+  const std::string name = a.name.empty() ? "scalescope_" + point_file_name(point) : a.name;
+
+  run_under_nsys(nsys_arguments(nsys, axis.kind, name, o));
+
+  SweepReport report = read_sweep_report(o.output);
   const std::string nsys_report = name + ".nsys-rep";
   const bool exists = std::filesystem::exists(nsys_report);
   for (SweepPoint& p : report.points) p.profile = nsys_report;
-  write_sweep_report(a.output, report);
+  write_sweep_report(o.output, report);
   fmt::print("Nsight Systems report: {}{}\nscalescope report: {}\n", nsys_report,
              exists ? " (open it in nsys-ui)" : " (not found: check nsys's output above)",
-             a.output);
+             o.output);
   return 0;
 }
 
@@ -146,22 +146,20 @@ int run_profile(const ProfileArgs& a) {
 
 void add_profile_command(CLI::App& app, Action& action) {
   auto a = std::make_shared<ProfileArgs>();
+  OptionList& list = a->list;
+  // The sweep's own declarations of the options a single point takes.
+  add_sweep_options(list, a->sweep);
+  list.keep({"devices", "batch", "threads", "steps", "profile_steps", "output"});
+  add_model_option(list, a->model);
+  list.add("--nsys", a->nsys, "The nsys executable (default: nsys on PATH)");
+  list.add("--name", a->name,
+           "Name of the Nsight Systems report (default: scalescope_MODEL_DEVICES_bBATCH)");
   CLI::App* cmd = app.add_subcommand(
       "profile", "Run one sweep point under Nsight Systems, capturing only the steps asked for");
-  cmd->add_option("--model", a->model, "Model spec")->capture_default_str();
-  cmd->add_option("--devices", a->devices, "One device count: cpu:N, cuda:N or N")
-      ->capture_default_str();
-  cmd->add_option("--batch", a->batch, "Per-device batch")->capture_default_str();
-  cmd->add_option("--steps", a->steps, "Measured steps after the warm-up")->capture_default_str();
-  cmd->add_option("--profile-steps", a->profile_steps, "Measured steps A:B to capture")
-      ->capture_default_str();
-  cmd->add_option("--threads", a->threads, "CPU threads per device (0: automatic)")
-      ->capture_default_str();
-  cmd->add_option("--nsys", a->nsys, "The nsys executable (default: nsys on PATH)");
-  cmd->add_option("--name", a->name,
-                  "Name of the Nsight Systems report (default: scalescope_MODEL_DEVICES_bBATCH)");
-  cmd->add_option("-o,--output", a->output, "The JSON report of the point")->capture_default_str();
-  cmd->callback([&action, a] { action = [a] { return run_profile(*a); }; });
+  add_options(*cmd, list);
+  cmd->callback([&action, a, cmd] {
+    action = [a, cmd] { return run_profile(*a, settle_options(*cmd, a->list)); };
+  });
 }
 
 }  // namespace scalescope::cli

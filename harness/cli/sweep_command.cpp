@@ -4,15 +4,13 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <limits>
 #include <memory>
 
 #include "core/check.h"
 #include "core/fs.h"
 #include "harness/cli/commands.h"
-#include "harness/cli/data_options.h"
-#include "harness/cli/training_options.h"
-#include "harness/collectives/cluster.h"
+#include "harness/cli/launch.h"
+#include "harness/cli/option_app.h"
 #include "harness/sweep/sweep.h"
 #include "harness/telemetry/environment.h"
 #include "reports/html.h"
@@ -23,91 +21,24 @@ namespace {
 
 struct SweepArgs {
   SweepOptions options;
-  TrainingFlags flags;
-  std::string models;   // "cifar-cnn,cnn:width=1,2,4"
-  std::string batches;  // "32,64"
-  std::string global_batches;
-  std::string config;
+  LaunchOptions launch;
   std::string resume;
   std::string html;  // also write the report as a self-contained HTML page here
-  std::string profile_steps;
   bool quiet = false;
 };
 
-std::vector<int64_t> parse_batches(const std::string& text, const char* flag) {
-  return parse_positive_list(text, std::numeric_limits<int64_t>::max(),
-                             fmt::format("{} {}", flag, text), "a positive batch size",
-                             "a list like 32,64,128");
-}
-
-void register_options(CLI::App& cmd, SweepArgs& a) {
-  SweepOptions& o = a.options;
-  cmd.add_option("--config", a.config,
-                 "JSON file of sweep options (keys: the long flag names with _ for -); flags "
-                 "given here override it");
-  cmd.add_option("--models", a.models,
-                 "Models, comma-separated; 'cnn:width=1,2,4' is three sizes (see `scalescope "
-                 "models`; default cifar-cnn,mlp:scale=0.1)");
-  cmd.add_option("--devices", o.devices,
-                 "Device counts: 1,2,4,8 (GPUs if present, else CPU), cpu:1,2 or cuda:1,2,4 "
-                 "(default cpu:1,2)");
-  cmd.add_option("--batch", a.batches, "Per-device batch sizes (weak scaling), e.g. 32,64,128")
-      ->capture_default_str();
-  cmd.add_option("--global-batch", a.global_batches,
-                 "Global batch sizes (strong scaling: split over the devices) instead of --batch");
-  cmd.add_option("--threads", o.threads,
-                 "CPU threads per device (0: usable cores / the largest device count)")
-      ->capture_default_str();
-  cmd.add_flag("--oversubscribe", o.oversubscribe,
-               "Allow more CPU threads than cores (timings then do not measure scaling)");
-  cmd.add_option("--repeats", o.repeats, "Independent runs per point")->capture_default_str();
-  cmd.add_option("--steps", o.steps, "Measured steps per run, after the warm-up")
-      ->capture_default_str();
-  cmd.add_option("--max-warmup-steps", o.max_warmup_steps,
-                 "Warm-up runs until the step time settles, at most this many steps")
-      ->capture_default_str();
-  cmd.add_option("--steady-window", o.steady.window,
-                 "Steps per window when deciding the step time has settled")
-      ->capture_default_str();
-  cmd.add_option("--steady-tolerance", o.steady.tolerance,
-                 "Settled: two windows' median step times within this fraction")
-      ->capture_default_str();
-  add_data_options(cmd, o.train.data);
-  add_training_options(cmd, o.train, a.flags);
-  cmd.add_option("-o,--output", o.output, "Report file (JSON), rewritten after every point")
-      ->capture_default_str();
-  cmd.add_option("--resume", a.resume,
-                 "Continue the sweep of this report: its options, its finished points kept");
-  cmd.add_option("--html", a.html,
-                 "Also write the report as one self-contained HTML page (charts, verdicts, "
-                 "environment) at the end of the sweep");
-  cmd.add_option("--trace", o.trace_prefix,
-                 "Write each point's first repeat as a Chrome/Perfetto trace named PREFIX + the "
-                 "point (e.g. --trace traces/ or --trace run1-)");
-  cmd.add_option("--profile-steps", a.profile_steps,
-                 "Measured steps A:B of every run inside a profiler capture range "
-                 "(cudaProfilerStart/Stop and an NVTX range 'profile'; see `scalescope profile`)");
-  cmd.add_flag("-q,--quiet", a.quiet, "No progress, only the tables");
-}
-
-// Applies what the flags say on top of what the options hold already.
-void apply_flags(SweepArgs& a) {
-  SweepOptions& o = a.options;
-  if (!a.models.empty()) o.models = split_model_list(a.models);
-  SS_CHECK(a.batches.empty() || a.global_batches.empty(),
-           "give --batch (weak scaling) or --global-batch (strong scaling), not both");
-  if (!a.batches.empty()) {
-    o.mode = ScalingMode::kWeak;
-    o.batches = parse_batches(a.batches, "--batch");
-  }
-  if (!a.global_batches.empty()) {
-    o.mode = ScalingMode::kStrong;
-    o.batches = parse_batches(a.global_batches, "--global-batch");
-  }
-  apply_training_flags(a.flags, o.train);
-  if (!a.profile_steps.empty()) {
-    std::tie(o.train.profile_first, o.train.profile_last) = parse_profile_steps(a.profile_steps);
-  }
+// The sweep's declarations and those of this command alone.
+void add_sweep_command_options(OptionList& list, SweepArgs& a) {
+  add_sweep_options(list, a.options);
+  add_launch_options(list, a.launch);
+  list.add("--resume", a.resume,
+           "Continue the sweep of this report: its options, its finished points kept")
+      .command_line_only();
+  list.add("--html", a.html,
+           "Also write the report as one self-contained HTML page (charts, verdicts, "
+           "environment) at the end of the sweep")
+      .command_line_only();
+  list.add("-q,--quiet", a.quiet, "No progress, only the tables").command_line_only();
 }
 
 std::string clock_text(double seconds) {
@@ -142,92 +73,99 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& path,
   }
 }
 
-int run_sweep_command(const std::shared_ptr<SweepArgs>& parsed) {
-  // Started by mpirun or srun: the processes join (alone: nothing happens).
-  const std::unique_ptr<Cluster> cluster =
-      Cluster::join(std::chrono::milliseconds(parsed->options.train.collective_timeout_ms));
-  check_launch(parsed->flags, *cluster);
-  const bool lead = cluster->rank() == 0;  // prints; every process runs the same sweep
-  // Precedence: defaults < --resume's report or --config's file < flags. The flags are
-  // parsed again over the file's values, so only those given override it.
-  std::shared_ptr<SweepArgs> args = parsed;
+// The command line's options, joined to the processes of the launch. Precedence: defaults
+// < --resume's report (its "config" block) or --config's file < flags, by CLI11.
+struct Parsed {
+  SweepArgs args;
+  Launch launch;
   std::unique_ptr<SweepReport> resume;
-  if (!parsed->config.empty() || !parsed->resume.empty()) {
-    SS_CHECK(parsed->config.empty() || parsed->resume.empty(),
-             "--resume continues a report with its own options; do not give --config too");
-    args = std::make_shared<SweepArgs>();
-    const std::string& path = parsed->resume.empty() ? parsed->config : parsed->resume;
-    const std::string text =
-        read_on_rank0(*cluster, path, parsed->options.train.collective_timeout_ms);
-    if (!parsed->resume.empty()) {
-      resume = std::make_unique<SweepReport>(
-          sweep_report_from_json(parse_json_text(text, path, "report"), path));
-      apply_sweep_config(resume->config, args->options, parsed->resume + " (its config)");
-      args->options.output = parsed->resume;
-    } else {
-      apply_sweep_config(parse_json_text(text, path, "config file"), args->options, parsed->config);
-    }
-    args->flags = training_flags_from(args->options.train, true);
-    CLI::App again;
-    register_options(again, *args);
-    std::vector<std::string> rest(arguments().begin() + 2, arguments().end());
-    std::reverse(rest.begin(), rest.end());  // CLI11 parses a reversed vector
-    again.parse(rest);
-  }
-  apply_flags(*args);
-  SweepOptions& o = args->options;
-  o.command_line = command_line();
-  o.train.cluster = cluster.get();
-  validate(o);  // every value, before anything runs
-  SS_CHECK(args->html.empty() || args->html != o.output,
-           "--html {}: the same file as the JSON report (-o); give the page its own name",
-           args->html);
-  if (!args->html.empty() && lead) {  // found now, not after the sweep has run
-    const std::string dir = std::filesystem::path(args->html).parent_path().string();
-    SS_CHECK(access(dir.empty() ? "." : dir.c_str(), W_OK) == 0,
-             "--html {}: cannot write in directory '{}' (missing or not writable)", args->html,
-             dir.empty() ? "." : dir);
-  }
+  OptionSources names;
+};
 
+void parse_sweep(const CLI::App& cmd, const SweepArgs& given, const OptionList& given_list,
+                 Parsed& p) {
+  (void)settle_options(cmd, given_list);  // the flags alone, checked before joining
+  SS_CHECK(cmd.get_config_ptr()->count() == 0 || given.resume.empty(),
+           "--resume continues a report with its own options; do not give --config too");
+  p.launch = join_launch(given.launch, given.options.train.collective_timeout_ms);
+  nlohmann::json config;
+  if (!given.resume.empty()) {
+    // Rank 0 wrote the report; the other processes' nodes may not have it.
+    const std::string text =
+        read_on_rank0(*p.launch.cluster, given.resume, given.options.train.collective_timeout_ms);
+    p.resume = std::make_unique<SweepReport>(
+        sweep_report_from_json(parse_json_text(text, given.resume, "report"), given.resume));
+    config = p.resume->config;
+    config["output"] = given.resume;
+  }
+  OptionList list;
+  add_sweep_command_options(list, p.args);
+  p.names = parse_with_config(list, command_arguments(), p.resume ? &config : nullptr,
+                              given.resume + " (its config)");
+}
+
+// The progress line on standard error (rewritten in place on a terminal).
+SweepProgress progress_printer() {
   const bool tty = isatty(STDERR_FILENO) == 1;
   SweepProgress progress;
-  if (!args->quiet && lead) {
-    progress.on_run = [tty](const SweepPoint& p, int repeat, int done, int total, double elapsed) {
-      const std::string left =
-          done > 0 ? "~" + clock_text(elapsed / done * (total - done)) + " left" : "";
-      const int width = 24;
-      const int filled = total > 0 ? done * width / total : width;
-      const std::string bar = std::string(static_cast<size_t>(filled), '#') +
-                              std::string(static_cast<size_t>(width - filled), '.');
-      const std::string line =
-          fmt::format("[{}] {:>3}/{} runs  {} (repeat {})  {} elapsed {}", bar, done, total,
-                      p.label(), repeat + 1, clock_text(elapsed), left);
-      if (tty) {
-        fmt::print(stderr, "\r\033[K{}", line);
-      } else {
-        fmt::print(stderr, "{}\n", line);
-      }
-      std::fflush(stderr);
-    };
-    progress.on_point_done = [tty](const SweepPoint& p) {
-      if (tty) fmt::print(stderr, "\r\033[K");
-      if (p.ok()) {
-        fmt::print(stderr, "done: {}: {:.0f} samples/s, step {:.2f} ms\n", p.label(),
-                   p.summary.throughput.value, p.summary.step_ms_median);
-      } else {
-        fmt::print(stderr, "FAILED: {}: {}\n", p.label(), p.error);
-      }
-      std::fflush(stderr);
-    };
+  progress.on_run = [tty](const SweepPoint& p, int repeat, int done, int total, double elapsed) {
+    const std::string left =
+        done > 0 ? "~" + clock_text(elapsed / done * (total - done)) + " left" : "";
+    const int width = 24;
+    const int filled = total > 0 ? done * width / total : width;
+    const std::string bar = std::string(static_cast<size_t>(filled), '#') +
+                            std::string(static_cast<size_t>(width - filled), '.');
+    const std::string line =
+        fmt::format("[{}] {:>3}/{} runs  {} (repeat {})  {} elapsed {}", bar, done, total,
+                    p.label(), repeat + 1, clock_text(elapsed), left);
+    if (tty) {
+      fmt::print(stderr, "\r\033[K{}", line);
+    } else {
+      fmt::print(stderr, "{}\n", line);
+    }
+    std::fflush(stderr);
+  };
+  progress.on_point_done = [tty](const SweepPoint& p) {
+    if (tty) fmt::print(stderr, "\r\033[K");
+    if (p.ok()) {
+      fmt::print(stderr, "done: {}: {:.0f} samples/s, step {:.2f} ms\n", p.label(),
+                 p.summary.throughput.value, p.summary.step_ms_median);
+    } else {
+      fmt::print(stderr, "FAILED: {}: {}\n", p.label(), p.error);
+    }
+    std::fflush(stderr);
+  };
+  return progress;
+}
+
+int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionList& list) {
+  Parsed parsed;
+  parse_sweep(cmd, given, list, parsed);
+  const SweepArgs& args = parsed.args;
+  const OptionSources& names = parsed.names;
+  const bool lead = parsed.launch.lead;
+  SweepOptions o = args.options;
+  o.command_line = command_line();
+  o.train.cluster = parsed.launch.cluster.get();
+  validate(o, names);  // every value, before anything runs
+  SS_CHECK(args.html.empty() || args.html != o.output,
+           "{}: the same file as the JSON report ({}); give the page its own name",
+           names.subject("html", args.html), names.name("output"));
+  if (!args.html.empty() && lead) {  // found now, not after the sweep has run
+    const std::string dir = std::filesystem::path(args.html).parent_path().string();
+    SS_CHECK(access(dir.empty() ? "." : dir.c_str(), W_OK) == 0,
+             "{}: cannot write in directory '{}' (missing or not writable)",
+             names.subject("html", args.html), dir.empty() ? "." : dir);
   }
+  const SweepProgress progress = !args.quiet && lead ? progress_printer() : SweepProgress{};
   const Environment env = capture_environment(o.command_line);
-  const SweepReport report = run_sweep(o, env, progress, resume.get());
+  const SweepReport report = run_sweep(o, env, progress, parsed.resume.get());
   if (!lead) return 0;
   fmt::print("{}", format_sweep_tables(report));
   fmt::print("\nreport written to {}\n", o.output);
-  if (!args->html.empty()) {
-    write_sweep_html(args->html, report);
-    fmt::print("HTML report written to {}\n", args->html);
+  if (!args.html.empty()) {
+    write_sweep_html(args.html, report);
+    fmt::print("HTML report written to {}\n", args.html);
   }
   return 0;
 }
@@ -235,13 +173,20 @@ int run_sweep_command(const std::shared_ptr<SweepArgs>& parsed) {
 }  // namespace
 
 void add_sweep_command(CLI::App& app, Action& action) {
+  // The flags parsed here serve --help, usage errors and joining the launch; the options
+  // are parsed again with the config file once the processes have joined (parse_sweep).
   auto args = std::make_shared<SweepArgs>();
+  auto list = std::make_shared<OptionList>();
+  add_sweep_command_options(*list, *args);
   CLI::App* cmd = app.add_subcommand(
       "sweep",
       "Measure scaling over device counts × batch sizes × models; prints tables and writes a "
       "JSON report");
-  register_options(*cmd, *args);
-  cmd->callback([&action, args] { action = [args] { return run_sweep_command(args); }; });
+  add_options(*cmd, *list);
+  add_config_option(*cmd, *list);
+  cmd->callback([&action, args, list, cmd] {
+    action = [args, list, cmd] { return run_sweep_command(*cmd, *args, *list); };
+  });
 }
 
 void add_report_command(CLI::App& app, Action& action) {

@@ -1,14 +1,11 @@
 #include <fmt/format.h>
 
-#include <map>
 #include <memory>
-#include <optional>
 
 #include "core/log.h"
 #include "harness/cli/commands.h"
-#include "harness/cli/data_options.h"
-#include "harness/cli/training_options.h"
-#include "harness/collectives/cluster.h"
+#include "harness/cli/launch.h"
+#include "harness/cli/option_app.h"
 #include "harness/trainer/trainer.h"
 #include "reports/run_report.h"
 #include "reports/trace.h"
@@ -18,27 +15,20 @@ namespace {
 
 struct TrainArgs {
   TrainOptions options;
-  TrainingFlags flags;
-  std::optional<int64_t> steps;
+  LaunchOptions launch;
   std::string output;
   std::string trace;
   bool quiet = false;
-  std::string command_line;
+  OptionList list;  // the declarations of all of the above
 };
 
-int run_train(TrainArgs& args) {
+int run_train(TrainArgs& args, const OptionSources& names) {
   TrainOptions& o = args.options;
-  apply_training_flags(args.flags, o);
-  o.command_line = args.command_line;
-  o.steps = args.steps.value_or(o.epochs > 0 ? 0 : 200);
-  // Started by mpirun or srun: the processes join (alone: nothing happens).
-  const std::unique_ptr<Cluster> cluster =
-      Cluster::join(std::chrono::milliseconds(o.collective_timeout_ms));
-  check_launch(args.flags, *cluster);
-  o.cluster = cluster.get();
-  validate(o);  // every value checked before any work starts
-  // Rank 0 alone prints and writes; every process ends with the same report.
-  const bool lead = cluster->rank() == 0;
+  o.command_line = command_line();
+  const Launch launch = join_launch(args.launch, o.collective_timeout_ms);
+  o.cluster = launch.cluster.get();
+  validate(o, names);  // every value checked before any work starts
+  const bool lead = launch.lead;
   const int64_t every = std::max<int64_t>(1, o.steps / 10);
   TrainHooks hooks;
   if (!args.quiet && lead) {
@@ -94,37 +84,16 @@ int run_train(TrainArgs& args) {
 
 void add_train_command(CLI::App& app, Action& action) {
   auto args = std::make_shared<TrainArgs>();
-  TrainOptions& o = args->options;
+  OptionList& list = args->list;
+  add_train_options(list, args->options);
+  add_launch_options(list, args->launch);
+  list.add("-o,--output", args->output, "Write the run (per-step loss and time) as JSON");
+  list.add("--trace", args->trace, "Write the measured steps as a Chrome/Perfetto trace (JSON)");
+  list.add("-q,--quiet", args->quiet, "Print only the summary");
   CLI::App* cmd = app.add_subcommand("train", "Train a model and time every step");
-  cmd->add_option("--model", o.model, "Model spec name[:key=value,...] (see `scalescope models`)")
-      ->capture_default_str();
-  cmd->add_option("--devices", o.devices, "Devices: cpu, cpu:N, cuda:I[,J...]")
-      ->capture_default_str();
-  cmd->add_option("--threads", o.threads, "CPU threads per device (0: cores / devices)")
-      ->capture_default_str();
-  cmd->add_option("--batch", o.batch, "Samples per micro-batch and device")->capture_default_str();
-  cmd->add_option("--global-batch", o.global_batch,
-                  "Samples per step over all devices (instead of --batch; must divide by the "
-                  "devices × --accumulate)");
-  cmd->add_option("--steps", args->steps, "Training steps (default 200 unless --epochs)");
-  cmd->add_option("--epochs", o.epochs, "Passes over the training data (instead of --steps)");
-  cmd->add_flag("!--no-eval", o.eval, "Skip evaluation on the eval split after each epoch");
-  add_data_options(*cmd, o.data);
-  add_training_options(*cmd, o, args->flags);
-  cmd->add_option("--warmup-steps", o.warmup_steps, "Steps left out of the timing summary")
-      ->capture_default_str();
-  cmd->add_option("--check-every", o.check_every,
-                  "Compare the replicas' weight checksums every N steps (0: after the last only)")
-      ->capture_default_str();
-  cmd->add_option("--save", o.save, "Write a checkpoint (safetensors) at the end");
-  cmd->add_option("--load", o.load, "Start from a checkpoint (safetensors)");
-  cmd->add_option("-o,--output", args->output, "Write the run (per-step loss and time) as JSON");
-  cmd->add_option("--trace", args->trace,
-                  "Write the measured steps as a Chrome/Perfetto trace (JSON)");
-  cmd->add_flag("-q,--quiet", args->quiet, "Print only the summary");
+  add_options(*cmd, list);
   cmd->callback([&action, args, cmd] {
-    args->command_line = command_line();
-    action = [args] { return run_train(*args); };
+    action = [args, cmd] { return run_train(*args, settle_options(*cmd, args->list)); };
   });
 }
 

@@ -6,9 +6,6 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <cinttypes>
-#include <cmath>
-#include <cstdio>
 #include <map>
 #include <new>
 #include <set>
@@ -19,23 +16,10 @@
 #include "harness/collectives/cluster.h"
 #include "harness/trainer/data.h"
 #include "models/zoo.h"
-#include "reports/json_reader.h"
 #include "reports/trace.h"
 
 namespace scalescope {
 namespace {
-
-std::vector<int> parse_counts(std::string_view text, std::string_view whole) {
-  std::vector<int> counts;
-  for (int64_t v :
-       parse_positive_list(text, 1024, fmt::format("--devices {}", whole),
-                           "a device count from 1 to 1024", "1,2,4 or cpu:1,2 or cuda:1,2,4,8")) {
-    counts.push_back(static_cast<int>(v));
-  }
-  std::sort(counts.begin(), counts.end());
-  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
-  return counts;
-}
 
 Cluster* cluster_of(const SweepOptions& o) {
   return o.train.cluster != nullptr && o.train.cluster->multi_process() ? o.train.cluster : nullptr;
@@ -47,14 +31,15 @@ bool writes_files(const SweepOptions& o) {
 }
 
 // Replicas each process hosts: the largest count spread over all processes.
-int replicas_per_process(const SweepOptions& o, const DeviceAxis& axis) {
+int replicas_per_process(const SweepOptions& o, const DeviceAxis& axis,
+                         const OptionSources& names = {}) {
   const Cluster* cluster = cluster_of(o);
   const int most = axis.counts.back();
   if (cluster == nullptr) return most;
   SS_CHECK(most % cluster->size() == 0,
-           "--devices {}: the largest count, {}, does not spread evenly over the {} processes of "
-           "this launch (each process hosts the same number of devices)",
-           o.devices, most, cluster->size());
+           "{}: the largest count, {}, does not spread evenly over the {} processes of this "
+           "launch (each process hosts the same number of devices)",
+           names.subject("devices", o.devices), most, cluster->size());
   return most / cluster->size();
 }
 
@@ -84,7 +69,7 @@ std::vector<SweepPoint> grid(const SweepOptions& o, const DeviceAxis& axis) {
   std::vector<SweepPoint> points;
   const int threads = axis.kind == DeviceKind::kCpu ? cpu_threads_per_device(o, axis) : 0;
   for (const std::string& model : o.models) {
-    for (int64_t batch : o.batches) {
+    for (int64_t batch : o.axis_batches()) {
       for (int n : axis.counts) {
         SweepPoint p;
         p.model = model;
@@ -92,10 +77,10 @@ std::vector<SweepPoint> grid(const SweepOptions& o, const DeviceAxis& axis) {
         p.devices = n;
         p.device_spec = device_spec_for(axis.kind, n);
         p.threads_per_device = threads;
-        p.mode = o.mode;
+        p.mode = o.mode();
         const int64_t parts = static_cast<int64_t>(n) * o.train.accumulation;
-        p.batch = o.mode == ScalingMode::kWeak ? batch : batch / parts;
-        p.global_batch = o.mode == ScalingMode::kWeak ? batch * parts : batch;
+        p.batch = p.mode == ScalingMode::kWeak ? batch : batch / parts;
+        p.global_batch = p.mode == ScalingMode::kWeak ? batch * parts : batch;
         points.push_back(std::move(p));
       }
     }
@@ -118,6 +103,9 @@ TrainOptions train_options_for(const SweepOptions& o, const SweepPoint& p) {
   t.adaptive_warmup.enabled = true;
   t.adaptive_warmup.max_steps = o.max_warmup_steps;
   t.adaptive_warmup.steady = o.steady;
+  const auto profile = parse_profile_steps(o.profile_steps);
+  t.profile_first = profile ? profile->first : 0;
+  t.profile_last = profile ? profile->second : 0;
   t.command_line = o.command_line;
   // Fewer devices than a process hosts run in the first process alone (intra-node first).
   t.replicas_per_process =
@@ -189,44 +177,7 @@ void run_point(const SweepOptions& o, SweepPoint& p, const SweepProgress& progre
   }
 }
 
-std::vector<int64_t> int64_list(const JsonReader& r, std::string_view key) {
-  if (r.at(key).is_number_integer()) return {r.int64(key)};
-  return r.int64s(key);
-}
-
 }  // namespace
-
-std::vector<int64_t> parse_positive_list(std::string_view text, int64_t max,
-                                         const std::string& flag, const std::string& what,
-                                         const std::string& accepted) {
-  std::vector<int64_t> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t end = std::min(text.find(',', start), text.size());
-    const std::string item(text.substr(start, end - start));
-    char* rest = nullptr;
-    const long long v = std::strtoll(item.c_str(), &rest, 10);
-    SS_CHECK(!item.empty() && *rest == '\0' && v >= 1 && v <= max,
-             "{}: '{}' is not {} (accepted: {})", flag, item, what, accepted);
-    out.push_back(v);
-    start = end + 1;
-  }
-  return out;
-}
-
-std::pair<int64_t, int64_t> parse_profile_steps(const std::string& text) {
-  const size_t colon = text.find(':');
-  int64_t first = 0;
-  int64_t last = 0;
-  const bool ok = colon != std::string::npos &&
-                  std::sscanf(text.c_str(), "%" SCNd64, &first) == 1 &&
-                  std::sscanf(text.c_str() + colon + 1, "%" SCNd64, &last) == 1 &&
-                  text.find_first_not_of("0123456789:") == std::string::npos;
-  SS_CHECK(ok && first >= 1 && last >= first,
-           "--profile-steps {}: give FIRST:LAST measured steps, 1 <= FIRST <= LAST (e.g. 3:7)",
-           text);
-  return {first, last};
-}
 
 std::string point_file_name(const SweepPoint& p) {
   std::string model = p.model;
@@ -238,209 +189,51 @@ std::string point_file_name(const SweepPoint& p) {
                      p.mode == ScalingMode::kWeak ? p.batch : p.global_batch);
 }
 
-// "cifar-cnn,cnn:width=1,2,4" → cifar-cnn, cnn:width=1, cnn:width=2, cnn:width=4. A token
-// with ':' starts a model; "key=value" adds a key to the one before; a bare value repeats
-// the one before with its last key set to that value.
-std::vector<std::string> split_model_list(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t end = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, end - start);
-    SS_CHECK(!item.empty(), "--models {}: an empty model name", text);
-    const bool is_value = item.find(':') == std::string::npos &&
-                          item.find_first_not_of("0123456789.") == std::string::npos;
-    if (!out.empty() && item.find(':') == std::string::npos &&
-        item.find('=') != std::string::npos) {
-      out.back() += "," + item;
-    } else if (!out.empty() && is_value && out.back().find('=') != std::string::npos) {
-      const std::string& last = out.back();
-      out.push_back(last.substr(0, last.rfind('=') + 1) + item);
-    } else {
-      out.push_back(item);
-    }
-    start = end + 1;
-  }
-  return out;
-}
-
-void apply_sweep_config(const nlohmann::json& config, SweepOptions& o, const std::string& what) {
-  const JsonReader r(config, what);
-  // The known keys are those the report records (one source of truth for both).
-  std::set<std::string, std::less<>> known = {"batch", "global_batch"};
-  const SweepOptions default_options;
-  const nlohmann::json defaults = sweep_config_json(default_options);
-  for (auto it = defaults.begin(); it != defaults.end(); ++it) known.insert(it.key());
-  r.only(known);
-  if (r.has("models")) {
-    o.models = r.at("models").is_string() ? std::vector<std::string>{r.string("models")}
-                                          : r.strings("models");
-  }
-  if (r.has("devices")) {
-    o.devices = r.at("devices").is_string()
-                    ? r.string("devices")
-                    : fmt::format("{}", fmt::join(int64_list(r, "devices"), ","));
-  }
-  SS_CHECK(!(r.has("batch") && r.has("global_batch")),
-           "{}: give 'batch' (weak scaling) or 'global_batch' (strong scaling), not both", what);
-  if (r.has("batch")) {
-    o.mode = ScalingMode::kWeak;
-    o.batches = int64_list(r, "batch");
-  }
-  if (r.has("global_batch")) {
-    o.mode = ScalingMode::kStrong;
-    o.batches = int64_list(r, "global_batch");
-  }
-  if (r.has("threads")) o.threads = r.int32("threads");
-  if (r.has("oversubscribe")) o.oversubscribe = r.boolean("oversubscribe");
-  if (r.has("repeats")) o.repeats = r.int32("repeats");
-  if (r.has("steps")) o.steps = r.int64("steps");
-  if (r.has("max_warmup_steps")) o.max_warmup_steps = r.int64("max_warmup_steps");
-  if (r.has("steady_window")) o.steady.window = r.int32("steady_window");
-  if (r.has("steady_tolerance")) o.steady.tolerance = r.number("steady_tolerance");
-  TrainOptions& t = o.train;
-  if (r.has("optimizer")) {
-    const std::string name = r.string("optimizer");
-    SS_CHECK(name == "sgd" || name == "adam", "{}: optimizer '{}' is not sgd or adam", what, name);
-    t.optimizer.kind = name == "sgd" ? OptimizerKind::kSgd : OptimizerKind::kAdam;
-  }
-  if (r.has("lr")) t.optimizer.lr = static_cast<float>(r.number("lr"));
-  if (r.has("momentum")) t.optimizer.momentum = static_cast<float>(r.number("momentum"));
-  if (r.has("weight_decay"))
-    t.optimizer.weight_decay = static_cast<float>(r.number("weight_decay"));
-  if (r.has("lr_scaling")) t.lr_scaling = parse_lr_scaling(r.string("lr_scaling"));
-  if (r.has("lr_warmup_steps")) t.lr_warmup_steps = r.int64("lr_warmup_steps");
-  if (r.has("accumulate")) t.accumulation = r.int32("accumulate");
-  if (r.has("bucket_cap_mb")) t.bucket_cap_mb = r.number("bucket_cap_mb");
-  if (r.has("first_bucket_mb")) t.first_bucket_mb = r.number("first_bucket_mb");
-  if (r.has("overlap")) t.overlap = r.boolean("overlap");
-  if (r.has("tf32")) t.tf32 = r.boolean("tf32");
-  if (r.has("seed")) t.seed = static_cast<uint64_t>(r.int64("seed"));
-  if (r.has("data")) t.data.spec = r.string("data");
-  if (r.has("workers")) t.data.workers = r.int32("workers");
-  if (r.has("queue_depth")) t.data.queue_depth = r.int32("queue_depth");
-  if (r.has("collective_timeout_ms")) t.collective_timeout_ms = r.int64("collective_timeout_ms");
-  if (r.has("output")) o.output = r.string("output");
-  if (r.has("memory_limit_mb")) t.memory_limit_mb = r.number("memory_limit_mb");
-  if (r.has("normalize")) t.data.normalize = r.boolean("normalize");
-  if (r.has("crop_padding")) t.data.crop_padding = r.int32("crop_padding");
-  if (r.has("flip")) t.data.flip = r.boolean("flip");
-  if (r.has("decode_cost_us")) t.data.decode_cost_us = r.int64("decode_cost_us");
-}
-
-nlohmann::json sweep_config_json(const SweepOptions& o) {
-  const TrainOptions& t = o.train;
-  nlohmann::json j = {
-      {"models", o.models},
-      {"devices", o.devices},
-      {"threads", o.threads},
-      {"oversubscribe", o.oversubscribe},
-      {"repeats", o.repeats},
-      {"steps", o.steps},
-      {"max_warmup_steps", o.max_warmup_steps},
-      {"steady_window", o.steady.window},
-      {"steady_tolerance", o.steady.tolerance},
-      {"optimizer", to_string(t.optimizer.kind)},
-      {"lr", t.optimizer.lr},
-      {"momentum", t.optimizer.momentum},
-      {"weight_decay", t.optimizer.weight_decay},
-      {"lr_scaling", to_string(t.lr_scaling)},
-      {"lr_warmup_steps", t.lr_warmup_steps},
-      {"accumulate", t.accumulation},
-      {"bucket_cap_mb", t.bucket_cap_mb},
-      {"first_bucket_mb", t.first_bucket_mb},
-      {"overlap", t.overlap},
-      {"tf32", t.tf32},
-      {"seed", t.seed},
-      {"data", t.data.spec},
-      {"workers", t.data.workers},
-      {"queue_depth", t.data.queue_depth},
-      {"collective_timeout_ms", t.collective_timeout_ms},
-      {"memory_limit_mb", t.memory_limit_mb},
-      {"normalize", t.data.normalize},
-      {"crop_padding", t.data.crop_padding},
-      {"flip", t.data.flip},
-      {"decode_cost_us", t.data.decode_cost_us},
-      {"output", o.output},
-  };
-  j[o.mode == ScalingMode::kWeak ? "batch" : "global_batch"] = o.batches;
-  return j;
-}
-
-DeviceAxis resolve_devices(const SweepOptions& o) {
+DeviceAxis resolve_devices(const SweepOptions& o, const OptionSources& names) {
   DeviceAxis axis;
-  std::string_view text = o.devices;
-  const int cpu_cores = backend(DeviceKind::kCpu).device_count();
-  if (text.empty()) {
-    axis.counts = cpu_cores >= 2 ? std::vector<int>{1, 2} : std::vector<int>{1};
-    return axis;
-  }
-  if (text.starts_with("cpu:")) {
-    text.remove_prefix(4);
-  } else if (text.starts_with("cuda:")) {
-    text.remove_prefix(5);
-    axis.kind = DeviceKind::kCuda;
-  } else {
-    // Bare counts: GPUs where there are any.
-    bool gpus = false;
-    for (Backend* b : backends())
-      gpus = gpus || (b->kind() == DeviceKind::kCuda && b->device_count() > 0);
-    axis.kind = gpus ? DeviceKind::kCuda : DeviceKind::kCpu;
-  }
-  axis.counts = parse_counts(text, o.devices);
+  naming(names, "devices", o.devices, [&] { axis = parse_device_axis(o.devices); });
+  (void)replicas_per_process(o, axis, names);
   if (axis.kind == DeviceKind::kCuda) {
     const Backend& b = backend(DeviceKind::kCuda);
     const int here = devices_per_node(o, axis);
-    SS_CHECK(here <= b.device_count(), "--devices {}: {} GPUs asked for{}, this machine has {}{}",
-             o.devices, here, cluster_of(o) != nullptr ? " on this node" : "", b.device_count(),
+    SS_CHECK(here <= b.device_count(), "{}: {} GPUs asked for{}, this machine has {}{}",
+             names.subject("devices", o.devices), here,
+             cluster_of(o) != nullptr ? " on this node" : "", b.device_count(),
              b.device_count() == 0 ? fmt::format(" ({})", b.unavailable_reason()) : "");
   }
   return axis;
 }
 
-void validate(const SweepOptions& o) {
-  SS_CHECK(!o.models.empty(),
-           "--models is empty: give at least one model (see `scalescope models`)");
-  for (const std::string& m : o.models) (void)make_model(m);
-  SS_CHECK(!o.batches.empty(), "--batch is empty: give at least one batch size");
-  for (int64_t b : o.batches) {
-    SS_CHECK(b >= 1, "{} {} must be a positive number of samples",
-             o.mode == ScalingMode::kWeak ? "--batch" : "--global-batch", b);
-  }
-  SS_CHECK(o.repeats >= 1 && o.repeats <= 1000, "--repeats {} must be from 1 to 1000", o.repeats);
-  SS_CHECK(o.steps >= 2, "--steps {} must be at least 2 measured steps per repeat", o.steps);
-  SS_CHECK(o.max_warmup_steps >= 1, "--max-warmup-steps {} must be at least 1", o.max_warmup_steps);
-  SS_CHECK(o.steady.window >= 1 && o.steady.window <= 1000,
-           "--steady-window {} must be from 1 to 1000 steps", o.steady.window);
-  SS_CHECK(
-      std::isfinite(o.steady.tolerance) && o.steady.tolerance > 0.0 && o.steady.tolerance < 1.0,
-      "--steady-tolerance {} must be a fraction between 0 and 1", o.steady.tolerance);
-  SS_CHECK(o.threads >= 0, "--threads {} must be 0 (automatic) or positive", o.threads);
-  SS_CHECK(!o.output.empty(), "-o/--output must name a file");
-  const DeviceAxis axis = resolve_devices(o);
+void validate(const SweepOptions& o, const OptionSources& names) {
+  SweepOptions checked = o;  // the declarations bind variables; these are a copy's
+  OptionList list;
+  add_sweep_options(list, checked);
+  check_options(list, names);
+  SS_CHECK(!o.models.empty(), "{} is empty: give at least one model (see `scalescope models`)",
+           names.name("models"));
+  const char* batch_key = o.mode() == ScalingMode::kWeak ? "batch" : "global_batch";
+  SS_CHECK(!o.axis_batches().empty(), "{} is empty: give at least one batch size",
+           names.name(batch_key));
+  const DeviceAxis axis = resolve_devices(o, names);
   if (axis.kind == DeviceKind::kCpu) {
     const int cores = backend(DeviceKind::kCpu).device_count();
     const int threads = cpu_threads_per_device(o, axis);
     const int most = devices_per_node(o, axis);
     SS_CHECK(o.oversubscribe || most * threads <= cores,
-             "--devices {}: {} CPU devices × {} thread{} need {} cores; this node may use {} "
-             "(ask for fewer devices or threads, or --oversubscribe to share cores, which makes "
-             "the scaling figures meaningless)",
-             o.devices.empty() ? "cpu:1,2" : o.devices, most, threads, threads == 1 ? "" : "s",
-             most * threads, cores);
+             "{}: {} CPU devices × {} thread{} need {} cores; this node may use {} (ask for fewer "
+             "devices or threads, or {} to share cores, which makes the scaling figures "
+             "meaningless)",
+             names.subject("devices", o.devices.empty() ? "cpu:1,2" : o.devices), most, threads,
+             threads == 1 ? "" : "s", most * threads, cores, names.name("oversubscribe"));
   }
-  if (o.mode == ScalingMode::kStrong) {
-    for (int64_t g : o.batches) {
-      for (int n : axis.counts) {
-        const int64_t parts = static_cast<int64_t>(n) * o.train.accumulation;
-        SS_CHECK(g % parts == 0,
-                 "--global-batch {} does not split evenly over {} devices{}: use multiples of {}",
-                 g, n,
-                 o.train.accumulation > 1
-                     ? fmt::format(" × {} accumulated micro-batches", o.train.accumulation)
-                     : "",
-                 parts);
-      }
+  const int64_t accumulation = o.train.accumulation;
+  for (int64_t g : o.global_batches) {
+    for (int n : axis.counts) {
+      const int64_t parts = static_cast<int64_t>(n) * accumulation;
+      SS_CHECK(g % parts == 0, "{} does not split evenly over {} devices{}: use multiples of {}",
+               names.subject("global_batch", g), n,
+               accumulation > 1 ? fmt::format(" × {} accumulated micro-batches", accumulation) : "",
+               parts);
     }
   }
   // The data, opened once per model: a missing file or a model that cannot train on it is
@@ -448,11 +241,8 @@ void validate(const SweepOptions& o) {
   for (const std::string& m : o.models)
     (void)open_run_data(o.train.data, make_model(m), o.train.seed);
   // The training options of every point, checked as the trainer will.
-  for (const SweepPoint& p : grid(o, axis)) {
-    TrainOptions t = train_options_for(o, p);
-    if (axis.kind == DeviceKind::kCuda) continue;  // the trainer names what GPUs lack per point
-    validate(t);
-  }
+  if (axis.kind == DeviceKind::kCuda) return;  // the trainer names what GPUs lack per point
+  for (const SweepPoint& p : grid(o, axis)) validate(train_options_for(o, p), names);
 }
 
 SweepReport run_sweep(const SweepOptions& o, const Environment& environment,

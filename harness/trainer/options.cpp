@@ -5,8 +5,10 @@
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/device_spec.h"
+#include "harness/options/run_options.h"
 #include "harness/trainer/layout.h"
 #include "models/zoo.h"
+#include "pipelines/dataset.h"
 
 namespace scalescope {
 
@@ -14,7 +16,7 @@ LrScaling parse_lr_scaling(const std::string& name) {
   if (name == "none") return LrScaling::kNone;
   if (name == "linear") return LrScaling::kLinear;
   if (name == "sqrt") return LrScaling::kSqrt;
-  throw_error(fmt::format("--lr-scaling {}: unknown rule; use none, linear or sqrt", name));
+  throw_error(fmt::format("lr_scaling '{}': unknown rule; use none, linear or sqrt", name));
 }
 
 std::string to_string(LrScaling scaling) {
@@ -42,54 +44,154 @@ double scheduled_lr(double base, LrScaling scaling, int replicas, int64_t warmup
   return base + (target - base) * t;
 }
 
-int64_t per_replica_batch(const TrainOptions& o, int replicas) {
+namespace {
+
+// per_replica_batch, naming the options as `names` says.
+int64_t replica_batch(const TrainOptions& o, int replicas, const OptionSources& names) {
   if (o.global_batch <= 0) return o.batch;
   const int64_t parts = static_cast<int64_t>(replicas) * o.accumulation;
   SS_CHECK(o.global_batch % parts == 0,
-           "--global-batch {} does not divide over {} device(s){}: use a multiple of {}",
-           o.global_batch, replicas,
+           "{} does not divide over {} device(s){}: use a multiple of {}",
+           names.subject("global_batch", o.global_batch), replicas,
            o.accumulation > 1 ? fmt::format(" × {} accumulated micro-batches", o.accumulation)
                               : std::string(),
            parts);
   return o.global_batch / parts;
 }
 
-void validate(const TrainOptions& o) {
-  SS_CHECK(o.batch > 0, "--batch {} must be a positive number of samples", o.batch);
-  SS_CHECK(o.global_batch >= 0, "--global-batch {} must be a positive number of samples",
-           o.global_batch);
-  SS_CHECK(o.accumulation >= 1 && o.accumulation <= 4096,
-           "--accumulate {} must be between 1 and 4096 micro-batches per step", o.accumulation);
-  SS_CHECK(o.lr_warmup_steps >= 0, "--lr-warmup-steps {} must not be negative", o.lr_warmup_steps);
-  SS_CHECK(o.check_every >= 0, "--check-every {} must be 0 (only at the end) or positive",
-           o.check_every);
+// The checks across options.
+void check_length(const TrainOptions& o, const OptionSources& names) {
   SS_CHECK(o.profile_first >= 0 && o.profile_last >= o.profile_first &&
                (o.profile_first > 0) == (o.profile_last > 0),
-           "--profile-steps {}:{} must be FIRST:LAST with 1 <= FIRST <= LAST", o.profile_first,
-           o.profile_last);
+           "{} must be FIRST:LAST with 1 <= FIRST <= LAST",
+           names.subject("profile_steps", fmt::format("{}:{}", o.profile_first, o.profile_last)));
   SS_CHECK(o.profile_first == 0 || o.profile_last <= o.steps || o.epochs > 0,
-           "--profile-steps {}:{} goes past the {} measured steps", o.profile_first, o.profile_last,
+           "{} goes past the {} measured steps",
+           names.subject("profile_steps", fmt::format("{}:{}", o.profile_first, o.profile_last)),
            o.steps);
-  SS_CHECK(std::isfinite(o.memory_limit_mb) && o.memory_limit_mb >= 0.0,
-           "--memory-limit-mb {} must be 0 (no limit) or a positive size", o.memory_limit_mb);
   if (o.adaptive_warmup.enabled) {
-    SS_CHECK(o.epochs == 0, "an adaptive warm-up needs --steps (measured steps), not --epochs");
-    SS_CHECK(o.adaptive_warmup.max_steps >= 1, "the warm-up bound {} must be at least one step",
-             o.adaptive_warmup.max_steps);
+    SS_CHECK(o.epochs == 0, "an adaptive warm-up needs {} (measured steps), not {}",
+             names.name("steps"), names.name("epochs"));
+    SS_CHECK(o.adaptive_warmup.max_steps >= 1, "{} must be at least one step",
+             names.subject("max_warmup_steps", o.adaptive_warmup.max_steps));
   }
-  SS_CHECK(o.epochs >= 0, "--epochs {} must be a positive number of epochs", o.epochs);
-  SS_CHECK(o.epochs == 0 || o.steps == 0, "give --steps or --epochs, not both");
-  SS_CHECK(o.epochs > 0 || o.steps > 0, "--steps {} must be a positive number of steps", o.steps);
-  SS_CHECK(o.threads >= 0, "--threads {} must be 0 (automatic) or positive", o.threads);
-  SS_CHECK(o.warmup_steps >= 0, "warm-up steps {} must not be negative", o.warmup_steps);
-  SS_CHECK(std::isfinite(o.optimizer.lr) && o.optimizer.lr > 0.0f,
-           "--lr {} must be a positive number", o.optimizer.lr);
-  SS_CHECK(std::isfinite(o.bucket_cap_mb) && o.bucket_cap_mb > 0.0,
-           "--bucket-cap-mb {} must be a positive size", o.bucket_cap_mb);
-  SS_CHECK(std::isfinite(o.first_bucket_mb) && o.first_bucket_mb > 0.0,
-           "--first-bucket-mb {} must be a positive size", o.first_bucket_mb);
-  SS_CHECK(o.collective_timeout_ms > 0, "collective timeout {} ms must be positive",
-           o.collective_timeout_ms);
+  SS_CHECK(o.epochs == 0 || o.steps == 0, "give {} or {}, not both", names.name("steps"),
+           names.name("epochs"));
+  SS_CHECK(o.epochs > 0 || o.steps > 0, "{} must be a positive number of steps",
+           names.subject("steps", o.steps));
+}
+
+}  // namespace
+
+void add_training_options(OptionList& list, TrainOptions& o) {
+  list.add("--optimizer",
+           Choice{{"sgd", "adam"},
+                  [&o] { return std::string(to_string(o.optimizer.kind)); },
+                  [&o](const std::string& name) {
+                    o.optimizer.kind = name == "sgd" ? OptimizerKind::kSgd : OptimizerKind::kAdam;
+                  }},
+           "sgd or adam");
+  list.add("--lr", o.optimizer.lr, "Base learning rate",
+           finite_above(0.0f, false, "must be a positive number"))
+      .shown_default("0.001 (adam) or 0.01 (sgd)")
+      .written_always();
+  // The default learning rate is the optimizer's.
+  list.on_settle([&o](const OptionSources& given) {
+    if (!given.given("lr"))
+      o.optimizer.lr = o.optimizer.kind == OptimizerKind::kSgd ? 0.01f : 1e-3f;
+  });
+  list.add("--lr-scaling",
+           Choice{{"none", "linear", "sqrt"},
+                  [&o] { return to_string(o.lr_scaling); },
+                  [&o](const std::string& name) { o.lr_scaling = parse_lr_scaling(name); }},
+           "Learning rate rule for N devices: none, linear (×N) or sqrt (×√N)");
+  list.add("--lr-warmup-steps", o.lr_warmup_steps,
+           "Steps over which the learning rate rises from --lr to the scaled rate",
+           at_least<int64_t>(0, "must not be negative"));
+  list.add("--momentum", o.optimizer.momentum, "SGD momentum",
+           finite_above(0.0f, true, "must be 0 or more"));
+  list.add("--weight-decay", o.optimizer.weight_decay, "L2 weight decay",
+           finite_above(0.0f, true, "must be 0 or more"));
+  list.add("--accumulate", o.accumulation,
+           "Gradient accumulation: micro-batches per step, all-reduced once",
+           in_range(1, 4096, "must be between 1 and 4096 micro-batches per step"));
+  list.add("--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size cap (MiB)",
+           finite_above(0.0, false, "must be a positive size"));
+  list.add("--first-bucket-mb", o.first_bucket_mb,
+           "Cap of the first bucket, which starts communication early (MiB)",
+           finite_above(0.0, false, "must be a positive size"));
+  list.add("!--no-overlap", o.overlap,
+           "All-reduce after backward instead of during it (shows what overlap buys)");
+  list.add("!--no-tf32", o.tf32,
+           "GPU kernels compute fp32 products in strict fp32, not TF32 on tensor cores");
+  list.add("--collective-timeout-ms", o.collective_timeout_ms,
+           "A collective that waits longer fails the run (a lost replica never hangs it)",
+           at_least<int64_t>(1, "must be a positive number of milliseconds"));
+  list.add("--memory-limit-mb", o.memory_limit_mb,
+           "Device memory per replica in MiB (0: all); more fails as out of memory",
+           finite_above(0.0, true, "must be 0 (no limit) or a positive size"));
+  list.add("--seed", o.seed, "Seed of weights and data");
+}
+
+void add_data_options(OptionList& list, DataOptions& o, bool with_workers) {
+  list.add("--data", o.spec,
+           "Data: synthetic, synthetic:device, idx:DIR (MNIST-format), cifar10:DIR",
+           parses([](const std::string& spec) { (void)parse_data_spec(spec); }));
+  if (with_workers) {
+    list.add("--workers", o.workers, "Input pipeline worker threads",
+             in_range(1, 256, "must be between 1 and 256"));
+  }
+  list.add("--queue-depth", o.queue_depth, "Ready batches kept ahead of the trainer",
+           in_range(1, 1024, "must be between 1 and 1024"));
+  list.add("!--no-normalize", o.normalize,
+           "Do not normalise file data per channel (on by default)");
+  list.add("--crop-padding", o.crop_padding,
+           "Random crop after zero-padding each side by this many pixels (0: off)",
+           at_least(0, "must not be negative"));
+  list.add("--flip", o.flip, "Random horizontal flips");
+  list.add("--decode-cost-us", o.decode_cost_us,
+           "Busy CPU time per sample emulating heavy decoding, in microseconds",
+           at_least<int64_t>(0, "must not be negative"));
+}
+
+void add_train_options(OptionList& list, TrainOptions& o) {
+  add_model_option(list, o.model);
+  add_devices_option(list, o.devices);
+  add_threads_option(list, o.threads);
+  add_batch_option(list, o.batch);
+  add_global_batch_option(list, o.global_batch);
+  list.add("--steps", o.steps, "Training steps",
+           at_least<int64_t>(0, "must be a positive number of steps"))
+      .shown_default("200 (0 with --epochs)")
+      .written_always();
+  list.add("--epochs", o.epochs, "Passes over the training data (instead of --steps)",
+           at_least<int64_t>(0, "must be a positive number of epochs"));
+  // --epochs alone: no step count.
+  list.on_settle([&o](const OptionSources& given) {
+    if (!given.given("steps") && o.epochs > 0) o.steps = 0;
+  });
+  list.add("!--no-eval", o.eval, "Skip evaluation on the eval split after each epoch");
+  add_data_options(list, o.data);
+  add_training_options(list, o);
+  list.add("--warmup-steps", o.warmup_steps, "Steps left out of the timing summary",
+           at_least<int64_t>(0, "must not be negative"));
+  list.add("--check-every", o.check_every,
+           "Compare the replicas' weight checksums every N steps (0: after the last only)",
+           at_least<int64_t>(0, "must be 0 (only at the end) or positive"));
+  list.add("--save", o.save, "Write a checkpoint (safetensors) at the end");
+  list.add("--load", o.load, "Start from a checkpoint (safetensors)");
+}
+
+int64_t per_replica_batch(const TrainOptions& o, int replicas) {
+  return replica_batch(o, replicas, {});
+}
+
+void validate(const TrainOptions& o, const OptionSources& names) {
+  TrainOptions checked = o;  // the declarations bind variables; these are a copy's
+  OptionList list;
+  add_train_options(list, checked);
+  check_options(list, names);
+  check_length(o, names);
   const DeviceSpec spec = parse_device_spec(o.devices);
   const ProcessLayout layout = process_layout(o.cluster, o.replicas_per_process, spec.count());
   if (layout.processes > 1 && spec.kind != DeviceKind::kCpu) {
@@ -100,9 +202,7 @@ void validate(const TrainOptions& o) {
   } else if (layout.processes == 1) {
     check_devices_available(spec);
   }
-  (void)per_replica_batch(o, spec.count());
-  (void)make_model(o.model);  // throws on an unknown model or key
-  (void)parse_data_spec(o.data.spec);
+  (void)replica_batch(o, spec.count(), names);
 }
 
 }  // namespace scalescope

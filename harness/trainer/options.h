@@ -1,6 +1,6 @@
-// The options of one training run (what `scalescope train` and every sweep point run), the
-// learning-rate schedule they imply, and the checks that refuse a bad value before any work
-// starts.
+// The options of one training run (what `scalescope train` and every sweep point run), their
+// declarations in the option schema, the learning-rate schedule they imply, and the checks
+// that refuse a bad value before any work starts.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 
+#include "harness/options/option_schema.h"
 #include "harness/trainer/data.h"
 #include "models/optimizer.h"
 #include "reports/run_report.h"
@@ -100,9 +101,18 @@ struct TrainOptions {
 // the values otherwise).
 int64_t per_replica_batch(const TrainOptions& options, int replicas);
 
-// Checks the options that need no data before any work starts; throws Error naming the bad
-// value and what would be accepted.
-void validate(const TrainOptions& options);
+// The options' declarations (harness/options/option_schema.h), in groups: the optimizer and
+// gradient exchange ("training"); the input pipeline ("data"; `with_workers` false for a
+// command with its own list of worker counts); everything a `train` run takes (the model,
+// devices, batch and length, and both groups).
+void add_training_options(OptionList& list, TrainOptions& options);
+void add_data_options(OptionList& list, DataOptions& options, bool with_workers = true);
+void add_train_options(OptionList& list, TrainOptions& options);
+
+// Checks the options that need no data before any work starts: every declaration's check,
+// then those across options; throws Error naming the bad value as `names` says (by the
+// options' keys unless told how the user gave them) and what would be accepted.
+void validate(const TrainOptions& options, const OptionSources& names = {});
 
 // What a caller of train() may run inside the run; none of it changes what is measured
 // unless said.

@@ -152,7 +152,7 @@ TEST(Cli, SweepBadInputIsRefusedBeforeAnythingRuns) {
   fails("--models nosuchnet", "nosuchnet");
   fails("--ranks-per-node 4", "runs 1; launch that many per node");
   fails("--devices cpu:1,x", "'x' is not a device count");
-  fails("--batch 8,-1", "'-1' is not a positive batch size");
+  fails("--batch 8,-1", "--batch -1 must be a positive number of samples");
   fails("--batch 8 --global-batch 16", "not both");
   fails("--global-batch 15 --devices cpu:1,2", "--global-batch 15 does not split evenly");
   fails("--config /nonexistent/ci.json", "/nonexistent/ci.json");

@@ -82,10 +82,10 @@ TEST(Train, BadOptionsAreRefusedBeforeWork) {
   };
   TrainOptions o;
   o.batch = 0;
-  refused(o, "--batch 0");
+  refused(o, "batch 0 must be a positive number of samples");
   o = TrainOptions{};
   o.steps = -3;
-  refused(o, "--steps -3");
+  refused(o, "steps -3");
   o = TrainOptions{};
   o.model = "nope";
   refused(o, "unknown model 'nope'");
@@ -94,10 +94,10 @@ TEST(Train, BadOptionsAreRefusedBeforeWork) {
   refused(o, "cpu:x");
   o = TrainOptions{};
   o.optimizer.lr = -1.0f;
-  refused(o, "--lr -1");
+  refused(o, "lr -1");
   o = TrainOptions{};
   o.threads = -2;
-  refused(o, "--threads -2");
+  refused(o, "threads -2");
 }
 
 TEST(Train, MissingCheckpointIsAnErrorNamingIt) {
@@ -177,7 +177,7 @@ TEST(Train, DataThatDoesNotFitTheModelIsRefused) {
   EXPECT_CONTAINS(error_of([&] { validate(o); }), "imagenet:/x");
   o.data.spec = "synthetic";
   o.data.workers = 0;
-  EXPECT_CONTAINS(error_of([&] { train(o); }), "--workers 0");
+  EXPECT_CONTAINS(error_of([&] { train(o); }), "workers 0");
   o.data.workers = 1;
   o.steps = 10;
   o.epochs = 2;

@@ -350,22 +350,22 @@ TEST(Mirrored, BadOptionsAreRefusedBeforeAnyWork) {
   o.devices = "cpu:3";
   o.global_batch = 100;
   EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }),
-                  "--global-batch 100 does not divide over 3 device(s)");
+                  "global_batch 100 does not divide over 3 device(s)");
   o.global_batch = 96;
   o.accumulation = 5;
   EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "multiple of 15");
   o.global_batch = 0;
   o.accumulation = 0;
-  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "--accumulate 0");
+  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "accumulate 0");
   o.accumulation = 1;
   o.steps = -3;
-  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "--steps -3");
+  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "steps -3");
   o.steps = 5;
   o.bucket_cap_mb = 0;
-  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "--bucket-cap-mb 0");
+  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "bucket_cap_mb 0");
   o.bucket_cap_mb = 25;
   o.check_every = -1;
-  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "--check-every -1");
+  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "check_every -1");
   o.check_every = 10;
   o.global_batch = 96;
   EXPECT_EQ(per_replica_batch(o, 3), 32);

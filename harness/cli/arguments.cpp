@@ -1,0 +1,34 @@
+#include <string>
+#include <vector>
+
+#include "harness/cli/commands.h"
+
+namespace scalescope::cli {
+namespace {
+std::vector<std::string> g_arguments;
+}  // namespace
+
+void set_arguments(int argc, const char* const* argv) {
+  g_arguments.assign(argv, argv + argc);
+}
+
+const std::vector<std::string>& arguments() {
+  return g_arguments;
+}
+
+std::vector<std::string> command_arguments() {
+  if (g_arguments.size() <= 2) return {};
+  return {g_arguments.begin() + 2, g_arguments.end()};
+}
+
+std::string command_line() {
+  std::string line = "scalescope";
+  for (size_t i = 1; i < g_arguments.size(); ++i) {
+    const std::string& a = g_arguments[i];
+    // Quoted when the shell would split it, so the line can be pasted back.
+    line += a.find_first_of(" \t'\"") == std::string::npos ? " " + a : " '" + a + "'";
+  }
+  return line;
+}
+
+}  // namespace scalescope::cli

@@ -1,0 +1,29 @@
+// What `train` and `sweep` do first: started by mpirun or srun, their processes join one
+// cluster (alone: a cluster of one) and rank 0 leads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "harness/collectives/cluster.h"
+#include "harness/options/option_schema.h"
+
+namespace scalescope::cli {
+
+struct LaunchOptions {
+  // The processes each node must run (0: whatever was launched).
+  int ranks_per_node = 0;
+};
+// --ranks-per-node.
+void add_launch_options(OptionList& list, LaunchOptions& options);
+
+struct Launch {
+  std::unique_ptr<Cluster> cluster;
+  // Rank 0 alone prints and writes files; every process runs the same work.
+  bool lead = true;
+};
+// Joins the launch's processes, giving up on a lost one after `timeout_ms`, and refuses a
+// launch whose processes per node differ from --ranks-per-node (when given).
+Launch join_launch(const LaunchOptions& options, int64_t timeout_ms);
+
+}  // namespace scalescope::cli

@@ -1,0 +1,174 @@
+#include "harness/cli/option_app.h"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/check.h"
+#include "reports/json_reader.h"
+
+namespace scalescope::cli {
+namespace {
+
+std::vector<std::string> one(const auto& value) {
+  return {fmt::format("{}", value)};
+}
+
+std::vector<std::string> integers(const JsonReader& r, const std::string& key) {
+  if (r.at(key).is_number_integer()) return one(r.int64(key));
+  std::vector<std::string> out;
+  for (int64_t v : r.int64s(key)) out.push_back(fmt::format("{}", v));
+  return out;
+}
+
+std::vector<std::string> not_empty(std::vector<std::string> values, const std::string& file,
+                                   const std::string& key) {
+  SS_CHECK(!values.empty(), "{}: '{}' is empty: give at least one value", file, key);
+  return values;
+}
+
+// The file's value of `d` as the command line would give it (CLI11 converts it from there).
+std::vector<std::string> file_inputs(const OptionDecl& d, const JsonReader& r,
+                                     const std::string& file) {
+  const std::string& key = d.key;
+  return std::visit(
+      Overloaded{
+          // A negated flag's value is inverted by CLI11: give it what the flag would mean.
+          [&](const Bound<bool>&) { return one(r.boolean(key) != d.negated()); },
+          [&](const Bound<int>&) { return one(r.int32(key)); },
+          [&](const Bound<int64_t>&) { return one(r.int64(key)); },
+          [&](const Bound<uint64_t>&) {
+            const int64_t v = r.int64(key);
+            SS_CHECK(v >= 0, "{}: '{}' must be a non-negative integer, not {}", file, key, v);
+            return one(v);
+          },
+          [&](const Bound<float>&) { return one(r.number(key)); },
+          [&](const Bound<double>&) { return one(r.number(key)); },
+          [&](const Bound<std::string>&) {
+            if (d.list_in_file && r.at(key).is_array()) {
+              return one(fmt::format("{}", fmt::join(r.int64s(key), ",")));
+            }
+            return one(r.string(key));
+          },
+          [&](const Bound<std::vector<int>>&) { return not_empty(integers(r, key), file, key); },
+          [&](const Bound<std::vector<int64_t>>&) {
+            return not_empty(integers(r, key), file, key);
+          },
+          [&](const Bound<std::vector<std::string>>&) {
+            return r.at(key).is_string() ? one(r.string(key))
+                                         : not_empty(r.strings(key), file, key);
+          },
+          [&](const Choice& c) {
+            const std::string name = r.string(key);
+            SS_CHECK(std::find(c.names.begin(), c.names.end(), name) != c.names.end(),
+                     "{}: '{}' is '{}', not one of {}", file, key, name, fmt::join(c.names, ", "));
+            return one(name);
+          },
+      },
+      d.value);
+}
+
+}  // namespace
+
+void add_options(CLI::App& app, OptionList& list) {
+  for (OptionDecl& d : list.decls()) {
+    CLI::Option* option =
+        std::visit(Overloaded{
+                       [&](Bound<bool>& b) { return app.add_flag(d.names, *b.value, d.help); },
+                       [&](Choice& c) {
+                         return app.add_option_function<std::string>(d.names, c.set, d.help)
+                             ->check(CLI::IsMember(c.names));
+                       },
+                       // Numbers split at commas; a list of names (models) is the sweep's to split,
+                       // as its items may hold commas themselves.
+                       [&](Bound<std::vector<std::string>>& b) {
+                         return app.add_option(d.names, *b.value, d.help);
+                       },
+                       [&]<class T>(Bound<std::vector<T>>& b) {
+                         return app.add_option(d.names, *b.value, d.help)->delimiter(',');
+                       },
+                       [&](auto& b) { return app.add_option(d.names, *b.value, d.help); },
+                   },
+                   d.value);
+    const std::string shown = d.default_text.empty() ? value_text(d) : d.default_text;
+    if (!d.is_flag() && !shown.empty()) option->default_str(shown);
+  }
+}
+
+JsonConfig::JsonConfig(const OptionList& list, const CLI::App& app, std::string name,
+                       ConfigRecord* record)
+    : list_(list), app_(app), name_(std::move(name)), record_(record) {}
+
+std::string JsonConfig::to_config(const CLI::App*, bool, bool, std::string) const {
+  return options_json(list_).dump(2) + "\n";
+}
+
+std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const {
+  const std::string file = name_.empty() ? app_.get_config_ptr()->as<std::string>() : name_;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(input);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw_error(fmt::format("config file {} is not valid JSON: {}", file, e.what()));
+  }
+  const JsonReader r(j, file);
+  std::set<std::string, std::less<>> known;
+  for (const OptionDecl& d : list_.decls()) {
+    if (d.in_config) known.insert(d.key);
+  }
+  r.only(known);
+  if (record_ != nullptr) record_->name = file;
+  std::vector<CLI::ConfigItem> items;
+  for (const OptionDecl& d : list_.decls()) {
+    if (!d.in_config || !r.has(d.key)) continue;
+    items.push_back({.parents = {}, .name = d.flag().substr(2), .inputs = file_inputs(d, r, file)});
+    const CLI::Option* option = app_.get_option_no_throw(d.flag());
+    if (record_ != nullptr && option != nullptr && option->empty()) record_->keys.insert(d.key);
+  }
+  return items;
+}
+
+void add_config_option(CLI::App& app, const OptionList& list, ConfigRecord* record) {
+  app.set_config("--config", "",
+                 "JSON file of options (keys: the long flag names with _ for -, as a sweep "
+                 "report's \"config\"); flags given here override it. Every process of an MPI "
+                 "launch reads it");
+  app.config_formatter(std::make_shared<JsonConfig>(list, app, "", record));
+}
+
+OptionSources settle_options(const CLI::App& app, const OptionList& list,
+                             const ConfigRecord& record) {
+  OptionSources sources(list, record.name);
+  for (const OptionDecl& d : list.decls()) {
+    const CLI::Option* option = app.get_option_no_throw(d.flag());
+    if (option == nullptr || option->count() == 0) continue;
+    sources.set(d.key, record.keys.contains(d.key) ? OptionSources::Source::kFile
+                                                   : OptionSources::Source::kCommandLine);
+  }
+  list.settle(sources);
+  check_options(list, sources);
+  return sources;
+}
+
+OptionSources parse_with_config(OptionList& list, const std::vector<std::string>& args,
+                                const nlohmann::json* config, const std::string& config_name) {
+  CLI::App app;
+  add_options(app, list);
+  ConfigRecord record;
+  add_config_option(app, list, &record);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // as CLI11 parses them
+  try {
+    app.parse(reversed);
+    if (config != nullptr) {
+      app.config_formatter(std::make_shared<JsonConfig>(list, app, config_name, &record));
+      std::istringstream text(config->dump());
+      app.parse_from_stream(text);
+    }
+  } catch (const CLI::ParseError& e) {
+    throw_error(e.what());
+  }
+  return settle_options(app, list, record);
+}
+
+}  // namespace scalescope::cli

@@ -1,0 +1,52 @@
+#include "harness/options/run_options.h"
+
+#include "core/device_spec.h"
+#include "models/zoo.h"
+
+namespace scalescope {
+namespace {
+
+constexpr const char* kBatchHelp = "Samples per micro-batch and device (weak scaling)";
+constexpr const char* kGlobalBatchHelp =
+    "Samples per step over all devices, split over them (strong scaling), instead of --batch; "
+    "must divide by the devices × --accumulate";
+constexpr const char* kSamples = "must be a positive number of samples";
+
+}  // namespace
+
+OptionDecl& add_model_option(OptionList& list, std::string& model) {
+  return list.add("--model", model, "Model spec name[:key=value,...] (see `scalescope models`)",
+                  parses([](const std::string& m) { (void)make_model(m); }));
+}
+
+OptionDecl& add_devices_option(OptionList& list, std::string& devices) {
+  return list.add("--devices", devices,
+                  "Devices: cpu:N (N CPU devices, Gloo between them) or cuda:I[,J...] (GPUs, "
+                  "NCCL between them)",
+                  parses([](const std::string& d) { (void)parse_device_spec(d); }));
+}
+
+OptionDecl& add_threads_option(OptionList& list, int& threads) {
+  return list.add("--threads", threads,
+                  "CPU threads per device (0: the usable cores / the largest device count)",
+                  at_least(0, "must be 0 (automatic) or positive"));
+}
+
+OptionDecl& add_batch_option(OptionList& list, int64_t& batch) {
+  return list.add("--batch", batch, kBatchHelp, at_least<int64_t>(1, kSamples));
+}
+
+OptionDecl& add_batch_option(OptionList& list, std::vector<int64_t>& batches) {
+  return list.add("--batch", batches, kBatchHelp, at_least<int64_t>(1, kSamples));
+}
+
+OptionDecl& add_global_batch_option(OptionList& list, int64_t& global_batch) {
+  return list.add("--global-batch", global_batch, kGlobalBatchHelp, at_least<int64_t>(0, kSamples));
+}
+
+OptionDecl& add_global_batch_option(OptionList& list, std::vector<int64_t>& global_batches) {
+  return list.add("--global-batch", global_batches, kGlobalBatchHelp,
+                  at_least<int64_t>(1, kSamples));
+}
+
+}  // namespace scalescope

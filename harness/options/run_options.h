@@ -1,0 +1,29 @@
+// The options that say what runs where, shared by `train`, `sweep`, `profile` and
+// `collectives` (and `pipeline-bench`): each declared here once and bound to the variable of
+// whichever options struct a command fills.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/options/option_schema.h"
+
+namespace scalescope {
+
+// --model: one model spec, name[:key=value,...].
+OptionDecl& add_model_option(OptionList& list, std::string& model);
+// --devices: one set of devices, cpu:N or cuda:I[,J...] (a sweep's device counts are its own
+// option: harness/sweep/options.h).
+OptionDecl& add_devices_option(OptionList& list, std::string& devices);
+// --threads: CPU threads per device (0: automatic).
+OptionDecl& add_threads_option(OptionList& list, int& threads);
+// --batch: samples per micro-batch and device (weak scaling); a sweep takes a list.
+OptionDecl& add_batch_option(OptionList& list, int64_t& batch);
+OptionDecl& add_batch_option(OptionList& list, std::vector<int64_t>& batches);
+// --global-batch: samples per step over all devices instead (strong scaling); a single run
+// holds 0 when it is not given, a sweep an empty list.
+OptionDecl& add_global_batch_option(OptionList& list, int64_t& global_batch);
+OptionDecl& add_global_batch_option(OptionList& list, std::vector<int64_t>& global_batches);
+
+}  // namespace scalescope

@@ -1,0 +1,84 @@
+// What a scaling sweep is told: its options, their declarations in the option schema (the
+// flags of `scalescope sweep`, the keys of its config file and of a report's "config" block),
+// and the command line that runs a sweep of given options.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/device_spec.h"
+#include "harness/options/option_schema.h"
+#include "harness/trainer/options.h"
+#include "reports/sweep_report.h"
+
+namespace scalescope {
+
+struct SweepOptions {
+  // The default sweep finishes in well under a minute on 2 cores and shows two stories:
+  // a convolutional net that scales well and an MLP whose gradients swamp the link.
+  std::vector<std::string> models = {"cifar-cnn", "mlp:scale=0.1"};
+  // Device counts, all of one kind ("cpu:1,2", "cuda:1,2,4" or "1,2,4,8": GPUs when the
+  // machine has them, CPU devices otherwise).
+  std::string devices = "";  // "" = 1 and 2 (2 only where it fits); see resolve_devices
+  // The batch axis: per-device sizes (weak scaling) unless global sizes are given, which are
+  // split over the devices (strong scaling).
+  std::vector<int64_t> batches = {32, 64};
+  std::vector<int64_t> global_batches;
+  int threads = 0;             // per CPU device; 0: usable cores / most devices
+  bool oversubscribe = false;  // allow CPU devices × threads > usable cores
+  int repeats = 3;
+  int64_t steps = 20;             // measured steps per repeat
+  int64_t max_warmup_steps = 40;  // the warm-up stops here even if not settled
+  SteadyStateOptions steady;      // when the step time counts as settled
+  // Optimizer, data, buckets, overlap, seed, timeouts; each point's model, devices, batch,
+  // length and profiler range are the sweep's.
+  TrainOptions train;
+  std::string output = "scalescope-report.json";
+  // Chrome traces: each point's first repeat written to trace_prefix + a name of the point
+  // (+ ".trace.json"); "" writes none. The point records its trace's path.
+  std::string trace_prefix;
+  // "A:B": measured steps A..B of every run inside a profiler capture range ("" = none).
+  std::string profile_steps;
+  std::string command_line;
+
+  ScalingMode mode() const {
+    return global_batches.empty() ? ScalingMode::kWeak : ScalingMode::kStrong;
+  }
+  // The batch sizes of the grid: per device (weak) or global (strong).
+  const std::vector<int64_t>& axis_batches() const {
+    return global_batches.empty() ? batches : global_batches;
+  }
+};
+
+// The sweep's declarations: its own options, the data and training groups (on `train`).
+void add_sweep_options(OptionList& list, SweepOptions& options);
+
+// The report's "config" block: the options with a config key, as a config file holds them.
+nlohmann::json sweep_config_json(const SweepOptions& options);
+// The arguments of `scalescope sweep` that run `options`: the flags whose values differ
+// from the defaults.
+std::vector<std::string> sweep_arguments(const SweepOptions& options);
+
+// "cifar-cnn,cnn:width=1,2,4" → cifar-cnn, cnn:width=1, cnn:width=2, cnn:width=4. Throws
+// Error on an empty item.
+std::vector<std::string> split_model_list(const std::string& text);
+
+// "A:B" → measured steps A..B (1-based) of a profiler capture range; nothing unless
+// 1 <= A <= B.
+std::optional<std::pair<int64_t, int64_t>> parse_profile_steps(const std::string& text);
+
+// The device axis: one kind and ascending unique counts.
+struct DeviceAxis {
+  DeviceKind kind = DeviceKind::kCpu;
+  std::vector<int> counts;
+};
+// The axis `devices` spells ("" = cpu 1,2, or 1 alone on one core); bare counts are GPUs
+// where there are any. Throws Error naming a malformed count.
+DeviceAxis parse_device_axis(const std::string& devices);
+
+}  // namespace scalescope

@@ -1,0 +1,221 @@
+// The option schema: every command's options declared with a help text and a default; a
+// sweep's config block read back through CLI11's config support into the same options; flags
+// over the file; errors naming the option as the user gave it; the command line `profile`
+// writes for the sweep parsing back to the same options.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "harness/cli/commands.h"
+#include "harness/cli/option_app.h"
+#include "harness/sweep/sweep.h"
+#include "tests/test_util.h"
+
+namespace scalescope {
+namespace {
+
+using testing_util::error_of;
+using Source = OptionSources::Source;
+
+std::string write_config(const std::string& name, const std::string& text) {
+  const std::string path =
+      testing::TempDir() + "/options_" + std::to_string(::getpid()) + "_" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// `scalescope sweep ARGS` (with --config FILE when given), as the sweep command parses it.
+struct Parsed {
+  SweepOptions options;
+  OptionSources sources;
+};
+Parsed parse_sweep(std::vector<std::string> args, const nlohmann::json* config = nullptr) {
+  Parsed p;
+  OptionList list;
+  add_sweep_options(list, p.options);
+  p.sources = cli::parse_with_config(list, args, config, "report.json (its config)");
+  return p;
+}
+
+TEST(OptionSchema, EveryOptionOfEveryCommandHasAHelpTextAndItsDefaultInHelp) {
+  CLI::App app;
+  cli::Action action;
+  cli::add_train_command(app, action);
+  cli::add_sweep_command(app, action);
+  cli::add_profile_command(app, action);
+  cli::add_collectives_command(app, action);
+  cli::add_pipeline_bench_command(app, action);
+  for (const CLI::App* command : app.get_subcommands({})) {
+    const std::string help = command->help();
+    for (const CLI::Option* option : command->get_options()) {
+      const std::string name = command->get_name() + " " + option->get_name();
+      EXPECT_FALSE(option->get_description().empty()) << name;
+      EXPECT_NE(help.find(option->get_name(false, true)), std::string::npos) << name;
+      if (option->get_expected_min() > 0 && !option->get_default_str().empty()) {
+        EXPECT_NE(help.find("=" + option->get_default_str()), std::string::npos) << name;
+      }
+    }
+  }
+  // Each declaration has a help text, and a config key with '_' for '-'.
+  SweepOptions o;
+  OptionList list;
+  add_sweep_options(list, o);
+  for (const OptionDecl& d : list.decls()) {
+    EXPECT_FALSE(d.help.empty()) << d.key;
+    EXPECT_EQ(d.key.find('-'), std::string::npos) << d.key;
+  }
+}
+
+// Options with a value of every kind away from its default.
+SweepOptions unusual() {
+  SweepOptions o;
+  o.models = {"dense-100", "cnn:width=1", "cnn:width=2"};
+  o.devices = "cpu:1,2";
+  o.global_batches = {16, 32};
+  o.threads = 1;
+  o.oversubscribe = true;
+  o.repeats = 5;
+  o.steady.tolerance = 0.125;
+  o.train.optimizer.kind = OptimizerKind::kSgd;
+  o.train.optimizer.lr = 0.05f;
+  o.train.lr_scaling = LrScaling::kSqrt;
+  o.train.overlap = false;
+  o.train.tf32 = false;
+  o.train.seed = 7;
+  o.train.data.workers = 2;
+  o.train.data.flip = true;
+  o.train.memory_limit_mb = 12.5;
+  o.output = "unusual.json";
+  return o;
+}
+
+TEST(OptionSchema, AReportsConfigBlockReadsBackIntoTheSameOptions) {
+  const SweepOptions o = unusual();
+  const nlohmann::json config = sweep_config_json(o);
+  EXPECT_EQ(config.at("global_batch"), nlohmann::json({16, 32}));
+  EXPECT_FALSE(config.contains("batch"));  // one scaling mode
+  const SweepOptions weak;
+  EXPECT_FALSE(sweep_config_json(weak).contains("global_batch"));
+  EXPECT_FALSE(config.contains("trace"));  // command line only
+  const std::string path = write_config("roundtrip.json", config.dump());
+  const Parsed p = parse_sweep({"--config", path});
+  EXPECT_EQ(sweep_config_json(p.options), config);
+  EXPECT_EQ(p.options.models, o.models);
+  EXPECT_EQ(p.options.mode(), ScalingMode::kStrong);
+  EXPECT_FALSE(p.options.train.overlap);
+  EXPECT_EQ(p.options.train.lr_scaling, LrScaling::kSqrt);
+  EXPECT_EQ(p.sources.of("repeats"), Source::kFile);
+  // The same block given as a stream (--resume's path) reads back alike.
+  EXPECT_EQ(sweep_config_json(parse_sweep({}, &config).options), config);
+  std::remove(path.c_str());
+}
+
+TEST(OptionSchema, FlagsGivenOverrideTheFile) {
+  const std::string path = write_config(
+      "override.json", R"({"repeats": 5, "steps": 7, "global_batch": [16], "overlap": false})");
+  const Parsed p = parse_sweep({"--config", path, "--repeats", "2", "--batch", "8"});
+  EXPECT_EQ(p.options.repeats, 2);
+  EXPECT_EQ(p.options.steps, 7);
+  EXPECT_FALSE(p.options.train.overlap);
+  // --batch on the command line replaces the file's strong-scaling axis.
+  EXPECT_EQ(p.options.mode(), ScalingMode::kWeak);
+  EXPECT_EQ(p.options.batches, (std::vector<int64_t>{8}));
+  EXPECT_EQ(p.sources.of("repeats"), Source::kCommandLine);
+  EXPECT_EQ(p.sources.of("steps"), Source::kFile);
+  EXPECT_EQ(p.sources.of("seed"), Source::kDefault);
+  // And over --resume's config block.
+  const nlohmann::json config = sweep_config_json(unusual());
+  const Parsed resumed = parse_sweep({"--repeats", "2"}, &config);
+  EXPECT_EQ(resumed.options.repeats, 2);
+  EXPECT_EQ(resumed.options.train.seed, 7u);
+  std::remove(path.c_str());
+}
+
+TEST(OptionSchema, TheLearningRateDefaultsToTheOptimizers) {
+  EXPECT_FLOAT_EQ(parse_sweep({}).options.train.optimizer.lr, 1e-3f);
+  EXPECT_FLOAT_EQ(parse_sweep({"--optimizer", "sgd"}).options.train.optimizer.lr, 0.01f);
+  EXPECT_FLOAT_EQ(parse_sweep({"--optimizer", "sgd", "--lr", "0.2"}).options.train.optimizer.lr,
+                  0.2f);
+  const std::string path = write_config("sgd.json", R"({"optimizer": "sgd"})");
+  EXPECT_FLOAT_EQ(parse_sweep({"--config", path}).options.train.optimizer.lr, 0.01f);
+  std::remove(path.c_str());
+}
+
+TEST(OptionSchema, AFilesValuesAreReadAsTheFlagsWould) {
+  const std::string path =
+      write_config("lists.json", R"({"devices": [1, 2], "models": "cnn:width=1,2", "batch": 8})");
+  const Parsed p = parse_sweep({"--config", path});
+  EXPECT_EQ(p.options.devices, "1,2");
+  EXPECT_EQ(p.options.models, (std::vector<std::string>{"cnn:width=1", "cnn:width=2"}));
+  EXPECT_EQ(p.options.batches, (std::vector<int64_t>{8}));
+  std::remove(path.c_str());
+}
+
+TEST(OptionSchema, BadValuesAreRefusedNamingTheOptionAsGiven) {
+  const auto file_error = [](const char* text) {
+    const std::string path = write_config("bad.json", text);
+    const std::string message = error_of([&] { parse_sweep({"--config", path}); });
+    std::remove(path.c_str());
+    return message;
+  };
+  EXPECT_CONTAINS(file_error(R"({"repeat": 3})"), "unknown key 'repeat'");
+  EXPECT_CONTAINS(file_error(R"({"repeats": "3"})"), "'repeats' must be an integer");
+  EXPECT_CONTAINS(file_error(R"({"repeats": 0})"), "bad.json: 'repeats': 0 must be from 1 to 1000");
+  EXPECT_CONTAINS(file_error(R"({"batch": [8, 0]})"), "'batch': 0 must be a positive number");
+  EXPECT_CONTAINS(file_error(R"({"optimizer": "lamb"})"), "'optimizer' is 'lamb'");
+  EXPECT_CONTAINS(file_error(R"({"batch": [8], "global_batch": [8]})"), "not both");
+  EXPECT_CONTAINS(file_error(R"({"overlap": 1})"), "'overlap' must be true or false");
+  EXPECT_CONTAINS(file_error(R"({"models": []})"), "'models' is empty");
+  EXPECT_CONTAINS(file_error(R"([1, 2])"), "must be an object");
+  EXPECT_CONTAINS(file_error("{"), "is not valid JSON");
+  // The command line's spelling, and the library's own when nothing says how it was given.
+  EXPECT_CONTAINS(error_of([] {
+                    parse_sweep({"--repeats", "0"});
+                  }),
+                  "--repeats 0 must be from 1 to 1000");
+  EXPECT_CONTAINS(error_of([] {
+                    parse_sweep({"--models", "dense-100,,mlp"});
+                  }),
+                  "--models dense-100,,mlp: an empty model name");
+  SweepOptions o;
+  o.repeats = 0;
+  EXPECT_CONTAINS(error_of([&] { validate(o); }), "repeats 0 must be from 1 to 1000");
+  EXPECT_CONTAINS(error_of([] { parse_sweep({"--repeats"}); }), "--repeats");  // usage
+}
+
+TEST(OptionSchema, ProfilesSweepArgumentsParseBackToTheSameOptions) {
+  SweepOptions point;  // as `scalescope profile` builds it: one value on each axis
+  point.models = {"dense-100"};
+  point.devices = "cpu:2";
+  point.batches = {8};
+  point.repeats = point.threads = 1;
+  point.steps = 6;
+  point.profile_steps = "2:4";
+  point.output = "point.json";
+  point.train.overlap = false;
+  point.train.optimizer.kind = OptimizerKind::kSgd;
+  point.train.optimizer.lr = 0.01f;
+  const std::vector<std::string> args = sweep_arguments(point);
+  EXPECT_EQ(args,
+            (std::vector<std::string>{"--models",     "dense-100", "--devices",  "cpu:2",
+                                      "--batch",      "8",         "--threads",  "1",
+                                      "--repeats",    "1",         "--steps",    "6",
+                                      "--optimizer",  "sgd",       "--lr",       "0.01",
+                                      "--no-overlap", "--output",  "point.json", "--profile-steps",
+                                      "2:4"}));
+  const Parsed p = parse_sweep(args);
+  EXPECT_EQ(sweep_arguments(p.options), args);
+  EXPECT_EQ(sweep_config_json(p.options), sweep_config_json(point));
+  EXPECT_EQ(p.options.profile_steps, "2:4");
+  // Every option away from its default comes back too.
+  const SweepOptions all = unusual();
+  EXPECT_EQ(sweep_config_json(parse_sweep(sweep_arguments(all)).options), sweep_config_json(all));
+}
+
+}  // namespace
+}  // namespace scalescope
