@@ -220,7 +220,10 @@ LoadedOptimizerState read_optimizer_state(const std::string& path, const Model& 
 
 }  // namespace
 
-SafetensorsFile read_safetensors(const std::string& path) {
+namespace {
+
+// The file's size, checked to be a readable regular file.
+uint64_t safetensors_size(const std::string& path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   SS_CHECK(!ec && std::filesystem::exists(status), "cannot read safetensors file '{}': {}", path,
@@ -229,12 +232,15 @@ SafetensorsFile read_safetensors(const std::string& path) {
            "cannot read safetensors file '{}': not a regular file", path);
   const uint64_t file_bytes = std::filesystem::file_size(path, ec);
   SS_CHECK(!ec, "cannot read safetensors file '{}': {}", path, ec.message());
-  std::ifstream in(path, std::ios::binary);
-  SS_CHECK(in.is_open(), "cannot read safetensors file '{}': {}", path, std::strerror(errno));
-
   SS_CHECK(file_bytes >= kHeaderLengthBytes,
            "safetensors file '{}' is {} bytes long, shorter than the 8-byte header length", path,
            file_bytes);
+  return file_bytes;
+}
+
+// The JSON header, and its length in bytes (after the 8-byte length itself).
+std::pair<nlohmann::json, uint64_t> read_header(std::ifstream& in, const std::string& path,
+                                                uint64_t file_bytes) {
   unsigned char length_bytes[kHeaderLengthBytes];
   read_exactly(in, path, reinterpret_cast<char*>(length_bytes), 0, kHeaderLengthBytes);
   uint64_t header_bytes = 0;
@@ -247,7 +253,6 @@ SafetensorsFile read_safetensors(const std::string& path) {
            path, header_bytes, file_bytes - kHeaderLengthBytes);
   std::string header_text(static_cast<size_t>(header_bytes), '\0');
   read_exactly(in, path, header_text.data(), kHeaderLengthBytes, header_bytes);
-
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(header_text);
@@ -256,33 +261,38 @@ SafetensorsFile read_safetensors(const std::string& path) {
   }
   SS_CHECK(header.is_object(), "safetensors file '{}': header is not a JSON object but {}", path,
            header.type_name());
+  return {std::move(header), header_bytes};
+}
 
-  const uint64_t data_start = kHeaderLengthBytes + header_bytes;
-  const uint64_t data_bytes = file_bytes - data_start;
-  SafetensorsFile file;
+// The tensors' entries of the header (sorted by position), the metadata into `file`.
+std::vector<Entry> header_entries(const std::string& path, const nlohmann::json& header,
+                                  uint64_t data_bytes, SafetensorsFile& file) {
   std::vector<Entry> entries;
   for (const auto& [key, value] : header.items()) {
-    if (key == kMetadataKey) {
-      SS_CHECK(value.is_object() || value.is_null(),
-               "safetensors file '{}': __metadata__ is not an object of strings", path);
-      if (value.is_null()) continue;
-      for (const auto& [mk, mv] : value.items()) {
-        SS_CHECK(mv.is_string(), "safetensors file '{}': metadata '{}' is not a string but {}",
-                 path, mk, mv.type_name());
-        file.metadata.emplace(mk, mv.get<std::string>());
-      }
+    if (key != kMetadataKey) {
+      entries.push_back(parse_entry(path, key, value, data_bytes));
       continue;
     }
-    entries.push_back(parse_entry(path, key, value, data_bytes));
+    SS_CHECK(value.is_object() || value.is_null(),
+             "safetensors file '{}': __metadata__ is not an object of strings", path);
+    if (value.is_null()) continue;
+    for (const auto& [mk, mv] : value.items()) {
+      SS_CHECK(mv.is_string(), "safetensors file '{}': metadata '{}' is not a string but {}", path,
+               mk, mv.type_name());
+      file.metadata.emplace(mk, mv.get<std::string>());
+    }
   }
-
-  // The tensors must cover the data section without overlaps or gaps: sorted by position,
-  // each begins where the previous ended and the last ends at the end of the file.
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     // Empty tensors may share an offset; their names then fix the order.
     if (a.begin != b.begin) return a.begin < b.begin;
     return a.end != b.end ? a.end < b.end : a.name < b.name;
   });
+  return entries;
+}
+
+// The tensors must cover the data section without overlaps or gaps: sorted by position,
+// each begins where the previous ended and the last ends at the end of the file.
+void check_tiling(const std::string& path, const std::vector<Entry>& entries, uint64_t data_bytes) {
   uint64_t expected_begin = 0;
   const Entry* previous = nullptr;
   for (const Entry& e : entries) {
@@ -301,7 +311,20 @@ SafetensorsFile read_safetensors(const std::string& path) {
   SS_CHECK(expected_begin == data_bytes,
            "safetensors file '{}': the data section is {} bytes but its tensors cover {}", path,
            data_bytes, expected_begin);
+}
 
+}  // namespace
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  const uint64_t file_bytes = safetensors_size(path);
+  std::ifstream in(path, std::ios::binary);
+  SS_CHECK(in.is_open(), "cannot read safetensors file '{}': {}", path, std::strerror(errno));
+  const auto [header, header_bytes] = read_header(in, path, file_bytes);
+  const uint64_t data_start = kHeaderLengthBytes + header_bytes;
+  const uint64_t data_bytes = file_bytes - data_start;
+  SafetensorsFile file;
+  const std::vector<Entry> entries = header_entries(path, header, data_bytes, file);
+  check_tiling(path, entries, data_bytes);
   // Every size is now bounded by the file's: allocation and reads are safe.
   for (const Entry& e : entries) {
     NamedTensor t{e.name, e.shape, std::vector<float>(static_cast<size_t>(e.shape.numel()))};

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/log.h"
 
 namespace scalescope {
 
@@ -23,7 +24,7 @@ CudaStream::CudaStream(CudaDevice& device) : device_(device) {
   ScopedCudaDevice scope(device.id().index);
   SS_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   try {
-    device_.allocator().register_stream(stream_);
+    device_.allocator().register_stream(*this);
   } catch (...) {
     SS_CHECK_CUDA_LOG(cudaStreamDestroy(stream_));
     throw;
@@ -32,7 +33,7 @@ CudaStream::CudaStream(CudaDevice& device) : device_(device) {
 
 CudaStream::~CudaStream() {
   if (stream_ == nullptr) return;
-  device_.allocator().unregister_stream(stream_);
+  device_.allocator().unregister_stream(*this);
   SS_CHECK_CUDA_LOG(cudaSetDevice(device_.id().index));
   SS_CHECK_CUDA_LOG(cudaStreamDestroy(stream_));
 }
@@ -103,15 +104,91 @@ double CudaEvent::elapsed_ms_since(const Event& start) const {
   return static_cast<double>(ms);
 }
 
+namespace {
+
+// Makes `device` current for a scope and restores the previous one, for paths that must not
+// throw (memory is given back from destructors): failures are logged, and ok() says whether
+// the device could be made current.
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int device) noexcept {
+    if (cudaGetDevice(&previous_) != cudaSuccess) {
+      previous_ = -1;
+      (void)cudaGetLastError();  // not sticky: keep it from surfacing in a later check
+    }
+    if (previous_ == device) {
+      ok_ = true;
+      return;
+    }
+    const cudaError_t status = cudaSetDevice(device);
+    ok_ = status == cudaSuccess;
+    if (!ok_) {
+      SS_LOG_ERROR("CUDA error: cannot make cuda:{} current: {}", device,
+                   cudaGetErrorString(status));
+    }
+  }
+  ~CurrentDevice() {
+    if (ok_ && previous_ >= 0) SS_CHECK_CUDA_LOG(cudaSetDevice(previous_));
+  }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+  bool ok() const { return ok_; }
+
+ private:
+  int previous_ = -1;
+  bool ok_ = false;
+};
+
+}  // namespace
+
+// The GPU's memory from cudaMalloc, and its fences: the device's ordering events.
+class CudaDevice::Memory final : public CachingAllocator::Source {
+ public:
+  explicit Memory(CudaDevice& device) : device_(device) {}
+  void* allocate(size_t bytes, std::string& error) noexcept override {
+    const CurrentDevice current(device_.index_);
+    if (!current.ok()) {
+      error = fmt::format("cannot make cuda:{} current", device_.index_);
+      return nullptr;
+    }
+    void* ptr = nullptr;
+    const cudaError_t status = cudaMalloc(&ptr, bytes);
+    if (status == cudaSuccess) return ptr;
+    // Out of memory is not sticky; clear it so that a later SS_CHECK_LAUNCH does not report
+    // it against an unrelated kernel.
+    (void)cudaGetLastError();
+    error = fmt::format("{} ({})", cudaGetErrorString(status), cudaGetErrorName(status));
+    return nullptr;
+  }
+  void free(void* ptr, size_t) noexcept override {
+    const CurrentDevice current(device_.index_);
+    SS_CHECK_CUDA_LOG(cudaFree(ptr));
+  }
+  std::unique_ptr<Event> make_fence() override { return device_.create_ordering_event(); }
+
+ private:
+  CudaDevice& device_;
+};
+
 CudaDevice::CudaDevice(int index)
-    : index_(index), allocator_(std::make_unique<CachingAllocator>(index)) {
+    : index_(index),
+      memory_(std::make_unique<Memory>(*this)),
+      allocator_(std::make_unique<CachingAllocator>(fmt::format("cuda:{}", index), *memory_)) {
   ScopedCudaDevice scope(index);
   default_stream_ = std::make_unique<CudaStream>(*this);
   copy_stream_ = std::make_unique<CudaStream>(*this);
   comm_stream_ = std::make_unique<CudaStream>(*this);
 }
 
-CudaDevice::~CudaDevice() = default;
+CudaDevice::~CudaDevice() {
+  // The streams (registered with the allocator) go first, then the allocator, then the
+  // memory source it gives its blocks back to.
+  comm_stream_.reset();
+  copy_stream_.reset();
+  default_stream_.reset();
+  allocator_.reset();
+}
 
 std::string CudaDevice::name() const {
   cudaDeviceProp prop{};
@@ -142,9 +219,9 @@ void CudaDevice::stop_profiler() {
 void* CudaDevice::allocate(size_t bytes) {
   count_allocation(bytes);
   void* ptr = nullptr;
-  cudaError_t status = cudaSuccess;
+  std::string error;
   try {
-    ptr = allocator_->allocate(bytes, &status);
+    ptr = allocator_->allocate(bytes, error);
   } catch (...) {
     count_deallocation(bytes);
     throw;
@@ -164,11 +241,10 @@ void* CudaDevice::allocate(size_t bytes) {
       }
     }
     throw Error("CUDA", "cudaMalloc",
-                fmt::format("cannot allocate {} bytes (a block of {}) on cuda:{}: {} ({}); {} "
-                            "bytes in use, {} reserved{}",
-                            bytes, CachingAllocator::round_size(bytes), index_,
-                            cudaGetErrorString(status), cudaGetErrorName(status), memory_in_use(),
-                            allocator_->reserved_bytes(), driver_view));
+                fmt::format("cannot allocate {} bytes (a block of {}) on cuda:{}: {}; {} bytes in "
+                            "use, {} reserved{}",
+                            bytes, CachingAllocator::round_size(bytes), index_, error,
+                            memory_in_use(), allocator_->reserved_bytes(), driver_view));
   }
   return ptr;
 }

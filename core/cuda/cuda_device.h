@@ -1,8 +1,6 @@
 // The CUDA backend of core: one Device per GPU, streams and events mapping one to one on
 // cudaStream_t / cudaEvent_t. Every destructor makes its device current first. Device
-// memory comes from a caching allocator (core/cuda/caching_allocator.h).
-//
-// Status: compiled on every CUDA build; has not yet run on a GPU (see the GPU issue).
+// memory comes from the caching allocator (core/caching_allocator.h) over cudaMalloc.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -10,7 +8,7 @@
 #include <memory>
 
 #include "core/backend.h"
-#include "core/cuda/caching_allocator.h"
+#include "core/caching_allocator.h"
 #include "core/device.h"
 
 namespace scalescope {
@@ -104,8 +102,10 @@ class CudaDevice final : public Device {
   CachingAllocator& allocator() { return *allocator_; }
 
  private:
+  class Memory;
   int index_;
-  // Declared before the streams: they register with it, and it must outlive them.
+  // Declared before the streams: they register with the allocator, which must outlive them.
+  std::unique_ptr<Memory> memory_;
   std::unique_ptr<CachingAllocator> allocator_;
   std::unique_ptr<CudaStream> default_stream_;
   std::unique_ptr<CudaStream> copy_stream_;

@@ -18,7 +18,7 @@
 
 #if SCALESCOPE_WITH_CUDA
 #include "core/check.h"
-#include "core/cuda/caching_allocator.h"
+#include "core/caching_allocator.h"
 #include "core/cuda/cuda_device.h"
 #endif
 
