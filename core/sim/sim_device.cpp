@@ -1,5 +1,7 @@
 #include "core/sim/sim_device.h"
 
+#include <omp.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -67,6 +69,10 @@ std::string SimDevice::name() const {
   return fmt::format("simulated accelerator {} ({} thread{}{})", to_string(id()), threads_,
                      threads_ == 1 ? "" : "s",
                      jitter_us_ > 0 ? fmt::format(", jitter up to {} µs", jitter_us_) : "");
+}
+
+void SimDevice::make_current() {
+  omp_set_num_threads(threads_);
 }
 
 std::unique_ptr<SimStream> SimDevice::make_stream() {

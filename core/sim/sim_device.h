@@ -27,8 +27,9 @@ class SimDevice final : public Device {
 
   DeviceId id() const override { return DeviceId{DeviceKind::kSim, index_}; }
   std::string name() const override;
-  // Nothing to do: the host thread computes nothing (the streams' workers do).
-  void make_current() override {}
+  // Sets the calling thread's OpenMP threads to the device's: the host thread runs no
+  // kernel, but it plans them (oneDNN sizes its primitives by the threads it sees then).
+  void make_current() override;
   int threads() const override { return threads_; }
   int64_t jitter_us() const { return jitter_us_; }
 

@@ -1,5 +1,5 @@
-// The mirrored trainer: buckets, equivalence with one replica on the global batch, phase
-// accounting.
+// The mirrored trainer: N replicas equal one replica on the global batch, the phases add up,
+// the guards (weights, loss, a failing replica) name what went wrong.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -8,69 +8,16 @@
 #include <cstdio>
 #include <string>
 
-#include "core/cpu/cpu_device.h"
 #include "core/error.h"
-#include "harness/trainer/buckets.h"
-#include "harness/trainer/evaluate.h"
 #include "harness/trainer/trainer.h"
-#include "models/checkpoint.h"
-#include "models/zoo.h"
+#include "tests/harness/trainer/train_helpers.h"
 #include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
 
-TEST(Buckets, TileTheGradientsInBackwardOrder) {
-  CpuDevice dev(0, 1);
-  Model m(make_model("cifar-cnn"), Shape{32, 32, 3}, dev, 1);
-  // 1 KiB first bucket, 128 KiB the rest: dense 10 (650 floats = 2.5 KiB) alone, then
-  // dense 64 (1 MiB) alone (larger than the cap), then both convs (18,496 + 896 floats =
-  // 76 KiB, under the cap: the last bucket closes with the first layer).
-  const std::vector<Bucket> b = plan_buckets(m, 128 * 1024, 1024);
-  ASSERT_EQ(b.size(), 3u);
-  EXPECT_EQ(b[0].begin, 0);
-  EXPECT_EQ(b[0].first_layer, 9);
-  EXPECT_EQ(b[1].first_layer, 7);
-  EXPECT_EQ(b[2].first_layer, 0);
-  EXPECT_EQ(b[2].last_layer, 3);
-  for (size_t i = 1; i < b.size(); ++i) EXPECT_EQ(b[i].begin, b[i - 1].end);
-  EXPECT_EQ(b.back().end, m.param_count());
-  // One huge cap: a single bucket after the first.
-  EXPECT_EQ(plan_buckets(m, int64_t{1} << 30, 1024).size(), 2u);
-  EXPECT_THROW(plan_buckets(m, 0, 1024), Error);
-}
-
-struct Weights {
-  std::vector<NamedTensor> tensors;
-};
-
-Weights train_and_read(TrainOptions o, const std::string& name, const TrainHooks& hooks = {}) {
-  // Unique per process: ctest runs the cases of this binary in parallel processes.
-  o.save =
-      testing::TempDir() + "/equiv_" + std::to_string(::getpid()) + "_" + name + ".safetensors";
-  o.eval = false;
-  train(o, hooks);
-  Weights w{read_safetensors(o.save).tensors};
-  std::remove(o.save.c_str());
-  std::remove(optimizer_state_path(o.save).c_str());
-  return w;
-}
-
-void expect_same_weights(const Weights& a, const Weights& b, double tolerance,
-                         const std::string& what) {
-  ASSERT_EQ(a.tensors.size(), b.tensors.size());
-  double worst = 0.0;
-  for (size_t t = 0; t < a.tensors.size(); ++t) {
-    ASSERT_EQ(a.tensors[t].name, b.tensors[t].name);
-    ASSERT_EQ(a.tensors[t].data.size(), b.tensors[t].data.size());
-    for (size_t i = 0; i < a.tensors[t].data.size(); ++i) {
-      const double x = a.tensors[t].data[i];
-      const double y = b.tensors[t].data[i];
-      worst = std::max(worst, std::abs(x - y) / (1e-3 + std::abs(y)));
-    }
-  }
-  EXPECT_LT(worst, tolerance) << what;
-}
+using testing_util::trained_weights;
+using testing_util::worst_difference;
 
 struct EquivalenceCase {
   int replicas;
@@ -102,18 +49,18 @@ TEST_P(Equivalence, ReplicasMatchOneReplicaOnTheGlobalBatch) {
   many.devices = "cpu:" + std::to_string(c.replicas);
   many.batch = 8;
   many.accumulation = c.accumulation;
-  const Weights reference = train_and_read(one, "one");
-  const Weights mirrored = train_and_read(many, "many");
-  expect_same_weights(mirrored, reference, 1e-4, "");
+  const std::vector<NamedTensor> reference = trained_weights(one, "one");
+  const std::vector<NamedTensor> mirrored = trained_weights(many, "many");
+  EXPECT_LT(worst_difference(mirrored, reference), 1e-4);
   // And training did move the weights: the comparison is not between two initialisations.
   TrainOptions untrained = one;
   untrained.optimizer.lr = 1e-12f;
-  const Weights initial = train_and_read(untrained, "initial");
+  const std::vector<NamedTensor> initial = trained_weights(untrained, "initial");
   double moved = 0.0;
-  for (size_t t = 0; t < initial.tensors.size(); ++t) {
-    for (size_t i = 0; i < initial.tensors[t].data.size(); ++i) {
-      moved = std::max(moved, static_cast<double>(std::abs(initial.tensors[t].data[i] -
-                                                           reference.tensors[t].data[i])));
+  for (size_t t = 0; t < initial.size(); ++t) {
+    for (size_t i = 0; i < initial[t].data.size(); ++i) {
+      moved =
+          std::max(moved, static_cast<double>(std::abs(initial[t].data[i] - reference[t].data[i])));
     }
   }
   EXPECT_GT(moved, 1e-3);
@@ -180,9 +127,9 @@ TEST(Mirrored, TheStreamReducerMatchesTheCommunicationThreadBitForBit) {
     const std::string tag = "acc" + std::to_string(accumulation);
     TrainHooks streams;
     streams.reduce_on_streams = true;
-    const Weights thread_weights = train_and_read(o, "thread_" + tag);
-    const Weights stream_weights = train_and_read(o, "streams_" + tag, streams);
-    expect_same_weights(stream_weights, thread_weights, 1e-300, tag);
+    const std::vector<NamedTensor> thread_weights = trained_weights(o, "thread_" + tag);
+    const std::vector<NamedTensor> stream_weights = trained_weights(o, "streams_" + tag, streams);
+    EXPECT_TRUE(testing_util::identical(stream_weights, thread_weights)) << tag;
     o.eval = false;
     const RunReport a = train(o);
     const RunReport b = train(o, streams);
@@ -293,19 +240,6 @@ TEST(Mirrored, AccumulationTimesEveryMicroBatch) {
   }
 }
 
-TEST(LearningRate, ScalingRulesAndWarmup) {
-  EXPECT_DOUBLE_EQ(scheduled_lr(0.1, LrScaling::kNone, 8, 0, 1), 0.1);
-  EXPECT_DOUBLE_EQ(scheduled_lr(0.1, LrScaling::kLinear, 8, 0, 1), 0.8);
-  EXPECT_DOUBLE_EQ(scheduled_lr(0.1, LrScaling::kSqrt, 4, 0, 1), 0.2);
-  // Warm-up: linear from the base rate to the scaled one over 4 steps, then constant.
-  EXPECT_DOUBLE_EQ(scheduled_lr(0.1, LrScaling::kLinear, 5, 4, 1), 0.1 + 0.4 * 0.25);
-  EXPECT_DOUBLE_EQ(scheduled_lr(0.1, LrScaling::kLinear, 5, 4, 2), 0.1 + 0.4 * 0.5);
-  EXPECT_DOUBLE_EQ(scheduled_lr(0.1, LrScaling::kLinear, 5, 4, 4), 0.5);
-  EXPECT_DOUBLE_EQ(scheduled_lr(0.1, LrScaling::kLinear, 5, 4, 100), 0.5);
-  EXPECT_EQ(parse_lr_scaling("sqrt"), LrScaling::kSqrt);
-  EXPECT_CONTAINS(testing_util::error_of([] { parse_lr_scaling("cubic"); }), "cubic");
-}
-
 TEST(LearningRate, TheRunAppliesTheSchedule) {
   TrainOptions o;
   o.model = "dense-100";
@@ -342,80 +276,6 @@ TEST(Mirrored, TheGuardNamesTheStepAndTheReplicasThatDiverged) {
   EXPECT_CONTAINS(message, "replica(s) 2 differ");
   // Unperturbed, the same run passes every check: 5 periodic ones (the last is step 10).
   EXPECT_EQ(train(o).consistency_checks, 5);
-}
-
-TEST(Mirrored, BadOptionsAreRefusedBeforeAnyWork) {
-  TrainOptions o;
-  o.model = "dense-100";
-  o.devices = "cpu:3";
-  o.global_batch = 100;
-  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }),
-                  "global_batch 100 does not divide over 3 device(s)");
-  o.global_batch = 96;
-  o.accumulation = 5;
-  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "multiple of 15");
-  o.global_batch = 0;
-  o.accumulation = 0;
-  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "accumulate 0");
-  o.accumulation = 1;
-  o.steps = -3;
-  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "steps -3");
-  o.steps = 5;
-  o.bucket_cap_mb = 0;
-  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "bucket_cap_mb 0");
-  o.bucket_cap_mb = 25;
-  o.check_every = -1;
-  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }), "check_every -1");
-  o.check_every = 10;
-  o.global_batch = 96;
-  EXPECT_EQ(per_replica_batch(o, 3), 32);
-}
-
-}  // namespace
-}  // namespace scalescope
-
-namespace scalescope {
-namespace {
-
-TEST(Evaluation, ShardsAddUpToTheWholeDataset) {
-  const ModelDef def = make_model("dense-100");
-  const RunData data = open_run_data(DataOptions{}, def, 1);
-  CpuDevice dev(0, 1);
-  Model model(def, data.sample_shape, dev, 1);
-  const EvalResult whole = evaluate(model, *data.eval, data.eval_transforms, 64, 1);
-  EvalSums total;
-  for (int shard = 0; shard < 3; ++shard) {
-    const EvalSums s = evaluate_shard(model, *data.eval, data.eval_transforms, 64, 1, shard, 3);
-    total.loss += s.loss;
-    total.correct += s.correct;
-    total.samples += s.samples;
-  }
-  EXPECT_EQ(total.samples, data.eval->size());
-  EXPECT_EQ(whole.samples, data.eval->size());
-  EXPECT_NEAR(total.result().loss, whole.loss, 1e-6 * whole.loss);
-  EXPECT_DOUBLE_EQ(total.result().accuracy, whole.accuracy);
-  EXPECT_GT(whole.accuracy, 0.0);
-}
-
-TEST(Evaluation, ReplicasEvaluateTogetherWhatOneReplicaWould) {
-  TrainOptions o;
-  o.model = "dense-100";
-  o.steps = 5;
-  o.threads = 1;
-  o.optimizer.kind = OptimizerKind::kSgd;
-  o.optimizer.lr = 0.05f;
-  TrainOptions one = o;
-  one.batch = 16;
-  TrainOptions two = o;
-  two.devices = "cpu:2";
-  two.batch = 8;
-  const RunReport a = train(one);
-  const RunReport b = train(two);
-  ASSERT_EQ(a.evals.size(), 1u);
-  ASSERT_EQ(b.evals.size(), 1u);
-  EXPECT_NEAR(b.evals[0].loss, a.evals[0].loss, 1e-4 * a.evals[0].loss);
-  // Weights equal up to rounding: at most a borderline sample may change class.
-  EXPECT_NEAR(b.evals[0].accuracy, a.evals[0].accuracy, 1e-3);
 }
 
 }  // namespace

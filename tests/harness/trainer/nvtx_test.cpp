@@ -1,5 +1,5 @@
 // The NVTX ranges of a training run reach a tool: the scalescope CLI runs under
-// tests/harness/nvtx_recorder.cpp, an NVTX tool that NVTX loads from NVTX_INJECTION64_PATH
+// tests/harness/trainer/nvtx_recorder.cpp, an NVTX tool that NVTX loads from NVTX_INJECTION64_PATH
 // and that logs every domain, registered string, category, thread name, push and pop. The
 // log is read back into each thread's ranges and checked against the step structure of
 // harness/trainer (replica, reducers).

@@ -1,7 +1,7 @@
 // Multi-process pieces that run in one process: the launcher's variables, how a run spreads
 // over processes, and a Gloo group spanning two "processes" whose rendezvous keys are carried
 // between them by hand, as the trainer's main thread carries them between real processes.
-// The real multi-process runs (mpirun) are tests/harness/multiprocess_test.py.
+// The real multi-process runs (mpirun) are tests/harness/collectives/multiprocess_test.py.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 

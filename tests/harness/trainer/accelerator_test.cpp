@@ -1,0 +1,153 @@
+// The trainer's accelerator path (three streams per replica, events, pinned staging, the
+// caching allocator, enqueued collectives, the step's one host wait) against CPU replicas on
+// the same data and seed, and that path's own promises: no device allocation in steady
+// state, phases that add up. Every test runs on simulated devices (which run that path on
+// CPU threads) in every build, and on GPUs where there are any (skipping otherwise).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include "core/backend.h"
+#include "harness/collectives/benchmark.h"
+#include "harness/trainer/trainer.h"
+#include "tests/harness/trainer/train_helpers.h"
+
+namespace scalescope {
+namespace {
+
+using testing_util::identical;
+using testing_util::trained_weights;
+using testing_util::worst_difference;
+
+class GpuTrainer : public testing::TestWithParam<DeviceKind> {
+ protected:
+  // "cuda:0,1" or "sim:2"; skips when the machine has fewer such devices.
+  std::string devices(int n) {
+    if (GetParam() == DeviceKind::kSim) return "sim:" + std::to_string(n);
+    Backend* cuda = find_backend(DeviceKind::kCuda);
+    const int have = cuda != nullptr ? cuda->device_count() : 0;
+    if (have < n) {
+      skip_ = fmt::format("needs {} GPU(s), this machine has {} ({})", n, have,
+                          cuda != nullptr ? cuda->unavailable_reason()
+                                          : missing_backend_message(DeviceKind::kCuda));
+      return "";
+    }
+    std::string list = "cuda:0";
+    for (int i = 1; i < n; ++i) list += "," + std::to_string(i);
+    return list;
+  }
+  // Simulated devices run the CPU kernels: the same bits. GPU kernels in strict fp32 round
+  // differently.
+  void expect_like_cpu(const std::vector<NamedTensor>& device, const std::vector<NamedTensor>& cpu,
+                       const std::string& what) {
+    if (GetParam() == DeviceKind::kSim) {
+      EXPECT_TRUE(identical(device, cpu)) << what;
+    } else {
+      EXPECT_LT(worst_difference(device, cpu), 1e-3) << what;
+    }
+  }
+  std::string skip_;
+};
+
+#define DEVICES_OR_SKIP(var, n)       \
+  const std::string var = devices(n); \
+  if (var.empty()) GTEST_SKIP() << skip_;
+
+TrainOptions small_run(const std::string& model, const std::string& devices) {
+  TrainOptions o;
+  o.model = model;
+  o.devices = devices;
+  o.batch = 16;
+  o.steps = 6;
+  o.threads = 1;
+  o.tf32 = false;  // strict fp32: comparable with the CPU kernels
+  o.optimizer.kind = OptimizerKind::kSgd;
+  o.optimizer.lr = 0.05f;
+  o.optimizer.momentum = 0.9f;
+  o.first_bucket_mb = 0.01;
+  o.bucket_cap_mb = 0.05;
+  o.check_every = 2;
+  return o;
+}
+
+TEST_P(GpuTrainer, OneDeviceTrainsLikeOneCpuReplica) {
+  DEVICES_OR_SKIP(one, 1);
+  for (const char* model : {"dense-100", "cifar-cnn"}) {
+    for (const int accumulation : {1, 2}) {
+      TrainOptions device = small_run(model, one);
+      device.accumulation = accumulation;
+      TrainOptions cpu = device;
+      cpu.devices = "cpu:1";
+      expect_like_cpu(trained_weights(device, "device"), trained_weights(cpu, "cpu"),
+                      fmt::format("{} accumulating {}", model, accumulation));
+    }
+  }
+}
+
+TEST_P(GpuTrainer, TwoDevicesTrainLikeTwoCpuReplicas) {
+  DEVICES_OR_SKIP(two, 2);
+  TrainOptions device = small_run("cifar-cnn", two);
+  TrainOptions cpu = device;
+  cpu.devices = "cpu:2";
+  expect_like_cpu(trained_weights(device, "device2"), trained_weights(cpu, "cpu2"), "");
+}
+
+TEST_P(GpuTrainer, SteadyStepsAllocateNothingAndTheirPhasesAddUp) {
+  DEVICES_OR_SKIP(one, 1);
+  TrainOptions o;
+  o.model = "cifar-cnn";
+  o.devices = one;
+  o.batch = 64;
+  o.accumulation = 2;
+  o.steps = 20;
+  o.warmup_steps = 5;
+  o.threads = 1;
+  o.eval = false;
+  const RunReport r = train(o);
+  EXPECT_EQ(r.measured_device_allocations, std::vector<int64_t>{0});
+  for (size_t i = static_cast<size_t>(r.warmup_steps); i < r.steps.size(); ++i) {
+    const PhaseTimes& p = r.steps[i].replicas.at(0);
+    EXPECT_NEAR(p.exposed_sum_ms(), p.step_ms, 0.02 * p.step_ms + 0.05) << "step " << i + 1;
+    EXPECT_GT(p[Phase::kForward], 0.0);
+    EXPECT_GT(p[Phase::kBackward], 0.0);
+  }
+  EXPECT_LT(r.steps.back().loss, r.steps.front().loss);
+  if (GetParam() == DeviceKind::kCuda) {
+    ASSERT_TRUE(r.tf32.has_value());
+    EXPECT_TRUE(*r.tf32);
+    // One GPU sampled: readings, or the reason there are none (no NVML in a container).
+    ASSERT_EQ(r.gpu_utilization.size(), 1u);
+    EXPECT_TRUE(r.gpu_utilization[0].samples > 0 || !r.gpu_utilization[0].error.empty());
+    EXPECT_FALSE(r.gpu_utilization[0].pci_bus_id.empty());
+  } else {
+    EXPECT_FALSE(r.tf32.has_value());        // CPU kernels: no TF32 to speak of
+    EXPECT_TRUE(r.gpu_utilization.empty());  // nothing NVML could sample
+  }
+}
+
+// `scalescope collectives --devices cuda:0` (NCCL) or sim:2 (shared memory): the
+// collectives on the device's communication stream, with the data check.
+TEST_P(GpuTrainer, CollectivesOnTheCommunicationStreamPassTheDataCheck) {
+  DEVICES_OR_SKIP(list, GetParam() == DeviceKind::kSim ? 2 : 1);
+  AllReduceBenchOptions o;
+  o.sizes = message_sizes(4096, 1 << 20, 16);
+  o.warmup_iters = 2;
+  o.iters = 5;
+  o.op = ReduceOp::kAverage;
+  const AllReduceBenchResult r =
+      benchmark_all_reduce_on(parse_device_spec(list), o, std::chrono::seconds(60));
+  EXPECT_EQ(r.backend, GetParam() == DeviceKind::kSim ? "sim" : "nccl");
+  EXPECT_EQ(r.wrong(), 0);
+  ASSERT_EQ(r.sizes.size(), o.sizes.size());
+  for (const AllReduceSizeResult& s : r.sizes) EXPECT_GT(s.time_us, 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, GpuTrainer, testing::Values(DeviceKind::kSim, DeviceKind::kCuda),
+                         [](const testing::TestParamInfo<DeviceKind>& info) {
+                           return std::string(to_string(info.param));
+                         });
+
+}  // namespace
+}  // namespace scalescope

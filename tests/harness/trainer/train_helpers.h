@@ -1,0 +1,60 @@
+// What the trainer's tests share: training a run to a checkpoint and reading its weights
+// back, and comparing two sets of weights.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "harness/trainer/trainer.h"
+#include "models/checkpoint.h"
+
+namespace scalescope::testing_util {
+
+// The weights `o` ends with (its checkpoint, read back); no evaluation.
+inline std::vector<NamedTensor> trained_weights(TrainOptions o, const std::string& name,
+                                                const TrainHooks& hooks = {}) {
+  // Unique per process: ctest runs the cases of a binary in parallel processes.
+  o.save =
+      ::testing::TempDir() + "/weights_" + std::to_string(::getpid()) + "_" + name + ".safetensors";
+  o.eval = false;
+  train(o, hooks);
+  std::vector<NamedTensor> w = read_safetensors(o.save).tensors;
+  std::remove(o.save.c_str());
+  std::remove(optimizer_state_path(o.save).c_str());
+  return w;
+}
+
+// Worst relative difference, |x - y| / (1e-3 + |y|), over every weight; fails the test when
+// the two sets do not have the same tensors.
+inline double worst_difference(const std::vector<NamedTensor>& a,
+                               const std::vector<NamedTensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0.0;
+  for (size_t t = 0; t < std::min(a.size(), b.size()); ++t) {
+    EXPECT_EQ(a[t].name, b[t].name);
+    EXPECT_EQ(a[t].data.size(), b[t].data.size());
+    for (size_t i = 0; i < std::min(a[t].data.size(), b[t].data.size()); ++i) {
+      const double x = a[t].data[i];
+      const double y = b[t].data[i];
+      worst = std::max(worst, std::abs(x - y) / (1e-3 + std::abs(y)));
+    }
+  }
+  return worst;
+}
+
+// Whether the two sets hold the same bits.
+inline bool identical(const std::vector<NamedTensor>& a, const std::vector<NamedTensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t t = 0; t < a.size(); ++t) {
+    if (a[t].name != b[t].name || a[t].data != b[t].data) return false;
+  }
+  return true;
+}
+
+}  // namespace scalescope::testing_util
