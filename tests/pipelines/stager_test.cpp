@@ -1,7 +1,15 @@
+// The stager: handing host batches to a device, directly (CPU) or through pinned memory and
+// a copy stream, double-buffered (simulated devices, GPUs).
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
 
 #include "core/cpu/cpu_device.h"
 #include "core/error.h"
+#include "core/sim/sim_device.h"
 #include "pipelines/stager.h"
 
 namespace scalescope {
@@ -31,6 +39,56 @@ TEST(Stager, RefusesABatchOfAnotherSize) {
   EXPECT_THROW(stager.stage(batch, dev.default_stream()), Error);
   EXPECT_THROW(stager.release(dev.default_stream()), Error);  // nothing staged yet
   EXPECT_THROW(Stager(dev, 0, 3, 1), Error);
+}
+
+HostBatch filled(float value) {
+  HostBatch batch;
+  batch.size = 4;
+  batch.sample_shape = Shape{8};
+  batch.inputs.assign(32, value);
+  batch.labels.assign(4, value);
+  return batch;
+}
+
+// On a device with real streams: the copy of the next batch runs while the compute stream
+// is still busy with the last one, and a slot is never overwritten before the compute that
+// reads it has run. Batch C reuses batch A's slot while a (gated) kernel has yet to read A.
+TEST(Stager, CopiesOverlapComputeAndNeverOverwriteABatchStillToBeRead) {
+  for (const int64_t jitter_us : {0, 300}) {
+    SimDevice device(0, 1, jitter_us, 7);
+    Stream& compute = device.default_stream();
+    Stager stager(device, 4, 8, 1);
+    std::atomic<bool> open{false};
+    std::vector<float> read_a(32), read_b(32), read_c(32);
+    const auto read_into = [&](const Stager::Staged& staged, std::vector<float>& out) {
+      device.launch(compute, [&out, in = staged.inputs] { std::copy(in, in + 32, out.begin()); });
+    };
+    const Stager::Staged a = stager.stage(filled(1.0f), compute);
+    device.launch(compute, [&open] {
+      while (!open.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    read_into(a, read_a);
+    stager.release(compute);
+    const Stager::Staged b = stager.stage(filled(2.0f), compute);
+    // B's copy needs nothing from the compute stream: it finishes while compute waits.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!b.copy_end->query() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(b.copy_end->query()) << "the copy of the next batch waited for compute";
+    read_into(b, read_b);
+    stager.release(compute);
+    const Stager::Staged c = stager.stage(filled(3.0f), compute);  // A's slot again
+    EXPECT_EQ(c.inputs, a.inputs);
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // room for a wrong copy
+    open = true;
+    read_into(c, read_c);
+    stager.release(compute);
+    compute.synchronize();
+    EXPECT_EQ(read_a, std::vector<float>(32, 1.0f)) << "jitter " << jitter_us;
+    EXPECT_EQ(read_b, std::vector<float>(32, 2.0f));
+    EXPECT_EQ(read_c, std::vector<float>(32, 3.0f));
+  }
 }
 
 }  // namespace

@@ -1,0 +1,115 @@
+// The trainer on simulated devices. Against CPU replicas: the same run on sim:N and cpu:N ends
+// with the same weights, with the streams' operations delayed at random (chaos jitter) or
+// not; a missing event wait in the accelerator path shows here as different weights or a
+// failed check. And a failing replica stops the others at once, naming itself.
+//
+// With one or two replicas the bits are the same: the same kernels run the same arithmetic,
+// and a sum of two floats does not depend on the order. With four, the CPU replicas' Gloo ring
+// adds each chunk's four values in another order than the simulated devices' rank-order sum,
+// so the weights agree to rounding (1e-4 relative, the tolerance of every equivalence test).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <string>
+
+#include "core/error.h"
+#include "harness/trainer/trainer.h"
+#include "tests/harness/trainer/train_helpers.h"
+
+namespace scalescope {
+namespace {
+
+struct SimCase {
+  int replicas;
+  OptimizerKind optimizer;
+  bool overlap;
+  int accumulation;
+  int jitter_us;
+};
+
+class SimEquivalence : public testing::TestWithParam<SimCase> {};
+
+TEST_P(SimEquivalence, SimulatedDevicesTrainLikeCpuReplicas) {
+  const SimCase c = GetParam();
+  TrainOptions o;
+  o.model = "dense-100";
+  o.batch = 8;
+  o.steps = 6;
+  o.threads = 1;
+  o.optimizer.kind = c.optimizer;
+  o.optimizer.lr = c.optimizer == OptimizerKind::kSgd ? 0.05f : 1e-3f;
+  o.optimizer.momentum = c.optimizer == OptimizerKind::kSgd ? 0.9f : 0.0f;
+  o.overlap = c.overlap;
+  o.accumulation = c.accumulation;
+  o.first_bucket_mb = 0.001;  // several buckets: reductions overlap backward
+  o.bucket_cap_mb = 0.01;
+  o.check_every = 2;
+  TrainOptions cpu = o;
+  cpu.devices = "cpu:" + std::to_string(c.replicas);
+  TrainOptions sim = o;
+  sim.devices = "sim:" + std::to_string(c.replicas);
+  const std::vector<NamedTensor> expected = testing_util::trained_weights(cpu, "cpu");
+  setenv("SCALESCOPE_SIM_JITTER_US", std::to_string(c.jitter_us).c_str(), 1);
+  const std::vector<NamedTensor> got = testing_util::trained_weights(sim, "sim");
+  unsetenv("SCALESCOPE_SIM_JITTER_US");
+  if (c.replicas <= 2) {
+    EXPECT_TRUE(testing_util::identical(got, expected));
+  } else {
+    EXPECT_LT(testing_util::worst_difference(got, expected), 1e-4);
+  }
+}
+
+std::string name(const testing::TestParamInfo<SimCase>& info) {
+  const SimCase& c = info.param;
+  return std::to_string(c.replicas) + "x" + (c.optimizer == OptimizerKind::kSgd ? "Sgd" : "Adam") +
+         (c.overlap ? "Overlap" : "NoOverlap") +
+         (c.accumulation > 1 ? "Accumulate" + std::to_string(c.accumulation) : "") +
+         (c.jitter_us > 0 ? "Jitter" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, SimEquivalence,
+                         testing::Values(SimCase{1, OptimizerKind::kSgd, true, 1, 0},
+                                         SimCase{1, OptimizerKind::kAdam, true, 2, 200},
+                                         SimCase{2, OptimizerKind::kSgd, true, 1, 0},
+                                         SimCase{2, OptimizerKind::kSgd, true, 1, 200},
+                                         SimCase{2, OptimizerKind::kAdam, false, 1, 200},
+                                         SimCase{2, OptimizerKind::kSgd, true, 3, 200},
+                                         SimCase{2, OptimizerKind::kAdam, true, 2, 0},
+                                         SimCase{4, OptimizerKind::kSgd, true, 1, 200},
+                                         SimCase{4, OptimizerKind::kAdam, true, 1, 0},
+                                         SimCase{4, OptimizerKind::kSgd, false, 2, 200},
+                                         SimCase{4, OptimizerKind::kAdam, true, 2, 200}),
+                         name);
+
+// Replica 1 fails after step 2 while the others are already inside step 3, their collectives
+// enqueued and waiting for it: the abort stops them long before the collective timeout, the
+// run's error is replica 1's own, and the streams and communicators tear down without hanging.
+TEST(SimTrainer, AFailingReplicaStopsItsPeersAtOnce) {
+  TrainOptions o;
+  o.model = "dense-100";
+  o.devices = "sim:3";
+  o.batch = 8;
+  o.steps = 10;
+  o.threads = 1;
+  o.eval = false;
+  o.collective_timeout_ms = 30000;
+  TrainHooks hooks;
+  hooks.after_step = [](int rank, int64_t step, std::span<float>) {
+    if (rank == 1 && step == 2) throw_error("injected fault");
+  };
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    train(o, hooks);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.rank(), 1);
+    EXPECT_NE(std::string(e.what()).find("injected fault"), std::string::npos) << e.what();
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 10.0) << "the peers waited for the collective timeout";
+}
+
+}  // namespace
+}  // namespace scalescope
