@@ -69,6 +69,9 @@ class Backend {
   const char* name() const { return to_string(kind()); }  // "cpu", "cuda"
   // Devices this backend can open now; 0 with a reason when unusable (no driver, no GPU).
   virtual int device_count() const = 0;
+  // Whether its devices are logical (CPU, simulated): any number of them, each a share of
+  // this machine's cores, rather than physical devices that exist or not.
+  virtual bool logical() const { return false; }
   virtual std::string unavailable_reason() const = 0;
   // Opens device `index`. CPU devices are logical: any index is valid, each is one replica.
   virtual std::unique_ptr<Device> open(int index, const BackendOptions& options) = 0;

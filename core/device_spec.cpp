@@ -98,7 +98,7 @@ DeviceSpec parse_device_spec(std::string_view text) {
 }
 
 void check_devices_available(const DeviceSpec& spec) {
-  if (spec.kind != DeviceKind::kCuda) return;  // logical devices: any number exists
+  if (backend(spec.kind).logical()) return;  // any number of logical devices exists
   Backend& b = backend(spec.kind);
   const int available = b.device_count();
   for (int i : spec.indices) {
@@ -109,9 +109,9 @@ void check_devices_available(const DeviceSpec& spec) {
 }
 
 std::string to_string(const DeviceSpec& spec) {
-  if (spec.kind != DeviceKind::kCuda) {
-    return fmt::format("{}:{}", to_string(spec.kind), spec.count());
-  }
+  // Logical devices are counted; physical ones listed (whether or not this build has them).
+  const Backend* b = find_backend(spec.kind);
+  if (b != nullptr && b->logical()) return fmt::format("{}:{}", to_string(spec.kind), spec.count());
   return fmt::format("cuda:{}", fmt::join(spec.indices, ","));
 }
 

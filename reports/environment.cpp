@@ -38,7 +38,7 @@ json to_json(const Environment& env) {
   const BuildInfo& b = env.build;
   json gpus = json::array();
   for (const GpuInfo& g : env.gpus) gpus.push_back(to_json(g));
-  return {
+  json j = {
       {"captured_at", env.captured_at},
       {"command_line", env.command_line},
       {"host",
@@ -72,6 +72,8 @@ json to_json(const Environment& env) {
       // A std::map converts to a JSON object with its keys in order.
       {"env_vars", env.env_vars},
   };
+  if (!env.simulated_devices.empty()) j["simulated_devices"] = env.simulated_devices;
+  return j;
 }
 
 Environment environment_from_json(const json& j) {
@@ -120,6 +122,7 @@ Environment environment_from_json(const JsonReader& root) {
   for (const auto& item : vars.value().items()) {
     env.env_vars.emplace(item.key(), vars.string(item.key()));
   }
+  if (root.has("simulated_devices")) env.simulated_devices = root.string("simulated_devices");
   return env;
 }
 

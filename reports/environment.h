@@ -80,9 +80,18 @@ struct Environment {
   // Only allowlisted variables (NCCL_*, OMP_*, CUDA_VISIBLE_DEVICES, ...): a report is
   // shared, so nothing that could hold a secret goes into it.
   std::map<std::string, std::string> env_vars;
+  // Non-empty when the measured devices were simulated accelerators: what that means for the
+  // timings (kSimulatedDevicesNote). Written only then.
+  std::string simulated_devices;
 
   bool operator==(const Environment&) const = default;
 };
+
+// What a report says of simulated devices wherever their figures appear.
+inline constexpr const char* kSimulatedDevicesNote =
+    "sim devices are simulated accelerators: the GPU code path (streams, events, caching "
+    "allocator, enqueued collectives) running on CPU threads; their timings are CPU timings, not "
+    "GPU figures";
 
 // One process of a multi-process run (mpirun, srun).
 struct ClusterMember {

@@ -464,6 +464,9 @@ SweepPoint point_from_json(const JsonReader& r) {
   p.params = r.int64("params");
   p.forward_flops_per_sample = r.int64("forward_flops_per_sample");
   p.device_kind = r.string("device_kind");
+  SS_CHECK(p.device_kind == "cpu" || p.device_kind == "cuda" || p.device_kind == "sim",
+           "{} '{}' is not a device kind (accepted: cpu, cuda, sim)", r.name("device_kind"),
+           p.device_kind);
   p.devices = r.int32("devices");
   SS_CHECK(p.devices >= 1, "{}: must be at least 1, not {}", r.name("devices"), p.devices);
   p.device_spec = r.string("device_spec");

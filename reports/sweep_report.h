@@ -23,7 +23,7 @@
 namespace scalescope {
 
 inline constexpr const char* kSweepSchema = "scalescope-sweep";
-inline constexpr const char* kSweepSchemaVersion = "1.2";
+inline constexpr const char* kSweepSchemaVersion = "1.3";
 
 // Weak scaling keeps the per-device batch (the global batch grows with the devices); strong
 // scaling keeps the global batch (each device gets a smaller share).
@@ -73,7 +73,7 @@ struct SweepPoint {
   std::string model;
   int64_t params = 0;
   int64_t forward_flops_per_sample = 0;
-  std::string device_kind;  // "cpu" | "cuda"
+  std::string device_kind;  // "cpu" | "cuda" | "sim" (simulated accelerators: CPU timings)
   int devices = 1;
   std::string device_spec;  // what the trainer ran on: "cpu:2", "cuda:0,1"
   int threads_per_device = 0;
@@ -90,6 +90,7 @@ struct SweepPoint {
   PointSummary summary;  // analyze()
 
   bool ok() const { return status == "ok"; }
+  bool simulated() const { return device_kind == "sim"; }
   // "cifar-cnn cpu:2 batch 64" — how tables and progress name the point.
   std::string label() const;
   // Points with equal keys measure the same thing (resume and compare match on it).

@@ -18,6 +18,7 @@ std::string percent(double fraction, int decimals = 1) {
 }
 
 void model_table(std::string& out, const SweepReport& report, const std::string& model) {
+  bool simulated = false;
   const SweepPoint* any = nullptr;
   for (const SweepPoint& p : report.points) {
     if (p.model == model) {
@@ -32,6 +33,7 @@ void model_table(std::string& out, const SweepReport& report, const std::string&
                  "efficiency", "bottleneck");
   for (const SweepPoint& p : report.points) {
     if (p.model != model) continue;
+    simulated = simulated || p.simulated();
     const std::string devices = fmt::format("{}:{}", p.device_kind, p.devices);
     if (!p.ok()) {
       fmt::format_to(std::back_inserter(out), "{:>8} {:>7} {:>9}  FAILED: {}\n", devices, p.batch,
@@ -47,6 +49,7 @@ void model_table(std::string& out, const SweepReport& report, const std::string&
                    interval(s.efficiency, "{:.0f}% [{:.0f}, {:.0f}]", 100.0), top.kind,
                    top.severity == kSeverityInfo ? "" : fmt::format(" ({})", top.severity));
   }
+  if (simulated) fmt::format_to(std::back_inserter(out), "note: {}\n", kSimulatedDevicesNote);
 }
 
 void loss_table(std::string& out, const SweepReport& report) {

@@ -80,6 +80,7 @@ class CpuBackend final : public Backend {
  public:
   DeviceKind kind() const override { return DeviceKind::kCpu; }
   int device_count() const override { return hardware_threads(); }
+  bool logical() const override { return true; }
   std::string unavailable_reason() const override { return ""; }
   std::unique_ptr<Device> open(int index, const BackendOptions& options) override {
     SS_CHECK(options.cpu_threads >= 0, "CPU thread count {} is negative", options.cpu_threads);

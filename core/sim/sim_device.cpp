@@ -182,6 +182,7 @@ class SimBackend final : public Backend {
   DeviceKind kind() const override { return DeviceKind::kSim; }
   // Logical devices, like CPU ones: as many as there are cores to give them.
   int device_count() const override { return hardware_threads(); }
+  bool logical() const override { return true; }
   std::string unavailable_reason() const override { return ""; }
   // The CPU's: a simulated device computes with the CPU backend's kernels.
   std::vector<LibraryVersion> library_versions() const override {

@@ -17,6 +17,7 @@
 #include "harness/cli/commands.h"
 #include "harness/cli/option_app.h"
 #include "harness/collectives/benchmark.h"
+#include "harness/collectives/collective_backends.h"
 #include "harness/options/run_options.h"
 #include "harness/telemetry/environment.h"
 
@@ -69,12 +70,16 @@ int run_collectives(const CollectivesArgs& a) {
   if (!a.json.empty()) environment = capture_environment(command_line());
 
   const int ranks = spec.count();
-  const bool gpus = spec.kind == DeviceKind::kCuda;
+  // Gloo alone, or the kind's device collectives (NCCL, shared memory) on each device's
+  // communication stream.
+  const char* device_collectives = collective_backend(spec.kind).device_collectives();
   fmt::print(
       "# scalescope collectives: all_reduce over {}, {} rank{} ({}: threads of this "
       "process, {})\n",
-      gpus ? "nccl" : "gloo", ranks, ranks == 1 ? "" : "s", to_string(spec),
-      gpus ? "one GPU each, on its communication stream" : "TCP on loopback");
+      device_collectives != nullptr ? device_collectives : "Gloo", ranks, ranks == 1 ? "" : "s",
+      to_string(spec),
+      device_collectives != nullptr ? "one device each, on its communication stream"
+                                    : "TCP on loopback");
   fmt::print(
       "# sizes {} .. {} bytes (factor {}), {} warm-up + {} timed all-reduces per size, op "
       "{}, float32, in place\n",

@@ -81,6 +81,9 @@ int run_devices(bool as_json) {
   fmt::print("          {} of {} logical cores usable, {} memory\n", inv.cpu.usable_cores,
              inv.cpu.logical_cores, gib(inv.cpu.memory_bytes));
   fmt::print("          {}\n", inv.cpu.meaning);
+  fmt::print("\nSimulated accelerators\n");
+  fmt::print("  sim     {}{}\n", inv.sim_meaning,
+             inv.sim_jitter_us > 0 ? fmt::format(" (now: up to {} us)", inv.sim_jitter_us) : "");
   print_gpus(inv);
 
   const LibraryVersions& lib = inv.libraries;

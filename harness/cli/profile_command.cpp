@@ -65,8 +65,8 @@ std::vector<std::string> nsys_arguments(const std::string& nsys, DeviceKind kind
   if (kind == DeviceKind::kCuda) {
     argv.push_back("--capture-range=cudaProfilerApi");
   } else {
-    // No CUDA context on CPU devices: the NVTX range "profile" of our domain starts it (its
-    // message is a registered string, which is what nsys matches by default).
+    // No CUDA context on CPU or simulated devices: the NVTX range "profile" of our domain
+    // starts it (its message is a registered string, which is what nsys matches by default).
     argv.push_back("--capture-range=nvtx");
     argv.push_back("--nvtx-capture=profile@scalescope");
   }
@@ -124,7 +124,7 @@ int run_profile(ProfileArgs& a, const OptionSources& names) {
   validate(o, names);
   SweepPoint point;
   point.model = a.model;
-  point.device_kind = axis.kind == DeviceKind::kCpu ? "cpu" : "cuda";
+  point.device_kind = to_string(axis.kind);
   point.devices = axis.counts.front();
   point.batch = o.batches.front();
   const std::string name = a.name.empty() ? "scalescope_" + point_file_name(point) : a.name;

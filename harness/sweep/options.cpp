@@ -25,8 +25,8 @@ std::vector<int> parse_counts(std::string_view text) {
     const auto [rest, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
     SS_CHECK(!item.empty() && ec == std::errc() && rest == item.data() + item.size() && v >= 1 &&
                  v <= 1024,
-             "'{}' is not a device count from 1 to 1024 (accepted: 1,2,4 or cpu:1,2 or "
-             "cuda:1,2,4,8)",
+             "'{}' is not a device count from 1 to 1024 (accepted: 1,2,4 or cpu:1,2, "
+             "cuda:1,2,4,8 or sim:1,2,4)",
              item);
     counts.push_back(v);
     start = end + 1;
@@ -42,8 +42,9 @@ void add_axes(OptionList& list, SweepOptions& o) {
            "Models, comma-separated; 'cnn:width=1,2,4' is three sizes (see `scalescope models`)",
            parses([](const std::string& m) { (void)make_model(m); }));
   list.add("--devices", o.devices,
-           "Device counts: 1,2,4,8 (GPUs if present, else CPU), cpu:1,2 or cuda:1,2,4 (default "
-           "cpu:1,2, or 1 alone on one core)",
+           "Device counts: 1,2,4,8 (GPUs if present, else CPU), cpu:1,2, cuda:1,2,4 or sim:1,2 "
+           "(simulated accelerators: the GPU code path on CPU threads) (default cpu:1,2, or 1 "
+           "alone on one core)",
            parses([](const std::string& d) { (void)parse_device_axis(d); }))
       .list_accepted_in_file();
   add_batch_option(list, o.batches).present_when([&o] { return o.global_batches.empty(); });
@@ -184,6 +185,9 @@ DeviceAxis parse_device_axis(const std::string& devices) {
   } else if (text.starts_with("cuda:")) {
     text.remove_prefix(5);
     axis.kind = DeviceKind::kCuda;
+  } else if (text.starts_with("sim:")) {
+    text.remove_prefix(4);
+    axis.kind = DeviceKind::kSim;
   } else {
     // Bare counts: GPUs where there are any.
     bool gpus = false;

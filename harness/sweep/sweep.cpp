@@ -57,7 +57,7 @@ int cpu_threads_per_device(const SweepOptions& o, const DeviceAxis& axis) {
 }
 
 std::string device_spec_for(DeviceKind kind, int count) {
-  if (kind == DeviceKind::kCpu) return fmt::format("cpu:{}", count);
+  if (backend(kind).logical()) return fmt::format("{}:{}", to_string(kind), count);
   std::vector<int> ids(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) ids[static_cast<size_t>(i)] = i;
   return fmt::format("cuda:{}", fmt::join(ids, ","));
@@ -67,13 +67,13 @@ std::string device_spec_for(DeviceKind kind, int count) {
 // baseline first, so speedups are known as soon as possible).
 std::vector<SweepPoint> grid(const SweepOptions& o, const DeviceAxis& axis) {
   std::vector<SweepPoint> points;
-  const int threads = axis.kind == DeviceKind::kCpu ? cpu_threads_per_device(o, axis) : 0;
+  const int threads = backend(axis.kind).logical() ? cpu_threads_per_device(o, axis) : 0;
   for (const std::string& model : o.models) {
     for (int64_t batch : o.axis_batches()) {
       for (int n : axis.counts) {
         SweepPoint p;
         p.model = model;
-        p.device_kind = axis.kind == DeviceKind::kCpu ? "cpu" : "cuda";
+        p.device_kind = to_string(axis.kind);
         p.devices = n;
         p.device_spec = device_spec_for(axis.kind, n);
         p.threads_per_device = threads;
@@ -215,16 +215,17 @@ void validate(const SweepOptions& o, const OptionSources& names) {
   SS_CHECK(!o.axis_batches().empty(), "{} is empty: give at least one batch size",
            names.name(batch_key));
   const DeviceAxis axis = resolve_devices(o, names);
-  if (axis.kind == DeviceKind::kCpu) {
+  if (backend(axis.kind).logical()) {
     const int cores = backend(DeviceKind::kCpu).device_count();
     const int threads = cpu_threads_per_device(o, axis);
     const int most = devices_per_node(o, axis);
     SS_CHECK(o.oversubscribe || most * threads <= cores,
-             "{}: {} CPU devices × {} thread{} need {} cores; this node may use {} (ask for fewer "
+             "{}: {} {} devices × {} thread{} need {} cores; this node may use {} (ask for fewer "
              "devices or threads, or {} to share cores, which makes the scaling figures "
              "meaningless)",
-             names.subject("devices", o.devices.empty() ? "cpu:1,2" : o.devices), most, threads,
-             threads == 1 ? "" : "s", most * threads, cores, names.name("oversubscribe"));
+             names.subject("devices", o.devices.empty() ? "cpu:1,2" : o.devices), most,
+             to_string(axis.kind), threads, threads == 1 ? "" : "s", most * threads, cores,
+             names.name("oversubscribe"));
   }
   const int64_t accumulation = o.train.accumulation;
   for (int64_t g : o.global_batches) {
@@ -260,6 +261,7 @@ SweepReport run_sweep(const SweepOptions& o, const Environment& environment,
     report.environment = environment;
   }
   report.tool_version = environment.build.scalescope_version;
+  if (axis.kind == DeviceKind::kSim) report.environment.simulated_devices = kSimulatedDevicesNote;
   report.config = sweep_config_json(o);
   if (Cluster* cluster = cluster_of(o)) {
     // Every process's machine: the nodes of a cluster need not be alike.

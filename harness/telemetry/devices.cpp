@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/backend.h"
+#include "core/sim/sim_device.h"
 #include "harness/telemetry/environment.h"
 
 namespace scalescope {
@@ -36,6 +37,13 @@ std::string cpu_meaning(int usable_cores) {
       usable_cores);
 }
 
+constexpr const char* kSimMeaning =
+    "sim:N runs N simulated accelerators as threads of this process: the GPU code path (three "
+    "streams per device as worker threads, events, the caching allocator, collectives enqueued "
+    "on the communication stream) computing with the CPU kernels, to test and show that path "
+    "without a GPU; their timings are CPU timings. SCALESCOPE_SIM_JITTER_US=N delays every "
+    "enqueued operation by a seeded random 0..N us (chaos mode)";
+
 // Absent facts are null in JSON, so a reader cannot mistake "" for a version.
 nlohmann::json or_null(const std::string& s) {
   return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
@@ -60,6 +68,8 @@ DeviceInventory inventory(const std::string& nvml_library) {
   inv.cpu.gloo = env.libraries.gloo;
   inv.cpu.openmp = env.libraries.openmp;
   inv.cpu.meaning = cpu_meaning(env.host.usable_cores);
+  inv.sim_meaning = kSimMeaning;
+  inv.sim_jitter_us = sim_jitter_from_environment();
   inv.libraries = env.libraries;
   inv.gpu_error = env.gpu_error;
   for (const GpuInfo& g : env.gpus) inv.gpus.push_back(GpuDevice{g, {}, {}});
@@ -106,34 +116,36 @@ nlohmann::json to_json(const DeviceInventory& inv) {
                     {"nvlink", nvlink}});
   }
   const LibraryVersions& lib = inv.libraries;
-  return {{"cpu",
-           {{"device", "cpu"},
-            {"model", inv.cpu.model},
-            {"logical_cores", inv.cpu.logical_cores},
-            {"usable_cores", inv.cpu.usable_cores},
-            {"memory_bytes", inv.cpu.memory_bytes},
-            {"onednn", inv.cpu.onednn},
-            {"gloo", inv.cpu.gloo},
-            {"openmp", inv.cpu.openmp},
-            {"meaning", inv.cpu.meaning}}},
-          {"gpus", gpus},
-          {"gpu_error", or_null(inv.gpu_error)},
-          {"peer_access", inv.peer_access},
-          {"peer_error", or_null(inv.peer_error)},
-          {"nvml",
-           {{"loaded", inv.nvml_loaded},
-            {"driver_version", or_null(inv.nvml_driver_version)},
-            {"error", or_null(inv.nvml_error)}}},
-          {"versions",
-           {{"driver", or_null(inv.nvml_driver_version)},
-            {"cuda_driver", or_null(lib.cuda_driver)},
-            {"cuda_runtime", or_null(lib.cuda_runtime)},
-            {"cudnn", or_null(lib.cudnn)},
-            {"nccl", or_null(lib.nccl)},
-            {"cublas", or_null(lib.cublas)},
-            {"onednn", lib.onednn},
-            {"gloo", lib.gloo},
-            {"openmp", lib.openmp}}}};
+  return {
+      {"cpu",
+       {{"device", "cpu"},
+        {"model", inv.cpu.model},
+        {"logical_cores", inv.cpu.logical_cores},
+        {"usable_cores", inv.cpu.usable_cores},
+        {"memory_bytes", inv.cpu.memory_bytes},
+        {"onednn", inv.cpu.onednn},
+        {"gloo", inv.cpu.gloo},
+        {"openmp", inv.cpu.openmp},
+        {"meaning", inv.cpu.meaning}}},
+      {"sim", {{"device", "sim"}, {"jitter_us", inv.sim_jitter_us}, {"meaning", inv.sim_meaning}}},
+      {"gpus", gpus},
+      {"gpu_error", or_null(inv.gpu_error)},
+      {"peer_access", inv.peer_access},
+      {"peer_error", or_null(inv.peer_error)},
+      {"nvml",
+       {{"loaded", inv.nvml_loaded},
+        {"driver_version", or_null(inv.nvml_driver_version)},
+        {"error", or_null(inv.nvml_error)}}},
+      {"versions",
+       {{"driver", or_null(inv.nvml_driver_version)},
+        {"cuda_driver", or_null(lib.cuda_driver)},
+        {"cuda_runtime", or_null(lib.cuda_runtime)},
+        {"cudnn", or_null(lib.cudnn)},
+        {"nccl", or_null(lib.nccl)},
+        {"cublas", or_null(lib.cublas)},
+        {"onednn", lib.onednn},
+        {"gloo", lib.gloo},
+        {"openmp", lib.openmp}}}};
 }
 
 }  // namespace scalescope

@@ -32,6 +32,9 @@ struct GpuDevice {
 
 struct DeviceInventory {
   CpuSummary cpu;
+  // What `--devices sim:N` runs (simulated accelerators), and chaos mode's delay now.
+  std::string sim_meaning;
+  int64_t sim_jitter_us = 0;
   std::vector<GpuDevice> gpus;
   // Why `gpus` is empty or incomplete (CUDA's reason, or missing_backend_message when this
   // build lacks the CUDA backend).

@@ -192,7 +192,14 @@ void model_section(std::string& out, const ModelView& m) {
   }
   facts.push_back(fmt::format("{} point{}", m.points.size(), m.points.size() == 1 ? "" : "s"));
   for (size_t i = 0; i < facts.size(); ++i) out += (i > 0 ? " &middot; " : "") + escape(facts[i]);
-  out += "</div>\n<div class=\"charts\">\n";
+  out += "</div>\n";
+  if (any.simulated()) {
+    fmt::format_to(std::back_inserter(out),
+                   "<p class=\"note\" data-simulated=\"true\"><span class=\"pill warn\">simulated "
+                   "devices</span> {}.</p>\n",
+                   escape(kSimulatedDevicesNote));
+  }
+  out += "<div class=\"charts\">\n";
   fmt::format_to(std::back_inserter(out),
                  "<figure><figcaption>Speedup against devices <span class=\"hint\">(log scales; "
                  "bars: 95% CI)</span></figcaption>\n{}\n</figure>\n",
@@ -271,6 +278,12 @@ void kv_table(std::string& out, const char* title,
 
 void gpus_table(std::string& out, const Environment& e) {
   out += "<h3>GPUs</h3>\n";
+  if (!e.simulated_devices.empty()) {
+    out +=
+        "<p class=\"note\" data-simulated=\"true\"><span class=\"pill warn\">simulated "
+        "devices</span> " +
+        escape(e.simulated_devices) + ".</p>\n";
+  }
   if (e.gpus.empty()) {
     out += "<p class=\"note\">None" +
            (e.gpu_error.empty() ? std::string(".") : ": " + escape(e.gpu_error)) + "</p>\n";

@@ -28,6 +28,12 @@ TEST(DeviceSpec, ParsesEveryForm) {
   EXPECT_EQ(parse_device_spec("cuda:3").indices, std::vector<int>{3});
   EXPECT_EQ(to_string(parse_device_spec("cpu:2")), "cpu:2");
   EXPECT_EQ(to_string(parse_device_spec("cuda:1,0")), "cuda:1,0");
+  s = parse_device_spec("sim:3");
+  EXPECT_EQ(s.kind, DeviceKind::kSim);
+  EXPECT_EQ(s.indices, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(parse_device_spec("sim").count(), 1);
+  EXPECT_EQ(to_string(parse_device_spec("sim:2")), "sim:2");
+  EXPECT_NO_THROW(check_devices_available(parse_device_spec("sim:64")));
 }
 
 TEST(DeviceSpec, BareCountUsesCpuWithoutGpus) {
