@@ -83,14 +83,23 @@ void CachingAllocator::deallocate(void* ptr) noexcept {
   }
   // Without its fences the block cannot be reused safely: wait for the device's streams, as
   // a system free would, and give it back.
+  wait_for_streams_locked();
+  free_block(block.ptr, block.size);
+}
+
+void CachingAllocator::wait_for_streams() noexcept {
+  const std::lock_guard lock(mutex_);
+  wait_for_streams_locked();
+}
+
+void CachingAllocator::wait_for_streams_locked() noexcept {
   for (Stream* stream : streams_) {
     try {
       stream->synchronize();
     } catch (const std::exception& e) {
-      SS_LOG_ERROR("{}: waiting for a stream before freeing a block failed: {}", name_, e.what());
+      SS_LOG_ERROR("{}: waiting for a stream's work failed: {}", name_, e.what());
     }
   }
-  free_block(block.ptr, block.size);
 }
 
 bool CachingAllocator::fence(FreeBlock& block) noexcept {

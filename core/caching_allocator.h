@@ -81,6 +81,9 @@ class CachingAllocator {
 
   // Frees the cached blocks (after their fences are reached); blocks handed out stay.
   void release_cached() noexcept;
+  // Waits until every registered stream has run the work queued on it so far (failures are
+  // logged, not thrown): what a system free that synchronizes the device does.
+  void wait_for_streams() noexcept;
 
   // System allocations that succeeded since construction.
   int64_t device_allocations() const { return device_allocations_.load(std::memory_order_relaxed); }
@@ -102,6 +105,7 @@ class CachingAllocator {
   void* take_cached(size_t size) noexcept;
   void free_block(void* ptr, size_t size) noexcept;
   void release_cached_locked() noexcept;
+  void wait_for_streams_locked() noexcept;
   std::unique_ptr<Event> spare_fence();
 
   const std::string name_;

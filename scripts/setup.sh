@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   g++ cmake ninja-build git pkg-config
+  libtsan2                         # ThreadSanitizer's runtime (scripts/tsan.sh)
   libdnnl-dev ocl-icd-opencl-dev   # oneDNN (its CMake config needs OpenCL's)
   libgloo-dev                      # collectives on CPU
   libopenmpi-dev openmpi-bin       # multi-process runs (mpirun) and their tests

@@ -117,6 +117,9 @@ void* SimDevice::allocate_host(size_t bytes) {
 }
 
 void SimDevice::deallocate_host(void* ptr) noexcept {
+  if (ptr == nullptr) return;
+  // As cudaFreeHost does: queued copies may still read or write it.
+  allocator_->wait_for_streams();
   std::free(ptr);
 }
 

@@ -39,6 +39,8 @@ class SimDevice final : public Device {
   int64_t memory_reserved() const override { return allocator_->reserved_bytes(); }
   void release_cached_memory() noexcept override { allocator_->release_cached(); }
   void* allocate_host(size_t bytes) override;
+  // Waits for the device's streams first, as cudaFreeHost synchronizes: queued copies may
+  // still use the memory.
   void deallocate_host(void* ptr) noexcept override;
 
   std::unique_ptr<Stream> create_stream() override;

@@ -58,9 +58,10 @@ class Communicator {
 // which then creates its own communicator (creation blocks until all ranks have joined).
 // The group may span processes: this process then hosts ranks [first, first + local) of
 // the `size`, and its main thread carries the rendezvous keys between the processes in
-// rounds (take_local_keys() out, add_remote() in) until every rank has connected; see
-// harness/trainer for the protocol. Gloo sets and waits for several keys per rank, in an
-// order of its own, so every key set here is forwarded, not just the addresses.
+// rounds (take_local_keys() out, add_remote() in) until every rank has connected
+// (harness/collectives/rendezvous.h runs those rounds). Gloo sets and waits for several keys
+// per rank, in an order of its own, so every key set here is forwarded, not just the
+// addresses.
 class GlooGroup {
  public:
   // Every rank in this process, on loopback.

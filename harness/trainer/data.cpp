@@ -27,11 +27,11 @@ const char* format_name(LabelFormat f) {
 }  // namespace
 
 RunData open_run_data(const DataOptions& o, const ModelDef& model, uint64_t seed) {
-  SS_CHECK(o.workers >= 1 && o.workers <= 256, "--workers {} must be between 1 and 256", o.workers);
+  SS_CHECK(o.workers >= 1 && o.workers <= 256, "workers {} must be between 1 and 256", o.workers);
   SS_CHECK(o.queue_depth >= 1 && o.queue_depth <= 1024,
-           "--queue-depth {} must be between 1 and 1024", o.queue_depth);
-  SS_CHECK(o.crop_padding >= 0, "--crop-padding {} must not be negative", o.crop_padding);
-  SS_CHECK(o.decode_cost_us >= 0, "--decode-cost-us {} must not be negative", o.decode_cost_us);
+           "queue_depth {} must be between 1 and 1024", o.queue_depth);
+  SS_CHECK(o.crop_padding >= 0, "crop_padding {} must not be negative", o.crop_padding);
+  SS_CHECK(o.decode_cost_us >= 0, "decode_cost_us {} must not be negative", o.decode_cost_us);
   RunData data;
   data.spec = parse_data_spec(o.spec);
   const bool synthetic = data.spec.kind == DataSpec::Kind::kSynthetic ||

@@ -20,7 +20,7 @@ ProcessLayout process_layout(const Cluster* cluster, int replicas_per_process, i
   int per = replicas_per_process;
   if (per == 0) {
     SS_CHECK(devices % processes == 0,
-             "--devices: {} devices do not divide over the {} processes of this launch; use a "
+             "devices: {} devices do not divide over the {} processes of this launch; use a "
              "multiple of {}",
              devices, processes, processes);
     per = devices / processes;
@@ -28,7 +28,7 @@ ProcessLayout process_layout(const Cluster* cluster, int replicas_per_process, i
   // Fewer devices than one process hosts: one process runs them all (intra-node first).
   per = std::min(per, devices);
   SS_CHECK(devices % per == 0 && devices / per <= processes,
-           "--devices: {} devices do not fit {} processes of {} replicas each (use a multiple of "
+           "devices: {} devices do not fit {} processes of {} replicas each (use a multiple of "
            "{} up to {})",
            devices, processes, per, per, per * processes);
   l.processes = devices / per;

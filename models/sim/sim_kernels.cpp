@@ -13,25 +13,27 @@ SimDevice& sim(Device& device) {
   return *s;
 }
 
-// Each call of a CPU kernel becomes a launch on the stream it names. Pointers are captured;
-// the stream is captured by reference (a stream outlives the work queued on it).
+// Each call of a CPU kernel becomes a launch on the stream it names. Pointers are captured,
+// and the kernel is shared with its launches, so that work still queued when the kernel's
+// owner goes away can run (as a GPU finishes a launch whose host objects are gone); the
+// stream is captured by reference (a stream outlives the work queued on it).
 class SimLayer final : public LayerKernel {
  public:
   SimLayer(SimDevice& device, std::unique_ptr<LayerKernel> cpu)
       : device_(device), cpu_(std::move(cpu)) {}
   void forward(const float* in, float* out, Stream& stream) override {
-    device_.launch(stream, [k = cpu_.get(), in, out, &stream] { k->forward(in, out, stream); });
+    device_.launch(stream, [k = cpu_, in, out, &stream] { k->forward(in, out, stream); });
   }
   void backward(const float* in, const float* out, const float* dout, float* din,
                 Stream& stream) override {
-    device_.launch(stream, [k = cpu_.get(), in, out, dout, din, &stream] {
+    device_.launch(stream, [k = cpu_, in, out, dout, din, &stream] {
       k->backward(in, out, dout, din, stream);
     });
   }
 
  private:
   SimDevice& device_;
-  std::unique_ptr<LayerKernel> cpu_;
+  std::shared_ptr<LayerKernel> cpu_;
 };
 
 class SimLoss final : public LossKernel {
@@ -40,26 +42,26 @@ class SimLoss final : public LossKernel {
       : device_(device), cpu_(std::move(cpu)) {}
   void forward_backward(const float* output, const float* labels, float scale, float* loss,
                         float* dout, Stream& stream) override {
-    device_.launch(stream, [k = cpu_.get(), output, labels, scale, loss, dout, &stream] {
+    device_.launch(stream, [k = cpu_, output, labels, scale, loss, dout, &stream] {
       k->forward_backward(output, labels, scale, loss, dout, stream);
     });
   }
   void forward(const float* output, const float* labels, float scale, float* loss,
                Stream& stream) override {
-    device_.launch(stream, [k = cpu_.get(), output, labels, scale, loss, &stream] {
+    device_.launch(stream, [k = cpu_, output, labels, scale, loss, &stream] {
       k->forward(output, labels, scale, loss, stream);
     });
   }
   void count_correct(const float* output, const float* labels, float* correct,
                      Stream& stream) override {
-    device_.launch(stream, [k = cpu_.get(), output, labels, correct, &stream] {
+    device_.launch(stream, [k = cpu_, output, labels, correct, &stream] {
       k->count_correct(output, labels, correct, stream);
     });
   }
 
  private:
   SimDevice& device_;
-  std::unique_ptr<LossKernel> cpu_;
+  std::shared_ptr<LossKernel> cpu_;
 };
 
 class SimOptimizer final : public OptimizerKernel {
@@ -67,7 +69,7 @@ class SimOptimizer final : public OptimizerKernel {
   SimOptimizer(SimDevice& device, std::unique_ptr<OptimizerKernel> cpu)
       : device_(device), cpu_(std::move(cpu)) {}
   void update(float* params, const float* grads, float lr, int64_t step, Stream& stream) override {
-    device_.launch(stream, [k = cpu_.get(), params, grads, lr, step, &stream] {
+    device_.launch(stream, [k = cpu_, params, grads, lr, step, &stream] {
       k->update(params, grads, lr, step, stream);
     });
   }
@@ -75,7 +77,7 @@ class SimOptimizer final : public OptimizerKernel {
 
  private:
   SimDevice& device_;
-  std::unique_ptr<OptimizerKernel> cpu_;
+  std::shared_ptr<OptimizerKernel> cpu_;
 };
 
 }  // namespace
