@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/cpu/cpu_device.h"
+#include "core/enum_names.h"
 #include "core/sim/sim_device.h"
 #if SCALESCOPE_WITH_CUDA
 #include "core/cuda/cuda_device.h"
@@ -30,15 +31,8 @@ const BackendRegistry<Backend>& registry() {
 }  // namespace
 
 const char* to_string(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::kCpu:
-      return "cpu";
-    case DeviceKind::kCuda:
-      return "cuda";
-    case DeviceKind::kSim:
-      return "sim";
-  }
-  return "unknown";
+  static constexpr auto kNames = enum_names<DeviceKind>("cpu", "cuda", "sim");
+  return kNames(kind).data();
 }
 
 std::string to_string(const DeviceId& id) {

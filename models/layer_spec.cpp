@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/enum_names.h"
 
 namespace scalescope {
 namespace {
@@ -13,15 +14,8 @@ struct Overloaded : Ts... {
 };
 
 const char* activation_name(Activation a) {
-  switch (a) {
-    case Activation::kRelu:
-      return "ReLU";
-    case Activation::kTanh:
-      return "Tanh";
-    case Activation::kSigmoid:
-      return "Sigmoid";
-  }
-  return "?";
+  static constexpr auto kNames = enum_names<Activation>("ReLU", "Tanh", "Sigmoid");
+  return kNames(a).data();
 }
 
 void require_image(const LayerSpec& layer, const Shape& in) {
@@ -33,15 +27,9 @@ void require_image(const LayerSpec& layer, const Shape& in) {
 }  // namespace
 
 const char* to_string(LossKind kind) {
-  switch (kind) {
-    case LossKind::kSoftmaxCrossEntropy:
-      return "softmax_cross_entropy";
-    case LossKind::kSoftmaxCrossEntropyOneHot:
-      return "softmax_cross_entropy_one_hot";
-    case LossKind::kBinaryCrossEntropy:
-      return "binary_cross_entropy";
-  }
-  return "?";
+  static constexpr auto kNames = enum_names<LossKind>(
+      "softmax_cross_entropy", "softmax_cross_entropy_one_hot", "binary_cross_entropy");
+  return kNames(kind).data();
 }
 
 Shape label_shape(LossKind kind, const Shape& output) {

@@ -1,11 +1,13 @@
 #include "models/optimizer.h"
 
 #include "core/check.h"
+#include "core/enum_names.h"
 
 namespace scalescope {
 
 const char* to_string(OptimizerKind kind) {
-  return kind == OptimizerKind::kSgd ? "sgd" : "adam";
+  static constexpr auto kNames = enum_names<OptimizerKind>("sgd", "adam");
+  return kNames(kind).data();
 }
 
 std::vector<std::string> optimizer_state_names(const OptimizerConfig& config) {

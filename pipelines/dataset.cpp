@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/enum_names.h"
 
 namespace scalescope {
 namespace {
@@ -18,13 +19,8 @@ int64_t channel_count(const Shape& shape) {
 }  // namespace
 
 const char* to_string(Split split) {
-  switch (split) {
-    case Split::kTrain:
-      return "train";
-    case Split::kEval:
-      return "eval";
-  }
-  return "?";
+  static constexpr auto kNames = enum_names<Split>("train", "eval");
+  return kNames(split).data();
 }
 
 void Dataset::channel_stats(std::vector<float>& mean, std::vector<float>& stddev) const {

@@ -6,25 +6,15 @@
 #include <map>
 
 #include "core/check.h"
+#include "core/enum_names.h"
 
 namespace scalescope {
 
 std::string_view to_string(PointStatus status) {
-  switch (status) {
-    case PointStatus::kCompared:
-      return "compared";
-    case PointStatus::kOnlyInBaseline:
-      return "only in the baseline";
-    case PointStatus::kOnlyInCurrent:
-      return "only in the current report";
-    case PointStatus::kFailedInCurrent:
-      return "failed in the current report";
-    case PointStatus::kFailedInBaseline:
-      return "failed in the baseline";
-    case PointStatus::kFailedInBoth:
-      return "failed in both";
-  }
-  return "?";
+  static constexpr auto kNames = enum_names<PointStatus>(
+      "compared", "only in the baseline", "only in the current report",
+      "failed in the current report", "failed in the baseline", "failed in both");
+  return kNames(status);
 }
 
 int PointComparison::regressions() const {

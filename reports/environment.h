@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
+
 namespace scalescope {
 
 class JsonReader;
@@ -27,17 +29,8 @@ struct HostInfo {
   bool operator==(const HostInfo&) const = default;
 };
 
-struct GpuInfo {
-  int index = 0;           // CUDA device ordinal (after CUDA_VISIBLE_DEVICES)
-  std::string name;        // e.g. "NVIDIA H100 80GB HBM3"
-  std::string uuid;        // as nvidia-smi prints it: "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
-  std::string pci_bus_id;  // e.g. "0000:3B:00.0"
-  int64_t memory_bytes = 0;
-  std::string compute_capability;  // e.g. "9.0"
-  int sm_count = 0;
-
-  bool operator==(const GpuInfo&) const = default;
-};
+// A GPU as the CUDA backend surveys it (index: CUDA's ordinal, after CUDA_VISIBLE_DEVICES).
+using GpuInfo = DeviceProperties;
 
 // Human-readable versions ("13.0", "9.13.0", "2.28.3"). The CUDA ones are empty in a build
 // without CUDA (Environment::gpu_error then says so); cuda_driver is "none" without a driver.

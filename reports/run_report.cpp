@@ -38,9 +38,7 @@ RunSummary summarize(const RunReport& report) {
   return s;
 }
 
-namespace {
-
-nlohmann::json gpu_json(const GpuUtilization& u) {
+nlohmann::json to_json(const GpuUtilization& u) {
   return {{"host", u.host},
           {"pci_bus_id", u.pci_bus_id},
           {"samples", u.samples},
@@ -52,7 +50,25 @@ nlohmann::json gpu_json(const GpuUtilization& u) {
           {"error", u.error}};
 }
 
-}  // namespace
+GpuUtilization gpu_utilization_from_json(const JsonReader& r) {
+  return {.host = r.string("host"),
+          .pci_bus_id = r.string("pci_bus_id"),
+          .samples = r.int64("samples"),
+          .failed_samples = r.int64("failed_samples"),
+          .mean_gpu_util_percent = r.number("mean_gpu_util_percent"),
+          .max_gpu_util_percent = r.number("max_gpu_util_percent"),
+          .mean_memory_util_percent = r.number("mean_memory_util_percent"),
+          .max_memory_used_bytes = r.int64("max_memory_used_bytes"),
+          .error = r.string("error")};
+}
+
+nlohmann::json to_json(const EvalRecord& e) {
+  return {{"epoch", e.epoch}, {"step", e.step}, {"loss", e.loss}, {"accuracy", e.accuracy}};
+}
+
+EvalRecord eval_from_json(const JsonReader& r) {
+  return {r.int64("epoch"), r.int64("step"), r.number("loss"), r.number("accuracy")};
+}
 
 nlohmann::json to_json(const RunReport& r) {
   nlohmann::json steps = nlohmann::json::array();
@@ -68,10 +84,7 @@ nlohmann::json to_json(const RunReport& r) {
                      {"replicas", std::move(replicas)}});
   }
   nlohmann::json evals = nlohmann::json::array();
-  for (const EvalRecord& e : r.evals) {
-    evals.push_back(
-        {{"epoch", e.epoch}, {"step", e.step}, {"loss", e.loss}, {"accuracy", e.accuracy}});
-  }
+  for (const EvalRecord& e : r.evals) evals.push_back(to_json(e));
   const RunSummary s = summarize(r);
   nlohmann::json j = {
       {"schema", "scalescope-run"},
@@ -119,7 +132,7 @@ nlohmann::json to_json(const RunReport& r) {
   if (r.allreduce_split) j["allreduce_split"] = to_json(*r.allreduce_split);
   if (!r.gpu_utilization.empty()) {
     nlohmann::json gpus = nlohmann::json::array();
-    for (const GpuUtilization& u : r.gpu_utilization) gpus.push_back(gpu_json(u));
+    for (const GpuUtilization& u : r.gpu_utilization) gpus.push_back(to_json(u));
     j["gpu_utilization"] = std::move(gpus);
   }
   return j;

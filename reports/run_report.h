@@ -123,6 +123,12 @@ RunSummary summarize(const RunReport& report);
 
 nlohmann::json to_json(const RunReport& report);
 nlohmann::json to_json(const AllReduceSplit& split);
+// The run report's records of an evaluation and of a GPU's utilisation, and their strict
+// readers (Error naming a key that is missing or mistyped).
+nlohmann::json to_json(const EvalRecord& eval);
+EvalRecord eval_from_json(const JsonReader& r);
+nlohmann::json to_json(const GpuUtilization& gpu);
+GpuUtilization gpu_utilization_from_json(const JsonReader& r);
 // Reads what to_json(AllReduceSplit) wrote; throws Error naming the key that is missing, of
 // the wrong type or out of range.
 AllReduceSplit split_from_json(const JsonReader& r);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/check.h"
+#include "core/enum_names.h"
 #include "core/fs.h"
 #include "reports/json_reader.h"
 
@@ -15,14 +16,20 @@ namespace scalescope {
 
 using nlohmann::json;
 
+namespace {
+
+constexpr auto kScalingModeNames = enum_names<ScalingMode>("weak", "strong");
+
+}  // namespace
+
 std::string to_string(ScalingMode mode) {
-  return mode == ScalingMode::kWeak ? "weak" : "strong";
+  return std::string(kScalingModeNames(mode));
 }
 
 ScalingMode parse_scaling_mode(const std::string& text) {
-  if (text == "weak") return ScalingMode::kWeak;
-  if (text == "strong") return ScalingMode::kStrong;
-  throw_error(fmt::format("scaling mode '{}' is not weak or strong", text));
+  const std::optional<ScalingMode> mode = kScalingModeNames.parse(text);
+  SS_CHECK(mode.has_value(), "scaling mode '{}' is not {}", text, kScalingModeNames.accepted());
+  return *mode;
 }
 
 std::string SweepPoint::label() const {

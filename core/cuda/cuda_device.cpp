@@ -172,23 +172,15 @@ class CudaDevice::Memory final : public CachingAllocator::Source {
 };
 
 CudaDevice::CudaDevice(int index)
-    : index_(index),
-      memory_(std::make_unique<Memory>(*this)),
-      allocator_(std::make_unique<CachingAllocator>(fmt::format("cuda:{}", index), *memory_)) {
+    : CachingDevice("CUDA", fmt::format("cuda:{}", index), std::make_unique<Memory>(*this)),
+      index_(index) {
   ScopedCudaDevice scope(index);
   default_stream_ = std::make_unique<CudaStream>(*this);
   copy_stream_ = std::make_unique<CudaStream>(*this);
   comm_stream_ = std::make_unique<CudaStream>(*this);
 }
 
-CudaDevice::~CudaDevice() {
-  // The streams (registered with the allocator) go first, then the allocator, then the
-  // memory source it gives its blocks back to.
-  comm_stream_.reset();
-  copy_stream_.reset();
-  default_stream_.reset();
-  allocator_.reset();
-}
+CudaDevice::~CudaDevice() = default;
 
 std::string CudaDevice::name() const {
   cudaDeviceProp prop{};
@@ -216,43 +208,19 @@ void CudaDevice::stop_profiler() {
   SS_CHECK_CUDA(cudaProfilerStop());
 }
 
-void* CudaDevice::allocate(size_t bytes) {
-  count_allocation(bytes);
-  void* ptr = nullptr;
-  std::string error;
+std::string CudaDevice::out_of_memory_details() const {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
   try {
-    ptr = allocator_->allocate(bytes, error);
-  } catch (...) {
-    count_deallocation(bytes);
-    throw;
-  }
-  if (ptr == nullptr) {
-    count_deallocation(bytes);
-    size_t free_bytes = 0;
-    size_t total_bytes = 0;
-    std::string driver_view;
-    {
-      ScopedCudaDevice scope(index_);
-      if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
-        driver_view =
-            fmt::format("; the driver reports {} of {} bytes free", free_bytes, total_bytes);
-      } else {
-        (void)cudaGetLastError();
-      }
+    ScopedCudaDevice scope(index_);
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+      return fmt::format("; the driver reports {} of {} bytes free", free_bytes, total_bytes);
     }
-    throw Error("CUDA", "cudaMalloc",
-                fmt::format("cannot allocate {} bytes (a block of {}) on cuda:{}: {}; {} bytes in "
-                            "use, {} reserved{}",
-                            bytes, CachingAllocator::round_size(bytes), index_, error,
-                            memory_in_use(), allocator_->reserved_bytes(), driver_view));
+    (void)cudaGetLastError();
+  } catch (const Error&) {
+    // The device could not be made current: the error above says enough.
   }
-  return ptr;
-}
-
-void CudaDevice::deallocate(void* ptr, size_t bytes) noexcept {
-  if (ptr == nullptr) return;
-  allocator_->deallocate(ptr);
-  count_deallocation(bytes);
+  return "";
 }
 
 void* CudaDevice::allocate_host(size_t bytes) {

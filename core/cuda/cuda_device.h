@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "core/backend.h"
-#include "core/caching_allocator.h"
+#include "core/caching_device.h"
 #include "core/device.h"
 
 namespace scalescope {
@@ -62,7 +62,7 @@ class CudaEvent final : public Event {
   cudaEvent_t event_ = nullptr;
 };
 
-class CudaDevice final : public Device {
+class CudaDevice final : public CachingDevice {
  public:
   explicit CudaDevice(int index);
   ~CudaDevice() override;
@@ -73,15 +73,6 @@ class CudaDevice final : public Device {
   void make_current() override;
   void start_profiler() override;
   void stop_profiler() override;
-  // Through the caching allocator: a block freed earlier is reused when no queued work can
-  // still use it, else cudaMalloc; when that runs out of memory, the cache is freed and
-  // cudaMalloc retried once before Error (naming the size and the memory in use) is thrown.
-  // memory_in_use() and peak_memory() count the sizes asked for, not the rounded blocks.
-  void* allocate(size_t bytes) override;
-  void deallocate(void* ptr, size_t bytes) noexcept override;
-  int64_t device_allocations() const override { return allocator_->device_allocations(); }
-  int64_t memory_reserved() const override { return allocator_->reserved_bytes(); }
-  void release_cached_memory() noexcept override { allocator_->release_cached(); }
   // Pinned (page-locked) host memory from cudaMallocHost, uncached: staging buffers are
   // allocated once per run.
   void* allocate_host(size_t bytes) override;
@@ -99,14 +90,12 @@ class CudaDevice final : public Device {
   void copy_on_device(void* dst, const void* src, size_t bytes, Stream& stream) override;
   void fill_zero(void* dst, size_t bytes, Stream& stream) override;
 
-  CachingAllocator& allocator() { return *allocator_; }
-
  private:
-  class Memory;
+  class Memory;  // cudaMalloc and cudaFree, for the caching allocator
+  // The driver's view of the device's memory, for an out-of-memory error.
+  std::string out_of_memory_details() const override;
+
   int index_;
-  // Declared before the streams: they register with the allocator, which must outlive them.
-  std::unique_ptr<Memory> memory_;
-  std::unique_ptr<CachingAllocator> allocator_;
   std::unique_ptr<CudaStream> default_stream_;
   std::unique_ptr<CudaStream> copy_stream_;
   std::unique_ptr<CudaStream> comm_stream_;

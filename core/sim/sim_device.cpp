@@ -44,12 +44,11 @@ class SimDevice::Memory final : public CachingAllocator::Source {
 };
 
 SimDevice::SimDevice(int index, int threads, int64_t jitter_us, uint64_t seed)
-    : index_(index),
+    : CachingDevice("", fmt::format("sim:{}", index), std::make_unique<Memory>(*this)),
+      index_(index),
       threads_(threads),
       jitter_us_(jitter_us),
-      seed_(seed),
-      memory_(std::make_unique<Memory>(*this)),
-      allocator_(std::make_unique<CachingAllocator>(to_string(id()), *memory_)) {
+      seed_(seed) {
   SS_CHECK(threads >= 1, "a simulated device needs at least one thread, not {}", threads);
   SS_CHECK(jitter_us >= 0 && jitter_us <= kMaxJitterUs, "sim jitter {} µs must be from 0 to {} µs",
            jitter_us, kMaxJitterUs);
@@ -80,34 +79,7 @@ std::unique_ptr<SimStream> SimDevice::make_stream() {
   // the same seed delays every operation alike.
   const uint64_t seed = seed_ ^ (static_cast<uint64_t>(index_) << 32) ^
                         static_cast<uint64_t>(++streams_made_) * 0x9E3779B97F4A7C15ull;
-  return std::make_unique<SimStream>(*this, fault_, *allocator_, threads_, jitter_us_, seed);
-}
-
-void* SimDevice::allocate(size_t bytes) {
-  count_allocation(bytes);
-  std::string error;
-  void* ptr = nullptr;
-  try {
-    ptr = allocator_->allocate(bytes, error);
-  } catch (...) {
-    count_deallocation(bytes);
-    throw;
-  }
-  if (ptr == nullptr) {
-    count_deallocation(bytes);
-    throw_error(
-        fmt::format("out of memory: cannot allocate {} bytes (a block of {}) on {}: {}; "
-                    "{} bytes in use, {} reserved",
-                    bytes, CachingAllocator::round_size(bytes), to_string(id()), error,
-                    memory_in_use(), allocator_->reserved_bytes()));
-  }
-  return ptr;
-}
-
-void SimDevice::deallocate(void* ptr, size_t bytes) noexcept {
-  if (ptr == nullptr) return;
-  allocator_->deallocate(ptr);
-  count_deallocation(bytes);
+  return std::make_unique<SimStream>(*this, fault_, allocator(), threads_, jitter_us_, seed);
 }
 
 void* SimDevice::allocate_host(size_t bytes) {
@@ -119,7 +91,7 @@ void* SimDevice::allocate_host(size_t bytes) {
 void SimDevice::deallocate_host(void* ptr) noexcept {
   if (ptr == nullptr) return;
   // As cudaFreeHost does: queued copies may still read or write it.
-  allocator_->wait_for_streams();
+  allocator().wait_for_streams();
   std::free(ptr);
 }
 

@@ -12,13 +12,13 @@
 #include <memory>
 
 #include "core/backend.h"
-#include "core/caching_allocator.h"
+#include "core/caching_device.h"
 #include "core/device.h"
 #include "core/sim/sim_stream.h"
 
 namespace scalescope {
 
-class SimDevice final : public Device {
+class SimDevice final : public CachingDevice {
  public:
   // `threads`: the CPU threads each stream's kernels use; `jitter_us`: chaos mode's largest
   // delay per operation (0: off), seeded by `seed` and the device and stream.
@@ -33,11 +33,6 @@ class SimDevice final : public Device {
   int threads() const override { return threads_; }
   int64_t jitter_us() const { return jitter_us_; }
 
-  void* allocate(size_t bytes) override;
-  void deallocate(void* ptr, size_t bytes) noexcept override;
-  int64_t device_allocations() const override { return allocator_->device_allocations(); }
-  int64_t memory_reserved() const override { return allocator_->reserved_bytes(); }
-  void release_cached_memory() noexcept override { allocator_->release_cached(); }
   void* allocate_host(size_t bytes) override;
   // Waits for the device's streams first, as cudaFreeHost synchronizes: queued copies may
   // still use the memory.
@@ -60,7 +55,7 @@ class SimDevice final : public Device {
   void launch(Stream& stream, std::function<void()> work);
 
  private:
-  class Memory;
+  class Memory;  // aligned_alloc and free, for the caching allocator
   std::unique_ptr<SimStream> make_stream();
 
   int index_;
@@ -69,9 +64,6 @@ class SimDevice final : public Device {
   uint64_t seed_;
   int streams_made_ = 0;
   SimFault fault_;
-  // Declared before the streams: they register with the allocator, which must outlive them.
-  std::unique_ptr<Memory> memory_;
-  std::unique_ptr<CachingAllocator> allocator_;
   std::unique_ptr<SimStream> compute_;
   std::unique_ptr<SimStream> copy_;
   std::unique_ptr<SimStream> comm_;

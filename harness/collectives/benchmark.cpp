@@ -10,6 +10,7 @@
 #include "core/backend.h"
 #include "core/buffer.h"
 #include "core/check.h"
+#include "core/enum_names.h"
 #include "harness/collectives/replica_comms.h"
 
 namespace scalescope {
@@ -107,14 +108,21 @@ std::vector<int64_t> message_sizes(int64_t min_bytes, int64_t max_bytes, int64_t
   return sizes;
 }
 
+namespace {
+
+constexpr auto kReduceOpNames = enum_names<ReduceOp>("sum", "avg");
+
+}  // namespace
+
 const char* to_string(ReduceOp op) {
-  return op == ReduceOp::kSum ? "sum" : "avg";
+  return kReduceOpNames(op).data();
 }
 
 ReduceOp parse_reduce_op(std::string_view text) {
-  if (text == "sum") return ReduceOp::kSum;
-  if (text == "avg") return ReduceOp::kAverage;
-  throw_error(fmt::format("--op '{}' is not a reduction (accepted: sum, avg)", text));
+  const std::optional<ReduceOp> op = kReduceOpNames.parse(text);
+  SS_CHECK(op.has_value(), "--op '{}' is not a reduction (accepted: {})", text,
+           kReduceOpNames.accepted());
+  return *op;
 }
 
 float check_input(int rank, int64_t index) {

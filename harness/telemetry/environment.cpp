@@ -147,16 +147,6 @@ LibraryVersions capture_libraries() {
   return lib;
 }
 
-GpuInfo to_gpu_info(const DeviceProperties& d) {
-  return GpuInfo{.index = d.index,
-                 .name = d.name,
-                 .uuid = d.uuid,
-                 .pci_bus_id = d.pci_bus_id,
-                 .memory_bytes = d.memory_bytes,
-                 .compute_capability = d.compute_capability,
-                 .sm_count = d.sm_count};
-}
-
 // The GPUs are the CUDA backend's devices.
 void capture_gpus(Environment& env) {
   const Backend* cuda = find_backend(DeviceKind::kCuda);
@@ -165,7 +155,7 @@ void capture_gpus(Environment& env) {
     return;
   }
   DeviceSurvey survey = cuda->survey();
-  for (const DeviceProperties& d : survey.devices) env.gpus.push_back(to_gpu_info(d));
+  env.gpus = std::move(survey.devices);
   env.gpu_error = std::move(survey.error);
 }
 

@@ -1,6 +1,7 @@
 #include "harness/trainer/data.h"
 
 #include "core/check.h"
+#include "core/enum_names.h"
 #include "harness/trainer/labels.h"
 #include "pipelines/subset.h"
 
@@ -13,23 +14,16 @@ constexpr int64_t kSyntheticTrain = 50000;
 constexpr int64_t kSyntheticEval = 10000;
 
 const char* format_name(LabelFormat f) {
-  switch (f) {
-    case LabelFormat::kClassIndex:
-      return "class-index";
-    case LabelFormat::kOneHot:
-      return "one-hot";
-    case LabelFormat::kBinary:
-      return "binary";
-  }
-  return "?";
+  static constexpr auto kNames = enum_names<LabelFormat>("class-index", "one-hot", "binary");
+  return kNames(f).data();
 }
 
 }  // namespace
 
 RunData open_run_data(const DataOptions& o, const ModelDef& model, uint64_t seed) {
   SS_CHECK(o.workers >= 1 && o.workers <= 256, "workers {} must be between 1 and 256", o.workers);
-  SS_CHECK(o.queue_depth >= 1 && o.queue_depth <= 1024,
-           "queue_depth {} must be between 1 and 1024", o.queue_depth);
+  SS_CHECK(o.queue_depth >= 1 && o.queue_depth <= 1024, "queue_depth {} must be between 1 and 1024",
+           o.queue_depth);
   SS_CHECK(o.crop_padding >= 0, "crop_padding {} must not be negative", o.crop_padding);
   SS_CHECK(o.decode_cost_us >= 0, "decode_cost_us {} must not be negative", o.decode_cost_us);
   RunData data;

@@ -5,6 +5,7 @@
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/device_spec.h"
+#include "core/enum_names.h"
 #include "harness/options/run_options.h"
 #include "harness/trainer/layout.h"
 #include "models/zoo.h"
@@ -12,23 +13,21 @@
 
 namespace scalescope {
 
+namespace {
+
+constexpr auto kLrScalingNames = enum_names<LrScaling>("none", "linear", "sqrt");
+
+}  // namespace
+
 LrScaling parse_lr_scaling(const std::string& name) {
-  if (name == "none") return LrScaling::kNone;
-  if (name == "linear") return LrScaling::kLinear;
-  if (name == "sqrt") return LrScaling::kSqrt;
-  throw_error(fmt::format("lr_scaling '{}': unknown rule; use none, linear or sqrt", name));
+  const std::optional<LrScaling> scaling = kLrScalingNames.parse(name);
+  SS_CHECK(scaling.has_value(), "lr_scaling '{}': unknown rule; use {}", name,
+           kLrScalingNames.accepted());
+  return *scaling;
 }
 
 std::string to_string(LrScaling scaling) {
-  switch (scaling) {
-    case LrScaling::kNone:
-      return "none";
-    case LrScaling::kLinear:
-      return "linear";
-    case LrScaling::kSqrt:
-      return "sqrt";
-  }
-  return "?";
+  return std::string(kLrScalingNames(scaling));
 }
 
 double scheduled_lr(double base, LrScaling scaling, int replicas, int64_t warmup_steps,

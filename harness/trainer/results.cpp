@@ -38,10 +38,7 @@ void read_replica(RunResults& results, const JsonReader& r) {
 
 nlohmann::json group_json(const GroupRecord& g) {
   nlohmann::json evals = nlohmann::json::array();
-  for (const EvalRecord& e : g.evals) {
-    evals.push_back(
-        {{"epoch", e.epoch}, {"step", e.step}, {"loss", e.loss}, {"accuracy", e.accuracy}});
-  }
+  for (const EvalRecord& e : g.evals) evals.push_back(to_json(e));
   return {{"steps", g.steps},
           {"warmup_steps", g.warmup_steps},
           {"warmup_settled", g.warmup_settled},
@@ -64,10 +61,8 @@ GroupRecord read_group(const JsonReader& r) {
   }
   g.bucket_bytes = r.int64s("bucket_bytes");
   const nlohmann::json& evals = r.array("evals");
-  for (size_t i = 0; i < evals.size(); ++i) {
-    const JsonReader e = r.element("evals", i);
-    g.evals.push_back({e.int64("epoch"), e.int64("step"), e.number("loss"), e.number("accuracy")});
-  }
+  for (size_t i = 0; i < evals.size(); ++i)
+    g.evals.push_back(eval_from_json(r.element("evals", i)));
   g.lrs = r.numbers("lrs");
   g.consistency_checks = r.int64("consistency_checks");
   if (!r.at("allreduce_split").is_null()) {
@@ -75,29 +70,6 @@ GroupRecord read_group(const JsonReader& r) {
   }
   g.threads_per_device = r.int32("threads_per_device");
   return g;
-}
-
-nlohmann::json gpu_json(const GpuUtilization& u) {
-  return {{"pci_bus_id", u.pci_bus_id},
-          {"samples", u.samples},
-          {"failed_samples", u.failed_samples},
-          {"mean_gpu_util_percent", u.mean_gpu_util_percent},
-          {"max_gpu_util_percent", u.max_gpu_util_percent},
-          {"mean_memory_util_percent", u.mean_memory_util_percent},
-          {"max_memory_used_bytes", u.max_memory_used_bytes},
-          {"error", u.error}};
-}
-
-GpuUtilization read_gpu(const JsonReader& r, const std::string& host) {
-  return {.host = host,
-          .pci_bus_id = r.string("pci_bus_id"),
-          .samples = r.int64("samples"),
-          .failed_samples = r.int64("failed_samples"),
-          .mean_gpu_util_percent = r.number("mean_gpu_util_percent"),
-          .max_gpu_util_percent = r.number("max_gpu_util_percent"),
-          .mean_memory_util_percent = r.number("mean_memory_util_percent"),
-          .max_memory_used_bytes = r.int64("max_memory_used_bytes"),
-          .error = r.string("error")};
 }
 
 }  // namespace
@@ -108,7 +80,7 @@ nlohmann::json results_to_json(const RunResults& results, int first, int local, 
     replicas.push_back(replica_json(results.replicas[static_cast<size_t>(rank)], rank));
   }
   nlohmann::json gpus = nlohmann::json::array();
-  for (const GpuUtilization& u : results.gpu_utilization) gpus.push_back(gpu_json(u));
+  for (const GpuUtilization& u : results.gpu_utilization) gpus.push_back(to_json(u));
   nlohmann::json m = {{"replicas", std::move(replicas)}, {"gpu_utilization", std::move(gpus)}};
   if (with_group) m["group"] = group_json(results.group);
   return m;
@@ -121,7 +93,9 @@ void add_results(RunResults& results, const nlohmann::json& message, const std::
   for (size_t i = 0; i < replicas.size(); ++i) read_replica(results, r.element("replicas", i));
   const nlohmann::json& gpus = r.array("gpu_utilization");
   for (size_t i = 0; i < gpus.size(); ++i) {
-    results.gpu_utilization.push_back(read_gpu(r.element("gpu_utilization", i), host));
+    GpuUtilization gpu = gpu_utilization_from_json(r.element("gpu_utilization", i));
+    gpu.host = host;  // the sender's, as this process knows it
+    results.gpu_utilization.push_back(std::move(gpu));
   }
   if (r.has("group")) results.group = read_group(r.object("group"));
 }

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "core/check.h"
+#include "core/enum_names.h"
 
 namespace scalescope {
 namespace {
@@ -141,19 +142,9 @@ Thresholds parse_thresholds(std::string_view text) {
 }
 
 std::string_view to_string(Change change) {
-  switch (change) {
-    case Change::kUnchanged:
-      return "unchanged";
-    case Change::kNotSignificant:
-      return "not significant";
-    case Change::kNegligible:
-      return "negligible";
-    case Change::kImproved:
-      return "improved";
-    case Change::kRegressed:
-      return "regressed";
-  }
-  return "?";
+  static constexpr auto kNames =
+      enum_names<Change>("unchanged", "not significant", "negligible", "improved", "regressed");
+  return kNames(change);
 }
 
 MetricComparison compare_metric(Metric metric, double baseline, double current,

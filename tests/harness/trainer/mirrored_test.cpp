@@ -30,16 +30,7 @@ class Equivalence : public testing::TestWithParam<EquivalenceCase> {};
 
 TEST_P(Equivalence, ReplicasMatchOneReplicaOnTheGlobalBatch) {
   const EquivalenceCase c = GetParam();
-  TrainOptions o;
-  o.model = "dense-100";
-  o.steps = 6;
-  o.threads = 1;
-  o.optimizer.kind = c.optimizer;
-  o.optimizer.lr = c.optimizer == OptimizerKind::kSgd ? 0.05f : 1e-3f;
-  o.optimizer.momentum = c.optimizer == OptimizerKind::kSgd ? 0.9f : 0.0f;
-  o.overlap = c.overlap;
-  o.first_bucket_mb = 0.001;  // several buckets even for this small model
-  o.bucket_cap_mb = 0.01;
+  const TrainOptions o = testing_util::equivalence_options(c.optimizer, c.overlap);
   // The same global batch of 8 · N · K samples per step, in one piece or split over N
   // replicas and K accumulated micro-batches.
   TrainOptions one = o;

@@ -32,18 +32,9 @@ class SimEquivalence : public testing::TestWithParam<SimCase> {};
 
 TEST_P(SimEquivalence, SimulatedDevicesTrainLikeCpuReplicas) {
   const SimCase c = GetParam();
-  TrainOptions o;
-  o.model = "dense-100";
+  TrainOptions o = testing_util::equivalence_options(c.optimizer, c.overlap);
   o.batch = 8;
-  o.steps = 6;
-  o.threads = 1;
-  o.optimizer.kind = c.optimizer;
-  o.optimizer.lr = c.optimizer == OptimizerKind::kSgd ? 0.05f : 1e-3f;
-  o.optimizer.momentum = c.optimizer == OptimizerKind::kSgd ? 0.9f : 0.0f;
-  o.overlap = c.overlap;
   o.accumulation = c.accumulation;
-  o.first_bucket_mb = 0.001;  // several buckets: reductions overlap backward
-  o.bucket_cap_mb = 0.01;
   o.check_every = 2;
   TrainOptions cpu = o;
   cpu.devices = "cpu:" + std::to_string(c.replicas);

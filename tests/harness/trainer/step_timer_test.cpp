@@ -58,24 +58,28 @@ TEST(StepTimer, PhasesAddUpToTheStepAndRepeatedOnesAccumulate) {
   }
 }
 
+// A timer of one phase per step, started.
+struct OnePhaseTimer {
+  CpuDevice device{0, 1};
+  std::unique_ptr<Event> reference = device.create_event();
+  std::unique_ptr<StepTimer> timer;
+  OnePhaseTimer() {
+    reference->record(device.default_stream());
+    timer = std::make_unique<StepTimer>(device, device.default_stream(), 1, *reference, 0.0);
+    timer->start();
+  }
+};
+
 TEST(StepTimer, MorePhasesThanPlannedIsAnError) {
-  CpuDevice device(0, 1);
-  Stream& stream = device.default_stream();
-  const std::unique_ptr<Event> reference = device.create_event();
-  reference->record(stream);
-  StepTimer timer(device, stream, 1, *reference, 0.0);
-  timer.start();
+  OnePhaseTimer one;
+  StepTimer& timer = *one.timer;
   { const auto p = timer.phase(Phase::kInput, 1); }
   EXPECT_THROW({ const auto p = timer.phase(Phase::kH2D, 1); }, Error);
 }
 
 TEST(StepTimer, APhaseLeftByAnExceptionRecordsNothing) {
-  CpuDevice device(0, 1);
-  Stream& stream = device.default_stream();
-  const std::unique_ptr<Event> reference = device.create_event();
-  reference->record(stream);
-  StepTimer timer(device, stream, 1, *reference, 0.0);
-  timer.start();
+  OnePhaseTimer one;
+  StepTimer& timer = *one.timer;
   EXPECT_THROW(
       {
         const auto p = timer.phase(Phase::kInput, 1);

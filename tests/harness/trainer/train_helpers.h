@@ -48,6 +48,22 @@ inline double worst_difference(const std::vector<NamedTensor>& a,
   return worst;
 }
 
+// The small run the equivalence tests train: dense-100 for 6 steps on one thread per device,
+// SGD with momentum or Adam, with buckets small enough that several overlap backward.
+inline TrainOptions equivalence_options(OptimizerKind optimizer, bool overlap) {
+  TrainOptions o;
+  o.model = "dense-100";
+  o.steps = 6;
+  o.threads = 1;
+  o.optimizer.kind = optimizer;
+  o.optimizer.lr = optimizer == OptimizerKind::kSgd ? 0.05f : 1e-3f;
+  o.optimizer.momentum = optimizer == OptimizerKind::kSgd ? 0.9f : 0.0f;
+  o.overlap = overlap;
+  o.first_bucket_mb = 0.001;
+  o.bucket_cap_mb = 0.01;
+  return o;
+}
+
 // Whether the two sets hold the same bits.
 inline bool identical(const std::vector<NamedTensor>& a, const std::vector<NamedTensor>& b) {
   if (a.size() != b.size()) return false;
