@@ -289,8 +289,79 @@ void set_default_env(const char* name, const char* value) {
   setenv(name, value, /*overwrite=*/0);
 }
 
-// Starts both ranks (this program again, with --rank), waits for them with a deadline, and
-// prints the verdict.
+// Starts rank `r` (this program again, with --rank) in a child process; -1 when fork fails.
+pid_t start_rank(const Options& opt, int r, const std::string& dir) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  // The child: no CUDA was touched before fork.
+  if (opt.same_host)
+    unsetenv("NCCL_HOSTID");
+  else
+    setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1);
+  std::string rank = std::to_string(r);
+  std::string timeout = std::to_string(opt.timeout_s);
+  std::vector<const char*> argv = {"nccl_hostid_probe", "--rank",    rank.c_str(),   "--dir",
+                                   dir.c_str(),         "--timeout", timeout.c_str()};
+  if (opt.same_host) argv.push_back("--same-host");
+  argv.push_back(nullptr);
+  execv("/proc/self/exe", const_cast<char* const*>(argv.data()));
+  std::printf("exec /proc/self/exe: %s\n", std::strerror(errno));
+  _exit(127);
+}
+
+// Waits for both ranks: 2.5 timeouts in all (id exchange, init and all-reduce each have
+// one); once one rank has failed, the other gets 15 s more to notice before it is killed.
+// Fills `status` with each rank's exit status; returns whether any was killed.
+bool wait_for_ranks(const Options& opt, pid_t (&pids)[kRanks], int (&status)[kRanks]) {
+  auto t0 = Clock::now();
+  const double limit = opt.timeout_s * 2.5;
+  int running = kRanks;
+  bool killed = false;
+  double killed_at = -1;
+  double first_failure_at = -1;
+  while (running > 0) {
+    for (int r = 0; r < kRanks; ++r) {
+      if (pids[r] < 0) continue;
+      int ws = 0;
+      if (waitpid(pids[r], &ws, WNOHANG) != pids[r]) continue;
+      status[r] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+      pids[r] = -1;
+      --running;
+      if (status[r] != 0 && first_failure_at < 0) first_failure_at = seconds_since(t0);
+    }
+    if (running == 0) break;
+    double now = seconds_since(t0);
+    if (!killed && (now > limit || (first_failure_at >= 0 && now > first_failure_at + 15))) {
+      for (int r = 0; r < kRanks; ++r)
+        if (pids[r] > 0) kill(pids[r], SIGKILL);
+      killed = true;
+      killed_at = now;
+    }
+    if (killed && now > killed_at + 10) break;  // a rank stuck in the driver: report anyway
+    sleep_ms(50);
+  }
+  return killed;
+}
+
+// The ranks' outcomes ("" when both worked), and the temporary folder removed.
+std::string collect_reasons(const std::string& dir, const int (&status)[kRanks], bool killed) {
+  std::string reasons;
+  for (int r = 0; r < kRanks; ++r) {
+    std::string s = read_status(dir, r);
+    if (status[r] == 0 && s == "ok") continue;
+    if (s.empty())
+      s = "exit status " + std::to_string(status[r]) + (killed ? " (killed at the deadline)" : "");
+    if (!reasons.empty()) reasons += "; ";
+    reasons += "rank " + std::to_string(r) + ": " + s;
+  }
+  std::remove((dir + "/nccl-unique-id").c_str());
+  for (int r = 0; r < kRanks; ++r)
+    std::remove((dir + "/rank" + std::to_string(r) + ".status").c_str());
+  rmdir(dir.c_str());
+  return reasons;
+}
+
+// Starts both ranks, waits for them with a deadline, and prints the verdict.
 int run_launcher(const Options& opt) {
   char dir_template[] = "/tmp/nccl-hostid-probe.XXXXXX";
   if (mkdtemp(dir_template) == nullptr) {
@@ -314,89 +385,27 @@ int run_launcher(const Options& opt) {
               std::getenv("NCCL_IB_DISABLE"), std::getenv("NCCL_SOCKET_IFNAME"));
   std::fflush(stdout);
 
-  std::string timeout = std::to_string(opt.timeout_s);
+  auto t0 = Clock::now();
   pid_t pids[kRanks] = {-1, -1};
   for (int r = 0; r < kRanks; ++r) {
-    pid_t pid = fork();
-    if (pid < 0) {
+    pids[r] = start_rank(opt, r, dir);
+    if (pids[r] < 0) {
       std::printf("%s: FAILS: fork: %s\n", verdict, std::strerror(errno));
       for (int k = 0; k < r; ++k) kill(pids[k], SIGKILL);
       return 1;
     }
-    if (pid == 0) {  // the child: no CUDA was touched before fork
-      if (opt.same_host)
-        unsetenv("NCCL_HOSTID");
-      else
-        setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1);
-      std::string rank = std::to_string(r);
-      std::vector<const char*> argv = {"nccl_hostid_probe", "--rank",    rank.c_str(),   "--dir",
-                                       dir.c_str(),         "--timeout", timeout.c_str()};
-      if (opt.same_host) argv.push_back("--same-host");
-      argv.push_back(nullptr);
-      execv("/proc/self/exe", const_cast<char* const*>(argv.data()));
-      std::printf("exec /proc/self/exe: %s\n", std::strerror(errno));
-      _exit(127);
-    }
-    pids[r] = pid;
   }
-
-  // Both ranks get 2.5 timeouts in all (id exchange, init and all-reduce each have one); once
-  // one rank has failed, the other gets 15 s more to notice before it is killed.
-  auto t0 = Clock::now();
-  const double limit = opt.timeout_s * 2.5;
   int status[kRanks] = {-1, -1};
-  int running = kRanks;
-  bool killed = false;
-  double killed_at = -1;
-  double first_failure_at = -1;
-  while (running > 0) {
-    for (int r = 0; r < kRanks; ++r) {
-      if (pids[r] < 0) continue;
-      int ws = 0;
-      pid_t done = waitpid(pids[r], &ws, WNOHANG);
-      if (done == pids[r]) {
-        status[r] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-        pids[r] = -1;
-        --running;
-        if (status[r] != 0 && first_failure_at < 0) first_failure_at = seconds_since(t0);
-      }
-    }
-    if (running == 0) break;
-    double now = seconds_since(t0);
-    if (!killed && (now > limit || (first_failure_at >= 0 && now > first_failure_at + 15))) {
-      for (int r = 0; r < kRanks; ++r)
-        if (pids[r] > 0) kill(pids[r], SIGKILL);
-      killed = true;
-      killed_at = now;
-    }
-    if (killed && now > killed_at + 10) break;  // a rank stuck in the driver: report anyway
-    sleep_ms(50);
-  }
-
-  std::string reasons;
-  bool ok = true;
-  for (int r = 0; r < kRanks; ++r) {
-    std::string s = read_status(dir, r);
-    if (status[r] == 0 && s == "ok") continue;
-    ok = false;
-    if (s.empty())
-      s = "exit status " + std::to_string(status[r]) + (killed ? " (killed at the deadline)" : "");
-    if (!reasons.empty()) reasons += "; ";
-    reasons += "rank " + std::to_string(r) + ": " + s;
-  }
-  std::remove((dir + "/nccl-unique-id").c_str());
-  for (int r = 0; r < kRanks; ++r)
-    std::remove((dir + "/rank" + std::to_string(r) + ".status").c_str());
-  rmdir(dir.c_str());
-
-  if (ok)
+  const bool killed = wait_for_ranks(opt, pids, status);
+  const std::string reasons = collect_reasons(dir, status, killed);
+  if (reasons.empty())
     std::printf(
         "%s: WORKS (all-reduce of %zu floats correct; P2P, SHM and IB disabled, sockets on %s; "
         "%.1f s)\n",
         verdict, kCount, std::getenv("NCCL_SOCKET_IFNAME"), seconds_since(t0));
   else
     std::printf("%s: FAILS: %s\n", verdict, reasons.c_str());
-  return ok ? 0 : 1;
+  return reasons.empty() ? 0 : 1;
 }
 
 int usage(const char* msg) {
