@@ -353,6 +353,15 @@ def main():
         failed = produce(binary, tmp, "failed.json",
                          ["sweep"] + sweep_common + ["--global-batch", "4096", "--memory-limit-mb",
                                                      "4"])
+        # Simulated devices: the points say sim and the environment says what that means.
+        simulated = produce(binary, tmp, "sim.json",
+                            ["sweep", "--models", "dense-100", "--devices", "sim:1,2", "--repeats",
+                             "1", "--steps", "3", "--max-warmup-steps", "3", "--batch", "8", "-q"])
+        if simulated is not None:
+            kinds = {p["device_kind"] for p in simulated["points"]}
+            if kinds != {"sim"} or not simulated["environment"].get("simulated_devices"):
+                fail(f"sim.json does not mark its points as simulated: kinds {kinds}, "
+                     f"environment.simulated_devices {simulated['environment'].get('simulated_devices')!r}")
         resumed = None
         if weak is not None:
             with open(os.path.join(tmp, "to-resume.json"), "w", encoding="utf-8") as f:
@@ -361,7 +370,7 @@ def main():
                               ["sweep", "--resume", "to-resume.json", "--batch", "8,16", "-q"])
 
         sweeps = {"weak.json": weak, "strong.json": strong, "failed.json": failed,
-                  "resumed.json": resumed}
+                  "resumed.json": resumed, "sim.json": simulated}
         for name, doc in sweeps.items():
             if doc is None:
                 continue
