@@ -39,6 +39,13 @@ std::string to_string(const DeviceId& id) {
   return fmt::format("{}:{}", to_string(id.kind), id.index);
 }
 
+void Event::check_elapsed(const Event* start_as_mine, bool timing, bool start_timing) {
+  SS_CHECK(start_as_mine != nullptr, "elapsed time between events of different backends");
+  SS_CHECK(timing && start_timing,
+           "elapsed time of an ordering event (created by create_ordering_event, without "
+           "timing)");
+}
+
 void Device::throw_memory_limit(size_t bytes, int64_t in_use) const {
   throw_error(fmt::format(
       "out of memory: allocating {} bytes on {} with {} in use would pass its limit of {} bytes",

@@ -69,6 +69,10 @@ class Event {
 
  protected:
   Event() = default;
+  // elapsed_ms_since's precondition: `start_as_mine` is the start event cast to the
+  // implementation's own type (null when it is another backend's), and both can time.
+  // Throws Error naming what is wrong.
+  static void check_elapsed(const Event* start_as_mine, bool timing, bool start_timing);
 };
 
 // One device. A replica owns its Device; everything it creates belongs to that device.

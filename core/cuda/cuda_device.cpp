@@ -95,10 +95,7 @@ bool CudaEvent::query() const {
 
 double CudaEvent::elapsed_ms_since(const Event& start) const {
   const auto* other = dynamic_cast<const CudaEvent*>(&start);
-  SS_CHECK(other != nullptr, "elapsed time between events of different backends");
-  SS_CHECK(timing_ && other->timing_,
-           "elapsed time of an ordering event (created by create_ordering_event, without "
-           "timing)");
+  check_elapsed(other, timing_, other != nullptr && other->timing_);
   float ms = 0.0f;
   SS_CHECK_CUDA(cudaEventElapsedTime(&ms, other->event_, event_));
   return static_cast<double>(ms);

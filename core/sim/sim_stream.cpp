@@ -175,10 +175,7 @@ bool SimEvent::query() const {
 
 double SimEvent::elapsed_ms_since(const Event& start) const {
   const auto* other = dynamic_cast<const SimEvent*>(&start);
-  SS_CHECK(other != nullptr, "elapsed time between events of different backends");
-  SS_CHECK(timing_ && other->timing_,
-           "elapsed time of an ordering event (created by create_ordering_event, without "
-           "timing)");
+  check_elapsed(other, timing_, other != nullptr && other->timing_);
   int64_t end_ns = 0;
   int64_t start_ns = 0;
   for (const auto& [event, ns] : {std::pair{this, &end_ns}, std::pair{other, &start_ns}}) {

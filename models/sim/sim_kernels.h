@@ -1,7 +1,7 @@
 // The kernels of the simulated accelerator: the CPU backend's kernels (oneDNN and our
 // loops), each call enqueued on the stream it names and run by that stream's worker when its
 // turn comes, with its arguments captured at enqueue time, as a kernel launch captures them.
-// The host thread never runs one.
+// No kernel runs on the host thread.
 #pragma once
 
 #include <memory>

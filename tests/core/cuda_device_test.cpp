@@ -17,8 +17,8 @@
 #include "core/error.h"
 
 #if SCALESCOPE_WITH_CUDA
-#include "core/check.h"
 #include "core/caching_allocator.h"
+#include "core/check.h"
 #include "core/cuda/cuda_device.h"
 #endif
 

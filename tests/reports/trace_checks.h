@@ -1,7 +1,7 @@
 // What every Chrome trace of measured steps must satisfy, for the tests of constructed steps
-// (tests/reports) and of a real run (tests/harness/trainer): valid Trace Event Format, a process per
-// replica with its tracks named, events that do not overlap on a track, and each step's
-// events carrying the step's phase times.
+// (tests/reports) and of a real run (tests/harness/trainer): valid Trace Event Format, a process
+// per replica with its tracks named, events that do not overlap on a track, and each step's events
+// carrying the step's phase times.
 #pragma once
 
 #include <gtest/gtest.h>
