@@ -79,6 +79,12 @@ ReduceOp parse_reduce_op(std::string_view text);
 // correctly rounded quotient, which is what a sum-then-divide all-reduce produces.
 float check_input(int rank, int64_t index);
 float check_expected(int ranks, int64_t index, ReduceOp op);
+// Whether an all-reduced element `value` is right. Sums are compared exactly. An average may
+// be the divided sum (Gloo, simulated devices) or, as NCCL computes a float average, the sum
+// of every rank's value pre-multiplied by float(1/ranks): each rounding is within half an
+// ulp, so an average is accepted within (ranks + 2) ulps of check_expected. A rank's missing
+// or doubled contribution moves it by far more (at least 2/(ranks·(ranks+1)) of it).
+bool check_matches(float value, int ranks, int64_t index, ReduceOp op);
 
 // nccl-tests' timing method, one rank's part: `warmup` untimed calls of `body` (which
 // enqueues collectives of `comm` on `stream`), their end awaited, a barrier so that every

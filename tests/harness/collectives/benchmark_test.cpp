@@ -2,6 +2,8 @@
 // (which must catch a corrupted result), its metrics, and its parsing of sizes.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -139,6 +141,33 @@ TEST(AllReduceBench, CheckPatternSumsAndAveragesExactly) {
   for (int64_t i = 0; i < 1024; ++i) differ += check_input(0, i) != check_input(0, i + 256);
   EXPECT_GT(differ, 512);
   EXPECT_NE(check_input(0, 7), check_input(1, 7));
+}
+
+// NCCL's float average pre-multiplies every rank's value by float(1/n) and sums in ring order
+// (from any rank); Gloo and the simulated devices divide the sum. The check accepts both for
+// every group size up to 8 (where 1/3, 1/5, 1/6, 1/7 are inexact), and refuses a rank's
+// contribution missing or doubled.
+TEST(AllReduceBench, TheAverageCheckAcceptsNcclsArithmeticAndRefusesWrongSums) {
+  for (int ranks = 2; ranks <= 8; ++ranks) {
+    const float scale = static_cast<float>(1.0 / ranks);
+    for (int64_t i = 0; i < 4096; ++i) {
+      for (int first = 0; first < ranks; ++first) {
+        float premul_sum = 0.0f;
+        for (int k = 0; k < ranks; ++k) premul_sum += check_input((first + k) % ranks, i) * scale;
+        ASSERT_TRUE(check_matches(premul_sum, ranks, i, ReduceOp::kAverage))
+            << ranks << " ranks, index " << i << ", ring from " << first;
+      }
+      float sum = 0.0f;
+      for (int r = 0; r < ranks; ++r) sum += check_input(r, i);
+      ASSERT_TRUE(check_matches(sum / static_cast<float>(ranks), ranks, i, ReduceOp::kAverage));
+      ASSERT_TRUE(check_matches(sum, ranks, i, ReduceOp::kSum));
+      const float one_rank = check_input(ranks - 1, i) / static_cast<float>(ranks);
+      const float expected = check_expected(ranks, i, ReduceOp::kAverage);
+      ASSERT_FALSE(check_matches(expected - one_rank, ranks, i, ReduceOp::kAverage));
+      ASSERT_FALSE(check_matches(expected + one_rank, ranks, i, ReduceOp::kAverage));
+      ASSERT_FALSE(check_matches(std::nextafter(sum, 0.0f), ranks, i, ReduceOp::kSum));
+    }
+  }
 }
 
 TEST(AllReduceBench, FitAndJsonFromConstructedResult) {
