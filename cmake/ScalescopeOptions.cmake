@@ -20,6 +20,8 @@ else()
 endif()
 set(SCALESCOPE_WITH_CUDA ${SCALESCOPE_WITH_CUDA} CACHE BOOL "Build the CUDA backend" FORCE)
 if(SCALESCOPE_WITH_CUDA)
+  # One CUDA runtime for every link line: the shared one, which CUDA::cudart names too.
+  set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
   enable_language(CUDA)
   # CMake 3.25 knows no flag for CUDA_STANDARD 20 with nvcc (it stops at 17) and refuses to
   # generate for a target with .cu sources; nvcc 12+ takes -std=c++20.

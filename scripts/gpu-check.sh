@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# Usage: scripts/gpu-check.sh OUTDIR [--steps LIST] [--tar FILE]
+# Usage: scripts/gpu-check.sh OUTDIR [--steps LIST] [--tar FILE] [--dry-run]
 #
 # Runs ON A GPU MACHINE whose image has nvcc, CMake, ninja and python3 with the nvidia-cudnn
 # and nvidia-nccl wheels, but none of Debian's -dev packages, no apt and no network. Builds
-# scalescope with CUDA into build-gpu, runs the GPU tests, a probe of NCCL_HOSTID, short GPU and
-# CPU sweeps, the PyTorch comparison where it has a GPU mode and the whole ctest suite, and
-# writes every log to OUTDIR. The Debian libraries come unpacked from scripts/gpu-deps.sh (run
-# on a Debian 12 machine beforehand; carry third_party/gpu-debs).
+# scalescope with CUDA into build-gpu, runs the GPU tests, short GPU and CPU sweeps, the
+# PyTorch comparison, a probe of NCCL_HOSTID and the whole ctest suite, and writes every log to
+# OUTDIR. The Debian libraries come unpacked from scripts/gpu-deps.sh (run on a Debian 12
+# machine beforehand; carry third_party/gpu-debs).
 #
-#   --steps LIST  run only these steps (comma-separated names from the list below), e.g.
-#                 --steps configure,build,ctest for a second call with the whole time budget
+#   --steps LIST  run only these steps (comma-separated names from the list below)
 #   --tar FILE    also pack OUTDIR into FILE (.tar.gz): one file to fetch instead of many
+#   --dry-run     print the steps in order with their time limits, and exit
 #
-# Steps, in order: env nvidia-smi nccl_hostid nccl_hostid_control configure build devices
-#   test_models_cuda test_core_cuda test_harness_nccl_nvml sweep-gpu sweep-cpu compare-pytorch
-#   ctest
-# ctest comes last: it is the longest, and gets what is left of the time budget.
+# Steps, in order (what matters most first, so that one ten-minute call gets it):
+#   env nvidia-smi configure build devices test_models_cuda test_core_cuda
+#   test_harness_gpu sweep-gpu sweep-cpu compare-pytorch ctest nccl_hostid nccl_hostid_control
+# The NCCL_HOSTID probe and its control come last and are informational: their result is
+# recorded, but it cannot make the script fail.
+# Resumable: a step that passed in OUTDIR (OUTDIR/done.txt) is not run again, so a second call
+# with the same OUTDIR continues where the first stopped, with a budget of its own.
 #
 # Environment (all optional):
 #   GPU_DEPS_ROOT      the unpacked debs (default third_party/gpu-debs/root)
@@ -38,22 +41,41 @@ usage() {  # [exit status, default 2]
   sed -n '2,/^$/s/^# \{0,1\}//p' "$0" >&2
   exit "${1:-2}"
 }
-all_steps=",env,nvidia-smi,nccl_hostid,nccl_hostid_control,configure,build,devices,test_models_cuda,\
-test_core_cuda,test_harness_nccl_nvml,sweep-gpu,sweep-cpu,compare-pytorch,ctest,"
+# name|seconds at most|required or informational (an informational step cannot fail the run)
+step_table=(
+  "env|60|required"
+  "nvidia-smi|30|required"
+  "configure|180|required"
+  "build|480|required"
+  "devices|60|required"
+  "test_models_cuda|300|required"
+  "test_core_cuda|300|required"
+  "test_harness_gpu|300|required"
+  "sweep-gpu|240|required"
+  "sweep-cpu|240|required"
+  "compare-pytorch|300|required"
+  "ctest|300|required"
+  "nccl_hostid|240|informational"
+  "nccl_hostid_control|120|informational"
+)
+all_steps=","
+for row in "${step_table[@]}"; do all_steps+="${row%%|*},"; done
 
 out=""
 only_steps=""
 tarball=""
+dry_run=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --steps) [[ $# -ge 2 ]] || usage; only_steps=",$2,"; shift 2 ;;
+    --dry-run) dry_run=1; shift ;;
     --tar) [[ $# -ge 2 ]] || usage; tarball=$(realpath -m "$2"); shift 2 ;;
     -h|--help) usage 0 ;;
     -*) echo "gpu-check: unknown option $1" >&2; usage ;;
     *) [[ -z "$out" ]] || usage; out=$(realpath -m "$1"); shift ;;
   esac
 done
-[[ -n "$out" ]] || usage
+[[ -n "$out" || $dry_run == 1 ]] || usage
 if [[ -n "$only_steps" ]]; then
   IFS=, read -ra chosen <<<"$only_steps"
   for s in "${chosen[@]}"; do
@@ -61,11 +83,24 @@ if [[ -n "$only_steps" ]]; then
   done
 fi
 
+wanted() { [[ -z "$only_steps" || "$only_steps" == *",$1,"* ]]; }
+if ((dry_run)); then
+  printf '%-22s %9s  %s\n' step "at most" kind
+  for row in "${step_table[@]}"; do
+    IFS='|' read -r name limit kind <<<"$row"
+    wanted "$name" || continue
+    printf '%-22s %7s s  %s\n' "$name" "$limit" "$kind"
+  done
+  exit 0
+fi
+
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo" || exit 2
 mkdir -p "$out" || exit 2
 summary="$out/summary.txt"
-printf '# %-24s %-6s %8s  %s\n' step status seconds note >"$summary"
+done_file="$out/done.txt"
+touch "$done_file"
+[[ -s "$summary" ]] || printf '# %-24s %-6s %8s  %s\n' step status seconds note >"$summary"
 
 t_start=$(date +%s)
 budget=${GPU_CHECK_BUDGET_S:-570}
@@ -79,8 +114,6 @@ record() {  # name status seconds note
   printf '%-26s %-6s %8s  %s\n' "$1" "$2" "$3" "$4" >>"$summary"
 }
 
-wanted() { [[ -z "$only_steps" || "$only_steps" == *",$1,"* ]]; }
-
 # run_step NAME LOG LIMIT_S NOTE_FUNCTION COMMAND...: runs COMMAND (a program or an exported
 # function) under timeout(1), output to LOG, and records the result. NOTE_FUNCTION (or "-")
 # is called with LOG to make the note.
@@ -88,6 +121,12 @@ run_step() {
   local name=$1 logfile=$2 limit=$3 note_fn=$4
   shift 4
   wanted "$name" || return 0
+  if grep -qx "$name" "$done_file"; then
+    log "$name: passed in an earlier call (OUTDIR/done.txt)"
+    return 0
+  fi
+  local informational=0
+  [[ "$(step_kind "$name")" == informational ]] && informational=1
   local left=$((t_end - $(date +%s)))
   ((limit > left)) && limit=$left
   if ((limit < 15)); then
@@ -104,12 +143,29 @@ run_step() {
   t1=$(date +%s.%N)
   if [[ "$note_fn" != "-" ]]; then note=$("$note_fn" "$logfile" 2>/dev/null | head -1); fi
   if ((rc == 124 || rc == 137)); then note="timed out after ${limit} s; $note"; fi
+  ((informational)) && note="informational; $note"
   record "$name" "$rc" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')" "$note"
   log "$name: exit status $rc${note:+ ($note)}"
-  if ((rc != 0)); then
+  if ((rc == 0)); then
+    echo "$name" >>"$done_file"
+  elif ((!informational)); then
     failures=$((failures + 1))
     failed_logs+=("$logfile")
   fi
+}
+
+step_kind() {  # name -> required | informational
+  local row
+  for row in "${step_table[@]}"; do
+    [[ "${row%%|*}" == "$1" ]] && { echo "${row##*|}"; return; }
+  done
+}
+step_limit() {  # name -> seconds
+  local row name limit
+  for row in "${step_table[@]}"; do
+    IFS='|' read -r name limit _ <<<"$row"
+    [[ "$name" == "$1" ]] && { echo "$limit"; return; }
+  done
 }
 
 record_skip() {  # name note
@@ -377,33 +433,34 @@ export cmake_args_q cudnn_root cudnn_lib zlib_so cublas_note
 # ---------------------------------------------------------------------------------------------
 
 log "logs go to $out (budget ${budget} s)"
-run_step env "$out/env.log" 60 note_env step_env
-run_step nvidia-smi "$out/nvidia-smi.log" 30 note_nvidia_smi step_nvidia_smi
-run_step nccl_hostid "$out/nccl_hostid.log" 240 note_verdict step_nccl_hostid
-run_step nccl_hostid_control "$out/nccl_hostid_control.log" 120 note_verdict step_nccl_hostid_control
-run_step configure "$out/configure.log" 180 note_configure step_configure
-run_step build "$out/build.log" 480 note_build step_build
-run_step devices "$out/devices.log" 60 - step_devices
-run_step test_models_cuda "$out/test_models_cuda.log" 300 note_gtest gtest test_models '*Cuda*' test_models_cuda
-run_step test_core_cuda "$out/test_core_cuda.log" 300 note_gtest gtest test_core '*Cuda*' test_core_cuda
-run_step test_harness_nccl_nvml "$out/test_harness_nccl_nvml.log" 300 note_gtest \
-  gtest test_harness '*Nccl*:*Nvml*:*GpuTrainer*:*GpuCollectives*' test_harness_nccl_nvml
-run_step sweep-gpu "$out/sweep-gpu.log" 240 note_sweep sweep cuda:1 sweep-gpu
-run_step sweep-cpu "$out/sweep-cpu.log" 240 note_sweep sweep cpu:1 sweep-cpu
+run_step env "$out/env.log" "$(step_limit env)" note_env step_env
+run_step nvidia-smi "$out/nvidia-smi.log" "$(step_limit nvidia-smi)" note_nvidia_smi step_nvidia_smi
+run_step configure "$out/configure.log" "$(step_limit configure)" note_configure step_configure
+run_step build "$out/build.log" "$(step_limit build)" note_build step_build
+run_step devices "$out/devices.log" "$(step_limit devices)" - step_devices
+run_step test_models_cuda "$out/test_models_cuda.log" "$(step_limit test_models_cuda)" note_gtest \
+  gtest test_models '*Cuda*' test_models_cuda
+run_step test_core_cuda "$out/test_core_cuda.log" "$(step_limit test_core_cuda)" note_gtest \
+  gtest test_core '*Cuda*' test_core_cuda
+run_step test_harness_gpu "$out/test_harness_gpu.log" "$(step_limit test_harness_gpu)" note_gtest \
+  gtest test_harness '*Nccl*:*Nvml*:*GpuTrainer*/cuda' test_harness_gpu
+run_step sweep-gpu "$out/sweep-gpu.log" "$(step_limit sweep-gpu)" note_sweep sweep cuda:1 sweep-gpu
+run_step sweep-cpu "$out/sweep-cpu.log" "$(step_limit sweep-cpu)" note_sweep sweep cpu:1 sweep-cpu
 # bench/compare_pytorch.py --device cuda: scalescope's single-GPU step beside PyTorch's.
-if ! wanted compare-pytorch; then
-  :
-elif ! python3 -c 'import torch' >/dev/null 2>&1; then
+if wanted compare-pytorch && ! python3 -c 'import torch' >/dev/null 2>&1; then
   record_skip compare-pytorch "python3 has no torch"
-elif python3 bench/compare_pytorch.py --help 2>/dev/null | grep -q -- '--device'; then
-  run_step compare-pytorch "$out/compare_pytorch.log" 300 - step_compare_pytorch
 else
-  todo="TODO: bench/compare_pytorch.py has no device option (CPU only: --threads --rounds --steps --warmup --binary); give it --device cuda to compare scalescope's GPU step with PyTorch's"
-  echo "$todo" >"$out/compare_pytorch.log"
-  record_skip compare-pytorch "$todo"
+  run_step compare-pytorch "$out/compare_pytorch.log" "$(step_limit compare-pytorch)" - \
+    step_compare_pytorch
 fi
-# ctest: whatever is left, less a margin for packing up; it stops starting tests at the end.
-run_step ctest "$out/ctest.log" $((t_end - $(date +%s) - 20)) note_ctest step_ctest $((t_end - 20))
+# ctest stops starting tests when its limit (or the budget, less a margin) comes.
+ctest_end=$(($(date +%s) + $(step_limit ctest)))
+((ctest_end > t_end - 20)) && ctest_end=$((t_end - 20))
+run_step ctest "$out/ctest.log" "$(step_limit ctest)" note_ctest step_ctest "$ctest_end"
+run_step nccl_hostid "$out/nccl_hostid.log" "$(step_limit nccl_hostid)" note_verdict \
+  step_nccl_hostid
+run_step nccl_hostid_control "$out/nccl_hostid_control.log" "$(step_limit nccl_hostid_control)" \
+  note_verdict step_nccl_hostid_control
 
 # ---------------------------------------------------------------------------------------------
 
