@@ -1,6 +1,9 @@
 #include "harness/trainer/layout.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "core/check.h"
@@ -50,9 +53,20 @@ ProcessLayout process_layout(const Cluster* cluster, int replicas_per_process, i
   return l;
 }
 
-int device_index(const ProcessLayout& l, const Cluster* cluster, const DeviceSpec& spec, int rank) {
-  if (l.processes > 1) return cluster->local_rank() * l.replicas_per_process + (rank - l.first);
-  return spec.indices[static_cast<size_t>(rank)];
+int device_index(const ProcessLayout& l, const DeviceSpec& spec, int rank, int visible) {
+  if (l.processes == 1) return spec.indices[static_cast<size_t>(rank)];
+  const int mine = rank - l.first;
+  return visible >= l.on_node ? l.node_first + mine : mine;
+}
+
+void check_visible_devices(const ProcessLayout& l, DeviceKind kind, int visible) {
+  if (l.processes == 1 || visible >= l.local) return;
+  const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
+  throw_error(fmt::format(
+      "this process hosts {} replica(s) on {} devices but sees {} of them{}: give each process "
+      "its node's devices, or at least its own {}",
+      l.local, to_string(kind), visible,
+      env != nullptr ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", env) : std::string(), l.local));
 }
 
 }  // namespace scalescope

@@ -193,12 +193,11 @@ void validate(const TrainOptions& o, const OptionSources& names) {
   check_length(o, names);
   const DeviceSpec spec = parse_device_spec(o.devices);
   const ProcessLayout layout = process_layout(o.cluster, o.replicas_per_process, spec.count());
-  if (layout.processes > 1 && spec.kind != DeviceKind::kCpu) {
-    // Each process opens its node's devices: check this node's share.
-    DeviceSpec mine{.kind = spec.kind, .indices = {}};
-    for (int i = 0; i < layout.on_node; ++i) mine.indices.push_back(i);
-    check_devices_available(mine);
-  } else if (layout.processes == 1) {
+  if (layout.processes > 1) {
+    // Each process opens its node's devices, or its own when it sees only those.
+    Backend& b = backend(spec.kind);
+    if (!b.logical()) check_visible_devices(layout, spec.kind, b.device_count());
+  } else {
     check_devices_available(spec);
   }
   (void)replica_batch(o, spec.count(), names);

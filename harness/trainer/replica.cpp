@@ -33,6 +33,11 @@ std::unique_ptr<Device> open_device(const ReplicaShared& run, int index) {
   return device;
 }
 
+int replica_device_index(const ReplicaShared& run, int rank) {
+  return device_index(run.plan.layout, run.plan.spec, rank,
+                      backend(run.plan.spec.kind).device_count());
+}
+
 // Forward and backward mark a phase each per micro-batch; input, h2d, the exposed
 // all-reduce and the optimizer one each per step.
 int phases_per_step(int micro_batches) {
@@ -77,15 +82,13 @@ Replica::Replica(ReplicaShared& run, int rank)
       options_(run.options),
       rank_(rank),
       local_(rank - run.plan.layout.first),
-      device_(
-          open_device(run, device_index(run.plan.layout, options_.cluster, run.plan.spec, rank))),
+      device_(open_device(run, replica_device_index(run, rank))),
       compute_(device_->default_stream()),
       record_(run.results.replicas[static_cast<size_t>(rank)]) {
   const Plan& plan = run_.plan;
   run_.sampling.add(local_, *device_);
   if (rank_ == 0) run_.results.group.threads_per_device = device_->threads();
-  comm_ = run_.comms.connect(rank_, *device_,
-                             device_index(plan.layout, options_.cluster, plan.spec, rank_));
+  comm_ = run_.comms.connect(rank_, *device_, replica_device_index(run_, rank_));
   if (run_.comms.node_gloo() != nullptr) {
     node_comm_ = run_.comms.connect_node(rank_, *device_, *comm_);
   }

@@ -28,9 +28,10 @@ void StreamReducer::start(size_t index) {
   nvtx::Range range(nvtx::Phase::kAllReduce, step(), range_text(index).c_str());
   ready_[index]->record(compute());
   ready_[index]->wait_on(comm_stream_);
-  start_[index]->record(comm_stream_);
-  // On the communication stream, so that backward never waits for the addition.
+  // On the communication stream, so that backward never waits for the addition; before the
+  // bucket's timing starts, which is the all-reduce's alone.
   add_accumulated(index, comm_stream_);
+  start_[index]->record(comm_stream_);
   // One replica has nothing to exchange (and the average of one is itself).
   if (comm_.size() > 1) {
     comm_.all_reduce(bucket_data(index), b.end - b.begin, ReduceOp::kAverage, comm_stream_);

@@ -49,14 +49,14 @@ void ThreadReducer::start(size_t index) {
 
 void ThreadReducer::reduce(size_t index) {
   const Bucket& b = buckets()[index];
+  // The earlier micro-batches' gradients join the last one's here, on this thread, so
+  // backward never waits for the addition; the bucket's time is the all-reduce's alone.
+  add_accumulated(index, compute());
   const int64_t start = now_ns();
   {
     // The step as payload, the bucket and its size in the text: the timeline shows which
     // buckets of which step ran how long.
     nvtx::Range range(nvtx::Phase::kAllReduce, step(), range_text(index).c_str());
-    // The earlier micro-batches' gradients join the last one's here, on this thread, so
-    // backward never waits for the addition.
-    add_accumulated(index, compute());
     comm_.all_reduce(bucket_data(index), b.end - b.begin, ReduceOp::kAverage, compute());
   }  // the range closes before the step can see the bucket done
   const double ms = static_cast<double>(now_ns() - start) * 1e-6;

@@ -13,7 +13,6 @@
 #include "core/cpu/cpu_device.h"
 #include "harness/collectives/cluster.h"
 #include "harness/collectives/communicator.h"
-#include "harness/trainer/layout.h"
 #include "harness/trainer/trainer.h"
 #include "reports/json_reader.h"
 #include "tests/test_util.h"
@@ -84,14 +83,6 @@ TEST(Cluster, AloneWithoutALauncher) {
   EXPECT_EQ(cluster->local_size(), 1);
   EXPECT_EQ(cluster->exchange("mine", milliseconds(10), "a test"),
             std::vector<std::string>{"mine"});
-}
-
-TEST(ProcessLayout, OneProcessHostsEveryReplica) {
-  const ProcessLayout l = process_layout(nullptr, 0, 4);
-  EXPECT_EQ(l.processes, 1);
-  EXPECT_EQ(l.local, 4);
-  EXPECT_EQ(l.first, 0);
-  EXPECT_EQ(l.on_node, 4);
 }
 
 // Runs `body` on each of `ranks` replica threads of a group spanning two simulated
