@@ -68,13 +68,12 @@ void GradientReducer::add_accumulated(size_t index, Stream& stream) {
 
 std::unique_ptr<GradientReducer> make_reducer(Communicator& comm, Device& device, Stream& compute,
                                               float* grads, GradientReducer::Config config,
-                                              int64_t epoch_ns, const Event& reference,
-                                              double reference_ms, bool on_streams) {
+                                              const ClockAnchor& clock, bool on_streams) {
   if (comm.enqueues() || on_streams) {
-    return std::make_unique<StreamReducer>(comm, device, compute, grads, std::move(config),
-                                           reference, reference_ms);
+    return std::make_unique<StreamReducer>(comm, device, compute, grads, std::move(config), clock);
   }
-  return std::make_unique<ThreadReducer>(comm, device, compute, grads, std::move(config), epoch_ns);
+  return std::make_unique<ThreadReducer>(comm, device, compute, grads, std::move(config),
+                                         clock.epoch_ns());
 }
 
 }  // namespace scalescope

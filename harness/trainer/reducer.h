@@ -20,6 +20,7 @@
 #include "core/tensor.h"
 #include "harness/collectives/communicator.h"
 #include "harness/trainer/buckets.h"
+#include "harness/trainer/clock_anchor.h"
 
 namespace scalescope {
 
@@ -96,12 +97,10 @@ class GradientReducer {
 };
 
 // The reducer for `comm`: on its communication stream where its collectives are enqueued
-// (or where `on_streams` asks for it: tests), else on a thread. `epoch_ns`: the run's
-// origin of ReduceTimes::start_ms; `reference`: an event recorded on `compute` and already
-// reached at `reference_ms` (ms since `epoch_ns`), which puts stream times on that clock.
+// (or where `on_streams` asks for it: tests), else on a thread. `clock` puts the buckets'
+// start times (ReduceTimes::start_ms) on the run's host clock.
 std::unique_ptr<GradientReducer> make_reducer(Communicator& comm, Device& device, Stream& compute,
                                               float* grads, GradientReducer::Config config,
-                                              int64_t epoch_ns, const Event& reference,
-                                              double reference_ms, bool on_streams);
+                                              const ClockAnchor& clock, bool on_streams);
 
 }  // namespace scalescope

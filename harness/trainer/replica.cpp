@@ -33,6 +33,9 @@ std::unique_ptr<Device> open_device(const ReplicaShared& run, int index) {
   return device;
 }
 
+// How often device times are put on the host clock afresh (ClockAnchor).
+constexpr std::chrono::minutes kReanchorEvery{1};
+
 int replica_device_index(const ReplicaShared& run, int rank) {
   return device_index(run.plan.layout, run.plan.spec, rank,
                       backend(run.plan.spec.kind).device_count());
@@ -104,12 +107,7 @@ Replica::Replica(ReplicaShared& run, int rank)
     optimizer_->set_steps_done(static_cast<int64_t>(comm_->all_gather({&steps_done, 1}).front()));
   }
   comm_->synchronize(compute_, "broadcasting replica 0's weights");
-  // Device event times onto the host clock: one event recorded and waited for now gives
-  // the offset; every step's start is then that plus its event's distance from this one.
-  reference_ = device_->create_event();
-  reference_->record(compute_);
-  reference_->synchronize();
-  reference_ms_ = static_cast<double>(now_ns() - run_.epoch_ns) * 1e-6;
+  clock_ = std::make_unique<ClockAnchor>(*device_, compute_, run_.epoch_ns);
 
   const int micro = options_.accumulation;
   reducer_ = make_reducer(*comm_, *device_, compute_, model_->grads().data(),
@@ -117,7 +115,7 @@ Replica::Replica(ReplicaShared& run, int rank)
                                                    mb_to_bytes(options_.first_bucket_mb)),
                            .micro_batches = micro,
                            .overlap = options_.overlap},
-                          run_.epoch_ns, *reference_, reference_ms_, run_.hooks.reduce_on_streams);
+                          *clock_, run_.hooks.reduce_on_streams);
   if (rank_ == 0) {
     for (const Bucket& b : reducer_->buckets())
       run_.results.group.bucket_bytes.push_back(b.bytes());
@@ -128,8 +126,7 @@ Replica::Replica(ReplicaShared& run, int rank)
   // Pinned, so that reading the loss back is an asynchronous copy: the step's one host wait
   // is then the communicator's (which gives up at the timeout), not the copy's.
   host_loss_ = HostBuffer(*device_, static_cast<size_t>(micro) * sizeof(float));
-  timer_ = std::make_unique<StepTimer>(*device_, compute_, phases_per_step(micro), *reference_,
-                                       reference_ms_);
+  timer_ = std::make_unique<StepTimer>(*device_, compute_, phases_per_step(micro), *clock_);
   host_weights_ = std::make_unique<HostWeights>(*model_);
 }
 
@@ -195,6 +192,7 @@ void Replica::train() {
       record_.measured_allocations += device_->device_allocations() - allocations;
     }
     record(n, phases, step_loss(n, lr), lr);
+    clock_->refresh(kReanchorEvery);
     if (schedule.deciding()) {
       // Every replica sees the same group step times and so reaches the same decision.
       const std::vector<double> all = comm_->all_gather({&phases.step_ms, 1});

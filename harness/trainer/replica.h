@@ -75,8 +75,7 @@ class Replica {
   std::unique_ptr<Communicator> node_comm_;  // runs across nodes
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
-  std::unique_ptr<Event> reference_;  // device time to host time, recorded once
-  double reference_ms_ = 0.0;
+  std::unique_ptr<ClockAnchor> clock_;  // device event times onto the run's host clock
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<ReplicaInput> input_;
   Tensor loss_;           // per micro-batch

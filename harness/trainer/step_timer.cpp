@@ -6,13 +6,8 @@
 
 namespace scalescope {
 
-StepTimer::StepTimer(Device& device, Stream& stream, int max_phases, const Event& reference,
-                     double reference_ms)
-    : stream_(stream),
-      reference_(reference),
-      reference_ms_(reference_ms),
-      start_(device.create_event()),
-      end_(device.create_event()) {
+StepTimer::StepTimer(Device& device, Stream& stream, int max_phases, const ClockAnchor& clock)
+    : stream_(stream), clock_(clock), start_(device.create_event()), end_(device.create_event()) {
   marks_.resize(static_cast<size_t>(max_phases));
   for (Mark& m : marks_) m.event = device.create_event();
 }
@@ -50,7 +45,7 @@ PhaseTimes StepTimer::read(const ReduceTimes& reduced) const {
   }
   p[Phase::kAllReduce] = reduced.total_ms;
   p.step_ms = end_->elapsed_ms_since(*start_);
-  p.start_ms = reference_ms_ + start_->elapsed_ms_since(reference_);
+  p.start_ms = clock_.host_ms(*start_);
   for (size_t b = 0; b < reduced.bucket_ms.size(); ++b) {
     p.buckets.push_back({reduced.start_ms[b], reduced.bucket_ms[b]});
   }

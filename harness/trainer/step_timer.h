@@ -13,6 +13,7 @@
 
 #include "core/device.h"
 #include "core/nvtx.h"
+#include "harness/trainer/clock_anchor.h"
 #include "harness/trainer/reducer.h"
 #include "reports/phases.h"
 
@@ -20,12 +21,9 @@ namespace scalescope {
 
 class StepTimer {
  public:
-  // At most `max_phases` phase ends per step. `reference`: an event recorded on `stream` and
-  // already reached at `reference_ms` (ms since the run began), which puts the steps' start
-  // times on the run's host clock.
-  // REQUIRES: `stream` belongs to `device`.
-  StepTimer(Device& device, Stream& stream, int max_phases, const Event& reference,
-            double reference_ms);
+  // At most `max_phases` phase ends per step. `clock` puts the steps' start times on the
+  // run's host clock. REQUIRES: `stream` belongs to `device`, as does `clock`'s.
+  StepTimer(Device& device, Stream& stream, int max_phases, const ClockAnchor& clock);
 
   // While in scope, the work enqueued on the stream belongs to the phase, and an NVTX range
   // of the phase is open on the calling thread. Cannot be copied or heap-allocated.
@@ -67,8 +65,7 @@ class StepTimer {
   void end_phase(Phase phase) noexcept;
 
   Stream& stream_;
-  const Event& reference_;
-  double reference_ms_;
+  const ClockAnchor& clock_;
   std::unique_ptr<Event> start_;
   std::unique_ptr<Event> end_;
   struct Mark {

@@ -5,12 +5,11 @@
 namespace scalescope {
 
 StreamReducer::StreamReducer(Communicator& comm, Device& device, Stream& compute, float* grads,
-                             Config config, const Event& reference, double reference_ms)
+                             Config config, const ClockAnchor& clock)
     : GradientReducer(device, compute, grads, std::move(config)),
       comm_(comm),
       comm_stream_(device.comm_stream()),
-      reference_(reference),
-      reference_ms_(reference_ms),
+      clock_(clock),
       done_(device.create_ordering_event()) {
   for (size_t i = 0; i < buckets().size(); ++i) {
     ready_.push_back(device.create_ordering_event());
@@ -48,7 +47,7 @@ const ReduceTimes& StreamReducer::times() {
   times_.total_ms = 0.0;
   for (size_t i = 0; i < buckets().size(); ++i) {
     times_.bucket_ms[i] = end_[i]->elapsed_ms_since(*start_[i]);
-    times_.start_ms[i] = reference_ms_ + start_[i]->elapsed_ms_since(reference_);
+    times_.start_ms[i] = clock_.host_ms(*start_[i]);
     times_.total_ms += times_.bucket_ms[i];
   }
   return times_;

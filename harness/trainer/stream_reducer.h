@@ -10,16 +10,16 @@
 #include <memory>
 #include <vector>
 
+#include "harness/trainer/clock_anchor.h"
 #include "harness/trainer/reducer.h"
 
 namespace scalescope {
 
 class StreamReducer final : public GradientReducer {
  public:
-  // `reference` is an event already recorded on `compute` and reached at `reference_ms` (ms
-  // since the run began): bucket start times are put on that clock.
+  // `clock` puts the buckets' start times on the run's host clock.
   StreamReducer(Communicator& comm, Device& device, Stream& compute, float* grads, Config config,
-                const Event& reference, double reference_ms);
+                const ClockAnchor& clock);
 
   const ReduceTimes& times() override;
 
@@ -32,8 +32,7 @@ class StreamReducer final : public GradientReducer {
 
   Communicator& comm_;
   Stream& comm_stream_;
-  const Event& reference_;
-  double reference_ms_;
+  const ClockAnchor& clock_;
   std::vector<std::unique_ptr<Event>> ready_;  // [bucket], on compute: gradients written
   std::vector<std::unique_ptr<Event>> start_;  // [bucket], on comm: reduction began
   std::vector<std::unique_ptr<Event>> end_;    // [bucket], on comm: reduction done

@@ -59,13 +59,12 @@ class RecordingComm final : public Communicator {
 struct Fixture {
   CpuDevice device{0, 1};
   std::vector<float> grads = std::vector<float>(kParams, 0.0f);
-  std::unique_ptr<Event> reference = device.create_event();
-  Fixture() { reference->record(device.default_stream()); }
+  ClockAnchor clock{device, device.default_stream(), now_ns()};
   std::unique_ptr<GradientReducer> reducer(Communicator& comm, int micro, bool overlap,
                                            bool on_streams = false) {
     return make_reducer(comm, device, device.default_stream(), grads.data(),
                         {.buckets = two_buckets(), .micro_batches = micro, .overlap = overlap},
-                        now_ns(), *reference, 0.0, on_streams);
+                        clock, on_streams);
   }
 };
 

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/cpu/cpu_device.h"
 #include "core/error.h"
 #include "harness/trainer/step_timer.h"
@@ -21,9 +22,9 @@ void busy_for(std::chrono::microseconds d) {
 TEST(StepTimer, PhasesAddUpToTheStepAndRepeatedOnesAccumulate) {
   CpuDevice device(0, 1);
   Stream& stream = device.default_stream();
-  const std::unique_ptr<Event> reference = device.create_event();
-  reference->record(stream);
-  StepTimer timer(device, stream, 6, *reference, 100.0);
+  // The run began 100 ms ago: the steps start at least that late on its clock.
+  const ClockAnchor clock(device, stream, now_ns() - 100'000'000);
+  StepTimer timer(device, stream, 6, clock);
   for (int step = 1; step <= 2; ++step) {
     timer.start();
     {
@@ -61,14 +62,30 @@ TEST(StepTimer, PhasesAddUpToTheStepAndRepeatedOnesAccumulate) {
 // A timer of one phase per step, started.
 struct OnePhaseTimer {
   CpuDevice device{0, 1};
-  std::unique_ptr<Event> reference = device.create_event();
+  ClockAnchor clock{device, device.default_stream(), now_ns()};
   std::unique_ptr<StepTimer> timer;
   OnePhaseTimer() {
-    reference->record(device.default_stream());
-    timer = std::make_unique<StepTimer>(device, device.default_stream(), 1, *reference, 0.0);
+    timer = std::make_unique<StepTimer>(device, device.default_stream(), 1, clock);
     timer->start();
   }
 };
+
+// Device times onto the host clock, anchored once and again later.
+TEST(ClockAnchor, PutsEventsOnTheRunsClockAndReanchors) {
+  CpuDevice device(0, 1);
+  Stream& stream = device.default_stream();
+  const int64_t epoch = now_ns();
+  ClockAnchor clock(device, stream, epoch);
+  busy_for(std::chrono::microseconds(2000));
+  const std::unique_ptr<Event> e = device.create_event();
+  e->record(stream);
+  const double expected = static_cast<double>(now_ns() - epoch) * 1e-6;
+  EXPECT_NEAR(clock.host_ms(*e), expected, 0.5);
+  EXPECT_GE(clock.host_ms(*e), 2.0);
+  EXPECT_FALSE(clock.refresh(std::chrono::minutes(1)));  // anchored just now
+  EXPECT_TRUE(clock.refresh(std::chrono::milliseconds(0)));
+  EXPECT_NEAR(clock.host_ms(*e), expected, 0.5);  // the same instant, from the new anchor
+}
 
 TEST(StepTimer, MorePhasesThanPlannedIsAnError) {
   OnePhaseTimer one;
