@@ -13,7 +13,7 @@ CachingAllocator::CachingAllocator(std::string name, Source& source)
 
 CachingAllocator::~CachingAllocator() {
   const std::lock_guard lock(mutex_);
-  release_cached_locked();
+  release_cached_locked(wait_timeout_);
   if (!live_.empty()) {
     size_t bytes = 0;
     for (const auto& [ptr, size] : live_) bytes += size;
@@ -41,8 +41,8 @@ void* CachingAllocator::allocate(size_t bytes, std::string& error) {
   if (void* ptr = take_cached(size)) return ptr;
   void* ptr = source_.allocate(size, error);
   if (ptr == nullptr && !cache_.empty()) {
-    // Give the cache back and try once more.
-    release_cached_locked();
+    // Give back what no queued work uses any more, and try once more.
+    release_cached_locked(std::chrono::milliseconds(0));
     error.clear();
     ptr = source_.allocate(size, error);
   }
@@ -132,7 +132,7 @@ void CachingAllocator::unregister_stream(Stream& stream) noexcept {
 
 void CachingAllocator::release_cached() noexcept {
   const std::lock_guard lock(mutex_);
-  release_cached_locked();
+  release_cached_locked(wait_timeout_);
 }
 
 bool CachingAllocator::fences_reached(FreeBlock& block) noexcept {
@@ -172,20 +172,38 @@ void CachingAllocator::free_block(void* ptr, size_t size) noexcept {
   reserved_.fetch_sub(static_cast<int64_t>(size), std::memory_order_relaxed);
 }
 
-void CachingAllocator::release_cached_locked() noexcept {
-  for (auto& [size, block] : cache_) {
-    // The work before each fence may still use the block: wait for it first.
-    for (const std::unique_ptr<Event>& fence : block.fences) {
-      try {
-        fence->synchronize();
-      } catch (const std::exception& e) {
-        SS_LOG_ERROR("{}: waiting for a freed block's fence failed: {}", name_, e.what());
-      }
+bool CachingAllocator::fences_reached_within(
+    FreeBlock& block, std::chrono::steady_clock::time_point deadline) noexcept {
+  for (const std::unique_ptr<Event>& fence : block.fences) {
+    try {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (!fence->synchronize_for(std::max(left, std::chrono::milliseconds(0)))) return false;
+    } catch (const std::exception& e) {
+      // The work before the fence failed: it will never use the block again.
+      SS_LOG_ERROR("{}: the work before a freed block's fence failed: {}", name_, e.what());
     }
-    free_block(block.ptr, size);
   }
-  cache_.clear();
-  cached_.store(0, std::memory_order_relaxed);
+  return true;
+}
+
+void CachingAllocator::release_cached_locked(std::chrono::milliseconds wait) noexcept {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  size_t kept = 0;
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    if (!fences_reached_within(it->second, deadline)) {
+      ++kept;
+      ++it;
+      continue;
+    }
+    free_block(it->second.ptr, it->first);
+    cached_.fetch_sub(static_cast<int64_t>(it->first), std::memory_order_relaxed);
+    it = cache_.erase(it);
+  }
+  if (kept > 0 && wait.count() > 0) {
+    SS_LOG_ERROR("{}: {} freed block(s) still used by queued work after {} ms: kept, not freed",
+                 name_, kept, wait.count());
+  }
 }
 
 std::unique_ptr<Event> CachingAllocator::spare_fence() {

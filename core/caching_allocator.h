@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -64,9 +65,10 @@ class CachingAllocator {
 
   // A block of round_size(bytes) bytes, from the cache when one of that size is free and
   // no longer in use by queued work, else from the source. When the source runs out of
-  // memory, the cache is released (waiting for pending fences) and the source asked once
-  // more. Returns nullptr with `error` set when that fails too (the device names the sizes
-  // and the memory in use in its error); throws only std::bad_alloc of host memory.
+  // memory, the cached blocks whose work has finished are released (without waiting for the
+  // others: a collective stuck on a lost peer must not hang an allocation) and the source is
+  // asked once more. Returns nullptr with `error` set when that fails too (the device names the
+  // sizes and the memory in use in its error); throws only std::bad_alloc of host memory.
   // Thread-safe.
   void* allocate(size_t bytes, std::string& error);
   // Returns a block from allocate() to the cache, fenced against the work queued so far on
@@ -79,8 +81,16 @@ class CachingAllocator {
   void register_stream(Stream& stream);
   void unregister_stream(Stream& stream) noexcept;
 
-  // Frees the cached blocks (after their fences are reached); blocks handed out stay.
+  // Frees the cached blocks once their fences are reached, waiting at most the wait timeout
+  // for them; a block whose work does not finish by then stays cached (logged). Blocks
+  // handed out stay.
   void release_cached() noexcept;
+  // How long release_cached() and the destructor wait for queued work (default 5 minutes);
+  // a device sets it to the run's collective timeout.
+  void set_wait_timeout(std::chrono::milliseconds timeout) {
+    const std::lock_guard lock(mutex_);
+    wait_timeout_ = timeout;
+  }
   // Waits until every registered stream has run the work queued on it so far (failures are
   // logged, not thrown): what a system free that synchronizes the device does.
   void wait_for_streams() noexcept;
@@ -104,7 +114,10 @@ class CachingAllocator {
   bool fence(FreeBlock& block) noexcept;
   void* take_cached(size_t size) noexcept;
   void free_block(void* ptr, size_t size) noexcept;
-  void release_cached_locked() noexcept;
+  // Frees the cached blocks whose fences are reached within `wait`.
+  void release_cached_locked(std::chrono::milliseconds wait) noexcept;
+  bool fences_reached_within(FreeBlock& block,
+                             std::chrono::steady_clock::time_point deadline) noexcept;
   void wait_for_streams_locked() noexcept;
   std::unique_ptr<Event> spare_fence();
 
@@ -115,6 +128,7 @@ class CachingAllocator {
   std::unordered_map<void*, size_t> live_;  // handed out: block size
   std::vector<Stream*> streams_;
   std::vector<std::unique_ptr<Event>> spare_fences_;  // reached, for reuse
+  std::chrono::milliseconds wait_timeout_{std::chrono::minutes(5)};
   std::atomic<int64_t> device_allocations_{0};
   std::atomic<int64_t> reserved_{0};
   std::atomic<int64_t> cached_{0};

@@ -22,6 +22,9 @@ class CachingDevice : public Device {
   int64_t device_allocations() const override { return allocator_->device_allocations(); }
   int64_t memory_reserved() const override { return allocator_->reserved_bytes(); }
   void release_cached_memory() noexcept override { allocator_->release_cached(); }
+  void set_wait_timeout(std::chrono::milliseconds timeout) override {
+    allocator_->set_wait_timeout(timeout);
+  }
   CachingAllocator& allocator() { return *allocator_; }
 
  protected:

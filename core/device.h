@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -60,6 +61,9 @@ class Event {
   virtual void wait_on(Stream& stream) const = 0;
   // Blocks the host until the recorded point has been reached.
   virtual void synchronize() const = 0;
+  // synchronize(), giving up after `timeout`: false when the point has not been reached by
+  // then (work behind a collective whose peer is gone may never reach it).
+  virtual bool synchronize_for(std::chrono::milliseconds timeout) const = 0;
   // Whether the recorded point has been reached (true for an event never recorded); never
   // blocks. A failure of the work before it counts as not reached.
   virtual bool query() const = 0;
@@ -118,6 +122,10 @@ class Device {
   // Gives cached device memory back to the system (between runs that use other sizes),
   // after waiting for queued work that may still use it; memory handed out stays.
   virtual void release_cached_memory() noexcept {}
+  // The most the device's own waits for queued work (before giving memory back) may take:
+  // work stuck behind a collective whose peer is gone must not hang them. A run sets its
+  // collective timeout.
+  virtual void set_wait_timeout(std::chrono::milliseconds timeout) { (void)timeout; }
   // Host memory that copies to and from this device can use asynchronously (pinned on
   // CUDA; ordinary aligned memory on CPU).
   virtual void* allocate_host(size_t bytes) = 0;

@@ -37,6 +37,7 @@ class CpuEvent final : public Event {
   }
   void wait_on(Stream&) const override {}  // in-order inline execution: already satisfied
   void synchronize() const override {}
+  bool synchronize_for(std::chrono::milliseconds) const override { return true; }
   bool query() const override { return true; }
   double elapsed_ms_since(const Event& start) const override {
     const auto* other = dynamic_cast<const CpuEvent*>(&start);

@@ -2,7 +2,9 @@
 
 #include <cuda_profiler_api.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -84,6 +86,24 @@ void CudaEvent::wait_on(Stream& stream) const {
 
 void CudaEvent::synchronize() const {
   SS_CHECK_CUDA(cudaEventSynchronize(event_));
+}
+
+bool CudaEvent::synchronize_for(std::chrono::milliseconds timeout) const {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + timeout;
+  while (true) {
+    const cudaError_t status = cudaEventQuery(event_);
+    if (status == cudaSuccess) return true;
+    if (status != cudaErrorNotReady) SS_CHECK_CUDA(status);
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return false;
+    // Yield for the first milliseconds (the usual wait is short), then sleep.
+    if (now - start < std::chrono::milliseconds(2)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
 }
 
 bool CudaEvent::query() const {

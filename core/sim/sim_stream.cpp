@@ -168,6 +168,19 @@ void SimEvent::synchronize() const {
   if (const std::exception_ptr error = fault_.get()) std::rethrow_exception(error);
 }
 
+bool SimEvent::synchronize_for(std::chrono::milliseconds timeout) const {
+  {
+    std::unique_lock lock(state_->mutex);
+    const uint64_t generation = state_->recorded;
+    if (!state_->reached_cv.wait_for(lock, timeout,
+                                     [&] { return state_->reached >= generation; })) {
+      return false;
+    }
+  }
+  if (const std::exception_ptr error = fault_.get()) std::rethrow_exception(error);
+  return true;
+}
+
 bool SimEvent::query() const {
   std::lock_guard lock(state_->mutex);
   return state_->reached >= state_->recorded && !fault_.failed();

@@ -96,6 +96,7 @@ class SimEvent final : public Event {
   void record(Stream& stream) override;
   void wait_on(Stream& stream) const override;
   void synchronize() const override;
+  bool synchronize_for(std::chrono::milliseconds timeout) const override;
   bool query() const override;
   double elapsed_ms_since(const Event& start) const override;
 

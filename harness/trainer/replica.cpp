@@ -27,6 +27,7 @@ std::unique_ptr<Device> open_device(const ReplicaShared& run, int index) {
   backend_options.cpu_devices = run.plan.layout.on_node;
   std::unique_ptr<Device> device = backend(run.plan.spec.kind).open(index, backend_options);
   device->make_current();
+  device->set_wait_timeout(std::chrono::milliseconds(run.options.collective_timeout_ms));
   if (run.options.memory_limit_mb > 0.0) {
     device->set_memory_limit(mb_to_bytes(run.options.memory_limit_mb));
   }

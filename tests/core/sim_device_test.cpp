@@ -158,6 +158,28 @@ TEST(SimDevice, AFreedBlockWaitsForTheWorkThatStillUsesIt) {
   EXPECT_EQ(device.memory_in_use(), 0);
 }
 
+// Giving memory back waits for queued work, but not forever: a block whose work is stuck
+// (behind a collective whose peer is gone) stays cached and the call returns; once the work
+// is done, the block goes.
+TEST(SimDevice, GivingMemoryBackNeverWaitsPastTheTimeout) {
+  SimDevice device(0, 1, 0, 1);
+  Stream& stream = device.default_stream();
+  device.set_wait_timeout(std::chrono::milliseconds(50));
+  Gate gate;
+  void* block = device.allocate(1 << 20);
+  gate.block(device, stream);
+  device.launch(stream, [block] { std::memset(block, 1, 1 << 20); });
+  device.deallocate(block, 1 << 20);
+  const auto start = std::chrono::steady_clock::now();
+  device.release_cached_memory();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_GT(device.memory_reserved(), 0);  // still held: its work has not run
+  gate.open();
+  stream.synchronize();
+  device.release_cached_memory();
+  EXPECT_EQ(device.memory_reserved(), 0);
+}
+
 TEST(SimDevice, AMemoryLimitIsOutOfMemory) {
   SimDevice device(0, 1, 0, 1);
   device.set_memory_limit(1024);
