@@ -176,7 +176,7 @@ void host_to_view(Device& device, const std::vector<float>& host, const TensorVi
 // The optimizer state of a file, validated and laid out as the flat state buffers, before
 // anything is changed: a bad file must leave the model and the optimizer as they were.
 struct LoadedOptimizerState {
-  std::vector<std::vector<float>> flat;  // per state name, model.param_count() floats
+  std::vector<std::vector<float>> flat;  // per state name, model.flat_size() floats
   int64_t steps = 0;
 };
 
@@ -208,7 +208,7 @@ LoadedOptimizerState read_optimizer_state(const std::string& path, const Model& 
   }
   const auto by_name = match_tensors(path, file, expected, model.def().name);
   for (const std::string& s : names) {
-    std::vector<float> flat(static_cast<size_t>(model.param_count()), 0.0f);
+    std::vector<float> flat(static_cast<size_t>(model.flat_size()), 0.0f);
     for (size_t i = 0; i < model.params().size(); ++i) {
       const NamedTensor& t = *by_name.at(param_state_name(model.params()[i].name, s));
       std::copy(t.data.begin(), t.data.end(), flat.begin() + model.param_offset(i));
@@ -393,9 +393,9 @@ void save_checkpoint(const std::string& path, const Model& model, const Optimize
     SS_CHECK(views.size() == names.size(), "optimizer {} has {} state tensors, expected {}",
              to_string(config.kind), views.size(), names.size());
     for (size_t s = 0; s < names.size(); ++s) {
-      SS_CHECK(views[s].numel() == model.param_count(),
-               "optimizer state '{}' has {} values but the model {} parameters", names[s],
-               views[s].numel(), model.param_count());
+      SS_CHECK(views[s].numel() == model.flat_size(),
+               "optimizer state '{}' has {} values but the model's flat buffers {}", names[s],
+               views[s].numel(), model.flat_size());
       const std::vector<float> flat = view_to_host(model.device(), views[s]);
       for (size_t i = 0; i < model.params().size(); ++i) {
         const ParamInfo& p = model.params()[i];

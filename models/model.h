@@ -31,16 +31,24 @@ class Model {
 
   // Parameters in checkpoint order (layer by layer, weight before bias).
   const std::vector<ParamInfo>& params() const { return params_; }
-  int64_t param_count() const { return weights_.numel(); }
+  int64_t param_count() const { return param_count_; }
   // The flat buffers. Their layout is reverse layer order (the last layer's parameters
   // first), so that gradients become ready front to back during backward and a bucket of
-  // consecutive layers is one contiguous range.
+  // consecutive layers is one contiguous range. Each parameter starts at a multiple of
+  // kParamAlignment floats, the gaps held at zero, so the buffers hold flat_size() floats,
+  // a little more than param_count().
+  static constexpr int64_t kParamAlignment = 64;  // floats: 256 bytes
+  static int64_t aligned_param_end(int64_t end) {
+    return (end + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
+  }
+  int64_t flat_size() const { return weights_.numel(); }
   const Tensor& weights() const { return weights_; }
   const Tensor& grads() const { return grads_; }
   int64_t param_offset(size_t i) const { return offsets_.at(i); }
   TensorView param(size_t i) const;
   TensorView grad(size_t i) const;
-  // [begin, end) of layer `layer`'s gradients inside grads(); empty for layers without any.
+  // [begin, end) of layer `layer`'s gradients inside grads(), its padding included (so the
+  // next layer's range begins at `end`); empty for layers without any.
   std::pair<int64_t, int64_t> layer_grad_range(int layer) const;
 
   // Host copies of the weights, in params() order (tests, checkpoints).
@@ -75,6 +83,7 @@ class Model {
   std::vector<Shape> shapes_;  // per sample: input, then each layer's output
   std::vector<ParamInfo> params_;
   std::vector<int64_t> offsets_;
+  int64_t param_count_ = 0;
   Tensor weights_;
   Tensor grads_;
   std::map<int64_t, std::unique_ptr<Plan>> plans_;

@@ -30,7 +30,7 @@ Optimizer::Optimizer(const OptimizerConfig& config, Model& model) : config_(conf
       "Adam betas ({}, {}) must be in [0, 1)", config.beta1, config.beta2);
   SS_CHECK(config.epsilon > 0.0f, "Adam epsilon {} must be positive", config.epsilon);
   kernel_ = kernel_backend(model.device().id().kind)
-                .make_optimizer(config, model.param_count(), model.device());
+                .make_optimizer(config, model.flat_size(), model.device());
 }
 
 void Optimizer::step(float lr, Stream& stream) {

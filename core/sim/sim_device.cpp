@@ -13,7 +13,9 @@
 namespace scalescope {
 namespace {
 
-constexpr size_t kAlignment = 64;
+// cudaMalloc's alignment, so that what needs aligned device pointers (NCCL's vectorised path)
+// meets the same addresses here.
+constexpr size_t kAlignment = 256;
 constexpr int64_t kMaxJitterUs = 1000000;
 
 void* aligned(size_t bytes) {

@@ -27,12 +27,12 @@ std::array<double, 2> weights_checksum(std::span<const float> weights) {
 
 HostWeights::HostWeights(Model& model)
     : model_(model),
-      staging_(model.device(), static_cast<size_t>(model.param_count()) * sizeof(float)) {}
+      staging_(model.device(), static_cast<size_t>(model.flat_size()) * sizeof(float)) {}
 
 std::span<float> HostWeights::read(Communicator& comm, Stream& stream, const std::string& what) {
   model_.device().copy_to_host(staging_.data(), model_.weights().data(), staging_.bytes(), stream);
   comm.synchronize(stream, what);
-  return {static_cast<float*>(staging_.data()), static_cast<size_t>(model_.param_count())};
+  return {static_cast<float*>(staging_.data()), static_cast<size_t>(model_.flat_size())};
 }
 
 void HostWeights::write_back(Communicator& comm, Stream& stream) {

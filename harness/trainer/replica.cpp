@@ -69,7 +69,7 @@ AllReduceSplit measure_allreduce_split(Communicator& global, Communicator& node,
       time_collective(node, device, stream, 1, kRepeats, all_buckets(node))};
   const std::vector<double> all = global.all_gather(mine);
   AllReduceSplit s;
-  s.bytes = model.param_count() * static_cast<int64_t>(sizeof(float));
+  s.bytes = model.flat_size() * static_cast<int64_t>(sizeof(float));
   s.nodes = nodes;
   s.repeats = kRepeats;
   for (size_t i = 0; i + 1 < all.size(); i += 2) {
@@ -100,7 +100,7 @@ Replica::Replica(ReplicaShared& run, int rank)
   optimizer_ = std::make_unique<Optimizer>(options_.optimizer, *model_);
   if (rank_ == 0 && !options_.load.empty()) load_checkpoint(options_.load, *model_, &*optimizer_);
   // Every replica starts from replica 0's weights (and optimizer state, when loaded).
-  comm_->broadcast(model_->weights().data(), model_->param_count(), 0, compute_);
+  comm_->broadcast(model_->weights().data(), model_->flat_size(), 0, compute_);
   if (!options_.load.empty()) {
     for (const TensorView& s : optimizer_->state())
       comm_->broadcast(s.data, s.numel(), 0, compute_);

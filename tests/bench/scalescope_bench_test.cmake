@@ -46,7 +46,7 @@ foreach(expected
     "layer/dense-100/2:linear/backward/batch:32/"
     "optimizer/dense-100/sgd/params:7114/"
     "optimizer/dense-100/adam/params:7114/"
-    "allreduce/gloo/ranks:2/dense-100/bucket:0/bytes:28456/")
+    "allreduce/gloo/ranks:2/dense-100/bucket:0/bytes:28672/")
   set(found FALSE)
   foreach(name IN LISTS names)
     string(FIND "${name}" "${expected}" at)

@@ -2,8 +2,10 @@
 // that is the device's, and the caching allocator's fences against queued work.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
@@ -178,6 +180,16 @@ TEST(SimDevice, GivingMemoryBackNeverWaitsPastTheTimeout) {
   stream.synchronize();
   device.release_cached_memory();
   EXPECT_EQ(device.memory_reserved(), 0);
+}
+
+// As cudaMalloc: every block starts on a 256-byte boundary, whatever its size.
+TEST(SimDevice, DeviceMemoryIs256ByteAligned) {
+  SimDevice device(0, 1, 0, 1);
+  for (const size_t bytes : std::array<size_t, 6>{1, 4, 100, 257, 4096, 70000}) {
+    void* block = device.allocate(bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(block) % 256, 0u) << bytes << " bytes";
+    device.deallocate(block, bytes);
+  }
 }
 
 TEST(SimDevice, AMemoryLimitIsOutOfMemory) {

@@ -338,10 +338,13 @@ TEST(Checkpoint, TruncatedFileIsAnError) {
   }
 }
 
+// Random gradients in the parameters, the flat buffer's gaps left at zero (as backward does).
 void set_grads(Model& model, uint64_t seed) {
-  const std::vector<float> g = random_values(model.param_count(), seed);
   Stream& stream = model.device().default_stream();
-  model.device().copy_to_device(model.grads().data(), g.data(), model.grads().bytes(), stream);
+  for (size_t i = 0; i < model.params().size(); ++i) {
+    const std::vector<float> g = random_values(model.params()[i].spec.shape.numel(), seed + i);
+    model.device().copy_to_device(model.grad(i).data, g.data(), g.size() * sizeof(float), stream);
+  }
   stream.synchronize();
 }
 

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -52,15 +53,53 @@ TEST(Model, InitialisationIsGlorotUniformAndSeeded) {
 TEST(Model, GradientLayoutIsReverseLayerOrderAndContiguous) {
   CpuDevice dev(0, 1);
   Model m(make_model("cifar-cnn"), Shape{32, 32, 3}, dev, 1);
-  // Layers with parameters: 0 (conv), 3 (conv), 7 (dense), 9 (dense).
-  EXPECT_EQ(m.layer_grad_range(9), (std::pair<int64_t, int64_t>{0, 650}));
-  EXPECT_EQ(m.layer_grad_range(7).first, 650);
+  // Layers with parameters: 0 (conv), 3 (conv), 7 (dense), 9 (dense). Dense 9 is a 64×10
+  // weight (640 floats) and 10 biases, padded to 704 (11 × 64 floats).
+  EXPECT_EQ(m.layer_grad_range(9), (std::pair<int64_t, int64_t>{0, 704}));
+  EXPECT_EQ(m.layer_grad_range(7).first, 704);
   EXPECT_EQ(m.layer_grad_range(3).first, m.layer_grad_range(7).second);
   EXPECT_EQ(m.layer_grad_range(0).first, m.layer_grad_range(3).second);
-  EXPECT_EQ(m.layer_grad_range(0).second, m.param_count());
+  EXPECT_EQ(m.layer_grad_range(0).second, m.flat_size());
   EXPECT_EQ(m.layer_grad_range(1), (std::pair<int64_t, int64_t>{0, 0}));  // ReLU: none
-  // Inside a layer the weight precedes the bias.
-  EXPECT_EQ(m.param_offset(1), m.param_offset(0) + 32 * 3 * 3 * 3);
+  // Inside a layer the weight precedes the bias, which starts on the next 256-byte boundary
+  // (864 weights: 896).
+  EXPECT_EQ(m.param_offset(0), m.layer_grad_range(0).first);
+  EXPECT_EQ(m.param_offset(1), m.param_offset(0) + 896);
+}
+
+// Every parameter, so every gradient bucket, starts on a 256-byte boundary of the flat
+// buffers (NCCL's vectorised path); the gaps cost little and stay zero through training.
+TEST(Model, ParametersStartOn256ByteBoundariesAndTheGapsStayZero) {
+  CpuDevice dev(0, 1);
+  Model m(make_model("cifar-cnn"), Shape{32, 32, 3}, dev, 1);
+  std::vector<bool> in_param(static_cast<size_t>(m.flat_size()), false);
+  for (size_t i = 0; i < m.params().size(); ++i) {
+    EXPECT_EQ(m.param_offset(i) * sizeof(float) % 256, 0u) << m.params()[i].name;
+    const int64_t n = m.params()[i].spec.shape.numel();
+    for (int64_t k = 0; k < n; ++k) in_param.at(static_cast<size_t>(m.param_offset(i) + k)) = true;
+  }
+  EXPECT_EQ(m.param_count(), 282250);  // the padding is not counted as parameters
+  EXPECT_EQ(std::count(in_param.begin(), in_param.end(), true), m.param_count());
+  EXPECT_LT(m.flat_size() - m.param_count(), 64 * static_cast<int64_t>(m.params().size()));
+
+  // Adam with weight decay, gradients in the parameters only: the gaps stay exactly zero.
+  Stream& stream = dev.default_stream();
+  for (size_t i = 0; i < m.params().size(); ++i) {
+    const std::vector<float> g = random_values(m.params()[i].spec.shape.numel(), 10 + i);
+    dev.copy_to_device(m.grad(i).data, g.data(), g.size() * sizeof(float), stream);
+  }
+  OptimizerConfig config;
+  config.kind = OptimizerKind::kAdam;
+  config.weight_decay = 0.01f;
+  Optimizer optimizer(config, m);
+  for (int step = 0; step < 3; ++step) optimizer.step(stream);
+  stream.synchronize();
+  const std::vector<float> flat = m.weights().to_host();
+  for (size_t k = 0; k < flat.size(); ++k) {
+    if (!in_param[k]) {
+      ASSERT_EQ(flat[k], 0.0f) << "gap at " << k;
+    }
+  }
 }
 
 TEST(Model, BackwardReportsLayersLastToFirst) {

@@ -217,7 +217,7 @@ TEST(Optimizer, StepUpdatesTheModelAndCountsSteps) {
   CpuDevice device(0, 2);
   Model model(make_model("dense-100"), Shape{100}, device, 1);
   const std::vector<float> w0 = model.weights().to_host();
-  const std::vector<float> grads = random_values(model.param_count(), 3, -1.0f, 1.0f);
+  const std::vector<float> grads = random_values(model.flat_size(), 3, -1.0f, 1.0f);
   Stream& stream = device.default_stream();
   device.copy_to_device(model.grads().data(), grads.data(), model.grads().bytes(), stream);
   OptimizerConfig config = sgd(0.1f, 0.9f, 0.0f);
