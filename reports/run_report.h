@@ -14,7 +14,7 @@
 
 namespace scalescope {
 
-inline constexpr const char* kRunSchemaVersion = "1.2";
+inline constexpr const char* kRunSchemaVersion = "1.3";
 
 struct StepRecord {
   int64_t step = 0;   // 1-based
@@ -98,6 +98,9 @@ struct RunReport {
   // Per replica: how often its device asked the system for memory during the measured steps
   // (Device::device_allocations); 0 on a backend that reuses its memory in steady state.
   std::vector<int64_t> measured_device_allocations;
+  // Per replica: the median time from a step's end on the device to the host's return from
+  // waiting for it (the device idles that long between steps, unseen by step times).
+  std::vector<double> host_wait_overshoot_ms;
   // GPU runs: whether kernels could compute fp32 products in TF32 (--no-tf32 forbids it).
   std::optional<bool> tf32;
   // GPU runs: every GPU's NVML sampling over the measured steps.

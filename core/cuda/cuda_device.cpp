@@ -4,8 +4,8 @@
 
 #include <chrono>
 #include <string>
-#include <thread>
 
+#include "core/backoff.h"
 #include "core/check.h"
 #include "core/log.h"
 
@@ -89,20 +89,14 @@ void CudaEvent::synchronize() const {
 }
 
 bool CudaEvent::synchronize_for(std::chrono::milliseconds timeout) const {
-  const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + timeout;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  Backoff backoff;
   while (true) {
     const cudaError_t status = cudaEventQuery(event_);
     if (status == cudaSuccess) return true;
     if (status != cudaErrorNotReady) SS_CHECK_CUDA(status);
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) return false;
-    // Yield for the first milliseconds (the usual wait is short), then sleep.
-    if (now - start < std::chrono::milliseconds(2)) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    backoff.pause();
   }
 }
 

@@ -52,8 +52,8 @@ class CudaEvent final : public Event {
   void record(Stream& stream) override;
   void wait_on(Stream& stream) const override;
   void synchronize() const override;
-  // Polls cudaEventQuery (yielding, then sleeping) until the event is reached, fails or the
-  // timeout passes.
+  // Polls cudaEventQuery (core/backoff.h) until the event is reached, fails or the timeout
+  // passes.
   bool synchronize_for(std::chrono::milliseconds timeout) const override;
   bool query() const override;
   double elapsed_ms_since(const Event& start) const override;

@@ -8,9 +8,9 @@
 #include <cstring>
 #include <source_location>
 #include <string_view>
-#include <thread>
 #include <utility>
 
+#include "core/backoff.h"
 #include "core/check.h"
 #include "core/cuda/cuda_device.h"
 
@@ -24,26 +24,6 @@ namespace {
 
 constexpr const char* kLibrary = "NCCL";
 using Clock = std::chrono::steady_clock;
-
-// Polling without burning a core for long: the first rounds only yield (a collective that is
-// about to finish is seen at once), later ones sleep, up to a millisecond, which bounds how
-// late a finished wait is noticed.
-class Backoff {
- public:
-  void pause() {
-    if (rounds_ < 200) {
-      ++rounds_;
-      std::this_thread::yield();
-      return;
-    }
-    std::this_thread::sleep_for(sleep_);
-    sleep_ = std::min(sleep_ * 2, std::chrono::microseconds(1000));
-  }
-
- private:
-  int rounds_ = 0;
-  std::chrono::microseconds sleep_{50};
-};
 
 std::string describe(ncclResult_t result, ncclComm_t comm) {
   const char* last = ncclGetLastError(comm);

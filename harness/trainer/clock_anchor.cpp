@@ -19,6 +19,10 @@ double ClockAnchor::host_ms(const Event& event) const {
   return static_cast<double>(anchored_ns_ - epoch_ns_) * 1e-6 + event.elapsed_ms_since(*event_);
 }
 
+double ClockAnchor::now_ms() const {
+  return static_cast<double>(now_ns() - epoch_ns_) * 1e-6;
+}
+
 bool ClockAnchor::refresh(std::chrono::milliseconds age) {
   if (now_ns() - anchored_ns_ < std::chrono::nanoseconds(age).count()) return false;
   anchor();

@@ -25,6 +25,8 @@ class ClockAnchor {
   // Anchors again when the anchor is older than `age`: waits for the stream, so call it
   // between steps only. Returns whether it did.
   bool refresh(std::chrono::milliseconds age);
+  // The host clock now, in ms since the run began.
+  double now_ms() const;
   int64_t epoch_ns() const { return epoch_ns_; }
 
  private:

@@ -12,6 +12,7 @@
 #include "harness/collectives/benchmark.h"
 #include "harness/trainer/evaluate.h"
 #include "models/checkpoint.h"
+#include "reports/stats.h"
 
 namespace scalescope {
 namespace {
@@ -168,6 +169,9 @@ PhaseTimes Replica::step(int64_t n, double lr) {
   device_->copy_to_host(host_loss_.data(), loss_.data(), host_loss_.bytes(), compute_);
   timer_->end();
   comm_->synchronize(compute_, fmt::format("step {}", n));
+  // The device idles from the step's end until the host returns and enqueues the next step.
+  // The anchor's own wait was late by as much at most, so this is a lower bound.
+  last_overshoot_ms_ = clock_->now_ms() - timer_->end_host_ms();
   return timer_->read(reducer_->times());
 }
 
@@ -191,6 +195,7 @@ void Replica::train() {
     const PhaseTimes phases = step(n, lr);
     if (schedule.measured(n) > 0) {
       record_.measured_allocations += device_->device_allocations() - allocations;
+      wait_overshoot_ms_.push_back(last_overshoot_ms_);
     }
     record(n, phases, step_loss(n, lr), lr);
     clock_->refresh(kReanchorEvery);
@@ -293,6 +298,7 @@ void Replica::finish(const StepSchedule& schedule) {
   if (last % steps_per_epoch != 0) evaluate(last / steps_per_epoch + 1, last);
   if (rank_ == 0 && !options_.save.empty()) save_checkpoint(options_.save, *model_, &*optimizer_);
   record_.peak_memory_bytes = device_->peak_memory();
+  if (!wait_overshoot_ms_.empty()) record_.wait_overshoot_ms = median(wait_overshoot_ms_);
   if (rank_ == 0) {
     GroupRecord& group = run_.results.group;
     group.steps = last;

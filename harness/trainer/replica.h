@@ -83,6 +83,10 @@ class Replica {
   std::unique_ptr<StepTimer> timer_;
   std::unique_ptr<HostWeights> host_weights_;
   ReplicaRecord& record_;
+  // How late the host noticed each measured step's end (ms): device time lost between steps
+  // that the steps' event times never show.
+  std::vector<double> wait_overshoot_ms_;
+  double last_overshoot_ms_ = 0.0;
   // Open while the profiled steps run (a range spans them on this thread).
   std::optional<nvtx::Range> profile_range_;
 };

@@ -22,6 +22,9 @@ struct ReplicaRecord {
   std::vector<double> losses;      // per step: the replica's mean loss
   int64_t peak_memory_bytes = 0;
   int64_t measured_allocations = 0;  // device allocations during the measured steps
+  // Median over the measured steps: from a step's end on the device to the host's return
+  // from waiting for it.
+  double wait_overshoot_ms = 0.0;
 };
 
 // What replica 0 alone keeps for the whole group.

@@ -58,6 +58,9 @@ class StepTimer {
   // The step's phases; the total all-reduce time and the buckets come from `reduced`.
   // REQUIRES: the step's end has been reached (the caller synchronised).
   PhaseTimes read(const ReduceTimes& reduced) const;
+  // When the step's end was reached, on the run's host clock (ms since the run began).
+  // REQUIRES: the step's end has been reached.
+  double end_host_ms() const { return clock_.host_ms(*end_); }
 
  private:
   void check_room() const;

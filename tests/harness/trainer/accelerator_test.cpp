@@ -5,6 +5,7 @@
 // CPU threads) in every build, and on GPUs where there are any (skipping otherwise).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,11 @@ TEST_P(GpuTrainer, SteadyStepsAllocateNothingAndTheirPhasesAddUp) {
   o.eval = false;
   const RunReport r = train(o);
   EXPECT_EQ(r.measured_device_allocations, std::vector<int64_t>{0});
+  // How late the host saw each step end: measured, and far below a step (a sleeping wait
+  // would show here, not in the steps' event times).
+  ASSERT_EQ(r.host_wait_overshoot_ms.size(), 1u);
+  EXPECT_TRUE(std::isfinite(r.host_wait_overshoot_ms[0]));
+  EXPECT_LT(std::abs(r.host_wait_overshoot_ms[0]), r.steps.back().step_ms);
   for (size_t i = static_cast<size_t>(r.warmup_steps); i < r.steps.size(); ++i) {
     const PhaseTimes& p = r.steps[i].replicas.at(0);
     EXPECT_NEAR(p.exposed_sum_ms(), p.step_ms, 0.02 * p.step_ms + 0.05) << "step " << i + 1;

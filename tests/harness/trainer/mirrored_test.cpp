@@ -162,7 +162,8 @@ TEST(Mirrored, MeasuredStepsAllocateNoDeviceMemory) {
   const RunReport r = train(o);
   ASSERT_EQ(r.measured_device_allocations.size(), 2u);
   EXPECT_EQ(r.measured_device_allocations, (std::vector<int64_t>{0, 0}));
-  EXPECT_FALSE(r.tf32.has_value());  // CPU runs: no TF32 to speak of
+  ASSERT_EQ(r.host_wait_overshoot_ms.size(), 2u);  // per replica
+  EXPECT_FALSE(r.tf32.has_value());                // CPU runs: no TF32 to speak of
   EXPECT_TRUE(r.gpu_utilization.empty());
 }
 
