@@ -2,6 +2,8 @@
 // backends this build has.
 #include "core/backend.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "core/cpu/cpu_device.h"
 #include "core/enum_names.h"
@@ -46,10 +48,34 @@ void Event::check_elapsed(const Event* start_as_mine, bool timing, bool start_ti
            "timing)");
 }
 
+namespace {
+
+// "" or how much of the device's memory libraries hold outside the allocator.
+std::string outside_share(int64_t outside) {
+  if (outside <= 0) return "";
+  return fmt::format(
+      " and {} bytes held by libraries outside scalescope's allocator (NCCL's "
+      "buffers, cuBLAS's workspaces)",
+      outside);
+}
+
+}  // namespace
+
 void Device::throw_memory_limit(size_t bytes, int64_t in_use) const {
   throw_error(fmt::format(
-      "out of memory: allocating {} bytes on {} with {} in use would pass its limit of {} bytes",
-      bytes, to_string(id()), in_use, limit_));
+      "out of memory: allocating {} bytes on {} with {} in use{} would pass its limit of {} bytes",
+      bytes, to_string(id()), in_use, outside_share(outside_.load(std::memory_order_relaxed)),
+      limit_));
+}
+
+int64_t Device::count_outside_memory() {
+  const int64_t outside = std::max<int64_t>(memory_outside_allocator(), 0);
+  outside_.store(outside, std::memory_order_relaxed);
+  const int64_t in_use = memory_in_use();
+  SS_CHECK(limit_ <= 0 || in_use + outside <= limit_,
+           "out of memory: {} holds {} bytes{}, more than its limit of {} bytes", to_string(id()),
+           in_use, outside_share(outside), limit_);
+  return outside;
 }
 
 PeerAccess Backend::peer_access(int a, int b) const {

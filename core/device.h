@@ -168,6 +168,14 @@ class Device {
   // fails as running out of memory would.
   void set_memory_limit(int64_t bytes) { limit_ = bytes; }
   int64_t memory_limit() const { return limit_; }
+  // Device memory this process holds outside allocate(): libraries' own buffers (NCCL's
+  // channel and NVLS buffers, allocated lazily at the first collectives; cuBLAS's
+  // workspaces). 0 where there are none.
+  virtual int64_t memory_outside_allocator() const { return 0; }
+  // Counts memory_outside_allocator(), as it is now, against the memory limit from now on
+  // (call it once the libraries have allocated: after a first step). Returns the bytes.
+  // Throws Error naming both shares when they pass the limit together.
+  int64_t count_outside_memory();
 
  protected:
   Device() = default;
@@ -177,7 +185,7 @@ class Device {
     accounted_allocations_.fetch_add(1, std::memory_order_relaxed);
     const int64_t now = in_use_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed) +
                         static_cast<int64_t>(bytes);
-    if (limit_ > 0 && now > limit_) {
+    if (limit_ > 0 && now + outside_.load(std::memory_order_relaxed) > limit_) {
       in_use_.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
       accounted_allocations_.fetch_sub(1, std::memory_order_relaxed);
       throw_memory_limit(bytes, now - static_cast<int64_t>(bytes));
@@ -194,6 +202,7 @@ class Device {
   std::atomic<int64_t> in_use_{0};
   std::atomic<int64_t> peak_{0};
   std::atomic<int64_t> accounted_allocations_{0};
+  std::atomic<int64_t> outside_{0};  // counted by count_outside_memory()
   int64_t limit_ = 0;
   [[noreturn]] void throw_memory_limit(size_t bytes, int64_t in_use) const;
 };

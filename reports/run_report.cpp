@@ -116,6 +116,7 @@ nlohmann::json to_json(const RunReport& r) {
         {"peak_memory_bytes", r.peak_memory_bytes},
         {"measured_device_allocations", r.measured_device_allocations},
         {"host_wait_overshoot_ms", r.host_wait_overshoot_ms},
+        {"library_memory_bytes", r.library_memory_bytes},
         {"measured_steps", s.measured_steps},
         {"step_ms_median", s.step_ms_median},
         {"step_ms_p10", s.step_ms_p10},

@@ -101,6 +101,9 @@ struct RunReport {
   // Per replica: the median time from a step's end on the device to the host's return from
   // waiting for it (the device idles that long between steps, unseen by step times).
   std::vector<double> host_wait_overshoot_ms;
+  // Per replica: the device memory libraries held outside the allocator (NCCL's buffers),
+  // counted against the memory limit from the first step on.
+  std::vector<int64_t> library_memory_bytes;
   // GPU runs: whether kernels could compute fp32 products in TF32 (--no-tf32 forbids it).
   std::optional<bool> tf32;
   // GPU runs: every GPU's NVML sampling over the measured steps.

@@ -2,6 +2,7 @@
 
 #include <cuda_profiler_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -189,6 +190,19 @@ CudaDevice::CudaDevice(int index)
   default_stream_ = std::make_unique<CudaStream>(*this);
   copy_stream_ = std::make_unique<CudaStream>(*this);
   comm_stream_ = std::make_unique<CudaStream>(*this);
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  SS_CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  used_when_opened_ = static_cast<int64_t>(total_bytes - free_bytes);
+}
+
+int64_t CudaDevice::memory_outside_allocator() const {
+  ScopedCudaDevice scope(index_);
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  SS_CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const int64_t used = static_cast<int64_t>(total_bytes - free_bytes);
+  return std::max<int64_t>(used - used_when_opened_ - memory_reserved(), 0);
 }
 
 CudaDevice::~CudaDevice() = default;

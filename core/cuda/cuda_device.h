@@ -97,8 +97,12 @@ class CudaDevice final : public CachingDevice {
   class Memory;  // cudaMalloc and cudaFree, for the caching allocator
   // The driver's view of the device's memory, for an out-of-memory error.
   std::string out_of_memory_details() const override;
+  // The device's used memory (the driver's count, so other processes on the GPU add to it)
+  // less what it was when this device was opened and what the allocator reserved.
+  int64_t memory_outside_allocator() const override;
 
   int index_;
+  int64_t used_when_opened_ = 0;  // the context, streams and whatever ran before
   std::unique_ptr<CudaStream> default_stream_;
   std::unique_ptr<CudaStream> copy_stream_;
   std::unique_ptr<CudaStream> comm_stream_;

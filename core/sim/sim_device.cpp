@@ -140,16 +140,29 @@ void SimDevice::fill_zero(void* dst, size_t bytes, Stream& stream) {
   });
 }
 
-int64_t sim_jitter_from_environment() {
-  const char* text = std::getenv("SCALESCOPE_SIM_JITTER_US");
+namespace {
+
+// A whole number from 0 to `max` in the environment variable `name` (0 when unset).
+int64_t whole_number_from_environment(const char* name, int64_t max, const char* unit) {
+  const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0') return 0;
   char* end = nullptr;
   errno = 0;
-  const long long us = std::strtoll(text, &end, 10);
-  SS_CHECK(errno == 0 && *end == '\0' && us >= 0 && us <= kMaxJitterUs,
-           "SCALESCOPE_SIM_JITTER_US={}: give a whole number of microseconds from 0 to {}", text,
-           kMaxJitterUs);
-  return us;
+  const long long value = std::strtoll(text, &end, 10);
+  SS_CHECK(errno == 0 && *end == '\0' && value >= 0 && value <= max,
+           "{}={}: give a whole number of {} from 0 to {}", name, text, unit, max);
+  return value;
+}
+
+}  // namespace
+
+int64_t sim_jitter_from_environment() {
+  return whole_number_from_environment("SCALESCOPE_SIM_JITTER_US", kMaxJitterUs, "microseconds");
+}
+
+int64_t sim_library_memory_from_environment() {
+  constexpr int64_t kMaxMiB = int64_t{1} << 20;  // a TiB
+  return whole_number_from_environment("SCALESCOPE_SIM_LIBRARY_MB", kMaxMiB, "MiB") << 20;
 }
 
 namespace {
@@ -171,8 +184,10 @@ class SimBackend final : public Backend {
     const int threads = options.cpu_threads > 0
                             ? options.cpu_threads
                             : std::max(1, hardware_threads() / options.cpu_devices);
-    return std::make_unique<SimDevice>(index, threads, sim_jitter_from_environment(),
-                                       static_cast<uint64_t>(index) + 1);
+    auto device = std::make_unique<SimDevice>(index, threads, sim_jitter_from_environment(),
+                                              static_cast<uint64_t>(index) + 1);
+    device->set_memory_outside_allocator(sim_library_memory_from_environment());
+    return device;
   }
 };
 

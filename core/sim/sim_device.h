@@ -32,6 +32,10 @@ class SimDevice final : public CachingDevice {
   void make_current() override;
   int threads() const override { return threads_; }
   int64_t jitter_us() const { return jitter_us_; }
+  // Memory the device reports as held by libraries outside its allocator (a GPU's NCCL
+  // buffers; none of the sim's own collectives allocate any).
+  void set_memory_outside_allocator(int64_t bytes) { outside_bytes_ = bytes; }
+  int64_t memory_outside_allocator() const override { return outside_bytes_; }
 
   void* allocate_host(size_t bytes) override;
   // Waits for the device's streams first, as cudaFreeHost synchronizes: queued copies may
@@ -62,6 +66,7 @@ class SimDevice final : public CachingDevice {
   int threads_;
   int64_t jitter_us_;
   uint64_t seed_;
+  int64_t outside_bytes_ = 0;
   int streams_made_ = 0;
   SimFault fault_;
   std::unique_ptr<SimStream> compute_;
@@ -72,6 +77,10 @@ class SimDevice final : public CachingDevice {
 // Chaos mode's delay from the environment: SCALESCOPE_SIM_JITTER_US (0 when unset); throws
 // Error naming the value when it is not a whole number of microseconds from 0 to 1000000.
 int64_t sim_jitter_from_environment();
+// What a GPU's libraries would hold outside the allocator (NCCL's buffers), for runs that
+// test its accounting: SCALESCOPE_SIM_LIBRARY_MB, in bytes (0 when unset); throws Error
+// naming the value when it is not a whole number of MiB.
+int64_t sim_library_memory_from_environment();
 
 std::unique_ptr<Backend> make_sim_backend();
 

@@ -127,7 +127,8 @@ void add_training_options(OptionList& list, TrainOptions& o) {
            "A collective that waits longer fails the run (a lost replica never hangs it)",
            at_least<int64_t>(1, "must be a positive number of milliseconds"));
   list.add("--memory-limit-mb", o.memory_limit_mb,
-           "Device memory per replica in MiB (0: all); more fails as out of memory",
+           "Device memory per replica in MiB (0: all), libraries' own buffers (NCCL's) included; "
+           "more fails as out of memory",
            finite_above(0.0, true, "must be 0 (no limit) or a positive size"));
   list.add("--seed", o.seed, "Seed of weights and data");
 }

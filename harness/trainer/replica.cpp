@@ -193,6 +193,9 @@ void Replica::train() {
                                    options_.lr_warmup_steps, n);
     const int64_t allocations = device_->device_allocations();
     const PhaseTimes phases = step(n, lr);
+    // The first step's collectives made the libraries allocate their own buffers (NCCL's,
+    // lazily): from now on they count against the memory limit.
+    if (n == 1) record_.library_memory_bytes = device_->count_outside_memory();
     if (schedule.measured(n) > 0) {
       record_.measured_allocations += device_->device_allocations() - allocations;
       wait_overshoot_ms_.push_back(last_overshoot_ms_);
@@ -298,6 +301,8 @@ void Replica::finish(const StepSchedule& schedule) {
   if (last % steps_per_epoch != 0) evaluate(last / steps_per_epoch + 1, last);
   if (rank_ == 0 && !options_.save.empty()) save_checkpoint(options_.save, *model_, &*optimizer_);
   record_.peak_memory_bytes = device_->peak_memory();
+  record_.library_memory_bytes =
+      std::max(record_.library_memory_bytes, device_->memory_outside_allocator());
   if (!wait_overshoot_ms_.empty()) record_.wait_overshoot_ms = median(wait_overshoot_ms_);
   if (rank_ == 0) {
     GroupRecord& group = run_.results.group;

@@ -18,7 +18,8 @@ nlohmann::json replica_json(const ReplicaRecord& r, int rank) {
           {"losses", r.losses},
           {"peak_memory_bytes", r.peak_memory_bytes},
           {"measured_device_allocations", r.measured_allocations},
-          {"host_wait_overshoot_ms", r.wait_overshoot_ms}};
+          {"host_wait_overshoot_ms", r.wait_overshoot_ms},
+          {"library_memory_bytes", r.library_memory_bytes}};
 }
 
 void read_replica(RunResults& results, const JsonReader& r) {
@@ -36,6 +37,7 @@ void read_replica(RunResults& results, const JsonReader& r) {
   record.peak_memory_bytes = r.int64("peak_memory_bytes");
   record.measured_allocations = r.int64("measured_device_allocations");
   record.wait_overshoot_ms = r.number("host_wait_overshoot_ms");
+  record.library_memory_bytes = r.int64("library_memory_bytes");
 }
 
 nlohmann::json group_json(const GroupRecord& g) {
@@ -175,6 +177,7 @@ RunReport assemble_report(const TrainOptions& o, const Plan& plan, RunResults& r
     report.peak_memory_bytes.push_back(r.peak_memory_bytes);
     report.measured_device_allocations.push_back(r.measured_allocations);
     report.host_wait_overshoot_ms.push_back(r.wait_overshoot_ms);
+    report.library_memory_bytes.push_back(r.library_memory_bytes);
   }
   report.allreduce_split = g.allreduce_split;
   if (kernel_backend(plan.spec.kind).has_tf32()) report.tf32 = o.tf32;

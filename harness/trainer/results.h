@@ -22,6 +22,7 @@ struct ReplicaRecord {
   std::vector<double> losses;      // per step: the replica's mean loss
   int64_t peak_memory_bytes = 0;
   int64_t measured_allocations = 0;  // device allocations during the measured steps
+  int64_t library_memory_bytes = 0;  // the device's memory held outside the allocator, at most
   // Median over the measured steps: from a step's end on the device to the host's return
   // from waiting for it.
   double wait_overshoot_ms = 0.0;

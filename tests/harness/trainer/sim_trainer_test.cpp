@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "harness/trainer/trainer.h"
@@ -100,6 +101,38 @@ TEST(SimTrainer, AFailingReplicaStopsItsPeersAtOnce) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 10.0) << "the peers waited for the collective timeout";
+}
+
+// Libraries' own device memory (NCCL's buffers on a GPU; on sim, what
+// SCALESCOPE_SIM_LIBRARY_MB says) is reported and counted against --memory-limit-mb from the
+// first step on: a limit that the model alone fits under but the model and the libraries do
+// not fails the run as out of memory, naming the libraries' share.
+TEST(SimTrainer, LibrariesMemoryCountsAgainstTheMemoryLimit) {
+  TrainOptions o;
+  o.model = "dense-100";
+  o.devices = "sim:1";
+  o.batch = 8;
+  o.steps = 3;
+  o.threads = 1;
+  o.eval = false;
+  const RunReport alone = train(o);
+  EXPECT_EQ(alone.library_memory_bytes, std::vector<int64_t>{0});
+  const int64_t model_bytes = alone.peak_memory_bytes.at(0);
+
+  setenv("SCALESCOPE_SIM_LIBRARY_MB", "8", 1);
+  o.memory_limit_mb = static_cast<double>(model_bytes) / (1 << 20) + 12.0;
+  const RunReport roomy = train(o);
+  EXPECT_EQ(roomy.library_memory_bytes, std::vector<int64_t>{8 << 20});
+  o.memory_limit_mb = static_cast<double>(model_bytes) / (1 << 20) + 4.0;
+  try {
+    train(o);
+    ADD_FAILURE() << "the model and 8 MiB of library buffers fit under the model's size + 4 MiB";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("out of memory"), std::string::npos) << what;
+    EXPECT_NE(what.find("8388608 bytes held by libraries"), std::string::npos) << what;
+  }
+  unsetenv("SCALESCOPE_SIM_LIBRARY_MB");
 }
 
 }  // namespace
