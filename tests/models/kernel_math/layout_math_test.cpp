@@ -24,12 +24,13 @@ float code(int64_t a, int64_t b, int64_t c, int64_t d) {
   return static_cast<float>(a * 1000 + b * 100 + c * 10 + d);
 }
 
+// The helpers below read and write with at(): an index out of bounds fails the test.
 std::vector<float> transposed(const std::vector<float>& in, const km::TransposeShape& s) {
   std::vector<float> out(in.size(), NAN);
   for (int64_t b = 0; b < s.batches; ++b) {
     for (int64_t r = 0; r < s.rows; ++r) {
       for (int64_t c = 0; c < s.cols; ++c) {
-        out[km::transpose_out_index(s, b, r, c)] = in[km::transpose_in_index(s, b, r, c)];
+        out.at(km::transpose_out_index(s, b, r, c)) = in.at(km::transpose_in_index(s, b, r, c));
       }
     }
   }
@@ -81,14 +82,15 @@ std::vector<float> extended(const std::vector<float>& in, const km::ExtendShape&
       static_cast<size_t>(s.batch * s.extended_height * s.extended_width * s.channels));
   for (size_t i = 0; i < out.size(); ++i) {
     const int64_t from = km::extend_source(s, static_cast<int64_t>(i));
-    out[i] = from < 0 ? 0.0f : in[static_cast<size_t>(from)];
+    out[i] = from < 0 ? 0.0f : in.at(static_cast<size_t>(from));
   }
   return out;
 }
 
 std::vector<float> cropped(const std::vector<float>& ext, const km::ExtendShape& s) {
   std::vector<float> out(static_cast<size_t>(s.batch * s.height * s.width * s.channels));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = ext[km::crop_source(s, static_cast<int64_t>(i))];
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = ext.at(km::crop_source(s, static_cast<int64_t>(i)));
   return out;
 }
 
