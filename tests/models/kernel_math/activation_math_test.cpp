@@ -11,16 +11,9 @@
 #include "models/kernel_math/activation_math.h"
 #include "tests/models/kernel_math/cpu_kernels_on_host.h"
 
-namespace scalescope {
+namespace scalescope::kernel_math_test {
 namespace {
 
-using kernel_math_test::bit_mismatches;
-using kernel_math_test::CpuLayer;
-using kernel_math_test::random_floats;
-using kernel_math_test::ulp_mismatches;
-
-constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kDenormal = std::numeric_limits<float>::denorm_min();
 // glibc's and oneDNN's tanhf and expf are each within 2 ulps of the true value.
 constexpr int64_t kForwardUlps = 4;
@@ -111,4 +104,4 @@ TEST(KernelMathActivation, SigmoidIsTheCpuKernelWithinUlpsAndItsBackwardBitForBi
 }
 
 }  // namespace
-}  // namespace scalescope
+}  // namespace scalescope::kernel_math_test

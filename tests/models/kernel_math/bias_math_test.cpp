@@ -11,13 +11,10 @@
 #include "models/kernel_math/bias_math.h"
 #include "tests/models/kernel_math/cpu_kernels_on_host.h"
 
-namespace scalescope {
+namespace scalescope::kernel_math_test {
 namespace {
 
 namespace km = kernel_math;
-using kernel_math_test::bit_mismatches;
-using kernel_math_test::CpuLayer;
-using kernel_math_test::random_floats;
 
 // db[c] as the GPU kernels add it: each part's row-threads, then the part in thread order, then
 // the parts in order (with one part, its sum is db).
@@ -124,4 +121,4 @@ TEST(KernelMathBias, BiasAddIsTheCpuBroadcast) {
 }
 
 }  // namespace
-}  // namespace scalescope
+}  // namespace scalescope::kernel_math_test

@@ -11,13 +11,10 @@
 #include "models/kernel_math/layout_math.h"
 #include "tests/models/kernel_math/cpu_kernels_on_host.h"
 
-namespace scalescope {
+namespace scalescope::kernel_math_test {
 namespace {
 
 namespace km = kernel_math;
-using kernel_math_test::bit_mismatches;
-using kernel_math_test::CpuLayer;
-using kernel_math_test::random_floats;
 
 // A value naming its position: a·1000 + b·100 + c·10 + d (exact in float).
 float code(int64_t a, int64_t b, int64_t c, int64_t d) {
@@ -172,4 +169,4 @@ TEST(KernelMathLayout, ExtendAndCropGiveTheCpuSamePadding) {
 }
 
 }  // namespace
-}  // namespace scalescope
+}  // namespace scalescope::kernel_math_test

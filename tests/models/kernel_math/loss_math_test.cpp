@@ -4,25 +4,19 @@
 // the GPU's rule for labels the CPU refuses.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 #include "core/random.h"
 #include "models/kernel_math/loss_math.h"
 #include "tests/models/kernel_math/cpu_kernels_on_host.h"
 
-namespace scalescope {
+namespace scalescope::kernel_math_test {
 namespace {
 
 namespace km = kernel_math;
-using kernel_math_test::bit_mismatches;
-using kernel_math_test::random_floats;
-using kernel_math_test::run_cpu_loss;
-
-constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
 
 struct HostLoss {
   float loss = 0.0f;
@@ -68,10 +62,10 @@ std::vector<float> logits(int64_t batch, int64_t k, uint64_t seed) {
   return z;
 }
 
+// Class indices, uniform over [0, k).
 std::vector<float> class_labels(int64_t batch, int64_t k, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> labels(static_cast<size_t>(batch));
-  for (float& y : labels) y = static_cast<float>(rng.below(static_cast<uint64_t>(k)));
+  std::vector<float> labels = random_floats(batch, seed, 0.0f, static_cast<float>(k));
+  for (float& y : labels) y = std::min(std::floor(y), static_cast<float>(k - 1));
   return labels;
 }
 
@@ -226,4 +220,4 @@ TEST(KernelMathLoss, PredictionCorrectIsTheCpuCountWithTiesAndNans) {
 }
 
 }  // namespace
-}  // namespace scalescope
+}  // namespace scalescope::kernel_math_test

@@ -9,13 +9,10 @@
 #include "models/kernel_math/optimizer_math.h"
 #include "tests/models/kernel_math/cpu_kernels_on_host.h"
 
-namespace scalescope {
+namespace scalescope::kernel_math_test {
 namespace {
 
 namespace km = kernel_math;
-using kernel_math_test::bit_mismatches;
-using kernel_math_test::random_floats;
-using kernel_math_test::run_cpu_optimizer;
 
 constexpr int64_t kParams = 1037;
 const std::vector<float> kLrs = {0.1f, 0.05f, 0.03f, 0.01f};
@@ -95,4 +92,4 @@ TEST(KernelMathOptimizer, AdamIsTheCpuOptimizerBitForBit) {
 }
 
 }  // namespace
-}  // namespace scalescope
+}  // namespace scalescope::kernel_math_test

@@ -6,22 +6,16 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 #include "core/random.h"
 #include "models/kernel_math/pool_math.h"
 #include "tests/models/kernel_math/cpu_kernels_on_host.h"
 
-namespace scalescope {
+namespace scalescope::kernel_math_test {
 namespace {
 
 namespace km = kernel_math;
-using kernel_math_test::bit_mismatches;
-using kernel_math_test::CpuLayer;
-using kernel_math_test::random_floats;
-
-constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 
 // A NaN of another payload than kNan: the two are different bits.
 float other_nan() {
@@ -153,4 +147,4 @@ TEST(KernelMathPool, GlobalAveragePoolIsTheCpuKernelBitForBit) {
 }
 
 }  // namespace
-}  // namespace scalescope
+}  // namespace scalescope::kernel_math_test
