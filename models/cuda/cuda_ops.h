@@ -6,8 +6,11 @@
 // count of zero launches nothing. Layouts are those of the CPU kernels: images NHWC, 2-D
 // activations [rows, features] (features fastest).
 //
-// This header is the only one the .cu files include of ours besides layer_spec.h: nvcc
-// cannot compile fmt's compile-time format strings, so the .cu files reach check_launch (in
+// The math of each kernel is in models/kernel_math/, whose rules (NaN, ties, order of
+// additions) these launchers inherit; the kernels map threads to elements, rows and windows.
+//
+// This header and those are the only ones the .cu files include of ours besides layer_spec.h:
+// nvcc cannot compile fmt's compile-time format strings, so the .cu files reach check_launch (in
 // cuda_libraries.cpp, compiled by the C++ compiler) instead of the SS_CHECK_* macros.
 #pragma once
 
@@ -16,6 +19,8 @@
 #include <cstdint>
 #include <source_location>
 
+#include "models/kernel_math/optimizer_math.h"
+#include "models/kernel_math/pool_math.h"
 #include "models/layer_spec.h"
 
 namespace scalescope {
@@ -32,14 +37,15 @@ namespace cuda_ops {
 void bias_add(float* y, const float* bias, int64_t rows, int64_t channels, cudaStream_t stream);
 
 // How many floats of scratch bias_grad needs for this shape (0: none). The sum over rows is
-// split into row blocks whose partial sums are added in a fixed order, so the result does not
-// vary from run to run as atomics would make it.
+// split into parts whose partial sums are added in a fixed order (kernel_math/bias_math.h), so
+// the result does not vary from run to run as atomics would make it.
 int64_t bias_grad_scratch(int64_t rows, int64_t channels);
 // db[c] = sum over r of dy[r, c]. `scratch` holds bias_grad_scratch(rows, channels) floats.
 void bias_grad(const float* dy, float* db, int64_t rows, int64_t channels, float* scratch,
                cudaStream_t stream);
 
 // Element-wise activation; backward takes the output y (as the CPU kernels' *_use_dst_for_bwd).
+// The CPU kernels' rules (kernel_math/activation_math.h): ReLU maps NaN and -0 to +0.
 void activation_forward(Activation kind, const float* x, float* y, int64_t count,
                         cudaStream_t stream);
 void activation_backward(Activation kind, const float* y, const float* dy, float* dx, int64_t count,
@@ -57,9 +63,7 @@ void extend_nhwc(const float* in, float* out, int64_t n, int64_t h, int64_t w, i
 void crop_nhwc(const float* extended, float* out, int64_t n, int64_t h, int64_t w, int64_t c,
                int64_t extra_h, int64_t extra_w, cudaStream_t stream);
 
-struct PoolShape {
-  int64_t batch, in_h, in_w, channels, out_h, out_w, pool, stride;
-};
+using PoolShape = kernel_math::PoolShape;
 // Max pooling without padding, NaN winning as in the CPU kernel. Backward gives each window's
 // gradient to the first input (row-major within the window) equal to the window's output,
 // adding the contributions of overlapping windows in the CPU kernel's order, and writes
@@ -84,7 +88,8 @@ void loss_per_sample(LossKind kind, const float* output, const float* labels, do
                      int64_t batch, int64_t classes, double* per_sample, float* dout,
                      cudaStream_t stream);
 // per_sample[i] = 1 when sample i is classified correctly, else 0 (the CPU kernel's rules:
-// argmax with ties to the lowest index; BCE thresholds both sides at 0.5).
+// argmax with ties to the lowest index; BCE thresholds both sides at 0.5). A sparse label that
+// is not a class index is never correct.
 void correct_per_sample(LossKind kind, const float* output, const float* labels, int64_t batch,
                         int64_t classes, double* per_sample, cudaStream_t stream);
 // result[0] = float(scale × sum of values), summed by one block in a fixed order.
@@ -97,11 +102,7 @@ void sum_to_float(const double* values, int64_t count, double scale, float* resu
 void sgd_update(float* w, const float* g, float* v, int64_t n, float lr, float weight_decay,
                 float momentum, cudaStream_t stream);
 
-struct AdamScalars {
-  float weight_decay, beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
-  float step_size;              // lr / (1 - beta1^t)
-  float bias_correction2_sqrt;  // sqrt(1 - beta2^t)
-};
+using AdamScalars = kernel_math::AdamScalars;
 void adam_update(float* w, const float* g, float* m, float* v, int64_t n, const AdamScalars& s,
                  cudaStream_t stream);
 

@@ -1,7 +1,6 @@
 // CUDA optimizers: one fused launch (optimizer_ops.cu) over the flat parameter buffer, with
 // the scalars that do not depend on the element (Adam's bias corrections) computed on the
 // host once per step, in double, exactly as the CPU kernels compute them.
-#include <cmath>
 #include <cstdint>
 #include <memory>
 
@@ -9,6 +8,7 @@
 #include "core/tensor.h"
 #include "models/cuda/cuda_kernels.h"
 #include "models/cuda/cuda_ops.h"
+#include "models/kernel_math/optimizer_math.h"
 
 namespace scalescope {
 namespace {
@@ -57,20 +57,8 @@ class CudaAdam final : public OptimizerKernel {
 
   void update(float* params, const float* grads, float lr, int64_t step, Stream& stream) override {
     SS_CHECK(step >= 1, "Adam step {} must count from 1", step);
-    // As cpu_optimizers.cpp: in double, since beta2^t loses most of its digits in float.
-    const double t = static_cast<double>(step);
-    const double bias_correction1 = 1.0 - std::pow(static_cast<double>(config_.beta1), t);
-    const double bias_correction2 = 1.0 - std::pow(static_cast<double>(config_.beta2), t);
-    const cuda_ops::AdamScalars scalars{
-        .weight_decay = config_.weight_decay,
-        .beta1 = config_.beta1,
-        .beta2 = config_.beta2,
-        .one_minus_beta1 = 1.0f - config_.beta1,
-        .one_minus_beta2 = 1.0f - config_.beta2,
-        .eps = config_.epsilon,
-        .step_size = static_cast<float>(static_cast<double>(lr) / bias_correction1),
-        .bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2)),
-    };
+    const cuda_ops::AdamScalars scalars = kernel_math::adam_scalars(
+        lr, step, config_.weight_decay, config_.beta1, config_.beta2, config_.epsilon);
     cuda_ops::adam_update(params, grads, exp_avg_.data(), exp_avg_sq_.data(), n_, scalars,
                           cuda_stream(stream));
   }

@@ -1,0 +1,65 @@
+// The bias of a [rows, channels] tensor (NHWC images are [N·H·W, C]): its broadcast, and the
+// partition of its gradient db[c] = sum over r of dy[r, c] among GPU threads, so that the sum is
+// added in an order fixed by the shape alone (atomics would make it vary from run to run):
+//
+// - The rows split into `parts` consecutive ranges of rows_per_part rows (the last one shorter),
+//   each summed by its own block; with one part the block writes db itself, with more their
+//   partial sums are added in part order.
+// - Within a part, each of kBiasTileRows row-threads sums the rows first, first + kBiasTileRows,
+//   ... (first = the part's begin + the thread's index), and their sums are added in thread
+//   order.
+// Every row is added exactly once, and every addition is a float addition starting from +0.
+#pragma once
+
+#include <cstdint>
+
+#include "models/kernel_math/host_device.h"
+#include "models/kernel_math/layout_math.h"
+
+namespace scalescope::kernel_math {
+
+// Channels per block: consecutive, so that a warp reads one coalesced row segment.
+constexpr int kBiasTileChannels = 32;
+// Row-threads per channel within a block.
+constexpr int kBiasTileRows = 8;
+// Rows each part covers at least: fewer would make the second pass the larger one.
+constexpr int64_t kBiasMinRowsPerPart = 512;
+constexpr int64_t kBiasMaxParts = 128;
+
+SS_HOST_DEVICE inline int64_t bias_channel(int64_t i, int64_t channels) {
+  return i % channels;
+}
+
+struct BiasGradPlan {
+  int64_t parts = 1;
+  int64_t rows_per_part = 0;
+};
+
+SS_HOST_DEVICE inline BiasGradPlan bias_grad_plan(int64_t rows) {
+  int64_t parts = (rows + kBiasMinRowsPerPart - 1) / kBiasMinRowsPerPart;
+  parts = parts < 1 ? 1 : (parts > kBiasMaxParts ? kBiasMaxParts : parts);
+  return {parts, (rows + parts - 1) / parts};
+}
+
+SS_HOST_DEVICE inline IndexRange bias_grad_part_rows(const BiasGradPlan& plan, int64_t rows,
+                                                     int64_t part) {
+  const int64_t begin = part * plan.rows_per_part;
+  return {min_i64(rows, begin), min_i64(rows, begin + plan.rows_per_part)};
+}
+
+// dy[first, c] + dy[first + step, c] + ... over the rows below `end`, in that order.
+SS_HOST_DEVICE inline float strided_column_sum(const float* dy, int64_t channels, int64_t c,
+                                               int64_t first, int64_t end, int64_t step) {
+  float sum = 0.0f;
+  for (int64_t r = first; r < end; r += step) sum += dy[r * channels + c];
+  return sum;
+}
+
+// values[0] + values[stride] + ... + values[(count - 1)·stride], in that order.
+SS_HOST_DEVICE inline float ordered_sum(const float* values, int64_t count, int64_t stride) {
+  float sum = 0.0f;
+  for (int64_t j = 0; j < count; ++j) sum += values[j * stride];
+  return sum;
+}
+
+}  // namespace scalescope::kernel_math

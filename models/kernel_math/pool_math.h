@@ -1,0 +1,110 @@
+// Max pooling (no padding) and global average pooling over NHWC images, one output or input
+// element at a time, with the CPU kernels' rules:
+//
+// - A window's maximum is its first element (row-major) that compares greater than all before
+//   it, except that NaN wins: the window's last NaN, bits included.
+// - Backward gives a window's gradient to the first element of the window whose bits equal the
+//   window's output (so ties send it to one element only), and an input element adds the
+//   gradients of the windows that chose it in the CPU's order: output rows, then columns,
+//   ascending, starting from +0. Elements no window chose get +0.
+// - The global average is the float sum over the pixels in order, divided by their count; its
+//   gradient is dy divided by the count.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "models/kernel_math/host_device.h"
+#include "models/kernel_math/layout_math.h"
+
+namespace scalescope::kernel_math {
+
+struct PoolShape {
+  int64_t batch, in_h, in_w, channels, out_h, out_w, pool, stride;
+};
+
+SS_HOST_DEVICE inline uint32_t float_bits(float v) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(v);
+#else
+  uint32_t bits = 0;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
+#endif
+}
+
+// The windows o (< out) along one axis that contain input position i: those with
+// o·stride <= i < o·stride + pool.
+SS_HOST_DEVICE inline IndexRange pool_windows_covering(int64_t i, int64_t pool, int64_t stride,
+                                                       int64_t out) {
+  const int64_t begin = i < pool ? 0 : (i - pool) / stride + 1;
+  return {begin, min_i64(out, i / stride + 1)};
+}
+
+SS_HOST_DEVICE inline float max_pool_window_max(const PoolShape& s, const float* x, int64_t n,
+                                                int64_t oh, int64_t ow, int64_t c) {
+  float best = x[nhwc_index({n, oh * s.stride, ow * s.stride, c}, s.in_h, s.in_w, s.channels)];
+  for (int64_t kh = 0; kh < s.pool; ++kh) {
+    for (int64_t kw = 0; kw < s.pool; ++kw) {
+      const float v =
+          x[nhwc_index({n, oh * s.stride + kh, ow * s.stride + kw, c}, s.in_h, s.in_w, s.channels)];
+      best = (v > best || v != v) ? v : best;
+    }
+  }
+  return best;
+}
+
+// The input position (h, w) of window (oh, ow) that receives its gradient: the first, row-major,
+// whose bits equal `maximum`; (-1, -1) if none does.
+struct Position {
+  int64_t h, w;
+};
+SS_HOST_DEVICE inline Position max_pool_window_argmax(const PoolShape& s, const float* x, int64_t n,
+                                                      int64_t oh, int64_t ow, int64_t c,
+                                                      float maximum) {
+  const uint32_t target = float_bits(maximum);
+  for (int64_t kh = 0; kh < s.pool; ++kh) {
+    for (int64_t kw = 0; kw < s.pool; ++kw) {
+      const Position p{oh * s.stride + kh, ow * s.stride + kw};
+      if (float_bits(x[nhwc_index({n, p.h, p.w, c}, s.in_h, s.in_w, s.channels)]) == target) {
+        return p;
+      }
+    }
+  }
+  return {-1, -1};
+}
+
+// dx at input (n, h, w, c), gathered from the windows that contain it. `y` is the forward's
+// output for `x`.
+SS_HOST_DEVICE inline float max_pool_input_grad(const PoolShape& s, const float* x, const float* y,
+                                                const float* dy, int64_t n, int64_t h, int64_t w,
+                                                int64_t c) {
+  const IndexRange rows = pool_windows_covering(h, s.pool, s.stride, s.out_h);
+  const IndexRange cols = pool_windows_covering(w, s.pool, s.stride, s.out_w);
+  float grad = 0.0f;
+  for (int64_t oh = rows.begin; oh < rows.end; ++oh) {
+    for (int64_t ow = cols.begin; ow < cols.end; ++ow) {
+      const int64_t o = nhwc_index({n, oh, ow, c}, s.out_h, s.out_w, s.channels);
+      const Position at = max_pool_window_argmax(s, x, n, oh, ow, c, y[o]);
+      if (at.h == h && at.w == w) grad += dy[o];
+    }
+  }
+  return grad;
+}
+
+// The mean of channel c of sample n of x [batch, pixels, channels].
+SS_HOST_DEVICE inline float global_avg_pool_mean(const float* x, int64_t pixels, int64_t channels,
+                                                 int64_t n, int64_t c) {
+  const float* sample = x + n * pixels * channels;
+  float sum = 0.0f;
+  for (int64_t p = 0; p < pixels; ++p) sum += sample[p * channels + c];
+  return sum / static_cast<float>(pixels);
+}
+
+// dx at flat index i of [batch, pixels, channels], from dy [batch, channels].
+SS_HOST_DEVICE inline float global_avg_pool_grad(const float* dy, int64_t pixels, int64_t channels,
+                                                 int64_t i) {
+  return dy[(i / (pixels * channels)) * channels + i % channels] / static_cast<float>(pixels);
+}
+
+}  // namespace scalescope::kernel_math

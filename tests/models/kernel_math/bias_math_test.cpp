@@ -1,0 +1,124 @@
+// kernel_math/bias_math.h: the partition of the bias gradient among GPU threads adds every row
+// exactly once, in an order fixed by the shape; its result against the CPU's dense layer (whose
+// oneDNN kernel adds in another order) and the bias broadcast, bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/random.h"
+#include "models/kernel_math/bias_math.h"
+#include "tests/models/kernel_math/cpu_kernels_on_host.h"
+
+namespace scalescope::kernel_math_test {
+namespace {
+
+namespace km = kernel_math;
+
+// db[c] as the GPU kernels add it: each part's row-threads, then the part in thread order, then
+// the parts in order (with one part, its sum is db).
+float gpu_order_bias_grad(const std::vector<float>& dy, int64_t rows, int64_t channels, int64_t c) {
+  const km::BiasGradPlan plan = km::bias_grad_plan(rows);
+  std::vector<float> partial;
+  for (int64_t p = 0; p < plan.parts; ++p) {
+    const km::IndexRange part = km::bias_grad_part_rows(plan, rows, p);
+    float sums[km::kBiasTileRows];
+    for (int t = 0; t < km::kBiasTileRows; ++t) {
+      sums[t] = km::strided_column_sum(dy.data(), channels, c, part.begin + t, part.end,
+                                       km::kBiasTileRows);
+    }
+    partial.push_back(km::ordered_sum(sums, km::kBiasTileRows, 1));
+  }
+  return plan.parts == 1 ? partial[0] : km::ordered_sum(partial.data(), plan.parts, 1);
+}
+
+// The parts tile [0, rows) in order, and within each, the row-threads' strided rows: with dy one
+// at row r alone, exactly one (part, thread) sum is one.
+void expect_each_row_added_once(int64_t rows, const std::vector<int64_t>& probe_rows) {
+  const km::BiasGradPlan plan = km::bias_grad_plan(rows);
+  ASSERT_GE(plan.parts, 1);
+  ASSERT_LE(plan.parts, km::kBiasMaxParts);
+  int64_t next = 0;
+  for (int64_t p = 0; p < plan.parts; ++p) {
+    const km::IndexRange part = km::bias_grad_part_rows(plan, rows, p);
+    ASSERT_EQ(part.begin, next) << "rows " << rows << " part " << p;
+    ASSERT_LE(part.end - part.begin, plan.rows_per_part);
+    next = part.end;
+  }
+  ASSERT_EQ(next, rows) << "rows " << rows;
+
+  std::vector<float> dy(static_cast<size_t>(rows), 0.0f);
+  for (const int64_t r : probe_rows) {
+    dy[r] = 1.0f;
+    int hits = 0;
+    for (int64_t p = 0; p < plan.parts; ++p) {
+      const km::IndexRange part = km::bias_grad_part_rows(plan, rows, p);
+      for (int t = 0; t < km::kBiasTileRows; ++t) {
+        const float sum =
+            km::strided_column_sum(dy.data(), 1, 0, part.begin + t, part.end, km::kBiasTileRows);
+        ASSERT_TRUE(sum == 0.0f || sum == 1.0f);
+        hits += sum == 1.0f ? 1 : 0;
+      }
+    }
+    EXPECT_EQ(hits, 1) << "rows " << rows << ", row " << r;
+    dy[r] = 0.0f;
+  }
+}
+
+TEST(KernelMathBias, EveryRowIsAddedExactlyOnce) {
+  for (const int64_t rows : {1, 7, 8, 9, 511, 512, 513, 1025, 4097}) {
+    std::vector<int64_t> all(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) all[r] = r;
+    expect_each_row_added_once(rows, all);
+  }
+  // Enough rows for the cap on parts: the rows next to every part boundary, and random ones.
+  for (const int64_t rows : {int64_t{127 * 512 + 1}, int64_t{100003}}) {
+    const km::BiasGradPlan plan = km::bias_grad_plan(rows);
+    ASSERT_EQ(plan.parts, km::kBiasMaxParts);
+    std::vector<int64_t> probes = {0, rows - 1};
+    for (int64_t p = 1; p < plan.parts; ++p) {
+      probes.push_back(p * plan.rows_per_part - 1);
+      probes.push_back(p * plan.rows_per_part);
+    }
+    Rng rng(71);
+    for (int i = 0; i < 50; ++i) probes.push_back(static_cast<int64_t>(rng.below(rows)));
+    expect_each_row_added_once(rows, probes);
+  }
+  EXPECT_EQ(km::bias_grad_plan(0).parts, 1);
+  EXPECT_EQ(km::bias_grad_part_rows(km::bias_grad_plan(0), 0, 0).end, 0);
+}
+
+// 1500 rows make three parts. The CPU's oneDNN kernel adds in another order, so the two agree
+// to the rounding of a sum of 1500 values, not bit for bit.
+TEST(KernelMathBias, GradientIsTheCpuDenseLayersToRounding) {
+  const int64_t rows = 1500, features = 3, channels = 37;
+  ASSERT_EQ(km::bias_grad_plan(rows).parts, 3);
+  CpuLayer dense(DenseSpec{channels}, Shape{rows, features},
+                 {random_floats(channels * features, 72), random_floats(channels, 73)});
+  const std::vector<float> x = random_floats(rows * features, 74);
+  const std::vector<float> dy = random_floats(rows * channels, 75);
+  dense.backward(x, dense.forward(x), dy);
+  const std::vector<float> cpu = dense.param_grad(1);
+  for (int64_t c = 0; c < channels; ++c) {
+    double exact = 0.0;
+    for (int64_t r = 0; r < rows; ++r) exact += dy[r * channels + c];
+    const float gpu = gpu_order_bias_grad(dy, rows, channels, c);
+    EXPECT_NEAR(gpu, exact, 1e-4) << "channel " << c;
+    EXPECT_NEAR(gpu, cpu[c], 1e-4) << "channel " << c;
+  }
+}
+
+// A dense layer with zero weights outputs its bias, broadcast over the rows.
+TEST(KernelMathBias, BiasAddIsTheCpuBroadcast) {
+  const int64_t rows = 5, channels = 7;
+  const std::vector<float> bias = random_floats(channels, 76);
+  CpuLayer dense(DenseSpec{channels}, Shape{rows, 2},
+                 {std::vector<float>(channels * 2, 0.0f), bias});
+  std::vector<float> y(rows * channels, 0.0f);
+  for (int64_t i = 0; i < rows * channels; ++i) y[i] += bias[km::bias_channel(i, channels)];
+  EXPECT_EQ(bit_mismatches(y, dense.forward(random_floats(rows * 2, 77))), "");
+}
+
+}  // namespace
+}  // namespace scalescope::kernel_math_test

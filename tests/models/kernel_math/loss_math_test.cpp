@@ -1,0 +1,223 @@
+// kernel_math/loss_math.h against the CPU's losses on the same inputs, bit for bit: softmax
+// cross-entropy with class indices and with one-hot or soft targets, binary cross-entropy with its
+// clip, and the accuracy count's argmax ties; the split of a softmax row among a warp's lanes;
+// the GPU's rule for labels the CPU refuses.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/random.h"
+#include "models/kernel_math/loss_math.h"
+#include "tests/models/kernel_math/cpu_kernels_on_host.h"
+
+namespace scalescope::kernel_math_test {
+namespace {
+
+namespace km = kernel_math;
+
+struct HostLoss {
+  float loss = 0.0f;
+  std::vector<float> grad;
+};
+
+// Each sample by one thread with its whole row, the batch summed in order (as the CPU does).
+HostLoss host_loss(LossKind kind, int64_t batch, int64_t k, const std::vector<float>& z,
+                   const std::vector<float>& labels, float scale) {
+  HostLoss r{0.0f, std::vector<float>(z.size())};
+  double sum = 0.0;
+  for (int64_t i = 0; i < batch; ++i) {
+    if (kind == LossKind::kBinaryCrossEntropy) {
+      sum += km::bce_loss(z[i], labels[i]);
+      r.grad[i] = km::bce_gradient(z[i], labels[i], scale);
+      continue;
+    }
+    const bool one_hot = kind == LossKind::kSoftmaxCrossEntropyOneHot;
+    sum += km::softmax_ce_row(z.data() + i * k, labels.data() + (one_hot ? i * k : i), one_hot, k,
+                              scale, r.grad.data() + i * k, km::ClassShare{}, km::SerialReduce{});
+  }
+  r.loss = static_cast<float>(static_cast<double>(scale) * sum);
+  return r;
+}
+
+void expect_loss_matches_cpu(LossKind kind, int64_t batch, int64_t k, const std::vector<float>& z,
+                             const std::vector<float>& labels) {
+  const float scale = 1.0f / static_cast<float>(batch);
+  const HostLoss host = host_loss(kind, batch, k, z, labels, scale);
+  const kernel_math_test::CpuLossResult cpu = run_cpu_loss(kind, batch, k, z, labels, scale);
+  EXPECT_EQ(bit_mismatches({host.loss}, {cpu.loss}), "") << to_string(kind) << " loss";
+  EXPECT_EQ(bit_mismatches(host.grad, cpu.grad), "") << to_string(kind) << " gradient";
+}
+
+// Random logits, with rows of large ones (where the max subtraction matters) and of ties.
+std::vector<float> logits(int64_t batch, int64_t k, uint64_t seed) {
+  std::vector<float> z = random_floats(batch * k, seed, -5.0f, 5.0f);
+  for (int64_t j = 0; j < k; ++j) {
+    z[j] = j % 2 == 0 ? 80.0f : -80.0f;
+    z[k + j] = 1000.0f + static_cast<float>(j % 3);
+    z[2 * k + j] = 0.25f;
+  }
+  return z;
+}
+
+// Class indices, uniform over [0, k).
+std::vector<float> class_labels(int64_t batch, int64_t k, uint64_t seed) {
+  std::vector<float> labels = random_floats(batch, seed, 0.0f, static_cast<float>(k));
+  for (float& y : labels) y = std::min(std::floor(y), static_cast<float>(k - 1));
+  return labels;
+}
+
+// Batches that are not a power of two: their scale 1/batch is inexact, so that where the scale is
+// applied shows in the bits.
+constexpr int64_t kBatch = 12;
+
+TEST(KernelMathLoss, SoftmaxCrossEntropyWithClassIndicesIsTheCpuLossBitForBit) {
+  for (const int64_t k : {1, 2, 10, 70}) {
+    expect_loss_matches_cpu(LossKind::kSoftmaxCrossEntropy, kBatch, k, logits(kBatch, k, 51),
+                            class_labels(kBatch, k, 52));
+  }
+}
+
+TEST(KernelMathLoss, SoftmaxCrossEntropyWithOneHotOrSoftTargetsIsTheCpuLossBitForBit) {
+  const int64_t batch = kBatch;
+  for (const int64_t k : {1, 3, 10, 70}) {
+    // Soft targets that do not sum to one, then one-hot rows.
+    std::vector<float> targets = random_floats(batch * k, 53, 0.0f, 1.0f);
+    const std::vector<float> hard = class_labels(batch, k, 54);
+    for (int64_t i = batch / 2; i < batch; ++i) {
+      for (int64_t j = 0; j < k; ++j) targets[i * k + j] = j == hard[i] ? 1.0f : 0.0f;
+    }
+    expect_loss_matches_cpu(LossKind::kSoftmaxCrossEntropyOneHot, batch, k, logits(batch, k, 55),
+                            targets);
+  }
+}
+
+TEST(KernelMathLoss, BinaryCrossEntropyIsTheCpuLossBitForBitClipIncluded) {
+  std::vector<float> p = random_floats(40, 56, 0.0f, 1.0f);
+  std::vector<float> labels = random_floats(40, 57, 0.0f, 1.0f);
+  const std::vector<float> clipped = {0.0f, 1.0f, 1e-9f, 1e-7f, 0.9999999f, 0.5f, kNan, -0.0f};
+  for (size_t i = 0; i < clipped.size(); ++i) {
+    p[i] = clipped[i];
+    p[clipped.size() + i] = clipped[i];
+    labels[i] = 0.0f;
+    labels[clipped.size() + i] = 1.0f;
+  }
+  expect_loss_matches_cpu(LossKind::kBinaryCrossEntropy, 40, 1, p, labels);
+}
+
+// Records a row's reductions in call order, or replays recorded totals while keeping each
+// thread's partial values: a warp's lanes emulated one after another.
+struct RecordingReduce {
+  mutable std::vector<double> totals;
+  float max(float v) const {
+    totals.push_back(v);
+    return v;
+  }
+  double sum(double v) const {
+    totals.push_back(v);
+    return v;
+  }
+};
+struct ReplayingReduce {
+  const std::vector<double>& totals;
+  std::vector<double>& partials;  // per reduction, summed (or maxed) over the lanes so far
+  mutable size_t next = 0;
+  float max(float v) const {
+    partials[next] = std::fmax(partials[next], v);
+    return static_cast<float>(totals[next++]);
+  }
+  double sum(double v) const {
+    partials[next] += v;
+    return totals[next++];
+  }
+};
+
+// 32 lanes each taking the classes lane, lane + 32, ... write each gradient exactly once, the
+// values of one thread with the whole row, and their partial values combine to its totals.
+TEST(KernelMathLoss, ASoftmaxRowSplitAmongLanesIsTheWholeRow) {
+  constexpr int64_t kLanes = 32;
+  for (const bool one_hot : {false, true}) {
+    const int64_t k = 70;
+    const std::vector<float> z = random_floats(k, 58, -5.0f, 5.0f);
+    const std::vector<float> label = one_hot ? random_floats(k, 59, 0.0f, 1.0f) : std::vector{3.0f};
+    std::vector<float> whole(k);
+    RecordingReduce record;
+    const double loss = km::softmax_ce_row(z.data(), label.data(), one_hot, k, 0.5, whole.data(),
+                                           km::ClassShare{}, record);
+
+    constexpr float kUnwritten = 12345.0f;
+    std::vector<float> split(k, kUnwritten);
+    std::vector<double> partials(record.totals.size(), 0.0);
+    partials[0] = -kInf;
+    for (int64_t lane = 0; lane < kLanes; ++lane) {
+      std::vector<float> mine(k, kUnwritten);
+      const double lane_loss = km::softmax_ce_row(z.data(), label.data(), one_hot, k, 0.5,
+                                                  mine.data(), km::ClassShare{lane, kLanes},
+                                                  ReplayingReduce{record.totals, partials});
+      EXPECT_EQ(lane_loss, loss) << "lane " << lane;
+      for (int64_t j = 0; j < k; ++j) {
+        if (mine[j] == kUnwritten) continue;
+        EXPECT_EQ(j % kLanes, lane) << "class " << j;
+        EXPECT_EQ(split[j], kUnwritten) << "class " << j << " written twice";
+        split[j] = mine[j];
+      }
+    }
+    EXPECT_EQ(bit_mismatches(split, whole), "");
+    EXPECT_EQ(partials[0], record.totals[0]) << "max";
+    for (size_t r = 1; r < partials.size(); ++r) {
+      EXPECT_NEAR(partials[r], record.totals[r], 1e-12 * std::abs(record.totals[r])) << r;
+    }
+  }
+}
+
+// The CPU refuses such labels (Error); the GPU kernels must not read out of bounds: they give a
+// NaN loss and gradient, and never count the sample correct.
+TEST(KernelMathLoss, ALabelThatIsNotAClassIndexGivesNan) {
+  const int64_t k = 4;
+  EXPECT_EQ(km::class_index(0.0f, k), 0);
+  EXPECT_EQ(km::class_index(-0.0f, k), 0);
+  EXPECT_EQ(km::class_index(3.0f, k), 3);
+  const std::vector<float> z = {0.5f, 2.0f, -1.0f, 0.0f};
+  for (const float bad : {-1.0f, 4.0f, 1.5f, kNan, kInf, -kInf}) {
+    EXPECT_EQ(km::class_index(bad, k), -1) << bad;
+    std::vector<float> g(k);
+    EXPECT_TRUE(std::isnan(km::softmax_ce_row(z.data(), &bad, false, k, 1.0, g.data(),
+                                              km::ClassShare{}, km::SerialReduce{})))
+        << bad;
+    for (float v : g) EXPECT_TRUE(std::isnan(v)) << bad;
+    EXPECT_FALSE(km::prediction_correct(LossKind::kSoftmaxCrossEntropy, z.data(), &bad, k)) << bad;
+  }
+}
+
+// Outputs from a small set (ties everywhere, NaN first or later), sample by sample against the
+// CPU's count_correct.
+TEST(KernelMathLoss, PredictionCorrectIsTheCpuCountWithTiesAndNans) {
+  const std::vector<float> pool = {0.0f, 1.0f, 1.0f, 2.0f, 0.5f, kNan};
+  Rng rng(60);
+  const auto pick = [&] { return pool[rng.below(pool.size())]; };
+  for (const LossKind kind : {LossKind::kSoftmaxCrossEntropy, LossKind::kSoftmaxCrossEntropyOneHot,
+                              LossKind::kBinaryCrossEntropy}) {
+    const int64_t k = kind == LossKind::kBinaryCrossEntropy ? 1 : 4;
+    for (int sample = 0; sample < 64; ++sample) {
+      std::vector<float> z(k);
+      for (float& v : z) v = pick();
+      std::vector<float> label;
+      if (kind == LossKind::kSoftmaxCrossEntropy) {
+        label = {static_cast<float>(rng.below(k))};
+      } else {
+        for (int64_t j = 0; j < k; ++j) {
+          const float v = pick();
+          label.push_back(std::isnan(v) ? 0.5f : v / 2.0f);  // targets and BCE labels in [0, 1]
+        }
+      }
+      const float cpu = run_cpu_loss(kind, 1, k, z, label, 1.0f).correct;
+      EXPECT_EQ(km::prediction_correct(kind, z.data(), label.data(), k) ? 1.0f : 0.0f, cpu)
+          << to_string(kind) << " sample " << sample;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace scalescope::kernel_math_test

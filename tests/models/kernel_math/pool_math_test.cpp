@@ -1,0 +1,150 @@
+// kernel_math/pool_math.h against the CPU's pooling kernels, bit for bit: max pooling's windows,
+// its NaN rule and the element that receives a window's gradient when several tie (the CPU's
+// loops), and global average pooling (oneDNN).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <vector>
+
+#include "core/random.h"
+#include "models/kernel_math/pool_math.h"
+#include "tests/models/kernel_math/cpu_kernels_on_host.h"
+
+namespace scalescope::kernel_math_test {
+namespace {
+
+namespace km = kernel_math;
+
+// A NaN of another payload than kNan: the two are different bits.
+float other_nan() {
+  return std::bit_cast<float>(0x7fc00001u);
+}
+
+// Values from a small set, so that most windows hold ties: equal values, +0 and -0 (equal but
+// different bits) and NaNs of two payloads.
+std::vector<float> tied_values(int64_t n, uint64_t seed) {
+  const std::vector<float> pool = {1.0f, 1.0f, 1.0f, 0.5f, 0.0f, -0.0f, -1.0f, kNan, other_nan()};
+  Rng rng(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = pool[rng.below(pool.size())];
+  return v;
+}
+
+TEST(KernelMathPool, WindowsCoveringAnInputAreExactlyThoseThatContainIt) {
+  for (int64_t in = 1; in <= 12; ++in) {
+    for (int64_t pool = 1; pool <= std::min<int64_t>(in, 4); ++pool) {
+      for (int64_t stride = 1; stride <= 4; ++stride) {
+        const int64_t out = (in - pool) / stride + 1;
+        for (int64_t i = 0; i < in; ++i) {
+          const km::IndexRange r = km::pool_windows_covering(i, pool, stride, out);
+          for (int64_t o = 0; o < out; ++o) {
+            const bool contains = o * stride <= i && i < o * stride + pool;
+            ASSERT_EQ(o >= r.begin && o < r.end, contains)
+                << "in " << in << " pool " << pool << " stride " << stride << " i " << i
+                << " window " << o;
+          }
+        }
+      }
+    }
+  }
+}
+
+// One sample, one channel, a 2×2 window over a 2×2 image: the first bit-equal element wins.
+TEST(KernelMathPool, ATieGivesTheGradientToTheFirstEqualElement) {
+  const km::PoolShape s{1, 2, 2, 1, 1, 1, 2, 1};
+  const auto argmax = [&](std::vector<float> x) {
+    const km::Position p = km::max_pool_window_argmax(
+        s, x.data(), 0, 0, 0, 0, km::max_pool_window_max(s, x.data(), 0, 0, 0, 0));
+    return p.h * 2 + p.w;
+  };
+  EXPECT_EQ(argmax({1.0f, 3.0f, 3.0f, 3.0f}), 1);
+  EXPECT_EQ(argmax({2.0f, 2.0f, 2.0f, 2.0f}), 0);
+  EXPECT_EQ(argmax({-0.0f, 0.0f, -1.0f, -0.0f}), 0);  // the maximum is the first zero, -0
+  EXPECT_EQ(argmax({0.0f, kNan, 5.0f, 1.0f}), 1);     // NaN wins
+  // The maximum is the last NaN; the gradient goes to the first element with its bits.
+  EXPECT_EQ(argmax({1.0f, other_nan(), 2.0f, kNan}), 3);
+  EXPECT_EQ(argmax({kNan, 1.0f, other_nan(), kNan}), 0);
+}
+
+struct PoolCase {
+  MaxPool2DSpec spec;
+  Shape in;
+};
+
+// The GPU kernels' decomposition: one output element per thread forward, one input element per
+// thread backward.
+void expect_max_pool_matches_cpu(const PoolCase& c, const std::vector<float>& x) {
+  CpuLayer cpu(c.spec, c.in);
+  const Shape& o = cpu.out_shape();
+  const km::PoolShape s{c.in[0], c.in[1], c.in[2], c.in[3], o[1], o[2], c.spec.pool, c.spec.stride};
+  std::vector<float> y(static_cast<size_t>(o.numel()));
+  for (size_t i = 0; i < y.size(); ++i) {
+    const km::Nhwc p = km::nhwc_coords(static_cast<int64_t>(i), s.out_h, s.out_w, s.channels);
+    y[i] = km::max_pool_window_max(s, x.data(), p.n, p.h, p.w, p.c);
+  }
+  const std::vector<float> cpu_y = cpu.forward(x);
+  EXPECT_EQ(bit_mismatches(y, cpu_y), "") << describe(c.spec) << " forward";
+  // NaNs included: backward finds the maximum by its bits.
+  for (size_t i = 0; i < y.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(cpu_y[i])) << "y[" << i << "]";
+  }
+
+  const std::vector<float> dy = random_floats(o.numel(), 41);
+  std::vector<float> dx(x.size());
+  for (size_t i = 0; i < dx.size(); ++i) {
+    const km::Nhwc p = km::nhwc_coords(static_cast<int64_t>(i), s.in_h, s.in_w, s.channels);
+    dx[i] = km::max_pool_input_grad(s, x.data(), y.data(), dy.data(), p.n, p.h, p.w, p.c);
+  }
+  EXPECT_EQ(bit_mismatches(dx, cpu.backward(x, cpu_y, dy)), "") << describe(c.spec) << " backward";
+}
+
+std::vector<PoolCase> pool_cases() {
+  return {
+      {{2, 2}, Shape{2, 5, 7, 3}},   // odd sizes: the last row and column belong to no window
+      {{3, 2}, Shape{2, 7, 6, 2}},   // overlapping windows
+      {{2, 1}, Shape{3, 4, 4, 1}},   // overlapping, stride 1
+      {{3, 1}, Shape{1, 6, 5, 2}},   // every inner pixel in nine windows
+      {{2, 3}, Shape{2, 8, 7, 2}},   // gaps between windows
+      {{2, 2}, Shape{1, 4, 6, 70}},  // more channels than the CPU's chunk of 64
+  };
+}
+
+TEST(KernelMathPool, MaxPoolIsTheCpuKernelBitForBitWithTiesAndNans) {
+  for (const PoolCase& c : pool_cases()) {
+    expect_max_pool_matches_cpu(c, tied_values(c.in.numel(), 42));
+  }
+}
+
+TEST(KernelMathPool, MaxPoolIsTheCpuKernelBitForBitOnRandomValues) {
+  for (const PoolCase& c : pool_cases()) {
+    expect_max_pool_matches_cpu(c, random_floats(c.in.numel(), 43));
+  }
+}
+
+TEST(KernelMathPool, GlobalAveragePoolIsTheCpuKernelBitForBit) {
+  for (const Shape& in : {Shape{2, 3, 5, 4}, Shape{3, 7, 7, 64}, Shape{4, 5, 3, 17}}) {
+    CpuLayer cpu(GlobalAvgPoolSpec{}, in);
+    const int64_t pixels = in[1] * in[2];
+    const std::vector<float> x = random_floats(in.numel(), 44);
+    std::vector<float> y;
+    for (int64_t n = 0; n < in[0]; ++n) {
+      for (int64_t c = 0; c < in[3]; ++c) {
+        y.push_back(km::global_avg_pool_mean(x.data(), pixels, in[3], n, c));
+      }
+    }
+    const std::vector<float> cpu_y = cpu.forward(x);
+    EXPECT_EQ(bit_mismatches(y, cpu_y), "") << in.to_string();
+
+    const std::vector<float> dy = random_floats(in[0] * in[3], 45);
+    std::vector<float> dx;
+    for (int64_t i = 0; i < in.numel(); ++i) {
+      dx.push_back(km::global_avg_pool_grad(dy.data(), pixels, in[3], i));
+    }
+    EXPECT_EQ(bit_mismatches(dx, cpu.backward(x, cpu_y, dy)), "") << in.to_string();
+  }
+}
+
+}  // namespace
+}  // namespace scalescope::kernel_math_test
