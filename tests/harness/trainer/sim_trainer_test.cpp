@@ -78,13 +78,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, SimEquivalence,
 // enqueued and waiting for it: the abort stops them long before the collective timeout, the
 // run's error is replica 1's own, and the streams and communicators tear down without hanging.
 TEST(SimTrainer, AFailingReplicaStopsItsPeersAtOnce) {
-  TrainOptions o;
-  o.model = "dense-100";
-  o.devices = "sim:3";
-  o.batch = 8;
-  o.steps = 10;
-  o.threads = 1;
-  o.eval = false;
+  TrainOptions o = testing_util::short_run("dense-100", "sim:3", 8, 10);
   o.collective_timeout_ms = 30000;
   TrainHooks hooks;
   hooks.after_step = [](int rank, int64_t step, std::span<float>) {
@@ -108,13 +102,7 @@ TEST(SimTrainer, AFailingReplicaStopsItsPeersAtOnce) {
 // first step on: a limit that the model alone fits under but the model and the libraries do
 // not fails the run as out of memory, naming the libraries' share.
 TEST(SimTrainer, LibrariesMemoryCountsAgainstTheMemoryLimit) {
-  TrainOptions o;
-  o.model = "dense-100";
-  o.devices = "sim:1";
-  o.batch = 8;
-  o.steps = 3;
-  o.threads = 1;
-  o.eval = false;
+  TrainOptions o = testing_util::short_run("dense-100", "sim:1", 8, 3);
   const RunReport alone = train(o);
   EXPECT_EQ(alone.library_memory_bytes, std::vector<int64_t>{0});
   const int64_t model_bytes = alone.peak_memory_bytes.at(0);

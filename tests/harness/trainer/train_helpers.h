@@ -48,6 +48,19 @@ inline double worst_difference(const std::vector<NamedTensor>& a,
   return worst;
 }
 
+// A short run without evaluation, one thread per device.
+inline TrainOptions short_run(const std::string& model, const std::string& devices, int64_t batch,
+                              int64_t steps) {
+  TrainOptions o;
+  o.model = model;
+  o.devices = devices;
+  o.batch = batch;
+  o.steps = steps;
+  o.threads = 1;
+  o.eval = false;
+  return o;
+}
+
 // The small run the equivalence tests train: dense-100 for 6 steps on one thread per device,
 // SGD with momentum or Adam, with buckets small enough that several overlap backward.
 inline TrainOptions equivalence_options(OptimizerKind optimizer, bool overlap) {
