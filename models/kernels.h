@@ -124,10 +124,11 @@ KernelBackend& kernel_backend(DeviceKind kind);
 
 // Whether GPU kernels may compute fp32 matrix products in TF32 (10-bit mantissa inputs, fp32
 // accumulation) on tensor cores: cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32 and cuDNN's
-// CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION when true, strict fp32 (CUBLAS_COMPUTE_32F,
-// CUDNN_FMA_MATH) when false. Process-wide, true by default (as PyTorch's cuDNN default and
-// TensorFlow's). Read when a kernel is constructed: kernels built earlier keep their math, so
-// set it before building models. Thread-safe. CPU kernels always compute in fp32.
+// CUDNN_DEFAULT_MATH when true, strict fp32 (CUBLAS_COMPUTE_32F, CUDNN_FMA_MATH) when false;
+// fp32 data is never converted to fp16. Process-wide, true by default (as PyTorch's cuDNN
+// default and TensorFlow's). Read when a kernel is constructed: kernels built earlier keep
+// their math, so set it before building models. Thread-safe. CPU kernels always compute in
+// fp32.
 void set_allow_tf32(bool allow);
 bool allow_tf32();
 

@@ -18,11 +18,13 @@
 #include <climits>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <variant>
 #include <vector>
 
 #include "core/buffer.h"
 #include "core/check.h"
+#include "models/cuda/conv_math.h"
 #include "models/cuda/cuda_kernels.h"
 #include "models/cuda/cuda_libraries.h"
 #include "models/cuda/cuda_ops.h"
@@ -72,19 +74,14 @@ size_t conv_workspace_limit(CudaDevice& device) {
   return limit;
 }
 
-bool uses_tensor_cores(cudnnMathType_t math) {
-  return math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-}
-
 struct Algorithm {
   int algo = 0;
   size_t workspace = 0;
 };
 
 // Picks the first (fastest, by cuDNN's heuristics) of `perf` that is supported, fits `limit`
-// and has the math allowed: with TF32 the math cuDNN proposes, which is then set on the pass's
-// own descriptor (passes may differ); in strict fp32 only algorithms without tensor cores,
-// run under CUDNN_FMA_MATH. `workspace_of(algo, &bytes)` asks cuDNN the workspace of one
+// and has its math allowed (conv_math.h), which is then set on the pass's own descriptor
+// (passes may differ). `workspace_of(algo, &bytes)` asks cuDNN the workspace of one
 // algorithm under the descriptor's math, which also rejects a combination it cannot run.
 template <class Perf, class WorkspaceOf>
 Algorithm choose(const std::vector<Perf>& perf, int returned, cudnnConvolutionDescriptor_t conv,
@@ -93,9 +90,9 @@ Algorithm choose(const std::vector<Perf>& perf, int returned, cudnnConvolutionDe
   for (int i = 0; i < returned; ++i) {
     const Perf& p = perf[static_cast<size_t>(i)];
     if (p.status != CUDNN_STATUS_SUCCESS) continue;
-    if (!tf32 && uses_tensor_cores(p.mathType)) continue;
-    const cudnnMathType_t math = tf32 ? p.mathType : CUDNN_FMA_MATH;
-    if (cudnnSetConvolutionMathType(conv, math) != CUDNN_STATUS_SUCCESS) continue;
+    const std::optional<cudnnMathType_t> math = conv_math_for(p.mathType, tf32);
+    if (!math) continue;
+    if (cudnnSetConvolutionMathType(conv, *math) != CUDNN_STATUS_SUCCESS) continue;
     size_t bytes = 0;
     if (workspace_of(p.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > limit) continue;
     return Algorithm{static_cast<int>(p.algo), bytes};
@@ -245,7 +242,7 @@ class ConvKernel final : public LayerKernel {
   // last few percent, and planning neither synchronizes nor allocates trial buffers.
   void plan_algorithms(const LayerSpec& spec, size_t limit) {
     const bool tf32 = allow_tf32();
-    const cudnnMathType_t wanted = tf32 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_FMA_MATH;
+    const cudnnMathType_t wanted = conv_requested_math(tf32);
     const cudnnHandle_t handle = libraries_->cudnn_for_planning();
     int max_count = 0;
     int returned = 0;
