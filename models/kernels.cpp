@@ -21,6 +21,11 @@ std::atomic<bool>& tf32_flag() {
   return allow;
 }
 
+std::atomic<bool>& deterministic_flag() {
+  static std::atomic<bool> deterministic{true};
+  return deterministic;
+}
+
 std::vector<std::unique_ptr<KernelBackend>> make_kernel_backends() {
   std::vector<std::unique_ptr<KernelBackend>> list;
   list.push_back(std::make_unique<CpuKernelBackend>());
@@ -46,6 +51,14 @@ void set_allow_tf32(bool allow) {
 
 bool allow_tf32() {
   return tf32_flag().load(std::memory_order_relaxed);
+}
+
+void set_deterministic(bool deterministic) {
+  deterministic_flag().store(deterministic, std::memory_order_relaxed);
+}
+
+bool deterministic() {
+  return deterministic_flag().load(std::memory_order_relaxed);
 }
 
 const std::vector<KernelBackend*>& kernel_backends() {

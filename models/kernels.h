@@ -28,6 +28,18 @@ struct LayerBinding {
   std::vector<TensorView> grads;
 };
 
+// How a kernel computes one pass where a library chose among implementations (cuDNN's
+// convolution algorithms, oneDNN's implementations): reported with a run, so that two runs
+// that differ in speed can be told apart by what actually ran.
+struct KernelChoice {
+  std::string pass;           // "forward", "backward-data", "backward-filter"
+  std::string algorithm;      // the library's own name for what runs
+  std::string math;           // the arithmetic: cuDNN's math type, cuBLAS's compute type, "fp32"
+  std::string layout;         // of the activations as the library sees them: "NHWC", "NCHW", "NC"
+  bool deterministic = true;  // bit-identical results run after run
+  int64_t workspace_bytes = 0;
+};
+
 class LayerKernel {
  public:
   virtual ~LayerKernel() = default;
@@ -41,6 +53,9 @@ class LayerKernel {
   // reordered weights).
   virtual void backward(const float* in, const float* out, const float* dout, float* din,
                         Stream& stream) = 0;
+  // What the library chose for each pass when the kernel was planned; empty for kernels of
+  // our own, which have one implementation.
+  virtual std::vector<KernelChoice> choices() const { return {}; }
 };
 
 class LossKernel {
@@ -102,6 +117,9 @@ class KernelBackend {
   // Whether these kernels may compute fp32 products in TF32 when allowed (set_allow_tf32):
   // only then does a run's report say which math it used.
   virtual bool has_tf32() const { return false; }
+  // Whether these kernels may run non-deterministic algorithms when allowed
+  // (set_deterministic): only then does a run's report say whether they were.
+  virtual bool has_nondeterministic() const { return false; }
 
   virtual std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec,
                                                   const LayerBinding& binding, Device& device) = 0;
@@ -131,6 +149,13 @@ KernelBackend& kernel_backend(DeviceKind kind);
 // fp32.
 void set_allow_tf32(bool allow);
 bool allow_tf32();
+
+// Whether GPU kernels must be deterministic (bit-identical results run after run on one
+// device, as CPU kernels always are): cuDNN algorithms that accumulate with atomics are then
+// refused. Process-wide, true by default; read when a kernel is constructed, like
+// allow_tf32(). Thread-safe.
+void set_deterministic(bool deterministic);
+bool deterministic();
 
 // Gradient accumulation over micro-batches: acc = grads when `first`, else acc += grads, over
 // `count` floats of device memory of stream.device(). Element-wise, so the result does not

@@ -137,6 +137,16 @@ Model::Plan& Model::plan_for(int64_t batch) {
   return *plans_.emplace(batch, std::move(plan)).first->second;
 }
 
+std::vector<std::vector<KernelChoice>> Model::kernel_choices(int64_t batch) const {
+  const auto it = plans_.find(batch);
+  SS_CHECK(it != plans_.end(), "model '{}' has no kernels planned for batch size {}", def_.name,
+           batch);
+  std::vector<std::vector<KernelChoice>> out;
+  for (const std::unique_ptr<LayerKernel>& kernel : it->second->kernels)
+    out.push_back(kernel->choices());
+  return out;
+}
+
 void Model::forward(const float* input, int64_t batch, Stream& stream) {
   Plan& plan = plan_for(batch);
   current_ = &plan;

@@ -74,6 +74,10 @@ class Model {
   // bucket from there).
   void backward(Stream& stream, const std::function<void(int layer)>& on_layer_done = {});
 
+  // What the libraries chose for the kernels of batch size `batch` (LayerKernel::choices),
+  // indexed by layer. Throws Error when no forward has planned that batch size.
+  std::vector<std::vector<KernelChoice>> kernel_choices(int64_t batch) const;
+
  private:
   struct Plan;
   Plan& plan_for(int64_t batch);

@@ -62,6 +62,32 @@ GpuUtilization gpu_utilization_from_json(const JsonReader& r) {
           .error = r.string("error")};
 }
 
+nlohmann::json to_json(const KernelChoiceRecord& k) {
+  return {{"layer", k.layer},
+          {"layer_name", k.layer_name},
+          {"pass", k.pass},
+          {"algorithm", k.algorithm},
+          {"math", k.math},
+          {"layout", k.layout},
+          {"deterministic", k.deterministic},
+          {"workspace_bytes", k.workspace_bytes}};
+}
+
+KernelChoiceRecord kernel_choice_from_json(const JsonReader& r) {
+  KernelChoiceRecord k{.layer = r.int32("layer"),
+                       .layer_name = r.string("layer_name"),
+                       .pass = r.string("pass"),
+                       .algorithm = r.string("algorithm"),
+                       .math = r.string("math"),
+                       .layout = r.string("layout"),
+                       .deterministic = r.boolean("deterministic"),
+                       .workspace_bytes = r.int64("workspace_bytes")};
+  SS_CHECK(k.layer >= 0, "{} {} must not be negative", r.name("layer"), k.layer);
+  SS_CHECK(k.workspace_bytes >= 0, "{} {} must not be negative", r.name("workspace_bytes"),
+           k.workspace_bytes);
+  return k;
+}
+
 nlohmann::json to_json(const EvalRecord& e) {
   return {{"epoch", e.epoch}, {"step", e.step}, {"loss", e.loss}, {"accuracy", e.accuracy}};
 }
@@ -131,6 +157,12 @@ nlohmann::json to_json(const RunReport& r) {
   };
   if (r.cluster) j["cluster"] = to_json(*r.cluster);
   if (r.tf32) j["config"]["tf32"] = *r.tf32;
+  if (r.deterministic) j["config"]["deterministic"] = *r.deterministic;
+  if (!r.kernels.empty()) {
+    nlohmann::json kernels = nlohmann::json::array();
+    for (const KernelChoiceRecord& k : r.kernels) kernels.push_back(to_json(k));
+    j["kernels"] = std::move(kernels);
+  }
   if (r.allreduce_split) j["allreduce_split"] = to_json(*r.allreduce_split);
   if (!r.gpu_utilization.empty()) {
     nlohmann::json gpus = nlohmann::json::array();

@@ -14,7 +14,7 @@
 
 namespace scalescope {
 
-inline constexpr const char* kRunSchemaVersion = "1.3";
+inline constexpr const char* kRunSchemaVersion = "1.4";
 
 struct StepRecord {
   int64_t step = 0;   // 1-based
@@ -67,6 +67,19 @@ struct AllReduceSplit {
   double intra_node_fraction() const;
 };
 
+// What a library chose to run for one pass of one layer's kernel (cuDNN's convolution
+// algorithm, oneDNN's implementation), as planned on replica 0.
+struct KernelChoiceRecord {
+  int layer = 0;           // index in the model
+  std::string layer_name;  // as the model describes it ("conv2d(32, 3x3, same)")
+  std::string pass;
+  std::string algorithm;
+  std::string math;
+  std::string layout;
+  bool deterministic = true;
+  int64_t workspace_bytes = 0;
+};
+
 struct RunReport {
   std::string command_line;
   std::string model;
@@ -106,6 +119,10 @@ struct RunReport {
   std::vector<int64_t> library_memory_bytes;
   // GPU runs: whether kernels could compute fp32 products in TF32 (--no-tf32 forbids it).
   std::optional<bool> tf32;
+  // GPU runs: whether kernels had to be deterministic (--no-deterministic allows otherwise).
+  std::optional<bool> deterministic;
+  // Layer by layer, what the libraries chose; empty where no kernel chose (our own kernels).
+  std::vector<KernelChoiceRecord> kernels;
   // GPU runs: every GPU's NVML sampling over the measured steps.
   std::vector<GpuUtilization> gpu_utilization;
   std::optional<AllReduceSplit> allreduce_split;  // runs across nodes
@@ -134,6 +151,8 @@ nlohmann::json to_json(const AllReduceSplit& split);
 nlohmann::json to_json(const EvalRecord& eval);
 EvalRecord eval_from_json(const JsonReader& r);
 nlohmann::json to_json(const GpuUtilization& gpu);
+nlohmann::json to_json(const KernelChoiceRecord& choice);
+KernelChoiceRecord kernel_choice_from_json(const JsonReader& r);
 GpuUtilization gpu_utilization_from_json(const JsonReader& r);
 // Reads what to_json(AllReduceSplit) wrote; throws Error naming the key that is missing, of
 // the wrong type or out of range.

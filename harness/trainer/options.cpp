@@ -123,6 +123,9 @@ void add_training_options(OptionList& list, TrainOptions& o) {
            "All-reduce after backward instead of during it (shows what overlap buys)");
   list.add("!--no-tf32", o.tf32,
            "GPU kernels compute fp32 products in strict fp32, not TF32 on tensor cores");
+  list.add("!--no-deterministic", o.deterministic,
+           "GPU kernels may use non-deterministic algorithms (cuDNN's atomics): faster, but two "
+           "runs no longer give bit-identical weights");
   list.add("--collective-timeout-ms", o.collective_timeout_ms,
            "A collective that waits longer fails the run (a lost replica never hangs it)",
            at_least<int64_t>(1, "must be a positive number of milliseconds"));

@@ -86,6 +86,8 @@ struct TrainOptions {
   // GPU kernels may compute fp32 products in TF32 (models/kernels.h set_allow_tf32; set for
   // the whole process when train() begins).
   bool tf32 = true;
+  // GPU kernels must be deterministic (models/kernels.h set_deterministic; set with tf32).
+  bool deterministic = true;
   // Multi-process runs (harness/collectives/cluster.h): the processes of an MPI launch, or
   // null for this process alone. `devices` counts devices over all processes; each process
   // hosts `replicas_per_process` of them as threads (0: devices / processes), and a run

@@ -80,6 +80,19 @@ AllReduceSplit measure_allreduce_split(Communicator& global, Communicator& node,
   return s;
 }
 
+// What the libraries chose for the kernels of the training batch, layer by layer.
+std::vector<KernelChoiceRecord> kernel_records(const Model& model, int64_t batch) {
+  std::vector<KernelChoiceRecord> out;
+  const std::vector<std::vector<KernelChoice>> layers = model.kernel_choices(batch);
+  for (size_t layer = 0; layer < layers.size(); ++layer) {
+    for (const KernelChoice& c : layers[layer]) {
+      out.push_back({static_cast<int>(layer), describe(model.def().layers[layer]), c.pass,
+                     c.algorithm, c.math, c.layout, c.deterministic, c.workspace_bytes});
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Replica::Replica(ReplicaShared& run, int rank)
@@ -309,6 +322,7 @@ void Replica::finish(const StepSchedule& schedule) {
     group.steps = last;
     group.warmup_steps = schedule.warmup_steps();
     group.warmup_settled = schedule.settled();
+    group.kernels = kernel_records(*model_, run_.plan.batch);
   }
 }
 

@@ -43,6 +43,8 @@ void read_replica(RunResults& results, const JsonReader& r) {
 nlohmann::json group_json(const GroupRecord& g) {
   nlohmann::json evals = nlohmann::json::array();
   for (const EvalRecord& e : g.evals) evals.push_back(to_json(e));
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const KernelChoiceRecord& k : g.kernels) kernels.push_back(to_json(k));
   return {{"steps", g.steps},
           {"warmup_steps", g.warmup_steps},
           {"warmup_settled", g.warmup_settled},
@@ -52,7 +54,8 @@ nlohmann::json group_json(const GroupRecord& g) {
           {"lrs", g.lrs},
           {"consistency_checks", g.consistency_checks},
           {"allreduce_split", g.allreduce_split ? to_json(*g.allreduce_split) : nullptr},
-          {"threads_per_device", g.threads_per_device}};
+          {"threads_per_device", g.threads_per_device},
+          {"kernels", std::move(kernels)}};
 }
 
 GroupRecord read_group(const JsonReader& r) {
@@ -73,6 +76,9 @@ GroupRecord read_group(const JsonReader& r) {
     g.allreduce_split = split_from_json(r.object("allreduce_split"));
   }
   g.threads_per_device = r.int32("threads_per_device");
+  const nlohmann::json& kernels = r.array("kernels");
+  for (size_t i = 0; i < kernels.size(); ++i)
+    g.kernels.push_back(kernel_choice_from_json(r.element("kernels", i)));
   return g;
 }
 
@@ -181,6 +187,8 @@ RunReport assemble_report(const TrainOptions& o, const Plan& plan, RunResults& r
   }
   report.allreduce_split = g.allreduce_split;
   if (kernel_backend(plan.spec.kind).has_tf32()) report.tf32 = o.tf32;
+  if (kernel_backend(plan.spec.kind).has_nondeterministic()) report.deterministic = o.deterministic;
+  report.kernels = g.kernels;
   report.evals = g.evals;
   report.cluster = cluster_info(plan, cluster);
   report.steps = step_records(results);

@@ -40,6 +40,7 @@ struct GroupRecord {
   int64_t consistency_checks = 0;
   std::optional<AllReduceSplit> allreduce_split;  // runs across nodes
   int threads_per_device = 0;
+  std::vector<KernelChoiceRecord> kernels;  // as replica 0 planned them
 };
 
 struct RunResults {

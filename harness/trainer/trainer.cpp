@@ -95,6 +95,7 @@ class LocalRun {
     validate(o);
     // Process-wide and read when kernels are built: every replica's kernels alike.
     set_allow_tf32(o.tf32);
+    set_deterministic(o.deterministic);
     return o;
   }
 

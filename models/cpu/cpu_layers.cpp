@@ -157,6 +157,7 @@ class DnnlKernel : public LayerKernel {
 // The descriptors of a layer with weights and a bias: convolution or inner product.
 template <class Fwd, class BwdData, class BwdWeights>
 struct WeightedDescs {
+  const char* layout;     // of the activations, as reported: "NHWC", "NC"
   memory::desc src, dst;  // activations, in their fixed layouts
   memory::desc weights;   // PyTorch's layout
   memory::desc bias;
@@ -213,6 +214,8 @@ class WeightedKernel final : public DnnlKernel {
                                           {DNNL_ARG_DIFF_WEIGHTS, prim_diff_weights},
                                           {DNNL_ARG_DIFF_BIAS, prim_diff_bias}});
     allocate_scratchpad();
+    choices_ = {choice("forward", fwd_pd, d.layout), choice("backward-data", bwd_data_pd, d.layout),
+                choice("backward-weights", bwd_weights_pd, d.layout)};
   }
 
   void forward(const float* in, float* out, Stream&) override {
@@ -237,7 +240,20 @@ class WeightedKernel final : public DnnlKernel {
     backward_data_.run(stream_);
   }
 
+  std::vector<KernelChoice> choices() const override { return choices_; }
+
  private:
+  // oneDNN's name of the implementation it dispatched to ("brg:avx512_core", "gemm:jit",
+  // "ref:any": the last is a slow reference kernel worth knowing about). oneDNN's CPU kernels
+  // are deterministic for a fixed thread count.
+  template <class Pd>
+  static KernelChoice choice(const char* pass, const Pd& pd, const char* layout) {
+    return {pass,   pd.impl_info_str(),
+            "fp32", layout,
+            true,   static_cast<int64_t>(pd.scratchpad_desc().get_size())};
+  }
+
+  std::vector<KernelChoice> choices_;
   memory src_, dst_, diff_src_, diff_dst_;
   Call weights_to_fwd_, bias_to_fwd_, weights_to_bwd_, diff_weights_back_, diff_bias_back_;
   Call forward_, backward_data_, backward_weights_;
@@ -270,6 +286,7 @@ std::unique_ptr<LayerKernel> make_conv(const Conv2DSpec& c, const LayerBinding& 
   using Descs = WeightedDescs<dnnl::convolution_forward, dnnl::convolution_backward_data,
                               dnnl::convolution_backward_weights>;
   const Descs descs{
+      "NHWC",
       src,
       dst,
       f32_desc(weight_dims, Tag::oihw),
@@ -294,6 +311,7 @@ std::unique_ptr<LayerKernel> make_dense(const DenseSpec& d, const LayerBinding& 
   using Descs = WeightedDescs<dnnl::inner_product_forward, dnnl::inner_product_backward_data,
                               dnnl::inner_product_backward_weights>;
   const Descs descs{
+      "NC",
       src,
       dst,
       plain_weights,

@@ -23,6 +23,9 @@ namespace scalescope {
 // cuda_layers.cpp
 std::unique_ptr<LayerKernel> make_cuda_layer(const LayerSpec& spec, const LayerBinding& binding,
                                              CudaDevice& device);
+// cuda_conv.cpp
+std::unique_ptr<LayerKernel> make_cuda_conv(const Conv2DSpec& conv, const LayerSpec& spec,
+                                            const LayerBinding& binding, CudaDevice& device);
 // cuda_losses.cpp
 std::unique_ptr<LossKernel> make_cuda_loss(LossKind kind, const Shape& output, CudaDevice& device);
 // cuda_optimizers.cpp
@@ -37,6 +40,7 @@ class CudaKernelBackend final : public KernelBackend {
   DeviceKind kind() const override { return DeviceKind::kCuda; }
   std::vector<LibraryVersion> library_versions() const override;  // cuDNN and cuBLAS
   bool has_tf32() const override { return true; }
+  bool has_nondeterministic() const override { return true; }
   std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec, const LayerBinding& binding,
                                           Device& device) override {
     return make_cuda_layer(spec, binding, cuda(device));

@@ -30,6 +30,8 @@ class SimLayer final : public LayerKernel {
       k->backward(in, out, dout, din, stream);
     });
   }
+  // Fixed at construction, read on the host: no need to go through the stream.
+  std::vector<KernelChoice> choices() const override { return cpu_->choices(); }
 
  private:
   SimDevice& device_;

@@ -17,6 +17,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "core/backend.h"
@@ -183,39 +184,53 @@ LayerInputs layer_inputs(const LayerCase& c, uint64_t seed) {
   return inputs;
 }
 
+// A layer kernel on `device` with its tensors, holding the case's inputs and parameters.
+struct BoundLayer {
+  Tensor in, out, dout, din;
+  std::vector<Tensor> params, grads;
+  std::unique_ptr<LayerKernel> kernel;
+};
+
+BoundLayer bind_layer(Device& device, const LayerCase& c, const LayerInputs& inputs) {
+  device.make_current();
+  const Shape out_shape = output_shape(c.spec, c.in.without_batch()).with_batch(c.in[0]);
+  BoundLayer b{Tensor(device, c.in),
+               Tensor(device, out_shape),
+               Tensor(device, out_shape),
+               Tensor(device, c.in),
+               {},
+               {},
+               nullptr};
+  b.in.copy_from_host(inputs.x);
+  b.dout.copy_from_host(inputs.dout);
+  LayerBinding binding{c.in, out_shape, {}, {}};
+  const std::vector<ParamSpec> specs = param_specs(c.spec, c.in.without_batch());
+  b.params.reserve(specs.size());
+  b.grads.reserve(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    b.params.emplace_back(device, specs[i].shape);
+    b.params.back().copy_from_host(inputs.params[i]);
+    b.grads.emplace_back(device, specs[i].shape);
+    binding.params.push_back(b.params.back().view());
+    binding.grads.push_back(b.grads.back().view());
+  }
+  b.kernel = kernel_backend(device.id().kind).make_layer(c.spec, binding, device);
+  return b;
+}
+
 // Forward, then backward three times: without the input's gradient, then twice with it (the
 // second time after the first has overwritten whatever the kernel keeps from forward, such as
 // the extended input of asymmetric padding). The last results are returned.
 LayerResult run_layer(Device& device, const LayerCase& c, const LayerInputs& inputs) {
-  device.make_current();
-  const Shape out_shape = output_shape(c.spec, c.in.without_batch()).with_batch(c.in[0]);
-  Tensor in(device, c.in);
-  Tensor out(device, out_shape);
-  Tensor dout(device, out_shape);
-  Tensor din(device, c.in);
-  in.copy_from_host(inputs.x);
-  dout.copy_from_host(inputs.dout);
-  LayerBinding binding{c.in, out_shape, {}, {}};
-  std::vector<Tensor> params;
-  std::vector<Tensor> grads;
-  const std::vector<ParamSpec> specs = param_specs(c.spec, c.in.without_batch());
-  for (size_t i = 0; i < specs.size(); ++i) {
-    params.emplace_back(device, specs[i].shape);
-    params.back().copy_from_host(inputs.params[i]);
-    grads.emplace_back(device, specs[i].shape);
-    binding.params.push_back(params.back().view());
-    binding.grads.push_back(grads.back().view());
-  }
-  std::unique_ptr<LayerKernel> kernel =
-      kernel_backend(device.id().kind).make_layer(c.spec, binding, device);
+  BoundLayer b = bind_layer(device, c, inputs);
   Stream& stream = device.default_stream();
-  kernel->forward(in.data(), out.data(), stream);
-  kernel->backward(in.data(), out.data(), dout.data(), nullptr, stream);
-  kernel->backward(in.data(), out.data(), dout.data(), din.data(), stream);
-  kernel->backward(in.data(), out.data(), dout.data(), din.data(), stream);
+  b.kernel->forward(b.in.data(), b.out.data(), stream);
+  b.kernel->backward(b.in.data(), b.out.data(), b.dout.data(), nullptr, stream);
+  b.kernel->backward(b.in.data(), b.out.data(), b.dout.data(), b.din.data(), stream);
+  b.kernel->backward(b.in.data(), b.out.data(), b.dout.data(), b.din.data(), stream);
   stream.synchronize();
-  LayerResult result{out.to_host(), din.to_host(), {}};
-  for (const Tensor& g : grads) result.grads.push_back(g.to_host());
+  LayerResult result{b.out.to_host(), b.din.to_host(), {}};
+  for (const Tensor& g : b.grads) result.grads.push_back(g.to_host());
   return result;
 }
 
@@ -246,6 +261,37 @@ INSTANTIATE_TEST_SUITE_P(AllLayers, CudaLayerTest,
                            return std::get<0>(info.param).name + "_" +
                                   to_string(std::get<1>(info.param));
                          });
+
+// Every convolution plans an algorithm per pass by cuDNN's name, never one that converts fp32
+// to fp16, strict fp32 never on tensor cores, deterministic ones only (the default); and two
+// kernels planned alike compute bit-identical results.
+TEST_F(CudaKernelsTest, ConvolutionsRecordAllowedDeterministicAlgorithms) {
+  for (const LayerCase& c : layer_cases()) {
+    if (!std::holds_alternative<Conv2DSpec>(c.spec)) continue;
+    for (const bool tf32 : {false, true}) {
+      SCOPED_TRACE(describe(c.spec) + " on " + c.in.to_string() + (tf32 ? ", tf32" : ", strict"));
+      const Tf32Scope scope(tf32);
+      const LayerInputs inputs = layer_inputs(c, 99);
+      const BoundLayer b = bind_layer(*gpu_, c, inputs);
+      const std::vector<KernelChoice> choices = b.kernel->choices();
+      ASSERT_EQ(choices.size(), 3u);
+      for (const KernelChoice& k : choices) {
+        EXPECT_EQ(k.algorithm.rfind("CUDNN_CONVOLUTION_", 0), 0u) << k.algorithm;
+        EXPECT_NE(k.math, "CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION");
+        if (!tf32) {
+          EXPECT_EQ(k.math, "CUDNN_FMA_MATH");
+        }
+        EXPECT_TRUE(k.deterministic) << k.pass << " " << k.algorithm;
+        EXPECT_TRUE(k.layout == "NHWC" || k.layout == "NCHW") << k.layout;
+      }
+      const LayerResult first = run_layer(*gpu_, c, inputs);
+      const LayerResult second = run_layer(*gpu_, c, inputs);
+      EXPECT_EQ(first.out, second.out);
+      EXPECT_EQ(first.din, second.din);
+      EXPECT_EQ(first.grads, second.grads);
+    }
+  }
+}
 
 // ---- losses
 
@@ -508,6 +554,14 @@ TEST(Tf32Switch, AllowedByDefaultAndSettable) {
     EXPECT_FALSE(allow_tf32());
   }
   EXPECT_TRUE(allow_tf32());
+}
+
+TEST(DeterministicSwitch, OnByDefaultAndSettable) {
+  EXPECT_TRUE(deterministic());
+  set_deterministic(false);
+  EXPECT_FALSE(deterministic());
+  set_deterministic(true);
+  EXPECT_TRUE(deterministic());
 }
 
 TEST(AccumulateInto, CpuCopiesFirstThenAdds) {

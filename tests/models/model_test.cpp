@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <variant>
 #include <vector>
 
 #include "core/cpu/cpu_device.h"
@@ -48,6 +49,36 @@ TEST(Model, InitialisationIsGlorotUniformAndSeeded) {
     EXPECT_GT(max_abs, 0.9f * limit) << a.params()[i].name;  // fills the range
     EXPECT_LT(std::abs(sum / static_cast<double>(wa[i].size())), 0.1 * limit);
   }
+}
+
+// Convolutions and dense layers say which oneDNN implementation each pass dispatched to;
+// the layers of our own say nothing. Planned per batch size, so asked per batch size.
+TEST(Model, KernelChoicesNameWhatEachPassOfTheWeightedLayersRuns) {
+  CpuDevice dev(0, 1);
+  Model m(make_model("cifar-cnn"), Shape{32, 32, 3}, dev, 1);
+  EXPECT_THROW(m.kernel_choices(4), Error);  // nothing planned yet
+  const std::vector<float> input = random_values(4 * 32 * 32 * 3, 3);
+  m.forward(input.data(), 4, dev.default_stream());
+  const std::vector<std::vector<KernelChoice>> choices = m.kernel_choices(4);
+  ASSERT_EQ(choices.size(), m.def().layers.size());
+  for (size_t layer = 0; layer < choices.size(); ++layer) {
+    const bool conv = std::holds_alternative<Conv2DSpec>(m.def().layers[layer]);
+    const bool dense = std::holds_alternative<DenseSpec>(m.def().layers[layer]);
+    if (!conv && !dense) {
+      EXPECT_TRUE(choices[layer].empty()) << layer;
+      continue;
+    }
+    ASSERT_EQ(choices[layer].size(), 3u) << layer;
+    EXPECT_EQ(choices[layer][0].pass, "forward");
+    EXPECT_EQ(choices[layer][1].pass, "backward-data");
+    EXPECT_EQ(choices[layer][2].pass, "backward-weights");
+    for (const KernelChoice& c : choices[layer]) {
+      EXPECT_FALSE(c.algorithm.empty()) << layer;
+      EXPECT_EQ(c.layout, conv ? "NHWC" : "NC");
+      EXPECT_TRUE(c.deterministic);
+    }
+  }
+  EXPECT_THROW(m.kernel_choices(8), Error);
 }
 
 TEST(Model, GradientLayoutIsReverseLayerOrderAndContiguous) {

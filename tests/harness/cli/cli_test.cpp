@@ -61,9 +61,12 @@ TEST(Cli, TrainWritesARunFile) {
   ASSERT_EQ(r.status, 0) << r.output;
   std::ifstream in(out);
   const auto doc = nlohmann::json::parse(in);
-  EXPECT_EQ(doc["schema_version"], "1.3");
+  EXPECT_EQ(doc["schema_version"], "1.4");
   EXPECT_EQ(doc["model"]["name"], "dense-100");
   EXPECT_EQ(doc["model"]["params"], 7114);
+  ASSERT_TRUE(doc.contains("kernels"));  // dense layers: oneDNN's inner products
+  EXPECT_EQ(doc["kernels"][0]["pass"], "forward");
+  EXPECT_EQ(doc["kernels"][0]["layout"], "NC");
   ASSERT_EQ(doc["steps"].size(), 12u);
   EXPECT_EQ(doc["steps"][11]["step"], 12);
   EXPECT_GT(doc["summary"]["step_ms_median"].get<double>(), 0.0);

@@ -86,6 +86,7 @@ SweepOptions unusual() {
   o.train.lr_scaling = LrScaling::kSqrt;
   o.train.overlap = false;
   o.train.tf32 = false;
+  o.train.deterministic = false;
   o.train.seed = 7;
   o.train.data.workers = 2;
   o.train.data.flip = true;
@@ -108,6 +109,8 @@ TEST(OptionSchema, AReportsConfigBlockReadsBackIntoTheSameOptions) {
   EXPECT_EQ(p.options.models, o.models);
   EXPECT_EQ(p.options.mode(), ScalingMode::kStrong);
   EXPECT_FALSE(p.options.train.overlap);
+  EXPECT_FALSE(p.options.train.deterministic);
+  EXPECT_EQ(config.at("deterministic"), false);  // the key, not the flag's name
   EXPECT_EQ(p.options.train.lr_scaling, LrScaling::kSqrt);
   EXPECT_EQ(p.sources.of("repeats"), Source::kFile);
   // The same block given as a stream (--resume's path) reads back alike.

@@ -95,6 +95,14 @@ TEST_P(GpuTrainer, TwoDevicesTrainLikeTwoCpuReplicas) {
   expect_like_cpu(trained_weights(device, "device2"), trained_weights(cpu, "cpu2"), "");
 }
 
+// Deterministic kernels (the default): the same run twice gives the same weights, bit for
+// bit, on one device and across two (NCCL's sums among two ranks are exact).
+TEST_P(GpuTrainer, TheSameRunTwiceGivesBitIdenticalWeights) {
+  DEVICES_OR_SKIP(two, 2);
+  const TrainOptions o = small_run("cifar-cnn", two);
+  EXPECT_TRUE(identical(trained_weights(o, "first"), trained_weights(o, "second")));
+}
+
 TEST_P(GpuTrainer, SteadyStepsAllocateNothingAndTheirPhasesAddUp) {
   DEVICES_OR_SKIP(one, 1);
   TrainOptions o;
@@ -123,13 +131,24 @@ TEST_P(GpuTrainer, SteadyStepsAllocateNothingAndTheirPhasesAddUp) {
   if (GetParam() == DeviceKind::kCuda) {
     ASSERT_TRUE(r.tf32.has_value());
     EXPECT_TRUE(*r.tf32);
+    ASSERT_TRUE(r.deterministic.has_value());
+    EXPECT_TRUE(*r.deterministic);
+    // Every pass of every weighted layer names what cuDNN or cuBLAS runs, deterministic.
+    ASSERT_FALSE(r.kernels.empty());
+    for (const KernelChoiceRecord& k : r.kernels) {
+      EXPECT_TRUE(k.algorithm.starts_with("CUDNN_") || k.algorithm.starts_with("cublas"))
+          << k.algorithm;
+      EXPECT_TRUE(k.deterministic) << k.layer_name << " " << k.pass;
+    }
     // One GPU sampled: readings, or the reason there are none (no NVML in a container).
     ASSERT_EQ(r.gpu_utilization.size(), 1u);
     EXPECT_TRUE(r.gpu_utilization[0].samples > 0 || !r.gpu_utilization[0].error.empty());
     EXPECT_FALSE(r.gpu_utilization[0].pci_bus_id.empty());
   } else {
-    EXPECT_FALSE(r.tf32.has_value());        // CPU kernels: no TF32 to speak of
-    EXPECT_TRUE(r.gpu_utilization.empty());  // nothing NVML could sample
+    EXPECT_FALSE(r.tf32.has_value());           // CPU kernels: no TF32 to speak of
+    EXPECT_FALSE(r.deterministic.has_value());  // nor non-deterministic algorithms
+    EXPECT_FALSE(r.kernels.empty());            // oneDNN's choices, through the sim kernels
+    EXPECT_TRUE(r.gpu_utilization.empty());     // nothing NVML could sample
   }
 }
 

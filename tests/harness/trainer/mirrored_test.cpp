@@ -6,10 +6,15 @@
 
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "core/error.h"
+#include "harness/trainer/results.h"
 #include "harness/trainer/trainer.h"
+#include "models/zoo.h"
 #include "tests/harness/trainer/train_helpers.h"
 #include "tests/test_util.h"
 
@@ -164,7 +169,73 @@ TEST(Mirrored, MeasuredStepsAllocateNoDeviceMemory) {
   EXPECT_EQ(r.measured_device_allocations, (std::vector<int64_t>{0, 0}));
   ASSERT_EQ(r.host_wait_overshoot_ms.size(), 2u);  // per replica
   EXPECT_FALSE(r.tf32.has_value());                // CPU runs: no TF32 to speak of
+  EXPECT_FALSE(r.deterministic.has_value());       // nor non-deterministic kernels
   EXPECT_TRUE(r.gpu_utilization.empty());
+}
+
+// The report names what oneDNN chose for each pass of every convolution and dense layer (of
+// the training batch, as replica 0 planned it), and nothing for the layers of our own.
+TEST(Mirrored, TheReportNamesTheKernelsTheLibrariesChose) {
+  TrainOptions o;
+  o.model = "cifar-cnn";
+  o.devices = "cpu:2";
+  o.batch = 4;
+  o.steps = 2;
+  o.warmup_steps = 1;
+  o.eval = false;
+  const RunReport r = train(o);
+  const ModelDef def = make_model(o.model);
+  std::vector<int> weighted;
+  for (size_t i = 0; i < def.layers.size(); ++i) {
+    if (std::holds_alternative<Conv2DSpec>(def.layers[i]) ||
+        std::holds_alternative<DenseSpec>(def.layers[i]))
+      weighted.push_back(static_cast<int>(i));
+  }
+  ASSERT_FALSE(weighted.empty());
+  ASSERT_EQ(r.kernels.size(), 3 * weighted.size());
+  for (size_t k = 0; k < r.kernels.size(); ++k) {
+    const KernelChoiceRecord& c = r.kernels[k];
+    const int layer = weighted[k / 3];
+    EXPECT_EQ(c.layer, layer);
+    EXPECT_EQ(c.layer_name, describe(def.layers[static_cast<size_t>(layer)]));
+    EXPECT_EQ(c.pass,
+              (std::vector<std::string>{"forward", "backward-data", "backward-weights"}[k % 3]));
+    EXPECT_FALSE(c.algorithm.empty());
+    EXPECT_EQ(c.math, "fp32");
+    EXPECT_EQ(c.layout, std::holds_alternative<Conv2DSpec>(def.layers[static_cast<size_t>(layer)])
+                            ? "NHWC"
+                            : "NC");
+    EXPECT_TRUE(c.deterministic);
+    EXPECT_GE(c.workspace_bytes, 0);
+  }
+  const nlohmann::json j = to_json(r);
+  ASSERT_TRUE(j.contains("kernels"));
+  EXPECT_EQ(j["kernels"].size(), r.kernels.size());
+  EXPECT_EQ(j["kernels"][0]["algorithm"], r.kernels[0].algorithm);
+}
+
+// Multi-process runs send replica 0's group record to the other processes: the kernel
+// choices travel with it, and a mistyped one is refused by name.
+TEST(Mirrored, KernelChoicesCrossProcessesIntact) {
+  RunResults sent(1);
+  sent.group.kernels = {{2, "conv2d(8, 3x3)", "backward-filter",
+                         "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1", "CUDNN_FMA_MATH", "NCHW", true,
+                         4096}};
+  nlohmann::json message = results_to_json(sent, 0, 1, true);
+  RunResults received(1);
+  add_results(received, message, "host", "the message");
+  ASSERT_EQ(received.group.kernels.size(), 1u);
+  const KernelChoiceRecord& k = received.group.kernels[0];
+  EXPECT_EQ(k.layer, 2);
+  EXPECT_EQ(k.algorithm, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1");
+  EXPECT_EQ(k.layout, "NCHW");
+  EXPECT_EQ(k.workspace_bytes, 4096);
+  message["group"]["kernels"][0]["workspace_bytes"] = -1;
+  RunResults refused(1);
+  EXPECT_NE(testing_util::error_of([&] {
+              add_results(refused, message, "host", "the message");
+            }).find("workspace_bytes"),
+            std::string::npos);
 }
 
 TEST(Mirrored, AFailingReplicaStopsTheOthersWithItsError) {

@@ -1,0 +1,247 @@
+#include "models/cuda/conv_planning.h"
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+
+namespace scalescope {
+
+cudnnMathType_t conv_requested_math(bool tf32) {
+  return tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
+
+std::optional<cudnnMathType_t> conv_math_for(cudnnMathType_t proposed, bool tf32) {
+  switch (proposed) {
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
+      return std::nullopt;
+    case CUDNN_TENSOR_OP_MATH:
+      if (!tf32) return std::nullopt;
+      return proposed;
+    case CUDNN_DEFAULT_MATH:
+    case CUDNN_FMA_MATH:
+      return tf32 ? proposed : CUDNN_FMA_MATH;
+  }
+  return std::nullopt;  // a math type this code does not know: not trusted
+}
+
+const char* to_string(ConvPass pass) {
+  switch (pass) {
+    case ConvPass::kForward:
+      return "forward";
+    case ConvPass::kBackwardData:
+      return "backward-data";
+    case ConvPass::kBackwardFilter:
+      return "backward-filter";
+  }
+  return "?";
+}
+
+namespace {
+
+const char* forward_algorithm_name(int algo) {
+  switch (static_cast<cudnnConvolutionFwdAlgo_t>(algo)) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM:
+      return "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
+      return "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM:
+      return "CUDNN_CONVOLUTION_FWD_ALGO_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT:
+      return "CUDNN_CONVOLUTION_FWD_ALGO_DIRECT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT:
+      return "CUDNN_CONVOLUTION_FWD_ALGO_FFT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING:
+      return "CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD:
+      return "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED:
+      return "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED";
+    case CUDNN_CONVOLUTION_FWD_ALGO_COUNT:
+      break;
+  }
+  return nullptr;
+}
+
+const char* backward_data_algorithm_name(int algo) {
+  switch (static_cast<cudnnConvolutionBwdDataAlgo_t>(algo)) {
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0:
+      return "CUDNN_CONVOLUTION_BWD_DATA_ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1:
+      return "CUDNN_CONVOLUTION_BWD_DATA_ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT:
+      return "CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING:
+      return "CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD:
+      return "CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED:
+      return "CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT:
+      break;
+  }
+  return nullptr;
+}
+
+const char* backward_filter_algorithm_name(int algo) {
+  switch (static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo)) {
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0:
+      return "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1:
+      return "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT:
+      return "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3:
+      return "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD:
+      return "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED:
+      return "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING:
+      return "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT:
+      break;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string conv_algorithm_name(ConvPass pass, int algo) {
+  const char* name = nullptr;
+  switch (pass) {
+    case ConvPass::kForward:
+      name = forward_algorithm_name(algo);
+      break;
+    case ConvPass::kBackwardData:
+      name = backward_data_algorithm_name(algo);
+      break;
+    case ConvPass::kBackwardFilter:
+      name = backward_filter_algorithm_name(algo);
+      break;
+  }
+  if (name != nullptr) return name;
+  return fmt::format("algorithm {} of {}", algo, to_string(pass));
+}
+
+const char* math_type_name(cudnnMathType_t math) {
+  switch (math) {
+    case CUDNN_DEFAULT_MATH:
+      return "CUDNN_DEFAULT_MATH";
+    case CUDNN_TENSOR_OP_MATH:
+      return "CUDNN_TENSOR_OP_MATH";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
+      return "CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION";
+    case CUDNN_FMA_MATH:
+      return "CUDNN_FMA_MATH";
+  }
+  return "unknown cuDNN math type";
+}
+
+const char* tensor_format_name(cudnnTensorFormat_t format) {
+  switch (format) {
+    case CUDNN_TENSOR_NCHW:
+      return "NCHW";
+    case CUDNN_TENSOR_NHWC:
+      return "NHWC";
+    case CUDNN_TENSOR_NCHW_VECT_C:
+      return "NCHW_VECT_C";
+  }
+  return "unknown cuDNN tensor format";
+}
+
+bool conv_deterministic(ConvPass pass, int algo, cudnnDeterminism_t reported) {
+  if (reported != CUDNN_DETERMINISTIC) return false;
+  switch (pass) {
+    case ConvPass::kForward:
+      return true;
+    case ConvPass::kBackwardData:
+      return algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+    case ConvPass::kBackwardFilter:
+      return algo != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 &&
+             algo != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+  }
+  return false;
+}
+
+std::optional<ConvChoice> pick_conv_algorithm(ConvQueries& queries, ConvPass pass,
+                                              cudnnTensorFormat_t layout, const ConvPolicy& policy,
+                                              std::string* refusals) {
+  const std::vector<ConvCandidate> proposed =
+      queries.candidates(pass, layout, conv_requested_math(policy.tf32));
+  std::string why;
+  const auto refuse = [&](const ConvCandidate& c, const std::string& reason) {
+    why += fmt::format("{}{} ({})", why.empty() ? "" : "; ", conv_algorithm_name(pass, c.algo),
+                       reason);
+  };
+  for (const ConvCandidate& c : proposed) {
+    if (c.status != CUDNN_STATUS_SUCCESS) {
+      refuse(c, fmt::format("not supported: {}", cudnnGetErrorString(c.status)));
+      continue;
+    }
+    const std::optional<cudnnMathType_t> math = conv_math_for(c.math, policy.tf32);
+    if (!math) {
+      refuse(c, fmt::format("{} not allowed", math_type_name(c.math)));
+      continue;
+    }
+    const bool deterministic = conv_deterministic(pass, c.algo, c.determinism);
+    if (policy.deterministic && !deterministic) {
+      refuse(c, "non-deterministic");
+      continue;
+    }
+    size_t bytes = 0;
+    const cudnnStatus_t status = queries.workspace(pass, layout, c.algo, *math, &bytes);
+    if (status != CUDNN_STATUS_SUCCESS) {
+      refuse(c, fmt::format("not supported under {}: {}", math_type_name(*math),
+                            cudnnGetErrorString(status)));
+      continue;
+    }
+    if (bytes > policy.workspace_limit) {
+      refuse(c, fmt::format("needs {} bytes of workspace", bytes));
+      continue;
+    }
+    return ConvChoice{c.algo, *math, deterministic, bytes};
+  }
+  if (refusals != nullptr) *refusals = proposed.empty() ? "none proposed" : why;
+  return std::nullopt;
+}
+
+namespace {
+
+// Every pass in `layout`, or nullopt with `failure` naming the first pass that has none.
+std::optional<ConvPlan> plan_in(ConvQueries& queries, const ConvPolicy& policy,
+                                cudnnTensorFormat_t layout, std::string* failure) {
+  ConvPlan plan;
+  plan.layout = layout;
+  for (const ConvPass pass : kConvPasses) {
+    std::string refusals;
+    const std::optional<ConvChoice> choice =
+        pick_conv_algorithm(queries, pass, layout, policy, &refusals);
+    if (!choice) {
+      *failure = fmt::format("{} in {}: {}", to_string(pass), tensor_format_name(layout), refusals);
+      return std::nullopt;
+    }
+    plan.passes[static_cast<size_t>(pass)] = *choice;
+  }
+  return plan;
+}
+
+}  // namespace
+
+ConvPlan plan_convolution(ConvQueries& queries, const ConvPolicy& policy,
+                          const std::string& layer) {
+  std::string nhwc_failure;
+  if (auto plan = plan_in(queries, policy, CUDNN_TENSOR_NHWC, &nhwc_failure)) return *plan;
+  std::string nchw_failure;
+  if (auto plan = plan_in(queries, policy, CUDNN_TENSOR_NCHW, &nchw_failure)) {
+    plan->nhwc_refusals = nhwc_failure;
+    return *plan;
+  }
+  throw_error(fmt::format(
+      "{}: cuDNN offers no allowed algorithm within {} bytes of workspace{}{} — {}; {}", layer,
+      policy.workspace_limit, policy.tf32 ? "" : " in strict fp32 (--no-tf32)",
+      policy.deterministic ? " among deterministic ones (--no-deterministic allows the others)"
+                           : "",
+      nhwc_failure, nchw_failure));
+}
+
+}  // namespace scalescope

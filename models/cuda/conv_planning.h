@@ -1,0 +1,111 @@
+// How a cuDNN convolution is planned: which algorithm each pass runs, under which math, in
+// which layout. Plain functions of cuDNN's enums and of what cuDNN answers, so that every
+// rule is tested wherever cudnn.h is (no GPU needed); the kernel (cuda_conv.cpp) only asks
+// cuDNN the questions (ConvQueries) and runs the answer.
+//
+// - fp32 data is never converted to fp16: CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION would let
+//   cuDNN do that, where gradients scaled by 1/batch become subnormal or zero, and the time
+//   would be of fp16 kernels reported as TF32. With TF32 allowed the descriptors ask for
+//   CUDNN_DEFAULT_MATH (fp32 on tensor cores as TF32, as PyTorch does), in strict fp32 for
+//   CUDNN_FMA_MATH.
+// - Deterministic runs (the default) refuse algorithms that accumulate with atomics, so that
+//   two runs on one GPU give bit-identical weights, as the CPU path does.
+// - NHWC first (the activations' own layout, no transposes); where cuDNN offers no allowed
+//   algorithm for some pass in NHWC (thin first layers, strict fp32), every pass goes to NCHW
+//   descriptors with transposes around them.
+#pragma once
+
+#include <cudnn.h>
+
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace scalescope {
+
+// The math the descriptors ask cuDNN's heuristics under.
+cudnnMathType_t conv_requested_math(bool tf32);
+
+// The math to run an algorithm under, given the math cuDNN proposes with it; nullopt when
+// the algorithm is refused: one that converts to fp16 always, one that needs tensor cores in
+// strict fp32.
+std::optional<cudnnMathType_t> conv_math_for(cudnnMathType_t proposed, bool tf32);
+
+enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
+inline constexpr std::array<ConvPass, 3> kConvPasses = {ConvPass::kForward, ConvPass::kBackwardData,
+                                                        ConvPass::kBackwardFilter};
+const char* to_string(ConvPass pass);  // "forward", "backward-data", "backward-filter"
+
+// cuDNN's name of an algorithm of `pass` ("CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM"), or
+// "algorithm N of <pass>" for a number this code does not know.
+std::string conv_algorithm_name(ConvPass pass, int algo);
+const char* math_type_name(cudnnMathType_t math);       // "CUDNN_DEFAULT_MATH", ...
+const char* tensor_format_name(cudnnTensorFormat_t f);  // "NHWC", "NCHW", ...
+
+// Whether an algorithm is deterministic: as cuDNN says in its proposal, and never one that
+// cuDNN's header documents as accumulating with atomics (backward-data ALGO_0,
+// backward-filter ALGO_0 and ALGO_3), whatever the proposal says.
+bool conv_deterministic(ConvPass pass, int algo, cudnnDeterminism_t reported);
+
+// One algorithm cuDNN's heuristics propose for a pass (the fields of the three
+// cudnnConvolution*AlgoPerf_t structs that planning reads).
+struct ConvCandidate {
+  int algo = 0;
+  cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  cudnnDeterminism_t determinism = CUDNN_DETERMINISTIC;
+};
+template <class Perf>
+ConvCandidate candidate_of(const Perf& perf) {
+  return {static_cast<int>(perf.algo), perf.status, perf.mathType, perf.determinism};
+}
+
+struct ConvPolicy {
+  bool tf32 = true;
+  bool deterministic = true;
+  size_t workspace_limit = 0;  // bytes one pass may take
+};
+
+// What planning asks cuDNN, for descriptors in `layout`. Implemented over a real handle by
+// the kernel and by fakes in tests.
+class ConvQueries {
+ public:
+  virtual ~ConvQueries() = default;
+  // The heuristics' proposals, fastest first, for descriptors in `layout` asking for
+  // `requested` math.
+  virtual std::vector<ConvCandidate> candidates(ConvPass pass, cudnnTensorFormat_t layout,
+                                                cudnnMathType_t requested) = 0;
+  // The workspace `algo` needs under `math`; a status other than success when cuDNN cannot
+  // run that combination.
+  virtual cudnnStatus_t workspace(ConvPass pass, cudnnTensorFormat_t layout, int algo,
+                                  cudnnMathType_t math, size_t* bytes) = 0;
+};
+
+struct ConvChoice {
+  int algo = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  bool deterministic = true;
+  size_t workspace = 0;
+};
+
+struct ConvPlan {
+  cudnnTensorFormat_t layout = CUDNN_TENSOR_NHWC;
+  std::array<ConvChoice, 3> passes;  // in kConvPasses order
+  std::string nhwc_refusals;         // NCHW plans: why NHWC had no algorithm
+  const ConvChoice& operator[](ConvPass pass) const { return passes[static_cast<size_t>(pass)]; }
+};
+
+// The first (fastest, by the heuristics) proposal of `pass` in `layout` that succeeded, has
+// its math allowed, is deterministic where the policy asks it and fits the workspace limit;
+// nullopt when none does, with `refusals` saying why each proposal was passed over.
+std::optional<ConvChoice> pick_conv_algorithm(ConvQueries& queries, ConvPass pass,
+                                              cudnnTensorFormat_t layout, const ConvPolicy& policy,
+                                              std::string* refusals);
+
+// Every pass in NHWC when each has an allowed algorithm there, else every pass in NCHW;
+// throws Error naming `layer`, the pass and the refusals when NCHW has none either.
+ConvPlan plan_convolution(ConvQueries& queries, const ConvPolicy& policy, const std::string& layer);
+
+}  // namespace scalescope

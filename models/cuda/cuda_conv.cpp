@@ -1,0 +1,384 @@
+// Conv2D on cuDNN. Activations are NHWC and weights OIHW (PyTorch's layout), as everywhere.
+//
+// In NHWC (the plan whenever cuDNN allows it) cuDNN reads the activations as they are and an
+// OHWI copy of the weights, refreshed by a transpose every forward because the optimizer
+// updates the weights in place (cuDNN's NHWC kernels want the filter in the activations'
+// layout); the weight gradient is transposed back into OIHW. In NCHW (the fallback where
+// cuDNN offers no allowed NHWC algorithm for some pass, conv_planning.h) the weights are used
+// as they are, and the activations and their gradients are transposed around each call into
+// two buffers of this kernel.
+//
+// Keras's "same" padding puts the odd pixel after (TensorFlow's split), which cuDNN's
+// symmetric padding cannot express, and no symmetric padding plus a crop gives the same
+// windows at stride 2 (they would start one pixel off). So where the padding is asymmetric,
+// the kernel gives cuDNN an input extended by one zero row at the bottom and/or one zero
+// column at the right (the `after - before` excess, always 0 or 1), built in a buffer of its
+// own every forward, and pads the rest symmetrically: top = before, bottom = 1 + before =
+// after. Backward computes the data gradient of the extended input into the same buffer and
+// crops it, dropping the gradient of the zeros. Symmetric "same" and "valid" padding go to
+// cuDNN directly.
+#include <cudnn.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "models/cuda/conv_planning.h"
+#include "models/cuda/cuda_kernels.h"
+#include "models/cuda/cuda_layer_util.h"
+#include "models/cuda/cuda_libraries.h"
+#include "models/cuda/cuda_ops.h"
+
+namespace scalescope {
+namespace {
+
+// The most workspace one convolution kernel lets a cuDNN algorithm take. Every kernel owns
+// its workspace (kernels of one thread may run on different streams, so sharing one would
+// race), so the cap bounds a model's total: fast algorithms for these shapes need far less,
+// and one that wants more is passed over for the next fastest.
+constexpr size_t kMaxConvWorkspace = size_t{256} << 20;
+
+size_t conv_workspace_limit(CudaDevice& device) {
+  size_t free = 0;
+  size_t total = 0;
+  SS_CHECK_CUDA(cudaMemGetInfo(&free, &total));
+  // A small share of what is left, so that the workspaces of a deep model fit beside its
+  // activations; the device's emulated limit (--memory-limit-mb) counts as what is left.
+  size_t limit = std::min(kMaxConvWorkspace, free / 8);
+  if (device.memory_limit() > 0) {
+    const int64_t left = std::max<int64_t>(device.memory_limit() - device.memory_in_use(), 0);
+    limit = std::min(limit, static_cast<size_t>(left) / 8);
+  }
+  return limit;
+}
+
+struct ConvShape {
+  int64_t batch, in_h, in_w, channels, out_h, out_w, filters, kernel;
+  int64_t extra_h = 0;  // zero rows appended to the input (asymmetric padding)
+  int64_t extra_w = 0;
+  int64_t x_h() const { return in_h + extra_h; }
+  int64_t x_w() const { return in_w + extra_w; }
+  int64_t x_numel() const { return batch * x_h() * x_w() * channels; }
+  int64_t out_pixels() const { return out_h * out_w; }
+  bool extended() const { return extra_h > 0 || extra_w > 0; }
+};
+
+// The cuDNN descriptors of one convolution and the questions planning asks about them.
+class ConvDescriptors final : public ConvQueries {
+ public:
+  ConvDescriptors(const Conv2DSpec& c, const ConvShape& s, const LayerSpec& spec,
+                  cudnnHandle_t planning)
+      : planning_(planning) {
+    // cuDNN's legacy descriptors index with int: the tensors themselves must stay below 2^31
+    // elements, not just their dimensions.
+    to_int(s.x_numel(), "the input's size", spec);
+    to_int(s.batch * s.out_pixels() * s.filters, "the output's size", spec);
+    n_ = to_int(s.batch, "the batch", spec);
+    c_ = to_int(s.channels, "channels", spec);
+    x_h_ = to_int(s.x_h(), "the height", spec);
+    x_w_ = to_int(s.x_w(), "the width", spec);
+    f_ = to_int(s.filters, "filters", spec);
+    out_h_ = to_int(s.out_h, "the output height", spec);
+    out_w_ = to_int(s.out_w, "the output width", spec);
+    k_ = to_int(s.kernel, "the kernel", spec);
+    const int stride = to_int(c.stride, "the stride", spec);
+    Pads pad_h;
+    Pads pad_w;
+    if (c.padding == Padding::kSame) {
+      pad_h = same_padding(s.in_h, c.kernel, c.stride);
+      pad_w = same_padding(s.in_w, c.kernel, c.stride);
+    }
+    for (const ConvPass pass : kConvPasses) {
+      SS_CHECK_CUDNN(cudnnSetConvolution2dDescriptor(
+          conv(pass), static_cast<int>(pad_h.before), static_cast<int>(pad_w.before), stride,
+          stride, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    }
+    set_layout(CUDNN_TENSOR_NHWC);
+    int dims[4] = {};
+    SS_CHECK_CUDNN(cudnnGetConvolution2dForwardOutputDim(conv(ConvPass::kForward), x(), w(),
+                                                         &dims[0], &dims[1], &dims[2], &dims[3]));
+    SS_CHECK(dims[0] == n_ && dims[1] == f_ && dims[2] == out_h_ && dims[3] == out_w_,
+             "{}: cuDNN computes an output of [{}, {}, {}, {}] (NCHW) for [{}, {}, {}, {}]",
+             describe(spec), dims[0], dims[1], dims[2], dims[3], n_, f_, out_h_, out_w_);
+  }
+
+  // Sets the three tensors' layout (the filter's follows the activations').
+  void set_layout(cudnnTensorFormat_t layout) {
+    if (layout == layout_) return;
+    SS_CHECK_CUDNN(
+        cudnnSetTensor4dDescriptor(x_.get(), layout, CUDNN_DATA_FLOAT, n_, c_, x_h_, x_w_));
+    SS_CHECK_CUDNN(
+        cudnnSetTensor4dDescriptor(y_.get(), layout, CUDNN_DATA_FLOAT, n_, f_, out_h_, out_w_));
+    SS_CHECK_CUDNN(cudnnSetFilter4dDescriptor(w_.get(), CUDNN_DATA_FLOAT, layout, f_, c_, k_, k_));
+    layout_ = layout;
+  }
+  // Sets the plan's layout and each pass's math on its own descriptor (passes may differ).
+  void apply(const ConvPlan& plan) {
+    set_layout(plan.layout);
+    for (const ConvPass pass : kConvPasses)
+      SS_CHECK_CUDNN(cudnnSetConvolutionMathType(conv(pass), plan[pass].math));
+  }
+
+  std::vector<ConvCandidate> candidates(ConvPass pass, cudnnTensorFormat_t layout,
+                                        cudnnMathType_t requested) override {
+    set_layout(layout);
+    SS_CHECK_CUDNN(cudnnSetConvolutionMathType(conv(pass), requested));
+    switch (pass) {
+      case ConvPass::kForward:
+        return proposals<cudnnConvolutionFwdAlgoPerf_t>(
+            cudnnGetConvolutionForwardAlgorithmMaxCount, [&](int n, int* got, auto* perf) {
+              return cudnnGetConvolutionForwardAlgorithm_v7(planning_, x(), w(), conv(pass), y(), n,
+                                                            got, perf);
+            });
+      case ConvPass::kBackwardData:
+        return proposals<cudnnConvolutionBwdDataAlgoPerf_t>(
+            cudnnGetConvolutionBackwardDataAlgorithmMaxCount, [&](int n, int* got, auto* perf) {
+              return cudnnGetConvolutionBackwardDataAlgorithm_v7(planning_, w(), y(), conv(pass),
+                                                                 x(), n, got, perf);
+            });
+      case ConvPass::kBackwardFilter:
+        return proposals<cudnnConvolutionBwdFilterAlgoPerf_t>(
+            cudnnGetConvolutionBackwardFilterAlgorithmMaxCount, [&](int n, int* got, auto* perf) {
+              return cudnnGetConvolutionBackwardFilterAlgorithm_v7(planning_, x(), y(), conv(pass),
+                                                                   w(), n, got, perf);
+            });
+    }
+    return {};
+  }
+
+  cudnnStatus_t workspace(ConvPass pass, cudnnTensorFormat_t layout, int algo, cudnnMathType_t math,
+                          size_t* bytes) override {
+    set_layout(layout);
+    const cudnnStatus_t set = cudnnSetConvolutionMathType(conv(pass), math);
+    if (set != CUDNN_STATUS_SUCCESS) return set;
+    switch (pass) {
+      case ConvPass::kForward:
+        return cudnnGetConvolutionForwardWorkspaceSize(planning_, x(), w(), conv(pass), y(),
+                                                       static_cast<cudnnConvolutionFwdAlgo_t>(algo),
+                                                       bytes);
+      case ConvPass::kBackwardData:
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(
+            planning_, w(), y(), conv(pass), x(), static_cast<cudnnConvolutionBwdDataAlgo_t>(algo),
+            bytes);
+      case ConvPass::kBackwardFilter:
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            planning_, x(), y(), conv(pass), w(),
+            static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
+    }
+    return CUDNN_STATUS_BAD_PARAM;
+  }
+
+  cudnnTensorDescriptor_t x() const { return x_.get(); }
+  cudnnTensorDescriptor_t y() const { return y_.get(); }
+  cudnnFilterDescriptor_t w() const { return w_.get(); }
+  cudnnConvolutionDescriptor_t conv(ConvPass pass) const {
+    return convs_[static_cast<size_t>(pass)].get();
+  }
+
+ private:
+  // The heuristics' proposals of one pass through its Get*MaxCount and Get*_v7 calls.
+  template <class Perf, class MaxCount, class Get>
+  std::vector<ConvCandidate> proposals(MaxCount max_count_of, Get get) {
+    int max_count = 0;
+    SS_CHECK_CUDNN(max_count_of(planning_, &max_count));
+    std::vector<Perf> perf(static_cast<size_t>(std::max(max_count, 0)));
+    int returned = 0;
+    SS_CHECK_CUDNN(get(max_count, &returned, perf.data()));
+    std::vector<ConvCandidate> out;
+    for (int i = 0; i < returned && i < max_count; ++i)
+      out.push_back(candidate_of(perf[static_cast<size_t>(i)]));
+    return out;
+  }
+
+  cudnnHandle_t planning_;
+  int n_ = 0, c_ = 0, x_h_ = 0, x_w_ = 0, f_ = 0, out_h_ = 0, out_w_ = 0, k_ = 0;
+  std::optional<cudnnTensorFormat_t> layout_;
+  TensorDescriptor x_;  // the input as cuDNN sees it (extended where padding is asymmetric)
+  TensorDescriptor y_;
+  FilterDescriptor w_;
+  ConvolutionDescriptor convs_[3];  // in kConvPasses order
+};
+
+ConvShape conv_shape(const Conv2DSpec& c, const LayerBinding& b) {
+  ConvShape s{b.in[0], b.in[1], b.in[2], b.in[3], b.out[1], b.out[2], c.filters, c.kernel};
+  if (c.padding == Padding::kSame) {
+    const Pads pad_h = same_padding(s.in_h, c.kernel, c.stride);
+    const Pads pad_w = same_padding(s.in_w, c.kernel, c.stride);
+    s.extra_h = pad_h.after - pad_h.before;
+    s.extra_w = pad_w.after - pad_w.before;
+  }
+  return s;
+}
+
+class ConvKernel final : public LayerKernel {
+ public:
+  ConvKernel(const Conv2DSpec& c, const LayerSpec& spec, const LayerBinding& b, CudaDevice& device)
+      : libraries_(cuda_libraries(device)),
+        shape_(conv_shape(c, b)),
+        descriptors_(c, shape_, spec, libraries_->cudnn_for_planning()),
+        weight_(b.params[0].data),
+        bias_(b.params[1].data),
+        weight_grad_(b.grads[0].data),
+        bias_grad_(b.grads[1].data) {
+    const ConvPolicy policy{allow_tf32(), deterministic(), conv_workspace_limit(device)};
+    plan_ = plan_convolution(descriptors_, policy, describe(spec));
+    descriptors_.apply(plan_);
+    if (nchw())
+      SS_LOG_DEBUG("{}: planned in NCHW, NHWC refused: {}", describe(spec), plan_.nhwc_refusals);
+    const int64_t weights = b.params[0].numel();
+    if (nchw()) {
+      x_nchw_ = float_buffer(device, shape_.x_numel());
+      y_nchw_ = float_buffer(device, b.out.numel());
+    } else {
+      weight_nhwc_ = float_buffer(device, weights);
+      weight_grad_nhwc_ = float_buffer(device, weights);
+    }
+    bias_scratch_ = float_buffer(device, cuda_ops::bias_grad_scratch(rows(), shape_.filters));
+    if (shape_.extended()) extended_ = float_buffer(device, shape_.x_numel());
+    size_t workspace = 0;
+    for (const ConvChoice& choice : plan_.passes) workspace = std::max(workspace, choice.workspace);
+    workspace_ = DeviceBuffer(device, workspace);
+  }
+
+  void forward(const float* in, float* out, Stream& stream) override {
+    const cudaStream_t s = cuda_stream(stream);
+    const float* x = shape_.extended() ? extend(in, s) : in;
+    const float* w = weight_;
+    float* y = out;
+    if (nchw()) {
+      x = to_nchw(x, floats(x_nchw_), shape_.x_h() * shape_.x_w(), shape_.channels, s);
+      y = floats(y_nchw_);
+    } else {
+      // OIHW [F][C][KH·KW] -> OHWI [F][KH·KW][C].
+      cuda_ops::transpose(weight_, floats(weight_nhwc_), shape_.filters, shape_.channels, area(),
+                          s);
+      w = floats(weight_nhwc_);
+    }
+    const float one = 1.0f;
+    const float zero = 0.0f;
+    SS_CHECK_CUDNN(cudnnConvolutionForward(
+        libraries_->cudnn(s), &one, descriptors_.x(), x, descriptors_.w(), w,
+        descriptors_.conv(ConvPass::kForward),
+        static_cast<cudnnConvolutionFwdAlgo_t>(plan_[ConvPass::kForward].algo), workspace_.data(),
+        plan_[ConvPass::kForward].workspace, &zero, descriptors_.y(), y));
+    if (nchw()) cuda_ops::transpose(y, out, shape_.batch, shape_.filters, shape_.out_pixels(), s);
+    cuda_ops::bias_add(out, bias_, rows(), shape_.filters, s);
+  }
+
+  // REQUIRES (beyond LayerKernel's): the weights unchanged since the last forward (the
+  // training step runs the optimizer after backward), whose OHWI copy backward reuses.
+  void backward(const float* in, const float*, const float* dout, float* din,
+                Stream& stream) override {
+    const cudaStream_t s = cuda_stream(stream);
+    // The extension buffer still holds the last forward's input unless a data gradient was
+    // written over it since.
+    const float* x = in;
+    if (shape_.extended()) x = extended_holds_input_ ? floats(extended_) : extend(in, s);
+    const float* dy = dout;
+    if (nchw()) {
+      // Backward reads the input again: the NCHW buffer may hold an earlier data gradient.
+      x = to_nchw(x, floats(x_nchw_), shape_.x_h() * shape_.x_w(), shape_.channels, s);
+      dy = to_nchw(dout, floats(y_nchw_), shape_.out_pixels(), shape_.filters, s);
+    }
+    backward_filter(x, dy, s);
+    cuda_ops::bias_grad(dout, bias_grad_, rows(), shape_.filters, floats(bias_scratch_), s);
+    if (din == nullptr) return;  // first layer: nobody needs the input's gradient
+    backward_data(dy, din, s);
+  }
+
+  std::vector<KernelChoice> choices() const override {
+    std::vector<KernelChoice> out;
+    for (const ConvPass pass : kConvPasses) {
+      const ConvChoice& c = plan_[pass];
+      out.push_back({to_string(pass), conv_algorithm_name(pass, c.algo), math_type_name(c.math),
+                     tensor_format_name(plan_.layout), c.deterministic,
+                     static_cast<int64_t>(c.workspace)});
+    }
+    return out;
+  }
+
+ private:
+  bool nchw() const { return plan_.layout == CUDNN_TENSOR_NCHW; }
+  int64_t rows() const { return shape_.batch * shape_.out_pixels(); }
+  int64_t area() const { return shape_.kernel * shape_.kernel; }
+
+  // [N][pixels][channels] -> [N][channels][pixels] into `to`; returns `to`.
+  const float* to_nchw(const float* from, float* to, int64_t pixels, int64_t channels,
+                       cudaStream_t s) const {
+    cuda_ops::transpose(from, to, shape_.batch, pixels, channels, s);
+    return to;
+  }
+
+  // `in` extended by zero rows and columns into the extension buffer; returns the buffer.
+  const float* extend(const float* in, cudaStream_t s) {
+    cuda_ops::extend_nhwc(in, floats(extended_), shape_.batch, shape_.in_h, shape_.in_w,
+                          shape_.channels, shape_.extra_h, shape_.extra_w, s);
+    extended_holds_input_ = true;
+    return floats(extended_);
+  }
+
+  void backward_filter(const float* x, const float* dy, cudaStream_t s) {
+    const float one = 1.0f;
+    const float zero = 0.0f;
+    float* dw = nchw() ? weight_grad_ : floats(weight_grad_nhwc_);
+    SS_CHECK_CUDNN(cudnnConvolutionBackwardFilter(
+        libraries_->cudnn(s), &one, descriptors_.x(), x, descriptors_.y(), dy,
+        descriptors_.conv(ConvPass::kBackwardFilter),
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan_[ConvPass::kBackwardFilter].algo),
+        workspace_.data(), plan_[ConvPass::kBackwardFilter].workspace, &zero, descriptors_.w(),
+        dw));
+    // OHWI [F][KH·KW][C] -> OIHW [F][C][KH·KW].
+    if (!nchw()) cuda_ops::transpose(dw, weight_grad_, shape_.filters, area(), shape_.channels, s);
+  }
+
+  // The input's gradient into `din`, through the NCHW buffer (after the filter pass has read
+  // the input from it) and the extension buffer where the kernel uses them.
+  void backward_data(const float* dy, float* din, cudaStream_t s) {
+    const float one = 1.0f;
+    const float zero = 0.0f;
+    float* nhwc = shape_.extended() ? floats(extended_) : din;
+    float* dx = nchw() ? floats(x_nchw_) : nhwc;
+    const float* w = nchw() ? weight_ : floats(weight_nhwc_);
+    SS_CHECK_CUDNN(cudnnConvolutionBackwardData(
+        libraries_->cudnn(s), &one, descriptors_.w(), w, descriptors_.y(), dy,
+        descriptors_.conv(ConvPass::kBackwardData),
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(plan_[ConvPass::kBackwardData].algo),
+        workspace_.data(), plan_[ConvPass::kBackwardData].workspace, &zero, descriptors_.x(), dx));
+    if (nchw())
+      cuda_ops::transpose(dx, nhwc, shape_.batch, shape_.channels, shape_.x_h() * shape_.x_w(), s);
+    if (!shape_.extended()) return;
+    extended_holds_input_ = false;
+    cuda_ops::crop_nhwc(nhwc, din, shape_.batch, shape_.in_h, shape_.in_w, shape_.channels,
+                        shape_.extra_h, shape_.extra_w, s);
+  }
+
+  std::shared_ptr<CudaLibraries> libraries_;
+  ConvShape shape_;
+  ConvDescriptors descriptors_;
+  ConvPlan plan_;
+  const float* weight_;
+  const float* bias_;
+  float* weight_grad_;
+  float* bias_grad_;
+  DeviceBuffer weight_nhwc_;       // NHWC plans: the OHWI copy of the weights
+  DeviceBuffer weight_grad_nhwc_;  // and of their gradient
+  DeviceBuffer x_nchw_;            // NCHW plans: the input, then its gradient
+  DeviceBuffer y_nchw_;            // and the output, then its gradient
+  DeviceBuffer bias_scratch_;
+  DeviceBuffer extended_;  // the extended input (asymmetric padding only)
+  bool extended_holds_input_ = false;
+  DeviceBuffer workspace_;  // shared by the three passes, which never run at once
+};
+
+}  // namespace
+
+std::unique_ptr<LayerKernel> make_cuda_conv(const Conv2DSpec& conv, const LayerSpec& spec,
+                                            const LayerBinding& binding, CudaDevice& device) {
+  return std::make_unique<ConvKernel>(conv, spec, binding, device);
+}
+
+}  // namespace scalescope

@@ -1,0 +1,29 @@
+// Small helpers the CUDA layer kernels share (cuda_layers.cpp, cuda_conv.cpp).
+#pragma once
+
+#include <climits>
+#include <cstdint>
+
+#include "core/buffer.h"
+#include "core/check.h"
+#include "core/cuda/cuda_device.h"
+#include "models/layer_spec.h"
+
+namespace scalescope {
+
+// cuDNN's descriptors and cuBLAS's sizes are ints.
+inline int to_int(int64_t value, const char* what, const LayerSpec& spec) {
+  SS_CHECK(value >= 0 && value <= INT_MAX,
+           "{}: {} is {}, more than cuDNN and cuBLAS take (2^31 - 1)", describe(spec), what, value);
+  return static_cast<int>(value);
+}
+
+inline float* floats(const DeviceBuffer& buffer) {
+  return static_cast<float*>(buffer.data());
+}
+
+inline DeviceBuffer float_buffer(CudaDevice& device, int64_t count) {
+  return DeviceBuffer(device, static_cast<size_t>(count) * sizeof(float));
+}
+
+}  // namespace scalescope

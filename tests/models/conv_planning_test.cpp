@@ -1,0 +1,238 @@
+// The planning rules of cuDNN convolutions (models/cuda/conv_planning.h), over a fake of what
+// cuDNN answers: fp32 data is never converted to fp16, strict fp32 never runs on tensor
+// cores, deterministic runs refuse atomics, NCHW is the fallback when NHWC has no allowed
+// algorithm. Runs in every CUDA build, GPU or not.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <tuple>
+
+#include "core/error.h"
+#include "models/cuda/conv_planning.h"
+
+namespace scalescope {
+namespace {
+
+TEST(ConvMath, TheDescriptorsAskForDefaultMathWithTf32AndFmaWithout) {
+  EXPECT_EQ(conv_requested_math(true), CUDNN_DEFAULT_MATH);
+  EXPECT_EQ(conv_requested_math(false), CUDNN_FMA_MATH);
+}
+
+TEST(ConvMath, ConversionToFp16IsRefusedWithOrWithoutTf32) {
+  EXPECT_FALSE(conv_math_for(CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, true).has_value());
+  EXPECT_FALSE(conv_math_for(CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, false).has_value());
+}
+
+TEST(ConvMath, Tf32RunsWhatCudnnProposes) {
+  EXPECT_EQ(conv_math_for(CUDNN_TENSOR_OP_MATH, true), CUDNN_TENSOR_OP_MATH);
+  EXPECT_EQ(conv_math_for(CUDNN_DEFAULT_MATH, true), CUDNN_DEFAULT_MATH);
+  EXPECT_EQ(conv_math_for(CUDNN_FMA_MATH, true), CUDNN_FMA_MATH);
+}
+
+TEST(ConvMath, StrictFp32RefusesTensorCoresAndRunsTheRestUnderFma) {
+  EXPECT_FALSE(conv_math_for(CUDNN_TENSOR_OP_MATH, false).has_value());
+  EXPECT_EQ(conv_math_for(CUDNN_DEFAULT_MATH, false), CUDNN_FMA_MATH);
+  EXPECT_EQ(conv_math_for(CUDNN_FMA_MATH, false), CUDNN_FMA_MATH);
+}
+
+TEST(ConvMath, AnUnknownMathTypeIsRefused) {
+  EXPECT_FALSE(conv_math_for(static_cast<cudnnMathType_t>(99), true).has_value());
+}
+
+// What cuDNN would answer: proposals per pass and layout, a workspace per algorithm (or a
+// failing status), and a record of the questions asked.
+class FakeCudnn final : public ConvQueries {
+ public:
+  using Key = std::tuple<ConvPass, cudnnTensorFormat_t>;
+  std::map<Key, std::vector<ConvCandidate>> proposals;
+  std::map<int, size_t> workspace_bytes;  // by algorithm; absent: 0
+  std::map<int, cudnnStatus_t> workspace_status;
+  std::vector<cudnnMathType_t> requested;  // per candidates() call
+  std::vector<std::tuple<ConvPass, int, cudnnMathType_t>> workspace_asked;
+
+  // Every pass in `layout` proposes `c`.
+  void offer_everywhere(cudnnTensorFormat_t layout, const ConvCandidate& c) {
+    for (const ConvPass pass : kConvPasses) proposals[{pass, layout}].push_back(c);
+  }
+
+  std::vector<ConvCandidate> candidates(ConvPass pass, cudnnTensorFormat_t layout,
+                                        cudnnMathType_t math) override {
+    requested.push_back(math);
+    const auto it = proposals.find({pass, layout});
+    return it == proposals.end() ? std::vector<ConvCandidate>{} : it->second;
+  }
+  cudnnStatus_t workspace(ConvPass pass, cudnnTensorFormat_t, int algo, cudnnMathType_t math,
+                          size_t* bytes) override {
+    workspace_asked.emplace_back(pass, algo, math);
+    *bytes = workspace_bytes.count(algo) != 0 ? workspace_bytes[algo] : 0;
+    return workspace_status.count(algo) != 0 ? workspace_status[algo] : CUDNN_STATUS_SUCCESS;
+  }
+};
+
+constexpr ConvPolicy kTf32{true, true, size_t{1} << 20};
+constexpr ConvPolicy kStrict{false, true, size_t{1} << 20};
+
+ConvCandidate proposal(int algo, cudnnMathType_t math = CUDNN_DEFAULT_MATH,
+                       cudnnDeterminism_t determinism = CUDNN_DETERMINISTIC,
+                       cudnnStatus_t status = CUDNN_STATUS_SUCCESS) {
+  return {algo, status, math, determinism};
+}
+
+std::optional<ConvChoice> pick(FakeCudnn& fake, ConvPass pass, const ConvPolicy& policy,
+                               std::string* refusals = nullptr) {
+  return pick_conv_algorithm(fake, pass, CUDNN_TENSOR_NHWC, policy, refusals);
+}
+
+TEST(ConvPlanning, TheFirstAllowedProposalIsPickedAndItsFp16ConversionRefused) {
+  FakeCudnn fake;
+  fake.proposals[{ConvPass::kForward, CUDNN_TENSOR_NHWC}] = {
+      proposal(CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION),
+      proposal(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_TENSOR_OP_MATH),
+      proposal(CUDNN_CONVOLUTION_FWD_ALGO_GEMM)};
+  std::string refusals;
+  const std::optional<ConvChoice> choice = pick(fake, ConvPass::kForward, kTf32, &refusals);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->algo, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+  EXPECT_EQ(choice->math, CUDNN_TENSOR_OP_MATH);
+  EXPECT_TRUE(choice->deterministic);
+  ASSERT_EQ(fake.requested.size(), 1u);
+  EXPECT_EQ(fake.requested[0], CUDNN_DEFAULT_MATH);
+  // The converting algorithm was never even asked its workspace.
+  ASSERT_EQ(fake.workspace_asked.size(), 1u);
+  EXPECT_EQ(std::get<1>(fake.workspace_asked[0]), CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+}
+
+TEST(ConvPlanning, StrictFp32AsksForFmaAndRunsDefaultMathProposalsUnderIt) {
+  FakeCudnn fake;
+  fake.proposals[{ConvPass::kBackwardData, CUDNN_TENSOR_NHWC}] = {
+      proposal(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_TENSOR_OP_MATH),
+      proposal(CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT, CUDNN_DEFAULT_MATH)};
+  const std::optional<ConvChoice> choice = pick(fake, ConvPass::kBackwardData, kStrict);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->algo, CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT);
+  EXPECT_EQ(choice->math, CUDNN_FMA_MATH);
+  EXPECT_EQ(fake.requested.at(0), CUDNN_FMA_MATH);
+  ASSERT_EQ(fake.workspace_asked.size(), 1u);
+  EXPECT_EQ(std::get<2>(fake.workspace_asked[0]), CUDNN_FMA_MATH);  // under the math it runs
+}
+
+TEST(ConvPlanning, DeterministicRunsRefuseAtomicsEvenWhereCudnnCallsThemDeterministic) {
+  FakeCudnn fake;
+  fake.proposals[{ConvPass::kBackwardFilter, CUDNN_TENSOR_NHWC}] = {
+      proposal(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0),  // atomics, whatever the field says
+      proposal(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, CUDNN_DEFAULT_MATH, CUDNN_NON_DETERMINISTIC),
+      proposal(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3), proposal(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1)};
+  std::string refusals;
+  const std::optional<ConvChoice> choice = pick(fake, ConvPass::kBackwardFilter, kTf32, &refusals);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->algo, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1);
+  EXPECT_TRUE(choice->deterministic);
+
+  ConvPolicy fast = kTf32;
+  fast.deterministic = false;
+  const std::optional<ConvChoice> fastest = pick(fake, ConvPass::kBackwardFilter, fast);
+  ASSERT_TRUE(fastest.has_value());
+  EXPECT_EQ(fastest->algo, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0);
+  EXPECT_FALSE(fastest->deterministic);  // reported as it is
+}
+
+TEST(ConvPlanning, OnlyTheDocumentedAtomicAlgorithmsCountAsNonDeterministic) {
+  EXPECT_FALSE(conv_deterministic(ConvPass::kBackwardData, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
+                                  CUDNN_DETERMINISTIC));
+  EXPECT_TRUE(conv_deterministic(ConvPass::kBackwardData, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+                                 CUDNN_DETERMINISTIC));
+  EXPECT_FALSE(conv_deterministic(ConvPass::kBackwardFilter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3,
+                                  CUDNN_DETERMINISTIC));
+  // Forward algorithm 0 is IMPLICIT_GEMM, deterministic: the numbers are per pass.
+  EXPECT_TRUE(conv_deterministic(ConvPass::kForward, 0, CUDNN_DETERMINISTIC));
+  EXPECT_FALSE(conv_deterministic(ConvPass::kForward, 0, CUDNN_NON_DETERMINISTIC));
+}
+
+TEST(ConvPlanning, UnsupportedOrTooLargeProposalsArePassedOverWithTheirReasons) {
+  FakeCudnn fake;
+  fake.proposals[{ConvPass::kForward, CUDNN_TENSOR_NHWC}] = {
+      proposal(CUDNN_CONVOLUTION_FWD_ALGO_FFT, CUDNN_DEFAULT_MATH, CUDNN_DETERMINISTIC,
+               CUDNN_STATUS_NOT_SUPPORTED),
+      proposal(CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING),
+      proposal(CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD)};
+  fake.workspace_bytes[CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING] = (size_t{1} << 20) + 1;
+  fake.workspace_status[CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD] = CUDNN_STATUS_NOT_SUPPORTED;
+  std::string refusals;
+  EXPECT_FALSE(pick(fake, ConvPass::kForward, kTf32, &refusals).has_value());
+  EXPECT_NE(refusals.find("CUDNN_CONVOLUTION_FWD_ALGO_FFT (not supported"), std::string::npos)
+      << refusals;
+  EXPECT_NE(refusals.find("FFT_TILING (needs 1048577 bytes of workspace)"), std::string::npos)
+      << refusals;
+  EXPECT_NE(refusals.find("WINOGRAD (not supported under CUDNN_DEFAULT_MATH"), std::string::npos)
+      << refusals;
+
+  fake.workspace_bytes[CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING] = size_t{1} << 20;  // at the limit
+  const std::optional<ConvChoice> choice = pick(fake, ConvPass::kForward, kTf32);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->algo, CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING);
+  EXPECT_EQ(choice->workspace, size_t{1} << 20);
+}
+
+TEST(ConvPlanning, EveryPassStaysInNhwcWhenEachHasAnAllowedAlgorithm) {
+  FakeCudnn fake;
+  fake.offer_everywhere(CUDNN_TENSOR_NHWC, proposal(1));
+  fake.offer_everywhere(CUDNN_TENSOR_NCHW, proposal(2));
+  const ConvPlan plan = plan_convolution(fake, kStrict, "conv2d");
+  EXPECT_EQ(plan.layout, CUDNN_TENSOR_NHWC);
+  EXPECT_TRUE(plan.nhwc_refusals.empty());
+  for (const ConvPass pass : kConvPasses) EXPECT_EQ(plan[pass].algo, 1) << to_string(pass);
+}
+
+TEST(ConvPlanning, NoStrictFp32NhwcAlgorithmForOnePassMovesEveryPassToNchw) {
+  FakeCudnn fake;
+  fake.offer_everywhere(CUDNN_TENSOR_NHWC, proposal(1));
+  // A thin first layer: NHWC backward-filter only on tensor cores.
+  fake.proposals[{ConvPass::kBackwardFilter, CUDNN_TENSOR_NHWC}] = {
+      proposal(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_TENSOR_OP_MATH)};
+  fake.offer_everywhere(CUDNN_TENSOR_NCHW, proposal(2, CUDNN_DEFAULT_MATH));
+  const ConvPlan plan = plan_convolution(fake, kStrict, "conv2d");
+  EXPECT_EQ(plan.layout, CUDNN_TENSOR_NCHW);
+  EXPECT_EQ(plan.nhwc_refusals,
+            "backward-filter in NHWC: CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 "
+            "(CUDNN_TENSOR_OP_MATH not allowed)");
+  for (const ConvPass pass : kConvPasses) {
+    EXPECT_EQ(plan[pass].algo, 2) << to_string(pass);
+    EXPECT_EQ(plan[pass].math, CUDNN_FMA_MATH) << to_string(pass);
+  }
+  // With TF32 the tensor-core algorithm is allowed and NHWC is kept.
+  EXPECT_EQ(plan_convolution(fake, kTf32, "conv2d").layout, CUDNN_TENSOR_NHWC);
+}
+
+TEST(ConvPlanning, NoAllowedAlgorithmInEitherLayoutIsAnErrorNamingTheLayerAndTheReasons) {
+  FakeCudnn fake;
+  fake.offer_everywhere(CUDNN_TENSOR_NHWC, proposal(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0,
+                                                    CUDNN_DEFAULT_MATH, CUDNN_NON_DETERMINISTIC));
+  try {
+    plan_convolution(fake, kTf32, "conv2d(16, 3x3)");
+    FAIL() << "planned without an allowed algorithm";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("conv2d(16, 3x3)"), std::string::npos) << what;
+    EXPECT_NE(what.find("forward in NHWC: CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM "
+                        "(non-deterministic)"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("forward in NCHW: none proposed"), std::string::npos) << what;
+    EXPECT_NE(what.find("--no-deterministic"), std::string::npos) << what;
+  }
+}
+
+TEST(ConvPlanning, AlgorithmsAreReportedByCudnnsNames) {
+  EXPECT_EQ(conv_algorithm_name(ConvPass::kForward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM),
+            "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM");
+  EXPECT_EQ(conv_algorithm_name(ConvPass::kBackwardData, CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD),
+            "CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD");
+  EXPECT_EQ(conv_algorithm_name(ConvPass::kBackwardFilter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3),
+            "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3");
+  EXPECT_EQ(conv_algorithm_name(ConvPass::kBackwardFilter, 42), "algorithm 42 of backward-filter");
+  EXPECT_STREQ(math_type_name(CUDNN_FMA_MATH), "CUDNN_FMA_MATH");
+  EXPECT_STREQ(tensor_format_name(CUDNN_TENSOR_NCHW), "NCHW");
+}
+
+}  // namespace
+}  // namespace scalescope
