@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build git pkg-config
   libtsan2                         # ThreadSanitizer's runtime (scripts/tsan.sh)
+  clang-16 libclang-rt-16-dev      # libFuzzer (scripts/fuzz.sh)
+  libomp-16-dev                    # OpenMP for clang-16 (the fuzzers' build)
   libdnnl-dev ocl-icd-opencl-dev   # oneDNN (its CMake config needs OpenCL's)
   libgloo-dev                      # collectives on CPU
   libopenmpi-dev openmpi-bin       # multi-process runs (mpirun) and their tests

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# AddressSanitizer + UndefinedBehaviorSanitizer over the whole test suite: a CPU-only GCC
+# build in build-asan (or $BUILD_DIR), every finding fatal (-fno-sanitize-recover=all).
+#   scripts/asan.sh              configure, build, run every test
+#   scripts/asan.sh --build-only configure and build
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build-asan}
+flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCALESCOPE_WITH_CUDA=OFF \
+  -DSCALESCOPE_BUILD_BENCH=OFF \
+  "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" \
+  "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined" >/dev/null
+cmake --build "$build"
+[[ "${1:-}" == "--build-only" ]] && exit 0
+export ASAN_OPTIONS="detect_leaks=1 abort_on_error=0 exitcode=66 strict_string_checks=1"
+export UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1"
+ctest --test-dir "$build" --output-on-failure
