@@ -51,7 +51,11 @@ TEST(StepTimer, PhasesAddUpToTheStepAndRepeatedOnesAccumulate) {
     EXPECT_GE(p[Phase::kForward], 1.0);
     EXPECT_GE(p[Phase::kBackward], 0.4);
     EXPECT_EQ(p[Phase::kAllReduce], 7.0);  // the reducer's, not a mark
-    EXPECT_NEAR(p.exposed_sum_ms(), p.step_ms, 1e-3);
+    // The phases tile the step from its start to the last mark; only the moment between the
+    // last mark and the end event is left out, well within DESIGN.md's 2% (an absolute bound
+    // failed under ThreadSanitizer, where that moment took a microsecond).
+    EXPECT_LE(p.exposed_sum_ms(), p.step_ms);
+    EXPECT_NEAR(p.exposed_sum_ms(), p.step_ms, 0.02 * p.step_ms);
     EXPECT_GE(p.start_ms, 100.0);
     ASSERT_EQ(p.buckets.size(), 2u);
     EXPECT_EQ(p.buckets[1].start_ms, 2.0);
