@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -36,6 +37,19 @@ void write_file_atomic(const std::string& path, std::string_view data) {
     ::unlink(tmp.c_str());
     throw_error(fmt::format("cannot write '{}': {}", path, std::strerror(err)));
   }
+}
+
+void check_can_write(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));
+  const std::string probe = fmt::format("{}/.scalescope-probe.{}", dir, ::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EEXIST) return;  // another probe of ours: creating files works
+  SS_CHECK(fd >= 0, "cannot write '{}': cannot create files in directory '{}': {}", path, dir,
+           std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 std::string read_file(const std::string& path) {

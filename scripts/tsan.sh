@@ -28,7 +28,7 @@ run() {
     status=1
   fi
 }
-run test_core 'SimDevice.*:CpuDevice.*'
+run test_core 'SimDevice.*:CpuDevice.*:Interrupt.*'
 run test_pipelines 'Stager.*:*Pipeline*:*WorkersAndDepths*'
-run test_harness 'Reducer.*:StepTimer.*:Devices/GpuTrainer.*/sim:Cases/SimEquivalence.*:SimTrainer.*:Mirrored.*:Cases/Equivalence.*:*Gloo*:*AllReduceBench*:ReplicaComms.*:NvmlSampler*:Evaluation.*'
+run test_harness 'Reducer.*:StepTimer.*:Devices/GpuTrainer.*/sim:Cases/SimEquivalence.*:SimTrainer.*:Mirrored.*:Cases/Equivalence.*:*Gloo*:*AllReduceBench*:ReplicaComms.*:NvmlSampler*:Evaluation.*:SweepFaults.AnInterrupt*'
 exit $status

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/interrupt.h"
 #include "harness/cli/commands.h"
 
 int main(int argc, char** argv) {
@@ -55,6 +56,9 @@ int main(int argc, char** argv) {
   }
   try {
     return action();
+  } catch (const scalescope::Interrupted& e) {
+    fmt::print(stderr, "scalescope: {}\n", e.message());  // a stop, not a fault: no source line
+    return e.exit_status();
   } catch (const scalescope::Error& e) {
     fmt::print(stderr, "scalescope: error: {}\n", e.what());
   } catch (const std::exception& e) {

@@ -1,13 +1,12 @@
 // `scalescope sweep`: the main job. `scalescope report FILE`: the tables of a finished sweep.
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 
 #include "core/check.h"
 #include "core/fs.h"
+#include "core/interrupt.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/launch.h"
 #include "harness/cli/option_app.h"
@@ -151,12 +150,14 @@ int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionL
   SS_CHECK(args.html.empty() || args.html != o.output,
            "{}: the same file as the JSON report ({}); give the page its own name",
            names.subject("html", args.html), names.name("output"));
-  if (!args.html.empty() && lead) {  // found now, not after the sweep has run
-    const std::string dir = std::filesystem::path(args.html).parent_path().string();
-    SS_CHECK(access(dir.empty() ? "." : dir.c_str(), W_OK) == 0,
-             "{}: cannot write in directory '{}' (missing or not writable)",
-             names.subject("html", args.html), dir.empty() ? "." : dir);
+  if (lead) {  // found now, not after the sweep has run
+    naming(names, "output", o.output, [&] { check_can_write(o.output); });
+    if (!args.html.empty()) naming(names, "html", args.html, [&] { check_can_write(args.html); });
+    if (!o.trace_prefix.empty()) {
+      naming(names, "trace", o.trace_prefix, [&] { check_can_write(o.trace_prefix + "x"); });
+    }
   }
+  install_interrupt_handlers();  // run_sweep stops between steps and keeps finished points
   const SweepProgress progress = !args.quiet && lead ? progress_printer() : SweepProgress{};
   const Environment env = capture_environment(o.command_line);
   const SweepReport report = run_sweep(o, env, progress, parsed.resume.get());

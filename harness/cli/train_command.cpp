@@ -2,6 +2,8 @@
 
 #include <memory>
 
+#include "core/fs.h"
+#include "core/interrupt.h"
 #include "core/log.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/launch.h"
@@ -29,6 +31,15 @@ int run_train(TrainArgs& args, const OptionSources& names) {
   o.cluster = launch.cluster.get();
   validate(o, names);  // every value checked before any work starts
   const bool lead = launch.lead;
+  if (lead) {  // a result that cannot be written is found now, not after the run
+    for (const auto& [key, path] :
+         {std::pair<const char*, const std::string&>{"output", args.output},
+          {"trace", args.trace},
+          {"save", o.save}}) {
+      if (!path.empty()) naming(names, key, path, [&] { check_can_write(path); });
+    }
+  }
+  install_interrupt_handlers();  // the run stops between steps
   const int64_t every = std::max<int64_t>(1, o.steps / 10);
   TrainHooks hooks;
   if (!args.quiet && lead) {

@@ -12,6 +12,7 @@
 
 #include "core/backend.h"
 #include "core/check.h"
+#include "core/interrupt.h"
 #include "core/log.h"
 #include "harness/collectives/cluster.h"
 #include "harness/trainer/data.h"
@@ -177,6 +178,23 @@ void run_point(const SweepOptions& o, SweepPoint& p, const SweepProgress& progre
   }
 }
 
+// After a signal: the report on disk holds every finished point (it is rewritten after each).
+void throw_if_stopped(const SweepOptions& o, const SweepReport& report) {
+  const int signal = interrupt_signal();
+  if (signal == 0) return;
+  const size_t n = report.points.size();
+  std::string where;
+  if (writes_files(o) && n == 0) {
+    where = "; no point had finished";
+  } else if (writes_files(o)) {
+    where = fmt::format(
+        "; its {} finished point{} in {} (`scalescope sweep --resume {}` runs "
+        "the rest)",
+        n, n == 1 ? " is" : "s are", o.output, o.output);
+  }
+  throw Interrupted(signal, "the sweep stopped" + where);
+}
+
 }  // namespace
 
 std::string point_file_name(const SweepPoint& p) {
@@ -303,7 +321,9 @@ SweepReport run_sweep(const SweepOptions& o, const Environment& environment,
       continue;
     }
     std::string fatal;  // why the sweep cannot go on (a process was lost)
+    throw_if_stopped(o, report);
     run_point(o, p, progress, done, total, start, fatal);
+    throw_if_stopped(o, report);  // the interrupted point is not a finished one, nor a failed one
     report.points.push_back(std::move(p));
     analyze(report);
     report.complete = grid_done == points.size() && fatal.empty();

@@ -9,6 +9,7 @@
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/clock.h"
+#include "core/interrupt.h"
 #include "harness/collectives/benchmark.h"
 #include "harness/trainer/evaluate.h"
 #include "models/checkpoint.h"
@@ -201,6 +202,11 @@ double Replica::step_loss(int64_t n, double lr) const {
 void Replica::train() {
   StepSchedule schedule(options_, run_.plan.steps);
   for (int64_t n = 1; n <= schedule.last_step(); ++n) {
+    // Between steps: a stop never leaves a step's collectives half matched. The first replica
+    // to see it aborts the others (LocalRun::fail), who may be one step behind.
+    if (const int signal = interrupt_signal(); signal != 0) {
+      throw Interrupted(signal, fmt::format("training stopped before step {}", n));
+    }
     before_step(n, schedule);
     const double lr = scheduled_lr(options_.optimizer.lr, options_.lr_scaling, run_.plan.replicas,
                                    options_.lr_warmup_steps, n);

@@ -17,6 +17,7 @@
 #include "core/fs.h"
 #include "harness/sweep/sweep.h"
 #include "harness/telemetry/environment.h"
+#include "tests/harness/sweep/sweep_process.h"
 #include "tests/test_util.h"
 
 namespace scalescope {
@@ -163,29 +164,6 @@ TEST(Sweep, ResumingWithAnotherGridKeepsThePointsAlreadyMeasured) {
   std::remove(o.output.c_str());
 }
 
-// Runs the CLI in a child process; returns its pid.
-pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    std::freopen(log.c_str(), "w", stdout);
-    std::freopen(log.c_str(), "a", stderr);
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-int points_in(const std::string& path) {
-  try {
-    return static_cast<int>(read_sweep_report(path).points.size());
-  } catch (const Error&) {
-    return -1;  // not written yet
-  }
-}
-
 TEST(Sweep, AKilledSweepKeepsItsFinishedPointsAndResumes) {
   const std::string report = temp_path("killed.json");
   const std::string log = temp_path("killed.log");
@@ -195,10 +173,10 @@ TEST(Sweep, AKilledSweepKeepsItsFinishedPointsAndResumes) {
       SCALESCOPE_BINARY, "sweep",   "--models",           "dense-100", "--devices", "cpu:1,2",
       "--batch",         "8,16,24", "--repeats",          "3",         "--steps",   "60",
       "--threads",       "1",       "--max-warmup-steps", "10",        "-o",        report};
-  const pid_t pid = spawn(args, log);
+  const pid_t pid = testing_util::spawn(args, log);
   ASSERT_GT(pid, 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (points_in(report) < 2 && std::chrono::steady_clock::now() < deadline) {
+  while (testing_util::points_in(report) < 2 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   kill(pid, SIGKILL);

@@ -1,0 +1,117 @@
+// Faults around files: a disk that fills while a result is written, a directory that cannot
+// take files, and the signal flag that stops work.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/interrupt.h"
+#include "tests/test_util.h"
+
+namespace scalescope {
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  const std::string dir = testing::TempDir() + "/fs_test_" + std::to_string(::getpid()) + name;
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Runs `f` in a child process whose files may not grow past `limit` bytes (RLIMIT_FSIZE, as
+// a full disk: writes past it fail with EFBIG instead of raising SIGXFSZ). Returns the
+// child's output: "ok" or the error's message.
+std::string with_file_size_limit(rlim_t limit, const std::function<void()>& f) {
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) return "pipe failed";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(pipe_fds[0]);
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit r{limit, limit};
+    std::string out = ::setrlimit(RLIMIT_FSIZE, &r) == 0 ? "ok" : "setrlimit failed";
+    if (out == "ok") out = testing_util::error_of(f);
+    (void)!::write(pipe_fds[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  std::string out;
+  char buffer[512];
+  ssize_t n;
+  while ((n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0) out.append(buffer, n);
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return out;
+}
+
+TEST(Fs, ADiskThatFillsWhileWritingLeavesThePreviousFileWhole) {
+  const std::string dir = temp_dir("full");
+  const std::string path = dir + "/report.json";
+  write_file_atomic(path, std::string(1000, 'a'));
+  const std::string error =
+      with_file_size_limit(4096, [&] { write_file_atomic(path, std::string(100'000, 'b')); });
+  EXPECT_CONTAINS(error, "cannot write '" + path + "'");
+  EXPECT_CONTAINS(error, "File too large");
+  EXPECT_EQ(read_file(path), std::string(1000, 'a'));
+  // Nothing left behind but the report itself.
+  int files = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++files;
+  EXPECT_EQ(files, 1);
+  // Under the limit the same call works: the limit, not the call, made it fail.
+  EXPECT_EQ(with_file_size_limit(4096, [&] { write_file_atomic(path, "small"); }),
+            "<no error thrown>");
+  EXPECT_EQ(read_file(path), "small");
+}
+
+TEST(Fs, ADirectoryThatTakesNoFilesIsFoundBeforeAnyWork) {
+  const std::string dir = temp_dir("writable");
+  EXPECT_NO_THROW(check_can_write(dir + "/report.json"));
+  EXPECT_TRUE(std::filesystem::is_empty(dir));  // the probe is gone
+  // sysfs refuses new files even to root, which ignores permission bits.
+  EXPECT_CONTAINS(testing_util::error_of([] { check_can_write("/sys/report.json"); }),
+                  "cannot write '/sys/report.json': cannot create files in directory '/sys'");
+  EXPECT_CONTAINS(testing_util::error_of([&] { check_can_write(dir + "/missing/report.json"); }),
+                  "No such file or directory");
+  write_file_atomic(dir + "/plain", "x");
+  EXPECT_CONTAINS(testing_util::error_of([&] { check_can_write(dir + "/plain/report.json"); }),
+                  "Not a directory");
+  if (::geteuid() != 0) {
+    const std::string ro = temp_dir("readonly");
+    ::chmod(ro.c_str(), 0555);
+    EXPECT_CONTAINS(testing_util::error_of([&] { check_can_write(ro + "/r.json"); }),
+                    "Permission denied");
+    ::chmod(ro.c_str(), 0755);
+  }
+}
+
+TEST(Interrupt, ASignalIsRecordedAndStopsWorkWithTheShellsExitStatus) {
+  clear_interrupt();
+  install_interrupt_handlers();
+  EXPECT_NO_THROW(throw_if_interrupted("nothing"));
+  ::raise(SIGINT);  // handled: the test process goes on
+  EXPECT_EQ(interrupt_signal(), SIGINT);
+  try {
+    throw_if_interrupted("the sweep stopped");
+    FAIL() << "no Interrupted thrown";
+  } catch (const Interrupted& e) {
+    EXPECT_EQ(e.exit_status(), 130);
+    EXPECT_CONTAINS(e.what(), "interrupted by SIGINT: the sweep stopped");
+  }
+  clear_interrupt();
+  // The handler gave way to the default action: a second Ctrl-C ends a run that hangs.
+  struct sigaction now {};
+  ::sigaction(SIGINT, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+}
+
+}  // namespace
+}  // namespace scalescope

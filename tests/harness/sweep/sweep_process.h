@@ -1,0 +1,58 @@
+// The CLI in a child process, for tests of what a whole process does: killed, interrupted,
+// out of disk.
+#pragma once
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "harness/sweep/sweep.h"
+
+namespace scalescope::testing_util {
+
+// Runs `args` (argv[0] the binary) with stdout and stderr in `log`; a `file_size_limit`
+// makes the child's writes past that many bytes fail with EFBIG, as a full disk does.
+// Returns its pid.
+inline pid_t spawn(const std::vector<std::string>& args, const std::string& log,
+                   rlim_t file_size_limit = RLIM_INFINITY) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::freopen(log.c_str(), "w", stdout);
+    std::freopen(log.c_str(), "a", stderr);
+    if (file_size_limit != RLIM_INFINITY) {
+      std::signal(SIGXFSZ, SIG_IGN);  // kept across exec
+      const rlimit limit{file_size_limit, file_size_limit};
+      if (setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(126);
+    }
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// The child's exit status, or 128 + the signal that ended it.
+inline int wait_for(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Points in the report at `path`, -1 while there is none.
+inline int points_in(const std::string& path) {
+  try {
+    return static_cast<int>(read_sweep_report(path).points.size());
+  } catch (const Error&) {
+    return -1;
+  }
+}
+
+}  // namespace scalescope::testing_util
