@@ -64,7 +64,9 @@ std::string JsonReader::string(std::string_view key) const {
 
 int64_t JsonReader::int64(std::string_view key) const {
   const json& v = at(key);
-  if (!is_int64(v)) wrong_type(key, "an integer between -2^63 and 2^63-1", v);
+  if (!v.is_number_integer()) wrong_type(key, "an integer", v);
+  SS_CHECK(is_int64(v), "{}: '{}' is out of range: {} (above 2^63-1)", what_, name(key),
+           excerpt(v));
   return v.get<int64_t>();
 }
 
@@ -117,8 +119,8 @@ std::vector<double> JsonReader::numbers(std::string_view key) const {
 std::vector<int64_t> JsonReader::int64s(std::string_view key) const {
   std::vector<int64_t> out;
   for (const json& v : array(key)) {
-    SS_CHECK(is_int64(v), "{}: '{}' must hold only integers between -2^63 and 2^63-1, not {}",
-             what_, name(key), excerpt(v));
+    SS_CHECK(is_int64(v), "{}: '{}' must hold only integers (of at most 2^63-1), not {}", what_,
+             name(key), excerpt(v));
     out.push_back(v.get<int64_t>());
   }
   return out;
