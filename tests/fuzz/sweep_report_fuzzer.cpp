@@ -1,7 +1,7 @@
 // A sweep report through the strict reader (read_sweep_report, which analyzes it), then
-// written back as JSON, as `scalescope report` and `sweep --resume` do.
+// written back as JSON, as `sweep --resume` does.
+#include "reports/json_reader.h"
 #include "reports/sweep_report.h"
-#include "reports/table.h"
 #include "tests/fuzz/fuzz_util.h"
 
 using namespace scalescope;
@@ -11,7 +11,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::accept_errors([&] {
     SweepReport report = read_sweep_report(path);
     analyze(report);
-    write_sweep_report(fuzz::temp_dir() + "/written.json", report);
+    // What write_sweep_report writes, without its fsync (slower than the parsing).
+    (void)dump_json(to_json(report), 1);
   });
   return 0;
 }
