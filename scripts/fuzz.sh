@@ -47,7 +47,10 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 status=0
 summary=()
 for n in "${names[@]}"; do
-  mkdir -p "$work/corpus/$n" "$work/artifacts/$n" tests/fuzz/corpus/$n
+  mkdir -p "$work/corpus/$n" "$work/artifacts/$n"
+  # libFuzzer adds new inputs to the first directory only.
+  dirs=("$work/corpus/$n" "$work/seeds/$n")
+  [[ -d "tests/fuzz/corpus/$n" ]] && dirs+=("tests/fuzz/corpus/$n")
   log="$work/$n.log"
   args=(-rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 "-max_total_time=$seconds"
         -print_final_stats=1 "-artifact_prefix=$work/artifacts/$n/")
@@ -55,8 +58,7 @@ for n in "${names[@]}"; do
   [[ -f "$work/seeds/$n.dict" ]] && args+=("-dict=$work/seeds/$n.dict")
   echo "== fuzz_$n for ${seconds}s (log: $log)"
   set +e
-  "$build/tests/fuzz/fuzz_$n" "${args[@]}" "$work/corpus/$n" "tests/fuzz/corpus/$n" \
-    "$work/seeds/$n" >"$log" 2>&1
+  "$build/tests/fuzz/fuzz_$n" "${args[@]}" "${dirs[@]}" >"$log" 2>&1
   rc=$?
   set -e
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
