@@ -68,3 +68,23 @@ function(scalescope_target_defaults target)
       $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Werror>)
   endif()
 endfunction()
+
+# SCALESCOPE_FUZZ: the libFuzzer targets of tests/fuzz (scripts/fuzz.sh). Every target of the
+# build is instrumented for coverage and checked by ASan and UBSan; each fuzzer links
+# libFuzzer's main. Clang only, CPU only, no benchmarks (checked where that option is declared).
+option(SCALESCOPE_FUZZ "Build the libFuzzer targets (clang; CPU-only)" OFF)
+if(SCALESCOPE_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "SCALESCOPE_FUZZ=ON needs clang (libFuzzer), not "
+                        "${CMAKE_CXX_COMPILER_ID}: -DCMAKE_CXX_COMPILER=clang++-16")
+  endif()
+  if(SCALESCOPE_WITH_CUDA)
+    message(FATAL_ERROR "SCALESCOPE_FUZZ=ON needs -DSCALESCOPE_WITH_CUDA=OFF")
+  endif()
+  # Every finding is fatal: a sanitizer report that let the input continue would be lost.
+  # Instrumented loops are not vectorized: clang's note on `omp simd` loops says so, and is no
+  # defect of the code.
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+                      -fno-omit-frame-pointer -g -Wno-pass-failed)
+  add_link_options(-fsanitize=address,undefined)
+endif()

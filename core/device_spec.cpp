@@ -88,7 +88,10 @@ DeviceSpec parse_device_spec(std::string_view text) {
   SS_CHECK(colon == std::string_view::npos, "bad device list '{}': unknown backend '{}' ({})", text,
            head, kAccepted);
   const int count = parse_int(text, text);
-  SS_CHECK(count >= 1, "bad device list '{}': the device count must be at least 1", text);
+  // Bounded before any list of that many devices is made.
+  SS_CHECK(count >= 1 && count <= kMaxLogicalDevices,
+           "bad device list '{}': the device count must be between 1 and {}", text,
+           kMaxLogicalDevices);
   for (Backend* b : backends()) {
     if (b->kind() == DeviceKind::kCuda && b->device_count() > 0) {
       return DeviceSpec{DeviceKind::kCuda, iota(count)};

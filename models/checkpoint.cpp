@@ -47,6 +47,11 @@ struct Entry {
   uint64_t end = 0;
 };
 
+// A header value in a message; bytes that are not UTF-8 replaced rather than thrown about.
+std::string text_of(const nlohmann::json& v) {
+  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 // A non-negative integer of a JSON value; false for anything else (negative, fractional,
 // strings, numbers beyond 64 bits).
 bool as_u64(const nlohmann::json& v, uint64_t& out) {
@@ -78,7 +83,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
     SS_CHECK(as_u64(d, dim) && dim <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
              "safetensors file '{}': tensor '{}' has shape {}, not a list of non-negative "
              "integers",
-             path, name, shape.dump());
+             path, name, text_of(shape));
     dims.push_back(static_cast<int64_t>(dim));
   }
   // The element count, guarded against overflow; whether the file holds that many bytes is
@@ -91,7 +96,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
     const uint64_t dim = static_cast<uint64_t>(d);
     SS_CHECK(numel <= kMaxNumel / dim,
              "safetensors file '{}': tensor '{}' has shape {}, too many elements to be stored",
-             path, name, shape.dump());
+             path, name, text_of(shape));
     numel *= dim;
   }
 
@@ -101,11 +106,11 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
                as_u64(offsets[1], entry.end) && entry.begin <= entry.end,
            "safetensors file '{}': tensor '{}' has data_offsets {}, not [begin, end] with "
            "0 <= begin <= end",
-           path, name, offsets.dump());
+           path, name, text_of(offsets));
   SS_CHECK(entry.end - entry.begin == numel * sizeof(float),
            "safetensors file '{}': tensor '{}' has data_offsets [{}, {}] ({} bytes) but its shape "
            "{} needs {} bytes of F32",
-           path, name, entry.begin, entry.end, entry.end - entry.begin, shape.dump(),
+           path, name, entry.begin, entry.end, entry.end - entry.begin, text_of(shape),
            numel * sizeof(float));
   SS_CHECK(entry.end <= data_bytes,
            "safetensors file '{}': tensor '{}' has data_offsets [{}, {}] beyond the end of the "

@@ -4,14 +4,10 @@
 
 #include "core/check.h"
 #include "core/enum_names.h"
+#include "core/overloaded.h"
 
 namespace scalescope {
 namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
 
 const char* activation_name(Activation a) {
   static constexpr auto kNames = enum_names<Activation>("ReLU", "Tanh", "Sigmoid");

@@ -8,6 +8,33 @@ namespace scalescope {
 
 using nlohmann::json;
 
+json parse_json(std::string_view text, const std::string& what) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw_error(fmt::format("{} is not valid JSON: {}", what, e.what()));
+  }
+}
+
+std::string dump_json(const json& j, int indent) {
+  return j.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
+namespace {
+
+// The start of a value for a message.
+std::string excerpt(const json& v) {
+  return dump_json(v).substr(0, 60);
+}
+
+// json's integers are int64_t or uint64_t: an unsigned one above INT64_MAX does not fit.
+bool is_int64(const json& v) {
+  return v.is_number_integer() &&
+         (!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX));
+}
+
+}  // namespace
+
 JsonReader::JsonReader(const json& j, std::string what, std::string path)
     : j_(j), what_(std::move(what)), path_(std::move(path)) {
   SS_CHECK(j_.is_object(), "{}: '{}' must be an object, not {}", what_,
@@ -20,7 +47,7 @@ std::string JsonReader::name(std::string_view key) const {
 
 void JsonReader::wrong_type(std::string_view key, const char* expected, const json& v) const {
   throw_error(fmt::format("{}: '{}' must be {}, not {} ({})", what_, name(key), expected,
-                          v.type_name(), v.dump().substr(0, 60)));
+                          v.type_name(), excerpt(v)));
 }
 
 const json& JsonReader::at(std::string_view key) const {
@@ -38,6 +65,8 @@ std::string JsonReader::string(std::string_view key) const {
 int64_t JsonReader::int64(std::string_view key) const {
   const json& v = at(key);
   if (!v.is_number_integer()) wrong_type(key, "an integer", v);
+  SS_CHECK(is_int64(v), "{}: '{}' is out of range: {} (above 2^63-1)", what_, name(key),
+           excerpt(v));
   return v.get<int64_t>();
 }
 
@@ -81,8 +110,7 @@ std::vector<double> JsonReader::numbers(std::string_view key) const {
   std::vector<double> out;
   for (const json& v : array(key)) {
     SS_CHECK(v.is_number() && std::isfinite(v.get<double>()),
-             "{}: '{}' must hold only finite numbers, not {}", what_, name(key),
-             v.dump().substr(0, 60));
+             "{}: '{}' must hold only finite numbers, not {}", what_, name(key), excerpt(v));
     out.push_back(v.get<double>());
   }
   return out;
@@ -91,8 +119,8 @@ std::vector<double> JsonReader::numbers(std::string_view key) const {
 std::vector<int64_t> JsonReader::int64s(std::string_view key) const {
   std::vector<int64_t> out;
   for (const json& v : array(key)) {
-    SS_CHECK(v.is_number_integer(), "{}: '{}' must hold only integers, not {}", what_, name(key),
-             v.dump().substr(0, 60));
+    SS_CHECK(is_int64(v), "{}: '{}' must hold only integers (of at most 2^63-1), not {}", what_,
+             name(key), excerpt(v));
     out.push_back(v.get<int64_t>());
   }
   return out;
@@ -102,7 +130,7 @@ std::vector<std::string> JsonReader::strings(std::string_view key) const {
   std::vector<std::string> out;
   for (const json& v : array(key)) {
     SS_CHECK(v.is_string(), "{}: '{}' must hold only strings, not {}", what_, name(key),
-             v.dump().substr(0, 60));
+             excerpt(v));
     out.push_back(v.get<std::string>());
   }
   return out;

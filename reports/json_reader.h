@@ -13,6 +13,13 @@
 
 namespace scalescope {
 
+// Parses JSON text; any nlohmann exception (syntax, depth...) becomes an Error naming `what`
+// ("report run.json is not valid JSON: ..."), the only exception our readers let out.
+nlohmann::json parse_json(std::string_view text, const std::string& what);
+// JSON text of `j`; bytes of strings that are not valid UTF-8 (user text: labels, paths,
+// messages) are replaced by U+FFFD instead of throwing. indent -1: one line.
+std::string dump_json(const nlohmann::json& j, int indent = -1);
+
 class JsonReader {
  public:
   // `what` names the document in errors ("report run.json"); `path` is this object's
@@ -22,6 +29,7 @@ class JsonReader {
   bool has(std::string_view key) const { return j_.contains(key); }
   const nlohmann::json& at(std::string_view key) const;
   std::string string(std::string_view key) const;
+  // An integer that fits int64_t (not 1.0, not 2^63 or more).
   int64_t int64(std::string_view key) const;
   int int32(std::string_view key) const;
   double number(std::string_view key) const;  // integers accepted; must be finite

@@ -46,7 +46,7 @@ PhaseTimes phase_times_from_json(const JsonReader& r) {
       const nlohmann::json& b = buckets[i];
       SS_CHECK(b.is_array() && b.size() == 2 && b[0].is_number() && b[1].is_number(),
                "'{}[{}]' must be a pair of numbers [start_ms, ms], not {}", r.name("buckets"), i,
-               b.dump().substr(0, 60));
+               dump_json(b).substr(0, 60));
       p.buckets.push_back({b[0].get<double>(), b[1].get<double>()});
     }
   }

@@ -199,7 +199,7 @@ AllReduceSplit split_from_json(const JsonReader& r) {
 }
 
 void write_run_report(const std::string& path, const RunReport& report) {
-  write_file_atomic(path, to_json(report).dump(2) + "\n");
+  write_file_atomic(path, dump_json(to_json(report), 2) + "\n");
 }
 
 }  // namespace scalescope

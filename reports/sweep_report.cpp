@@ -572,18 +572,11 @@ SweepReport sweep_report_from_json(const json& j, const std::string& what) {
 }
 
 void write_sweep_report(const std::string& path, const SweepReport& report) {
-  write_file_atomic(path, to_json(report).dump(1) + "\n");
+  write_file_atomic(path, dump_json(to_json(report), 1) + "\n");
 }
 
 SweepReport read_sweep_report(const std::string& path) {
-  const std::string text = read_file(path);
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw_error(fmt::format("{} is not valid JSON: {}", path, e.what()));
-  }
-  return sweep_report_from_json(j, path);
+  return sweep_report_from_json(parse_json(read_file(path), path), path);
 }
 
 }  // namespace scalescope

@@ -80,9 +80,13 @@ json chrome_trace(const std::vector<StepRecord>& steps, const TraceInfo& info) {
           {"otherData", {{"generator", "scalescope"}, {"point", info.label}}}};
 }
 
+std::string chrome_trace_text(const std::vector<StepRecord>& steps, const TraceInfo& info) {
+  return chrome_trace(steps, info).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 void write_chrome_trace(const std::string& path, const std::vector<StepRecord>& steps,
                         const TraceInfo& info) {
-  write_file_atomic(path, chrome_trace(steps, info).dump() + "\n");
+  write_file_atomic(path, chrome_trace_text(steps, info) + "\n");
 }
 
 }  // namespace scalescope

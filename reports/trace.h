@@ -32,6 +32,9 @@ constexpr int trace_thread(Track track) {
 // accumulation the micro-batches' forward and backward passes are shown as one forward and
 // one backward. Times are microseconds from the run's start on the host clock.
 nlohmann::json chrome_trace(const std::vector<StepRecord>& steps, const TraceInfo& info);
+// The trace as JSON text. Strings that are not valid UTF-8 (a label from the command line)
+// have their bad bytes replaced by U+FFFD, so that the text is always valid JSON.
+std::string chrome_trace_text(const std::vector<StepRecord>& steps, const TraceInfo& info);
 // Atomic; throws Error naming the path.
 void write_chrome_trace(const std::string& path, const std::vector<StepRecord>& steps,
                         const TraceInfo& info);

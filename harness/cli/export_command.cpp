@@ -9,6 +9,7 @@
 #include "core/fs.h"
 #include "harness/cli/commands.h"
 #include "reports/export.h"
+#include "reports/json_reader.h"
 
 namespace scalescope::cli {
 namespace {
@@ -48,7 +49,7 @@ int run_export(const ExportArgs& a) {
       }
     }
   }
-  const std::string text = j.dump(2) + "\n";
+  const std::string text = dump_json(j, 2) + "\n";
   if (a.output == "-") {
     fmt::print("{}", text);
   } else {

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <iterator>
 #include <sstream>
 
 #include "core/check.h"
@@ -101,17 +102,13 @@ JsonConfig::JsonConfig(const OptionList& list, const CLI::App& app, std::string 
     : list_(list), app_(app), name_(std::move(name)), record_(record) {}
 
 std::string JsonConfig::to_config(const CLI::App*, bool, bool, std::string) const {
-  return options_json(list_).dump(2) + "\n";
+  return dump_json(options_json(list_), 2) + "\n";
 }
 
 std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const {
   const std::string file = name_.empty() ? app_.get_config_ptr()->as<std::string>() : name_;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(input);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_error(fmt::format("config file {} is not valid JSON: {}", file, e.what()));
-  }
+  const std::string text(std::istreambuf_iterator<char>(input), {});
+  const nlohmann::json j = parse_json(text, "config file " + file);
   const JsonReader r(j, file);
   std::set<std::string, std::less<>> known;
   for (const OptionDecl& d : list_.decls()) {
@@ -162,7 +159,7 @@ OptionSources parse_with_config(OptionList& list, const std::vector<std::string>
     app.parse(reversed);
     if (config != nullptr) {
       app.config_formatter(std::make_shared<JsonConfig>(list, app, config_name, &record));
-      std::istringstream text(config->dump());
+      std::istringstream text(dump_json(*config));
       app.parse_from_stream(text);
     }
   } catch (const CLI::ParseError& e) {

@@ -13,6 +13,7 @@
 #include "harness/sweep/sweep.h"
 #include "harness/telemetry/environment.h"
 #include "reports/html.h"
+#include "reports/json_reader.h"
 #include "reports/table.h"
 
 namespace scalescope::cli {
@@ -58,18 +59,14 @@ std::string read_on_rank0(Cluster& cluster, const std::string& path, int64_t tim
     }
   }
   const std::vector<std::string> all = cluster.exchange(
-      mine.dump(), std::chrono::milliseconds(timeout_ms), fmt::format("sharing {}", path));
+      dump_json(mine), std::chrono::milliseconds(timeout_ms), fmt::format("sharing {}", path));
   const nlohmann::json first = nlohmann::json::parse(all.front());
   if (first.contains("error")) throw_error(first.at("error").get<std::string>());
   return first.at("text").get<std::string>();
 }
 
 nlohmann::json parse_json_text(const std::string& text, const std::string& path, const char* what) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_error(fmt::format("{} {} is not valid JSON: {}", what, path, e.what()));
-  }
+  return parse_json(text, fmt::format("{} {}", what, path));
 }
 
 // The command line's options, joined to the processes of the launch. Precedence: defaults

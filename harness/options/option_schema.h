@@ -19,6 +19,8 @@
 #include <variant>
 #include <vector>
 
+#include "core/overloaded.h"
+
 namespace scalescope {
 
 // What a value must satisfy: "" when it is accepted, otherwise what a message says after
@@ -49,12 +51,6 @@ struct Choice {
   std::vector<std::string> names;
   std::function<std::string()> get;
   std::function<void(const std::string&)> set;
-};
-
-// For std::visit over an OptionValue: one lambda per alternative.
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
 };
 
 using OptionValue =

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "harness/collectives/cluster.h"
 #include "models/kernels.h"
@@ -63,7 +65,13 @@ GroupRecord read_group(const JsonReader& r) {
   g.steps = r.int64("steps");
   g.warmup_steps = r.int64("warmup_steps");
   g.warmup_settled = r.boolean("warmup_settled");
-  for (const nlohmann::json& step : r.array("bucket_ms")) {
+  const nlohmann::json& bucket_ms = r.array("bucket_ms");
+  for (size_t i = 0; i < bucket_ms.size(); ++i) {
+    const nlohmann::json& step = bucket_ms[i];
+    SS_CHECK(step.is_array() && std::all_of(step.begin(), step.end(),
+                                            [](const nlohmann::json& v) { return v.is_number(); }),
+             "'{}[{}]' must be a list of numbers (one time per bucket), not {}",
+             r.name("bucket_ms"), i, dump_json(step).substr(0, 60));
     g.bucket_ms.push_back(step.get<std::vector<double>>());
   }
   g.bucket_bytes = r.int64s("bucket_bytes");

@@ -23,6 +23,7 @@
 
 #include "core/buffer.h"
 #include "core/check.h"
+#include "core/overloaded.h"
 #include "models/cpu/cpu_kernels.h"
 
 namespace scalescope {
@@ -30,11 +31,6 @@ namespace {
 
 using dnnl::memory;
 using Tag = memory::format_tag;
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
 
 memory::desc f32_desc(const memory::dims& dims, Tag tag) {
   return memory::desc(dims, memory::data_type::f32, tag);

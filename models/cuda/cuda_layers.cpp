@@ -18,6 +18,7 @@
 
 #include "core/buffer.h"
 #include "core/check.h"
+#include "core/overloaded.h"
 #include "models/cuda/cuda_kernels.h"
 #include "models/cuda/cuda_layer_util.h"
 #include "models/cuda/cuda_libraries.h"
@@ -25,11 +26,6 @@
 
 namespace scalescope {
 namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
 
 // ---- dense
 

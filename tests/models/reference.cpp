@@ -6,14 +6,10 @@
 #include <variant>
 
 #include "core/check.h"
+#include "core/overloaded.h"
 
 namespace scalescope {
 namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
 
 // Index of (n, h, w, c) in an NHWC tensor of dims [N, H, W, C].
 size_t nhwc(const Shape& s, int64_t n, int64_t h, int64_t w, int64_t c) {

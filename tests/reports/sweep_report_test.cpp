@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "core/fs.h"
+#include "reports/json_reader.h"
 #include "reports/sweep_report.h"
 #include "reports/table.h"
 #include "tests/reports/sweep_fixtures.h"
@@ -183,6 +185,39 @@ TEST(SweepReport, ReadingIsStrictAndNamesTheKey) {
                     j["points"][0]["repeats"][0]["replicas"][0]["step_ms"].erase(0);
                   }),
                   "9 values for 10 steps");
+}
+
+// Found by tests/fuzz (corpus: tests/fuzz/corpus/sweep_report/). nlohmann reports a number
+// beyond double's range as out_of_range, not parse_error: it escaped the reader as a non-Error.
+TEST(SweepReport, ReadingANumberOverflowIsAnError) {
+  const std::string path = testing::TempDir() + "/overflow.json";
+  write_file_atomic(path, R"({"schema": "scalescope-sweep", "points": [1e999]})");
+  EXPECT_CONTAINS(testing_util::error_of([&] { read_sweep_report(path); }), "is not valid JSON");
+}
+
+// Integers of 2^63 and more were read as int64 wrapped to negative values.
+TEST(SweepReport, IntegersBeyondInt64AreRefused) {
+  const SweepReport r = report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0)});
+  nlohmann::json j = to_json(r);
+  j["points"][0]["batch"] = uint64_t{1} << 63;
+  EXPECT_CONTAINS(testing_util::error_of([&] { sweep_report_from_json(j, "r.json"); }),
+                  "'points[0].batch' is out of range: 9223372036854775808");
+  const nlohmann::json n = {{"n", uint64_t{18446744073709551615u}}};
+  EXPECT_CONTAINS(testing_util::error_of([&] { JsonReader(n, "doc").int64("n"); }),
+                  "'n' is out of range");
+  EXPECT_EQ(JsonReader(nlohmann::json{{"n", INT64_MAX}}, "doc").int64("n"), INT64_MAX);
+}
+
+// A failed point's message may hold bytes that are not UTF-8 (an excerpt cut inside a
+// character, a path): writing the report threw nlohmann's type_error 316.
+TEST(SweepReport, WritingStringsThatAreNotUtf8ReplacesTheirBadBytes) {
+  testing_util::PointSpec spec;
+  SweepReport r = report_of({testing_util::failed_point(spec, "cut \xe2\x9c here \xff")});
+  const std::string path = testing::TempDir() + "/not-utf8.json";
+  write_sweep_report(path, r);
+  const SweepReport back = read_sweep_report(path);
+  ASSERT_EQ(back.points.size(), 1u);
+  EXPECT_EQ(back.points[0].error, "cut \ufffd here \ufffd");
 }
 
 }  // namespace

@@ -176,6 +176,10 @@ TEST(OptionSchema, BadValuesAreRefusedNamingTheOptionAsGiven) {
   EXPECT_CONTAINS(file_error(R"({"models": []})"), "'models' is empty");
   EXPECT_CONTAINS(file_error(R"([1, 2])"), "must be an object");
   EXPECT_CONTAINS(file_error("{"), "is not valid JSON");
+  // Found by tests/fuzz (sweep_config): nlohmann's out_of_range for a number beyond double,
+  // and an integer beyond int64 that was read wrapped.
+  EXPECT_CONTAINS(file_error(R"({"repeats": 1e999})"), "is not valid JSON");
+  EXPECT_CONTAINS(file_error(R"({"seed": 18446744073709551615})"), "'seed' is out of range");
   // The command line's spelling, and the library's own when nothing says how it was given.
   EXPECT_CONTAINS(error_of([] {
                     parse_sweep({"--repeats", "0"});

@@ -238,6 +238,19 @@ TEST(Mirrored, KernelChoicesCrossProcessesIntact) {
             std::string::npos);
 }
 
+// Found by tests/fuzz (run_results): a bucket time that is not a number escaped as
+// nlohmann's type_error instead of an Error naming the key.
+TEST(Mirrored, MistypedBucketTimesFromAnotherProcessAreRefusedByName) {
+  RunResults sent(1);
+  sent.group.bucket_ms = {{1.0, 2.0}};
+  nlohmann::json message = results_to_json(sent, 0, 1, true);
+  message["group"]["bucket_ms"][0][1] = "2.0";
+  RunResults refused(1);
+  EXPECT_CONTAINS(
+      testing_util::error_of([&] { add_results(refused, message, "host", "the message"); }),
+      "'group.bucket_ms[0]' must be a list of numbers");
+}
+
 TEST(Mirrored, AFailingReplicaStopsTheOthersWithItsError) {
   TrainOptions o;
   o.model = "dense-100";
