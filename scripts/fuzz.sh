@@ -29,7 +29,7 @@ esac
 
 if [[ ! -f "$build/build.ninja" ]]; then
   CXX=${CXX:-clang++-16} cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g -DNDEBUG" -DSCALESCOPE_FUZZ=ON \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" -DSCALESCOPE_FUZZ=ON \
     -DSCALESCOPE_WITH_CUDA=OFF -DSCALESCOPE_BUILD_BENCH=OFF -DSCALESCOPE_BUILD_TESTS=OFF \
     -DSCALESCOPE_WITH_MPI=OFF >/dev/null
 fi

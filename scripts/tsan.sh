@@ -13,7 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-tsan}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCALESCOPE_WITH_CUDA=OFF \
-  -DSCALESCOPE_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS=-fsanitize=thread -O1 -g" \
+  -DSCALESCOPE_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS=-fsanitize=thread" \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
   -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread \
   >/dev/null
 cmake --build "$build" --target test_core test_pipelines test_harness
