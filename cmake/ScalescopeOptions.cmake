@@ -85,6 +85,6 @@ if(SCALESCOPE_FUZZ)
   # Instrumented loops are not vectorized: clang's note on `omp simd` loops says so, and is no
   # defect of the code.
   add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
-                      -fno-omit-frame-pointer -g -Wno-pass-failed)
+                      -fno-omit-frame-pointer -gline-tables-only -Wno-pass-failed)
   add_link_options(-fsanitize=address,undefined)
 endif()
