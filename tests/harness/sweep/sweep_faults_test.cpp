@@ -15,7 +15,7 @@
 #include "harness/sweep/sweep.h"
 #include "harness/telemetry/environment.h"
 #include "harness/trainer/trainer.h"
-#include "tests/harness/sweep/sweep_process.h"
+#include "tests/harness/sweep/sweep_test_util.h"
 #include "tests/test_util.h"
 
 namespace scalescope {
@@ -23,21 +23,13 @@ namespace {
 
 using testing_util::error_of;
 
-std::string temp_path(const std::string& name) {
-  return testing::TempDir() + "/sweep_faults_" + std::to_string(::getpid()) + "_" + name;
-}
+using testing_util::temp_path;
 
-// dense-100 on 1 and 2 CPU devices, one repeat of a few steps per point.
+// One repeat per point.
 SweepOptions two_points(const std::string& name) {
-  SweepOptions o;
-  o.models = {"dense-100"};
-  o.devices = "cpu:1,2";
-  o.batches = {8};
+  SweepOptions o = testing_util::tiny(name);
   o.repeats = 1;
-  o.steps = 4;
   o.max_warmup_steps = 4;
-  o.threads = 1;
-  o.output = temp_path(name);
   std::filesystem::remove(o.output);
   return o;
 }

@@ -17,29 +17,14 @@
 #include "core/fs.h"
 #include "harness/sweep/sweep.h"
 #include "harness/telemetry/environment.h"
-#include "tests/harness/sweep/sweep_process.h"
+#include "tests/harness/sweep/sweep_test_util.h"
 #include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
 
-std::string temp_path(const std::string& name) {
-  return testing::TempDir() + "/sweep_" + std::to_string(::getpid()) + "_" + name;
-}
-
-// A sweep small enough for a test: dense-100 (7k parameters) on 1 and 2 CPU devices.
-SweepOptions tiny(const std::string& name) {
-  SweepOptions o;
-  o.models = {"dense-100"};
-  o.devices = "cpu:1,2";
-  o.batches = {8};
-  o.repeats = 2;
-  o.steps = 4;
-  o.max_warmup_steps = 6;
-  o.threads = 1;
-  o.output = temp_path(name);
-  return o;
-}
+using testing_util::temp_path;
+using testing_util::tiny;
 
 TEST(SweepModels, ASizeFamilyExpandsIntoOneModelPerValue) {
   EXPECT_EQ(split_model_list("cifar-cnn,cnn:width=1,2,4"),

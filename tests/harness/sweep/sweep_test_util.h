@@ -1,10 +1,12 @@
-// The CLI in a child process, for tests of what a whole process does: killed, interrupted,
-// out of disk.
+// Helpers of the sweep tests: small sweeps, and the CLI in a child process for tests of what a
+// whole process does (killed, interrupted, out of disk).
 #pragma once
 
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <gtest/gtest.h>
 
 #include <csignal>
 #include <cstdio>
@@ -15,6 +17,25 @@
 #include "harness/sweep/sweep.h"
 
 namespace scalescope::testing_util {
+
+// A file name of this test process's own in the test's temporary directory.
+inline std::string temp_path(const std::string& name) {
+  return testing::TempDir() + "/sweep_" + std::to_string(::getpid()) + "_" + name;
+}
+
+// A sweep small enough for a test: dense-100 (7k parameters) on 1 and 2 CPU devices.
+inline SweepOptions tiny(const std::string& name) {
+  SweepOptions o;
+  o.models = {"dense-100"};
+  o.devices = "cpu:1,2";
+  o.batches = {8};
+  o.repeats = 2;
+  o.steps = 4;
+  o.max_warmup_steps = 6;
+  o.threads = 1;
+  o.output = temp_path(name);
+  return o;
+}
 
 // Runs `args` (argv[0] the binary) with stdout and stderr in `log`; a `file_size_limit`
 // makes the child's writes past that many bytes fail with EFBIG, as a full disk does.
