@@ -77,12 +77,11 @@ TEST(SweepFaults, AnInterruptStopsEveryReplicaAtTheNextStep) {
 void write_idx(const std::string& path, uint32_t magic, const std::vector<uint32_t>& dims,
                size_t bytes) {
   std::string data;
-  for (uint32_t v : std::vector<uint32_t>{magic}) {
+  const auto big_endian = [&](uint32_t v) {
     for (int s = 24; s >= 0; s -= 8) data.push_back(static_cast<char>((v >> s) & 0xff));
-  }
-  for (uint32_t v : dims) {
-    for (int s = 24; s >= 0; s -= 8) data.push_back(static_cast<char>((v >> s) & 0xff));
-  }
+  };
+  big_endian(magic);
+  for (uint32_t v : dims) big_endian(v);
   for (size_t i = 0; i < bytes; ++i) data.push_back(static_cast<char>(i % 10));  // labels < 10
   write_file_atomic(path, data);
 }
@@ -172,17 +171,8 @@ TEST(SweepFaults, CtrlCStopsTheSweepKeepsItsPointsAndExitsWith130) {
   const std::string report = temp_path("sigint.json");
   const std::string log = temp_path("sigint.log");
   std::filesystem::remove(report);
-  // 6 points of 3 repeats of 60 steps: still running when the signal comes.
-  const std::vector<std::string> args = {
-      SCALESCOPE_BINARY, "sweep",   "--models",           "dense-100", "--devices", "cpu:1,2",
-      "--batch",         "8,16,24", "--repeats",          "3",         "--steps",   "60",
-      "--threads",       "1",       "--max-warmup-steps", "10",        "-o",        report};
-  const pid_t pid = testing_util::spawn(args, log);
+  const pid_t pid = testing_util::start_long_sweep(report, log);
   ASSERT_GT(pid, 0);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (testing_util::points_in(report) < 2 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
   const auto sent = std::chrono::steady_clock::now();
   kill(pid, SIGINT);
   // No timing assertion (sanitizer builds are slow): a run that does not stop is caught by

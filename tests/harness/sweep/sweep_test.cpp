@@ -153,17 +153,8 @@ TEST(Sweep, AKilledSweepKeepsItsFinishedPointsAndResumes) {
   const std::string report = temp_path("killed.json");
   const std::string log = temp_path("killed.log");
   std::remove(report.c_str());
-  // 6 points of 3 repeats of 60 steps: long enough to be killed after the second point.
-  const std::vector<std::string> args = {
-      SCALESCOPE_BINARY, "sweep",   "--models",           "dense-100", "--devices", "cpu:1,2",
-      "--batch",         "8,16,24", "--repeats",          "3",         "--steps",   "60",
-      "--threads",       "1",       "--max-warmup-steps", "10",        "-o",        report};
-  const pid_t pid = testing_util::spawn(args, log);
+  const pid_t pid = testing_util::start_long_sweep(report, log);
   ASSERT_GT(pid, 0);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (testing_util::points_in(report) < 2 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
   kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);

@@ -8,9 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -74,6 +76,22 @@ inline int points_in(const std::string& path) {
   } catch (const Error&) {
     return -1;
   }
+}
+
+// Starts `scalescope sweep` in a child, writing `report` (6 points of 3 repeats of 60 steps:
+// long enough to still run after its second point), and waits up to two minutes for that
+// second point. Returns its pid.
+inline pid_t start_long_sweep(const std::string& report, const std::string& log) {
+  const std::vector<std::string> args = {
+      SCALESCOPE_BINARY, "sweep",   "--models",           "dense-100", "--devices", "cpu:1,2",
+      "--batch",         "8,16,24", "--repeats",          "3",         "--steps",   "60",
+      "--threads",       "1",       "--max-warmup-steps", "10",        "-o",        report};
+  const pid_t pid = spawn(args, log);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (pid > 0 && points_in(report) < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pid;
 }
 
 }  // namespace scalescope::testing_util
