@@ -139,6 +139,94 @@ Verdict diagnose(const VerdictInput& input) {
   return v;
 }
 
+namespace {
+
+std::string thread_budget_text(const ThreadBudget& t) {
+  return fmt::format(
+      "; {} replicas x ({} compute + {} input + {} communication threads) = {} threads on {} "
+      "usable cores",
+      t.replicas, t.compute_per_replica, t.input_per_replica, t.communication_per_replica,
+      t.total(), t.usable_cores);
+}
+
+Finding loss_finding(const char* kind, double share, std::string explanation,
+                     std::map<std::string, double> numbers) {
+  numbers["share"] = share;
+  return {kind, two_level(share, kLossHighShare), std::move(explanation), share,
+          std::move(numbers)};
+}
+
+Finding contention_finding(const ScalingInput& in) {
+  const double share = in.loss.compute_share;
+  const double ratio = in.ideal_compute_ms > 0.0 ? in.compute_ms / in.ideal_compute_ms : 0.0;
+  std::map<std::string, double> numbers{{"ratio", ratio},
+                                        {"compute_ms", in.compute_ms},
+                                        {"one_device_compute_ms", in.ideal_compute_ms},
+                                        {"step_ms", in.step_ms}};
+  std::string budget;
+  if (in.threads) {
+    numbers["threads"] = in.threads->total();
+    numbers["usable_cores"] = in.threads->usable_cores;
+    budget = thread_budget_text(*in.threads);
+  }
+  return loss_finding(
+      "contention", share,
+      fmt::format("each replica computes {:.2f}x as long as one device alone "
+                  "({:.1f} vs {:.1f} ms), {:.0f}% of the step: the replicas "
+                  "slow each other down (shared cores, memory bandwidth, "
+                  "communication threads){}",
+                  ratio, in.compute_ms, in.ideal_compute_ms, percent(share), budget),
+      std::move(numbers));
+}
+
+std::vector<Finding> loss_findings(const ScalingInput& in) {
+  const LossBreakdown& l = in.loss;
+  const auto lost = [&](const char* what, double share) {
+    return fmt::format("{} {:.0f}% of the step ({:.0f}% lost against ideal in all)", what,
+                       percent(share), percent(l.lost));
+  };
+  std::vector<Finding> out;
+  if (l.allreduce_share >= kLossModerateShare) {
+    out.push_back(loss_finding("communication-bound", l.allreduce_share,
+                               lost("exposed all-reduce costs", l.allreduce_share), {}));
+  }
+  if (l.input_share >= kLossModerateShare) {
+    out.push_back(loss_finding("input-bound", l.input_share,
+                               lost("input wait beyond one device's costs", l.input_share), {}));
+  }
+  if (l.compute_share >= kLossModerateShare) out.push_back(contention_finding(in));
+  if (l.straggler_share >= kLossModerateShare) {
+    out.push_back(loss_finding("straggler", l.straggler_share,
+                               lost("waiting for the slowest replica costs", l.straggler_share),
+                               {}));
+  }
+  if (l.other_share >= kLossModerateShare) {
+    out.push_back(loss_finding("unattributed", l.other_share,
+                               lost("time outside the timed phases costs", l.other_share), {}));
+  }
+  for (Finding& f : out) f.numbers["step_ms"] = in.step_ms;
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Finding& a, const Finding& b) { return a.share > b.share; });
+  return out;
+}
+
+}  // namespace
+
+Verdict explain_scaling(const Verdict& step_verdict, const ScalingInput& input) {
+  Verdict v;
+  v.findings = loss_findings(input);
+  const auto named = [&](const std::string& kind) {
+    return std::any_of(v.findings.begin(), v.findings.end(),
+                       [&](const Finding& f) { return f.kind == kind; });
+  };
+  const size_t from_loss = v.findings.size();
+  for (const Finding& f : step_verdict.findings) {
+    if (f.kind == "compute-bound" && from_loss > 0) continue;
+    if (!named(f.kind)) v.findings.push_back(f);
+  }
+  return v;
+}
+
 LossBreakdown efficiency_loss(const PhaseMedians& one_device,
                               const std::vector<PhaseMedians>& replicas_at_n,
                               const PhaseMedians& group_at_n, double ideal_step_ms) {

@@ -45,7 +45,7 @@ inline constexpr const char* kSeverityInfo = "info";
 
 struct Finding {
   std::string kind;         // "input-bound", "communication-bound", "straggler", "host-bound",
-                            // "compute-bound"
+                            // "compute-bound"; at N devices also "contention", "unattributed"
   std::string severity;     // kSeverityHigh, kSeverityModerate, kSeverityInfo
   std::string explanation;  // one line with the numbers, for a terminal or a report
   double share = 0;         // fraction of the step this finding explains (the ranking key)
@@ -111,6 +111,45 @@ struct LossBreakdown {
 LossBreakdown efficiency_loss(const PhaseMedians& one_device,
                               const std::vector<PhaseMedians>& replicas_at_n,
                               const PhaseMedians& group_at_n, double ideal_step_ms);
+
+// ---------------------------------------------------------------------------------------
+// Scaling verdict: why a point at N devices falls short of its one-device baseline.
+
+// Thresholds on a component of the loss breakdown, as a share of the step at N.
+inline constexpr double kLossModerateShare = 0.05;
+inline constexpr double kLossHighShare = 0.20;
+
+// The threads a point's CPU replicas run against the cores the process may use: replicas
+// that together run more threads than there are cores take turns on them.
+struct ThreadBudget {
+  int replicas = 0;
+  int compute_per_replica = 0;        // OpenMP threads of each device
+  int input_per_replica = 0;          // input pipeline workers
+  int communication_per_replica = 0;  // reducer thread and Gloo's I/O loop (N > 1)
+  int usable_cores = 0;
+  int total() const {
+    return replicas * (compute_per_replica + input_per_replica + communication_per_replica);
+  }
+};
+
+struct ScalingInput {
+  LossBreakdown loss;
+  double step_ms = 0;                   // the group's step at N
+  double compute_ms = 0;                // median replica compute at N
+  double ideal_compute_ms = 0;          // the one-device compute scaled as the ideal step is
+  std::optional<ThreadBudget> threads;  // CPU devices only
+};
+
+// The verdict of a point at N devices, led by its loss breakdown so that the verdict names
+// what the efficiency was lost to. Each component at or above kLossModerateShare of the step
+// is a finding (high at kLossHighShare), the largest first:
+//   allreduce_share -> communication-bound   input_share -> input-bound
+//   compute_share   -> contention (each replica computes slower than one device alone)
+//   straggler_share -> straggler             other_share -> unattributed
+// The findings of the step rules (`step_verdict`, from diagnose) of kinds not already named
+// follow in their order (an input pipeline already slow on one device, a host-bound GPU);
+// compute-bound stays only when nothing else is left.
+Verdict explain_scaling(const Verdict& step_verdict, const ScalingInput& input);
 
 // ---------------------------------------------------------------------------------------
 // Alpha-beta model of all-reduce: ms = alpha + beta * bytes * 2(N-1)/N. A ring all-reduce

@@ -152,7 +152,26 @@ const SweepPoint* baseline_of(const std::vector<SweepPoint>& points, const Sweep
   return nullptr;
 }
 
-void compare_with_baseline(SweepPoint& p, const SweepPoint& one) {
+// What the replicas of a CPU point run on: its threads against the cores of the process
+// (rank 0's environment). None when the report does not say how many input workers ran.
+std::optional<ThreadBudget> thread_budget(const SweepReport& report, const SweepPoint& p) {
+  if (p.device_kind != "cpu" || p.threads_per_device <= 0) return std::nullopt;
+  const json& c = report.config;
+  if (!c.is_object() || !c.contains("workers") || !c["workers"].is_number_integer()) {
+    return std::nullopt;
+  }
+  const bool resident = c.contains("data") && c["data"] == "synthetic:device";
+  ThreadBudget t;
+  t.replicas = p.devices;
+  t.compute_per_replica = p.threads_per_device;
+  t.input_per_replica = resident ? 0 : c["workers"].get<int>();
+  t.communication_per_replica = p.devices > 1 ? 2 : 0;
+  t.usable_cores = report.environment.host.usable_cores;
+  return t;
+}
+
+void compare_with_baseline(SweepPoint& p, const SweepPoint& one,
+                           std::optional<ThreadBudget> threads) {
   const std::vector<double> a = pooled_step_ms(one);
   const std::vector<double> b = pooled_step_ms(p);
   // throughput_N / throughput_1 = (G_N / median_N) / (G_1 / median_1).
@@ -166,8 +185,34 @@ void compare_with_baseline(SweepPoint& p, const SweepPoint& one) {
   if (p.devices > 1) {
     const double ideal =
         p.mode == ScalingMode::kWeak ? one.summary.step_ms_median : one.summary.step_ms_median / n;
-    p.summary.loss = efficiency_loss(one.summary.group, p.summary.replicas, p.summary.group, ideal);
+    PointSummary& s = p.summary;
+    s.loss = efficiency_loss(one.summary.group, s.replicas, s.group, ideal);
+    std::vector<double> compute;
+    for (const PhaseMedians& r : s.replicas) compute.push_back(r.compute_ms());
+    const double scale = ideal / one.summary.step_ms_median;
+    s.verdict =
+        explain_scaling(s.verdict, ScalingInput{*s.loss, s.group.step_ms, median(compute),
+                                                scale * one.summary.group.compute_ms(), threads});
   }
+}
+
+// When the samples cannot give an alpha-beta fit, one sentence on what to run so that they do.
+std::optional<std::string> fit_advice(const std::vector<AllReduceSample>& samples) {
+  if (samples.empty()) {
+    return "no point ran on more than one device; add one (e.g. --devices cpu:1,2,4) to "
+           "measure the all-reduce";
+  }
+  std::set<double> sizes;
+  for (const AllReduceSample& s : samples) {
+    sizes.insert(static_cast<double>(s.bytes) * bus_factor(s.devices));
+  }
+  if (sizes.size() >= 2) return std::nullopt;
+  return fmt::format(
+      "every all-reduce moved {} bytes on {} devices, one size cannot separate latency from "
+      "bandwidth; add a device count (each link carries 2(N-1)/N of the buffer) or a "
+      "--bucket-cap-mb below {:.3g} (buckets of other sizes)",
+      samples.front().bytes, samples.front().devices,
+      static_cast<double>(samples.front().bytes) / (1 << 20));
 }
 
 CommunicationAnalysis analyze_communication(const std::string& model,
@@ -180,8 +225,8 @@ CommunicationAnalysis analyze_communication(const std::string& model,
     const std::vector<double> ms = bucket_medians(p);
     for (size_t b = 0; b < ms.size(); ++b) samples.push_back({p.bucket_bytes[b], p.devices, ms[b]});
   }
-  if (samples.empty()) {
-    c.fit_error = "no point with more than one device: nothing was all-reduced";
+  if (const std::optional<std::string> advice = fit_advice(samples)) {
+    c.fit_error = *advice;
     return c;
   }
   try {
@@ -508,7 +553,9 @@ void analyze(SweepReport& report) {
   }
   for (SweepPoint& p : report.points) {
     if (!p.ok()) continue;
-    if (const SweepPoint* one = baseline_of(report.points, p)) compare_with_baseline(p, *one);
+    if (const SweepPoint* one = baseline_of(report.points, p)) {
+      compare_with_baseline(p, *one, thread_budget(report, p));
+    }
   }
   report.communication.clear();
   std::set<std::string> seen;

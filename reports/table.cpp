@@ -52,21 +52,38 @@ void model_table(std::string& out, const SweepReport& report, const std::string&
   if (simulated) fmt::format_to(std::back_inserter(out), "note: {}\n", kSimulatedDevicesNote);
 }
 
+// Runs across nodes split the all-reduce share by what stayed inside a node (the JSON's
+// allreduce_intra_node / allreduce_inter_node).
+std::string allreduce_cells(const PointSummary& s, bool split) {
+  const double share = s.loss->allreduce_share;
+  if (!split) return fmt::format("{:>10}", percent(share));
+  if (!s.intra_node_fraction) return fmt::format("{:>10} {:>7} {:>7}", percent(share), "-", "-");
+  return fmt::format("{:>10} {:>7} {:>7}", percent(share), percent(share * *s.intra_node_fraction),
+                     percent(share * (1.0 - *s.intra_node_fraction)));
+}
+
 void loss_table(std::string& out, const SweepReport& report) {
+  bool split = false;
+  for (const SweepPoint& p : report.points) {
+    split = split || (p.ok() && p.summary.loss && p.summary.intra_node_fraction);
+  }
   bool header = false;
   for (const SweepPoint& p : report.points) {
     if (!p.ok() || !p.summary.loss) continue;
     if (!header) {
       fmt::format_to(std::back_inserter(out),
                      "\nefficiency lost against ideal (shares of the step at N devices)\n{:<32} "
-                     "{:>7} {:>10} {:>7} {:>9} {:>11} {:>7}\n",
-                     "point", "lost", "allreduce", "input", "compute", "stragglers", "other");
+                     "{:>7} {:>10}{} {:>7} {:>11} {:>11} {:>7}\n",
+                     "point", "lost", "allreduce",
+                     split ? fmt::format(" {:>7} {:>7}", "intra", "inter") : "", "input",
+                     "contention", "stragglers", "other");
       header = true;
     }
     const LossBreakdown& l = *p.summary.loss;
-    fmt::format_to(std::back_inserter(out), "{:<32} {:>7} {:>10} {:>7} {:>9} {:>11} {:>7}\n",
-                   p.label(), percent(l.lost), percent(l.allreduce_share), percent(l.input_share),
-                   percent(l.compute_share), percent(l.straggler_share), percent(l.other_share));
+    fmt::format_to(std::back_inserter(out), "{:<32} {:>7} {} {:>7} {:>11} {:>11} {:>7}\n",
+                   p.label(), percent(l.lost), allreduce_cells(p.summary, split),
+                   percent(l.input_share), percent(l.compute_share), percent(l.straggler_share),
+                   percent(l.other_share));
   }
 }
 

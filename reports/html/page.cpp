@@ -223,7 +223,9 @@ void model_section(std::string& out, const ModelView& m) {
 void verdicts_section(std::string& out, const SweepReport& report) {
   out +=
       "<section id=\"verdicts\">\n<h2>Verdicts</h2>\n<div class=\"sub\">Every finding of "
-      "every point, the largest share of the step first.</div>\n<table data-table=\"verdicts\">"
+      "every point. At N devices the efficiency-loss components lead (as in the waterfall), "
+      "the largest first; then what the step shows on its own.</div>\n<table "
+      "data-table=\"verdicts\">"
       "\n<tr><th>point</th><th>finding</th><th>severity</th><th class=\"num\">share of "
       "step</th><th>explanation</th></tr>\n";
   bool any = false;

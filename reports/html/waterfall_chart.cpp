@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "reports/phases.h"
 #include "reports/svg.h"
@@ -26,10 +27,23 @@ WaterfallData waterfall_of(const ModelView& m, const SweepPoint& p) {
   d.losses = {
       {"allreduce", "all-reduce", "", l.allreduce_share, 0, 0, color(Phase::kAllReduceExposed)},
       {"input", "input", "", l.input_share, 0, 0, color(Phase::kInput)},
-      {"compute", "compute", "slowdown", l.compute_share, 0, 0, color(Phase::kBackward)},
+      {"compute", "contention", "", l.compute_share, 0, 0, color(Phase::kBackward)},
       {"stragglers", "stragglers", "", l.straggler_share, 0, 0, "#7b5ea7"},
       {"other", "other", "", l.other_share, 0, 0, hex(nvtx::phase_color(nvtx::Phase::kStep))},
   };
+  if (const std::optional<double> intra = p.summary.intra_node_fraction) {
+    // Across nodes, the all-reduce bar splits as the table and the JSON split it.
+    const double inside = l.allreduce_share * *intra;
+    d.losses[0] = {"allreduce_intra",
+                   "all-reduce",
+                   "intra-node",
+                   inside,
+                   0,
+                   0,
+                   color(Phase::kAllReduceExposed)};
+    d.losses.insert(d.losses.begin() + 1, {"allreduce_inter", "all-reduce", "inter-node",
+                                           l.allreduce_share - inside, 0, 0, "#8c2d04"});
+  }
   double lo = std::min(0.0, l.efficiency);
   double hi = std::max(1.0, l.efficiency);
   double level = 1;
@@ -68,7 +82,7 @@ WaterfallsData prepare_waterfalls(const ModelView& m) {
 
 namespace {
 
-// Seven slots: ideal, the five losses, measured.
+// Slots: ideal, the losses (five, six with the all-reduce split by node), measured.
 struct Bars {
   svg::Document& doc;
   const svg::LinearScale& y;
@@ -116,7 +130,7 @@ std::string draw_waterfall(const WaterfallData& d) {
   svg::y_axis(doc, ticks, left, bottom, top, right, "efficiency");
   if (d.lo < 0) doc.line(left, y(0), right, y(0), {{"class", "svg-axis"}});
 
-  const double slot = (right - left) / 7;
+  const double slot = (right - left) / static_cast<double>(d.losses.size() + 2);
   const Bars bars{doc, y, left, bottom, slot, slot * 0.62};
   bars.bar(0, "ideal", 0, 1, "#52606d", "100%", "ideal", "",
            fmt::format("ideal: each of the {} devices as fast as one device alone", d.devices));

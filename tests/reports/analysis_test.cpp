@@ -172,6 +172,104 @@ TEST(Verdict, RejectsAZeroStep) {
   EXPECT_THROW(Verdict{}.top(), Error);
 }
 
+// The default sweep's cifar-cnn cpu:2 batch 32 as a new user saw it: exposed all-reduce 12.4%
+// of the step, per-replica compute slowdown 22.9%. The step rule calls it
+// communication-bound; the loss says the replicas slow each other down.
+ScalingInput contended_point() {
+  ScalingInput in;
+  in.step_ms = 100;
+  in.loss.lost = 0.353;
+  in.loss.efficiency = 0.647;
+  in.loss.allreduce_share = 0.124;
+  in.loss.compute_share = 0.229;
+  in.compute_ms = 87.6;
+  in.ideal_compute_ms = 64.7;
+  return in;
+}
+
+Verdict step_verdict_of(double exposed_ms) {
+  VerdictInput step;
+  step.group = base_step();
+  step.group.step_ms = 100;
+  step.group[Phase::kAllReduceExposed] = exposed_ms;
+  return diagnose(step);
+}
+
+TEST(ScalingVerdict, TheLargestLossLeadsWhereTheStepRuleWouldDisagree) {
+  const Verdict old_rule = step_verdict_of(12.4);
+  ASSERT_EQ(old_rule.top().kind, "communication-bound");
+  const Verdict v = explain_scaling(old_rule, contended_point());
+  ASSERT_EQ(v.findings.size(), 2u);
+  EXPECT_EQ(v.top().kind, "contention");
+  EXPECT_EQ(v.top().severity, kSeverityHigh);
+  EXPECT_DOUBLE_EQ(v.top().share, 0.229);
+  EXPECT_NEAR(v.top().numbers.at("ratio"), 87.6 / 64.7, 1e-12);
+  EXPECT_EQ(v.top().explanation,
+            "each replica computes 1.35x as long as one device alone (87.6 vs 64.7 ms), 23% of "
+            "the step: the replicas slow each other down (shared cores, memory bandwidth, "
+            "communication threads)");
+  EXPECT_EQ(v.findings[1].kind, "communication-bound");
+  EXPECT_EQ(v.findings[1].severity, kSeverityModerate);
+  EXPECT_DOUBLE_EQ(v.findings[1].share, 0.124);
+  EXPECT_EQ(v.findings[1].explanation,
+            "exposed all-reduce costs 12% of the step (35% lost against ideal in all)");
+}
+
+TEST(ScalingVerdict, EveryComponentHasItsFindingAtItsThresholds) {
+  ScalingInput in;
+  in.step_ms = 10;
+  in.loss.input_share = 0.05;
+  in.loss.straggler_share = 0.20;
+  in.loss.other_share = 0.0499;
+  in.loss.allreduce_share = -0.1;  // faster at N: no finding
+  const Verdict v = explain_scaling(step_verdict_of(0), in);
+  ASSERT_EQ(v.findings.size(), 2u);
+  EXPECT_EQ(v.findings[0].kind, "straggler");
+  EXPECT_EQ(v.findings[0].severity, kSeverityHigh);
+  EXPECT_EQ(v.findings[1].kind, "input-bound");
+  EXPECT_EQ(v.findings[1].severity, kSeverityModerate);
+  in.loss.other_share = 0.3;
+  EXPECT_EQ(explain_scaling(step_verdict_of(0), in).top().kind, "unattributed");
+}
+
+TEST(ScalingVerdict, StepFindingsOfOtherKindsFollowAndComputeBoundGoes) {
+  VerdictInput step;
+  step.group = base_step();
+  step.group[Phase::kInput] = 8;  // 20% of the step on one device too: not a loss
+  step.device_busy_ms = 20;       // idle half the step
+  const Verdict with_loss = explain_scaling(diagnose(step), contended_point());
+  ASSERT_EQ(with_loss.findings.size(), 4u);
+  EXPECT_EQ(with_loss.findings[0].kind, "contention");
+  EXPECT_EQ(with_loss.findings[1].kind, "communication-bound");
+  EXPECT_EQ(with_loss.findings[2].kind, "host-bound");
+  EXPECT_EQ(with_loss.findings[3].kind, "input-bound");
+
+  // Nothing lost beyond the threshold: the step verdict stands, compute-bound included.
+  ScalingInput small;
+  small.loss.allreduce_share = 0.03;
+  small.loss.compute_share = 0.04;
+  const Verdict healthy = explain_scaling(step_verdict_of(3), small);
+  ASSERT_EQ(healthy.findings.size(), 1u);
+  EXPECT_EQ(healthy.top().kind, "compute-bound");
+  EXPECT_FALSE(find(explain_scaling(step_verdict_of(3), contended_point()), "compute-bound"));
+}
+
+TEST(ScalingVerdict, ContentionOnCpuCountsThreadsAgainstCores) {
+  ScalingInput in = contended_point();
+  in.threads = ThreadBudget{.replicas = 2,
+                            .compute_per_replica = 1,
+                            .input_per_replica = 1,
+                            .communication_per_replica = 2,
+                            .usable_cores = 2};
+  const Finding f = explain_scaling(step_verdict_of(12.4), in).top();
+  EXPECT_NE(f.explanation.find("; 2 replicas x (1 compute + 1 input + 2 communication threads) "
+                               "= 8 threads on 2 usable cores"),
+            std::string::npos)
+      << f.explanation;
+  EXPECT_DOUBLE_EQ(f.numbers.at("threads"), 8);
+  EXPECT_DOUBLE_EQ(f.numbers.at("usable_cores"), 2);
+}
+
 TEST(EfficiencyLoss, WeakScalingSplitsTheLossIntoKnownShares) {
   // 1 device: input 2 + h2d 1, compute 30, exposed 0, step 34 (1 ms unattributed).
   PhaseMedians one;

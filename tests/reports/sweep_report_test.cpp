@@ -1,4 +1,5 @@
 // The sweep report: analysis of constructed samples with known answers, and strict JSON.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -25,6 +26,8 @@ SweepPoint constant_point(const std::string& model, int devices, ScalingMode mod
                                    .beta = beta});
 }
 
+using testing_util::make_point;
+using testing_util::PointSpec;
 using testing_util::report_of;
 
 TEST(SweepReport, WeakScalingSpeedupAndEfficiency) {
@@ -44,14 +47,58 @@ TEST(SweepReport, WeakScalingSpeedupAndEfficiency) {
   // 10% of 12.5 ms exposed all-reduce, none at one device: 0.1 of the step.
   EXPECT_NEAR(two.loss->allreduce_share, 0.1, 1e-12);
   EXPECT_FALSE(r.points[0].summary.loss.has_value());
-  // Input wait and exposed all-reduce are each 10% of the step: both moderate findings.
-  ASSERT_EQ(two.verdict.findings.size(), 2u);
+  // Of the 20% lost: exposed all-reduce 10%, compute 10 ms against the ideal 9 ms 8%, input
+  // 2%. Input wait is 10% of the step on one device already: the step's finding follows.
+  EXPECT_NEAR(two.loss->compute_share, 0.08, 1e-12);
+  ASSERT_EQ(two.verdict.findings.size(), 3u);
+  EXPECT_EQ(two.verdict.findings[0].kind, "communication-bound");
   EXPECT_EQ(two.verdict.findings[0].severity, "moderate");
-  EXPECT_EQ(two.verdict.findings[1].kind, "communication-bound");
+  EXPECT_EQ(two.verdict.findings[1].kind, "contention");
+  EXPECT_EQ(two.verdict.findings[2].kind, "input-bound");
   EXPECT_EQ(r.points[0].summary.verdict.top().kind, "input-bound");
   // Bus bandwidth: Σ bus bytes / Σ bucket time.
   const double bus = (1 << 20) + (4 << 20);  // × 2(N-1)/N = 1 at N = 2
   EXPECT_NEAR(*two.bus_bandwidth_gbps, bus / ((0.5 * 2 + 1e-6 * bus) * 1e6), 1e-9);
+}
+
+// The case a new user met: exposed all-reduce 12.4% of the step at 2 devices, each replica's
+// compute 22.9% of the step slower than one device's. The step rule said communication-bound;
+// the table, the JSON and the loss breakdown now all lead with contention.
+TEST(SweepReport, TheVerdictNamesTheLargestLossInTablesAndJson) {
+  PointSpec one{.input = 0, .forward = 0.4, .backward = 0.5};
+  PointSpec two = one;
+  two.devices = 2;
+  two.step_ms = 10.0 / (1.0 - 0.124 - 0.229);
+  two.exposed = 0.124;
+  two.backward = 0.4;
+  SweepReport r = report_of({make_point(one), make_point(two)});
+  r.config = {{"workers", 1}};
+  r.environment.host.usable_cores = 2;
+  r.points[1].threads_per_device = 1;
+  analyze(r);
+  const PointSummary& s = r.points[1].summary;
+  ASSERT_TRUE(s.loss);
+  EXPECT_NEAR(s.loss->compute_share, 0.229, 1e-9);
+  EXPECT_NEAR(s.loss->allreduce_share, 0.124, 1e-9);
+  ASSERT_EQ(s.verdict.findings.size(), 2u);
+  EXPECT_EQ(s.verdict.top().kind, "contention");
+  EXPECT_EQ(s.verdict.top().severity, "high");
+  EXPECT_NE(s.verdict.top().explanation.find(
+                "2 replicas x (1 compute + 1 input + 2 communication threads) = 8 threads on 2"),
+            std::string::npos);
+  EXPECT_EQ(s.verdict.findings[1].kind, "communication-bound");
+
+  const nlohmann::json j = to_json(r)["points"][1]["summary"];
+  EXPECT_EQ(j["bottleneck"], "contention");
+  EXPECT_EQ(j["verdict"][0]["kind"], "contention");
+  EXPECT_EQ(j["verdict"][1]["kind"], "communication-bound");
+  EXPECT_NEAR(j["efficiency_loss"]["compute_slowdown"].get<double>(), 0.229, 1e-9);
+  const std::string tables = format_sweep_tables(r);
+  EXPECT_NE(tables.find("contention (high)"), std::string::npos) << tables;
+  EXPECT_EQ(tables.find("communication-bound"), std::string::npos) << tables;
+  // Read back, the report gives the same verdict (it is recomputed from the samples).
+  const SweepReport back = sweep_report_from_json(to_json(r), "test");
+  EXPECT_EQ(back.points[1].summary.verdict.top().kind, "contention");
 }
 
 TEST(SweepReport, StrongScalingKeepsTheGlobalBatch) {
@@ -88,7 +135,17 @@ TEST(SweepReport, TheAllReduceModelIsFittedAndProjected) {
   // Only one device measured: no model, and why.
   const SweepReport one = report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0)});
   EXPECT_FALSE(one.communication[0].fit.has_value());
-  EXPECT_CONTAINS(one.communication[0].fit_error, "no point with more than one device");
+  EXPECT_CONTAINS(one.communication[0].fit_error, "no point ran on more than one device");
+  EXPECT_CONTAINS(one.communication[0].fit_error, "--devices cpu:1,2,4");
+  // One bucket size on one device count: the advice names what gives a second size.
+  const SweepReport same = report_of({make_point({.devices = 1, .bucket_bytes = {3 << 19}}),
+                                      make_point({.devices = 2, .bucket_bytes = {3 << 19}})});
+  EXPECT_FALSE(same.communication[0].fit.has_value());
+  EXPECT_CONTAINS(same.communication[0].fit_error,
+                  "every all-reduce moved 1572864 bytes on 2 devices, one size cannot separate "
+                  "latency from bandwidth; add a device count (each link carries 2(N-1)/N of "
+                  "the buffer) or a --bucket-cap-mb below 1.5 (buckets of other sizes)");
+  EXPECT_CONTAINS(format_sweep_tables(same), "--bucket-cap-mb below 1.5");
 }
 
 TEST(SweepReport, JsonRoundTripKeepsSamplesAndAnalysis) {
@@ -141,6 +198,18 @@ TEST(SweepReport, NodeSplitAndGpuUtilisationAreAnalysedAndKept) {
   EXPECT_DOUBLE_EQ(loss["allreduce_intra_node"].get<double>(), s.loss->allreduce_share * 0.375);
   EXPECT_DOUBLE_EQ(loss["allreduce_inter_node"].get<double>(), s.loss->allreduce_share * 0.625);
   EXPECT_FALSE(j["points"][0]["summary"]["efficiency_loss"].contains("allreduce_intra_node"));
+  // The table shows the same split in its own columns.
+  const std::string tables = format_sweep_tables(r);
+  EXPECT_CONTAINS(tables, "allreduce   intra   inter");
+  EXPECT_CONTAINS(
+      tables,
+      fmt::format("{:>10} {:>7} {:>7}", fmt::format("{:.1f}%", 100 * s.loss->allreduce_share),
+                  fmt::format("{:.1f}%", 100 * s.loss->allreduce_share * 0.375),
+                  fmt::format("{:.1f}%", 100 * s.loss->allreduce_share * 0.625)));
+  EXPECT_EQ(format_sweep_tables(report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0),
+                                           constant_point("m", 2, ScalingMode::kWeak, 32, 12.5)}))
+                .find("intra"),
+            std::string::npos);
   EXPECT_DOUBLE_EQ(j["points"][1]["summary"]["utilization"]["gpu_util_percent"].get<double>(),
                    40.0);
   EXPECT_TRUE(j["points"][0]["summary"]["utilization"].is_null());

@@ -44,6 +44,34 @@ TEST(WaterfallChart, TheSharesStepFromIdealToMeasured) {
   }
 }
 
+// Across nodes the all-reduce bar splits into its intra-node and inter-node parts, as in
+// the table and the JSON.
+TEST(WaterfallChart, AcrossNodesTheAllReduceBarSplits) {
+  SweepReport r = html_testing::sample_report();
+  for (SweepPoint& p : r.points) {
+    if (p.model != "cnn" || p.devices != 4) continue;
+    for (RepeatRecord& rep : p.repeats) {
+      rep.allreduce_split = AllReduceSplit{
+          .bytes = 4096, .nodes = 2, .repeats = 5, .global_ms = 12.0, .node_ms = 3.0};
+    }
+  }
+  analyze(r);
+  const std::vector<ModelView> models = models_of(r);
+  const WaterfallsData w = prepare_waterfalls(models.front());
+  ASSERT_EQ(models.front().name, "cnn");
+  ASSERT_EQ(w.charts.size(), 2u);
+  const WaterfallData& d = w.charts[0];
+  std::vector<std::string> keys;
+  for (const WaterfallData::Loss& l : d.losses) keys.push_back(l.key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"allreduce_intra", "allreduce_inter", "input",
+                                            "compute", "stragglers", "other"}));
+  EXPECT_NEAR(d.losses[0].share, 0.1 * 0.25, 1e-12);
+  EXPECT_NEAR(d.losses[1].share, 0.1 * 0.75, 1e-12);
+  EXPECT_EQ(d.losses[1].line2, "inter-node");
+  EXPECT_DOUBLE_EQ(d.losses[1].from, d.losses[0].to);
+  EXPECT_NEAR(d.losses.back().to, d.efficiency, 1e-12);
+}
+
 TEST(WaterfallChart, BatchesWithoutABreakdownAreNamed) {
   const SampleModels models;
   // Its 2-device point failed; solo has one device; nobase no one-device point.
