@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build git pkg-config
   libtsan2                         # ThreadSanitizer's runtime (scripts/tsan.sh)
-  clang-16 libclang-rt-16-dev      # libFuzzer (scripts/fuzz.sh)
+  clang-16 libclang-rt-16-dev      # the ASan+UBSan build and libFuzzer (scripts/asan.sh, fuzz.sh)
   libomp-16-dev                    # OpenMP for clang-16 (the fuzzers' build)
   libdnnl-dev ocl-icd-opencl-dev   # oneDNN (its CMake config needs OpenCL's)
   libgloo-dev                      # collectives on CPU

@@ -36,7 +36,8 @@ int run_train(TrainArgs& args, const OptionSources& names) {
          {std::pair<const char*, const std::string&>{"output", args.output},
           {"trace", args.trace},
           {"save", o.save}}) {
-      if (!path.empty()) naming(names, key, path, [&] { check_can_write(path); });
+      // An init-capture: clang 16 cannot capture a structured binding under -fopenmp.
+      if (!path.empty()) naming(names, key, path, [&p = path] { check_can_write(p); });
     }
   }
   install_interrupt_handlers();  // the run stops between steps

@@ -120,17 +120,17 @@ void run_two_process_group(int size, int split, const std::function<void(Communi
 TEST(GlooGroup, SpansProcessesThroughForwardedKeys) {
   for (const auto& [size, split] : {std::pair{2, 1}, std::pair{4, 2}, std::pair{3, 1}}) {
     SCOPED_TRACE(testing::Message() << size << " ranks split at " << split);
-    run_two_process_group(size, split, [size](Communicator& comm) {
+    run_two_process_group(size, split, [n = size](Communicator& comm) {
       CpuDevice device(comm.rank(), 1);
       std::vector<float> v(1000, static_cast<float>(comm.rank() + 1));
       comm.all_reduce(v.data(), static_cast<int64_t>(v.size()), ReduceOp::kSum,
                       device.default_stream());
-      const float expected = static_cast<float>(size * (size + 1) / 2);
+      const float expected = static_cast<float>(n * (n + 1) / 2);
       for (float x : v) ASSERT_EQ(x, expected);
       const double mine = comm.rank();
       const std::vector<double> all = comm.all_gather({&mine, 1});
-      ASSERT_EQ(all.size(), static_cast<size_t>(size));
-      for (int r = 0; r < size; ++r) EXPECT_EQ(all[static_cast<size_t>(r)], r);
+      ASSERT_EQ(all.size(), static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) EXPECT_EQ(all[static_cast<size_t>(r)], r);
     });
   }
 }
