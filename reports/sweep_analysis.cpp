@@ -128,10 +128,13 @@ const SweepPoint* baseline_of(const std::vector<SweepPoint>& points, const Sweep
   return nullptr;
 }
 
-// What the replicas of a CPU point run on: its threads against the cores of the process
-// (rank 0's environment). None when the report does not say how many input workers ran.
+// What the replicas of a single-process CPU point run on: its threads against the cores of
+// the process. None when the report does not say how many input workers ran.
 std::optional<ThreadBudget> thread_budget(const SweepReport& report, const SweepPoint& p) {
   if (p.device_kind != "cpu" || p.threads_per_device <= 0) return std::nullopt;
+  // Across processes the replicas share other hosts' cores, which rank 0's environment does
+  // not describe.
+  if (report.cluster && report.cluster->processes > 1) return std::nullopt;
   const json& c = report.config;
   if (!c.is_object() || !c.contains("workers") || !c["workers"].is_number_integer()) {
     return std::nullopt;

@@ -96,6 +96,15 @@ TEST(SweepReport, TheVerdictNamesTheLargestLossInTablesAndJson) {
   const std::string tables = format_sweep_tables(r);
   EXPECT_NE(tables.find("contention (high)"), std::string::npos) << tables;
   EXPECT_EQ(tables.find("communication-bound"), std::string::npos) << tables;
+  // Across processes the cores of rank 0 are not the replicas' only ones: no thread count.
+  SweepReport across = r;
+  across.cluster = ClusterInfo{};
+  across.cluster->processes = 2;
+  across.cluster->nodes = 2;
+  across.cluster->replicas_per_process = 1;
+  analyze(across);
+  EXPECT_EQ(across.points[1].summary.verdict.top().kind, "contention");
+  EXPECT_FALSE(across.points[1].summary.verdict.top().numbers.contains("threads"));
   // Read back, the report gives the same verdict (it is recomputed from the samples).
   const SweepReport back = sweep_report_from_json(to_json(r), "test");
   EXPECT_EQ(back.points[1].summary.verdict.top().kind, "contention");
