@@ -157,26 +157,25 @@ Finding loss_finding(const char* kind, double share, std::string explanation,
 }
 
 Finding contention_finding(const ScalingInput& in) {
-  const double share = in.loss.compute_share;
-  const double ratio = in.ideal_compute_ms > 0.0 ? in.compute_ms / in.ideal_compute_ms : 0.0;
+  const LossBreakdown& l = in.loss;
+  const double share = l.compute_share;
+  const double ratio = l.ideal_compute_ms > 0.0 ? l.compute_ms / l.ideal_compute_ms : 0.0;
   std::map<std::string, double> numbers{{"ratio", ratio},
-                                        {"compute_ms", in.compute_ms},
-                                        {"one_device_compute_ms", in.ideal_compute_ms},
-                                        {"step_ms", in.step_ms}};
+                                        {"compute_ms", l.compute_ms},
+                                        {"one_device_compute_ms", l.ideal_compute_ms}};
   std::string budget;
   if (in.threads) {
     numbers["threads"] = in.threads->total();
     numbers["usable_cores"] = in.threads->usable_cores;
     budget = thread_budget_text(*in.threads);
   }
-  return loss_finding(
-      "contention", share,
-      fmt::format("each replica computes {:.2f}x as long as one device alone "
-                  "({:.1f} vs {:.1f} ms), {:.0f}% of the step: the replicas "
-                  "slow each other down (shared cores, memory bandwidth, "
-                  "communication threads){}",
-                  ratio, in.compute_ms, in.ideal_compute_ms, percent(share), budget),
-      std::move(numbers));
+  return loss_finding("contention", share,
+                      fmt::format("each replica computes {:.2f}x as long as one device alone "
+                                  "({:.1f} vs {:.1f} ms), {:.0f}% of the step: the replicas "
+                                  "slow each other down (shared cores, memory bandwidth, "
+                                  "communication threads){}",
+                                  ratio, l.compute_ms, l.ideal_compute_ms, percent(share), budget),
+                      std::move(numbers));
 }
 
 std::vector<Finding> loss_findings(const ScalingInput& in) {
@@ -250,7 +249,9 @@ LossBreakdown efficiency_loss(const PhaseMedians& one_device,
   };
   b.allreduce_share = extra(PhaseKind::kCommunication);
   b.input_share = extra(PhaseKind::kInput);
-  b.compute_share = (typical_compute - scale * one_device.compute_ms()) / step;
+  b.compute_ms = typical_compute;
+  b.ideal_compute_ms = scale * one_device.compute_ms();
+  b.compute_share = (b.compute_ms - b.ideal_compute_ms) / step;
   b.straggler_share = (group_at_n.compute_ms() - typical_compute) / step;
   b.other_share =
       b.lost - (b.allreduce_share + b.input_share + b.compute_share + b.straggler_share);

@@ -105,6 +105,9 @@ struct LossBreakdown {
   double compute_share = 0;
   double straggler_share = 0;
   double other_share = 0;
+  // The compute behind compute_share, for the contention finding (not in the JSON).
+  double compute_ms = 0;        // median replica compute at N
+  double ideal_compute_ms = 0;  // s * compute at one device
 };
 // REQUIRES: one_device.step_ms > 0, group_at_n.step_ms > 0, ideal_step_ms > 0, replicas_at_n
 // non-empty.
@@ -135,8 +138,6 @@ struct ThreadBudget {
 struct ScalingInput {
   LossBreakdown loss;
   double step_ms = 0;                   // the group's step at N
-  double compute_ms = 0;                // median replica compute at N
-  double ideal_compute_ms = 0;          // the one-device compute scaled as the ideal step is
   std::optional<ThreadBudget> threads;  // CPU devices only
 };
 

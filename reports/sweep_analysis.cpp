@@ -166,12 +166,7 @@ void compare_with_baseline(SweepPoint& p, const SweepPoint& one,
         p.mode == ScalingMode::kWeak ? one.summary.step_ms_median : one.summary.step_ms_median / n;
     PointSummary& s = p.summary;
     s.loss = efficiency_loss(one.summary.group, s.replicas, s.group, ideal);
-    std::vector<double> compute;
-    for (const PhaseMedians& r : s.replicas) compute.push_back(r.compute_ms());
-    const double scale = ideal / one.summary.step_ms_median;
-    s.verdict =
-        explain_scaling(s.verdict, ScalingInput{*s.loss, s.group.step_ms, median(compute),
-                                                scale * one.summary.group.compute_ms(), threads});
+    s.verdict = explain_scaling(s.verdict, ScalingInput{*s.loss, s.group.step_ms, threads});
   }
 }
 

@@ -182,8 +182,8 @@ ScalingInput contended_point() {
   in.loss.efficiency = 0.647;
   in.loss.allreduce_share = 0.124;
   in.loss.compute_share = 0.229;
-  in.compute_ms = 87.6;
-  in.ideal_compute_ms = 64.7;
+  in.loss.compute_ms = 87.6;
+  in.loss.ideal_compute_ms = 64.7;
   return in;
 }
 
