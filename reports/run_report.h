@@ -80,6 +80,11 @@ struct KernelChoiceRecord {
   int64_t workspace_bytes = 0;
 };
 
+// The trainer's gradient bucket caps unless told otherwise (PyTorch DDP's): the first bucket,
+// which the last layers fill early in backward, small so that communication starts soon.
+inline constexpr double kDefaultBucketCapMb = 25.0;
+inline constexpr double kDefaultFirstBucketMb = 1.0;
+
 struct RunReport {
   std::string command_line;
   std::string model;

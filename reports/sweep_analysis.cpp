@@ -10,6 +10,9 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/check.h"
 #include "reports/analysis.h"
@@ -214,8 +217,12 @@ CommunicationAnalysis analyze_communication(const std::string& model,
   std::map<int64_t, const SweepPoint*> largest;
   for (const SweepPoint& p : points) {
     if (!p.ok() || p.model != model || p.mode != ScalingMode::kWeak || p.devices < 2) continue;
+    // Of several bucket settings, the default caps' (the trainer's unless told otherwise).
     const SweepPoint*& l = largest[p.batch];
-    if (l == nullptr || p.devices > l->devices) l = &p;
+    if (l == nullptr || p.devices > l->devices ||
+        (p.devices == l->devices && p.default_buckets() && !l->default_buckets())) {
+      l = &p;
+    }
   }
   for (const auto& [batch, p] : largest) {
     const SweepPoint* one = baseline_of(points, *p);
@@ -238,7 +245,79 @@ CommunicationAnalysis analyze_communication(const std::string& model,
   return c;
 }
 
+// The points that differ only in their bucket settings: same model, devices and batch axis.
+std::string bucket_group_key(const SweepPoint& p) {
+  return fmt::format("{}|{}|{}|{}|{}", p.model, p.device_kind, p.devices, to_string(p.mode),
+                     p.mode == ScalingMode::kWeak ? p.batch : p.global_batch);
+}
+
+BucketChoice choose_bucket(std::vector<const SweepPoint*> group) {
+  std::sort(group.begin(), group.end(), [](const SweepPoint* a, const SweepPoint* b) {
+    return std::pair(a->bucket_cap_mb, a->first_bucket_mb) <
+           std::pair(b->bucket_cap_mb, b->first_bucket_mb);
+  });
+  const SweepPoint& first = *group.front();
+  BucketChoice c;
+  c.model = first.model;
+  c.device_kind = first.device_kind;
+  c.devices = first.devices;
+  c.mode = first.mode;
+  c.batch = first.mode == ScalingMode::kWeak ? first.batch : first.global_batch;
+  for (size_t i = 0; i < group.size(); ++i) {
+    const PointSummary& s = group[i]->summary;
+    c.settings.push_back({group[i]->bucket_cap_mb, group[i]->first_bucket_mb, s.throughput.value,
+                          s.group[Phase::kAllReduce], s.group[Phase::kAllReduceExposed]});
+    if (s.throughput.value > c.settings[c.best].throughput) c.best = i;
+    if (group[i]->default_buckets()) {
+      c.reference = i;
+      c.reference_is_default = true;
+    }
+  }
+  // Same global batch: the throughput ratio is the inverse ratio of the median step times.
+  c.gain = bootstrap_ratio_ci(pooled_step_ms(*group[c.reference]), pooled_step_ms(*group[c.best]),
+                              [](std::span<const double> x) { return median(x); });
+  return c;
+}
+
+// One choice per group of points measured with more than one bucket setting, in the order
+// of the groups' first points.
+std::vector<BucketChoice> analyze_buckets(const std::vector<SweepPoint>& points) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const SweepPoint*>> groups;
+  for (const SweepPoint& p : points) {
+    if (!p.ok() || p.devices < 2) continue;
+    const std::string key = bucket_group_key(p);
+    if (!groups.contains(key)) order.push_back(key);
+    groups[key].push_back(&p);
+  }
+  std::vector<BucketChoice> out;
+  for (const std::string& key : order) {
+    if (groups[key].size() >= 2) out.push_back(choose_bucket(groups[key]));
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string BucketChoice::Setting::text() const {
+  if (first_mb == kDefaultFirstBucketMb) return fmt::format("{} MB", cap_mb);
+  return fmt::format("{} MB (first {} MB)", cap_mb, first_mb);
+}
+
+// What the best setting gains over the reference, or that it gains nothing certain.
+std::string bucket_conclusion(const BucketChoice& c) {
+  const BucketChoice::Setting& best = c.settings[c.best];
+  const std::string reference = fmt::format("{}{}", c.reference_is_default ? "the default " : "",
+                                            c.settings[c.reference].text());
+  if (c.best == c.reference) return fmt::format("best: {}, no other setting beat it", reference);
+  const std::string gain =
+      fmt::format("{:.3f}x [{:.3f}, {:.3f}]", c.gain.value, c.gain.low, c.gain.high);
+  if (c.better()) {
+    return fmt::format("best: {}, {} the throughput of {}", best.text(), gain, reference);
+  }
+  return fmt::format("best: no better than {} ({} had {}, the interval includes 1)", reference,
+                     best.text(), gain);
+}
 
 void analyze(SweepReport& report) {
   for (SweepPoint& p : report.points) {
@@ -257,6 +336,7 @@ void analyze(SweepReport& report) {
       report.communication.push_back(analyze_communication(p.model, report.points));
     }
   }
+  report.bucket_choices = analyze_buckets(report.points);
 }
 
 }  // namespace scalescope

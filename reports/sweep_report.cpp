@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/check.h"
 #include "core/enum_names.h"
 #include "core/fs.h"
@@ -27,15 +29,25 @@ ScalingMode parse_scaling_mode(const std::string& text) {
   return *mode;
 }
 
+std::string SweepPoint::buckets_text() const {
+  if (first_bucket_mb == kDefaultFirstBucketMb) return fmt::format("{} MB", bucket_cap_mb);
+  return fmt::format("{} MB, first {} MB", bucket_cap_mb, first_bucket_mb);
+}
+
 std::string SweepPoint::label() const {
-  return mode == ScalingMode::kWeak
-             ? fmt::format("{} {}:{} batch {}", model, device_kind, devices, batch)
-             : fmt::format("{} {}:{} global batch {}", model, device_kind, devices, global_batch);
+  std::string label =
+      mode == ScalingMode::kWeak
+          ? fmt::format("{} {}:{} batch {}", model, device_kind, devices, batch)
+          : fmt::format("{} {}:{} global batch {}", model, device_kind, devices, global_batch);
+  if (devices > 1 && !default_buckets()) label += " bucket " + buckets_text();
+  return label;
 }
 
 std::string SweepPoint::key() const {
-  return fmt::format("{}|{}|{}|{}|{}|{}", model, device_kind, devices, to_string(mode), batch,
-                     global_batch);
+  std::string key = fmt::format("{}|{}|{}|{}|{}|{}", model, device_kind, devices, to_string(mode),
+                                batch, global_batch);
+  if (devices > 1) key += fmt::format("|{}|{}", bucket_cap_mb, first_bucket_mb);
+  return key;
 }
 
 namespace {
@@ -165,6 +177,8 @@ json point_json(const SweepPoint& p) {
           {"global_batch", p.global_batch},
           {"status", p.status},
           {"error", p.error},
+          {"bucket_cap_mb", p.bucket_cap_mb},
+          {"first_bucket_mb", p.first_bucket_mb},
           {"bucket_bytes", p.bucket_bytes},
           {"peak_memory_bytes", p.peak_memory_bytes},
           {"trace", p.trace},
@@ -199,6 +213,32 @@ json communication_json(const CommunicationAnalysis& c) {
           {"fit", std::move(fit)},
           {"fit_error", c.fit_error},
           {"series", std::move(series)}};
+}
+
+json bucket_choice_json(const BucketChoice& c) {
+  json settings = json::array();
+  for (const BucketChoice::Setting& s : c.settings) {
+    settings.push_back({{"bucket_cap_mb", s.cap_mb},
+                        {"first_bucket_mb", s.first_mb},
+                        {"throughput", s.throughput},
+                        {"allreduce_ms", s.allreduce_ms},
+                        {"exposed_allreduce_ms", s.exposed_ms}});
+  }
+  const BucketChoice::Setting& best = c.settings[c.best];
+  const BucketChoice::Setting& reference = c.settings[c.reference];
+  return {{"model", c.model},
+          {"device_kind", c.device_kind},
+          {"devices", c.devices},
+          {"mode", to_string(c.mode)},
+          {"batch", c.batch},
+          {"settings", std::move(settings)},
+          {"best", {{"bucket_cap_mb", best.cap_mb}, {"first_bucket_mb", best.first_mb}}},
+          {"reference",
+           {{"bucket_cap_mb", reference.cap_mb},
+            {"first_bucket_mb", reference.first_mb},
+            {"is_default", c.reference_is_default}}},
+          {"gain", interval_json(c.gain)},
+          {"better", c.better()}};
 }
 
 // The group's record of each step: number, loss, learning rate and step time.
@@ -308,6 +348,14 @@ SweepPoint point_from_json(const JsonReader& r) {
   SS_CHECK(p.status == "ok" || p.status == "failed", "{}: '{}' is not ok or failed",
            r.name("status"), p.status);
   p.error = r.string("error");
+  if (r.has("bucket_cap_mb")) {  // since 1.5; earlier sweeps ran the default caps
+    p.bucket_cap_mb = r.number("bucket_cap_mb");
+    p.first_bucket_mb = r.number("first_bucket_mb");
+    SS_CHECK(std::isfinite(p.bucket_cap_mb) && p.bucket_cap_mb > 0.0 &&
+                 std::isfinite(p.first_bucket_mb) && p.first_bucket_mb > 0.0,
+             "{}: bucket caps must be positive sizes, not {} and {}", r.name("bucket_cap_mb"),
+             p.bucket_cap_mb, p.first_bucket_mb);
+  }
   p.bucket_bytes = r.int64s("bucket_bytes");
   p.peak_memory_bytes = r.int64("peak_memory_bytes");
   // Added in 1.0's lifetime: optional when reading.
@@ -330,6 +378,8 @@ json to_json(const SweepReport& r) {
   for (const CommunicationAnalysis& c : r.communication) {
     communication.push_back(communication_json(c));
   }
+  json bucket_choices = json::array();
+  for (const BucketChoice& c : r.bucket_choices) bucket_choices.push_back(bucket_choice_json(c));
   json j = {{"schema", kSweepSchema},
             {"schema_version", kSweepSchemaVersion},
             {"tool_version", r.tool_version},
@@ -338,7 +388,8 @@ json to_json(const SweepReport& r) {
             {"environment", to_json(r.environment)},
             {"config", r.config},
             {"points", std::move(points)},
-            {"communication", std::move(communication)}};
+            {"communication", std::move(communication)},
+            {"bucket_choices", std::move(bucket_choices)}};
   if (r.cluster) j["cluster"] = to_json(*r.cluster);
   return j;
 }

@@ -23,7 +23,7 @@
 namespace scalescope {
 
 inline constexpr const char* kSweepSchema = "scalescope-sweep";
-inline constexpr const char* kSweepSchemaVersion = "1.4";
+inline constexpr const char* kSweepSchemaVersion = "1.5";
 
 // Weak scaling keeps the per-device batch (the global batch grows with the devices); strong
 // scaling keeps the global batch (each device gets a smaller share).
@@ -82,6 +82,10 @@ struct SweepPoint {
   int64_t global_batch = 0;
   std::string status = "ok";  // "ok" | "failed"
   std::string error;          // why it failed
+  // The caps the gradient buckets were planned with (MiB; harness/trainer/buckets.h). No
+  // all-reduce runs on one device, so they tell apart only points of more than one.
+  double bucket_cap_mb = kDefaultBucketCapMb;
+  double first_bucket_mb = kDefaultFirstBucketMb;
   std::vector<int64_t> bucket_bytes;
   int64_t peak_memory_bytes = 0;  // most device memory one replica held
   std::string trace;              // Chrome trace of its first repeat ("" none)
@@ -91,7 +95,13 @@ struct SweepPoint {
 
   bool ok() const { return status == "ok"; }
   bool simulated() const { return device_kind == "sim"; }
-  // "cifar-cnn cpu:2 batch 64" — how tables and progress name the point.
+  bool default_buckets() const {
+    return bucket_cap_mb == kDefaultBucketCapMb && first_bucket_mb == kDefaultFirstBucketMb;
+  }
+  // "5 MB" or "5 MB, first 0.5 MB" (the first bucket's cap when not the default).
+  std::string buckets_text() const;
+  // "cifar-cnn cpu:2 batch 64" — how tables and progress name the point; "... bucket 5 MB"
+  // on more than one device with other than the default caps.
   std::string label() const;
   // Points with equal keys measure the same thing (resume and compare match on it).
   std::string key() const;
@@ -111,6 +121,37 @@ struct CommunicationAnalysis {
   std::vector<Series> series;  // weak scaling only
 };
 
+// Per model, scaling mode, batch and device count (N > 1) measured with more than one
+// bucket setting: the setting of the best throughput, against the default caps (25 MB, first
+// 1 MB) where the sweep measured them, else against its first setting.
+struct BucketChoice {
+  std::string model;
+  std::string device_kind;
+  int devices = 2;
+  ScalingMode mode = ScalingMode::kWeak;
+  int64_t batch = 0;  // per device (weak) or global (strong), as the grid's batch axis
+  struct Setting {
+    double cap_mb = 0.0;
+    double first_mb = 0.0;
+    double throughput = 0.0;    // samples/s, the point's median
+    double allreduce_ms = 0.0;  // median per step, overlapped or not
+    double exposed_ms = 0.0;    // median per step: the all-reduce nothing hid
+    bool operator==(const Setting&) const = default;
+    std::string text() const;  // "5 MB" or "5 MB (first 0.5 MB)"
+  };
+  std::vector<Setting> settings;  // ascending cap, then first cap
+  size_t best = 0;                // index into settings
+  size_t reference = 0;
+  bool reference_is_default = false;
+  // Best throughput / the reference's, bootstrap CI over the pooled step times. "Better"
+  // only when the whole interval lies above 1; otherwise no better than the reference.
+  Interval gain;
+  bool better() const { return best != reference && gain.low > 1.0; }
+};
+// One sentence: the best setting and what it gains over the reference, or that it is no
+// better (tables and the HTML page say the same).
+std::string bucket_conclusion(const BucketChoice& c);
+
 struct SweepReport {
   std::string tool_version;
   std::string created;                 // UTC ISO-8601 of the sweep's start
@@ -119,6 +160,7 @@ struct SweepReport {
   nlohmann::json config;               // the sweep's options as run (resume reads them back)
   std::vector<SweepPoint> points;
   std::vector<CommunicationAnalysis> communication;  // analyze()
+  std::vector<BucketChoice> bucket_choices;          // analyze()
   bool complete = false;  // every point of the grid has run (ok or failed)
 };
 

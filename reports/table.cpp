@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 namespace scalescope {
@@ -17,35 +18,42 @@ std::string percent(double fraction, int decimals = 1) {
   return fmt::format("{:.{}f}%", 100.0 * fraction, decimals);
 }
 
+// The bucket caps of a multi-device point, when the model's points ran more than the default.
+std::string bucket_cell(const SweepPoint& p, bool shown) {
+  if (!shown) return "";
+  return fmt::format(" {:>18}", p.devices > 1 ? p.buckets_text() : "-");
+}
+
 void model_table(std::string& out, const SweepReport& report, const std::string& model) {
   bool simulated = false;
+  bool buckets = false;
   const SweepPoint* any = nullptr;
   for (const SweepPoint& p : report.points) {
-    if (p.model == model) {
-      any = &p;
-      break;
-    }
+    if (p.model != model) continue;
+    if (any == nullptr) any = &p;
+    buckets = buckets || (p.devices > 1 && !p.default_buckets());
   }
   fmt::format_to(std::back_inserter(out), "\n{} ({} scaling{})\n", model, to_string(any->mode),
                  any->params > 0 ? fmt::format(", {} parameters", any->params) : "");
-  fmt::format_to(std::back_inserter(out), "{:>8} {:>7} {:>9} {:>24} {:>10} {:>20} {:>18}  {}\n",
-                 "devices", "batch", "global", "samples/s [95% CI]", "step ms", "speedup [CI]",
-                 "efficiency", "bottleneck");
+  fmt::format_to(std::back_inserter(out), "{:>8} {:>7} {:>9}{} {:>24} {:>10} {:>20} {:>18}  {}\n",
+                 "devices", "batch", "global", buckets ? fmt::format(" {:>18}", "buckets") : "",
+                 "samples/s [95% CI]", "step ms", "speedup [CI]", "efficiency", "bottleneck");
   for (const SweepPoint& p : report.points) {
     if (p.model != model) continue;
     simulated = simulated || p.simulated();
     const std::string devices = fmt::format("{}:{}", p.device_kind, p.devices);
     if (!p.ok()) {
-      fmt::format_to(std::back_inserter(out), "{:>8} {:>7} {:>9}  FAILED: {}\n", devices, p.batch,
-                     p.global_batch, p.error);
+      fmt::format_to(std::back_inserter(out), "{:>8} {:>7} {:>9}{}  FAILED: {}\n", devices, p.batch,
+                     p.global_batch, bucket_cell(p, buckets), p.error);
       continue;
     }
     const PointSummary& s = p.summary;
     const Finding& top = s.verdict.top();
     fmt::format_to(std::back_inserter(out),
-                   "{:>8} {:>7} {:>9} {:>24} {:>10.2f} {:>20} {:>18}  {}{}\n", devices, p.batch,
-                   p.global_batch, interval(s.throughput, "{:.0f} [{:.0f}, {:.0f}]"),
-                   s.step_ms_median, interval(s.speedup, "{:.2f} [{:.2f}, {:.2f}]"),
+                   "{:>8} {:>7} {:>9}{} {:>24} {:>10.2f} {:>20} {:>18}  {}{}\n", devices, p.batch,
+                   p.global_batch, bucket_cell(p, buckets),
+                   interval(s.throughput, "{:.0f} [{:.0f}, {:.0f}]"), s.step_ms_median,
+                   interval(s.speedup, "{:.2f} [{:.2f}, {:.2f}]"),
                    interval(s.efficiency, "{:.0f}% [{:.0f}, {:.0f}]", 100.0), top.kind,
                    top.severity == kSeverityInfo ? "" : fmt::format(" ({})", top.severity));
   }
@@ -64,24 +72,26 @@ std::string allreduce_cells(const PointSummary& s, bool split) {
 
 void loss_table(std::string& out, const SweepReport& report) {
   bool split = false;
+  size_t width = 32;  // labels grow with bucket settings
   for (const SweepPoint& p : report.points) {
     split = split || (p.ok() && p.summary.loss && p.summary.intra_node_fraction);
+    if (p.ok() && p.summary.loss) width = std::max(width, p.label().size());
   }
   bool header = false;
   for (const SweepPoint& p : report.points) {
     if (!p.ok() || !p.summary.loss) continue;
     if (!header) {
       fmt::format_to(std::back_inserter(out),
-                     "\nefficiency lost against ideal (shares of the step at N devices)\n{:<32} "
+                     "\nefficiency lost against ideal (shares of the step at N devices)\n{:<{}} "
                      "{:>7} {:>10}{} {:>7} {:>11} {:>11} {:>7}\n",
-                     "point", "lost", "allreduce",
+                     "point", width, "lost", "allreduce",
                      split ? fmt::format(" {:>7} {:>7}", "intra", "inter") : "", "input",
                      "contention", "stragglers", "other");
       header = true;
     }
     const LossBreakdown& l = *p.summary.loss;
-    fmt::format_to(std::back_inserter(out), "{:<32} {:>7} {} {:>7} {:>11} {:>11} {:>7}\n",
-                   p.label(), percent(l.lost), allreduce_cells(p.summary, split),
+    fmt::format_to(std::back_inserter(out), "{:<{}} {:>7} {} {:>7} {:>11} {:>11} {:>7}\n",
+                   p.label(), width, percent(l.lost), allreduce_cells(p.summary, split),
                    percent(l.input_share), percent(l.compute_share), percent(l.straggler_share),
                    percent(l.other_share));
   }
@@ -110,6 +120,22 @@ void communication_table(std::string& out, const SweepReport& report) {
   }
 }
 
+void bucket_table(std::string& out, const SweepReport& report) {
+  if (report.bucket_choices.empty()) return;
+  out += "\nbucket caps (medians per step; the best throughput against the default)\n";
+  for (const BucketChoice& c : report.bucket_choices) {
+    fmt::format_to(std::back_inserter(out), "{} {}:{} {}{}\n", c.model, c.device_kind, c.devices,
+                   c.mode == ScalingMode::kWeak ? "batch " : "global batch ", c.batch);
+    fmt::format_to(std::back_inserter(out), "  {:>8} {:>9} {:>12} {:>14} {:>12}\n", "cap MB",
+                   "first MB", "samples/s", "all-reduce ms", "exposed ms");
+    for (const BucketChoice::Setting& s : c.settings) {
+      fmt::format_to(std::back_inserter(out), "  {:>8} {:>9} {:>12.0f} {:>14.2f} {:>12.2f}\n",
+                     s.cap_mb, s.first_mb, s.throughput, s.allreduce_ms, s.exposed_ms);
+    }
+    fmt::format_to(std::back_inserter(out), "  {}\n", bucket_conclusion(c));
+  }
+}
+
 }  // namespace
 
 std::string format_sweep_tables(const SweepReport& report) {
@@ -120,6 +146,7 @@ std::string format_sweep_tables(const SweepReport& report) {
   }
   loss_table(out, report);
   communication_table(out, report);
+  bucket_table(out, report);
   if (!report.complete) out += "\n(incomplete sweep: not every point has run)\n";
   return out;
 }

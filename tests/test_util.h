@@ -24,4 +24,11 @@ std::string error_of(F&& f) {
   return "<no error thrown>";
 }
 
+// How often `part` occurs in `text` (overlapping occurrences counted).
+inline size_t count_of(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace scalescope::testing_util

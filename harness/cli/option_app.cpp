@@ -56,6 +56,12 @@ std::vector<std::string> file_inputs(const OptionDecl& d, const JsonReader& r,
           [&](const Bound<std::vector<int64_t>>&) {
             return not_empty(integers(r, key), file, key);
           },
+          [&](const Bound<std::vector<double>>&) {
+            if (!r.at(key).is_array()) return one(r.number(key));
+            std::vector<std::string> out;
+            for (double v : r.numbers(key)) out.push_back(fmt::format("{}", v));
+            return not_empty(std::move(out), file, key);
+          },
           [&](const Bound<std::vector<std::string>>&) {
             return r.at(key).is_string() ? one(r.string(key))
                                          : not_empty(r.strings(key), file, key);

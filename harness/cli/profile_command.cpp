@@ -121,12 +121,17 @@ int run_profile(ProfileArgs& a, const OptionSources& names) {
            names.subject("devices", o.devices));
   SS_CHECK(o.batches.size() == 1, "{}: profile runs one point; give one batch size",
            names.subject("batch", fmt::format("{}", fmt::join(o.batches, ","))));
+  SS_CHECK(o.bucket_caps_mb.size() == 1 && o.first_buckets_mb.size() == 1,
+           "{} and {}: profile runs one point; give one bucket cap and one first-bucket cap",
+           names.name("bucket_cap_mb"), names.name("first_bucket_mb"));
   validate(o, names);
   SweepPoint point;
   point.model = a.model;
   point.device_kind = to_string(axis.kind);
   point.devices = axis.counts.front();
   point.batch = o.batches.front();
+  point.bucket_cap_mb = o.bucket_caps_mb.front();
+  point.first_bucket_mb = o.first_buckets_mb.front();
   const std::string name = a.name.empty() ? "scalescope_" + point_file_name(point) : a.name;
 
   run_under_nsys(nsys_arguments(nsys, axis.kind, name, o));

@@ -56,7 +56,8 @@ struct Choice {
 using OptionValue =
     std::variant<Bound<bool>, Bound<int>, Bound<int64_t>, Bound<uint64_t>, Bound<float>,
                  Bound<double>, Bound<std::string>, Bound<std::vector<int>>,
-                 Bound<std::vector<int64_t>>, Bound<std::vector<std::string>>, Choice>;
+                 Bound<std::vector<int64_t>>, Bound<std::vector<double>>,
+                 Bound<std::vector<std::string>>, Choice>;
 
 struct OptionDecl {
   // CLI11's spelling: "--batch", "-o,--output"; a bool's flag sets it to true, or to false

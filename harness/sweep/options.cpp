@@ -111,7 +111,8 @@ void add_sweep_options(OptionList& list, SweepOptions& o) {
   add_axes(list, o);
   add_measurement(list, o);
   add_data_options(list, o.train.data);
-  add_training_options(list, o.train);
+  const BucketAxes buckets{&o.bucket_caps_mb, &o.first_buckets_mb};
+  add_training_options(list, o.train, &buckets);
   add_outputs(list, o);
 }
 

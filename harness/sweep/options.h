@@ -35,7 +35,11 @@ struct SweepOptions {
   int64_t steps = 20;             // measured steps per repeat
   int64_t max_warmup_steps = 40;  // the warm-up stops here even if not settled
   SteadyStateOptions steady;      // when the step time counts as settled
-  // Optimizer, data, buckets, overlap, seed, timeouts; each point's model, devices, batch,
+  // Axes of the grid beyond one device (no all-reduce runs on one): the gradient bucket caps
+  // and the first bucket's cap, in MiB.
+  std::vector<double> bucket_caps_mb = {kDefaultBucketCapMb};
+  std::vector<double> first_buckets_mb = {kDefaultFirstBucketMb};
+  // Optimizer, data, overlap, seed, timeouts; each point's model, devices, batch, buckets,
   // length and profiler range are the sweep's.
   TrainOptions train;
   std::string output = "scalescope-report.json";

@@ -64,11 +64,21 @@ std::string device_spec_for(DeviceKind kind, int count) {
   return fmt::format("cuda:{}", fmt::join(ids, ","));
 }
 
-// The grid, in run order: per model and batch, ascending device counts (the one-device
-// baseline first, so speedups are known as soon as possible).
-std::vector<SweepPoint> grid(const SweepOptions& o, const DeviceAxis& axis) {
+std::vector<double> ascending_unique(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+}  // namespace
+
+std::vector<SweepPoint> sweep_grid(const SweepOptions& o, const DeviceAxis& axis) {
   std::vector<SweepPoint> points;
   const int threads = backend(axis.kind).logical() ? cpu_threads_per_device(o, axis) : 0;
+  const std::vector<double> caps = ascending_unique(o.bucket_caps_mb);
+  const std::vector<double> firsts = ascending_unique(o.first_buckets_mb);
+  SS_CHECK(!caps.empty() && !firsts.empty(),
+           "bucket_cap_mb and first_bucket_mb need a value each (the grid has no points)");
   for (const std::string& model : o.models) {
     for (int64_t batch : o.axis_batches()) {
       for (int n : axis.counts) {
@@ -82,12 +92,21 @@ std::vector<SweepPoint> grid(const SweepOptions& o, const DeviceAxis& axis) {
         const int64_t parts = static_cast<int64_t>(n) * o.train.accumulation;
         p.batch = p.mode == ScalingMode::kWeak ? batch : batch / parts;
         p.global_batch = p.mode == ScalingMode::kWeak ? batch * parts : batch;
-        points.push_back(std::move(p));
+        // One device all-reduces nothing: its point runs the first caps only.
+        for (double cap : n == 1 ? std::vector<double>{caps.front()} : caps) {
+          for (double first : n == 1 ? std::vector<double>{firsts.front()} : firsts) {
+            p.bucket_cap_mb = cap;
+            p.first_bucket_mb = first;
+            points.push_back(p);
+          }
+        }
       }
     }
   }
   return points;
 }
+
+namespace {
 
 TrainOptions train_options_for(const SweepOptions& o, const SweepPoint& p) {
   TrainOptions t = o.train;
@@ -95,6 +114,8 @@ TrainOptions train_options_for(const SweepOptions& o, const SweepPoint& p) {
   t.devices = p.device_spec;
   t.threads = p.threads_per_device;
   t.batch = p.batch;
+  t.bucket_cap_mb = p.bucket_cap_mb;
+  t.first_bucket_mb = p.first_bucket_mb;
   t.global_batch = 0;
   t.steps = o.steps;
   t.epochs = 0;
@@ -202,9 +223,15 @@ std::string point_file_name(const SweepPoint& p) {
   for (char& c : model) {
     if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '-' && c != '.') c = '_';
   }
-  return fmt::format("{}_{}{}_{}{}", model, p.device_kind, p.devices,
-                     p.mode == ScalingMode::kWeak ? "b" : "gb",
-                     p.mode == ScalingMode::kWeak ? p.batch : p.global_batch);
+  std::string name = fmt::format("{}_{}{}_{}{}", model, p.device_kind, p.devices,
+                                 p.mode == ScalingMode::kWeak ? "b" : "gb",
+                                 p.mode == ScalingMode::kWeak ? p.batch : p.global_batch);
+  if (p.devices > 1 && !p.default_buckets()) {
+    name += fmt::format("_bucket{}", p.bucket_cap_mb);
+    if (p.first_bucket_mb != kDefaultFirstBucketMb)
+      name += fmt::format("_first{}", p.first_bucket_mb);
+  }
+  return name;
 }
 
 DeviceAxis resolve_devices(const SweepOptions& o, const OptionSources& names) {
@@ -232,6 +259,10 @@ void validate(const SweepOptions& o, const OptionSources& names) {
   const char* batch_key = o.mode() == ScalingMode::kWeak ? "batch" : "global_batch";
   SS_CHECK(!o.axis_batches().empty(), "{} is empty: give at least one batch size",
            names.name(batch_key));
+  SS_CHECK(!o.bucket_caps_mb.empty(), "{} is empty: give at least one size",
+           names.name("bucket_cap_mb"));
+  SS_CHECK(!o.first_buckets_mb.empty(), "{} is empty: give at least one size",
+           names.name("first_bucket_mb"));
   const DeviceAxis axis = resolve_devices(o, names);
   if (backend(axis.kind).logical()) {
     const int cores = backend(DeviceKind::kCpu).device_count();
@@ -261,14 +292,14 @@ void validate(const SweepOptions& o, const OptionSources& names) {
     (void)open_run_data(o.train.data, make_model(m), o.train.seed);
   // The training options of every point, checked as the trainer will.
   if (axis.kind == DeviceKind::kCuda) return;  // the trainer names what GPUs lack per point
-  for (const SweepPoint& p : grid(o, axis)) validate(train_options_for(o, p), names);
+  for (const SweepPoint& p : sweep_grid(o, axis)) validate(train_options_for(o, p), names);
 }
 
 SweepReport run_sweep(const SweepOptions& o, const Environment& environment,
                       const SweepProgress& progress, const SweepReport* resume) {
   validate(o);
   const DeviceAxis axis = resolve_devices(o);
-  std::vector<SweepPoint> points = grid(o, axis);
+  std::vector<SweepPoint> points = sweep_grid(o, axis);
   SweepReport report;
   if (resume != nullptr) {
     report.tool_version = resume->tool_version;

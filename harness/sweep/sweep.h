@@ -1,10 +1,11 @@
-// Scaling sweeps: the mirrored trainer over a grid of models × device counts × batch sizes,
-// each point warmed up until its step time settles, measured, and repeated; the report
-// written after every point so that a crash keeps what was finished.
+// Scaling sweeps: the mirrored trainer over a grid of models × device counts × batch sizes ×
+// bucket caps, each point warmed up until its step time settles, measured, and repeated; the
+// report written after every point so that a crash keeps what was finished.
 #pragma once
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "harness/sweep/options.h"
 #include "harness/trainer/trainer.h"
@@ -12,8 +13,14 @@
 
 namespace scalescope {
 
-// A file-name-safe name of a point: "cifar-cnn_cpu2_b64".
+// A file-name-safe name of a point: "cifar-cnn_cpu2_b64" (+ "_bucket5" for other than the
+// default bucket caps).
 std::string point_file_name(const SweepPoint& point);
+
+// The grid in run order: per model and batch, ascending device counts (the one-device
+// baseline first, so speedups are known as soon as possible), and for each count of more
+// than one every bucket cap × first-bucket cap, ascending.
+std::vector<SweepPoint> sweep_grid(const SweepOptions& options, const DeviceAxis& axis);
 
 // options.devices' axis, its GPU counts checked against the machine (those of this node in
 // a multi-process launch). Throws Error naming the value as `names` says.

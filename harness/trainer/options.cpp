@@ -1,5 +1,7 @@
 #include "harness/trainer/options.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "core/backend.h"
@@ -82,7 +84,7 @@ void check_length(const TrainOptions& o, const OptionSources& names) {
 
 }  // namespace
 
-void add_training_options(OptionList& list, TrainOptions& o) {
+void add_training_options(OptionList& list, TrainOptions& o, const BucketAxes* axes) {
   list.add("--optimizer",
            Choice{{"sgd", "adam"},
                   [&o] { return std::string(to_string(o.optimizer.kind)); },
@@ -114,11 +116,18 @@ void add_training_options(OptionList& list, TrainOptions& o) {
   list.add("--accumulate", o.accumulation,
            "Gradient accumulation: micro-batches per step, all-reduced once",
            in_range(1, 4096, "must be between 1 and 4096 micro-batches per step"));
-  list.add("--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size cap (MiB)",
-           finite_above(0.0, false, "must be a positive size"));
-  list.add("--first-bucket-mb", o.first_bucket_mb,
-           "Cap of the first bucket, which starts communication early (MiB)",
-           finite_above(0.0, false, "must be a positive size"));
+  const char* cap_help = "Gradient bucket size cap (MiB)";
+  const char* first_help = "Cap of the first bucket, which starts communication early (MiB)";
+  const OptionCheck<double> size = finite_above(0.0, false, "must be a positive size");
+  if (axes != nullptr) {
+    list.add("--bucket-cap-mb", *axes->caps_mb, fmt::format("{}; a list is a sweep axis", cap_help),
+             size);
+    list.add("--first-bucket-mb", *axes->first_mb,
+             fmt::format("{}; a list is a sweep axis", first_help), size);
+  } else {
+    list.add("--bucket-cap-mb", o.bucket_cap_mb, cap_help, size);
+    list.add("--first-bucket-mb", o.first_bucket_mb, first_help, size);
+  }
   list.add("!--no-overlap", o.overlap,
            "All-reduce after backward instead of during it (shows what overlap buys)");
   list.add("!--no-tf32", o.tf32,

@@ -7,6 +7,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "harness/options/option_schema.h"
 #include "harness/trainer/data.h"
@@ -64,8 +65,8 @@ struct TrainOptions {
     SteadyStateOptions steady;
   } adaptive_warmup;
   // Gradient buckets: all-reduced during backward (overlap) or after it.
-  double bucket_cap_mb = 25.0;
-  double first_bucket_mb = 1.0;
+  double bucket_cap_mb = kDefaultBucketCapMb;
+  double first_bucket_mb = kDefaultFirstBucketMb;
   bool overlap = true;
   // Every collective gives up after this long (a lost replica must not hang the others).
   int64_t collective_timeout_ms = 60000;
@@ -107,7 +108,13 @@ int64_t per_replica_batch(const TrainOptions& options, int replicas);
 // gradient exchange ("training"); the input pipeline ("data"; `with_workers` false for a
 // command with its own list of worker counts); everything a `train` run takes (the model,
 // devices, batch and length, and both groups).
-void add_training_options(OptionList& list, TrainOptions& options);
+// Sweeps declare the bucket caps as lists (axes of their grid) instead of one value each.
+struct BucketAxes {
+  std::vector<double>* caps_mb = nullptr;
+  std::vector<double>* first_mb = nullptr;
+};
+void add_training_options(OptionList& list, TrainOptions& options,
+                          const BucketAxes* axes = nullptr);
 void add_data_options(OptionList& list, DataOptions& options, bool with_workers = true);
 void add_train_options(OptionList& list, TrainOptions& options);
 

@@ -7,6 +7,7 @@
 
 #include "core/fs.h"
 #include "reports/html.h"
+#include "reports/html/bucket_chart.h"
 #include "reports/html/heatmap_chart.h"
 #include "reports/html/phases_chart.h"
 #include "reports/html/speedup_chart.h"
@@ -105,8 +106,10 @@ void points_table(std::string& out, const ModelView& m) {
       "<th class=\"num\">step ms (p10&ndash;p90)</th><th class=\"num\">speedup</th>"
       "<th class=\"num\">efficiency</th><th>bottleneck</th></tr>\n";
   for (int64_t b : m.batches) {
-    for (const SweepPoint* p : m.series(b)) {
-      const std::string devices = escape(fmt::format("{}:{}", p->device_kind, p->devices));
+    for (const SweepPoint* p : m.series(b, true)) {
+      std::string devices = fmt::format("{}:{}", p->device_kind, p->devices);
+      if (p->devices > 1 && !p->default_buckets()) devices += ", bucket " + p->buckets_text();
+      devices = escape(devices);
       if (!p->ok()) {
         fmt::format_to(std::back_inserter(out),
                        "<tr class=\"failed\"><td class=\"num\">{}</td><td class=\"num\">{}</td>"
@@ -190,7 +193,8 @@ void model_section(std::string& out, const ModelView& m) {
     facts.push_back(fmt::format("{:.3g} MFLOP forward per sample",
                                 static_cast<double>(any.forward_flops_per_sample) / 1e6));
   }
-  facts.push_back(fmt::format("{} point{}", m.points.size(), m.points.size() == 1 ? "" : "s"));
+  const size_t points = m.all_points.size();
+  facts.push_back(fmt::format("{} point{}", points, points == 1 ? "" : "s"));
   for (size_t i = 0; i < facts.size(); ++i) out += (i > 0 ? " &middot; " : "") + escape(facts[i]);
   out += "</div>\n";
   if (any.simulated()) {
@@ -214,6 +218,13 @@ void model_section(std::string& out, const ModelView& m) {
                  "of the slowest replica; other = step &minus; the phases)</span></figcaption>\n"
                  "{}\n</figure>\n",
                  draw_phases(prepare_phases(m)));
+  if (!m.bucket_choices.empty()) {
+    fmt::format_to(std::back_inserter(out),
+                   "<figure><figcaption>Exposed all-reduce against bucket cap <span "
+                   "class=\"hint\">(medians per step; dashed: the whole all-reduce, overlapped "
+                   "or not)</span></figcaption>\n{}\n</figure>\n",
+                   draw_buckets(prepare_buckets(m)));
+  }
   waterfalls_text(out, prepare_waterfalls(m));
   communication_text(out, m);
   points_table(out, m);

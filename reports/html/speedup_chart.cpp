@@ -11,11 +11,6 @@
 namespace scalescope::html {
 namespace {
 
-// One colour per batch size; distinct from one another in hue and lightness, and readable on
-// white.
-constexpr std::array<const char*, 7> kSeriesColors = {"#1f4e79", "#c2185b", "#2e7d32", "#6a3d9a",
-                                                      "#b15928", "#00838f", "#4d4d4d"};
-
 SpeedupData::Series series_of(const ModelView& m, size_t i) {
   SpeedupData::Series s;
   s.batch = m.batches[i];

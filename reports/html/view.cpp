@@ -24,9 +24,9 @@ const SweepPoint* ModelView::at(int d, int64_t b) const {
   return nullptr;
 }
 
-std::vector<const SweepPoint*> ModelView::series(int64_t b) const {
+std::vector<const SweepPoint*> ModelView::series(int64_t b, bool all) const {
   std::vector<const SweepPoint*> out;
-  for (const SweepPoint* p : points) {
+  for (const SweepPoint* p : all ? all_points : points) {
     if (batch_key(*p) == b) out.push_back(p);
   }
   std::stable_sort(out.begin(), out.end(), [](const SweepPoint* x, const SweepPoint* y) {
@@ -49,7 +49,17 @@ std::vector<ModelView> models_of(const SweepReport& report) {
       out.push_back(std::move(m));
       it = out.end() - 1;
     }
-    it->points.push_back(&p);
+    it->all_points.push_back(&p);
+    // One point per device count and batch for the charts: the default bucket caps' replaces
+    // another setting's.
+    auto same = std::find_if(it->points.begin(), it->points.end(), [&](const SweepPoint* q) {
+      return q->devices == p.devices && batch_key(*q) == batch_key(p);
+    });
+    if (same == it->points.end()) {
+      it->points.push_back(&p);
+    } else if (p.default_buckets() && !(*same)->default_buckets()) {
+      *same = &p;
+    }
   }
   for (ModelView& m : out) {
     std::set<int> devices;
@@ -62,6 +72,9 @@ std::vector<ModelView> models_of(const SweepReport& report) {
     m.batches.assign(batches.begin(), batches.end());
     for (const CommunicationAnalysis& c : report.communication) {
       if (c.model == m.name) m.communication = &c;
+    }
+    for (const BucketChoice& c : report.bucket_choices) {
+      if (c.model == m.name) m.bucket_choices.push_back(&c);
     }
   }
   return out;

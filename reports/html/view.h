@@ -2,6 +2,7 @@
 // of its charts), and the text formatting and colours its charts and tables share.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,15 +22,19 @@ struct ModelView {
   int index = 0;  // for page anchors
   ScalingMode mode = ScalingMode::kWeak;
   std::string device_kind;
-  std::vector<const SweepPoint*> points;  // report order
-  std::vector<int> devices;               // ascending
-  std::vector<int64_t> batches;           // ascending (weak: per device; strong: global)
+  // Report order. Of points that differ only in their bucket caps, `points` holds one: the
+  // default caps' (else the first); the bucket chart shows the others.
+  std::vector<const SweepPoint*> points;
+  std::vector<const SweepPoint*> all_points;
+  std::vector<int> devices;      // ascending
+  std::vector<int64_t> batches;  // ascending (weak: per device; strong: global)
   const CommunicationAnalysis* communication = nullptr;
+  std::vector<const BucketChoice*> bucket_choices;  // report order
 
   // The point of d devices and batch b; nullptr when the sweep has none.
   const SweepPoint* at(int d, int64_t b) const;
-  // The points of one batch, by device count.
-  std::vector<const SweepPoint*> series(int64_t b) const;
+  // The points of one batch, by device count: of `points`, or of `all_points`.
+  std::vector<const SweepPoint*> series(int64_t b, bool all = false) const;
   std::string batch_text(int64_t b) const { return batch_label(mode, b); }
 };
 
@@ -48,6 +53,10 @@ std::string count_with_commas(int64_t n);  // "1,234,567"
 std::string hex(nvtx::PhaseColor c);       // "#e69f00"
 std::string tick_label(double v);          // 3 significant digits at most: 0.0156
 
+// One colour per series (a batch size, a device count); distinct from one another in hue and
+// lightness, and readable on white.
+inline constexpr std::array<const char*, 7> kSeriesColors = {
+    "#1f4e79", "#c2185b", "#2e7d32", "#6a3d9a", "#b15928", "#00838f", "#4d4d4d"};
 // Colours the charts share: the ideal line and the ink of marks that are not data.
 inline constexpr const char* kIdealColor = "#9aa0a6";
 inline constexpr const char* kInkColor = "#1f2933";

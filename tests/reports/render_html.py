@@ -243,12 +243,13 @@ def main():
         report = os.path.join(tmp, "report.json")
         page = os.path.join(tmp, "report.html")
         again = os.path.join(tmp, "again.html")
-        # Two models, one batch, one and two CPU devices: every chart, a projection (cifar-cnn's
-        # buckets differ in size, so the all-reduce model can be fitted), a waterfall each.
+        # Two models, one batch, one and two CPU devices, two bucket caps: every chart, a
+        # projection (cifar-cnn's buckets differ in size, so the all-reduce model can be
+        # fitted), a waterfall each, exposed all-reduce against bucket cap.
         run([args.scalescope, "sweep", "--models", "dense-100,cifar-cnn", "--devices", "cpu:1,2",
              "--batch", "8", "--threads", "1", "--oversubscribe", "--repeats", "2", "--steps", "3",
-             "--max-warmup-steps", "4", "-o", report, "--html", page, "-q"], SWEEP_TIMEOUT_S,
-            cwd=tmp)
+             "--max-warmup-steps", "4", "--bucket-cap-mb", "0.5,25", "-o", report, "--html", page,
+             "-q"], SWEEP_TIMEOUT_S, cwd=tmp)
         check(os.path.getsize(page) > 10000, f"sweep --html wrote the page ({os.path.getsize(page)} B)")
         out = run([args.scalescope, "report", report, "--html", again], SWEEP_TIMEOUT_S, cwd=tmp)
         check("HTML report written to" in out and os.path.exists(again),
@@ -268,7 +269,7 @@ def main():
         dom.feed(dom_text)
         check("<main>" in dom_text or "<main" in dom_text, "Chromium rendered the page's DOM")
         kinds = sorted(c.kind for c in dom.charts)
-        expected = sorted(["speedup", "efficiency-heatmap", "phases", "waterfall"] * 2)
+        expected = sorted(["speedup", "efficiency-heatmap", "phases", "waterfall", "buckets"] * 2)
         check(kinds == expected, f"one of each chart per model: {kinds}")
         for c in dom.charts:
             shapes = sum(c.shapes.values())
@@ -285,6 +286,9 @@ def main():
                 check(c.marked.get("data-ideal", 0) == 1, f"speedup of {c.model}: the ideal line")
             if c.kind == "waterfall":
                 check(c.marked.get("data-step", 0) == 7, f"waterfall of {c.model}: 7 steps")
+            if c.kind == "buckets":
+                check(c.marked.get("data-bucket", 0) == 2 and c.marked.get("data-best", 0) == 1,
+                      f"buckets of {c.model}: a marker per cap, the best ringed")
         cnn = [c for c in dom.charts if c.kind == "speedup" and c.model == "cifar-cnn"]
         check(len(cnn) == 1 and cnn[0].projections == 1 and cnn[0].dashed_projections == 1,
               "cifar-cnn's projection is drawn, dashed")

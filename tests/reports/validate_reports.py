@@ -344,9 +344,14 @@ def main():
 
         # --- sweep reports
         # A first bucket of ~1 KiB splits dense-100's gradients into two buckets of different
-        # sizes: the all-reduce fit and its projections then exist.
+        # sizes: the all-reduce fit and its projections then exist. Two bucket caps: a bucket
+        # choice.
         weak = produce(binary, tmp, "weak.json",
-                       ["sweep"] + sweep_common + ["--batch", "8", "--first-bucket-mb", "0.001"])
+                       ["sweep"] + sweep_common + ["--batch", "8", "--first-bucket-mb", "0.001",
+                                                   "--bucket-cap-mb", "0.01,25"])
+        if weak is not None and len(weak["bucket_choices"]) != 1:
+            fail(f"weak.json swept two bucket caps but has {len(weak['bucket_choices'])} "
+                 "bucket choices")
         strong = produce(binary, tmp, "strong.json",
                          ["sweep"] + sweep_common + ["--global-batch", "16"])
         # Strong scaling over a 4 MiB device: the one-device point (batch 4096, ~5.7 MB) runs

@@ -91,6 +91,8 @@ SweepOptions unusual() {
   o.train.data.workers = 2;
   o.train.data.flip = true;
   o.train.memory_limit_mb = 12.5;
+  o.bucket_caps_mb = {0.5, 25};
+  o.first_buckets_mb = {0.25};
   o.output = "unusual.json";
   return o;
 }
@@ -112,6 +114,8 @@ TEST(OptionSchema, AReportsConfigBlockReadsBackIntoTheSameOptions) {
   EXPECT_FALSE(p.options.train.deterministic);
   EXPECT_EQ(config.at("deterministic"), false);  // the key, not the flag's name
   EXPECT_EQ(p.options.train.lr_scaling, LrScaling::kSqrt);
+  EXPECT_EQ(p.options.bucket_caps_mb, (std::vector<double>{0.5, 25}));
+  EXPECT_EQ(config.at("first_bucket_mb"), nlohmann::json({0.25}));
   EXPECT_EQ(p.sources.of("repeats"), Source::kFile);
   // The same block given as a stream (--resume's path) reads back alike.
   EXPECT_EQ(sweep_config_json(parse_sweep({}, &config).options), config);
@@ -151,9 +155,14 @@ TEST(OptionSchema, TheLearningRateDefaultsToTheOptimizers) {
 
 TEST(OptionSchema, AFilesValuesAreReadAsTheFlagsWould) {
   const std::string path =
-      write_config("lists.json", R"({"devices": [1, 2], "models": "cnn:width=1,2", "batch": 8})");
+      write_config("lists.json", R"({"devices": [1, 2], "models": "cnn:width=1,2", "batch": 8,
+                                     "bucket_cap_mb": 5})");
   const Parsed p = parse_sweep({"--config", path});
   EXPECT_EQ(p.options.devices, "1,2");
+  // A number where a list may be (reports before bucket caps were an axis wrote one).
+  EXPECT_EQ(p.options.bucket_caps_mb, (std::vector<double>{5}));
+  EXPECT_EQ(parse_sweep({"--bucket-cap-mb", "1,5,25.5"}).options.bucket_caps_mb,
+            (std::vector<double>{1, 5, 25.5}));
   EXPECT_EQ(p.options.models, (std::vector<std::string>{"cnn:width=1", "cnn:width=2"}));
   EXPECT_EQ(p.options.batches, (std::vector<int64_t>{8}));
   std::remove(path.c_str());
@@ -174,6 +183,10 @@ TEST(OptionSchema, BadValuesAreRefusedNamingTheOptionAsGiven) {
   EXPECT_CONTAINS(file_error(R"({"batch": [8], "global_batch": [8]})"), "not both");
   EXPECT_CONTAINS(file_error(R"({"overlap": 1})"), "'overlap' must be true or false");
   EXPECT_CONTAINS(file_error(R"({"models": []})"), "'models' is empty");
+  EXPECT_CONTAINS(file_error(R"({"bucket_cap_mb": [25, 0]})"),
+                  "'bucket_cap_mb': 0 must be a positive size");
+  EXPECT_CONTAINS(file_error(R"({"bucket_cap_mb": ["big"]})"), "bucket_cap_mb");
+  EXPECT_CONTAINS(file_error(R"({"first_bucket_mb": []})"), "'first_bucket_mb' is empty");
   EXPECT_CONTAINS(file_error(R"([1, 2])"), "must be an object");
   EXPECT_CONTAINS(file_error("{"), "is not valid JSON");
   // Found by tests/fuzz (sweep_config): nlohmann's out_of_range for a number beyond double,

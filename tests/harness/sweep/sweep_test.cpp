@@ -10,8 +10,11 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/fs.h"
@@ -66,6 +69,69 @@ TEST(SweepValidation, BadInputIsRefusedNamingTheValue) {
   EXPECT_CONTAINS(error([](SweepOptions& o) { o.steady.tolerance = 2; }), "steady_tolerance 2");
   EXPECT_CONTAINS(error([](SweepOptions& o) { o.train.data.spec = "idx:/nonexistent"; }),
                   "/nonexistent");
+  EXPECT_CONTAINS(error([](SweepOptions& o) {
+                    o.bucket_caps_mb = {25, 0};
+                  }),
+                  "bucket_cap_mb 0 must be a positive size");
+  EXPECT_CONTAINS(error([](SweepOptions& o) { o.first_buckets_mb = {-1}; }),
+                  "first_bucket_mb -1 must be a positive size");
+  EXPECT_CONTAINS(error([](SweepOptions& o) { o.bucket_caps_mb.clear(); }),
+                  "bucket_cap_mb is empty");
+}
+
+TEST(SweepGrid, BucketCapsAreAnAxisBeyondOneDevice) {
+  SweepOptions o = tiny("unused.json");
+  o.devices = "cpu:1,2,4";
+  o.oversubscribe = true;
+  o.bucket_caps_mb = {25, 1, 25};  // ascending and unique on the grid
+  o.first_buckets_mb = {1, 0.5};
+  const std::vector<SweepPoint> grid = sweep_grid(o, resolve_devices(o));
+  // One device all-reduces nothing: one point, the first caps. Then 2 × 2 settings per count.
+  ASSERT_EQ(grid.size(), 1u + 4u + 4u);
+  EXPECT_EQ(grid[0].devices, 1);
+  EXPECT_EQ(grid[0].bucket_cap_mb, 1);
+  EXPECT_EQ(grid[0].first_bucket_mb, 0.5);
+  std::vector<std::pair<double, double>> at_two;
+  std::set<std::string> keys;
+  std::set<std::string> files;
+  for (const SweepPoint& p : grid) {
+    keys.insert(p.key());
+    files.insert(point_file_name(p));
+    if (p.devices == 2) at_two.emplace_back(p.bucket_cap_mb, p.first_bucket_mb);
+  }
+  EXPECT_EQ(at_two, (std::vector<std::pair<double, double>>{{1, 0.5}, {1, 1}, {25, 0.5}, {25, 1}}));
+  EXPECT_EQ(keys.size(), grid.size());
+  EXPECT_EQ(files.size(), grid.size());
+  EXPECT_EQ(point_file_name(grid[1]), "dense-100_cpu2_b8_bucket1_first0.5");
+  EXPECT_EQ(point_file_name(grid[4]), "dense-100_cpu2_b8");
+  EXPECT_EQ(grid[1].label(), "dense-100 cpu:2 batch 8 bucket 1 MB, first 0.5 MB");
+}
+
+TEST(Sweep, EveryBucketCapRunsAndTheReportNamesTheBest) {
+  SweepOptions o = tiny("buckets.json");
+  o.repeats = 1;
+  // dense-100's 28 KB of gradients (its layers 26 KB and 2.6 KB): a bucket per layer at
+  // 2 KiB caps, one bucket at the default caps.
+  o.bucket_caps_mb = {0.002, 25};
+  o.first_buckets_mb = {0.002, 1};
+  const SweepReport r = run_sweep(o, capture_environment("test"), {});
+  ASSERT_EQ(r.points.size(), 5u);
+  for (const SweepPoint& p : r.points) ASSERT_TRUE(p.ok()) << p.error;
+  EXPECT_EQ(r.points[1].bucket_cap_mb, 0.002);
+  EXPECT_EQ(r.points[1].first_bucket_mb, 0.002);
+  EXPECT_TRUE(r.points[4].default_buckets());
+  EXPECT_EQ(r.points[1].bucket_bytes.size(), 2u);
+  EXPECT_EQ(r.points[4].bucket_bytes.size(), 1u);
+  EXPECT_TRUE(r.points[1].summary.speedup.has_value());  // against the one-device point
+  ASSERT_EQ(r.bucket_choices.size(), 1u);
+  EXPECT_EQ(r.bucket_choices[0].settings.size(), 4u);
+  EXPECT_TRUE(r.bucket_choices[0].reference_is_default);
+  // The report's config holds both axes, and a resume of it has nothing left to run.
+  EXPECT_EQ(r.config["bucket_cap_mb"], (nlohmann::json{0.002, 25.0}));
+  const SweepReport again = run_sweep(o, capture_environment("test"), {}, &r);
+  EXPECT_EQ(again.points.size(), 5u);
+  EXPECT_EQ(again.points[1].repeats[0].steps[0].step_ms, r.points[1].repeats[0].steps[0].step_ms);
+  std::remove(o.output.c_str());
 }
 
 TEST(Sweep, MeasuresEveryPointAndComparesWithOneDevice) {

@@ -27,11 +27,7 @@ using html_testing::failed_point;
 using html_testing::kHostile;
 using html_testing::sample_report;
 
-size_t count(const std::string& text, const std::string& part) {
-  size_t n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
+using testing_util::count_of;
 
 struct Chart {
   std::string kind;   // data-chart
@@ -103,11 +99,11 @@ TEST(Html, EveryChartOncePerModelAndBatchWithAShapePerPoint) {
 
   const std::vector<Chart> charts = charts_of(html);
   const std::vector<std::string> models = {"cnn", kHostile, "solo", "nobase"};
-  EXPECT_EQ(count(html, "data-chart=\"speedup\""), models.size());
-  EXPECT_EQ(count(html, "data-chart=\"efficiency-heatmap\""), models.size());
-  EXPECT_EQ(count(html, "data-chart=\"phases\""), models.size());
+  EXPECT_EQ(count_of(html, "data-chart=\"speedup\""), models.size());
+  EXPECT_EQ(count_of(html, "data-chart=\"efficiency-heatmap\""), models.size());
+  EXPECT_EQ(count_of(html, "data-chart=\"phases\""), models.size());
   // A waterfall needs a point at N > 1 and its one-device baseline: only cnn's two batches.
-  EXPECT_EQ(count(html, "data-chart=\"waterfall\""), 2u);
+  EXPECT_EQ(count_of(html, "data-chart=\"waterfall\""), 2u);
   for (const Chart& c : charts) {
     // Every chart names itself and has a title first.
     EXPECT_FALSE(c.kind.empty());
@@ -133,10 +129,10 @@ TEST(Html, EveryChartOncePerModelAndBatchWithAShapePerPoint) {
     ASSERT_EQ(speedup.size(), 1u);
     ASSERT_EQ(heatmap.size(), 1u);
     ASSERT_EQ(phases.size(), 1u);
-    EXPECT_EQ(count(speedup[0]->body, "data-point="), with_speedup);
-    EXPECT_EQ(count(speedup[0]->body, "data-ideal=\"true\""), 1u);
-    EXPECT_EQ(count(heatmap[0]->body, "data-cell="), all);
-    EXPECT_EQ(count(phases[0]->body, "data-bar="), ok);
+    EXPECT_EQ(count_of(speedup[0]->body, "data-point="), with_speedup);
+    EXPECT_EQ(count_of(speedup[0]->body, "data-ideal=\"true\""), 1u);
+    EXPECT_EQ(count_of(heatmap[0]->body, "data-cell="), all);
+    EXPECT_EQ(count_of(phases[0]->body, "data-bar="), ok);
     // Each bar stacks the exposed phases that took time: input, h2d, forward, backward,
     // optimizer and other (10% of the step outside them); and the exposed all-reduce on more
     // than 1 device.
@@ -144,8 +140,8 @@ TEST(Html, EveryChartOncePerModelAndBatchWithAShapePerPoint) {
     for (const SweepPoint& p : r.points) {
       if (p.model == model && p.ok()) segments += p.devices > 1 ? 7 : 6;
     }
-    EXPECT_EQ(count(phases[0]->body, "data-phase="), segments);
-    EXPECT_EQ(count(phases[0]->body, "data-phase=\"other\""), ok);
+    EXPECT_EQ(count_of(phases[0]->body, "data-phase="), segments);
+    EXPECT_EQ(count_of(phases[0]->body, "data-phase=\"other\""), ok);
   }
 }
 
@@ -154,7 +150,7 @@ TEST(Html, ProjectionsAndWaterfallsOfAFullGrid) {
   const std::vector<Chart> charts = charts_of(html);
   // cnn: a measured line and a dashed projection per batch; 3 projected device counts each.
   const Chart& cnn = *find(charts, "speedup", "cnn")[0];
-  EXPECT_EQ(count(cnn.body, "data-series=\"measured\""), 2u);
+  EXPECT_EQ(count_of(cnn.body, "data-series=\"measured\""), 2u);
   const std::regex projected_line("<polyline[^>]*data-projected=\"true\"[^>]*>");
   size_t projected = 0;
   for (auto it = std::sregex_iterator(cnn.body.begin(), cnn.body.end(), projected_line);
@@ -162,7 +158,8 @@ TEST(Html, ProjectionsAndWaterfallsOfAFullGrid) {
     EXPECT_CONTAINS(it->str(), "stroke-dasharray=");
   }
   EXPECT_EQ(projected, 2u);
-  EXPECT_EQ(count(cnn.body, "data-projected=\"") - count(cnn.body, "data-projected=\"true\""), 6u);
+  EXPECT_EQ(count_of(cnn.body, "data-projected=\"") - count_of(cnn.body, "data-projected=\"true\""),
+            6u);
   EXPECT_CONTAINS(cnn.body, ">projected</text>");
   EXPECT_CONTAINS(html, "projected (all-reduce model)");
   // The measured lines are solid.
@@ -178,7 +175,7 @@ TEST(Html, ProjectionsAndWaterfallsOfAFullGrid) {
   EXPECT_EQ(waterfalls[0]->batch, "16");
   EXPECT_EQ(waterfalls[1]->batch, "32");
   for (const Chart* w : waterfalls) {
-    EXPECT_EQ(count(w->body, "data-step="), 7u);
+    EXPECT_EQ(count_of(w->body, "data-step="), 7u);
     EXPECT_CONTAINS(w->body, "data-devices=\"4\"");
     // 10 / 14 of ideal.
     EXPECT_CONTAINS(w->body, ">71.4%</text>");
@@ -190,15 +187,15 @@ TEST(Html, GapsAndFailuresAreDrawnAsSuch) {
   const std::vector<Chart> charts = charts_of(html);
   // One device count: the single point and the ideal line; no projection.
   const Chart& solo = *find(charts, "speedup", "solo")[0];
-  EXPECT_EQ(count(solo.body, "data-projected"), 0u);
+  EXPECT_EQ(count_of(solo.body, "data-projected"), 0u);
   // No one-device point: the cells say so, and the speedup chart explains the gap.
   const Chart& nobase = *find(charts, "efficiency-heatmap", "nobase")[0];
-  EXPECT_EQ(count(nobase.body, "data-state=\"unknown\""), 2u);
+  EXPECT_EQ(count_of(nobase.body, "data-state=\"unknown\""), 2u);
   EXPECT_CONTAINS(find(charts, "speedup", "nobase")[0]->body, "no one-device point");
   // The failed point: a cell, a mark on the speedup axis, a row in the failures table.
-  EXPECT_EQ(count(find(charts, "efficiency-heatmap", kHostile)[0]->body, "data-state=\"failed\""),
-            1u);
-  EXPECT_EQ(count(find(charts, "speedup", kHostile)[0]->body, "data-failed="), 1u);
+  EXPECT_EQ(
+      count_of(find(charts, "efficiency-heatmap", kHostile)[0]->body, "data-state=\"failed\""), 1u);
+  EXPECT_EQ(count_of(find(charts, "speedup", kHostile)[0]->body, "data-failed="), 1u);
   EXPECT_CONTAINS(html, "<table data-table=\"failures\">");
   EXPECT_CONTAINS(html, "out of memory &lt;&amp; &#39;quotes&#39;&gt;");
 }
@@ -255,7 +252,7 @@ TEST(Html, TablesCarryTheEnvironmentAndEveryFinding) {
   const size_t table = html.find("<table data-table=\"verdicts\">");
   ASSERT_NE(table, std::string::npos);
   const std::string verdicts = html.substr(table, html.find("</table>", table) - table);
-  EXPECT_EQ(count(verdicts, "<tr>") - 1, findings);  // and the header
+  EXPECT_EQ(count_of(verdicts, "<tr>") - 1, findings);  // and the header
   // Phases are drawn in the NVTX timeline's colours.
   const nvtx::PhaseColor backward = nvtx::phase_color(nvtx::Phase::kBackward);
   EXPECT_CONTAINS(html, fmt::format("fill=\"#{:02x}{:02x}{:02x}\" data-phase=\"backward\"",
@@ -275,8 +272,8 @@ TEST(Html, EmptyAndIncompleteReportsRender) {
   analyze(r);
   const std::string failed = format_sweep_html(r);
   expect_balanced(failed);
-  EXPECT_EQ(count(failed, "data-chart=\"speedup\""), 1u);
-  EXPECT_EQ(count(failed, "data-bar="), 0u);
+  EXPECT_EQ(count_of(failed, "data-chart=\"speedup\""), 1u);
+  EXPECT_EQ(count_of(failed, "data-bar="), 0u);
 }
 
 TEST(Html, WrittenAtomically) {
