@@ -92,7 +92,7 @@ std::vector<svg::LegendItem> legend_of(const BucketChartData& d) {
     legend.push_back({s.label, s.color, true, false, true, false});
   }
   legend.push_back({"all-reduce, overlapped or not", "#555555", true, true, false, false});
-  legend.push_back({"best throughput", "#555555", false, false, true, true});
+  legend.push_back({"best throughput (ringed)", "#555555", true, false, true, true});
   return legend;
 }
 
@@ -105,7 +105,7 @@ std::string draw_buckets(const BucketChartData& d) {
   const double right = width - 22;
   const double top = 12 + svg::legend_rows(legend, left, right) * svg::kLegendRowHeight + 8;
   const double bottom = top + 240;
-  const double height = bottom + 48 + static_cast<double>(d.conclusions.size()) * 15;
+  const double height = bottom + 48;
   svg::Document doc(width, height, "buckets",
                     fmt::format("{}: exposed all-reduce against bucket cap", d.model),
                     {{"data-model", d.model}});
@@ -128,11 +128,6 @@ std::string draw_buckets(const BucketChartData& d) {
   svg::x_axis(doc, x_ticks, bottom, left, right, top, "bucket cap (MB)");
   svg::y_axis(doc, y_ticks, left, bottom, top, right, "all-reduce per step (ms)");
   for (const BucketChartData::Series& s : d.series) draw_series(doc, f, s);
-  double note_y = bottom + 50;
-  for (const std::string& n : d.conclusions) {
-    doc.text(left, note_y, n, {{"class", "svg-note"}});
-    note_y += 15;
-  }
   return std::move(doc).finish();
 }
 

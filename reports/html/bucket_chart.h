@@ -23,7 +23,7 @@ struct BucketChartData {
   std::vector<Series> series;
   std::vector<double> caps;              // every cap measured, ascending (the x ticks)
   double y_hi = 1;                       // ms
-  std::vector<std::string> conclusions;  // one per group, under the chart
+  std::vector<std::string> conclusions;  // one per group, for the text under the chart
 };
 
 BucketChartData prepare_buckets(const ModelView& m);

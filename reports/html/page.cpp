@@ -219,11 +219,16 @@ void model_section(std::string& out, const ModelView& m) {
                  "{}\n</figure>\n",
                  draw_phases(prepare_phases(m)));
   if (!m.bucket_choices.empty()) {
+    const BucketChartData buckets = prepare_buckets(m);
     fmt::format_to(std::back_inserter(out),
                    "<figure><figcaption>Exposed all-reduce against bucket cap <span "
                    "class=\"hint\">(medians per step; dashed: the whole all-reduce, overlapped "
                    "or not)</span></figcaption>\n{}\n</figure>\n",
-                   draw_buckets(prepare_buckets(m)));
+                   draw_buckets(buckets));
+    for (const std::string& c : buckets.conclusions) {
+      fmt::format_to(std::back_inserter(out), "<p class=\"note\" data-bucket-choice>{}</p>\n",
+                     escape(c));
+    }
   }
   waterfalls_text(out, prepare_waterfalls(m));
   communication_text(out, m);

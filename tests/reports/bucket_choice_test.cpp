@@ -158,9 +158,13 @@ TEST(BucketChart, ALinePerGroupWithTheBestRinged) {
   const std::string svg = html::draw_buckets(d);
   EXPECT_EQ(testing_util::count_of(svg, "data-bucket="), 3u);
   EXPECT_EQ(testing_util::count_of(svg, "data-best=\"true\""), 1u);
-  EXPECT_CONTAINS(svg, bucket_conclusion(r.bucket_choices[0]));
-  // On the page, once per model that has a choice; not at all without the axis.
-  EXPECT_EQ(testing_util::count_of(format_sweep_html(r), "data-chart=\"buckets\""), 1u);
+  ASSERT_EQ(d.conclusions.size(), 1u);
+  EXPECT_CONTAINS(d.conclusions[0], bucket_conclusion(r.bucket_choices[0]));
+  // On the page, once per model that has a choice, its conclusion under it; not at all
+  // without the axis.
+  const std::string page = format_sweep_html(r);
+  EXPECT_EQ(testing_util::count_of(page, "data-chart=\"buckets\""), 1u);
+  EXPECT_EQ(testing_util::count_of(page, "data-bucket-choice"), 1u);
   const SweepReport plain = report_of({one_device(), bucket_point(25, 1, 10.0)});
   EXPECT_EQ(testing_util::count_of(format_sweep_html(plain), "data-chart=\"buckets\""), 0u);
 }
