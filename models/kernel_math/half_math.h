@@ -1,0 +1,109 @@
+// 16-bit floating-point formats for compressed gradient all-reduce (what DDP's fp16 and bf16
+// communication hooks send): IEEE binary16 ("fp16": 5 exponent bits, 10 fraction bits) and
+// bfloat16 ("bf16": float32's 8 exponent bits, 7 fraction bits), held in uint16_t so that the
+// same code runs on hosts without a half type and in CUDA kernels.
+//
+// Conversions from float round to nearest, ties to even (as CUDA's __float2half_rn and
+// __float2bfloat16_rn, and x86's VCVTPS2PH with rounding mode 0): values beyond the format's
+// range become infinity, fp16 keeps subnormals, NaN stays NaN (quiet). A reduction adds in
+// float and rounds each partial sum back to the format, as NCCL's and Gloo's half sums do.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "models/kernel_math/host_device.h"
+
+namespace scalescope::kernel_math {
+
+enum class HalfFormat { kFp16, kBf16 };
+
+// Unit roundoff: the largest relative error of one rounding to the format (2^-11, 2^-8).
+SS_HOST_DEVICE inline double unit_roundoff(HalfFormat f) {
+  return f == HalfFormat::kFp16 ? 1.0 / 2048.0 : 1.0 / 256.0;
+}
+
+SS_HOST_DEVICE inline uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+SS_HOST_DEVICE inline float bits_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+SS_HOST_DEVICE inline uint16_t float_to_bf16(float f) {
+  const uint32_t u = float_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);  // NaN
+  // Adding 0x7fff (+1 when the kept part is odd) carries into the kept bits exactly when the
+  // dropped half is above one half, or is one half and the kept part odd; an overflow of the
+  // largest finite values carries into the exponent and gives infinity, as rounding should.
+  const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>((u + rounding) >> 16);
+}
+
+SS_HOST_DEVICE inline float bf16_to_float(uint16_t h) {
+  return bits_float(static_cast<uint32_t>(h) << 16);
+}
+
+SS_HOST_DEVICE inline uint16_t float_to_fp16(float f) {
+  const uint32_t u = float_bits(f);
+  const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t magnitude = u & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
+  if (magnitude >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // ≥ 65520: inf
+  if (magnitude < 0x38800000u) {
+    // Below 2^-14: a subnormal fp16 (or zero), in units of 2^-24. The float's significand
+    // (with its implicit bit) shifted right, rounded to nearest even on the bits shifted out.
+    if (magnitude < 0x33000000u) return sign;  // below 2^-25: rounds to zero
+    const uint32_t exponent = magnitude >> 23;
+    const uint32_t significand = (magnitude & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126u - exponent;  // 14..24
+    const uint32_t kept = significand >> shift;
+    const uint32_t dropped = significand & ((1u << shift) - 1u);
+    const uint32_t half = 1u << (shift - 1u);
+    const uint32_t up = dropped > half || (dropped == half && (kept & 1u) != 0u) ? 1u : 0u;
+    return static_cast<uint16_t>(sign | (kept + up));
+  }
+  // Normal: rebias the exponent (127 → 15) and round the 13 dropped fraction bits; a carry
+  // out of the fraction steps the exponent, up to infinity, as it should.
+  const uint32_t rebiased = magnitude - (112u << 23);
+  const uint32_t rounding = 0xfffu + ((rebiased >> 13) & 1u);
+  return static_cast<uint16_t>(sign | ((rebiased + rounding) >> 13));
+}
+
+SS_HOST_DEVICE inline float fp16_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1fu;
+  const uint32_t fraction = h & 0x3ffu;
+  if (exponent == 0x1fu) return bits_float(sign | 0x7f800000u | (fraction << 13));  // inf, NaN
+  if (exponent != 0u) return bits_float(sign | ((exponent + 112u) << 23) | (fraction << 13));
+  // Zero or subnormal: fraction × 2^-24, exact in float.
+  const float value = static_cast<float>(fraction) * bits_float(0x33800000u);  // 2^-24
+  return (h & 0x8000u) != 0u ? -value : value;
+}
+
+SS_HOST_DEVICE inline uint16_t to_half(float f, HalfFormat format) {
+  return format == HalfFormat::kFp16 ? float_to_fp16(f) : float_to_bf16(f);
+}
+
+SS_HOST_DEVICE inline float from_half(uint16_t h, HalfFormat format) {
+  return format == HalfFormat::kFp16 ? fp16_to_float(h) : bf16_to_float(h);
+}
+
+// One gradient element as compression sends it: divided by the replica count first (in
+// float), so that the sum over the replicas is the mean and cannot overflow where the
+// gradients themselves do not.
+SS_HOST_DEVICE inline uint16_t compress_gradient(float g, int replicas, HalfFormat format) {
+  return to_half(g / static_cast<float>(replicas), format);
+}
+
+// One element of a reduction step: the two partial sums added in float, rounded back.
+SS_HOST_DEVICE inline uint16_t half_sum(uint16_t a, uint16_t b, HalfFormat format) {
+  return to_half(from_half(a, format) + from_half(b, format), format);
+}
+
+}  // namespace scalescope::kernel_math
