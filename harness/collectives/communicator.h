@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "models/kernel_math/half_math.h"
 
 namespace scalescope {
 
@@ -38,6 +39,11 @@ class Communicator {
   // on `stream` so far; the result is ready for work enqueued on `stream` afterwards.
   // Throws Error (naming the rank and the collective) on failure or after the timeout.
   virtual void all_reduce(float* data, int64_t count, ReduceOp op, Stream& stream) = 0;
+  // In-place sum of `count` 16-bit floats of device memory in `format` (gradients compressed
+  // and pre-divided by the replica count), each partial sum rounded to the format, as NCCL's
+  // half sums do; otherwise as all_reduce. A backend without it throws Error naming itself.
+  virtual void all_reduce_half(uint16_t* data, int64_t count, kernel_math::HalfFormat format,
+                               Stream& stream);
   // In-place broadcast of `count` floats from `root` to every rank.
   virtual void broadcast(float* data, int64_t count, int root, Stream& stream) = 0;
   virtual void barrier() = 0;

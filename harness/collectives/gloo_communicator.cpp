@@ -94,6 +94,11 @@ class SoloCommunicator final : public Communicator {
     check_cpu_stream(stream, "all_reduce");
     check_count(count, "all_reduce");
   }
+  void all_reduce_half(uint16_t* /*data*/, int64_t count, kernel_math::HalfFormat /*format*/,
+                       Stream& stream) override {
+    check_cpu_stream(stream, "all_reduce_half");
+    check_count(count, "all_reduce_half");
+  }
   void broadcast(float* /*data*/, int64_t count, int root, Stream& stream) override {
     check_cpu_stream(stream, "broadcast");
     check_count(count, "broadcast");
@@ -154,6 +159,30 @@ class GlooCommunicator final : public Communicator {
       const auto divisor = static_cast<float>(size_);
       for (int64_t i = 0; i < count; ++i) data[i] /= divisor;
     }
+  }
+
+  // Gloo's ring with our element sum: each chunk is summed on one rank in ring order and
+  // passed on unchanged, so every rank ends with the same bits, as for floats.
+  void all_reduce_half(uint16_t* data, int64_t count, kernel_math::HalfFormat format,
+                       Stream& stream) override {
+    check_cpu_stream(stream, "all_reduce_half");
+    check_count(count, "all_reduce_half");
+    if (count == 0) return;
+    check_usable("all_reduce_half");
+    guarded("gloo::allreduce", fmt::format("all_reduce_half of {} values", count),
+            std::source_location::current(), [&] {
+              gloo::AllreduceOptions opts(context_);
+              opts.setOutput(data, static_cast<size_t>(count));
+              opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+              opts.setReduceFunction([format](void* c, const void* a, const void* b, size_t n) {
+                auto* out = static_cast<uint16_t*>(c);
+                const auto* x = static_cast<const uint16_t*>(a);
+                const auto* y = static_cast<const uint16_t*>(b);
+                for (size_t i = 0; i < n; ++i) out[i] = kernel_math::half_sum(x[i], y[i], format);
+              });
+              opts.setTimeout(timeout_);
+              gloo::allreduce(opts);
+            });
   }
 
   void broadcast(float* data, int64_t count, int root, Stream& stream) override {

@@ -326,6 +326,20 @@ void NcclCommunicator::all_reduce(float* data, int64_t count, ReduceOp op, Strea
       "ncclAllReduce", fmt::format("all_reduce of {} floats", count));
 }
 
+void NcclCommunicator::all_reduce_half(uint16_t* data, int64_t count,
+                                       kernel_math::HalfFormat format, Stream& stream) {
+  State& s = *state_;
+  s.check_stream(stream, "all_reduce_half");
+  SS_CHECK(count >= 0, "{}: all_reduce_half: count must be >= 0, got {}", s.who(), count);
+  if (count == 0) return;
+  s.check_usable("all_reduce_half");
+  const cudaStream_t cuda = cuda_stream(stream);
+  const ScopedCudaDevice scope(s.device);
+  const ncclDataType_t type = format == kernel_math::HalfFormat::kFp16 ? ncclFloat16 : ncclBfloat16;
+  s.check_call(ncclAllReduce(data, data, static_cast<size_t>(count), type, ncclSum, s.comm, cuda),
+               "ncclAllReduce", fmt::format("all_reduce_half of {} values", count));
+}
+
 void NcclCommunicator::broadcast(float* data, int64_t count, int root, Stream& stream) {
   State& s = *state_;
   s.check_stream(stream, "broadcast");

@@ -119,6 +119,9 @@ class NcclCommunicator final : public Communicator {
 
   // ncclAllReduce in place; kAverage is ncclAvg.
   void all_reduce(float* data, int64_t count, ReduceOp op, Stream& stream) override;
+  // ncclAllReduce in place of ncclFloat16 or ncclBfloat16 values, ncclSum.
+  void all_reduce_half(uint16_t* data, int64_t count, kernel_math::HalfFormat format,
+                       Stream& stream) override;
   // ncclBroadcast in place from global rank `root`.
   void broadcast(float* data, int64_t count, int root, Stream& stream) override;
   // Through the host communicator: orders the ranks' host threads, not their GPU work.

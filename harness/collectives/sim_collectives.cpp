@@ -34,26 +34,23 @@ class SharedMemoryWorld {
   // order) into its own buffer; then every rank copies every other slice from its owner.
   // Nobody writes what another reads within a round.
   void all_reduce(int rank, float* data, int64_t count, ReduceOp op) {
-    const std::vector<Buffer> all = post(rank, data, count, "all_reduce");
-    const auto [begin, end] = slice(rank, count);
-    for (int64_t i = begin; i < end; ++i) {
-      float sum = all[0].data[i];
-      for (int r = 1; r < size_; ++r) sum += all[static_cast<size_t>(r)].data[i];
-      // Division as the Gloo communicator does it: every rank gets the same bits.
-      data[i] = op == ReduceOp::kAverage ? sum / static_cast<float>(size_) : sum;
-    }
-    wait_all(rank, "all_reduce");
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank) continue;
-      const auto [b, e] = slice(r, count);
-      std::memcpy(data + b, all[static_cast<size_t>(r)].data + b,
-                  static_cast<size_t>(e - b) * sizeof(float));
-    }
-    wait_all(rank, "all_reduce");  // no buffer changes while another rank still reads it
+    const float divisor = static_cast<float>(size_);
+    reduce(
+        rank, data, count, "all_reduce", [](float a, float b) { return a + b; },
+        // Division as the Gloo communicator does it: every rank gets the same bits.
+        [&](float sum) { return op == ReduceOp::kAverage ? sum / divisor : sum; });
+  }
+
+  // The same rounds on 16-bit values, each partial sum rounded to the format.
+  void all_reduce_half(int rank, uint16_t* data, int64_t count, kernel_math::HalfFormat format) {
+    reduce(
+        rank, data, count, "all_reduce_half",
+        [format](uint16_t a, uint16_t b) { return kernel_math::half_sum(a, b, format); },
+        [](uint16_t sum) { return sum; });
   }
 
   void broadcast(int rank, float* data, int64_t count, int root) {
-    const std::vector<Buffer> all = post(rank, data, count, "broadcast");
+    const std::vector<Buffer> all = post(rank, data, count, sizeof(float), "broadcast");
     if (rank != root) {
       std::memcpy(data, all[static_cast<size_t>(root)].data,
                   static_cast<size_t>(count) * sizeof(float));
@@ -71,19 +68,39 @@ class SharedMemoryWorld {
 
  private:
   struct Buffer {
-    float* data = nullptr;
+    void* data = nullptr;
     int64_t count = 0;
+    size_t element = 0;  // bytes per value
   };
+
+  template <class T, class Sum, class Finish>
+  void reduce(int rank, T* data, int64_t count, const char* what, Sum sum, Finish finish) {
+    const std::vector<Buffer> all = post(rank, data, count, sizeof(T), what);
+    const auto at = [&](int r) { return static_cast<const T*>(all[static_cast<size_t>(r)].data); };
+    const auto [begin, end] = slice(rank, count);
+    for (int64_t i = begin; i < end; ++i) {
+      T acc = at(0)[i];
+      for (int r = 1; r < size_; ++r) acc = sum(acc, at(r)[i]);
+      data[i] = finish(acc);
+    }
+    wait_all(rank, what);
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank) continue;
+      const auto [b, e] = slice(r, count);
+      std::memcpy(data + b, at(r) + b, static_cast<size_t>(e - b) * sizeof(T));
+    }
+    wait_all(rank, what);  // no buffer changes while another rank still reads it
+  }
 
   std::pair<int64_t, int64_t> slice(int rank, int64_t count) const {
     return {count * rank / size_, count * (rank + 1) / size_};
   }
 
   // Posts this rank's buffer, waits for every rank's, and returns them all.
-  std::vector<Buffer> post(int rank, float* data, int64_t count, const char* what) {
+  std::vector<Buffer> post(int rank, void* data, int64_t count, size_t element, const char* what) {
     {
       std::lock_guard lock(mutex_);
-      data_[static_cast<size_t>(rank)] = {data, count};
+      data_[static_cast<size_t>(rank)] = {data, count, element};
     }
     wait_all(rank, what);
     std::vector<Buffer> all;
@@ -92,10 +109,11 @@ class SharedMemoryWorld {
       all = data_;
     }
     for (int r = 0; r < size_; ++r) {
-      if (all[static_cast<size_t>(r)].count != count) {
+      const Buffer& b = all[static_cast<size_t>(r)];
+      if (b.count != count || b.element != element) {
         fail(rank, size_,
-             fmt::format("{} of {} floats, but rank {} gave {}", what, count, r,
-                         all[static_cast<size_t>(r)].count));
+             fmt::format("{} of {} values of {} bytes, but rank {} gave {} of {}", what, count,
+                         element, r, b.count, b.element));
       }
     }
     return all;
@@ -150,6 +168,13 @@ class SimCommunicator final : public Communicator {
     SS_CHECK(count >= 0, "all_reduce: count must be >= 0, got {}", count);
     sim_stream(stream).enqueue([world = world_, rank = rank_, data, count, op] {
       world->all_reduce(rank, data, count, op);
+    });
+  }
+  void all_reduce_half(uint16_t* data, int64_t count, kernel_math::HalfFormat format,
+                       Stream& stream) override {
+    SS_CHECK(count >= 0, "all_reduce_half: count must be >= 0, got {}", count);
+    sim_stream(stream).enqueue([world = world_, rank = rank_, data, count, format] {
+      world->all_reduce_half(rank, data, count, format);
     });
   }
   void broadcast(float* data, int64_t count, int root, Stream& stream) override {
