@@ -299,11 +299,6 @@ std::vector<BucketChoice> analyze_buckets(const std::vector<SweepPoint>& points)
 
 }  // namespace
 
-std::string BucketChoice::Setting::text() const {
-  if (first_mb == kDefaultFirstBucketMb) return fmt::format("{} MB", cap_mb);
-  return fmt::format("{} MB (first {} MB)", cap_mb, first_mb);
-}
-
 // What the best setting gains over the reference, or that it gains nothing certain.
 std::string bucket_conclusion(const BucketChoice& c) {
   const BucketChoice::Setting& best = c.settings[c.best];

@@ -29,9 +29,9 @@ ScalingMode parse_scaling_mode(const std::string& text) {
   return *mode;
 }
 
-std::string SweepPoint::buckets_text() const {
-  if (first_bucket_mb == kDefaultFirstBucketMb) return fmt::format("{} MB", bucket_cap_mb);
-  return fmt::format("{} MB, first {} MB", bucket_cap_mb, first_bucket_mb);
+std::string bucket_caps_text(double cap_mb, double first_mb) {
+  if (first_mb == kDefaultFirstBucketMb) return fmt::format("{} MB", cap_mb);
+  return fmt::format("{} MB (first {} MB)", cap_mb, first_mb);
 }
 
 std::string SweepPoint::label() const {

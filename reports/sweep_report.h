@@ -69,6 +69,10 @@ struct PointSummary {
   std::optional<double> bus_bandwidth_gbps;
 };
 
+// Bucket caps as tables and labels show them: "5 MB", or "5 MB (first 0.5 MB)" when the
+// first bucket's cap is not the default.
+std::string bucket_caps_text(double cap_mb, double first_mb);
+
 struct SweepPoint {
   std::string model;
   int64_t params = 0;
@@ -98,8 +102,7 @@ struct SweepPoint {
   bool default_buckets() const {
     return bucket_cap_mb == kDefaultBucketCapMb && first_bucket_mb == kDefaultFirstBucketMb;
   }
-  // "5 MB" or "5 MB, first 0.5 MB" (the first bucket's cap when not the default).
-  std::string buckets_text() const;
+  std::string buckets_text() const { return bucket_caps_text(bucket_cap_mb, first_bucket_mb); }
   // "cifar-cnn cpu:2 batch 64" — how tables and progress name the point; "... bucket 5 MB"
   // on more than one device with other than the default caps.
   std::string label() const;
@@ -137,7 +140,7 @@ struct BucketChoice {
     double allreduce_ms = 0.0;  // median per step, overlapped or not
     double exposed_ms = 0.0;    // median per step: the all-reduce nothing hid
     bool operator==(const Setting&) const = default;
-    std::string text() const;  // "5 MB" or "5 MB (first 0.5 MB)"
+    std::string text() const { return bucket_caps_text(cap_mb, first_mb); }
   };
   std::vector<Setting> settings;  // ascending cap, then first cap
   size_t best = 0;                // index into settings

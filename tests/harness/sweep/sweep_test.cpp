@@ -104,7 +104,7 @@ TEST(SweepGrid, BucketCapsAreAnAxisBeyondOneDevice) {
   EXPECT_EQ(files.size(), grid.size());
   EXPECT_EQ(point_file_name(grid[1]), "dense-100_cpu2_b8_bucket1_first0.5");
   EXPECT_EQ(point_file_name(grid[4]), "dense-100_cpu2_b8");
-  EXPECT_EQ(grid[1].label(), "dense-100 cpu:2 batch 8 bucket 1 MB, first 0.5 MB");
+  EXPECT_EQ(grid[1].label(), "dense-100 cpu:2 batch 8 bucket 1 MB (first 0.5 MB)");
 }
 
 TEST(Sweep, EveryBucketCapRunsAndTheReportNamesTheBest) {
