@@ -28,6 +28,7 @@ class EnumNames {
     }
     return std::nullopt;
   }
+  constexpr const std::array<std::string_view, N>& names() const { return names_; }
   // "a, b or c": what parse() accepts, for an error message.
   std::string accepted() const {
     std::string text;

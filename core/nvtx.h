@@ -30,6 +30,8 @@ enum class Phase : uint32_t {
   kStep = 7,
   // Around the steps a profiler should capture (--profile-steps): nsys's NVTX capture range.
   kProfile = 8,
+  // The casts around a compressed all-reduce (to the 16-bit type and back).
+  kGradCast = 9,
 };
 
 inline constexpr const char* phase_name(Phase phase) {
@@ -50,6 +52,8 @@ inline constexpr const char* phase_name(Phase phase) {
       return "step";
     case Phase::kProfile:
       return "profile";
+    case Phase::kGradCast:
+      return "grad_cast";
   }
   return "?";
 }
@@ -79,6 +83,8 @@ inline constexpr PhaseColor phase_color(Phase phase) {
       return {120, 120, 120};  // grey
     case Phase::kProfile:
       return {0, 0, 0};  // black
+    case Phase::kGradCast:
+      return {240, 228, 66};  // yellow
   }
   return {0, 0, 0};
 }

@@ -74,6 +74,18 @@ void accumulate_into(float* acc, const float* grads, int64_t count, bool first, 
   kernel_backend(stream.device().id().kind).accumulate(acc, grads, count, first, stream);
 }
 
+void compress_gradients(const float* grads, uint16_t* half, int64_t count, int replicas,
+                        kernel_math::HalfFormat format, Stream& stream) {
+  SS_CHECK(count >= 0 && replicas >= 1, "compressing {} gradients of {} replicas", count, replicas);
+  kernel_backend(stream.device().id().kind).compress(grads, half, count, replicas, format, stream);
+}
+
+void decompress_gradients(const uint16_t* half, float* grads, int64_t count,
+                          kernel_math::HalfFormat format, Stream& stream) {
+  SS_CHECK(count >= 0, "decompressing {} gradients", count);
+  kernel_backend(stream.device().id().kind).decompress(half, grads, count, format, stream);
+}
+
 void check_layer_binding(const LayerSpec& spec, const LayerBinding& b) {
   SS_CHECK(b.in.rank() >= 2 && b.out.rank() >= 2 && b.in[0] > 0 && b.in[0] == b.out[0],
            "{}: binding shapes {} -> {} need the same positive batch dimension", describe(spec),

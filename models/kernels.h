@@ -14,6 +14,7 @@
 #include "core/backend.h"
 #include "core/device.h"
 #include "core/tensor.h"
+#include "models/kernel_math/half_math.h"
 #include "models/layer_spec.h"
 
 namespace scalescope {
@@ -132,6 +133,12 @@ class KernelBackend {
   // accumulate_into() (below) on memory of a device of this kind. REQUIRES: count >= 0.
   virtual void accumulate(float* acc, const float* grads, int64_t count, bool first,
                           Stream& stream) = 0;
+  // compress_gradients() and decompress_gradients() (below) on memory of a device of this
+  // kind. REQUIRES: count >= 0, replicas >= 1.
+  virtual void compress(const float* grads, uint16_t* half, int64_t count, int replicas,
+                        kernel_math::HalfFormat format, Stream& stream) = 0;
+  virtual void decompress(const uint16_t* half, float* grads, int64_t count,
+                          kernel_math::HalfFormat format, Stream& stream) = 0;
 };
 
 // The kernel backends built into this binary, CPU first.
@@ -162,6 +169,18 @@ bool deterministic();
 // depend on the thread count or launch shape.
 // REQUIRES: the device current; runs on `stream` and does not synchronize the host.
 void accumulate_into(float* acc, const float* grads, int64_t count, bool first, Stream& stream);
+
+// Gradient compression around a 16-bit all-reduce (what DDP's fp16 and bf16 hooks do):
+// compress_gradients writes half[i] = kernel_math::compress_gradient(grads[i], replicas,
+// format), the gradient divided by the replica count and rounded to the format, so that the
+// all-reduce's sum is the mean; decompress_gradients writes grads[i] = from_half(half[i]).
+// Element-wise over `count` elements of device memory of stream.device(), so the result does
+// not depend on the thread count or launch shape.
+// REQUIRES: the device current; runs on `stream` and does not synchronize the host.
+void compress_gradients(const float* grads, uint16_t* half, int64_t count, int replicas,
+                        kernel_math::HalfFormat format, Stream& stream);
+void decompress_gradients(const uint16_t* half, float* grads, int64_t count,
+                          kernel_math::HalfFormat format, Stream& stream);
 
 // Throws Error unless `binding` is what `spec` needs (positive batch, output shape, parameter and
 // gradient shapes), so that no kernel reads or writes out of bounds. Every backend calls it

@@ -37,15 +37,6 @@ std::string benchmark_name(const SweepPoint& p) {
 
 namespace {
 
-std::vector<double> pooled_step_ms(const SweepPoint& p) {
-  std::vector<double> out;
-  for (const RepeatRecord& r : p.repeats) {
-    for (const StepRecord& s : r.steps) out.push_back(s.step_ms);
-  }
-  SS_CHECK(!out.empty(), "point {} is ok but has no measured steps", p.label());
-  return out;
-}
-
 // 95% bootstrap interval of the median step time (the same seed every time: an export of the
 // same report is the same file).
 Interval step_ms_interval(const SweepPoint& p) {

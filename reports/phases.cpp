@@ -37,7 +37,10 @@ nlohmann::json to_json(const PhaseTimes& p, bool with_buckets) {
 
 PhaseTimes phase_times_from_json(const JsonReader& r) {
   PhaseTimes p;
-  for (const PhaseDef& d : kPhases) p[d.phase] = r.number(d.json_key());
+  for (const PhaseDef& d : kPhases) {
+    if (absent_means_zero(d.phase) && !r.has(d.json_key())) continue;
+    p[d.phase] = r.number(d.json_key());
+  }
   p.step_ms = r.number("step_ms");
   p.start_ms = r.number("start_ms");
   if (r.has("buckets")) {

@@ -26,6 +26,11 @@ enum class Phase {
   kAllReduce,         // total: how long the buckets' all-reduces ran, hidden behind backward or not
   kAllReduceExposed,  // what the step waited for after backward
   kOptimizer,
+  // Gradient compression: the casts to the 16-bit type and back around each bucket's
+  // all-reduce, on the communication thread or stream (0 without compression). Like the
+  // all-reduce, the step waits only for what is not hidden behind backward, which the exposed
+  // all-reduce includes.
+  kGradCast,
 };
 
 // What a phase's time is spent on. The analysis adds the exposed phases up by kind: the input
@@ -66,8 +71,17 @@ inline constexpr auto kPhases = std::to_array<PhaseDef>({
      true, PhaseKind::kCommunication, Track::kCompute},
     {Phase::kOptimizer, "optimizer", "optimizer", nvtx::Phase::kOptimizer, true,
      PhaseKind::kCompute, Track::kCompute},
+    {Phase::kGradCast, "grad_cast", "gradient cast", nvtx::Phase::kGradCast, false,
+     PhaseKind::kCommunication, Track::kCommunication},
 });
 inline constexpr size_t kPhaseCount = kPhases.size();
+
+// Whether a report may lack the phase's time: phases added after the reports' first schema
+// version (the gradient cast, since sweep 1.6 and run 1.5), whose work runs written before
+// them did not do.
+constexpr bool absent_means_zero(Phase phase) {
+  return phase == Phase::kGradCast;
+}
 
 constexpr size_t index_of(Phase phase) {
   return static_cast<size_t>(phase);

@@ -3,10 +3,43 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "core/enum_names.h"
 #include "core/fs.h"
 #include "reports/stats.h"
 
 namespace scalescope {
+
+namespace {
+
+constexpr auto kCompressionNames = enum_names<GradCompression>("none", "fp16", "bf16");
+
+}  // namespace
+
+std::string to_string(GradCompression compression) {
+  return std::string(kCompressionNames(compression));
+}
+
+GradCompression parse_grad_compression(const std::string& name) {
+  const std::optional<GradCompression> c = kCompressionNames.parse(name);
+  SS_CHECK(c.has_value(), "gradient compression '{}': unknown; use {}", name,
+           kCompressionNames.accepted());
+  return *c;
+}
+
+std::vector<std::string> grad_compression_names() {
+  const auto& names = kCompressionNames.names();
+  return {names.begin(), names.end()};
+}
+
+int64_t wire_bytes_per_gradient(GradCompression compression) {
+  return compression == GradCompression::kNone ? 4 : 2;
+}
+
+int64_t allreduce_bytes(const std::vector<int64_t>& bucket_bytes) {
+  int64_t total = 0;
+  for (const int64_t b : bucket_bytes) total += b;
+  return total;
+}
 
 void set_group_times(StepRecord& r) {
   const PhaseTimes& slowest = slowest_replica(r.replicas);
@@ -133,7 +166,9 @@ nlohmann::json to_json(const RunReport& r) {
         {"lr_scaling", r.lr_scaling},
         {"lr_warmup_steps", r.lr_warmup_steps},
         {"overlap", r.overlap},
+        {"grad_compression", to_string(r.grad_compression)},
         {"bucket_bytes", r.bucket_bytes},
+        {"allreduce_bytes_per_step", allreduce_bytes(r.bucket_bytes)},
         {"seed", r.seed},
         {"data", r.data}}},
       {"summary",

@@ -14,7 +14,7 @@
 
 namespace scalescope {
 
-inline constexpr const char* kRunSchemaVersion = "1.4";
+inline constexpr const char* kRunSchemaVersion = "1.5";
 
 struct StepRecord {
   int64_t step = 0;   // 1-based
@@ -85,6 +85,20 @@ struct KernelChoiceRecord {
 inline constexpr double kDefaultBucketCapMb = 25.0;
 inline constexpr double kDefaultFirstBucketMb = 1.0;
 
+// Gradient compression of the all-reduce (--grad-compression): none, or every bucket cast to a
+// 16-bit type (IEEE half, bfloat16), pre-divided by the replica count, all-reduced in that type
+// and cast back, as PyTorch DDP's fp16 and bf16 communication hooks do.
+enum class GradCompression { kNone, kFp16, kBf16 };
+std::string to_string(GradCompression compression);
+// Throws Error naming `name` and what is accepted.
+GradCompression parse_grad_compression(const std::string& name);
+// "none", "fp16" or "bf16", as options and reports spell them.
+std::vector<std::string> grad_compression_names();
+// The bytes one gradient takes in the all-reduce: 4 (float), 2 compressed.
+int64_t wire_bytes_per_gradient(GradCompression compression);
+// The bytes a replica all-reduces per step: the buckets' bytes added up.
+int64_t allreduce_bytes(const std::vector<int64_t>& bucket_bytes);
+
 struct RunReport {
   std::string command_line;
   std::string model;
@@ -102,8 +116,11 @@ struct RunReport {
   std::string lr_scaling = "none";
   int64_t lr_warmup_steps = 0;
   bool overlap = true;
-  std::vector<int64_t> bucket_bytes;  // in the order backward completes them
-  int64_t consistency_checks = 0;     // weight checksum comparisons that passed
+  GradCompression grad_compression = GradCompression::kNone;
+  // What each bucket's all-reduce moves per replica, in the order backward completes them:
+  // its gradients × wire_bytes_per_gradient (half the float bytes with compression).
+  std::vector<int64_t> bucket_bytes;
+  int64_t consistency_checks = 0;  // weight checksum comparisons that passed
   uint64_t seed = 0;
   std::string data;
   std::vector<StepRecord> steps;

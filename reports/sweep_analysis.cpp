@@ -45,12 +45,6 @@ std::vector<const StepRecord*> pooled_steps(const SweepPoint& p) {
   return out;
 }
 
-std::vector<double> pooled_step_ms(const SweepPoint& p) {
-  std::vector<double> out;
-  for (const StepRecord* s : pooled_steps(p)) out.push_back(s->step_ms);
-  return out;
-}
-
 // Median time of each bucket over the pooled steps.
 std::vector<double> bucket_medians(const SweepPoint& p) {
   const std::vector<const StepRecord*> steps = pooled_steps(p);
@@ -197,10 +191,20 @@ CommunicationAnalysis analyze_communication(const std::string& model,
   CommunicationAnalysis c;
   c.model = model;
   std::vector<AllReduceSample> samples;
+  bool compressed = false;
   for (const SweepPoint& p : points) {
     if (!p.ok() || p.model != model || p.devices < 2) continue;
+    // The fit describes the float all-reduce: a 16-bit one sums with other code.
+    compressed = compressed || p.compressed();
+    if (p.compressed()) continue;
     const std::vector<double> ms = bucket_medians(p);
     for (size_t b = 0; b < ms.size(); ++b) samples.push_back({p.bucket_bytes[b], p.devices, ms[b]});
+  }
+  if (samples.empty() && compressed) {
+    c.fit_error =
+        "every point on more than one device compressed its gradients, and the model describes "
+        "the float all-reduce; add none to --grad-compression";
+    return c;
   }
   if (const std::optional<std::string> advice = fit_advice(samples)) {
     c.fit_error = *advice;
@@ -216,7 +220,10 @@ CommunicationAnalysis analyze_communication(const std::string& model,
   // times as many devices.
   std::map<int64_t, const SweepPoint*> largest;
   for (const SweepPoint& p : points) {
-    if (!p.ok() || p.model != model || p.mode != ScalingMode::kWeak || p.devices < 2) continue;
+    if (!p.ok() || p.model != model || p.mode != ScalingMode::kWeak || p.devices < 2 ||
+        p.compressed()) {
+      continue;
+    }
     // Of several bucket settings, the default caps' (the trainer's unless told otherwise).
     const SweepPoint*& l = largest[p.batch];
     if (l == nullptr || p.devices > l->devices ||
@@ -245,10 +252,12 @@ CommunicationAnalysis analyze_communication(const std::string& model,
   return c;
 }
 
-// The points that differ only in their bucket settings: same model, devices and batch axis.
+// The points that differ only in their bucket settings: same model, devices, batch axis and
+// compression.
 std::string bucket_group_key(const SweepPoint& p) {
-  return fmt::format("{}|{}|{}|{}|{}", p.model, p.device_kind, p.devices, to_string(p.mode),
-                     p.mode == ScalingMode::kWeak ? p.batch : p.global_batch);
+  return fmt::format("{}|{}|{}|{}|{}|{}", p.model, p.device_kind, p.devices, to_string(p.mode),
+                     p.mode == ScalingMode::kWeak ? p.batch : p.global_batch,
+                     to_string(p.grad_compression));
 }
 
 BucketChoice choose_bucket(std::vector<const SweepPoint*> group) {
@@ -258,11 +267,8 @@ BucketChoice choose_bucket(std::vector<const SweepPoint*> group) {
   });
   const SweepPoint& first = *group.front();
   BucketChoice c;
-  c.model = first.model;
-  c.device_kind = first.device_kind;
-  c.devices = first.devices;
-  c.mode = first.mode;
-  c.batch = first.mode == ScalingMode::kWeak ? first.batch : first.global_batch;
+  static_cast<PointGroup&>(c) = PointGroup::of(first);
+  c.compression = first.grad_compression;
   for (size_t i = 0; i < group.size(); ++i) {
     const PointSummary& s = group[i]->summary;
     c.settings.push_back({group[i]->bucket_cap_mb, group[i]->first_bucket_mb, s.throughput.value,
@@ -299,6 +305,18 @@ std::vector<BucketChoice> analyze_buckets(const std::vector<SweepPoint>& points)
 
 }  // namespace
 
+PointGroup PointGroup::of(const SweepPoint& p) {
+  return {p.model, p.device_kind, p.devices, p.mode,
+          p.mode == ScalingMode::kWeak ? p.batch : p.global_batch};
+}
+
+std::vector<double> pooled_step_ms(const SweepPoint& p) {
+  std::vector<double> out;
+  for (const StepRecord* s : pooled_steps(p)) out.push_back(s->step_ms);
+  SS_CHECK(!out.empty(), "point {} is ok but has no measured steps", p.label());
+  return out;
+}
+
 // What the best setting gains over the reference, or that it gains nothing certain.
 std::string bucket_conclusion(const BucketChoice& c) {
   const BucketChoice::Setting& best = c.settings[c.best];
@@ -332,6 +350,7 @@ void analyze(SweepReport& report) {
     }
   }
   report.bucket_choices = analyze_buckets(report.points);
+  report.compression_effects = analyze_compression(report.points);
 }
 
 }  // namespace scalescope

@@ -1,7 +1,9 @@
 #include "reports/sweep_report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/check.h"
@@ -40,6 +42,8 @@ std::string SweepPoint::label() const {
           ? fmt::format("{} {}:{} batch {}", model, device_kind, devices, batch)
           : fmt::format("{} {}:{} global batch {}", model, device_kind, devices, global_batch);
   if (devices > 1 && !default_buckets()) label += " bucket " + buckets_text();
+  if (devices > 1 && compressed())
+    label += fmt::format(" {} gradients", to_string(grad_compression));
   return label;
 }
 
@@ -47,6 +51,8 @@ std::string SweepPoint::key() const {
   std::string key = fmt::format("{}|{}|{}|{}|{}|{}", model, device_kind, devices, to_string(mode),
                                 batch, global_batch);
   if (devices > 1) key += fmt::format("|{}|{}", bucket_cap_mb, first_bucket_mb);
+  // Uncompressed points keep the keys of reports written before compression existed.
+  if (devices > 1 && compressed()) key += fmt::format("|{}", to_string(grad_compression));
   return key;
 }
 
@@ -179,7 +185,9 @@ json point_json(const SweepPoint& p) {
           {"error", p.error},
           {"bucket_cap_mb", p.bucket_cap_mb},
           {"first_bucket_mb", p.first_bucket_mb},
+          {"grad_compression", to_string(p.grad_compression)},
           {"bucket_bytes", p.bucket_bytes},
+          {"allreduce_bytes_per_step", allreduce_bytes(p.bucket_bytes)},
           {"peak_memory_bytes", p.peak_memory_bytes},
           {"trace", p.trace},
           {"profile", p.profile},
@@ -215,6 +223,14 @@ json communication_json(const CommunicationAnalysis& c) {
           {"series", std::move(series)}};
 }
 
+json group_json(const PointGroup& g) {
+  return {{"model", g.model},
+          {"device_kind", g.device_kind},
+          {"devices", g.devices},
+          {"mode", to_string(g.mode)},
+          {"batch", g.batch}};
+}
+
 json bucket_choice_json(const BucketChoice& c) {
   json settings = json::array();
   for (const BucketChoice::Setting& s : c.settings) {
@@ -226,19 +242,39 @@ json bucket_choice_json(const BucketChoice& c) {
   }
   const BucketChoice::Setting& best = c.settings[c.best];
   const BucketChoice::Setting& reference = c.settings[c.reference];
-  return {{"model", c.model},
-          {"device_kind", c.device_kind},
-          {"devices", c.devices},
-          {"mode", to_string(c.mode)},
-          {"batch", c.batch},
-          {"settings", std::move(settings)},
-          {"best", {{"bucket_cap_mb", best.cap_mb}, {"first_bucket_mb", best.first_mb}}},
-          {"reference",
-           {{"bucket_cap_mb", reference.cap_mb},
-            {"first_bucket_mb", reference.first_mb},
-            {"is_default", c.reference_is_default}}},
-          {"gain", interval_json(c.gain)},
-          {"better", c.better()}};
+  json j = group_json(c);
+  j.update({{"grad_compression", to_string(c.compression)},
+            {"settings", std::move(settings)},
+            {"best", {{"bucket_cap_mb", best.cap_mb}, {"first_bucket_mb", best.first_mb}}},
+            {"reference",
+             {{"bucket_cap_mb", reference.cap_mb},
+              {"first_bucket_mb", reference.first_mb},
+              {"is_default", c.reference_is_default}}},
+            {"gain", interval_json(c.gain)},
+            {"better", c.better()}});
+  return j;
+}
+
+json compression_effect_json(const CompressionEffect& e) {
+  json settings = json::array();
+  for (const CompressionEffect::Setting& s : e.settings) {
+    settings.push_back({{"grad_compression", to_string(s.compression)},
+                        {"allreduce_bytes_per_step", s.bytes_per_step},
+                        {"throughput", s.throughput},
+                        {"step_ms", s.step_ms},
+                        {"allreduce_ms", s.allreduce_ms},
+                        {"exposed_allreduce_ms", s.exposed_ms},
+                        {"grad_cast_ms", s.cast_ms},
+                        {"efficiency", s.efficiency ? interval_json(*s.efficiency) : json(nullptr)},
+                        {"step_ms_saved", s.saved_ms},
+                        {"gain", s.gain ? interval_json(*s.gain) : json(nullptr)},
+                        {"faster", s.faster()}});
+  }
+  json j = group_json(e);
+  j.update({{"bucket_cap_mb", e.cap_mb},
+            {"first_bucket_mb", e.first_mb},
+            {"settings", std::move(settings)}});
+  return j;
 }
 
 // The group's record of each step: number, loss, learning rate and step time.
@@ -270,6 +306,7 @@ void replica_from_json(const JsonReader& columns, size_t k, std::vector<StepReco
     for (size_t i = 0; i < n; ++i) set(steps[i].replicas[k], v[i]);
   };
   for (const PhaseDef& d : kPhases) {
+    if (absent_means_zero(d.phase) && !columns.has(d.json_key())) continue;
     read(d.json_key(), [&d](PhaseTimes& p, double v) { p[d.phase] = v; });
   }
   read("step_ms", [](PhaseTimes& p, double v) { p.step_ms = v; });
@@ -356,6 +393,14 @@ SweepPoint point_from_json(const JsonReader& r) {
              "{}: bucket caps must be positive sizes, not {} and {}", r.name("bucket_cap_mb"),
              p.bucket_cap_mb, p.first_bucket_mb);
   }
+  if (r.has("grad_compression")) {  // since 1.6; earlier sweeps did not compress
+    const std::string name = r.string("grad_compression");
+    const std::vector<std::string> names = grad_compression_names();
+    SS_CHECK(std::find(names.begin(), names.end(), name) != names.end(),
+             "{}: '{}' is not a gradient compression (accepted: {})", r.name("grad_compression"),
+             name, fmt::join(names, ", "));
+    p.grad_compression = parse_grad_compression(name);
+  }
   p.bucket_bytes = r.int64s("bucket_bytes");
   p.peak_memory_bytes = r.int64("peak_memory_bytes");
   // Added in 1.0's lifetime: optional when reading.
@@ -380,6 +425,10 @@ json to_json(const SweepReport& r) {
   }
   json bucket_choices = json::array();
   for (const BucketChoice& c : r.bucket_choices) bucket_choices.push_back(bucket_choice_json(c));
+  json compression = json::array();
+  for (const CompressionEffect& e : r.compression_effects) {
+    compression.push_back(compression_effect_json(e));
+  }
   json j = {{"schema", kSweepSchema},
             {"schema_version", kSweepSchemaVersion},
             {"tool_version", r.tool_version},
@@ -389,7 +438,8 @@ json to_json(const SweepReport& r) {
             {"config", r.config},
             {"points", std::move(points)},
             {"communication", std::move(communication)},
-            {"bucket_choices", std::move(bucket_choices)}};
+            {"bucket_choices", std::move(bucket_choices)},
+            {"compression_effects", std::move(compression)}};
   if (r.cluster) j["cluster"] = to_json(*r.cluster);
   return j;
 }

@@ -23,7 +23,7 @@
 namespace scalescope {
 
 inline constexpr const char* kSweepSchema = "scalescope-sweep";
-inline constexpr const char* kSweepSchemaVersion = "1.5";
+inline constexpr const char* kSweepSchemaVersion = "1.6";
 
 // Weak scaling keeps the per-device batch (the global batch grows with the devices); strong
 // scaling keeps the global batch (each device gets a smaller share).
@@ -90,10 +90,12 @@ struct SweepPoint {
   // all-reduce runs on one device, so they tell apart only points of more than one.
   double bucket_cap_mb = kDefaultBucketCapMb;
   double first_bucket_mb = kDefaultFirstBucketMb;
-  std::vector<int64_t> bucket_bytes;
-  int64_t peak_memory_bytes = 0;  // most device memory one replica held
-  std::string trace;              // Chrome trace of its first repeat ("" none)
-  std::string profile;            // Nsight Systems report of it ("" none)
+  // Cast to 16 bits for the all-reduce (only points of more than one device). Since 1.6.
+  GradCompression grad_compression = GradCompression::kNone;
+  std::vector<int64_t> bucket_bytes;  // all-reduced per replica: half the floats' compressed
+  int64_t peak_memory_bytes = 0;      // most device memory one replica held
+  std::string trace;                  // Chrome trace of its first repeat ("" none)
+  std::string profile;                // Nsight Systems report of it ("" none)
   std::vector<RepeatRecord> repeats;
   PointSummary summary;  // analyze()
 
@@ -103,8 +105,10 @@ struct SweepPoint {
     return bucket_cap_mb == kDefaultBucketCapMb && first_bucket_mb == kDefaultFirstBucketMb;
   }
   std::string buckets_text() const { return bucket_caps_text(bucket_cap_mb, first_bucket_mb); }
+  bool compressed() const { return grad_compression != GradCompression::kNone; }
   // "cifar-cnn cpu:2 batch 64" — how tables and progress name the point; "... bucket 5 MB"
-  // on more than one device with other than the default caps.
+  // on more than one device with other than the default caps, "... fp16 gradients" with
+  // compression.
   std::string label() const;
   // Points with equal keys measure the same thing (resume and compare match on it).
   std::string key() const;
@@ -124,15 +128,22 @@ struct CommunicationAnalysis {
   std::vector<Series> series;  // weak scaling only
 };
 
-// Per model, scaling mode, batch and device count (N > 1) measured with more than one
-// bucket setting: the setting of the best throughput, against the default caps (25 MB, first
-// 1 MB) where the sweep measured them, else against its first setting.
-struct BucketChoice {
+// What the points that one comparison compares have in common: model, device kind and count,
+// scaling mode and batch.
+struct PointGroup {
   std::string model;
   std::string device_kind;
   int devices = 2;
   ScalingMode mode = ScalingMode::kWeak;
   int64_t batch = 0;  // per device (weak) or global (strong), as the grid's batch axis
+  static PointGroup of(const SweepPoint& p);
+};
+
+// Per model, scaling mode, batch and device count (N > 1) measured with more than one
+// bucket setting: the setting of the best throughput, against the default caps (25 MB, first
+// 1 MB) where the sweep measured them, else against its first setting.
+struct BucketChoice : PointGroup {
+  GradCompression compression = GradCompression::kNone;  // of every setting
   struct Setting {
     double cap_mb = 0.0;
     double first_mb = 0.0;
@@ -155,6 +166,34 @@ struct BucketChoice {
 // better (tables and the HTML page say the same).
 std::string bucket_conclusion(const BucketChoice& c);
 
+// Per model, scaling mode, batch, device count (N > 1) and bucket caps measured both without
+// and with gradient compression: what each compression changed against none.
+struct CompressionEffect : PointGroup {
+  double cap_mb = kDefaultBucketCapMb;
+  double first_mb = kDefaultFirstBucketMb;
+  struct Setting {
+    GradCompression compression = GradCompression::kNone;
+    int64_t bytes_per_step = 0;          // all-reduced per replica
+    double throughput = 0.0;             // samples/s, the point's median
+    double step_ms = 0.0;                // median
+    double allreduce_ms = 0.0;           // median per step, overlapped or not (the casts apart)
+    double exposed_ms = 0.0;             // median per step: the all-reduce (and casts) nothing hid
+    double cast_ms = 0.0;                // median per step: the casts to 16 bits and back
+    std::optional<Interval> efficiency;  // against the one-device point, when measured
+    // Compressed settings: the step time saved against none (median; negative when slower),
+    // and the throughput against none, bootstrap CI over the pooled step times (same global
+    // batch). Faster only when the whole interval lies above 1.
+    double saved_ms = 0.0;
+    std::optional<Interval> gain;
+    bool faster() const { return gain && gain->low > 1.0; }
+  };
+  std::vector<Setting> settings;  // none first, then fp16, bf16 as measured
+};
+// One sentence per compressed setting (settings[i], i >= 1): the bytes it sent, what it did
+// to the exposed all-reduce and the step, and whether it is faster (tables and the HTML page
+// say the same).
+std::string compression_conclusion(const CompressionEffect& e, size_t i);
+
 struct SweepReport {
   std::string tool_version;
   std::string created;                 // UTC ISO-8601 of the sweep's start
@@ -162,13 +201,20 @@ struct SweepReport {
   std::optional<ClusterInfo> cluster;  // multi-process sweeps only
   nlohmann::json config;               // the sweep's options as run (resume reads them back)
   std::vector<SweepPoint> points;
-  std::vector<CommunicationAnalysis> communication;  // analyze()
-  std::vector<BucketChoice> bucket_choices;          // analyze()
+  std::vector<CommunicationAnalysis> communication;    // analyze()
+  std::vector<BucketChoice> bucket_choices;            // analyze()
+  std::vector<CompressionEffect> compression_effects;  // analyze()
   bool complete = false;  // every point of the grid has run (ok or failed)
 };
 
 // Fills every point's summary and the communication analysis from the samples.
 void analyze(SweepReport& report);
+// The step times of every measured step of every repeat, in order; throws Error when there
+// are none.
+std::vector<double> pooled_step_ms(const SweepPoint& point);
+// One effect per group of analysed points (summaries filled) that differ only in their
+// compression and include an uncompressed one, in the order of the groups' first points.
+std::vector<CompressionEffect> analyze_compression(const std::vector<SweepPoint>& points);
 
 nlohmann::json to_json(const SweepReport& report);
 // Strict: a missing or mistyped key throws Error naming it (and `what`, e.g. the path);

@@ -24,34 +24,44 @@ std::string bucket_cell(const SweepPoint& p, bool shown) {
   return fmt::format(" {:>18}", p.devices > 1 ? p.buckets_text() : "-");
 }
 
+// The gradient compression of a multi-device point, when the model's points compressed any.
+std::string compression_cell(const SweepPoint& p, bool shown) {
+  if (!shown) return "";
+  return fmt::format(" {:>11}", p.devices > 1 ? to_string(p.grad_compression) : "-");
+}
+
 void model_table(std::string& out, const SweepReport& report, const std::string& model) {
   bool simulated = false;
   bool buckets = false;
+  bool compression = false;
   const SweepPoint* any = nullptr;
   for (const SweepPoint& p : report.points) {
     if (p.model != model) continue;
     if (any == nullptr) any = &p;
     buckets = buckets || (p.devices > 1 && !p.default_buckets());
+    compression = compression || (p.devices > 1 && p.compressed());
   }
   fmt::format_to(std::back_inserter(out), "\n{} ({} scaling{})\n", model, to_string(any->mode),
                  any->params > 0 ? fmt::format(", {} parameters", any->params) : "");
-  fmt::format_to(std::back_inserter(out), "{:>8} {:>7} {:>9}{} {:>24} {:>10} {:>20} {:>18}  {}\n",
+  fmt::format_to(std::back_inserter(out), "{:>8} {:>7} {:>9}{}{} {:>24} {:>10} {:>20} {:>18}  {}\n",
                  "devices", "batch", "global", buckets ? fmt::format(" {:>18}", "buckets") : "",
-                 "samples/s [95% CI]", "step ms", "speedup [CI]", "efficiency", "bottleneck");
+                 compression ? fmt::format(" {:>11}", "compression") : "", "samples/s [95% CI]",
+                 "step ms", "speedup [CI]", "efficiency", "bottleneck");
   for (const SweepPoint& p : report.points) {
     if (p.model != model) continue;
     simulated = simulated || p.simulated();
     const std::string devices = fmt::format("{}:{}", p.device_kind, p.devices);
     if (!p.ok()) {
-      fmt::format_to(std::back_inserter(out), "{:>8} {:>7} {:>9}{}  FAILED: {}\n", devices, p.batch,
-                     p.global_batch, bucket_cell(p, buckets), p.error);
+      fmt::format_to(std::back_inserter(out), "{:>8} {:>7} {:>9}{}{}  FAILED: {}\n", devices,
+                     p.batch, p.global_batch, bucket_cell(p, buckets),
+                     compression_cell(p, compression), p.error);
       continue;
     }
     const PointSummary& s = p.summary;
     const Finding& top = s.verdict.top();
     fmt::format_to(std::back_inserter(out),
-                   "{:>8} {:>7} {:>9}{} {:>24} {:>10.2f} {:>20} {:>18}  {}{}\n", devices, p.batch,
-                   p.global_batch, bucket_cell(p, buckets),
+                   "{:>8} {:>7} {:>9}{}{} {:>24} {:>10.2f} {:>20} {:>18}  {}{}\n", devices, p.batch,
+                   p.global_batch, bucket_cell(p, buckets), compression_cell(p, compression),
                    interval(s.throughput, "{:.0f} [{:.0f}, {:.0f}]"), s.step_ms_median,
                    interval(s.speedup, "{:.2f} [{:.2f}, {:.2f}]"),
                    interval(s.efficiency, "{:.0f}% [{:.0f}, {:.0f}]", 100.0), top.kind,
@@ -124,8 +134,11 @@ void bucket_table(std::string& out, const SweepReport& report) {
   if (report.bucket_choices.empty()) return;
   out += "\nbucket caps (medians per step; the best throughput against the default)\n";
   for (const BucketChoice& c : report.bucket_choices) {
-    fmt::format_to(std::back_inserter(out), "{} {}:{} {}{}\n", c.model, c.device_kind, c.devices,
-                   c.mode == ScalingMode::kWeak ? "batch " : "global batch ", c.batch);
+    fmt::format_to(std::back_inserter(out), "{} {}:{} {}{}{}\n", c.model, c.device_kind, c.devices,
+                   c.mode == ScalingMode::kWeak ? "batch " : "global batch ", c.batch,
+                   c.compression == GradCompression::kNone
+                       ? ""
+                       : fmt::format(" {} gradients", to_string(c.compression)));
     fmt::format_to(std::back_inserter(out), "  {:>8} {:>9} {:>12} {:>14} {:>12}\n", "cap MB",
                    "first MB", "samples/s", "all-reduce ms", "exposed ms");
     for (const BucketChoice::Setting& s : c.settings) {
@@ -133,6 +146,30 @@ void bucket_table(std::string& out, const SweepReport& report) {
                      s.cap_mb, s.first_mb, s.throughput, s.allreduce_ms, s.exposed_ms);
     }
     fmt::format_to(std::back_inserter(out), "  {}\n", bucket_conclusion(c));
+  }
+}
+
+void compression_table(std::string& out, const SweepReport& report) {
+  if (report.compression_effects.empty()) return;
+  out += "\ngradient compression (medians per step; each compression against none)\n";
+  for (const CompressionEffect& e : report.compression_effects) {
+    const bool default_caps =
+        e.cap_mb == kDefaultBucketCapMb && e.first_mb == kDefaultFirstBucketMb;
+    fmt::format_to(std::back_inserter(out), "{} {}:{} {}{}{}\n", e.model, e.device_kind, e.devices,
+                   e.mode == ScalingMode::kWeak ? "batch " : "global batch ", e.batch,
+                   default_caps ? "" : " bucket " + bucket_caps_text(e.cap_mb, e.first_mb));
+    fmt::format_to(std::back_inserter(out), "  {:>11} {:>14} {:>10} {:>8} {:>8}  {}\n",
+                   "compression", "MB all-reduced", "exposed ms", "cast ms", "step ms",
+                   "efficiency [CI]");
+    for (const CompressionEffect::Setting& s : e.settings) {
+      fmt::format_to(
+          std::back_inserter(out), "  {:>11} {:>14.3f} {:>10.2f} {:>8.2f} {:>8.2f}  {}\n",
+          to_string(s.compression), static_cast<double>(s.bytes_per_step) / 1e6, s.exposed_ms,
+          s.cast_ms, s.step_ms, interval(s.efficiency, "{:.0f}% [{:.0f}, {:.0f}]", 100.0));
+    }
+    for (size_t i = 1; i < e.settings.size(); ++i) {
+      fmt::format_to(std::back_inserter(out), "  {}\n", compression_conclusion(e, i));
+    }
   }
 }
 
@@ -147,6 +184,7 @@ std::string format_sweep_tables(const SweepReport& report) {
   loss_table(out, report);
   communication_table(out, report);
   bucket_table(out, report);
+  compression_table(out, report);
   if (!report.complete) out += "\n(incomplete sweep: not every point has run)\n";
   return out;
 }

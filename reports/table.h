@@ -1,6 +1,6 @@
 // Terminal tables of a sweep report: per model, devices × batch with throughput, speedup,
-// efficiency and the top bottleneck; then the efficiency-loss breakdown and the
-// communication model.
+// efficiency and the top bottleneck; then the efficiency-loss breakdown, the
+// communication model, the bucket caps and the gradient compression against none.
 #pragma once
 
 #include <string>

@@ -88,9 +88,10 @@ void add_options(CLI::App& app, OptionList& list) {
                              ->check(CLI::IsMember(c.names));
                        },
                        // Numbers split at commas; a list of names (models) is the sweep's to split,
-                       // as its items may hold commas themselves.
+                       // as its items may hold commas themselves, unless its names hold none.
                        [&](Bound<std::vector<std::string>>& b) {
-                         return app.add_option(d.names, *b.value, d.help);
+                         CLI::Option* o = app.add_option(d.names, *b.value, d.help);
+                         return d.comma_separated ? o->delimiter(',') : o;
                        },
                        [&]<class T>(Bound<std::vector<T>>& b) {
                          return app.add_option(d.names, *b.value, d.help)->delimiter(',');

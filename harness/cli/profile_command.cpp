@@ -124,6 +124,9 @@ int run_profile(ProfileArgs& a, const OptionSources& names) {
   SS_CHECK(o.bucket_caps_mb.size() == 1 && o.first_buckets_mb.size() == 1,
            "{} and {}: profile runs one point; give one bucket cap and one first-bucket cap",
            names.name("bucket_cap_mb"), names.name("first_bucket_mb"));
+  SS_CHECK(
+      o.grad_compressions.size() == 1, "{}: profile runs one point; give one compression",
+      names.subject("grad_compression", fmt::format("{}", fmt::join(o.grad_compressions, ","))));
   validate(o, names);
   SweepPoint point;
   point.model = a.model;
@@ -132,6 +135,7 @@ int run_profile(ProfileArgs& a, const OptionSources& names) {
   point.batch = o.batches.front();
   point.bucket_cap_mb = o.bucket_caps_mb.front();
   point.first_bucket_mb = o.first_buckets_mb.front();
+  point.grad_compression = parse_grad_compression(o.grad_compressions.front());
   const std::string name = a.name.empty() ? "scalescope_" + point_file_name(point) : a.name;
 
   run_under_nsys(nsys_arguments(nsys, axis.kind, name, o));

@@ -66,13 +66,17 @@ int run_train(TrainArgs& args, const OptionSources& names) {
       report.cluster ? fmt::format(" over {} processes on {} node{}", report.cluster->processes,
                                    report.cluster->nodes, report.cluster->nodes == 1 ? "" : "s")
                      : "";
+  const std::string compression =
+      report.grad_compression == GradCompression::kNone
+          ? ""
+          : fmt::format(", {} gradients", to_string(report.grad_compression));
   fmt::print(
-      "{} on {}{} ({} thread{}/device), global batch {}, {}: median step {:.2f} ms "
+      "{} on {}{} ({} thread{}/device), global batch {}, {}{}: median step {:.2f} ms "
       "(p10 {:.2f}, p90 {:.2f}) over {} steps, {:.1f} samples/s; loss {:.4f} -> {:.4f}\n",
       report.model, report.devices, processes, report.threads_per_device,
       report.threads_per_device == 1 ? "" : "s", report.global_batch(), report.optimizer,
-      s.step_ms_median, s.step_ms_p10, s.step_ms_p90, s.measured_steps, s.samples_per_second,
-      s.first_loss, s.last_loss);
+      compression, s.step_ms_median, s.step_ms_p10, s.step_ms_p90, s.measured_steps,
+      s.samples_per_second, s.first_loss, s.last_loss);
   if (!args.output.empty()) {
     write_run_report(args.output, report);
     fmt::print("run written to {}\n", args.output);

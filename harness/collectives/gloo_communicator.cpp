@@ -28,6 +28,7 @@
 
 #include "core/check.h"
 #include "harness/collectives/communicator.h"
+#include "models/cpu/cpu_half.h"
 
 namespace scalescope {
 
@@ -175,10 +176,8 @@ class GlooCommunicator final : public Communicator {
               opts.setOutput(data, static_cast<size_t>(count));
               opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
               opts.setReduceFunction([format](void* c, const void* a, const void* b, size_t n) {
-                auto* out = static_cast<uint16_t*>(c);
-                const auto* x = static_cast<const uint16_t*>(a);
-                const auto* y = static_cast<const uint16_t*>(b);
-                for (size_t i = 0; i < n; ++i) out[i] = kernel_math::half_sum(x[i], y[i], format);
+                sum_half_span(static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b),
+                              static_cast<uint16_t*>(c), static_cast<int64_t>(n), format);
               });
               opts.setTimeout(timeout_);
               gloo::allreduce(opts);

@@ -70,6 +70,8 @@ struct OptionDecl {
   std::string key;
   bool in_config = true;      // false: command line only
   bool list_in_file = false;  // a string a config file may also give as a list of integers
+  // A list of names split at commas on the command line (names that hold no commas).
+  bool comma_separated = false;
   // Shown as the default in --help instead of the value ("" = the value).
   std::string default_text;
   // In the config and in written command lines only while this holds (null: always).
@@ -90,6 +92,10 @@ struct OptionDecl {
   }
   OptionDecl& list_accepted_in_file() {
     list_in_file = true;
+    return *this;
+  }
+  OptionDecl& split_at_commas() {
+    comma_separated = true;
     return *this;
   }
   OptionDecl& shown_default(std::string text) {

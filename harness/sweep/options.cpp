@@ -111,8 +111,8 @@ void add_sweep_options(OptionList& list, SweepOptions& o) {
   add_axes(list, o);
   add_measurement(list, o);
   add_data_options(list, o.train.data);
-  const BucketAxes buckets{&o.bucket_caps_mb, &o.first_buckets_mb};
-  add_training_options(list, o.train, &buckets);
+  const GradientAxes axes{&o.bucket_caps_mb, &o.first_buckets_mb, &o.grad_compressions};
+  add_training_options(list, o.train, &axes);
   add_outputs(list, o);
 }
 

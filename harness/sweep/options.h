@@ -39,6 +39,8 @@ struct SweepOptions {
   // and the first bucket's cap, in MiB.
   std::vector<double> bucket_caps_mb = {kDefaultBucketCapMb};
   std::vector<double> first_buckets_mb = {kDefaultFirstBucketMb};
+  // And the gradient compressions ("none", "fp16", "bf16").
+  std::vector<std::string> grad_compressions = {"none"};
   // Optimizer, data, overlap, seed, timeouts; each point's model, devices, batch, buckets,
   // length and profiler range are the sweep's.
   TrainOptions train;

@@ -70,15 +70,44 @@ std::vector<double> ascending_unique(std::vector<double> v) {
   return v;
 }
 
+// The compressions named, in the enum's order (none first), each once.
+std::vector<GradCompression> compression_axis(const std::vector<std::string>& names) {
+  std::vector<GradCompression> out;
+  for (const std::string& name : names) out.push_back(parse_grad_compression(name));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// The settings of the gradient exchange a point of `devices` devices runs: every cap × first
+// cap × compression, or on one device (which all-reduces nothing) the first of each.
+struct GradientSetting {
+  double cap_mb;
+  double first_mb;
+  GradCompression compression;
+};
+std::vector<GradientSetting> gradient_settings(const SweepOptions& o, int devices) {
+  const std::vector<double> caps = ascending_unique(o.bucket_caps_mb);
+  const std::vector<double> firsts = ascending_unique(o.first_buckets_mb);
+  const std::vector<GradCompression> compressions = compression_axis(o.grad_compressions);
+  SS_CHECK(!caps.empty() && !firsts.empty() && !compressions.empty(),
+           "bucket_cap_mb, first_bucket_mb and grad_compression need a value each (the grid has "
+           "no points)");
+  if (devices == 1) return {{caps.front(), firsts.front(), GradCompression::kNone}};
+  std::vector<GradientSetting> out;
+  for (double cap : caps) {
+    for (double first : firsts) {
+      for (GradCompression c : compressions) out.push_back({cap, first, c});
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<SweepPoint> sweep_grid(const SweepOptions& o, const DeviceAxis& axis) {
   std::vector<SweepPoint> points;
   const int threads = backend(axis.kind).logical() ? cpu_threads_per_device(o, axis) : 0;
-  const std::vector<double> caps = ascending_unique(o.bucket_caps_mb);
-  const std::vector<double> firsts = ascending_unique(o.first_buckets_mb);
-  SS_CHECK(!caps.empty() && !firsts.empty(),
-           "bucket_cap_mb and first_bucket_mb need a value each (the grid has no points)");
   for (const std::string& model : o.models) {
     for (int64_t batch : o.axis_batches()) {
       for (int n : axis.counts) {
@@ -92,13 +121,11 @@ std::vector<SweepPoint> sweep_grid(const SweepOptions& o, const DeviceAxis& axis
         const int64_t parts = static_cast<int64_t>(n) * o.train.accumulation;
         p.batch = p.mode == ScalingMode::kWeak ? batch : batch / parts;
         p.global_batch = p.mode == ScalingMode::kWeak ? batch * parts : batch;
-        // One device all-reduces nothing: its point runs the first caps only.
-        for (double cap : n == 1 ? std::vector<double>{caps.front()} : caps) {
-          for (double first : n == 1 ? std::vector<double>{firsts.front()} : firsts) {
-            p.bucket_cap_mb = cap;
-            p.first_bucket_mb = first;
-            points.push_back(p);
-          }
+        for (const GradientSetting& g : gradient_settings(o, n)) {
+          p.bucket_cap_mb = g.cap_mb;
+          p.first_bucket_mb = g.first_mb;
+          p.grad_compression = g.compression;
+          points.push_back(p);
         }
       }
     }
@@ -116,6 +143,7 @@ TrainOptions train_options_for(const SweepOptions& o, const SweepPoint& p) {
   t.batch = p.batch;
   t.bucket_cap_mb = p.bucket_cap_mb;
   t.first_bucket_mb = p.first_bucket_mb;
+  t.grad_compression = p.grad_compression;
   t.global_batch = 0;
   t.steps = o.steps;
   t.epochs = 0;
@@ -231,6 +259,7 @@ std::string point_file_name(const SweepPoint& p) {
     if (p.first_bucket_mb != kDefaultFirstBucketMb)
       name += fmt::format("_first{}", p.first_bucket_mb);
   }
+  if (p.devices > 1 && p.compressed()) name += "_" + to_string(p.grad_compression);
   return name;
 }
 
@@ -263,6 +292,8 @@ void validate(const SweepOptions& o, const OptionSources& names) {
            names.name("bucket_cap_mb"));
   SS_CHECK(!o.first_buckets_mb.empty(), "{} is empty: give at least one size",
            names.name("first_bucket_mb"));
+  SS_CHECK(!o.grad_compressions.empty(), "{} is empty: give none, fp16 or bf16",
+           names.name("grad_compression"));
   const DeviceAxis axis = resolve_devices(o, names);
   if (backend(axis.kind).logical()) {
     const int cores = backend(DeviceKind::kCpu).device_count();

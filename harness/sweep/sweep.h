@@ -14,12 +14,12 @@
 namespace scalescope {
 
 // A file-name-safe name of a point: "cifar-cnn_cpu2_b64" (+ "_bucket5" for other than the
-// default bucket caps).
+// default bucket caps, + "_fp16" with compression).
 std::string point_file_name(const SweepPoint& point);
 
 // The grid in run order: per model and batch, ascending device counts (the one-device
 // baseline first, so speedups are known as soon as possible), and for each count of more
-// than one every bucket cap × first-bucket cap, ascending.
+// than one every bucket cap × first-bucket cap, ascending, × compression (none first).
 std::vector<SweepPoint> sweep_grid(const SweepOptions& options, const DeviceAxis& axis);
 
 // options.devices' axis, its GPU counts checked against the machine (those of this node in

@@ -84,7 +84,7 @@ void check_length(const TrainOptions& o, const OptionSources& names) {
 
 }  // namespace
 
-void add_training_options(OptionList& list, TrainOptions& o, const BucketAxes* axes) {
+void add_training_options(OptionList& list, TrainOptions& o, const GradientAxes* axes) {
   list.add("--optimizer",
            Choice{{"sgd", "adam"},
                   [&o] { return std::string(to_string(o.optimizer.kind)); },
@@ -127,6 +127,22 @@ void add_training_options(OptionList& list, TrainOptions& o, const BucketAxes* a
   } else {
     list.add("--bucket-cap-mb", o.bucket_cap_mb, cap_help, size);
     list.add("--first-bucket-mb", o.first_bucket_mb, first_help, size);
+  }
+  const char* compression_help =
+      "Gradient compression: none, or fp16/bf16 (each bucket cast to 16 bits, pre-divided by "
+      "the device count, all-reduced in that type and cast back: half the bytes)";
+  if (axes != nullptr) {
+    list.add("--grad-compression", *axes->compressions,
+             fmt::format("{}; a list is a sweep axis", compression_help),
+             parses([](const std::string& name) { (void)parse_grad_compression(name); }))
+        .split_at_commas();
+  } else {
+    list.add("--grad-compression",
+             Choice{grad_compression_names(), [&o] { return to_string(o.grad_compression); },
+                    [&o](const std::string& name) {
+                      o.grad_compression = parse_grad_compression(name);
+                    }},
+             compression_help);
   }
   list.add("!--no-overlap", o.overlap,
            "All-reduce after backward instead of during it (shows what overlap buys)");
@@ -192,6 +208,22 @@ void add_train_options(OptionList& list, TrainOptions& o) {
            at_least<int64_t>(0, "must be 0 (only at the end) or positive"));
   list.add("--save", o.save, "Write a checkpoint (safetensors) at the end");
   list.add("--load", o.load, "Start from a checkpoint (safetensors)");
+}
+
+GradCompression effective_compression(const TrainOptions& o, int replicas) {
+  return replicas > 1 ? o.grad_compression : GradCompression::kNone;
+}
+
+std::optional<kernel_math::HalfFormat> half_format(GradCompression compression) {
+  switch (compression) {
+    case GradCompression::kFp16:
+      return kernel_math::HalfFormat::kFp16;
+    case GradCompression::kBf16:
+      return kernel_math::HalfFormat::kBf16;
+    case GradCompression::kNone:
+      break;
+  }
+  return std::nullopt;
 }
 
 int64_t per_replica_batch(const TrainOptions& o, int replicas) {

@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "harness/options/option_schema.h"
 #include "harness/trainer/data.h"
+#include "models/kernel_math/half_math.h"
 #include "models/optimizer.h"
 #include "reports/run_report.h"
 #include "reports/stats.h"
@@ -68,6 +70,8 @@ struct TrainOptions {
   double bucket_cap_mb = kDefaultBucketCapMb;
   double first_bucket_mb = kDefaultFirstBucketMb;
   bool overlap = true;
+  // Each bucket cast to a 16-bit type for its all-reduce (runs of more than one device).
+  GradCompression grad_compression = GradCompression::kNone;
   // Every collective gives up after this long (a lost replica must not hang the others).
   int64_t collective_timeout_ms = 60000;
   // Consistency guard: every this many steps (and after the last one) the replicas compare
@@ -104,17 +108,25 @@ struct TrainOptions {
 // the values otherwise).
 int64_t per_replica_batch(const TrainOptions& options, int replicas);
 
+// The gradient compression a run on `replicas` replicas applies: none on one replica, which
+// all-reduces nothing.
+GradCompression effective_compression(const TrainOptions& options, int replicas);
+// The 16-bit format of a compression (nullopt for none).
+std::optional<kernel_math::HalfFormat> half_format(GradCompression compression);
+
 // The options' declarations (harness/options/option_schema.h), in groups: the optimizer and
 // gradient exchange ("training"); the input pipeline ("data"; `with_workers` false for a
 // command with its own list of worker counts); everything a `train` run takes (the model,
 // devices, batch and length, and both groups).
-// Sweeps declare the bucket caps as lists (axes of their grid) instead of one value each.
-struct BucketAxes {
+// Sweeps declare the bucket caps and the gradient compression as lists (axes of their grid)
+// instead of one value each.
+struct GradientAxes {
   std::vector<double>* caps_mb = nullptr;
   std::vector<double>* first_mb = nullptr;
+  std::vector<std::string>* compressions = nullptr;
 };
 void add_training_options(OptionList& list, TrainOptions& options,
-                          const BucketAxes* axes = nullptr);
+                          const GradientAxes* axes = nullptr);
 void add_data_options(OptionList& list, DataOptions& options, bool with_workers = true);
 void add_train_options(OptionList& list, TrainOptions& options);
 

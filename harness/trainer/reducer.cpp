@@ -9,20 +9,27 @@
 
 namespace scalescope {
 
-GradientReducer::GradientReducer(Device& device, Stream& compute, float* grads, Config config)
-    : device_(device),
+GradientReducer::GradientReducer(Communicator& comm, Device& device, Stream& compute, float* grads,
+                                 Config config)
+    : comm_(comm),
+      device_(device),
       compute_(compute),
       grads_(grads),
       buckets_(std::move(config.buckets)),
       micro_batches_(config.micro_batches),
-      overlap_(config.overlap) {
+      overlap_(config.overlap),
+      compression_(comm.size() > 1 ? config.compression : std::nullopt) {
   SS_CHECK(micro_batches_ >= 1, "{} micro-batches per step", micro_batches_);
   int64_t total = 0;
+  const int64_t wire_bytes = compression_ ? sizeof(uint16_t) : sizeof(float);
   for (size_t i = 0; i < buckets_.size(); ++i) {
-    range_text_.push_back(fmt::format("allreduce bucket {}: {} B", i, buckets_[i].bytes()));
+    const int64_t count = buckets_[i].end - buckets_[i].begin;
+    range_text_.push_back(fmt::format("allreduce bucket {}: {} B", i, count * wire_bytes));
     total = std::max(total, buckets_[i].end);
   }
   if (micro_batches_ > 1) accumulated_ = Tensor(device, Shape{total});
+  // Allocated once: a step allocates nothing.
+  if (compression_) half_ = DeviceBuffer(device, static_cast<size_t>(total) * sizeof(uint16_t));
 }
 
 GradientReducer::~GradientReducer() = default;
@@ -64,6 +71,28 @@ void GradientReducer::add_accumulated(size_t index, Stream& stream) {
   const Bucket& b = buckets_[index];
   accumulate_into(grads_ + b.begin, accumulated_.data() + b.begin, b.end - b.begin,
                   /*first=*/false, stream);
+}
+
+void GradientReducer::compress(size_t index, Stream& stream) {
+  const Bucket& b = buckets_[index];
+  compress_gradients(grads_ + b.begin, static_cast<uint16_t*>(half_.data()) + b.begin,
+                     b.end - b.begin, comm_.size(), *compression_, stream);
+}
+
+void GradientReducer::decompress(size_t index, Stream& stream) {
+  const Bucket& b = buckets_[index];
+  decompress_gradients(static_cast<const uint16_t*>(half_.data()) + b.begin, grads_ + b.begin,
+                       b.end - b.begin, *compression_, stream);
+}
+
+void GradientReducer::all_reduce(size_t index, Stream& stream) {
+  const Bucket& b = buckets_[index];
+  if (compression_) {
+    comm_.all_reduce_half(static_cast<uint16_t*>(half_.data()) + b.begin, b.end - b.begin,
+                          *compression_, stream);
+  } else {
+    comm_.all_reduce(grads_ + b.begin, b.end - b.begin, ReduceOp::kAverage, stream);
+  }
 }
 
 std::unique_ptr<GradientReducer> make_reducer(Communicator& comm, Device& device, Stream& compute,

@@ -14,9 +14,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/buffer.h"
 #include "core/tensor.h"
 #include "harness/collectives/communicator.h"
 #include "harness/trainer/buckets.h"
@@ -26,7 +28,9 @@ namespace scalescope {
 
 // The all-reduce times of one step.
 struct ReduceTimes {
-  double total_ms = 0.0;          // how long the reductions ran, hidden or not
+  double total_ms = 0.0;  // how long the reductions ran, hidden or not
+  // With compression: how long the casts to the 16-bit type and back ran (not in total_ms).
+  double cast_ms = 0.0;
   std::vector<double> bucket_ms;  // per bucket, in bucket order
   std::vector<double> start_ms;   // when each began, in ms since the run began (core/clock.h)
 };
@@ -37,10 +41,15 @@ class GradientReducer {
     std::vector<Bucket> buckets;  // tile the gradients, in the order backward completes them
     int micro_batches = 1;        // per step; all but the last one's gradients accumulate
     bool overlap = true;          // reduce a bucket as soon as backward completes it
+    // Gradient compression: each bucket is cast to this 16-bit format (divided by the
+    // replica count first, so that the sum is the mean), all-reduced in it and cast back.
+    // Nothing is cast when the communicator has one rank (make_reducer).
+    std::optional<kernel_math::HalfFormat> compression;
   };
-  // `grads`: the model's flat gradients, written by backward on `compute`.
+  // `grads`: the model's flat gradients, written by backward on `compute`; `comm` averages
+  // them over its ranks.
   // REQUIRES: `compute` belongs to `device`, which is current on every calling thread.
-  GradientReducer(Device& device, Stream& compute, float* grads, Config config);
+  GradientReducer(Communicator& comm, Device& device, Stream& compute, float* grads, Config config);
   virtual ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -75,7 +84,16 @@ class GradientReducer {
   // grads += the earlier micro-batches' gradients over bucket `index`, on `stream` (nothing
   // with one micro-batch per step).
   void add_accumulated(size_t index, Stream& stream);
+  // With compression: the bucket's gradients cast to the 16-bit format (pre-divided), on
+  // `stream`; and the reduced values cast back into them.
+  bool compressed() const { return compression_.has_value(); }
+  void compress(size_t index, Stream& stream);
+  void decompress(size_t index, Stream& stream);
+  // The bucket's all-reduce, of its floats (averaged) or, with compression, of its 16-bit
+  // values (summed: they were pre-divided).
+  void all_reduce(size_t index, Stream& stream);
   float* bucket_data(size_t index) const { return grads_ + buckets_[index].begin; }
+  Communicator& comm() const { return comm_; }
   int64_t step() const { return step_; }
   // "allreduce bucket 2: 1048576 B": the text of a bucket's NVTX range.
   const std::string& range_text(size_t index) const { return range_text_[index]; }
@@ -83,6 +101,7 @@ class GradientReducer {
   Stream& compute() const { return compute_; }
 
  private:
+  Communicator& comm_;
   Device& device_;
   Stream& compute_;
   float* grads_;
@@ -91,6 +110,8 @@ class GradientReducer {
   bool overlap_;
   std::vector<std::string> range_text_;
   Tensor accumulated_;  // the earlier micro-batches' gradients (micro_batches_ > 1)
+  std::optional<kernel_math::HalfFormat> compression_;
+  DeviceBuffer half_;  // with compression: 16-bit values of every gradient, bucket by bucket
   int64_t step_ = 0;
   int micro_batch_ = 0;
   size_t started_ = 0;  // buckets started this step

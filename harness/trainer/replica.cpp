@@ -126,15 +126,19 @@ Replica::Replica(ReplicaShared& run, int rank)
   clock_ = std::make_unique<ClockAnchor>(*device_, compute_, run_.epoch_ns);
 
   const int micro = options_.accumulation;
+  const GradCompression compression = effective_compression(options_, comm_->size());
   reducer_ = make_reducer(*comm_, *device_, compute_, model_->grads().data(),
                           {.buckets = plan_buckets(*model_, mb_to_bytes(options_.bucket_cap_mb),
                                                    mb_to_bytes(options_.first_bucket_mb)),
                            .micro_batches = micro,
-                           .overlap = options_.overlap},
+                           .overlap = options_.overlap,
+                           .compression = half_format(compression)},
                           *clock_, run_.hooks.reduce_on_streams);
   if (rank_ == 0) {
-    for (const Bucket& b : reducer_->buckets())
-      run_.results.group.bucket_bytes.push_back(b.bytes());
+    for (const Bucket& b : reducer_->buckets()) {
+      run_.results.group.bucket_bytes.push_back((b.end - b.begin) *
+                                                wire_bytes_per_gradient(compression));
+    }
   }
   input_ = std::make_unique<ReplicaInput>(*device_, plan.data, options_.data, plan.sampler, rank_,
                                           plan.batch * micro, options_.seed);

@@ -183,6 +183,7 @@ RunReport assemble_report(const TrainOptions& o, const Plan& plan, RunResults& r
   report.seed = o.seed;
   report.data = plan.data.train->describe();
   report.overlap = o.overlap;
+  report.grad_compression = effective_compression(o, plan.replicas);
   report.bucket_bytes = g.bucket_bytes;
   report.consistency_checks = g.consistency_checks;
   report.warmup_steps = g.warmup_steps;

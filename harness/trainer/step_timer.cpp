@@ -44,6 +44,7 @@ PhaseTimes StepTimer::read(const ReduceTimes& reduced) const {
     previous = marks_[i].event.get();
   }
   p[Phase::kAllReduce] = reduced.total_ms;
+  p[Phase::kGradCast] = reduced.cast_ms;
   p.step_ms = end_->elapsed_ms_since(*start_);
   p.start_ms = clock_.host_ms(*start_);
   for (size_t b = 0; b < reduced.bucket_ms.size(); ++b) {

@@ -6,8 +6,7 @@ namespace scalescope {
 
 StreamReducer::StreamReducer(Communicator& comm, Device& device, Stream& compute, float* grads,
                              Config config, const ClockAnchor& clock)
-    : GradientReducer(device, compute, grads, std::move(config)),
-      comm_(comm),
+    : GradientReducer(comm, device, compute, grads, std::move(config)),
       comm_stream_(device.comm_stream()),
       clock_(clock),
       done_(device.create_ordering_event()) {
@@ -15,13 +14,16 @@ StreamReducer::StreamReducer(Communicator& comm, Device& device, Stream& compute
     ready_.push_back(device.create_ordering_event());
     start_.push_back(device.create_event());
     end_.push_back(device.create_event());
+    if (compressed()) {
+      cast_.push_back(device.create_event());
+      reduced_.push_back(device.create_event());
+    }
   }
   times_.bucket_ms.assign(buckets().size(), 0.0);
   times_.start_ms.assign(buckets().size(), 0.0);
 }
 
 void StreamReducer::start(size_t index) {
-  const Bucket& b = buckets()[index];
   // The host-side range marks when the reduction was enqueued; the timeline shows the
   // collective's kernel itself on the communication stream.
   nvtx::Range range(nvtx::Phase::kAllReduce, step(), range_text(index).c_str());
@@ -31,9 +33,15 @@ void StreamReducer::start(size_t index) {
   // bucket's timing starts, which is the all-reduce's alone.
   add_accumulated(index, comm_stream_);
   start_[index]->record(comm_stream_);
-  // One replica has nothing to exchange (and the average of one is itself).
-  if (comm_.size() > 1) {
-    comm_.all_reduce(bucket_data(index), b.end - b.begin, ReduceOp::kAverage, comm_stream_);
+  if (compressed()) {  // only with more than one replica
+    compress(index, comm_stream_);
+    cast_[index]->record(comm_stream_);
+    all_reduce(index, comm_stream_);
+    reduced_[index]->record(comm_stream_);
+    decompress(index, comm_stream_);
+  } else if (comm().size() > 1) {
+    // One replica has nothing to exchange (and the average of one is itself).
+    all_reduce(index, comm_stream_);
   }
   end_[index]->record(comm_stream_);
 }
@@ -45,10 +53,18 @@ void StreamReducer::wait_all() {
 
 const ReduceTimes& StreamReducer::times() {
   times_.total_ms = 0.0;
+  times_.cast_ms = 0.0;
   for (size_t i = 0; i < buckets().size(); ++i) {
-    times_.bucket_ms[i] = end_[i]->elapsed_ms_since(*start_[i]);
-    times_.start_ms[i] = clock_.host_ms(*start_[i]);
+    // With compression the bucket's all-reduce is the part between the casts.
+    const Event& began = compressed() ? *cast_[i] : *start_[i];
+    const Event& ended = compressed() ? *reduced_[i] : *end_[i];
+    times_.bucket_ms[i] = ended.elapsed_ms_since(began);
+    times_.start_ms[i] = clock_.host_ms(began);
     times_.total_ms += times_.bucket_ms[i];
+    if (compressed()) {
+      times_.cast_ms +=
+          began.elapsed_ms_since(*start_[i]) + end_[i]->elapsed_ms_since(*reduced_[i]);
+    }
   }
   return times_;
 }

@@ -30,13 +30,16 @@ class StreamReducer final : public GradientReducer {
   // Makes the compute stream wait for every reduction of the step; does not block the host.
   void wait_all() override;
 
-  Communicator& comm_;
   Stream& comm_stream_;
   const ClockAnchor& clock_;
   std::vector<std::unique_ptr<Event>> ready_;  // [bucket], on compute: gradients written
   std::vector<std::unique_ptr<Event>> start_;  // [bucket], on comm: reduction began
   std::vector<std::unique_ptr<Event>> end_;    // [bucket], on comm: reduction done
-  std::unique_ptr<Event> done_;                // on comm: every reduction of the step done
+  // With compression, [bucket] on comm: the cast to 16 bits done, the all-reduce done (the
+  // cast back runs from there to end_).
+  std::vector<std::unique_ptr<Event>> cast_;
+  std::vector<std::unique_ptr<Event>> reduced_;
+  std::unique_ptr<Event> done_;  // on comm: every reduction of the step done
   ReduceTimes times_;
 };
 

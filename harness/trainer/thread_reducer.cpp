@@ -11,10 +11,10 @@ namespace scalescope {
 
 ThreadReducer::ThreadReducer(Communicator& comm, Device& device, Stream& compute, float* grads,
                              Config config, int64_t epoch_ns)
-    : GradientReducer(device, compute, grads, std::move(config)), comm_(comm), epoch_ns_(epoch_ns) {
+    : GradientReducer(comm, device, compute, grads, std::move(config)), epoch_ns_(epoch_ns) {
   times_.bucket_ms.assign(buckets().size(), 0.0);
   times_.start_ms.assign(buckets().size(), 0.0);
-  if (comm_.size() > 1) thread_ = std::thread([this] { run(); });
+  if (comm.size() > 1) thread_ = std::thread([this] { run(); });
 }
 
 ThreadReducer::~ThreadReducer() {
@@ -32,6 +32,7 @@ void ThreadReducer::begin_step() {
   submitted_ = 0;
   done_ = 0;
   times_.total_ms = 0.0;
+  times_.cast_ms = 0.0;
 }
 
 void ThreadReducer::start(size_t index) {
@@ -48,20 +49,32 @@ void ThreadReducer::start(size_t index) {
 }
 
 void ThreadReducer::reduce(size_t index) {
-  const Bucket& b = buckets()[index];
   // The earlier micro-batches' gradients join the last one's here, on this thread, so
   // backward never waits for the addition; the bucket's time is the all-reduce's alone.
   add_accumulated(index, compute());
+  const int64_t cast_start = now_ns();
+  if (compressed()) {
+    nvtx::Range range(nvtx::Phase::kGradCast, step(), "compress");
+    compress(index, compute());
+  }
   const int64_t start = now_ns();
   {
     // The step as payload, the bucket and its size in the text: the timeline shows which
     // buckets of which step ran how long.
     nvtx::Range range(nvtx::Phase::kAllReduce, step(), range_text(index).c_str());
-    comm_.all_reduce(bucket_data(index), b.end - b.begin, ReduceOp::kAverage, compute());
+    all_reduce(index, compute());
   }  // the range closes before the step can see the bucket done
-  const double ms = static_cast<double>(now_ns() - start) * 1e-6;
+  const int64_t end = now_ns();
+  if (compressed()) {
+    nvtx::Range range(nvtx::Phase::kGradCast, step(), "decompress");
+    decompress(index, compute());
+  }
+  const double ms = static_cast<double>(end - start) * 1e-6;
+  const double cast_ms =
+      compressed() ? static_cast<double>(now_ns() - end + start - cast_start) * 1e-6 : 0.0;
   std::lock_guard lock(mutex_);
   times_.total_ms += ms;
+  times_.cast_ms += cast_ms;
   times_.bucket_ms[index] = ms;
   times_.start_ms[index] = static_cast<double>(start - epoch_ns_) * 1e-6;
   ++done_;
@@ -74,8 +87,8 @@ void ThreadReducer::wait_all() {
 }
 
 void ThreadReducer::run() {
-  set_thread_rank(comm_.rank());
-  nvtx::name_current_thread(fmt::format("scalescope comm {}", comm_.rank()).c_str());
+  set_thread_rank(comm().rank());
+  nvtx::name_current_thread(fmt::format("scalescope comm {}", comm().rank()).c_str());
   // Work this thread runs on the device (the accumulated gradients' addition) uses the
   // device's settings, as the replica's own thread does.
   device().make_current();

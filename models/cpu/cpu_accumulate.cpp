@@ -1,8 +1,12 @@
-// Gradient accumulation on CPU memory: one element-wise pass, so the sum of each element is
+// Passes over gradient buffers on CPU memory: accumulation over micro-batches, and the casts
+// around a compressed all-reduce. Each is one element-wise pass, so every element's result is
 // the same whatever the thread count.
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdint>
 
+#include "models/cpu/cpu_half.h"
 #include "models/cpu/cpu_kernels.h"
 
 namespace scalescope {
@@ -16,6 +20,35 @@ void accumulate_into_cpu(float* acc, const float* grads, int64_t count, bool fir
   // The team of the calling thread: a replica's device set its thread count (make_current).
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < count; ++i) acc[i] += grads[i];
+}
+
+namespace {
+
+// f(begin, end) over a contiguous share of [0, n) on each thread of the calling thread's team.
+template <class F>
+void in_shares(int64_t n, const F& f) {
+#pragma omp parallel
+  {
+    const int64_t t = omp_get_thread_num();
+    const int64_t k = omp_get_num_threads();
+    f(n * t / k, n * (t + 1) / k);
+  }
+}
+
+}  // namespace
+
+void compress_gradients_cpu(const float* grads, uint16_t* half, int64_t count, int replicas,
+                            kernel_math::HalfFormat format) {
+  in_shares(count, [&](int64_t begin, int64_t end) {
+    compress_half_span(grads + begin, half + begin, end - begin, replicas, format);
+  });
+}
+
+void decompress_gradients_cpu(const uint16_t* half, float* grads, int64_t count,
+                              kernel_math::HalfFormat format) {
+  in_shares(count, [&](int64_t begin, int64_t end) {
+    decompress_half_span(half + begin, grads + begin, end - begin, format);
+  });
 }
 
 }  // namespace scalescope

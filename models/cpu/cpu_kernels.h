@@ -26,6 +26,12 @@ std::unique_ptr<OptimizerKernel> make_cpu_optimizer(const OptimizerConfig& confi
 // cpu_accumulate.cpp: accumulate_into() (models/kernels.h) on CPU memory, across the calling
 // thread's OpenMP threads.
 void accumulate_into_cpu(float* acc, const float* grads, int64_t count, bool first);
+// cpu_accumulate.cpp: compress_gradients() and decompress_gradients() (models/kernels.h) on
+// CPU memory, across the calling thread's OpenMP threads.
+void compress_gradients_cpu(const float* grads, uint16_t* half, int64_t count, int replicas,
+                            kernel_math::HalfFormat format);
+void decompress_gradients_cpu(const uint16_t* half, float* grads, int64_t count,
+                              kernel_math::HalfFormat format);
 
 class CpuKernelBackend final : public KernelBackend {
  public:
@@ -47,6 +53,14 @@ class CpuKernelBackend final : public KernelBackend {
   void accumulate(float* acc, const float* grads, int64_t count, bool first,
                   Stream& /*stream*/) override {
     accumulate_into_cpu(acc, grads, count, first);
+  }
+  void compress(const float* grads, uint16_t* half, int64_t count, int replicas,
+                kernel_math::HalfFormat format, Stream& /*stream*/) override {
+    compress_gradients_cpu(grads, half, count, replicas, format);
+  }
+  void decompress(const uint16_t* half, float* grads, int64_t count, kernel_math::HalfFormat format,
+                  Stream& /*stream*/) override {
+    decompress_gradients_cpu(half, grads, count, format);
   }
 
  private:

@@ -34,6 +34,12 @@ std::unique_ptr<OptimizerKernel> make_cuda_optimizer(const OptimizerConfig& conf
 // cuda_optimizers.cpp: accumulate_into() (models/kernels.h) on device memory, on `stream`.
 void accumulate_into_cuda(float* acc, const float* grads, int64_t count, bool first,
                           Stream& stream);
+// cuda_optimizers.cpp: compress_gradients() and decompress_gradients() (models/kernels.h) on
+// device memory, on `stream`.
+void compress_gradients_cuda(const float* grads, uint16_t* half, int64_t count, int replicas,
+                             kernel_math::HalfFormat format, Stream& stream);
+void decompress_gradients_cuda(const uint16_t* half, float* grads, int64_t count,
+                               kernel_math::HalfFormat format, Stream& stream);
 
 class CudaKernelBackend final : public KernelBackend {
  public:
@@ -56,6 +62,14 @@ class CudaKernelBackend final : public KernelBackend {
   void accumulate(float* acc, const float* grads, int64_t count, bool first,
                   Stream& stream) override {
     accumulate_into_cuda(acc, grads, count, first, stream);
+  }
+  void compress(const float* grads, uint16_t* half, int64_t count, int replicas,
+                kernel_math::HalfFormat format, Stream& stream) override {
+    compress_gradients_cuda(grads, half, count, replicas, format, stream);
+  }
+  void decompress(const uint16_t* half, float* grads, int64_t count, kernel_math::HalfFormat format,
+                  Stream& stream) override {
+    decompress_gradients_cuda(half, grads, count, format, stream);
   }
 
  private:

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <source_location>
 
+#include "models/kernel_math/half_math.h"
 #include "models/kernel_math/optimizer_math.h"
 #include "models/kernel_math/pool_math.h"
 #include "models/layer_spec.h"
@@ -108,6 +109,12 @@ void adam_update(float* w, const float* g, float* m, float* v, int64_t n, const 
 
 // acc += grads.
 void accumulate(float* acc, const float* grads, int64_t n, cudaStream_t stream);
+
+// half[i] = compress_gradient(grads[i], replicas, format); grads[i] = from_half(half[i]).
+void compress_gradients(const float* grads, uint16_t* half, int64_t n, int replicas,
+                        kernel_math::HalfFormat format, cudaStream_t stream);
+void decompress_gradients(const uint16_t* half, float* grads, int64_t n,
+                          kernel_math::HalfFormat format, cudaStream_t stream);
 
 }  // namespace cuda_ops
 }  // namespace scalescope

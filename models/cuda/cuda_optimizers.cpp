@@ -94,4 +94,14 @@ void accumulate_into_cuda(float* acc, const float* grads, int64_t count, bool fi
   cuda_ops::accumulate(acc, grads, count, s);
 }
 
+void compress_gradients_cuda(const float* grads, uint16_t* half, int64_t count, int replicas,
+                             kernel_math::HalfFormat format, Stream& stream) {
+  cuda_ops::compress_gradients(grads, half, count, replicas, format, cuda_stream(stream));
+}
+
+void decompress_gradients_cuda(const uint16_t* half, float* grads, int64_t count,
+                               kernel_math::HalfFormat format, Stream& stream) {
+  cuda_ops::decompress_gradients(half, grads, count, format, cuda_stream(stream));
+}
+
 }  // namespace scalescope

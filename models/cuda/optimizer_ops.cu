@@ -1,4 +1,5 @@
-// The fused optimizer updates and gradient accumulation: one launch over all parameters,
+// The fused optimizer updates, gradient accumulation and the casts around a compressed
+// all-reduce: one launch over all parameters,
 // reading each parameter, gradient and state value once and writing each once.
 //
 // The per-element arithmetic is kernel_math/optimizer_math.h, cpu_optimizers.cpp's operation by
@@ -11,6 +12,7 @@
 #include <cstdint>
 
 #include "models/cuda/cuda_ops.h"
+#include "models/kernel_math/half_math.h"
 #include "models/kernel_math/optimizer_math.h"
 
 namespace scalescope::cuda_ops {
@@ -65,6 +67,22 @@ __global__ void accumulate_kernel(float* __restrict__ acc, const float* __restri
   }
 }
 
+__global__ void compress_kernel(const float* __restrict__ grads, uint16_t* __restrict__ half,
+                                int64_t n, int replicas, km::HalfFormat format) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    half[i] = km::compress_gradient(grads[i], replicas, format);
+  }
+}
+
+__global__ void decompress_kernel(const uint16_t* __restrict__ half, float* __restrict__ grads,
+                                  int64_t n, km::HalfFormat format) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    grads[i] = km::from_half(half[i], format);
+  }
+}
+
 }  // namespace
 
 void sgd_update(float* w, const float* g, float* v, int64_t n, float lr, float weight_decay,
@@ -91,6 +109,20 @@ void accumulate(float* acc, const float* grads, int64_t n, cudaStream_t stream) 
   if (n == 0) return;
   accumulate_kernel<<<grid_for(n), kThreads, 0, stream>>>(acc, grads, n);
   check_launch("accumulate_kernel");
+}
+
+void compress_gradients(const float* grads, uint16_t* half, int64_t n, int replicas,
+                        km::HalfFormat format, cudaStream_t stream) {
+  if (n == 0) return;
+  compress_kernel<<<grid_for(n), kThreads, 0, stream>>>(grads, half, n, replicas, format);
+  check_launch("compress_kernel");
+}
+
+void decompress_gradients(const uint16_t* half, float* grads, int64_t n, km::HalfFormat format,
+                          cudaStream_t stream) {
+  if (n == 0) return;
+  decompress_kernel<<<grid_for(n), kThreads, 0, stream>>>(half, grads, n, format);
+  check_launch("decompress_kernel");
 }
 
 }  // namespace scalescope::cuda_ops

@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include "models/kernel_math/host_device.h"
 
@@ -21,18 +20,6 @@ enum class HalfFormat { kFp16, kBf16 };
 // Unit roundoff: the largest relative error of one rounding to the format (2^-11, 2^-8).
 SS_HOST_DEVICE inline double unit_roundoff(HalfFormat f) {
   return f == HalfFormat::kFp16 ? 1.0 / 2048.0 : 1.0 / 256.0;
-}
-
-SS_HOST_DEVICE inline uint32_t float_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-SS_HOST_DEVICE inline float bits_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
 }
 
 SS_HOST_DEVICE inline uint16_t float_to_bf16(float f) {

@@ -14,3 +14,31 @@
 #else
 #define SS_HOST_DEVICE
 #endif
+
+#include <cstdint>
+#include <cstring>
+
+namespace scalescope::kernel_math {
+
+// A float's bits and back (no conversion): for comparisons and formats done on the bits.
+SS_HOST_DEVICE inline uint32_t float_bits(float v) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(v);
+#else
+  uint32_t bits = 0;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
+#endif
+}
+
+SS_HOST_DEVICE inline float bits_float(uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  float v = 0.0f;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+#endif
+}
+
+}  // namespace scalescope::kernel_math

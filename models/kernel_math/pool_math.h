@@ -12,7 +12,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include "models/kernel_math/host_device.h"
 #include "models/kernel_math/layout_math.h"
@@ -22,16 +21,6 @@ namespace scalescope::kernel_math {
 struct PoolShape {
   int64_t batch, in_h, in_w, channels, out_h, out_w, pool, stride;
 };
-
-SS_HOST_DEVICE inline uint32_t float_bits(float v) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(v);
-#else
-  uint32_t bits = 0;
-  std::memcpy(&bits, &v, sizeof bits);
-  return bits;
-#endif
-}
 
 // The windows o (< out) along one axis that contain input position i: those with
 // o·stride <= i < o·stride + pool.

@@ -109,4 +109,18 @@ void SimKernelBackend::accumulate(float* acc, const float* grads, int64_t count,
   sim(stream.device()).launch(stream, [=] { accumulate_into_cpu(acc, grads, count, first); });
 }
 
+void SimKernelBackend::compress(const float* grads, uint16_t* half, int64_t count, int replicas,
+                                kernel_math::HalfFormat format, Stream& stream) {
+  sim(stream.device()).launch(stream, [=] {
+    compress_gradients_cpu(grads, half, count, replicas, format);
+  });
+}
+
+void SimKernelBackend::decompress(const uint16_t* half, float* grads, int64_t count,
+                                  kernel_math::HalfFormat format, Stream& stream) {
+  sim(stream.device()).launch(stream, [=] {
+    decompress_gradients_cpu(half, grads, count, format);
+  });
+}
+
 }  // namespace scalescope

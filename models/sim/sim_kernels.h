@@ -23,6 +23,10 @@ class SimKernelBackend final : public KernelBackend {
                                                   Device& device) override;
   void accumulate(float* acc, const float* grads, int64_t count, bool first,
                   Stream& stream) override;
+  void compress(const float* grads, uint16_t* half, int64_t count, int replicas,
+                kernel_math::HalfFormat format, Stream& stream) override;
+  void decompress(const uint16_t* half, float* grads, int64_t count, kernel_math::HalfFormat format,
+                  Stream& stream) override;
 };
 
 }  // namespace scalescope

@@ -26,9 +26,14 @@ BucketChartData prepare_buckets(const ModelView& m) {
       y_max = std::max({y_max, s.exposed_ms, s.allreduce_ms});
     }
     const BucketChoice::Setting& best = c->settings[c->best];
+    // Choices are per compression: the compressed ones say which.
+    const std::string group =
+        fmt::format("{}:{}, {}{}", c->device_kind, c->devices, batch_label(c->mode, c->batch),
+                    c->compression == GradCompression::kNone
+                        ? ""
+                        : fmt::format(", {} gradients", to_string(c->compression)));
     for (auto& [first, series] : by_first) {
-      series.label =
-          fmt::format("{}:{}, {}", c->device_kind, c->devices, batch_label(c->mode, c->batch));
+      series.label = group;
       if (by_first.size() > 1 || first != kDefaultFirstBucketMb) {
         series.label += fmt::format(", first {} MB", first);
       }
@@ -36,8 +41,7 @@ BucketChartData prepare_buckets(const ModelView& m) {
       if (best.first_mb == first) series.best_cap_mb = best.cap_mb;
       d.series.push_back(std::move(series));
     }
-    d.conclusions.push_back(fmt::format("{}:{}, {}: {}", c->device_kind, c->devices,
-                                        batch_label(c->mode, c->batch), bucket_conclusion(*c)));
+    d.conclusions.push_back(fmt::format("{}: {}", group, bucket_conclusion(*c)));
   }
   d.caps.assign(caps.begin(), caps.end());
   // A round top: 1, 2 or 5 times a power of ten.

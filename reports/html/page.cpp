@@ -8,6 +8,7 @@
 #include "core/fs.h"
 #include "reports/html.h"
 #include "reports/html/bucket_chart.h"
+#include "reports/html/compression_chart.h"
 #include "reports/html/heatmap_chart.h"
 #include "reports/html/phases_chart.h"
 #include "reports/html/speedup_chart.h"
@@ -109,6 +110,9 @@ void points_table(std::string& out, const ModelView& m) {
     for (const SweepPoint* p : m.series(b, true)) {
       std::string devices = fmt::format("{}:{}", p->device_kind, p->devices);
       if (p->devices > 1 && !p->default_buckets()) devices += ", bucket " + p->buckets_text();
+      if (p->devices > 1 && p->compressed()) {
+        devices += ", " + to_string(p->grad_compression) + " gradients";
+      }
       devices = escape(devices);
       if (!p->ok()) {
         fmt::format_to(std::back_inserter(out),
@@ -180,6 +184,25 @@ void waterfalls_text(std::string& out, const WaterfallsData& w) {
   }
 }
 
+// Efficiency with and without gradient compression, and what each compression changed.
+void compression_figure(std::string& out, const ModelView& m) {
+  if (m.compression_effects.empty()) return;
+  const CompressionChartData d = prepare_compression(m);
+  fmt::format_to(std::back_inserter(out),
+                 "<figure><figcaption>Efficiency with and without gradient compression <span "
+                 "class=\"hint\">(against one device; bars: 95% CI)</span></figcaption>\n{}\n"
+                 "</figure>\n",
+                 draw_compression(d));
+  for (const std::string& c : d.conclusions) {
+    fmt::format_to(std::back_inserter(out), "<p class=\"note\" data-compression-effect>{}</p>\n",
+                   escape(c));
+  }
+  for (const std::string& c : d.missing) {
+    fmt::format_to(std::back_inserter(out), "<p class=\"note\" data-compression-missing>{}</p>\n",
+                   escape(c));
+  }
+}
+
 void model_section(std::string& out, const ModelView& m) {
   const SweepPoint& any = *m.points.front();
   fmt::format_to(std::back_inserter(out), "<section id=\"model-{}\" data-model=\"{}\">\n", m.index,
@@ -230,6 +253,7 @@ void model_section(std::string& out, const ModelView& m) {
                      escape(c));
     }
   }
+  compression_figure(out, m);
   waterfalls_text(out, prepare_waterfalls(m));
   communication_text(out, m);
   points_table(out, m);

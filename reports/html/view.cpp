@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
 
 namespace scalescope::html {
 
@@ -50,14 +51,17 @@ std::vector<ModelView> models_of(const SweepReport& report) {
       it = out.end() - 1;
     }
     it->all_points.push_back(&p);
-    // One point per device count and batch for the charts: the default bucket caps' replaces
-    // another setting's.
+    // One point per device count and batch for the charts: an uncompressed one replaces a
+    // compressed one, then the default bucket caps' replace another setting's.
     auto same = std::find_if(it->points.begin(), it->points.end(), [&](const SweepPoint* q) {
       return q->devices == p.devices && batch_key(*q) == batch_key(p);
     });
+    const auto rank = [](const SweepPoint* q) {
+      return std::pair(!q->compressed(), q->default_buckets());
+    };
     if (same == it->points.end()) {
       it->points.push_back(&p);
-    } else if (p.default_buckets() && !(*same)->default_buckets()) {
+    } else if (rank(&p) > rank(*same)) {
       *same = &p;
     }
   }
@@ -75,6 +79,9 @@ std::vector<ModelView> models_of(const SweepReport& report) {
     }
     for (const BucketChoice& c : report.bucket_choices) {
       if (c.model == m.name) m.bucket_choices.push_back(&c);
+    }
+    for (const CompressionEffect& e : report.compression_effects) {
+      if (e.model == m.name) m.compression_effects.push_back(&e);
     }
   }
   return out;

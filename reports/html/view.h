@@ -22,14 +22,16 @@ struct ModelView {
   int index = 0;  // for page anchors
   ScalingMode mode = ScalingMode::kWeak;
   std::string device_kind;
-  // Report order. Of points that differ only in their bucket caps, `points` holds one: the
-  // default caps' (else the first); the bucket chart shows the others.
+  // Report order. Of points that differ only in their bucket caps or gradient compression,
+  // `points` holds one: the uncompressed one's, of the default caps where measured (else the
+  // first such); the bucket and compression charts show the others.
   std::vector<const SweepPoint*> points;
   std::vector<const SweepPoint*> all_points;
   std::vector<int> devices;      // ascending
   std::vector<int64_t> batches;  // ascending (weak: per device; strong: global)
   const CommunicationAnalysis* communication = nullptr;
-  std::vector<const BucketChoice*> bucket_choices;  // report order
+  std::vector<const BucketChoice*> bucket_choices;            // report order
+  std::vector<const CompressionEffect*> compression_effects;  // report order
 
   // The point of d devices and batch b; nullptr when the sweep has none.
   const SweepPoint* at(int d, int64_t b) const;

@@ -97,6 +97,8 @@ class Dom(html.parser.HTMLParser):
         self.in_title = False
         self.external = []  # attributes that would load something from elsewhere
         self.scripts = 0
+        self.section_model = ""  # the model of the <section> being read
+        self.compression_effects = {}  # model → <p data-compression-effect> under its chart
 
     def handle_starttag(self, tag, attrs):
         a = {k: (v or "") for k, v in attrs}
@@ -108,6 +110,11 @@ class Dom(html.parser.HTMLParser):
             self.external.append(f"<{tag} style={a['style']!r}>")
         if tag == "script":
             self.scripts += 1
+        if tag == "section":
+            self.section_model = a.get("data-model", "")
+        if "data-compression-effect" in a:
+            model = self.section_model
+            self.compression_effects[model] = self.compression_effects.get(model, 0) + 1
         if tag == "svg" and self.current is None:
             self.current = Chart(a)
             self.charts.append(self.current)
@@ -243,12 +250,15 @@ def main():
         report = os.path.join(tmp, "report.json")
         page = os.path.join(tmp, "report.html")
         again = os.path.join(tmp, "again.html")
-        # Two models, one batch, one and two CPU devices, two bucket caps: every chart, a
-        # projection (cifar-cnn's buckets differ in size, so the all-reduce model can be
-        # fitted), a waterfall each, exposed all-reduce against bucket cap.
+        # Two models, one batch, one and two CPU devices, two bucket caps, with and without
+        # gradient compression: every chart, a projection (cifar-cnn's buckets differ in size,
+        # so the all-reduce model can be fitted), a waterfall each, exposed all-reduce against
+        # bucket cap (per compression), efficiency with and without compression (per cap).
+        compressions = ["none", "fp16"]
         run([args.scalescope, "sweep", "--models", "dense-100,cifar-cnn", "--devices", "cpu:1,2",
              "--batch", "8", "--threads", "1", "--oversubscribe", "--repeats", "2", "--steps", "3",
-             "--max-warmup-steps", "4", "--bucket-cap-mb", "0.5,25", "-o", report, "--html", page,
+             "--max-warmup-steps", "4", "--bucket-cap-mb", "0.5,25",
+             "--grad-compression", ",".join(compressions), "-o", report, "--html", page,
              "-q"], SWEEP_TIMEOUT_S, cwd=tmp)
         check(os.path.getsize(page) > 10000, f"sweep --html wrote the page ({os.path.getsize(page)} B)")
         out = run([args.scalescope, "report", report, "--html", again], SWEEP_TIMEOUT_S, cwd=tmp)
@@ -269,12 +279,15 @@ def main():
         dom.feed(dom_text)
         check("<main>" in dom_text or "<main" in dom_text, "Chromium rendered the page's DOM")
         kinds = sorted(c.kind for c in dom.charts)
-        expected = sorted(["speedup", "efficiency-heatmap", "phases", "waterfall", "buckets"] * 2)
+        expected = sorted(["speedup", "efficiency-heatmap", "phases", "waterfall", "buckets",
+                           "compression"] * 2)
         check(kinds == expected, f"one of each chart per model: {kinds}")
         for c in dom.charts:
             shapes = sum(c.shapes.values())
             check(c.title.strip() != "" and shapes > 0,
                   f"{c.kind} of {c.model}: titled '{c.title.strip()}', {shapes} shapes {c.shapes}")
+        # The charts of points show one point per device count and batch (the uncompressed
+        # one of the default caps); the bucket and compression charts the others.
         for c in dom.charts:
             if c.kind == "phases":
                 check(c.marked.get("data-bar", 0) == 2, f"phases of {c.model}: a bar per point")
@@ -287,8 +300,23 @@ def main():
             if c.kind == "waterfall":
                 check(c.marked.get("data-step", 0) == 7, f"waterfall of {c.model}: 7 steps")
             if c.kind == "buckets":
-                check(c.marked.get("data-bucket", 0) == 2 and c.marked.get("data-best", 0) == 1,
-                      f"buckets of {c.model}: a marker per cap, the best ringed")
+                n = len(compressions)
+                check(c.marked.get("data-bucket", 0) == 2 * n and c.marked.get("data-best", 0) == n,
+                      f"buckets of {c.model}: a marker per cap and compression, the best ringed")
+            if c.kind == "compression":
+                # Two caps, so two groups of a bar per setting: each has its efficiency.
+                bars = len(compressions) * 2
+                check(c.marked.get("data-compression-bar", 0) == bars
+                      and c.marked.get("data-compression", 0) == bars
+                      and c.marked.get("data-efficiency", 0) == bars
+                      and c.marked.get("data-missing", 0) == 0,
+                      f"compression of {c.model}: a bar with its efficiency per setting and cap "
+                      f"{c.marked}")
+        for model in ("dense-100", "cifar-cnn"):
+            # One conclusion per compressed setting and cap.
+            conclusions = dom.compression_effects.get(model, 0)
+            check(conclusions == (len(compressions) - 1) * 2,
+                  f"{model}: the compression conclusions under its chart ({conclusions})")
         cnn = [c for c in dom.charts if c.kind == "speedup" and c.model == "cifar-cnn"]
         check(len(cnn) == 1 and cnn[0].projections == 1 and cnn[0].dashed_projections == 1,
               "cifar-cnn's projection is drawn, dashed")

@@ -235,6 +235,10 @@ def negative_sweep_cases(v, weak, failed):
         ("a sweep report whose complete is a string", w, ["complete"], "set", "true"),
         ("a point with status 'broken'", w, ["points", 0, "status"], "set", "broken"),
         ("a point with mode 'diagonal'", w, ["points", 0, "mode"], "set", "diagonal"),
+        ("a point with grad_compression 'fp8'", w, ["points", 0, "grad_compression"], "set",
+         "fp8"),
+        ("a compression effect without settings", w, ["compression_effects", 0, "settings"],
+         "delete", None),
         ("a finding with severity 'critical'", w,
          ["points", 0, "summary", "verdict", 0, "severity"], "set", "critical"),
         ("a bottleneck 'disk-bound'", w, ["points", 0, "summary", "bottleneck"], "set",
@@ -332,7 +336,10 @@ def main():
         # --- run reports
         run_doc = produce(binary, tmp, "run.json",
                           ["train", "--model", "dense-100", "--devices", "cpu:2", "--steps", "5",
-                           "--no-eval", "-q"])
+                           "--no-eval", "-q", "--grad-compression", "fp16"])
+        if run_doc is not None and run_doc["config"]["grad_compression"] != "fp16":
+            fail("run.json trained with --grad-compression fp16 but says "
+                 f"{run_doc['config']['grad_compression']!r}")
         eval_doc = produce(binary, tmp, "run-eval.json",
                            ["train", "--model", "dense-100", "--devices", "cpu:1", "--batch",
                             "2048", "--epochs", "1", "-q"])
@@ -344,14 +351,17 @@ def main():
 
         # --- sweep reports
         # A first bucket of ~1 KiB splits dense-100's gradients into two buckets of different
-        # sizes: the all-reduce fit and its projections then exist. Two bucket caps: a bucket
-        # choice.
+        # sizes: the all-reduce fit and its projections then exist. Two bucket caps × two
+        # compressions: a bucket choice per compression, a compression effect per cap.
         weak = produce(binary, tmp, "weak.json",
                        ["sweep"] + sweep_common + ["--batch", "8", "--first-bucket-mb", "0.001",
-                                                   "--bucket-cap-mb", "0.01,25"])
-        if weak is not None and len(weak["bucket_choices"]) != 1:
-            fail(f"weak.json swept two bucket caps but has {len(weak['bucket_choices'])} "
-                 "bucket choices")
+                                                   "--bucket-cap-mb", "0.01,25",
+                                                   "--grad-compression", "none,bf16"])
+        if weak is not None and (len(weak["bucket_choices"]) != 2 or
+                                 len(weak["compression_effects"]) != 2):
+            fail(f"weak.json swept two bucket caps and two compressions but has "
+                 f"{len(weak['bucket_choices'])} bucket choices and "
+                 f"{len(weak['compression_effects'])} compression effects (2 and 2 expected)")
         strong = produce(binary, tmp, "strong.json",
                          ["sweep"] + sweep_common + ["--global-batch", "16"])
         # Strong scaling over a 4 MiB device: the one-device point (batch 4096, ~5.7 MB) runs
@@ -413,6 +423,7 @@ def main():
             "a bus bandwidth": any(p["summary"] and p["summary"]["bus_bandwidth_gbps"] is not None
                                    for p in all_points),
             "strong scaling": any(p["mode"] == "strong" for p in all_points),
+            "a compressed point": any(p.get("grad_compression") == "bf16" for p in all_points),
         }
         for what, seen in coverage.items():
             if not seen:

@@ -134,6 +134,75 @@ TEST(Sweep, EveryBucketCapRunsAndTheReportNamesTheBest) {
   std::remove(o.output.c_str());
 }
 
+TEST(SweepGrid, CompressionIsAnAxisBeyondOneDevice) {
+  SweepOptions o = tiny("unused.json");
+  o.bucket_caps_mb = {5, 25};
+  o.grad_compressions = {"bf16", "none", "fp16", "bf16"};  // none first, each once
+  const std::vector<SweepPoint> grid = sweep_grid(o, resolve_devices(o));
+  ASSERT_EQ(grid.size(), 1u + 2u * 3u);
+  EXPECT_EQ(grid[0].grad_compression, GradCompression::kNone);  // one device casts nothing
+  std::vector<std::pair<double, GradCompression>> at_two;
+  std::set<std::string> keys;
+  std::set<std::string> files;
+  for (const SweepPoint& p : grid) {
+    keys.insert(p.key());
+    files.insert(point_file_name(p));
+    if (p.devices == 2) at_two.emplace_back(p.bucket_cap_mb, p.grad_compression);
+  }
+  using C = GradCompression;
+  EXPECT_EQ(at_two, (std::vector<std::pair<double, C>>{{5, C::kNone},
+                                                       {5, C::kFp16},
+                                                       {5, C::kBf16},
+                                                       {25, C::kNone},
+                                                       {25, C::kFp16},
+                                                       {25, C::kBf16}}));
+  EXPECT_EQ(keys.size(), grid.size());
+  EXPECT_EQ(files.size(), grid.size());
+  EXPECT_EQ(point_file_name(grid[6]), "dense-100_cpu2_b8_bf16");
+  EXPECT_EQ(grid[5].label(), "dense-100 cpu:2 batch 8 fp16 gradients");
+  EXPECT_EQ(grid[4].key(), "dense-100|cpu|2|weak|8|16|25|1");  // an uncompressed key as before
+  o.grad_compressions = {"none", "fp8"};
+  EXPECT_CONTAINS(testing_util::error_of([&] { (void)sweep_grid(o, resolve_devices(o)); }),
+                  "gradient compression 'fp8': unknown; use none, fp16 or bf16");
+}
+
+// The end-to-end check, in one process: two bucket caps × two compressions on
+// cpu:1,2; the report compares each compression with none at each cap, and picks a bucket cap
+// per compression.
+TEST(Sweep, BucketCapsTimesCompressionsRunAndTheReportComparesThem) {
+  SweepOptions o = tiny("compression.json");
+  o.repeats = 1;
+  o.bucket_caps_mb = {0.002, 25};
+  o.grad_compressions = {"none", "fp16"};
+  const SweepReport r = run_sweep(o, capture_environment("test"), {});
+  ASSERT_EQ(r.points.size(), 5u);
+  for (const SweepPoint& p : r.points) ASSERT_TRUE(p.ok()) << p.error;
+  EXPECT_EQ(r.points[2].grad_compression, GradCompression::kFp16);
+  EXPECT_EQ(allreduce_bytes(r.points[2].bucket_bytes) * 2,
+            allreduce_bytes(r.points[1].bucket_bytes));
+  EXPECT_GT(r.points[2].summary.group[Phase::kGradCast], 0.0);
+  EXPECT_EQ(r.points[1].summary.group[Phase::kGradCast], 0.0);
+  ASSERT_EQ(r.bucket_choices.size(), 2u);  // one per compression
+  EXPECT_NE(r.bucket_choices[0].compression, r.bucket_choices[1].compression);
+  ASSERT_EQ(r.compression_effects.size(), 2u);  // one per cap
+  for (const CompressionEffect& e : r.compression_effects) {
+    ASSERT_EQ(e.settings.size(), 2u);
+    EXPECT_EQ(e.settings[0].compression, GradCompression::kNone);
+    EXPECT_EQ(e.settings[1].compression, GradCompression::kFp16);
+    EXPECT_EQ(e.settings[1].bytes_per_step * 2, e.settings[0].bytes_per_step);
+    EXPECT_TRUE(e.settings[1].gain.has_value());
+    EXPECT_TRUE(e.settings[1].efficiency.has_value());  // against the one-device point
+  }
+  EXPECT_EQ(r.config["grad_compression"], (nlohmann::json{"none", "fp16"}));
+  // Read back: the points keep their compression, and a resume has nothing left to run.
+  const SweepReport read = read_sweep_report(o.output);
+  EXPECT_EQ(read.points[2].grad_compression, GradCompression::kFp16);
+  const SweepReport again = run_sweep(o, capture_environment("test"), {}, &read);
+  EXPECT_EQ(again.points.size(), 5u);
+  EXPECT_EQ(again.points[2].repeats[0].steps[0].step_ms, r.points[2].repeats[0].steps[0].step_ms);
+  std::remove(o.output.c_str());
+}
+
 TEST(Sweep, MeasuresEveryPointAndComparesWithOneDevice) {
   SweepOptions o = tiny("measure.json");
   int runs = 0;

@@ -63,7 +63,10 @@ struct Fixture {
   std::unique_ptr<GradientReducer> reducer(Communicator& comm, int micro, bool overlap,
                                            bool on_streams = false) {
     return make_reducer(comm, device, device.default_stream(), grads.data(),
-                        {.buckets = two_buckets(), .micro_batches = micro, .overlap = overlap},
+                        {.buckets = two_buckets(),
+                         .micro_batches = micro,
+                         .overlap = overlap,
+                         .compression = std::nullopt},
                         clock, on_streams);
   }
 };

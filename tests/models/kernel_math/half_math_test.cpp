@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "models/kernel_math/half_math.h"
+#include "tests/models/kernel_math/half_probes.h"
 
 namespace scalescope::kernel_math_test {
 namespace {
@@ -38,37 +39,6 @@ uint16_t nearest_bf16(float x) {
   return (below & 1u) == 0u ? below : above;
 }
 
-// Floats of every exponent, sign and fraction pattern the conversions branch on.
-std::vector<float> probe_floats() {
-  std::vector<float> out = {0.0f,
-                            -0.0f,
-                            1.0f,
-                            65504.0f,
-                            65519.0f,
-                            65520.0f,
-                            65536.0f,
-                            6.103515625e-05f,
-                            5.9604645e-08f,
-                            2.9802322e-08f,
-                            2.98023259e-08f,
-                            3.0e38f,
-                            INFINITY,
-                            -INFINITY};
-  std::mt19937 rng(7);
-  std::uniform_int_distribution<uint32_t> bits;
-  for (int i = 0; i < 200000; ++i) {
-    const float f = km::bits_float(bits(rng));
-    if (!std::isnan(f)) out.push_back(f);
-  }
-  // Ties: exactly halfway between neighbours (the dropped bits 1 followed by zeros).
-  for (uint32_t top = 0; top < 0x8000u; top += 37) {
-    out.push_back(km::bits_float((top << 16) | 0x8000u));                            // bf16 ties
-    out.push_back(km::bits_float(((top & 0x3fffu) << 13) | 0x38000000u | 0x1000u));  // fp16
-  }
-  std::erase_if(out, [](float f) { return std::isnan(f); });  // NaN payloads: checked apart
-  return out;
-}
-
 TEST(HalfMath, EverySixteenBitValueRoundTrips) {
   for (HalfFormat f : {HalfFormat::kFp16, HalfFormat::kBf16}) {
     for (uint32_t h = 0; h <= 0xffffu; ++h) {
@@ -83,7 +53,7 @@ TEST(HalfMath, EverySixteenBitValueRoundTrips) {
 }
 
 TEST(HalfMath, Bf16RoundsToNearestEven) {
-  for (float x : probe_floats()) {
+  for (float x : testing_util::half_probe_floats()) {
     ASSERT_EQ(km::float_to_bf16(x), nearest_bf16(x)) << x;
   }
   EXPECT_TRUE(std::isnan(km::bf16_to_float(km::float_to_bf16(NAN))));
@@ -93,7 +63,7 @@ TEST(HalfMath, Bf16RoundsToNearestEven) {
 
 #if defined(__FLT16_MAX__)
 TEST(HalfMath, Fp16RoundsAsTheCompilersFloat16) {
-  for (float x : probe_floats()) {
+  for (float x : testing_util::half_probe_floats()) {
     const _Float16 reference = static_cast<_Float16>(x);
     uint16_t expected;
     std::memcpy(&expected, &reference, sizeof expected);
