@@ -1,5 +1,7 @@
 #include "reports/run_report.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "core/check.h"
@@ -24,6 +26,11 @@ GradCompression parse_grad_compression(const std::string& name) {
   SS_CHECK(c.has_value(), "gradient compression '{}': unknown; use {}", name,
            kCompressionNames.accepted());
   return *c;
+}
+
+std::string compression_text(GradCompression compression) {
+  if (compression == GradCompression::kNone) return "";
+  return fmt::format("{} gradients", kCompressionNames(compression));
 }
 
 std::vector<std::string> grad_compression_names() {

@@ -92,6 +92,8 @@ enum class GradCompression { kNone, kFp16, kBf16 };
 std::string to_string(GradCompression compression);
 // Throws Error naming `name` and what is accepted.
 GradCompression parse_grad_compression(const std::string& name);
+// "fp16 gradients": how labels, tables and pages name a compression ("" for none).
+std::string compression_text(GradCompression compression);
 // "none", "fp16" or "bf16", as options and reports spell them.
 std::vector<std::string> grad_compression_names();
 // The bytes one gradient takes in the all-reduce: 4 (float), 2 compressed.

@@ -42,8 +42,7 @@ std::string SweepPoint::label() const {
           ? fmt::format("{} {}:{} batch {}", model, device_kind, devices, batch)
           : fmt::format("{} {}:{} global batch {}", model, device_kind, devices, global_batch);
   if (devices > 1 && !default_buckets()) label += " bucket " + buckets_text();
-  if (devices > 1 && compressed())
-    label += fmt::format(" {} gradients", to_string(grad_compression));
+  if (devices > 1 && compressed()) label += fmt::format(" {}", compression_text(grad_compression));
   return label;
 }
 

@@ -138,7 +138,7 @@ void bucket_table(std::string& out, const SweepReport& report) {
                    c.mode == ScalingMode::kWeak ? "batch " : "global batch ", c.batch,
                    c.compression == GradCompression::kNone
                        ? ""
-                       : fmt::format(" {} gradients", to_string(c.compression)));
+                       : fmt::format(" {}", compression_text(c.compression)));
     fmt::format_to(std::back_inserter(out), "  {:>8} {:>9} {:>12} {:>14} {:>12}\n", "cap MB",
                    "first MB", "samples/s", "all-reduce ms", "exposed ms");
     for (const BucketChoice::Setting& s : c.settings) {

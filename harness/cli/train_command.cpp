@@ -69,7 +69,7 @@ int run_train(TrainArgs& args, const OptionSources& names) {
   const std::string compression =
       report.grad_compression == GradCompression::kNone
           ? ""
-          : fmt::format(", {} gradients", to_string(report.grad_compression));
+          : fmt::format(", {}", compression_text(report.grad_compression));
   fmt::print(
       "{} on {}{} ({} thread{}/device), global batch {}, {}{}: median step {:.2f} ms "
       "(p10 {:.2f}, p90 {:.2f}) over {} steps, {:.1f} samples/s; loss {:.4f} -> {:.4f}\n",

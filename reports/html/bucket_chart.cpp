@@ -31,7 +31,7 @@ BucketChartData prepare_buckets(const ModelView& m) {
         fmt::format("{}:{}, {}{}", c->device_kind, c->devices, batch_label(c->mode, c->batch),
                     c->compression == GradCompression::kNone
                         ? ""
-                        : fmt::format(", {} gradients", to_string(c->compression)));
+                        : fmt::format(", {}", compression_text(c->compression)));
     for (auto& [first, series] : by_first) {
       series.label = group;
       if (by_first.size() > 1 || first != kDefaultFirstBucketMb) {

@@ -108,9 +108,9 @@ void draw_bar(svg::Document& doc, const Frame& f, const std::string& group,
 std::vector<svg::LegendItem> legend_of(const CompressionChartData& d) {
   std::vector<svg::LegendItem> legend;
   for (GradCompression c : d.compressions) {
-    legend.push_back({c == GradCompression::kNone ? std::string("none (float gradients)")
-                                                  : to_string(c) + " gradients",
-                      compression_color(c)});
+    legend.push_back(
+        {c == GradCompression::kNone ? std::string("none (float gradients)") : compression_text(c),
+         compression_color(c)});
   }
   legend.push_back({"ideal (100%)", kIdealColor, true, true, false, false});
   return legend;

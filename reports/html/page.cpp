@@ -111,7 +111,7 @@ void points_table(std::string& out, const ModelView& m) {
       std::string devices = fmt::format("{}:{}", p->device_kind, p->devices);
       if (p->devices > 1 && !p->default_buckets()) devices += ", bucket " + p->buckets_text();
       if (p->devices > 1 && p->compressed()) {
-        devices += ", " + to_string(p->grad_compression) + " gradients";
+        devices += fmt::format(", {}", compression_text(p->grad_compression));
       }
       devices = escape(devices);
       if (!p->ok()) {
