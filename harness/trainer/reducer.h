@@ -43,7 +43,7 @@ class GradientReducer {
     bool overlap = true;          // reduce a bucket as soon as backward completes it
     // Gradient compression: each bucket is cast to this 16-bit format (divided by the
     // replica count first, so that the sum is the mean), all-reduced in it and cast back.
-    // Nothing is cast when the communicator has one rank (make_reducer).
+    // Nothing is cast when the communicator has one rank (it has nothing to exchange).
     std::optional<kernel_math::HalfFormat> compression;
   };
   // `grads`: the model's flat gradients, written by backward on `compute`; `comm` averages
@@ -92,7 +92,6 @@ class GradientReducer {
   // The bucket's all-reduce, of its floats (averaged) or, with compression, of its 16-bit
   // values (summed: they were pre-divided).
   void all_reduce(size_t index, Stream& stream);
-  float* bucket_data(size_t index) const { return grads_ + buckets_[index].begin; }
   Communicator& comm() const { return comm_; }
   int64_t step() const { return step_; }
   // "allreduce bucket 2: 1048576 B": the text of a bucket's NVTX range.
