@@ -86,6 +86,11 @@ void decompress_gradients(const uint16_t* half, float* grads, int64_t count,
   kernel_backend(stream.device().id().kind).decompress(half, grads, count, format, stream);
 }
 
+void squared_norm(const float* values, int64_t count, double* out, Stream& stream) {
+  SS_CHECK(count >= 0, "the squared norm of {} values", count);
+  kernel_backend(stream.device().id().kind).squared_norm(values, count, out, stream);
+}
+
 void check_layer_binding(const LayerSpec& spec, const LayerBinding& b) {
   SS_CHECK(b.in.rank() >= 2 && b.out.rank() >= 2 && b.in[0] > 0 && b.in[0] == b.out[0],
            "{}: binding shapes {} -> {} need the same positive batch dimension", describe(spec),

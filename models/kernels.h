@@ -139,6 +139,8 @@ class KernelBackend {
                         kernel_math::HalfFormat format, Stream& stream) = 0;
   virtual void decompress(const uint16_t* half, float* grads, int64_t count,
                           kernel_math::HalfFormat format, Stream& stream) = 0;
+  // squared_norm() (below) on memory of a device of this kind. REQUIRES: count >= 0.
+  virtual void squared_norm(const float* values, int64_t count, double* out, Stream& stream) = 0;
 };
 
 // The kernel backends built into this binary, CPU first.
@@ -181,6 +183,13 @@ void compress_gradients(const float* grads, uint16_t* half, int64_t count, int r
                         kernel_math::HalfFormat format, Stream& stream);
 void decompress_gradients(const uint16_t* half, float* grads, int64_t count,
                           kernel_math::HalfFormat format, Stream& stream);
+
+// out[0] = Σ values[i]², summed in double precision, over `count` floats of device memory of
+// stream.device(); `out` is device memory too (the gradient noise scale reads it after the
+// step, with the step's other results). The order of the additions depends on the backend and
+// the thread count, so the last bits may differ between them.
+// REQUIRES: the device current; runs on `stream` and does not synchronize the host.
+void squared_norm(const float* values, int64_t count, double* out, Stream& stream);
 
 // Throws Error unless `binding` is what `spec` needs (positive batch, output shape, parameter and
 // gradient shapes), so that no kernel reads or writes out of bounds. Every backend calls it

@@ -54,11 +54,60 @@ void set_group_times(StepRecord& r) {
   r.input_ms = slowest.exposed_ms(PhaseKind::kInput);
 }
 
+GradSqNorms StepGradNorms::norms() const {
+  return {.small = mean(local), .big = global};
+}
+
+namespace {
+
+// The steps' norms, from the first step on (the moving averages start there).
+std::vector<GradSqNorms> step_norms(const RunReport& r) {
+  std::vector<GradSqNorms> norms;
+  for (const StepRecord& s : r.steps) {
+    if (s.grad_norms) norms.push_back(s.grad_norms->norms());
+  }
+  return norms;
+}
+
+size_t measured_from(const RunReport& report) {
+  return static_cast<size_t>(
+      report.warmup_steps < static_cast<int64_t>(report.steps.size()) ? report.warmup_steps : 0);
+}
+
+// The run's "noise_scale": over the measured steps, with the last step's smoothed B_noise.
+// REQUIRES: a norm per step.
+nlohmann::json noise_scale_json(const RunReport& r, std::span<const GradSqNorms> norms,
+                                std::span<const NoiseStep> smoothed) {
+  nlohmann::json j = to_json(summarize_noise(norms.subspan(measured_from(r)), r.noise_batches()));
+  j["smoothed_b_noise"] = to_json(smoothed.back().smoothed)["b_noise"];
+  return j;
+}
+
+nlohmann::json step_json(const StepRecord& s, const NoiseStep* noise) {
+  nlohmann::json replicas = nlohmann::json::array();
+  for (const PhaseTimes& p : s.replicas) replicas.push_back(to_json(p, false));
+  nlohmann::json j = {{"step", s.step},
+                      {"loss", s.loss},
+                      {"step_ms", s.step_ms},
+                      {"input_ms", s.input_ms},
+                      {"lr", s.lr},
+                      {"bucket_ms", s.bucket_ms},
+                      {"replicas", std::move(replicas)}};
+  if (s.grad_norms && noise != nullptr) {
+    j["grad_sq_norms"] = {{"local", s.grad_norms->local},
+                          {"global", s.grad_norms->global},
+                          {"estimate", to_json(noise->raw)},
+                          {"smoothed", to_json(noise->smoothed)}};
+  }
+  return j;
+}
+
+}  // namespace
+
 RunSummary summarize(const RunReport& report) {
   RunSummary s;
   if (report.steps.empty()) return s;
-  const auto skip = static_cast<size_t>(
-      report.warmup_steps < static_cast<int64_t>(report.steps.size()) ? report.warmup_steps : 0);
+  const size_t skip = measured_from(report);
   std::vector<double> times;
   std::vector<double> compute;
   for (size_t i = skip; i < report.steps.size(); ++i) {
@@ -137,17 +186,14 @@ EvalRecord eval_from_json(const JsonReader& r) {
 }
 
 nlohmann::json to_json(const RunReport& r) {
+  const std::vector<GradSqNorms> norms = step_norms(r);
+  const bool with_noise = !norms.empty() && norms.size() == r.steps.size() &&
+                          estimable(r.noise_batches());
+  const std::vector<NoiseStep> smoothed =
+      with_noise ? smooth_noise(norms, r.noise_batches()) : std::vector<NoiseStep>{};
   nlohmann::json steps = nlohmann::json::array();
-  for (const StepRecord& s : r.steps) {
-    nlohmann::json replicas = nlohmann::json::array();
-    for (const PhaseTimes& p : s.replicas) replicas.push_back(to_json(p, false));
-    steps.push_back({{"step", s.step},
-                     {"loss", s.loss},
-                     {"step_ms", s.step_ms},
-                     {"input_ms", s.input_ms},
-                     {"lr", s.lr},
-                     {"bucket_ms", s.bucket_ms},
-                     {"replicas", std::move(replicas)}});
+  for (size_t i = 0; i < r.steps.size(); ++i) {
+    steps.push_back(step_json(r.steps[i], with_noise ? &smoothed[i] : nullptr));
   }
   nlohmann::json evals = nlohmann::json::array();
   for (const EvalRecord& e : r.evals) evals.push_back(to_json(e));
@@ -198,6 +244,10 @@ nlohmann::json to_json(const RunReport& r) {
       {"evals", std::move(evals)},
   };
   if (r.cluster) j["cluster"] = to_json(*r.cluster);
+  if (r.noise_scale) {
+    j["noise_scale"] = with_noise ? noise_scale_json(r, norms, smoothed)
+                                  : nlohmann::json{{"unavailable", noise_scale_unavailable_reason()}};
+  }
   if (r.tf32) j["config"]["tf32"] = *r.tf32;
   if (r.deterministic) j["config"]["deterministic"] = *r.deterministic;
   if (!r.kernels.empty()) {

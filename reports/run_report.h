@@ -10,11 +10,22 @@
 
 #include "reports/environment.h"
 #include "reports/json_reader.h"
+#include "reports/noise_scale.h"
 #include "reports/phases.h"
 
 namespace scalescope {
 
-inline constexpr const char* kRunSchemaVersion = "1.5";
+inline constexpr const char* kRunSchemaVersion = "1.6";
+
+// With --noise-scale: a step's squared gradient norms (reports/noise_scale.h).
+struct StepGradNorms {
+  // Per replica, in rank order: its last micro-batch's gradient, before the all-reduce (as the
+  // mean over the micro-batch's samples).
+  std::vector<double> local;
+  double global = 0.0;  // the averaged gradient's, after the all-reduce (replica 0's)
+  // REQUIRES: local non-empty.
+  GradSqNorms norms() const;
+};
 
 struct StepRecord {
   int64_t step = 0;   // 1-based
@@ -27,6 +38,7 @@ struct StepRecord {
   // Replica 0's all-reduce time of each gradient bucket (RunReport::bucket_bytes order).
   std::vector<double> bucket_ms{};
   double lr = 0.0;  // the learning rate the step applied
+  std::optional<StepGradNorms> grad_norms{};
 };
 
 // The group's step figures from its replicas, so that nobody recomputes them: r.step_ms and
@@ -127,6 +139,9 @@ struct RunReport {
   std::string data;
   std::vector<StepRecord> steps;
   std::vector<EvalRecord> evals;
+  // --noise-scale was asked for (the steps hold grad_norms where it could be measured).
+  bool noise_scale = false;
+  NoiseBatches noise_batches() const { return {batch, global_batch()}; }
   // Steps left out of the summary (the first steps plan kernels and warm caches).
   int64_t warmup_steps = 0;
   // Adaptive warm-up: whether the step time settled (false: stopped at the bound).

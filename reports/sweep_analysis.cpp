@@ -59,6 +59,19 @@ std::vector<double> bucket_medians(const SweepPoint& p) {
   return out;
 }
 
+// The noise scale of the point's pooled steps, when every step measured its gradient norms.
+std::optional<NoiseScale> point_noise(const SweepPoint& p,
+                                      const std::vector<const StepRecord*>& steps) {
+  const NoiseBatches b{p.batch, p.global_batch};
+  if (!estimable(b)) return std::nullopt;
+  std::vector<GradSqNorms> norms;
+  for (const StepRecord* s : steps) {
+    if (!s->grad_norms || s->grad_norms->local.empty()) return std::nullopt;
+    norms.push_back(s->grad_norms->norms());
+  }
+  return summarize_noise(norms, b);
+}
+
 void summarize_point(SweepPoint& p) {
   PointSummary s;
   const std::vector<const StepRecord*> steps = pooled_steps(p);
@@ -111,6 +124,7 @@ void summarize_point(SweepPoint& p) {
     }
     if (total_ms > 0.0) s.bus_bandwidth_gbps = bytes / (total_ms * 1e6);
   }
+  s.noise = point_noise(p, steps);
   p.summary = std::move(s);
 }
 

@@ -98,6 +98,7 @@ json summary_json(const SweepPoint& p) {
       {"bottleneck", s.verdict.top().kind},
       {"verdict", std::move(findings)},
       {"bus_bandwidth_gbps", s.bus_bandwidth_gbps ? json(*s.bus_bandwidth_gbps) : json(nullptr)},
+      {"noise_scale", s.noise ? to_json(*s.noise) : json(nullptr)},
       // Device utilisation comes from NVML samples, which only GPU runs have.
       {"utilization",
        s.gpu_util_percent ? json{{"gpu_util_percent", *s.gpu_util_percent}} : json(nullptr)},
@@ -122,6 +123,20 @@ json summary_json(const SweepPoint& p) {
     j["efficiency_loss"] = nullptr;
   }
   return j;
+}
+
+// --noise-scale: each replica's "grad_sq_local" column joins its columns; the averaged
+// gradient's norms per step are returned. Nothing when the steps have no norms.
+std::optional<json> grad_norms_json(const std::vector<StepRecord>& steps, json& per_replica) {
+  if (steps.empty() || !steps.front().grad_norms) return std::nullopt;
+  json global = json::array();
+  for (const StepRecord& s : steps) {
+    global.push_back(s.grad_norms->global);
+    for (size_t k = 0; k < per_replica.size(); ++k) {
+      per_replica[k]["grad_sq_local"].push_back(s.grad_norms->local[k]);
+    }
+  }
+  return global;
 }
 
 json repeat_json(const RepeatRecord& r, size_t buckets) {
@@ -152,6 +167,7 @@ json repeat_json(const RepeatRecord& r, size_t buckets) {
     step_ms.push_back(s.step_ms);
     lr.push_back(s.lr);
   }
+  const std::optional<json> global = grad_norms_json(r.steps, per_replica);
   json out = {{"warmup_steps", r.warmup_steps},
               {"warmup_settled", r.warmup_settled},
               {"first_loss", r.first_loss},
@@ -164,6 +180,7 @@ json repeat_json(const RepeatRecord& r, size_t buckets) {
               {"bucket_ms", std::move(bucket_ms)}};
   if (r.allreduce_split) out["allreduce_split"] = to_json(*r.allreduce_split);
   if (r.gpu_util_percent) out["gpu_util_percent"] = *r.gpu_util_percent;
+  if (global) out["grad_sq_global"] = *global;
   return out;
 }
 
@@ -331,6 +348,26 @@ void bucket_ms_from_json(const JsonReader& r, size_t buckets, std::vector<StepRe
   }
 }
 
+// The squared gradient norms of --noise-scale: the averaged gradient's per step, and each
+// replica's "grad_sq_local" column.
+void grad_norms_from_json(const JsonReader& r, std::vector<StepRecord>& steps) {
+  const auto checked = [&](const JsonReader& from, const std::string& key) {
+    const std::vector<double> v = from.numbers(key);
+    SS_CHECK(v.size() == steps.size(), "{}: {} values for {} steps", from.name(key), v.size(),
+             steps.size());
+    for (const double x : v) {
+      SS_CHECK(std::isfinite(x) && x >= 0.0, "{}: {} is not a squared norm", from.name(key), x);
+    }
+    return v;
+  };
+  const std::vector<double> global = checked(r, "grad_sq_global");
+  for (size_t i = 0; i < steps.size(); ++i) steps[i].grad_norms = StepGradNorms{{}, global[i]};
+  for (size_t k = 0; k < r.array("replicas").size(); ++k) {
+    const std::vector<double> local = checked(r.element("replicas", k), "grad_sq_local");
+    for (size_t i = 0; i < steps.size(); ++i) steps[i].grad_norms->local.push_back(local[i]);
+  }
+}
+
 RepeatRecord repeat_from_json(const JsonReader& r, size_t buckets) {
   RepeatRecord out;
   out.warmup_steps = r.int64("warmup_steps");
@@ -343,6 +380,7 @@ RepeatRecord repeat_from_json(const JsonReader& r, size_t buckets) {
   for (StepRecord& s : out.steps) s.replicas.resize(replicas);
   for (size_t k = 0; k < replicas; ++k) replica_from_json(r.element("replicas", k), k, out.steps);
   bucket_ms_from_json(r, buckets, out.steps);
+  if (r.has("grad_sq_global")) grad_norms_from_json(r, out.steps);  // since 1.7
   if (r.has("allreduce_split")) {  // since 1.2
     out.allreduce_split = split_from_json(r.object("allreduce_split"));
   }

@@ -23,7 +23,7 @@
 namespace scalescope {
 
 inline constexpr const char* kSweepSchema = "scalescope-sweep";
-inline constexpr const char* kSweepSchemaVersion = "1.6";
+inline constexpr const char* kSweepSchemaVersion = "1.7";
 
 // Weak scaling keeps the per-device batch (the global batch grows with the devices); strong
 // scaling keeps the global batch (each device gets a smaller share).
@@ -67,6 +67,9 @@ struct PointSummary {
   // Bus bandwidth the all-reduces achieved in training (N > 1): Σ bus bytes / Σ time over the
   // buckets' median times.
   std::optional<double> bus_bandwidth_gbps;
+  // --noise-scale: the gradient noise scale over the pooled measured steps (points whose
+  // gradients came in two batch sizes).
+  std::optional<NoiseScale> noise;
 };
 
 // Bucket caps as tables and labels show them: "5 MB", or "5 MB (first 0.5 MB)" when the

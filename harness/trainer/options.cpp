@@ -144,6 +144,9 @@ void add_training_options(OptionList& list, TrainOptions& o, const GradientAxes*
                     }},
              compression_help);
   }
+  list.add("--noise-scale", o.noise_scale,
+           "Measure the gradient noise scale B_noise from each replica's gradient and their "
+           "average (two passes over the gradients per step)");
   list.add("!--no-overlap", o.overlap,
            "All-reduce after backward instead of during it (shows what overlap buys)");
   list.add("!--no-tf32", o.tf32,
@@ -212,6 +215,10 @@ void add_train_options(OptionList& list, TrainOptions& o) {
 
 GradCompression effective_compression(const TrainOptions& o, int replicas) {
   return replicas > 1 ? o.grad_compression : GradCompression::kNone;
+}
+
+bool measures_noise(const TrainOptions& o, int replicas) {
+  return o.noise_scale && (replicas > 1 || o.accumulation > 1);
 }
 
 std::optional<kernel_math::HalfFormat> half_format(GradCompression compression) {

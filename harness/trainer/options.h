@@ -72,6 +72,9 @@ struct TrainOptions {
   bool overlap = true;
   // Each bucket cast to a 16-bit type for its all-reduce (runs of more than one device).
   GradCompression grad_compression = GradCompression::kNone;
+  // The gradient noise scale (reports/noise_scale.h): every step, each gradient bucket's
+  // squared norm before and after its all-reduce (two passes over the gradients).
+  bool noise_scale = false;
   // Every collective gives up after this long (a lost replica must not hang the others).
   int64_t collective_timeout_ms = 60000;
   // Consistency guard: every this many steps (and after the last one) the replicas compare
@@ -111,6 +114,9 @@ int64_t per_replica_batch(const TrainOptions& options, int replicas);
 // The gradient compression a run on `replicas` replicas applies: none on one replica, which
 // all-reduces nothing.
 GradCompression effective_compression(const TrainOptions& options, int replicas);
+// Whether a run on `replicas` replicas measures the gradient noise scale: when asked to and
+// its gradients come in two batch sizes (more than one replica, or accumulation).
+bool measures_noise(const TrainOptions& options, int replicas);
 // The 16-bit format of a compression (nullopt for none).
 std::optional<kernel_math::HalfFormat> half_format(GradCompression compression);
 

@@ -30,6 +30,7 @@ GradientReducer::GradientReducer(Communicator& comm, Device& device, Stream& com
   if (micro_batches_ > 1) accumulated_ = Tensor(device, Shape{total});
   // Allocated once: a step allocates nothing.
   if (compression_) half_ = DeviceBuffer(device, static_cast<size_t>(total) * sizeof(uint16_t));
+  if (config.noise_norms) norms_ = DeviceBuffer(device, 2 * buckets_.size() * sizeof(double));
 }
 
 GradientReducer::~GradientReducer() = default;
@@ -93,6 +94,13 @@ void GradientReducer::all_reduce(size_t index, Stream& stream) {
   } else {
     comm_.all_reduce(grads_ + b.begin, b.end - b.begin, ReduceOp::kAverage, stream);
   }
+}
+
+void GradientReducer::norm(size_t index, int slot, Stream& stream) {
+  if (norms_.data() == nullptr) return;
+  const Bucket& b = buckets_[index];
+  squared_norm(grads_ + b.begin, b.end - b.begin,
+               static_cast<double*>(norms_.data()) + 2 * index + static_cast<size_t>(slot), stream);
 }
 
 std::unique_ptr<GradientReducer> make_reducer(Communicator& comm, Device& device, Stream& compute,

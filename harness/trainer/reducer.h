@@ -45,6 +45,10 @@ class GradientReducer {
     // replica count first, so that the sum is the mean), all-reduced in it and cast back.
     // Nothing is cast when the communicator has one rank (it has nothing to exchange).
     std::optional<kernel_math::HalfFormat> compression;
+    // Gradient noise scale: each bucket's squared norm before its reduction (the last
+    // micro-batch's gradients alone) and after it (the average over the replicas of their
+    // accumulated gradients), outside the timed all-reduce.
+    bool noise_norms = false;
   };
   // `grads`: the model's flat gradients, written by backward on `compute`; `comm` averages
   // them over its ranks.
@@ -70,6 +74,11 @@ class GradientReducer {
   void finish_step();
   // The step's times. REQUIRES: the step's work has finished (its end was synchronised).
   virtual const ReduceTimes& times() = 0;
+  // With noise_norms: device memory holding two doubles per bucket, the bucket's squared norm
+  // before and after its reduction; valid once the compute stream has passed finish_step.
+  // Null without.
+  const double* norms() const { return static_cast<const double*>(norms_.data()); }
+  size_t norms_bytes() const { return norms_.bytes(); }
 
  protected:
   // Reduces bucket `index` (buckets start in order, each once per step) once the work
@@ -92,6 +101,10 @@ class GradientReducer {
   // The bucket's all-reduce, of its floats (averaged) or, with compression, of its 16-bit
   // values (summed: they were pre-divided).
   void all_reduce(size_t index, Stream& stream);
+  // With noise_norms: the bucket's squared norm before its reduction (first, before
+  // add_accumulated) and after it (last); nothing without.
+  void norm_before(size_t index, Stream& stream) { norm(index, 0, stream); }
+  void norm_after(size_t index, Stream& stream) { norm(index, 1, stream); }
   Communicator& comm() const { return comm_; }
   int64_t step() const { return step_; }
   // "allreduce bucket 2: 1048576 B": the text of a bucket's NVTX range.
@@ -111,6 +124,8 @@ class GradientReducer {
   Tensor accumulated_;  // the earlier micro-batches' gradients (micro_batches_ > 1)
   std::optional<kernel_math::HalfFormat> compression_;
   DeviceBuffer half_;  // with compression: 16-bit values of every gradient, bucket by bucket
+  DeviceBuffer norms_;  // with noise_norms: [bucket][before, after]
+  void norm(size_t index, int slot, Stream& stream);
   int64_t step_ = 0;
   int micro_batch_ = 0;
   size_t started_ = 0;  // buckets started this step

@@ -132,7 +132,8 @@ Replica::Replica(ReplicaShared& run, int rank)
                                                    mb_to_bytes(options_.first_bucket_mb)),
                            .micro_batches = micro,
                            .overlap = options_.overlap,
-                           .compression = half_format(compression)},
+                           .compression = half_format(compression),
+                           .noise_norms = measures_noise(options_, plan.replicas)},
                           *clock_, run_.hooks.reduce_on_streams);
   if (rank_ == 0) {
     for (const Bucket& b : reducer_->buckets()) {
@@ -146,6 +147,7 @@ Replica::Replica(ReplicaShared& run, int rank)
   // Pinned, so that reading the loss back is an asynchronous copy: the step's one host wait
   // is then the communicator's (which gives up at the timeout), not the copy's.
   host_loss_ = HostBuffer(*device_, static_cast<size_t>(micro) * sizeof(float));
+  if (reducer_->norms() != nullptr) host_norms_ = HostBuffer(*device_, reducer_->norms_bytes());
   timer_ = std::make_unique<StepTimer>(*device_, compute_, phases_per_step(micro), *clock_);
   host_weights_ = std::make_unique<HostWeights>(*model_);
 }
@@ -185,6 +187,9 @@ PhaseTimes Replica::step(int64_t n, double lr) {
   }
   // The one host synchronisation of the step: reading the loss ends it.
   device_->copy_to_host(host_loss_.data(), loss_.data(), host_loss_.bytes(), compute_);
+  if (reducer_->norms() != nullptr) {
+    device_->copy_to_host(host_norms_.data(), reducer_->norms(), host_norms_.bytes(), compute_);
+  }
   timer_->end();
   comm_->synchronize(compute_, fmt::format("step {}", n));
   // The device idles from the step's end until the host returns and enqueues the next step.
@@ -258,6 +263,7 @@ void Replica::before_step(int64_t n, const StepSchedule& schedule) {
 void Replica::record(int64_t n, const PhaseTimes& phases, double loss, double lr) {
   record_.phases.push_back(phases);
   record_.losses.push_back(loss);
+  if (host_norms_.data() != nullptr) record_norms();
   if (rank_ != 0) return;
   GroupRecord& group = run_.results.group;
   group.bucket_ms.push_back(reducer_->times().bucket_ms);
@@ -265,6 +271,22 @@ void Replica::record(int64_t n, const PhaseTimes& phases, double loss, double lr
   if (run_.hooks.on_step) {
     run_.hooks.on_step(StepRecord{n, loss, phases.step_ms, phases.exposed_ms(PhaseKind::kInput)});
   }
+}
+
+void Replica::record_norms() {
+  const std::span<const double> norms(static_cast<const double*>(host_norms_.data()),
+                                      host_norms_.bytes() / sizeof(double));
+  double before = 0.0;
+  double after = 0.0;
+  for (size_t i = 0; i + 1 < norms.size(); i += 2) {
+    before += norms[i];
+    after += norms[i + 1];
+  }
+  // The micro-batch's gradients carry the loss scale of the whole step, 1/(batch ×
+  // accumulation): its own mean gradient is accumulation times larger.
+  const auto micro = static_cast<double>(options_.accumulation);
+  record_.grad_sq_local.push_back(before * micro * micro);
+  record_.grad_sq_global.push_back(after);
 }
 
 void Replica::after_step(int64_t n, const StepSchedule& schedule) {

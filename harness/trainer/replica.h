@@ -62,6 +62,8 @@ class Replica {
   void before_step(int64_t n, const StepSchedule& schedule);
   void after_step(int64_t n, const StepSchedule& schedule);
   void record(int64_t n, const PhaseTimes& phases, double loss, double lr);
+  // The step's squared gradient norms (--noise-scale), from what step() read back.
+  void record_norms();
   void evaluate(int64_t epoch, int64_t step);
   void finish(const StepSchedule& schedule);
 
@@ -80,6 +82,7 @@ class Replica {
   std::unique_ptr<ReplicaInput> input_;
   Tensor loss_;           // per micro-batch
   HostBuffer host_loss_;  // where the loss is read back asynchronously
+  HostBuffer host_norms_;  // and the gradient buckets' squared norms (--noise-scale)
   std::unique_ptr<StepTimer> timer_;
   std::unique_ptr<HostWeights> host_weights_;
   ReplicaRecord& record_;

@@ -18,6 +18,8 @@ nlohmann::json replica_json(const ReplicaRecord& r, int rank) {
   return {{"rank", rank},
           {"phases", std::move(phases)},
           {"losses", r.losses},
+          {"grad_sq_local", r.grad_sq_local},
+          {"grad_sq_global", r.grad_sq_global},
           {"peak_memory_bytes", r.peak_memory_bytes},
           {"measured_device_allocations", r.measured_allocations},
           {"host_wait_overshoot_ms", r.wait_overshoot_ms},
@@ -36,6 +38,8 @@ void read_replica(RunResults& results, const JsonReader& r) {
     record.phases.push_back(phase_times_from_json(r.element("phases", i)));
   }
   record.losses = r.numbers("losses");
+  record.grad_sq_local = r.numbers("grad_sq_local");
+  record.grad_sq_global = r.numbers("grad_sq_global");
   record.peak_memory_bytes = r.int64("peak_memory_bytes");
   record.measured_allocations = r.int64("measured_device_allocations");
   record.wait_overshoot_ms = r.number("host_wait_overshoot_ms");
@@ -120,6 +124,22 @@ void add_results(RunResults& results, const nlohmann::json& message, const std::
 
 namespace {
 
+// Step `step`'s squared gradient norms, when the replicas measured them.
+std::optional<StepGradNorms> grad_norms(const RunResults& results, size_t step) {
+  if (results.replicas.front().grad_sq_local.empty()) return std::nullopt;
+  StepGradNorms norms;
+  for (size_t rank = 0; rank < results.replicas.size(); ++rank) {
+    const ReplicaRecord& replica = results.replicas[rank];
+    SS_CHECK(replica.grad_sq_local.size() == replica.losses.size() &&
+                 replica.grad_sq_global.size() == replica.losses.size(),
+             "replica {} recorded gradient norms of {} of its {} steps", rank,
+             replica.grad_sq_local.size(), replica.losses.size());
+    norms.local.push_back(replica.grad_sq_local[step]);
+  }
+  norms.global = results.replicas.front().grad_sq_global[step];
+  return norms;
+}
+
 // The step records of the run, every replica's phases side by side.
 std::vector<StepRecord> step_records(const RunResults& results) {
   const GroupRecord& g = results.group;
@@ -142,6 +162,7 @@ std::vector<StepRecord> step_records(const RunResults& results) {
     }
     // Equal shards: the mean of the replicas' means is the global mean.
     r.loss = loss / static_cast<double>(results.replicas.size());
+    r.grad_norms = grad_norms(results, step);
     set_group_times(r);
     steps.push_back(std::move(r));
   }
@@ -181,6 +202,7 @@ RunReport assemble_report(const TrainOptions& o, const Plan& plan, RunResults& r
   report.lr_scaling = to_string(o.lr_scaling);
   report.lr_warmup_steps = o.lr_warmup_steps;
   report.seed = o.seed;
+  report.noise_scale = o.noise_scale;
   report.data = plan.data.train->describe();
   report.overlap = o.overlap;
   report.grad_compression = effective_compression(o, plan.replicas);

@@ -20,6 +20,10 @@ class Cluster;
 struct ReplicaRecord {
   std::vector<PhaseTimes> phases;  // per step
   std::vector<double> losses;      // per step: the replica's mean loss
+  // --noise-scale, per step: the squared norm of the replica's micro-batch gradient (as its
+  // mean over the micro-batch) and of the averaged gradient. Empty without.
+  std::vector<double> grad_sq_local;
+  std::vector<double> grad_sq_global;
   int64_t peak_memory_bytes = 0;
   int64_t measured_allocations = 0;  // device allocations during the measured steps
   int64_t library_memory_bytes = 0;  // the device's memory held outside the allocator, at most

@@ -31,6 +31,7 @@ void StreamReducer::start(size_t index) {
   ready_[index]->wait_on(comm_stream_);
   // On the communication stream, so that backward never waits for the addition; before the
   // bucket's timing starts, which is the all-reduce's alone.
+  norm_before(index, comm_stream_);
   add_accumulated(index, comm_stream_);
   start_[index]->record(comm_stream_);
   if (compressed()) {  // only with more than one replica
@@ -44,6 +45,7 @@ void StreamReducer::start(size_t index) {
     all_reduce(index, comm_stream_);
   }
   end_[index]->record(comm_stream_);
+  norm_after(index, comm_stream_);
 }
 
 void StreamReducer::wait_all() {

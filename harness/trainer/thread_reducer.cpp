@@ -51,6 +51,7 @@ void ThreadReducer::start(size_t index) {
 void ThreadReducer::reduce(size_t index) {
   // The earlier micro-batches' gradients join the last one's here, on this thread, so
   // backward never waits for the addition; the bucket's time is the all-reduce's alone.
+  norm_before(index, compute());
   add_accumulated(index, compute());
   const int64_t cast_start = now_ns();
   if (compressed()) {
@@ -72,6 +73,7 @@ void ThreadReducer::reduce(size_t index) {
   const double ms = static_cast<double>(end - start) * 1e-6;
   const double cast_ms =
       compressed() ? static_cast<double>(now_ns() - end + start - cast_start) * 1e-6 : 0.0;
+  norm_after(index, compute());
   std::lock_guard lock(mutex_);
   times_.total_ms += ms;
   times_.cast_ms += cast_ms;

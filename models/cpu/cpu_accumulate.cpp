@@ -1,10 +1,11 @@
-// Passes over gradient buffers on CPU memory: accumulation over micro-batches, and the casts
-// around a compressed all-reduce. Each is one element-wise pass, so every element's result is
-// the same whatever the thread count.
+// Passes over gradient buffers on CPU memory: accumulation over micro-batches, the casts
+// around a compressed all-reduce, and the squared norm the gradient noise scale needs. The
+// element-wise passes give every element the same result whatever the thread count.
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "models/cpu/cpu_half.h"
 #include "models/cpu/cpu_kernels.h"
@@ -49,6 +50,22 @@ void decompress_gradients_cpu(const uint16_t* half, float* grads, int64_t count,
   in_shares(count, [&](int64_t begin, int64_t end) {
     decompress_half_span(half + begin, grads + begin, end - begin, format);
   });
+}
+
+double squared_norm_cpu(const float* values, int64_t count) {
+  std::vector<double> shares(static_cast<size_t>(omp_get_max_threads()), 0.0);
+  in_shares(count, [&](int64_t begin, int64_t end) {
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = begin; i < end; ++i) {
+      const double v = values[i];
+      sum += v * v;
+    }
+    shares[static_cast<size_t>(omp_get_thread_num())] = sum;
+  });
+  double total = 0.0;
+  for (const double s : shares) total += s;
+  return total;
 }
 
 }  // namespace scalescope

@@ -32,6 +32,9 @@ void compress_gradients_cpu(const float* grads, uint16_t* half, int64_t count, i
                             kernel_math::HalfFormat format);
 void decompress_gradients_cpu(const uint16_t* half, float* grads, int64_t count,
                               kernel_math::HalfFormat format);
+// cpu_accumulate.cpp: Σ values[i]² in double precision, across the calling thread's OpenMP
+// threads (each adds up its share; the shares are added in order).
+double squared_norm_cpu(const float* values, int64_t count);
 
 class CpuKernelBackend final : public KernelBackend {
  public:
@@ -61,6 +64,9 @@ class CpuKernelBackend final : public KernelBackend {
   void decompress(const uint16_t* half, float* grads, int64_t count, kernel_math::HalfFormat format,
                   Stream& /*stream*/) override {
     decompress_gradients_cpu(half, grads, count, format);
+  }
+  void squared_norm(const float* values, int64_t count, double* out, Stream& /*stream*/) override {
+    *out = squared_norm_cpu(values, count);
   }
 
  private:

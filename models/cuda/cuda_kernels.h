@@ -40,6 +40,8 @@ void compress_gradients_cuda(const float* grads, uint16_t* half, int64_t count, 
                              kernel_math::HalfFormat format, Stream& stream);
 void decompress_gradients_cuda(const uint16_t* half, float* grads, int64_t count,
                                kernel_math::HalfFormat format, Stream& stream);
+// cuda_optimizers.cpp: squared_norm() (models/kernels.h) on device memory, on `stream`.
+void squared_norm_cuda(const float* values, int64_t count, double* out, Stream& stream);
 
 class CudaKernelBackend final : public KernelBackend {
  public:
@@ -70,6 +72,9 @@ class CudaKernelBackend final : public KernelBackend {
   void decompress(const uint16_t* half, float* grads, int64_t count, kernel_math::HalfFormat format,
                   Stream& stream) override {
     decompress_gradients_cuda(half, grads, count, format, stream);
+  }
+  void squared_norm(const float* values, int64_t count, double* out, Stream& stream) override {
+    squared_norm_cuda(values, count, out, stream);
   }
 
  private:

@@ -116,5 +116,8 @@ void compress_gradients(const float* grads, uint16_t* half, int64_t n, int repli
 void decompress_gradients(const uint16_t* half, float* grads, int64_t n,
                           kernel_math::HalfFormat format, cudaStream_t stream);
 
+// out[0] += Σ x[i]² (double precision; atomics between blocks).
+void add_squared_norm(const float* x, int64_t n, double* out, cudaStream_t stream);
+
 }  // namespace cuda_ops
 }  // namespace scalescope

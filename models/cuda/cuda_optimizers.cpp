@@ -104,4 +104,10 @@ void decompress_gradients_cuda(const uint16_t* half, float* grads, int64_t count
   cuda_ops::decompress_gradients(half, grads, count, format, cuda_stream(stream));
 }
 
+void squared_norm_cuda(const float* values, int64_t count, double* out, Stream& stream) {
+  const cudaStream_t s = cuda_stream(stream);
+  SS_CHECK_CUDA(cudaMemsetAsync(out, 0, sizeof(double), s));
+  cuda_ops::add_squared_norm(values, count, out, s);
+}
+
 }  // namespace scalescope

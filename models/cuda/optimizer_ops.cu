@@ -1,5 +1,5 @@
-// The fused optimizer updates, gradient accumulation and the casts around a compressed
-// all-reduce: one launch over all parameters,
+// The fused optimizer updates, gradient accumulation, the casts around a compressed
+// all-reduce and the gradients' squared norm: one launch over all parameters,
 // reading each parameter, gradient and state value once and writing each once.
 //
 // The per-element arithmetic is kernel_math/optimizer_math.h, cpu_optimizers.cpp's operation by
@@ -83,6 +83,27 @@ __global__ void decompress_kernel(const uint16_t* __restrict__ half, float* __re
   }
 }
 
+// Each block adds up its grid-stride share in double precision, reduces the threads' sums in
+// shared memory and adds its total to `out` with one atomic. The blocks' order varies from run
+// to run, so the last bits may too: a norm for the noise scale, not a value training uses.
+__global__ void squared_norm_kernel(const float* __restrict__ x, int64_t n,
+                                    double* __restrict__ out) {
+  __shared__ double partial[kThreads];
+  double sum = 0.0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double v = x[i];
+    sum += v * v;
+  }
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(out, partial[0]);
+}
+
 }  // namespace
 
 void sgd_update(float* w, const float* g, float* v, int64_t n, float lr, float weight_decay,
@@ -123,6 +144,12 @@ void decompress_gradients(const uint16_t* half, float* grads, int64_t n, km::Hal
   if (n == 0) return;
   decompress_kernel<<<grid_for(n), kThreads, 0, stream>>>(half, grads, n, format);
   check_launch("decompress_kernel");
+}
+
+void add_squared_norm(const float* x, int64_t n, double* out, cudaStream_t stream) {
+  if (n == 0) return;
+  squared_norm_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, out);
+  check_launch("squared_norm_kernel");
 }
 
 }  // namespace scalescope::cuda_ops

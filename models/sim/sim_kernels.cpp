@@ -123,4 +123,9 @@ void SimKernelBackend::decompress(const uint16_t* half, float* grads, int64_t co
   });
 }
 
+void SimKernelBackend::squared_norm(const float* values, int64_t count, double* out,
+                                    Stream& stream) {
+  sim(stream.device()).launch(stream, [=] { *out = squared_norm_cpu(values, count); });
+}
+
 }  // namespace scalescope

@@ -27,6 +27,7 @@ class SimKernelBackend final : public KernelBackend {
                 kernel_math::HalfFormat format, Stream& stream) override;
   void decompress(const uint16_t* half, float* grads, int64_t count, kernel_math::HalfFormat format,
                   Stream& stream) override;
+  void squared_norm(const float* values, int64_t count, double* out, Stream& stream) override;
 };
 
 }  // namespace scalescope
