@@ -19,7 +19,8 @@ std::vector<std::string> optimizer_state_names(const OptimizerConfig& config) {
 }
 
 Optimizer::Optimizer(const OptimizerConfig& config, Model& model) : config_(config), model_(model) {
-  SS_CHECK(std::isfinite(config.lr) && config.lr > 0.0f, "learning rate {} must be positive",
+  // 0 keeps the weights as they are (measurements at fixed weights).
+  SS_CHECK(std::isfinite(config.lr) && config.lr >= 0.0f, "learning rate {} must be 0 or positive",
            config.lr);
   SS_CHECK(config.weight_decay >= 0.0f, "weight decay {} must not be negative",
            config.weight_decay);

@@ -96,10 +96,14 @@ nlohmann::json finite_or_null(double v) {
 }  // namespace
 
 nlohmann::json to_json(const NoiseScale& s) {
-  nlohmann::json j = {{"batch_small", s.batches.small}, {"batch_big", s.batches.big},
-                      {"steps", s.steps},               {"grad_sq", s.mean.grad_sq},
-                      {"trace", s.mean.trace},          {"b_noise", nullptr},
-                      {"b_noise_low", nullptr},         {"b_noise_high", nullptr},
+  nlohmann::json j = {{"batch_small", s.batches.small},
+                      {"batch_big", s.batches.big},
+                      {"steps", s.steps},
+                      {"grad_sq", s.mean.grad_sq},
+                      {"trace", s.mean.trace},
+                      {"b_noise", nullptr},
+                      {"b_noise_low", nullptr},
+                      {"b_noise_high", nullptr},
                       {"steps_over_minimum", nullptr}};
   if (s.b_noise) {
     j["b_noise"] = s.b_noise->value;

@@ -59,7 +59,7 @@ inline constexpr double kNoiseSmoothing = 0.05;
 
 struct NoiseStep {
   NoiseEstimate raw;
-  NoiseEstimate smoothed;  // moving averages, corrected for their start at zero (as Adam's)
+  NoiseEstimate smoothed;         // moving averages, corrected for their start at zero (as Adam's)
   std::optional<double> b_noise;  // of `smoothed`
 };
 // Per step, in order. REQUIRES: estimable(b), 0 < weight <= 1.

@@ -187,8 +187,8 @@ EvalRecord eval_from_json(const JsonReader& r) {
 
 nlohmann::json to_json(const RunReport& r) {
   const std::vector<GradSqNorms> norms = step_norms(r);
-  const bool with_noise = !norms.empty() && norms.size() == r.steps.size() &&
-                          estimable(r.noise_batches());
+  const bool with_noise =
+      !norms.empty() && norms.size() == r.steps.size() && estimable(r.noise_batches());
   const std::vector<NoiseStep> smoothed =
       with_noise ? smooth_noise(norms, r.noise_batches()) : std::vector<NoiseStep>{};
   nlohmann::json steps = nlohmann::json::array();
@@ -245,8 +245,9 @@ nlohmann::json to_json(const RunReport& r) {
   };
   if (r.cluster) j["cluster"] = to_json(*r.cluster);
   if (r.noise_scale) {
-    j["noise_scale"] = with_noise ? noise_scale_json(r, norms, smoothed)
-                                  : nlohmann::json{{"unavailable", noise_scale_unavailable_reason()}};
+    j["noise_scale"] = with_noise
+                           ? noise_scale_json(r, norms, smoothed)
+                           : nlohmann::json{{"unavailable", noise_scale_unavailable_reason()}};
   }
   if (r.tf32) j["config"]["tf32"] = *r.tf32;
   if (r.deterministic) j["config"]["deterministic"] = *r.deterministic;

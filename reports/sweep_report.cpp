@@ -381,7 +381,7 @@ RepeatRecord repeat_from_json(const JsonReader& r, size_t buckets) {
   for (size_t k = 0; k < replicas; ++k) replica_from_json(r.element("replicas", k), k, out.steps);
   bucket_ms_from_json(r, buckets, out.steps);
   if (r.has("grad_sq_global")) grad_norms_from_json(r, out.steps);  // since 1.7
-  if (r.has("allreduce_split")) {  // since 1.2
+  if (r.has("allreduce_split")) {                                   // since 1.2
     out.allreduce_split = split_from_json(r.object("allreduce_split"));
   }
   if (r.has("gpu_util_percent")) {  // since 1.2

@@ -26,6 +26,7 @@ RunData open_run_data(const DataOptions& o, const ModelDef& model, uint64_t seed
            o.queue_depth);
   SS_CHECK(o.crop_padding >= 0, "crop_padding {} must not be negative", o.crop_padding);
   SS_CHECK(o.decode_cost_us >= 0, "decode_cost_us {} must not be negative", o.decode_cost_us);
+  SS_CHECK(o.train_samples >= 0, "train_samples {} must not be negative", o.train_samples);
   RunData data;
   data.spec = parse_data_spec(o.spec);
   const bool synthetic = data.spec.kind == DataSpec::Kind::kSynthetic ||
@@ -48,6 +49,13 @@ RunData open_run_data(const DataOptions& o, const ModelDef& model, uint64_t seed
              "{} has samples of shape {} but {} of shape {}", data.train->describe(),
              data.sample_shape.to_string(), data.eval->describe(),
              data.eval->sample_shape().to_string());
+  }
+
+  if (o.train_samples > 0) {
+    SS_CHECK(o.train_samples <= data.train->size(),
+             "train_samples {} is more than the {} samples of {}", o.train_samples,
+             data.train->size(), data.train->describe());
+    data.train = std::make_shared<SubsetDataset>(data.train, 0, o.train_samples, "first samples");
   }
 
   // The model must take the samples and the labels.

@@ -18,6 +18,8 @@ struct DataOptions {
   int crop_padding = 0;
   bool flip = false;
   int64_t decode_cost_us = 0;
+  // Train on the first this many samples of the training split only (0: all of it).
+  int64_t train_samples = 0;
   int workers = 1;
   int queue_depth = 2;
 };

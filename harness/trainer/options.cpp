@@ -92,8 +92,9 @@ void add_training_options(OptionList& list, TrainOptions& o, const GradientAxes*
                     o.optimizer.kind = name == "sgd" ? OptimizerKind::kSgd : OptimizerKind::kAdam;
                   }},
            "sgd or adam");
+  // 0 is allowed: the weights then stay as they began (measurements at fixed weights).
   list.add("--lr", o.optimizer.lr, "Base learning rate",
-           finite_above(0.0f, false, "must be a positive number"))
+           finite_above(0.0f, true, "must be 0 or a positive number"))
       .shown_default("0.001 (adam) or 0.01 (sgd)")
       .written_always();
   // The default learning rate is the optimizer's.
@@ -180,6 +181,9 @@ void add_data_options(OptionList& list, DataOptions& o, bool with_workers) {
            "Random crop after zero-padding each side by this many pixels (0: off)",
            at_least(0, "must not be negative"));
   list.add("--flip", o.flip, "Random horizontal flips");
+  list.add("--train-samples", o.train_samples,
+           "Train on the first N samples of the training split only (0: all)",
+           at_least<int64_t>(0, "must not be negative"));
   list.add("--decode-cost-us", o.decode_cost_us,
            "Busy CPU time per sample emulating heavy decoding, in microseconds",
            at_least<int64_t>(0, "must not be negative"));

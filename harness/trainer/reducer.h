@@ -123,7 +123,7 @@ class GradientReducer {
   std::vector<std::string> range_text_;
   Tensor accumulated_;  // the earlier micro-batches' gradients (micro_batches_ > 1)
   std::optional<kernel_math::HalfFormat> compression_;
-  DeviceBuffer half_;  // with compression: 16-bit values of every gradient, bucket by bucket
+  DeviceBuffer half_;   // with compression: 16-bit values of every gradient, bucket by bucket
   DeviceBuffer norms_;  // with noise_norms: [bucket][before, after]
   void norm(size_t index, int slot, Stream& stream);
   int64_t step_ = 0;

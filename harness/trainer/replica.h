@@ -80,8 +80,8 @@ class Replica {
   std::unique_ptr<ClockAnchor> clock_;  // device event times onto the run's host clock
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<ReplicaInput> input_;
-  Tensor loss_;           // per micro-batch
-  HostBuffer host_loss_;  // where the loss is read back asynchronously
+  Tensor loss_;            // per micro-batch
+  HostBuffer host_loss_;   // where the loss is read back asynchronously
   HostBuffer host_norms_;  // and the gradient buckets' squared norms (--noise-scale)
   std::unique_ptr<StepTimer> timer_;
   std::unique_ptr<HostWeights> host_weights_;

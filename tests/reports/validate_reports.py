@@ -208,6 +208,12 @@ def negative_run_cases(v, run_doc):
         ("a run report with optimizer 'lamb'", r, ["config", "optimizer"], "set", "lamb"),
         ("a run report labelled as a sweep", r, ["schema"], "set", "scalescope-sweep"),
         ("a run report of schema version 2.0", r, ["schema_version"], "set", "2.0"),
+        ("a run report with a negative squared norm", r,
+         ["steps", 0, "grad_sq_norms", "local", 0], "set", -1.0),
+        ("a run report whose noise scale lacks b_noise", r, ["noise_scale", "b_noise"],
+         "delete", None),
+        ("a run report whose noise scale has an unknown key", r, ["noise_scale", "b_crit"],
+         "add", 1.0),
     ])
 
 
@@ -237,6 +243,10 @@ def negative_sweep_cases(v, weak, failed):
         ("a point with mode 'diagonal'", w, ["points", 0, "mode"], "set", "diagonal"),
         ("a point with grad_compression 'fp8'", w, ["points", 0, "grad_compression"], "set",
          "fp8"),
+        ("a repeat with a negative squared gradient norm", w,
+         ["points", ok_i, "repeats", 0, "grad_sq_global", 0], "set", -1.0),
+        ("a noise scale without its interval", w,
+         ["points", ok_i, "summary", "noise_scale", "b_noise_low"], "delete", None),
         ("a compression effect without settings", w, ["compression_effects", 0, "settings"],
          "delete", None),
         ("a finding with severity 'critical'", w,
@@ -336,13 +346,21 @@ def main():
         # --- run reports
         run_doc = produce(binary, tmp, "run.json",
                           ["train", "--model", "dense-100", "--devices", "cpu:2", "--steps", "5",
-                           "--no-eval", "-q", "--grad-compression", "fp16"])
+                           "--no-eval", "-q", "--grad-compression", "fp16", "--noise-scale"])
         if run_doc is not None and run_doc["config"]["grad_compression"] != "fp16":
             fail("run.json trained with --grad-compression fp16 but says "
                  f"{run_doc['config']['grad_compression']!r}")
+        if run_doc is not None and ("b_noise" not in run_doc.get("noise_scale", {}) or
+                                    any("grad_sq_norms" not in s for s in run_doc["steps"])):
+            fail("run.json trained with --noise-scale on two devices but has no noise scale "
+                 "or steps without grad_sq_norms")
+        # One device: the noise scale's "unavailable" branch.
         eval_doc = produce(binary, tmp, "run-eval.json",
                            ["train", "--model", "dense-100", "--devices", "cpu:1", "--batch",
-                            "2048", "--epochs", "1", "-q"])
+                            "2048", "--epochs", "1", "-q", "--noise-scale"])
+        if eval_doc is not None and "unavailable" not in eval_doc.get("noise_scale", {}):
+            fail("run-eval.json asked for --noise-scale on one device without saying why it "
+                 "has none")
         for name, doc in (("run.json", run_doc), ("run-eval.json (with evals)", eval_doc)):
             if doc is not None:
                 expect_valid(run_v, doc, name)
@@ -356,7 +374,13 @@ def main():
         weak = produce(binary, tmp, "weak.json",
                        ["sweep"] + sweep_common + ["--batch", "8", "--first-bucket-mb", "0.001",
                                                    "--bucket-cap-mb", "0.01,25",
-                                                   "--grad-compression", "none,bf16"])
+                                                   "--grad-compression", "none,bf16",
+                                                   "--noise-scale"])
+        if weak is not None and any(
+                (p["summary"]["noise_scale"] is None) != (p["devices"] == 1)
+                for p in weak["points"]):
+            fail("weak.json swept with --noise-scale: every point beyond one device needs a "
+                 "noise_scale summary, and the one-device point none")
         if weak is not None and (len(weak["bucket_choices"]) != 2 or
                                  len(weak["compression_effects"]) != 2):
             fail(f"weak.json swept two bucket caps and two compressions but has "

@@ -61,7 +61,7 @@ TEST(Cli, TrainWritesARunFile) {
   ASSERT_EQ(r.status, 0) << r.output;
   std::ifstream in(out);
   const auto doc = nlohmann::json::parse(in);
-  EXPECT_EQ(doc["schema_version"], "1.5");
+  EXPECT_EQ(doc["schema_version"], "1.6");
   EXPECT_EQ(doc["model"]["name"], "dense-100");
   EXPECT_EQ(doc["model"]["params"], 7114);
   ASSERT_TRUE(doc.contains("kernels"));  // dense layers: oneDNN's inner products
@@ -98,7 +98,7 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroStatus) {
       {"train --batch abc", "--batch"},
       {"train --optimizer rmsprop", "rmsprop"},
       {"train --devices tpu:2", "tpu:2"},
-      {"train --lr 0", "--lr 0"},
+      {"train --lr -1", "--lr -1"},
       {"train --load /nonexistent.safetensors --steps 1", "/nonexistent.safetensors"},
       {"frobnicate", "frobnicate"},
       {"train --data nowhere", "nowhere"},
