@@ -22,7 +22,7 @@ struct StepGradNorms {
   // Per replica, in rank order: its last micro-batch's gradient, before the all-reduce (as the
   // mean over the micro-batch's samples).
   std::vector<double> local;
-  double global = 0.0;  // the averaged gradient's, after the all-reduce (replica 0's)
+  double global = 0.0;  // the averaged gradient's, after the all-reduce
   // REQUIRES: local non-empty.
   GradSqNorms norms() const;
 };

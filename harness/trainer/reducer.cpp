@@ -99,7 +99,16 @@ void GradientReducer::all_reduce(size_t index, Stream& stream) {
 void GradientReducer::norm(size_t index, int slot, Stream& stream) {
   if (norms_.data() == nullptr) return;
   const Bucket& b = buckets_[index];
-  squared_norm(grads_ + b.begin, b.end - b.begin,
+  int64_t begin = b.begin;
+  int64_t end = b.end;
+  if (slot == 1) {
+    // After the all-reduce every replica holds the same gradients: each takes its 1/N slice,
+    // and the slices' norms add up to the whole (results.cpp), for 1/N of the pass's cost.
+    const int64_t n = end - begin;
+    begin = b.begin + n * comm_.rank() / comm_.size();
+    end = b.begin + n * (comm_.rank() + 1) / comm_.size();
+  }
+  squared_norm(grads_ + begin, end - begin,
                static_cast<double*>(norms_.data()) + 2 * index + static_cast<size_t>(slot), stream);
 }
 

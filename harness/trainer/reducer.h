@@ -46,8 +46,8 @@ class GradientReducer {
     // Nothing is cast when the communicator has one rank (it has nothing to exchange).
     std::optional<kernel_math::HalfFormat> compression;
     // Gradient noise scale: each bucket's squared norm before its reduction (the last
-    // micro-batch's gradients alone) and after it (the average over the replicas of their
-    // accumulated gradients), outside the timed all-reduce.
+    // micro-batch's gradients alone) and, of this replica's 1/N slice of it, after it (the
+    // average over the replicas of their accumulated gradients), outside the timed all-reduce.
     bool noise_norms = false;
   };
   // `grads`: the model's flat gradients, written by backward on `compute`; `comm` averages
@@ -75,7 +75,8 @@ class GradientReducer {
   // The step's times. REQUIRES: the step's work has finished (its end was synchronised).
   virtual const ReduceTimes& times() = 0;
   // With noise_norms: device memory holding two doubles per bucket, the bucket's squared norm
-  // before and after its reduction; valid once the compute stream has passed finish_step.
+  // before its reduction and its slice's after it (the replicas' slices add up to the bucket);
+  // valid once the compute stream has passed finish_step.
   // Null without.
   const double* norms() const { return static_cast<const double*>(norms_.data()); }
   size_t norms_bytes() const { return norms_.bytes(); }
@@ -102,7 +103,7 @@ class GradientReducer {
   // values (summed: they were pre-divided).
   void all_reduce(size_t index, Stream& stream);
   // With noise_norms: the bucket's squared norm before its reduction (first, before
-  // add_accumulated) and after it (last); nothing without.
+  // add_accumulated), and its slice's after it (last); nothing without.
   void norm_before(size_t index, Stream& stream) { norm(index, 0, stream); }
   void norm_after(size_t index, Stream& stream) { norm(index, 1, stream); }
   Communicator& comm() const { return comm_; }

@@ -135,8 +135,8 @@ std::optional<StepGradNorms> grad_norms(const RunResults& results, size_t step) 
              "replica {} recorded gradient norms of {} of its {} steps", rank,
              replica.grad_sq_local.size(), replica.losses.size());
     norms.local.push_back(replica.grad_sq_local[step]);
+    norms.global += replica.grad_sq_global[step];
   }
-  norms.global = results.replicas.front().grad_sq_global[step];
   return norms;
 }
 

@@ -21,7 +21,8 @@ struct ReplicaRecord {
   std::vector<PhaseTimes> phases;  // per step
   std::vector<double> losses;      // per step: the replica's mean loss
   // --noise-scale, per step: the squared norm of the replica's micro-batch gradient (as its
-  // mean over the micro-batch) and of the averaged gradient. Empty without.
+  // mean over the micro-batch), and of its 1/N slice of the averaged gradient (the replicas'
+  // slices add up to the averaged gradient's). Empty without.
   std::vector<double> grad_sq_local;
   std::vector<double> grad_sq_global;
   int64_t peak_memory_bytes = 0;
