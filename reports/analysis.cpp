@@ -226,6 +226,28 @@ Verdict explain_scaling(const Verdict& step_verdict, const ScalingInput& input) 
   return v;
 }
 
+void add_statistical_finding(Verdict& verdict, const LossBreakdown& loss,
+                             const StatisticalScaling& s) {
+  const double share = 1.0 - s.efficiency;
+  const double largest_phase = std::max({loss.allreduce_share, loss.input_share, loss.compute_share,
+                                         loss.straggler_share, loss.other_share});
+  if (share < kLossModerateShare || share <= largest_phase) return;
+  Finding f = loss_finding(
+      "statistically-limited", share,
+      fmt::format("statistically limited: the global batch {} is {:.1f}x the noise scale "
+                  "B_noise {:.3g}; expect at most {:.2f}x fewer steps than at batch {} "
+                  "(statistical efficiency {:.0f}%), which bounds the time to a target more than "
+                  "any phase",
+                  s.big, static_cast<double>(s.big) / s.b_noise, s.b_noise, s.steps_saved, s.small,
+                  percent(s.efficiency)),
+      {{"b_noise", s.b_noise},
+       {"global_batch", static_cast<double>(s.big)},
+       {"baseline_batch", static_cast<double>(s.small)},
+       {"steps_saved", s.steps_saved},
+       {"statistical_efficiency", s.efficiency}});
+  verdict.findings.insert(verdict.findings.begin(), std::move(f));
+}
+
 LossBreakdown efficiency_loss(const PhaseMedians& one_device,
                               const std::vector<PhaseMedians>& replicas_at_n,
                               const PhaseMedians& group_at_n, double ideal_step_ms) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "reports/noise_scale.h"
 #include "reports/phases.h"
 
 namespace scalescope {
@@ -151,6 +152,14 @@ struct ScalingInput {
 // follow in their order (an input pipeline already slow on one device, a host-bound GPU);
 // compute-bound stays only when nothing else is left.
 Verdict explain_scaling(const Verdict& step_verdict, const ScalingInput& input);
+
+// Time to accuracy: when the statistical efficiency of the point's larger global batch
+// (reports/noise_scale.h) loses more than kLossModerateShare and more than any component of
+// the loss breakdown, a "statistically-limited" finding goes first (high at kLossHighShare):
+// the time to a target is then bounded by the samples each step wastes more than by any phase.
+// Its share is 1 - efficiency, the fraction of the samples beyond what one device would need.
+void add_statistical_finding(Verdict& verdict, const LossBreakdown& loss,
+                             const StatisticalScaling& statistics);
 
 // ---------------------------------------------------------------------------------------
 // Alpha-beta model of all-reduce: ms = alpha + beta * bytes * 2(N-1)/N. A ring all-reduce

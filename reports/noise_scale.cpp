@@ -126,6 +126,15 @@ double steps_over_minimum(double b_noise, int64_t batch) {
   return 1.0 + b_noise / static_cast<double>(batch);
 }
 
+StatisticalScaling statistical_scaling(double b_noise, int64_t small, int64_t big) {
+  SS_CHECK(small > 0 && big >= small && b_noise >= 0.0,
+           "statistical scaling from batch {} to {} at a noise scale of {}", small, big, b_noise);
+  StatisticalScaling s{.b_noise = b_noise, .small = small, .big = big};
+  s.steps_saved = steps_over_minimum(b_noise, small) / steps_over_minimum(b_noise, big);
+  s.efficiency = (static_cast<double>(small) + b_noise) / (static_cast<double>(big) + b_noise);
+  return s;
+}
+
 const char* noise_scale_unavailable_reason() {
   return "one replica without accumulation computes the gradient of one batch size only; the "
          "noise scale compares two (more replicas, or --accumulation above 1)";

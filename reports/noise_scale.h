@@ -90,6 +90,24 @@ nlohmann::json to_json(const NoiseEstimate& e);
 // relative to the fewest any batch could need, 1 + B_noise/batch.
 double steps_over_minimum(double b_noise, int64_t batch);
 
+// What a larger global batch costs in samples: training at `big` against training at `small`
+// to the same target, as the noise scale predicts. Samples to a target at batch B are
+// E_min·(1 + B/B_noise), so
+//   steps_saved  = steps at `small` / steps at `big` = (1 + B_noise/small) / (1 + B_noise/big),
+//                  between 1 and big/small (no more than the batch grew);
+//   efficiency   = samples at `small` / samples at `big` = (small + B_noise) / (big + B_noise),
+//                  the statistical efficiency, steps_saved / (big/small), in (small/big, 1].
+// A time-to-accuracy speedup is then the throughput speedup × efficiency.
+struct StatisticalScaling {
+  double b_noise = 0.0;
+  int64_t small = 0;
+  int64_t big = 0;
+  double steps_saved = 1.0;
+  double efficiency = 1.0;
+};
+// REQUIRES: 0 < small <= big, b_noise >= 0.
+StatisticalScaling statistical_scaling(double b_noise, int64_t small, int64_t big);
+
 // Why a run has no noise scale ("" when it has one): one replica without accumulation gives
 // only one batch size.
 const char* noise_scale_unavailable_reason();

@@ -178,6 +178,10 @@ void compare_with_baseline(SweepPoint& p, const SweepPoint& one,
     PointSummary& s = p.summary;
     s.loss = efficiency_loss(one.summary.group, s.replicas, s.group, ideal);
     s.verdict = explain_scaling(s.verdict, ScalingInput{*s.loss, s.group.step_ms, threads});
+    if (s.noise && s.noise->b_noise && s.noise->b_noise->value > 0.0) {
+      s.statistics = statistical_scaling(s.noise->b_noise->value, one.global_batch, p.global_batch);
+      add_statistical_finding(s.verdict, *s.loss, *s.statistics);
+    }
   }
 }
 

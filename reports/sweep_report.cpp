@@ -71,6 +71,13 @@ json phases_json(const PhaseMedians& m, double step_ms) {
   return j;
 }
 
+json statistics_json(const StatisticalScaling& s, const Interval& speedup) {
+  return {{"baseline_batch", s.small},
+          {"steps_saved", s.steps_saved},
+          {"efficiency", s.efficiency},
+          {"time_to_accuracy_speedup", speedup.value * s.efficiency}};
+}
+
 json summary_json(const SweepPoint& p) {
   const PointSummary& s = p.summary;
   json replicas = json::array();
@@ -99,6 +106,8 @@ json summary_json(const SweepPoint& p) {
       {"verdict", std::move(findings)},
       {"bus_bandwidth_gbps", s.bus_bandwidth_gbps ? json(*s.bus_bandwidth_gbps) : json(nullptr)},
       {"noise_scale", s.noise ? to_json(*s.noise) : json(nullptr)},
+      {"statistical_scaling",
+       s.statistics ? statistics_json(*s.statistics, *s.speedup) : json(nullptr)},
       // Device utilisation comes from NVML samples, which only GPU runs have.
       {"utilization",
        s.gpu_util_percent ? json{{"gpu_util_percent", *s.gpu_util_percent}} : json(nullptr)},

@@ -70,6 +70,9 @@ struct PointSummary {
   // --noise-scale: the gradient noise scale over the pooled measured steps (points whose
   // gradients came in two batch sizes).
   std::optional<NoiseScale> noise;
+  // With a positive noise scale and a one-device baseline: what the larger global batch costs
+  // in samples against the baseline's (the time-to-accuracy speedup is speedup × efficiency).
+  std::optional<StatisticalScaling> statistics;
 };
 
 // Bucket caps as tables and labels show them: "5 MB", or "5 MB (first 0.5 MB)" when the
