@@ -212,6 +212,13 @@ std::unique_ptr<Cluster> Cluster::join(std::chrono::milliseconds timeout,
   int size = 0;
   check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
+  // An MPI that does not speak the launcher's process-management interface may start each
+  // process as a job of its own, which would then run the whole work alone.
+  SS_CHECK(size == launch.size,
+           "the launcher started {} processes ({}={}), but MPI sees {}: the launcher and this "
+           "MPI share no process-management interface (under srun, give --mpi=pmix; srun "
+           "--mpi=list shows what Slurm offers)",
+           launch.size, launch.variable, launch.size, size);
   if (size == 1) {
     (void)single(network_interface);  // the same check as a process alone
     c->members_ = layout({this_hostname()});
