@@ -14,6 +14,10 @@
 #   netns_nodes.sh exec NODE CMD...   run CMD on node1 or node2 (also Open MPI's launch agent:
 #                                it is called as `AGENT NODE COMMAND-STRING`)
 #   netns_nodes.sh kill NODE     SIGKILL every process on NODE
+#   netns_nodes.sh slurm-up      a Slurm cluster of the nodes (after `up`): munged (on the
+#                                host, a private socket), slurmctld on node1, slurmd on
+#                                each; prints the slurm.conf path for SLURM_CONF. Exit 77
+#                                when slurmctld, slurmd or munged is missing
 #   netns_nodes.sh down          kill every process on the nodes, remove them; idempotent,
 #                                bounded in time, safe to call when nothing is up
 set -euo pipefail
@@ -22,6 +26,8 @@ readonly nodes=(node1 node2)
 readonly subnet=10.231.22
 ns_of() { echo "ss-$1"; }
 readonly link=ss-link
+# Slurm's and munge's files: not under /tmp, which is private to each Slurm node.
+readonly state=/run/ss-nodes
 address_of() { echo "$subnet.${1#node}"; }
 
 # Why nodes cannot be made here, or nothing.
@@ -42,6 +48,10 @@ why_not() {
 
 down() {
   local node ns
+  if [[ -f $state/munge/munged.pid ]]; then
+    kill "$(cat "$state/munge/munged.pid")" 2>/dev/null || true
+  fi
+  rm -rf "$state"
   for node in "${nodes[@]}"; do
     ns=$(ns_of "$node")
     if ip netns list | grep -qw "$ns"; then
@@ -95,6 +105,81 @@ shape() {
   done
 }
 
+slurm_conf() {
+  cat <<CONF
+ClusterName=scalescope
+SlurmctldHost=node1($(address_of node1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$state/munge/munge.socket
+CredType=cred/munge
+StateSaveLocation=$state/slurmctld
+SlurmdSpoolDir=$state/spool-%n
+SlurmctldPidFile=$state/slurmctld.pid
+SlurmdPidFile=$state/slurmd-%n.pid
+SlurmctldLogFile=$state/slurmctld.log
+SlurmdLogFile=$state/slurmd-%n.log
+# No cgroups for the jobs: the nodes share the host's, which the tests do not own.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=pmix
+ReturnToService=2
+CONF
+  local n
+  for n in "${nodes[@]}"; do
+    echo "NodeName=$n NodeAddr=$(address_of "$n") CPUs=$(nproc) State=UNKNOWN"
+  done
+  echo "PartitionName=nodes Nodes=node[1-${#nodes[@]}] Default=YES State=UP OverSubscribe=FORCE"
+}
+
+slurm_up() {
+  local tool node
+  for tool in slurmctld slurmd munged srun sinfo; do
+    command -v "$tool" >/dev/null || {
+      echo "SKIP: $tool not found (Debian: apt-get install slurmctld slurmd slurm-client munge)"
+      exit 77
+    }
+  done
+  mkdir -p "$state/slurmctld"
+  install -d -o munge -g munge -m 0711 "$state/munge"
+  runuser -u munge -- munged --socket="$state/munge/munge.socket" \
+    --pid-file="$state/munge/munged.pid" --log-file="$state/munge/munged.log" \
+    --seed-file="$state/munge/seed"
+  slurm_conf >"$state/slurm.conf"
+  (enter node1 slurmctld -f "$state/slurm.conf")
+  for node in "${nodes[@]}"; do
+    mkdir -p "$state/spool-$node"
+    # slurmd (22.05) will not start without the cgroup hierarchies it knows, and ip netns
+    # exec gives a node a /sys without them: mount the host's v1 hierarchies again inside
+    # the node's mount namespace. And a /tmp of its own, as a real node has: the PMIx
+    # plugin makes the same directory name in /tmp on every node of a job.
+    (enter "$node" sh -c '
+      mount -t tmpfs tmp /tmp && mount -t tmpfs cgroup /sys/fs/cgroup || exit 1
+      for c in cpuset memory devices freezer cpu cpuacct name=systemd; do
+        d=/sys/fs/cgroup/${c#name=}
+        o=$c
+        [ "${c#name=}" = "$c" ] || o=none,$c
+        mkdir -p "$d" && mount -t cgroup -o "$o" none "$d" || exit 1
+      done
+      exec slurmd -f "$1" -N "$0"' "$node" "$state/slurm.conf")
+  done
+  for _ in $(seq 100); do
+    if [[ $(SLURM_CONF=$state/slurm.conf enter node1 sinfo -h -t idle -o %D 2>/dev/null) == "${#nodes[@]}" ]]; then
+      echo "$state/slurm.conf"
+      return 0
+    fi
+    sleep 0.2
+  done
+  echo "netns_nodes.sh: the Slurm nodes did not come up within 20 s; slurmd's log:" >&2
+  tail -n 20 "$state"/slurmd-*.log >&2
+  exit 1
+}
+
 enter() {
   local node=$1
   shift
@@ -123,6 +208,7 @@ case "${1:-}" in
     enter "$@"
     ;;
   kill) ip netns pids "$(ns_of "$2")" | xargs -r kill -9 ;;
+  slurm-up) slurm_up ;;
   *)
     # Open MPI's rsh launcher calls its agent as ssh: `AGENT [options] HOST WORDS...`, the
     # words one command line for the remote shell.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Two nodes on one machine (network namespaces, netns_nodes.sh), scalescope across them.
 
-    netns_test.py SCALESCOPE SOURCE_DIR nodes|link
+    netns_test.py SCALESCOPE SOURCE_DIR nodes|link|slurm
 
 mpirun runs on node1 and starts node2's processes through netns_nodes.sh as its launch agent
 (as it would through ssh), one process per node; each node has its own host name and reaches
@@ -17,6 +17,10 @@ link:  the link shaped with tc tbf: `scalescope collectives` across the nodes me
        configured rate; sweeps at two rates show the inter-node share of the all-reduce loss
        grow as the rate falls, and an α-β fit over the cross-node all-reduces recovers each
        rate.
+slurm: a Slurm cluster of the two nodes (slurmctld on node1, slurmd on each, munge):
+       srun --mpi=pmix (the default there) runs a train, bit for bit equal to one process,
+       and a sweep across the nodes; srun --mpi=none fails at once with Open MPI's reason.
+       Skipped (77) when slurmctld, slurmd or munged is missing.
 
 Root only: exits 77 (skipped), saying why, without root, iproute2, unshare or mpirun. The
 nodes are removed whatever happens (finally, SIGTERM, SIGINT, an overall alarm); ctest's
@@ -316,6 +320,58 @@ def part_link(work):
           f"inter-node time grew {ratio:.2f}× for a {expected:.1f}× slower link")
 
 
+class Skip(Exception):
+    pass
+
+
+def srun(args, extra=()):
+    """srun on node1: one task per node, each with the node's 2 CPUs."""
+    return [NODES, "exec", "node1", "srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1",
+            "--cpus-per-task=2", *extra, SCALESCOPE, *args]
+
+
+def part_slurm(work):
+    """Slurm's srun through PMIx (Debian's slurm-wlm and Open MPI share it)."""
+    up = nodes("slurm-up")
+    if up.returncode == 77:
+        raise Skip(up.stdout.strip())
+    check(up.returncode == 0, f"the Slurm cluster did not start: {up.stderr}")
+    if up.returncode != 0:
+        return
+    ENV["SLURM_CONF"] = up.stdout.strip()
+    single = run([SCALESCOPE, "train", "--devices", "cpu:4", *TRAIN,
+                  "--save", f"{work}/single.safetensors"])
+    multi = run(srun(["train", "--devices", "cpu:4", *TRAIN, "--network-interface", "ss-link",
+                      "--save", f"{work}/srun.safetensors"]))
+    check(multi.returncode == 0 and "over 2 processes on 2 nodes" in multi.stdout,
+          "srun train did not run over the 2 nodes")
+    if single.returncode == 0 and multi.returncode == 0:
+        check(open(f"{work}/single.safetensors", "rb").read() ==
+              open(f"{work}/srun.safetensors", "rb").read(),
+              "weights differ between 1 process × 4 replicas and srun's 2 nodes × 2")
+    out = f"{work}/srun-sweep.json"
+    sweep = run(srun(["sweep", "--devices", "cpu:1,2,4", "--models", "mlp:scale=0.01", *SWEEP,
+                      "--network-interface", "ss-link", "-o", out]))
+    check(sweep.returncode == 0, "srun sweep failed")
+    if sweep.returncode == 0:
+        r = json.load(open(out))
+        check([x["status"] for x in r["points"]] == ["ok"] * 3, "not every srun point ran")
+        envs = r["cluster"]["environments"]
+        check([e["host"]["hostname"] for e in envs] == ["node1", "node2"] and
+              all("SLURM_JOB_ID" in e["env_vars"] for e in envs),
+              "the sweep's processes are not Slurm's tasks on node1 and node2")
+        four = point(r, "mlp:scale=0.01", 4)
+        check(four is not None and all(x.get("allreduce_split", {}).get("nodes") == 2
+                                       for x in four["repeats"]), "no cross-node split")
+    # Without a PMI that Debian's Open MPI speaks (it has PMIx only), a clear error at once.
+    began = time.time()
+    none = run(srun(["train", "--devices", "cpu:4", *TRAIN], extra=["--mpi=none"]), timeout=60)
+    check(none.returncode != 0 and time.time() - began < 30,
+          "srun --mpi=none did not fail at once")
+    check('launched using "srun"' in none.stderr + none.stdout,
+          "srun --mpi=none did not say that the PMI is missing")
+
+
 def leftovers():
     names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return [line.split()[0] for line in names.splitlines() if line.startswith("ss-node")]
@@ -326,13 +382,17 @@ def main():
         signal.signal(s, on_signal)
     signal.alarm(BUDGET_S)
     began = time.time()
-    work = tempfile.mkdtemp(prefix="scalescope-netns-")
+    skipped = None
+    # Not under /tmp: each Slurm node has a /tmp of its own.
+    work = tempfile.mkdtemp(prefix="scalescope-netns-", dir="/var/tmp")
     try:
         up = nodes("up")
         if up.returncode != 0:
             check(False, f"making the nodes failed: {up.stderr}")
         else:
-            {"nodes": part_nodes, "link": part_link}[PART](work)
+            {"nodes": part_nodes, "link": part_link, "slurm": part_slurm}[PART](work)
+    except Skip as e:
+        skipped = str(e)
     except Timeout:
         check(False, f"the test ran past its {BUDGET_S} s budget")
     finally:
@@ -342,6 +402,9 @@ def main():
         check(leftovers() == [], f"namespaces left behind: {leftovers()}")
         shutil.rmtree(work, ignore_errors=True)
     print(f"{PART}: {time.time() - began:.1f} s, teardown included")
+    if skipped and not failures:
+        print(skipped)
+        sys.exit(77)
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)
