@@ -127,6 +127,7 @@ int run_collectives(const CollectivesArgs& a) {
   // Under mpirun or srun the ranks spread over the processes; rank 0's process prints.
   const Launch launch = join_launch(a.launch, timeout.count());
   Cluster& cluster = *launch.cluster;
+  (void)ranks_per_process(spec, cluster.size());  // refused before anything is printed
   if (!launch.lead) {
     (void)benchmark_all_reduce_across(cluster, spec, options, timeout);
     return 0;

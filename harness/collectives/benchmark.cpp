@@ -305,18 +305,23 @@ AllReduceBenchResult benchmark_all_reduce_on(const DeviceSpec& spec,
   return run_local_ranks(spec, 0, ranks, group, options, wrap, on_size, {});
 }
 
+int ranks_per_process(const DeviceSpec& spec, int processes) {
+  const int ranks = spec.count();
+  SS_CHECK(ranks >= processes && ranks % processes == 0,
+           "--devices {}: {} ranks cannot be shared evenly by {} processes; give a multiple of "
+           "{} (each process runs the same number of ranks)",
+           to_string(spec), ranks, processes, processes);
+  return ranks / processes;
+}
+
 AllReduceBenchResult benchmark_all_reduce_across(Cluster& cluster, const DeviceSpec& spec,
                                                  const AllReduceBenchOptions& options,
                                                  std::chrono::milliseconds timeout,
                                                  const SizeCallback& on_size) {
   const int ranks = spec.count();
   const int processes = cluster.size();
-  SS_CHECK(ranks >= processes && ranks % processes == 0,
-           "--devices {}: {} ranks cannot be shared evenly by {} processes; give a multiple of "
-           "{} (each process runs the same number of ranks)",
-           to_string(spec), ranks, processes, processes);
+  const int local = ranks_per_process(spec, processes);
   check_options(options);
-  const int local = ranks / processes;
   const int first = cluster.rank() * local;
   ReplicaComms group(spec.kind, ranks, first, local, timeout, processes, cluster.gloo_hostname(),
                      cluster.gloo_interface());

@@ -132,6 +132,10 @@ AllReduceBenchResult benchmark_all_reduce_on(const DeviceSpec& spec,
 
 class Cluster;
 
+// The ranks of `spec` each of `processes` processes runs; throws Error naming the devices
+// when they do not divide evenly.
+int ranks_per_process(const DeviceSpec& spec, int processes);
+
 // benchmark_all_reduce_on across the processes of `cluster` (mpirun, srun): `spec` counts the
 // ranks of every process, each process runs an equal share on its first devices, and the
 // groups' rendezvous goes over the cluster's control channel. Every process returns the
