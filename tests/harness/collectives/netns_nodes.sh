@@ -66,6 +66,7 @@ down() {
     fi
     rm -rf "/etc/netns/$ns"
   done
+  rmdir /etc/netns 2>/dev/null || true  # made by `up` when missing; kept when not empty
 }
 
 up() {

@@ -243,18 +243,22 @@ def part_nodes(work):
     killed_node(work)
 
 
-# The link's rates, Mbit/s: the collectives measurement at the first, sweeps at both.
-RATES = (200, 100)
+# The link's rate for the collectives measurement, and the two the sweeps compare, Mbit/s:
+# far apart, because the inter-node share saturates (the rest of the step stays), and at two
+# rates close together this 2-core machine's noise in compute time can outweigh the change.
+BENCH_RATE = 200
+RATES = (400, 50)
 # Bus bandwidth against the configured rate. TCP/IP and Ethernet headers take ~4.4% of each
 # 1514-byte frame tbf counts, so a saturated link moves ~0.956 of the rate in payload; tbf's
 # 64 KB burst lets at most that much more through per message (1.5% of 4 MiB). The lower
 # bound leaves room for this 2-core machine's other load delaying the ranks; a wrong bus
 # factor (×2 or ×0.5) or an unshaped link (GB/s) falls far outside.
 BUS_RANGE = (0.80, 1.05)
-# The α-β fit over the sweeps' cross-node all-reduces: two message sizes (two models),
-# each timed after the measured steps with nothing else running (the split), so the same
-# reasons hold; wider because two points of a training run fix the line, not five sizes.
-FIT_RANGE = (0.75, 1.15)
+# The α-β fit over the sweeps' cross-node all-reduces: two message sizes (two models), each
+# timed after the measured steps with nothing else running (the split), so the same reasons
+# hold. Wider below: these 4-rank rings cross the link in 6 synchronous steps rather than 2,
+# and came out at 0.82-0.90 of the rate here against the 2-rank measurement's 0.92-0.94.
+FIT_RANGE = (0.70, 1.15)
 
 
 def collectives_at(work, mbit):
@@ -312,8 +316,8 @@ def fitted_rate(samples):
 
 
 def part_link(work):
-    nodes("shape", f"{RATES[0]}mbit")
-    collectives_at(work, RATES[0])
+    nodes("shape", f"{BENCH_RATE}mbit")
+    collectives_at(work, BENCH_RATE)
     seen = {}
     for mbit in RATES:
         nodes("shape", f"{mbit}mbit")
