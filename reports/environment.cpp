@@ -73,6 +73,11 @@ json to_json(const Environment& env) {
       {"env_vars", env.env_vars},
   };
   if (!env.simulated_devices.empty()) j["simulated_devices"] = env.simulated_devices;
+  if (env.network) {
+    j["network"] = {{"interface", env.network->interface},
+                    {"address", env.network->address},
+                    {"chosen_by", env.network->chosen_by}};
+  }
   return j;
 }
 
@@ -123,6 +128,12 @@ Environment environment_from_json(const JsonReader& root) {
     env.env_vars.emplace(item.key(), vars.string(item.key()));
   }
   if (root.has("simulated_devices")) env.simulated_devices = root.string("simulated_devices");
+  if (root.has("network")) {
+    const JsonReader n = root.object("network");
+    env.network = NetworkInfo{.interface = n.string("interface"),
+                              .address = n.string("address"),
+                              .chosen_by = n.string("chosen_by")};
+  }
   return env;
 }
 

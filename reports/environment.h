@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,16 @@ struct BuildInfo {
   bool operator==(const BuildInfo&) const = default;
 };
 
+// The network a multi-process run's collectives use on this process's host: what its Gloo
+// devices (control channel and replicas) bind to, and what chose it.
+struct NetworkInfo {
+  std::string interface;  // e.g. "eth0"; "" when no local interface holds the address
+  std::string address;    // the address bound to; "" when the host name did not resolve
+  std::string chosen_by;  // "--network-interface", "GLOO_SOCKET_IFNAME" or "host name"
+
+  bool operator==(const NetworkInfo&) const = default;
+};
+
 struct Environment {
   std::string captured_at;  // UTC, ISO-8601: "2025-01-31T12:34:56Z"
   std::string command_line;
@@ -76,6 +87,8 @@ struct Environment {
   // Non-empty when the measured devices were simulated accelerators: what that means for the
   // timings (kSimulatedDevicesNote). Written only then.
   std::string simulated_devices;
+  // Multi-process runs only (a single process talks over loopback).
+  std::optional<NetworkInfo> network;
 
   bool operator==(const Environment&) const = default;
 };

@@ -11,6 +11,8 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev   # oneDNN (its CMake config needs OpenCL's)
   libgloo-dev                      # collectives on CPU
   libopenmpi-dev openmpi-bin       # multi-process runs (mpirun) and their tests
+  iproute2                         # ip netns, veth, tc: the two-node tests (harness.netns_*)
+  slurmctld slurmd slurm-client munge  # srun across those nodes (harness.netns_slurm)
   zlib1g-dev dataset-fashion-mnist # IDX datasets (gzip) and real data for the tests
   nlohmann-json3-dev libfmt-dev libcli11-dev python3-jsonschema chromium
   libgtest-dev libgmock-dev libbenchmark-dev libbenchmark-tools python3-scipy

@@ -15,6 +15,7 @@
 #include "core/device_spec.h"
 #include "core/fs.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/launch.h"
 #include "harness/cli/option_app.h"
 #include "harness/collectives/benchmark.h"
 #include "harness/collectives/collective_backends.h"
@@ -34,6 +35,7 @@ struct CollectivesArgs {
   std::string op = "sum";
   double timeout_s = 300;
   std::string json;
+  LaunchOptions launch;
   OptionList list;  // the declarations of all of the above
 };
 
@@ -54,32 +56,28 @@ void print_row(const AllReduceSizeResult& s, ReduceOp op) {
   std::fflush(stdout);
 }
 
-int run_collectives(const CollectivesArgs& a) {
-  // Every value is checked before the ranks start.
-  const DeviceSpec spec = parse_device_spec(a.devices);
-  check_devices_available(spec);
-  AllReduceBenchOptions options;
-  options.sizes = message_sizes(parse_byte_size(a.min_bytes, "--min-bytes"),
-                                parse_byte_size(a.max_bytes, "--max-bytes"), a.factor);
-  options.warmup_iters = a.warmup_iters;
-  options.iters = a.iters;
-  options.op = parse_reduce_op(a.op);
-  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1e3));
-  // Captured first: a failure to read the environment should not cost a whole measurement.
-  std::optional<Environment> environment;
-  if (!a.json.empty()) environment = capture_environment(command_line());
-
+void print_header(const CollectivesArgs& a, const DeviceSpec& spec,
+                  const AllReduceBenchOptions& options, const Cluster& cluster) {
   const int ranks = spec.count();
   // Gloo alone, or the kind's device collectives (NCCL, shared memory) on each device's
   // communication stream.
   const char* device_collectives = collective_backend(spec.kind).device_collectives();
-  fmt::print(
-      "# scalescope collectives: all_reduce over {}, {} rank{} ({}: threads of this "
-      "process, {})\n",
-      device_collectives != nullptr ? device_collectives : "Gloo", ranks, ranks == 1 ? "" : "s",
-      to_string(spec),
-      device_collectives != nullptr ? "one device each, on its communication stream"
-                                    : "TCP on loopback");
+  const std::string where =
+      cluster.multi_process()
+          ? fmt::format("{} per process over {} processes on {} node{}", ranks / cluster.size(),
+                        cluster.size(), cluster.node_count(), cluster.node_count() == 1 ? "" : "s")
+          : std::string("threads of this process");
+  const std::string transport = device_collectives != nullptr
+                                    ? "one device each, on its communication stream"
+                                : cluster.multi_process() ? "TCP"
+                                                          : "TCP on loopback";
+  fmt::print("# scalescope collectives: all_reduce over {}, {} rank{} ({}: {}, {})\n",
+             device_collectives != nullptr ? device_collectives : "Gloo", ranks,
+             ranks == 1 ? "" : "s", to_string(spec), where, transport);
+  if (const std::optional<NetworkInfo>& n = cluster.network()) {
+    fmt::print("# network (rank 0): {} {} (chosen by {})\n",
+               n->interface.empty() ? "?" : n->interface, n->address, n->chosen_by);
+  }
   fmt::print(
       "# sizes {} .. {} bytes (factor {}), {} warm-up + {} timed all-reduces per size, op "
       "{}, float32, in place\n",
@@ -95,9 +93,9 @@ int run_collectives(const CollectivesArgs& a) {
   fmt::print("# {:>10} {:>13} {:>9} {:>7} {:>11} {:>8} {:>8} {:>7}\n", "(B)", "(elements)", "", "",
              "(us)", "(GB/s)", "(GB/s)", "");
   std::fflush(stdout);
-  const AllReduceBenchResult result = benchmark_all_reduce_on(
-      spec, options, timeout, {}, [&](const AllReduceSizeResult& s) { print_row(s, options.op); });
+}
 
+void print_summary(const AllReduceBenchResult& result) {
   const int64_t wrong = result.wrong();
   fmt::print("# Wrong values      : {} {}\n", wrong, wrong == 0 ? "OK" : "FAILED");
   fmt::print("# Avg bus bandwidth : {:.3f} GB/s\n", result.average_busbw_gbps());
@@ -113,11 +111,45 @@ int run_collectives(const CollectivesArgs& a) {
   } else {
     fmt::print("# α-β fit: needs at least 2 ranks and 2 sizes\n");
   }
+}
 
+int run_collectives(const CollectivesArgs& a) {
+  // Every value is checked before the ranks start.
+  const DeviceSpec spec = parse_device_spec(a.devices);
+  check_devices_available(spec);
+  AllReduceBenchOptions options;
+  options.sizes = message_sizes(parse_byte_size(a.min_bytes, "--min-bytes"),
+                                parse_byte_size(a.max_bytes, "--max-bytes"), a.factor);
+  options.warmup_iters = a.warmup_iters;
+  options.iters = a.iters;
+  options.op = parse_reduce_op(a.op);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1e3));
+  // Under mpirun or srun the ranks spread over the processes; rank 0's process prints.
+  const Launch launch = join_launch(a.launch, timeout.count());
+  Cluster& cluster = *launch.cluster;
+  (void)ranks_per_process(spec, cluster.size());  // refused before anything is printed
+  if (!launch.lead) {
+    (void)benchmark_all_reduce_across(cluster, spec, options, timeout);
+    return 0;
+  }
+  // Captured first: a failure to read the environment should not cost a whole measurement.
+  std::optional<Environment> environment;
+  if (!a.json.empty()) {
+    environment = capture_environment(command_line());
+    environment->network = cluster.network();
+  }
+  print_header(a, spec, options, cluster);
+  const SizeCallback row = [&](const AllReduceSizeResult& s) { print_row(s, options.op); };
+  const AllReduceBenchResult result =
+      cluster.multi_process() ? benchmark_all_reduce_across(cluster, spec, options, timeout, row)
+                              : benchmark_all_reduce_on(spec, options, timeout, {}, row);
+  print_summary(result);
   if (!a.json.empty()) {
     nlohmann::json doc = {{"schema", "scalescope-collectives"},
                           {"schema_version", "1.0"},
                           {"devices", to_string(spec)},
+                          {"processes", cluster.size()},
+                          {"nodes", cluster.node_count()},
                           {"timing",
                            "mean per all-reduce over the timed iterations, events on each "
                            "rank's stream (host clock on CPU)"},
@@ -126,6 +158,7 @@ int run_collectives(const CollectivesArgs& a) {
     write_file_atomic(a.json, doc.dump(2) + "\n");
     fmt::print("# written to {}\n", a.json);
   }
+  const int64_t wrong = result.wrong();
   if (wrong > 0) {
     fmt::print(stderr,
                "scalescope: error: the all-reduce data check found {} wrong value{} (see the "
@@ -158,6 +191,7 @@ void add_collectives_command(CLI::App& app, Action& action) {
            });
   list.add("--json", args->json,
            "Also write the results, the α-β fit and the environment as JSON to this file");
+  add_launch_options(list, args->launch);
   CLI::App* cmd = app.add_subcommand(
       "collectives",
       "Measure all-reduce time, algorithm and bus bandwidth over message sizes, with a data "

@@ -11,11 +11,17 @@ void add_launch_options(OptionList& list, LaunchOptions& o) {
            "refused. 0: as launched",
            at_least(0, "must be 0 (as launched) or a number of processes per node"))
       .command_line_only();
+  list.add("--network-interface", o.network_interface,
+           "Under mpirun/srun: the network interface (eth0) or local address (10.0.0.5) the "
+           "processes' Gloo control channel and collectives use, as GLOO_SOCKET_IFNAME (which "
+           "it overrides); recorded in the report's environment. Default: GLOO_SOCKET_IFNAME, "
+           "else the address the host name resolves to")
+      .command_line_only();
 }
 
 Launch join_launch(const LaunchOptions& o, int64_t timeout_ms) {
   Launch launch;
-  launch.cluster = Cluster::join(std::chrono::milliseconds(timeout_ms));
+  launch.cluster = Cluster::join(std::chrono::milliseconds(timeout_ms), o.network_interface);
   if (o.ranks_per_node > 0) launch.cluster->check_ranks_per_node(o.ranks_per_node);
   launch.lead = launch.cluster->rank() == 0;
   return launch;

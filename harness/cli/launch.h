@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "harness/collectives/cluster.h"
 #include "harness/options/option_schema.h"
@@ -13,8 +14,11 @@ namespace scalescope::cli {
 struct LaunchOptions {
   // The processes each node must run (0: whatever was launched).
   int ranks_per_node = 0;
+  // The interface or local address the processes' Gloo devices use ("": GLOO_SOCKET_IFNAME,
+  // else the host name).
+  std::string network_interface;
 };
-// --ranks-per-node.
+// --ranks-per-node, --network-interface.
 void add_launch_options(OptionList& list, LaunchOptions& options);
 
 struct Launch {

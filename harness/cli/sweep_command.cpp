@@ -156,7 +156,8 @@ int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionL
   }
   install_interrupt_handlers();  // run_sweep stops between steps and keeps finished points
   const SweepProgress progress = !args.quiet && lead ? progress_printer() : SweepProgress{};
-  const Environment env = capture_environment(o.command_line);
+  Environment env = capture_environment(o.command_line);
+  env.network = parsed.launch.cluster->network();
   const SweepReport report = run_sweep(o, env, progress, parsed.resume.get());
   if (!lead) return 0;
   fmt::print("{}", format_sweep_tables(report));

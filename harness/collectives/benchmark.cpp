@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <thread>
 
@@ -12,6 +13,8 @@
 #include "core/buffer.h"
 #include "core/check.h"
 #include "core/enum_names.h"
+#include "harness/collectives/cluster.h"
+#include "harness/collectives/rendezvous.h"
 #include "harness/collectives/replica_comms.h"
 
 namespace scalescope {
@@ -234,6 +237,61 @@ AllReduceBenchResult benchmark_all_reduce_gloo(int ranks, const AllReduceBenchOp
   return benchmark_all_reduce_on(spec, options, timeout, wrap, on_size);
 }
 
+namespace {
+
+// benchmark_all_reduce on ranks [first, first + local) of `spec` (this process's share, on
+// the first `local` of its devices), each a thread connected through `group`. `meanwhile`
+// (when set) runs on the calling thread while they do: the rendezvous with other processes,
+// whose error is rethrown once the threads have ended. Returns the first local rank's result
+// (every rank returns the same); throws the Error of the lowest failing rank.
+AllReduceBenchResult run_local_ranks(const DeviceSpec& spec, int first, int local,
+                                     ReplicaComms& group, const AllReduceBenchOptions& options,
+                                     const CommunicatorWrapper& wrap, const SizeCallback& on_size,
+                                     const std::function<void()>& meanwhile) {
+  std::vector<AllReduceBenchResult> results(static_cast<size_t>(local));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(local));
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(local));
+  for (int j = 0; j < local; ++j) {
+    threads.emplace_back([&, j, rank = first + j] {
+      try {
+        set_thread_rank(rank);
+        // Gloo's reductions run on the calling thread alone: one thread per CPU rank.
+        const int index = spec.indices[static_cast<size_t>(j)];
+        std::unique_ptr<Device> device =
+            backend(spec.kind).open(index, BackendOptions{.cpu_threads = 1, .cpu_devices = local});
+        device->make_current();
+        std::unique_ptr<Communicator> comm = group.connect(rank, *device, index);
+        if (wrap) comm = wrap(std::move(comm));
+        // NCCL runs on the communication stream, as in training.
+        results[static_cast<size_t>(j)] =
+            benchmark_all_reduce(*comm, *device, options, on_size, &device->comm_stream());
+      } catch (...) {
+        errors[static_cast<size_t>(j)] = std::current_exception();
+        group.finished(rank);
+        // Its peers must not wait for it until the timeout (enqueued collectives would).
+        group.abort(fmt::format("rank {} failed", rank));
+      }
+    });
+  }
+  std::exception_ptr rendezvous_error;
+  if (meanwhile) {
+    try {
+      meanwhile();
+    } catch (...) {
+      rendezvous_error = std::current_exception();
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  if (rendezvous_error) std::rethrow_exception(rendezvous_error);
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return std::move(results.front());
+}
+
+}  // namespace
+
 AllReduceBenchResult benchmark_all_reduce_on(const DeviceSpec& spec,
                                              const AllReduceBenchOptions& options,
                                              std::chrono::milliseconds timeout,
@@ -244,37 +302,31 @@ AllReduceBenchResult benchmark_all_reduce_on(const DeviceSpec& spec,
   check_options(options);  // here too, so that bad options fail before any thread starts
   // Gloo between CPU ranks; NCCL (with Gloo for the host values) between GPUs.
   ReplicaComms group(spec.kind, ranks, 0, ranks, timeout, 1, "", "");
-  std::vector<AllReduceBenchResult> results(static_cast<size_t>(ranks));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<size_t>(ranks));
-  for (int rank = 0; rank < ranks; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        set_thread_rank(rank);
-        // Gloo's reductions run on the calling thread alone: one thread per CPU rank.
-        const int index = spec.indices[static_cast<size_t>(rank)];
-        std::unique_ptr<Device> device =
-            backend(spec.kind).open(index, BackendOptions{.cpu_threads = 1, .cpu_devices = ranks});
-        device->make_current();
-        std::unique_ptr<Communicator> comm = group.connect(rank, *device, index);
-        if (wrap) comm = wrap(std::move(comm));
-        // NCCL runs on the communication stream, as in training.
-        results[static_cast<size_t>(rank)] =
-            benchmark_all_reduce(*comm, *device, options, on_size, &device->comm_stream());
-      } catch (...) {
-        errors[static_cast<size_t>(rank)] = std::current_exception();
-        group.finished(rank);
-        // Its peers must not wait for it until the timeout (enqueued collectives would).
-        group.abort(fmt::format("rank {} failed", rank));
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-  return std::move(results.front());
+  return run_local_ranks(spec, 0, ranks, group, options, wrap, on_size, {});
+}
+
+int ranks_per_process(const DeviceSpec& spec, int processes) {
+  const int ranks = spec.count();
+  SS_CHECK(ranks >= processes && ranks % processes == 0,
+           "--devices {}: {} ranks cannot be shared evenly by {} processes; give a multiple of "
+           "{} (each process runs the same number of ranks)",
+           to_string(spec), ranks, processes, processes);
+  return ranks / processes;
+}
+
+AllReduceBenchResult benchmark_all_reduce_across(Cluster& cluster, const DeviceSpec& spec,
+                                                 const AllReduceBenchOptions& options,
+                                                 std::chrono::milliseconds timeout,
+                                                 const SizeCallback& on_size) {
+  const int ranks = spec.count();
+  const int processes = cluster.size();
+  const int local = ranks_per_process(spec, processes);
+  check_options(options);
+  const int first = cluster.rank() * local;
+  ReplicaComms group(spec.kind, ranks, first, local, timeout, processes, cluster.gloo_hostname(),
+                     cluster.gloo_interface());
+  return run_local_ranks(spec, first, local, group, options, {}, on_size,
+                         [&] { run_rendezvous(cluster, &group, nullptr, timeout); });
 }
 
 std::optional<AlphaBetaFit> fit_all_reduce(const AllReduceBenchResult& result) {

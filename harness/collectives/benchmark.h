@@ -130,6 +130,22 @@ AllReduceBenchResult benchmark_all_reduce_on(const DeviceSpec& spec,
                                              const CommunicatorWrapper& wrap = {},
                                              const SizeCallback& on_size = {});
 
+class Cluster;
+
+// The ranks of `spec` each of `processes` processes runs; throws Error naming the devices
+// when they do not divide evenly.
+int ranks_per_process(const DeviceSpec& spec, int processes);
+
+// benchmark_all_reduce_on across the processes of `cluster` (mpirun, srun): `spec` counts the
+// ranks of every process, each process runs an equal share on its first devices, and the
+// groups' rendezvous goes over the cluster's control channel. Every process returns the
+// same result (`on_size` is called on the process of rank 0). Throws Error when the ranks do
+// not divide evenly, for bad options, or for a failed collective or lost process.
+AllReduceBenchResult benchmark_all_reduce_across(Cluster& cluster, const DeviceSpec& spec,
+                                                 const AllReduceBenchOptions& options,
+                                                 std::chrono::milliseconds timeout,
+                                                 const SizeCallback& on_size = {});
+
 // The α-β fit (reports/analysis.h) of the measured times over the sizes; nullopt with one
 // rank (nothing moves) or fewer than two sizes.
 std::optional<AlphaBetaFit> fit_all_reduce(const AllReduceBenchResult& result);

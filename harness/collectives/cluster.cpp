@@ -20,6 +20,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "harness/collectives/network.h"
 
 namespace scalescope {
 
@@ -108,14 +109,48 @@ void check_mpi(int status, const char* what) {
   throw Error("MPI", what, std::string(text, static_cast<size_t>(length)));
 }
 
+// The option wins over GLOO_SOCKET_IFNAME; without either, the host name.
+NetworkChoice network_for(const std::string& option, const std::string& host) {
+  const std::string variable = env_or_empty("GLOO_SOCKET_IFNAME");
+  if (option.empty() && variable.empty()) return network_by_host_name(host, local_interfaces());
+  return option.empty()
+             ? resolve_network_choice(variable, "GLOO_SOCKET_IFNAME", host, local_interfaces())
+             : resolve_network_choice(option, "--network-interface", host, local_interfaces());
+}
+
+// Every process's `mine`, in rank order.
+std::vector<std::string> mpi_all_gather(const std::vector<char>& mine) {
+  int size = 0;
+  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
+  const int count = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<size_t>(size));
+  check_mpi(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD),
+            "MPI_Allgather");
+  std::vector<int> offsets(static_cast<size_t>(size));
+  int total = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    offsets[i] = total;
+    total += counts[i];
+  }
+  std::vector<char> all(static_cast<size_t>(std::max(total, 1)));
+  check_mpi(MPI_Allgatherv(mine.data(), count, MPI_CHAR, all.data(), counts.data(), offsets.data(),
+                           MPI_CHAR, MPI_COMM_WORLD),
+            "MPI_Allgatherv");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    out.emplace_back(all.data() + offsets[i], static_cast<size_t>(counts[i]));
+  }
+  return out;
+}
+
 // Gloo's rendezvous through MPI: every process calls set() once, at the same point of
 // connectFullMesh, so set() can be an MPI all-gather of every process's key and value; the
 // waits and gets after it only read what it gathered.
 class MpiStore final : public gloo::rendezvous::Store {
  public:
   void set(const std::string& key, const std::vector<char>& data) override {
-    const std::vector<std::string> keys = all_gather(std::vector<char>(key.begin(), key.end()));
-    const std::vector<std::string> values = all_gather(data);
+    const std::vector<std::string> keys = mpi_all_gather(std::vector<char>(key.begin(), key.end()));
+    const std::vector<std::string> values = mpi_all_gather(data);
     for (size_t i = 0; i < keys.size(); ++i) {
       values_[keys[i]] = std::vector<char>(values[i].begin(), values[i].end());
     }
@@ -136,30 +171,6 @@ class MpiStore final : public gloo::rendezvous::Store {
   }
 
  private:
-  static std::vector<std::string> all_gather(const std::vector<char>& mine) {
-    int size = 0;
-    check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
-    const int count = static_cast<int>(mine.size());
-    std::vector<int> counts(static_cast<size_t>(size));
-    check_mpi(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD),
-              "MPI_Allgather");
-    std::vector<int> offsets(static_cast<size_t>(size));
-    int total = 0;
-    for (size_t i = 0; i < counts.size(); ++i) {
-      offsets[i] = total;
-      total += counts[i];
-    }
-    std::vector<char> all(static_cast<size_t>(std::max(total, 1)));
-    check_mpi(MPI_Allgatherv(mine.data(), count, MPI_CHAR, all.data(), counts.data(),
-                             offsets.data(), MPI_CHAR, MPI_COMM_WORLD),
-              "MPI_Allgatherv");
-    std::vector<std::string> out;
-    for (size_t i = 0; i < counts.size(); ++i) {
-      out.emplace_back(all.data() + offsets[i], static_cast<size_t>(counts[i]));
-    }
-    return out;
-  }
-
   std::map<std::string, std::vector<char>> values_;
 };
 
@@ -168,16 +179,22 @@ class MpiStore final : public gloo::rendezvous::Store {
 
 Cluster::Cluster() = default;
 
-std::unique_ptr<Cluster> Cluster::single() {
+std::unique_ptr<Cluster> Cluster::single(const std::string& network_interface) {
   std::unique_ptr<Cluster> c(new Cluster());
   c->members_ = layout({this_hostname()});
-  c->interface_ = env_or_empty("GLOO_SOCKET_IFNAME");
+  // Checked though unused (one process talks over loopback): a typo shows on the first try
+  // on one machine rather than on the cluster.
+  if (!network_interface.empty()) {
+    (void)resolve_network_choice(network_interface, "--network-interface", this_hostname(),
+                                 local_interfaces());
+  }
   return c;
 }
 
-std::unique_ptr<Cluster> Cluster::join(std::chrono::milliseconds timeout) {
+std::unique_ptr<Cluster> Cluster::join(std::chrono::milliseconds timeout,
+                                       const std::string& network_interface) {
   const LaunchInfo launch = launch_info_from_environment();
-  if (launch.size <= 1) return single();
+  if (launch.size <= 1) return single(network_interface);
 #if !SCALESCOPE_WITH_MPI
   (void)timeout;
   throw_error(fmt::format(
@@ -192,64 +209,88 @@ std::unique_ptr<Cluster> Cluster::join(std::chrono::milliseconds timeout) {
   check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
   c->mpi_initialized_ = true;
   check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  int rank = 0;
   int size = 0;
-  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
-  c->rank_ = rank;
+  // An MPI that does not speak the launcher's process-management interface may start each
+  // process as a job of its own, which would then run the whole work alone.
+  SS_CHECK(size == launch.size,
+           "the launcher started {} processes ({}={}), but MPI sees {}: the launcher and this "
+           "MPI share no process-management interface (under srun, give --mpi=pmix; srun "
+           "--mpi=list shows what Slurm offers)",
+           launch.size, launch.variable, launch.size, size);
   if (size == 1) {
+    (void)single(network_interface);  // the same check as a process alone
     c->members_ = layout({this_hostname()});
     return c;
   }
-  constexpr int kNameBytes = 256;
-  std::vector<char> mine(kNameBytes, '\0');
   const std::string host = this_hostname();
   // Which processes share a node goes by this name: the host name, unless
   // SCALESCOPE_NODE_NAME gives another (containers sharing a host under different names, or
   // the inter-node paths tried out on one machine).
   const std::string node_name =
       env_or_empty("SCALESCOPE_NODE_NAME").empty() ? host : env_or_empty("SCALESCOPE_NODE_NAME");
-  SS_CHECK(node_name.size() < static_cast<size_t>(kNameBytes),
-           "SCALESCOPE_NODE_NAME is {} characters long; at most {} are allowed", node_name.size(),
-           kNameBytes - 1);
-  std::copy_n(node_name.begin(), node_name.size(), mine.begin());
-  std::vector<char> all(static_cast<size_t>(kNameBytes * size));
-  check_mpi(MPI_Allgather(mine.data(), kNameBytes, MPI_CHAR, all.data(), kNameBytes, MPI_CHAR,
-                          MPI_COMM_WORLD),
-            "MPI_Allgather");
-  std::vector<std::string> hostnames;
-  for (int r = 0; r < size; ++r) hostnames.emplace_back(all.data() + r * kNameBytes);
-  c->members_ = layout(hostnames);
-  c->interface_ = env_or_empty("GLOO_SOCKET_IFNAME");
-  c->hostname_for_gloo_ = host;
-
-  c->control_ = std::make_unique<Control>();
-  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-  context->setTimeout(timeout);
-  try {
-    gloo::transport::tcp::attr attr;
-    if (!c->interface_.empty()) {
-      attr.iface = c->interface_;
-    } else {
-      attr.hostname = host;
-    }
-    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
-    c->control_->store = std::make_unique<MpiStore>();
-    context->connectFullMesh(*c->control_->store, device);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error("Gloo", "connectFullMesh",
-                fmt::format("process {} of {} on {}: connecting the control context to the other "
-                            "processes failed: {} (if the host name does not resolve to an "
-                            "address the other nodes reach, set GLOO_SOCKET_IFNAME to the "
-                            "network interface to use)",
-                            rank, size, host, e.what()));
-  }
-  c->control_->context = std::move(context);
+  c->members_ = layout(mpi_all_gather(std::vector<char>(node_name.begin(), node_name.end())));
+  c->choose_network(network_interface);
+  c->connect_control(timeout);
   return c;
 #endif
 }
+
+#if SCALESCOPE_WITH_MPI
+void Cluster::choose_network(const std::string& network_interface) {
+  const std::string host = this_hostname();
+  std::string refusal;
+  try {
+    const NetworkChoice network = network_for(network_interface, host);
+    interface_ = network.iface;
+    hostname_for_gloo_ = network.hostname;
+    network_ = network.info;
+  } catch (const Error& e) {
+    refusal = e.message();
+  }
+  // Every process learns of every refusal: one that stopped alone would leave the others
+  // waiting in the next MPI collective for ever.
+  const std::vector<std::string> refusals =
+      mpi_all_gather(std::vector<char>(refusal.begin(), refusal.end()));
+  std::vector<std::string> lines;
+  for (int r = 0; r < size(); ++r) {
+    const std::string& text = refusals[static_cast<size_t>(r)];
+    if (!text.empty()) lines.push_back(fmt::format("process {}: {}", describe(r), text));
+  }
+  SS_CHECK(lines.empty(), "the processes cannot all use the network they were given: {}",
+           fmt::join(lines, "; "));
+}
+
+void Cluster::connect_control(std::chrono::milliseconds timeout) {
+  const std::string host = this_hostname();
+  control_ = std::make_unique<Control>();
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank_, size());
+  context->setTimeout(timeout);
+  try {
+    gloo::transport::tcp::attr attr;
+    if (!interface_.empty()) {
+      attr.iface = interface_;
+    } else {
+      attr.hostname = hostname_for_gloo_;
+    }
+    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
+    control_->store = std::make_unique<MpiStore>();
+    context->connectFullMesh(*control_->store, device);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(
+        "Gloo", "connectFullMesh",
+        fmt::format("process {} of {} on {}: connecting the control context to the other "
+                    "processes failed: {} (if the host name does not resolve to an "
+                    "address the other nodes reach, name the network interface to use "
+                    "with --network-interface or GLOO_SOCKET_IFNAME; interfaces here: {})",
+                    rank_, size(), host, e.what(), describe_interfaces(local_interfaces())));
+  }
+  control_->context = std::move(context);
+}
+#endif
 
 Cluster::~Cluster() {
   // Closing the control context first: peers blocked on this process then fail at once

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,9 +32,13 @@ class Cluster {
   // otherwise the cluster of this process alone, without touching MPI. Throws Error when
   // launched by MPI with several processes but built without MPI, or when the bootstrap
   // fails (naming what failed and, after `timeout`, the processes that did not join).
-  static std::unique_ptr<Cluster> join(std::chrono::milliseconds timeout);
+  // `network_interface`: the interface or local address the Gloo devices bind to (network.h;
+  // empty: GLOO_SOCKET_IFNAME, else the host name); one that names nothing on this host is
+  // refused with the interfaces there, also by a process alone (which itself uses loopback).
+  static std::unique_ptr<Cluster> join(std::chrono::milliseconds timeout,
+                                       const std::string& network_interface = "");
   // This process alone.
-  static std::unique_ptr<Cluster> single();
+  static std::unique_ptr<Cluster> single(const std::string& network_interface = "");
 
   // Closes the control context, then finalizes MPI (unless a peer was lost); never throws.
   ~Cluster();
@@ -54,10 +59,13 @@ class Cluster {
   // The host name a process reports in errors: "rank 1 (node2)".
   std::string describe(int rank) const;
 
-  // What the Gloo TCP devices of this process bind to: GLOO_SOCKET_IFNAME's interface when
-  // set, else the host name (multi-process) or loopback (single process).
+  // What the Gloo TCP devices of this process bind to: an interface (by name), else a host
+  // name or address (multi-process: the chosen address or the host name; single process:
+  // loopback).
   std::string gloo_interface() const { return interface_; }
   std::string gloo_hostname() const { return hostname_for_gloo_; }
+  // What the report's environment records of that choice; null for a single process.
+  const std::optional<NetworkInfo>& network() const { return network_; }
 
   // Every process's `mine`, in rank order (each process's own included). Collective: every
   // process calls it the same number of times, in the same order, from one thread at a time.
@@ -68,11 +76,16 @@ class Cluster {
 
  private:
   Cluster();
+  // Multi-process join, after the members are known: what the Gloo devices bind to (every
+  // process refuses when any cannot use its choice, naming it), then the control context.
+  void choose_network(const std::string& network_interface);
+  void connect_control(std::chrono::milliseconds timeout);
   struct Control;  // the Gloo control context
   int rank_ = 0;
   std::vector<ClusterMember> members_;
   std::string interface_;
   std::string hostname_for_gloo_ = "127.0.0.1";
+  std::optional<NetworkInfo> network_;
   bool mpi_initialized_ = false;
   // A peer was lost: MPI_Finalize would wait for it (Open MPI's finalize is collective), so
   // the process leaves without it and the launcher reports the job as failed anyway.

@@ -108,6 +108,8 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroStatus) {
       {"train --crop-padding -2", "--crop-padding -2"},
       {"train --ranks-per-node 2 --steps 1", "--ranks-per-node 2: "},
       {"train --ranks-per-node -1", "--ranks-per-node"},
+      {"train --network-interface nope0 --steps 1", "--network-interface nope0: "},
+      {"collectives --network-interface nope0", "interfaces there: lo (127.0.0.1"},
       {"pipeline-bench --workers 0", "--workers 0"},
       {"pipeline-bench --data synthetic:device", "synthetic:device"},
   };

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -13,7 +14,9 @@
 #include "core/cpu/cpu_device.h"
 #include "harness/collectives/cluster.h"
 #include "harness/collectives/communicator.h"
+#include "harness/collectives/network.h"
 #include "harness/trainer/trainer.h"
+#include "reports/environment.h"
 #include "reports/json_reader.h"
 #include "tests/test_util.h"
 
@@ -162,6 +165,84 @@ TEST(GlooGroup, RefusesRanksOfAnotherProcess) {
   EXPECT_CONTAINS(
       testing_util::error_of([] { GlooGroup bad(4, 3, 2, milliseconds(1000), "", ""); }),
       "local ranks [3, 5) are not inside a group of 4");
+}
+
+const std::vector<LocalInterface> kInterfaces = {
+    {.name = "lo", .addresses = {"127.0.0.1", "::1"}},
+    {.name = "eth0", .addresses = {"10.0.0.5", "fe80::1"}},
+    {.name = "ib0", .addresses = {}},
+};
+
+TEST(NetworkChoice, AnInterfaceByNameBindsByInterface) {
+  const NetworkChoice c =
+      resolve_network_choice("eth0", "--network-interface", "node1", kInterfaces);
+  EXPECT_EQ(c.iface, "eth0");
+  EXPECT_EQ(c.hostname, "");
+  EXPECT_EQ(c.info,
+            (NetworkInfo{
+                .interface = "eth0", .address = "10.0.0.5", .chosen_by = "--network-interface"}));
+}
+
+TEST(NetworkChoice, AnAddressBindsByAddressAndNamesItsInterface) {
+  const NetworkChoice v4 =
+      resolve_network_choice("10.0.0.5", "GLOO_SOCKET_IFNAME", "n", kInterfaces);
+  EXPECT_EQ(v4.iface, "");
+  EXPECT_EQ(v4.hostname, "10.0.0.5");
+  EXPECT_EQ(v4.info.interface, "eth0");
+  EXPECT_EQ(v4.info.chosen_by, "GLOO_SOCKET_IFNAME");
+  // The same IPv6 address written another way.
+  const NetworkChoice v6 =
+      resolve_network_choice("0:0::0001", "--network-interface", "n", kInterfaces);
+  EXPECT_EQ(v6.hostname, "::1");
+  EXPECT_EQ(v6.info.interface, "lo");
+}
+
+TEST(NetworkChoice, NothingOfThatNameListsTheInterfacesThatExist) {
+  const std::string named = testing_util::error_of(
+      [] { resolve_network_choice("eth9", "--network-interface", "node2", kInterfaces); });
+  EXPECT_CONTAINS(named, "--network-interface eth9: node2 has no network interface named 'eth9'");
+  EXPECT_CONTAINS(named, "lo (127.0.0.1, ::1), eth0 (10.0.0.5, fe80::1), ib0 (no address)");
+  const std::string address = testing_util::error_of(
+      [] { resolve_network_choice("10.0.0.6", "GLOO_SOCKET_IFNAME", "node2", kInterfaces); });
+  EXPECT_CONTAINS(address,
+                  "GLOO_SOCKET_IFNAME 10.0.0.6: node2 has no network interface with the "
+                  "address '10.0.0.6'");
+  EXPECT_CONTAINS(testing_util::error_of([] {
+                    resolve_network_choice("ib0", "--network-interface", "node2", kInterfaces);
+                  }),
+                  "ib0: the interface exists on node2 but has no IPv4 or IPv6 address");
+}
+
+TEST(NetworkChoice, ThisHostHasLoopbackAndAHostNameRecordNamesIt) {
+  const std::vector<LocalInterface> here = local_interfaces();
+  const auto lo = std::find_if(here.begin(), here.end(),
+                               [](const LocalInterface& i) { return i.name == "lo"; });
+  ASSERT_NE(lo, here.end()) << describe_interfaces(here);
+  EXPECT_NE(std::find(lo->addresses.begin(), lo->addresses.end(), "127.0.0.1"),
+            lo->addresses.end());
+  const NetworkChoice byname = network_by_host_name("localhost", here);
+  EXPECT_EQ(byname.hostname, "localhost");
+  EXPECT_EQ(byname.info.chosen_by, "host name");
+  EXPECT_EQ(byname.info.interface, "lo") << byname.info.address;
+  EXPECT_EQ(network_by_host_name("no-such-host.invalid", here).info.address, "");
+}
+
+TEST(NetworkChoice, AProcessAloneRefusesAnUnknownInterface) {
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  EXPECT_CONTAINS(testing_util::error_of([] { (void)Cluster::join(milliseconds(1000), "nope0"); }),
+                  "--network-interface nope0:");
+  EXPECT_CONTAINS(testing_util::error_of([] { (void)Cluster::join(milliseconds(1000), "nope0"); }),
+                  "lo (127.0.0.1");
+  const auto alone = Cluster::join(milliseconds(1000), "lo");
+  EXPECT_FALSE(alone->network().has_value());  // one process talks over loopback
+}
+
+TEST(NetworkInfo, RoundTripsThroughTheEnvironmentJson) {
+  Environment env;
+  env.network = NetworkInfo{.interface = "eth0", .address = "10.0.0.5", .chosen_by = "host name"};
+  EXPECT_EQ(environment_from_json(to_json(env)), env);
+  EXPECT_FALSE(to_json(Environment{}).contains("network"));
+  EXPECT_FALSE(environment_from_json(to_json(Environment{})).network.has_value());
 }
 
 TEST(ClusterInfo, RoundTripsThroughJson) {
