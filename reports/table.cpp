@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace scalescope {
@@ -173,6 +174,40 @@ void compression_table(std::string& out, const SweepReport& report) {
   }
 }
 
+// "21.1 [16.2, 28.3]", "21.1 [16.2, unbounded]".
+std::string b_noise_cell(const Interval& b) {
+  const std::string high = std::isinf(b.high) ? "unbounded" : fmt::format("{:.3g}", b.high);
+  return fmt::format("{:.3g} [{:.3g}, {}]", b.value, b.low, high);
+}
+
+void noise_table(std::string& out, const SweepReport& report) {
+  const bool any = std::any_of(report.points.begin(), report.points.end(),
+                               [](const SweepPoint& p) { return p.ok() && p.summary.noise; });
+  if (!any) return;
+  out +=
+      "\ngradient noise scale B_noise (past it, a larger global batch stops cutting the steps to "
+      "a target in proportion)\n";
+  fmt::format_to(std::back_inserter(out), "{:<34} {:>7} {:>26} {:>12} {:>10} {:>12}\n", "point",
+                 "global", "B_noise [95% CI]", "steps/fewest", "stat. eff.", "time-to-acc.");
+  for (const SweepPoint& p : report.points) {
+    if (!p.ok() || !p.summary.noise) continue;
+    const NoiseScale& n = *p.summary.noise;
+    const std::optional<StatisticalScaling>& s = p.summary.statistics;
+    fmt::format_to(
+        std::back_inserter(out), "{:<34} {:>7} {:>26} {:>12} {:>10} {:>12}\n", p.label(),
+        p.global_batch, n.b_noise ? b_noise_cell(*n.b_noise) : "none (|G|² <= 0)",
+        n.b_noise ? fmt::format("{:.2f}", steps_over_minimum(n.b_noise->value, p.global_batch))
+                  : "-",
+        s ? percent(s->efficiency, 0) : "-",
+        s && p.summary.speedup ? fmt::format("{:.2f}x", p.summary.speedup->value * s->efficiency)
+                               : "-");
+  }
+  out +=
+      "  steps/fewest: steps to a target over the fewest any batch could need (1 + B_noise / "
+      "global); stat. eff.: the samples one device needs over these; time-to-acc.: the "
+      "speedup in time to a target, throughput speedup x stat. eff.\n";
+}
+
 }  // namespace
 
 std::string format_sweep_tables(const SweepReport& report) {
@@ -185,6 +220,7 @@ std::string format_sweep_tables(const SweepReport& report) {
   communication_table(out, report);
   bucket_table(out, report);
   compression_table(out, report);
+  noise_table(out, report);
   if (!report.complete) out += "\n(incomplete sweep: not every point has run)\n";
   return out;
 }

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -29,6 +31,16 @@ inline size_t count_of(const std::string& text, const std::string& part) {
   size_t n = 0;
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
   return n;
+}
+
+// The lines of `text` that contain `part`.
+inline std::vector<std::string> lines_with(const std::string& text, const std::string& part) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(part) != std::string::npos) out.push_back(line);
+  }
+  return out;
 }
 
 }  // namespace scalescope::testing_util

@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -64,16 +63,6 @@ SweepPoint one_device(const std::string& model = "m") {
 std::vector<GradCompression> compressions_of(const CompressionEffect& e) {
   std::vector<GradCompression> out;
   for (const CompressionEffect::Setting& s : e.settings) out.push_back(s.compression);
-  return out;
-}
-
-// The lines of `text` that contain `part`.
-std::vector<std::string> lines_with(const std::string& text, const std::string& part) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.find(part) != std::string::npos) out.push_back(line);
-  }
   return out;
 }
 
@@ -269,10 +258,10 @@ TEST(CompressionTables, AColumnAndATableWithTheConclusions) {
       {one_device(), cpoint(kNone, 10.0, 0.05), cpoint(kFp16, 8.0, 0.05), cpoint(kBf16, 9.0)});
   const std::string tables = format_sweep_tables(r);
   // The model's table: a compression column, a cell per row ("-" on one device).
-  const std::vector<std::string> header = lines_with(tables, "samples/s [95% CI]");
+  const std::vector<std::string> header = testing_util::lines_with(tables, "samples/s [95% CI]");
   ASSERT_EQ(header.size(), 1u);
   EXPECT_CONTAINS(header[0], "compression");
-  const std::vector<std::string> rows = lines_with(tables, "cpu:2      32");
+  const std::vector<std::string> rows = testing_util::lines_with(tables, "cpu:2      32");
   ASSERT_EQ(rows.size(), 3u) << tables;
   EXPECT_CONTAINS(rows[0], " none ");
   EXPECT_CONTAINS(rows[1], " fp16 ");
