@@ -177,6 +177,43 @@ KernelChoiceRecord kernel_choice_from_json(const JsonReader& r) {
   return k;
 }
 
+nlohmann::json to_json(const TargetRecord& t) {
+  return {{"metric", t.metric},     {"value", t.value},     {"reached", t.reached},
+          {"step", t.step},         {"samples", t.samples}, {"epochs", t.epochs},
+          {"train_ms", t.train_ms}, {"wall_ms", t.wall_ms}};
+}
+
+std::string target_text(const TargetRecord& t) {
+  return fmt::format(
+      "{} {:.4g} {} ({:.2f} epochs, {} samples) after {:.2f} s of training "
+      "({:.2f} s wall)",
+      t.metric, t.value,
+      t.reached ? fmt::format("reached at step {}", t.step)
+                : fmt::format("not reached in {} steps", t.step),
+      t.epochs, t.samples, t.train_ms / 1e3, t.wall_ms / 1e3);
+}
+
+TargetRecord target_from_json(const JsonReader& r) {
+  TargetRecord t{.metric = r.string("metric"),
+                 .value = r.number("value"),
+                 .reached = r.boolean("reached"),
+                 .step = r.int64("step"),
+                 .samples = r.int64("samples"),
+                 .epochs = r.number("epochs"),
+                 .train_ms = r.number("train_ms"),
+                 .wall_ms = r.number("wall_ms")};
+  SS_CHECK(t.metric == "accuracy" || t.metric == "loss", "{} '{}' is not accuracy or loss",
+           r.name("metric"), t.metric);
+  SS_CHECK(t.step >= 1 && t.samples >= 1 && t.epochs > 0.0,
+           "{}: {} steps, {} samples and {} "
+           "epochs must be positive",
+           r.name("step"), t.step, t.samples, t.epochs);
+  SS_CHECK(t.train_ms >= 0.0 && t.wall_ms >= t.train_ms,
+           "{}: a wall time of {} ms cannot be below the {} ms of training", r.name("wall_ms"),
+           t.wall_ms, t.train_ms);
+  return t;
+}
+
 nlohmann::json to_json(const EvalRecord& e) {
   return {{"epoch", e.epoch}, {"step", e.step}, {"loss", e.loss}, {"accuracy", e.accuracy}};
 }
@@ -244,6 +281,7 @@ nlohmann::json to_json(const RunReport& r) {
       {"evals", std::move(evals)},
   };
   if (r.cluster) j["cluster"] = to_json(*r.cluster);
+  if (r.target) j["target"] = to_json(*r.target);
   if (r.noise_scale) {
     j["noise_scale"] = with_noise
                            ? noise_scale_json(r, norms, smoothed)

@@ -52,6 +52,27 @@ struct EvalRecord {
   double accuracy = 0.0;
 };
 
+// A run with a target (--until-accuracy, --until-loss): whether an evaluation reached it, and
+// what training took until then.
+struct TargetRecord {
+  std::string metric;  // "accuracy" or "loss"
+  double value = 0.0;  // the target
+  bool reached = false;
+  int64_t step = 0;       // of the evaluation that reached it (the last step when none did)
+  int64_t samples = 0;    // trained on until then: step × global batch
+  double epochs = 0.0;    // samples / the training split's samples
+  double train_ms = 0.0;  // the steps until then, added up (the group's step times)
+  // From the first step's start to the end of that evaluation: evaluations, checks and input
+  // waits between steps included.
+  double wall_ms = 0.0;
+};
+nlohmann::json to_json(const TargetRecord& t);
+// "accuracy 0.75 reached at step 50 (0.32 epochs, 3200 samples) after 0.77 s of training
+// (1.98 s wall)", or "... not reached in 150 steps (...)".
+std::string target_text(const TargetRecord& t);
+// Strict: throws Error naming a key that is missing, mistyped or out of range.
+TargetRecord target_from_json(const JsonReader& r);
+
 // What sampling one GPU with NVML found while the steps were measured (GPU runs).
 struct GpuUtilization {
   std::string host;  // the node's host name in multi-process runs ("" in one process)
@@ -139,6 +160,7 @@ struct RunReport {
   std::string data;
   std::vector<StepRecord> steps;
   std::vector<EvalRecord> evals;
+  std::optional<TargetRecord> target;  // runs with a target
   // --noise-scale was asked for (the steps hold grad_norms where it could be measured).
   bool noise_scale = false;
   NoiseBatches noise_batches() const { return {batch, global_batch()}; }

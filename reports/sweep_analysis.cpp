@@ -125,6 +125,11 @@ void summarize_point(SweepPoint& p) {
     if (total_ms > 0.0) s.bus_bandwidth_gbps = bytes / (total_ms * 1e6);
   }
   s.noise = point_noise(p, steps);
+  std::vector<TargetRecord> targets;
+  for (const RepeatRecord& r : p.repeats) {
+    if (r.target) targets.push_back(*r.target);
+  }
+  if (!targets.empty()) s.time_to_target = summarize_targets(targets);
   p.summary = std::move(s);
 }
 
@@ -181,6 +186,10 @@ void compare_with_baseline(SweepPoint& p, const SweepPoint& one,
     if (s.noise && s.noise->b_noise && s.noise->b_noise->value > 0.0) {
       s.statistics = statistical_scaling(s.noise->b_noise->value, one.global_batch, p.global_batch);
       add_statistical_finding(s.verdict, *s.loss, *s.statistics);
+    }
+    if (s.time_to_target && one.summary.time_to_target) {
+      compare_targets(*s.time_to_target, *one.summary.time_to_target);
+      if (s.statistics) s.time_to_target->predicted_statistical = s.statistics->efficiency;
     }
   }
 }

@@ -108,6 +108,7 @@ json summary_json(const SweepPoint& p) {
       {"noise_scale", s.noise ? to_json(*s.noise) : json(nullptr)},
       {"statistical_scaling",
        s.statistics ? statistics_json(*s.statistics, *s.speedup) : json(nullptr)},
+      {"time_to_target", s.time_to_target ? to_json(*s.time_to_target) : json(nullptr)},
       // Device utilisation comes from NVML samples, which only GPU runs have.
       {"utilization",
        s.gpu_util_percent ? json{{"gpu_util_percent", *s.gpu_util_percent}} : json(nullptr)},
@@ -190,6 +191,7 @@ json repeat_json(const RepeatRecord& r, size_t buckets) {
   if (r.allreduce_split) out["allreduce_split"] = to_json(*r.allreduce_split);
   if (r.gpu_util_percent) out["gpu_util_percent"] = *r.gpu_util_percent;
   if (global) out["grad_sq_global"] = *global;
+  if (r.target) out["target"] = to_json(*r.target);
   return out;
 }
 
@@ -389,8 +391,9 @@ RepeatRecord repeat_from_json(const JsonReader& r, size_t buckets) {
   for (StepRecord& s : out.steps) s.replicas.resize(replicas);
   for (size_t k = 0; k < replicas; ++k) replica_from_json(r.element("replicas", k), k, out.steps);
   bucket_ms_from_json(r, buckets, out.steps);
-  if (r.has("grad_sq_global")) grad_norms_from_json(r, out.steps);  // since 1.7
-  if (r.has("allreduce_split")) {                                   // since 1.2
+  if (r.has("grad_sq_global")) grad_norms_from_json(r, out.steps);         // since 1.7
+  if (r.has("target")) out.target = target_from_json(r.object("target"));  // since 1.7
+  if (r.has("allreduce_split")) {                                          // since 1.2
     out.allreduce_split = split_from_json(r.object("allreduce_split"));
   }
   if (r.has("gpu_util_percent")) {  // since 1.2

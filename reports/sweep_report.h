@@ -19,6 +19,7 @@
 #include "reports/environment.h"
 #include "reports/run_report.h"
 #include "reports/stats.h"
+#include "reports/time_to_target.h"
 
 namespace scalescope {
 
@@ -41,6 +42,7 @@ struct RepeatRecord {
   std::optional<AllReduceSplit> allreduce_split;  // runs across nodes
   // GPU runs: NVML's utilisation over the measured steps, averaged over the GPUs sampled.
   std::optional<double> gpu_util_percent;
+  std::optional<TargetRecord> target;  // time-to-accuracy sweeps
 };
 
 // What the analysis derives for one point. Filled by analyze().
@@ -73,6 +75,8 @@ struct PointSummary {
   // With a positive noise scale and a one-device baseline: what the larger global batch costs
   // in samples against the baseline's (the time-to-accuracy speedup is speedup × efficiency).
   std::optional<StatisticalScaling> statistics;
+  // Time-to-accuracy sweeps: the repeats' time to the target, and against one device.
+  std::optional<TimeToTarget> time_to_target;
 };
 
 // Bucket caps as tables and labels show them: "5 MB", or "5 MB (first 0.5 MB)" when the

@@ -208,6 +208,28 @@ void noise_table(std::string& out, const SweepReport& report) {
       "speedup in time to a target, throughput speedup x stat. eff.\n";
 }
 
+void target_table(std::string& out, const SweepReport& report) {
+  const auto with =
+      std::find_if(report.points.begin(), report.points.end(),
+                   [](const SweepPoint& p) { return p.ok() && p.summary.time_to_target; });
+  if (with == report.points.end()) return;
+  const TimeToTarget& first = *with->summary.time_to_target;
+  fmt::format_to(std::back_inserter(out),
+                 "\ntime to {} {:.4g} (medians over the repeats that reached it; the speedup "
+                 "against one device = hardware x statistical)\n",
+                 first.metric, first.value);
+  fmt::format_to(std::back_inserter(out), "{:<34} {:>7} {:>7} {:>7} {:>8} {:>8}  {}\n", "point",
+                 "reached", "steps", "epochs", "train s", "wall s", "speedup");
+  for (const SweepPoint& p : report.points) {
+    if (!p.ok() || !p.summary.time_to_target) continue;
+    const TimeToTarget& t = *p.summary.time_to_target;
+    fmt::format_to(std::back_inserter(out),
+                   "{:<34} {:>7} {:>7.0f} {:>7.2f} {:>8.2f} {:>8.2f}  {}\n", p.label(),
+                   fmt::format("{}/{}", t.reached, t.repeats), t.steps, t.epochs, t.train_s,
+                   t.wall_s, p.devices == 1 ? "-" : speedup_text(t));
+  }
+}
+
 }  // namespace
 
 std::string format_sweep_tables(const SweepReport& report) {
@@ -221,6 +243,7 @@ std::string format_sweep_tables(const SweepReport& report) {
   bucket_table(out, report);
   compression_table(out, report);
   noise_table(out, report);
+  target_table(out, report);
   if (!report.complete) out += "\n(incomplete sweep: not every point has run)\n";
   return out;
 }

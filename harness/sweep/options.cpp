@@ -87,6 +87,13 @@ void add_measurement(OptionList& list, SweepOptions& o) {
            });
 }
 
+void add_time_to_target(OptionList& list, SweepOptions& o) {
+  add_target_options(list, o.train);
+  list.add("--max-epochs", o.max_epochs,
+           "With --until-accuracy or --until-loss: the most epochs each run may train",
+           at_least<int64_t>(0, "must be a positive number of epochs"));
+}
+
 void add_outputs(OptionList& list, SweepOptions& o) {
   list.add("-o,--output", o.output, "Report file (JSON), rewritten after every point",
            [](const std::string& path) { return path.empty() ? "must name a file" : ""; });
@@ -110,6 +117,7 @@ void add_outputs(OptionList& list, SweepOptions& o) {
 void add_sweep_options(OptionList& list, SweepOptions& o) {
   add_axes(list, o);
   add_measurement(list, o);
+  add_time_to_target(list, o);
   add_data_options(list, o.train.data);
   const GradientAxes axes{&o.bucket_caps_mb, &o.first_buckets_mb, &o.grad_compressions};
   add_training_options(list, o.train, &axes);

@@ -35,6 +35,10 @@ struct SweepOptions {
   int64_t steps = 20;             // measured steps per repeat
   int64_t max_warmup_steps = 40;  // the warm-up stops here even if not settled
   SteadyStateOptions steady;      // when the step time counts as settled
+  // Time to accuracy (train.until_accuracy or train.until_loss): each repeat trains from the
+  // same initial weights until an evaluation reaches the target, at most this many epochs
+  // (then every step of the run is timed after a fixed warm-up of train.warmup_steps).
+  int64_t max_epochs = 0;
   // Axes of the grid beyond one device (no all-reduce runs on one): the gradient bucket caps
   // and the first bucket's cap, in MiB.
   std::vector<double> bucket_caps_mb = {kDefaultBucketCapMb};

@@ -145,14 +145,22 @@ TrainOptions train_options_for(const SweepOptions& o, const SweepPoint& p) {
   t.first_bucket_mb = p.first_bucket_mb;
   t.grad_compression = p.grad_compression;
   t.global_batch = 0;
-  t.steps = o.steps;
-  t.epochs = 0;
-  t.eval = false;
   t.save.clear();
   t.load.clear();
-  t.adaptive_warmup.enabled = true;
-  t.adaptive_warmup.max_steps = o.max_warmup_steps;
-  t.adaptive_warmup.steady = o.steady;
+  if (t.has_target()) {
+    // Every step counts towards the time to the target: a fixed warm-up, then all measured.
+    t.steps = 0;
+    t.epochs = o.max_epochs;
+    t.eval = true;
+    t.adaptive_warmup.enabled = false;
+  } else {
+    t.steps = o.steps;
+    t.epochs = 0;
+    t.eval = false;
+    t.adaptive_warmup.enabled = true;
+    t.adaptive_warmup.max_steps = o.max_warmup_steps;
+    t.adaptive_warmup.steady = o.steady;
+  }
   const auto profile = parse_profile_steps(o.profile_steps);
   t.profile_first = profile ? profile->first : 0;
   t.profile_last = profile ? profile->second : 0;
@@ -172,6 +180,7 @@ RepeatRecord repeat_of(const RunReport& run) {
   r.steps.assign(run.steps.begin() + static_cast<std::ptrdiff_t>(run.warmup_steps),
                  run.steps.end());
   r.allreduce_split = run.allreduce_split;
+  r.target = run.target;
   double util = 0.0;
   int gpus = 0;
   for (const GpuUtilization& u : run.gpu_utilization) {
@@ -294,6 +303,12 @@ void validate(const SweepOptions& o, const OptionSources& names) {
            names.name("first_bucket_mb"));
   SS_CHECK(!o.grad_compressions.empty(), "{} is empty: give none, fp16 or bf16",
            names.name("grad_compression"));
+  SS_CHECK(o.train.until_accuracy == 0.0 || o.train.until_loss == 0.0, "give {} or {}, not both",
+           names.name("until_accuracy"), names.name("until_loss"));
+  SS_CHECK(!o.train.has_target() || o.max_epochs > 0,
+           "{} needs {}: the most epochs each run may train before it counts as not reached",
+           names.name(o.train.until_accuracy > 0.0 ? "until_accuracy" : "until_loss"),
+           names.name("max_epochs"));
   const DeviceAxis axis = resolve_devices(o, names);
   if (backend(axis.kind).logical()) {
     const int cores = backend(DeviceKind::kCpu).device_count();

@@ -78,6 +78,10 @@ void check_length(const TrainOptions& o, const OptionSources& names) {
   }
   SS_CHECK(o.epochs == 0 || o.steps == 0, "give {} or {}, not both", names.name("steps"),
            names.name("epochs"));
+  SS_CHECK(o.until_accuracy == 0.0 || o.until_loss == 0.0, "give {} or {}, not both",
+           names.name("until_accuracy"), names.name("until_loss"));
+  SS_CHECK(!o.has_target() || o.eval, "{} needs evaluations (not --no-eval)",
+           names.name(o.until_accuracy > 0.0 ? "until_accuracy" : "until_loss"));
   SS_CHECK(o.epochs > 0 || o.steps > 0, "{} must be a positive number of steps",
            names.subject("steps", o.steps));
 }
@@ -165,6 +169,22 @@ void add_training_options(OptionList& list, TrainOptions& o, const GradientAxes*
   list.add("--seed", o.seed, "Seed of weights and data");
 }
 
+void add_target_options(OptionList& list, TrainOptions& o) {
+  list.add("--eval-every", o.eval_every,
+           "Evaluate every N steps instead of after every epoch (0: after every epoch)",
+           at_least<int64_t>(0, "must be 0 (every epoch) or a positive number of steps"));
+  list.add("--until-accuracy", o.until_accuracy,
+           "Stop at the first evaluation whose accuracy reaches this fraction (time to accuracy)",
+           [](const double& a) {
+             return std::isfinite(a) && a >= 0.0 && a <= 1.0
+                        ? std::string()
+                        : std::string("must be a fraction between 0 and 1 (0: no target)");
+           });
+  list.add("--until-loss", o.until_loss,
+           "Stop at the first evaluation whose loss falls to this value (time to a loss)",
+           finite_above(0.0, true, "must be 0 (no target) or positive"));
+}
+
 void add_data_options(OptionList& list, DataOptions& o, bool with_workers) {
   list.add("--data", o.spec,
            "Data: synthetic, synthetic:device, idx:DIR (MNIST-format), cifar10:DIR",
@@ -206,6 +226,7 @@ void add_train_options(OptionList& list, TrainOptions& o) {
     if (!given.given("steps") && o.epochs > 0) o.steps = 0;
   });
   list.add("!--no-eval", o.eval, "Skip evaluation on the eval split after each epoch");
+  add_target_options(list, o);
   add_data_options(list, o.data);
   add_training_options(list, o);
   list.add("--warmup-steps", o.warmup_steps, "Steps left out of the timing summary",

@@ -48,8 +48,16 @@ struct TrainOptions {
   int64_t steps = 200;
   int64_t epochs = 0;
   DataOptions data;
-  // Evaluate on the eval split after every epoch (and after a final partial one).
+  // Evaluate on the eval split after every epoch (and after a final partial one), or every
+  // `eval_every` steps (and after the last) when that is positive.
   bool eval = true;
+  int64_t eval_every = 0;
+  // Time to accuracy: training stops at the first evaluation whose accuracy reaches
+  // `until_accuracy` (a fraction; 0: no target) or whose loss falls to `until_loss` (0: no
+  // target); `steps` or `epochs` is then the most it may train.
+  double until_accuracy = 0.0;
+  double until_loss = 0.0;
+  bool has_target() const { return until_accuracy > 0.0 || until_loss > 0.0; }
   OptimizerConfig optimizer;  // optimizer.lr is the base (one-replica) learning rate
   LrScaling lr_scaling = LrScaling::kNone;
   int64_t lr_warmup_steps = 0;
@@ -134,6 +142,8 @@ struct GradientAxes {
 void add_training_options(OptionList& list, TrainOptions& options,
                           const GradientAxes* axes = nullptr);
 void add_data_options(OptionList& list, DataOptions& options, bool with_workers = true);
+// Evaluation every N steps and the time-to-accuracy targets (`train` and `sweep`).
+void add_target_options(OptionList& list, TrainOptions& options);
 void add_train_options(OptionList& list, TrainOptions& options);
 
 // Checks the options that need no data before any work starts: every declaration's check,

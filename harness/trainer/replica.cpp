@@ -217,6 +217,7 @@ void Replica::train() {
       throw Interrupted(signal, fmt::format("training stopped before step {}", n));
     }
     before_step(n, schedule);
+    if (n == 1) first_step_ms_ = clock_->now_ms();
     const double lr = scheduled_lr(options_.optimizer.lr, options_.lr_scaling, run_.plan.replicas,
                                    options_.lr_warmup_steps, n);
     const int64_t allocations = device_->device_allocations();
@@ -289,27 +290,48 @@ void Replica::record_norms() {
   record_.grad_sq_global.push_back(after);
 }
 
-void Replica::after_step(int64_t n, const StepSchedule& schedule) {
-  const bool last = n == schedule.last_step();
-  if (last && local_ == 0) run_.sampling.stop();
+void Replica::after_step(int64_t n, StepSchedule& schedule) {
   if (run_.hooks.after_step) {
     // Fault injection (tests), on a host copy of the weights.
     const std::span<float> weights = host_weights_->read(*comm_, compute_, "staging the weights");
     run_.hooks.after_step(rank_, n, weights);
     host_weights_->write_back(*comm_, compute_);
   }
+  // First: an evaluation that reaches the target makes this step the last.
+  evaluate_if_due(n, schedule);
+  const bool last = n == schedule.last_step();
+  if (last && local_ == 0) run_.sampling.stop();
   if (last || (options_.check_every > 0 && n % options_.check_every == 0)) {
     check_consistency(
         *comm_,
         host_weights_->read(*comm_, compute_, fmt::format("the weight check after step {}", n)), n);
     if (rank_ == 0) ++run_.results.group.consistency_checks;
   }
-  const int64_t steps_per_epoch = run_.plan.sampler.steps_per_epoch();
-  if (n % steps_per_epoch == 0) evaluate(n / steps_per_epoch, n);
 }
 
-void Replica::evaluate(int64_t epoch, int64_t step) {
-  if (!options_.eval) return;
+void Replica::evaluate_if_due(int64_t n, StepSchedule& schedule) {
+  const int64_t steps_per_epoch = run_.plan.sampler.steps_per_epoch();
+  const bool due =
+      options_.eval_every > 0 ? n % options_.eval_every == 0 : n % steps_per_epoch == 0;
+  if (!due) return;
+  const std::optional<EvalResult> r = evaluate((n - 1) / steps_per_epoch + 1, n);
+  if (!r || !reached_target(*r)) return;
+  // Every replica has the same result, so all stop after this step.
+  schedule.stop_after(n);
+  if (rank_ == 0) {
+    run_.results.group.target_step = n;
+    run_.results.group.target_wall_ms = clock_->now_ms() - first_step_ms_;
+  }
+}
+
+bool Replica::reached_target(const EvalResult& r) const {
+  return (options_.until_accuracy > 0.0 && r.accuracy >= options_.until_accuracy) ||
+         (options_.until_loss > 0.0 && r.loss <= options_.until_loss);
+}
+
+std::optional<EvalResult> Replica::evaluate(int64_t epoch, int64_t step) {
+  if (!options_.eval) return std::nullopt;
+  last_evaluated_ = step;
   // Data-parallel too: each replica evaluates its shard and the sums are gathered, so no
   // replica idles at a barrier (under the collective timeout) while another evaluates.
   const Plan& plan = run_.plan;
@@ -323,10 +345,11 @@ void Replica::evaluate(int64_t epoch, int64_t step) {
     total.correct += all[i + 1];
     total.samples += static_cast<int64_t>(all[i + 2]);
   }
-  if (rank_ != 0) return;
   const EvalResult r = total.result();
+  if (rank_ != 0) return r;
   run_.results.group.evals.push_back(EvalRecord{epoch, step, r.loss, r.accuracy});
   if (run_.hooks.on_eval) run_.hooks.on_eval(run_.results.group.evals.back());
+  return r;
 }
 
 void Replica::finish(const StepSchedule& schedule) {
@@ -340,10 +363,16 @@ void Replica::finish(const StepSchedule& schedule) {
         *comm_, *node_comm_, *device_, *model_, reducer_->buckets(), run_.plan.layout.nodes);
     if (rank_ == 0) run_.results.group.allreduce_split = split;
   }
-  // A final evaluation when training stopped inside an epoch.
+  // A final evaluation when the last step had none (training stopped inside an epoch).
   const int64_t last = schedule.last_step();
   const int64_t steps_per_epoch = run_.plan.sampler.steps_per_epoch();
-  if (last % steps_per_epoch != 0) evaluate(last / steps_per_epoch + 1, last);
+  if (last_evaluated_ != last) {
+    const std::optional<EvalResult> r = evaluate((last - 1) / steps_per_epoch + 1, last);
+    if (rank_ == 0 && r && reached_target(*r)) run_.results.group.target_step = last;
+  }
+  if (rank_ == 0 && options_.has_target() && run_.results.group.target_step != last) {
+    run_.results.group.target_wall_ms = clock_->now_ms() - first_step_ms_;
+  }
   if (rank_ == 0 && !options_.save.empty()) save_checkpoint(options_.save, *model_, &*optimizer_);
   record_.peak_memory_bytes = device_->peak_memory();
   record_.library_memory_bytes =

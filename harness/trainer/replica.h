@@ -14,6 +14,7 @@
 #include "harness/collectives/replica_comms.h"
 #include "harness/telemetry/utilization.h"
 #include "harness/trainer/consistency.h"
+#include "harness/trainer/evaluate.h"
 #include "harness/trainer/plan.h"
 #include "harness/trainer/reducer.h"
 #include "harness/trainer/replica_input.h"
@@ -60,11 +61,16 @@ class Replica {
   double step_loss(int64_t n, double lr) const;
   // What happens between steps, outside their timing.
   void before_step(int64_t n, const StepSchedule& schedule);
-  void after_step(int64_t n, const StepSchedule& schedule);
+  void after_step(int64_t n, StepSchedule& schedule);
   void record(int64_t n, const PhaseTimes& phases, double loss, double lr);
   // The step's squared gradient norms (--noise-scale), from what step() read back.
   void record_norms();
-  void evaluate(int64_t epoch, int64_t step);
+  // The evaluation due after step `n`, if any; ends training there when it reached the target.
+  void evaluate_if_due(int64_t n, StepSchedule& schedule);
+  // Every replica's evaluation of its shard, summed over all: the same result on every
+  // replica (nothing without evaluations). Replica 0 records it.
+  std::optional<EvalResult> evaluate(int64_t epoch, int64_t step);
+  bool reached_target(const EvalResult& r) const;
   void finish(const StepSchedule& schedule);
 
   ReplicaShared& run_;
@@ -90,6 +96,8 @@ class Replica {
   // that the steps' event times never show.
   std::vector<double> wait_overshoot_ms_;
   double last_overshoot_ms_ = 0.0;
+  double first_step_ms_ = 0.0;  // when step 1 began, on the run's host clock
+  int64_t last_evaluated_ = 0;  // the step of the last evaluation
   // Open while the profiled steps run (a range spans them on this thread).
   std::optional<nvtx::Range> profile_range_;
 };

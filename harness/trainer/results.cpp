@@ -57,6 +57,8 @@ nlohmann::json group_json(const GroupRecord& g) {
           {"bucket_ms", g.bucket_ms},
           {"bucket_bytes", g.bucket_bytes},
           {"evals", std::move(evals)},
+          {"target_step", g.target_step},
+          {"target_wall_ms", g.target_wall_ms},
           {"lrs", g.lrs},
           {"consistency_checks", g.consistency_checks},
           {"allreduce_split", g.allreduce_split ? to_json(*g.allreduce_split) : nullptr},
@@ -82,6 +84,8 @@ GroupRecord read_group(const JsonReader& r) {
   const nlohmann::json& evals = r.array("evals");
   for (size_t i = 0; i < evals.size(); ++i)
     g.evals.push_back(eval_from_json(r.element("evals", i)));
+  g.target_step = r.int64("target_step");
+  g.target_wall_ms = r.number("target_wall_ms");
   g.lrs = r.numbers("lrs");
   g.consistency_checks = r.int64("consistency_checks");
   if (!r.at("allreduce_split").is_null()) {
@@ -181,6 +185,22 @@ std::optional<ClusterInfo> cluster_info(const Plan& plan, const Cluster* cluster
   return c;
 }
 
+// Whether and when the run reached its target, from the evaluation replica 0 recorded.
+TargetRecord target_record(const TrainOptions& o, const Plan& plan, const GroupRecord& g,
+                           const RunReport& report) {
+  TargetRecord t;
+  t.metric = o.until_accuracy > 0.0 ? "accuracy" : "loss";
+  t.value = o.until_accuracy > 0.0 ? o.until_accuracy : o.until_loss;
+  t.reached = g.target_step > 0;
+  t.step = t.reached ? g.target_step : g.steps;
+  t.samples = t.step * report.global_batch();
+  t.epochs = static_cast<double>(t.samples) / static_cast<double>(plan.data.train->size());
+  for (int64_t i = 0; i < t.step; ++i) t.train_ms += report.steps[static_cast<size_t>(i)].step_ms;
+  // The host's clock and the devices' event times may disagree by a little.
+  t.wall_ms = std::max(g.target_wall_ms, t.train_ms);
+  return t;
+}
+
 }  // namespace
 
 RunReport assemble_report(const TrainOptions& o, const Plan& plan, RunResults& results,
@@ -223,6 +243,7 @@ RunReport assemble_report(const TrainOptions& o, const Plan& plan, RunResults& r
   report.evals = g.evals;
   report.cluster = cluster_info(plan, cluster);
   report.steps = step_records(results);
+  if (o.has_target()) report.target = target_record(o, plan, g, report);
   report.gpu_utilization = std::move(results.gpu_utilization);
   return report;
 }

@@ -41,6 +41,10 @@ struct GroupRecord {
   std::vector<std::vector<double>> bucket_ms;  // [step][bucket]
   std::vector<int64_t> bucket_bytes;
   std::vector<EvalRecord> evals;
+  // Runs with a target: the step whose evaluation reached it (0: none did), and when that
+  // evaluation (or, when none did, the run's last one) ended, ms after the first step began.
+  int64_t target_step = 0;
+  double target_wall_ms = 0.0;
   std::vector<double> lrs;  // per step
   int64_t consistency_checks = 0;
   std::optional<AllReduceSplit> allreduce_split;  // runs across nodes

@@ -18,6 +18,8 @@ class StepSchedule {
 
   // The last step (1-based); with an adaptive warm-up, the most it could be until decided.
   int64_t last_step() const { return last_step_; }
+  // Training ends after step `step` (a target was reached there).
+  void stop_after(int64_t step) { last_step_ = step; }
   // Whether the adaptive warm-up still waits for the step time to settle.
   bool deciding() const { return warmup_steps_ < 0; }
   // The group's time of step `step` (the slowest replica's), while deciding.
