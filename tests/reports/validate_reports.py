@@ -361,7 +361,16 @@ def main():
         if eval_doc is not None and "unavailable" not in eval_doc.get("noise_scale", {}):
             fail("run-eval.json asked for --noise-scale on one device without saying why it "
                  "has none")
-        for name, doc in (("run.json", run_doc), ("run-eval.json (with evals)", eval_doc)):
+        # A target: the run stops at the first evaluation (every 10 steps) that reaches it.
+        target_doc = produce(binary, tmp, "run-target.json",
+                             ["train", "--model", "dense-100", "--devices", "cpu:2", "--batch",
+                              "256", "--epochs", "1", "--eval-every", "10", "--until-accuracy",
+                              "0.3", "-q"])
+        if target_doc is not None and not target_doc.get("target", {}).get("reached"):
+            fail("run-target.json trained to accuracy 0.3 on learnable synthetic data but did not "
+                 f"reach it: {target_doc.get('target')}")
+        for name, doc in (("run.json", run_doc), ("run-eval.json (with evals)", eval_doc),
+                          ("run-target.json", target_doc)):
             if doc is not None:
                 expect_valid(run_v, doc, name)
         if eval_doc is not None and not eval_doc["evals"]:
@@ -403,6 +412,17 @@ def main():
             if kinds != {"sim"} or not simulated["environment"].get("simulated_devices"):
                 fail(f"sim.json does not mark its points as simulated: kinds {kinds}, "
                      f"environment.simulated_devices {simulated['environment'].get('simulated_devices')!r}")
+        # Time to accuracy: every point trains to the target; the two-device one has a speedup.
+        to_target = produce(binary, tmp, "to-target.json",
+                            ["sweep", "--models", "dense-100", "--devices", "cpu:1,2", "--repeats",
+                             "1", "--batch", "128", "--until-accuracy", "0.3", "--max-epochs",
+                             "1", "--eval-every", "10", "--noise-scale", "-q"])
+        if to_target is not None and any(
+                p["summary"]["time_to_target"] is None or
+                (p["devices"] == 2 and p["summary"]["time_to_target"]["speedup"] is None)
+                for p in to_target["points"]):
+            fail("to-target.json: every point needs a time_to_target, and the two-device one a "
+                 "speedup against one device")
         resumed = None
         if weak is not None:
             with open(os.path.join(tmp, "to-resume.json"), "w", encoding="utf-8") as f:
@@ -411,7 +431,7 @@ def main():
                               ["sweep", "--resume", "to-resume.json", "--batch", "8,16", "-q"])
 
         sweeps = {"weak.json": weak, "strong.json": strong, "failed.json": failed,
-                  "resumed.json": resumed, "sim.json": simulated}
+                  "resumed.json": resumed, "sim.json": simulated, "to-target.json": to_target}
         for name, doc in sweeps.items():
             if doc is None:
                 continue
