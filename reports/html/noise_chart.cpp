@@ -19,6 +19,11 @@ namespace {
 // that spans them all would squeeze every marker into one corner.
 constexpr double kMaxReach = 16;
 
+// "1.16x"; a small ratio keeps two significant digits ("0.012x", not "0.01x").
+std::string times(double ratio) {
+  return std::abs(ratio) >= 0.1 ? fmt::format("{:.2f}x", ratio) : fmt::format("{:.2g}x", ratio);
+}
+
 std::string b_noise_text(const Interval& b) {
   return fmt::format("{} [{}, {}]", short_number(b.value), short_number(b.low),
                      std::isfinite(b.high) ? short_number(b.high) : std::string("unbounded"));
@@ -37,14 +42,12 @@ std::string sentence_of(const NoiseChartData::Point& p, ScalingMode mode) {
   }
   s += ": B_noise " + b_noise_text(*p.b_noise);
   if (!p.drawn) return s + ": not above zero, so not on the chart (too few steps to tell).";
-  s += fmt::format("; {:.2f}x the fewest steps any batch could need", p.steps_over_minimum);
+  s += fmt::format("; {} the fewest steps any batch could need", times(p.steps_over_minimum));
   if (p.efficiency) {
     s += "; statistical efficiency against one device " + percent(*p.efficiency, 0);
     if (p.speedup && p.time_speedup) {
-      s += fmt::format(
-          ", so the throughput speedup {:.2f}x becomes about {:.2f}x in time to a "
-          "target",
-          *p.speedup, *p.time_speedup);
+      s += fmt::format(", so the throughput speedup {} becomes about {} in time to a target",
+                       times(*p.speedup), times(*p.time_speedup));
     }
   }
   return s + ".";

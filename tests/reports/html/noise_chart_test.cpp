@@ -159,5 +159,17 @@ TEST(NoiseChart, NoEstimateANegativeOneAndACiBeyondTheAxis) {
   EXPECT_EQ(count_of(svg, "data-open=\"high\""), 0u);
 }
 
+TEST(NoiseChart, SmallSpeedupsKeepTwoSignificantDigits) {
+  SweepReport r;
+  r.points = {constant_point("m", 1, 32, 10.0), constant_point("m", 2, 32, 1000.0)};
+  analyze(r);
+  set_noise(r.points[1], Interval{16.3, 13.8, 21.6});
+  const NoiseChartData d = prepare_noise(models_of(r).at(0));
+  ASSERT_EQ(d.points.size(), 1u);
+  // Speedup 2 x 10/1000 = 0.02; efficiency (32 + 16.3)/(64 + 16.3) = 0.60, so 0.012 in time.
+  EXPECT_CONTAINS(d.points[0].sentence,
+                  "so the throughput speedup 0.02x becomes about 0.012x in time to a target.");
+}
+
 }  // namespace
 }  // namespace scalescope::html
