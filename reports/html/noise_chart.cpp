@@ -159,8 +159,7 @@ NoiseChartData prepare_noise(const ModelView& m) {
   dodge(d);
   if (d.any_unbounded) {
     d.notes.push_back(
-        "\u2191 open at the top: the 95% CI has no upper bound (in some resamples of the steps "
-        "|G|\u00b2 was not positive)");
+        "\u2191 no upper bound: in some resamples of the steps |G|\u00b2 was not positive");
   }
   if (d.any_clipped) d.notes.push_back("\u2195 open end: the 95% CI reaches beyond the axis");
   for (const std::string& label : not_drawn) {
