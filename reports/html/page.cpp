@@ -10,6 +10,7 @@
 #include "reports/html/bucket_chart.h"
 #include "reports/html/compression_chart.h"
 #include "reports/html/heatmap_chart.h"
+#include "reports/html/noise_chart.h"
 #include "reports/html/phases_chart.h"
 #include "reports/html/speedup_chart.h"
 #include "reports/html/view.h"
@@ -203,6 +204,25 @@ void compression_figure(std::string& out, const ModelView& m) {
   }
 }
 
+// The gradient noise scale of the points that measured it, and what it costs each in time to
+// a target.
+void noise_figure(std::string& out, const ModelView& m) {
+  if (!has_noise(m)) return;
+  const NoiseChartData d = prepare_noise(m);
+  fmt::format_to(std::back_inserter(out),
+                 "<figure><figcaption>Gradient noise scale against global batch <span "
+                 "class=\"hint\">(log scales; bars: 95% CI; below the diagonal, extra samples "
+                 "per step buy little)</span></figcaption>\n{}\n</figure>\n",
+                 draw_noise(d));
+  for (const NoiseChartData::Point& p : d.points) {
+    fmt::format_to(std::back_inserter(out),
+                   "<p class=\"note\" data-noise-point=\"{}\" data-b-noise=\"{}\">{}</p>\n",
+                   escape(p.label),
+                   p.b_noise ? fmt::format("{:.4g}", p.b_noise->value) : std::string("none"),
+                   escape(p.sentence));
+  }
+}
+
 void model_section(std::string& out, const ModelView& m) {
   const SweepPoint& any = *m.points.front();
   fmt::format_to(std::back_inserter(out), "<section id=\"model-{}\" data-model=\"{}\">\n", m.index,
@@ -254,6 +274,7 @@ void model_section(std::string& out, const ModelView& m) {
     }
   }
   compression_figure(out, m);
+  noise_figure(out, m);
   waterfalls_text(out, prepare_waterfalls(m));
   communication_text(out, m);
   points_table(out, m);

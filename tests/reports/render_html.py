@@ -7,7 +7,9 @@ opens the page in headless Chromium:
     inside it, the number of bars / cells / markers the points call for, a dashed projection,
     and nothing that loads from elsewhere;
   * --screenshot: a PNG that is not blank (many colours, among them the NVTX phase colours of
-    the bars and the heat map's green).
+    the bars and the heat map's green);
+  * a second sweep with --noise-scale: its page has the noise-scale figure, a marker per point
+    of more than one device, and a sentence under it per point (the first page has neither).
 
 Usage: render_html.py SCALESCOPE [--keep DIR]   (DIR keeps the page and the screenshot)
 Exit status 77 (ctest's SKIP_RETURN_CODE) when chromium is not installed. Standard library
@@ -86,6 +88,7 @@ class Chart:
         self.marked = {}  # data-* attribute name → elements carrying it
         self.dashed_projections = 0
         self.projections = 0
+        self.noise_points = []  # data-noise-point of each marker, in order
 
 
 class Dom(html.parser.HTMLParser):
@@ -99,6 +102,7 @@ class Dom(html.parser.HTMLParser):
         self.scripts = 0
         self.section_model = ""  # the model of the <section> being read
         self.compression_effects = {}  # model → <p data-compression-effect> under its chart
+        self.noise_notes = []  # (model, attributes) of each <p data-noise-point>
 
     def handle_starttag(self, tag, attrs):
         a = {k: (v or "") for k, v in attrs}
@@ -112,6 +116,8 @@ class Dom(html.parser.HTMLParser):
             self.scripts += 1
         if tag == "section":
             self.section_model = a.get("data-model", "")
+        if tag == "p" and "data-noise-point" in a and self.current is None:
+            self.noise_notes.append((self.section_model, a))
         if "data-compression-effect" in a:
             model = self.section_model
             self.compression_effects[model] = self.compression_effects.get(model, 0) + 1
@@ -131,6 +137,8 @@ class Dom(html.parser.HTMLParser):
         for name in a:
             if name.startswith("data-"):
                 self.current.marked[name] = self.current.marked.get(name, 0) + 1
+        if "data-noise-point" in a:
+            self.current.noise_points.append(a["data-noise-point"])
         if tag == "polyline" and a.get("data-projected") == "true":
             self.current.projections += 1
             if a.get("stroke-dasharray"):
@@ -233,6 +241,45 @@ def has_colour(seen, hex_colour, tolerance=3, at_least=50):
 
 # ---------------------------------------------------------------------------------------
 
+def check_noise_page(scalescope, browser, tmp):
+    """Sweeps with --noise-scale and checks the page's noise-scale figure and the sentences
+    under it. Returns the page's path."""
+    report = os.path.join(tmp, "noise.json")
+    page = os.path.join(tmp, "noise.html")
+    # One and more devices: a noise scale for the 2- and 4-device points, and the one-device
+    # point for their statistical efficiency. dense-100's gradient is far from all noise at
+    # its start, so B_noise is positive and bounded.
+    run([scalescope, "sweep", "--models", "dense-100", "--devices", "cpu:1,2,4", "--batch", "8",
+         "--threads", "1", "--oversubscribe", "--repeats", "2", "--steps", "20",
+         "--max-warmup-steps", "4", "--noise-scale", "-o", report, "--html", page, "-q"],
+        SWEEP_TIMEOUT_S, cwd=tmp)
+    dom = Dom()
+    dom.feed(chromium(browser, os.path.join(tmp, "profile"), "--dump-dom", "file://" + page))
+    charts = [c for c in dom.charts if c.kind == "noise-scale"]
+    check(len(charts) == 1 and charts[0].model == "dense-100" and charts[0].title.strip(),
+          f"--noise-scale: one titled noise-scale figure ({len(charts)})")
+    if len(charts) != 1:
+        return page
+    c = charts[0]
+    want = ["cpu:2, batch 8/device", "cpu:4, batch 8/device"]
+    check(c.noise_points == want, f"a marker per point of more than one device {c.noise_points}")
+    for name in ("data-b-noise", "data-b-noise-low", "data-b-noise-high", "data-ci"):
+        check(c.marked.get(name, 0) == len(want), f"noise-scale markers carry {name} {c.marked}")
+    check(c.marked.get("data-diagonal", 0) == 1, "the diagonal global batch = B_noise")
+    check([a.get("data-noise-point") for _, a in dom.noise_notes] == want
+          and all(m == "dense-100" for m, _ in dom.noise_notes),
+          f"a sentence per marker under the figure {dom.noise_notes}")
+    for _, a in dom.noise_notes:
+        b = float(a.get("data-b-noise", "nan"))
+        check(b > 0, f"{a.get('data-noise-point')}: data-b-noise {b} > 0")
+    with open(page, encoding="utf-8") as f:
+        notes = re.findall(r'<p class="note" data-noise-point=[^>]*>([^<]*)</p>', f.read())
+    check(len(notes) == len(want) and all("B_noise" in n and "in time to a target" in n
+                                          for n in notes),
+          f"the sentences give B_noise and the time-to-target speedup {notes}")
+    return page
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scalescope")
@@ -282,6 +329,7 @@ def main():
         expected = sorted(["speedup", "efficiency-heatmap", "phases", "waterfall", "buckets",
                            "compression"] * 2)
         check(kinds == expected, f"one of each chart per model: {kinds}")
+        check(not dom.noise_notes, "no noise-scale sentences without --noise-scale")
         for c in dom.charts:
             shapes = sum(c.shapes.values())
             check(c.title.strip() != "" and shapes > 0,
@@ -338,9 +386,11 @@ def main():
                              ("efficiency 100%", "#2e9e55")):
             check(has_colour(seen, colour), f"the screenshot shows {name} ({colour})")
 
+        noise_page = check_noise_page(args.scalescope, browser, tmp)
+
         if args.keep:
             os.makedirs(args.keep, exist_ok=True)
-            for path in (page, shot):
+            for path in (page, shot, noise_page):
                 shutil.copy(path, args.keep)
             ok(f"kept the page and screenshot in {args.keep}")
 
