@@ -213,17 +213,26 @@ std::optional<std::string> fit_advice(const std::vector<AllReduceSample>& sample
       static_cast<double>(samples.front().bytes) / (1 << 20));
 }
 
+bool spans_nodes(const SweepPoint& p) {
+  return std::any_of(p.repeats.begin(), p.repeats.end(), [](const RepeatRecord& r) {
+    return r.allreduce_split && r.allreduce_split->nodes > 1;
+  });
+}
+
 CommunicationAnalysis analyze_communication(const std::string& model,
                                             const std::vector<SweepPoint>& points) {
   CommunicationAnalysis c;
   c.model = model;
+  c.across_nodes = std::any_of(points.begin(), points.end(), [&](const SweepPoint& p) {
+    return p.ok() && p.model == model && !p.compressed() && spans_nodes(p);
+  });
   std::vector<AllReduceSample> samples;
   bool compressed = false;
   for (const SweepPoint& p : points) {
     if (!p.ok() || p.model != model || p.devices < 2) continue;
     // The fit describes the float all-reduce: a 16-bit one sums with other code.
     compressed = compressed || p.compressed();
-    if (p.compressed()) continue;
+    if (p.compressed() || (c.across_nodes && !spans_nodes(p))) continue;
     const std::vector<double> ms = bucket_medians(p);
     for (size_t b = 0; b < ms.size(); ++b) samples.push_back({p.bucket_bytes[b], p.devices, ms[b]});
   }

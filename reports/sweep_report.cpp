@@ -247,6 +247,7 @@ json communication_json(const CommunicationAnalysis& c) {
   return {{"model", c.model},
           {"fit", std::move(fit)},
           {"fit_error", c.fit_error},
+          {"across_nodes", c.across_nodes},
           {"series", std::move(series)}};
 }
 

@@ -130,6 +130,10 @@ struct CommunicationAnalysis {
   std::string model;
   std::optional<AlphaBetaFit> fit;
   std::string fit_error;  // why there is no fit (e.g. only one device measured)
+  // Whether the fit took only the points whose replicas spanned nodes: when some did, the link
+  // between nodes sets their all-reduce's cost, and points inside one node (at the node's own
+  // speed) would pull a fit of both towards neither.
+  bool across_nodes = false;
   struct Series {
     int64_t batch = 0;
     int measured_devices = 0;  // the largest device count the projection starts from

@@ -116,10 +116,10 @@ void communication_table(std::string& out, const SweepReport& report) {
       continue;
     }
     fmt::format_to(std::back_inserter(out),
-                   "\n{} all-reduce model: {:.3f} ms + bytes·2(N-1)/N / {:.2f} GB/s (r² {:.2f}, {} "
-                   "bucket samples)\n",
-                   c.model, c.fit->alpha_ms, c.fit->bus_bandwidth_gbps, c.fit->r_squared,
-                   c.fit->samples);
+                   "\n{} all-reduce model{}: {:.3f} ms + bytes·2(N-1)/N / {:.2f} GB/s (r² {:.2f}, "
+                   "{} bucket samples)\n",
+                   c.model, c.across_nodes ? " (points across nodes)" : "", c.fit->alpha_ms,
+                   c.fit->bus_bandwidth_gbps, c.fit->r_squared, c.fit->samples);
     for (const CommunicationAnalysis::Series& s : c.series) {
       std::string line;
       for (const Projection& p : s.projections) {

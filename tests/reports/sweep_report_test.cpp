@@ -157,6 +157,30 @@ TEST(SweepReport, TheAllReduceModelIsFittedAndProjected) {
   EXPECT_CONTAINS(format_sweep_tables(same), "--bucket-cap-mb below 1.5");
 }
 
+TEST(SweepReport, AcrossNodesTheModelIsFittedOnTheCrossNodePointsAlone) {
+  // Two devices inside a node at 2 GB/s; four across two nodes at 0.05 GB/s (their repeats
+  // carry the split that runs across nodes record). A fit of both would describe neither.
+  SweepPoint inside = constant_point("m", 2, ScalingMode::kWeak, 32, 12.0, 0.1, 5e-7);
+  SweepPoint across = constant_point("m", 4, ScalingMode::kWeak, 32, 30.0, 2.0, 2e-5);
+  AllReduceSplit split;
+  split.nodes = 2;
+  for (RepeatRecord& r : across.repeats) r.allreduce_split = split;
+  const SweepReport r =
+      report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0), inside, std::move(across)});
+  const CommunicationAnalysis& c = r.communication[0];
+  ASSERT_TRUE(c.fit.has_value()) << c.fit_error;
+  EXPECT_TRUE(c.across_nodes);
+  EXPECT_NEAR(c.fit->alpha_ms, 2.0, 1e-9);
+  EXPECT_NEAR(c.fit->bus_bandwidth_gbps, 0.05, 1e-9);
+  EXPECT_EQ(c.fit->samples, 2);  // the cross-node point's two buckets (medians per bucket)
+  EXPECT_CONTAINS(format_sweep_tables(r), "m all-reduce model (points across nodes): 2.000 ms");
+  EXPECT_TRUE(to_json(r)["communication"][0]["across_nodes"].get<bool>());
+  // Inside one node only: every point, as before.
+  EXPECT_FALSE(report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0), inside})
+                   .communication[0]
+                   .across_nodes);
+}
+
 TEST(SweepReport, JsonRoundTripKeepsSamplesAndAnalysis) {
   SweepReport r = report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0),
                              constant_point("m", 2, ScalingMode::kWeak, 32, 12.5)});
