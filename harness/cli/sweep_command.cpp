@@ -124,8 +124,14 @@ SweepProgress progress_printer() {
   progress.on_point_done = [tty](const SweepPoint& p) {
     if (tty) fmt::print(stderr, "\r\033[K");
     if (p.ok()) {
-      fmt::print(stderr, "done: {}: {:.0f} samples/s, step {:.2f} ms\n", p.label(),
-                 p.summary.throughput.value, p.summary.step_ms_median);
+      const std::optional<TimeToTarget>& t = p.summary.time_to_target;
+      const std::string target =
+          t ? fmt::format("; {} {:.4g} reached in {} of {} runs{}", t->metric, t->value, t->reached,
+                          t->repeats,
+                          t->reached > 0 ? fmt::format(", median {:.0f} steps", t->steps) : "")
+            : "";
+      fmt::print(stderr, "done: {}: {:.0f} samples/s, step {:.2f} ms{}\n", p.label(),
+                 p.summary.throughput.value, p.summary.step_ms_median, target);
     } else {
       fmt::print(stderr, "FAILED: {}: {}\n", p.label(), p.error);
     }
