@@ -185,8 +185,7 @@ nlohmann::json to_json(const TargetRecord& t) {
 
 std::string target_text(const TargetRecord& t) {
   return fmt::format(
-      "{} {:.4g} {} ({:.2f} epochs, {} samples) after {:.2f} s of training "
-      "({:.2f} s wall)",
+      "{} {:.4g} {} ({:.2f} epochs, {} samples) after {:.2f} s of training ({:.2f} s wall)",
       t.metric, t.value,
       t.reached ? fmt::format("reached at step {}", t.step)
                 : fmt::format("not reached in {} steps", t.step),
@@ -205,9 +204,8 @@ TargetRecord target_from_json(const JsonReader& r) {
   SS_CHECK(t.metric == "accuracy" || t.metric == "loss", "{} '{}' is not accuracy or loss",
            r.name("metric"), t.metric);
   SS_CHECK(t.step >= 1 && t.samples >= 1 && t.epochs > 0.0,
-           "{}: {} steps, {} samples and {} "
-           "epochs must be positive",
-           r.name("step"), t.step, t.samples, t.epochs);
+           "{}: {} steps, {} samples and {} epochs must be positive", r.name("step"), t.step,
+           t.samples, t.epochs);
   SS_CHECK(t.train_ms >= 0.0 && t.wall_ms >= t.train_ms,
            "{}: a wall time of {} ms cannot be below the {} ms of training", r.name("wall_ms"),
            t.wall_ms, t.train_ms);
