@@ -108,8 +108,21 @@ void reports() {
   PointSpec one{.model = "dense-100", .devices = 1, .repeats = 2, .steps = 3};
   PointSpec two = one;
   two.devices = 2;
+  SweepPoint with_noise = testing_util::make_point(two);
+  // The readers of the noise scale's norms and of the time-to-target records get seeds too.
+  for (RepeatRecord& r : with_noise.repeats) {
+    for (StepRecord& s : r.steps) s.grad_norms = StepGradNorms{{3.0, 3.5}, 2.0};
+    r.target = TargetRecord{.metric = "accuracy",
+                            .value = 0.8,
+                            .reached = true,
+                            .step = 3,
+                            .samples = 192,
+                            .epochs = 0.5,
+                            .train_ms = 30.0,
+                            .wall_ms = 40.0};
+  }
   SweepReport report =
-      testing_util::report_of({testing_util::make_point(one), testing_util::make_point(two),
+      testing_util::report_of({testing_util::make_point(one), std::move(with_noise),
                                testing_util::failed_point(two, "out of memory")});
   const nlohmann::json a = to_json(report);
   seed("sweep_report", "report.json", dump_json(a));
@@ -127,6 +140,8 @@ void reports() {
     results.replicas[static_cast<size_t>(r)].phases = {p.repeats[0].steps[0].replicas[0]};
     results.replicas[static_cast<size_t>(r)].phases[0].buckets = {{0.5, 1.0}};
     results.replicas[static_cast<size_t>(r)].losses = {2.3};
+    results.replicas[static_cast<size_t>(r)].grad_sq_local = {3.0};
+    results.replicas[static_cast<size_t>(r)].grad_sq_global = {1.0};
   }
   results.group.steps = 1;
   results.group.bucket_ms = {{1.0}};
