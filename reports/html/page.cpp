@@ -304,6 +304,18 @@ void model_section(std::string& out, const ModelView& m) {
   out += "</section>\n";
 }
 
+// A finding's share of the step, except for "statistically-limited": its share is the fraction
+// of the samples beyond what one device needs to reach a target (1 − statistical efficiency),
+// which no share of the step measures, so the cell names its unit.
+std::string share_cell(const Finding& f) {
+  if (f.kind != "statistically-limited") return percent(f.share);
+  return fmt::format(
+      "<span data-share-of=\"samples\" title=\"samples trained beyond what one device needs "
+      "for the same progress (1 &minus; statistical efficiency), not a share of the step\">{} "
+      "of samples</span>",
+      percent(f.share));
+}
+
 void verdicts_section(std::string& out, const SweepReport& report) {
   out +=
       "<section id=\"verdicts\">\n<h2>Verdicts</h2>\n<div class=\"sub\">Every finding of "
@@ -327,7 +339,7 @@ void verdicts_section(std::string& out, const SweepReport& report) {
       fmt::format_to(std::back_inserter(out),
                      "<td class=\"nowrap\">{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td>"
                      "</tr>\n",
-                     escape(f.kind), severity_pill(f.severity), percent(f.share),
+                     escape(f.kind), severity_pill(f.severity), share_cell(f),
                      escape(f.explanation));
     }
   }
