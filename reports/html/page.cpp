@@ -13,6 +13,7 @@
 #include "reports/html/noise_chart.h"
 #include "reports/html/phases_chart.h"
 #include "reports/html/speedup_chart.h"
+#include "reports/html/target_chart.h"
 #include "reports/html/view.h"
 #include "reports/html/waterfall_chart.h"
 #include "reports/svg.h"
@@ -223,6 +224,27 @@ void noise_figure(std::string& out, const ModelView& m) {
   }
 }
 
+// The time-to-target speedup of the points that trained to a target, split into hardware and
+// statistical efficiency, and a sentence per point with the numbers behind it.
+void target_figure(std::string& out, const ModelView& m) {
+  if (!has_target(m)) return;
+  const TargetChartData d = prepare_target(m);
+  fmt::format_to(std::back_inserter(out),
+                 "<figure><figcaption>Time to {} <span class=\"hint\">(speedup against one "
+                 "device: time to target = hardware &times; statistical efficiency; dashed: "
+                 "ideal; ring: what the noise scale predicted)</span></figcaption>\n{}\n"
+                 "</figure>\n",
+                 escape(d.target), draw_target(d));
+  for (const TargetChartData::Point& p : d.points) {
+    fmt::format_to(std::back_inserter(out),
+                   "<p class=\"note\" data-target-point=\"{}\" data-reached=\"{}/{}\" "
+                   "data-speedup=\"{}\">{}</p>\n",
+                   escape(p.label), p.time.reached, p.time.repeats,
+                   p.time.speedup ? fmt::format("{:.4f}", *p.time.speedup) : std::string("none"),
+                   escape(p.sentence));
+  }
+}
+
 void model_section(std::string& out, const ModelView& m) {
   const SweepPoint& any = *m.points.front();
   fmt::format_to(std::back_inserter(out), "<section id=\"model-{}\" data-model=\"{}\">\n", m.index,
@@ -275,10 +297,23 @@ void model_section(std::string& out, const ModelView& m) {
   }
   compression_figure(out, m);
   noise_figure(out, m);
+  target_figure(out, m);
   waterfalls_text(out, prepare_waterfalls(m));
   communication_text(out, m);
   points_table(out, m);
   out += "</section>\n";
+}
+
+// A finding's share of the step, except for "statistically-limited": its share is the fraction
+// of the samples beyond what one device needs to reach a target (1 − statistical efficiency),
+// which no share of the step measures, so the cell names its unit.
+std::string share_cell(const Finding& f) {
+  if (f.kind != "statistically-limited") return percent(f.share);
+  return fmt::format(
+      "<span data-share-of=\"samples\" title=\"samples trained beyond what one device needs "
+      "for the same progress (1 &minus; statistical efficiency), not a share of the step\">{} "
+      "of samples</span>",
+      percent(f.share));
 }
 
 void verdicts_section(std::string& out, const SweepReport& report) {
@@ -304,7 +339,7 @@ void verdicts_section(std::string& out, const SweepReport& report) {
       fmt::format_to(std::back_inserter(out),
                      "<td class=\"nowrap\">{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td>"
                      "</tr>\n",
-                     escape(f.kind), severity_pill(f.severity), percent(f.share),
+                     escape(f.kind), severity_pill(f.severity), share_cell(f),
                      escape(f.explanation));
     }
   }

@@ -9,7 +9,9 @@ opens the page in headless Chromium:
   * --screenshot: a PNG that is not blank (many colours, among them the NVTX phase colours of
     the bars and the heat map's green);
   * a second sweep with --noise-scale: its page has the noise-scale figure, a marker per point
-    of more than one device, and a sentence under it per point (the first page has neither).
+    of more than one device, and a sentence under it per point (the first page has neither);
+  * a third sweep to a target (--until-accuracy): its page has the time-to-target figure, a
+    group of bars (or n/a) per point of more than one device, and a sentence per point.
 
 Usage: render_html.py SCALESCOPE [--keep DIR]   (DIR keeps the page and the screenshot)
 Exit status 77 (ctest's SKIP_RETURN_CODE) when chromium is not installed. Standard library
@@ -89,6 +91,7 @@ class Chart:
         self.dashed_projections = 0
         self.projections = 0
         self.noise_points = []  # data-noise-point of each marker, in order
+        self.target_points = []  # data-target-point of each group, in order
 
 
 class Dom(html.parser.HTMLParser):
@@ -103,6 +106,7 @@ class Dom(html.parser.HTMLParser):
         self.section_model = ""  # the model of the <section> being read
         self.compression_effects = {}  # model → <p data-compression-effect> under its chart
         self.noise_notes = []  # (model, attributes) of each <p data-noise-point>
+        self.target_notes = []  # (model, attributes) of each <p data-target-point>
 
     def handle_starttag(self, tag, attrs):
         a = {k: (v or "") for k, v in attrs}
@@ -118,6 +122,8 @@ class Dom(html.parser.HTMLParser):
             self.section_model = a.get("data-model", "")
         if tag == "p" and "data-noise-point" in a and self.current is None:
             self.noise_notes.append((self.section_model, a))
+        if tag == "p" and "data-target-point" in a and self.current is None:
+            self.target_notes.append((self.section_model, a))
         if "data-compression-effect" in a:
             model = self.section_model
             self.compression_effects[model] = self.compression_effects.get(model, 0) + 1
@@ -139,6 +145,8 @@ class Dom(html.parser.HTMLParser):
                 self.current.marked[name] = self.current.marked.get(name, 0) + 1
         if "data-noise-point" in a:
             self.current.noise_points.append(a["data-noise-point"])
+        if tag == "g" and "data-target-point" in a:
+            self.current.target_points.append(a["data-target-point"])
         if tag == "polyline" and a.get("data-projected") == "true":
             self.current.projections += 1
             if a.get("stroke-dasharray"):
@@ -241,26 +249,34 @@ def has_colour(seen, hex_colour, tolerance=3, at_least=50):
 
 # ---------------------------------------------------------------------------------------
 
+def sweep_page(scalescope, browser, tmp, name, options, kind, what):
+    """Runs a dense-100 sweep with `options`, writing NAME.json and NAME.html, and reads the
+    page's DOM from Chromium. Returns the page's path, its DOM and its one chart of `kind` (None,
+    after a failed check, when there is not exactly one)."""
+    report = os.path.join(tmp, f"{name}.json")
+    page = os.path.join(tmp, f"{name}.html")
+    run([scalescope, "sweep", "--models", "dense-100", "--threads", "1", "--oversubscribe",
+         *options, "-o", report, "--html", page, "-q"], SWEEP_TIMEOUT_S, cwd=tmp)
+    dom = Dom()
+    dom.feed(chromium(browser, os.path.join(tmp, "profile"), "--dump-dom", "file://" + page))
+    charts = [c for c in dom.charts if c.kind == kind]
+    check(len(charts) == 1 and charts[0].model == "dense-100" and charts[0].title.strip(),
+          f"{what}: one titled {kind} figure ({len(charts)})")
+    return page, dom, charts[0] if len(charts) == 1 else None
+
+
 def check_noise_page(scalescope, browser, tmp):
     """Sweeps with --noise-scale and checks the page's noise-scale figure and the sentences
     under it. Returns the page's path."""
-    report = os.path.join(tmp, "noise.json")
-    page = os.path.join(tmp, "noise.html")
     # One and more devices: a noise scale for the 2- and 4-device points, and the one-device
     # point for their statistical efficiency. dense-100's gradient is far from all noise at
     # its start, so B_noise is positive and bounded.
-    run([scalescope, "sweep", "--models", "dense-100", "--devices", "cpu:1,2,4", "--batch", "8",
-         "--threads", "1", "--oversubscribe", "--repeats", "2", "--steps", "20",
-         "--max-warmup-steps", "4", "--noise-scale", "-o", report, "--html", page, "-q"],
-        SWEEP_TIMEOUT_S, cwd=tmp)
-    dom = Dom()
-    dom.feed(chromium(browser, os.path.join(tmp, "profile"), "--dump-dom", "file://" + page))
-    charts = [c for c in dom.charts if c.kind == "noise-scale"]
-    check(len(charts) == 1 and charts[0].model == "dense-100" and charts[0].title.strip(),
-          f"--noise-scale: one titled noise-scale figure ({len(charts)})")
-    if len(charts) != 1:
+    page, dom, c = sweep_page(scalescope, browser, tmp, "noise",
+                              ["--devices", "cpu:1,2,4", "--batch", "8", "--repeats", "2",
+                               "--steps", "20", "--max-warmup-steps", "4", "--noise-scale"],
+                              "noise-scale", "--noise-scale")
+    if c is None:
         return page
-    c = charts[0]
     want = ["cpu:2, batch 8/device", "cpu:4, batch 8/device"]
     check(c.noise_points == want, f"a marker per point of more than one device {c.noise_points}")
     for name in ("data-b-noise", "data-b-noise-low", "data-b-noise-high", "data-ci"):
@@ -277,6 +293,44 @@ def check_noise_page(scalescope, browser, tmp):
     check(len(notes) == len(want) and all("B_noise" in n and "in time to a target" in n
                                           for n in notes),
           f"the sentences give B_noise and the time-to-target speedup {notes}")
+    return page
+
+
+def check_target_page(scalescope, browser, tmp):
+    """Sweeps to a target accuracy and checks the page's time-to-target figure and the
+    sentences under it. Returns the page's path."""
+    # dense-100 on synthetic data reaches 30% within an epoch on one and two devices, so the
+    # two-device point has a speedup against the one-device point.
+    page, dom, c = sweep_page(scalescope, browser, tmp, "target",
+                              ["--devices", "cpu:1,2", "--batch", "128", "--repeats", "1",
+                               "--until-accuracy", "0.3", "--max-epochs", "1", "--eval-every",
+                               "10"], "time-to-target", "--until-accuracy")
+    if c is None:
+        return page
+    two = "cpu:2, batch 128/device"
+    check(c.target_points == [two], f"a group per point of more than one device {c.target_points}")
+    check(c.marked.get("data-ideal", 0) == 1, f"the ideal over the group {c.marked}")
+    want = ["cpu:1, batch 128/device", two]
+    check([a.get("data-target-point") for _, a in dom.target_notes] == want
+          and all(m == "dense-100" for m, _ in dom.target_notes),
+          f"a sentence per point under the figure {dom.target_notes}")
+    with open(page, encoding="utf-8") as f:
+        source = f.read()
+    check("<figcaption>Time to accuracy 0.3 " in source, "the caption names the target")
+    notes = re.findall(r'<p class="note" data-target-point=[^>]*>([^<]*)</p>', source)
+    check(len(notes) == 2 and all("accuracy 0.3" in n for n in notes),
+          f"the sentences name the target {notes}")
+    # Both points reach 30% at their first evaluation as a rule; should one not, its group
+    # shows n/a and its sentence says how many runs reached the target instead.
+    if all(a.get("data-reached") == "1/1" for _, a in dom.target_notes) and len(notes) == 2:
+        check(c.marked.get("data-target-bar", 0) == 2 and c.marked.get("data-speedup", 0) == 1,
+              f"two bars (hardware, time to target) {c.marked}")
+        check("faster than one device" in notes[1] and "hardware" in notes[1]
+              and "statistical" in notes[1],
+              f"the two-device sentence splits its speedup {notes[1]!r}")
+    else:
+        check(c.marked.get("data-missing", 0) == 1 and "no speedup" in notes[-1],
+              f"a point short of the target: n/a and a sentence that says why {notes}")
     return page
 
 
@@ -330,6 +384,7 @@ def main():
                            "compression"] * 2)
         check(kinds == expected, f"one of each chart per model: {kinds}")
         check(not dom.noise_notes, "no noise-scale sentences without --noise-scale")
+        check(not dom.target_notes, "no time-to-target sentences without a target")
         for c in dom.charts:
             shapes = sum(c.shapes.values())
             check(c.title.strip() != "" and shapes > 0,
@@ -387,10 +442,11 @@ def main():
             check(has_colour(seen, colour), f"the screenshot shows {name} ({colour})")
 
         noise_page = check_noise_page(args.scalescope, browser, tmp)
+        target_page = check_target_page(args.scalescope, browser, tmp)
 
         if args.keep:
             os.makedirs(args.keep, exist_ok=True)
-            for path in (page, shot, noise_page):
+            for path in (page, shot, noise_page, target_page):
                 shutil.copy(path, args.keep)
             ok(f"kept the page and screenshot in {args.keep}")
 

@@ -259,6 +259,25 @@ TEST(Html, TablesCarryTheEnvironmentAndEveryFinding) {
                                     backward.red, backward.green, backward.blue));
 }
 
+// A statistically-limited finding's share is of the samples, not of the step: its cell says so,
+// and the other findings' cells stay bare percentages.
+TEST(Html, StatisticallyLimitedShareIsOfSamples) {
+  SweepReport r = sample_report();
+  SweepPoint& four = r.points.at(2);
+  ASSERT_EQ(four.devices, 4);
+  four.summary.verdict.findings.insert(
+      four.summary.verdict.findings.begin(),
+      Finding{"statistically-limited", kSeverityHigh, "statistically limited: ...", 0.68, {}});
+  const std::string html = format_sweep_html(r);
+  const size_t table = html.find("<table data-table=\"verdicts\">");
+  ASSERT_NE(table, std::string::npos);
+  const std::string verdicts = html.substr(table, html.find("</table>", table) - table);
+  EXPECT_EQ(count_of(verdicts, "data-share-of=\"samples\""), 1u);
+  EXPECT_CONTAINS(verdicts, "68.0% of samples</span>");
+  EXPECT_CONTAINS(verdicts, "not a share of the step");
+  EXPECT_EQ(count_of(verdicts, "of samples"), 1u);
+}
+
 TEST(Html, EmptyAndIncompleteReportsRender) {
   SweepReport r;
   r.complete = false;
