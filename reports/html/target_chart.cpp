@@ -32,8 +32,8 @@ std::string missing_baseline(const ModelView& m, const SweepPoint& p) {
 }
 
 // "cpu:4, batch 32/device: accuracy 0.75 reached in 3/3 runs after 60 steps (0.38 epochs),
-// 0.81 s of training; 0.93x faster than one device = 1.40x hardware × 67% statistical (the
-// noise scale predicted 66%)."
+// 0.81 s of training; time-to-target speedup 0.93x against one device = 1.40x hardware × 67%
+// statistical (the noise scale predicted 66%)."
 std::string sentence_of(const ModelView& m, const SweepPoint& p, const TargetChartData::Point& q,
                         const std::string& target) {
   const TimeToTarget& t = q.time;
@@ -52,8 +52,9 @@ std::string sentence_of(const ModelView& m, const SweepPoint& p, const TargetCha
   if (q.devices == 1) return s + "; the baseline of the speedups.";
   if (!t.all_reached()) return s + "; no speedup: every run has to reach the target.";
   if (!t.speedup) return s + "; " + missing_baseline(m, p) + ".";
-  s += fmt::format("; {} faster than one device = {} hardware \u00d7 {} statistical",
-                   times(*t.speedup), times(*t.hardware), percent(*t.statistical, 0));
+  s += fmt::format(
+      "; time-to-target speedup {} against one device = {} hardware \u00d7 {} statistical",
+      times(*t.speedup), times(*t.hardware), percent(*t.statistical, 0));
   if (t.predicted_statistical) {
     s += fmt::format(" (the noise scale predicted {})", percent(*t.predicted_statistical, 0));
   }

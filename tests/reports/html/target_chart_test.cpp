@@ -95,15 +95,15 @@ TEST(TargetChart, SpeedupSplitIntoHardwareAndStatisticalPerPoint) {
   EXPECT_NEAR(*four.predicted_speedup, *four.time.hardware * 0.66, 1e-12);
   EXPECT_EQ(four.sentence,
             "cpu:4, batch 32/device: accuracy 0.75 reached in 3/3 runs after 45 steps (0.58 "
-            "epochs), 2.58 s of training; 0.93x faster than one device = 1.40x hardware \u00d7 "
-            "67% statistical (the noise scale predicted 66%).");
+            "epochs), 2.58 s of training; time-to-target speedup 0.93x against one device = "
+            "1.40x hardware \u00d7 67% statistical (the noise scale predicted 66%).");
   const TargetChartData::Point& two = d.points[3];
   EXPECT_DOUBLE_EQ(*two.time.speedup, 1.6);
   EXPECT_FALSE(two.predicted_speedup);
   EXPECT_EQ(two.sentence,
             "cpu:2, batch 32/device: accuracy 0.75 reached in 3/3 runs after 75 steps (0.48 "
-            "epochs), 1.50 s of training; 1.60x faster than one device = 2.00x hardware \u00d7 "
-            "80% statistical.");
+            "epochs), 1.50 s of training; time-to-target speedup 1.60x against one device = "
+            "2.00x hardware \u00d7 80% statistical.");
   EXPECT_EQ(d.points[2].sentence,
             "cpu:1, batch 32/device: accuracy 0.75 reached in 3/3 runs after 120 steps (0.38 "
             "epochs), 2.40 s of training; the baseline of the speedups.");
