@@ -271,6 +271,14 @@ void legend(Document& doc, const std::vector<LegendItem>& items, double x0, doub
   });
 }
 
+FigureBox figure_box(const std::vector<LegendItem>& legend, double plot_height, size_t note_lines) {
+  FigureBox b;
+  b.top = 12 + legend_rows(legend, b.left, b.right) * kLegendRowHeight + 8;
+  b.bottom = b.top + plot_height;
+  b.height = b.bottom + 48 + static_cast<double>(note_lines) * 15;
+  return b;
+}
+
 int legend_rows(const std::vector<LegendItem>& items, double x0, double max_x) {
   return lay_out_legend(items, x0, 0, max_x, [](const LegendItem&, double, double) {});
 }

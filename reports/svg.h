@@ -135,6 +135,18 @@ inline constexpr double kLegendRowHeight = 18;
 void legend(Document& doc, const std::vector<LegendItem>& items, double x0, double y0,
             double max_x);
 int legend_rows(const std::vector<LegendItem>& items, double x0, double max_x);
+
+// Where a figure of the pages' usual width puts things: `legend` in rows at the top, a plot
+// `plot_height` high under it, then the x axis and `note_lines` lines of notes.
+struct FigureBox {
+  double width = 560;
+  double left = 62;  // room for the y axis' labels
+  double right = 538;
+  double top = 0;
+  double bottom = 0;
+  double height = 0;
+};
+FigureBox figure_box(const std::vector<LegendItem>& legend, double plot_height, size_t note_lines);
 // Estimated width in pixels of `text` at the page's chart font size (11 px).
 double text_width(std::string_view text, double font_px = 11.0);
 

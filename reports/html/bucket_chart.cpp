@@ -104,13 +104,9 @@ std::vector<svg::LegendItem> legend_of(const BucketChartData& d) {
 
 std::string draw_buckets(const BucketChartData& d) {
   const std::vector<svg::LegendItem> legend = legend_of(d);
-  const double width = 560;
-  const double left = 62;
-  const double right = width - 22;
-  const double top = 12 + svg::legend_rows(legend, left, right) * svg::kLegendRowHeight + 8;
-  const double bottom = top + 240;
-  const double height = bottom + 48;
-  svg::Document doc(width, height, "buckets",
+  const svg::FigureBox box = svg::figure_box(legend, 240, 0);
+  const double left = box.left, right = box.right, top = box.top, bottom = box.bottom;
+  svg::Document doc(box.width, box.height, "buckets",
                     fmt::format("{}: exposed all-reduce against bucket cap", d.model),
                     {{"data-model", d.model}});
   svg::legend(doc, legend, left, 16, right);

@@ -258,13 +258,9 @@ void draw_point(svg::Document& doc, const Frame& f, const NoiseChartData::Point&
 
 std::string draw_noise(const NoiseChartData& d) {
   const std::vector<svg::LegendItem> legend = legend_of(d);
-  const double width = 560;
-  const double left = 62;
-  const double right = width - 22;
-  const double top = 12 + svg::legend_rows(legend, left, right) * svg::kLegendRowHeight + 8;
-  const double bottom = top + 270;
-  const double height = bottom + 48 + static_cast<double>(d.notes.size()) * 15;
-  svg::Document doc(width, height, "noise-scale",
+  const svg::FigureBox box = svg::figure_box(legend, 270, d.notes.size());
+  const double left = box.left, right = box.right, top = box.top, bottom = box.bottom;
+  svg::Document doc(box.width, box.height, "noise-scale",
                     fmt::format("{}: gradient noise scale against global batch", d.model),
                     {{"data-model", d.model}});
   svg::legend(doc, legend, left, 16, right);

@@ -182,14 +182,10 @@ void draw_axes(svg::Document& doc, const Frame& f, const SpeedupData& d, double 
 
 std::string draw_speedup(const SpeedupData& d) {
   const std::vector<svg::LegendItem> legend = legend_of(d);
-  const double width = 560;
-  const double left = 62;
-  const double right = width - 22;
-  const double top = 12 + svg::legend_rows(legend, left, right) * svg::kLegendRowHeight + 8;
-  const double bottom = top + 270;
-  const double height = bottom + 48 + static_cast<double>(d.notes.size()) * 15;
-  svg::Document doc(width, height, "speedup", fmt::format("{}: speedup against devices", d.model),
-                    {{"data-model", d.model}});
+  const svg::FigureBox box = svg::figure_box(legend, 270, d.notes.size());
+  const double left = box.left, right = box.right, top = box.top, bottom = box.bottom;
+  svg::Document doc(box.width, box.height, "speedup",
+                    fmt::format("{}: speedup against devices", d.model), {{"data-model", d.model}});
   svg::legend(doc, legend, left, 16, right);
   // A little room beyond the first and last ticks, so that markers there are not cut by the
   // axes.
