@@ -279,6 +279,14 @@ FigureBox figure_box(const std::vector<LegendItem>& legend, double plot_height, 
   return b;
 }
 
+void figure_notes(Document& doc, const FigureBox& box, const std::vector<std::string>& notes) {
+  double y = box.bottom + 50;
+  for (const std::string& n : notes) {
+    doc.text(box.left, y, n, {{"class", "svg-note"}});
+    y += 15;
+  }
+}
+
 int legend_rows(const std::vector<LegendItem>& items, double x0, double max_x) {
   return lay_out_legend(items, x0, 0, max_x, [](const LegendItem&, double, double) {});
 }

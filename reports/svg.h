@@ -147,6 +147,8 @@ struct FigureBox {
   double height = 0;
 };
 FigureBox figure_box(const std::vector<LegendItem>& legend, double plot_height, size_t note_lines);
+// `notes`, a line each, where figure_box left room for them.
+void figure_notes(Document& doc, const FigureBox& box, const std::vector<std::string>& notes);
 // Estimated width in pixels of `text` at the page's chart font size (11 px).
 double text_width(std::string_view text, double font_px = 11.0);
 

@@ -276,11 +276,7 @@ std::string draw_noise(const NoiseChartData& d) {
   for (const NoiseChartData::Point& p : d.points) {
     if (p.drawn) draw_point(doc, f, p);
   }
-  double note_y = bottom + 50;
-  for (const std::string& n : d.notes) {
-    doc.text(left, note_y, n, {{"class", "svg-note"}});
-    note_y += 15;
-  }
+  svg::figure_notes(doc, box, d.notes);
   return std::move(doc).finish();
 }
 

@@ -202,11 +202,7 @@ std::string draw_speedup(const SpeedupData& d) {
     if (!s.measured.empty()) draw_measured(doc, f, s);
     draw_failed(doc, f, s);
   }
-  double note_y = bottom + 50;
-  for (const std::string& n : d.notes) {
-    doc.text(left, note_y, n, {{"class", "svg-note"}});
-    note_y += 15;
-  }
+  svg::figure_notes(doc, box, d.notes);
   return std::move(doc).finish();
 }
 
