@@ -370,7 +370,9 @@ void Replica::finish(const StepSchedule& schedule) {
     const std::optional<EvalResult> r = evaluate((last - 1) / steps_per_epoch + 1, last);
     if (rank_ == 0 && r && reached_target(*r)) run_.results.group.target_step = last;
   }
-  if (rank_ == 0 && options_.has_target() && run_.results.group.target_step != last) {
+  // Unless an evaluation between steps reached the target (and timed it), the run's wall time
+  // ends here: at the final evaluation, which reached it or not.
+  if (rank_ == 0 && options_.has_target() && run_.results.group.target_wall_ms == 0.0) {
     run_.results.group.target_wall_ms = clock_->now_ms() - first_step_ms_;
   }
   if (rank_ == 0 && !options_.save.empty()) save_checkpoint(options_.save, *model_, &*optimizer_);

@@ -73,6 +73,22 @@ TEST(Target, ATargetNotReachedRunsTheWholeLengthAndSaysSo) {
   EXPECT_FALSE(to_json(r)["target"]["reached"].get<bool>());
 }
 
+TEST(Target, TheFinalEvaluationCanReachItAndIsTimed) {
+  // Three steps inside the first epoch: the one evaluation is the final one, after step 3.
+  TrainOptions o = synthetic_run();
+  o.epochs = 0;
+  o.steps = 3;
+  o.eval_every = 0;
+  o.until_accuracy = 0.01;
+  const RunReport r = train(o);
+  ASSERT_TRUE(r.target.has_value());
+  EXPECT_TRUE(r.target->reached);
+  EXPECT_EQ(r.target->step, 3);
+  ASSERT_EQ(r.evals.size(), 1u);
+  // Its wall time holds the evaluation of 10,000 samples, which the steps' time does not.
+  EXPECT_GT(r.target->wall_ms, r.target->train_ms);
+}
+
 TEST(Target, ConflictingOrImpossibleTargetsAreRefused) {
   using testing_util::error_of;
   TrainOptions o = synthetic_run();
