@@ -51,7 +51,9 @@ down() {
   if [[ -f $state/munge/munged.pid ]]; then
     kill "$(cat "$state/munge/munged.pid")" 2>/dev/null || true
   fi
-  rm -rf "$state"
+  # --one-file-system: never into a mount (a node's view of the host's /tmp lives under it,
+  # though only inside the node's own mount namespace).
+  rm -rf --one-file-system "$state"
   for node in "${nodes[@]}"; do
     ns=$(ns_of "$node")
     if ip netns list | grep -qw "$ns"; then
@@ -153,21 +155,38 @@ slurm_up() {
     --seed-file="$state/munge/seed"
   slurm_conf >"$state/slurm.conf"
   (enter node1 slurmctld -f "$state/slurm.conf")
+  # What the jobs need from the host's /tmp, which a node's own /tmp hides: the repository
+  # (its binary and the tests' working directory, when a checkout lies there, as CI's may).
+  local keep=() root
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+  local p
+  for p in "$root" "$PWD"; do
+    [[ $p == /tmp/* && $p != "$root"/* ]] && keep+=("$p")
+  done
   for node in "${nodes[@]}"; do
-    mkdir -p "$state/spool-$node"
+    mkdir -p "$state/spool-$node" "$state/host-tmp-$node"
     # slurmd (22.05) will not start without the cgroup hierarchies it knows, and ip netns
     # exec gives a node a /sys without them: mount the host's v1 hierarchies again inside
     # the node's mount namespace. And a /tmp of its own, as a real node has: the PMIx
-    # plugin makes the same directory name in /tmp on every node of a job.
+    # plugin makes the same directory name in /tmp on every node of a job. The host's /tmp
+    # stays reachable at $2 for the paths in `keep`, bound back to where they were.
     (enter "$node" sh -c '
+      mount --bind /tmp "$2" || exit 1
       mount -t tmpfs tmp /tmp && mount -t tmpfs cgroup /sys/fs/cgroup || exit 1
+      conf=$1 node=$0 host_tmp=$2
+      shift 2
+      for p; do
+        mkdir -p "$p" && mount --bind "$host_tmp${p#/tmp}" "$p" || exit 1
+      done
+      set -- "$conf"
       for c in cpuset memory devices freezer cpu cpuacct name=systemd; do
         d=/sys/fs/cgroup/${c#name=}
         o=$c
         [ "${c#name=}" = "$c" ] || o=none,$c
         mkdir -p "$d" && mount -t cgroup -o "$o" none "$d" || exit 1
       done
-      exec slurmd -f "$1" -N "$0"' "$node" "$state/slurm.conf")
+      exec slurmd -f "$1" -N "$node"' "$node" "$state/slurm.conf" "$state/host-tmp-$node" \
+      "${keep[@]}")
   done
   for _ in $(seq 100); do
     if [[ $(SLURM_CONF=$state/slurm.conf enter node1 sinfo -h -t idle -o %D 2>/dev/null) == "${#nodes[@]}" ]]; then
