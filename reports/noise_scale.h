@@ -108,7 +108,7 @@ struct StatisticalScaling {
 // REQUIRES: 0 < small <= big, b_noise >= 0.
 StatisticalScaling statistical_scaling(double b_noise, int64_t small, int64_t big);
 
-// Why a run has no noise scale ("" when it has one): one replica without accumulation gives
+// Why a run that asked for the noise scale has none: one replica without accumulation gives
 // only one batch size.
 const char* noise_scale_unavailable_reason();
 

@@ -72,8 +72,8 @@ void PrintTo(const Case& c, std::ostream* os) {
 
 class NoiseScaleRecovers : public ::testing::TestWithParam<Case> {};
 
-// Over 3000 steps the means of the unbiased estimates are within 6% of |G|² and tr(Σ) (their
-// standard errors here are 1-2%), and the 95% interval of B_noise holds the true tr(Σ)/|G|².
+// Over 3000 steps the means of the unbiased estimates are within 6% of |G|² and tr(Σ), and
+// the 95% interval of B_noise holds the true tr(Σ)/|G|².
 TEST_P(NoiseScaleRecovers, TheTrueGradientNormAndCovarianceTrace) {
   const Case c = GetParam();
   const Population p = make_population(40, 7);
