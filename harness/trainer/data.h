@@ -17,6 +17,9 @@ struct DataOptions {
   bool normalize = true;
   int crop_padding = 0;
   bool flip = false;
+  // false: every epoch reads the training split in file order (see pipelines/sampler.h), so
+  // another framework fed the same file in order sees the same batches in the same steps.
+  bool shuffle = true;
   int64_t decode_cost_us = 0;
   // Train on the first this many samples of the training split only (0: all of it).
   int64_t train_samples = 0;

@@ -201,6 +201,9 @@ void add_data_options(OptionList& list, DataOptions& o, bool with_workers) {
            "Random crop after zero-padding each side by this many pixels (0: off)",
            at_least(0, "must not be negative"));
   list.add("--flip", o.flip, "Random horizontal flips");
+  list.add("!--no-shuffle", o.shuffle,
+           "Read the training data in file order every epoch instead of shuffling it (the "
+           "batches another framework reading the file in order gets)");
   list.add("--train-samples", o.train_samples,
            "Train on the first N samples of the training split only (0: all)",
            at_least<int64_t>(0, "must not be negative"));

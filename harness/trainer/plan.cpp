@@ -10,7 +10,7 @@ Plan::Plan(const TrainOptions& o)
       replicas(spec.count()),
       batch(per_replica_batch(o, replicas)),
       layout(process_layout(o.cluster, o.replicas_per_process, replicas)),
-      sampler(data.train->size(), batch * o.accumulation, replicas, o.seed),
+      sampler(data.train->size(), batch * o.accumulation, replicas, o.seed, o.data.shuffle),
       steps(o.adaptive_warmup.enabled ? 0
             : o.epochs > 0            ? o.epochs * sampler.steps_per_epoch()
                                       : o.steps) {}

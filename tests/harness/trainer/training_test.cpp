@@ -112,6 +112,39 @@ TEST(Train, CifarCnnLearnsFashionMnistInOneEpoch) {
   EXPECT_EQ(r.input_shape, "[28, 28, 1]");
 }
 
+// With the weights fixed (lr 0), a step's loss tells which samples it read: on two global
+// batches of data, file order repeats steps 0-1 in 2-3 on 1 and on 2 replicas; shuffling
+// draws a new order each epoch.
+TEST(Train, NoShuffleReadsTheFileInOrderEveryEpoch) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed";
+  TrainOptions o;
+  o.model = "cifar-cnn";
+  o.data.spec = std::string("idx:") + kFashionMnist;
+  o.data.train_samples = 64;
+  o.data.shuffle = false;
+  o.optimizer.kind = OptimizerKind::kSgd;
+  o.optimizer.lr = 0.0f;
+  o.batch = 32;
+  o.steps = 4;
+  o.eval = false;
+  const RunReport ordered = train(o);
+  ASSERT_EQ(ordered.steps.size(), 4u);
+  EXPECT_NE(ordered.steps[0].loss, ordered.steps[1].loss);
+  EXPECT_EQ(ordered.steps[0].loss, ordered.steps[2].loss);
+  EXPECT_EQ(ordered.steps[1].loss, ordered.steps[3].loss);
+
+  o.devices = "cpu:2";
+  o.batch = 16;
+  const RunReport two = train(o);
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(two.steps[i].loss, ordered.steps[i].loss, 1e-5);
+
+  o.devices = "cpu:1";
+  o.batch = 32;
+  o.data.shuffle = true;
+  const RunReport shuffled = train(o);
+  EXPECT_NE(shuffled.steps[0].loss, shuffled.steps[2].loss);
+}
+
 TEST(Train, DeviceResidentSyntheticDataHasNoInputCost) {
   TrainOptions o;
   o.model = "dense-100";
