@@ -6,13 +6,14 @@ The models here are the PyTorch twins of scalescope's model zoo (models/zoo.cpp)
 layers, Glorot-uniform weights and zero biases, same loss.
 """
 import json
-import math
 import os
 import subprocess
 import tempfile
 
 import torch
 from torch import nn
+
+from stats_common import percentile, stats  # noqa: F401 (re-exported)
 
 CASES = [  # (model, batch per replica)
     ("cifar-cnn", 64),
@@ -88,17 +89,3 @@ def run_scalescope(binary, args):
                        stdout=subprocess.DEVNULL)
         with open(out) as f:
             return json.load(f)
-
-
-def percentile(values, q):
-    """Linear interpolation between closest ranks, as scalescope's reports/stats.cpp."""
-    s = sorted(values)
-    pos = q * (len(s) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (pos - lo) * (s[hi] - s[lo])
-
-
-def stats(values):
-    return {"n": len(values), "median": percentile(values, 0.5), "p10": percentile(values, 0.1),
-            "p90": percentile(values, 0.9)}
