@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "harness/collectives/cluster.h"
+#include "harness/collectives/shared_memory.h"
 #include "harness/collectives/sim_collectives.h"
 
 namespace scalescope {
@@ -24,7 +25,8 @@ bool is_collective_failure(const std::exception_ptr& error) {
 }  // namespace
 
 bool is_collective_library(const std::string& library) {
-  return library == "Gloo" || library == "NCCL" || library == kSimCollectivesLibrary;
+  return library == "Gloo" || library == "NCCL" || library == kSimCollectivesLibrary ||
+         library == kSharedMemoryLibrary;
 }
 
 std::exception_ptr cause_of(const std::vector<std::exception_ptr>& errors) {

@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "harness/collectives/collective_backends.h"
+#include "harness/collectives/shared_memory.h"
 
 namespace scalescope {
 namespace {
@@ -19,7 +20,8 @@ const CollectiveBackend* device_collectives_of(DeviceKind kind) {
 
 ReplicaComms::ReplicaComms(DeviceKind kind, int size, int first, int local,
                            std::chrono::milliseconds timeout, int processes,
-                           const std::string& hostname, const std::string& iface, NodeGroup node)
+                           const std::string& hostname, const std::string& iface, NodeGroup node,
+                           bool cpu_shared_memory)
     : device_(device_collectives_of(kind)),
       size_(size),
       first_(first),
@@ -31,6 +33,9 @@ ReplicaComms::ReplicaComms(DeviceKind kind, int size, int first, int local,
   if (node.size > 0) {
     node_gloo_ =
         std::make_unique<GlooGroup>(node.size, node.first, local, timeout, hostname, iface);
+  }
+  if (cpu_shared_memory && kind == DeviceKind::kCpu && processes == 1 && size > 1) {
+    shared_memory_ = std::make_shared<SharedMemoryWorld>(size, timeout, kSharedMemoryLibrary);
   }
   if (device_ == nullptr) return;
   if (processes == 1) {
@@ -73,6 +78,7 @@ void ReplicaComms::set_nccl_id(const std::vector<char>& id) {
 
 std::unique_ptr<Communicator> ReplicaComms::connect(int rank, Device& device, int device_index) {
   std::unique_ptr<Communicator> host = gloo_->connect(rank);
+  if (shared_memory_) return make_shared_memory_communicator(shared_memory_, rank, std::move(host));
   if (device_ == nullptr) return host;
   DeviceCollectiveGroup* group = nullptr;
   {
@@ -112,6 +118,7 @@ void ReplicaComms::finished(int rank) {
 
 void ReplicaComms::abort(const std::string& why) {
   gloo_->abort(why);
+  if (shared_memory_) shared_memory_->abort(why);
   if (node_gloo_) node_gloo_->abort(why);
   {
     std::lock_guard lock(mutex_);

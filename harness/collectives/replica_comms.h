@@ -13,6 +13,11 @@
 // collectives: a split of the run's communicator), so that the trainer can time the
 // all-reduce of the same buckets within the node and across all nodes: the difference is
 // what crossing nodes costs.
+//
+// CPU replicas that all live in this process may instead reduce through shared memory
+// (shared_memory.h: each sums its slice of the others' buffers, as NCCL's shared-memory
+// transport does within a node) rather than over Gloo's TCP on loopback; Gloo then carries
+// only the host values.
 #pragma once
 
 #include <chrono>
@@ -29,6 +34,7 @@ namespace scalescope {
 
 class CollectiveBackend;
 class DeviceCollectiveGroup;
+class SharedMemoryWorld;
 
 // A node's replicas, of which one process's are [first, first + its local replicas), and the
 // node's index (the same on all its processes). size 0: no node group.
@@ -44,10 +50,12 @@ class ReplicaComms {
   // size: the whole run). `processes` > 1: the group spans processes, its Gloo devices bound
   // to `hostname` or `iface`. Throws Error when this build lacks the collectives of
   // `kind` (missing_backend_message), or its device collectives cannot create an id.
-  // `node` (when node.size > 0): this node's replicas (NodeGroup).
+  // `node` (when node.size > 0): this node's replicas (NodeGroup). `cpu_shared_memory`: CPU
+  // replicas reduce through shared memory when the whole run is in this process (ignored
+  // otherwise).
   ReplicaComms(DeviceKind kind, int size, int first, int local, std::chrono::milliseconds timeout,
                int processes, const std::string& hostname, const std::string& iface,
-               NodeGroup node = {});
+               NodeGroup node = {}, bool cpu_shared_memory = false);
   ~ReplicaComms();
   ReplicaComms(const ReplicaComms&) = delete;
   ReplicaComms& operator=(const ReplicaComms&) = delete;
@@ -90,6 +98,7 @@ class ReplicaComms {
   std::unique_ptr<GlooGroup> gloo_;
   NodeGroup node_;
   std::unique_ptr<GlooGroup> node_gloo_;
+  std::shared_ptr<SharedMemoryWorld> shared_memory_;  // CPU replicas of one process; or null
   std::vector<char> nccl_id_;
   std::mutex mutex_;
   std::condition_variable group_ready_;

@@ -85,6 +85,9 @@ struct TrainOptions {
   bool noise_scale = false;
   // Every collective gives up after this long (a lost replica must not hang the others).
   int64_t collective_timeout_ms = 60000;
+  // CPU replicas of one process all-reduce through shared memory (false: over Gloo's TCP on
+  // loopback, as separate hosts would). Across processes it is always Gloo.
+  bool cpu_shared_memory = true;
   // Consistency guard: every this many steps (and after the last one) the replicas compare
   // checksums of their weights; a difference is an error naming the step and the replicas.
   // 0: only after the last step.

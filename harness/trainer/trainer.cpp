@@ -47,7 +47,7 @@ std::unique_ptr<ReplicaComms> make_comms(const TrainOptions& o, const Plan& plan
       plan.spec.kind, plan.replicas, l.first, l.local,
       std::chrono::milliseconds(o.collective_timeout_ms), l.processes,
       cluster != nullptr ? cluster->gloo_hostname() : std::string(),
-      cluster != nullptr ? cluster->gloo_interface() : std::string(), node);
+      cluster != nullptr ? cluster->gloo_interface() : std::string(), node, o.cpu_shared_memory);
 }
 
 // This process's replicas of a run: each a thread, their shared state and their errors.

@@ -294,7 +294,7 @@ def negative_sweep_cases(v, weak, failed):
         ("an ok point whose speedup and efficiency are null",
          mutated(mutated(w, ["points", 0, "summary", "speedup"], None),
                  ["points", 0, "summary", "efficiency"], None)),
-        ("schema version 1.7", mutated(w, ["schema_version"], "1.7")),
+        ("schema version 1.8", mutated(w, ["schema_version"], "1.8")),
     ]
     if ok_i is not None:
         positives.append(("a negative efficiency-loss share",

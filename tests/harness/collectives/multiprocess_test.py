@@ -5,7 +5,8 @@
 
 1. Equivalence across processes: `mpirun -np 2 scalescope train --devices cpu:4` (2 replicas
    per process) ends with the same weights, bit for bit, and the same per-step losses as one
-   process with 4 replicas on the same global batches.
+   process with 4 replicas on the same global batches, reducing over Gloo as well (shared memory
+   sums in another order).
 2. A sweep over cpu:1,2,4 under mpirun -np 2 (the 1- and 2-device points run in process 0
    while process 1 waits; the 4-device point spans both): every point succeeds, the report
    lists both processes and both environments, and it validates against the schema.
@@ -79,7 +80,8 @@ common = ["--model", "mlp:scale=0.05", "--data", "synthetic", "--batch", "16", "
           "--optimizer", "adam", "--no-eval", "--check-every", "2", "-q"]
 
 # 1. Equivalence across processes.
-single = run([SCALESCOPE, "train", "--devices", "cpu:4", *common,
+# One process reduces over Gloo too (not shared memory): the same ring, so the same bits.
+single = run([SCALESCOPE, "train", "--devices", "cpu:4", "--cpu-collectives", "gloo", *common,
               "--save", f"{work}/single.safetensors", "-o", f"{work}/single.json"])
 multi = run(mpirun(2, ["train", "--devices", "cpu:4", *common,
                        "--save", f"{work}/multi.safetensors", "-o", f"{work}/multi.json"]))

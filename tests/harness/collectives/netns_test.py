@@ -122,7 +122,7 @@ SWEEP = ["--batch", "16", "--repeats", "2", "--steps", "4", "--max-warmup-steps"
 
 
 def train_across_nodes(work):
-    single = run([SCALESCOPE, "train", "--devices", "cpu:4", *TRAIN,
+    single = run([SCALESCOPE, "train", "--devices", "cpu:4", "--cpu-collectives", "gloo", *TRAIN,
                   "--save", f"{work}/single.safetensors"])
     multi = run(across_nodes(["train", "--devices", "cpu:4", *TRAIN,
                               "--save", f"{work}/multi.safetensors", "-o", f"{work}/run.json"]))
@@ -364,7 +364,7 @@ def part_slurm(work):
     if up.returncode != 0:
         return
     ENV["SLURM_CONF"] = up.stdout.strip()
-    single = run([SCALESCOPE, "train", "--devices", "cpu:4", *TRAIN,
+    single = run([SCALESCOPE, "train", "--devices", "cpu:4", "--cpu-collectives", "gloo", *TRAIN,
                   "--save", f"{work}/single.safetensors"])
     multi = run(srun(["train", "--devices", "cpu:4", *TRAIN, "--network-interface", "ss-link",
                       "--save", f"{work}/srun.safetensors"]))

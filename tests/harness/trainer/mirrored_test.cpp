@@ -362,5 +362,25 @@ TEST(Mirrored, TheGuardNamesTheStepAndTheReplicasThatDiverged) {
   EXPECT_EQ(train(o).consistency_checks, 5);
 }
 
+// Shared memory and Gloo reduce the same buckets: with two replicas a sum of two floats is the
+// same in either order, so the weights are bit-identical; with four the Gloo ring adds in
+// another order, so they agree to rounding (the tolerance of every equivalence test).
+TEST(Mirrored, SharedMemoryAndGlooCollectivesTrainTheSameReplicas) {
+  for (const int replicas : {2, 4}) {
+    TrainOptions o = testing_util::equivalence_options(OptimizerKind::kAdam, true);
+    o.devices = "cpu:" + std::to_string(replicas);
+    o.batch = 8;
+    o.cpu_shared_memory = true;
+    const auto shared = trained_weights(o, "shm" + std::to_string(replicas));
+    o.cpu_shared_memory = false;
+    const auto gloo = trained_weights(o, "gloo" + std::to_string(replicas));
+    if (replicas == 2) {
+      EXPECT_TRUE(testing_util::identical(shared, gloo));
+    } else {
+      EXPECT_LT(worst_difference(shared, gloo), 1e-4);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace scalescope
