@@ -1,6 +1,6 @@
 """What the PyTorch comparisons in bench/ share: the PyTorch definitions of scalescope's
-models, the optimizer settings matching scalescope's defaults, running scalescope, and
-step-time statistics.
+models, the optimizer settings matching scalescope's defaults (anchors/anchor_settings.py,
+shared with the anchors), and running scalescope.
 
 The models here are the PyTorch twins of scalescope's model zoo (models/zoo.cpp): same
 layers, Glorot-uniform weights and zero biases, same loss.
@@ -13,44 +13,16 @@ import tempfile
 import torch
 from torch import nn
 
-from stats_common import percentile, stats  # noqa: F401 (re-exported)
-
-CASES = [  # (model, batch per replica)
-    ("cifar-cnn", 64),
-    ("mlp-41m", 32),
-]
-
-# scalescope's optimizer defaults (models/kernels.h: OptimizerConfig; the --lr defaults in
-# harness/cli/training_options.cpp), spelled out so that both tools get the same settings
-# explicitly. SGD's update is PyTorch's (no dampening); momentum 0.9 is our choice (scalescope's
-# default is 0), passed to both.
-OPTIMIZERS = {
-    "adam": {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-7},
-    "sgd": {"lr": 1e-2, "momentum": 0.9},
-}
+from anchors.anchor_settings import CASES, OPTIMIZERS, scalescope_optimizer_args  # noqa: F401
 
 
-def optimizer_description(kind):
-    o = OPTIMIZERS[kind]
+def torch_optimizer(kind, params, settings=None):
+    """PyTorch's optimizer with anchor_settings.OPTIMIZERS[kind] (or `settings`): scalescope's
+    defaults, spelled out so that both tools get the same settings explicitly."""
+    o = settings or OPTIMIZERS[kind]
     if kind == "adam":
-        return f"Adam lr {o['lr']:g}, betas {o['betas'][0]:g}/{o['betas'][1]:g}, eps {o['eps']:g}"
-    return f"SGD lr {o['lr']:g}, momentum {o['momentum']:g}"
-
-
-def torch_optimizer(kind, params):
-    o = OPTIMIZERS[kind]
-    if kind == "adam":
-        return torch.optim.Adam(params, lr=o["lr"], betas=o["betas"], eps=o["eps"])
+        return torch.optim.Adam(params, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"])
     return torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"])
-
-
-def scalescope_optimizer_args(kind):
-    o = OPTIMIZERS[kind]
-    args = ["--optimizer", kind, "--lr", repr(o["lr"])]
-    if kind == "sgd":
-        args += ["--momentum", repr(o["momentum"])]
-    # scalescope's Adam betas and epsilon are not options: its defaults are the ones above.
-    return args
 
 
 def torch_model(name):

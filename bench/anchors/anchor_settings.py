@@ -12,8 +12,9 @@ CASES = [  # (model, batch per replica) the issue asks for
     ("cifar-cnn", 64),
     ("mlp-41m", 32),
 ]
-# scalescope's defaults (models/kernels.h OptimizerConfig, harness/cli/training_options.cpp);
-# SGD momentum 0.9 is the bench's choice, passed to every system.
+# scalescope's defaults (models/kernels.h OptimizerConfig, harness/trainer/options.cpp); SGD's
+# update is PyTorch's (no dampening); momentum 0.9 is the bench's choice (scalescope's default
+# is 0), passed to every system.
 OPTIMIZERS = {
     "adam": {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-7},
     "sgd": {"lr": 1e-2, "momentum": 0.9},
@@ -25,6 +26,16 @@ MODELS = {
 }
 CIFAR_SIDE = 32
 CIFAR_RECORD = 1 + CIFAR_SIDE * CIFAR_SIDE * 3
+
+
+def scalescope_optimizer_args(kind, settings=None):
+    """scalescope train's options for OPTIMIZERS[kind] (or `settings`). Its Adam betas and
+    epsilon are not options: its defaults are the ones in OPTIMIZERS."""
+    o = settings or OPTIMIZERS[kind]
+    args = ["--optimizer", kind, "--lr", repr(o["lr"])]
+    if kind == "sgd":
+        args += ["--momentum", repr(o["momentum"])]
+    return args
 
 
 def venv_python(venv=None):

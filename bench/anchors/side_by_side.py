@@ -6,7 +6,10 @@ model with the same optimizer on data resident in memory, with the same thread b
 for the whole run, split evenly over the replicas):
 
   scalescope     train --devices cpu:N --threads T/N --data synthetic:device (N replica threads,
-                 oneDNN kernels, Gloo all-reduce in buckets during backward)
+                 oneDNN kernels, gradients all-reduced in buckets during backward through
+                 shared memory between the replica threads)
+  scalescope-gloo  the same with --cpu-collectives gloo (Gloo's TCP on loopback, as before the
+                 shared-memory collectives; N > 1 only)
   keras          tf-keras model.fit under tf.distribute.MirroredStrategy over N logical CPU
                  devices in one process (keras_runner.py --strategy mirrored)
   keras-mw       MultiWorkerMirroredStrategy, N worker processes on loopback (N > 1 only)
@@ -45,26 +48,25 @@ import subprocess
 import sys
 import tempfile
 
-from anchor_settings import HERE, OPTIMIZERS, stats, venv_python
+from anchor_settings import HERE, OPTIMIZERS, scalescope_optimizer_args, stats, venv_python
 
-SYSTEMS = ["scalescope", "keras", "keras-mw", "torch", "debian-torch"]
+SYSTEMS = ["scalescope", "scalescope-gloo", "keras", "keras-mw", "torch", "debian-torch"]
 RUN_TIMEOUT_S = 1800
 
 
 def scalescope_args(args, model, batch, n):
-    o = OPTIMIZERS[args.optimizer]
-    extra = ["--momentum", repr(o["momentum"])] if args.optimizer == "sgd" else []
     return [args.binary, "train", "--model", model, "--devices", f"cpu:{n}",
             "--threads", str(args.threads // n), "--batch", str(batch),
             "--steps", str(args.warmup + args.steps), "--warmup-steps", str(args.warmup),
-            "--optimizer", args.optimizer, "--lr", repr(o["lr"]), *extra,
+            *scalescope_optimizer_args(args.optimizer),
             "--data", "synthetic:device", "--no-eval", "--check-every", "0", "-q"]
 
 
-def run_scalescope(args, model, batch, n):
+def run_scalescope(args, model, batch, n, gloo=False):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "run.json")
-        subprocess.run(scalescope_args(args, model, batch, n) + ["-o", out], check=True,
+        extra = ["--cpu-collectives", "gloo"] if gloo else []
+        subprocess.run(scalescope_args(args, model, batch, n) + extra + ["-o", out], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                        timeout=RUN_TIMEOUT_S)
         with open(out) as f:
@@ -72,7 +74,8 @@ def run_scalescope(args, model, batch, n):
     steps = [{"ms": s["step_ms"], "loss": s["loss"],
               "allreduce_ms": min(r["allreduce_ms"] for r in s["replicas"])}
              for s in run["steps"]]
-    return {"system": "scalescope", "versions": {"scalescope": run["schema_version"]},
+    return {"system": "scalescope" + (" (gloo)" if gloo else ""),
+            "versions": {"scalescope": run["schema_version"]},
             "steps": steps, "warmup": args.warmup,
             "checks": {"bucket_bytes": run["config"]["bucket_bytes"]}}
 
@@ -96,14 +99,14 @@ def run_anchor(args, system, model, batch, n, allreduce_bytes):
 
 
 def applies(system, n):
-    return not (system == "keras-mw" and n == 1)
+    return not (system in ("keras-mw", "scalescope-gloo") and n == 1)
 
 
 def one_run(args, system, model, batch, n, allreduce_bytes):
     """The system's result, or {"error": ...} when it failed (the sweep goes on)."""
     try:
-        if system == "scalescope":
-            return run_scalescope(args, model, batch, n)
+        if system.startswith("scalescope"):
+            return run_scalescope(args, model, batch, n, gloo=system == "scalescope-gloo")
         return run_anchor(args, system, model, batch, n, allreduce_bytes)
     except subprocess.CalledProcessError as e:
         last = (e.stderr or "").strip().splitlines()[-3:]
@@ -162,7 +165,7 @@ def sweep(args, points, save):
                 if not applies(system, n):
                     continue
                 buckets = None
-                if args.allreduce and rnd == 0 and n > 1 and system != "scalescope":
+                if args.allreduce and rnd == 0 and n > 1 and not system.startswith("scalescope"):
                     first = next((r for r in point["runs"].get("scalescope", [])
                                   if "error" not in r), None)
                     buckets = first["checks"]["bucket_bytes"] if first else None
@@ -182,8 +185,10 @@ def speedups(points):
             for s, e in p["summary"].items() if "samples_per_s" in e}
     for p in points:
         for s, e in p["summary"].items():
-            # MultiWorkerMirroredStrategy on one worker is MirroredStrategy on one device.
-            one = base.get((p["model"], p["batch"], "keras" if s == "keras-mw" else s))
+            # MultiWorkerMirroredStrategy on one worker is MirroredStrategy on one device, and
+            # scalescope's collectives do not run on one device.
+            one = base.get((p["model"], p["batch"], {"keras-mw": "keras",
+                                                      "scalescope-gloo": "scalescope"}.get(s, s)))
             if p["devices"] > 1 and one and "samples_per_s" in e:
                 e["speedup"] = e["samples_per_s"] / one
             ours = p["summary"].get("scalescope", {}).get("samples_per_s")
@@ -257,7 +262,7 @@ def parse_args():
     ap.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="adam")
     ap.add_argument("--cases", type=parse_cases, default=parse_cases("cifar-cnn:64,mlp-41m:32"))
     ap.add_argument("--devices", default="1,2", help="device counts, e.g. 1,2")
-    ap.add_argument("--systems", default="scalescope,keras,keras-mw,torch")
+    ap.add_argument("--systems", default="scalescope,scalescope-gloo,keras,keras-mw,torch")
     ap.add_argument("--allreduce", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--markdown")
@@ -276,9 +281,11 @@ def parse_args():
         ap.error(f"--threads {args.threads} must divide by every device count {args.devices}")
     if args.rounds < 1 or args.steps < 1 or args.warmup < 0:
         ap.error("--rounds and --steps must be positive, --warmup not negative")
-    if "scalescope" in args.systems and not os.access(args.binary, os.X_OK):
+    if any(s.startswith("scalescope") for s in args.systems) and not os.access(args.binary,
+                                                                              os.X_OK):
         ap.error(f"--binary {args.binary}: not an executable (build scalescope first)")
-    anchors = [s for s in args.systems if s not in ("scalescope", "debian-torch")]
+    anchors = [s for s in args.systems
+               if not s.startswith("scalescope") and s != "debian-torch"]
     if anchors and not os.access(venv_python(args.venv), os.X_OK):
         ap.error(f"{venv_python(args.venv)} is missing: run bench/anchors/setup.sh "
                  f"(needed by {', '.join(anchors)})")

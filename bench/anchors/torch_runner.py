@@ -47,7 +47,7 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
 import anchor_common  # puts bench/ on sys.path
-from bench_common import glorot, torch_model
+from bench_common import glorot, torch_model, torch_optimizer
 
 RANK_TIMEOUT = datetime.timedelta(seconds=300)  # process-group start and every gloo operation
 
@@ -108,10 +108,7 @@ def build_model(args):
 
 
 def make_optimizer(args, params):
-    o = anchor_common.optimizer_settings(args)
-    if args.optimizer == "adam":
-        return torch.optim.Adam(params, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"])
-    return torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"])
+    return torch_optimizer(args.optimizer, params, anchor_common.optimizer_settings(args))
 
 
 def rank_batches(args, rank, images):
