@@ -86,6 +86,21 @@ void check_length(const TrainOptions& o, const OptionSources& names) {
            names.subject("steps", o.steps));
 }
 
+// How replicas reach each other: a lost one must not hang the others, and which transport CPU
+// replicas of one process use.
+void add_collective_options(OptionList& list, TrainOptions& o) {
+  list.add("--collective-timeout-ms", o.collective_timeout_ms,
+           "A collective that waits longer fails the run (a lost replica never hangs it)",
+           at_least<int64_t>(1, "must be a positive number of milliseconds"));
+  list.add("--cpu-collectives",
+           Choice{{"shared-memory", "gloo"},
+                  [&o] { return std::string(o.cpu_shared_memory ? "shared-memory" : "gloo"); },
+                  [&o](const std::string& name) { o.cpu_shared_memory = name == "shared-memory"; }},
+           "How CPU devices of one process all-reduce: shared-memory (each sums its slice of the "
+           "others' buffers, as NCCL does within a node) or gloo (TCP on loopback, as separate "
+           "hosts would); across processes always Gloo");
+}
+
 }  // namespace
 
 void add_training_options(OptionList& list, TrainOptions& o, const GradientAxes* axes) {
@@ -159,16 +174,7 @@ void add_training_options(OptionList& list, TrainOptions& o, const GradientAxes*
   list.add("!--no-deterministic", o.deterministic,
            "GPU kernels may use non-deterministic algorithms (cuDNN's atomics): faster, but two "
            "runs no longer give bit-identical weights");
-  list.add("--collective-timeout-ms", o.collective_timeout_ms,
-           "A collective that waits longer fails the run (a lost replica never hangs it)",
-           at_least<int64_t>(1, "must be a positive number of milliseconds"));
-  list.add("--cpu-collectives",
-           Choice{{"shared-memory", "gloo"},
-                  [&o] { return std::string(o.cpu_shared_memory ? "shared-memory" : "gloo"); },
-                  [&o](const std::string& name) { o.cpu_shared_memory = name == "shared-memory"; }},
-           "How CPU devices of one process all-reduce: shared-memory (each sums its slice of the "
-           "others' buffers, as NCCL does within a node) or gloo (TCP on loopback, as separate "
-           "hosts would); across processes always Gloo");
+  add_collective_options(list, o);
   list.add("--memory-limit-mb", o.memory_limit_mb,
            "Device memory per replica in MiB (0: all), libraries' own buffers (NCCL's) included; "
            "more fails as out of memory",
