@@ -2,10 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <condition_variable>
-#include <cstring>
-#include <mutex>
 #include <string>
 #include <vector>
 

@@ -118,7 +118,7 @@ TEST(SharedMemoryCollectives, HalfSumsRoundEachPartialSumAndBroadcastCopiesTheRo
   EXPECT_EQ(copied[1], h1);
 }
 
-TEST(SharedMemoryCollectives, GlooIsKeptWhenAskedAndAcrossProcesses) {
+TEST(SharedMemoryCollectives, GlooIsKeptWhenAsked) {
   ReplicaComms gloo(DeviceKind::kCpu, 2, 0, 2, kTimeout, 1, "", "", {}, false);
   const auto errors = run_ranks(
       gloo, 2, [](int, Communicator& comm, Stream&) { EXPECT_EQ(comm.backend_name(), "gloo"); });
