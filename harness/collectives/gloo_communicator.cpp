@@ -334,6 +334,10 @@ class GlooGroup::Store final : public gloo::rendezvous::Store {
     if (aborted_.empty()) aborted_ = why.empty() ? "the group was aborted" : why;
     changed_.notify_all();
   }
+  std::string aborted() {
+    const std::lock_guard lock(mutex_);
+    return aborted_;
+  }
 
  private:
   const int local_;
@@ -413,18 +417,27 @@ std::unique_ptr<Communicator> GlooGroup::connect(int rank) {
   // ranks); with a device per rank, never in hundreds of groups.
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size_);
   context->setTimeout(timeout_);
-  call_gloo(rank, size_, timeout_, "gloo::rendezvous::Context::connectFullMesh",
-            "connecting to the other replicas", std::source_location::current(), [&] {
-              gloo::transport::tcp::attr attr;
-              if (!iface_.empty()) {
-                attr.iface = iface_;
-              } else {
-                attr.hostname = hostname_;
-              }
-              std::shared_ptr<gloo::transport::Device> device =
-                  gloo::transport::tcp::CreateDevice(attr);
-              context->connectFullMesh(*store_, device);
-            });
+  try {
+    call_gloo(rank, size_, timeout_, "gloo::rendezvous::Context::connectFullMesh",
+              "connecting to the other replicas", std::source_location::current(), [&] {
+                gloo::transport::tcp::attr attr;
+                if (!iface_.empty()) {
+                  attr.iface = iface_;
+                } else {
+                  attr.hostname = hostname_;
+                }
+                std::shared_ptr<gloo::transport::Device> device =
+                    gloo::transport::tcp::CreateDevice(attr);
+                context->connectFullMesh(*store_, device);
+              });
+  } catch (const Error& e) {
+    // A rank that aborts the group after its own connect closes its pairs, and a peer still
+    // connecting sees only "Connection closed by peer"; the abort's reason is the cause.
+    const std::string why = store_->aborted();
+    if (why.empty() || e.message().find(why) != std::string::npos) throw;
+    throw Error(e.library(), e.expression(),
+                fmt::format("{} (the group was aborted: {})", e.message(), why));
+  }
   return std::make_unique<GlooCommunicator>(std::move(context), timeout_);
 }
 
