@@ -94,6 +94,9 @@ std::string layer_kind(const LayerSpec& layer) {
     }
     std::string operator()(const FlattenSpec&) const { return "flatten"; }
     std::string operator()(const GlobalAvgPoolSpec&) const { return "globalavgpool"; }
+    std::string operator()(const BatchNorm2DSpec&) const { return "batchnorm"; }
+    std::string operator()(const PadShortcutSpec&) const { return "padshortcut"; }
+    std::string operator()(const AddSpec&) const { return "add"; }
   };
   return std::visit(Names{}, layer);
 }

@@ -109,6 +109,17 @@ void check_layer_binding(const LayerSpec& spec, const LayerBinding& b) {
              b.params[i].shape.to_string(), b.grads[i].shape.to_string(),
              params[i].shape.to_string());
   }
+  const std::vector<ParamSpec> buffers = buffer_specs(spec, b.in.without_batch());
+  SS_CHECK(b.buffers.size() == buffers.size(), "{}: bound to {} buffers, takes {}", describe(spec),
+           b.buffers.size(), buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    SS_CHECK(b.buffers[i].shape == buffers[i].shape && !b.buffers[i].empty(),
+             "{}: {} bound as {}, expected {}", describe(spec), buffers[i].suffix,
+             b.buffers[i].shape.to_string(), buffers[i].shape.to_string());
+  }
+  SS_CHECK(!std::holds_alternative<AddSpec>(spec),
+           "{}: a node of two inputs, computed by the model rather than a layer kernel",
+           describe(spec));
 }
 
 }  // namespace scalescope

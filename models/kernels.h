@@ -27,6 +27,9 @@ struct LayerBinding {
   // in PyTorch's layout (conv OIHW, dense [out, in]).
   std::vector<TensorView> params;
   std::vector<TensorView> grads;
+  // Device memory in buffer_specs() order (batch norm's running statistics): updated by
+  // forward in training, read by forward_eval.
+  std::vector<TensorView> buffers;
 };
 
 // How a kernel computes one pass where a library chose among implementations (cuDNN's
@@ -47,6 +50,12 @@ class LayerKernel {
   // out = layer(in). `in` and `out` hold in.numel() and out.numel() floats.
   // REQUIRES: the device current; runs on `stream` and does not synchronize the host.
   virtual void forward(const float* in, float* out, Stream& stream) = 0;
+  // The forward of evaluation (PyTorch's eval mode): the same as forward except for layers
+  // that behave differently in training (batch norm normalizes with its running statistics
+  // and leaves them as they are). backward() never follows it.
+  virtual void forward_eval(const float* in, float* out, Stream& stream) {
+    forward(in, out, stream);
+  }
   // Given dout (gradient of the loss with respect to out), overwrites the parameter
   // gradients of the binding and, unless `din` is null, writes the gradient with respect to
   // `in`. `in` and `out` are the values of the last forward, and the parameters are

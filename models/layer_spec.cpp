@@ -44,8 +44,12 @@ std::string describe(const LayerSpec& layer) {
   return std::visit(
       Overloaded{
           [](const Conv2DSpec& c) {
-            return fmt::format("Conv2D({}, {}x{}, stride {}, {})", c.filters, c.kernel, c.kernel,
-                               c.stride, c.padding == Padding::kSame ? "same" : "valid");
+            const std::string padding = c.padding == Padding::kSame ? "same"
+                                        : c.padding == Padding::kValid
+                                            ? "valid"
+                                            : fmt::format("pad {}", c.pad);
+            return fmt::format("Conv2D({}, {}x{}, stride {}, {}{})", c.filters, c.kernel, c.kernel,
+                               c.stride, padding, c.bias ? "" : ", no bias");
           },
           [](const MaxPool2DSpec& p) {
             return fmt::format("MaxPool2D({}x{}, stride {})", p.pool, p.pool, p.stride);
@@ -54,6 +58,13 @@ std::string describe(const LayerSpec& layer) {
           [](const ActivationSpec& a) { return std::string(activation_name(a.kind)); },
           [](const FlattenSpec&) { return std::string("Flatten"); },
           [](const GlobalAvgPoolSpec&) { return std::string("GlobalAveragePool"); },
+          [](const BatchNorm2DSpec& b) {
+            return fmt::format("BatchNorm2D(eps {:g}, momentum {:g})", b.eps, b.momentum);
+          },
+          [](const PadShortcutSpec& p) {
+            return fmt::format("PadShortcut(stride {}, {} channels)", p.stride, p.channels);
+          },
+          [](const AddSpec&) { return std::string("Add"); },
       },
       layer);
 }
@@ -67,6 +78,9 @@ std::string torch_module(const LayerSpec& layer) {
           [](const ActivationSpec& a) { return std::string(activation_name(a.kind)); },
           [](const FlattenSpec&) { return std::string("Flatten"); },
           [](const GlobalAvgPoolSpec&) { return std::string("AdaptiveAvgPool2d+Flatten"); },
+          [](const BatchNorm2DSpec&) { return std::string("BatchNorm2d"); },
+          [](const PadShortcutSpec&) { return std::string("LambdaLayer"); },
+          [](const AddSpec&) { return std::string("add"); },
       },
       layer);
 }
@@ -77,9 +91,22 @@ Pads same_padding(int64_t in, int64_t kernel, int64_t stride) {
   return Pads{total / 2, total - total / 2};
 }
 
-int64_t conv_output_size(int64_t in, int64_t kernel, int64_t stride, Padding padding) {
+Pads conv_padding(const Conv2DSpec& conv, int64_t in) {
+  switch (conv.padding) {
+    case Padding::kSame:
+      return same_padding(in, conv.kernel, conv.stride);
+    case Padding::kExplicit:
+      return Pads{conv.pad, conv.pad};
+    case Padding::kValid:
+      break;
+  }
+  return Pads{};
+}
+
+int64_t conv_output_size(int64_t in, int64_t kernel, int64_t stride, Padding padding, int64_t pad) {
   if (padding == Padding::kSame) return (in + stride - 1) / stride;
-  return in < kernel ? 0 : (in - kernel) / stride + 1;
+  const int64_t padded = in + (padding == Padding::kExplicit ? 2 * pad : 0);
+  return padded < kernel ? 0 : (padded - kernel) / stride + 1;
 }
 
 Shape output_shape(const LayerSpec& layer, const Shape& in) {
@@ -89,8 +116,10 @@ Shape output_shape(const LayerSpec& layer, const Shape& in) {
             require_image(layer, in);
             SS_CHECK(c.filters > 0 && c.kernel > 0 && c.stride > 0, "{} has a non-positive size",
                      describe(layer));
-            const int64_t h = conv_output_size(in[0], c.kernel, c.stride, c.padding);
-            const int64_t w = conv_output_size(in[1], c.kernel, c.stride, c.padding);
+            SS_CHECK(c.pad >= 0 && c.pad < c.kernel, "{}: padding {} must be in [0, {})",
+                     describe(layer), c.pad, c.kernel);
+            const int64_t h = conv_output_size(in[0], c.kernel, c.stride, c.padding, c.pad);
+            const int64_t w = conv_output_size(in[1], c.kernel, c.stride, c.padding, c.pad);
             SS_CHECK(h > 0 && w > 0,
                      "{} cannot take an input of shape {}: the kernel is larger "
                      "than the image",
@@ -120,6 +149,21 @@ Shape output_shape(const LayerSpec& layer, const Shape& in) {
             require_image(layer, in);
             return Shape{in[2]};
           },
+          [&](const BatchNorm2DSpec& b) {
+            require_image(layer, in);
+            SS_CHECK(b.eps > 0.0f && b.momentum >= 0.0f && b.momentum <= 1.0f,
+                     "{}: eps must be > 0 and momentum in [0, 1]", describe(layer));
+            return in;
+          },
+          [&](const PadShortcutSpec& p) {
+            require_image(layer, in);
+            SS_CHECK(p.stride > 0 && p.channels >= in[2] && (p.channels - in[2]) % 2 == 0,
+                     "{} cannot take {} channels: it adds as many zero channels before as after",
+                     describe(layer), in[2]);
+            return Shape{(in[0] + p.stride - 1) / p.stride, (in[1] + p.stride - 1) / p.stride,
+                         p.channels};
+          },
+          [&](const AddSpec&) { return in; },
       },
       layer);
 }
@@ -128,27 +172,47 @@ std::vector<ParamSpec> param_specs(const LayerSpec& layer, const Shape& in) {
   if (const auto* c = std::get_if<Conv2DSpec>(&layer)) {
     const int64_t cin = in[2];
     const int64_t area = c->kernel * c->kernel;
-    return {ParamSpec{"weight", Shape{c->filters, cin, c->kernel, c->kernel}, cin * area,
-                      c->filters * area},
-            ParamSpec{"bias", Shape{c->filters}, 0, 0}};
+    std::vector<ParamSpec> out{ParamSpec{"weight", Shape{c->filters, cin, c->kernel, c->kernel},
+                                         cin * area, c->filters * area}};
+    if (c->bias) out.push_back(ParamSpec{"bias", Shape{c->filters}});
+    return out;
+  }
+  if (std::holds_alternative<BatchNorm2DSpec>(layer)) {
+    return {ParamSpec{"weight", Shape{in[2]}, 0, 0, 1.0f}, ParamSpec{"bias", Shape{in[2]}}};
   }
   if (const auto* d = std::get_if<DenseSpec>(&layer)) {
     return {ParamSpec{"weight", Shape{d->units, in[0]}, in[0], d->units},
-            ParamSpec{"bias", Shape{d->units}, 0, 0}};
+            ParamSpec{"bias", Shape{d->units}}};
   }
   return {};
+}
+
+std::vector<ParamSpec> buffer_specs(const LayerSpec& layer, const Shape& in) {
+  if (!std::holds_alternative<BatchNorm2DSpec>(layer)) return {};
+  // PyTorch keeps num_batches_tracked as an int64 scalar; it is stored here as a float
+  // (exact up to 2^24 steps) and converted where the checkpoint meets PyTorch.
+  return {ParamSpec{"running_mean", Shape{in[2]}},
+          ParamSpec{"running_var", Shape{in[2]}, 0, 0, 1.0f},
+          ParamSpec{"num_batches_tracked", Shape{}}};
 }
 
 int64_t forward_flops(const LayerSpec& layer, const Shape& in) {
   const Shape out = output_shape(layer, in);
   return std::visit(
       Overloaded{
-          [&](const Conv2DSpec& c) { return out.numel() * (2 * c.kernel * c.kernel * in[2] + 1); },
+          [&](const Conv2DSpec& c) {
+            return out.numel() * (2 * c.kernel * c.kernel * in[2] + (c.bias ? 1 : 0));
+          },
           [&](const MaxPool2DSpec& p) { return out.numel() * p.pool * p.pool; },
           [&](const DenseSpec& d) { return d.units * (2 * in[0] + 1); },
           [&](const ActivationSpec&) { return in.numel(); },
           [&](const FlattenSpec&) { return int64_t{0}; },
           [&](const GlobalAvgPoolSpec&) { return in.numel(); },
+          // Per element: normalizing and scaling (a subtract, a multiply, a multiply-add: 4)
+          // and the batch statistics (a sum and a sum of squares: 2).
+          [&](const BatchNorm2DSpec&) { return 6 * in.numel(); },
+          [&](const PadShortcutSpec&) { return int64_t{0}; },
+          [&](const AddSpec&) { return in.numel(); },
       },
       layer);
 }

@@ -14,7 +14,9 @@
 
 namespace scalescope {
 
-enum class Padding { kSame, kValid };  // Keras semantics: "same" pads so out = ceil(in/stride)
+// kSame and kValid are Keras's ("same" pads so out = ceil(in/stride), the odd pixel after);
+// kExplicit is PyTorch's padding=p: `pad` zeros on every side.
+enum class Padding { kSame, kValid, kExplicit };
 enum class Activation { kRelu, kTanh, kSigmoid };
 
 struct Conv2DSpec {
@@ -22,6 +24,8 @@ struct Conv2DSpec {
   int64_t kernel = 3;  // square kernels
   int64_t stride = 1;
   Padding padding = Padding::kSame;
+  int64_t pad = 0;   // kExplicit only
+  bool bias = true;  // ResNets' convolutions have none (batch norm follows)
 };
 struct MaxPool2DSpec {
   int64_t pool = 2;
@@ -35,9 +39,27 @@ struct ActivationSpec {
 };
 struct FlattenSpec {};
 struct GlobalAvgPoolSpec {};
+// PyTorch's BatchNorm2d over the channels of an image: in training, each batch is normalized
+// with its own mean and biased variance, and the running statistics (buffers) move towards
+// the batch's (unbiased variance) by `momentum`; in evaluation, the running statistics
+// normalize.
+struct BatchNorm2DSpec {
+  float eps = 1e-5f;
+  float momentum = 0.1f;
+};
+// The parameter-free shortcut of He et al.'s CIFAR ResNets (option A): every `stride`-th
+// pixel of each row and column, with zero channels added evenly before and after up to
+// `channels`.
+struct PadShortcutSpec {
+  int64_t stride = 2;
+  int64_t channels = 0;
+};
+// The sum of two earlier layers' outputs of one shape (a residual connection). A node of the
+// model graph with two inputs (ModelDef::inputs); the model computes it, not a backend kernel.
+struct AddSpec {};
 
 using LayerSpec = std::variant<Conv2DSpec, MaxPool2DSpec, DenseSpec, ActivationSpec, FlattenSpec,
-                               GlobalAvgPoolSpec>;
+                               GlobalAvgPoolSpec, BatchNorm2DSpec, PadShortcutSpec, AddSpec>;
 
 enum class LossKind {
   kSoftmaxCrossEntropy,        // logits [N, K], labels [N] holding class indices
@@ -53,8 +75,9 @@ Shape label_shape(LossKind kind, const Shape& output);
 struct ParamSpec {
   std::string suffix;  // "weight" or "bias"
   Shape shape;
-  int64_t fan_in = 0;  // for Glorot initialisation; 0 for biases (initialised to zero)
+  int64_t fan_in = 0;  // for Glorot initialisation; 0: every value is `fill`
   int64_t fan_out = 0;
+  float fill = 0.0f;  // biases 0, batch norm's scale 1, its running variance 1
 };
 
 // Human-readable name: "Conv2D(32, 3x3, same)".
@@ -65,6 +88,9 @@ std::string torch_module(const LayerSpec& layer);
 // shape it cannot take (a 2-D layer on a vector, a kernel larger than the image...).
 Shape output_shape(const LayerSpec& layer, const Shape& in);
 std::vector<ParamSpec> param_specs(const LayerSpec& layer, const Shape& in);
+// State a layer keeps that is not learned (batch norm's running statistics, PyTorch's
+// "buffers"): saved in checkpoints, never all-reduced or updated by the optimizer.
+std::vector<ParamSpec> buffer_specs(const LayerSpec& layer, const Shape& in);
 // Forward FLOPs per sample. A multiply-add counts two; element-wise ops and pooling count one
 // per element visited.
 int64_t forward_flops(const LayerSpec& layer, const Shape& in);
@@ -76,6 +102,9 @@ struct Pads {
   int64_t after = 0;
 };
 Pads same_padding(int64_t in, int64_t kernel, int64_t stride);
-int64_t conv_output_size(int64_t in, int64_t kernel, int64_t stride, Padding padding);
+// The padding of a convolution along an axis of size `in`, whatever its Padding.
+Pads conv_padding(const Conv2DSpec& conv, int64_t in);
+int64_t conv_output_size(int64_t in, int64_t kernel, int64_t stride, Padding padding,
+                         int64_t pad = 0);
 
 }  // namespace scalescope

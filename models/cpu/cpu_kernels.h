@@ -18,6 +18,11 @@ namespace scalescope {
 // cpu_layers.cpp
 std::unique_ptr<LayerKernel> make_cpu_layer(const LayerSpec& spec, const LayerBinding& binding,
                                             Device& device);
+// cpu_shortcut.cpp and cpu_norm.cpp: called by make_cpu_layer, which checks the binding.
+std::unique_ptr<LayerKernel> make_cpu_pad_shortcut(const PadShortcutSpec& spec,
+                                                   const LayerBinding& binding);
+std::unique_ptr<LayerKernel> make_cpu_batch_norm(const BatchNorm2DSpec& spec,
+                                                 const LayerBinding& binding, Device& device);
 // cpu_losses.cpp
 std::unique_ptr<LossKernel> make_cpu_loss(LossKind kind, const Shape& output, Device& device);
 // cpu_optimizers.cpp

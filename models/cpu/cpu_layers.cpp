@@ -179,16 +179,24 @@ class WeightedKernel final : public DnnlKernel {
     diff_dst_ = unbound(d.dst);
 
     const memory weights = over(d.weights, binding.params[0].data);
-    const memory bias = over(d.bias, binding.params[1].data);
     const memory diff_weights = over(d.weights, binding.grads[0].data);
-    const memory diff_bias = over(d.bias, binding.grads[1].data);
-
     const memory fwd_weights = adopt(weights, fwd_pd.weights_desc(), true, weights_to_fwd_);
-    const memory fwd_bias = adopt(bias, fwd_pd.bias_desc(), true, bias_to_fwd_);
-    forward_ = plan<Fwd>(fwd_pd, {{DNNL_ARG_SRC, src_},
-                                  {DNNL_ARG_WEIGHTS, fwd_weights},
-                                  {DNNL_ARG_BIAS, fwd_bias},
-                                  {DNNL_ARG_DST, dst_}});
+    std::vector<std::pair<int, memory>> fwd_args{
+        {DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, fwd_weights}, {DNNL_ARG_DST, dst_}};
+    std::vector<std::pair<int, memory>> bwd_weights_args{
+        {DNNL_ARG_SRC, src_},
+        {DNNL_ARG_DIFF_DST, diff_dst_},
+        {DNNL_ARG_DIFF_WEIGHTS,
+         adopt(diff_weights, bwd_weights_pd.diff_weights_desc(), false, diff_weights_back_)}};
+    if (binding.params.size() > 1) {  // a bias (convolutions may have none)
+      const memory bias = over(d.bias, binding.params[1].data);
+      const memory diff_bias = over(d.bias, binding.grads[1].data);
+      fwd_args.emplace_back(DNNL_ARG_BIAS, adopt(bias, fwd_pd.bias_desc(), true, bias_to_fwd_));
+      bwd_weights_args.emplace_back(
+          DNNL_ARG_DIFF_BIAS,
+          adopt(diff_bias, bwd_weights_pd.diff_bias_desc(), false, diff_bias_back_));
+    }
+    forward_ = plan<Fwd>(fwd_pd, std::move(fwd_args));
 
     // Backward data reads the weights of the last forward; when it wants the layout the
     // forward already produced, it shares that copy and backward reorders nothing.
@@ -200,15 +208,7 @@ class WeightedKernel final : public DnnlKernel {
                                                  {DNNL_ARG_WEIGHTS, data_weights},
                                                  {DNNL_ARG_DIFF_SRC, diff_src_}});
 
-    const memory prim_diff_weights =
-        adopt(diff_weights, bwd_weights_pd.diff_weights_desc(), false, diff_weights_back_);
-    const memory prim_diff_bias =
-        adopt(diff_bias, bwd_weights_pd.diff_bias_desc(), false, diff_bias_back_);
-    backward_weights_ =
-        plan<BwdWeights>(bwd_weights_pd, {{DNNL_ARG_SRC, src_},
-                                          {DNNL_ARG_DIFF_DST, diff_dst_},
-                                          {DNNL_ARG_DIFF_WEIGHTS, prim_diff_weights},
-                                          {DNNL_ARG_DIFF_BIAS, prim_diff_bias}});
+    backward_weights_ = plan<BwdWeights>(bwd_weights_pd, std::move(bwd_weights_args));
     allocate_scratchpad();
     choices_ = {choice("forward", fwd_pd, d.layout), choice("backward-data", bwd_data_pd, d.layout),
                 choice("backward-weights", bwd_weights_pd, d.layout)};
@@ -264,20 +264,17 @@ std::unique_ptr<LayerKernel> make_conv(const Conv2DSpec& c, const LayerBinding& 
   const memory::dims src_dims = image_dims(b.in);
   const memory::dims dst_dims = image_dims(b.out);
   const memory::dims strides = {c.stride, c.stride};
-  memory::dims pad_before = {0, 0};
-  memory::dims pad_after = {0, 0};
-  if (c.padding == Padding::kSame) {
-    // TensorFlow's split: the odd pixel goes after, which oneDNN takes as asymmetric padding.
-    const Pads h = same_padding(b.in[1], c.kernel, c.stride);
-    const Pads w = same_padding(b.in[2], c.kernel, c.stride);
-    pad_before = {h.before, w.before};
-    pad_after = {h.after, w.after};
-  }
+  // Keras's "same" puts the odd pixel after, which oneDNN takes as asymmetric padding.
+  const Pads h = conv_padding(c, b.in[1]);
+  const Pads w = conv_padding(c, b.in[2]);
+  const memory::dims pad_before = {h.before, w.before};
+  const memory::dims pad_after = {h.after, w.after};
   const memory::desc src = f32_desc(src_dims, Tag::nhwc);
   const memory::desc dst = f32_desc(dst_dims, Tag::nhwc);
   const memory::dims weight_dims = {c.filters, b.in[3], c.kernel, c.kernel};
   const memory::desc any_weights = f32_desc(weight_dims, Tag::any);
-  const memory::desc bias = f32_desc({c.filters}, Tag::a);
+  // A zero descriptor is oneDNN's "no bias".
+  const memory::desc bias = c.bias ? f32_desc({c.filters}, Tag::a) : memory::desc();
   const auto direct = dnnl::algorithm::convolution_direct;
   using Descs = WeightedDescs<dnnl::convolution_forward, dnnl::convolution_backward_data,
                               dnnl::convolution_backward_weights>;
@@ -562,6 +559,11 @@ std::unique_ptr<LayerKernel> build(const LayerSpec& spec, const LayerBinding& b,
                         },
                         [&](const GlobalAvgPoolSpec&) -> std::unique_ptr<LayerKernel> {
                           return std::make_unique<GlobalAvgPoolKernel>(device, b.in);
+                        },
+                        [&](const BatchNorm2DSpec& n) { return make_cpu_batch_norm(n, b, device); },
+                        [&](const PadShortcutSpec& p) { return make_cpu_pad_shortcut(p, b); },
+                        [&](const AddSpec&) -> std::unique_ptr<LayerKernel> {
+                          throw_error("Add is computed by the model, not a layer kernel");
                         },
                     },
                     spec);

@@ -86,12 +86,8 @@ class ConvDescriptors final : public ConvQueries {
     out_w_ = to_int(s.out_w, "the output width", spec);
     k_ = to_int(s.kernel, "the kernel", spec);
     const int stride = to_int(c.stride, "the stride", spec);
-    Pads pad_h;
-    Pads pad_w;
-    if (c.padding == Padding::kSame) {
-      pad_h = same_padding(s.in_h, c.kernel, c.stride);
-      pad_w = same_padding(s.in_w, c.kernel, c.stride);
-    }
+    const Pads pad_h = conv_padding(c, s.in_h);
+    const Pads pad_w = conv_padding(c, s.in_w);
     for (const ConvPass pass : kConvPasses) {
       SS_CHECK_CUDNN(cudnnSetConvolution2dDescriptor(
           conv(pass), static_cast<int>(pad_h.before), static_cast<int>(pad_w.before), stride,
@@ -205,12 +201,10 @@ class ConvDescriptors final : public ConvQueries {
 
 ConvShape conv_shape(const Conv2DSpec& c, const LayerBinding& b) {
   ConvShape s{b.in[0], b.in[1], b.in[2], b.in[3], b.out[1], b.out[2], c.filters, c.kernel};
-  if (c.padding == Padding::kSame) {
-    const Pads pad_h = same_padding(s.in_h, c.kernel, c.stride);
-    const Pads pad_w = same_padding(s.in_w, c.kernel, c.stride);
-    s.extra_h = pad_h.after - pad_h.before;
-    s.extra_w = pad_w.after - pad_w.before;
-  }
+  const Pads pad_h = conv_padding(c, s.in_h);
+  const Pads pad_w = conv_padding(c, s.in_w);
+  s.extra_h = pad_h.after - pad_h.before;
+  s.extra_w = pad_w.after - pad_w.before;
   return s;
 }
 

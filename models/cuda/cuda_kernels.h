@@ -26,6 +26,12 @@ std::unique_ptr<LayerKernel> make_cuda_layer(const LayerSpec& spec, const LayerB
 // cuda_conv.cpp
 std::unique_ptr<LayerKernel> make_cuda_conv(const Conv2DSpec& conv, const LayerSpec& spec,
                                             const LayerBinding& binding, CudaDevice& device);
+// cuda_norm.cpp: batch normalization and the option-A shortcut of CIFAR ResNets; called by
+// make_cuda_layer, which checks the binding.
+std::unique_ptr<LayerKernel> make_cuda_batch_norm(const BatchNorm2DSpec& spec,
+                                                  const LayerBinding& binding, CudaDevice& device);
+std::unique_ptr<LayerKernel> make_cuda_pad_shortcut(const PadShortcutSpec& spec,
+                                                    const LayerBinding& binding);
 // cuda_losses.cpp
 std::unique_ptr<LossKernel> make_cuda_loss(LossKind kind, const Shape& output, CudaDevice& device);
 // cuda_optimizers.cpp

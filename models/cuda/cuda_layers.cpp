@@ -203,27 +203,33 @@ std::unique_ptr<LayerKernel> make_cuda_layer(const LayerSpec& spec, const LayerB
   check_layer_binding(spec, b);
   // Planning queries the device (free memory, cuDNN heuristics) and creates handles on it.
   ScopedCudaDevice scope(device.id().index);
-  return std::visit(Overloaded{
-                        [&](const Conv2DSpec& c) -> std::unique_ptr<LayerKernel> {
-                          return make_cuda_conv(c, spec, b, device);
-                        },
-                        [&](const MaxPool2DSpec& p) -> std::unique_ptr<LayerKernel> {
-                          return std::make_unique<MaxPoolKernel>(p, b.in, b.out);
-                        },
-                        [&](const DenseSpec& d) -> std::unique_ptr<LayerKernel> {
-                          return std::make_unique<DenseKernel>(d, spec, b, device);
-                        },
-                        [&](const ActivationSpec& a) -> std::unique_ptr<LayerKernel> {
-                          return std::make_unique<ActivationKernel>(a.kind, b.in.numel());
-                        },
-                        [&](const FlattenSpec&) -> std::unique_ptr<LayerKernel> {
-                          return std::make_unique<FlattenKernel>(b.in);
-                        },
-                        [&](const GlobalAvgPoolSpec&) -> std::unique_ptr<LayerKernel> {
-                          return std::make_unique<GlobalAvgPoolKernel>(b.in);
-                        },
-                    },
-                    spec);
+  return std::visit(
+      Overloaded{
+          [&](const Conv2DSpec& c) -> std::unique_ptr<LayerKernel> {
+            return make_cuda_conv(c, spec, b, device);
+          },
+          [&](const MaxPool2DSpec& p) -> std::unique_ptr<LayerKernel> {
+            return std::make_unique<MaxPoolKernel>(p, b.in, b.out);
+          },
+          [&](const DenseSpec& d) -> std::unique_ptr<LayerKernel> {
+            return std::make_unique<DenseKernel>(d, spec, b, device);
+          },
+          [&](const ActivationSpec& a) -> std::unique_ptr<LayerKernel> {
+            return std::make_unique<ActivationKernel>(a.kind, b.in.numel());
+          },
+          [&](const FlattenSpec&) -> std::unique_ptr<LayerKernel> {
+            return std::make_unique<FlattenKernel>(b.in);
+          },
+          [&](const GlobalAvgPoolSpec&) -> std::unique_ptr<LayerKernel> {
+            return std::make_unique<GlobalAvgPoolKernel>(b.in);
+          },
+          [&](const BatchNorm2DSpec& n) { return make_cuda_batch_norm(n, b, device); },
+          [&](const PadShortcutSpec& p) { return make_cuda_pad_shortcut(p, b); },
+          [&](const AddSpec&) -> std::unique_ptr<LayerKernel> {
+            throw_error("Add is computed by the model, not a layer kernel");
+          },
+      },
+      spec);
 }
 
 }  // namespace scalescope

@@ -24,6 +24,9 @@ class SimLayer final : public LayerKernel {
   void forward(const float* in, float* out, Stream& stream) override {
     device_.launch(stream, [k = cpu_, in, out, &stream] { k->forward(in, out, stream); });
   }
+  void forward_eval(const float* in, float* out, Stream& stream) override {
+    device_.launch(stream, [k = cpu_, in, out, &stream] { k->forward_eval(in, out, stream); });
+  }
   void backward(const float* in, const float* out, const float* dout, float* din,
                 Stream& stream) override {
     device_.launch(stream, [k = cpu_, in, out, dout, din, &stream] {

@@ -203,7 +203,7 @@ BoundLayer bind_layer(Device& device, const LayerCase& c, const LayerInputs& inp
                nullptr};
   b.in.copy_from_host(inputs.x);
   b.dout.copy_from_host(inputs.dout);
-  LayerBinding binding{c.in, out_shape, {}, {}};
+  LayerBinding binding{c.in, out_shape, {}, {}, {}};
   const std::vector<ParamSpec> specs = param_specs(c.spec, c.in.without_batch());
   b.params.reserve(specs.size());
   b.grads.reserve(specs.size());
