@@ -426,6 +426,13 @@ void save_checkpoint(const std::string& path, const Model& model, const Optimize
     const ParamInfo& p = model.params()[i];
     weights.tensors.push_back(NamedTensor{p.name, p.spec.shape, std::move(host[i])});
   }
+  // The buffers after the parameters, as PyTorch's state_dict keeps them beside each layer.
+  std::vector<std::vector<float>> buffers = model.buffers_to_host();
+  for (size_t i = 0; i < model.buffer_infos().size(); ++i) {
+    const ParamInfo& b = model.buffer_infos()[i];
+    weights.tensors.push_back(NamedTensor{b.name, b.spec.shape, std::move(buffers[i])});
+  }
+
   // The two files are each atomic but not together: a crash between the writes leaves the new
   // optimizer state beside the previous weights.
   write_safetensors(path, weights);
@@ -435,9 +442,12 @@ void load_checkpoint(const std::string& path, Model& model, Optimizer* optimizer
   SafetensorsFile file = read_safetensors(path);
   std::vector<std::pair<std::string, Shape>> expected;
   for (const ParamInfo& p : model.params()) expected.emplace_back(p.name, p.spec.shape);
+  for (const ParamInfo& b : model.buffer_infos()) expected.emplace_back(b.name, b.spec.shape);
   const auto by_name = match_tensors(path, file, expected, model.def().name);
   std::vector<std::vector<float>> values;
   for (const ParamInfo& p : model.params()) values.push_back(by_name.at(p.name)->data);
+  std::vector<std::vector<float>> buffers;
+  for (const ParamInfo& b : model.buffer_infos()) buffers.push_back(by_name.at(b.name)->data);
 
   // Everything is read and checked before the model or optimizer changes.
   LoadedOptimizerState state;
@@ -447,6 +457,7 @@ void load_checkpoint(const std::string& path, Model& model, Optimizer* optimizer
   if (has_state) state = read_optimizer_state(optim_path, model, *optimizer);
 
   model.weights_from_host(values);
+  model.buffers_from_host(buffers);
   if (has_state) {
     const std::vector<TensorView> views = optimizer->state();
     SS_CHECK(views.size() == state.flat.size(), "optimizer has {} state tensors, the file {}",

@@ -10,13 +10,38 @@ namespace scalescope {
 
 struct Model::Plan {
   int64_t batch = 0;
-  std::vector<std::unique_ptr<LayerKernel>> kernels;
-  std::vector<Tensor> activations;  // activations[i] = output of layer i
-  Tensor grad_a;                    // ping-pong buffers for activation gradients
+  std::vector<std::unique_ptr<LayerKernel>> kernels;  // null for Add layers
+  std::vector<Tensor> activations;                    // activations[i] = output of layer i
+  // A sequence: ping-pong buffers for activation gradients. A graph: grad_a is the
+  // gradient of every layer's output (summed over its readers: `filled` says whether a
+  // reader wrote it yet), grad_b the scratch a second reader writes into before adding.
+  Tensor grad_a;
   Tensor grad_b;
+  std::vector<int64_t> grad_offsets;  // graph only: each layer's gradient inside grad_a
+  std::vector<bool> filled;
   std::unique_ptr<LossKernel> loss;
   float* dout = nullptr;  // gradient w.r.t. the model output, set by the loss
 };
+
+namespace {
+
+// Host values of every tensor of `infos`: Glorot-uniform from one generator stream per
+// tensor where fan_in is set (so the values do not depend on the backend, the layout or the
+// order of construction), else every value `fill`.
+std::vector<std::vector<float>> initial_values(const std::vector<ParamInfo>& infos, uint64_t seed) {
+  std::vector<std::vector<float>> host(infos.size());
+  for (size_t i = 0; i < infos.size(); ++i) {
+    const ParamSpec& p = infos[i].spec;
+    host[i].assign(static_cast<size_t>(p.shape.numel()), p.fill);
+    if (p.fan_in == 0) continue;
+    const float limit = std::sqrt(6.0f / static_cast<float>(p.fan_in + p.fan_out));
+    Rng rng(seed, i);
+    for (float& v : host[i]) v = rng.uniform(-limit, limit);
+  }
+  return host;
+}
+
+}  // namespace
 
 Model::Model(ModelDef def, Shape input, Device& device, uint64_t seed)
     : def_(std::move(def)), device_(device) {
@@ -48,18 +73,18 @@ Model::Model(ModelDef def, Shape input, Device& device, uint64_t seed)
   grads_ = Tensor(device_, Shape{total});
   device_.fill_zero(grads_.data(), grads_.bytes(), device_.default_stream());
 
-  // Initialisation on the host from one generator stream per parameter, so the values do
-  // not depend on the backend, the layout or the order of construction.
-  std::vector<std::vector<float>> host(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const ParamSpec& p = params_[i].spec;
-    host[i].assign(static_cast<size_t>(p.shape.numel()), 0.0f);
-    if (p.fan_in == 0) continue;  // biases start at zero
-    const float limit = std::sqrt(6.0f / static_cast<float>(p.fan_in + p.fan_out));
-    Rng rng(seed, i);
-    for (float& v : host[i]) v = rng.uniform(-limit, limit);
+  weights_from_host(initial_values(params_, seed));
+
+  buffer_infos_ = scalescope::buffer_infos(def_, input);
+  int64_t buffer_total = 0;
+  for (const ParamInfo& b : buffer_infos_) {
+    buffer_offsets_.push_back(buffer_total);
+    buffer_total += b.spec.shape.numel();
   }
-  weights_from_host(host);
+  if (buffer_total > 0) {
+    buffers_ = Tensor(device_, Shape{buffer_total});
+    buffers_from_host(initial_values(buffer_infos_, seed));
+  }
 }
 
 Model::~Model() = default;
@@ -109,6 +134,48 @@ void Model::weights_from_host(const std::vector<std::vector<float>>& values) {
   weights_.copy_from_host(flat);
 }
 
+std::vector<std::vector<float>> Model::buffers_to_host() const {
+  std::vector<std::vector<float>> out(buffer_infos_.size());
+  if (buffer_infos_.empty()) return out;
+  const std::vector<float> flat = buffers_.to_host();
+  for (size_t i = 0; i < buffer_infos_.size(); ++i) {
+    const auto begin = flat.begin() + buffer_offsets_[i];
+    out[i].assign(begin, begin + buffer_infos_[i].spec.shape.numel());
+  }
+  return out;
+}
+
+void Model::buffers_from_host(const std::vector<std::vector<float>>& values) {
+  SS_CHECK(values.size() == buffer_infos_.size(), "model '{}' has {} buffers, got {}", def_.name,
+           buffer_infos_.size(), values.size());
+  if (buffer_infos_.empty()) return;
+  std::vector<float> flat(static_cast<size_t>(buffers_.numel()), 0.0f);
+  for (size_t i = 0; i < buffer_infos_.size(); ++i) {
+    SS_CHECK(static_cast<int64_t>(values[i].size()) == buffer_infos_[i].spec.shape.numel(),
+             "buffer '{}' of model '{}' has {} values, got {}", buffer_infos_[i].name, def_.name,
+             buffer_infos_[i].spec.shape.numel(), values[i].size());
+    std::copy(values[i].begin(), values[i].end(), flat.begin() + buffer_offsets_[i]);
+  }
+  buffers_.copy_from_host(flat);
+}
+
+LayerBinding Model::binding(size_t layer, int64_t batch) const {
+  LayerBinding b;
+  b.in = layer_input_shape(def_, shapes_, static_cast<int>(layer)).with_batch(batch);
+  b.out = shapes_[layer + 1].with_batch(batch);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].layer != static_cast<int>(layer)) continue;
+    b.params.push_back(param(i));
+    b.grads.push_back(grad(i));
+  }
+  for (size_t i = 0; i < buffer_infos_.size(); ++i) {
+    if (buffer_infos_[i].layer != static_cast<int>(layer)) continue;
+    b.buffers.push_back(
+        TensorView{buffers_.data() + buffer_offsets_[i], buffer_infos_[i].spec.shape});
+  }
+  return b;
+}
+
 Model::Plan& Model::plan_for(int64_t batch) {
   SS_CHECK(batch > 0, "batch size {} must be positive", batch);
   auto it = plans_.find(batch);
@@ -118,20 +185,18 @@ Model::Plan& Model::plan_for(int64_t batch) {
   plan->batch = batch;
   KernelBackend& kernels = kernel_backend(device_.id().kind);
   int64_t max_act = shapes_.front().numel();
+  int64_t all_acts = 0;
   for (size_t layer = 0; layer < def_.layers.size(); ++layer) {
-    LayerBinding binding;
-    binding.in = shapes_[layer].with_batch(batch);
-    binding.out = shapes_[layer + 1].with_batch(batch);
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (params_[i].layer != static_cast<int>(layer)) continue;
-      binding.params.push_back(param(i));
-      binding.grads.push_back(grad(i));
-    }
-    plan->kernels.push_back(kernels.make_layer(def_.layers[layer], binding, device_));
-    plan->activations.emplace_back(device_, binding.out);
+    const LayerBinding b = binding(layer, batch);
+    const bool add = std::holds_alternative<AddSpec>(def_.layers[layer]);
+    plan->kernels.push_back(add ? nullptr : kernels.make_layer(def_.layers[layer], b, device_));
+    plan->activations.emplace_back(device_, b.out);
     max_act = std::max(max_act, shapes_[layer + 1].numel());
+    plan->grad_offsets.push_back(all_acts);
+    all_acts += b.out.numel();
   }
-  plan->grad_a = Tensor(device_, Shape{batch * max_act});
+  const bool graph = !def_.inputs.empty();
+  plan->grad_a = Tensor(device_, Shape{graph ? all_acts : batch * max_act});
   plan->grad_b = Tensor(device_, Shape{batch * max_act});
   plan->loss = kernels.make_loss(def_.loss, shapes_.back().with_batch(batch), device_);
   return *plans_.emplace(batch, std::move(plan)).first->second;
@@ -143,19 +208,33 @@ std::vector<std::vector<KernelChoice>> Model::kernel_choices(int64_t batch) cons
            batch);
   std::vector<std::vector<KernelChoice>> out;
   for (const std::unique_ptr<LayerKernel>& kernel : it->second->kernels)
-    out.push_back(kernel->choices());
+    out.push_back(kernel ? kernel->choices() : std::vector<KernelChoice>{});
   return out;
 }
 
-void Model::forward(const float* input, int64_t batch, Stream& stream) {
+const float* Model::layer_input(int layer) const {
+  const int from = layer_inputs(def_, layer).front();
+  return from == kModelInput ? input_ : current_->activations[static_cast<size_t>(from)].data();
+}
+
+void Model::forward(const float* input, int64_t batch, Stream& stream, bool training) {
   Plan& plan = plan_for(batch);
   current_ = &plan;
   input_ = input;
-  const float* in = input;
   for (size_t layer = 0; layer < plan.kernels.size(); ++layer) {
     float* out = plan.activations[layer].data();
-    plan.kernels[layer]->forward(in, out, stream);
-    in = out;
+    LayerKernel* kernel = plan.kernels[layer].get();
+    if (kernel == nullptr) {  // Add: out = a + b, element-wise on the device
+      const std::vector<int> from = layer_inputs(def_, static_cast<int>(layer));
+      const int64_t count = plan.activations[layer].numel();
+      accumulate_into(out, layer_input(static_cast<int>(layer)), count, true, stream);
+      accumulate_into(out, plan.activations[static_cast<size_t>(from[1])].data(), count, false,
+                      stream);
+    } else if (training) {
+      kernel->forward(layer_input(static_cast<int>(layer)), out, stream);
+    } else {
+      kernel->forward_eval(layer_input(static_cast<int>(layer)), out, stream);
+    }
   }
 }
 
@@ -166,7 +245,9 @@ const float* Model::output() const {
 
 void Model::loss_forward_backward(const float* labels, float scale, float* loss, Stream& stream) {
   SS_CHECK(current_ != nullptr, "loss computed before any forward");
-  current_->dout = current_->grad_a.data();
+  // A graph keeps each layer's output gradient in place: the last layer's is the loss's.
+  current_->dout =
+      current_->grad_a.data() + (def_.inputs.empty() ? 0 : current_->grad_offsets.back());
   current_->loss->forward_backward(output(), labels, scale, loss, current_->dout, stream);
 }
 
@@ -183,6 +264,10 @@ void Model::count_correct(const float* labels, float* correct, Stream& stream) {
 void Model::backward(Stream& stream, const std::function<void(int layer)>& on_layer_done) {
   Plan* plan = current_;
   SS_CHECK(plan != nullptr && plan->dout != nullptr, "backward before the loss was computed");
+  if (!def_.inputs.empty()) {
+    backward_graph(stream, on_layer_done);
+    return;
+  }
   float* dout = plan->dout;
   float* spare = dout == plan->grad_a.data() ? plan->grad_b.data() : plan->grad_a.data();
   for (int layer = static_cast<int>(plan->kernels.size()) - 1; layer >= 0; --layer) {
@@ -196,6 +281,49 @@ void Model::backward(Stream& stream, const std::function<void(int layer)>& on_la
     dout = din;
   }
   plan->dout = nullptr;
+}
+
+// The gradient of a layer's output is the sum over its readers, in the order backward
+// meets them (later layers first): the first reader writes it, the others add to it.
+void Model::add_gradient(int layer, const float* gradient, Stream& stream) {
+  Plan& plan = *current_;
+  float* target = plan.grad_a.data() + plan.grad_offsets[static_cast<size_t>(layer)];
+  const int64_t count = plan.activations[static_cast<size_t>(layer)].numel();
+  const bool first = !plan.filled[static_cast<size_t>(layer)];
+  accumulate_into(target, gradient, count, first, stream);
+  plan.filled[static_cast<size_t>(layer)] = true;
+}
+
+void Model::backward_graph(Stream& stream, const std::function<void(int layer)>& on_layer_done) {
+  Plan& plan = *current_;
+  const int last = static_cast<int>(plan.kernels.size()) - 1;
+  plan.filled.assign(plan.kernels.size(), false);
+  plan.filled[static_cast<size_t>(last)] = true;  // the loss wrote it
+  for (int layer = last; layer >= 0; --layer) {
+    const float* dout = plan.grad_a.data() + plan.grad_offsets[static_cast<size_t>(layer)];
+    const std::vector<int> from = layer_inputs(def_, layer);
+    LayerKernel* kernel = plan.kernels[static_cast<size_t>(layer)].get();
+    if (kernel == nullptr) {
+      // Add passes its gradient to both inputs unchanged.
+      for (const int input : from) {
+        if (input != kModelInput) add_gradient(input, dout, stream);
+      }
+    } else {
+      const int input = from.front();
+      const bool needs_din = input != kModelInput;
+      // The first reader writes the input's gradient in place; a later one into scratch.
+      const bool in_place = needs_din && !plan.filled[static_cast<size_t>(input)];
+      float* din = !needs_din ? nullptr
+                   : in_place ? plan.grad_a.data() + plan.grad_offsets[static_cast<size_t>(input)]
+                              : plan.grad_b.data();
+      kernel->backward(layer_input(layer), plan.activations[static_cast<size_t>(layer)].data(),
+                       dout, din, stream);
+      if (in_place) plan.filled[static_cast<size_t>(input)] = true;
+      if (needs_din && !in_place) add_gradient(input, din, stream);
+    }
+    if (on_layer_done) on_layer_done(layer);
+  }
+  plan.dout = nullptr;
 }
 
 }  // namespace scalescope

@@ -55,12 +55,22 @@ class Model {
   std::vector<std::vector<float>> weights_to_host() const;
   void weights_from_host(const std::vector<std::vector<float>>& values);
 
+  // The layers' buffers (batch norm's running statistics), in layer order, in one flat
+  // tensor of their own: never all-reduced, never touched by the optimizer. Empty when no
+  // layer keeps any.
+  const std::vector<ParamInfo>& buffer_infos() const { return buffer_infos_; }
+  const Tensor& buffers() const { return buffers_; }
+  std::vector<std::vector<float>> buffers_to_host() const;
+  void buffers_from_host(const std::vector<std::vector<float>>& values);
+
   // forward: computes the output of a batch. `input` is device memory holding batch ×
-  // input_shape() floats and must stay valid until backward() returns.
+  // input_shape() floats and must stay valid until backward() returns. In evaluation
+  // (`training` false), layers that differ run as in PyTorch's eval mode (batch norm with
+  // its running statistics) and no backward may follow.
   // REQUIRES: the device current. Runs on `stream`; does not synchronize the host. The first
   // call for a batch size plans its kernels and allocates its activations; later ones
   // allocate nothing.
-  void forward(const float* input, int64_t batch, Stream& stream);
+  void forward(const float* input, int64_t batch, Stream& stream, bool training = true);
   // Output of the last forward: batch × output_shape() floats on the device.
   const float* output() const;
   // The loss of the last forward. loss[0] = `scale` × the sum of per-sample losses, and the
@@ -81,6 +91,11 @@ class Model {
  private:
   struct Plan;
   Plan& plan_for(int64_t batch);
+  LayerBinding binding(size_t layer, int64_t batch) const;
+  // The input of `layer` in the current plan: the model's input or an earlier activation.
+  const float* layer_input(int layer) const;
+  void backward_graph(Stream& stream, const std::function<void(int layer)>& on_layer_done);
+  void add_gradient(int layer, const float* gradient, Stream& stream);
 
   ModelDef def_;
   Device& device_;
@@ -90,6 +105,9 @@ class Model {
   int64_t param_count_ = 0;
   Tensor weights_;
   Tensor grads_;
+  std::vector<ParamInfo> buffer_infos_;
+  std::vector<int64_t> buffer_offsets_;
+  Tensor buffers_;
   std::map<int64_t, std::unique_ptr<Plan>> plans_;
   Plan* current_ = nullptr;
   const float* input_ = nullptr;

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "core/check.h"
+#include "models/zoo_families.h"
 
 namespace scalescope {
 namespace {
@@ -26,6 +27,14 @@ double parse_positive(const std::string& model, const std::string& key, const st
   SS_CHECK(
       ec == std::errc() && end == text.data() + text.size() && std::isfinite(value) && value > 0.0,
       "model '{}': {}={} is not a positive number", model, key, text);
+  return value;
+}
+
+int64_t whole_number(const std::string& model, const std::string& key, const std::string& text) {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  SS_CHECK(ec == std::errc() && end == text.data() + text.size() && value > 0 && value <= 10000,
+           "model '{}': {}={} is not a whole number in [1, 10000]", model, key, text);
   return value;
 }
 
@@ -67,7 +76,9 @@ ModelDef cifar_cnn(const std::string& name, double width) {
                   {conv(w(32)), relu(), MaxPool2DSpec{}, conv(w(64)), relu(), MaxPool2DSpec{},
                    FlattenSpec{}, DenseSpec{w(64)}, relu(), DenseSpec{10}},
                   LossKind::kSoftmaxCrossEntropy,
-                  Shape{32, 32, 3}};
+                  Shape{32, 32, 3},
+                  {},
+                  {}};
 }
 
 ModelDef mlp(const std::string& name, double scale) {
@@ -77,7 +88,9 @@ ModelDef mlp(const std::string& name, double scale) {
                    relu(), DenseSpec{w(500)}, relu(), DenseSpec{w(300)}, relu(), DenseSpec{1},
                    ActivationSpec{Activation::kSigmoid}},
                   LossKind::kBinaryCrossEntropy,
-                  Shape{8000}};
+                  Shape{8000},
+                  {},
+                  {}};
 }
 
 struct Builder {
@@ -103,7 +116,9 @@ const std::vector<Builder>& builders() {
          return ModelDef{"dense-100",
                          {DenseSpec{64}, relu(), DenseSpec{10}},
                          LossKind::kSoftmaxCrossEntropyOneHot,
-                         Shape{100}};
+                         Shape{100},
+                         {},
+                         {}};
        }},
       {{"gap-cnn", "Conv32 valid - GlobalAveragePool - Dense10 on 224x224x3, softmax CE",
         "gap-cnn"},
@@ -112,13 +127,26 @@ const std::vector<Builder>& builders() {
          return ModelDef{"gap-cnn",
                          {conv(32, Padding::kValid), relu(), GlobalAvgPoolSpec{}, DenseSpec{10}},
                          LossKind::kSoftmaxCrossEntropy,
-                         Shape{224, 224, 3}};
+                         Shape{224, 224, 3},
+                         {},
+                         {}};
        }},
       {{"cnn", "cifar-cnn with every width multiplied by K (size family)", "cnn:width=2"},
        [](const Params& p) {
          reject_keys("cnn", p, {"width"});
          const double k = factor("cnn", p, "width");
          return cifar_cnn("cnn:width=" + format_factor(k), k);
+       }},
+      {{"cifar-resnet",
+        "He et al.'s CIFAR ResNet of depth 6n+2 (3 stages of 16/32/64 channels, batch norm, "
+        "option-A shortcuts) on 32x32x3, softmax CE",
+        "cifar-resnet:depth=20"},
+       [](const Params& p) {
+         reject_keys("cifar-resnet", p, {"depth"});
+         const auto it = p.find("depth");
+         const int64_t depth =
+             it == p.end() ? 20 : whole_number("cifar-resnet", "depth", it->second);
+         return cifar_resnet(fmt::format("cifar-resnet:depth={}", depth), depth);
        }},
       {{"mlp", "mlp-41m with every hidden width multiplied by K (size family)", "mlp:scale=0.5"},
        [](const Params& p) {
@@ -182,39 +210,6 @@ const std::vector<ZooEntry>& zoo() {
     return v;
   }();
   return entries;
-}
-
-std::vector<Shape> layer_shapes(const ModelDef& def, const Shape& input) {
-  std::vector<Shape> shapes{input};
-  for (const LayerSpec& layer : def.layers) shapes.push_back(output_shape(layer, shapes.back()));
-  return shapes;
-}
-
-std::vector<ParamInfo> param_infos(const ModelDef& def, const Shape& input) {
-  const std::vector<Shape> shapes = layer_shapes(def, input);
-  std::vector<ParamInfo> infos;
-  int torch_index = 0;  // PyTorch's nn.Sequential index of the layer
-  for (size_t i = 0; i < def.layers.size(); ++i) {
-    for (ParamSpec& p : param_specs(def.layers[i], shapes[i])) {
-      infos.push_back(ParamInfo{fmt::format("{}.{}", torch_index, p.suffix), static_cast<int>(i),
-                                std::move(p)});
-    }
-    // GlobalAveragePool is two modules in PyTorch: AdaptiveAvgPool2d(1) and Flatten.
-    torch_index += std::holds_alternative<GlobalAvgPoolSpec>(def.layers[i]) ? 2 : 1;
-  }
-  return infos;
-}
-
-ModelSummary summarize(const ModelDef& def, const Shape& input) {
-  const std::vector<Shape> shapes = layer_shapes(def, input);
-  ModelSummary s;
-  s.input = input;
-  s.output = shapes.back();
-  for (const ParamInfo& p : param_infos(def, input)) s.params += p.spec.shape.numel();
-  for (size_t i = 0; i < def.layers.size(); ++i) {
-    s.forward_flops += forward_flops(def.layers[i], shapes[i]);
-  }
-  return s;
 }
 
 }  // namespace scalescope

@@ -19,7 +19,20 @@ struct ModelDef {
   std::vector<LayerSpec> layers;
   LossKind loss = LossKind::kSoftmaxCrossEntropy;
   Shape default_input;  // one sample, channels last for images
+  // The graph of a model that is not a plain sequence (a residual block): inputs[i] lists
+  // the earlier layers whose outputs layer i reads (kModelInput for the model's input): two
+  // for an AddSpec, one for any other layer. Empty: each layer reads the one before it.
+  // Layers stay in an order where every input comes first, and backward runs that order in
+  // reverse, so the parameters' reverse-layer layout is still their order of readiness.
+  std::vector<std::vector<int>> inputs;
+  // The PyTorch module path of each layer ("layer1.0.conv1"), which names its parameters and
+  // buffers ("layer1.0.conv1.weight"). Empty: nn.Sequential's indices ("0.weight").
+  std::vector<std::string> names;
 };
+
+constexpr int kModelInput = -1;
+// The layers `layer` reads (kModelInput for the model's input), whatever the form of `def`.
+std::vector<int> layer_inputs(const ModelDef& def, int layer);
 
 struct ModelSpec {
   std::string name;
@@ -48,8 +61,15 @@ struct ParamInfo {
   ParamSpec spec;
 };
 std::vector<ParamInfo> param_infos(const ModelDef& def, const Shape& input);
-// Sample shapes after each layer: shapes[0] = input, shapes[i+1] = output of layer i.
+// The buffers (buffer_specs) of every layer, in layer order, named like the parameters
+// ("bn1.running_mean").
+std::vector<ParamInfo> buffer_infos(const ModelDef& def, const Shape& input);
+// Sample shapes after each layer: shapes[0] = input, shapes[i+1] = output of layer i. Throws
+// Error when the graph is malformed (an input that is not an earlier layer, an Add of two
+// shapes, a layer whose output nothing reads).
 std::vector<Shape> layer_shapes(const ModelDef& def, const Shape& input);
+// The sample shape layer `layer` reads: shapes[input + 1] of its (first) input.
+const Shape& layer_input_shape(const ModelDef& def, const std::vector<Shape>& shapes, int layer);
 
 struct ModelSummary {
   int64_t params = 0;

@@ -1,5 +1,7 @@
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/commands.h"
@@ -28,14 +30,27 @@ std::string flops_text(int64_t flops) {
 
 // The fixed models, then a few sizes of each family to show the span of the size axis.
 std::vector<std::string> listed_specs() {
-  return {"cifar-cnn",      "mlp-41m",       "dense-100",   "gap-cnn",
-          "cnn:width=0.5",  "cnn:width=2",   "cnn:width=4", "cnn:width=12",
-          "mlp:scale=0.01", "mlp:scale=0.1", "mlp:scale=1"};
+  return {"cifar-cnn",
+          "mlp-41m",
+          "dense-100",
+          "gap-cnn",
+          "cnn:width=0.5",
+          "cnn:width=2",
+          "cnn:width=4",
+          "cnn:width=12",
+          "mlp:scale=0.01",
+          "mlp:scale=0.1",
+          "mlp:scale=1",
+          "cifar-resnet:depth=20",
+          "cifar-resnet:depth=56",
+          "cifar-resnet:depth=110"};
 }
 
-int run_models(bool as_json) {
+// The given specs, or with none the list above. A bad spec fails the command with the
+// zoo's message naming it.
+int run_models(const std::vector<std::string>& given, bool as_json) {
   nlohmann::json list = nlohmann::json::array();
-  for (const std::string& spec : listed_specs()) {
+  for (const std::string& spec : given.empty() ? listed_specs() : given) {
     const ModelDef def = make_model(spec);
     const ModelSummary s = summarize(def, def.default_input);
     list.push_back({{"name", def.name},
@@ -55,13 +70,15 @@ int run_models(bool as_json) {
     fmt::print("{}\n", nlohmann::json{{"models", list}, {"zoo", families}}.dump(2));
     return 0;
   }
-  fmt::print("{:<16} {:>14} {:>14}  {:<14} {}\n", "model", "parameters", "forward/sample", "input",
-             "loss");
+  size_t width = 16;
+  for (const auto& m : list) width = std::max(width, m["name"].get<std::string>().size());
+  fmt::print("{:<{}} {:>14} {:>14}  {:<14} {}\n", "model", width, "parameters", "forward/sample",
+             "input", "loss");
   for (const auto& m : list) {
     const auto input = m["input_shape"].get<std::vector<int64_t>>();
     std::string shape;
     for (size_t i = 0; i < input.size(); ++i) shape += fmt::format("{}{}", i ? "x" : "", input[i]);
-    fmt::print("{:<16} {:>14} {:>14}  {:<14} {}\n", m["name"].get<std::string>(),
+    fmt::print("{:<{}} {:>14} {:>14}  {:<14} {}\n", m["name"].get<std::string>(), width,
                with_commas(m["params"].get<int64_t>()),
                flops_text(m["forward_flops_per_sample"].get<int64_t>()), shape,
                m["loss"].get<std::string>());
@@ -77,11 +94,15 @@ int run_models(bool as_json) {
 
 void add_models_command(CLI::App& app, Action& action) {
   CLI::App* cmd = app.add_subcommand("models",
-                                     "List the model zoo with parameter counts and "
-                                     "forward FLOPs per sample");
+                                     "Describe model specs (parameters, forward FLOPs per "
+                                     "sample, layers) or, with none, list the zoo");
   auto as_json = std::make_shared<bool>(false);
+  auto specs = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("specs", *specs, "Model specs to describe, e.g. cifar-resnet:depth=56");
   cmd->add_flag("--json", *as_json, "Print JSON instead of a table");
-  cmd->callback([&action, as_json] { action = [as_json] { return run_models(*as_json); }; });
+  cmd->callback([&action, as_json, specs] {
+    action = [as_json, specs] { return run_models(*specs, *as_json); };
+  });
 }
 
 }  // namespace scalescope::cli

@@ -53,7 +53,7 @@ EvalSums evaluate_shard(Model& model, const Dataset& data, const TransformConfig
                           static_cast<size_t>(n * features) * sizeof(float), stream);
     device.copy_to_device(dev_labels.data(), labels.data(),
                           static_cast<size_t>(n * width) * sizeof(float), stream);
-    model.forward(dev_inputs.data(), n, stream);
+    model.forward(dev_inputs.data(), n, stream, /*training=*/false);
     model.loss_forward(dev_labels.data(), 1.0f, sums.data(), stream);
     model.count_correct(dev_labels.data(), sums.data() + 1, stream);
     float host[2] = {0.0f, 0.0f};

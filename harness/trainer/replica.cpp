@@ -116,6 +116,7 @@ Replica::Replica(ReplicaShared& run, int rank)
   if (rank_ == 0 && !options_.load.empty()) load_checkpoint(options_.load, *model_, &*optimizer_);
   // Every replica starts from replica 0's weights (and optimizer state, when loaded).
   comm_->broadcast(model_->weights().data(), model_->flat_size(), 0, compute_);
+  broadcast_buffers();
   if (!options_.load.empty()) {
     for (const TensorView& s : optimizer_->state())
       comm_->broadcast(s.data, s.numel(), 0, compute_);
@@ -154,6 +155,15 @@ Replica::Replica(ReplicaShared& run, int rank)
 
 Replica::~Replica() = default;
 
+// Replica 0's buffers (batch norm's running statistics) to every replica, as DDP's
+// broadcast_buffers does before each forward: each replica's own batches would move them
+// apart, and the replicas must stay identical.
+void Replica::broadcast_buffers() {
+  const Tensor& buffers = model_->buffers();
+  if (buffers.numel() > 0 && comm_->size() > 1)
+    comm_->broadcast(buffers.data(), buffers.numel(), 0, compute_);
+}
+
 PhaseTimes Replica::step(int64_t n, double lr) {
   const nvtx::Range range(nvtx::Phase::kStep, n);
   const Plan& plan = run_.plan;
@@ -166,6 +176,7 @@ PhaseTimes Replica::step(int64_t n, double lr) {
   for (int m = 0; m < options_.accumulation; ++m) {
     {
       const auto forward = timer_->phase(Phase::kForward, n);
+      if (m == 0) broadcast_buffers();
       model_->forward(batch.inputs + m * plan.batch * sample_floats, plan.batch, compute_);
       model_->loss_forward_backward(batch.labels + m * plan.batch * label_floats, scale,
                                     loss_.data() + m, compute_);
@@ -335,6 +346,7 @@ std::optional<EvalResult> Replica::evaluate(int64_t epoch, int64_t step) {
   // Data-parallel too: each replica evaluates its shard and the sums are gathered, so no
   // replica idles at a barrier (under the collective timeout) while another evaluates.
   const Plan& plan = run_.plan;
+  broadcast_buffers();  // every shard normalized with the same running statistics
   const EvalSums mine = evaluate_shard(*model_, *plan.data.eval, plan.data.eval_transforms,
                                        plan.batch, options_.seed, rank_, plan.replicas);
   const std::array<double, 3> sums = {mine.loss, mine.correct, static_cast<double>(mine.samples)};

@@ -57,6 +57,8 @@ class Replica {
   // One step: input → copy → forward → backward → all-reduce → optimizer, timed by phase.
   // Ends with the step's one host wait.
   PhaseTimes step(int64_t n, double lr);
+  // Replica 0's buffers to every replica (DDP's broadcast_buffers).
+  void broadcast_buffers();
   // The step's loss: the mean over this replica's samples (after step() returned).
   double step_loss(int64_t n, double lr) const;
   // What happens between steps, outside their timing.

@@ -1,12 +1,195 @@
-// PLACEHOLDER while the CPU kernel is written (replaced before this lands).
+// PyTorch's BatchNorm2d on NHWC images in plain OpenMP loops rather than oneDNN's batch
+// normalization primitive: oneDNN 2.6's backward (prop_kind::backward) always writes
+// diff_src, so a layer whose input needs no gradient (din null) would need an activation-sized
+// scratch of its own, or a second path whose parameter gradients differ from the full
+// backward's in the last bits; and its statistics are summed in float. These loops sum in
+// double, write din only when asked, and give the same bits whatever the thread count.
+//
+// Reductions over the N·H·W pixels of each channel run over a number of pixel chunks fixed by
+// the shape alone (not the thread count): each chunk sums its pixels in order into its own
+// slot of per-channel partial sums, and the slots are then added in chunk order.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/buffer.h"
 #include "core/check.h"
 #include "models/cpu/cpu_kernels.h"
 
 namespace scalescope {
+namespace {
 
-std::unique_ptr<LayerKernel> make_cpu_batch_norm(const BatchNorm2DSpec&, const LayerBinding&,
-                                                 Device&) {
-  throw_error("BatchNorm2D has no CPU kernel yet");
+// Up to this many chunks of at least kChunkPixels pixels each: enough to share the reductions
+// among the cores of a CPU device, few enough that adding the slots up costs nothing.
+constexpr int64_t kMaxChunks = 64;
+constexpr int64_t kChunkPixels = 16;
+
+class BatchNormKernel final : public LayerKernel {
+ public:
+  BatchNormKernel(const BatchNorm2DSpec& spec, const LayerBinding& b, Device& device)
+      : name_(describe(spec)),
+        eps_(spec.eps),
+        momentum_(spec.momentum),
+        pixels_(b.in[0] * b.in[1] * b.in[2]),
+        channels_(b.in[3]),
+        chunks_(std::clamp<int64_t>(pixels_ / kChunkPixels, 1, kMaxChunks)),
+        gamma_(b.params[0].data),
+        beta_(b.params[1].data),
+        dgamma_(b.grads[0].data),
+        dbeta_(b.grads[1].data),
+        running_mean_(b.buffers[0].data),
+        running_var_(b.buffers[1].data),
+        batches_tracked_(b.buffers[2].data),
+        partials_(device, static_cast<size_t>((chunks_ + 1) * 2 * channels_) * sizeof(double)),
+        coefficients_(device, static_cast<size_t>(5 * channels_) * sizeof(float)) {}
+
+  void forward(const float* in, float* out, Stream&) override {
+    SS_CHECK(pixels_ > 1,
+             "{}: batch norm in training needs more than one value per channel, got {} "
+             "(batch × height × width)",
+             name_, pixels_);
+    // The batch's statistics in double: the mean, then the biased variance around it (two
+    // passes, so no cancellation between Σx² and (Σx)²).
+    double* sums = reduce([&](double* acc, int64_t p) {
+      const float* x = in + p * channels_;
+      for (int64_t c = 0; c < channels_; ++c) acc[c] += x[c];
+    });
+    float* mean = saved_mean();
+    for (int64_t c = 0; c < channels_; ++c) mean[c] = static_cast<float>(sums[c] / pixels_);
+    double* squares = reduce([&](double* acc, int64_t p) {
+      const float* x = in + p * channels_;
+      for (int64_t c = 0; c < channels_; ++c) {
+        const double d = static_cast<double>(x[c]) - mean[c];
+        acc[c] += d * d;
+      }
+    });
+    const double m = pixels_;
+    float* invstd = saved_invstd();
+    float* scale = coefficient(0);
+    for (int64_t c = 0; c < channels_; ++c) {
+      const double var = squares[c] / m;
+      invstd[c] = static_cast<float>(1.0 / std::sqrt(var + eps_));
+      scale[c] = gamma_[c] * invstd[c];
+      // PyTorch's update: the running variance moves towards the unbiased variance.
+      running_mean_[c] = static_cast<float>((1.0 - momentum_) * running_mean_[c] +
+                                            momentum_ * static_cast<double>(mean[c]));
+      running_var_[c] =
+          static_cast<float>((1.0 - momentum_) * running_var_[c] + momentum_ * var * m / (m - 1.0));
+    }
+    batches_tracked_[0] += 1.0f;
+    normalize(in, out, mean, scale);
+  }
+
+  void forward_eval(const float* in, float* out, Stream&) override {
+    float* scale = coefficient(0);
+    for (int64_t c = 0; c < channels_; ++c) {
+      scale[c] = static_cast<float>(gamma_[c] / std::sqrt(running_var_[c] + eps_));
+    }
+    normalize(in, out, running_mean_, scale);
+  }
+
+  // With x̂ = (x − mean)·invstd: dβ = Σdy, dγ = Σdy·x̂, and
+  // dx = γ·invstd·(dy − dβ/M − x̂·dγ/M), from the statistics of the last training forward.
+  void backward(const float* in, const float*, const float* dout, float* din, Stream&) override {
+    const float* mean = saved_mean();
+    const float* invstd = saved_invstd();
+    const int64_t cs = channels_;
+    double* sums = reduce([&](double* acc, int64_t p) {
+      const float* x = in + p * cs;
+      const float* dy = dout + p * cs;
+      for (int64_t c = 0; c < cs; ++c) {
+        acc[c] += dy[c];
+        acc[cs + c] += static_cast<double>(dy[c]) * (static_cast<double>(x[c]) - mean[c]);
+      }
+    });
+    const double m = pixels_;
+    float* k = coefficient(0);  // γ·invstd
+    float* a = coefficient(1);  // dβ/M
+    float* b = coefficient(2);  // invstd·dγ/M
+    for (int64_t c = 0; c < cs; ++c) {
+      const double dgamma = sums[cs + c] * invstd[c];
+      dbeta_[c] = static_cast<float>(sums[c]);
+      dgamma_[c] = static_cast<float>(dgamma);
+      k[c] = gamma_[c] * invstd[c];
+      a[c] = static_cast<float>(sums[c] / m);
+      b[c] = static_cast<float>(invstd[c] * dgamma / m);
+    }
+    if (din == nullptr) return;  // first layer: nobody needs the input's gradient
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < pixels_; ++p) {
+      const float* x = in + p * cs;
+      const float* dy = dout + p * cs;
+      float* dx = din + p * cs;
+      for (int64_t c = 0; c < cs; ++c) dx[c] = k[c] * (dy[c] - a[c] - (x[c] - mean[c]) * b[c]);
+    }
+  }
+
+ private:
+  // Runs row(acc, p) for every pixel p, acc being the per-channel partial sums (2·C doubles,
+  // zeroed) of p's chunk, and returns the sums over all chunks, added in chunk order.
+  template <class Row>
+  double* reduce(const Row& row) {
+    const int64_t width = 2 * channels_;
+    double* slots = static_cast<double*>(partials_.data());
+#pragma omp parallel for schedule(static)
+    for (int64_t s = 0; s < chunks_; ++s) {
+      double* acc = slots + s * width;
+      std::fill(acc, acc + width, 0.0);
+      for (int64_t p = pixels_ * s / chunks_; p < pixels_ * (s + 1) / chunks_; ++p) row(acc, p);
+    }
+    double* total = slots + chunks_ * width;
+    std::copy(slots, slots + width, total);
+    for (int64_t s = 1; s < chunks_; ++s) {
+      for (int64_t i = 0; i < width; ++i) total[i] += slots[s * width + i];
+    }
+    return total;
+  }
+
+  // out = (x − shift)·scale + β, channel by channel.
+  void normalize(const float* in, float* out, const float* shift, const float* scale) const {
+    const int64_t cs = channels_;
+    const float* beta = beta_;
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < pixels_; ++p) {
+      const float* x = in + p * cs;
+      float* y = out + p * cs;
+      for (int64_t c = 0; c < cs; ++c) y[c] = (x[c] - shift[c]) * scale[c] + beta[c];
+    }
+  }
+
+  // Per-channel floats owned here: the mean and invstd saved by the last training forward for
+  // backward, and two scratch rows for coefficients of the pass at hand.
+  float* coefficient(int64_t i) const {
+    return static_cast<float*>(coefficients_.data()) + i * channels_;
+  }
+  float* saved_mean() const {
+    return coefficient(3);
+  }
+  float* saved_invstd() const {
+    return coefficient(4);
+  }
+
+  std::string name_;
+  double eps_, momentum_;
+  int64_t pixels_, channels_, chunks_;
+  const float* gamma_;
+  const float* beta_;
+  float* dgamma_;
+  float* dbeta_;
+  float* running_mean_;
+  float* running_var_;
+  float* batches_tracked_;
+  DeviceBuffer partials_;      // chunks_ + 1 slots of 2·C doubles: the chunks', then the total
+  DeviceBuffer coefficients_;  // 5·C floats, see coefficient()
+};
+
+}  // namespace
+
+std::unique_ptr<LayerKernel> make_cpu_batch_norm(const BatchNorm2DSpec& spec,
+                                                 const LayerBinding& binding, Device& device) {
+  return std::make_unique<BatchNormKernel>(spec, binding, device);
 }
 
 }  // namespace scalescope

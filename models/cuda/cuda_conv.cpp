@@ -215,9 +215,10 @@ class ConvKernel final : public LayerKernel {
         shape_(conv_shape(c, b)),
         descriptors_(c, shape_, spec, libraries_->cudnn_for_planning()),
         weight_(b.params[0].data),
-        bias_(b.params[1].data),
+        // Bias-free convolutions (ResNets') are bound to the weight alone.
+        bias_(c.bias ? b.params[1].data : nullptr),
         weight_grad_(b.grads[0].data),
-        bias_grad_(b.grads[1].data) {
+        bias_grad_(c.bias ? b.grads[1].data : nullptr) {
     const ConvPolicy policy{allow_tf32(), deterministic(), conv_workspace_limit(device)};
     plan_ = plan_convolution(descriptors_, policy, describe(spec));
     descriptors_.apply(plan_);
@@ -231,7 +232,8 @@ class ConvKernel final : public LayerKernel {
       weight_nhwc_ = float_buffer(device, weights);
       weight_grad_nhwc_ = float_buffer(device, weights);
     }
-    bias_scratch_ = float_buffer(device, cuda_ops::bias_grad_scratch(rows(), shape_.filters));
+    if (bias_ != nullptr)
+      bias_scratch_ = float_buffer(device, cuda_ops::bias_grad_scratch(rows(), shape_.filters));
     if (shape_.extended()) extended_ = float_buffer(device, shape_.x_numel());
     size_t workspace = 0;
     for (const ConvChoice& choice : plan_.passes) workspace = std::max(workspace, choice.workspace);
@@ -260,7 +262,7 @@ class ConvKernel final : public LayerKernel {
         static_cast<cudnnConvolutionFwdAlgo_t>(plan_[ConvPass::kForward].algo), workspace_.data(),
         plan_[ConvPass::kForward].workspace, &zero, descriptors_.y(), y));
     if (nchw()) cuda_ops::transpose(y, out, shape_.batch, shape_.filters, shape_.out_pixels(), s);
-    cuda_ops::bias_add(out, bias_, rows(), shape_.filters, s);
+    if (bias_ != nullptr) cuda_ops::bias_add(out, bias_, rows(), shape_.filters, s);
   }
 
   // REQUIRES (beyond LayerKernel's): the weights unchanged since the last forward (the
@@ -279,7 +281,8 @@ class ConvKernel final : public LayerKernel {
       dy = to_nchw(dout, floats(y_nchw_), shape_.out_pixels(), shape_.filters, s);
     }
     backward_filter(x, dy, s);
-    cuda_ops::bias_grad(dout, bias_grad_, rows(), shape_.filters, floats(bias_scratch_), s);
+    if (bias_grad_ != nullptr)
+      cuda_ops::bias_grad(dout, bias_grad_, rows(), shape_.filters, floats(bias_scratch_), s);
     if (din == nullptr) return;  // first layer: nobody needs the input's gradient
     backward_data(dy, din, s);
   }
@@ -355,9 +358,9 @@ class ConvKernel final : public LayerKernel {
   ConvDescriptors descriptors_;
   ConvPlan plan_;
   const float* weight_;
-  const float* bias_;
+  const float* bias_;  // null without a bias
   float* weight_grad_;
-  float* bias_grad_;
+  float* bias_grad_;               // null without a bias
   DeviceBuffer weight_nhwc_;       // NHWC plans: the OHWI copy of the weights
   DeviceBuffer weight_grad_nhwc_;  // and of their gradient
   DeviceBuffer x_nchw_;            // NCHW plans: the input, then its gradient

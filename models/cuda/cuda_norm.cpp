@@ -1,15 +1,97 @@
-// PLACEHOLDER while the CUDA kernels are written (replaced before this lands).
+// Batch normalization and the option-A shortcut of CIFAR ResNets on our kernels (norm_ops.cu).
+//
+// Batch normalization runs our kernels rather than cuDNN's so that its sums are added in an
+// order fixed by the shape (kernel_math/norm_math.h), checked on the host, with no atomics.
+// The kernel owns the batch's mean and invstd (saved by the training forward for backward)
+// and the scratch of the per-channel sums, all allocated at construction.
+#include <memory>
+
+#include "core/buffer.h"
 #include "core/check.h"
 #include "models/cuda/cuda_kernels.h"
+#include "models/cuda/cuda_layer_util.h"
+#include "models/cuda/cuda_ops.h"
 
 namespace scalescope {
+namespace {
 
-std::unique_ptr<LayerKernel> make_cuda_batch_norm(const BatchNorm2DSpec&, const LayerBinding&,
-                                                  CudaDevice&) {
-  throw_error("BatchNorm2D has no CUDA kernel yet");
+class BatchNormKernel final : public LayerKernel {
+ public:
+  BatchNormKernel(const BatchNorm2DSpec& spec, const LayerBinding& b, CudaDevice& device)
+      : spec_(spec),
+        rows_(b.in[0] * b.in[1] * b.in[2]),
+        channels_(b.in[3]),
+        gamma_grad_(b.grads[0].data),
+        beta_grad_(b.grads[1].data),
+        mean_(float_buffer(device, channels_)),
+        invstd_(float_buffer(device, channels_)),
+        scratch_(float_buffer(device, cuda_ops::batch_norm_scratch(rows_, channels_))),
+        tensors_{b.params[0].data,  b.params[1].data, b.buffers[0].data, b.buffers[1].data,
+                 b.buffers[2].data, floats(mean_),    floats(invstd_),   floats(scratch_)} {}
+
+  void forward(const float* in, float* out, Stream& stream) override {
+    // The unbiased variance divides by rows - 1; PyTorch refuses such a batch in training too.
+    SS_CHECK(rows_ >= 2,
+             "{}: training needs more than one value per channel, but the batch has N·H·W = {}",
+             describe(LayerSpec{spec_}), rows_);
+    cuda_ops::batch_norm_forward_train(in, out, rows_, channels_, spec_.eps, spec_.momentum,
+                                       tensors_, cuda_stream(stream));
+  }
+
+  void forward_eval(const float* in, float* out, Stream& stream) override {
+    cuda_ops::batch_norm_forward_eval(in, out, rows_, channels_, spec_.eps, tensors_,
+                                      cuda_stream(stream));
+  }
+
+  void backward(const float* in, const float*, const float* dout, float* din,
+                Stream& stream) override {
+    cuda_ops::batch_norm_backward(in, dout, din, gamma_grad_, beta_grad_, rows_, channels_,
+                                  tensors_, cuda_stream(stream));
+  }
+
+ private:
+  BatchNorm2DSpec spec_;
+  int64_t rows_;
+  int64_t channels_;
+  float* gamma_grad_;
+  float* beta_grad_;
+  DeviceBuffer mean_;    // the last training forward's, read by backward
+  DeviceBuffer invstd_;  // (and its 1 / sqrt(var + eps))
+  DeviceBuffer scratch_;
+  cuda_ops::BatchNormTensors tensors_;
+};
+
+class PadShortcutKernel final : public LayerKernel {
+ public:
+  PadShortcutKernel(const PadShortcutSpec& spec, const LayerBinding& b)
+      : shape_{b.in[1], b.in[2], b.in[3], b.out[1], b.out[2], b.out[3], spec.stride},
+        batch_(b.in[0]) {}
+
+  void forward(const float* in, float* out, Stream& stream) override {
+    cuda_ops::pad_shortcut_forward(shape_, batch_, in, out, cuda_stream(stream));
+  }
+
+  void backward(const float*, const float*, const float* dout, float* din,
+                Stream& stream) override {
+    if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
+    cuda_ops::pad_shortcut_backward(shape_, batch_, dout, din, cuda_stream(stream));
+  }
+
+ private:
+  kernel_math::ShortcutShape shape_;
+  int64_t batch_;
+};
+
+}  // namespace
+
+std::unique_ptr<LayerKernel> make_cuda_batch_norm(const BatchNorm2DSpec& spec,
+                                                  const LayerBinding& binding, CudaDevice& device) {
+  return std::make_unique<BatchNormKernel>(spec, binding, device);
 }
-std::unique_ptr<LayerKernel> make_cuda_pad_shortcut(const PadShortcutSpec&, const LayerBinding&) {
-  throw_error("PadShortcut has no CUDA kernel yet");
+
+std::unique_ptr<LayerKernel> make_cuda_pad_shortcut(const PadShortcutSpec& spec,
+                                                    const LayerBinding& binding) {
+  return std::make_unique<PadShortcutKernel>(spec, binding);
 }
 
 }  // namespace scalescope

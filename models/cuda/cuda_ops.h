@@ -1,5 +1,6 @@
-// Launchers of our own CUDA kernels (layer_ops.cu, loss_ops.cu, optimizer_ops.cu), called by the
-// kernel classes in cuda_layers.cpp, cuda_losses.cpp and cuda_optimizers.cpp.
+// Launchers of our own CUDA kernels (layer_ops.cu, norm_ops.cu, loss_ops.cu, optimizer_ops.cu),
+// called by the kernel classes in cuda_layers.cpp, cuda_conv.cpp, cuda_norm.cpp, cuda_losses.cpp
+// and cuda_optimizers.cpp.
 //
 // Each launcher enqueues its work on `stream` and checks the launch (check_launch); none
 // synchronizes the host or allocates. Pointers are device memory of the current device. A
@@ -22,6 +23,7 @@
 #include "models/kernel_math/half_math.h"
 #include "models/kernel_math/optimizer_math.h"
 #include "models/kernel_math/pool_math.h"
+#include "models/kernel_math/shortcut_math.h"
 #include "models/layer_spec.h"
 
 namespace scalescope {
@@ -78,6 +80,43 @@ void global_avg_pool_forward(const float* x, float* y, int64_t n, int64_t pixels
                              cudaStream_t stream);
 void global_avg_pool_backward(const float* dy, float* dx, int64_t n, int64_t pixels, int64_t c,
                               cudaStream_t stream);
+
+// ---- batch normalization and the option-A shortcut (norm_ops.cu)
+
+// Batch normalization over x [rows, channels] (NHWC images are [N·H·W, C]) with
+// kernel_math/norm_math.h's math and order of additions: no atomics, so every result is the
+// same run after run.
+struct BatchNormTensors {
+  const float* gamma;  // [channels] each
+  const float* beta;
+  float* running_mean;
+  float* running_var;
+  float* num_batches_tracked;  // one float
+  float* mean;                 // the last training forward's, which backward reads
+  float* invstd;
+  float* scratch;  // batch_norm_scratch(rows, channels) floats
+};
+// How many floats of scratch the per-channel sums of this shape need.
+int64_t batch_norm_scratch(int64_t rows, int64_t channels);
+// Training: normalizes with the batch's statistics, saves its mean and invstd, and updates the
+// running statistics and num_batches_tracked. REQUIRES: rows >= 2.
+void batch_norm_forward_train(const float* x, float* y, int64_t rows, int64_t channels, float eps,
+                              float momentum, const BatchNormTensors& t, cudaStream_t stream);
+// Evaluation: normalizes with the running statistics and writes nothing else.
+void batch_norm_forward_eval(const float* x, float* y, int64_t rows, int64_t channels, float eps,
+                             const BatchNormTensors& t, cudaStream_t stream);
+// Overwrites dgamma and dbeta and, unless dx is null, writes dx, from the mean and invstd of the
+// last training forward.
+void batch_norm_backward(const float* x, const float* dy, float* dx, float* dgamma, float* dbeta,
+                         int64_t rows, int64_t channels, const BatchNormTensors& t,
+                         cudaStream_t stream);
+
+// out[i] = in[shortcut_source(i)] (0 where none) over `batch` images of shape s, and its
+// transpose: din[i] = dout[shortcut_reader(i)] (0 where none).
+void pad_shortcut_forward(const kernel_math::ShortcutShape& s, int64_t batch, const float* in,
+                          float* out, cudaStream_t stream);
+void pad_shortcut_backward(const kernel_math::ShortcutShape& s, int64_t batch, const float* dout,
+                           float* din, cudaStream_t stream);
 
 // ---- losses (loss_ops.cu). Per-sample values in double, as the CPU losses compute them.
 

@@ -498,13 +498,21 @@ TEST_P(TorchInterop, CheckpointLoadsIntoPyTorchAndBack) {
   model.forward(input.data(), batch, stream);
   stream.synchronize();
   const std::vector<float> y = device_to_host(device, model.output(), out_shape.numel());
+  SafetensorsFile io_file{{{"input", in_shape, x}, {"output", out_shape, y}}, {}};
+  if (!model.buffer_infos().empty()) {
+    // With the running statistics the training forward just moved, as the checkpoint has them.
+    model.forward(input.data(), batch, stream, /*training=*/false);
+    stream.synchronize();
+    io_file.tensors.push_back(
+        {"output_eval", out_shape, device_to_host(device, model.output(), out_shape.numel())});
+  }
 
   const std::string weights = dir.file("model.safetensors");
   const std::string io = dir.file("io.safetensors");
   const std::string new_weights = dir.file("torch.safetensors");
   const std::string new_io = dir.file("torch_io.safetensors");
   save_checkpoint(weights, model);
-  write_safetensors(io, SafetensorsFile{{{"input", in_shape, x}, {"output", out_shape, y}}, {}});
+  write_safetensors(io, io_file);
 
   std::string output;
   const int status =
@@ -528,6 +536,15 @@ TEST_P(TorchInterop, CheckpointLoadsIntoPyTorchAndBack) {
     EXPECT_EQ(loaded[i], t->data) << t->name;
     EXPECT_NE(loaded[i], old_weights[i]) << t->name << " was not changed by the script";
   }
+  // PyTorch's training forwards moved the running statistics; ours are now those.
+  const auto buffers = model.buffers_to_host();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const std::string& name = model.buffer_infos()[i].name;
+    const auto t = std::find_if(torch_file.tensors.begin(), torch_file.tensors.end(),
+                                [&](const NamedTensor& nt) { return nt.name == name; });
+    ASSERT_NE(t, torch_file.tensors.end()) << name;
+    EXPECT_EQ(buffers[i], t->data) << name;
+  }
   // ...and give the output PyTorch computed with them.
   model.forward(input.data(), batch, stream);
   stream.synchronize();
@@ -542,13 +559,13 @@ TEST_P(TorchInterop, CheckpointLoadsIntoPyTorchAndBack) {
   EXPECT_LT(max_diff, 1e-4f) << output;
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, TorchInterop,
-                         testing::Values(InteropCase{"CifarCnn", "cifar-cnn", Shape{32, 32, 3}},
-                                         InteropCase{"Dense100", "dense-100", Shape{100}},
-                                         InteropCase{"SmallMlp", "mlp:scale=0.01", Shape{8000}}),
-                         [](const testing::TestParamInfo<InteropCase>& info) {
-                           return std::string(info.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, TorchInterop,
+    testing::Values(InteropCase{"CifarCnn", "cifar-cnn", Shape{32, 32, 3}},
+                    InteropCase{"Dense100", "dense-100", Shape{100}},
+                    InteropCase{"SmallMlp", "mlp:scale=0.01", Shape{8000}},
+                    InteropCase{"CifarResNet20", "cifar-resnet:depth=20", Shape{32, 32, 3}}),
+    [](const testing::TestParamInfo<InteropCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace scalescope

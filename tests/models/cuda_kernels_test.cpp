@@ -1,9 +1,9 @@
 // The CUDA kernels (models/cuda) against the CPU kernels, op by op on the same fresh random
-// inputs: every layer type (forward, parameter gradients, input gradient), every loss (value,
-// gradient, accuracy count), the optimizers over several steps, and accumulate_into. Each runs
-// in strict fp32 (set_allow_tf32(false): relative error <= 1e-5) and with TF32 allowed
-// (<= 5e-3). The relative error of a tensor is max |gpu - cpu| / max |cpu|, so that values
-// near zero do not make it meaningless.
+// inputs: every layer type (forward, parameter gradients, input gradient, updated buffers,
+// forward_eval), every loss (value, gradient, accuracy count), the optimizers over several
+// steps, and accumulate_into. Each runs in strict fp32 (set_allow_tf32(false): relative error
+// <= 1e-5) and with TF32 allowed (<= 5e-3). The relative error of a tensor is
+// max |gpu - cpu| / max |cpu|, so that values near zero do not make it meaningless.
 //
 // Without a usable GPU (or in a build without CUDA) the GPU tests skip, saying why. The
 // registry and CPU-side tests at the end run everywhere.
@@ -26,6 +26,7 @@
 #include "core/error.h"
 #include "core/random.h"
 #include "core/tensor.h"
+#include "models/kernel_math/norm_math.h"
 #include "models/kernels.h"
 #include "models/layer_spec.h"
 #include "tests/test_util.h"
@@ -120,8 +121,9 @@ struct LayerCase {
   bool coarse = false;
 };
 
-Conv2DSpec conv(int64_t filters, int64_t kernel, int64_t stride, Padding padding) {
-  return Conv2DSpec{filters, kernel, stride, padding};
+Conv2DSpec conv(int64_t filters, int64_t kernel, int64_t stride, Padding padding, int64_t pad = 0,
+                bool bias = true) {
+  return Conv2DSpec{filters, kernel, stride, padding, pad, bias};
 }
 
 std::vector<LayerCase> layer_cases() {
@@ -139,6 +141,11 @@ std::vector<LayerCase> layer_cases() {
       {"conv_valid_s2_leftover", conv(4, 3, 2, kValid), Shape{2, 8, 7, 3}},
       // Rows (N·H·W = 1024) split into several partial bias sums; channels for tensor cores.
       {"conv_same_wide", conv(32, 3, 1, kSame), Shape{4, 16, 16, 16}},
+      // PyTorch's padding=1 (ResNets' downsampling convolution), and convolutions without a
+      // bias (batch norm follows them), symmetric and asymmetric.
+      {"conv_explicit_s2", conv(8, 3, 2, kExplicit, 1), Shape{2, 9, 8, 4}},
+      {"conv_explicit_s1_no_bias", conv(6, 3, 1, kExplicit, 1, false), Shape{2, 6, 7, 3}},
+      {"conv_same_s2_no_bias", conv(4, 3, 2, kSame, 0, false), Shape{2, 7, 6, 2}},
       {"maxpool_2x2_odd", MaxPool2DSpec{2, 2}, Shape{2, 5, 7, 3}},
       {"maxpool_3s2_overlap", MaxPool2DSpec{3, 2}, Shape{2, 7, 6, 2}},
       {"maxpool_2s1_ties", MaxPool2DSpec{2, 1}, Shape{3, 4, 4, 5}, true},
@@ -156,6 +163,11 @@ std::vector<LayerCase> layer_cases() {
       {"flatten_vector", FlattenSpec{}, Shape{2, 6}},
       {"global_avg_pool", GlobalAvgPoolSpec{}, Shape{2, 3, 5, 4}},
       {"global_avg_pool_c1", GlobalAvgPoolSpec{}, Shape{3, 4, 3, 1}},
+      {"batch_norm", BatchNorm2DSpec{}, Shape{2, 5, 7, 3}},
+      // N·H·W = 1024 rows: the per-channel sums split into parts; 40 channels: two tiles.
+      {"batch_norm_parts", BatchNorm2DSpec{1e-3f, 0.2f}, Shape{4, 16, 16, 40}},
+      {"pad_shortcut", PadShortcutSpec{2, 8}, Shape{2, 8, 8, 4}},
+      {"pad_shortcut_odd", PadShortcutSpec{2, 6}, Shape{2, 7, 5, 2}},
   };
 }
 
@@ -163,17 +175,21 @@ struct LayerInputs {
   std::vector<float> x;
   std::vector<float> dout;
   std::vector<std::vector<float>> params;
+  std::vector<std::vector<float>> buffers;
 };
 
 struct LayerResult {
   std::vector<float> out;
   std::vector<float> din;
   std::vector<std::vector<float>> grads;
+  std::vector<std::vector<float>> buffers;  // after the training forward
+  std::vector<float> eval_out;              // forward_eval's, after that
 };
 
 LayerInputs layer_inputs(const LayerCase& c, uint64_t seed) {
   const Shape out = output_shape(c.spec, c.in.without_batch()).with_batch(c.in[0]);
-  LayerInputs inputs{random_values(c.in.numel(), seed), random_values(out.numel(), seed + 1), {}};
+  LayerInputs inputs{
+      random_values(c.in.numel(), seed), random_values(out.numel(), seed + 1), {}, {}};
   if (c.coarse) {
     for (float& v : inputs.x) v = std::round(v * 2.0f) / 2.0f;  // -1, -0.5, 0, 0.5, 1
   }
@@ -181,13 +197,17 @@ LayerInputs layer_inputs(const LayerCase& c, uint64_t seed) {
   for (const ParamSpec& p : param_specs(c.spec, c.in.without_batch())) {
     inputs.params.push_back(random_values(p.shape.numel(), s++));
   }
+  // Positive, as a running variance must be (num_batches_tracked takes any value).
+  for (const ParamSpec& p : buffer_specs(c.spec, c.in.without_batch())) {
+    inputs.buffers.push_back(random_values(p.shape.numel(), s++, 0.5f, 1.5f));
+  }
   return inputs;
 }
 
 // A layer kernel on `device` with its tensors, holding the case's inputs and parameters.
 struct BoundLayer {
   Tensor in, out, dout, din;
-  std::vector<Tensor> params, grads;
+  std::vector<Tensor> params, grads, buffers;
   std::unique_ptr<LayerKernel> kernel;
 };
 
@@ -198,6 +218,7 @@ BoundLayer bind_layer(Device& device, const LayerCase& c, const LayerInputs& inp
                Tensor(device, out_shape),
                Tensor(device, out_shape),
                Tensor(device, c.in),
+               {},
                {},
                {},
                nullptr};
@@ -214,13 +235,21 @@ BoundLayer bind_layer(Device& device, const LayerCase& c, const LayerInputs& inp
     binding.params.push_back(b.params.back().view());
     binding.grads.push_back(b.grads.back().view());
   }
+  const std::vector<ParamSpec> buffers = buffer_specs(c.spec, c.in.without_batch());
+  b.buffers.reserve(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    b.buffers.emplace_back(device, buffers[i].shape);
+    b.buffers.back().copy_from_host(inputs.buffers[i]);
+    binding.buffers.push_back(b.buffers.back().view());
+  }
   b.kernel = kernel_backend(device.id().kind).make_layer(c.spec, binding, device);
   return b;
 }
 
 // Forward, then backward three times: without the input's gradient, then twice with it (the
 // second time after the first has overwritten whatever the kernel keeps from forward, such as
-// the extended input of asymmetric padding). The last results are returned.
+// the extended input of asymmetric padding). The last results are returned, with the buffers
+// the training forward updated and then forward_eval's output (which reads them).
 LayerResult run_layer(Device& device, const LayerCase& c, const LayerInputs& inputs) {
   BoundLayer b = bind_layer(device, c, inputs);
   Stream& stream = device.default_stream();
@@ -229,8 +258,13 @@ LayerResult run_layer(Device& device, const LayerCase& c, const LayerInputs& inp
   b.kernel->backward(b.in.data(), b.out.data(), b.dout.data(), b.din.data(), stream);
   b.kernel->backward(b.in.data(), b.out.data(), b.dout.data(), b.din.data(), stream);
   stream.synchronize();
-  LayerResult result{b.out.to_host(), b.din.to_host(), {}};
+  LayerResult result{b.out.to_host(), b.din.to_host(), {}, {}, {}};
   for (const Tensor& g : b.grads) result.grads.push_back(g.to_host());
+  for (const Tensor& t : b.buffers) result.buffers.push_back(t.to_host());
+  Tensor eval_out(device, b.out.shape());
+  b.kernel->forward_eval(b.in.data(), eval_out.data(), stream);
+  stream.synchronize();
+  result.eval_out = eval_out.to_host();
   return result;
 }
 
@@ -251,6 +285,11 @@ TEST_P(CudaLayerTest, MatchesCpuKernels) {
   for (size_t i = 0; i < got.grads.size(); ++i) {
     EXPECT_CLOSE(got.grads[i], want.grads[i], tol, "gradient of parameter " + std::to_string(i));
   }
+  ASSERT_EQ(got.buffers.size(), want.buffers.size());
+  for (size_t i = 0; i < got.buffers.size(); ++i) {
+    EXPECT_CLOSE(got.buffers[i], want.buffers[i], tol, "buffer " + std::to_string(i));
+  }
+  EXPECT_CLOSE(got.eval_out, want.eval_out, tol, "forward_eval");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllLayers, CudaLayerTest,
@@ -291,6 +330,56 @@ TEST_F(CudaKernelsTest, ConvolutionsRecordAllowedDeterministicAlgorithms) {
       EXPECT_EQ(first.grads, second.grads);
     }
   }
+}
+
+// Batch norm's GPU kernels against their own algorithm on the host (kernel_math/norm_math.h's
+// mirror of their passes and order of additions), bit for bit: the host code here cannot fuse
+// a multiply and an add (baseline x86-64 has no FMA instruction), nvcc is told not to
+// (--fmad=false), and the GPU's square root and division are IEEE-rounded as the host's. Needs
+// no CPU batch-norm kernel.
+TEST_F(CudaKernelsTest, BatchNormMatchesItsHostMirrorBitForBit) {
+  for (const LayerCase& c : layer_cases()) {
+    const auto* spec = std::get_if<BatchNorm2DSpec>(&c.spec);
+    if (spec == nullptr) continue;
+    SCOPED_TRACE(c.name);
+    const Tf32Scope strict(false);
+    const LayerInputs inputs = layer_inputs(c, 1234);
+    const LayerResult got = run_layer(*gpu_, c, inputs);
+    const int64_t channels = c.in[3];
+    const int64_t rows = c.in.numel() / channels;
+    std::vector<float> y(inputs.x.size());
+    std::vector<float> dx(inputs.x.size());
+    std::vector<std::vector<float>> buffers = inputs.buffers;
+    std::vector<float> mean(static_cast<size_t>(channels));
+    std::vector<float> invstd(mean.size());
+    std::vector<float> dgamma(mean.size());
+    std::vector<float> dbeta(mean.size());
+    kernel_math::norm_forward_on_host(inputs.x.data(), rows, channels, inputs.params[0].data(),
+                                      inputs.params[1].data(), spec->eps, spec->momentum, y.data(),
+                                      buffers[0].data(), buffers[1].data(), buffers[2].data(),
+                                      mean.data(), invstd.data());
+    kernel_math::norm_backward_on_host(inputs.x.data(), inputs.dout.data(), rows, channels,
+                                       inputs.params[0].data(), mean.data(), invstd.data(),
+                                       dgamma.data(), dbeta.data(), dx.data());
+    EXPECT_EQ(got.out, y);
+    EXPECT_EQ(got.buffers, buffers);
+    ASSERT_EQ(got.grads.size(), 2u);
+    EXPECT_EQ(got.grads[0], dgamma);
+    EXPECT_EQ(got.grads[1], dbeta);
+    EXPECT_EQ(got.din, dx);
+  }
+}
+
+// PyTorch refuses to train batch norm on one value per channel (the unbiased variance would
+// divide by zero); evaluation takes it.
+TEST_F(CudaKernelsTest, BatchNormRefusesOneValuePerChannelInTraining) {
+  const LayerCase c{"batch_norm_one_value", BatchNorm2DSpec{}, Shape{1, 1, 1, 3}, false};
+  BoundLayer b = bind_layer(*gpu_, c, layer_inputs(c, 6));
+  Stream& stream = gpu_->default_stream();
+  EXPECT_CONTAINS(error_of([&] { b.kernel->forward(b.in.data(), b.out.data(), stream); }),
+                  describe(c.spec));
+  EXPECT_NO_THROW(b.kernel->forward_eval(b.in.data(), b.out.data(), stream));
+  stream.synchronize();
 }
 
 // ---- losses

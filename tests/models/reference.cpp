@@ -156,6 +156,33 @@ std::vector<double> pad_shortcut(const PadShortcutSpec& p, const Shape& in, cons
   return y;
 }
 
+// PyTorch's BatchNorm2d in training: each channel normalized with the batch's mean and
+// biased variance over its N·H·W values, then scaled by γ and shifted by β.
+std::vector<double> batch_norm(const BatchNorm2DSpec& spec, const Shape& in,
+                               const std::vector<double>& x, const std::vector<double>& gamma,
+                               const std::vector<double>& beta) {
+  const int64_t count = in[0] * in[1] * in[2];
+  std::vector<double> y(x.size());
+  for (int64_t c = 0; c < in[3]; ++c) {
+    double sum = 0.0;
+    for (int64_t p = 0; p < count; ++p) sum += x[static_cast<size_t>(p * in[3] + c)];
+    const double mean = sum / static_cast<double>(count);
+    double squares = 0.0;
+    for (int64_t p = 0; p < count; ++p) {
+      const double d = x[static_cast<size_t>(p * in[3] + c)] - mean;
+      squares += d * d;
+    }
+    const double var = squares / static_cast<double>(count);
+    const double invstd = 1.0 / std::sqrt(var + static_cast<double>(spec.eps));
+    const size_t ci = static_cast<size_t>(c);
+    for (int64_t p = 0; p < count; ++p) {
+      const size_t i = static_cast<size_t>(p * in[3] + c);
+      y[i] = gamma[ci] * (x[i] - mean) * invstd + beta[ci];
+    }
+  }
+  return y;
+}
+
 }  // namespace
 
 std::vector<double> reference_forward(const LayerSpec& layer, const Shape& in,
@@ -181,9 +208,7 @@ std::vector<double> reference_forward(const LayerSpec& layer, const Shape& in,
           [&](const ActivationSpec& a) { return activation(a.kind, input); },
           [&](const FlattenSpec&) { return flatten(in, input); },
           [&](const GlobalAvgPoolSpec&) { return global_avg_pool(in, input); },
-          [&](const BatchNorm2DSpec&) -> std::vector<double> {
-            throw_error("PLACEHOLDER: no batch norm reference yet");
-          },
+          [&](const BatchNorm2DSpec& b) { return batch_norm(b, in, input, params[0], params[1]); },
           [&](const PadShortcutSpec& p) { return pad_shortcut(p, in, out, input); },
           [&](const AddSpec&) -> std::vector<double> {
             throw_error("reference: Add takes two inputs; the model test checks it");

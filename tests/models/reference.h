@@ -15,6 +15,7 @@ namespace scalescope {
 // The output of `layer` for a batch `input` of shape `in` (batch dimension included).
 // `params` are the layer's parameters in param_specs() order. Returns out-shape values,
 // where the output shape is output_shape(layer, in.without_batch()).with_batch(in[0]).
+// Batch norm is PyTorch's training mode: normalized with the batch's own statistics.
 std::vector<double> reference_forward(const LayerSpec& layer, const Shape& in,
                                       const std::vector<double>& input,
                                       const std::vector<std::vector<double>>& params);

@@ -3,9 +3,12 @@
 
 usage: torch_interop.py MODEL WEIGHTS IO NEW_WEIGHTS NEW_IO
 
-  MODEL        the scalescope model spec ("cifar-cnn", "cnn:width=2", "dense-100", "mlp:scale=0.01")
+  MODEL        the scalescope model spec ("cifar-cnn", "cnn:width=2", "dense-100", "mlp:scale=0.01",
+               "cifar-resnet:depth=20")
   WEIGHTS      a checkpoint written by scalescope's save_checkpoint
-  IO           safetensors with "input" (NHWC for images) and "output", scalescope's forward
+  IO           safetensors with "input" (NHWC for images) and "output", scalescope's forward in
+               training mode, and for models with batch norm "output_eval", its forward in
+               evaluation mode (after the training forward)
   NEW_WEIGHTS  written here: the weights after one SGD step taken by PyTorch
   NEW_IO       written here: "output", PyTorch's forward of the same input with NEW_WEIGHTS
 
@@ -83,6 +86,56 @@ def conv(state, index):
     return nn.Conv2d(in_channels, out_channels, kernel, padding=kernel // 2)
 
 
+class PadShortcut(nn.Module):
+    """Option A of He et al.: every second pixel, zero channels before and after."""
+
+    def __init__(self, planes):
+        super().__init__()
+        self.pad = planes // 4
+
+    def forward(self, x):
+        return nn.functional.pad(x[:, :, ::2, ::2], (0, 0, 0, 0, self.pad, self.pad))
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, in_planes, planes, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, stride=1, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.shortcut = nn.Identity()
+        if stride != 1 or in_planes != planes:
+            self.shortcut = PadShortcut(planes)
+
+    def forward(self, x):
+        out = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+class CifarResNet(nn.Module):
+    """The CIFAR ResNet of He et al. (2016, section 4.2) as its common PyTorch version names it."""
+
+    def __init__(self, depth):
+        super().__init__()
+        blocks = (depth - 2) // 6
+        self.conv1 = nn.Conv2d(3, 16, 3, stride=1, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        in_planes = 16
+        for stage, planes in enumerate((16, 32, 64)):
+            layers = []
+            for b in range(blocks):
+                layers.append(BasicBlock(in_planes, planes, 2 if stage > 0 and b == 0 else 1))
+                in_planes = planes
+            setattr(self, f"layer{stage + 1}", nn.Sequential(*layers))
+        self.linear = nn.Linear(64, 10)
+
+    def forward(self, x):
+        out = torch.relu(self.bn1(self.conv1(x)))
+        out = self.layer3(self.layer2(self.layer1(out)))
+        return self.linear(out.mean(dim=(2, 3)))
+
+
 def build(model, state):
     """The nn.Sequential of a scalescope model; widths are read from the checkpoint."""
     family = model.split(":")[0]
@@ -95,9 +148,19 @@ def build(model, state):
         return nn.Sequential(
             dense(state, 0), nn.Tanh(), dense(state, 2), nn.ReLU(), dense(state, 4), nn.ReLU(),
             dense(state, 6), nn.ReLU(), dense(state, 8), nn.Sigmoid())
+    if family == "cifar-resnet":
+        depth = dict(kv.split("=") for kv in model.split(":")[1].split(","))["depth"]
+        return CifarResNet(int(depth))
     if family == "dense-100":
         return nn.Sequential(dense(state, 0), nn.ReLU(), dense(state, 2))
     raise SystemExit(f"torch_interop.py: no PyTorch equivalent known for model '{model}'")
+
+
+def compare(what, y, expected):
+    diff = (y - expected).abs().max().item()
+    print(f"{what}: max |torch - scalescope| = {diff:.3g}")
+    if not diff < TOLERANCE:
+        raise SystemExit(f"{what}: outputs differ by {diff} (tolerance {TOLERANCE})")
 
 
 def main(argv):
@@ -118,12 +181,14 @@ def main(argv):
     x = io["input"]
     if x.dim() == 4:
         x = x.permute(0, 3, 1, 2).contiguous()  # scalescope NHWC → PyTorch NCHW
+    if "output_eval" in io:
+        # Evaluation first: a training forward here would move the running statistics.
+        model.eval()
+        with torch.no_grad():
+            compare(model_name + " (eval)", model(x), io["output_eval"])
+        model.train()
     with torch.no_grad():
-        y = model(x)
-    diff = (y - io["output"]).abs().max().item()
-    print(f"{model_name}: max |torch - scalescope| = {diff:.3g}")
-    if not diff < TOLERANCE:
-        raise SystemExit(f"{model_name}: outputs differ by {diff} (tolerance {TOLERANCE})")
+        compare(model_name, model(x), io["output"])
 
     # Change every weight the way training would: one SGD step on a simple loss.
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)

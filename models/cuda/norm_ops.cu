@@ -1,0 +1,222 @@
+// Our kernels for batch normalization and the option-A shortcut of CIFAR ResNets. Their math is
+// in models/kernel_math/norm_math.h and shortcut_math.h (tested on CPU); the kernels here map
+// threads to elements and channels.
+//
+// Batch normalization's per-channel sums take two launches each: a block of kBiasTileChannels ×
+// kBiasTileRows threads sums one part of the rows of kBiasTileChannels channels into scratch,
+// and one thread per channel adds the parts in order and finishes the channel's statistics.
+// cuDNN's batch norm would do in fewer launches, but its reduction order is not documented
+// (nor promised to be fixed), where ours is norm_math.h's and checked on the host.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "models/cuda/cuda_ops.h"
+#include "models/kernel_math/bias_math.h"
+#include "models/kernel_math/norm_math.h"
+#include "models/kernel_math/shortcut_math.h"
+
+namespace scalescope::cuda_ops {
+namespace {
+
+namespace km = kernel_math;
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 8192;
+constexpr int kTileC = km::kBiasTileChannels;
+constexpr int kTileR = km::kBiasTileRows;
+
+unsigned grid_for(int64_t count) {
+  return static_cast<unsigned>(std::min<int64_t>((count + kThreads - 1) / kThreads, kMaxBlocks));
+}
+
+__device__ int64_t first_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ int64_t grid_stride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+// ---- per-channel sums in norm_math.h's order
+
+// Part blockIdx.y of the rows of kTileC channels: partial_a[part, c] (and partial_b unless
+// null) = the part's sum of term(r, c).a (.b).
+template <class Term>
+__global__ void channel_sums_kernel(Term term, int64_t rows, int64_t channels,
+                                    km::BiasGradPlan plan, float* partial_a, float* partial_b) {
+  __shared__ float sums_a[kTileR][kTileC + 1];  // one padding column avoids bank conflicts
+  __shared__ float sums_b[kTileR][kTileC + 1];
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kTileC + threadIdx.x;
+  const km::IndexRange part = km::bias_grad_part_rows(plan, rows, blockIdx.y);
+  const km::SumPair s =
+      c < channels ? km::strided_pair_sum(term, c, part.begin + threadIdx.y, part.end, kTileR)
+                   : km::SumPair{};
+  sums_a[threadIdx.y][threadIdx.x] = s.a;
+  sums_b[threadIdx.y][threadIdx.x] = s.b;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= channels) return;
+  const int64_t at = static_cast<int64_t>(blockIdx.y) * channels + c;
+  partial_a[at] = km::ordered_sum(&sums_a[0][threadIdx.x], kTileR, kTileC + 1);
+  if (partial_b != nullptr)
+    partial_b[at] = km::ordered_sum(&sums_b[0][threadIdx.x], kTileR, kTileC + 1);
+}
+
+template <class Term>
+void launch_channel_sums(const Term& term, int64_t rows, int64_t channels, float* partial_a,
+                         float* partial_b, cudaStream_t stream) {
+  const km::BiasGradPlan plan = km::bias_grad_plan(rows);
+  const dim3 grid(static_cast<unsigned>((channels + kTileC - 1) / kTileC),
+                  static_cast<unsigned>(plan.parts));
+  const dim3 block(kTileC, kTileR);
+  channel_sums_kernel<<<grid, block, 0, stream>>>(term, rows, channels, plan, partial_a, partial_b);
+  check_launch("channel_sums_kernel");
+}
+
+// ---- per-channel finishing: one thread per channel adds the parts in order.
+
+__global__ void mean_finish_kernel(const float* partial, int64_t parts, int64_t rows,
+                                   int64_t channels, float* mean) {
+  for (int64_t c = first_index(); c < channels; c += grid_stride()) {
+    mean[c] = km::norm_mean(km::ordered_sum(partial + c, parts, channels), rows);
+  }
+}
+
+__global__ void variance_finish_kernel(const float* partial, int64_t parts, int64_t rows,
+                                       int64_t channels, float eps, float momentum,
+                                       BatchNormTensors t) {
+  for (int64_t c = first_index(); c < channels; c += grid_stride()) {
+    const km::NormVariance v =
+        km::norm_variance(km::ordered_sum(partial + c, parts, channels), rows, eps);
+    t.invstd[c] = v.invstd;
+    t.running_mean[c] = km::norm_running_update(t.running_mean[c], t.mean[c], momentum);
+    t.running_var[c] = km::norm_running_update(t.running_var[c], v.unbiased, momentum);
+    if (c == 0) *t.num_batches_tracked += 1.0f;
+  }
+}
+
+__global__ void backward_finish_kernel(const float* partial_a, const float* partial_b,
+                                       int64_t parts, int64_t channels, float* dbeta,
+                                       float* dgamma) {
+  for (int64_t c = first_index(); c < channels; c += grid_stride()) {
+    dbeta[c] = km::ordered_sum(partial_a + c, parts, channels);
+    dgamma[c] = km::ordered_sum(partial_b + c, parts, channels);
+  }
+}
+
+// ---- element-wise
+
+__global__ void normalize_kernel(const float* x, float* y, int64_t count, int64_t channels,
+                                 BatchNormTensors t) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const int64_t c = i % channels;
+    y[i] = km::norm_forward_element(x[i], t.mean[c], t.invstd[c], t.gamma[c], t.beta[c]);
+  }
+}
+
+// invstd from the running variance per element: a division and a square root more per
+// element, and nothing to write per channel, so evaluation leaves the training's saved
+// statistics alone.
+__global__ void normalize_eval_kernel(const float* x, float* y, int64_t count, int64_t channels,
+                                      float eps, BatchNormTensors t) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const int64_t c = i % channels;
+    y[i] = km::norm_forward_element(x[i], t.running_mean[c], km::norm_invstd(t.running_var[c], eps),
+                                    t.gamma[c], t.beta[c]);
+  }
+}
+
+__global__ void norm_backward_data_kernel(const float* x, const float* dy, float* dx,
+                                          const float* dgamma, const float* dbeta, int64_t rows,
+                                          int64_t channels, BatchNormTensors t) {
+  const int64_t count = rows * channels;
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const int64_t c = i % channels;
+    dx[i] = km::norm_backward_element(dy[i], km::norm_xhat(x[i], t.mean[c], t.invstd[c]),
+                                      t.gamma[c], t.invstd[c], dbeta[c], dgamma[c], rows);
+  }
+}
+
+__global__ void pad_shortcut_forward_kernel(km::ShortcutShape s, int64_t count, const float* in,
+                                            float* out) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const int64_t from = km::shortcut_source(s, i);
+    out[i] = from < 0 ? 0.0f : in[from];
+  }
+}
+
+__global__ void pad_shortcut_backward_kernel(km::ShortcutShape s, int64_t count, const float* dout,
+                                             float* din) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const int64_t from = km::shortcut_reader(s, i);
+    din[i] = from < 0 ? 0.0f : dout[from];
+  }
+}
+
+}  // namespace
+
+int64_t batch_norm_scratch(int64_t rows, int64_t channels) {
+  return 2 * km::bias_grad_plan(rows).parts * channels;
+}
+
+void batch_norm_forward_train(const float* x, float* y, int64_t rows, int64_t channels, float eps,
+                              float momentum, const BatchNormTensors& t, cudaStream_t stream) {
+  if (rows == 0 || channels == 0) return;
+  const int64_t parts = km::bias_grad_plan(rows).parts;
+  launch_channel_sums(km::SumTerm{x, channels}, rows, channels, t.scratch, nullptr, stream);
+  mean_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(t.scratch, parts, rows, channels,
+                                                                  t.mean);
+  check_launch("mean_finish_kernel");
+  launch_channel_sums(km::SquaredDeviationTerm{x, t.mean, channels}, rows, channels, t.scratch,
+                      nullptr, stream);
+  variance_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(t.scratch, parts, rows,
+                                                                      channels, eps, momentum, t);
+  check_launch("variance_finish_kernel");
+  const int64_t count = rows * channels;
+  normalize_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, count, channels, t);
+  check_launch("normalize_kernel");
+}
+
+void batch_norm_forward_eval(const float* x, float* y, int64_t rows, int64_t channels, float eps,
+                             const BatchNormTensors& t, cudaStream_t stream) {
+  const int64_t count = rows * channels;
+  if (count == 0) return;
+  normalize_eval_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, count, channels, eps, t);
+  check_launch("normalize_eval_kernel");
+}
+
+void batch_norm_backward(const float* x, const float* dy, float* dx, float* dgamma, float* dbeta,
+                         int64_t rows, int64_t channels, const BatchNormTensors& t,
+                         cudaStream_t stream) {
+  if (rows == 0 || channels == 0) return;
+  const int64_t parts = km::bias_grad_plan(rows).parts;
+  float* partial_a = t.scratch;
+  float* partial_b = t.scratch + parts * channels;
+  launch_channel_sums(km::BackwardTerm{x, dy, t.mean, t.invstd, channels}, rows, channels,
+                      partial_a, partial_b, stream);
+  backward_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(partial_a, partial_b, parts,
+                                                                      channels, dbeta, dgamma);
+  check_launch("backward_finish_kernel");
+  if (dx == nullptr) return;
+  norm_backward_data_kernel<<<grid_for(rows * channels), kThreads, 0, stream>>>(
+      x, dy, dx, dgamma, dbeta, rows, channels, t);
+  check_launch("norm_backward_data_kernel");
+}
+
+void pad_shortcut_forward(const kernel_math::ShortcutShape& s, int64_t batch, const float* in,
+                          float* out, cudaStream_t stream) {
+  const int64_t count = batch * s.out_h * s.out_w * s.out_c;
+  if (count == 0) return;
+  pad_shortcut_forward_kernel<<<grid_for(count), kThreads, 0, stream>>>(s, count, in, out);
+  check_launch("pad_shortcut_forward_kernel");
+}
+
+void pad_shortcut_backward(const kernel_math::ShortcutShape& s, int64_t batch, const float* dout,
+                           float* din, cudaStream_t stream) {
+  const int64_t count = batch * s.in_h * s.in_w * s.in_c;
+  if (count == 0) return;
+  pad_shortcut_backward_kernel<<<grid_for(count), kThreads, 0, stream>>>(s, count, dout, din);
+  check_launch("pad_shortcut_backward_kernel");
+}
+
+}  // namespace scalescope::cuda_ops

@@ -1,0 +1,184 @@
+// Batch normalization over the channels of NHWC images, read as [rows, channels] with
+// rows = N·H·W (PyTorch's BatchNorm2d): the per-element and per-channel math of the CUDA
+// kernels, and the order in which they add up each channel's sums.
+//
+// Training forward, per channel over its `rows` values:
+//   mean = Σx / rows; var = Σ(x - mean)² / rows (biased; two passes, so that a large mean does
+//   not cancel the variance's digits); invstd = 1 / sqrt(var + eps);
+//   y = gamma·((x - mean)·invstd) + beta;
+//   running_mean = (1 - m)·running_mean + m·mean;
+//   running_var = (1 - m)·running_var + m·Σ(x - mean)² / (rows - 1) (unbiased).
+// Backward, from the mean and invstd of that forward, with x̂ = (x - mean)·invstd:
+//   dbeta = Σdy; dgamma = Σdy·x̂; dx = (gamma·invstd)·((dy - dbeta/rows) - (x̂·dgamma)/rows).
+//
+// Every sum is added in bias_math.h's order (the rows split into parts, each part among
+// kBiasTileRows row-threads, then thread sums and part sums added in order), fixed by the
+// shape alone, so the result is the same run after run; norm_forward_on_host and
+// norm_backward_on_host follow that order on the host, so that CPU tests check the GPU's
+// algorithm to the bit.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "models/kernel_math/bias_math.h"
+#include "models/kernel_math/host_device.h"
+
+namespace scalescope::kernel_math {
+
+// Two sums a kernel thread carries along one channel (the backward pass needs both of its
+// sums from one read of x and dy; the forward passes leave `b` at zero).
+struct SumPair {
+  float a = 0.0f;
+  float b = 0.0f;
+};
+
+// term(first, c) + term(first + step, c) + ... over the rows below `end`, in that order.
+template <class Term>
+SS_HOST_DEVICE inline SumPair strided_pair_sum(const Term& term, int64_t c, int64_t first,
+                                               int64_t end, int64_t step) {
+  SumPair sum;
+  for (int64_t r = first; r < end; r += step) {
+    const SumPair t = term(r, c);
+    sum.a += t.a;
+    sum.b += t.b;
+  }
+  return sum;
+}
+
+// The terms of the three reductions. `x` and `dy` are [rows, channels].
+struct SumTerm {  // Σx
+  const float* x;
+  int64_t channels;
+  SS_HOST_DEVICE SumPair operator()(int64_t r, int64_t c) const {
+    return {x[r * channels + c], 0.0f};
+  }
+};
+struct SquaredDeviationTerm {  // Σ(x - mean)²
+  const float* x;
+  const float* mean;
+  int64_t channels;
+  SS_HOST_DEVICE SumPair operator()(int64_t r, int64_t c) const {
+    const float d = x[r * channels + c] - mean[c];
+    return {d * d, 0.0f};
+  }
+};
+
+SS_HOST_DEVICE inline float norm_xhat(float x, float mean, float invstd) {
+  return (x - mean) * invstd;
+}
+
+struct BackwardTerm {  // Σdy and Σdy·x̂
+  const float* x;
+  const float* dy;
+  const float* mean;
+  const float* invstd;
+  int64_t channels;
+  SS_HOST_DEVICE SumPair operator()(int64_t r, int64_t c) const {
+    const int64_t i = r * channels + c;
+    return {dy[i], dy[i] * norm_xhat(x[i], mean[c], invstd[c])};
+  }
+};
+
+SS_HOST_DEVICE inline float norm_mean(float sum, int64_t rows) {
+  return sum / static_cast<float>(rows);
+}
+
+SS_HOST_DEVICE inline float norm_invstd(float var, float eps) {
+  return 1.0f / sqrtf(var + eps);
+}
+
+// A channel's statistics from Σ(x - mean)² over `rows` >= 2 values.
+struct NormVariance {
+  float biased;    // normalizes this batch
+  float unbiased;  // moves the running variance
+  float invstd;
+};
+SS_HOST_DEVICE inline NormVariance norm_variance(float squared_deviations, int64_t rows,
+                                                 float eps) {
+  const float biased = squared_deviations / static_cast<float>(rows);
+  return {biased, squared_deviations / static_cast<float>(rows - 1), norm_invstd(biased, eps)};
+}
+
+// (1 - momentum)·running + momentum·batch, PyTorch's update of either running statistic.
+SS_HOST_DEVICE inline float norm_running_update(float running, float batch, float momentum) {
+  return (1.0f - momentum) * running + momentum * batch;
+}
+
+SS_HOST_DEVICE inline float norm_forward_element(float x, float mean, float invstd, float gamma,
+                                                 float beta) {
+  return gamma * norm_xhat(x, mean, invstd) + beta;
+}
+
+SS_HOST_DEVICE inline float norm_backward_element(float dy, float xhat, float gamma, float invstd,
+                                                  float dbeta, float dgamma, int64_t rows) {
+  const float count = static_cast<float>(rows);
+  return (gamma * invstd) * ((dy - dbeta / count) - (xhat * dgamma) / count);
+}
+
+// ---- the GPU's reduction order and passes on the host (for tests)
+
+// Σ term over the rows of channel c, in the order of the CUDA reduction kernel: per part, the
+// kBiasTileRows strided thread sums added in thread order; then the part sums in part order.
+template <class Term>
+SumPair norm_channel_sum_on_host(const Term& term, int64_t rows, int64_t c) {
+  const BiasGradPlan plan = bias_grad_plan(rows);
+  SumPair total;
+  for (int64_t p = 0; p < plan.parts; ++p) {
+    const IndexRange part = bias_grad_part_rows(plan, rows, p);
+    SumPair part_sum;
+    for (int64_t t = 0; t < kBiasTileRows; ++t) {
+      const SumPair s = strided_pair_sum(term, c, part.begin + t, part.end, kBiasTileRows);
+      part_sum.a += s.a;
+      part_sum.b += s.b;
+    }
+    total.a += part_sum.a;
+    total.b += part_sum.b;
+  }
+  return total;
+}
+
+// The training forward on the host, as the CUDA kernels compute it: y, the updated running
+// statistics and num_batches_tracked, and the saved mean and invstd (each [channels]).
+// REQUIRES: rows >= 2.
+inline void norm_forward_on_host(const float* x, int64_t rows, int64_t channels, const float* gamma,
+                                 const float* beta, float eps, float momentum, float* y,
+                                 float* running_mean, float* running_var,
+                                 float* num_batches_tracked, float* mean, float* invstd) {
+  for (int64_t c = 0; c < channels; ++c)
+    mean[c] = norm_mean(norm_channel_sum_on_host(SumTerm{x, channels}, rows, c).a, rows);
+  for (int64_t c = 0; c < channels; ++c) {
+    const float squares =
+        norm_channel_sum_on_host(SquaredDeviationTerm{x, mean, channels}, rows, c).a;
+    const NormVariance v = norm_variance(squares, rows, eps);
+    invstd[c] = v.invstd;
+    running_mean[c] = norm_running_update(running_mean[c], mean[c], momentum);
+    running_var[c] = norm_running_update(running_var[c], v.unbiased, momentum);
+  }
+  *num_batches_tracked += 1.0f;
+  for (int64_t i = 0; i < rows * channels; ++i) {
+    const int64_t c = i % channels;
+    y[i] = norm_forward_element(x[i], mean[c], invstd[c], gamma[c], beta[c]);
+  }
+}
+
+// The backward on the host, as the CUDA kernels compute it, from the forward's mean and
+// invstd; dx may be null.
+inline void norm_backward_on_host(const float* x, const float* dy, int64_t rows, int64_t channels,
+                                  const float* gamma, const float* mean, const float* invstd,
+                                  float* dgamma, float* dbeta, float* dx) {
+  for (int64_t c = 0; c < channels; ++c) {
+    const SumPair s =
+        norm_channel_sum_on_host(BackwardTerm{x, dy, mean, invstd, channels}, rows, c);
+    dbeta[c] = s.a;
+    dgamma[c] = s.b;
+  }
+  if (dx == nullptr) return;
+  for (int64_t i = 0; i < rows * channels; ++i) {
+    const int64_t c = i % channels;
+    dx[i] = norm_backward_element(dy[i], norm_xhat(x[i], mean[c], invstd[c]), gamma[c], invstd[c],
+                                  dbeta[c], dgamma[c], rows);
+  }
+}
+
+}  // namespace scalescope::kernel_math

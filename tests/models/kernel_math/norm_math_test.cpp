@@ -1,0 +1,280 @@
+// kernel_math/norm_math.h: batch normalization as the CUDA kernels compute it (the host mirror
+// of their passes and order of additions) against float64 references of PyTorch's
+// BatchNorm2d — forward values, the saved statistics, the running-statistic update, and
+// backward, whose float64 formula is itself checked against finite differences.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/random.h"
+#include "models/kernel_math/bias_math.h"
+#include "models/kernel_math/norm_math.h"
+
+namespace scalescope::kernel_math_test {
+namespace {
+
+namespace km = kernel_math;
+
+constexpr float kEps = 1e-5f;
+constexpr float kMomentum = 0.1f;
+
+std::vector<float> uniform(int64_t n, uint64_t seed, float lo, float hi) {
+  Rng rng(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = rng.uniform(lo, hi);
+  return v;
+}
+
+// max |got - want| / max(max |want|, floor), so that values near zero do not make it
+// meaningless.
+template <class Got>
+double relative_error(const std::vector<Got>& got, const std::vector<double>& want,
+                      double floor = 0.0) {
+  double diff = 0.0;
+  double scale = floor;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  return scale > 0.0 ? diff / scale : diff;
+}
+
+// The layer's tensors for one case, [rows, channels] with x's values around `offset`.
+struct Case {
+  int64_t rows, channels;
+  std::vector<float> x, dy, gamma, beta, running_mean, running_var;
+};
+
+Case make_case(int64_t rows, int64_t channels, float offset, uint64_t seed) {
+  Case c{rows,
+         channels,
+         uniform(rows * channels, seed, offset - 1.0f, offset + 1.0f),
+         uniform(rows * channels, seed + 1, -1.0f, 1.0f),
+         uniform(channels, seed + 2, -2.0f, 2.0f),
+         uniform(channels, seed + 3, -1.0f, 1.0f),
+         uniform(channels, seed + 4, -1.0f, 1.0f),
+         uniform(channels, seed + 5, 0.5f, 1.5f)};
+  return c;
+}
+
+// PyTorch's BatchNorm2d in float64, from the float inputs.
+struct Reference {
+  std::vector<double> y, mean, invstd, running_mean, running_var, dgamma, dbeta, dx;
+};
+
+Reference reference(const Case& k) {
+  const auto m = static_cast<double>(k.rows);
+  const auto n = static_cast<size_t>(k.channels);
+  Reference r{std::vector<double>(k.x.size()), std::vector<double>(n),
+              std::vector<double>(n),          std::vector<double>(n),
+              std::vector<double>(n),          std::vector<double>(n),
+              std::vector<double>(n),          std::vector<double>(k.x.size())};
+  const auto at = [&](int64_t row, size_t c) { return static_cast<size_t>(row) * n + c; };
+  for (size_t c = 0; c < n; ++c) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < k.rows; ++i) sum += k.x[at(i, c)];
+    const double mean = sum / m;
+    double squares = 0.0;
+    for (int64_t i = 0; i < k.rows; ++i) squares += (k.x[at(i, c)] - mean) * (k.x[at(i, c)] - mean);
+    const double var = squares / m;
+    const double invstd = 1.0 / std::sqrt(var + static_cast<double>(kEps));
+    const double mom = kMomentum;
+    r.mean[c] = mean;
+    r.invstd[c] = invstd;
+    r.running_mean[c] = (1.0 - mom) * k.running_mean[c] + mom * mean;
+    r.running_var[c] = (1.0 - mom) * k.running_var[c] + mom * var * m / (m - 1.0);
+    double dbeta = 0.0;
+    double dgamma = 0.0;
+    for (int64_t i = 0; i < k.rows; ++i) {
+      const double xhat = (k.x[at(i, c)] - mean) * invstd;
+      r.y[at(i, c)] = k.gamma[c] * xhat + k.beta[c];
+      dbeta += k.dy[at(i, c)];
+      dgamma += k.dy[at(i, c)] * xhat;
+    }
+    r.dbeta[c] = dbeta;
+    r.dgamma[c] = dgamma;
+    for (int64_t i = 0; i < k.rows; ++i) {
+      const double xhat = (k.x[at(i, c)] - mean) * invstd;
+      r.dx[at(i, c)] = k.gamma[c] * invstd * (k.dy[at(i, c)] - dbeta / m - xhat * dgamma / m);
+    }
+  }
+  return r;
+}
+
+// The host mirror's results for a case.
+struct Mirror {
+  std::vector<float> y, mean, invstd, running_mean, running_var, dgamma, dbeta, dx;
+  float num_batches_tracked = 0.0f;
+};
+
+Mirror mirror(const Case& k) {
+  const auto n = static_cast<size_t>(k.channels);
+  Mirror m{std::vector<float>(k.x.size()),
+           std::vector<float>(n),
+           std::vector<float>(n),
+           k.running_mean,
+           k.running_var,
+           std::vector<float>(n),
+           std::vector<float>(n),
+           std::vector<float>(k.x.size()),
+           4.0f};
+  km::norm_forward_on_host(k.x.data(), k.rows, k.channels, k.gamma.data(), k.beta.data(), kEps,
+                           kMomentum, m.y.data(), m.running_mean.data(), m.running_var.data(),
+                           &m.num_batches_tracked, m.mean.data(), m.invstd.data());
+  km::norm_backward_on_host(k.x.data(), k.dy.data(), k.rows, k.channels, k.gamma.data(),
+                            m.mean.data(), m.invstd.data(), m.dgamma.data(), m.dbeta.data(),
+                            m.dx.data());
+  return m;
+}
+
+// max |gamma·invstd·dy|: the size of the terms whose difference dx is.
+double dx_terms(const Case& k, const Reference& r) {
+  double scale = 0.0;
+  for (size_t i = 0; i < k.dy.size(); ++i) {
+    const size_t c = i % static_cast<size_t>(k.channels);
+    scale = std::max(scale, std::abs(k.gamma[c] * r.invstd[c] * k.dy[i]));
+  }
+  return scale;
+}
+
+// Two rows (the fewest training takes), rows within one part of the sums, rows over several
+// parts (bias_math.h's plan splits from 513), more channels than one tile of threads, and
+// values far from zero, where a one-pass variance would cancel its digits.
+TEST(KernelMathNorm, MatchesAFloat64ReferenceOfPyTorchsBatchNorm) {
+  struct Shape {
+    int64_t rows, channels;
+    float offset;
+  };
+  for (const Shape& s : {Shape{2, 3, 0.0f}, Shape{50, 4, 0.0f}, Shape{1300, 5, 0.3f},
+                         Shape{70, 40, 0.0f}, Shape{600, 3, 100.0f}}) {
+    SCOPED_TRACE(testing::Message()
+                 << s.rows << " rows, " << s.channels << " channels, offset " << s.offset);
+    const Case k = make_case(s.rows, s.channels, s.offset, 17);
+    const Reference want = reference(k);
+    const Mirror got = mirror(k);
+    // At offset 100, x - mean inherits the rounding of the mean (an ulp of 100 against a
+    // spread of 0.6): y and dgamma are off by ~3e-6 there, 1e-7 elsewhere.
+    const double tol = 1e-5;
+    EXPECT_LE(relative_error(got.mean, want.mean), 1e-6);
+    EXPECT_LE(relative_error(got.invstd, want.invstd), tol);
+    EXPECT_LE(relative_error(got.y, want.y), tol);
+    EXPECT_LE(relative_error(got.running_mean, want.running_mean), 1e-6);
+    EXPECT_LE(relative_error(got.running_var, want.running_var), tol);
+    EXPECT_EQ(got.num_batches_tracked, 5.0f);
+    EXPECT_LE(relative_error(got.dbeta, want.dbeta), 1e-5);
+    EXPECT_LE(relative_error(got.dgamma, want.dgamma), tol);
+    // dx is a difference of terms as large as gamma·invstd·dy, which may nearly cancel (with
+    // two rows, they cancel but for eps): its error is relative to them.
+    EXPECT_LE(relative_error(got.dx, want.dx, dx_terms(k, want)), tol);
+  }
+}
+
+// The loss Σ w·y of the float64 forward, for finite differences of the reference's backward.
+double weighted_output(const Case& k) {
+  const Reference r = reference(k);
+  double loss = 0.0;
+  for (size_t i = 0; i < r.y.size(); ++i) loss += k.dy[i] * r.y[i];
+  return loss;
+}
+
+// Central differences in float64, divided by the step the float inputs actually took.
+double finite_difference(Case k, std::vector<float> Case::*tensor, size_t i) {
+  const float h = 1.0f / 1024.0f;
+  const float saved = (k.*tensor)[i];
+  const float high = saved + h;
+  const float low = saved - h;
+  (k.*tensor)[i] = high;
+  const double up = weighted_output(k);
+  (k.*tensor)[i] = low;
+  const double down = weighted_output(k);
+  return (up - down) / (static_cast<double>(high) - static_cast<double>(low));
+}
+
+TEST(KernelMathNorm, TheReferenceBackwardIsTheForwardsDerivative) {
+  const Case k = make_case(6, 3, 0.0f, 5);
+  const Reference r = reference(k);
+  const Mirror got = mirror(k);
+  std::vector<double> dx(k.x.size());
+  for (size_t i = 0; i < dx.size(); ++i) dx[i] = finite_difference(k, &Case::x, i);
+  std::vector<double> dgamma(k.gamma.size());
+  std::vector<double> dbeta(k.beta.size());
+  for (size_t c = 0; c < dgamma.size(); ++c) {
+    dgamma[c] = finite_difference(k, &Case::gamma, c);
+    dbeta[c] = finite_difference(k, &Case::beta, c);
+  }
+  // Second-order differences of a smooth function: error ~ h² times its third derivative.
+  EXPECT_LE(relative_error(r.dx, dx), 1e-5);
+  EXPECT_LE(relative_error(r.dgamma, dgamma), 1e-6);
+  EXPECT_LE(relative_error(r.dbeta, dbeta), 1e-9);
+  EXPECT_LE(relative_error(got.dx, dx), 1e-5);
+}
+
+// Without dx, backward writes the parameter gradients alone.
+TEST(KernelMathNorm, BackwardWithoutTheInputsGradientWritesOnlyTheParameters) {
+  const Case k = make_case(9, 2, 0.0f, 8);
+  const Mirror m = mirror(k);
+  std::vector<float> dgamma(2, 7.0f);
+  std::vector<float> dbeta(2, 7.0f);
+  km::norm_backward_on_host(k.x.data(), k.dy.data(), k.rows, k.channels, k.gamma.data(),
+                            m.mean.data(), m.invstd.data(), dgamma.data(), dbeta.data(), nullptr);
+  EXPECT_EQ(dgamma, m.dgamma);
+  EXPECT_EQ(dbeta, m.dbeta);
+}
+
+// The host mirror adds a channel's values in the bias gradient's GPU order (bias_math.h), bit
+// for bit: the order norm_ops.cu's reduction kernel shares with bias_grad_kernel.
+TEST(KernelMathNorm, ChannelSumsFollowTheBiasGradientsOrder) {
+  for (const int64_t rows : {1, 7, 512, 513, 5000, 70001}) {
+    const int64_t channels = 3;
+    const std::vector<float> x = uniform(rows * channels, 40, -1.0f, 1.0f);
+    const km::BiasGradPlan plan = km::bias_grad_plan(rows);
+    for (int64_t c = 0; c < channels; ++c) {
+      std::vector<float> parts;
+      for (int64_t p = 0; p < plan.parts; ++p) {
+        const km::IndexRange part = km::bias_grad_part_rows(plan, rows, p);
+        float threads[km::kBiasTileRows];
+        for (int t = 0; t < km::kBiasTileRows; ++t) {
+          threads[t] = km::strided_column_sum(x.data(), channels, c, part.begin + t, part.end,
+                                              km::kBiasTileRows);
+        }
+        parts.push_back(km::ordered_sum(threads, km::kBiasTileRows, 1));
+      }
+      const float want = km::ordered_sum(parts.data(), plan.parts, 1);
+      const km::SumPair got =
+          km::norm_channel_sum_on_host(km::SumTerm{x.data(), channels}, rows, c);
+      EXPECT_EQ(got.a, want) << rows << " rows, channel " << c;
+      EXPECT_EQ(got.b, 0.0f);
+    }
+  }
+}
+
+// Evaluation normalizes with the running statistics: the same element function, fed them.
+TEST(KernelMathNorm, EvaluationNormalizesWithTheRunningStatistics) {
+  const std::vector<float> x = uniform(64, 3, -3.0f, 3.0f);
+  const float rm = 0.25f;
+  const float rv = 2.5f;
+  const float gamma = -1.5f;
+  const float beta = 0.75f;
+  for (const float v : x) {
+    const double want =
+        gamma * (v - rm) / std::sqrt(static_cast<double>(rv) + static_cast<double>(kEps)) + beta;
+    const float got = km::norm_forward_element(v, rm, km::norm_invstd(rv, kEps), gamma, beta);
+    EXPECT_NEAR(got, want, 1e-6 * std::max(1.0, std::abs(want))) << v;
+  }
+}
+
+TEST(KernelMathNorm, MomentumZeroKeepsAndOneReplacesTheRunningStatistic) {
+  EXPECT_EQ(km::norm_running_update(0.3f, 0.9f, 0.0f), 0.3f);
+  EXPECT_EQ(km::norm_running_update(0.3f, 0.9f, 1.0f), 0.9f);
+  // The unbiased variance of the two values 1 and 3: 2, where the biased one is 1.
+  const km::NormVariance v = km::norm_variance(2.0f, 2, kEps);
+  EXPECT_EQ(v.biased, 1.0f);
+  EXPECT_EQ(v.unbiased, 2.0f);
+  EXPECT_FLOAT_EQ(v.invstd, 1.0f / std::sqrt(1.0f + kEps));
+}
+
+}  // namespace
+}  // namespace scalescope::kernel_math_test
