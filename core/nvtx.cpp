@@ -17,9 +17,9 @@ inline namespace enabled {
 namespace detail {
 namespace {
 
-constexpr std::array<Phase, 9> kPhases = {Phase::kInput,    Phase::kH2D,       Phase::kForward,
-                                          Phase::kBackward, Phase::kAllReduce, Phase::kOptimizer,
-                                          Phase::kStep,     Phase::kProfile,   Phase::kGradCast};
+constexpr std::array<Phase, 10> kPhases = {
+    Phase::kInput,     Phase::kH2D,  Phase::kForward, Phase::kBackward, Phase::kAllReduce,
+    Phase::kOptimizer, Phase::kStep, Phase::kProfile, Phase::kGradCast, Phase::kBatchNormSync};
 constexpr size_t index_of(Phase phase) {
   return static_cast<size_t>(phase) - 1;
 }

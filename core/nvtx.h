@@ -32,6 +32,8 @@ enum class Phase : uint32_t {
   kProfile = 8,
   // The casts around a compressed all-reduce (to the 16-bit type and back).
   kGradCast = 9,
+  // The all-reduces of batch norm's statistics inside forward and backward (--sync-batchnorm).
+  kBatchNormSync = 10,
 };
 
 inline constexpr const char* phase_name(Phase phase) {
@@ -54,6 +56,8 @@ inline constexpr const char* phase_name(Phase phase) {
       return "profile";
     case Phase::kGradCast:
       return "grad_cast";
+    case Phase::kBatchNormSync:
+      return "batchnorm_sync";
   }
   return "?";
 }
@@ -85,6 +89,8 @@ inline constexpr PhaseColor phase_color(Phase phase) {
       return {0, 0, 0};  // black
     case Phase::kGradCast:
       return {240, 228, 66};  // yellow
+    case Phase::kBatchNormSync:
+      return {170, 51, 119};  // purple
   }
   return {0, 0, 0};
 }

@@ -63,6 +63,25 @@ class LayerKernel {
   // reordered weights).
   virtual void backward(const float* in, const float* out, const float* dout, float* din,
                         Stream& stream) = 0;
+  // Statistics over every replica's batch (batch norm under --sync-batchnorm, PyTorch's
+  // SyncBatchNorm). A layer that needs them runs its training passes in stages: stage s of
+  // a pass writes the sums this replica contributes into sync_values(pass), the model sums
+  // them over the replicas (an all-reduce in stream order), and stage s + 1 reads the sums;
+  // the last stage writes the pass's outputs. `replicas` sets the number of samples the sums
+  // cover. Parameter gradients stay this replica's own (the gradient all-reduce averages
+  // them, as DDP does). Layers without such statistics have no sync points.
+  enum class Pass { kForward, kBackward };
+  virtual int sync_points(Pass) const { return 0; }
+  // Device memory of the floats each sync point sums (the same for every point of a pass).
+  virtual TensorView sync_values(Pass) const { return {}; }
+  virtual void forward_stage(int /*stage*/, int /*replicas*/, const float* in, float* out,
+                             Stream& stream) {
+    forward(in, out, stream);
+  }
+  virtual void backward_stage(int /*stage*/, int /*replicas*/, const float* in, const float* out,
+                              const float* dout, float* din, Stream& stream) {
+    backward(in, out, dout, din, stream);
+  }
   // What the library chose for each pass when the kernel was planned; empty for kernels of
   // our own, which have one implementation.
   virtual std::vector<KernelChoice> choices() const { return {}; }

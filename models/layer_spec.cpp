@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "core/enum_names.h"
 #include "core/overloaded.h"
@@ -52,7 +54,8 @@ std::string describe(const LayerSpec& layer) {
                                c.stride, padding, c.bias ? "" : ", no bias");
           },
           [](const MaxPool2DSpec& p) {
-            return fmt::format("MaxPool2D({}x{}, stride {})", p.pool, p.pool, p.stride);
+            const std::string pad = p.pad == 0 ? "" : fmt::format(", pad {}", p.pad);
+            return fmt::format("MaxPool2D({}x{}, stride {}{})", p.pool, p.pool, p.stride, pad);
           },
           [](const DenseSpec& d) { return fmt::format("Dense({})", d.units); },
           [](const ActivationSpec& a) { return std::string(activation_name(a.kind)); },
@@ -129,8 +132,11 @@ Shape output_shape(const LayerSpec& layer, const Shape& in) {
           [&](const MaxPool2DSpec& p) {
             require_image(layer, in);
             SS_CHECK(p.pool > 0 && p.stride > 0, "{} has a non-positive size", describe(layer));
-            const int64_t h = conv_output_size(in[0], p.pool, p.stride, Padding::kValid);
-            const int64_t w = conv_output_size(in[1], p.pool, p.stride, Padding::kValid);
+            // PyTorch's bound, which also leaves every window a pixel of the image.
+            SS_CHECK(p.pad >= 0 && p.pad <= p.pool / 2, "{}: padding {} must be in [0, {}]",
+                     describe(layer), p.pad, p.pool / 2);
+            const int64_t h = conv_output_size(in[0], p.pool, p.stride, Padding::kExplicit, p.pad);
+            const int64_t w = conv_output_size(in[1], p.pool, p.stride, Padding::kExplicit, p.pad);
             SS_CHECK(h > 0 && w > 0,
                      "{} cannot take an input of shape {}: the image is smaller "
                      "than the pool",
@@ -196,6 +202,21 @@ std::vector<ParamSpec> buffer_specs(const LayerSpec& layer, const Shape& in) {
           ParamSpec{"num_batches_tracked", Shape{}}};
 }
 
+namespace {
+
+// The image positions the windows along one axis visit, counted once per window: padded
+// positions are not visited.
+int64_t pooled_positions(int64_t in, int64_t out, const MaxPool2DSpec& p) {
+  int64_t visited = 0;
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t begin = o * p.stride - p.pad;
+    visited += std::min(begin + p.pool, in) - std::max<int64_t>(begin, 0);
+  }
+  return visited;
+}
+
+}  // namespace
+
 int64_t forward_flops(const LayerSpec& layer, const Shape& in) {
   const Shape out = output_shape(layer, in);
   return std::visit(
@@ -203,7 +224,9 @@ int64_t forward_flops(const LayerSpec& layer, const Shape& in) {
           [&](const Conv2DSpec& c) {
             return out.numel() * (2 * c.kernel * c.kernel * in[2] + (c.bias ? 1 : 0));
           },
-          [&](const MaxPool2DSpec& p) { return out.numel() * p.pool * p.pool; },
+          [&](const MaxPool2DSpec& p) {
+            return pooled_positions(in[0], out[0], p) * pooled_positions(in[1], out[1], p) * in[2];
+          },
           [&](const DenseSpec& d) { return d.units * (2 * in[0] + 1); },
           [&](const ActivationSpec&) { return in.numel(); },
           [&](const FlattenSpec&) { return int64_t{0}; },

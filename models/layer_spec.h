@@ -30,6 +30,10 @@ struct Conv2DSpec {
 struct MaxPool2DSpec {
   int64_t pool = 2;
   int64_t stride = 2;  // Keras default: the pool size
+  // PyTorch's padding=p: p implicit -inf on every side (at most pool / 2, as PyTorch
+  // requires), out = floor((in + 2p - pool) / stride) + 1. ImageNet ResNets' stem pools 3x3,
+  // stride 2, pad 1.
+  int64_t pad = 0;
 };
 struct DenseSpec {
   int64_t units = 0;

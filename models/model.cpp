@@ -81,6 +81,7 @@ Model::Model(ModelDef def, Shape input, Device& device, uint64_t seed)
     buffer_offsets_.push_back(buffer_total);
     buffer_total += b.spec.shape.numel();
   }
+  buffer_count_ = buffer_total;
   if (buffer_total > 0) {
     buffers_ = Tensor(device_, Shape{buffer_total});
     buffers_from_host(initial_values(buffer_infos_, seed));
@@ -190,6 +191,11 @@ Model::Plan& Model::plan_for(int64_t batch) {
     const LayerBinding b = binding(layer, batch);
     const bool add = std::holds_alternative<AddSpec>(def_.layers[layer]);
     plan->kernels.push_back(add ? nullptr : kernels.make_layer(def_.layers[layer], b, device_));
+    SS_CHECK(!sync_ || !std::holds_alternative<BatchNorm2DSpec>(def_.layers[layer]) ||
+                 plan->kernels.back()->sync_points(LayerKernel::Pass::kForward) > 0,
+             "model '{}': layer {} ({}) cannot synchronize its statistics across replicas on "
+             "{} devices (--sync-batchnorm)",
+             def_.name, layer, describe(def_.layers[layer]), to_string(device_.id().kind));
     plan->activations.emplace_back(device_, b.out);
     max_act = std::max(max_act, shapes_[layer + 1].numel());
     plan->grad_offsets.push_back(all_acts);
@@ -231,7 +237,7 @@ void Model::forward(const float* input, int64_t batch, Stream& stream, bool trai
       accumulate_into(out, plan.activations[static_cast<size_t>(from[1])].data(), count, false,
                       stream);
     } else if (training) {
-      kernel->forward(layer_input(static_cast<int>(layer)), out, stream);
+      run_forward(*kernel, layer_input(static_cast<int>(layer)), out, stream);
     } else {
       kernel->forward_eval(layer_input(static_cast<int>(layer)), out, stream);
     }
@@ -275,12 +281,46 @@ void Model::backward(Stream& stream, const std::function<void(int layer)>& on_la
         layer == 0 ? input_ : plan->activations[static_cast<size_t>(layer) - 1].data();
     const float* out = plan->activations[static_cast<size_t>(layer)].data();
     float* din = layer == 0 ? nullptr : spare;
-    plan->kernels[static_cast<size_t>(layer)]->backward(in, out, dout, din, stream);
+    run_backward(*plan->kernels[static_cast<size_t>(layer)], in, out, dout, din, stream);
     if (on_layer_done) on_layer_done(layer);
     spare = dout;
     dout = din;
   }
   plan->dout = nullptr;
+}
+
+void Model::set_sync(int replicas, SyncSum sum) {
+  SS_CHECK(plans_.empty(), "model '{}': set_sync after kernels were planned", def_.name);
+  SS_CHECK(replicas >= 1, "model '{}': {} replicas", def_.name, replicas);
+  sync_replicas_ = replicas;
+  sync_ = std::move(sum);
+}
+
+void Model::run_forward(LayerKernel& kernel, const float* in, float* out, Stream& stream) {
+  const int points = sync_ ? kernel.sync_points(LayerKernel::Pass::kForward) : 0;
+  if (points == 0) {
+    kernel.forward(in, out, stream);
+    return;
+  }
+  const TensorView values = kernel.sync_values(LayerKernel::Pass::kForward);
+  for (int stage = 0; stage <= points; ++stage) {
+    kernel.forward_stage(stage, sync_replicas_, in, out, stream);
+    if (stage < points) sync_(values.data, values.numel(), false);
+  }
+}
+
+void Model::run_backward(LayerKernel& kernel, const float* in, const float* out, const float* dout,
+                         float* din, Stream& stream) {
+  const int points = sync_ ? kernel.sync_points(LayerKernel::Pass::kBackward) : 0;
+  if (points == 0) {
+    kernel.backward(in, out, dout, din, stream);
+    return;
+  }
+  const TensorView values = kernel.sync_values(LayerKernel::Pass::kBackward);
+  for (int stage = 0; stage <= points; ++stage) {
+    kernel.backward_stage(stage, sync_replicas_, in, out, dout, din, stream);
+    if (stage < points) sync_(values.data, values.numel(), true);
+  }
 }
 
 // The gradient of a layer's output is the sum over its readers, in the order backward
@@ -316,8 +356,8 @@ void Model::backward_graph(Stream& stream, const std::function<void(int layer)>&
       float* din = !needs_din ? nullptr
                    : in_place ? plan.grad_a.data() + plan.grad_offsets[static_cast<size_t>(input)]
                               : plan.grad_b.data();
-      kernel->backward(layer_input(layer), plan.activations[static_cast<size_t>(layer)].data(),
-                       dout, din, stream);
+      run_backward(*kernel, layer_input(layer), plan.activations[static_cast<size_t>(layer)].data(),
+                   dout, din, stream);
       if (in_place) plan.filled[static_cast<size_t>(input)] = true;
       if (needs_din && !in_place) add_gradient(input, din, stream);
     }

@@ -59,7 +59,8 @@ class Model {
   // tensor of their own: never all-reduced, never touched by the optimizer. Empty when no
   // layer keeps any.
   const std::vector<ParamInfo>& buffer_infos() const { return buffer_infos_; }
-  const Tensor& buffers() const { return buffers_; }
+  const Tensor& buffers() const { return buffers_; }      // unallocated when there are none
+  int64_t buffer_count() const { return buffer_count_; }  // floats in buffers(); 0 for none
   std::vector<std::vector<float>> buffers_to_host() const;
   void buffers_from_host(const std::vector<std::vector<float>>& values);
 
@@ -84,6 +85,13 @@ class Model {
   // bucket from there).
   void backward(Stream& stream, const std::function<void(int layer)>& on_layer_done = {});
 
+  // Batch statistics over every replica (--sync-batchnorm): `sum(values, count, backward)`
+  // sums `count` floats of device memory over the `replicas` replicas, in stream order
+  // (`backward` says which pass asks). Set before the first forward; planning a layer whose
+  // kernels cannot synchronize their statistics then throws Error naming it.
+  using SyncSum = std::function<void(float* values, int64_t count, bool backward)>;
+  void set_sync(int replicas, SyncSum sum);
+
   // What the libraries chose for the kernels of batch size `batch` (LayerKernel::choices),
   // indexed by layer. Throws Error when no forward has planned that batch size.
   std::vector<std::vector<KernelChoice>> kernel_choices(int64_t batch) const;
@@ -96,6 +104,10 @@ class Model {
   const float* layer_input(int layer) const;
   void backward_graph(Stream& stream, const std::function<void(int layer)>& on_layer_done);
   void add_gradient(int layer, const float* gradient, Stream& stream);
+  // A layer's training passes, in stages around the sync sums when set_sync asked for them.
+  void run_forward(LayerKernel& kernel, const float* in, float* out, Stream& stream);
+  void run_backward(LayerKernel& kernel, const float* in, const float* out, const float* dout,
+                    float* din, Stream& stream);
 
   ModelDef def_;
   Device& device_;
@@ -107,9 +119,12 @@ class Model {
   Tensor grads_;
   std::vector<ParamInfo> buffer_infos_;
   std::vector<int64_t> buffer_offsets_;
+  int64_t buffer_count_ = 0;
   Tensor buffers_;
   std::map<int64_t, std::unique_ptr<Plan>> plans_;
   Plan* current_ = nullptr;
+  int sync_replicas_ = 1;
+  SyncSum sync_;
   const float* input_ = nullptr;
 };
 

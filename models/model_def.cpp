@@ -39,13 +39,13 @@ std::vector<ParamInfo> named(const ModelDef& def, const Shape& input,
   return infos;
 }
 
-void check_graph(const ModelDef& def) {
+// Each layer reads earlier layers, as many as it takes.
+void check_inputs(const ModelDef& def) {
   const size_t n = def.layers.size();
   SS_CHECK(def.inputs.empty() || def.inputs.size() == n,
            "model '{}': {} layers but {} lists of inputs", def.name, n, def.inputs.size());
   SS_CHECK(def.names.empty() || def.names.size() == n, "model '{}': {} layers but {} names",
            def.name, n, def.names.size());
-  std::vector<bool> read(n, false);
   for (size_t i = 0; i < n; ++i) {
     const std::vector<int> inputs = layer_inputs(def, static_cast<int>(i));
     const size_t want = std::holds_alternative<AddSpec>(def.layers[i]) ? 2 : 1;
@@ -55,10 +55,19 @@ void check_graph(const ModelDef& def) {
       SS_CHECK(from >= kModelInput && from < static_cast<int>(i),
                "model '{}': layer {} ({}) reads layer {}, which does not come before it", def.name,
                i, describe(def.layers[i]), from);
+    }
+  }
+}
+
+// Every layer but the last feeds another: a dead branch would get no gradient.
+void check_all_read(const ModelDef& def) {
+  std::vector<bool> read(def.layers.size(), false);
+  for (size_t i = 0; i < def.layers.size(); ++i) {
+    for (const int from : layer_inputs(def, static_cast<int>(i))) {
       if (from >= 0) read[static_cast<size_t>(from)] = true;
     }
   }
-  for (size_t i = 0; i + 1 < n; ++i) {
+  for (size_t i = 0; i + 1 < def.layers.size(); ++i) {
     SS_CHECK(read[i], "model '{}': nothing reads the output of layer {} ({})", def.name, i,
              describe(def.layers[i]));
   }
@@ -76,7 +85,7 @@ const Shape& layer_input_shape(const ModelDef& def, const std::vector<Shape>& sh
 }
 
 std::vector<Shape> layer_shapes(const ModelDef& def, const Shape& input) {
-  check_graph(def);
+  check_inputs(def);
   std::vector<Shape> shapes{input};
   for (size_t i = 0; i < def.layers.size(); ++i) {
     const std::vector<int> inputs = layer_inputs(def, static_cast<int>(i));
@@ -88,6 +97,7 @@ std::vector<Shape> layer_shapes(const ModelDef& def, const Shape& input) {
     }
     shapes.push_back(output_shape(def.layers[i], in));
   }
+  check_all_read(def);
   return shapes;
 }
 

@@ -93,6 +93,26 @@ ModelDef mlp(const std::string& name, double scale) {
                   {}};
 }
 
+// "resnet:depth=D[,image=N][,width=K]"; the name keeps only the keys not at their default.
+ModelDef resnet_family(const Params& p) {
+  reject_keys("resnet", p, {"depth", "image", "width"});
+  const auto number = [&](const char* key, int64_t fallback) {
+    const auto it = p.find(key);
+    return it == p.end() ? fallback : whole_number("resnet", key, it->second);
+  };
+  const int64_t depth = number("depth", 50);
+  const int64_t image = number("image", 224);
+  const double k = factor("resnet", p, "width");
+  std::string name = fmt::format("resnet:depth={}", depth);
+  if (image != 224) name += fmt::format(",image={}", image);
+  if (k != 1.0) name += ",width=" + format_factor(k);
+  std::array<int64_t, 4> planes{};
+  for (size_t stage = 0; stage < planes.size(); ++stage) {
+    planes[stage] = scaled(name, "width", k, int64_t{64} << stage);
+  }
+  return imagenet_resnet(name, depth, image, planes);
+}
+
 struct Builder {
   ZooEntry entry;
   std::function<ModelDef(const Params&)> build;
@@ -148,6 +168,11 @@ const std::vector<Builder>& builders() {
              it == p.end() ? 20 : whole_number("cifar-resnet", "depth", it->second);
          return cifar_resnet(fmt::format("cifar-resnet:depth={}", depth), depth);
        }},
+      {{"resnet",
+        "torchvision's ImageNet ResNet-18/34/50/101/152 on NxNx3 (image=N, default 224), "
+        "stage widths times K (width=K), 1000 classes, softmax CE",
+        "resnet:depth=50"},
+       &resnet_family},
       {{"mlp", "mlp-41m with every hidden width multiplied by K (size family)", "mlp:scale=0.5"},
        [](const Params& p) {
          reject_keys("mlp", p, {"scale"});

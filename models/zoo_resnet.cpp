@@ -2,6 +2,8 @@
 // shortcut), so the layers list their inputs (ModelDef::inputs).
 #include <fmt/format.h>
 
+#include <array>
+
 #include "core/check.h"
 #include "models/zoo_families.h"
 
@@ -50,7 +52,108 @@ int basic_block(GraphBuilder& g, const std::string& prefix, int64_t in_planes, i
   return g.add(ActivationSpec{Activation::kRelu}, prefix + ".relu2");
 }
 
+Conv2DSpec conv1x1(int64_t filters, int64_t stride) {
+  return Conv2DSpec{filters, 1, stride, Padding::kExplicit, 0, false};
+}
+
+// The shortcut of a torchvision block: the identity, or where the block changes the image
+// size or the channels, `downsample` (a strided 1x1 convolution and batch norm). Returns the
+// layer the block's Add reads.
+int torchvision_shortcut(GraphBuilder& g, const std::string& prefix, int input, int64_t in_planes,
+                         int64_t out_planes, int64_t stride) {
+  if (stride == 1 && in_planes == out_planes) return input;
+  g.add(conv1x1(out_planes, stride), prefix + ".downsample.0", {input});
+  return g.add(BatchNorm2DSpec{}, prefix + ".downsample.1");
+}
+
+// torchvision's BasicBlock (ResNet-18/34): two 3x3 convolutions, the first strided.
+int torchvision_basic_block(GraphBuilder& g, const std::string& prefix, int64_t in_planes,
+                            int64_t planes, int64_t stride) {
+  const int input = g.last();
+  g.add(conv3x3(planes, stride), prefix + ".conv1");
+  g.add(BatchNorm2DSpec{}, prefix + ".bn1");
+  g.add(ActivationSpec{Activation::kRelu}, prefix + ".relu1");
+  g.add(conv3x3(planes, 1), prefix + ".conv2");
+  const int main = g.add(BatchNorm2DSpec{}, prefix + ".bn2");
+  const int shortcut = torchvision_shortcut(g, prefix, input, in_planes, planes, stride);
+  g.add(AddSpec{}, prefix + ".add", {main, shortcut});
+  return g.add(ActivationSpec{Activation::kRelu}, prefix + ".relu2");
+}
+
+// torchvision's Bottleneck (ResNet-50/101/152): 1x1 down to `planes`, 3x3, 1x1 up to
+// 4·planes. The stride is on the 3x3 convolution, as torchvision has it ("ResNet v1.5"; the
+// paper strides the first 1x1).
+int bottleneck_block(GraphBuilder& g, const std::string& prefix, int64_t in_planes, int64_t planes,
+                     int64_t stride) {
+  const int input = g.last();
+  g.add(conv1x1(planes, 1), prefix + ".conv1");
+  g.add(BatchNorm2DSpec{}, prefix + ".bn1");
+  g.add(ActivationSpec{Activation::kRelu}, prefix + ".relu1");
+  g.add(conv3x3(planes, stride), prefix + ".conv2");
+  g.add(BatchNorm2DSpec{}, prefix + ".bn2");
+  g.add(ActivationSpec{Activation::kRelu}, prefix + ".relu2");
+  g.add(conv1x1(4 * planes, 1), prefix + ".conv3");
+  const int main = g.add(BatchNorm2DSpec{}, prefix + ".bn3");
+  const int shortcut = torchvision_shortcut(g, prefix, input, in_planes, 4 * planes, stride);
+  g.add(AddSpec{}, prefix + ".add", {main, shortcut});
+  return g.add(ActivationSpec{Activation::kRelu}, prefix + ".relu3");
+}
+
+struct ImageNetDepth {
+  int64_t depth;
+  bool bottleneck;
+  int64_t blocks[4];  // per stage
+};
+constexpr ImageNetDepth kImageNetDepths[] = {
+    {18, false, {2, 2, 2, 2}},  {34, false, {3, 4, 6, 3}},  {50, true, {3, 4, 6, 3}},
+    {101, true, {3, 4, 23, 3}}, {152, true, {3, 8, 36, 3}},
+};
+
+const ImageNetDepth& imagenet_depth(const std::string& name, int64_t depth) {
+  for (const ImageNetDepth& d : kImageNetDepths) {
+    if (d.depth == depth) return d;
+  }
+  throw_error(fmt::format("model '{}': depth {} is not one of torchvision's 18, 34, 50, 101, 152",
+                          name, depth));
+}
+
 }  // namespace
+
+ModelDef imagenet_resnet(const std::string& name, int64_t depth, int64_t image,
+                         const std::array<int64_t, 4>& stage_planes) {
+  const ImageNetDepth& d = imagenet_depth(name, depth);
+  // The stem and stages 2-4 halve the image five times (padding rounds up): below 32 pixels
+  // the last stages would run on 1x1 images made mostly of padding, which no ImageNet ResNet
+  // is meant for.
+  SS_CHECK(image >= kMinImageNetResNetImage,
+           "model '{}': image={} is too small for the stem and 4 stages, which divide it by 32 "
+           "(at least {})",
+           name, image, kMinImageNetResNetImage);
+  ModelDef def{name, {}, LossKind::kSoftmaxCrossEntropy, Shape{image, image, 3}, {}, {}};
+  GraphBuilder g(def);
+  g.add(Conv2DSpec{stage_planes[0], 7, 2, Padding::kExplicit, 3, false}, "conv1", {kModelInput});
+  g.add(BatchNorm2DSpec{}, "bn1");
+  g.add(ActivationSpec{Activation::kRelu}, "relu");
+  g.add(MaxPool2DSpec{3, 2, 1}, "maxpool");
+  int64_t in_planes = stage_planes[0];
+  for (size_t stage = 0; stage < 4; ++stage) {
+    const int64_t planes = stage_planes[stage];
+    for (int64_t b = 0; b < d.blocks[stage]; ++b) {
+      const int64_t stride = stage > 0 && b == 0 ? 2 : 1;
+      const std::string prefix = fmt::format("layer{}.{}", stage + 1, b);
+      if (d.bottleneck) {
+        bottleneck_block(g, prefix, in_planes, planes, stride);
+        in_planes = 4 * planes;
+      } else {
+        torchvision_basic_block(g, prefix, in_planes, planes, stride);
+        in_planes = planes;
+      }
+    }
+  }
+  g.add(GlobalAvgPoolSpec{}, "avgpool");
+  g.add(DenseSpec{1000}, "fc");
+  return def;
+}
 
 ModelDef cifar_resnet(const std::string& name, int64_t depth) {
   SS_CHECK(depth >= 8 && (depth - 2) % 6 == 0,

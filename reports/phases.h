@@ -31,6 +31,9 @@ enum class Phase {
   // all-reduce, the step waits only for what is not hidden behind backward, which the exposed
   // all-reduce includes.
   kGradCast,
+  // --sync-batchnorm: the all-reduces of batch norm's statistics, which forward and backward
+  // wait for (communication on the compute's critical path); 0 without.
+  kBatchNormSync,
 };
 
 // What a phase's time is spent on. The analysis adds the exposed phases up by kind: the input
@@ -73,14 +76,16 @@ inline constexpr auto kPhases = std::to_array<PhaseDef>({
      PhaseKind::kCompute, Track::kCompute},
     {Phase::kGradCast, "grad_cast", "gradient cast", nvtx::Phase::kGradCast, false,
      PhaseKind::kCommunication, Track::kCommunication},
+    {Phase::kBatchNormSync, "batchnorm_sync", "batch-norm sync", nvtx::Phase::kBatchNormSync, true,
+     PhaseKind::kCommunication, Track::kCompute},
 });
 inline constexpr size_t kPhaseCount = kPhases.size();
 
 // Whether a report may lack the phase's time: phases added after the reports' first schema
-// version (the gradient cast, since sweep 1.6 and run 1.5), whose work runs written before
-// them did not do.
+// version (the gradient cast, since sweep 1.6 and run 1.5; the batch-norm sync, since sweep
+// 1.9 and run 1.7), whose work runs written before them did not do.
 constexpr bool absent_means_zero(Phase phase) {
-  return phase == Phase::kGradCast;
+  return phase == Phase::kGradCast || phase == Phase::kBatchNormSync;
 }
 
 constexpr size_t index_of(Phase phase) {

@@ -15,7 +15,7 @@
 
 namespace scalescope {
 
-inline constexpr const char* kRunSchemaVersion = "1.6";
+inline constexpr const char* kRunSchemaVersion = "1.7";
 
 // With --noise-scale: a step's squared gradient norms (reports/noise_scale.h).
 struct StepGradNorms {

@@ -16,7 +16,7 @@ packages=(
   zlib1g-dev dataset-fashion-mnist # IDX datasets (gzip) and real data for the tests
   nlohmann-json3-dev libfmt-dev libcli11-dev python3-jsonschema chromium
   libgtest-dev libgmock-dev libbenchmark-dev libbenchmark-tools python3-scipy
-  python3-torch                    # checkpoint interop test and the PyTorch comparison
+  python3-torch python3-torchvision  # checkpoint interop and training tests (torchvision: ResNets)
 )
 
 missing=()

@@ -43,7 +43,9 @@ std::vector<std::string> listed_specs() {
           "mlp:scale=1",
           "cifar-resnet:depth=20",
           "cifar-resnet:depth=56",
-          "cifar-resnet:depth=110"};
+          "cifar-resnet:depth=110",
+          "resnet:depth=18",
+          "resnet:depth=50"};
 }
 
 // The given specs, or with none the list above. A bad spec fails the command with the

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "core/buffer.h"
 #include "harness/collectives/communicator.h"
@@ -30,14 +31,20 @@ class HostWeights {
   std::span<float> read(Communicator& comm, Stream& stream, const std::string& what);
   // Writes the host copy back to the model's weights and waits likewise.
   void write_back(Communicator& comm, Stream& stream);
+  // The model's buffers (batch norm's running statistics), read like the weights; empty
+  // when the model keeps none.
+  std::span<float> read_buffers(Communicator& comm, Stream& stream, const std::string& what);
 
  private:
   Model& model_;
   HostBuffer staging_;
+  HostBuffer buffer_staging_;
 };
 
-// Collective over `comm`: compares every replica's checksum of `weights` with replica 0's;
-// throws Error naming the step and the replicas that differ.
-void check_consistency(Communicator& comm, std::span<const float> weights, int64_t step);
+// Collective over `comm`: compares every replica's checksum of `values` (the model's
+// `what`: "weights", "buffers") with replica 0's; throws Error naming the step and the
+// replicas that differ.
+void check_consistency(Communicator& comm, std::span<const float> values, int64_t step,
+                       std::string_view what = "weights");
 
 }  // namespace scalescope

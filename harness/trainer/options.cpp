@@ -104,6 +104,10 @@ void add_collective_options(OptionList& list, TrainOptions& o) {
 }  // namespace
 
 void add_training_options(OptionList& list, TrainOptions& o, const GradientAxes* axes) {
+  list.add("--sync-batchnorm", o.sync_batchnorm,
+           "Batch norm over every replica's batch: its statistics all-reduced inside forward and "
+           "backward (PyTorch's SyncBatchNorm; the batchnorm_sync phase); without, each "
+           "replica's own batch, as DDP");
   list.add("--optimizer",
            Choice{{"sgd", "adam"},
                   [&o] { return std::string(to_string(o.optimizer.kind)); },

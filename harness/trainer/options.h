@@ -88,6 +88,9 @@ struct TrainOptions {
   // CPU replicas of one process all-reduce through shared memory (false: over Gloo's TCP on
   // loopback, as separate hosts would). Across processes it is always Gloo.
   bool cpu_shared_memory = true;
+  // Batch norm normalizes with the statistics of every replica's batch, all-reduced inside
+  // forward and backward (PyTorch's SyncBatchNorm); false: each replica's own (DDP's default).
+  bool sync_batchnorm = false;
   // Consistency guard: every this many steps (and after the last one) the replicas compare
   // checksums of their weights; a difference is an error naming the step and the replicas.
   // 0: only after the last step.

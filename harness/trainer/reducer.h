@@ -72,6 +72,11 @@ class GradientReducer {
   // on the compute stream) after every reduction: the exposed all-reduce. Throws Error
   // when a reduction failed, where that is known at this point.
   void finish_step();
+  // Sums `count` floats of compute-stream memory over the replicas (--sync-batchnorm's
+  // statistics), in order with the buckets already started on the same communicator, and
+  // orders the compute stream's later work after it (the host waits where the collective
+  // blocks). Every replica asks for the same sums at the same point of its step.
+  virtual void sync_sum(float* values, int64_t count) = 0;
   // The step's times. REQUIRES: the step's work has finished (its end was synchronised).
   virtual const ReduceTimes& times() = 0;
   // With noise_norms: device memory holding two doubles per bucket, the bucket's squared norm

@@ -46,8 +46,17 @@ int replica_device_index(const ReplicaShared& run, int rank) {
 
 // Forward and backward mark a phase each per micro-batch; input, h2d, the exposed
 // all-reduce and the optimizer one each per step.
-int phases_per_step(int micro_batches) {
-  return 4 + 2 * micro_batches;
+// Input, h2d, all-reduce and optimizer, forward and backward per micro-batch, and with
+// --sync-batchnorm two ends per sync point (two in each batch norm's forward, one in its
+// backward).
+int phases_per_step(int micro_batches, int64_t synced_layers) {
+  return static_cast<int>(4 + 2 * micro_batches + 2 * 3 * synced_layers * micro_batches);
+}
+
+int64_t batch_norm_layers(const ModelDef& def) {
+  return std::count_if(def.layers.begin(), def.layers.end(), [](const LayerSpec& l) {
+    return std::holds_alternative<BatchNorm2DSpec>(l);
+  });
 }
 
 // Runs across nodes: the gradients' all-reduce timed over every replica, then over this
@@ -149,7 +158,16 @@ Replica::Replica(ReplicaShared& run, int rank)
   // is then the communicator's (which gives up at the timeout), not the copy's.
   host_loss_ = HostBuffer(*device_, static_cast<size_t>(micro) * sizeof(float));
   if (reducer_->norms() != nullptr) host_norms_ = HostBuffer(*device_, reducer_->norms_bytes());
-  timer_ = std::make_unique<StepTimer>(*device_, compute_, phases_per_step(micro), *clock_);
+  const bool sync = options_.sync_batchnorm && plan.replicas > 1;
+  timer_ = std::make_unique<StepTimer>(
+      *device_, compute_, phases_per_step(micro, sync ? batch_norm_layers(model_->def()) : 0),
+      *clock_);
+  if (sync) {
+    model_->set_sync(plan.replicas, [this](float* values, int64_t count, bool backward) {
+      timer_->split(backward ? Phase::kBackward : Phase::kForward, Phase::kBatchNormSync,
+                    current_step_, [&] { reducer_->sync_sum(values, count); });
+    });
+  }
   host_weights_ = std::make_unique<HostWeights>(*model_);
 }
 
@@ -159,9 +177,8 @@ Replica::~Replica() = default;
 // broadcast_buffers does before each forward: each replica's own batches would move them
 // apart, and the replicas must stay identical.
 void Replica::broadcast_buffers() {
-  const Tensor& buffers = model_->buffers();
-  if (buffers.numel() > 0 && comm_->size() > 1)
-    comm_->broadcast(buffers.data(), buffers.numel(), 0, compute_);
+  if (model_->buffer_count() > 0 && comm_->size() > 1)
+    comm_->broadcast(model_->buffers().data(), model_->buffer_count(), 0, compute_);
 }
 
 PhaseTimes Replica::step(int64_t n, double lr) {
@@ -171,6 +188,7 @@ PhaseTimes Replica::step(int64_t n, double lr) {
   const int64_t label_floats = plan.data.train->labels().width();
   // Each micro-batch's loss is its share of the replica's step mean.
   const float scale = 1.0f / static_cast<float>(plan.batch * options_.accumulation);
+  current_step_ = n;
   timer_->start();
   const ReplicaInput::Batch batch = input_->next(*timer_, n, compute_);
   for (int m = 0; m < options_.accumulation; ++m) {
@@ -316,6 +334,15 @@ void Replica::after_step(int64_t n, StepSchedule& schedule) {
     check_consistency(
         *comm_,
         host_weights_->read(*comm_, compute_, fmt::format("the weight check after step {}", n)), n);
+    if (model_->buffer_count() > 0) {
+      // Each replica's forward moved its own; the broadcast the next forward starts with
+      // must leave every replica with replica 0's bits.
+      broadcast_buffers();
+      check_consistency(*comm_,
+                        host_weights_->read_buffers(
+                            *comm_, compute_, fmt::format("the buffer check after step {}", n)),
+                        n, "buffers (running statistics)");
+    }
     if (rank_ == 0) ++run_.results.group.consistency_checks;
   }
 }

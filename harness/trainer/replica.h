@@ -100,6 +100,7 @@ class Replica {
   double last_overshoot_ms_ = 0.0;
   double first_step_ms_ = 0.0;  // when step 1 began, on the run's host clock
   int64_t last_evaluated_ = 0;  // the step of the last evaluation
+  int64_t current_step_ = 0;    // the step running (the sync sums' NVTX ranges)
   // Open while the profiled steps run (a range spans them on this thread).
   std::optional<nvtx::Range> profile_range_;
 };

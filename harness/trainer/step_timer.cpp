@@ -17,8 +17,9 @@ void StepTimer::start() {
   start_->record(stream_);
 }
 
-void StepTimer::check_room() const {
-  SS_CHECK(used_ < marks_.size(), "a step has more than the {} phases planned", marks_.size());
+void StepTimer::check_room(size_t ends) const {
+  SS_CHECK(used_ + ends <= marks_.size(), "a step has more than the {} phases planned",
+           marks_.size());
 }
 
 void StepTimer::end_phase(Phase phase) noexcept {

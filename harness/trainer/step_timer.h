@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -45,6 +46,20 @@ class StepTimer {
     nvtx::Range range_;
   };
 
+  // Inside phase `current`: ends its part so far, runs `work` as phase `inserted` (work
+  // enqueued on the stream, or the host waiting for it), and lets `current` go on after it
+  // (it ends where its scope does). Throws Error when the step has no room for two more ends.
+  template <class Work>
+  void split(Phase current, Phase inserted, int64_t step, Work&& work) {
+    check_room(2);
+    end_phase(current);
+    {
+      const nvtx::Range range(phase_def(inserted).nvtx, step);
+      std::forward<Work>(work)();
+    }
+    end_phase(inserted);
+  }
+
   // Starts a step: its first phase begins with the work enqueued from now.
   void start();
   // Throws Error when the step already has its most phases.
@@ -63,7 +78,7 @@ class StepTimer {
   double end_host_ms() const { return clock_.host_ms(*end_); }
 
  private:
-  void check_room() const;
+  void check_room(size_t ends = 1) const;
   // Never throws (a scope's destructor calls it): a failure waits for end().
   void end_phase(Phase phase) noexcept;
 

@@ -9,7 +9,9 @@ StreamReducer::StreamReducer(Communicator& comm, Device& device, Stream& compute
     : GradientReducer(comm, device, compute, grads, std::move(config)),
       comm_stream_(device.comm_stream()),
       clock_(clock),
-      done_(device.create_ordering_event()) {
+      done_(device.create_ordering_event()),
+      sync_ready_(device.create_ordering_event()),
+      sync_done_(device.create_ordering_event()) {
   for (size_t i = 0; i < buckets().size(); ++i) {
     ready_.push_back(device.create_ordering_event());
     start_.push_back(device.create_event());
@@ -46,6 +48,14 @@ void StreamReducer::start(size_t index) {
   }
   end_[index]->record(comm_stream_);
   norm_after(index, comm_stream_);
+}
+
+void StreamReducer::sync_sum(float* values, int64_t count) {
+  sync_ready_->record(compute());
+  sync_ready_->wait_on(comm_stream_);
+  comm().all_reduce(values, count, ReduceOp::kSum, comm_stream_);
+  sync_done_->record(comm_stream_);
+  sync_done_->wait_on(compute());
 }
 
 void StreamReducer::wait_all() {

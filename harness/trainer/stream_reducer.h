@@ -22,6 +22,9 @@ class StreamReducer final : public GradientReducer {
                 const ClockAnchor& clock);
 
   const ReduceTimes& times() override;
+  // On the communication stream after the buckets enqueued before it; the compute stream
+  // waits for it.
+  void sync_sum(float* values, int64_t count) override;
 
  private:
   // Enqueues the bucket's reduction on the communication stream, after the compute
@@ -39,7 +42,9 @@ class StreamReducer final : public GradientReducer {
   // cast back runs from there to end_).
   std::vector<std::unique_ptr<Event>> cast_;
   std::vector<std::unique_ptr<Event>> reduced_;
-  std::unique_ptr<Event> done_;  // on comm: every reduction of the step done
+  std::unique_ptr<Event> done_;        // on comm: every reduction of the step done
+  std::unique_ptr<Event> sync_ready_;  // on compute: a sync sum's values written
+  std::unique_ptr<Event> sync_done_;   // on comm: its all-reduce done
   ReduceTimes times_;
 };
 

@@ -82,6 +82,20 @@ void ThreadReducer::reduce(size_t index) {
   ++done_;
 }
 
+void ThreadReducer::sync_sum(float* values, int64_t count) {
+  if (!thread_.joinable()) {
+    comm().all_reduce(values, count, ReduceOp::kSum, compute());
+    return;
+  }
+  std::unique_lock lock(mutex_);
+  SS_CHECK(error_ == nullptr, "the communication thread failed before a sync sum");
+  sync_values_ = values;
+  sync_count_ = count;
+  cv_.notify_all();
+  cv_.wait(lock, [&] { return sync_values_ == nullptr || error_ != nullptr; });
+  if (error_) std::rethrow_exception(error_);
+}
+
 void ThreadReducer::wait_all() {
   std::unique_lock lock(mutex_);
   cv_.wait(lock, [&] { return done_ == buckets().size() || error_ != nullptr; });
@@ -96,14 +110,24 @@ void ThreadReducer::run() {
   device().make_current();
   while (true) {
     size_t index = 0;
+    float* sync = nullptr;
     {
       std::unique_lock lock(mutex_);
-      cv_.wait(lock, [&] { return stop_ || done_ < submitted_; });
+      cv_.wait(lock, [&] { return stop_ || done_ < submitted_ || sync_values_ != nullptr; });
       if (stop_) return;
       index = done_;
+      // The buckets started before a sync sum go first: every rank then runs the
+      // collectives in one order (the replica thread waits in sync_sum meanwhile).
+      if (done_ == submitted_) sync = sync_values_;
     }
     try {
-      reduce(index);
+      if (sync == nullptr) {
+        reduce(index);
+      } else {
+        comm().all_reduce(sync, sync_count_, ReduceOp::kSum, compute());
+        std::lock_guard lock(mutex_);
+        sync_values_ = nullptr;
+      }
     } catch (...) {
       std::lock_guard lock(mutex_);
       error_ = std::current_exception();

@@ -21,6 +21,8 @@ class ThreadReducer final : public GradientReducer {
   ~ThreadReducer() override;
 
   const ReduceTimes& times() override { return times_; }
+  // Runs on the communication thread after the buckets started before it; blocks until done.
+  void sync_sum(float* values, int64_t count) override;
 
  private:
   // Hands the bucket to the communication thread (reduces it inline with one replica:
@@ -41,6 +43,8 @@ class ThreadReducer final : public GradientReducer {
   size_t done_ = 0;
   ReduceTimes times_;
   bool stop_ = false;
+  float* sync_values_ = nullptr;  // a sync_sum waiting for the thread (null: none)
+  int64_t sync_count_ = 0;
   std::exception_ptr error_;
   std::thread thread_;
 };

@@ -381,6 +381,7 @@ class MaxPoolKernel final : public LayerKernel {
   MaxPoolKernel(const MaxPool2DSpec& spec, const Shape& in, const Shape& out)
       : pool_(spec.pool),
         stride_(spec.stride),
+        pad_(spec.pad),
         batch_(in[0]),
         in_h_(in[1]),
         in_w_(in[2]),
@@ -395,11 +396,12 @@ class MaxPoolKernel final : public LayerKernel {
       for (int64_t oh = 0; oh < out_h_; ++oh) {
         for (int64_t ow = 0; ow < out_w_; ++ow) {
           float* o = out + pixel(n, oh, ow, out_h_, out_w_);
-          const float* first = in + pixel(n, oh * stride_, ow * stride_, in_h_, in_w_);
+          const Window win = window(oh, ow);
+          const float* first = in + pixel(n, win.h0, win.w0, in_h_, in_w_);
           std::copy(first, first + c_size, o);
-          for (int64_t kh = 0; kh < pool_; ++kh) {
-            for (int64_t kw = 0; kw < pool_; ++kw) {
-              const float* x = in + pixel(n, oh * stride_ + kh, ow * stride_ + kw, in_h_, in_w_);
+          for (int64_t h = win.h0; h < win.h1; ++h) {
+            for (int64_t w = win.w0; w < win.w1; ++w) {
+              const float* x = in + pixel(n, h, w, in_h_, in_w_);
               // NaN wins, as in PyTorch, so that a diverged model shows it.
               for (int64_t c = 0; c < c_size; ++c) {
                 o[c] = (x[c] > o[c] || x[c] != x[c]) ? x[c] : o[c];
@@ -416,14 +418,16 @@ class MaxPoolKernel final : public LayerKernel {
     if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
     const int64_t row = in_w_ * channels_;
     if (stride_ >= pool_) {
-      // Windows do not overlap: output row oh owns input rows [oh·stride, (oh+1)·stride)
-      // (the last one up to H), so threads split the rows without sharing a pixel.
+      // Windows do not overlap: output row oh owns input rows [oh·stride - pad,
+      // (oh+1)·stride - pad) (the first one from 0, the last one up to H), so threads split
+      // the rows without sharing a pixel.
 #pragma omp parallel for collapse(2) schedule(static)
       for (int64_t n = 0; n < batch_; ++n) {
         for (int64_t oh = 0; oh < out_h_; ++oh) {
-          const int64_t end = oh + 1 == out_h_ ? in_h_ : (oh + 1) * stride_;
-          float* band = din + pixel(n, oh * stride_, 0, in_h_, in_w_);
-          std::fill(band, band + (end - oh * stride_) * row, 0.0f);
+          const int64_t begin = oh == 0 ? 0 : oh * stride_ - pad_;
+          const int64_t end = oh + 1 == out_h_ ? in_h_ : (oh + 1) * stride_ - pad_;
+          float* band = din + pixel(n, begin, 0, in_h_, in_w_);
+          std::fill(band, band + (end - begin) * row, 0.0f);
           scatter_row(in, out, dout, din, n, oh);
         }
       }
@@ -446,6 +450,19 @@ class MaxPoolKernel final : public LayerKernel {
     return ((n * height + h) * width + w) * channels_;
   }
 
+  // The part of window (oh, ow) inside the image, rows [h0, h1) and columns [w0, w1): padded
+  // positions are -inf, which never wins, so they are skipped. pad <= pool / 2 (the spec's
+  // check) leaves every window a pixel.
+  struct Window {
+    int64_t h0, h1, w0, w1;
+  };
+  Window window(int64_t oh, int64_t ow) const {
+    const int64_t h = oh * stride_ - pad_;
+    const int64_t w = ow * stride_ - pad_;
+    return {std::max<int64_t>(h, 0), std::min(h + pool_, in_h_), std::max<int64_t>(w, 0),
+            std::min(w + pool_, in_w_)};
+  }
+
   // Adds dout of output row (n, oh) to din at each window's maximum: the first pixel of the
   // window (row-major) equal to the output, so a tie sends the gradient to one pixel only.
   void scatter_row(const float* in, const float* out, const float* dout, float* din, int64_t n,
@@ -457,9 +474,10 @@ class MaxPoolKernel final : public LayerKernel {
         const float* o = out + at + c0;
         float left[kChunk];  // gradient not yet given to a pixel
         std::copy(dout + at + c0, dout + at + c0 + len, left);
-        for (int64_t kh = 0; kh < pool_; ++kh) {
-          for (int64_t kw = 0; kw < pool_; ++kw) {
-            const int64_t i = pixel(n, oh * stride_ + kh, ow * stride_ + kw, in_h_, in_w_) + c0;
+        const Window win = window(oh, ow);
+        for (int64_t h = win.h0; h < win.h1; ++h) {
+          for (int64_t w = win.w0; w < win.w1; ++w) {
+            const int64_t i = pixel(n, h, w, in_h_, in_w_) + c0;
             add_at_maximum(in + i, o, left, din + i, len);
           }
         }
@@ -482,7 +500,7 @@ class MaxPoolKernel final : public LayerKernel {
     }
   }
 
-  int64_t pool_, stride_;
+  int64_t pool_, stride_, pad_;
   int64_t batch_, in_h_, in_w_, channels_, out_h_, out_w_;
 };
 

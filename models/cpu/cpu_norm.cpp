@@ -43,29 +43,85 @@ class BatchNormKernel final : public LayerKernel {
         running_var_(b.buffers[1].data),
         batches_tracked_(b.buffers[2].data),
         partials_(device, static_cast<size_t>((chunks_ + 1) * 2 * channels_) * sizeof(double)),
-        coefficients_(device, static_cast<size_t>(5 * channels_) * sizeof(float)) {}
+        coefficients_(device, static_cast<size_t>(5 * channels_) * sizeof(float)),
+        sync_(device, static_cast<size_t>(2 * channels_) * sizeof(float)) {}
 
   void forward(const float* in, float* out, Stream&) override {
+    const double* sums = sum_x(in);
+    const double* squares = sum_squares(in, sums, 1);
+    finish_forward(in, out, squares, 1);
+  }
+
+  // Synchronized: stage 0 sums x, stage 1 (x − mean)² around the mean of every replica's
+  // batch, stage 2 normalizes with the variance of every replica's batch.
+  int sync_points(Pass pass) const override { return pass == Pass::kForward ? 2 : 1; }
+  TensorView sync_values(Pass pass) const override {
+    return {sync_ptr(), Shape{pass == Pass::kForward ? channels_ : 2 * channels_}};
+  }
+  void forward_stage(int stage, int replicas, const float* in, float* out, Stream&) override {
+    if (stage == 0) {
+      to_sync(sum_x(in), channels_);
+    } else if (stage == 1) {
+      to_sync(sum_squares(in, from_sync(channels_), replicas), channels_);
+    } else {
+      finish_forward(in, out, from_sync(channels_), replicas);
+    }
+  }
+
+  void forward_eval(const float* in, float* out, Stream&) override {
+    float* scale = coefficient(0);
+    for (int64_t c = 0; c < channels_; ++c) {
+      scale[c] = static_cast<float>(gamma_[c] / std::sqrt(running_var_[c] + eps_));
+    }
+    normalize(in, out, running_mean_, scale);
+  }
+
+  // With x̂ = (x − mean)·invstd: dβ = Σdy, dγ = Σdy·x̂, and
+  // dx = γ·invstd·(dy − dβ/M − x̂·dγ/M), from the statistics of the last training forward.
+  void backward(const float* in, const float*, const float* dout, float* din, Stream&) override {
+    const double* sums = backward_sums(in, dout);
+    finish_backward(in, dout, din, sums, 1);
+  }
+
+  // Synchronized: dβ and dγ stay this replica's; dx takes the sums of every replica's batch.
+  void backward_stage(int stage, int replicas, const float* in, const float*, const float* dout,
+                      float* din, Stream&) override {
+    if (stage == 0) {
+      to_sync(backward_sums(in, dout), 2 * channels_);
+    } else {
+      finish_backward(in, dout, din, from_sync(2 * channels_), replicas);
+    }
+  }
+
+ private:
+  // The per-channel sums of the passes, over this replica's pixels (in double).
+  const double* sum_x(const float* in) {
     SS_CHECK(pixels_ > 1,
              "{}: batch norm in training needs more than one value per channel, got {} "
              "(batch × height × width)",
              name_, pixels_);
-    // The batch's statistics in double: the mean, then the biased variance around it (two
-    // passes, so no cancellation between Σx² and (Σx)²).
-    double* sums = reduce([&](double* acc, int64_t p) {
+    return reduce([&](double* acc, int64_t p) {
       const float* x = in + p * channels_;
       for (int64_t c = 0; c < channels_; ++c) acc[c] += x[c];
     });
+  }
+  // Saves the mean of `sums` over `replicas` batches; returns Σ(x − mean)² over this one's
+  // pixels (two passes, so no cancellation between Σx² and (Σx)²).
+  const double* sum_squares(const float* in, const double* sums, int replicas) {
     float* mean = saved_mean();
-    for (int64_t c = 0; c < channels_; ++c) mean[c] = static_cast<float>(sums[c] / pixels_);
-    double* squares = reduce([&](double* acc, int64_t p) {
+    const double m = static_cast<double>(pixels_) * replicas;
+    for (int64_t c = 0; c < channels_; ++c) mean[c] = static_cast<float>(sums[c] / m);
+    return reduce([&](double* acc, int64_t p) {
       const float* x = in + p * channels_;
       for (int64_t c = 0; c < channels_; ++c) {
         const double d = static_cast<double>(x[c]) - mean[c];
         acc[c] += d * d;
       }
     });
-    const double m = pixels_;
+  }
+  void finish_forward(const float* in, float* out, const double* squares, int replicas) {
+    const double m = static_cast<double>(pixels_) * replicas;
+    const float* mean = saved_mean();
     float* invstd = saved_invstd();
     float* scale = coefficient(0);
     for (int64_t c = 0; c < channels_; ++c) {
@@ -81,18 +137,8 @@ class BatchNormKernel final : public LayerKernel {
     batches_tracked_[0] += 1.0f;
     normalize(in, out, mean, scale);
   }
-
-  void forward_eval(const float* in, float* out, Stream&) override {
-    float* scale = coefficient(0);
-    for (int64_t c = 0; c < channels_; ++c) {
-      scale[c] = static_cast<float>(gamma_[c] / std::sqrt(running_var_[c] + eps_));
-    }
-    normalize(in, out, running_mean_, scale);
-  }
-
-  // With x̂ = (x − mean)·invstd: dβ = Σdy, dγ = Σdy·x̂, and
-  // dx = γ·invstd·(dy − dβ/M − x̂·dγ/M), from the statistics of the last training forward.
-  void backward(const float* in, const float*, const float* dout, float* din, Stream&) override {
+  // Σdy and Σdy·(x − mean) per channel, over this replica's pixels; writes dβ and dγ.
+  const double* backward_sums(const float* in, const float* dout) {
     const float* mean = saved_mean();
     const float* invstd = saved_invstd();
     const int64_t cs = channels_;
@@ -104,17 +150,25 @@ class BatchNormKernel final : public LayerKernel {
         acc[cs + c] += static_cast<double>(dy[c]) * (static_cast<double>(x[c]) - mean[c]);
       }
     });
-    const double m = pixels_;
-    float* k = coefficient(0);  // γ·invstd
-    float* a = coefficient(1);  // dβ/M
-    float* b = coefficient(2);  // invstd·dγ/M
     for (int64_t c = 0; c < cs; ++c) {
-      const double dgamma = sums[cs + c] * invstd[c];
       dbeta_[c] = static_cast<float>(sums[c]);
-      dgamma_[c] = static_cast<float>(dgamma);
+      dgamma_[c] = static_cast<float>(sums[cs + c] * invstd[c]);
+    }
+    return sums;
+  }
+  void finish_backward(const float* in, const float* dout, float* din, const double* sums,
+                       int replicas) {
+    const float* mean = saved_mean();
+    const float* invstd = saved_invstd();
+    const int64_t cs = channels_;
+    const double m = static_cast<double>(pixels_) * replicas;
+    float* k = coefficient(0);  // γ·invstd
+    float* a = coefficient(1);  // Σdy/M
+    float* b = coefficient(2);  // invstd·Σdy·x̂/M
+    for (int64_t c = 0; c < cs; ++c) {
       k[c] = gamma_[c] * invstd[c];
       a[c] = static_cast<float>(sums[c] / m);
-      b[c] = static_cast<float>(invstd[c] * dgamma / m);
+      b[c] = static_cast<float>(invstd[c] * (sums[cs + c] * invstd[c]) / m);
     }
     if (din == nullptr) return;  // first layer: nobody needs the input's gradient
 #pragma omp parallel for schedule(static)
@@ -126,7 +180,19 @@ class BatchNormKernel final : public LayerKernel {
     }
   }
 
- private:
+  // The sums a sync point all-reduces travel as floats (what the communicators carry).
+  float* sync_ptr() const {
+    return static_cast<float*>(sync_.data());
+  }
+  void to_sync(const double* sums, int64_t count) {
+    for (int64_t i = 0; i < count; ++i) sync_ptr()[i] = static_cast<float>(sums[i]);
+  }
+  const double* from_sync(int64_t count) {
+    double* total = static_cast<double*>(partials_.data()) + chunks_ * 2 * channels_;
+    for (int64_t i = 0; i < count; ++i) total[i] = sync_ptr()[i];
+    return total;
+  }
+
   // Runs row(acc, p) for every pixel p, acc being the per-channel partial sums (2·C doubles,
   // zeroed) of p's chunk, and returns the sums over all chunks, added in chunk order.
   template <class Row>
@@ -183,6 +249,7 @@ class BatchNormKernel final : public LayerKernel {
   float* batches_tracked_;
   DeviceBuffer partials_;      // chunks_ + 1 slots of 2·C doubles: the chunks', then the total
   DeviceBuffer coefficients_;  // 5·C floats, see coefficient()
+  DeviceBuffer sync_;          // 2·C floats: the sums a sync point all-reduces
 };
 
 }  // namespace

@@ -126,7 +126,7 @@ class ActivationKernel final : public LayerKernel {
 class MaxPoolKernel final : public LayerKernel {
  public:
   MaxPoolKernel(const MaxPool2DSpec& p, const Shape& in, const Shape& out)
-      : shape_{in[0], in[1], in[2], in[3], out[1], out[2], p.pool, p.stride} {}
+      : shape_{in[0], in[1], in[2], in[3], out[1], out[2], p.pool, p.stride, p.pad} {}
 
   void forward(const float* in, float* out, Stream& stream) override {
     cuda_ops::max_pool_forward(shape_, in, out, cuda_stream(stream));

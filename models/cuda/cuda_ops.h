@@ -67,10 +67,10 @@ void crop_nhwc(const float* extended, float* out, int64_t n, int64_t h, int64_t 
                int64_t extra_h, int64_t extra_w, cudaStream_t stream);
 
 using PoolShape = kernel_math::PoolShape;
-// Max pooling without padding, NaN winning as in the CPU kernel. Backward gives each window's
-// gradient to the first input (row-major within the window) equal to the window's output,
-// adding the contributions of overlapping windows in the CPU kernel's order, and writes
-// every element of dx.
+// Max pooling with PyTorch's implicit -inf padding (s.pad, 0 for none), NaN winning as in the
+// CPU kernel. Backward gives each window's gradient to the first input (row-major within the
+// window) equal to the window's output, adding the contributions of overlapping windows in the
+// CPU kernel's order, and writes every element of dx.
 void max_pool_forward(const PoolShape& s, const float* x, float* y, cudaStream_t stream);
 void max_pool_backward(const PoolShape& s, const float* x, const float* y, const float* dy,
                        float* dx, cudaStream_t stream);

@@ -1,6 +1,8 @@
-// Max pooling (no padding) and global average pooling over NHWC images, one output or input
-// element at a time, with the CPU kernels' rules:
+// Max pooling and global average pooling over NHWC images, one output or input element at a
+// time, with the CPU kernels' rules:
 //
+// - Max pooling's padding is PyTorch's: `pad` implicit -inf on every side, so a window is its
+//   part inside the image and padded positions never win (nor receive a gradient).
 // - A window's maximum is its first element (row-major) that compares greater than all before
 //   it, except that NaN wins: the window's last NaN, bits included.
 // - Backward gives a window's gradient to the first element of the window whose bits equal the
@@ -20,23 +22,36 @@ namespace scalescope::kernel_math {
 
 struct PoolShape {
   int64_t batch, in_h, in_w, channels, out_h, out_w, pool, stride;
+  int64_t pad = 0;  // on every side; at most pool / 2, so every window holds a pixel
 };
 
-// The windows o (< out) along one axis that contain input position i: those with
-// o·stride <= i < o·stride + pool.
+// The windows o (< out) along one axis that contain input position i of an axis padded by
+// `pad`: those with o·stride - pad <= i < o·stride - pad + pool.
 SS_HOST_DEVICE inline IndexRange pool_windows_covering(int64_t i, int64_t pool, int64_t stride,
-                                                       int64_t out) {
-  const int64_t begin = i < pool ? 0 : (i - pool) / stride + 1;
-  return {begin, min_i64(out, i / stride + 1)};
+                                                       int64_t out, int64_t pad = 0) {
+  const int64_t p = i + pad;  // the position in the padded axis, where windows start at o·stride
+  const int64_t begin = p < pool ? 0 : (p - pool) / stride + 1;
+  return {begin, min_i64(out, p / stride + 1)};
+}
+
+// The part of window (oh, ow) inside the image: rows [h0, h1), columns [w0, w1). Without
+// padding, the whole window.
+struct PoolWindow {
+  int64_t h0, h1, w0, w1;
+};
+SS_HOST_DEVICE inline PoolWindow pool_window(const PoolShape& s, int64_t oh, int64_t ow) {
+  const int64_t h = oh * s.stride - s.pad;
+  const int64_t w = ow * s.stride - s.pad;
+  return {h < 0 ? 0 : h, min_i64(h + s.pool, s.in_h), w < 0 ? 0 : w, min_i64(w + s.pool, s.in_w)};
 }
 
 SS_HOST_DEVICE inline float max_pool_window_max(const PoolShape& s, const float* x, int64_t n,
                                                 int64_t oh, int64_t ow, int64_t c) {
-  float best = x[nhwc_index({n, oh * s.stride, ow * s.stride, c}, s.in_h, s.in_w, s.channels)];
-  for (int64_t kh = 0; kh < s.pool; ++kh) {
-    for (int64_t kw = 0; kw < s.pool; ++kw) {
-      const float v =
-          x[nhwc_index({n, oh * s.stride + kh, ow * s.stride + kw, c}, s.in_h, s.in_w, s.channels)];
+  const PoolWindow win = pool_window(s, oh, ow);
+  float best = x[nhwc_index({n, win.h0, win.w0, c}, s.in_h, s.in_w, s.channels)];
+  for (int64_t h = win.h0; h < win.h1; ++h) {
+    for (int64_t w = win.w0; w < win.w1; ++w) {
+      const float v = x[nhwc_index({n, h, w, c}, s.in_h, s.in_w, s.channels)];
       best = (v > best || v != v) ? v : best;
     }
   }
@@ -52,11 +67,11 @@ SS_HOST_DEVICE inline Position max_pool_window_argmax(const PoolShape& s, const 
                                                       int64_t oh, int64_t ow, int64_t c,
                                                       float maximum) {
   const uint32_t target = float_bits(maximum);
-  for (int64_t kh = 0; kh < s.pool; ++kh) {
-    for (int64_t kw = 0; kw < s.pool; ++kw) {
-      const Position p{oh * s.stride + kh, ow * s.stride + kw};
-      if (float_bits(x[nhwc_index({n, p.h, p.w, c}, s.in_h, s.in_w, s.channels)]) == target) {
-        return p;
+  const PoolWindow win = pool_window(s, oh, ow);
+  for (int64_t h = win.h0; h < win.h1; ++h) {
+    for (int64_t w = win.w0; w < win.w1; ++w) {
+      if (float_bits(x[nhwc_index({n, h, w, c}, s.in_h, s.in_w, s.channels)]) == target) {
+        return {h, w};
       }
     }
   }
@@ -68,8 +83,8 @@ SS_HOST_DEVICE inline Position max_pool_window_argmax(const PoolShape& s, const 
 SS_HOST_DEVICE inline float max_pool_input_grad(const PoolShape& s, const float* x, const float* y,
                                                 const float* dy, int64_t n, int64_t h, int64_t w,
                                                 int64_t c) {
-  const IndexRange rows = pool_windows_covering(h, s.pool, s.stride, s.out_h);
-  const IndexRange cols = pool_windows_covering(w, s.pool, s.stride, s.out_w);
+  const IndexRange rows = pool_windows_covering(h, s.pool, s.stride, s.out_h, s.pad);
+  const IndexRange cols = pool_windows_covering(w, s.pool, s.stride, s.out_w, s.pad);
   float grad = 0.0f;
   for (int64_t oh = rows.begin; oh < rows.end; ++oh) {
     for (int64_t ow = cols.begin; ow < cols.end; ++ow) {

@@ -13,8 +13,19 @@ namespace scalescope::html {
 PhasesData prepare_phases(const ModelView& m) {
   PhasesData d;
   d.model = m.name;
+  // The exposed phases; those only some runs have (the batch-norm sync) where a point has them.
+  std::vector<Phase> shown;
   for (const PhaseDef& p : kPhases) {
-    if (p.exposed) d.segments.push_back({p.key, p.label, hex(p.color())});
+    if (!p.exposed) continue;
+    bool used = !absent_means_zero(p.phase);
+    for (int64_t b : m.batches) {
+      for (const SweepPoint* point : m.series(b)) {
+        used = used || (point->ok() && point->summary.group[p.phase] > 0.0);
+      }
+    }
+    if (!used) continue;
+    shown.push_back(p.phase);
+    d.segments.push_back({p.key, p.label, hex(p.color())});
   }
   // The step's colour: what the step spent outside the named phases.
   d.segments.push_back({"other", "other", hex(nvtx::phase_color(nvtx::Phase::kStep))});
@@ -32,9 +43,7 @@ PhasesData prepare_phases(const ModelView& m) {
         continue;
       }
       const PhaseMedians& g = p->summary.group;
-      for (const PhaseDef& phase : kPhases) {
-        if (phase.exposed) row.ms.push_back(g[phase.phase]);
-      }
+      for (const Phase phase : shown) row.ms.push_back(g[phase]);
       row.ms.push_back(std::max(0.0, g.step_ms - g.exposed_sum_ms()));
       row.step_ms = g.step_ms;
       double sum = 0;

@@ -470,6 +470,9 @@ struct InteropCase {
   const char* name;
   const char* model;
   Shape input;
+  // For the training-mode outputs (evaluation mode always has 1e-4): batch norm over very few
+  // values per channel amplifies fp32 rounding (torch_interop.py's TRAIN_TOLERANCE).
+  float train_tolerance = 1e-4f;
 };
 
 class TorchInterop : public testing::TestWithParam<InteropCase> {};
@@ -516,8 +519,9 @@ TEST_P(TorchInterop, CheckpointLoadsIntoPyTorchAndBack) {
 
   std::string output;
   const int status =
-      run_command(fmt::format("/usr/bin/python3 {} {} {} {} {} {}", quoted(script), quoted(c.model),
-                              quoted(weights), quoted(io), quoted(new_weights), quoted(new_io)),
+      run_command(fmt::format("/usr/bin/python3 {} {} {} {} {} {} {}", quoted(script),
+                              quoted(c.model), quoted(weights), quoted(io), quoted(new_weights),
+                              quoted(new_io), c.train_tolerance),
                   output);
   ASSERT_EQ(status, 0) << output;
 
@@ -556,7 +560,7 @@ TEST_P(TorchInterop, CheckpointLoadsIntoPyTorchAndBack) {
   for (size_t i = 0; i < y_new.size(); ++i) {
     max_diff = std::max(max_diff, std::abs(y_new[i] - torch_io.tensors[0].data[i]));
   }
-  EXPECT_LT(max_diff, 1e-4f) << output;
+  EXPECT_LT(max_diff, c.train_tolerance) << output;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -564,7 +568,14 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(InteropCase{"CifarCnn", "cifar-cnn", Shape{32, 32, 3}},
                     InteropCase{"Dense100", "dense-100", Shape{100}},
                     InteropCase{"SmallMlp", "mlp:scale=0.01", Shape{8000}},
-                    InteropCase{"CifarResNet20", "cifar-resnet:depth=20", Shape{32, 32, 3}}),
+                    InteropCase{"CifarResNet20", "cifar-resnet:depth=20", Shape{32, 32, 3}},
+                    // torchvision's own modules (strict load), on small images to stay fast:
+                    // the padded stem pool, downsample shortcuts and bottlenecks. ResNet-50's
+                    // last stage sees 1x1 images: its training-mode batch norm normalizes 4
+                    // values per channel, where fp32 rounding grows to ~1e-2 (PyTorch's fp32
+                    // against its own fp64: 3e-3); evaluation mode still matches to 1e-4.
+                    InteropCase{"ResNet18", "resnet:depth=18,image=64", Shape{64, 64, 3}},
+                    InteropCase{"ResNet50", "resnet:depth=50,image=32", Shape{32, 32, 3}, 3e-2f}),
     [](const testing::TestParamInfo<InteropCase>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -151,6 +151,11 @@ std::vector<LayerCase> layer_cases() {
       {"maxpool_2s1_ties", MaxPool2DSpec{2, 1}, Shape{3, 4, 4, 5}, true},
       {"maxpool_3s2_ties", MaxPool2DSpec{3, 2}, Shape{2, 9, 8, 4}, true},
       {"maxpool_2s3_gaps", MaxPool2DSpec{2, 3}, Shape{2, 8, 7, 2}},
+      // PyTorch's padding (ImageNet ResNets' stem pool): border windows partly outside.
+      {"maxpool_3s2_p1_even", MaxPool2DSpec{3, 2, 1}, Shape{2, 8, 6, 3}},
+      {"maxpool_3s2_p1_odd_ties", MaxPool2DSpec{3, 2, 1}, Shape{2, 7, 5, 4}, true},
+      {"maxpool_2s2_p1", MaxPool2DSpec{2, 2, 1}, Shape{2, 5, 4, 2}},
+      {"maxpool_5s2_p2_ties", MaxPool2DSpec{5, 2, 2}, Shape{1, 6, 7, 2}, true},
       {"dense", DenseSpec{5}, Shape{3, 7}},
       {"dense_one_unit", DenseSpec{1}, Shape{2, 4}},
       {"dense_wide", DenseSpec{128}, Shape{64, 256}},

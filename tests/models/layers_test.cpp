@@ -73,6 +73,16 @@ std::vector<LayerCase> layer_cases() {
       {"maxpool_2s3_gaps", MaxPool2DSpec{2, 3}, Shape{2, 8, 7, 2}},
       {"maxpool_c70_chunks", MaxPool2DSpec{2, 2}, Shape{2, 4, 3, 70}},
       {"maxpool_c16_2threads", MaxPool2DSpec{2, 2}, Shape{2, 4, 6, 16}, 2},
+      // PyTorch's padding (ImageNet ResNets' stem pools 3x3, stride 2, pad 1): the border
+      // windows hang over the image by a pixel on each side of an even image, on the first
+      // side only of an odd one; non-overlapping windows with padding, and gaps.
+      {"maxpool_3s2_p1_even", MaxPool2DSpec{3, 2, 1}, Shape{2, 8, 6, 3}},
+      {"maxpool_3s2_p1_odd", MaxPool2DSpec{3, 2, 1}, Shape{2, 7, 5, 2}},
+      {"maxpool_3s1_p1_same", MaxPool2DSpec{3, 1, 1}, Shape{2, 4, 5, 3}},
+      {"maxpool_2s2_p1", MaxPool2DSpec{2, 2, 1}, Shape{2, 5, 4, 2}},
+      {"maxpool_3s3_p1_gaps", MaxPool2DSpec{3, 3, 1}, Shape{1, 7, 8, 2}},
+      {"maxpool_5s2_p2", MaxPool2DSpec{5, 2, 2}, Shape{1, 6, 7, 2}},
+      {"maxpool_p1_c70_2threads", MaxPool2DSpec{3, 2, 1}, Shape{2, 6, 5, 70}, 2},
       {"dense", DenseSpec{5}, Shape{3, 7}},
       {"dense_one_unit", DenseSpec{1}, Shape{2, 4}},
       {"dense_wide_2threads", DenseSpec{16}, Shape{4, 32}, 2},
@@ -337,7 +347,8 @@ TEST(LayerFlatten, OutputsChannelsFirstPerSample) {
 // Equal values in a window (ReLU's zeros do it all the time): the window's gradient goes to
 // exactly one pixel, the first in row-major order, as in PyTorch.
 TEST(LayerMaxPool, TiesSendTheGradientToTheFirstMaximum) {
-  for (const MaxPool2DSpec spec : {MaxPool2DSpec{2, 2}, MaxPool2DSpec{3, 1}}) {
+  for (const MaxPool2DSpec spec :
+       {MaxPool2DSpec{2, 2}, MaxPool2DSpec{3, 1}, MaxPool2DSpec{3, 2, 1}, MaxPool2DSpec{2, 2, 1}}) {
     const LayerCase c{"ties", spec, Shape{2, 5, 4, 3}};
     BoundLayer layer(c);
     layer.in.copy_from_host(std::vector<float>(static_cast<size_t>(c.in.numel()), 0.0f));
@@ -346,14 +357,16 @@ TEST(LayerMaxPool, TiesSendTheGradientToTheFirstMaximum) {
     layer.dout.copy_from_host(g);
     layer.forward();
     layer.backward(/*with_din=*/true);
-    // Every window's first pixel is (oh·stride, ow·stride).
+    // Every window's first pixel is (oh·stride - pad, ow·stride - pad), moved into the image
+    // where it is padding (which never wins).
     const Shape& o = layer.out_shape;
     std::vector<float> expected(static_cast<size_t>(c.in.numel()), 0.0f);
     for (int64_t n = 0; n < o[0]; ++n)
       for (int64_t oh = 0; oh < o[1]; ++oh)
         for (int64_t ow = 0; ow < o[2]; ++ow)
           for (int64_t ch = 0; ch < o[3]; ++ch) {
-            const int64_t ih = oh * spec.stride, iw = ow * spec.stride;
+            const int64_t ih = std::max<int64_t>(oh * spec.stride - spec.pad, 0);
+            const int64_t iw = std::max<int64_t>(ow * spec.stride - spec.pad, 0);
             expected[static_cast<size_t>(((n * c.in[1] + ih) * c.in[2] + iw) * c.in[3] + ch)] +=
                 g[static_cast<size_t>(((n * o[1] + oh) * o[2] + ow) * o[3] + ch)];
           }
@@ -364,7 +377,23 @@ TEST(LayerMaxPool, TiesSendTheGradientToTheFirstMaximum) {
 TEST(LayerShapes, RejectsAnImageSmallerThanTheKernel) {
   EXPECT_THROW(output_shape(Conv2DSpec{4, 5, 1, Padding::kValid}, Shape{3, 3, 1}), Error);
   EXPECT_THROW(output_shape(MaxPool2DSpec{2, 2}, Shape{1, 4, 3}), Error);
+  // PyTorch refuses padding over half the pool: a window could hold padding only.
+  EXPECT_THROW(output_shape(MaxPool2DSpec{3, 2, 2}, Shape{8, 8, 3}), Error);
+  EXPECT_THROW(output_shape(MaxPool2DSpec{2, 2, -1}, Shape{8, 8, 3}), Error);
   EXPECT_THROW(output_shape(DenseSpec{3}, Shape{2, 2, 1}), Error);
+}
+
+// PyTorch's floor((in + 2·pad - pool) / stride) + 1: ImageNet ResNets' stem pool halves
+// 112 to 56, and an odd image rounds down.
+TEST(LayerShapes, PaddedMaxPoolFollowsPyTorch) {
+  EXPECT_EQ(output_shape(MaxPool2DSpec{3, 2, 1}, Shape{112, 112, 64}), (Shape{56, 56, 64}));
+  EXPECT_EQ(output_shape(MaxPool2DSpec{3, 2, 1}, Shape{7, 1, 2}), (Shape{4, 1, 2}));
+  EXPECT_EQ(describe(MaxPool2DSpec{3, 2, 1}), "MaxPool2D(3x3, stride 2, pad 1)");
+  EXPECT_EQ(describe(MaxPool2DSpec{2, 2}), "MaxPool2D(2x2, stride 2)");
+  // Per sample: windows start at rows -1, 1 and 3 of 6, so visit 2 + 3 + 3 rows (the first
+  // hangs over the edge by one): 8 · 8 per channel.
+  EXPECT_EQ(forward_flops(MaxPool2DSpec{3, 2, 1}, Shape{6, 6, 2}), 8 * 8 * 2);
+  EXPECT_EQ(forward_flops(MaxPool2DSpec{2, 2}, Shape{4, 6, 3}), 2 * 3 * 3 * 4);
 }
 
 TEST(LayerShapes, KernelRejectsABindingThatDisagreesWithTheSpec) {

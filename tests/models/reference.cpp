@@ -56,11 +56,14 @@ std::vector<double> max_pool(const MaxPool2DSpec& pool, const Shape& in, const S
     for (int64_t oh = 0; oh < out[1]; ++oh) {
       for (int64_t ow = 0; ow < out[2]; ++ow) {
         for (int64_t c = 0; c < out[3]; ++c) {
+          // PyTorch's padding: -inf outside the image, which never wins.
           double best = -std::numeric_limits<double>::infinity();
           for (int64_t kh = 0; kh < pool.pool; ++kh) {
             for (int64_t kw = 0; kw < pool.pool; ++kw) {
-              best =
-                  std::max(best, x[nhwc(in, n, oh * pool.stride + kh, ow * pool.stride + kw, c)]);
+              const int64_t h = oh * pool.stride - pool.pad + kh;
+              const int64_t w = ow * pool.stride - pool.pad + kw;
+              if (h < 0 || h >= in[1] || w < 0 || w >= in[2]) continue;
+              best = std::max(best, x[nhwc(in, n, h, w, c)]);
             }
           }
           y[nhwc(out, n, oh, ow, c)] = best;

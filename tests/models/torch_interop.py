@@ -1,18 +1,22 @@
 #!/usr/bin/python3
 """PyTorch side of the checkpoint interop test (tests/models/checkpoint_test.cpp).
 
-usage: torch_interop.py MODEL WEIGHTS IO NEW_WEIGHTS NEW_IO
+usage: torch_interop.py MODEL WEIGHTS IO NEW_WEIGHTS NEW_IO [TRAIN_TOLERANCE]
 
   MODEL        the scalescope model spec ("cifar-cnn", "cnn:width=2", "dense-100", "mlp:scale=0.01",
-               "cifar-resnet:depth=20")
+               "cifar-resnet:depth=20", "resnet:depth=18,image=64")
   WEIGHTS      a checkpoint written by scalescope's save_checkpoint
   IO           safetensors with "input" (NHWC for images) and "output", scalescope's forward in
                training mode, and for models with batch norm "output_eval", its forward in
                evaluation mode (after the training forward)
   NEW_WEIGHTS  written here: the weights after one SGD step taken by PyTorch
   NEW_IO       written here: "output", PyTorch's forward of the same input with NEW_WEIGHTS
+  TRAIN_TOLERANCE  the largest difference allowed in training mode (default TOLERANCE): batch
+               norm over few values per channel (ResNet-50's last stage on a 1x1 image, batch 4)
+               divides by a tiny variance, so fp32 rounding grows there (PyTorch's own fp32
+               differs from its fp64 by 3e-3); evaluation mode keeps TOLERANCE
 
-Builds the equivalent nn.Sequential, loads WEIGHTS with load_state_dict(strict=True), checks
+Builds the equivalent PyTorch model (torchvision's for "resnet"), loads WEIGHTS with load_state_dict(strict=True), checks
 that PyTorch's forward matches scalescope's, then changes every weight and writes it back for
 scalescope to load. Exits non-zero with a message on any mismatch.
 
@@ -136,9 +140,29 @@ class CifarResNet(nn.Module):
         return self.linear(out.mean(dim=(2, 3)))
 
 
+def spec_params(model):
+    """The key=value pairs of a model spec ("resnet:depth=18,image=64" → depth, image)."""
+    if ":" not in model:
+        return {}
+    return dict(kv.split("=") for kv in model.split(":", 1)[1].split(","))
+
+
+def torchvision_resnet(model):
+    """torchvision's ImageNet ResNet; the image size needs nothing (adaptive average pool)."""
+    import torchvision  # only here: the other families need no torchvision
+
+    params = spec_params(model)
+    if float(params.get("width", "1")) != 1.0:
+        raise SystemExit(f"torch_interop.py: torchvision has no equivalent of '{model}' (width)")
+    depth = int(params.get("depth", "50"))
+    return getattr(torchvision.models, f"resnet{depth}")(weights=None)
+
+
 def build(model, state):
-    """The nn.Sequential of a scalescope model; widths are read from the checkpoint."""
+    """The PyTorch module of a scalescope model; widths are read from the checkpoint."""
     family = model.split(":")[0]
+    if family == "resnet":
+        return torchvision_resnet(model)
     if family in ("cifar-cnn", "cnn"):
         return nn.Sequential(
             conv(state, 0), nn.ReLU(), nn.MaxPool2d(2),
@@ -149,24 +173,24 @@ def build(model, state):
             dense(state, 0), nn.Tanh(), dense(state, 2), nn.ReLU(), dense(state, 4), nn.ReLU(),
             dense(state, 6), nn.ReLU(), dense(state, 8), nn.Sigmoid())
     if family == "cifar-resnet":
-        depth = dict(kv.split("=") for kv in model.split(":")[1].split(","))["depth"]
-        return CifarResNet(int(depth))
+        return CifarResNet(int(spec_params(model)["depth"]))
     if family == "dense-100":
         return nn.Sequential(dense(state, 0), nn.ReLU(), dense(state, 2))
     raise SystemExit(f"torch_interop.py: no PyTorch equivalent known for model '{model}'")
 
 
-def compare(what, y, expected):
+def compare(what, y, expected, tolerance=TOLERANCE):
     diff = (y - expected).abs().max().item()
     print(f"{what}: max |torch - scalescope| = {diff:.3g}")
-    if not diff < TOLERANCE:
-        raise SystemExit(f"{what}: outputs differ by {diff} (tolerance {TOLERANCE})")
+    if not diff < tolerance:
+        raise SystemExit(f"{what}: outputs differ by {diff} (tolerance {tolerance})")
 
 
 def main(argv):
-    if len(argv) != 6:
+    if len(argv) not in (6, 7):
         raise SystemExit(__doc__)
-    model_name, weights_path, io_path, new_weights_path, new_io_path = argv[1:]
+    model_name, weights_path, io_path, new_weights_path, new_io_path = argv[1:6]
+    train_tolerance = float(argv[6]) if len(argv) == 7 else TOLERANCE
     if sys.byteorder != "little":
         raise SystemExit("safetensors data is little-endian; this host is not")
     torch.manual_seed(0)
@@ -188,7 +212,7 @@ def main(argv):
             compare(model_name + " (eval)", model(x), io["output_eval"])
         model.train()
     with torch.no_grad():
-        compare(model_name, model(x), io["output"])
+        compare(model_name, model(x), io["output"], train_tolerance)
 
     # Change every weight the way training would: one SGD step on a simple loss.
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)

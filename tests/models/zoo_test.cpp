@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "models/zoo.h"
@@ -93,7 +94,7 @@ void expect_error(const std::string& spec, const std::string& fragment) {
 }
 
 TEST(Zoo, BadSpecsNameTheProblem) {
-  expect_error("resnet", "unknown model 'resnet'");
+  expect_error("resnet50", "unknown model 'resnet50'");
   expect_error("", "empty model name");
   expect_error("cnn:depth=2", "no parameter 'depth'");
   expect_error("cifar-cnn:width=2", "no parameter 'width'");
@@ -106,6 +107,106 @@ TEST(Zoo, BadSpecsNameTheProblem) {
   expect_error("cnn:", "nothing after ':'");
   expect_error("cnn:width=1,width=2", "given twice");
   expect_error("mlp:scale=nan", "scale=nan");
+}
+
+// torchvision 0.14's counts (sum(p.numel() for p in resnetNN().parameters())).
+TEST(Zoo, ImageNetResNetParameterCountsAreTorchvisions) {
+  EXPECT_EQ(params_of("resnet:depth=18"), 11689512);
+  EXPECT_EQ(params_of("resnet:depth=34"), 21797672);
+  EXPECT_EQ(params_of("resnet:depth=50"), 25557032);
+  EXPECT_EQ(params_of("resnet:depth=101"), 44549160);
+  EXPECT_EQ(params_of("resnet:depth=152"), 60192808);
+  // The image changes no parameter: global average pooling before fc.
+  EXPECT_EQ(params_of("resnet:depth=50,image=64"), 25557032);
+}
+
+// He et al.'s Table 6 (0.27M, 0.46M, 0.66M, 0.85M, 1.7M), exactly.
+TEST(Zoo, CifarResNetParameterCounts) {
+  EXPECT_EQ(params_of("cifar-resnet:depth=20"), 269722);
+  EXPECT_EQ(params_of("cifar-resnet:depth=32"), 464154);
+  EXPECT_EQ(params_of("cifar-resnet:depth=44"), 658586);
+  EXPECT_EQ(params_of("cifar-resnet:depth=56"), 853018);
+  EXPECT_EQ(params_of("cifar-resnet:depth=110"), 1727962);
+}
+
+Shape param_shape(const ModelDef& def, const std::string& name) {
+  for (const ParamInfo& p : param_infos(def, def.default_input)) {
+    if (p.name == name) return p.spec.shape;
+  }
+  return Shape{-1};  // absent
+}
+
+TEST(Zoo, ImageNetResNetNamesAndShapesAreTorchvisions) {
+  const ModelDef r18 = make_model("resnet:depth=18");
+  EXPECT_EQ(r18.name, "resnet:depth=18");
+  EXPECT_EQ(r18.default_input, (Shape{224, 224, 3}));
+  EXPECT_EQ(param_shape(r18, "conv1.weight"), (Shape{64, 3, 7, 7}));
+  EXPECT_EQ(param_shape(r18, "conv1.bias"), Shape{-1});  // no bias before batch norm
+  EXPECT_EQ(param_shape(r18, "bn1.weight"), Shape{64});
+  EXPECT_EQ(param_shape(r18, "layer1.0.conv1.weight"), (Shape{64, 64, 3, 3}));
+  EXPECT_EQ(param_shape(r18, "layer1.0.downsample.0.weight"), Shape{-1});
+  EXPECT_EQ(param_shape(r18, "layer2.0.conv1.weight"), (Shape{128, 64, 3, 3}));
+  EXPECT_EQ(param_shape(r18, "layer2.0.downsample.0.weight"), (Shape{128, 64, 1, 1}));
+  EXPECT_EQ(param_shape(r18, "layer2.0.downsample.1.bias"), Shape{128});
+  EXPECT_EQ(param_shape(r18, "layer4.1.bn2.weight"), Shape{512});
+  EXPECT_EQ(param_shape(r18, "fc.weight"), (Shape{1000, 512}));
+  EXPECT_EQ(param_shape(r18, "fc.bias"), Shape{1000});
+  const auto buffers = buffer_infos(r18, r18.default_input);
+  EXPECT_EQ(buffers.front().name, "bn1.running_mean");
+  EXPECT_EQ(buffers.back().name, "layer4.1.bn2.num_batches_tracked");
+
+  const ModelDef r50 = make_model("resnet:depth=50");
+  // Stage 1 widens 64 to 256 channels, so even its first block has a downsample (stride 1).
+  EXPECT_EQ(param_shape(r50, "layer1.0.downsample.0.weight"), (Shape{256, 64, 1, 1}));
+  EXPECT_EQ(param_shape(r50, "layer1.1.downsample.0.weight"), Shape{-1});
+  EXPECT_EQ(param_shape(r50, "layer1.0.conv3.weight"), (Shape{256, 64, 1, 1}));
+  EXPECT_EQ(param_shape(r50, "layer3.5.conv2.weight"), (Shape{256, 256, 3, 3}));
+  EXPECT_EQ(param_shape(r50, "layer3.6.conv2.weight"), Shape{-1});
+  EXPECT_EQ(param_shape(r50, "fc.weight"), (Shape{1000, 2048}));
+  EXPECT_EQ(param_shape(make_model("resnet:depth=152"), "layer3.35.bn3.weight"), Shape{1024});
+}
+
+// The stem and four stages divide the image by 32 (7x7 conv and 3x3 pool, stride 2 each).
+TEST(Zoo, ImageNetResNetShapesAndFlops) {
+  const ModelDef r50 = make_model("resnet:depth=50");
+  const std::vector<Shape> shapes = layer_shapes(r50, r50.default_input);
+  EXPECT_EQ(shapes[1], (Shape{112, 112, 64}));  // conv1
+  EXPECT_EQ(shapes[4], (Shape{56, 56, 64}));    // maxpool
+  EXPECT_EQ(shapes[shapes.size() - 3], (Shape{7, 7, 2048}));
+  EXPECT_EQ(shapes.back(), Shape{1000});
+  // About 4.1 G multiply-adds, as usually quoted for ResNet-50: 8.2 GFLOP and a little more.
+  const int64_t flops = summarize(r50, r50.default_input).forward_flops;
+  EXPECT_GT(flops, int64_t{8'100'000'000});
+  EXPECT_LT(flops, int64_t{8'400'000'000});
+  const ModelDef small = make_model("resnet:depth=18,image=64");
+  EXPECT_EQ(small.name, "resnet:depth=18,image=64");
+  EXPECT_EQ(layer_shapes(small, small.default_input)[4], (Shape{16, 16, 64}));
+}
+
+TEST(Zoo, ImageNetResNetWidthScalesEveryStage) {
+  const ModelDef wide = make_model("resnet:depth=18,width=2");
+  EXPECT_EQ(wide.name, "resnet:depth=18,width=2");
+  EXPECT_EQ(param_shape(wide, "conv1.weight"), (Shape{128, 3, 7, 7}));
+  EXPECT_EQ(param_shape(wide, "layer4.1.conv2.weight"), (Shape{1024, 1024, 3, 3}));
+  EXPECT_EQ(param_shape(wide, "fc.weight"), (Shape{1000, 1024}));
+  EXPECT_EQ(make_model("resnet:width=0.5,image=96,depth=34").name,
+            "resnet:depth=34,image=96,width=0.5");
+  EXPECT_EQ(make_model("resnet:depth=50,image=224,width=1").name, "resnet:depth=50");
+  EXPECT_GT(params_of("resnet:depth=18,width=4"), 10 * params_of("resnet:depth=18"));
+}
+
+TEST(Zoo, BadImageNetResNetSpecsNameTheProblem) {
+  expect_error("resnet:depth=20", "depth 20 is not one of torchvision's 18, 34, 50, 101, 152");
+  expect_error("resnet:depth=0", "depth=0");
+  expect_error("resnet:depth=x", "depth=x");
+  expect_error("resnet:layers=18", "no parameter 'layers' (accepted: depth, image, width)");
+  expect_error("resnet:depth=18,image=31", "image=31 is too small for the stem and 4 stages");
+  expect_error("resnet:depth=18,image=1", "image=1 is too small");
+  expect_error("resnet:depth=18,image=0", "image=0");
+  expect_error("resnet:depth=18,image=64.5", "image=64.5");
+  expect_error("resnet:depth=18,width=0", "width=0");
+  expect_error("resnet:depth=18,width=0.001", "narrower than one");
+  expect_error("cifar-resnet:depth=18", "not 6n+2");
 }
 
 TEST(Zoo, LayersRejectShapesTheyCannotTake) {

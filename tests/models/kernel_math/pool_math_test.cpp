@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/random.h"
@@ -32,23 +33,63 @@ std::vector<float> tied_values(int64_t n, uint64_t seed) {
   return v;
 }
 
+// Padding included (PyTorch's, at most pool / 2): window o spans o·stride - pad onwards.
 TEST(KernelMathPool, WindowsCoveringAnInputAreExactlyThoseThatContainIt) {
   for (int64_t in = 1; in <= 12; ++in) {
-    for (int64_t pool = 1; pool <= std::min<int64_t>(in, 4); ++pool) {
-      for (int64_t stride = 1; stride <= 4; ++stride) {
-        const int64_t out = (in - pool) / stride + 1;
-        for (int64_t i = 0; i < in; ++i) {
-          const km::IndexRange r = km::pool_windows_covering(i, pool, stride, out);
-          for (int64_t o = 0; o < out; ++o) {
-            const bool contains = o * stride <= i && i < o * stride + pool;
-            ASSERT_EQ(o >= r.begin && o < r.end, contains)
-                << "in " << in << " pool " << pool << " stride " << stride << " i " << i
-                << " window " << o;
+    for (int64_t pool = 1; pool <= 5; ++pool) {
+      for (int64_t pad = 0; pad <= pool / 2; ++pad) {
+        for (int64_t stride = 1; stride <= 4; ++stride) {
+          if (in + 2 * pad < pool) continue;
+          const int64_t out = (in + 2 * pad - pool) / stride + 1;
+          for (int64_t i = 0; i < in; ++i) {
+            const km::IndexRange r = km::pool_windows_covering(i, pool, stride, out, pad);
+            for (int64_t o = 0; o < out; ++o) {
+              const int64_t start = o * stride - pad;
+              const bool contains = start <= i && i < start + pool;
+              ASSERT_EQ(o >= r.begin && o < r.end, contains)
+                  << "in " << in << " pool " << pool << " stride " << stride << " pad " << pad
+                  << " i " << i << " window " << o;
+            }
           }
         }
       }
     }
   }
+}
+
+// The part of a padded window inside the image: never empty, and the whole window unpadded.
+TEST(KernelMathPool, APaddedWindowIsItsPartInsideTheImage) {
+  const km::PoolShape s{1, 6, 5, 1, 3, 3, 3, 2, 1};
+  const km::PoolWindow first = km::pool_window(s, 0, 0);
+  EXPECT_EQ(first.h0, 0);
+  EXPECT_EQ(first.h1, 2);
+  EXPECT_EQ(first.w0, 0);
+  EXPECT_EQ(first.w1, 2);
+  const km::PoolWindow last = km::pool_window(s, 2, 2);
+  EXPECT_EQ(last.h0, 3);
+  EXPECT_EQ(last.h1, 6);  // (6 + 2 - 3) / 2 + 1 = 3 rows of windows; the last ends inside
+  EXPECT_EQ(last.w0, 3);
+  EXPECT_EQ(last.w1, 5);  // hangs over the right edge by one
+  const km::PoolShape unpadded{1, 6, 5, 1, 2, 2, 3, 2, 0};
+  const km::PoolWindow whole = km::pool_window(unpadded, 1, 1);
+  EXPECT_EQ(whole.h0, 2);
+  EXPECT_EQ(whole.h1, 5);
+  EXPECT_EQ(whole.w0, 2);
+  EXPECT_EQ(whole.w1, 5);
+}
+
+// Padding is -inf in PyTorch: a window of -inf and padding takes -inf, from the image.
+TEST(KernelMathPool, PaddingNeverWins) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const km::PoolShape s{1, 2, 2, 1, 1, 1, 3, 2, 1};
+  const std::vector<float> x = {-inf, -inf, -inf, -5.0f};
+  EXPECT_EQ(km::max_pool_window_max(s, x.data(), 0, 0, 0, 0), -5.0f);
+  const std::vector<float> all = {-inf, -inf, -inf, -inf};
+  const float y = km::max_pool_window_max(s, all.data(), 0, 0, 0, 0);
+  EXPECT_EQ(y, -inf);
+  const km::Position p = km::max_pool_window_argmax(s, all.data(), 0, 0, 0, 0, y);
+  EXPECT_EQ(p.h, 0);
+  EXPECT_EQ(p.w, 0);
 }
 
 // One sample, one channel, a 2×2 window over a 2×2 image: the first bit-equal element wins.
@@ -78,7 +119,8 @@ struct PoolCase {
 void expect_max_pool_matches_cpu(const PoolCase& c, const std::vector<float>& x) {
   CpuLayer cpu(c.spec, c.in);
   const Shape& o = cpu.out_shape();
-  const km::PoolShape s{c.in[0], c.in[1], c.in[2], c.in[3], o[1], o[2], c.spec.pool, c.spec.stride};
+  const km::PoolShape s{c.in[0], c.in[1],     c.in[2],       c.in[3],   o[1],
+                        o[2],    c.spec.pool, c.spec.stride, c.spec.pad};
   std::vector<float> y(static_cast<size_t>(o.numel()));
   for (size_t i = 0; i < y.size(); ++i) {
     const km::Nhwc p = km::nhwc_coords(static_cast<int64_t>(i), s.out_h, s.out_w, s.channels);
@@ -108,6 +150,14 @@ std::vector<PoolCase> pool_cases() {
       {{3, 1}, Shape{1, 6, 5, 2}},   // every inner pixel in nine windows
       {{2, 3}, Shape{2, 8, 7, 2}},   // gaps between windows
       {{2, 2}, Shape{1, 4, 6, 70}},  // more channels than the CPU's chunk of 64
+      // PyTorch's padding: border windows partly outside the image, overlapping or not.
+      {{3, 2, 1}, Shape{2, 8, 6, 3}},   // ImageNet ResNets' stem pool, even sizes
+      {{3, 2, 1}, Shape{2, 7, 5, 2}},   // odd sizes
+      {{3, 1, 1}, Shape{1, 5, 4, 2}},   // "same"-sized output
+      {{2, 2, 1}, Shape{2, 5, 4, 2}},   // non-overlapping windows with padding
+      {{3, 3, 1}, Shape{1, 7, 8, 2}},   // gaps
+      {{5, 2, 2}, Shape{1, 6, 7, 2}},   // padding two
+      {{3, 2, 1}, Shape{1, 4, 5, 70}},  // chunks of channels
   };
 }
 

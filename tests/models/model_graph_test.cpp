@@ -1,0 +1,176 @@
+// Models that are graphs (residual connections): the gradients of a graph whose layers have
+// several readers and whose Add layers have two inputs, against finite differences of the
+// model's own loss; malformed graphs refused by name; batch norm's buffers through training
+// and evaluation; names as PyTorch's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/cpu/cpu_device.h"
+#include "core/error.h"
+#include "core/random.h"
+#include "core/tensor.h"
+#include "models/model.h"
+#include "models/zoo.h"
+#include "tests/test_util.h"
+
+namespace scalescope {
+namespace {
+
+using testing_util::error_of;
+
+// Every wiring case at once: layer 0 is read by a batch norm and by an Add; layer 4 by a
+// strided convolution and by the shortcut; two Adds; biased and bias-free convolutions.
+ModelDef residual_graph() {
+  const auto conv = [](int64_t filters, int64_t stride, bool bias) {
+    return Conv2DSpec{filters, 3, stride, Padding::kExplicit, 1, bias};
+  };
+  return ModelDef{"residual-graph",
+                  {conv(3, 1, true), BatchNorm2DSpec{}, ActivationSpec{Activation::kTanh},
+                   conv(3, 1, false), AddSpec{}, PadShortcutSpec{2, 5}, conv(5, 2, true), AddSpec{},
+                   GlobalAvgPoolSpec{}, DenseSpec{4}},
+                  LossKind::kSoftmaxCrossEntropy,
+                  Shape{5, 5, 2},
+                  {{kModelInput}, {0}, {1}, {2}, {3, 0}, {4}, {4}, {6, 5}, {7}, {8}},
+                  {}};
+}
+
+struct Batch {
+  Tensor x, y, loss;
+};
+
+Batch make_batch(Device& dev, const Model& m, int64_t n) {
+  Batch b{Tensor(dev, m.input_shape().with_batch(n)), Tensor(dev, Shape{n}), Tensor(dev, Shape{1})};
+  Rng rng(9);
+  std::vector<float> x(static_cast<size_t>(b.x.numel()));
+  for (float& v : x) v = rng.uniform(-1.0f, 1.0f);
+  b.x.copy_from_host(x);
+  std::vector<float> y;
+  for (int64_t i = 0; i < n; ++i) y.push_back(static_cast<float>(i % 4));
+  b.y.copy_from_host(y);
+  return b;
+}
+
+double loss_of(Model& m, Batch& b, int64_t n, Stream& s) {
+  m.forward(b.x.data(), n, s);
+  m.loss_forward(b.y.data(), 1.0f / static_cast<float>(n), b.loss.data(), s);
+  return b.loss.to_host()[0];
+}
+
+TEST(ModelGraph, GradientsOfEveryParameterMatchFiniteDifferences) {
+  CpuDevice dev(0, 1);
+  Stream& s = dev.default_stream();
+  Model m(residual_graph(), Shape{5, 5, 2}, dev, 4);
+  const int64_t n = 3;
+  Batch b = make_batch(dev, m, n);
+  m.forward(b.x.data(), n, s);
+  m.loss_forward_backward(b.y.data(), 1.0f / static_cast<float>(n), b.loss.data(), s);
+  m.backward(s);
+  const std::vector<float> grads = m.grads().to_host();
+
+  std::vector<std::vector<float>> weights = m.weights_to_host();
+  // float32 central differences: wiring mistakes (a reader's gradient lost or counted twice)
+  // are O(1); rounding stays below 1e-3 of these gradients.
+  const float h = 1e-2f;
+  for (size_t p = 0; p < weights.size(); ++p) {
+    for (size_t i = 0; i < weights[p].size(); ++i) {
+      const float original = weights[p][i];
+      weights[p][i] = original + h;
+      m.weights_from_host(weights);
+      const double up = loss_of(m, b, n, s);
+      weights[p][i] = original - h;
+      m.weights_from_host(weights);
+      const double down = loss_of(m, b, n, s);
+      weights[p][i] = original;
+      const double numeric = (up - down) / (2.0 * h);
+      const double analytic = grads[static_cast<size_t>(m.param_offset(p)) + i];
+      ASSERT_NEAR(analytic, numeric, 2e-3 + 2e-2 * std::abs(numeric))
+          << m.params()[p].name << "[" << i << "]";
+    }
+  }
+}
+
+ModelDef with_inputs(std::vector<std::vector<int>> inputs) {
+  ModelDef def = residual_graph();
+  def.inputs = std::move(inputs);
+  return def;
+}
+
+TEST(ModelGraph, MalformedGraphsAreRefusedNamingTheLayer) {
+  const Shape in{5, 5, 2};
+  EXPECT_CONTAINS(
+      error_of([&] {
+        layer_shapes(
+            with_inputs({{kModelInput}, {0}, {1}, {5}, {3, 0}, {4}, {4}, {6, 5}, {7}, {8}}), in);
+      }),
+      "layer 3 (Conv2D(3, 3x3, stride 1, pad 1, no bias)) reads layer 5, which does "
+      "not come before it");
+  EXPECT_CONTAINS(
+      error_of([&] {
+        layer_shapes(with_inputs({{kModelInput}, {0}, {1}, {2}, {3}, {4}, {4}, {6, 5}, {7}, {8}}),
+                     in);
+      }),
+      "layer 4 (Add) takes 2 input(s), given 1");
+  EXPECT_CONTAINS(
+      error_of([&] {
+        layer_shapes(
+            with_inputs({{kModelInput}, {0}, {1}, {2}, {3, 0}, {4}, {4}, {6, 4}, {7}, {8}}), in);
+      }),
+      "layer 7 adds shapes [3, 3, 5] and [5, 5, 3]");
+  EXPECT_CONTAINS(
+      error_of([&] {
+        layer_shapes(
+            with_inputs({{kModelInput}, {0}, {1}, {2}, {3, 0}, {4}, {4}, {6, 6}, {7}, {8}}), in);
+      }),
+      "nothing reads the output of layer 5 (PadShortcut(stride 2, 5 channels))");
+  EXPECT_CONTAINS(error_of([&] { layer_shapes(with_inputs({{kModelInput}}), in); }),
+                  "10 layers but 1 lists of inputs");
+}
+
+TEST(ModelGraph, BatchNormBuffersMoveInTrainingOnlyAndStartAtPyTorchsValues) {
+  CpuDevice dev(0, 1);
+  Stream& s = dev.default_stream();
+  Model m(make_model("cifar-resnet:depth=8"), Shape{8, 8, 3}, dev, 1);
+  ASSERT_EQ(m.buffer_infos().size(), 3u * 7u);  // 7 batch norms
+  EXPECT_EQ(m.buffer_infos()[0].name, "bn1.running_mean");
+  EXPECT_EQ(m.buffer_infos()[1].name, "bn1.running_var");
+  EXPECT_EQ(m.buffer_infos()[2].name, "bn1.num_batches_tracked");
+  const auto initial = m.buffers_to_host();
+  EXPECT_EQ(initial[0], std::vector<float>(16, 0.0f));
+  EXPECT_EQ(initial[1], std::vector<float>(16, 1.0f));
+  EXPECT_EQ(initial[2], std::vector<float>{0.0f});
+  // Batch norm's scale starts at 1, its shift at 0 (PyTorch's reset_parameters).
+  for (size_t i = 0; i < m.params().size(); ++i) {
+    if (m.params()[i].name != "bn1.weight") continue;
+    EXPECT_EQ(m.weights_to_host()[i], std::vector<float>(16, 1.0f));
+  }
+
+  Batch b = make_batch(dev, m, 4);
+  m.forward(b.x.data(), 4, s, /*training=*/false);
+  EXPECT_EQ(m.buffers_to_host(), initial) << "evaluation moved the running statistics";
+  m.forward(b.x.data(), 4, s);
+  const auto trained = m.buffers_to_host();
+  EXPECT_NE(trained[0], initial[0]);
+  EXPECT_NE(trained[1], initial[1]);
+  EXPECT_EQ(trained[2], std::vector<float>{1.0f});
+}
+
+TEST(ModelGraph, ParameterNamesAreThePyTorchModulePaths) {
+  const ModelDef def = make_model("cifar-resnet:depth=8");
+  std::vector<std::string> names;
+  for (const ParamInfo& p : param_infos(def, def.default_input)) names.push_back(p.name);
+  const std::vector<std::string> expected = {
+      "conv1.weight",          "bn1.weight",          "bn1.bias",
+      "layer1.0.conv1.weight", "layer1.0.bn1.weight", "layer1.0.bn1.bias",
+      "layer1.0.conv2.weight", "layer1.0.bn2.weight", "layer1.0.bn2.bias",
+      "layer2.0.conv1.weight", "layer2.0.bn1.weight", "layer2.0.bn1.bias",
+      "layer2.0.conv2.weight", "layer2.0.bn2.weight", "layer2.0.bn2.bias",
+      "layer3.0.conv1.weight", "layer3.0.bn1.weight", "layer3.0.bn1.bias",
+      "layer3.0.conv2.weight", "layer3.0.bn2.weight", "layer3.0.bn2.bias",
+      "linear.weight",         "linear.bias"};
+  EXPECT_EQ(names, expected);
+}
+
+}  // namespace
+}  // namespace scalescope
