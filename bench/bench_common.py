@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from anchors.anchor_settings import CASES, OPTIMIZERS, scalescope_optimizer_args  # noqa: F401
+from torch_models import CifarResNet
 
 
 def torch_optimizer(kind, params, settings=None):
@@ -39,6 +40,9 @@ def torch_model(name):
             nn.Linear(2000, 500), nn.ReLU(), nn.Linear(500, 300), nn.ReLU(),
             nn.Linear(300, 1), nn.Sigmoid())
         return m, (8000,), nn.BCELoss(), lambda n: torch.randint(0, 2, (n, 1)).float()
+    if name.startswith("cifar-resnet:depth="):
+        m = CifarResNet(int(name.partition("=")[2]))
+        return m, (3, 32, 32), nn.CrossEntropyLoss(), lambda n: torch.randint(0, 10, (n,))
     raise ValueError(name)
 
 
@@ -46,7 +50,8 @@ def glorot(model):
     for mod in model.modules():
         if isinstance(mod, (nn.Linear, nn.Conv2d)):
             nn.init.xavier_uniform_(mod.weight)
-            nn.init.zeros_(mod.bias)
+            if mod.bias is not None:  # the ResNets' convolutions have none
+                nn.init.zeros_(mod.bias)
 
 
 def default_binary():

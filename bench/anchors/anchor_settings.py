@@ -23,6 +23,7 @@ OPTIMIZERS = {
 MODELS = {
     "cifar-cnn": ((32, 32, 3), 10),
     "mlp-41m": ((8000,), 1),
+    "cifar-resnet:depth=20": ((32, 32, 3), 10),  # PyTorch only (bench_common.torch_model)
 }
 CIFAR_SIDE = 32
 CIFAR_RECORD = 1 + CIFAR_SIDE * CIFAR_SIDE * 3

@@ -245,7 +245,7 @@ def render_markdown(rows, header):
 def parse_cases(text):
     cases = []
     for item in text.split(","):
-        model, _, batch = item.partition(":")
+        model, _, batch = item.rpartition(":")  # model specs hold colons too
         if not batch.isdigit() or int(batch) < 1:
             raise argparse.ArgumentTypeError(
                 f"case {item!r}: expected MODEL:BATCH, e.g. cifar-cnn:64")

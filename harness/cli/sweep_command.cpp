@@ -147,6 +147,9 @@ int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionL
   const OptionSources& names = parsed.names;
   const bool lead = parsed.launch.lead;
   SweepOptions o = args.options;
+  if (!names.given("models") && resolve_devices(o, names).kind == DeviceKind::kCuda) {
+    o.models = kGpuDefaultModels;
+  }
   o.command_line = command_line();
   o.train.cluster = parsed.launch.cluster.get();
   validate(o, names);  // every value, before anything runs

@@ -18,10 +18,15 @@
 
 namespace scalescope {
 
+// The default models where the devices are GPUs: the workload of the published scaling
+// references (tf_cnn_benchmarks, PyTorch's DDP benchmark, MLPerf).
+inline const std::vector<std::string> kGpuDefaultModels = {"resnet:depth=50"};
+
 struct SweepOptions {
-  // The default sweep finishes in well under a minute on 2 cores and shows two stories:
-  // a convolutional net that scales well and an MLP whose gradients swamp the link.
-  std::vector<std::string> models = {"cifar-cnn", "mlp:scale=0.1"};
+  // The default sweep on CPU devices finishes in about a minute on 2 cores and shows three
+  // stories: a convolutional net that scales well, an MLP whose gradients swamp the link,
+  // and a ResNet whose batch norm and many small layers make compute the limit.
+  std::vector<std::string> models = {"cifar-cnn", "mlp:scale=0.1", "cifar-resnet:depth=20"};
   // Device counts, all of one kind ("cpu:1,2", "cuda:1,2,4" or "1,2,4,8": GPUs when the
   // machine has them, CPU devices otherwise).
   std::string devices = "";  // "" = 1 and 2 (2 only where it fits); see resolve_devices

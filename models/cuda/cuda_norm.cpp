@@ -2,8 +2,9 @@
 //
 // Batch normalization runs our kernels rather than cuDNN's so that its sums are added in an
 // order fixed by the shape (kernel_math/norm_math.h), checked on the host, with no atomics.
-// The kernel owns the batch's mean and invstd (saved by the training forward for backward)
-// and the scratch of the per-channel sums, all allocated at construction.
+// The kernel owns the batch's mean and invstd (saved by the training forward for backward),
+// the scratch of the per-channel sums and the sums a synchronized stage all-reduces
+// (--sync-batchnorm), all allocated at construction.
 #include <memory>
 
 #include "core/buffer.h"
@@ -26,16 +27,35 @@ class BatchNormKernel final : public LayerKernel {
         mean_(float_buffer(device, channels_)),
         invstd_(float_buffer(device, channels_)),
         scratch_(float_buffer(device, cuda_ops::batch_norm_scratch(rows_, channels_))),
-        tensors_{b.params[0].data,  b.params[1].data, b.buffers[0].data, b.buffers[1].data,
-                 b.buffers[2].data, floats(mean_),    floats(invstd_),   floats(scratch_)} {}
+        sync_(float_buffer(device, 2 * channels_)),
+        tensors_{b.params[0].data,  b.params[1].data,  b.buffers[0].data,
+                 b.buffers[1].data, b.buffers[2].data, floats(mean_),
+                 floats(invstd_),   floats(scratch_),  floats(sync_)} {}
 
   void forward(const float* in, float* out, Stream& stream) override {
-    // The unbiased variance divides by rows - 1; PyTorch refuses such a batch in training too.
-    SS_CHECK(rows_ >= 2,
-             "{}: training needs more than one value per channel, but the batch has N·H·W = {}",
-             describe(LayerSpec{spec_}), rows_);
+    check_rows();
     cuda_ops::batch_norm_forward_train(in, out, rows_, channels_, spec_.eps, spec_.momentum,
                                        tensors_, cuda_stream(stream));
+  }
+
+  // Synchronized (cuda_ops.h): forward sums Σx, then Σ(x − mean)² around the mean of every
+  // replica's batch; backward sums Σdy and Σdy·x̂ once, its gradients staying this replica's.
+  int sync_points(Pass pass) const override { return pass == Pass::kForward ? 2 : 1; }
+  TensorView sync_values(Pass pass) const override {
+    return {floats(sync_), Shape{pass == Pass::kForward ? channels_ : 2 * channels_}};
+  }
+  void forward_stage(int stage, int replicas, const float* in, float* out,
+                     Stream& stream) override {
+    // Each replica checks its own batch, as the CPU kernel does (PyTorch's SyncBatchNorm would
+    // take one value per replica when there are several; the two backends agree instead).
+    if (stage == 0) check_rows();
+    cuda_ops::batch_norm_forward_stage(stage, replicas, in, out, rows_, channels_, spec_.eps,
+                                       spec_.momentum, tensors_, cuda_stream(stream));
+  }
+  void backward_stage(int stage, int replicas, const float* in, const float*, const float* dout,
+                      float* din, Stream& stream) override {
+    cuda_ops::batch_norm_backward_stage(stage, replicas, in, dout, din, gamma_grad_, beta_grad_,
+                                        rows_, channels_, tensors_, cuda_stream(stream));
   }
 
   void forward_eval(const float* in, float* out, Stream& stream) override {
@@ -50,6 +70,13 @@ class BatchNormKernel final : public LayerKernel {
   }
 
  private:
+  // The unbiased variance divides by rows - 1; PyTorch refuses such a batch in training too.
+  void check_rows() const {
+    SS_CHECK(rows_ >= 2,
+             "{}: training needs more than one value per channel, but the batch has N·H·W = {}",
+             describe(LayerSpec{spec_}), rows_);
+  }
+
   BatchNorm2DSpec spec_;
   int64_t rows_;
   int64_t channels_;
@@ -58,6 +85,7 @@ class BatchNormKernel final : public LayerKernel {
   DeviceBuffer mean_;    // the last training forward's, read by backward
   DeviceBuffer invstd_;  // (and its 1 / sqrt(var + eps))
   DeviceBuffer scratch_;
+  DeviceBuffer sync_;  // 2·C floats: the sums a sync point all-reduces
   cuda_ops::BatchNormTensors tensors_;
 };
 

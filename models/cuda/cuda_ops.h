@@ -95,6 +95,7 @@ struct BatchNormTensors {
   float* mean;                 // the last training forward's, which backward reads
   float* invstd;
   float* scratch;  // batch_norm_scratch(rows, channels) floats
+  float* sync;     // 2·channels floats: the sums the synchronized stages all-reduce
 };
 // How many floats of scratch the per-channel sums of this shape need.
 int64_t batch_norm_scratch(int64_t rows, int64_t channels);
@@ -110,6 +111,20 @@ void batch_norm_forward_eval(const float* x, float* y, int64_t rows, int64_t cha
 void batch_norm_backward(const float* x, const float* dy, float* dx, float* dgamma, float* dbeta,
                          int64_t rows, int64_t channels, const BatchNormTensors& t,
                          cudaStream_t stream);
+// The training passes with statistics over `replicas` batches of `rows` rows each
+// (--sync-batchnorm), in LayerKernel's stages; between two stages the caller sums t.sync over
+// the replicas. Forward: stage 0 writes Σx into t.sync[0, channels); stage 1 saves the mean of
+// every batch and writes Σ(x - mean)² over this one; stage 2 saves invstd, updates the running
+// statistics (the unbiased variance divides by rows·replicas - 1) and writes y. Backward:
+// stage 0 overwrites dgamma and dbeta with this batch's (Σdy·x̂ and Σdy) and writes them into
+// t.sync [Σdy, Σdy·x̂]; stage 1 writes dx, unless null, from the sums of every batch.
+// REQUIRES: rows·replicas >= 2.
+void batch_norm_forward_stage(int stage, int replicas, const float* x, float* y, int64_t rows,
+                              int64_t channels, float eps, float momentum,
+                              const BatchNormTensors& t, cudaStream_t stream);
+void batch_norm_backward_stage(int stage, int replicas, const float* x, const float* dy, float* dx,
+                               float* dgamma, float* dbeta, int64_t rows, int64_t channels,
+                               const BatchNormTensors& t, cudaStream_t stream);
 
 // out[i] = in[shortcut_source(i)] (0 where none) over `batch` images of shape s, and its
 // transpose: din[i] = dout[shortcut_reader(i)] (0 where none).

@@ -95,12 +95,28 @@ __global__ void variance_finish_kernel(const float* partial, int64_t parts, int6
   }
 }
 
+// dbeta and dgamma (the part sums of Σdy and Σdy·x̂) and, unless `sync` is null, the same
+// values into sync[0, channels) and sync[channels, 2·channels): the sums the synchronized
+// backward all-reduces while the gradients stay this replica's.
 __global__ void backward_finish_kernel(const float* partial_a, const float* partial_b,
-                                       int64_t parts, int64_t channels, float* dbeta,
-                                       float* dgamma) {
+                                       int64_t parts, int64_t channels, float* dbeta, float* dgamma,
+                                       float* sync) {
   for (int64_t c = first_index(); c < channels; c += grid_stride()) {
     dbeta[c] = km::ordered_sum(partial_a + c, parts, channels);
     dgamma[c] = km::ordered_sum(partial_b + c, parts, channels);
+    if (sync != nullptr) {
+      sync[c] = dbeta[c];
+      sync[channels + c] = dgamma[c];
+    }
+  }
+}
+
+// sums[c] = the part sums of one reduction added in order: a synchronized stage's
+// contribution to the all-reduce.
+__global__ void sum_finish_kernel(const float* partial, int64_t parts, int64_t channels,
+                                  float* sums) {
+  for (int64_t c = first_index(); c < channels; c += grid_stride()) {
+    sums[c] = km::ordered_sum(partial + c, parts, channels);
   }
 }
 
@@ -126,14 +142,15 @@ __global__ void normalize_eval_kernel(const float* x, float* y, int64_t count, i
   }
 }
 
+// dx over `rows` rows from sums over `samples` rows (rows × replicas when synchronized).
 __global__ void norm_backward_data_kernel(const float* x, const float* dy, float* dx,
                                           const float* dgamma, const float* dbeta, int64_t rows,
-                                          int64_t channels, BatchNormTensors t) {
+                                          int64_t samples, int64_t channels, BatchNormTensors t) {
   const int64_t count = rows * channels;
   for (int64_t i = first_index(); i < count; i += grid_stride()) {
     const int64_t c = i % channels;
     dx[i] = km::norm_backward_element(dy[i], km::norm_xhat(x[i], t.mean[c], t.invstd[c]),
-                                      t.gamma[c], t.invstd[c], dbeta[c], dgamma[c], rows);
+                                      t.gamma[c], t.invstd[c], dbeta[c], dgamma[c], samples);
   }
 }
 
@@ -194,12 +211,66 @@ void batch_norm_backward(const float* x, const float* dy, float* dx, float* dgam
   float* partial_b = t.scratch + parts * channels;
   launch_channel_sums(km::BackwardTerm{x, dy, t.mean, t.invstd, channels}, rows, channels,
                       partial_a, partial_b, stream);
-  backward_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(partial_a, partial_b, parts,
-                                                                      channels, dbeta, dgamma);
+  backward_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
+      partial_a, partial_b, parts, channels, dbeta, dgamma, nullptr);
   check_launch("backward_finish_kernel");
   if (dx == nullptr) return;
   norm_backward_data_kernel<<<grid_for(rows * channels), kThreads, 0, stream>>>(
-      x, dy, dx, dgamma, dbeta, rows, channels, t);
+      x, dy, dx, dgamma, dbeta, rows, rows, channels, t);
+  check_launch("norm_backward_data_kernel");
+}
+
+// The synchronized passes reuse the kernels above; the sums of every replica reach a finish
+// kernel as a single "part" (sync + c, stride channels), whose ordered_sum is 0 + the sum: the
+// sum itself, as sums of ordered_sum's results are never -0 (round to nearest), so that one
+// replica's stages give the unsynchronized passes' bits (checked on the host).
+void batch_norm_forward_stage(int stage, int replicas, const float* x, float* y, int64_t rows,
+                              int64_t channels, float eps, float momentum,
+                              const BatchNormTensors& t, cudaStream_t stream) {
+  if (rows == 0 || channels == 0) return;
+  const int64_t parts = km::bias_grad_plan(rows).parts;
+  const int64_t samples = rows * replicas;
+  const unsigned grid = grid_for(channels);
+  if (stage == 0) {
+    launch_channel_sums(km::SumTerm{x, channels}, rows, channels, t.scratch, nullptr, stream);
+    sum_finish_kernel<<<grid, kThreads, 0, stream>>>(t.scratch, parts, channels, t.sync);
+    check_launch("sum_finish_kernel");
+  } else if (stage == 1) {
+    mean_finish_kernel<<<grid, kThreads, 0, stream>>>(t.sync, 1, samples, channels, t.mean);
+    check_launch("mean_finish_kernel");
+    launch_channel_sums(km::SquaredDeviationTerm{x, t.mean, channels}, rows, channels, t.scratch,
+                        nullptr, stream);
+    sum_finish_kernel<<<grid, kThreads, 0, stream>>>(t.scratch, parts, channels, t.sync);
+    check_launch("sum_finish_kernel");
+  } else {
+    variance_finish_kernel<<<grid, kThreads, 0, stream>>>(t.sync, 1, samples, channels, eps,
+                                                          momentum, t);
+    check_launch("variance_finish_kernel");
+    const int64_t count = rows * channels;
+    normalize_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, count, channels, t);
+    check_launch("normalize_kernel");
+  }
+}
+
+void batch_norm_backward_stage(int stage, int replicas, const float* x, const float* dy, float* dx,
+                               float* dgamma, float* dbeta, int64_t rows, int64_t channels,
+                               const BatchNormTensors& t, cudaStream_t stream) {
+  if (rows == 0 || channels == 0) return;
+  if (stage == 0) {
+    const int64_t parts = km::bias_grad_plan(rows).parts;
+    float* partial_a = t.scratch;
+    float* partial_b = t.scratch + parts * channels;
+    launch_channel_sums(km::BackwardTerm{x, dy, t.mean, t.invstd, channels}, rows, channels,
+                        partial_a, partial_b, stream);
+    backward_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
+        partial_a, partial_b, parts, channels, dbeta, dgamma, t.sync);
+    check_launch("backward_finish_kernel");
+    return;
+  }
+  if (dx == nullptr) return;
+  // Σdy·x̂ over every replica is what dgamma is over one: invstd is the same on every replica.
+  norm_backward_data_kernel<<<grid_for(rows * channels), kThreads, 0, stream>>>(
+      x, dy, dx, t.sync + channels, t.sync, rows, rows * replicas, channels, t);
   check_launch("norm_backward_data_kernel");
 }
 

@@ -15,7 +15,8 @@
 // kBiasTileRows row-threads, then thread sums and part sums added in order), fixed by the
 // shape alone, so the result is the same run after run; norm_forward_on_host and
 // norm_backward_on_host follow that order on the host, so that CPU tests check the GPU's
-// algorithm to the bit.
+// algorithm to the bit, and the *_on_host functions of the synchronized stages
+// (--sync-batchnorm) follow those stages.
 #pragma once
 
 #include <cmath>
@@ -138,6 +139,28 @@ SumPair norm_channel_sum_on_host(const Term& term, int64_t rows, int64_t c) {
   return total;
 }
 
+// The end of the training forward, from each channel's Σ(x - mean)² squares(c) over `samples`
+// rows (this batch's, or every replica's): saves invstd, updates the running statistics and
+// num_batches_tracked, and writes y over this batch's `rows` rows.
+template <class Squares>
+void norm_finish_forward_on_host(const Squares& squares, const float* x, int64_t rows,
+                                 int64_t channels, int64_t samples, const float* gamma,
+                                 const float* beta, float eps, float momentum, float* y,
+                                 float* running_mean, float* running_var,
+                                 float* num_batches_tracked, const float* mean, float* invstd) {
+  for (int64_t c = 0; c < channels; ++c) {
+    const NormVariance v = norm_variance(squares(c), samples, eps);
+    invstd[c] = v.invstd;
+    running_mean[c] = norm_running_update(running_mean[c], mean[c], momentum);
+    running_var[c] = norm_running_update(running_var[c], v.unbiased, momentum);
+  }
+  *num_batches_tracked += 1.0f;
+  for (int64_t i = 0; i < rows * channels; ++i) {
+    const int64_t c = i % channels;
+    y[i] = norm_forward_element(x[i], mean[c], invstd[c], gamma[c], beta[c]);
+  }
+}
+
 // The training forward on the host, as the CUDA kernels compute it: y, the updated running
 // statistics and num_batches_tracked, and the saved mean and invstd (each [channels]).
 // REQUIRES: rows >= 2.
@@ -147,18 +170,22 @@ inline void norm_forward_on_host(const float* x, int64_t rows, int64_t channels,
                                  float* num_batches_tracked, float* mean, float* invstd) {
   for (int64_t c = 0; c < channels; ++c)
     mean[c] = norm_mean(norm_channel_sum_on_host(SumTerm{x, channels}, rows, c).a, rows);
-  for (int64_t c = 0; c < channels; ++c) {
-    const float squares =
-        norm_channel_sum_on_host(SquaredDeviationTerm{x, mean, channels}, rows, c).a;
-    const NormVariance v = norm_variance(squares, rows, eps);
-    invstd[c] = v.invstd;
-    running_mean[c] = norm_running_update(running_mean[c], mean[c], momentum);
-    running_var[c] = norm_running_update(running_var[c], v.unbiased, momentum);
-  }
-  *num_batches_tracked += 1.0f;
+  const auto squares = [&](int64_t c) {
+    return norm_channel_sum_on_host(SquaredDeviationTerm{x, mean, channels}, rows, c).a;
+  };
+  norm_finish_forward_on_host(squares, x, rows, channels, rows, gamma, beta, eps, momentum, y,
+                              running_mean, running_var, num_batches_tracked, mean, invstd);
+}
+
+// dx over `rows` rows from the sums dbeta = Σdy and dgamma = Σdy·x̂ over `samples` rows.
+inline void norm_backward_data_on_host(const float* x, const float* dy, int64_t rows,
+                                       int64_t channels, int64_t samples, const float* gamma,
+                                       const float* mean, const float* invstd, const float* dgamma,
+                                       const float* dbeta, float* dx) {
   for (int64_t i = 0; i < rows * channels; ++i) {
     const int64_t c = i % channels;
-    y[i] = norm_forward_element(x[i], mean[c], invstd[c], gamma[c], beta[c]);
+    dx[i] = norm_backward_element(dy[i], norm_xhat(x[i], mean[c], invstd[c]), gamma[c], invstd[c],
+                                  dbeta[c], dgamma[c], samples);
   }
 }
 
@@ -174,11 +201,67 @@ inline void norm_backward_on_host(const float* x, const float* dy, int64_t rows,
     dgamma[c] = s.b;
   }
   if (dx == nullptr) return;
-  for (int64_t i = 0; i < rows * channels; ++i) {
-    const int64_t c = i % channels;
-    dx[i] = norm_backward_element(dy[i], norm_xhat(x[i], mean[c], invstd[c]), gamma[c], invstd[c],
-                                  dbeta[c], dgamma[c], rows);
+  norm_backward_data_on_host(x, dy, rows, channels, rows, gamma, mean, invstd, dgamma, dbeta, dx);
+}
+
+// ---- the synchronized passes on the host (--sync-batchnorm), as the CUDA stages compute them
+//
+// Each replica has `rows` rows. A stage writes this replica's sums into `sync` (channels floats
+// forward, 2·channels backward); before the next stage the caller sums `sync` over the
+// replicas, as the all-reduce does. The GPU's finish kernels read a summed value as a single
+// part, ordered_sum(sync + c, 1, channels), and so do these.
+
+// Forward stage 0: sync = Σx over this replica's rows.
+inline void norm_forward_stage0_on_host(const float* x, int64_t rows, int64_t channels,
+                                        float* sync) {
+  for (int64_t c = 0; c < channels; ++c)
+    sync[c] = norm_channel_sum_on_host(SumTerm{x, channels}, rows, c).a;
+}
+
+// Forward stage 1: saves the mean of every replica's batch from the summed Σx, then
+// sync = Σ(x - mean)² over this replica's rows.
+inline void norm_forward_stage1_on_host(const float* x, int64_t rows, int64_t channels,
+                                        int replicas, float* mean, float* sync) {
+  for (int64_t c = 0; c < channels; ++c)
+    mean[c] = norm_mean(ordered_sum(sync + c, 1, channels), rows * replicas);
+  for (int64_t c = 0; c < channels; ++c)
+    sync[c] = norm_channel_sum_on_host(SquaredDeviationTerm{x, mean, channels}, rows, c).a;
+}
+
+// Forward stage 2: norm_finish_forward_on_host from the summed Σ(x - mean)².
+// REQUIRES: rows·replicas >= 2.
+inline void norm_forward_stage2_on_host(const float* x, int64_t rows, int64_t channels,
+                                        int replicas, const float* gamma, const float* beta,
+                                        float eps, float momentum, const float* sync, float* y,
+                                        float* running_mean, float* running_var,
+                                        float* num_batches_tracked, const float* mean,
+                                        float* invstd) {
+  const auto squares = [&](int64_t c) { return ordered_sum(sync + c, 1, channels); };
+  norm_finish_forward_on_host(squares, x, rows, channels, rows * replicas, gamma, beta, eps,
+                              momentum, y, running_mean, running_var, num_batches_tracked, mean,
+                              invstd);
+}
+
+// Backward stage 0: this replica's dgamma and dbeta (norm_backward_on_host's), and
+// sync = [Σdy, Σdy·x̂] = [dbeta, dgamma]: summed over the replicas, Σdy·x̂ is the whole
+// batch's, as every replica normalizes with the same invstd.
+inline void norm_backward_stage0_on_host(const float* x, const float* dy, int64_t rows,
+                                         int64_t channels, const float* mean, const float* invstd,
+                                         float* dgamma, float* dbeta, float* sync) {
+  norm_backward_on_host(x, dy, rows, channels, nullptr, mean, invstd, dgamma, dbeta, nullptr);
+  for (int64_t c = 0; c < channels; ++c) {
+    sync[c] = dbeta[c];
+    sync[channels + c] = dgamma[c];
   }
+}
+
+// Backward stage 1: dx from the summed [Σdy, Σdy·x̂].
+inline void norm_backward_stage1_on_host(const float* x, const float* dy, int64_t rows,
+                                         int64_t channels, int replicas, const float* gamma,
+                                         const float* mean, const float* invstd, const float* sync,
+                                         float* dx) {
+  norm_backward_data_on_host(x, dy, rows, channels, rows * replicas, gamma, mean, invstd,
+                             sync + channels, sync, dx);
 }
 
 }  // namespace scalescope::kernel_math

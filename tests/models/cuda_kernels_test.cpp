@@ -6,7 +6,9 @@
 // max |gpu - cpu| / max |cpu|, so that values near zero do not make it meaningless.
 //
 // Without a usable GPU (or in a build without CUDA) the GPU tests skip, saying why. The
-// registry and CPU-side tests at the end run everywhere.
+// registry and CPU-side tests at the end run everywhere. Batch norm's own GPU tests (its host
+// mirror, its synchronized stages) are in cuda_norm_test.cpp, the helpers both files use in
+// cuda_test_util.h.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,38 +28,19 @@
 #include "core/error.h"
 #include "core/random.h"
 #include "core/tensor.h"
-#include "models/kernel_math/norm_math.h"
 #include "models/kernels.h"
 #include "models/layer_spec.h"
+#include "tests/models/cuda_test_util.h"
 #include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
 
+using namespace cuda_test;
 using testing_util::error_of;
 
 constexpr double kStrictTolerance = 1e-5;
 constexpr double kTf32Tolerance = 5e-3;
-
-// Why the GPU tests cannot run here, or "" when they can.
-std::string gpu_unavailable() {
-  const Backend* cuda = find_backend(DeviceKind::kCuda);
-  if (cuda == nullptr) return missing_backend_message(DeviceKind::kCuda);
-  if (cuda->device_count() > 0) return "";
-  return "no usable GPU (" + cuda->unavailable_reason() + ")";
-}
-
-// Sets allow_tf32() for a scope and restores it after, so that no test leaks its setting.
-class Tf32Scope {
- public:
-  explicit Tf32Scope(bool allow) : saved_(allow_tf32()) { set_allow_tf32(allow); }
-  ~Tf32Scope() { set_allow_tf32(saved_); }
-  Tf32Scope(const Tf32Scope&) = delete;
-  Tf32Scope& operator=(const Tf32Scope&) = delete;
-
- private:
-  bool saved_;
-};
 
 enum class Precision { kStrict, kTf32 };
 
@@ -68,58 +51,7 @@ double tolerance(Precision p) {
   return p == Precision::kStrict ? kStrictTolerance : kTf32Tolerance;
 }
 
-std::vector<float> random_values(int64_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Rng rng(seed);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = rng.uniform(lo, hi);
-  return v;
-}
-
-// max |got - want| / max |want|; infinite when the sizes differ or a NaN appears on one side
-// only.
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
-  double diff = 0.0;
-  double scale = 0.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(got[i]) != std::isnan(want[i])) return std::numeric_limits<double>::infinity();
-    if (std::isnan(want[i])) continue;
-    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
-    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
-  }
-  return scale > 0.0 ? diff / scale : diff;
-}
-
-#define EXPECT_CLOSE(got, want, tol, what)               \
-  do {                                                   \
-    EXPECT_EQ((got).size(), (want).size()) << (what);    \
-    EXPECT_LE(relative_error((got), (want)), (tol))      \
-        << (what) << " (" << (got).size() << " values)"; \
-  } while (0)
-
-// A GPU and a CPU device for one test; skips the test when there is no GPU.
-class CudaKernelsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const std::string why = gpu_unavailable();
-    if (!why.empty()) GTEST_SKIP() << "CUDA kernels not tested: " << why;
-    gpu_ = backend(DeviceKind::kCuda).open(0, BackendOptions{});
-    cpu_ = std::make_unique<CpuDevice>(0, 2);
-  }
-
-  std::unique_ptr<Device> gpu_;
-  std::unique_ptr<CpuDevice> cpu_;
-};
-
 // ---- layers
-
-struct LayerCase {
-  std::string name;
-  LayerSpec spec;
-  Shape in;  // batch included; images NHWC
-  // Inputs drawn from a few values only, so that max pooling meets ties.
-  bool coarse = false;
-};
 
 Conv2DSpec conv(int64_t filters, int64_t kernel, int64_t stride, Padding padding, int64_t pad = 0,
                 bool bias = true) {
@@ -174,103 +106,6 @@ std::vector<LayerCase> layer_cases() {
       {"pad_shortcut", PadShortcutSpec{2, 8}, Shape{2, 8, 8, 4}},
       {"pad_shortcut_odd", PadShortcutSpec{2, 6}, Shape{2, 7, 5, 2}},
   };
-}
-
-struct LayerInputs {
-  std::vector<float> x;
-  std::vector<float> dout;
-  std::vector<std::vector<float>> params;
-  std::vector<std::vector<float>> buffers;
-};
-
-struct LayerResult {
-  std::vector<float> out;
-  std::vector<float> din;
-  std::vector<std::vector<float>> grads;
-  std::vector<std::vector<float>> buffers;  // after the training forward
-  std::vector<float> eval_out;              // forward_eval's, after that
-};
-
-LayerInputs layer_inputs(const LayerCase& c, uint64_t seed) {
-  const Shape out = output_shape(c.spec, c.in.without_batch()).with_batch(c.in[0]);
-  LayerInputs inputs{
-      random_values(c.in.numel(), seed), random_values(out.numel(), seed + 1), {}, {}};
-  if (c.coarse) {
-    for (float& v : inputs.x) v = std::round(v * 2.0f) / 2.0f;  // -1, -0.5, 0, 0.5, 1
-  }
-  uint64_t s = seed + 2;
-  for (const ParamSpec& p : param_specs(c.spec, c.in.without_batch())) {
-    inputs.params.push_back(random_values(p.shape.numel(), s++));
-  }
-  // Positive, as a running variance must be (num_batches_tracked takes any value).
-  for (const ParamSpec& p : buffer_specs(c.spec, c.in.without_batch())) {
-    inputs.buffers.push_back(random_values(p.shape.numel(), s++, 0.5f, 1.5f));
-  }
-  return inputs;
-}
-
-// A layer kernel on `device` with its tensors, holding the case's inputs and parameters.
-struct BoundLayer {
-  Tensor in, out, dout, din;
-  std::vector<Tensor> params, grads, buffers;
-  std::unique_ptr<LayerKernel> kernel;
-};
-
-BoundLayer bind_layer(Device& device, const LayerCase& c, const LayerInputs& inputs) {
-  device.make_current();
-  const Shape out_shape = output_shape(c.spec, c.in.without_batch()).with_batch(c.in[0]);
-  BoundLayer b{Tensor(device, c.in),
-               Tensor(device, out_shape),
-               Tensor(device, out_shape),
-               Tensor(device, c.in),
-               {},
-               {},
-               {},
-               nullptr};
-  b.in.copy_from_host(inputs.x);
-  b.dout.copy_from_host(inputs.dout);
-  LayerBinding binding{c.in, out_shape, {}, {}, {}};
-  const std::vector<ParamSpec> specs = param_specs(c.spec, c.in.without_batch());
-  b.params.reserve(specs.size());
-  b.grads.reserve(specs.size());
-  for (size_t i = 0; i < specs.size(); ++i) {
-    b.params.emplace_back(device, specs[i].shape);
-    b.params.back().copy_from_host(inputs.params[i]);
-    b.grads.emplace_back(device, specs[i].shape);
-    binding.params.push_back(b.params.back().view());
-    binding.grads.push_back(b.grads.back().view());
-  }
-  const std::vector<ParamSpec> buffers = buffer_specs(c.spec, c.in.without_batch());
-  b.buffers.reserve(buffers.size());
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    b.buffers.emplace_back(device, buffers[i].shape);
-    b.buffers.back().copy_from_host(inputs.buffers[i]);
-    binding.buffers.push_back(b.buffers.back().view());
-  }
-  b.kernel = kernel_backend(device.id().kind).make_layer(c.spec, binding, device);
-  return b;
-}
-
-// Forward, then backward three times: without the input's gradient, then twice with it (the
-// second time after the first has overwritten whatever the kernel keeps from forward, such as
-// the extended input of asymmetric padding). The last results are returned, with the buffers
-// the training forward updated and then forward_eval's output (which reads them).
-LayerResult run_layer(Device& device, const LayerCase& c, const LayerInputs& inputs) {
-  BoundLayer b = bind_layer(device, c, inputs);
-  Stream& stream = device.default_stream();
-  b.kernel->forward(b.in.data(), b.out.data(), stream);
-  b.kernel->backward(b.in.data(), b.out.data(), b.dout.data(), nullptr, stream);
-  b.kernel->backward(b.in.data(), b.out.data(), b.dout.data(), b.din.data(), stream);
-  b.kernel->backward(b.in.data(), b.out.data(), b.dout.data(), b.din.data(), stream);
-  stream.synchronize();
-  LayerResult result{b.out.to_host(), b.din.to_host(), {}, {}, {}};
-  for (const Tensor& g : b.grads) result.grads.push_back(g.to_host());
-  for (const Tensor& t : b.buffers) result.buffers.push_back(t.to_host());
-  Tensor eval_out(device, b.out.shape());
-  b.kernel->forward_eval(b.in.data(), eval_out.data(), stream);
-  stream.synchronize();
-  result.eval_out = eval_out.to_host();
-  return result;
 }
 
 class CudaLayerTest : public CudaKernelsTest,
@@ -335,56 +170,6 @@ TEST_F(CudaKernelsTest, ConvolutionsRecordAllowedDeterministicAlgorithms) {
       EXPECT_EQ(first.grads, second.grads);
     }
   }
-}
-
-// Batch norm's GPU kernels against their own algorithm on the host (kernel_math/norm_math.h's
-// mirror of their passes and order of additions), bit for bit: the host code here cannot fuse
-// a multiply and an add (baseline x86-64 has no FMA instruction), nvcc is told not to
-// (--fmad=false), and the GPU's square root and division are IEEE-rounded as the host's. Needs
-// no CPU batch-norm kernel.
-TEST_F(CudaKernelsTest, BatchNormMatchesItsHostMirrorBitForBit) {
-  for (const LayerCase& c : layer_cases()) {
-    const auto* spec = std::get_if<BatchNorm2DSpec>(&c.spec);
-    if (spec == nullptr) continue;
-    SCOPED_TRACE(c.name);
-    const Tf32Scope strict(false);
-    const LayerInputs inputs = layer_inputs(c, 1234);
-    const LayerResult got = run_layer(*gpu_, c, inputs);
-    const int64_t channels = c.in[3];
-    const int64_t rows = c.in.numel() / channels;
-    std::vector<float> y(inputs.x.size());
-    std::vector<float> dx(inputs.x.size());
-    std::vector<std::vector<float>> buffers = inputs.buffers;
-    std::vector<float> mean(static_cast<size_t>(channels));
-    std::vector<float> invstd(mean.size());
-    std::vector<float> dgamma(mean.size());
-    std::vector<float> dbeta(mean.size());
-    kernel_math::norm_forward_on_host(inputs.x.data(), rows, channels, inputs.params[0].data(),
-                                      inputs.params[1].data(), spec->eps, spec->momentum, y.data(),
-                                      buffers[0].data(), buffers[1].data(), buffers[2].data(),
-                                      mean.data(), invstd.data());
-    kernel_math::norm_backward_on_host(inputs.x.data(), inputs.dout.data(), rows, channels,
-                                       inputs.params[0].data(), mean.data(), invstd.data(),
-                                       dgamma.data(), dbeta.data(), dx.data());
-    EXPECT_EQ(got.out, y);
-    EXPECT_EQ(got.buffers, buffers);
-    ASSERT_EQ(got.grads.size(), 2u);
-    EXPECT_EQ(got.grads[0], dgamma);
-    EXPECT_EQ(got.grads[1], dbeta);
-    EXPECT_EQ(got.din, dx);
-  }
-}
-
-// PyTorch refuses to train batch norm on one value per channel (the unbiased variance would
-// divide by zero); evaluation takes it.
-TEST_F(CudaKernelsTest, BatchNormRefusesOneValuePerChannelInTraining) {
-  const LayerCase c{"batch_norm_one_value", BatchNorm2DSpec{}, Shape{1, 1, 1, 3}, false};
-  BoundLayer b = bind_layer(*gpu_, c, layer_inputs(c, 6));
-  Stream& stream = gpu_->default_stream();
-  EXPECT_CONTAINS(error_of([&] { b.kernel->forward(b.in.data(), b.out.data(), stream); }),
-                  describe(c.spec));
-  EXPECT_NO_THROW(b.kernel->forward_eval(b.in.data(), b.out.data(), stream));
-  stream.synchronize();
 }
 
 // ---- losses

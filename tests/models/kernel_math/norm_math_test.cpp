@@ -1,7 +1,9 @@
 // kernel_math/norm_math.h: batch normalization as the CUDA kernels compute it (the host mirror
 // of their passes and order of additions) against float64 references of PyTorch's
 // BatchNorm2d — forward values, the saved statistics, the running-statistic update, and
-// backward, whose float64 formula is itself checked against finite differences.
+// backward, whose float64 formula is itself checked against finite differences; and the
+// synchronized stages (--sync-batchnorm) over a batch split among replicas against the
+// reference of the whole batch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -110,17 +112,23 @@ struct Mirror {
   float num_batches_tracked = 0.0f;
 };
 
-Mirror mirror(const Case& k) {
+// Before a forward over `rows` rows: the case's running statistics, num_batches_tracked 4.
+Mirror blank_mirror(const Case& k, int64_t rows) {
   const auto n = static_cast<size_t>(k.channels);
-  Mirror m{std::vector<float>(k.x.size()),
-           std::vector<float>(n),
-           std::vector<float>(n),
-           k.running_mean,
-           k.running_var,
-           std::vector<float>(n),
-           std::vector<float>(n),
-           std::vector<float>(k.x.size()),
-           4.0f};
+  const auto values = static_cast<size_t>(rows * k.channels);
+  return Mirror{std::vector<float>(values),
+                std::vector<float>(n),
+                std::vector<float>(n),
+                k.running_mean,
+                k.running_var,
+                std::vector<float>(n),
+                std::vector<float>(n),
+                std::vector<float>(values),
+                4.0f};
+}
+
+Mirror mirror(const Case& k) {
+  Mirror m = blank_mirror(k, k.rows);
   km::norm_forward_on_host(k.x.data(), k.rows, k.channels, k.gamma.data(), k.beta.data(), kEps,
                            kMomentum, m.y.data(), m.running_mean.data(), m.running_var.data(),
                            &m.num_batches_tracked, m.mean.data(), m.invstd.data());
@@ -248,6 +256,125 @@ TEST(KernelMathNorm, ChannelSumsFollowTheBiasGradientsOrder) {
       EXPECT_EQ(got.a, want) << rows << " rows, channel " << c;
       EXPECT_EQ(got.b, 0.0f);
     }
+  }
+}
+
+// --sync-batchnorm on the host: the case's rows split into `replicas` equal batches, each
+// running the mirror of the CUDA stages, with the sync values summed over the replicas in rank
+// order between two stages, as the all-reduce does. One Mirror per replica.
+std::vector<Mirror> synchronized_mirrors(const Case& k, int replicas) {
+  const int64_t rows = k.rows / replicas;
+  const int64_t cs = k.channels;
+  std::vector<Mirror> m(static_cast<size_t>(replicas), blank_mirror(k, rows));
+  std::vector<std::vector<float>> sync(m.size(), std::vector<float>(static_cast<size_t>(2 * cs)));
+  const auto all_reduce = [&] {
+    std::vector<float> total(sync[0].size(), 0.0f);
+    for (const std::vector<float>& s : sync) {
+      for (size_t i = 0; i < total.size(); ++i) total[i] += s[i];
+    }
+    for (std::vector<float>& s : sync) s = total;
+  };
+  const auto each = [&](const auto& stage) {
+    for (size_t r = 0; r < m.size(); ++r) {
+      const size_t first = r * static_cast<size_t>(rows * cs);
+      stage(k.x.data() + first, k.dy.data() + first, m[r], sync[r].data());
+    }
+  };
+  each([&](const float* x, const float*, Mirror&, float* s) {
+    km::norm_forward_stage0_on_host(x, rows, cs, s);
+  });
+  all_reduce();
+  each([&](const float* x, const float*, Mirror& r, float* s) {
+    km::norm_forward_stage1_on_host(x, rows, cs, replicas, r.mean.data(), s);
+  });
+  all_reduce();
+  each([&](const float* x, const float*, Mirror& r, float* s) {
+    km::norm_forward_stage2_on_host(x, rows, cs, replicas, k.gamma.data(), k.beta.data(), kEps,
+                                    kMomentum, s, r.y.data(), r.running_mean.data(),
+                                    r.running_var.data(), &r.num_batches_tracked, r.mean.data(),
+                                    r.invstd.data());
+  });
+  each([&](const float* x, const float* dy, Mirror& r, float* s) {
+    km::norm_backward_stage0_on_host(x, dy, rows, cs, r.mean.data(), r.invstd.data(),
+                                     r.dgamma.data(), r.dbeta.data(), s);
+  });
+  all_reduce();
+  each([&](const float* x, const float* dy, Mirror& r, float* s) {
+    km::norm_backward_stage1_on_host(x, dy, rows, cs, replicas, k.gamma.data(), r.mean.data(),
+                                     r.invstd.data(), s, r.dx.data());
+  });
+  return m;
+}
+
+// The replicas' `part` of the batch, concatenated in rank order; or summed (gradients).
+std::vector<float> concatenated(const std::vector<Mirror>& m, std::vector<float> Mirror::*part) {
+  std::vector<float> all;
+  for (const Mirror& r : m) all.insert(all.end(), (r.*part).begin(), (r.*part).end());
+  return all;
+}
+std::vector<double> summed(const std::vector<Mirror>& m, std::vector<float> Mirror::*part) {
+  std::vector<double> sum((m[0].*part).size(), 0.0);
+  for (const Mirror& r : m) {
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += (r.*part)[i];
+  }
+  return sum;
+}
+
+// Two and three replicas, down to two rows each, over the shapes of the unsynchronized test:
+// every replica's output and input gradient are the whole batch's, its statistics are the
+// whole batch's and the same on every replica, and its parameter gradients are its share of
+// the whole batch's (the gradient all-reduce adds them).
+TEST(KernelMathNorm, SynchronizedStagesOverReplicasAreTheWholeBatchsBatchNorm) {
+  struct Shape {
+    int64_t rows, channels;
+    float offset;
+  };
+  for (const int replicas : {2, 3}) {
+    for (const Shape& s : {Shape{6, 3, 0.0f}, Shape{60, 4, 0.0f}, Shape{1302, 5, 0.3f},
+                           Shape{72, 40, 0.0f}, Shape{600, 3, 100.0f}}) {
+      SCOPED_TRACE(testing::Message() << replicas << " replicas, " << s.rows << " rows, "
+                                      << s.channels << " channels, offset " << s.offset);
+      const Case k = make_case(s.rows, s.channels, s.offset, 23);
+      const Reference want = reference(k);
+      const std::vector<Mirror> got = synchronized_mirrors(k, replicas);
+      const double tol = 1e-5;  // as unsynchronized, offset 100 the worst case
+      for (const Mirror& r : got) {
+        EXPECT_EQ(r.mean, got[0].mean);
+        EXPECT_EQ(r.invstd, got[0].invstd);
+        EXPECT_EQ(r.running_mean, got[0].running_mean);
+        EXPECT_EQ(r.running_var, got[0].running_var);
+        EXPECT_EQ(r.num_batches_tracked, 5.0f);
+      }
+      EXPECT_LE(relative_error(got[0].mean, want.mean), 1e-6);
+      EXPECT_LE(relative_error(got[0].invstd, want.invstd), tol);
+      EXPECT_LE(relative_error(got[0].running_mean, want.running_mean), 1e-6);
+      // The unbiased variance divides by rows·replicas - 1, not by a replica's rows - 1.
+      EXPECT_LE(relative_error(got[0].running_var, want.running_var), tol);
+      EXPECT_LE(relative_error(concatenated(got, &Mirror::y), want.y), tol);
+      EXPECT_LE(relative_error(summed(got, &Mirror::dbeta), want.dbeta), tol);
+      EXPECT_LE(relative_error(summed(got, &Mirror::dgamma), want.dgamma), tol);
+      EXPECT_LE(relative_error(concatenated(got, &Mirror::dx), want.dx, dx_terms(k, want)), tol);
+    }
+  }
+}
+
+// One replica's stages are the unsynchronized passes to the bit: a summed value read as one
+// part (0 + the sum) is the sum, and dx reads the same Σdy and Σdy·x̂.
+TEST(KernelMathNorm, OneReplicasStagesAreTheUnsynchronizedPassesBitForBit) {
+  for (const int64_t rows : {2, 50, 1300}) {
+    const Case k = make_case(rows, 5, 0.3f, 31);
+    const Mirror want = mirror(k);
+    const std::vector<Mirror> got = synchronized_mirrors(k, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].y, want.y) << rows;
+    EXPECT_EQ(got[0].mean, want.mean) << rows;
+    EXPECT_EQ(got[0].invstd, want.invstd) << rows;
+    EXPECT_EQ(got[0].running_mean, want.running_mean) << rows;
+    EXPECT_EQ(got[0].running_var, want.running_var) << rows;
+    EXPECT_EQ(got[0].num_batches_tracked, want.num_batches_tracked) << rows;
+    EXPECT_EQ(got[0].dgamma, want.dgamma) << rows;
+    EXPECT_EQ(got[0].dbeta, want.dbeta) << rows;
+    EXPECT_EQ(got[0].dx, want.dx) << rows;
   }
 }
 

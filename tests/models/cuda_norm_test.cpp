@@ -1,0 +1,214 @@
+// Batch norm's CUDA kernel (models/cuda/cuda_norm.cpp, norm_ops.cu): bit for bit against its
+// host mirror (kernel_math/norm_math.h), its refusal of one value per channel in training, and
+// its synchronized stages (--sync-batchnorm): a batch split among replicas, each running the
+// stages with the sync values summed on the host between them, as the all-reduce would, gives
+// the unsynchronized kernel's results on the whole batch.
+//
+// Without a usable GPU the GPU tests skip, saying why; the synchronized test runs on the CPU
+// kernel everywhere too, which checks the test itself and the CPU kernel's stages.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/cpu/cpu_device.h"
+#include "core/device.h"
+#include "core/tensor.h"
+#include "models/kernel_math/norm_math.h"
+#include "models/kernels.h"
+#include "models/layer_spec.h"
+#include "tests/models/cuda_test_util.h"
+#include "tests/test_util.h"
+
+namespace scalescope {
+namespace {
+
+using namespace cuda_test;
+using testing_util::error_of;
+
+constexpr double kTolerance = 1e-5;  // batch norm never computes in TF32
+
+// cuda_kernels_test.cpp's batch-norm cases, which it compares with the CPU kernel.
+std::vector<LayerCase> batch_norm_cases() {
+  return {
+      {"batch_norm", BatchNorm2DSpec{}, Shape{2, 5, 7, 3}},
+      // N·H·W = 1024 rows: the per-channel sums split into parts; 40 channels: two tiles.
+      {"batch_norm_parts", BatchNorm2DSpec{1e-3f, 0.2f}, Shape{4, 16, 16, 40}},
+  };
+}
+
+// The GPU kernels against their own algorithm on the host (kernel_math/norm_math.h's mirror of
+// their passes and order of additions), bit for bit: the host code here cannot fuse a multiply
+// and an add (baseline x86-64 has no FMA instruction), nvcc is told not to (--fmad=false), and
+// the GPU's square root and division are IEEE-rounded as the host's. Needs no CPU batch-norm
+// kernel.
+TEST_F(CudaKernelsTest, BatchNormMatchesItsHostMirrorBitForBit) {
+  for (const LayerCase& c : batch_norm_cases()) {
+    const auto& spec = std::get<BatchNorm2DSpec>(c.spec);
+    SCOPED_TRACE(c.name);
+    const Tf32Scope strict(false);
+    const LayerInputs inputs = layer_inputs(c, 1234);
+    const LayerResult got = run_layer(*gpu_, c, inputs);
+    const int64_t channels = c.in[3];
+    const int64_t rows = c.in.numel() / channels;
+    std::vector<float> y(inputs.x.size());
+    std::vector<float> dx(inputs.x.size());
+    std::vector<std::vector<float>> buffers = inputs.buffers;
+    std::vector<float> mean(static_cast<size_t>(channels));
+    std::vector<float> invstd(mean.size());
+    std::vector<float> dgamma(mean.size());
+    std::vector<float> dbeta(mean.size());
+    kernel_math::norm_forward_on_host(inputs.x.data(), rows, channels, inputs.params[0].data(),
+                                      inputs.params[1].data(), spec.eps, spec.momentum, y.data(),
+                                      buffers[0].data(), buffers[1].data(), buffers[2].data(),
+                                      mean.data(), invstd.data());
+    kernel_math::norm_backward_on_host(inputs.x.data(), inputs.dout.data(), rows, channels,
+                                       inputs.params[0].data(), mean.data(), invstd.data(),
+                                       dgamma.data(), dbeta.data(), dx.data());
+    EXPECT_EQ(got.out, y);
+    EXPECT_EQ(got.buffers, buffers);
+    ASSERT_EQ(got.grads.size(), 2u);
+    EXPECT_EQ(got.grads[0], dgamma);
+    EXPECT_EQ(got.grads[1], dbeta);
+    EXPECT_EQ(got.din, dx);
+  }
+}
+
+// PyTorch refuses to train batch norm on one value per channel (the unbiased variance would
+// divide by zero); evaluation takes it. The synchronized forward refuses it per replica too,
+// as the CPU kernel does.
+TEST_F(CudaKernelsTest, BatchNormRefusesOneValuePerChannelInTraining) {
+  const LayerCase c{"batch_norm_one_value", BatchNorm2DSpec{}, Shape{1, 1, 1, 3}, false};
+  BoundLayer b = bind_layer(*gpu_, c, layer_inputs(c, 6));
+  Stream& stream = gpu_->default_stream();
+  EXPECT_CONTAINS(error_of([&] { b.kernel->forward(b.in.data(), b.out.data(), stream); }),
+                  describe(c.spec));
+  EXPECT_CONTAINS(
+      error_of([&] { b.kernel->forward_stage(0, 2, b.in.data(), b.out.data(), stream); }),
+      describe(c.spec));
+  EXPECT_NO_THROW(b.kernel->forward_eval(b.in.data(), b.out.data(), stream));
+  stream.synchronize();
+}
+
+// ---- synchronized statistics
+
+// Replica r's share of a whole batch's inputs: its images, the same parameters and buffers.
+LayerInputs share(const LayerInputs& whole, int64_t r, int replicas) {
+  LayerInputs part = whole;
+  const auto slice = [&](const std::vector<float>& v) {
+    const auto n = static_cast<int64_t>(v.size()) / replicas;
+    return std::vector<float>(v.begin() + r * n, v.begin() + (r + 1) * n);
+  };
+  part.x = slice(whole.x);
+  part.dout = slice(whole.dout);
+  return part;
+}
+
+// What the model's all-reduce does between two stages, on the host: every replica's sync
+// values become their sum, added in rank order.
+void all_reduce(Device& device, const std::vector<BoundLayer>& layers, LayerKernel::Pass pass) {
+  Stream& stream = device.default_stream();
+  std::vector<std::vector<float>> values;
+  for (const BoundLayer& b : layers) {
+    const TensorView v = b.kernel->sync_values(pass);
+    values.emplace_back(static_cast<size_t>(v.numel()));
+    device.copy_to_host(values.back().data(), v.data, v.bytes(), stream);
+  }
+  stream.synchronize();
+  std::vector<float> sum(values[0].size(), 0.0f);
+  for (const std::vector<float>& v : values) {
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += v[i];
+  }
+  for (const BoundLayer& b : layers) {
+    const TensorView v = b.kernel->sync_values(pass);
+    device.copy_to_device(v.data, sum.data(), v.bytes(), stream);
+  }
+  stream.synchronize();
+}
+
+// Every replica's layer through the training forward and two backwards (without the input's
+// gradient, then with it), stage by stage as Model::run_forward and run_backward drive them.
+std::vector<BoundLayer> run_synchronized(Device& device, const LayerCase& whole,
+                                         const LayerInputs& inputs, int replicas) {
+  LayerCase part = whole;
+  part.in = Shape{whole.in[0] / replicas, whole.in[1], whole.in[2], whole.in[3]};
+  std::vector<BoundLayer> layers;
+  for (int r = 0; r < replicas; ++r) {
+    layers.push_back(bind_layer(device, part, share(inputs, r, replicas)));
+  }
+  Stream& stream = device.default_stream();
+  using Pass = LayerKernel::Pass;
+  const int forward_points = layers[0].kernel->sync_points(Pass::kForward);
+  for (int stage = 0; stage <= forward_points; ++stage) {
+    for (BoundLayer& b : layers)
+      b.kernel->forward_stage(stage, replicas, b.in.data(), b.out.data(), stream);
+    if (stage < forward_points) all_reduce(device, layers, Pass::kForward);
+  }
+  const int backward_points = layers[0].kernel->sync_points(Pass::kBackward);
+  for (const bool with_din : {false, true}) {
+    for (int stage = 0; stage <= backward_points; ++stage) {
+      for (BoundLayer& b : layers) {
+        b.kernel->backward_stage(stage, replicas, b.in.data(), b.out.data(), b.dout.data(),
+                                 with_din ? b.din.data() : nullptr, stream);
+      }
+      if (stage < backward_points) all_reduce(device, layers, Pass::kBackward);
+    }
+  }
+  stream.synchronize();
+  return layers;
+}
+
+// The synchronized layers of 2 and 3 replicas against the unsynchronized layer on the whole
+// batch: outputs and input gradients (concatenated), buffers (on every replica), parameter
+// gradients (summed over the replicas: the gradient all-reduce adds them).
+void expect_synchronized_is_whole_batch(Device& device) {
+  for (const int replicas : {2, 3}) {
+    for (LayerCase c : batch_norm_cases()) {
+      c.in = Shape{c.in[0] * 3, c.in[1], c.in[2], c.in[3]};  // 6 or 12 images
+      SCOPED_TRACE(c.name + ", " + std::to_string(replicas) + " replicas");
+      const LayerInputs inputs = layer_inputs(c, 99);
+      const LayerResult want = run_layer(device, c, inputs);
+      const std::vector<BoundLayer> got = run_synchronized(device, c, inputs, replicas);
+      ASSERT_EQ(got[0].kernel->sync_points(LayerKernel::Pass::kForward), 2);
+      ASSERT_EQ(got[0].kernel->sync_points(LayerKernel::Pass::kBackward), 1);
+      std::vector<float> out;
+      std::vector<float> din;
+      std::vector<std::vector<float>> grads(want.grads.size());
+      for (const BoundLayer& b : got) {
+        const std::vector<float> b_out = b.out.to_host();
+        const std::vector<float> b_din = b.din.to_host();
+        out.insert(out.end(), b_out.begin(), b_out.end());
+        din.insert(din.end(), b_din.begin(), b_din.end());
+        for (size_t i = 0; i < b.buffers.size(); ++i) {
+          EXPECT_CLOSE(b.buffers[i].to_host(), want.buffers[i], kTolerance,
+                       "buffer " + std::to_string(i));
+        }
+        for (size_t i = 0; i < grads.size(); ++i) {
+          const std::vector<float> g = b.grads[i].to_host();
+          grads[i].resize(g.size(), 0.0f);
+          for (size_t j = 0; j < g.size(); ++j) grads[i][j] += g[j];
+        }
+      }
+      EXPECT_CLOSE(out, want.out, kTolerance, "forward");
+      EXPECT_CLOSE(din, want.din, kTolerance, "input gradient");
+      for (size_t i = 0; i < grads.size(); ++i) {
+        EXPECT_CLOSE(grads[i], want.grads[i], kTolerance, "gradient " + std::to_string(i));
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernelsTest, BatchNormSynchronizedOverReplicasIsTheWholeBatchs) {
+  expect_synchronized_is_whole_batch(*gpu_);
+}
+
+TEST(CpuBatchNorm, SynchronizedOverReplicasIsTheWholeBatchs) {
+  CpuDevice device(0, 2);
+  expect_synchronized_is_whole_batch(device);
+}
+
+}  // namespace
+}  // namespace scalescope
