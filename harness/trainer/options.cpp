@@ -86,8 +86,8 @@ void check_length(const TrainOptions& o, const OptionSources& names) {
            names.subject("steps", o.steps));
 }
 
-// How replicas reach each other: a lost one must not hang the others, and which transport CPU
-// replicas of one process use.
+// How replicas reach each other: a lost one must not hang the others, which transport CPU
+// replicas of one process use, and whether batch norm's statistics cross them.
 void add_collective_options(OptionList& list, TrainOptions& o) {
   list.add("--collective-timeout-ms", o.collective_timeout_ms,
            "A collective that waits longer fails the run (a lost replica never hangs it)",
@@ -99,15 +99,15 @@ void add_collective_options(OptionList& list, TrainOptions& o) {
            "How CPU devices of one process all-reduce: shared-memory (each sums its slice of the "
            "others' buffers, as NCCL does within a node) or gloo (TCP on loopback, as separate "
            "hosts would); across processes always Gloo");
+  list.add("--sync-batchnorm", o.sync_batchnorm,
+           "Batch norm over every replica's batch: its statistics all-reduced inside forward and "
+           "backward (PyTorch's SyncBatchNorm; the batchnorm_sync phase); without, each "
+           "replica's own batch, as DDP");
 }
 
 }  // namespace
 
 void add_training_options(OptionList& list, TrainOptions& o, const GradientAxes* axes) {
-  list.add("--sync-batchnorm", o.sync_batchnorm,
-           "Batch norm over every replica's batch: its statistics all-reduced inside forward and "
-           "backward (PyTorch's SyncBatchNorm; the batchnorm_sync phase); without, each "
-           "replica's own batch, as DDP");
   list.add("--optimizer",
            Choice{{"sgd", "adam"},
                   [&o] { return std::string(to_string(o.optimizer.kind)); },

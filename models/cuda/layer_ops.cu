@@ -1,17 +1,15 @@
 // Our kernels for the layers that cuDNN and cuBLAS do not cover or where matching the CPU
 // kernels exactly matters more than a library call: bias, activations, layout transposes,
 // explicit padding, max and global average pooling. Their math is in models/kernel_math/
-// (tested on CPU against the CPU kernels); the kernels here map threads to elements.
-//
-// Element-wise kernels use grid-stride loops with 64-bit indices (activations may pass 2^31
-// elements) and a grid capped at kMaxBlocks: more blocks than the GPU holds at once buy
-// nothing for memory-bound loops.
+// (tested on CPU against the CPU kernels); the kernels here map threads to elements, in the
+// launch shape of models/cuda/launch_shape.cuh.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 
 #include "models/cuda/cuda_ops.h"
+#include "models/cuda/launch_shape.cuh"
 #include "models/kernel_math/activation_math.h"
 #include "models/kernel_math/bias_math.h"
 #include "models/kernel_math/layout_math.h"
@@ -21,20 +19,6 @@ namespace scalescope::cuda_ops {
 namespace {
 
 namespace km = kernel_math;
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 8192;
-
-unsigned grid_for(int64_t count) {
-  return static_cast<unsigned>(std::min<int64_t>((count + kThreads - 1) / kThreads, kMaxBlocks));
-}
-
-__device__ int64_t first_index() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ int64_t grid_stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
 
 // ---- bias
 

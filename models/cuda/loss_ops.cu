@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "models/cuda/cuda_ops.h"
+#include "models/cuda/launch_shape.cuh"
 #include "models/kernel_math/loss_math.h"
 
 namespace scalescope::cuda_ops {
@@ -18,15 +19,8 @@ namespace {
 
 namespace km = kernel_math;
 
-constexpr int kThreads = 256;
 constexpr int kWarp = 32;
-constexpr int64_t kMaxBlocks = 8192;
 constexpr unsigned kFullMask = 0xffffffffu;
-
-unsigned grid_for(int64_t threads_needed) {
-  return static_cast<unsigned>(
-      std::min<int64_t>((threads_needed + kThreads - 1) / kThreads, kMaxBlocks));
-}
 
 // Combines the partial values of the 32 lanes of a warp; every lane gets the result.
 struct WarpReduce {

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "models/cuda/cuda_ops.h"
+#include "models/cuda/launch_shape.cuh"
 #include "models/kernel_math/bias_math.h"
 #include "models/kernel_math/norm_math.h"
 #include "models/kernel_math/shortcut_math.h"
@@ -22,21 +23,8 @@ namespace {
 
 namespace km = kernel_math;
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 8192;
 constexpr int kTileC = km::kBiasTileChannels;
 constexpr int kTileR = km::kBiasTileRows;
-
-unsigned grid_for(int64_t count) {
-  return static_cast<unsigned>(std::min<int64_t>((count + kThreads - 1) / kThreads, kMaxBlocks));
-}
-
-__device__ int64_t first_index() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ int64_t grid_stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
 
 // ---- per-channel sums in norm_math.h's order
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "models/cuda/cuda_ops.h"
+#include "models/cuda/launch_shape.cuh"
 #include "models/kernel_math/half_math.h"
 #include "models/kernel_math/optimizer_math.h"
 
@@ -19,13 +20,6 @@ namespace scalescope::cuda_ops {
 namespace {
 
 namespace km = kernel_math;
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 8192;
-
-unsigned grid_for(int64_t count) {
-  return static_cast<unsigned>(std::min<int64_t>((count + kThreads - 1) / kThreads, kMaxBlocks));
-}
 
 // Grid-stride loops: `__restrict__` because parameters, gradients and state never alias.
 __global__ void sgd_kernel(float* __restrict__ w, const float* __restrict__ g, int64_t n, float lr,
