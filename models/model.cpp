@@ -218,9 +218,12 @@ std::vector<std::vector<KernelChoice>> Model::kernel_choices(int64_t batch) cons
   return out;
 }
 
+const float* Model::output_of(int layer) const {
+  return layer == kModelInput ? input_ : current_->activations[static_cast<size_t>(layer)].data();
+}
+
 const float* Model::layer_input(int layer) const {
-  const int from = layer_inputs(def_, layer).front();
-  return from == kModelInput ? input_ : current_->activations[static_cast<size_t>(from)].data();
+  return output_of(layer_inputs(def_, layer).front());
 }
 
 void Model::forward(const float* input, int64_t batch, Stream& stream, bool training) {
@@ -233,9 +236,8 @@ void Model::forward(const float* input, int64_t batch, Stream& stream, bool trai
     if (kernel == nullptr) {  // Add: out = a + b, element-wise on the device
       const std::vector<int> from = layer_inputs(def_, static_cast<int>(layer));
       const int64_t count = plan.activations[layer].numel();
-      accumulate_into(out, layer_input(static_cast<int>(layer)), count, true, stream);
-      accumulate_into(out, plan.activations[static_cast<size_t>(from[1])].data(), count, false,
-                      stream);
+      accumulate_into(out, output_of(from[0]), count, true, stream);
+      accumulate_into(out, output_of(from[1]), count, false, stream);
     } else if (training) {
       run_forward(*kernel, layer_input(static_cast<int>(layer)), out, stream);
     } else {

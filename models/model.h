@@ -100,7 +100,9 @@ class Model {
   struct Plan;
   Plan& plan_for(int64_t batch);
   LayerBinding binding(size_t layer, int64_t batch) const;
-  // The input of `layer` in the current plan: the model's input or an earlier activation.
+  // The output of `layer` in the current plan (kModelInput: the model's input), and the
+  // (first) input of `layer`.
+  const float* output_of(int layer) const;
   const float* layer_input(int layer) const;
   void backward_graph(Stream& stream, const std::function<void(int layer)>& on_layer_done);
   void add_gradient(int layer, const float* gradient, Stream& stream);

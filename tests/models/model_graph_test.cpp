@@ -58,10 +58,11 @@ double loss_of(Model& m, Batch& b, int64_t n, Stream& s) {
   return b.loss.to_host()[0];
 }
 
-TEST(ModelGraph, GradientsOfEveryParameterMatchFiniteDifferences) {
+// Every parameter's analytic gradient against central differences of the model's loss.
+void expect_gradients_match_finite_differences(const ModelDef& def) {
   CpuDevice dev(0, 1);
   Stream& s = dev.default_stream();
-  Model m(residual_graph(), Shape{5, 5, 2}, dev, 4);
+  Model m(def, def.default_input, dev, 4);
   const int64_t n = 3;
   Batch b = make_batch(dev, m, n);
   m.forward(b.x.data(), n, s);
@@ -86,9 +87,25 @@ TEST(ModelGraph, GradientsOfEveryParameterMatchFiniteDifferences) {
       const double numeric = (up - down) / (2.0 * h);
       const double analytic = grads[static_cast<size_t>(m.param_offset(p)) + i];
       ASSERT_NEAR(analytic, numeric, 2e-3 + 2e-2 * std::abs(numeric))
-          << m.params()[p].name << "[" << i << "]";
+          << def.name << ": " << m.params()[p].name << "[" << i << "]";
     }
   }
+}
+
+TEST(ModelGraph, GradientsOfEveryParameterMatchFiniteDifferences) {
+  expect_gradients_match_finite_differences(residual_graph());
+}
+
+// An Add may read the model's input itself (a residual connection around the first layer).
+TEST(ModelGraph, AnAddOfTheModelsInputTrainsToo) {
+  expect_gradients_match_finite_differences(
+      ModelDef{"input-residual",
+               {Conv2DSpec{2, 3, 1, Padding::kExplicit, 1, true}, AddSpec{}, GlobalAvgPoolSpec{},
+                DenseSpec{4}},
+               LossKind::kSoftmaxCrossEntropy,
+               Shape{4, 4, 2},
+               {{kModelInput}, {0, kModelInput}, {1}, {2}},
+               {}});
 }
 
 ModelDef with_inputs(std::vector<std::vector<int>> inputs) {
