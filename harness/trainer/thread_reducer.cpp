@@ -88,7 +88,7 @@ void ThreadReducer::sync_sum(float* values, int64_t count) {
     return;
   }
   std::unique_lock lock(mutex_);
-  SS_CHECK(error_ == nullptr, "the communication thread failed before a sync sum");
+  if (error_) std::rethrow_exception(error_);  // the thread failed on an earlier bucket
   sync_values_ = values;
   sync_count_ = count;
   cv_.notify_all();
