@@ -34,50 +34,45 @@ Conv2DSpec conv3x3(int64_t filters, int64_t stride) {
   return Conv2DSpec{filters, 3, stride, Padding::kExplicit, 1, false};
 }
 
-// relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), the shortcut the identity or, where
-// the block halves the image and doubles the channels, option A (strided, zero channels).
-int basic_block(GraphBuilder& g, const std::string& prefix, int64_t in_planes, int64_t planes,
-                int64_t stride) {
-  const int input = g.last();
-  g.add(conv3x3(planes, stride), prefix + ".conv1");
-  g.add(BatchNorm2DSpec{}, prefix + ".bn1");
-  g.add(ActivationSpec{Activation::kRelu}, prefix + ".relu1");
-  g.add(conv3x3(planes, 1), prefix + ".conv2");
-  const int main = g.add(BatchNorm2DSpec{}, prefix + ".bn2");
-  int shortcut = input;
-  if (stride != 1 || in_planes != planes) {
-    shortcut = g.add(PadShortcutSpec{stride, planes}, prefix + ".shortcut", {input});
-  }
-  g.add(AddSpec{}, prefix + ".add", {main, shortcut});
-  return g.add(ActivationSpec{Activation::kRelu}, prefix + ".relu2");
-}
-
 Conv2DSpec conv1x1(int64_t filters, int64_t stride) {
   return Conv2DSpec{filters, 1, stride, Padding::kExplicit, 0, false};
 }
 
-// The shortcut of a torchvision block: the identity, or where the block changes the image
-// size or the channels, `downsample` (a strided 1x1 convolution and batch norm). Returns the
-// layer the block's Add reads.
-int torchvision_shortcut(GraphBuilder& g, const std::string& prefix, int input, int64_t in_planes,
-                         int64_t out_planes, int64_t stride) {
+// Where a block changes the image size or the channels, its shortcut is He et al.'s option A
+// on CIFAR (strided, zero channels) or torchvision's `downsample` (a strided 1x1 convolution
+// and batch norm); elsewhere the identity.
+enum class Shortcut { kOptionA, kDownsample };
+
+// Returns the layer the block's Add reads beside its main path.
+int shortcut_of(GraphBuilder& g, Shortcut kind, const std::string& prefix, int input,
+                int64_t in_planes, int64_t out_planes, int64_t stride) {
   if (stride == 1 && in_planes == out_planes) return input;
+  if (kind == Shortcut::kOptionA) {
+    return g.add(PadShortcutSpec{stride, out_planes}, prefix + ".shortcut", {input});
+  }
   g.add(conv1x1(out_planes, stride), prefix + ".downsample.0", {input});
   return g.add(BatchNorm2DSpec{}, prefix + ".downsample.1");
 }
 
-// torchvision's BasicBlock (ResNet-18/34): two 3x3 convolutions, the first strided.
-int torchvision_basic_block(GraphBuilder& g, const std::string& prefix, int64_t in_planes,
-                            int64_t planes, int64_t stride) {
+// relu(main + shortcut): the end of every block.
+int residual_end(GraphBuilder& g, const std::string& prefix, int main, int shortcut,
+                 const std::string& relu) {
+  g.add(AddSpec{}, prefix + ".add", {main, shortcut});
+  return g.add(ActivationSpec{Activation::kRelu}, prefix + "." + relu);
+}
+
+// relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), the first convolution strided: the
+// block of the CIFAR ResNets and of torchvision's ResNet-18/34.
+int basic_block(GraphBuilder& g, Shortcut kind, const std::string& prefix, int64_t in_planes,
+                int64_t planes, int64_t stride) {
   const int input = g.last();
   g.add(conv3x3(planes, stride), prefix + ".conv1");
   g.add(BatchNorm2DSpec{}, prefix + ".bn1");
   g.add(ActivationSpec{Activation::kRelu}, prefix + ".relu1");
   g.add(conv3x3(planes, 1), prefix + ".conv2");
   const int main = g.add(BatchNorm2DSpec{}, prefix + ".bn2");
-  const int shortcut = torchvision_shortcut(g, prefix, input, in_planes, planes, stride);
-  g.add(AddSpec{}, prefix + ".add", {main, shortcut});
-  return g.add(ActivationSpec{Activation::kRelu}, prefix + ".relu2");
+  return residual_end(g, prefix, main,
+                      shortcut_of(g, kind, prefix, input, in_planes, planes, stride), "relu2");
 }
 
 // torchvision's Bottleneck (ResNet-50/101/152): 1x1 down to `planes`, 3x3, 1x1 up to
@@ -94,9 +89,9 @@ int bottleneck_block(GraphBuilder& g, const std::string& prefix, int64_t in_plan
   g.add(ActivationSpec{Activation::kRelu}, prefix + ".relu2");
   g.add(conv1x1(4 * planes, 1), prefix + ".conv3");
   const int main = g.add(BatchNorm2DSpec{}, prefix + ".bn3");
-  const int shortcut = torchvision_shortcut(g, prefix, input, in_planes, 4 * planes, stride);
-  g.add(AddSpec{}, prefix + ".add", {main, shortcut});
-  return g.add(ActivationSpec{Activation::kRelu}, prefix + ".relu3");
+  return residual_end(
+      g, prefix, main,
+      shortcut_of(g, Shortcut::kDownsample, prefix, input, in_planes, 4 * planes, stride), "relu3");
 }
 
 struct ImageNetDepth {
@@ -145,7 +140,7 @@ ModelDef imagenet_resnet(const std::string& name, int64_t depth, int64_t image,
         bottleneck_block(g, prefix, in_planes, planes, stride);
         in_planes = 4 * planes;
       } else {
-        torchvision_basic_block(g, prefix, in_planes, planes, stride);
+        basic_block(g, Shortcut::kDownsample, prefix, in_planes, planes, stride);
         in_planes = planes;
       }
     }
@@ -169,7 +164,8 @@ ModelDef cifar_resnet(const std::string& name, int64_t depth) {
     const int64_t planes = int64_t{16} << stage;
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t stride = stage > 0 && b == 0 ? 2 : 1;
-      basic_block(g, fmt::format("layer{}.{}", stage + 1, b), in_planes, planes, stride);
+      basic_block(g, Shortcut::kOptionA, fmt::format("layer{}.{}", stage + 1, b), in_planes, planes,
+                  stride);
       in_planes = planes;
     }
   }
