@@ -89,6 +89,8 @@ std::string layer_kind(const LayerSpec& layer) {
           return "tanh";
         case Activation::kSigmoid:
           return "sigmoid";
+        case Activation::kGelu:
+          return "gelu";
       }
       return "activation";
     }
@@ -97,6 +99,10 @@ std::string layer_kind(const LayerSpec& layer) {
     std::string operator()(const BatchNorm2DSpec&) const { return "batchnorm"; }
     std::string operator()(const PadShortcutSpec&) const { return "padshortcut"; }
     std::string operator()(const AddSpec&) const { return "add"; }
+    std::string operator()(const EmbeddingSpec&) const { return "embedding"; }
+    std::string operator()(const PositionEmbeddingSpec&) const { return "posembedding"; }
+    std::string operator()(const LayerNormSpec&) const { return "layernorm"; }
+    std::string operator()(const CausalSelfAttentionSpec&) const { return "attention"; }
   };
   return std::visit(Names{}, layer);
 }

@@ -12,8 +12,14 @@ namespace scalescope {
 namespace {
 
 const char* activation_name(Activation a) {
-  static constexpr auto kNames = enum_names<Activation>("ReLU", "Tanh", "Sigmoid");
+  static constexpr auto kNames = enum_names<Activation>("ReLU", "Tanh", "Sigmoid", "GELU");
   return kNames(a).data();
+}
+
+void require_sequence(const LayerSpec& layer, const Shape& in) {
+  SS_CHECK(in.rank() == 2 && in.numel() > 0,
+           "{} needs a sequence input (positions, features) but gets shape {}", describe(layer),
+           in.to_string());
 }
 
 void require_image(const LayerSpec& layer, const Shape& in) {
@@ -33,7 +39,8 @@ const char* to_string(LossKind kind) {
 Shape label_shape(LossKind kind, const Shape& output) {
   switch (kind) {
     case LossKind::kSoftmaxCrossEntropy:
-      return Shape{};
+      // One class index per position of a sequence's logits [S, K].
+      return output.rank() == 2 ? Shape{output[0]} : Shape{};
     case LossKind::kSoftmaxCrossEntropyOneHot:
       return output;
     case LossKind::kBinaryCrossEntropy:
@@ -57,7 +64,9 @@ std::string describe(const LayerSpec& layer) {
             const std::string pad = p.pad == 0 ? "" : fmt::format(", pad {}", p.pad);
             return fmt::format("MaxPool2D({}x{}, stride {}{})", p.pool, p.pool, p.stride, pad);
           },
-          [](const DenseSpec& d) { return fmt::format("Dense({})", d.units); },
+          [](const DenseSpec& d) {
+            return fmt::format("Dense({}{})", d.units, d.bias ? "" : ", no bias");
+          },
           [](const ActivationSpec& a) { return std::string(activation_name(a.kind)); },
           [](const FlattenSpec&) { return std::string("Flatten"); },
           [](const GlobalAvgPoolSpec&) { return std::string("GlobalAveragePool"); },
@@ -68,6 +77,14 @@ std::string describe(const LayerSpec& layer) {
             return fmt::format("PadShortcut(stride {}, {} channels)", p.stride, p.channels);
           },
           [](const AddSpec&) { return std::string("Add"); },
+          [](const EmbeddingSpec& e) {
+            return fmt::format("Embedding({} tokens, {})", e.vocab, e.dim);
+          },
+          [](const PositionEmbeddingSpec&) { return std::string("PositionEmbedding"); },
+          [](const LayerNormSpec& n) { return fmt::format("LayerNorm(eps {:g})", n.eps); },
+          [](const CausalSelfAttentionSpec& a) {
+            return fmt::format("CausalSelfAttention({} heads)", a.heads);
+          },
       },
       layer);
 }
@@ -84,6 +101,12 @@ std::string torch_module(const LayerSpec& layer) {
           [](const BatchNorm2DSpec&) { return std::string("BatchNorm2d"); },
           [](const PadShortcutSpec&) { return std::string("LambdaLayer"); },
           [](const AddSpec&) { return std::string("add"); },
+          [](const EmbeddingSpec&) { return std::string("Embedding"); },
+          [](const PositionEmbeddingSpec&) { return std::string("Embedding"); },
+          [](const LayerNormSpec&) { return std::string("LayerNorm"); },
+          [](const CausalSelfAttentionSpec&) {
+            return std::string("scaled_dot_product_attention");
+          },
       },
       layer);
 }
@@ -144,10 +167,11 @@ Shape output_shape(const LayerSpec& layer, const Shape& in) {
             return Shape{h, w, in[2]};
           },
           [&](const DenseSpec& d) {
-            SS_CHECK(in.rank() == 1, "{} needs a flat input but gets shape {} (add a Flatten)",
+            SS_CHECK((in.rank() == 1 || in.rank() == 2) && in.numel() > 0,
+                     "{} needs a vector or a sequence of vectors but gets shape {} (add a Flatten)",
                      describe(layer), in.to_string());
             SS_CHECK(d.units > 0, "{} has no units", describe(layer));
-            return Shape{d.units};
+            return in.rank() == 1 ? Shape{d.units} : Shape{in[0], d.units};
           },
           [&](const ActivationSpec&) { return in; },
           [&](const FlattenSpec&) { return Shape{in.numel()}; },
@@ -170,6 +194,31 @@ Shape output_shape(const LayerSpec& layer, const Shape& in) {
                          p.channels};
           },
           [&](const AddSpec&) { return in; },
+          [&](const EmbeddingSpec& e) {
+            SS_CHECK(in.rank() == 1 && in[0] > 0,
+                     "{} needs a sequence of token ids but gets shape {}", describe(layer),
+                     in.to_string());
+            SS_CHECK(e.vocab > 0 && e.dim > 0, "{} has a non-positive size", describe(layer));
+            return Shape{in[0], e.dim};
+          },
+          [&](const PositionEmbeddingSpec&) {
+            require_sequence(layer, in);
+            return in;
+          },
+          [&](const LayerNormSpec& n) {
+            SS_CHECK(in.rank() >= 1 && in.numel() > 0, "{} needs an input, not shape {}",
+                     describe(layer), in.to_string());
+            SS_CHECK(n.eps > 0.0f, "{}: eps must be > 0", describe(layer));
+            return in;
+          },
+          [&](const CausalSelfAttentionSpec& a) {
+            require_sequence(layer, in);
+            SS_CHECK(a.heads > 0 && in[1] % (3 * a.heads) == 0,
+                     "{} needs q, k and v of {} heads side by side ([S, 3D], D a multiple of the "
+                     "heads) but gets shape {}",
+                     describe(layer), a.heads, in.to_string());
+            return Shape{in[0], in[1] / 3};
+          },
       },
       layer);
 }
@@ -187,8 +236,20 @@ std::vector<ParamSpec> param_specs(const LayerSpec& layer, const Shape& in) {
     return {ParamSpec{"weight", Shape{in[2]}, 0, 0, 1.0f}, ParamSpec{"bias", Shape{in[2]}}};
   }
   if (const auto* d = std::get_if<DenseSpec>(&layer)) {
-    return {ParamSpec{"weight", Shape{d->units, in[0]}, in[0], d->units},
-            ParamSpec{"bias", Shape{d->units}}};
+    const int64_t features = in[in.rank() - 1];
+    std::vector<ParamSpec> out{ParamSpec{"weight", Shape{d->units, features}, features, d->units}};
+    if (d->bias) out.push_back(ParamSpec{"bias", Shape{d->units}});
+    return out;
+  }
+  if (const auto* e = std::get_if<EmbeddingSpec>(&layer)) {
+    return {ParamSpec{"weight", Shape{e->vocab, e->dim}, e->vocab, e->dim}};
+  }
+  if (std::holds_alternative<PositionEmbeddingSpec>(layer)) {
+    return {ParamSpec{"weight", Shape{in[0], in[1]}, in[0], in[1]}};
+  }
+  if (std::holds_alternative<LayerNormSpec>(layer)) {
+    const int64_t features = in[in.rank() - 1];
+    return {ParamSpec{"weight", Shape{features}, 0, 0, 1.0f}, ParamSpec{"bias", Shape{features}}};
   }
   return {};
 }
@@ -227,7 +288,10 @@ int64_t forward_flops(const LayerSpec& layer, const Shape& in) {
           [&](const MaxPool2DSpec& p) {
             return pooled_positions(in[0], out[0], p) * pooled_positions(in[1], out[1], p) * in[2];
           },
-          [&](const DenseSpec& d) { return d.units * (2 * in[0] + 1); },
+          [&](const DenseSpec& d) {
+            const int64_t features = in[in.rank() - 1];
+            return out.numel() / d.units * d.units * (2 * features + (d.bias ? 1 : 0));
+          },
           [&](const ActivationSpec&) { return in.numel(); },
           [&](const FlattenSpec&) { return int64_t{0}; },
           [&](const GlobalAvgPoolSpec&) { return in.numel(); },
@@ -236,6 +300,17 @@ int64_t forward_flops(const LayerSpec& layer, const Shape& in) {
           [&](const BatchNorm2DSpec&) { return 6 * in.numel(); },
           [&](const PadShortcutSpec&) { return int64_t{0}; },
           [&](const AddSpec&) { return in.numel(); },
+          [&](const EmbeddingSpec&) { return int64_t{0}; },
+          [&](const PositionEmbeddingSpec&) { return in.numel(); },
+          // Per element: the mean and variance (2), normalizing and scaling (4).
+          [&](const LayerNormSpec&) { return 6 * in.numel(); },
+          // q·kᵀ and its product with v as the dense products they run as (2·S·S·D each, the
+          // masked half included), and the softmax's ~5 operations per score.
+          [&](const CausalSelfAttentionSpec& a) {
+            const int64_t s = in[0];
+            const int64_t d = in[1] / 3;
+            return 4 * s * s * d + 5 * a.heads * s * s;
+          },
       },
       layer);
 }

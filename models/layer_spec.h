@@ -17,7 +17,8 @@ namespace scalescope {
 // kSame and kValid are Keras's ("same" pads so out = ceil(in/stride), the odd pixel after);
 // kExplicit is PyTorch's padding=p: `pad` zeros on every side.
 enum class Padding { kSame, kValid, kExplicit };
-enum class Activation { kRelu, kTanh, kSigmoid };
+// kGelu is GPT-2's GELU, the tanh approximation (PyTorch's approximate="tanh").
+enum class Activation { kRelu, kTanh, kSigmoid, kGelu };
 
 struct Conv2DSpec {
   int64_t filters = 0;
@@ -35,8 +36,11 @@ struct MaxPool2DSpec {
   // stride 2, pad 1.
   int64_t pad = 0;
 };
+// y = x·Wᵀ + b over the last dimension of the input (PyTorch's nn.Linear): a vector, or each
+// position of a sequence [S, D].
 struct DenseSpec {
   int64_t units = 0;
+  bool bias = true;  // GPT's output projection (lm_head) has none
 };
 struct ActivationSpec {
   Activation kind = Activation::kRelu;
@@ -61,12 +65,37 @@ struct PadShortcutSpec {
 // The sum of two earlier layers' outputs of one shape (a residual connection). A node of the
 // model graph with two inputs (ModelDef::inputs); the model computes it, not a backend kernel.
 struct AddSpec {};
-
-using LayerSpec = std::variant<Conv2DSpec, MaxPool2DSpec, DenseSpec, ActivationSpec, FlattenSpec,
-                               GlobalAvgPoolSpec, BatchNorm2DSpec, PadShortcutSpec, AddSpec>;
+// Token embedding (nn.Embedding): a sequence of S token ids (held as floats, each a whole
+// number in [0, vocab)) becomes [S, dim], row id of the weight [vocab, dim] per position.
+struct EmbeddingSpec {
+  int64_t vocab = 0;
+  int64_t dim = 0;
+};
+// Learned position embedding added to a sequence [S, D]: out[s] = in[s] + weight[s], the
+// weight [S, D] (GPT-2's wpe, sized by the sequence the model is built for).
+struct PositionEmbeddingSpec {};
+// Layer normalization over the last dimension D (nn.LayerNorm(D)): biased variance, eps
+// inside the square root, a weight (1) and a bias (0) of D values.
+struct LayerNormSpec {
+  float eps = 1e-5f;
+};
+// The core of GPT-2's causal multi-head self-attention, without its projections: the input
+// [S, 3D] holds q, k and v side by side per position (c_attn's output, split as nanoGPT's
+// q, k, v = x.split(D, dim=2)), each split into `heads` heads of D / heads channels; the
+// output [S, D] is softmax(q·kᵀ / sqrt(D / heads), positions after the query masked)·v, the
+// heads side by side again (the input of c_proj).
+struct CausalSelfAttentionSpec {
+  int64_t heads = 1;
+};
+using LayerSpec =
+    std::variant<Conv2DSpec, MaxPool2DSpec, DenseSpec, ActivationSpec, FlattenSpec,
+                 GlobalAvgPoolSpec, BatchNorm2DSpec, PadShortcutSpec, AddSpec, EmbeddingSpec,
+                 PositionEmbeddingSpec, LayerNormSpec, CausalSelfAttentionSpec>;
 
 enum class LossKind {
-  kSoftmaxCrossEntropy,        // logits [N, K], labels [N] holding class indices
+  // logits [N, K], labels [N] holding class indices; or logits [N, S, K] of a sequence,
+  // labels [N, S] (next-token prediction), a sample's loss the mean over its S positions
+  kSoftmaxCrossEntropy,
   kSoftmaxCrossEntropyOneHot,  // logits [N, K], labels [N, K] one-hot (or soft) targets
   kBinaryCrossEntropy,         // probabilities [N, 1] from a sigmoid, labels [N, 1] in {0, 1}
 };

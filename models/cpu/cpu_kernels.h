@@ -23,6 +23,17 @@ std::unique_ptr<LayerKernel> make_cpu_pad_shortcut(const PadShortcutSpec& spec,
                                                    const LayerBinding& binding);
 std::unique_ptr<LayerKernel> make_cpu_batch_norm(const BatchNorm2DSpec& spec,
                                                  const LayerBinding& binding, Device& device);
+// cpu_layer_norm.cpp, cpu_attention.cpp, cpu_embedding.cpp: the layers of GPT-style decoders;
+// called by make_cpu_layer, which checks the binding.
+std::unique_ptr<LayerKernel> make_cpu_layer_norm(const LayerNormSpec& spec,
+                                                 const LayerBinding& binding, Device& device);
+std::unique_ptr<LayerKernel> make_cpu_attention(const CausalSelfAttentionSpec& spec,
+                                                const LayerBinding& binding, Device& device);
+std::unique_ptr<LayerKernel> make_cpu_embedding(const EmbeddingSpec& spec,
+                                                const LayerBinding& binding, Device& device);
+std::unique_ptr<LayerKernel> make_cpu_position_embedding(const PositionEmbeddingSpec& spec,
+                                                         const LayerBinding& binding,
+                                                         Device& device);
 // cpu_losses.cpp
 std::unique_ptr<LossKernel> make_cpu_loss(LossKind kind, const Shape& output, Device& device);
 // cpu_optimizers.cpp

@@ -535,6 +535,8 @@ dnnl::algorithm eltwise_algorithm(Activation kind) {
       return dnnl::algorithm::eltwise_tanh_use_dst_for_bwd;
     case Activation::kSigmoid:
       return dnnl::algorithm::eltwise_logistic_use_dst_for_bwd;
+    case Activation::kGelu:
+      break;  // TODO(gelu): its backward reads the input, not the output
   }
   throw_error(fmt::format("unknown activation {}", static_cast<int>(kind)));
 }
@@ -562,29 +564,33 @@ class FlattenKernel final : public UnaryKernel {
 };
 
 std::unique_ptr<LayerKernel> build(const LayerSpec& spec, const LayerBinding& b, Device& device) {
-  return std::visit(Overloaded{
-                        [&](const Conv2DSpec& c) { return make_conv(c, b, device); },
-                        [&](const MaxPool2DSpec& p) -> std::unique_ptr<LayerKernel> {
-                          return std::make_unique<MaxPoolKernel>(p, b.in, b.out);
-                        },
-                        [&](const DenseSpec& d) { return make_dense(d, b, device); },
-                        [&](const ActivationSpec& a) -> std::unique_ptr<LayerKernel> {
-                          return std::make_unique<EltwiseKernel>(device, eltwise_algorithm(a.kind),
-                                                                 b.in.numel());
-                        },
-                        [&](const FlattenSpec&) -> std::unique_ptr<LayerKernel> {
-                          return std::make_unique<FlattenKernel>(device, b.in);
-                        },
-                        [&](const GlobalAvgPoolSpec&) -> std::unique_ptr<LayerKernel> {
-                          return std::make_unique<GlobalAvgPoolKernel>(device, b.in);
-                        },
-                        [&](const BatchNorm2DSpec& n) { return make_cpu_batch_norm(n, b, device); },
-                        [&](const PadShortcutSpec& p) { return make_cpu_pad_shortcut(p, b); },
-                        [&](const AddSpec&) -> std::unique_ptr<LayerKernel> {
-                          throw_error("Add is computed by the model, not a layer kernel");
-                        },
-                    },
-                    spec);
+  return std::visit(
+      Overloaded{
+          [&](const Conv2DSpec& c) { return make_conv(c, b, device); },
+          [&](const MaxPool2DSpec& p) -> std::unique_ptr<LayerKernel> {
+            return std::make_unique<MaxPoolKernel>(p, b.in, b.out);
+          },
+          [&](const DenseSpec& d) { return make_dense(d, b, device); },
+          [&](const ActivationSpec& a) -> std::unique_ptr<LayerKernel> {
+            return std::make_unique<EltwiseKernel>(device, eltwise_algorithm(a.kind), b.in.numel());
+          },
+          [&](const FlattenSpec&) -> std::unique_ptr<LayerKernel> {
+            return std::make_unique<FlattenKernel>(device, b.in);
+          },
+          [&](const GlobalAvgPoolSpec&) -> std::unique_ptr<LayerKernel> {
+            return std::make_unique<GlobalAvgPoolKernel>(device, b.in);
+          },
+          [&](const BatchNorm2DSpec& n) { return make_cpu_batch_norm(n, b, device); },
+          [&](const PadShortcutSpec& p) { return make_cpu_pad_shortcut(p, b); },
+          [&](const AddSpec&) -> std::unique_ptr<LayerKernel> {
+            throw_error("Add is computed by the model, not a layer kernel");
+          },
+          [&](const LayerNormSpec& n) { return make_cpu_layer_norm(n, b, device); },
+          [&](const CausalSelfAttentionSpec& a) { return make_cpu_attention(a, b, device); },
+          [&](const EmbeddingSpec& e) { return make_cpu_embedding(e, b, device); },
+          [&](const PositionEmbeddingSpec& p) { return make_cpu_position_embedding(p, b, device); },
+      },
+      spec);
 }
 
 }  // namespace

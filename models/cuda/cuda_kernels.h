@@ -32,6 +32,17 @@ std::unique_ptr<LayerKernel> make_cuda_batch_norm(const BatchNorm2DSpec& spec,
                                                   const LayerBinding& binding, CudaDevice& device);
 std::unique_ptr<LayerKernel> make_cuda_pad_shortcut(const PadShortcutSpec& spec,
                                                     const LayerBinding& binding);
+// cuda_layer_norm.cpp, cuda_attention.cpp, cuda_embedding.cpp: the layers of GPT-style
+// decoders; called by make_cuda_layer, which checks the binding.
+std::unique_ptr<LayerKernel> make_cuda_layer_norm(const LayerNormSpec& spec,
+                                                  const LayerBinding& binding, CudaDevice& device);
+std::unique_ptr<LayerKernel> make_cuda_attention(const CausalSelfAttentionSpec& spec,
+                                                 const LayerBinding& binding, CudaDevice& device);
+std::unique_ptr<LayerKernel> make_cuda_embedding(const EmbeddingSpec& spec,
+                                                 const LayerBinding& binding, CudaDevice& device);
+std::unique_ptr<LayerKernel> make_cuda_position_embedding(const PositionEmbeddingSpec& spec,
+                                                          const LayerBinding& binding,
+                                                          CudaDevice& device);
 // cuda_losses.cpp
 std::unique_ptr<LossKernel> make_cuda_loss(LossKind kind, const Shape& output, CudaDevice& device);
 // cuda_optimizers.cpp

@@ -228,6 +228,12 @@ std::unique_ptr<LayerKernel> make_cuda_layer(const LayerSpec& spec, const LayerB
           [&](const AddSpec&) -> std::unique_ptr<LayerKernel> {
             throw_error("Add is computed by the model, not a layer kernel");
           },
+          [&](const LayerNormSpec& n) { return make_cuda_layer_norm(n, b, device); },
+          [&](const CausalSelfAttentionSpec& a) { return make_cuda_attention(a, b, device); },
+          [&](const EmbeddingSpec& e) { return make_cuda_embedding(e, b, device); },
+          [&](const PositionEmbeddingSpec& p) {
+            return make_cuda_position_embedding(p, b, device);
+          },
       },
       spec);
 }

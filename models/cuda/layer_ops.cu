@@ -208,6 +208,8 @@ void activation_forward(Activation kind, const float* x, float* y, int64_t count
       activation_forward_kernel<Activation::kSigmoid>
           <<<grid_for(count), kThreads, 0, stream>>>(x, y, count);
       break;
+    case Activation::kGelu:
+      break;  // TODO(gelu)
   }
   check_launch("activation_forward_kernel");
 }
@@ -228,6 +230,8 @@ void activation_backward(Activation kind, const float* y, const float* dy, float
       activation_backward_kernel<Activation::kSigmoid>
           <<<grid_for(count), kThreads, 0, stream>>>(y, dy, dx, count);
       break;
+    case Activation::kGelu:
+      break;  // TODO(gelu)
   }
   check_launch("activation_backward_kernel");
 }

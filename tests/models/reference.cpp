@@ -105,6 +105,8 @@ std::vector<double> activation(Activation kind, const std::vector<double>& x) {
       case Activation::kSigmoid:
         y[i] = 1.0 / (1.0 + std::exp(-x[i]));
         break;
+      case Activation::kGelu:
+        throw_error("reference: GELU not written yet");
     }
   }
   return y;
@@ -215,6 +217,14 @@ std::vector<double> reference_forward(const LayerSpec& layer, const Shape& in,
           [&](const PadShortcutSpec& p) { return pad_shortcut(p, in, out, input); },
           [&](const AddSpec&) -> std::vector<double> {
             throw_error("reference: Add takes two inputs; the model test checks it");
+          },
+          [&](const LayerNormSpec& n) {
+            return reference_layer_norm(n, in, input, params[0], params[1]);
+          },
+          [&](const CausalSelfAttentionSpec& a) { return reference_attention(a, in, input); },
+          [&](const EmbeddingSpec& e) { return reference_embedding(e, in, input, params[0]); },
+          [&](const PositionEmbeddingSpec&) {
+            return reference_position_embedding(in, input, params[0]);
           },
       },
       layer);

@@ -1,0 +1,1 @@
+// Kernels of a GPT-style decoder's layers.
