@@ -422,6 +422,11 @@ void save_checkpoint(const std::string& path, const Model& model, const Optimize
                       {"scalescope_model", model.def().name},
                       {"scalescope_input", model.input_shape().to_string()}};
   std::vector<std::vector<float>> host = model.weights_to_host();
+  // A tied weight under each of its names, as PyTorch's state_dict has it.
+  for (const ParamAlias& a : model.param_aliases()) {
+    const ParamInfo& p = model.params()[a.param];
+    weights.tensors.push_back(NamedTensor{a.name, p.spec.shape, host[a.param]});
+  }
   for (size_t i = 0; i < model.params().size(); ++i) {
     const ParamInfo& p = model.params()[i];
     weights.tensors.push_back(NamedTensor{p.name, p.spec.shape, std::move(host[i])});
@@ -443,7 +448,18 @@ void load_checkpoint(const std::string& path, Model& model, Optimizer* optimizer
   std::vector<std::pair<std::string, Shape>> expected;
   for (const ParamInfo& p : model.params()) expected.emplace_back(p.name, p.spec.shape);
   for (const ParamInfo& b : model.buffer_infos()) expected.emplace_back(b.name, b.spec.shape);
+  for (const ParamAlias& a : model.param_aliases()) {
+    expected.emplace_back(a.name, model.params()[a.param].spec.shape);
+  }
   const auto by_name = match_tensors(path, file, expected, model.def().name);
+  // One tensor under two names cannot hold two values.
+  for (const ParamAlias& a : model.param_aliases()) {
+    const std::string& source = model.params()[a.param].name;
+    SS_CHECK(by_name.at(a.name)->data == by_name.at(source)->data,
+             "checkpoint '{}': tensors '{}' and '{}' differ, but model '{}' ties them (one "
+             "weight under two names)",
+             path, a.name, source, model.def().name);
+  }
   std::vector<std::vector<float>> values;
   for (const ParamInfo& p : model.params()) values.push_back(by_name.at(p.name)->data);
   std::vector<std::vector<float>> buffers;

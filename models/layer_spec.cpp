@@ -49,6 +49,19 @@ Shape label_shape(LossKind kind, const Shape& output) {
   return output;
 }
 
+LossRows loss_rows(LossKind kind, const Shape& output) {
+  const bool sequence = kind == LossKind::kSoftmaxCrossEntropy && output.rank() == 3;
+  SS_CHECK((output.rank() == 2 || sequence) && output.numel() > 0,
+           "{} takes a model output of shape [batch, classes]{}, not {}", to_string(kind),
+           kind == LossKind::kSoftmaxCrossEntropy ? " or [batch, positions, classes]" : "",
+           output.to_string());
+  SS_CHECK(kind != LossKind::kBinaryCrossEntropy || output[1] == 1,
+           "binary cross-entropy takes one probability per sample ([batch, 1]), not {}",
+           output.to_string());
+  const int64_t positions = sequence ? output[1] : 1;
+  return {output[0] * positions, output[output.rank() - 1], positions};
+}
+
 std::string describe(const LayerSpec& layer) {
   return std::visit(
       Overloaded{

@@ -103,6 +103,15 @@ enum class LossKind {
 const char* to_string(LossKind kind);
 // The label shape (without batch) a loss takes for a model output of `output` shape.
 Shape label_shape(LossKind kind, const Shape& output);
+// How a loss kernel walks a batch's output (batch included): `rows` of `classes` values, a
+// sample's loss the mean of its `positions` rows (1 but for a sequence's logits [N, S, K]).
+// Throws Error for an output the loss cannot take.
+struct LossRows {
+  int64_t rows = 0;
+  int64_t classes = 0;
+  int64_t positions = 1;
+};
+LossRows loss_rows(LossKind kind, const Shape& output);
 
 // A learnable tensor of a layer, in PyTorch's layout: conv weights OIHW, dense [out, in].
 struct ParamSpec {

@@ -52,8 +52,12 @@ Model::Model(ModelDef def, Shape input, Device& device, uint64_t seed)
   SS_CHECK(def_.loss != LossKind::kBinaryCrossEntropy || out == Shape{1},
            "model '{}': binary cross-entropy needs one output per sample, not {}", def_.name,
            out.to_string());
-  SS_CHECK(out.rank() == 1, "model '{}' ends in shape {}; a loss needs a flat output", def_.name,
-           out.to_string());
+  try {
+    loss_rows(def_.loss, out.with_batch(1));
+  } catch (const Error& e) {
+    throw_error(
+        fmt::format("model '{}' ends in shape {}: {}", def_.name, out.to_string(), e.message()));
+  }
 
   // Offsets in reverse layer order; inside a layer, weight before bias. Each parameter starts
   // on a 256-byte boundary, so that every gradient bucket does too: NCCL's vectorised kernels
@@ -74,6 +78,14 @@ Model::Model(ModelDef def, Shape input, Device& device, uint64_t seed)
   device_.fill_zero(grads_.data(), grads_.bytes(), device_.default_stream());
 
   weights_from_host(initial_values(params_, seed));
+
+  aliases_ = scalescope::param_aliases(def_, input);
+  int64_t tied_total = 0;
+  for (const ParamAlias& a : aliases_) {
+    tied_offsets_.push_back(tied_total);
+    tied_total += params_[a.param].spec.shape.numel();
+  }
+  if (tied_total > 0) tied_grads_ = Tensor(device_, Shape{tied_total});
 
   buffer_infos_ = scalescope::buffer_infos(def_, input);
   int64_t buffer_total = 0;
@@ -164,6 +176,12 @@ LayerBinding Model::binding(size_t layer, int64_t batch) const {
   LayerBinding b;
   b.in = layer_input_shape(def_, shapes_, static_cast<int>(layer)).with_batch(batch);
   b.out = shapes_[layer + 1].with_batch(batch);
+  for (size_t a = 0; a < aliases_.size(); ++a) {
+    if (aliases_[a].layer != static_cast<int>(layer)) continue;
+    b.params.push_back(param(aliases_[a].param));
+    b.grads.push_back(
+        TensorView{tied_grads_.data() + tied_offsets_[a], params_[aliases_[a].param].spec.shape});
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     if (params_[i].layer != static_cast<int>(layer)) continue;
     b.params.push_back(param(i));
@@ -284,6 +302,7 @@ void Model::backward(Stream& stream, const std::function<void(int layer)>& on_la
     const float* out = plan->activations[static_cast<size_t>(layer)].data();
     float* din = layer == 0 ? nullptr : spare;
     run_backward(*plan->kernels[static_cast<size_t>(layer)], in, out, dout, din, stream);
+    add_tied_gradients(layer, stream);
     if (on_layer_done) on_layer_done(layer);
     spare = dout;
     dout = din;
@@ -336,6 +355,15 @@ void Model::add_gradient(int layer, const float* gradient, Stream& stream) {
   plan.filled[static_cast<size_t>(layer)] = true;
 }
 
+void Model::add_tied_gradients(int layer, Stream& stream) {
+  for (size_t a = 0; a < aliases_.size(); ++a) {
+    const size_t p = aliases_[a].param;
+    if (params_[p].layer != layer) continue;
+    accumulate_into(grad(p).data, tied_grads_.data() + tied_offsets_[a],
+                    params_[p].spec.shape.numel(), false, stream);
+  }
+}
+
 void Model::backward_graph(Stream& stream, const std::function<void(int layer)>& on_layer_done) {
   Plan& plan = *current_;
   const int last = static_cast<int>(plan.kernels.size()) - 1;
@@ -362,6 +390,7 @@ void Model::backward_graph(Stream& stream, const std::function<void(int layer)>&
                    dout, din, stream);
       if (in_place) plan.filled[static_cast<size_t>(input)] = true;
       if (needs_din && !in_place) add_gradient(input, din, stream);
+      add_tied_gradients(layer, stream);
     }
     if (on_layer_done) on_layer_done(layer);
   }

@@ -29,8 +29,10 @@ class Model {
   const Shape& output_shape() const { return shapes_.back(); }
   Device& device() const { return device_; }
 
-  // Parameters in checkpoint order (layer by layer, weight before bias).
+  // Parameters in checkpoint order (layer by layer, weight before bias); a tied weight once.
   const std::vector<ParamInfo>& params() const { return params_; }
+  // The second names of tied weights (ModelDef::ties).
+  const std::vector<ParamAlias>& param_aliases() const { return aliases_; }
   int64_t param_count() const { return param_count_; }
   // The flat buffers. Their layout is reverse layer order (the last layer's parameters
   // first), so that gradients become ready front to back during backward and a bucket of
@@ -106,6 +108,9 @@ class Model {
   const float* layer_input(int layer) const;
   void backward_graph(Stream& stream, const std::function<void(int layer)>& on_layer_done);
   void add_gradient(int layer, const float* gradient, Stream& stream);
+  // After `layer`'s backward: adds the gradients that later layers computed for the weights
+  // they share with it (kept in tied_grads_) to its own.
+  void add_tied_gradients(int layer, Stream& stream);
   // A layer's training passes, in stages around the sync sums when set_sync asked for them.
   void run_forward(LayerKernel& kernel, const float* in, float* out, Stream& stream);
   void run_backward(LayerKernel& kernel, const float* in, const float* out, const float* dout,
@@ -119,6 +124,9 @@ class Model {
   int64_t param_count_ = 0;
   Tensor weights_;
   Tensor grads_;
+  std::vector<ParamAlias> aliases_;
+  Tensor tied_grads_;  // per alias, the gradient of the layer that reads the weight under it
+  std::vector<int64_t> tied_offsets_;
   std::vector<ParamInfo> buffer_infos_;
   std::vector<int64_t> buffer_offsets_;
   int64_t buffer_count_ = 0;

@@ -2,6 +2,8 @@
 // parameters and buffers, and its size.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "models/zoo.h"
 
@@ -24,19 +26,48 @@ std::vector<int> sequential_indices(const ModelDef& def) {
   return out;
 }
 
+// Every tensor of `specs` per layer, named; with `skip_tied`, without the first parameter of
+// layers that tie it to an earlier layer's.
 std::vector<ParamInfo> named(const ModelDef& def, const Shape& input,
-                             std::vector<ParamSpec> (*specs)(const LayerSpec&, const Shape&)) {
+                             std::vector<ParamSpec> (*specs)(const LayerSpec&, const Shape&),
+                             bool skip_tied) {
   const std::vector<Shape> shapes = layer_shapes(def, input);
   const std::vector<int> index = sequential_indices(def);
   std::vector<ParamInfo> infos;
   for (size_t i = 0; i < def.layers.size(); ++i) {
     const Shape& in = layer_input_shape(def, shapes, static_cast<int>(i));
-    for (ParamSpec& p : specs(def.layers[i], in)) {
-      infos.push_back(ParamInfo{fmt::format("{}.{}", module_name(def, i, index[i]), p.suffix),
-                                static_cast<int>(i), std::move(p)});
+    std::vector<ParamSpec> layer_specs = specs(def.layers[i], in);
+    const bool tied = skip_tied && tie_of(def, static_cast<int>(i)) != nullptr;
+    for (size_t k = tied ? 1 : 0; k < layer_specs.size(); ++k) {
+      infos.push_back(
+          ParamInfo{fmt::format("{}.{}", module_name(def, i, index[i]), layer_specs[k].suffix),
+                    static_cast<int>(i), std::move(layer_specs[k])});
     }
   }
   return infos;
+}
+
+// A tie joins the first parameters of two layers, the source earlier, of one shape.
+void check_ties(const ModelDef& def, const Shape& input) {
+  const std::vector<Shape> shapes = layer_shapes(def, input);
+  const auto first_param = [&](int layer) {
+    const std::vector<ParamSpec> specs =
+        param_specs(def.layers[static_cast<size_t>(layer)], layer_input_shape(def, shapes, layer));
+    return specs.empty() ? ParamSpec{} : specs.front();
+  };
+  const int n = static_cast<int>(def.layers.size());
+  for (const ModelDef::Tie& t : def.ties) {
+    SS_CHECK(t.source >= 0 && t.source < t.layer && t.layer < n,
+             "model '{}': layer {} ties its weight to layer {}, which does not come before it",
+             def.name, t.layer, t.source);
+    const ParamSpec a = first_param(t.layer);
+    const ParamSpec b = first_param(t.source);
+    SS_CHECK(!a.suffix.empty() && a.shape == b.shape,
+             "model '{}': layer {} ({}) cannot share the weight of layer {} ({}): shapes {} and {}",
+             def.name, t.layer, describe(def.layers[static_cast<size_t>(t.layer)]), t.source,
+             describe(def.layers[static_cast<size_t>(t.source)]), a.shape.to_string(),
+             b.shape.to_string());
+  }
 }
 
 // Each layer reads earlier layers, as many as it takes.
@@ -101,12 +132,35 @@ std::vector<Shape> layer_shapes(const ModelDef& def, const Shape& input) {
   return shapes;
 }
 
+const ModelDef::Tie* tie_of(const ModelDef& def, int layer) {
+  for (const ModelDef::Tie& t : def.ties) {
+    if (t.layer == layer) return &t;
+  }
+  return nullptr;
+}
+
 std::vector<ParamInfo> param_infos(const ModelDef& def, const Shape& input) {
-  return named(def, input, &param_specs);
+  if (!def.ties.empty()) check_ties(def, input);
+  return named(def, input, &param_specs, true);
+}
+
+std::vector<ParamAlias> param_aliases(const ModelDef& def, const Shape& input) {
+  const std::vector<ParamInfo> infos = param_infos(def, input);
+  const std::vector<ParamInfo> all = named(def, input, &param_specs, false);
+  std::vector<ParamAlias> aliases;
+  for (const ModelDef::Tie& t : def.ties) {
+    const auto is_first_of = [](int layer) {
+      return [layer](const ParamInfo& p) { return p.layer == layer; };
+    };
+    const auto name = std::find_if(all.begin(), all.end(), is_first_of(t.layer));
+    const auto source = std::find_if(infos.begin(), infos.end(), is_first_of(t.source));
+    aliases.push_back(ParamAlias{name->name, static_cast<size_t>(source - infos.begin()), t.layer});
+  }
+  return aliases;
 }
 
 std::vector<ParamInfo> buffer_infos(const ModelDef& def, const Shape& input) {
-  return named(def, input, &buffer_specs);
+  return named(def, input, &buffer_specs, false);
 }
 
 ModelSummary summarize(const ModelDef& def, const Shape& input) {

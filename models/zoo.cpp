@@ -78,6 +78,7 @@ ModelDef cifar_cnn(const std::string& name, double width) {
                   LossKind::kSoftmaxCrossEntropy,
                   Shape{32, 32, 3},
                   {},
+                  {},
                   {}};
 }
 
@@ -89,6 +90,7 @@ ModelDef mlp(const std::string& name, double scale) {
                    ActivationSpec{Activation::kSigmoid}},
                   LossKind::kBinaryCrossEntropy,
                   Shape{8000},
+                  {},
                   {},
                   {}};
 }
@@ -138,6 +140,7 @@ const std::vector<Builder>& builders() {
                          LossKind::kSoftmaxCrossEntropyOneHot,
                          Shape{100},
                          {},
+                         {},
                          {}};
        }},
       {{"gap-cnn", "Conv32 valid - GlobalAveragePool - Dense10 on 224x224x3, softmax CE",
@@ -148,6 +151,7 @@ const std::vector<Builder>& builders() {
                          {conv(32, Padding::kValid), relu(), GlobalAvgPoolSpec{}, DenseSpec{10}},
                          LossKind::kSoftmaxCrossEntropy,
                          Shape{224, 224, 3},
+                         {},
                          {},
                          {}};
        }},

@@ -28,6 +28,14 @@ struct ModelDef {
   // The PyTorch module path of each layer ("layer1.0.conv1"), which names its parameters and
   // buffers ("layer1.0.conv1.weight"). Empty: nn.Sequential's indices ("0.weight").
   std::vector<std::string> names;
+  // Weights one layer shares with an earlier one (GPT-2's output projection reads the token
+  // embedding's table): one tensor in the flat buffers, counted once, its gradient the sum of
+  // both layers', named by both in checkpoints (as PyTorch's state_dict names a tied weight).
+  struct Tie {
+    int layer = 0;   // its first parameter ("weight") is
+    int source = 0;  // this earlier layer's first parameter, of the same shape
+  };
+  std::vector<Tie> ties;
 };
 
 constexpr int kModelInput = -1;
@@ -60,7 +68,18 @@ struct ParamInfo {
   int layer = 0;     // index into ModelDef::layers
   ParamSpec spec;
 };
+// Tied weights (ModelDef::ties) appear once, under the earlier layer's name.
 std::vector<ParamInfo> param_infos(const ModelDef& def, const Shape& input);
+// The second names of tied weights ("lm_head.weight"), each with the index into param_infos()
+// of the tensor it names.
+struct ParamAlias {
+  std::string name;
+  size_t param = 0;
+  int layer = 0;  // the layer that reads it under this name
+};
+std::vector<ParamAlias> param_aliases(const ModelDef& def, const Shape& input);
+// The tie of `layer`'s first parameter, or null.
+const ModelDef::Tie* tie_of(const ModelDef& def, int layer);
 // The buffers (buffer_specs) of every layer, in layer order, named like the parameters
 // ("bn1.running_mean").
 std::vector<ParamInfo> buffer_infos(const ModelDef& def, const Shape& input);

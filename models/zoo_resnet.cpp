@@ -124,7 +124,7 @@ ModelDef imagenet_resnet(const std::string& name, int64_t depth, int64_t image,
            "model '{}': image={} is too small for the stem and 4 stages, which divide it by 32 "
            "(at least {})",
            name, image, kMinImageNetResNetImage);
-  ModelDef def{name, {}, LossKind::kSoftmaxCrossEntropy, Shape{image, image, 3}, {}, {}};
+  ModelDef def{name, {}, LossKind::kSoftmaxCrossEntropy, Shape{image, image, 3}, {}, {}, {}};
   GraphBuilder g(def);
   g.add(Conv2DSpec{stage_planes[0], 7, 2, Padding::kExplicit, 3, false}, "conv1", {kModelInput});
   g.add(BatchNorm2DSpec{}, "bn1");
@@ -154,7 +154,7 @@ ModelDef cifar_resnet(const std::string& name, int64_t depth) {
   SS_CHECK(depth >= 8 && (depth - 2) % 6 == 0,
            "model '{}': depth {} is not 6n+2 with n >= 1 (20, 32, 44, 56, 110, ...)", name, depth);
   const int64_t blocks = (depth - 2) / 6;
-  ModelDef def{name, {}, LossKind::kSoftmaxCrossEntropy, Shape{32, 32, 3}, {}, {}};
+  ModelDef def{name, {}, LossKind::kSoftmaxCrossEntropy, Shape{32, 32, 3}, {}, {}, {}};
   GraphBuilder g(def);
   g.add(conv3x3(16, 1), "conv1", {kModelInput});
   g.add(BatchNorm2DSpec{}, "bn1");

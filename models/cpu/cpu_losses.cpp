@@ -45,28 +45,33 @@ double log_sum_exp(const float* z, int64_t k) {
   return m + std::log(s);
 }
 
+// A sequence's logits [S, K] are S rows of one sample: the kernel runs over rows, and a
+// sample's loss (and its share of correct predictions) is the mean over its `positions` rows.
 class CpuLoss final : public LossKernel {
  public:
-  CpuLoss(LossKind kind, int64_t batch, int64_t classes, int threads)
+  CpuLoss(LossKind kind, int64_t rows, int64_t classes, int64_t positions, int threads)
       : kind_(kind),
-        batch_(batch),
+        batch_(rows),
         classes_(classes),
+        positions_(positions),
         threads_(threads),
-        parallel_(batch * classes >= kParallelMinValues),
-        per_sample_(static_cast<size_t>(batch), 0.0) {}
+        parallel_(rows * classes >= kParallelMinValues),
+        per_sample_(static_cast<size_t>(rows), 0.0) {}
 
   void forward_backward(const float* output, const float* labels, float scale, float* loss,
                         float* dout, Stream&) override {
     check_labels(labels);
-    compute(output, labels, scale, dout);
-    loss[0] = static_cast<float>(scale * sum_per_sample());
+    const double s = row_scale(scale);
+    compute(output, labels, s, dout);
+    loss[0] = static_cast<float>(s * sum_per_sample());
   }
 
   void forward(const float* output, const float* labels, float scale, float* loss,
                Stream&) override {
     check_labels(labels);
-    compute(output, labels, scale, nullptr);
-    loss[0] = static_cast<float>(scale * sum_per_sample());
+    const double s = row_scale(scale);
+    compute(output, labels, s, nullptr);
+    loss[0] = static_cast<float>(s * sum_per_sample());
   }
 
   void count_correct(const float* output, const float* labels, float* correct, Stream&) override {
@@ -90,10 +95,14 @@ class CpuLoss final : public LossKernel {
       }
       count += hit ? 1 : 0;
     }
-    correct[0] = static_cast<float>(count);
+    correct[0] = static_cast<float>(static_cast<double>(count) / static_cast<double>(positions_));
   }
 
  private:
+  double row_scale(float scale) const {
+    return static_cast<double>(scale) / static_cast<double>(positions_);
+  }
+
   // Bad labels are a data bug that would otherwise train silently on garbage (an index past
   // the last class reads another sample's logits). Checked serially before the parallel loops
   // because an exception must not leave an OpenMP region.
@@ -104,9 +113,11 @@ class CpuLoss final : public LossKernel {
           const float y = labels[i];
           SS_CHECK(std::isfinite(y) && y >= 0.0f && y < static_cast<float>(classes_) &&
                        std::floor(y) == y,
-                   "softmax cross-entropy: label of sample {} is {}, not a class index in "
+                   "softmax cross-entropy: label of sample {}{} is {}, not a class index in "
                    "[0, {})",
-                   i, y, classes_);
+                   i / positions_,
+                   positions_ == 1 ? std::string() : fmt::format(", position {}", i % positions_),
+                   y, classes_);
         }
         break;
       case LossKind::kSoftmaxCrossEntropyOneHot:
@@ -128,10 +139,9 @@ class CpuLoss final : public LossKernel {
     }
   }
 
-  // Per-sample losses into per_sample_ and, unless `dout` is null, scale × their gradient.
-  void compute(const float* output, const float* labels, float scale, float* dout) {
+  // Per-row losses into per_sample_ and, unless `dout` is null, s × their gradient.
+  void compute(const float* output, const float* labels, double s, float* dout) {
     const int64_t k = classes_;
-    const double s = scale;
     double* per_sample = per_sample_.data();
 #pragma omp parallel for schedule(static) num_threads(threads_) if (parallel_)
     for (int64_t i = 0; i < batch_; ++i) {
@@ -197,6 +207,7 @@ class CpuLoss final : public LossKernel {
   LossKind kind_;
   int64_t batch_;
   int64_t classes_;
+  int64_t positions_;
   int threads_;
   bool parallel_;
   std::vector<double> per_sample_;  // planned here so that a step allocates nothing
@@ -205,13 +216,8 @@ class CpuLoss final : public LossKernel {
 }  // namespace
 
 std::unique_ptr<LossKernel> make_cpu_loss(LossKind kind, const Shape& output, Device& device) {
-  SS_CHECK(output.rank() == 2 && output[0] > 0 && output[1] > 0,
-           "{} takes a model output of shape [batch, classes], not {}", to_string(kind),
-           output.to_string());
-  SS_CHECK(kind != LossKind::kBinaryCrossEntropy || output[1] == 1,
-           "binary cross-entropy takes one probability per sample ([batch, 1]), not {}",
-           output.to_string());
-  return std::make_unique<CpuLoss>(kind, output[0], output[1], device.threads());
+  const LossRows rows = loss_rows(kind, output);
+  return std::make_unique<CpuLoss>(kind, rows.rows, rows.classes, rows.positions, device.threads());
 }
 
 }  // namespace scalescope

@@ -11,36 +11,41 @@
 namespace scalescope {
 namespace {
 
+// A sequence's logits [S, K] are S rows of one sample (loss_rows): the kernels run over rows,
+// and a sample's loss (and its share of correct predictions) is the mean over its rows.
 class CudaLoss final : public LossKernel {
  public:
-  CudaLoss(LossKind kind, int64_t batch, int64_t classes, CudaDevice& device)
+  CudaLoss(LossKind kind, const LossRows& rows, CudaDevice& device)
       : kind_(kind),
-        batch_(batch),
-        classes_(classes),
+        batch_(rows.rows),
+        classes_(rows.classes),
+        positions_(static_cast<double>(rows.positions)),
         // Planned here so that a step allocates nothing (the CPU loss's per_sample_ too).
-        per_sample_(device, static_cast<size_t>(batch) * sizeof(double)) {}
+        per_sample_(device, static_cast<size_t>(rows.rows) * sizeof(double)) {}
 
   void forward_backward(const float* output, const float* labels, float scale, float* loss,
                         float* dout, Stream& stream) override {
     const cudaStream_t s = cuda_stream(stream);
-    cuda_ops::loss_per_sample(kind_, output, labels, scale, batch_, classes_, per_sample(), dout,
-                              s);
-    cuda_ops::sum_to_float(per_sample(), batch_, scale, loss, s);
+    const double row_scale = scale / positions_;
+    cuda_ops::loss_per_sample(kind_, output, labels, row_scale, batch_, classes_, per_sample(),
+                              dout, s);
+    cuda_ops::sum_to_float(per_sample(), batch_, row_scale, loss, s);
   }
 
   void forward(const float* output, const float* labels, float scale, float* loss,
                Stream& stream) override {
     const cudaStream_t s = cuda_stream(stream);
-    cuda_ops::loss_per_sample(kind_, output, labels, scale, batch_, classes_, per_sample(), nullptr,
-                              s);
-    cuda_ops::sum_to_float(per_sample(), batch_, scale, loss, s);
+    const double row_scale = scale / positions_;
+    cuda_ops::loss_per_sample(kind_, output, labels, row_scale, batch_, classes_, per_sample(),
+                              nullptr, s);
+    cuda_ops::sum_to_float(per_sample(), batch_, row_scale, loss, s);
   }
 
   void count_correct(const float* output, const float* labels, float* correct,
                      Stream& stream) override {
     const cudaStream_t s = cuda_stream(stream);
     cuda_ops::correct_per_sample(kind_, output, labels, batch_, classes_, per_sample(), s);
-    cuda_ops::sum_to_float(per_sample(), batch_, 1.0, correct, s);
+    cuda_ops::sum_to_float(per_sample(), batch_, 1.0 / positions_, correct, s);
   }
 
  private:
@@ -49,19 +54,14 @@ class CudaLoss final : public LossKernel {
   LossKind kind_;
   int64_t batch_;
   int64_t classes_;
+  double positions_;
   DeviceBuffer per_sample_;
 };
 
 }  // namespace
 
 std::unique_ptr<LossKernel> make_cuda_loss(LossKind kind, const Shape& output, CudaDevice& device) {
-  SS_CHECK(output.rank() == 2 && output[0] > 0 && output[1] > 0,
-           "{} takes a model output of shape [batch, classes], not {}", to_string(kind),
-           output.to_string());
-  SS_CHECK(kind != LossKind::kBinaryCrossEntropy || output[1] == 1,
-           "binary cross-entropy takes one probability per sample ([batch, 1]), not {}",
-           output.to_string());
-  return std::make_unique<CudaLoss>(kind, output[0], output[1], device);
+  return std::make_unique<CudaLoss>(kind, loss_rows(kind, output), device);
 }
 
 }  // namespace scalescope

@@ -103,6 +103,12 @@ std::vector<LayerCase> layer_cases() {
       // The odd width keeps columns 0, 2 and 4; 4 channels pad to 8 (2 before, 2 after).
       {"pad_shortcut_odd_width", PadShortcutSpec{2, 8}, Shape{2, 6, 5, 4}},
       {"pad_shortcut_s1", PadShortcutSpec{1, 6}, Shape{2, 3, 3, 2}},
+      // 10 tokens of 5 ids: most ids repeat, so their gradient rows add several positions
+      // (in position order, split by columns on 2 threads); some ids never occur (zero rows).
+      {"embedding", EmbeddingSpec{7, 3}, Shape{2, 5}},
+      {"embedding_wide_2threads", EmbeddingSpec{5, 40}, Shape{3, 4}, 2},
+      {"position_embedding", PositionEmbeddingSpec{}, Shape{3, 4, 5}},
+      {"position_embedding_2threads", PositionEmbeddingSpec{}, Shape{2, 6, 3}, 2},
   };
 }
 
@@ -135,7 +141,18 @@ std::vector<float> distinct_values(int64_t n, uint64_t seed) {
   return v;
 }
 
+// Token ids below the vocabulary (an embedding's input), a few of them never drawn.
+std::vector<float> token_ids(int64_t n, int64_t vocab, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = static_cast<float>(rng.below(static_cast<uint64_t>(vocab - 2)));
+  return v;
+}
+
 std::vector<float> layer_input(const LayerCase& c, uint64_t seed) {
+  if (const auto* e = std::get_if<EmbeddingSpec>(&c.spec)) {
+    return token_ids(c.in.numel(), e->vocab, seed);
+  }
   return std::holds_alternative<MaxPool2DSpec>(c.spec) ? distinct_values(c.in.numel(), seed)
                                                        : random_values(c.in.numel(), seed);
 }
@@ -260,7 +277,12 @@ TEST_P(LayerCheck, GradientsMatchFiniteDifferences) {
     return grad;
   };
 
-  expect_close(layer.din.to_host(), numeric_gradient(input), kGradAbs, kGradRel, "din");
+  if (std::holds_alternative<EmbeddingSpec>(c.spec)) {
+    // Token ids are not differentiable: zeros, as PyTorch gives none.
+    expect_close(layer.din.to_host(), std::vector<double>(input.size(), 0.0), 0.0, 0.0, "din");
+  } else {
+    expect_close(layer.din.to_host(), numeric_gradient(input), kGradAbs, kGradRel, "din");
+  }
   for (size_t i = 0; i < params.size(); ++i) {
     expect_close(layer.grads[i].to_host(), numeric_gradient(params[i]), kGradAbs, kGradRel,
                  "grad " + std::to_string(i));
@@ -310,6 +332,24 @@ INSTANTIATE_TEST_SUITE_P(Layers, LayerCheck, ::testing::ValuesIn(layer_cases()),
                          [](const ::testing::TestParamInfo<LayerCase>& info) {
                            return info.param.name;
                          });
+
+// A token id that is not a whole number below the vocabulary would read memory outside the
+// table: an Error naming the sample and position instead.
+TEST(LayerEmbedding, RefusesTokensOutsideTheVocabulary) {
+  const LayerCase c{"embedding", EmbeddingSpec{4, 2}, Shape{2, 3}};
+  for (const float bad : {4.0f, -1.0f, 1.5f, std::nanf("")}) {
+    BoundLayer layer(c);
+    std::vector<float> ids{0, 1, 2, 3, 0, 1};
+    ids[4] = bad;
+    layer.in.copy_from_host(ids);
+    try {
+      layer.forward();
+      ADD_FAILURE() << "token " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("token 1 of sample 1"), std::string::npos) << e.message();
+    }
+  }
+}
 
 // Element (n, c, h, w) of an NHWC input lands at c·H·W + h·W + w of sample n (PyTorch's
 // order), and backward puts each gradient back where its input came from.

@@ -33,6 +33,7 @@ ModelDef residual_graph() {
                   LossKind::kSoftmaxCrossEntropy,
                   Shape{5, 5, 2},
                   {{kModelInput}, {0}, {1}, {2}, {3, 0}, {4}, {4}, {6, 5}, {7}, {8}},
+                  {},
                   {}};
 }
 
@@ -105,6 +106,7 @@ TEST(ModelGraph, AnAddOfTheModelsInputTrainsToo) {
                LossKind::kSoftmaxCrossEntropy,
                Shape{4, 4, 2},
                {{kModelInput}, {0, kModelInput}, {1}, {2}},
+               {},
                {}});
 }
 
