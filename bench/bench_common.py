@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from anchors.anchor_settings import CASES, OPTIMIZERS, scalescope_optimizer_args  # noqa: F401
-from torch_models import CifarResNet
+from torch_models import GPT, CifarResNet, gpt_loss, is_gpt
 
 
 def torch_optimizer(kind, params, settings=None):
@@ -27,7 +27,13 @@ def torch_optimizer(kind, params, settings=None):
 
 
 def torch_model(name):
-    """Returns (model, sample shape, loss function, labels(n) -> label tensor)."""
+    """Returns (model, sample shape, loss function, labels(n) -> label tensor). A `gpt:` spec's
+    sample is `seq` token ids (int64 for PyTorch; scalescope feeds them as float32) and its
+    labels are `seq` next-token ids per sample."""
+    if is_gpt(name):
+        m = GPT(name)
+        c = m.config
+        return m, (c.seq,), gpt_loss, lambda n: torch.randint(0, c.vocab, (n, c.seq))
     if name == "cifar-cnn":
         m = nn.Sequential(
             nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
@@ -47,6 +53,9 @@ def torch_model(name):
 
 
 def glorot(model):
+    """Glorot-uniform weights, zero biases for every Linear and Conv2d. In the GPT this also
+    draws lm_head's weight, which is the tied token embedding; the position embedding and the
+    layer norms keep PyTorch's defaults (N(0, 1), ones and zeros)."""
     for mod in model.modules():
         if isinstance(mod, (nn.Linear, nn.Conv2d)):
             nn.init.xavier_uniform_(mod.weight)

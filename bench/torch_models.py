@@ -1,8 +1,14 @@
 """PyTorch twins of scalescope's graph models (models/zoo_resnet.cpp) that torchvision does not
-have, named as scalescope's checkpoints name their parameters: the CIFAR ResNet of He et al.
+have, named as scalescope's checkpoints name their parameters: the CIFAR ResNet of He et al. and
+the GPT-2-style decoder (nanoGPT's module names).
 Shared by the interop and training tests (tests/models) and the benchmarks (bench/)."""
+import math
+
 import torch
 from torch import nn
+from torch.nn import functional as F
+
+from gpt_spec import GPTConfig, PRESETS, gpt_param_counts, is_gpt, parse_gpt_spec  # noqa: F401
 
 
 class PadShortcut(nn.Module):
@@ -53,3 +59,88 @@ class CifarResNet(nn.Module):
         out = torch.relu(self.bn1(self.conv1(x)))
         out = self.layer3(self.layer2(self.layer1(out)))
         return self.linear(out.mean(dim=(2, 3)))
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention written out: PyTorch 1.13 has no
+    F.scaled_dot_product_attention. The mask is made per call rather than kept as a buffer so
+    that state_dict holds only parameters, as scalescope's checkpoints do."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.heads = c.heads
+        self.c_attn = nn.Linear(c.d, 3 * c.d)
+        self.c_proj = nn.Linear(c.d, c.d)
+
+    def forward(self, x):
+        n, t, d = x.shape
+        head_dim = d // self.heads
+        # [N, T, D] -> [N, H, T, hd] for each of q, k, v: the heads are consecutive slices of D.
+        q, k, v = (z.view(n, t, self.heads, head_dim).transpose(1, 2)
+                   for z in self.c_attn(x).split(d, dim=2))
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(head_dim)
+        future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+        weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+        y = (weights @ v).transpose(1, 2).reshape(n, t, d)
+        return self.c_proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c_fc = nn.Linear(c.d, 4 * c.d)
+        self.c_proj = nn.Linear(4 * c.d, c.d)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: x + attn(ln_1(x)), then + mlp(ln_2(x))."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(c.d, eps=1e-5)
+        self.attn = CausalSelfAttention(c)
+        self.ln_2 = nn.LayerNorm(c.d, eps=1e-5)
+        self.mlp = MLP(c)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    """GPT-2-style decoder with biases and no dropout: token ids [N, T] (int64, T <= seq) to
+    logits [N, T, vocab]. lm_head.weight IS transformer.wte.weight (one tensor): parameters()
+    yields it once (the optimizer updates it once, DDP reduces it once) while state_dict() holds
+    both names, as scalescope's checkpoints do, so load_state_dict(strict=True) accepts them."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config if isinstance(config, GPTConfig) else parse_gpt_spec(config)
+        c = self.config
+        self.transformer = nn.ModuleDict({
+            "wte": nn.Embedding(c.vocab, c.d),
+            "wpe": nn.Embedding(c.seq, c.d),
+            "h": nn.ModuleList(Block(c) for _ in range(c.layers)),
+            "ln_f": nn.LayerNorm(c.d, eps=1e-5),
+        })
+        self.lm_head = nn.Linear(c.d, c.vocab, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        if t > self.config.seq:
+            raise ValueError(f"sequence of {t} tokens, longer than the model's {self.config.seq}")
+        positions = torch.arange(t, device=idx.device)
+        x = self.transformer.wte(idx) + self.transformer.wpe(positions)
+        for block in self.transformer.h:
+            x = block(x)
+        return self.lm_head(self.transformer.ln_f(x))
+
+
+def gpt_loss(logits, labels):
+    """Cross-entropy averaged over every token of the batch, scalescope's loss for sequence
+    logits: [N, T, V] against next-token labels [N, T]."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))

@@ -17,9 +17,11 @@ gradient all-reduce, optimizer), ended by reading the loss as scalescope's step 
 
 Data (--data): "synthetic" (default) gives every replica one batch of its own, generated once
 from --seed and reused by every step, so that no system measures its input pipeline (scalescope:
---data synthetic:device). "cifar10:DIR" reads a CIFAR-10 binary directory in file order, as
-scalescope's `--data cifar10:DIR --no-shuffle --no-normalize` does: step k takes samples
-[k·G, (k+1)·G) of the epoch (G = batch × replicas) and replica r its slice [r·B, (r+1)·B).
+--data synthetic:device; for gpt models random token windows). "cifar10:DIR" reads a CIFAR-10
+binary directory in file order, as scalescope's `--data cifar10:DIR --no-shuffle
+--no-normalize` does: step k takes samples [k·G, (k+1)·G) of the epoch (G = batch × replicas)
+and replica r its slice [r·B, (r+1)·B). "text:FILE" (gpt models) reads the byte-token windows
+of scalescope's `--data text:FILE --no-shuffle` (text_windows) in the same order.
 
 Weights (--weights FILE): a scalescope checkpoint (safetensors, PyTorch's nn.Sequential names and
 layouts; see models/checkpoint.h). Without it each system draws Glorot-uniform weights with zero
@@ -33,11 +35,13 @@ import sys
 import numpy as np
 
 from anchor_settings import (CASES, CIFAR_RECORD, CIFAR_SIDE, DEFAULT_VENV, HERE,  # noqa: F401
-                             MODELS, OPTIMIZERS, stats, venv_python)
+                             MODELS, OPTIMIZERS, is_gpt, parse_gpt_spec, runner_model, stats,
+                             venv_python)
 
 
 def add_runner_arguments(ap):
-    ap.add_argument("--model", choices=sorted(MODELS), default="cifar-cnn")
+    ap.add_argument("--model", type=runner_model, default="cifar-cnn",
+                    help=f"{', '.join(sorted(MODELS))} or a gpt: spec (gpt:preset=mini)")
     ap.add_argument("--replicas", type=int, default=1)
     ap.add_argument("--batch", type=int, default=64, help="samples per replica and step")
     ap.add_argument("--steps", type=int, default=30, help="measured steps after the warm-up")
@@ -47,7 +51,8 @@ def add_runner_arguments(ap):
     ap.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="adam")
     ap.add_argument("--lr", type=float, help="learning rate (default: the optimizer's in "
                     "anchor_settings.OPTIMIZERS, scalescope's)")
-    ap.add_argument("--data", default="synthetic", help="synthetic or cifar10:DIR (file order)")
+    ap.add_argument("--data", default="synthetic",
+                    help="synthetic, cifar10:DIR or (gpt) text:FILE, files in file order")
     ap.add_argument("--weights", help="initial weights: a scalescope checkpoint")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--allreduce-bytes", type=int, nargs="*", default=[],
@@ -69,10 +74,12 @@ def check_runner_arguments(args):
                         f"{args.replicas} (every replica gets the same share)")
     if args.lr is not None and not args.lr > 0:
         problems.append(f"--lr {args.lr} must be positive")
-    if args.data != "synthetic" and not args.data.startswith("cifar10:"):
-        problems.append(f"--data {args.data!r}: expected synthetic or cifar10:DIR")
+    if args.data != "synthetic" and not args.data.startswith(("cifar10:", "text:")):
+        problems.append(f"--data {args.data!r}: expected synthetic, cifar10:DIR or text:FILE")
     if args.data.startswith("cifar10:") and args.model != "cifar-cnn":
         problems.append(f"--data cifar10: needs --model cifar-cnn, not {args.model}")
+    if args.data.startswith("text:") and not is_gpt(args.model):
+        problems.append(f"--data text: needs a gpt model, not {args.model}")
     if problems:
         sys.exit("; ".join(problems))
 
@@ -87,9 +94,14 @@ def optimizer_settings(args):
 
 def synthetic_batches(model, replicas, batch, seed):
     """One (x, y) per replica, channels-last float32 inputs and labels (int64 classes, or float32
-    0/1 for the binary model)."""
-    shape, classes = MODELS[model]
+    0/1 for the binary model); for a gpt model int64 token windows [batch, seq] of a random
+    token stream and the next token of each as labels."""
     rng = np.random.default_rng(seed)
+    if is_gpt(model):
+        c = parse_gpt_spec(model)
+        streams = (rng.integers(0, c.vocab, (batch, c.seq + 1)) for _ in range(replicas))
+        return [(s[:, :-1].copy(), s[:, 1:].copy()) for s in streams]
+    shape, classes = MODELS[model]
     out = []
     for _ in range(replicas):
         x = rng.standard_normal((batch, *shape), dtype=np.float32)
@@ -135,6 +147,26 @@ def read_cifar10_train(directory):
     return np.ascontiguousarray(x), records[:, 0].astype(np.int64)
 
 
+def text_windows(path, seq):
+    """scalescope's `--data text:FILE` (byte tokens): (x, y, evaluation windows). Window k is
+    bytes [k·S, k·S+S) as input and the next byte of each, [k·S+1, k·S+S+1), as labels, for
+    k < W = (size - 1) // S; x and y are int64 [W, S]. The last max(1, W // 10) windows are
+    the evaluation split, the rest training."""
+    data = np.fromfile(path, dtype=np.uint8).astype(np.int64)
+    windows = (len(data) - 1) // seq
+    if windows < 2:
+        raise ValueError(f"{path}: {len(data)} bytes, too few for two windows of {seq} tokens")
+    x = data[:windows * seq].reshape(windows, seq)
+    y = data[1:windows * seq + 1].reshape(windows, seq)
+    return x, y, max(1, windows // 10)
+
+
+def read_text_train(path, seq):
+    """The training windows of text_windows in file order: x, y int64 [n, seq]."""
+    x, y, held_out = text_windows(path, seq)
+    return x[:-held_out], y[:-held_out]
+
+
 def file_order_batch(x, y, step, replica, batch, replicas):
     """The samples replica `replica` reads in step `step` (pipelines/sampler.h without shuffle)."""
     global_batch = batch * replicas
@@ -148,7 +180,11 @@ def load_batches(args):
     if args.data == "synthetic":
         fixed = synthetic_batches(args.model, args.replicas, args.batch, args.seed)
         return lambda step, replica: fixed[replica]
-    x, y = read_cifar10_train(args.data.split(":", 1)[1])
+    kind, _, path = args.data.partition(":")
+    if kind == "text":
+        x, y = read_text_train(path, parse_gpt_spec(args.model).seq)
+    else:
+        x, y = read_cifar10_train(path)
     if len(x) < args.batch * args.replicas:
         sys.exit(f"--data {args.data}: {len(x)} samples, fewer than one global batch")
     return lambda step, replica: file_order_batch(x, y, step, replica, args.batch, args.replicas)

@@ -1,10 +1,12 @@
 """The anchors' settings, importable by any Python (no third-party modules): the side-by-side
 driver runs outside the anchors' virtual environment."""
+import argparse
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # bench/: stats_common
+sys.path.insert(0, os.path.dirname(HERE))  # bench/: stats_common, gpt_spec
+from gpt_spec import is_gpt, parse_gpt_spec  # noqa: E402
 from stats_common import stats  # noqa: E402,F401 (re-exported)
 
 DEFAULT_VENV = os.path.join(HERE, ".venv")
@@ -25,6 +27,8 @@ MODELS = {
     "mlp-41m": ((8000,), 1),
     "cifar-resnet:depth=20": ((32, 32, 3), 10),  # PyTorch only (bench_common.torch_model)
 }
+# Besides MODELS, any `gpt:` spec (bench/gpt_spec.py): token ids in, next-token labels; PyTorch
+# only (bench_common.torch_model), like cifar-resnet.
 CIFAR_SIDE = 32
 CIFAR_RECORD = 1 + CIFAR_SIDE * CIFAR_SIDE * 3
 
@@ -42,3 +46,17 @@ def scalescope_optimizer_args(kind, settings=None):
 def venv_python(venv=None):
     return os.path.join(venv or os.environ.get("SCALESCOPE_ANCHORS_VENV", DEFAULT_VENV),
                         "bin", "python")
+
+
+def runner_model(name):
+    """argparse type of the runners' --model: a MODELS name or a valid gpt spec."""
+    if name in MODELS:
+        return name
+    if is_gpt(name):
+        try:
+            parse_gpt_spec(name)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        return name
+    raise argparse.ArgumentTypeError(
+        f"{name!r}: expected one of {', '.join(sorted(MODELS))} or a gpt: spec")

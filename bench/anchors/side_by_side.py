@@ -39,7 +39,14 @@ is rewritten after every run, so a stopped invocation keeps what it measured.
 Usage: bench/anchors/side_by_side.py [--rounds 3] [--steps 30] [--warmup 5] [--threads 2]
          [--cases cifar-cnn:64,mlp-41m:32] [--devices 1,2] [--systems scalescope,keras,...]
          [--allreduce] [--json FILE] [--markdown FILE] [--binary build/scalescope] [--venv DIR]
+         [--peak-gflops P]
 Needs bench/anchors/setup.sh's virtual environment for the anchors (not for scalescope).
+
+GPT cases (e.g. --cases gpt:preset=mini:8 --systems scalescope,debian-torch): both tools train
+on synthetic token windows of the spec's full sequence length, and a sample is one sequence.
+The table then also gives each system's model FLOP/s, gpt_spec.gpt_flops_per_step (nanoGPT's
+6N + 12·L·H·hd·S per token, forward and backward) over the median step, and with
+--peak-gflops the fraction of that peak (the machine's, which nothing here measures).
 """
 import argparse
 import json
@@ -48,7 +55,9 @@ import subprocess
 import sys
 import tempfile
 
-from anchor_settings import HERE, OPTIMIZERS, scalescope_optimizer_args, stats, venv_python
+from anchor_settings import (HERE, OPTIMIZERS, is_gpt, parse_gpt_spec,
+                             scalescope_optimizer_args, stats, venv_python)
+from gpt_spec import gpt_flops_per_step  # bench/, put on sys.path by anchor_settings
 
 SYSTEMS = ["scalescope", "scalescope-gloo", "keras", "keras-mw", "torch", "debian-torch"]
 RUN_TIMEOUT_S = 1800
@@ -131,6 +140,10 @@ def summarize_point(point):
             ms = [s["ms"] for r in ok for s in measured(r)]
             entry["step_ms"] = stats(ms)
             entry["samples_per_s"] = point["global_batch"] / (entry["step_ms"]["median"] / 1e3)
+            if point.get("flops_per_step"):
+                seconds = entry["step_ms"]["median"] / 1e3
+                entry["gflops_per_s"] = point["flops_per_step"] / seconds / 1e9
+                entry["tokens_per_s"] = entry["samples_per_s"] * point["seq"]
             entry["system"] = ok[0]["system"]
             entry["checks"] = ok[0].get("checks", {})
             entry["first_loss"] = ok[0]["steps"][0]["loss"]
@@ -196,7 +209,7 @@ def speedups(points):
                 e["scalescope_ratio"] = ours / e["samples_per_s"]
 
 
-def table_rows(points):
+def table_rows(points, peak_gflops=None):
     """One row per (point, system) with the figures the table and the markdown show."""
     rows = []
     for p in points:
@@ -212,18 +225,28 @@ def table_rows(points):
                 row["step"] = f"{t['median']:.2f} ({t['p10']:.2f}-{t['p90']:.2f})"
                 row["tput"] = f"{e['samples_per_s']:.0f}"
                 row["speedup"] = f"{e['speedup']:.2f}x" if "speedup" in e else ""
-                row["ratio"] = f"{e['scalescope_ratio']:.2f}" if system != "scalescope" else ""
+                # No ratio without a scalescope run at this point (e.g. --systems debian-torch).
+                ratio = e.get("scalescope_ratio") if system != "scalescope" else None
+                row["ratio"] = f"{ratio:.2f}" if ratio else ""
                 ar = e.get("allreduce_ms")
                 row["allreduce"] = f"{ar['median']:.2f}" if ar else ""
+                row["gflops"] = flops_text(e.get("gflops_per_s"), peak_gflops)
                 row["note"] = "; ".join(e["failed"])
             rows.append(row)
     return rows
 
 
+def flops_text(gflops, peak_gflops):
+    if gflops is None:
+        return ""
+    return f"{gflops:.1f}" + (f" ({gflops / peak_gflops:.0%})" if peak_gflops else "")
+
+
 COLUMNS = [("model", "model"), ("batch", "batch"), ("n", "N"), ("system", "system"),
            ("step", "step ms median (p10-p90)"), ("tput", "samples/s"),
            ("speedup", "1->N speedup"), ("ratio", "scalescope x"),
-           ("allreduce", "all-reduce ms/step"), ("note", "note")]
+           ("allreduce", "all-reduce ms/step"), ("gflops", "GFLOP/s (of peak)"),
+           ("note", "note")]
 
 
 def render_text(rows):
@@ -243,13 +266,26 @@ def render_markdown(rows, header):
 
 
 def parse_cases(text):
-    cases = []
-    for item in text.split(","):
-        model, _, batch = item.rpartition(":")  # model specs hold colons too
-        if not batch.isdigit() or int(batch) < 1:
-            raise argparse.ArgumentTypeError(
-                f"case {item!r}: expected MODEL:BATCH, e.g. cifar-cnn:64")
+    """MODEL:BATCH items separated by commas. A gpt spec holds commas of its own
+    (gpt:layers=2,d=64:8), so an item runs until its text ends in :BATCH."""
+    cases, pending = [], ""
+    for part in text.split(","):
+        pending = f"{pending},{part}" if pending else part
+        model, _, batch = pending.rpartition(":")  # model specs hold colons too
+        if not batch.isdigit():
+            continue
+        if not model or int(batch) < 1:
+            break
+        if is_gpt(model):
+            try:
+                parse_gpt_spec(model)
+            except ValueError as e:
+                raise argparse.ArgumentTypeError(f"case {pending!r}: {e}") from None
         cases.append((model, int(batch)))
+        pending = ""
+    if pending or not cases:
+        raise argparse.ArgumentTypeError(
+            f"case {pending or text!r}: expected MODEL:BATCH, e.g. cifar-cnn:64")
     return cases
 
 
@@ -268,6 +304,8 @@ def parse_args():
     ap.add_argument("--markdown")
     ap.add_argument("--binary", default=os.path.join(HERE, "..", "..", "build", "scalescope"))
     ap.add_argument("--venv")
+    ap.add_argument("--peak-gflops", type=float,
+                    help="the machine's peak GFLOP/s, to report GPT cases' fraction of it")
     args = ap.parse_args()
     args.systems = args.systems.split(",")
     unknown = [s for s in args.systems if s not in SYSTEMS]
@@ -292,9 +330,18 @@ def parse_args():
     return args
 
 
+def gpt_point(model, global_batch):
+    """A GPT point's sequence length and FLOPs per step (forward and backward), else nothing."""
+    if not is_gpt(model):
+        return {}
+    return {"seq": parse_gpt_spec(model).seq,
+            "flops_per_step": gpt_flops_per_step(model, global_batch)}
+
+
 def main():
     args = parse_args()
-    points = [{"model": m, "batch": b, "devices": n, "global_batch": b * n, "runs": {}}
+    points = [{"model": m, "batch": b, "devices": n, "global_batch": b * n, "runs": {},
+               **gpt_point(m, b * n)}
               for m, b in args.cases for n in args.devices]
 
     def save(pts):
@@ -311,7 +358,7 @@ def main():
 
     sweep(args, points, save)
     save(points)
-    rows = table_rows(points)
+    rows = table_rows(points, args.peak_gflops)
     print(render_text(rows))
     if args.markdown:
         header = (f"{args.rounds} rounds x {args.steps} steps (+{args.warmup} warm-up), "

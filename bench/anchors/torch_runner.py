@@ -10,6 +10,9 @@ for the CNN, whose channels-last batches are permuted), from --weights (a scales
 checkpoint, load_state_dict(strict=True)) or torch.manual_seed(--seed) + Glorot-uniform weights
 with zero biases; the optimizer of anchor_common.OPTIMIZERS (Adam with scalescope's betas and
 epsilon, or SGD with momentum).
+A gpt spec (--model gpt:preset=mini) runs bench/torch_models.py's GPT on int64 token windows of
+the spec's sequence length (synthetic, or text:FILE in file order), loss torch_models.gpt_loss;
+its tied lm_head/wte weight is one parameter, so DDP all-reduces it once, as scalescope does.
   --replicas 1: one process, torch.set_num_threads(--threads).
   --replicas N: N processes (torch.multiprocessing spawn), each with --threads/N threads,
     wrapped in DistributedDataParallel over gloo on 127.0.0.1 (GLOO_SOCKET_IFNAME=lo) with

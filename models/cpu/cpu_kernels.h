@@ -18,7 +18,10 @@ namespace scalescope {
 // cpu_layers.cpp
 std::unique_ptr<LayerKernel> make_cpu_layer(const LayerSpec& spec, const LayerBinding& binding,
                                             Device& device);
-// cpu_shortcut.cpp and cpu_norm.cpp: called by make_cpu_layer, which checks the binding.
+// cpu_pool.cpp, cpu_shortcut.cpp and cpu_norm.cpp: called by make_cpu_layer, which checks the
+// binding.
+std::unique_ptr<LayerKernel> make_cpu_max_pool(const MaxPool2DSpec& spec,
+                                               const LayerBinding& binding);
 std::unique_ptr<LayerKernel> make_cpu_pad_shortcut(const PadShortcutSpec& spec,
                                                    const LayerBinding& binding);
 std::unique_ptr<LayerKernel> make_cpu_batch_norm(const BatchNorm2DSpec& spec,

@@ -1,12 +1,114 @@
-#include "core/check.h"
+// PyTorch's LayerNorm over the last dimension in plain OpenMP loops rather than oneDNN's layer
+// normalization primitive: the loops run kernel_math/layer_norm_math.h's math in its order of
+// additions, the CUDA kernel's, so the two backends agree to the bit and the results do not
+// depend on the thread count (rows are independent; the parameter gradients' column sums run
+// over parts of the rows fixed by the shape, added in part order).
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+
+#include "core/buffer.h"
 #include "models/cpu/cpu_kernels.h"
+#include "models/kernel_math/layer_norm_math.h"
 
 namespace scalescope {
+namespace {
 
-std::unique_ptr<LayerKernel> make_cpu_layer_norm(const LayerNormSpec& /*spec*/,
-                                                 const LayerBinding& /*binding*/,
-                                                 Device& /*device*/) {
-  throw_error("LayerNormSpec has no kernel yet");
+namespace km = kernel_math;
+
+// Columns one task of the parameter gradients sums: a few kilobytes of partial sums, and
+// enough tasks for the threads when a part is wide.
+constexpr int64_t kColumnBlock = 256;
+
+class LayerNormKernel final : public LayerKernel {
+ public:
+  LayerNormKernel(const LayerNormSpec& spec, const LayerBinding& b, Device& device)
+      : eps_(spec.eps),
+        d_(b.in[b.in.rank() - 1]),
+        rows_(b.in.numel() / d_),
+        plan_(km::bias_grad_plan(rows_)),
+        weight_(b.params[0].data),
+        bias_(b.params[1].data),
+        weight_grad_(b.grads[0].data),
+        bias_grad_(b.grads[1].data),
+        stats_(device, static_cast<size_t>(2 * rows_) * sizeof(float)),
+        parts_(device,
+               static_cast<size_t>(plan_.parts > 1 ? 2 * plan_.parts * d_ : 0) * sizeof(float)) {}
+
+  void forward(const float* in, float* out, Stream&) override {
+    const int64_t d = d_;
+    float* mean = saved_mean();
+    float* rstd = saved_rstd();
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows_; ++r) {
+      km::layer_norm_forward_row_on_host(in + r * d, out + r * d, d, weight_, bias_, eps_, mean + r,
+                                         rstd + r);
+    }
+  }
+
+  void backward(const float* in, const float*, const float* dout, float* din, Stream&) override {
+    parameter_gradients(in, dout);
+    if (din == nullptr) return;  // first layer: nobody needs the input's gradient
+    const int64_t d = d_;
+    const float* mean = saved_mean();
+    const float* rstd = saved_rstd();
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows_; ++r) {
+      km::layer_norm_backward_row_on_host(in + r * d, dout + r * d, din + r * d, d, weight_,
+                                          mean[r], rstd[r]);
+    }
+  }
+
+ private:
+  // Overwrites dw and db: each (part, column block) task sums its own columns of its own rows;
+  // with several parts, their sums are then added in part order.
+  void parameter_gradients(const float* in, const float* dout) {
+    const km::ColumnGradTerm term{in, dout, saved_mean(), saved_rstd(), d_};
+    const int64_t d = d_;
+    const int64_t parts = plan_.parts;
+    const int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
+    float* parts_dw = parts > 1 ? static_cast<float*>(parts_.data()) : weight_grad_;
+    float* parts_db = parts > 1 ? parts_dw + parts * d : bias_grad_;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t p = 0; p < parts; ++p) {
+      for (int64_t k = 0; k < blocks; ++k) {
+        float acc[2 * kColumnBlock];
+        const int64_t c0 = k * kColumnBlock;
+        km::layer_norm_part_sums_on_host(term, rows_, plan_, p, c0, std::min(d, c0 + kColumnBlock),
+                                         acc, parts_dw + p * d, parts_db + p * d);
+      }
+    }
+    if (parts == 1) return;
+    for (int64_t c = 0; c < d; ++c) {
+      km::layer_norm_finish_sums(parts_dw, parts_db, parts, d, c, weight_grad_, bias_grad_);
+    }
+  }
+
+  // Each row's mean and rstd, saved by the last forward for backward.
+  float* saved_mean() const {
+    return static_cast<float*>(stats_.data());
+  }
+  float* saved_rstd() const {
+    return saved_mean() + rows_;
+  }
+
+  float eps_;
+  int64_t d_;
+  int64_t rows_;
+  km::BiasGradPlan plan_;
+  const float* weight_;
+  const float* bias_;
+  float* weight_grad_;
+  float* bias_grad_;
+  DeviceBuffer stats_;  // 2·rows floats: the rows' means, then their rstd
+  DeviceBuffer parts_;  // with several parts, each part's column sums: dw's, then db's
+};
+
+}  // namespace
+
+std::unique_ptr<LayerKernel> make_cpu_layer_norm(const LayerNormSpec& spec,
+                                                 const LayerBinding& binding, Device& device) {
+  return std::make_unique<LayerNormKernel>(spec, binding, device);
 }
 
 }  // namespace scalescope

@@ -3,10 +3,11 @@
 // Every kernel is planned completely in its constructor: primitive descriptors, primitives,
 // memory objects, internal weight copies and one scratchpad shared by the kernel's
 // primitives. forward() and backward() only point memory objects at the caller's buffers
-// and execute, so a training step allocates no tensor memory. Max pooling is the one layer
-// in plain OpenMP loops instead (MaxPoolKernel says why).
+// and execute, so a training step allocates no tensor memory. Max pooling (cpu_pool.cpp), batch
+// and layer normalization are plain OpenMP loops instead (their files say why).
 //
-// Layouts: activations are NHWC (4-D) or [N, features] (2-D), parameters are PyTorch's
+// Layouts: activations are NHWC (4-D), [N, features] (2-D) or sequences [N, S, features],
+// parameters are PyTorch's
 // (conv OIHW, dense [out, in]). Convolution lets oneDNN choose the layout of its weights
 // (format_tag::any, blocked on AVX2); the kernel then keeps its own copy, refreshed by a
 // reorder on every forward because the optimizer updates the weights in place, and
@@ -14,7 +15,6 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -188,7 +188,7 @@ class WeightedKernel final : public DnnlKernel {
         {DNNL_ARG_DIFF_DST, diff_dst_},
         {DNNL_ARG_DIFF_WEIGHTS,
          adopt(diff_weights, bwd_weights_pd.diff_weights_desc(), false, diff_weights_back_)}};
-    if (binding.params.size() > 1) {  // a bias (convolutions may have none)
+    if (binding.params.size() > 1) {  // a bias (convolutions and dense layers may have none)
       const memory bias = over(d.bias, binding.params[1].data);
       const memory diff_bias = over(d.bias, binding.grads[1].data);
       fwd_args.emplace_back(DNNL_ARG_BIAS, adopt(bias, fwd_pd.bias_desc(), true, bias_to_fwd_));
@@ -292,15 +292,20 @@ std::unique_ptr<LayerKernel> make_conv(const Conv2DSpec& c, const LayerBinding& 
   return std::make_unique<ConvKernel>(device, b, descs);
 }
 
+// Over the last dimension: a sequence's positions are rows like the samples, so [N, S, D] is
+// one [N·S, D] matrix.
 std::unique_ptr<LayerKernel> make_dense(const DenseSpec& d, const LayerBinding& b, Device& device) {
-  const memory::desc src = f32_desc({b.in[0], b.in[1]}, Tag::nc);
-  const memory::desc dst = f32_desc({b.out[0], d.units}, Tag::nc);
-  const memory::dims weight_dims = {d.units, b.in[1]};
+  const int64_t features = b.in[b.in.rank() - 1];
+  const int64_t rows = b.in.numel() / features;
+  const memory::desc src = f32_desc({rows, features}, Tag::nc);
+  const memory::desc dst = f32_desc({rows, d.units}, Tag::nc);
+  const memory::dims weight_dims = {d.units, features};
   // PyTorch's [out, in] layout for every pass: oneDNN's choice ("ba" forward) would cost a
   // transpose of the weights every forward and of their gradient every backward, measured
   // as large as the GEMM itself for mlp-41m's 8000x4000 layer; gemm takes either layout.
   const memory::desc plain_weights = f32_desc(weight_dims, Tag::ab);
-  const memory::desc bias = f32_desc({d.units}, Tag::a);
+  // A zero descriptor is oneDNN's "no bias".
+  const memory::desc bias = d.bias ? f32_desc({d.units}, Tag::a) : memory::desc();
   using Descs = WeightedDescs<dnnl::inner_product_forward, dnnl::inner_product_backward_data,
                               dnnl::inner_product_backward_weights>;
   const Descs descs{
@@ -317,8 +322,8 @@ std::unique_ptr<LayerKernel> make_dense(const DenseSpec& d, const LayerBinding& 
 }
 
 // A layer without parameters: one primitive forward (src -> dst) and one backward
-// (diff_dst, and dst where the primitive wants it -> diff_src). Subclasses plan forward_ and
-// backward_ over the four memory objects.
+// (diff_dst, and src or dst where the primitive wants it -> diff_src). Subclasses plan forward_
+// and backward_ over the four memory objects.
 class UnaryKernel : public DnnlKernel {
  public:
   void forward(const float* in, float* out, Stream&) override {
@@ -327,8 +332,10 @@ class UnaryKernel : public DnnlKernel {
     forward_.run(stream_);
   }
 
-  void backward(const float*, const float* out, const float* dout, float* din, Stream&) override {
+  void backward(const float* in, const float* out, const float* dout, float* din,
+                Stream&) override {
     if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
+    set_handle(src_, in);
     set_handle(dst_, out);
     set_handle(diff_dst_, dout);
     set_handle(diff_src_, din);
@@ -370,142 +377,9 @@ class GlobalAvgPoolKernel final : public UnaryKernel {
   }
 };
 
-// Max pooling in plain loops over NHWC, not oneDNN: oneDNN 2.6's AVX2 max pooling for
-// training (the variant that records a workspace of argmax indices) measured 3.6 ms forward
-// and 2.5 ms backward on cifar-cnn's first pool (64x32x32x32, 2 threads; 0.9 ms forward for
-// its inference variant), these loops 0.34 ms and 0.57 ms. They need no workspace: backward
-// finds each window's maximum again by comparing `in` with `out` (the values of the last
-// forward, by contract).
-class MaxPoolKernel final : public LayerKernel {
- public:
-  MaxPoolKernel(const MaxPool2DSpec& spec, const Shape& in, const Shape& out)
-      : pool_(spec.pool),
-        stride_(spec.stride),
-        pad_(spec.pad),
-        batch_(in[0]),
-        in_h_(in[1]),
-        in_w_(in[2]),
-        channels_(in[3]),
-        out_h_(out[1]),
-        out_w_(out[2]) {}
-
-  void forward(const float* in, float* out, Stream&) override {
-    const int64_t c_size = channels_;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t n = 0; n < batch_; ++n) {
-      for (int64_t oh = 0; oh < out_h_; ++oh) {
-        for (int64_t ow = 0; ow < out_w_; ++ow) {
-          float* o = out + pixel(n, oh, ow, out_h_, out_w_);
-          const Window win = window(oh, ow);
-          const float* first = in + pixel(n, win.h0, win.w0, in_h_, in_w_);
-          std::copy(first, first + c_size, o);
-          for (int64_t h = win.h0; h < win.h1; ++h) {
-            for (int64_t w = win.w0; w < win.w1; ++w) {
-              const float* x = in + pixel(n, h, w, in_h_, in_w_);
-              // NaN wins, as in PyTorch, so that a diverged model shows it.
-              for (int64_t c = 0; c < c_size; ++c) {
-                o[c] = (x[c] > o[c] || x[c] != x[c]) ? x[c] : o[c];
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-
-  void backward(const float* in, const float* out, const float* dout, float* din,
-                Stream&) override {
-    if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
-    const int64_t row = in_w_ * channels_;
-    if (stride_ >= pool_) {
-      // Windows do not overlap: output row oh owns input rows [oh·stride - pad,
-      // (oh+1)·stride - pad) (the first one from 0, the last one up to H), so threads split
-      // the rows without sharing a pixel.
-#pragma omp parallel for collapse(2) schedule(static)
-      for (int64_t n = 0; n < batch_; ++n) {
-        for (int64_t oh = 0; oh < out_h_; ++oh) {
-          const int64_t begin = oh == 0 ? 0 : oh * stride_ - pad_;
-          const int64_t end = oh + 1 == out_h_ ? in_h_ : (oh + 1) * stride_ - pad_;
-          float* band = din + pixel(n, begin, 0, in_h_, in_w_);
-          std::fill(band, band + (end - begin) * row, 0.0f);
-          scatter_row(in, out, dout, din, n, oh);
-        }
-      }
-    } else {
-      // Overlapping windows share pixels across output rows: one sample per thread.
-#pragma omp parallel for schedule(static)
-      for (int64_t n = 0; n < batch_; ++n) {
-        float* sample = din + pixel(n, 0, 0, in_h_, in_w_);
-        std::fill(sample, sample + in_h_ * row, 0.0f);
-        for (int64_t oh = 0; oh < out_h_; ++oh) scatter_row(in, out, dout, din, n, oh);
-      }
-    }
-  }
-
- private:
-  // Channels handled together: the remaining gradient of a chunk lives on the stack.
-  static constexpr int64_t kChunk = 64;
-
-  int64_t pixel(int64_t n, int64_t h, int64_t w, int64_t height, int64_t width) const {
-    return ((n * height + h) * width + w) * channels_;
-  }
-
-  // The part of window (oh, ow) inside the image, rows [h0, h1) and columns [w0, w1): padded
-  // positions are -inf, which never wins, so they are skipped. pad <= pool / 2 (the spec's
-  // check) leaves every window a pixel.
-  struct Window {
-    int64_t h0, h1, w0, w1;
-  };
-  Window window(int64_t oh, int64_t ow) const {
-    const int64_t h = oh * stride_ - pad_;
-    const int64_t w = ow * stride_ - pad_;
-    return {std::max<int64_t>(h, 0), std::min(h + pool_, in_h_), std::max<int64_t>(w, 0),
-            std::min(w + pool_, in_w_)};
-  }
-
-  // Adds dout of output row (n, oh) to din at each window's maximum: the first pixel of the
-  // window (row-major) equal to the output, so a tie sends the gradient to one pixel only.
-  void scatter_row(const float* in, const float* out, const float* dout, float* din, int64_t n,
-                   int64_t oh) const {
-    for (int64_t ow = 0; ow < out_w_; ++ow) {
-      const int64_t at = pixel(n, oh, ow, out_h_, out_w_);
-      for (int64_t c0 = 0; c0 < channels_; c0 += kChunk) {
-        const int64_t len = std::min(kChunk, channels_ - c0);
-        const float* o = out + at + c0;
-        float left[kChunk];  // gradient not yet given to a pixel
-        std::copy(dout + at + c0, dout + at + c0 + len, left);
-        const Window win = window(oh, ow);
-        for (int64_t h = win.h0; h < win.h1; ++h) {
-          for (int64_t w = win.w0; w < win.w1; ++w) {
-            const int64_t i = pixel(n, h, w, in_h_, in_w_) + c0;
-            add_at_maximum(in + i, o, left, din + i, len);
-          }
-        }
-      }
-    }
-  }
-
-  // d += left where x is the window's maximum, which is then given away. The maximum is a
-  // copy of one of the inputs, so comparing bits finds it exactly (a NaN too), and integer
-  // masks keep the loop branch-free: GCC does not vectorize a float compare-and-select
-  // under its default -ftrapping-math. The pointers never alias.
-  static void add_at_maximum(const float* __restrict x, const float* __restrict maximum,
-                             float* __restrict left, float* __restrict d, int64_t len) {
-    for (int64_t c = 0; c < len; ++c) {
-      const uint32_t hit = 0u - static_cast<uint32_t>(std::bit_cast<uint32_t>(x[c]) ==
-                                                      std::bit_cast<uint32_t>(maximum[c]));
-      const uint32_t l = std::bit_cast<uint32_t>(left[c]);
-      d[c] += std::bit_cast<float>(l & hit);
-      left[c] = std::bit_cast<float>(l & ~hit);
-    }
-  }
-
-  int64_t pool_, stride_, pad_;
-  int64_t batch_, in_h_, in_w_, channels_, out_h_, out_w_;
-};
-
 // Element-wise activations over the flat tensor (any layout). Backward computes the
-// derivative from the output (the *_use_dst_for_bwd algorithms), which the caller keeps.
+// derivative from the output (the *_use_dst_for_bwd algorithms), which the caller keeps, except
+// GELU's, which oneDNN computes from the input.
 class EltwiseKernel final : public UnaryKernel {
  public:
   EltwiseKernel(Device& device, dnnl::algorithm algorithm, int64_t numel) : UnaryKernel(device) {
@@ -519,10 +393,12 @@ class EltwiseKernel final : public UnaryKernel {
     dst_ = unbound(data);
     diff_src_ = unbound(data);
     diff_dst_ = unbound(data);
+    const bool from_src = algorithm == dnnl::algorithm::eltwise_gelu_tanh;
     forward_ = plan<dnnl::eltwise_forward>(fwd_pd, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}});
     backward_ = plan<dnnl::eltwise_backward>(
-        bwd_pd,
-        {{DNNL_ARG_DST, dst_}, {DNNL_ARG_DIFF_DST, diff_dst_}, {DNNL_ARG_DIFF_SRC, diff_src_}});
+        bwd_pd, {{from_src ? DNNL_ARG_SRC : DNNL_ARG_DST, from_src ? src_ : dst_},
+                 {DNNL_ARG_DIFF_DST, diff_dst_},
+                 {DNNL_ARG_DIFF_SRC, diff_src_}});
     allocate_scratchpad();
   }
 };
@@ -536,7 +412,7 @@ dnnl::algorithm eltwise_algorithm(Activation kind) {
     case Activation::kSigmoid:
       return dnnl::algorithm::eltwise_logistic_use_dst_for_bwd;
     case Activation::kGelu:
-      break;  // TODO(gelu): its backward reads the input, not the output
+      return dnnl::algorithm::eltwise_gelu_tanh;
   }
   throw_error(fmt::format("unknown activation {}", static_cast<int>(kind)));
 }
@@ -567,9 +443,7 @@ std::unique_ptr<LayerKernel> build(const LayerSpec& spec, const LayerBinding& b,
   return std::visit(
       Overloaded{
           [&](const Conv2DSpec& c) { return make_conv(c, b, device); },
-          [&](const MaxPool2DSpec& p) -> std::unique_ptr<LayerKernel> {
-            return std::make_unique<MaxPoolKernel>(p, b.in, b.out);
-          },
+          [&](const MaxPool2DSpec& p) { return make_cpu_max_pool(p, b); },
           [&](const DenseSpec& d) { return make_dense(d, b, device); },
           [&](const ActivationSpec& a) -> std::unique_ptr<LayerKernel> {
             return std::make_unique<EltwiseKernel>(device, eltwise_algorithm(a.kind), b.in.numel());

@@ -1,1 +1,123 @@
-// Kernels of a GPT-style decoder's layers.
+// Kernels of GPT-2's causal self-attention (attention_ops.h): the copies between rows and
+// head-major buffers, one thread per element of the head-major buffer (its reads and writes
+// are runs of hd consecutive floats), and the causal softmax, one warp per score row, its
+// lanes sharing the columns. The row reductions are a warp's shuffle tree, fixed by the launch
+// shape alone: deterministic, and different from the CPU's serial sums only in the last bits.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "models/cuda/attention_ops.h"
+#include "models/cuda/cuda_ops.h"
+#include "models/cuda/launch_shape.cuh"
+
+namespace scalescope::cuda_ops {
+namespace {
+
+namespace km = kernel_math;
+
+constexpr int kWarp = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// Combines the partial values of the 32 lanes of a warp; every lane gets the same result (the
+// butterfly adds the same pair on both sides, and float addition commutes).
+struct WarpRowReduce {
+  __device__ float max(float v) const {
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
+    }
+    return v;
+  }
+  __device__ float sum(float v) const {
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      v += __shfl_xor_sync(kFullMask, v, offset);
+    }
+    return v;
+  }
+};
+
+__global__ void to_heads_kernel(km::AttentionShape s, const float* rows, int64_t width,
+                                int64_t column, float* heads) {
+  const int64_t count = s.head_elements();
+  for (int64_t e = first_index(); e < count; e += grid_stride()) {
+    heads[e] = rows[km::head_major_to_rows(s, e, width, column)];
+  }
+}
+
+__global__ void from_heads_kernel(km::AttentionShape s, const float* heads, float* rows,
+                                  int64_t width, int64_t column) {
+  const int64_t count = s.head_elements();
+  for (int64_t e = first_index(); e < count; e += grid_stride()) {
+    rows[km::head_major_to_rows(s, e, width, column)] = heads[e];
+  }
+}
+
+// Warps stride over the rows; all lanes of a warp stay on one row, so the shuffles see all 32.
+__device__ inline int64_t first_warp() {
+  return first_index() / kWarp;
+}
+__device__ inline int64_t warp_stride() {
+  return grid_stride() / kWarp;
+}
+
+__global__ void softmax_forward_kernel(km::AttentionShape s, const float* scores, float* probs,
+                                       float scale) {
+  const km::RowShare share{static_cast<int64_t>(threadIdx.x % kWarp), kWarp};
+  for (int64_t r = first_warp(); r < s.score_rows(); r += warp_stride()) {
+    km::causal_softmax_row(scores + r * s.seq, probs + r * s.seq, r % s.seq, s.seq, scale, share,
+                           WarpRowReduce{});
+  }
+}
+
+__global__ void softmax_backward_kernel(km::AttentionShape s, const float* probs,
+                                        const float* grad_probs, float* grad_scores, float scale) {
+  const km::RowShare share{static_cast<int64_t>(threadIdx.x % kWarp), kWarp};
+  for (int64_t r = first_warp(); r < s.score_rows(); r += warp_stride()) {
+    km::causal_softmax_backward_row(probs + r * s.seq, grad_probs + r * s.seq,
+                                    grad_scores + r * s.seq, r % s.seq, s.seq, scale, share,
+                                    WarpRowReduce{});
+  }
+}
+
+// Blocks of kThreads threads, kThreads / 32 rows each.
+unsigned grid_for_rows(int64_t rows) {
+  return grid_for(rows * kWarp);
+}
+
+}  // namespace
+
+void to_heads(const km::AttentionShape& s, const float* rows, int64_t width, int64_t column,
+              float* heads, cudaStream_t stream) {
+  if (s.head_elements() == 0) return;
+  to_heads_kernel<<<grid_for(s.head_elements()), kThreads, 0, stream>>>(s, rows, width, column,
+                                                                        heads);
+  check_launch("to_heads_kernel");
+}
+
+void from_heads(const km::AttentionShape& s, const float* heads, float* rows, int64_t width,
+                int64_t column, cudaStream_t stream) {
+  if (s.head_elements() == 0) return;
+  from_heads_kernel<<<grid_for(s.head_elements()), kThreads, 0, stream>>>(s, heads, rows, width,
+                                                                          column);
+  check_launch("from_heads_kernel");
+}
+
+void causal_softmax_forward(const km::AttentionShape& s, const float* scores, float* probs,
+                            float scale, cudaStream_t stream) {
+  if (s.score_rows() == 0) return;
+  softmax_forward_kernel<<<grid_for_rows(s.score_rows()), kThreads, 0, stream>>>(s, scores, probs,
+                                                                                 scale);
+  check_launch("softmax_forward_kernel");
+}
+
+void causal_softmax_backward(const km::AttentionShape& s, const float* probs,
+                             const float* grad_probs, float* grad_scores, float scale,
+                             cudaStream_t stream) {
+  if (s.score_rows() == 0) return;
+  softmax_backward_kernel<<<grid_for_rows(s.score_rows()), kThreads, 0, stream>>>(
+      s, probs, grad_probs, grad_scores, scale);
+  check_launch("softmax_backward_kernel");
+}
+
+}  // namespace scalescope::cuda_ops

@@ -29,7 +29,8 @@ namespace {
 
 // ---- dense
 
-// y = x·Wᵀ + b with x [N, in] and W [out, in] row-major. cuBLAS is column-major, where these
+// y = x·Wᵀ + b with x [N, in] and W [out, in] row-major, N the rows: the samples, or every
+// position of every sample for sequences [batch, S, in]. cuBLAS is column-major, where these
 // buffers read as xᵀ [in, N], W as Wᵀ [in, out] and y as yᵀ [out, N]:
 //   forward   yᵀ  = W·xᵀ       gemm(T, N), m = out, n = N,  k = in
 //   weights   dWᵀ = xᵀ·dy      gemm(N, T), m = in,  n = out, k = N   (dW [out, in] row-major)
@@ -38,31 +39,33 @@ class DenseKernel final : public LayerKernel {
  public:
   DenseKernel(const DenseSpec& d, const LayerSpec& spec, const LayerBinding& b, CudaDevice& device)
       : libraries_(cuda_libraries(device)),
-        batch_(to_int(b.in[0], "the batch", spec)),
-        in_(to_int(b.in[1], "the input features", spec)),
+        rows_(to_int(b.in.numel() / b.in[b.in.rank() - 1], "the rows", spec)),
+        in_(to_int(b.in[b.in.rank() - 1], "the input features", spec)),
         units_(to_int(d.units, "the units", spec)),
         // Chosen per kernel, not on the shared handle: see CublasHandle.
         compute_(allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F),
         weight_(b.params[0].data),
-        bias_(b.params[1].data),
+        bias_(d.bias ? b.params[1].data : nullptr),
         weight_grad_(b.grads[0].data),
-        bias_grad_(b.grads[1].data),
-        bias_scratch_(float_buffer(device, cuda_ops::bias_grad_scratch(batch_, units_))) {}
+        bias_grad_(d.bias ? b.grads[1].data : nullptr),
+        bias_scratch_(
+            float_buffer(device, d.bias ? cuda_ops::bias_grad_scratch(rows_, units_) : 0)) {}
 
   void forward(const float* in, float* out, Stream& stream) override {
     const cudaStream_t s = cuda_stream(stream);
-    gemm(s, CUBLAS_OP_T, CUBLAS_OP_N, units_, batch_, in_, weight_, in_, in, in_, out, units_);
-    cuda_ops::bias_add(out, bias_, batch_, units_, s);
+    gemm(s, CUBLAS_OP_T, CUBLAS_OP_N, units_, rows_, in_, weight_, in_, in, in_, out, units_);
+    if (bias_ != nullptr) cuda_ops::bias_add(out, bias_, rows_, units_, s);
   }
 
   void backward(const float* in, const float*, const float* dout, float* din,
                 Stream& stream) override {
     const cudaStream_t s = cuda_stream(stream);
-    gemm(s, CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, batch_, in, in_, dout, units_, weight_grad_,
-         in_);
-    cuda_ops::bias_grad(dout, bias_grad_, batch_, units_, floats(bias_scratch_), s);
+    gemm(s, CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, rows_, in, in_, dout, units_, weight_grad_, in_);
+    if (bias_grad_ != nullptr) {
+      cuda_ops::bias_grad(dout, bias_grad_, rows_, units_, floats(bias_scratch_), s);
+    }
     if (din == nullptr) return;  // first layer: nobody needs the input's gradient
-    gemm(s, CUBLAS_OP_N, CUBLAS_OP_N, in_, batch_, units_, weight_, in_, dout, units_, din, in_);
+    gemm(s, CUBLAS_OP_N, CUBLAS_OP_N, in_, rows_, units_, weight_, in_, dout, units_, din, in_);
   }
 
   // cuBLAS picks its GEMM kernel itself (CUBLAS_GEMM_DEFAULT); with atomics not allowed (a
@@ -88,10 +91,10 @@ class DenseKernel final : public LayerKernel {
   }
 
   std::shared_ptr<CudaLibraries> libraries_;
-  int batch_, in_, units_;
+  int rows_, in_, units_;
   cublasComputeType_t compute_;
   const float* weight_;
-  const float* bias_;
+  const float* bias_;  // null without a bias, as bias_grad_
   float* weight_grad_;
   float* bias_grad_;
   DeviceBuffer bias_scratch_;
@@ -100,7 +103,7 @@ class DenseKernel final : public LayerKernel {
 // ---- layers without parameters: our kernels
 
 // Element-wise activations, in our kernels rather than cuDNN's so that the functions are the
-// CPU's exactly (relu passing NaN, derivatives taken from the output).
+// CPU's exactly (relu passing NaN, derivatives taken from the output) and GELU is PyTorch's.
 class ActivationKernel final : public LayerKernel {
  public:
   ActivationKernel(Activation kind, int64_t count) : kind_(kind), count_(count) {}
@@ -108,10 +111,10 @@ class ActivationKernel final : public LayerKernel {
   void forward(const float* in, float* out, Stream& stream) override {
     cuda_ops::activation_forward(kind_, in, out, count_, cuda_stream(stream));
   }
-  void backward(const float*, const float* out, const float* dout, float* din,
+  void backward(const float* in, const float* out, const float* dout, float* din,
                 Stream& stream) override {
     if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
-    cuda_ops::activation_backward(kind_, out, dout, din, count_, cuda_stream(stream));
+    cuda_ops::activation_backward(kind_, in, out, dout, din, count_, cuda_stream(stream));
   }
 
  private:

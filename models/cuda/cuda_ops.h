@@ -47,12 +47,13 @@ int64_t bias_grad_scratch(int64_t rows, int64_t channels);
 void bias_grad(const float* dy, float* db, int64_t rows, int64_t channels, float* scratch,
                cudaStream_t stream);
 
-// Element-wise activation; backward takes the output y (as the CPU kernels' *_use_dst_for_bwd).
-// The CPU kernels' rules (kernel_math/activation_math.h): ReLU maps NaN and -0 to +0.
+// Element-wise activation; backward takes the forward's input x and output y, and reads y (as the
+// CPU kernels' *_use_dst_for_bwd) except for GELU, which reads x. The CPU kernels' rules
+// (kernel_math/activation_math.h): ReLU maps NaN and -0 to +0.
 void activation_forward(Activation kind, const float* x, float* y, int64_t count,
                         cudaStream_t stream);
-void activation_backward(Activation kind, const float* y, const float* dy, float* dx, int64_t count,
-                         cudaStream_t stream);
+void activation_backward(Activation kind, const float* x, const float* y, const float* dy,
+                         float* dx, int64_t count, cudaStream_t stream);
 
 // out[b, c, r] = in[b, r, c] for b < batches: NHWC -> NCHW is (N, H·W, C), NCHW -> NHWC is
 // (N, C, H·W), OIHW -> OHWI is (O, I, KH·KW), OHWI -> OIHW is (O, KH·KW, I).

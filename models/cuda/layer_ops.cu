@@ -65,11 +65,14 @@ __global__ void activation_forward_kernel(const float* x, float* y, int64_t coun
   }
 }
 
+// GELU's gradient reads x, the others' y; the kind being a constant, the unread one is never
+// loaded.
 template <Activation kKind>
-__global__ void activation_backward_kernel(const float* y, const float* dy, float* dx,
-                                           int64_t count) {
+__global__ void activation_backward_kernel(const float* x, const float* y, const float* dy,
+                                           float* dx, int64_t count) {
   for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    dx[i] = km::activation_backward(kKind, y[i], dy[i]);
+    const bool reads_x = kKind == Activation::kGelu;
+    dx[i] = km::activation_backward(kKind, reads_x ? x[i] : 0.0f, reads_x ? 0.0f : y[i], dy[i]);
   }
 }
 
@@ -195,43 +198,45 @@ void bias_grad(const float* dy, float* db, int64_t rows, int64_t channels, float
 void activation_forward(Activation kind, const float* x, float* y, int64_t count,
                         cudaStream_t stream) {
   if (count == 0) return;
+  const auto launch = [&](auto kernel) {
+    kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, count);
+  };
   switch (kind) {
     case Activation::kRelu:
-      activation_forward_kernel<Activation::kRelu>
-          <<<grid_for(count), kThreads, 0, stream>>>(x, y, count);
+      launch(activation_forward_kernel<Activation::kRelu>);
       break;
     case Activation::kTanh:
-      activation_forward_kernel<Activation::kTanh>
-          <<<grid_for(count), kThreads, 0, stream>>>(x, y, count);
+      launch(activation_forward_kernel<Activation::kTanh>);
       break;
     case Activation::kSigmoid:
-      activation_forward_kernel<Activation::kSigmoid>
-          <<<grid_for(count), kThreads, 0, stream>>>(x, y, count);
+      launch(activation_forward_kernel<Activation::kSigmoid>);
       break;
     case Activation::kGelu:
-      break;  // TODO(gelu)
+      launch(activation_forward_kernel<Activation::kGelu>);
+      break;
   }
   check_launch("activation_forward_kernel");
 }
 
-void activation_backward(Activation kind, const float* y, const float* dy, float* dx, int64_t count,
-                         cudaStream_t stream) {
+void activation_backward(Activation kind, const float* x, const float* y, const float* dy,
+                         float* dx, int64_t count, cudaStream_t stream) {
   if (count == 0) return;
+  const auto launch = [&](auto kernel) {
+    kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, dy, dx, count);
+  };
   switch (kind) {
     case Activation::kRelu:
-      activation_backward_kernel<Activation::kRelu>
-          <<<grid_for(count), kThreads, 0, stream>>>(y, dy, dx, count);
+      launch(activation_backward_kernel<Activation::kRelu>);
       break;
     case Activation::kTanh:
-      activation_backward_kernel<Activation::kTanh>
-          <<<grid_for(count), kThreads, 0, stream>>>(y, dy, dx, count);
+      launch(activation_backward_kernel<Activation::kTanh>);
       break;
     case Activation::kSigmoid:
-      activation_backward_kernel<Activation::kSigmoid>
-          <<<grid_for(count), kThreads, 0, stream>>>(y, dy, dx, count);
+      launch(activation_backward_kernel<Activation::kSigmoid>);
       break;
     case Activation::kGelu:
-      break;  // TODO(gelu)
+      launch(activation_backward_kernel<Activation::kGelu>);
+      break;
   }
   check_launch("activation_backward_kernel");
 }

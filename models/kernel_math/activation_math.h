@@ -1,5 +1,6 @@
 // Element-wise activations: forward from the input x, backward from the output y (as oneDNN's
-// *_use_dst_for_bwd algorithms, which the CPU kernels run), with the CPU kernels' results:
+// *_use_dst_for_bwd algorithms, which the CPU kernels run) except GELU's, which needs x, with the
+// CPU kernels' results:
 //
 // - ReLU is x > 0 ? x : +0, so NaN and -0 give +0: oneDNN's x86 kernels compute max(x, 0) with
 //   maxps, which returns its second operand when the first is NaN. Its gradient is dy · (y <= 0 ?
@@ -8,10 +9,14 @@
 //   hardware: rounding y² first would lose most digits of 1 - y² near saturation.
 // - sigmoid' = (y · (1 - y)) · dy, in that order.
 // - tanh and sigmoid give NaN for NaN, forward and backward.
+// - GELU is GPT-2's tanh approximation, in PyTorch's operations and order (its CPU and CUDA
+//   kernels for F.gelu(x, approximate="tanh")): 0.5·x·(1 + tanh(k·(x + 0.044715·x³))), k =
+//   sqrt(2/pi), and its derivative as PyTorch's backward forms it from x.
 //
-// Backward is therefore the CPU's bits. Forward tanh and sigmoid agree with the CPU to a few ulps
-// only: oneDNN evaluates its own approximations of tanh and exp, the host and the GPU their math
-// libraries' tanhf and expf.
+// Backward of ReLU, tanh and sigmoid is therefore the CPU's bits. Forward tanh, sigmoid and GELU,
+// and GELU's backward, agree with the CPU to a few ulps only (away from GELU's zeros): oneDNN
+// evaluates its own approximations of tanh and exp, the host and the GPU their math libraries'
+// tanhf and expf.
 #pragma once
 
 #include <cmath>
@@ -21,15 +26,42 @@
 
 namespace scalescope::kernel_math {
 
+// GELU's constants as PyTorch rounds them to float: sqrt(2)·(2/sqrt(pi))·0.5 and 0.044715.
+constexpr float kGeluBeta = 0.7978845608028654f;
+constexpr float kGeluKappa = 0.044715f;
+
+SS_HOST_DEVICE inline float gelu_forward(float x) {
+  const float x_cube = x * x * x;
+  const float inner = kGeluBeta * (x + kGeluKappa * x_cube);
+  return 0.5f * x * (1.0f + tanhf(inner));
+}
+
+SS_HOST_DEVICE inline float gelu_backward(float x, float dy) {
+  const float x_sq = x * x;
+  const float x_cube = x_sq * x;
+  const float inner = kGeluBeta * (x + kGeluKappa * x_cube);
+  const float tanh_inner = tanhf(inner);
+  const float left = 0.5f * x;
+  const float right = 1.0f + tanh_inner;
+  const float left_derivative = 0.5f * right;
+  const float tanh_derivative = 1.0f - tanh_inner * tanh_inner;
+  const float inner_derivative = kGeluBeta * (1.0f + 3.0f * kGeluKappa * x_sq);
+  const float right_derivative = left * tanh_derivative * inner_derivative;
+  return dy * (left_derivative + right_derivative);
+}
+
 SS_HOST_DEVICE inline float activation_forward(Activation kind, float x) {
   if (kind == Activation::kRelu) return x > 0.0f ? x : 0.0f;
   if (kind == Activation::kTanh) return tanhf(x);
+  if (kind == Activation::kGelu) return gelu_forward(x);
   return 1.0f / (1.0f + expf(-x));  // kSigmoid
 }
 
-SS_HOST_DEVICE inline float activation_backward(Activation kind, float y, float dy) {
+// The gradient from the forward's input x and output y: GELU reads x, the others y.
+SS_HOST_DEVICE inline float activation_backward(Activation kind, float x, float y, float dy) {
   if (kind == Activation::kRelu) return y <= 0.0f ? dy * 0.0f : dy;
   if (kind == Activation::kTanh) return fmaf(-y, y, 1.0f) * dy;
+  if (kind == Activation::kGelu) return gelu_backward(x, dy);
   return (y * (1.0f - y)) * dy;  // kSigmoid
 }
 

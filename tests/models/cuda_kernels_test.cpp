@@ -105,6 +105,11 @@ std::vector<LayerCase> layer_cases() {
       {"batch_norm_parts", BatchNorm2DSpec{1e-3f, 0.2f}, Shape{4, 16, 16, 40}},
       {"pad_shortcut", PadShortcutSpec{2, 8}, Shape{2, 8, 8, 4}},
       {"pad_shortcut_odd", PadShortcutSpec{2, 6}, Shape{2, 7, 5, 2}},
+      // Causal self-attention on [N, S, 3D]: one head; rows longer than a warp (S 40, so lanes
+      // take several columns and the longest rows several per lane); GPT-small-like heads.
+      {"attention_1head", CausalSelfAttentionSpec{1}, Shape{2, 4, 12}},
+      {"attention_4heads_s40", CausalSelfAttentionSpec{4}, Shape{2, 40, 96}},
+      {"attention_4heads_s128", CausalSelfAttentionSpec{4}, Shape{2, 128, 384}},
   };
 }
 
@@ -169,6 +174,26 @@ TEST_F(CudaKernelsTest, ConvolutionsRecordAllowedDeterministicAlgorithms) {
       EXPECT_EQ(first.din, second.din);
       EXPECT_EQ(first.grads, second.grads);
     }
+  }
+}
+
+// The attention kernel's GEMMs and softmax rows add in orders fixed by the shape: two kernels
+// planned alike give the same bits, and the strict kernel says it computes in strict fp32.
+TEST_F(CudaKernelsTest, AttentionIsDeterministic) {
+  for (const LayerCase& c : layer_cases()) {
+    if (!std::holds_alternative<CausalSelfAttentionSpec>(c.spec)) continue;
+    SCOPED_TRACE(describe(c.spec) + " on " + c.in.to_string());
+    const Tf32Scope strict(false);
+    const LayerInputs inputs = layer_inputs(c, 77);
+    const BoundLayer b = bind_layer(*gpu_, c, inputs);
+    for (const KernelChoice& k : b.kernel->choices()) {
+      EXPECT_EQ(k.math, "CUBLAS_COMPUTE_32F") << k.pass;
+      EXPECT_TRUE(k.deterministic) << k.pass;
+    }
+    const LayerResult first = run_layer(*gpu_, c, inputs);
+    const LayerResult second = run_layer(*gpu_, c, inputs);
+    EXPECT_EQ(first.out, second.out);
+    EXPECT_EQ(first.din, second.din);
   }
 }
 

@@ -86,10 +86,17 @@ std::vector<LayerCase> layer_cases() {
       {"dense", DenseSpec{5}, Shape{3, 7}},
       {"dense_one_unit", DenseSpec{1}, Shape{2, 4}},
       {"dense_wide_2threads", DenseSpec{16}, Shape{4, 32}, 2},
+      // Over the last dimension of a sequence [N, S, D]: N·S rows, one weight.
+      {"dense_sequence", DenseSpec{5}, Shape{2, 3, 7}},
+      {"dense_no_bias", DenseSpec{4, false}, Shape{3, 6}},
+      {"dense_sequence_no_bias", DenseSpec{5, false}, Shape{2, 4, 6}},
+      {"dense_sequence_2threads", DenseSpec{16}, Shape{2, 8, 32}, 2},
       {"relu_image", ActivationSpec{Activation::kRelu}, Shape{2, 3, 4, 5}},
       {"relu_flat", ActivationSpec{Activation::kRelu}, Shape{3, 6}},
       {"tanh", ActivationSpec{Activation::kTanh}, Shape{2, 3, 4, 5}},
       {"sigmoid", ActivationSpec{Activation::kSigmoid}, Shape{3, 7}},
+      {"gelu_sequence", ActivationSpec{Activation::kGelu}, Shape{2, 3, 5}},
+      {"gelu_flat", ActivationSpec{Activation::kGelu}, Shape{3, 7}},
       {"flatten_image", FlattenSpec{}, Shape{2, 3, 4, 5}},
       {"flatten_c1", FlattenSpec{}, Shape{2, 3, 5, 1}},
       {"flatten_vector", FlattenSpec{}, Shape{2, 6}},
@@ -109,6 +116,19 @@ std::vector<LayerCase> layer_cases() {
       {"embedding_wide_2threads", EmbeddingSpec{5, 40}, Shape{3, 4}, 2},
       {"position_embedding", PositionEmbeddingSpec{}, Shape{3, 4, 5}},
       {"position_embedding_2threads", PositionEmbeddingSpec{}, Shape{2, 6, 3}, 2},
+      // Rows of 40 values (a full block of 32 lanes and a partial one), of 10 (lanes left
+      // empty), of 70 on two threads; 600 rows split the parameter gradients into two parts.
+      {"layer_norm_sequence", LayerNormSpec{}, Shape{2, 3, 40}},
+      {"layer_norm_flat", LayerNormSpec{}, Shape{3, 10}},
+      {"layer_norm_2threads", LayerNormSpec{}, Shape{4, 5, 70}, 2},
+      {"layer_norm_eps", LayerNormSpec{0.05f}, Shape{2, 3, 6}},
+      {"layer_norm_two_parts", LayerNormSpec{}, Shape{2, 300, 4}, 2},
+      // Causal self-attention on [N, S, 3D]: one head (D 4); three heads of 2 channels over 6
+      // positions; two threads sharing the rows of a batch of 3; a single position (p = 1).
+      {"attention_1head", CausalSelfAttentionSpec{1}, Shape{2, 4, 12}},
+      {"attention_3heads_s6", CausalSelfAttentionSpec{3}, Shape{2, 6, 18}},
+      {"attention_2heads_2threads", CausalSelfAttentionSpec{2}, Shape{3, 5, 24}, 2},
+      {"attention_seq1", CausalSelfAttentionSpec{2}, Shape{2, 1, 12}},
   };
 }
 
@@ -579,6 +599,25 @@ TEST(LayerBatchNorm, ResultsDoNotDependOnTheThreadCount) {
     }
   }
   ASSERT_EQ(results[0].size(), results[1].size());
+  for (size_t i = 0; i < results[0].size(); ++i) EXPECT_EQ(results[0][i], results[1][i]) << i;
+}
+
+// As batch norm's: rows are independent and the parameter gradients' sums run over parts of the
+// rows fixed by the shape (1100 rows: three parts), so threads change no bit.
+TEST(LayerLayerNorm, ResultsDoNotDependOnTheThreadCount) {
+  std::vector<std::vector<float>> results[2];
+  for (const int threads : {1, 3}) {
+    const LayerCase c{"layer_norm", LayerNormSpec{}, Shape{2, 550, 300}, threads};
+    BoundLayer layer(c);
+    layer.in.copy_from_host(offset_values(c.in, 18));
+    layer.dout.copy_from_host(random_values(c.in.numel(), 19));
+    fill_random_params(layer, 18);
+    layer.forward();
+    layer.backward(/*with_din=*/true);
+    for (const Tensor* t : {&layer.out, &layer.din, &layer.grads[0], &layer.grads[1]}) {
+      results[threads == 1 ? 0 : 1].push_back(t->to_host());
+    }
+  }
   for (size_t i = 0; i < results[0].size(); ++i) EXPECT_EQ(results[0][i], results[1][i]) << i;
 }
 

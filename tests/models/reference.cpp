@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numbers>
 #include <variant>
 
 #include "core/check.h"
@@ -74,14 +75,15 @@ std::vector<double> max_pool(const MaxPool2DSpec& pool, const Shape& in, const S
   return y;
 }
 
+// nn.Linear over the last dimension: a sequence's positions are rows like the samples.
 std::vector<double> dense(const Shape& in, int64_t units, const std::vector<double>& x,
-                          const std::vector<double>& weight, const std::vector<double>& bias) {
-  const int64_t batch = in[0];
-  const int64_t features = in[1];
-  std::vector<double> y(static_cast<size_t>(batch * units));
-  for (int64_t n = 0; n < batch; ++n) {
+                          const std::vector<double>& weight, const std::vector<double>* bias) {
+  const int64_t features = in[in.rank() - 1];
+  const int64_t rows = in.numel() / features;
+  std::vector<double> y(static_cast<size_t>(rows * units));
+  for (int64_t n = 0; n < rows; ++n) {
     for (int64_t o = 0; o < units; ++o) {
-      double sum = bias[static_cast<size_t>(o)];
+      double sum = bias == nullptr ? 0.0 : (*bias)[static_cast<size_t>(o)];
       for (int64_t i = 0; i < features; ++i) {
         sum += weight[static_cast<size_t>(o * features + i)] *
                x[static_cast<size_t>(n * features + i)];
@@ -105,8 +107,11 @@ std::vector<double> activation(Activation kind, const std::vector<double>& x) {
       case Activation::kSigmoid:
         y[i] = 1.0 / (1.0 + std::exp(-x[i]));
         break;
-      case Activation::kGelu:
-        throw_error("reference: GELU not written yet");
+      case Activation::kGelu:  // the tanh approximation, PyTorch's approximate="tanh"
+        y[i] = 0.5 * x[i] *
+               (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) *
+                                (x[i] + 0.044715 * x[i] * x[i] * x[i])));
+        break;
     }
   }
   return y;
@@ -209,7 +214,9 @@ std::vector<double> reference_forward(const LayerSpec& layer, const Shape& in,
             return conv2d(c, in, out, input, params[0], c.bias ? &params[1] : nullptr);
           },
           [&](const MaxPool2DSpec& p) { return max_pool(p, in, out, input); },
-          [&](const DenseSpec& d) { return dense(in, d.units, input, params[0], params[1]); },
+          [&](const DenseSpec& d) {
+            return dense(in, d.units, input, params[0], d.bias ? &params[1] : nullptr);
+          },
           [&](const ActivationSpec& a) { return activation(a.kind, input); },
           [&](const FlattenSpec&) { return flatten(in, input); },
           [&](const GlobalAvgPoolSpec&) { return global_avg_pool(in, input); },

@@ -4,11 +4,12 @@
 usage: torch_interop.py MODEL WEIGHTS IO NEW_WEIGHTS NEW_IO [TRAIN_TOLERANCE]
 
   MODEL        the scalescope model spec ("cifar-cnn", "cnn:width=2", "dense-100", "mlp:scale=0.01",
-               "cifar-resnet:depth=20", "resnet:depth=18,image=64")
+               "cifar-resnet:depth=20", "resnet:depth=18,image=64", "gpt:preset=micro")
   WEIGHTS      a checkpoint written by scalescope's save_checkpoint
-  IO           safetensors with "input" (NHWC for images) and "output", scalescope's forward in
-               training mode, and for models with batch norm "output_eval", its forward in
-               evaluation mode (after the training forward)
+  IO           safetensors with "input" (NHWC for images; for gpt token ids as float32 [N, S],
+               integers in [0, vocab)) and "output" (for gpt logits [N, S, vocab]), scalescope's
+               forward in training mode, and for models with batch norm "output_eval", its
+               forward in evaluation mode (after the training forward)
   NEW_WEIGHTS  written here: the weights after one SGD step taken by PyTorch
   NEW_IO       written here: "output", PyTorch's forward of the same input with NEW_WEIGHTS
   TRAIN_TOLERANCE  the largest difference allowed in training mode (default TOLERANCE): batch
@@ -19,6 +20,10 @@ usage: torch_interop.py MODEL WEIGHTS IO NEW_WEIGHTS NEW_IO [TRAIN_TOLERANCE]
 Builds the equivalent PyTorch model (torchvision's for "resnet"), loads WEIGHTS with load_state_dict(strict=True), checks
 that PyTorch's forward matches scalescope's, then changes every weight and writes it back for
 scalescope to load. Exits non-zero with a message on any mismatch.
+
+GPT checkpoints hold lm_head.weight and transformer.wte.weight, one tensor in both models (tied):
+they must be equal in WEIGHTS (load_state_dict would silently keep whichever it copies last),
+and NEW_WEIGHTS has both, equal, since PyTorch's state_dict lists a shared tensor under each name.
 
 No `safetensors` package is needed: the format (8-byte little-endian header length, a JSON
 header, raw little-endian data) is read and written here with struct, json and torch.
@@ -32,7 +37,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
-from torch_models import CifarResNet  # noqa: E402
+from torch_models import GPT, CifarResNet, is_gpt, parse_gpt_spec  # noqa: E402
 
 TOLERANCE = 1e-4
 
@@ -115,6 +120,8 @@ def torchvision_resnet(model):
 def build(model, state):
     """The PyTorch module of a scalescope model; widths are read from the checkpoint."""
     family = model.split(":")[0]
+    if is_gpt(model):
+        return GPT(model)
     if family == "resnet":
         return torchvision_resnet(model)
     if family in ("cifar-cnn", "cnn"):
@@ -131,6 +138,27 @@ def build(model, state):
     if family == "dense-100":
         return nn.Sequential(dense(state, 0), nn.ReLU(), dense(state, 2))
     raise SystemExit(f"torch_interop.py: no PyTorch equivalent known for model '{model}'")
+
+
+def check_tied(state):
+    """A GPT checkpoint's two names of the tied embedding must hold the same values."""
+    a, b = state.get("transformer.wte.weight"), state.get("lm_head.weight")
+    if a is not None and b is not None and not torch.equal(a, b):
+        raise SystemExit("lm_head.weight differs from transformer.wte.weight (tied: one tensor) "
+                         f"by up to {(a - b).abs().max().item():g}")
+
+
+def model_input(model_name, x):
+    """scalescope's input tensor as the PyTorch module takes it: NCHW images, int64 tokens."""
+    if is_gpt(model_name):
+        tokens = x.long()
+        vocab = parse_gpt_spec(model_name).vocab
+        if not torch.equal(tokens.float(), x) or tokens.min() < 0 or tokens.max() >= vocab:
+            raise SystemExit(f"{model_name}: input is not token ids in [0, {vocab})")
+        return tokens
+    if x.dim() == 4:
+        return x.permute(0, 3, 1, 2).contiguous()  # scalescope NHWC → PyTorch NCHW
+    return x
 
 
 def compare(what, y, expected, tolerance=TOLERANCE):
@@ -153,12 +181,11 @@ def main(argv):
     if metadata.get("format") != "pt" or metadata.get("scalescope_model") != model_name:
         raise SystemExit(f"{weights_path}: unexpected metadata {metadata}")
     model = build(model_name, state)
+    check_tied(state)
     model.load_state_dict(state, strict=True)
 
     io, _ = read_safetensors(io_path)
-    x = io["input"]
-    if x.dim() == 4:
-        x = x.permute(0, 3, 1, 2).contiguous()  # scalescope NHWC → PyTorch NCHW
+    x = model_input(model_name, io["input"])
     if "output_eval" in io:
         # Evaluation first: a training forward here would move the running statistics.
         model.eval()
@@ -178,6 +205,7 @@ def main(argv):
             p.add_(0.01)  # also moves weights whose gradient was zero (dead ReLUs)
         y_new = model(x)
 
+    # For the GPT both tied names, equal: state_dict lists the shared tensor under each.
     write_safetensors(new_weights_path, model.state_dict(),
                       {"format": "pt", "scalescope_model": model_name})
     write_safetensors(new_io_path, {"output": y_new})

@@ -1,12 +1,18 @@
 // kernel_math/activation_math.h against the CPU's activation kernels (oneDNN eltwise) on the same
-// inputs, special values included: ReLU and every backward bit for bit, tanh and sigmoid forward
-// within a few ulps (each side evaluates its own approximation of tanh and exp).
+// inputs, special values included: ReLU and the backward of ReLU, tanh and sigmoid bit for bit,
+// tanh and sigmoid forward within a few ulps (each side evaluates its own approximation of tanh
+// and exp); GELU, both ways, close to oneDNN's and to a float64 evaluation of PyTorch's formula.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numbers>
+#include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "models/kernel_math/activation_math.h"
 #include "tests/models/kernel_math/cpu_kernels_on_host.h"
@@ -32,11 +38,11 @@ std::vector<float> forward(Activation kind, const std::vector<float>& x) {
   return y;
 }
 
-std::vector<float> backward(Activation kind, const std::vector<float>& y,
-                            const std::vector<float>& dy) {
+std::vector<float> backward(Activation kind, const std::vector<float>& x,
+                            const std::vector<float>& y, const std::vector<float>& dy) {
   std::vector<float> dx;
   for (size_t i = 0; i < y.size(); ++i) {
-    dx.push_back(kernel_math::activation_backward(kind, y[i], dy[i]));
+    dx.push_back(kernel_math::activation_backward(kind, x[i], y[i], dy[i]));
   }
   return dx;
 }
@@ -72,7 +78,8 @@ CpuActivation run_cpu(Activation kind) {
 TEST(KernelMathActivation, ReluIsTheCpuKernelBitForBit) {
   const CpuActivation cpu = run_cpu(Activation::kRelu);
   EXPECT_EQ(bit_mismatches(forward(Activation::kRelu, cpu.x), cpu.y), "");
-  EXPECT_EQ(bit_mismatches(backward(Activation::kRelu, cpu.back.y, cpu.back.dy), cpu.dx), "");
+  EXPECT_EQ(bit_mismatches(backward(Activation::kRelu, cpu.x, cpu.back.y, cpu.back.dy), cpu.dx),
+            "");
 }
 
 // The CPU kernel's rules, spelled out: NaN and -0 map to +0, a NaN or negative gradient passes
@@ -81,10 +88,11 @@ TEST(KernelMathActivation, ReluMapsNanToZeroAsTheCpuKernel) {
   EXPECT_EQ(bit_mismatches(forward(Activation::kRelu, {kNan, -kNan, -0.0f, -2.0f, 3.0f}),
                            {0.0f, 0.0f, 0.0f, 0.0f, 3.0f}),
             "");
-  EXPECT_EQ(bit_mismatches(backward(Activation::kRelu, {0.0f, 0.0f, -1.0f, 2.0f, kNan},
-                                    {kNan, -2.0f, 5.0f, -3.0f, 4.0f}),
-                           {kNan, -0.0f, 0.0f, -3.0f, 4.0f}),
-            "");
+  EXPECT_EQ(
+      bit_mismatches(backward(Activation::kRelu, std::vector<float>(5, 1.0f),
+                              {0.0f, 0.0f, -1.0f, 2.0f, kNan}, {kNan, -2.0f, 5.0f, -3.0f, 4.0f}),
+                     {kNan, -0.0f, 0.0f, -3.0f, 4.0f}),
+      "");
 }
 
 TEST(KernelMathActivation, TanhIsTheCpuKernelWithinUlpsAndItsBackwardBitForBit) {
@@ -93,14 +101,80 @@ TEST(KernelMathActivation, TanhIsTheCpuKernelWithinUlpsAndItsBackwardBitForBit) 
   EXPECT_TRUE(std::isnan(kernel_math::activation_forward(Activation::kTanh, kNan)));
   // oneDNN forms 1 - y² with one fused multiply-add where the CPU has FMA (AVX2, AVX-512).
   if (!__builtin_cpu_supports("fma")) GTEST_SKIP() << "this CPU has no FMA";
-  EXPECT_EQ(bit_mismatches(backward(Activation::kTanh, cpu.back.y, cpu.back.dy), cpu.dx), "");
+  EXPECT_EQ(bit_mismatches(backward(Activation::kTanh, cpu.x, cpu.back.y, cpu.back.dy), cpu.dx),
+            "");
 }
 
 TEST(KernelMathActivation, SigmoidIsTheCpuKernelWithinUlpsAndItsBackwardBitForBit) {
   const CpuActivation cpu = run_cpu(Activation::kSigmoid);
   EXPECT_EQ(ulp_mismatches(forward(Activation::kSigmoid, cpu.x), cpu.y, kForwardUlps), "");
   EXPECT_TRUE(std::isnan(kernel_math::activation_forward(Activation::kSigmoid, kNan)));
-  EXPECT_EQ(bit_mismatches(backward(Activation::kSigmoid, cpu.back.y, cpu.back.dy), cpu.dx), "");
+  EXPECT_EQ(bit_mismatches(backward(Activation::kSigmoid, cpu.x, cpu.back.y, cpu.back.dy), cpu.dx),
+            "");
+}
+
+// Failures where |got - want| > tolerance (per element), or one is NaN and the other not; ""
+// if none.
+std::string close_mismatches(const std::vector<float>& got, const std::vector<double>& want,
+                             const std::vector<double>& tolerance) {
+  std::string report;
+  for (size_t i = 0; i < got.size() && report.size() < 800; ++i) {
+    const double diff = std::abs(static_cast<double>(got[i]) - want[i]);
+    if (std::isnan(got[i]) != std::isnan(want[i]) || diff > tolerance[i]) {
+      report += fmt::format("[{}] = {}, expected {} (difference {})\n", i, got[i], want[i], diff);
+    }
+  }
+  return report;
+}
+
+// GELU's inputs: where it bends, where its tails flatten, and the signed zeros and NaN (an
+// infinity meets 0·inf in the formula, in PyTorch's as here).
+std::vector<float> gelu_inputs() {
+  std::vector<float> x = random_floats(4000, 13, -10.0f, 10.0f);
+  const std::vector<float> near = random_floats(2000, 14, -3.0f, 3.0f);
+  x.insert(x.end(), near.begin(), near.end());
+  x.insert(x.end(), {0.0f, -0.0f, kNan, kDenormal, -kDenormal, 1e-8f, -1e-8f, -0.75f, 5.0f});
+  return x;
+}
+
+// PyTorch's definition in float64: y = 0.5·x·(1 + tanh(k·(x + 0.044715·x³))) and dy/dx.
+double gelu64(double x) {
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
+double gelu64_derivative(double x) {
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  const double t = std::tanh(k * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+TEST(KernelMathActivation, GeluIsPyTorchsFormulaAndCloseToTheCpuKernel) {
+  const std::vector<float> x = gelu_inputs();
+  const std::vector<float> dy = random_floats(static_cast<int64_t>(x.size()), 15, -3.0f, 3.0f);
+  std::vector<double> want_y, want_dx;
+  for (size_t i = 0; i < x.size(); ++i) {
+    want_y.push_back(gelu64(x[i]));
+    want_dx.push_back(gelu64_derivative(x[i]) * dy[i]);
+  }
+  // Float rounding inside the formula (x³, then 1 + tanh near -1) is relative to x's size, so
+  // the bounds are a few float ulps of 1 times |x| + 1.
+  std::vector<double> forward_tolerance, backward_tolerance;
+  for (float v : x) {
+    const double scale = std::isnan(v) ? 0.0 : (std::abs(static_cast<double>(v)) + 1.0) * 6e-8;
+    forward_tolerance.push_back(4.0 * scale);
+    backward_tolerance.push_back(4.0 * scale * 3.0);  // |dy| <= 3
+  }
+  const std::vector<float> y = forward(Activation::kGelu, x);
+  EXPECT_EQ(close_mismatches(y, want_y, forward_tolerance), "");
+  EXPECT_EQ(close_mismatches(backward(Activation::kGelu, x, y, dy), want_dx, backward_tolerance),
+            "");
+  EXPECT_EQ(bit_mismatches(forward(Activation::kGelu, {0.0f, -0.0f, 1e30f}), {0.0f, -0.0f, 1e30f}),
+            "");
+
+  CpuLayer layer(ActivationSpec{Activation::kGelu}, Shape{1, static_cast<int64_t>(x.size())});
+  const std::vector<float> cpu_y = layer.forward(x);
+  EXPECT_EQ(close_mismatches(cpu_y, want_y, forward_tolerance), "");
+  EXPECT_EQ(close_mismatches(layer.backward(x, cpu_y, dy), want_dx, backward_tolerance), "");
 }
 
 }  // namespace

@@ -1,0 +1,36 @@
+// Launchers of the attention kernels (attention_ops.cu), called by cuda_attention.cpp: the
+// copies between the layer's [N, S, width] rows and head-major buffers [N, H, S, hd], and the
+// causal scaled softmax over score rows, forward and backward. Their math and layouts are
+// kernel_math/attention_math.h's.
+//
+// Each launcher enqueues its work on `stream` and checks the launch (check_launch, declared in
+// cuda_ops.h); none synchronizes the host or allocates. Pointers are device memory of the
+// current device. Like cuda_ops.h, this header is one the .cu files may include: no fmt.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "models/kernel_math/attention_math.h"
+
+namespace scalescope::cuda_ops {
+
+// heads[e] = rows[head_major_to_rows(s, e, width, column)] for every element e of the
+// head-major buffer; from_heads writes the other way.
+void to_heads(const kernel_math::AttentionShape& s, const float* rows, int64_t width,
+              int64_t column, float* heads, cudaStream_t stream);
+void from_heads(const kernel_math::AttentionShape& s, const float* heads, float* rows,
+                int64_t width, int64_t column, cudaStream_t stream);
+
+// Over the s.score_rows() rows of [N·H, S, S], row r being query position r mod S: unscaled
+// scores into probabilities (in place allowed), and the probabilities' gradient dp into the
+// scores' gradient ds (in place allowed), with causal_softmax_row and
+// causal_softmax_backward_row. One warp per row; every column is written (masked ones 0).
+void causal_softmax_forward(const kernel_math::AttentionShape& s, const float* scores, float* probs,
+                            float scale, cudaStream_t stream);
+void causal_softmax_backward(const kernel_math::AttentionShape& s, const float* probs,
+                             const float* grad_probs, float* grad_scores, float scale,
+                             cudaStream_t stream);
+
+}  // namespace scalescope::cuda_ops

@@ -1,0 +1,195 @@
+// kernel_math/attention_math.h: the causal scaled softmax rows, forward and backward, against
+// float64 (and the backward against finite differences of the forward), and against the CPU
+// attention kernel bit for bit; the head-major layout's index.
+//
+// The CPU kernel's softmax is observed exactly through inputs whose products are exact in any
+// order of addition: with each head's q and v rows unit vectors (q_i = v_i = e_i, hd = S), the
+// scores are s_ij = k_j[i], the output is y_i = P_i (the probabilities themselves), dP_ij =
+// dout_i[j], and k's gradient is dk_j[c] = dS_cj. k and dout may then be any floats.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "models/kernel_math/attention_math.h"
+#include "tests/models/kernel_math/cpu_kernels_on_host.h"
+
+namespace scalescope::kernel_math_test {
+namespace {
+
+namespace km = kernel_math;
+
+// Row `row` of the causal softmax of scale·s in float64.
+std::vector<double> softmax64(const std::vector<double>& s, int64_t row, double scale) {
+  std::vector<double> p(s.size(), 0.0);
+  double max = -INFINITY;
+  for (int64_t j = 0; j <= row; ++j) max = std::max(max, scale * s[static_cast<size_t>(j)]);
+  double sum = 0.0;
+  for (int64_t j = 0; j <= row; ++j) sum += std::exp(scale * s[static_cast<size_t>(j)] - max);
+  for (int64_t j = 0; j <= row; ++j) {
+    p[static_cast<size_t>(j)] = std::exp(scale * s[static_cast<size_t>(j)] - max) / sum;
+  }
+  return p;
+}
+
+std::vector<float> forward_row(const std::vector<float>& s, int64_t row, float scale) {
+  std::vector<float> p(s.size(), -1.0f);
+  km::causal_softmax_row(s.data(), p.data(), row, static_cast<int64_t>(s.size()), scale,
+                         km::RowShare{}, km::SerialRowReduce{});
+  return p;
+}
+
+std::vector<float> backward_row(const std::vector<float>& p, const std::vector<float>& dp,
+                                int64_t row, float scale) {
+  std::vector<float> ds(p.size(), -1.0f);
+  km::causal_softmax_backward_row(p.data(), dp.data(), ds.data(), row,
+                                  static_cast<int64_t>(p.size()), scale, km::RowShare{},
+                                  km::SerialRowReduce{});
+  return ds;
+}
+
+TEST(KernelMathAttention, SoftmaxRowMatchesFloat64AndMasksLaterPositions) {
+  const int64_t len = 9;
+  const float scale = km::attention_scale(4);
+  EXPECT_EQ(scale, 0.5f);
+  for (int64_t row = 0; row < len; ++row) {
+    const std::vector<float> s = random_floats(len, 10 + static_cast<uint64_t>(row), -4.0f, 4.0f);
+    const std::vector<float> p = forward_row(s, row, scale);
+    const std::vector<double> want = softmax64({s.begin(), s.end()}, row, scale);
+    double sum = 0.0;
+    for (int64_t j = 0; j < len; ++j) {
+      const auto i = static_cast<size_t>(j);
+      if (j > row) {
+        EXPECT_EQ(p[i], 0.0f) << "masked column " << j << " of row " << row;
+      } else {
+        EXPECT_NEAR(p[i], want[i], 1e-6 * want[i] + 1e-9) << "row " << row << " column " << j;
+      }
+      sum += p[i];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-6) << "row " << row;
+  }
+}
+
+// The maximum is subtracted before exp: scores far beyond exp's float range give the softmax
+// of their differences, and a masked score that is infinite or NaN is never read.
+TEST(KernelMathAttention, SoftmaxRowIsStableForLargeScores) {
+  const std::vector<float> s = {1000.0f, 1002.0f, -1000.0f, kNan, kInf};
+  const std::vector<float> p = forward_row(s, 2, 1.0f);
+  const std::vector<double> want = softmax64({1000.0, 1002.0, -1000.0, 0.0, 0.0}, 2, 1.0);
+  for (size_t j = 0; j < 3; ++j) EXPECT_NEAR(p[j], want[j], 1e-6) << j;
+  EXPECT_EQ(p[3], 0.0f);
+  EXPECT_EQ(p[4], 0.0f);
+}
+
+TEST(KernelMathAttention, SoftmaxRowsMayWorkInPlace) {
+  const std::vector<float> s = random_floats(6, 20, -2.0f, 2.0f);
+  std::vector<float> inplace = s;
+  km::causal_softmax_row(inplace.data(), inplace.data(), 3, 6, 0.7f, km::RowShare{},
+                         km::SerialRowReduce{});
+  EXPECT_EQ(bit_mismatches(inplace, forward_row(s, 3, 0.7f)), "");
+  const std::vector<float> p = forward_row(s, 3, 0.7f);
+  std::vector<float> dp = random_floats(6, 21);
+  const std::vector<float> ds = backward_row(p, dp, 3, 0.7f);
+  km::causal_softmax_backward_row(p.data(), dp.data(), dp.data(), 3, 6, 0.7f, km::RowShare{},
+                                  km::SerialRowReduce{});
+  EXPECT_EQ(bit_mismatches(dp, ds), "");
+}
+
+// ds is the gradient of L = Σ_j dp[j]·p[j](s) with respect to the unscaled scores s: against
+// central differences of the float64 softmax. Masked scores do not change L, and get 0.
+TEST(KernelMathAttention, SoftmaxBackwardRowIsTheForwardsDerivative) {
+  const int64_t len = 7;
+  const float scale = 0.6f;
+  for (const int64_t row : {0, 3, 6}) {
+    const std::vector<float> s = random_floats(len, 30 + static_cast<uint64_t>(row), -2.0f, 2.0f);
+    const std::vector<float> dp = random_floats(len, 40 + static_cast<uint64_t>(row));
+    const std::vector<float> ds = backward_row(forward_row(s, row, scale), dp, row, scale);
+    std::vector<double> s64(s.begin(), s.end());
+    const auto loss = [&] {
+      const std::vector<double> p = softmax64(s64, row, scale);
+      double l = 0.0;
+      for (size_t j = 0; j < p.size(); ++j) l += dp[j] * p[j];
+      return l;
+    };
+    for (size_t j = 0; j < s64.size(); ++j) {
+      const double saved = s64[j];
+      const double step = 1e-6;
+      s64[j] = saved + step;
+      const double up = loss();
+      s64[j] = saved - step;
+      const double down = loss();
+      s64[j] = saved;
+      EXPECT_NEAR(ds[j], (up - down) / (2.0 * step), 1e-5) << "row " << row << " column " << j;
+    }
+  }
+}
+
+TEST(KernelMathAttention, HeadMajorIndexFollowsTheSplitOfQKV) {
+  const km::AttentionShape s{2, 3, 4, 5};  // N, S, H, hd: D = 20
+  EXPECT_EQ(s.model_dim(), 20);
+  EXPECT_EQ(s.head_elements(), 2 * 3 * 20);
+  EXPECT_EQ(s.score_rows(), 2 * 4 * 3);
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t h = 0; h < 4; ++h)
+      for (int64_t t = 0; t < 3; ++t)
+        for (int64_t c = 0; c < 5; ++c) {
+          const int64_t e = ((n * 4 + h) * 3 + t) * 5 + c;
+          // v (the third D columns) of an input [N, S, 60], and an output [N, S, 20].
+          EXPECT_EQ(km::head_major_to_rows(s, e, 60, 40), (n * 3 + t) * 60 + 40 + h * 5 + c);
+          EXPECT_EQ(km::head_major_to_rows(s, e, 20, 0), (n * 3 + t) * 20 + h * 5 + c);
+        }
+}
+
+// The attention layer's input: per head, q and v rows unit vectors, k random (see the top).
+std::vector<float> unit_qv_input(const km::AttentionShape& s, uint64_t seed) {
+  const int64_t d = s.model_dim();
+  std::vector<float> x = random_floats(s.batch * s.seq * 3 * d, seed, -3.0f, 3.0f);
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t t = 0; t < s.seq; ++t)
+      for (int64_t h = 0; h < s.heads; ++h)
+        for (int64_t c = 0; c < s.head_dim; ++c) {
+          const int64_t row = (n * s.seq + t) * 3 * d + h * s.head_dim + c;
+          x[static_cast<size_t>(row)] = c == t ? 1.0f : 0.0f;          // q
+          x[static_cast<size_t>(row + 2 * d)] = c == t ? 1.0f : 0.0f;  // v
+        }
+  return x;
+}
+
+TEST(KernelMathAttention, CpuKernelsSoftmaxIsTheRowMathBitForBit) {
+  const km::AttentionShape s{2, 6, 2, 6};  // hd = S: every position has a unit vector
+  const int64_t d = s.model_dim();
+  const float scale = km::attention_scale(s.head_dim);
+  CpuLayer layer(CausalSelfAttentionSpec{s.heads}, Shape{s.batch, s.seq, 3 * d});
+  const std::vector<float> x = unit_qv_input(s, 50);
+  const std::vector<float> dout = random_floats(s.batch * s.seq * d, 51);
+  const std::vector<float> y = layer.forward(x);
+  const std::vector<float> din = layer.backward(x, y, dout);
+  std::vector<float> want_y(y.size()), got_dk(y.size()), want_dk(y.size());
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t h = 0; h < s.heads; ++h)
+      for (int64_t i = 0; i < s.seq; ++i) {
+        std::vector<float> scores(static_cast<size_t>(s.seq)), dp(scores.size());
+        for (int64_t j = 0; j < s.seq; ++j) {
+          scores[static_cast<size_t>(j)] =
+              x[static_cast<size_t>((n * s.seq + j) * 3 * d + d + h * s.head_dim + i)];
+          dp[static_cast<size_t>(j)] =
+              dout[static_cast<size_t>((n * s.seq + i) * d + h * s.head_dim + j)];
+        }
+        const std::vector<float> p = forward_row(scores, i, scale);
+        const std::vector<float> ds = backward_row(p, dp, i, scale);
+        for (int64_t j = 0; j < s.seq; ++j) {
+          const auto at = static_cast<size_t>((n * s.seq + i) * d + h * s.head_dim + j);
+          want_y[at] = p[static_cast<size_t>(j)];
+          // dk_j[i] = dS_ij, stored at position j, column i of k's head h.
+          const auto k_at = static_cast<size_t>((n * s.seq + j) * d + h * s.head_dim + i);
+          want_dk[k_at] = ds[static_cast<size_t>(j)];
+          got_dk[k_at] = din[static_cast<size_t>((n * s.seq + j) * 3 * d + d + h * s.head_dim + i)];
+        }
+      }
+  EXPECT_EQ(bit_mismatches(y, want_y), "") << "forward: y = P";
+  EXPECT_EQ(bit_mismatches(got_dk, want_dk), "") << "backward: dk = dSᵀ";
+}
+
+}  // namespace
+}  // namespace scalescope::kernel_math_test
