@@ -163,6 +163,12 @@ std::vector<ParamInfo> buffer_infos(const ModelDef& def, const Shape& input) {
   return named(def, input, &buffer_specs, false);
 }
 
+int64_t input_vocab(const ModelDef& def) {
+  if (def.layers.empty()) return 0;
+  const auto* e = std::get_if<EmbeddingSpec>(&def.layers.front());
+  return e == nullptr ? 0 : e->vocab;
+}
+
 ModelSummary summarize(const ModelDef& def, const Shape& input) {
   const std::vector<Shape> shapes = layer_shapes(def, input);
   ModelSummary s;

@@ -30,11 +30,12 @@ double parse_positive(const std::string& model, const std::string& key, const st
   return value;
 }
 
-int64_t whole_number(const std::string& model, const std::string& key, const std::string& text) {
+int64_t whole_number(const std::string& model, const std::string& key, const std::string& text,
+                     int64_t max = 10000) {
   int64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  SS_CHECK(ec == std::errc() && end == text.data() + text.size() && value > 0 && value <= 10000,
-           "model '{}': {}={} is not a whole number in [1, 10000]", model, key, text);
+  SS_CHECK(ec == std::errc() && end == text.data() + text.size() && value > 0 && value <= max,
+           "model '{}': {}={} is not a whole number in [1, {}]", model, key, text, max);
   return value;
 }
 
@@ -115,6 +116,38 @@ ModelDef resnet_family(const Params& p) {
   return imagenet_resnet(name, depth, image, planes);
 }
 
+// "gpt:preset=P" or "gpt:layers=L,d=D,heads=H,seq=S,vocab=V", the keys overriding the preset's
+// values (micro's without one). The name is the preset's alone when nothing overrides it, else
+// every key spelled out.
+ModelDef gpt_family(const Params& p) {
+  reject_keys("gpt", p, {"preset", "layers", "d", "heads", "seq", "vocab"});
+  const auto preset_it = p.find("preset");
+  const std::string preset = preset_it == p.end() ? "micro" : preset_it->second;
+  const GptPreset* base = nullptr;
+  std::string names;
+  for (const GptPreset& g : gpt_presets()) {
+    if (g.name == preset) base = &g;
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", g.name);
+  }
+  SS_CHECK(base != nullptr, "model 'gpt': no preset '{}' (presets: {})", preset, names);
+  GptConfig c = base->config;
+  const auto set = [&](const char* key, int64_t& field, int64_t max) {
+    const auto it = p.find(key);
+    if (it != p.end()) field = whole_number("gpt", key, it->second, max);
+  };
+  set("layers", c.layers, 1000);
+  set("d", c.d, 100000);
+  set("heads", c.heads, 1000);
+  set("seq", c.seq, 1000000);
+  set("vocab", c.vocab, 10000000);
+  const bool overridden = p.size() > (preset_it == p.end() ? 0u : 1u);
+  const std::string name = overridden || preset_it == p.end()
+                               ? fmt::format("gpt:layers={},d={},heads={},seq={},vocab={}",
+                                             c.layers, c.d, c.heads, c.seq, c.vocab)
+                               : fmt::format("gpt:preset={}", preset);
+  return gpt(name, c);
+}
+
 struct Builder {
   ZooEntry entry;
   std::function<ModelDef(const Params&)> build;
@@ -177,6 +210,11 @@ const std::vector<Builder>& builders() {
         "stage widths times K (width=K), 1000 classes, softmax CE",
         "resnet:depth=50"},
        &resnet_family},
+      {{"gpt",
+        "GPT-2-style decoder (nanoGPT's names, tied embeddings, next-token CE): "
+        "layers=L,d=D,heads=H,seq=S,vocab=V or preset=micro|mini|small|medium",
+        "gpt:preset=mini"},
+       &gpt_family},
       {{"mlp", "mlp-41m with every hidden width multiplied by K (size family)", "mlp:scale=0.5"},
        [](const Params& p) {
          reject_keys("mlp", p, {"scale"});

@@ -90,6 +90,9 @@ std::vector<Shape> layer_shapes(const ModelDef& def, const Shape& input);
 // The sample shape layer `layer` reads: shapes[input + 1] of its (first) input.
 const Shape& layer_input_shape(const ModelDef& def, const std::vector<Shape>& shapes, int layer);
 
+// The vocabulary of a model that reads token ids (its first layer an embedding), else 0.
+int64_t input_vocab(const ModelDef& def);
+
 struct ModelSummary {
   int64_t params = 0;
   int64_t forward_flops = 0;  // per sample

@@ -10,26 +10,6 @@
 namespace scalescope {
 namespace {
 
-// Appends layers to a graph, each reading the layer given (by default the last one added).
-class GraphBuilder {
- public:
-  explicit GraphBuilder(ModelDef& def) : def_(def) {}
-
-  int last() const { return static_cast<int>(def_.layers.size()) - 1; }
-  int add(LayerSpec layer, std::string name, std::vector<int> inputs) {
-    def_.layers.push_back(std::move(layer));
-    def_.names.push_back(std::move(name));
-    def_.inputs.push_back(std::move(inputs));
-    return last();
-  }
-  int add(LayerSpec layer, std::string name) {
-    return add(std::move(layer), std::move(name), {last()});
-  }
-
- private:
-  ModelDef& def_;
-};
-
 Conv2DSpec conv3x3(int64_t filters, int64_t stride) {
   return Conv2DSpec{filters, 3, stride, Padding::kExplicit, 1, false};
 }

@@ -19,8 +19,10 @@ enum class LabelFormat {
 struct LabelSpec {
   LabelFormat format = LabelFormat::kClassIndex;
   int64_t classes = 10;  // 2 for kBinary
+  // Class indices per sample: a sequence's next tokens (kClassIndex only), else 1.
+  int64_t positions = 1;
   // Floats per sample.
-  int64_t width() const { return format == LabelFormat::kOneHot ? classes : 1; }
+  int64_t width() const { return format == LabelFormat::kOneHot ? classes : positions; }
 };
 
 // A batch in host memory. Images are NHWC.

@@ -41,7 +41,7 @@ class Cifar10Dataset final : public Dataset {
   }
   int64_t size() const override { return count_; }
   Shape sample_shape() const override { return Shape{kCifarSide, kCifarSide, 3}; }
-  LabelSpec labels() const override { return LabelSpec{LabelFormat::kClassIndex, kClasses}; }
+  LabelSpec labels() const override { return LabelSpec{LabelFormat::kClassIndex, kClasses, 1}; }
 
   void read(int64_t index, float* input, float* label) const override {
     SS_CHECK(index >= 0 && index < count_, "{}: sample index {} out of range [0, {})", describe(),

@@ -11,7 +11,7 @@ namespace {
 
 constexpr std::string_view kAcceptedForms =
     "accepted: synthetic, synthetic:device, idx:DIR (MNIST-format IDX files), cifar10:DIR "
-    "(CIFAR-10 binary files)";
+    "(CIFAR-10 binary files), text:FILE (a file's bytes as tokens)";
 
 }  // namespace
 
@@ -41,6 +41,13 @@ DataSpec parse_data_spec(std::string_view text) {
     spec.path = std::string(argument);
     return spec;
   }
+  if (kind == "text") {
+    SS_CHECK(!argument.empty(), "data source '{}': text needs a file, as in text:FILE; {}", text,
+             kAcceptedForms);
+    spec.kind = DataSpec::Kind::kText;
+    spec.path = std::string(argument);
+    return spec;
+  }
   throw_error(fmt::format("data source '{}': unknown kind '{}'; {}", text, kind, kAcceptedForms));
 }
 
@@ -50,6 +57,11 @@ std::unique_ptr<Dataset> open_dataset(const DataSpec& spec, Split split) {
       return open_idx_dataset(spec.path, split);
     case DataSpec::Kind::kCifar10:
       return open_cifar10_dataset(spec.path, split);
+    case DataSpec::Kind::kText:
+      throw_error(fmt::format(
+          "data source '{}' is text, read as tokens of a sequence model's shape: open it with "
+          "open_text_dataset()",
+          spec.text));
     case DataSpec::Kind::kSynthetic:
     case DataSpec::Kind::kSyntheticDevice:
       break;

@@ -49,18 +49,20 @@ class Dataset {
 //   idx:DIR              MNIST-format IDX files (raw or .gz): DIR/{train,t10k}-{images-idx3,
 //                        labels-idx1}-ubyte[.gz], as Debian's dataset-fashion-mnist installs
 //   cifar10:DIR          CIFAR-10 binary: DIR/data_batch_{1..5}.bin and DIR/test_batch.bin
+//   text:FILE            a file's bytes as tokens, for sequence models (pipelines/tokens.h)
 struct DataSpec {
-  enum class Kind { kSynthetic, kSyntheticDevice, kIdx, kCifar10 };
+  enum class Kind { kSynthetic, kSyntheticDevice, kIdx, kCifar10, kText };
   Kind kind = Kind::kSynthetic;
-  std::string path;  // for idx and cifar10
+  std::string path;  // for idx, cifar10 and text
   std::string text;  // as given
 };
 
 // Throws Error naming the text and listing the accepted forms.
 DataSpec parse_data_spec(std::string_view text);
 
-// Opens `split` of a file-backed source (idx, cifar10): reads and checks every file now,
-// so a bad file is an error naming it before training starts.
+// Opens `split` of a file-backed source of images or features (idx, cifar10): reads and
+// checks every file now, so a bad file is an error naming it before training starts. Text is
+// opened for a sequence model's shape by open_text_dataset (pipelines/tokens.h).
 std::unique_ptr<Dataset> open_dataset(const DataSpec& spec, Split split);
 
 // A synthetic dataset of `size` samples with learnable labels (each class a fixed random

@@ -158,7 +158,7 @@ class IdxDataset final : public Dataset {
   }
   int64_t size() const override { return count_; }
   Shape sample_shape() const override { return Shape{height_, width_, 1}; }
-  LabelSpec labels() const override { return LabelSpec{LabelFormat::kClassIndex, kClasses}; }
+  LabelSpec labels() const override { return LabelSpec{LabelFormat::kClassIndex, kClasses, 1}; }
 
   void read(int64_t index, float* input, float* label) const override {
     SS_CHECK(index >= 0 && index < count_, "{}: sample index {} out of range [0, {})", describe(),

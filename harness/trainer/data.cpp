@@ -4,6 +4,7 @@
 #include "core/enum_names.h"
 #include "harness/trainer/labels.h"
 #include "pipelines/subset.h"
+#include "pipelines/tokens.h"
 
 namespace scalescope {
 namespace {
@@ -31,17 +32,33 @@ RunData open_run_data(const DataOptions& o, const ModelDef& model, uint64_t seed
   data.spec = parse_data_spec(o.spec);
   const bool synthetic = data.spec.kind == DataSpec::Kind::kSynthetic ||
                          data.spec.kind == DataSpec::Kind::kSyntheticDevice;
+  const int64_t vocab = input_vocab(model);
+  const TokenShape tokens{vocab > 0 ? model.default_input[0] : 0, vocab};
   if (synthetic) {
     data.sample_shape = model.default_input;
     const Shape output = summarize(model, data.sample_shape).output;
+    const int64_t size = kSyntheticTrain + kSyntheticEval;
     std::shared_ptr<const Dataset> all =
-        make_synthetic_dataset(data.sample_shape, label_spec_for(model.loss, output),
-                               kSyntheticTrain + kSyntheticEval, seed);
+        vocab > 0 ? make_synthetic_token_dataset(tokens, size, seed)
+                  : make_synthetic_dataset(data.sample_shape, label_spec_for(model.loss, output),
+                                           size, seed);
     data.train = std::make_shared<SubsetDataset>(all, 0, kSyntheticTrain, "synthetic train");
     data.eval =
         std::make_shared<SubsetDataset>(all, kSyntheticTrain, kSyntheticEval, "synthetic eval");
     data.device_resident = data.spec.kind == DataSpec::Kind::kSyntheticDevice;
+  } else if (data.spec.kind == DataSpec::Kind::kText) {
+    SS_CHECK(vocab > 0,
+             "data source '{}' is text, read as byte tokens, but model '{}' takes samples of "
+             "shape {}, not token ids (text is for sequence models such as gpt)",
+             data.spec.text, model.name, model.default_input.to_string());
+    data.train = open_text_dataset(data.spec.path, Split::kTrain, tokens);
+    data.eval = open_text_dataset(data.spec.path, Split::kEval, tokens);
+    data.sample_shape = model.default_input;
   } else {
+    SS_CHECK(vocab == 0,
+             "model '{}' reads token ids; data source '{}' holds images or features (use "
+             "text:FILE or synthetic)",
+             model.name, data.spec.text);
     data.train = open_dataset(data.spec, Split::kTrain);
     data.eval = open_dataset(data.spec, Split::kEval);
     data.sample_shape = data.train->sample_shape();
@@ -75,7 +92,8 @@ RunData open_run_data(const DataOptions& o, const ModelDef& model, uint64_t seed
            data.train->describe(), format_name(have.format), have.classes);
 
   TransformConfig t;
-  if (o.normalize && !synthetic) data.train->channel_stats(t.mean, t.stddev);
+  // Token ids are indices, not measurements: never normalized.
+  if (o.normalize && !synthetic && vocab == 0) data.train->channel_stats(t.mean, t.stddev);
   data.eval_transforms = t;
   t.crop_padding = o.crop_padding;
   t.flip = o.flip;

@@ -495,7 +495,11 @@ TEST_P(TorchInterop, CheckpointLoadsIntoPyTorchAndBack) {
   const int64_t batch = 4;
   const Shape in_shape = c.input.with_batch(batch);
   const Shape out_shape = model.output_shape().with_batch(batch);
-  const std::vector<float> x = random_values(in_shape.numel(), 7);
+  std::vector<float> x = random_values(in_shape.numel(), 7);
+  if (const int64_t vocab = input_vocab(model.def()); vocab > 0) {
+    Rng rng(7);  // a sequence model reads token ids
+    for (float& v : x) v = static_cast<float>(rng.below(static_cast<uint64_t>(vocab)));
+  }
   Tensor input(device, in_shape);
   input.copy_from_host(x);
   model.forward(input.data(), batch, stream);
@@ -575,7 +579,13 @@ INSTANTIATE_TEST_SUITE_P(
                     // values per channel, where fp32 rounding grows to ~1e-2 (PyTorch's fp32
                     // against its own fp64: 3e-3); evaluation mode still matches to 1e-4.
                     InteropCase{"ResNet18", "resnet:depth=18,image=64", Shape{64, 64, 3}},
-                    InteropCase{"ResNet50", "resnet:depth=50,image=32", Shape{32, 32, 3}, 3e-2f}),
+                    InteropCase{"ResNet50", "resnet:depth=50,image=32", Shape{32, 32, 3}, 3e-2f},
+                    // The reference decoder of torch_models.py (nanoGPT's names; lm_head tied to
+                    // transformer.wte, both keys in the checkpoint), and one of 3 heads over a
+                    // vocabulary that is not a power of two.
+                    InteropCase{"GptMicro", "gpt:preset=micro", Shape{64}},
+                    InteropCase{"GptThreeHeads", "gpt:layers=2,d=48,heads=3,seq=16,vocab=300",
+                                Shape{16}}),
     [](const testing::TestParamInfo<InteropCase>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -4,6 +4,7 @@
 // and evaluation; names as PyTorch's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -41,14 +42,21 @@ struct Batch {
   Tensor x, y, loss;
 };
 
+// Inputs in [-1, 1] (token ids for a sequence model) and class indices below 4 (below the
+// vocabulary, one per position, for a sequence model).
 Batch make_batch(Device& dev, const Model& m, int64_t n) {
-  Batch b{Tensor(dev, m.input_shape().with_batch(n)), Tensor(dev, Shape{n}), Tensor(dev, Shape{1})};
+  const Shape labels = label_shape(m.def().loss, m.output_shape()).with_batch(n);
+  Batch b{Tensor(dev, m.input_shape().with_batch(n)), Tensor(dev, labels), Tensor(dev, Shape{1})};
   Rng rng(9);
+  const int64_t vocab = input_vocab(m.def());
   std::vector<float> x(static_cast<size_t>(b.x.numel()));
-  for (float& v : x) v = rng.uniform(-1.0f, 1.0f);
+  for (float& v : x) {
+    v = vocab > 0 ? static_cast<float>(rng.below(static_cast<uint64_t>(vocab)))
+                  : rng.uniform(-1.0f, 1.0f);
+  }
   b.x.copy_from_host(x);
   std::vector<float> y;
-  for (int64_t i = 0; i < n; ++i) y.push_back(static_cast<float>(i % 4));
+  for (int64_t i = 0; i < labels.numel(); ++i) y.push_back(static_cast<float>(i % 4));
   b.y.copy_from_host(y);
   return b;
 }
@@ -95,6 +103,43 @@ void expect_gradients_match_finite_differences(const ModelDef& def) {
 
 TEST(ModelGraph, GradientsOfEveryParameterMatchFiniteDifferences) {
   expect_gradients_match_finite_differences(residual_graph());
+}
+
+// A whole decoder: residual streams read twice per block, and the token table read twice (the
+// embedding and the tied lm_head), its gradient the sum of both.
+TEST(ModelGraph, GptGradientsMatchFiniteDifferencesTiedWeightsIncluded) {
+  const ModelDef def = make_model("gpt:layers=2,d=8,heads=2,seq=4,vocab=11");
+  ASSERT_EQ(def.ties.size(), 1u);
+  expect_gradients_match_finite_differences(def);
+}
+
+// Without the tied head's share, the token table's gradient is the embedding's alone: the test
+// above must see the difference.
+TEST(ModelGraph, TheTiedHeadContributesToTheTokenTablesGradient) {
+  const ModelDef def = make_model("gpt:layers=1,d=8,heads=2,seq=4,vocab=11");
+  CpuDevice dev(0, 1);
+  Stream& s = dev.default_stream();
+  Model m(def, def.default_input, dev, 4);
+  ASSERT_EQ(m.params().front().name, "transformer.wte.weight");
+  ASSERT_EQ(m.param_aliases().size(), 1u);
+  EXPECT_EQ(m.param_aliases()[0].name, "lm_head.weight");
+  EXPECT_EQ(m.param_aliases()[0].param, 0u);
+  Batch b = make_batch(dev, m, 2);
+  m.forward(b.x.data(), 2, s);
+  m.loss_forward_backward(b.y.data(), 0.5f, b.loss.data(), s);
+  m.backward(s);
+  const std::vector<float> grads = m.grads().to_host();
+  // Token 10 never occurs in the inputs (make_batch draws below the vocabulary, and 11 ids
+  // over 8 positions miss some): its embedding row gets a gradient from lm_head alone.
+  std::vector<float> ids = b.x.to_host();
+  double head_only = 0.0;
+  for (int64_t token = 0; token < 11; ++token) {
+    if (std::find(ids.begin(), ids.end(), static_cast<float>(token)) != ids.end()) continue;
+    for (int64_t c = 0; c < 8; ++c) {
+      head_only += std::abs(grads[static_cast<size_t>(m.param_offset(0) + token * 8 + c)]);
+    }
+  }
+  EXPECT_GT(head_only, 0.0) << "rows of tokens absent from the input got no gradient";
 }
 
 // An Add may read the model's input itself (a residual connection around the first layer).

@@ -219,3 +219,76 @@ TEST(Zoo, LayersRejectShapesTheyCannotTake) {
 
 }  // namespace
 }  // namespace scalescope
+
+namespace scalescope {
+namespace {
+
+// GPT-2's counts with the token table counted once (nanoGPT's get_num_params with the
+// position embedding included): 124,439,808 for small, 354,823,168 for medium.
+TEST(Zoo, GptParameterCountsAreGpt2s) {
+  EXPECT_EQ(params_of("gpt:preset=small"), 124439808);
+  EXPECT_EQ(params_of("gpt:preset=medium"), 354823168);
+  EXPECT_EQ(params_of("gpt:layers=12,d=768,heads=12,seq=1024,vocab=50257"), 124439808);
+  // micro: wte 256·128 + wpe 64·128 + 2 blocks of (2·2·128 + 128·384 + 384 + 128·128 + 128 +
+  // 128·512 + 512 + 512·128 + 128) + ln_f 2·128.
+  const int64_t block =
+      4 * 128 + (128 * 384 + 384) + (128 * 128 + 128) + (128 * 512 + 512) + (512 * 128 + 128);
+  EXPECT_EQ(params_of("gpt:preset=micro"), 256 * 128 + 64 * 128 + 2 * block + 2 * 128);
+  EXPECT_EQ(params_of("gpt"), params_of("gpt:preset=micro"));
+}
+
+TEST(Zoo, GptNamesAreNanoGptsAndTheHeadIsTied) {
+  const ModelDef def = make_model("gpt:layers=2,d=16,heads=2,seq=8,vocab=50");
+  const std::vector<ParamInfo> params = param_infos(def, def.default_input);
+  std::vector<std::string> names;
+  for (const ParamInfo& p : params) names.push_back(p.name);
+  ASSERT_EQ(names.size(), 2u + 2u * 12u + 2u);
+  EXPECT_EQ(names[0], "transformer.wte.weight");
+  EXPECT_EQ(names[1], "transformer.wpe.weight");
+  EXPECT_EQ(names[2], "transformer.h.0.ln_1.weight");
+  EXPECT_EQ(names[4], "transformer.h.0.attn.c_attn.weight");
+  EXPECT_EQ(names[6], "transformer.h.0.attn.c_proj.weight");
+  EXPECT_EQ(names[10], "transformer.h.0.mlp.c_fc.weight");
+  EXPECT_EQ(names[13], "transformer.h.0.mlp.c_proj.bias");
+  EXPECT_EQ(names.back(), "transformer.ln_f.bias");
+  EXPECT_EQ(params[4].spec.shape, (Shape{48, 16}));  // nn.Linear(d, 3d): [out, in]
+  const std::vector<ParamAlias> aliases = param_aliases(def, def.default_input);
+  ASSERT_EQ(aliases.size(), 1u);
+  EXPECT_EQ(aliases[0].name, "lm_head.weight");
+  EXPECT_EQ(aliases[0].param, 0u);
+  const ModelSummary s = summarize(def, def.default_input);
+  EXPECT_EQ(s.input, Shape{8});
+  EXPECT_EQ(s.output, (Shape{8, 50}));
+  EXPECT_EQ(input_vocab(def), 50);
+  EXPECT_EQ(input_vocab(make_model("cifar-cnn")), 0);
+}
+
+TEST(Zoo, GptSpecsAreNamedAsTyped) {
+  EXPECT_EQ(make_model("gpt:preset=mini").name, "gpt:preset=mini");
+  EXPECT_EQ(make_model("gpt:preset=mini,layers=2").name,
+            "gpt:layers=2,d=256,heads=4,seq=128,vocab=256");
+  EXPECT_EQ(make_model("gpt").name, "gpt:layers=2,d=128,heads=4,seq=64,vocab=256");
+}
+
+TEST(Zoo, BadGptSpecsNameTheProblem) {
+  expect_error("gpt:preset=large", "no preset 'large' (presets: micro, mini, small, medium)");
+  expect_error("gpt:d=100,heads=3", "d=100 is not a multiple of heads=3");
+  expect_error("gpt:layers=0", "layers=0");
+  expect_error("gpt:vocab=1.5", "vocab=1.5");
+  expect_error("gpt:width=2", "no parameter 'width'");
+  const ModelDef def = make_model("gpt:layers=1,d=8,heads=2,seq=4,vocab=11");
+  ModelDef bad = def;
+  bad.ties = {ModelDef::Tie{0, 3}};
+  EXPECT_THROW(param_infos(bad, bad.default_input), Error);  // tied to a later layer
+  bad.ties = {ModelDef::Tie{static_cast<int>(def.layers.size()) - 1, 1}};
+  try {
+    param_infos(bad, bad.default_input);
+    ADD_FAILURE() << "a tie of two shapes accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("cannot share the weight of layer 1"), std::string::npos)
+        << e.message();
+  }
+}
+
+}  // namespace
+}  // namespace scalescope

@@ -102,7 +102,7 @@ TEST(SyntheticDataset, DifferentSeedsDiffer) {
 }
 
 TEST(SyntheticDataset, LabelsInRangeInEveryFormat) {
-  const auto idx = make_synthetic_dataset(Shape{3}, LabelSpec{LabelFormat::kClassIndex, 7}, 500, 1);
+  const auto idx = make_synthetic_dataset(Shape{3}, LabelSpec{LabelFormat::kClassIndex, 7, 1}, 500, 1);
   std::map<float, int> counts;
   std::vector<float> y;
   for (int64_t i = 0; i < 500; ++i) {
@@ -115,7 +115,7 @@ TEST(SyntheticDataset, LabelsInRangeInEveryFormat) {
   }
   EXPECT_EQ(counts.size(), 7u);  // every class occurs
 
-  const auto onehot = make_synthetic_dataset(Shape{3}, LabelSpec{LabelFormat::kOneHot, 4}, 50, 1);
+  const auto onehot = make_synthetic_dataset(Shape{3}, LabelSpec{LabelFormat::kOneHot, 4, 1}, 50, 1);
   for (int64_t i = 0; i < 50; ++i) {
     sample(*onehot, i, &y);
     ASSERT_EQ(y.size(), 4u);
@@ -127,7 +127,7 @@ TEST(SyntheticDataset, LabelsInRangeInEveryFormat) {
     EXPECT_EQ(sum, 1.0f);
   }
 
-  const auto binary = make_synthetic_dataset(Shape{3}, LabelSpec{LabelFormat::kBinary, 2}, 200, 1);
+  const auto binary = make_synthetic_dataset(Shape{3}, LabelSpec{LabelFormat::kBinary, 2, 1}, 200, 1);
   counts.clear();
   for (int64_t i = 0; i < 200; ++i) {
     sample(*binary, i, &y);
@@ -140,7 +140,7 @@ TEST(SyntheticDataset, LabelsInRangeInEveryFormat) {
 
 TEST(SyntheticDataset, SamplesOfAClassAreCloserThanSamplesOfDifferentClasses) {
   const auto ds =
-      make_synthetic_dataset(Shape{256}, LabelSpec{LabelFormat::kClassIndex, 4}, 64, 3, 0.5f);
+      make_synthetic_dataset(Shape{256}, LabelSpec{LabelFormat::kClassIndex, 4, 1}, 64, 3, 0.5f);
   std::vector<std::vector<float>> xs, ys(64);
   for (int64_t i = 0; i < 64; ++i) xs.push_back(sample(*ds, i, &ys[static_cast<size_t>(i)]));
   double same = 0.0, other = 0.0;
@@ -168,7 +168,7 @@ TEST(SyntheticDataset, SamplesOfAClassAreCloserThanSamplesOfDifferentClasses) {
 
 TEST(SyntheticDataset, ChannelStatsOfAnImageShape) {
   const auto ds =
-      make_synthetic_dataset(Shape{2, 2, 3}, LabelSpec{LabelFormat::kClassIndex, 3}, 40, 5);
+      make_synthetic_dataset(Shape{2, 2, 3}, LabelSpec{LabelFormat::kClassIndex, 3, 1}, 40, 5);
   std::array<double, 3> sum{}, sq{};
   for (int64_t i = 0; i < 40; ++i) {
     const std::vector<float> x = sample(*ds, i);
@@ -198,11 +198,11 @@ TEST(SyntheticDataset, RejectsBadArguments) {
   EXPECT_CONTAINS(error_of([&] { make_synthetic_dataset(Shape{0}, ten, 10, 1); }), "[0]");
   EXPECT_CONTAINS(error_of([&] { make_synthetic_dataset(Shape{}, ten, 10, 1); }), "shape");
   EXPECT_CONTAINS(error_of([&] {
-                    make_synthetic_dataset(Shape{4}, LabelSpec{LabelFormat::kClassIndex, 1}, 10, 1);
+                    make_synthetic_dataset(Shape{4}, LabelSpec{LabelFormat::kClassIndex, 1, 1}, 10, 1);
                   }),
                   "at least 2 classes");
   EXPECT_CONTAINS(error_of([&] {
-                    make_synthetic_dataset(Shape{4}, LabelSpec{LabelFormat::kBinary, 3}, 10, 1);
+                    make_synthetic_dataset(Shape{4}, LabelSpec{LabelFormat::kBinary, 3, 1}, 10, 1);
                   }),
                   "binary");
   EXPECT_CONTAINS(error_of([&] { make_synthetic_dataset(Shape{4}, ten, 10, 1, -1.0f); }), "noise");

@@ -210,7 +210,7 @@ TEST(Pipeline, EveryReplicaGetsItsShard) {
 
 TEST(Pipeline, OneHotLabels) {
   IndexDataset::Options options;
-  options.labels = LabelSpec{LabelFormat::kOneHot, 5};
+  options.labels = LabelSpec{LabelFormat::kOneHot, 5, 1};
   options.shape = Shape{3};
   const IndexDataset data(options);
   const Sampler sampler(50, 8, 1, 3);
