@@ -148,7 +148,12 @@ int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionL
   const bool lead = parsed.launch.lead;
   SweepOptions o = args.options;
   if (!names.given("models") && resolve_devices(o, names).kind == DeviceKind::kCuda) {
-    o.models = kGpuDefaultModels;
+    o.models.clear();
+    for (const DefaultModel& m : kGpuDefaultModels) {
+      o.models.push_back(m.spec);
+      if (!names.given("batch") && !names.given("global_batch"))
+        o.model_batches[m.spec] = m.batches;
+    }
   }
   o.command_line = command_line();
   o.train.cluster = parsed.launch.cluster.get();

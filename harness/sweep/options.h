@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -18,9 +19,19 @@
 
 namespace scalescope {
 
-// The default models where the devices are GPUs: the workload of the published scaling
-// references (tf_cnn_benchmarks, PyTorch's DDP benchmark, MLPerf).
-inline const std::vector<std::string> kGpuDefaultModels = {"resnet:depth=50"};
+// The default models where the devices are GPUs, the workloads of the published scaling
+// references, each at the per-GPU batch sizes those use unless --batch is given.
+struct DefaultModel {
+  std::string spec;
+  std::vector<int64_t> batches;
+};
+inline const std::vector<DefaultModel> kGpuDefaultModels = {
+    // tf_cnn_benchmarks' fp32 runs take 64 images per GPU; PyTorch's DDP benchmark 32-128.
+    {"resnet:depth=50", {64, 128}},
+    // nanoGPT's GPT-2 reproduction: 12 sequences of 1024 tokens per GPU (8 where memory is
+    // short).
+    {"gpt:preset=small", {8, 12}},
+};
 
 struct SweepOptions {
   // The default sweep on CPU devices finishes in about a minute on 2 cores and shows three
@@ -34,6 +45,9 @@ struct SweepOptions {
   // split over the devices (strong scaling).
   std::vector<int64_t> batches = {32, 64};
   std::vector<int64_t> global_batches;
+  // Per-device batch sizes of a model that replace `batches` for it (the GPU default
+  // sweep's: each model at its references' sizes); weak scaling only.
+  std::map<std::string, std::vector<int64_t>> model_batches;
   int threads = 0;             // per CPU device; 0: usable cores / most devices
   bool oversubscribe = false;  // allow CPU devices × threads > usable cores
   int repeats = 3;
@@ -67,6 +81,11 @@ struct SweepOptions {
   // The batch sizes of the grid: per device (weak) or global (strong).
   const std::vector<int64_t>& axis_batches() const {
     return global_batches.empty() ? batches : global_batches;
+  }
+  // Those of `model`'s points.
+  const std::vector<int64_t>& axis_batches(const std::string& model) const {
+    const auto it = model_batches.find(model);
+    return it != model_batches.end() && global_batches.empty() ? it->second : axis_batches();
   }
 };
 

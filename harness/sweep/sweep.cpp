@@ -109,7 +109,7 @@ std::vector<SweepPoint> sweep_grid(const SweepOptions& o, const DeviceAxis& axis
   std::vector<SweepPoint> points;
   const int threads = backend(axis.kind).logical() ? cpu_threads_per_device(o, axis) : 0;
   for (const std::string& model : o.models) {
-    for (int64_t batch : o.axis_batches()) {
+    for (int64_t batch : o.axis_batches(model)) {
       for (int n : axis.counts) {
         SweepPoint p;
         p.model = model;

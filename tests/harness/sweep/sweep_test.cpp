@@ -107,6 +107,24 @@ TEST(SweepGrid, BucketCapsAreAnAxisBeyondOneDevice) {
   EXPECT_EQ(grid[1].label(), "dense-100 cpu:2 batch 8 bucket 1 MB (first 0.5 MB)");
 }
 
+// The GPU default sweep runs each model at its own references' batch sizes; other models, and
+// every model under strong scaling, take the sweep's.
+TEST(SweepGrid, AModelsOwnBatchSizesReplaceTheSweeps) {
+  SweepOptions o = tiny("unused.json");
+  o.models = {"dense-100", "cifar-cnn"};
+  o.batches = {8};
+  o.devices = "cpu:1";
+  o.model_batches = {{"cifar-cnn", {3, 5}}};
+  std::vector<std::pair<std::string, int64_t>> seen;
+  for (const SweepPoint& p : sweep_grid(o, resolve_devices(o))) seen.emplace_back(p.model, p.batch);
+  EXPECT_EQ(seen, (std::vector<std::pair<std::string, int64_t>>{
+                      {"dense-100", 8}, {"cifar-cnn", 3}, {"cifar-cnn", 5}}));
+  o.global_batches = {16};
+  for (const SweepPoint& p : sweep_grid(o, resolve_devices(o))) EXPECT_EQ(p.global_batch, 16);
+  ASSERT_EQ(kGpuDefaultModels.size(), 2u);
+  EXPECT_EQ(kGpuDefaultModels[1].spec, "gpt:preset=small");
+}
+
 TEST(Sweep, EveryBucketCapRunsAndTheReportNamesTheBest) {
   SweepOptions o = tiny("buckets.json");
   o.repeats = 1;
