@@ -103,6 +103,7 @@ std::string layer_kind(const LayerSpec& layer) {
     std::string operator()(const PositionEmbeddingSpec&) const { return "posembedding"; }
     std::string operator()(const LayerNormSpec&) const { return "layernorm"; }
     std::string operator()(const CausalSelfAttentionSpec&) const { return "attention"; }
+    std::string operator()(const DropoutSpec&) const { return "dropout"; }
   };
   return std::visit(Names{}, layer);
 }

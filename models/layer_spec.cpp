@@ -98,6 +98,7 @@ std::string describe(const LayerSpec& layer) {
           [](const CausalSelfAttentionSpec& a) {
             return fmt::format("CausalSelfAttention({} heads)", a.heads);
           },
+          [](const DropoutSpec& d) { return fmt::format("Dropout({:g})", d.rate); },
       },
       layer);
 }
@@ -120,6 +121,7 @@ std::string torch_module(const LayerSpec& layer) {
           [](const CausalSelfAttentionSpec&) {
             return std::string("scaled_dot_product_attention");
           },
+          [](const DropoutSpec&) { return std::string("Dropout"); },
       },
       layer);
 }
@@ -232,6 +234,11 @@ Shape output_shape(const LayerSpec& layer, const Shape& in) {
                      describe(layer), a.heads, in.to_string());
             return Shape{in[0], in[1] / 3};
           },
+          [&](const DropoutSpec& d) {
+            SS_CHECK(d.rate >= 0.0f && d.rate < 1.0f, "{}: the rate must be in [0, 1)",
+                     describe(layer));
+            return in;
+          },
       },
       layer);
 }
@@ -324,6 +331,7 @@ int64_t forward_flops(const LayerSpec& layer, const Shape& in) {
             const int64_t d = in[1] / 3;
             return 4 * s * s * d + 5 * a.heads * s * s;
           },
+          [&](const DropoutSpec&) { return in.numel(); },
       },
       layer);
 }

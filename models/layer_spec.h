@@ -87,10 +87,19 @@ struct LayerNormSpec {
 struct CausalSelfAttentionSpec {
   int64_t heads = 1;
 };
+// Inverted dropout (nn.Dropout) in training; the identity in evaluation. Element i of the k-th
+// training forward survives with probability 1 − rate, decided by a hash of (seed, k, i)
+// (kernel_math/dropout_math.h), and is scaled by 1 / (1 − rate); backward applies that
+// forward's mask. Every replica draws the same masks (as DDP ranks seeded alike).
+struct DropoutSpec {
+  float rate = 0.0f;
+  uint64_t seed = 0;
+};
+
 using LayerSpec =
     std::variant<Conv2DSpec, MaxPool2DSpec, DenseSpec, ActivationSpec, FlattenSpec,
                  GlobalAvgPoolSpec, BatchNorm2DSpec, PadShortcutSpec, AddSpec, EmbeddingSpec,
-                 PositionEmbeddingSpec, LayerNormSpec, CausalSelfAttentionSpec>;
+                 PositionEmbeddingSpec, LayerNormSpec, CausalSelfAttentionSpec, DropoutSpec>;
 
 enum class LossKind {
   // logits [N, K], labels [N] holding class indices; or logits [N, S, K] of a sequence,

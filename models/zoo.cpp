@@ -120,7 +120,7 @@ ModelDef resnet_family(const Params& p) {
 // values (micro's without one). The name is the preset's alone when nothing overrides it, else
 // every key spelled out.
 ModelDef gpt_family(const Params& p) {
-  reject_keys("gpt", p, {"preset", "layers", "d", "heads", "seq", "vocab"});
+  reject_keys("gpt", p, {"preset", "layers", "d", "heads", "seq", "vocab", "dropout"});
   const auto preset_it = p.find("preset");
   const std::string preset = preset_it == p.end() ? "micro" : preset_it->second;
   const GptPreset* base = nullptr;
@@ -140,11 +140,20 @@ ModelDef gpt_family(const Params& p) {
   set("heads", c.heads, 1000);
   set("seq", c.seq, 1000000);
   set("vocab", c.vocab, 10000000);
-  const bool overridden = p.size() > (preset_it == p.end() ? 0u : 1u);
-  const std::string name = overridden || preset_it == p.end()
-                               ? fmt::format("gpt:layers={},d={},heads={},seq={},vocab={}",
-                                             c.layers, c.d, c.heads, c.seq, c.vocab)
-                               : fmt::format("gpt:preset={}", preset);
+  const auto dropout_it = p.find("dropout");
+  if (dropout_it != p.end()) {
+    const double rate =
+        dropout_it->second == "0" ? 0.0 : parse_positive("gpt", "dropout", dropout_it->second);
+    SS_CHECK(rate < 1.0, "model 'gpt': dropout={} is not in [0, 1)", dropout_it->second);
+    c.dropout = static_cast<float>(rate);
+  }
+  const size_t shape_keys =
+      p.size() - (preset_it == p.end() ? 0 : 1) - (dropout_it == p.end() ? 0 : 1);
+  std::string name = shape_keys > 0 || preset_it == p.end()
+                         ? fmt::format("gpt:layers={},d={},heads={},seq={},vocab={}", c.layers, c.d,
+                                       c.heads, c.seq, c.vocab)
+                         : fmt::format("gpt:preset={}", preset);
+  if (c.dropout > 0.0f) name += ",dropout=" + format_factor(c.dropout);
   return gpt(name, c);
 }
 
@@ -212,7 +221,7 @@ const std::vector<Builder>& builders() {
        &resnet_family},
       {{"gpt",
         "GPT-2-style decoder (nanoGPT's names, tied embeddings, next-token CE): "
-        "layers=L,d=D,heads=H,seq=S,vocab=V or preset=micro|mini|small|medium",
+        "layers=L,d=D,heads=H,seq=S,vocab=V or preset=micro|mini|small|medium, dropout=P",
         "gpt:preset=mini"},
        &gpt_family},
       {{"mlp", "mlp-41m with every hidden width multiplied by K (size family)", "mlp:scale=0.5"},

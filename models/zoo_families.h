@@ -54,12 +54,15 @@ struct GptConfig {
   int64_t heads = 0;
   int64_t seq = 0;  // the context: positions per sample
   int64_t vocab = 0;
+  // nanoGPT's dropout after the embeddings and on each residual branch (not on the attention
+  // weights, which the attention kernel does not drop); 0: none, no dropout layers at all.
+  float dropout = 0.0f;
 };
-// nanoGPT's GPT with bias and no dropout: token and position embeddings, `layers` pre-norm
-// blocks (x + attn(ln_1(x)), then x + mlp(ln_2(x)) with a 4d GELU MLP), ln_f, and lm_head tied
-// to the token embedding; next-token cross-entropy over every position. Named as nanoGPT
-// (transformer.wte, transformer.h.0.attn.c_attn, ..., lm_head). Throws Error when d is not a
-// multiple of heads or a size is not positive.
+// nanoGPT's GPT with bias (dropout only when config.dropout > 0): token and position embeddings,
+// `layers` pre-norm blocks (x + attn(ln_1(x)), then x + mlp(ln_2(x)) with a 4d GELU MLP), ln_f, and
+// lm_head tied to the token embedding; next-token cross-entropy over every position. Named as
+// nanoGPT (transformer.wte, transformer.h.0.attn.c_attn, ..., lm_head). Throws Error when d is not
+// a multiple of heads or a size is not positive.
 ModelDef gpt(const std::string& name, const GptConfig& config);
 
 struct GptPreset {

@@ -6,6 +6,7 @@
 
 #include "harness/cli/commands.h"
 #include "models/zoo.h"
+#include "models/zoo_families.h"
 
 namespace scalescope::cli {
 namespace {
@@ -28,24 +29,20 @@ std::string flops_text(int64_t flops) {
   return fmt::format("{:.1f} kFLOP", f / 1e3);
 }
 
-// The fixed models, then a few sizes of each family to show the span of the size axis.
+// The fixed models, a few sizes of each width family to show the span of the size axis, and
+// the presets of the depth and decoder families.
 std::vector<std::string> listed_specs() {
-  return {"cifar-cnn",
-          "mlp-41m",
-          "dense-100",
-          "gap-cnn",
-          "cnn:width=0.5",
-          "cnn:width=2",
-          "cnn:width=4",
-          "cnn:width=12",
-          "mlp:scale=0.01",
-          "mlp:scale=0.1",
-          "mlp:scale=1",
-          "cifar-resnet:depth=20",
-          "cifar-resnet:depth=56",
-          "cifar-resnet:depth=110",
-          "resnet:depth=18",
-          "resnet:depth=50"};
+  std::vector<std::string> specs = {"cifar-cnn",     "mlp-41m",       "dense-100",
+                                    "gap-cnn",       "cnn:width=0.5", "cnn:width=2",
+                                    "cnn:width=4",   "cnn:width=12",  "mlp:scale=0.01",
+                                    "mlp:scale=0.1", "mlp:scale=1"};
+  for (const int depth : {20, 32, 44, 56, 110}) {
+    specs.push_back(fmt::format("cifar-resnet:depth={}", depth));
+  }
+  for (const int depth : {18, 34, 50, 101, 152})
+    specs.push_back(fmt::format("resnet:depth={}", depth));
+  for (const GptPreset& p : gpt_presets()) specs.push_back(fmt::format("gpt:preset={}", p.name));
+  return specs;
 }
 
 // The given specs, or with none the list above. A bad spec fails the command with the

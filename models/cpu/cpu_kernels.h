@@ -37,6 +37,8 @@ std::unique_ptr<LayerKernel> make_cpu_embedding(const EmbeddingSpec& spec,
 std::unique_ptr<LayerKernel> make_cpu_position_embedding(const PositionEmbeddingSpec& spec,
                                                          const LayerBinding& binding,
                                                          Device& device);
+// cpu_dropout.cpp: called by make_cpu_layer, which checks the binding.
+std::unique_ptr<LayerKernel> make_cpu_dropout(const DropoutSpec& spec, const LayerBinding& binding);
 // cpu_losses.cpp
 std::unique_ptr<LossKernel> make_cpu_loss(LossKind kind, const Shape& output, Device& device);
 // cpu_optimizers.cpp

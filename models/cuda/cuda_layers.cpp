@@ -122,6 +122,35 @@ class ActivationKernel final : public LayerKernel {
   int64_t count_;
 };
 
+// Dropout: each training forward draws the next pass's mask (kernel_math/dropout_math.h, the
+// CPU kernel's), and the backward that follows applies it again.
+class DropoutKernel final : public LayerKernel {
+ public:
+  DropoutKernel(const DropoutSpec& spec, int64_t count)
+      : spec_(spec), scale_(1.0f / (1.0f - spec.rate)), count_(count) {}
+
+  void forward(const float* in, float* out, Stream& stream) override {
+    ++pass_;
+    cuda_ops::dropout(in, out, count_, spec_.rate, scale_, spec_.seed, pass_, cuda_stream(stream));
+  }
+  void forward_eval(const float* in, float* out, Stream& stream) override {
+    SS_CHECK_CUDA(cudaMemcpyAsync(out, in, static_cast<size_t>(count_) * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, cuda_stream(stream)));
+  }
+  void backward(const float*, const float*, const float* dout, float* din,
+                Stream& stream) override {
+    if (din == nullptr) return;
+    cuda_ops::dropout(dout, din, count_, spec_.rate, scale_, spec_.seed, pass_,
+                      cuda_stream(stream));
+  }
+
+ private:
+  DropoutSpec spec_;
+  float scale_;
+  int64_t count_;
+  uint64_t pass_ = 0;
+};
+
 // Max pooling in our kernels rather than cuDNN's: cuDNN's backward may split the gradient of
 // tied inputs differently, where ours sends it to the same input as the CPU kernel (the first
 // maximum of the window); NaN wins as there. No workspace: backward finds each window's
@@ -236,6 +265,9 @@ std::unique_ptr<LayerKernel> make_cuda_layer(const LayerSpec& spec, const LayerB
           [&](const EmbeddingSpec& e) { return make_cuda_embedding(e, b, device); },
           [&](const PositionEmbeddingSpec& p) {
             return make_cuda_position_embedding(p, b, device);
+          },
+          [&](const DropoutSpec& d) -> std::unique_ptr<LayerKernel> {
+            return std::make_unique<DropoutKernel>(d, b.in.numel());
           },
       },
       spec);

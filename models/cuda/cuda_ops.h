@@ -55,6 +55,10 @@ void activation_forward(Activation kind, const float* x, float* y, int64_t count
 void activation_backward(Activation kind, const float* x, const float* y, const float* dy,
                          float* dx, int64_t count, cudaStream_t stream);
 
+// y = kernel_math::dropout_apply(x, dropout_keep(seed, pass, i, rate), scale) element-wise.
+void dropout(const float* x, float* y, int64_t count, float rate, float scale, uint64_t seed,
+             uint64_t pass, cudaStream_t stream);
+
 // out[b, c, r] = in[b, r, c] for b < batches: NHWC -> NCHW is (N, H·W, C), NCHW -> NHWC is
 // (N, C, H·W), OIHW -> OHWI is (O, I, KH·KW), OHWI -> OIHW is (O, KH·KW, I).
 void transpose(const float* in, float* out, int64_t batches, int64_t rows, int64_t cols,

@@ -12,6 +12,7 @@
 #include "models/cuda/launch_shape.cuh"
 #include "models/kernel_math/activation_math.h"
 #include "models/kernel_math/bias_math.h"
+#include "models/kernel_math/dropout_math.h"
 #include "models/kernel_math/layout_math.h"
 #include "models/kernel_math/pool_math.h"
 
@@ -73,6 +74,14 @@ __global__ void activation_backward_kernel(const float* x, const float* y, const
   for (int64_t i = first_index(); i < count; i += grid_stride()) {
     const bool reads_x = kKind == Activation::kGelu;
     dx[i] = km::activation_backward(kKind, reads_x ? x[i] : 0.0f, reads_x ? 0.0f : y[i], dy[i]);
+  }
+}
+
+__global__ void dropout_kernel(const float* x, float* y, int64_t count, float rate, float scale,
+                               uint64_t seed, uint64_t pass) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const bool keep = km::dropout_keep(seed, pass, static_cast<uint64_t>(i), rate);
+    y[i] = km::dropout_apply(x[i], keep, scale);
   }
 }
 
@@ -239,6 +248,13 @@ void activation_backward(Activation kind, const float* x, const float* y, const 
       break;
   }
   check_launch("activation_backward_kernel");
+}
+
+void dropout(const float* x, float* y, int64_t count, float rate, float scale, uint64_t seed,
+             uint64_t pass, cudaStream_t stream) {
+  if (count == 0) return;
+  dropout_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, count, rate, scale, seed, pass);
+  check_launch("dropout_kernel");
 }
 
 void transpose(const float* in, float* out, int64_t batches, int64_t rows, int64_t cols,

@@ -233,6 +233,9 @@ std::vector<double> reference_forward(const LayerSpec& layer, const Shape& in,
           [&](const PositionEmbeddingSpec&) {
             return reference_position_embedding(in, input, params[0]);
           },
+          [&](const DropoutSpec&) -> std::vector<double> {
+            throw_error("reference: dropout's mask depends on the pass; dropout_test checks it");
+          },
       },
       layer);
 }

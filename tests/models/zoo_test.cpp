@@ -270,6 +270,19 @@ TEST(Zoo, GptSpecsAreNamedAsTyped) {
   EXPECT_EQ(make_model("gpt").name, "gpt:layers=2,d=128,heads=4,seq=64,vocab=256");
 }
 
+// Dropout adds layers (after the embeddings and on both branches of every block), no
+// parameters, and keeps the preset's name.
+TEST(Zoo, GptDropoutIsLayersWithoutParameters) {
+  const ModelDef plain = make_model("gpt:preset=micro");
+  const ModelDef dropped = make_model("gpt:preset=micro,dropout=0.1");
+  EXPECT_EQ(dropped.name, "gpt:preset=micro,dropout=0.1");
+  EXPECT_EQ(dropped.layers.size(), plain.layers.size() + 1 + 2 * 2);
+  EXPECT_EQ(params_of("gpt:preset=micro,dropout=0.1"), params_of("gpt:preset=micro"));
+  EXPECT_EQ(make_model("gpt:preset=micro,dropout=0").name, "gpt:preset=micro");
+  expect_error("gpt:dropout=1", "dropout=1 is not in [0, 1)");
+  expect_error("gpt:dropout=-0.1", "dropout=-0.1");
+}
+
 TEST(Zoo, BadGptSpecsNameTheProblem) {
   expect_error("gpt:preset=large", "no preset 'large' (presets: micro, mini, small, medium)");
   expect_error("gpt:d=100,heads=3", "d=100 is not a multiple of heads=3");

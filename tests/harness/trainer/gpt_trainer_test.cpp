@@ -86,6 +86,17 @@ TEST(GptTrainer, ReplicasStayIdenticalAndEveryStepIsChecked) {
   EXPECT_EQ(train(gpt_run("cpu:2", 4)).consistency_checks, 4);
 }
 
+// Dropout draws the same masks on every replica (as DDP ranks seeded alike), so the replicas
+// stay identical; and it is applied: the run differs from one without it.
+TEST(GptTrainer, WithDropoutReplicasStayIdenticalAndTrainOtherwise) {
+  TrainOptions o = gpt_run("cpu:2", 4);
+  o.model = std::string(kTinyGpt) + ",dropout=0.2";
+  EXPECT_EQ(train(o).consistency_checks, 4);
+  const auto with = testing_util::trained_weights(o, "dropout");
+  const auto without = testing_util::trained_weights(gpt_run("cpu:2", 4), "no-dropout");
+  EXPECT_GT(testing_util::worst_difference(with, without), 1e-3);
+}
+
 // The entropy of the file's bytes, in nats: the loss of the best model that ignores context.
 double unigram_entropy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
