@@ -150,37 +150,43 @@ int64_t conv_output_size(int64_t in, int64_t kernel, int64_t stride, Padding pad
   return padded < kernel ? 0 : (padded - kernel) / stride + 1;
 }
 
+namespace {
+
+Shape conv_output_shape(const LayerSpec& layer, const Conv2DSpec& c, const Shape& in) {
+  require_image(layer, in);
+  SS_CHECK(c.filters > 0 && c.kernel > 0 && c.stride > 0, "{} has a non-positive size",
+           describe(layer));
+  SS_CHECK(c.pad >= 0 && c.pad < c.kernel, "{}: padding {} must be in [0, {})", describe(layer),
+           c.pad, c.kernel);
+  const int64_t h = conv_output_size(in[0], c.kernel, c.stride, c.padding, c.pad);
+  const int64_t w = conv_output_size(in[1], c.kernel, c.stride, c.padding, c.pad);
+  SS_CHECK(h > 0 && w > 0,
+           "{} cannot take an input of shape {}: the kernel is larger than the image",
+           describe(layer), in.to_string());
+  return Shape{h, w, c.filters};
+}
+
+Shape pool_output_shape(const LayerSpec& layer, const MaxPool2DSpec& p, const Shape& in) {
+  require_image(layer, in);
+  SS_CHECK(p.pool > 0 && p.stride > 0, "{} has a non-positive size", describe(layer));
+  // PyTorch's bound, which also leaves every window a pixel of the image.
+  SS_CHECK(p.pad >= 0 && p.pad <= p.pool / 2, "{}: padding {} must be in [0, {}]", describe(layer),
+           p.pad, p.pool / 2);
+  const int64_t h = conv_output_size(in[0], p.pool, p.stride, Padding::kExplicit, p.pad);
+  const int64_t w = conv_output_size(in[1], p.pool, p.stride, Padding::kExplicit, p.pad);
+  SS_CHECK(h > 0 && w > 0,
+           "{} cannot take an input of shape {}: the image is smaller than the pool",
+           describe(layer), in.to_string());
+  return Shape{h, w, in[2]};
+}
+
+}  // namespace
+
 Shape output_shape(const LayerSpec& layer, const Shape& in) {
   return std::visit(
       Overloaded{
-          [&](const Conv2DSpec& c) {
-            require_image(layer, in);
-            SS_CHECK(c.filters > 0 && c.kernel > 0 && c.stride > 0, "{} has a non-positive size",
-                     describe(layer));
-            SS_CHECK(c.pad >= 0 && c.pad < c.kernel, "{}: padding {} must be in [0, {})",
-                     describe(layer), c.pad, c.kernel);
-            const int64_t h = conv_output_size(in[0], c.kernel, c.stride, c.padding, c.pad);
-            const int64_t w = conv_output_size(in[1], c.kernel, c.stride, c.padding, c.pad);
-            SS_CHECK(h > 0 && w > 0,
-                     "{} cannot take an input of shape {}: the kernel is larger "
-                     "than the image",
-                     describe(layer), in.to_string());
-            return Shape{h, w, c.filters};
-          },
-          [&](const MaxPool2DSpec& p) {
-            require_image(layer, in);
-            SS_CHECK(p.pool > 0 && p.stride > 0, "{} has a non-positive size", describe(layer));
-            // PyTorch's bound, which also leaves every window a pixel of the image.
-            SS_CHECK(p.pad >= 0 && p.pad <= p.pool / 2, "{}: padding {} must be in [0, {}]",
-                     describe(layer), p.pad, p.pool / 2);
-            const int64_t h = conv_output_size(in[0], p.pool, p.stride, Padding::kExplicit, p.pad);
-            const int64_t w = conv_output_size(in[1], p.pool, p.stride, Padding::kExplicit, p.pad);
-            SS_CHECK(h > 0 && w > 0,
-                     "{} cannot take an input of shape {}: the image is smaller "
-                     "than the pool",
-                     describe(layer), in.to_string());
-            return Shape{h, w, in[2]};
-          },
+          [&](const Conv2DSpec& c) { return conv_output_shape(layer, c, in); },
+          [&](const MaxPool2DSpec& p) { return pool_output_shape(layer, p, in); },
           [&](const DenseSpec& d) {
             SS_CHECK((in.rank() == 1 || in.rank() == 2) && in.numel() > 0,
                      "{} needs a vector or a sequence of vectors but gets shape {} (add a Flatten)",

@@ -463,7 +463,7 @@ std::unique_ptr<LayerKernel> build(const LayerSpec& spec, const LayerBinding& b,
           [&](const CausalSelfAttentionSpec& a) { return make_cpu_attention(a, b, device); },
           [&](const EmbeddingSpec& e) { return make_cpu_embedding(e, b, device); },
           [&](const PositionEmbeddingSpec& p) { return make_cpu_position_embedding(p, b, device); },
-                        [&](const DropoutSpec& d) { return make_cpu_dropout(d, b); },
+          [&](const DropoutSpec& d) { return make_cpu_dropout(d, b); },
       },
       spec);
 }

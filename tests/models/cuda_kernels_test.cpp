@@ -110,6 +110,19 @@ std::vector<LayerCase> layer_cases() {
       {"attention_1head", CausalSelfAttentionSpec{1}, Shape{2, 4, 12}},
       {"attention_4heads_s40", CausalSelfAttentionSpec{4}, Shape{2, 40, 96}},
       {"attention_4heads_s128", CausalSelfAttentionSpec{4}, Shape{2, 128, 384}},
+      // The rest of a GPT decoder: GELU; dense layers over a sequence's last dimension and
+      // without a bias (4·300 rows split the bias gradient's sum into parts); token embeddings
+      // (ids drawn below the vocabulary, many repeated) and position embeddings; dropout, whose
+      // mask is the same hash on both.
+      {"gelu_sequence", ActivationSpec{Activation::kGelu}, Shape{2, 16, 40}},
+      {"gelu_flat", ActivationSpec{Activation::kGelu}, Shape{3, 70}},
+      {"dense_sequence", DenseSpec{24}, Shape{2, 5, 16}},
+      {"dense_no_bias", DenseSpec{7, false}, Shape{3, 9}},
+      {"dense_sequence_no_bias", DenseSpec{40, false}, Shape{2, 12, 33}},
+      {"dense_sequence_many_rows", DenseSpec{40}, Shape{4, 300, 33}},
+      {"embedding", EmbeddingSpec{50, 24}, Shape{4, 64}},
+      {"position_embedding", PositionEmbeddingSpec{}, Shape{3, 16, 24}},
+      {"dropout", DropoutSpec{0.3f, 9}, Shape{2, 16, 40}},
   };
 }
 

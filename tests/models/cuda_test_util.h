@@ -117,6 +117,9 @@ inline LayerInputs layer_inputs(const LayerCase& c, uint64_t seed) {
   if (c.coarse) {
     for (float& v : inputs.x) v = std::round(v * 2.0f) / 2.0f;  // -1, -0.5, 0, 0.5, 1
   }
+  if (const auto* e = std::get_if<EmbeddingSpec>(&c.spec)) {  // token ids
+    for (float& v : inputs.x) v = std::floor((v + 1.0f) * 0.5f * static_cast<float>(e->vocab - 1));
+  }
   uint64_t s = seed + 2;
   for (const ParamSpec& p : param_specs(c.spec, c.in.without_batch())) {
     inputs.params.push_back(random_values(p.shape.numel(), s++));

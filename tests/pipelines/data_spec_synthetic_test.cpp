@@ -102,7 +102,8 @@ TEST(SyntheticDataset, DifferentSeedsDiffer) {
 }
 
 TEST(SyntheticDataset, LabelsInRangeInEveryFormat) {
-  const auto idx = make_synthetic_dataset(Shape{3}, LabelSpec{LabelFormat::kClassIndex, 7, 1}, 500, 1);
+  const auto idx =
+      make_synthetic_dataset(Shape{3}, LabelSpec{LabelFormat::kClassIndex, 7, 1}, 500, 1);
   std::map<float, int> counts;
   std::vector<float> y;
   for (int64_t i = 0; i < 500; ++i) {
@@ -115,7 +116,8 @@ TEST(SyntheticDataset, LabelsInRangeInEveryFormat) {
   }
   EXPECT_EQ(counts.size(), 7u);  // every class occurs
 
-  const auto onehot = make_synthetic_dataset(Shape{3}, LabelSpec{LabelFormat::kOneHot, 4, 1}, 50, 1);
+  const auto onehot =
+      make_synthetic_dataset(Shape{3}, LabelSpec{LabelFormat::kOneHot, 4, 1}, 50, 1);
   for (int64_t i = 0; i < 50; ++i) {
     sample(*onehot, i, &y);
     ASSERT_EQ(y.size(), 4u);
@@ -127,7 +129,8 @@ TEST(SyntheticDataset, LabelsInRangeInEveryFormat) {
     EXPECT_EQ(sum, 1.0f);
   }
 
-  const auto binary = make_synthetic_dataset(Shape{3}, LabelSpec{LabelFormat::kBinary, 2, 1}, 200, 1);
+  const auto binary =
+      make_synthetic_dataset(Shape{3}, LabelSpec{LabelFormat::kBinary, 2, 1}, 200, 1);
   counts.clear();
   for (int64_t i = 0; i < 200; ++i) {
     sample(*binary, i, &y);
@@ -197,10 +200,11 @@ TEST(SyntheticDataset, RejectsBadArguments) {
   EXPECT_CONTAINS(error_of([&] { make_synthetic_dataset(Shape{4}, ten, -5, 1); }), "-5");
   EXPECT_CONTAINS(error_of([&] { make_synthetic_dataset(Shape{0}, ten, 10, 1); }), "[0]");
   EXPECT_CONTAINS(error_of([&] { make_synthetic_dataset(Shape{}, ten, 10, 1); }), "shape");
-  EXPECT_CONTAINS(error_of([&] {
-                    make_synthetic_dataset(Shape{4}, LabelSpec{LabelFormat::kClassIndex, 1, 1}, 10, 1);
-                  }),
-                  "at least 2 classes");
+  EXPECT_CONTAINS(
+      error_of([&] {
+        make_synthetic_dataset(Shape{4}, LabelSpec{LabelFormat::kClassIndex, 1, 1}, 10, 1);
+      }),
+      "at least 2 classes");
   EXPECT_CONTAINS(error_of([&] {
                     make_synthetic_dataset(Shape{4}, LabelSpec{LabelFormat::kBinary, 3, 1}, 10, 1);
                   }),
