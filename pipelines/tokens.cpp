@@ -16,13 +16,27 @@ namespace {
 // Refuse files that could only be a mistake rather than read them into memory.
 constexpr uint64_t kMaxTextBytes = uint64_t{1} << 32;
 
-class TextDataset final : public Dataset {
+// What every token dataset shares: samples of `positions` token ids, labelled with the next
+// token at each position.
+class TokenSequences : public Dataset {
+ public:
+  explicit TokenSequences(TokenShape shape) : shape_(shape) {}
+  Shape sample_shape() const override { return Shape{shape_.positions}; }
+  LabelSpec labels() const override {
+    return LabelSpec{LabelFormat::kClassIndex, shape_.vocab, shape_.positions};
+  }
+
+ protected:
+  TokenShape shape_;
+};
+
+class TextDataset final : public TokenSequences {
  public:
   TextDataset(std::string path, Split split, TokenShape shape, std::vector<uint8_t> bytes,
               int64_t first, int64_t count)
-      : path_(std::move(path)),
+      : TokenSequences(shape),
+        path_(std::move(path)),
         split_(split),
-        shape_(shape),
         bytes_(std::move(bytes)),
         first_(first),
         count_(count) {}
@@ -32,10 +46,6 @@ class TextDataset final : public Dataset {
                        shape_.positions, path_);
   }
   int64_t size() const override { return count_; }
-  Shape sample_shape() const override { return Shape{shape_.positions}; }
-  LabelSpec labels() const override {
-    return LabelSpec{LabelFormat::kClassIndex, shape_.vocab, shape_.positions};
-  }
 
   void read(int64_t index, float* input, float* label) const override {
     SS_CHECK(index >= 0 && index < count_, "{}: sample index {} out of range [0, {})", describe(),
@@ -50,7 +60,6 @@ class TextDataset final : public Dataset {
  private:
   std::string path_;
   Split split_;
-  TokenShape shape_;
   std::vector<uint8_t> bytes_;
   int64_t first_;  // window index of sample 0
   int64_t count_;
@@ -75,20 +84,16 @@ std::vector<uint8_t> read_text(const std::string& path) {
   return bytes;
 }
 
-class SyntheticTokenDataset final : public Dataset {
+class SyntheticTokenDataset final : public TokenSequences {
  public:
   SyntheticTokenDataset(TokenShape shape, int64_t size, uint64_t seed)
-      : shape_(shape), size_(size), seed_(seed) {}
+      : TokenSequences(shape), size_(size), seed_(seed) {}
 
   std::string describe() const override {
     return fmt::format("synthetic tokens ({} sequences of {}, vocabulary {}, seed {})", size_,
                        shape_.positions, shape_.vocab, seed_);
   }
   int64_t size() const override { return size_; }
-  Shape sample_shape() const override { return Shape{shape_.positions}; }
-  LabelSpec labels() const override {
-    return LabelSpec{LabelFormat::kClassIndex, shape_.vocab, shape_.positions};
-  }
 
   void read(int64_t index, float* input, float* label) const override {
     SS_CHECK(index >= 0 && index < size_, "{}: sample index {} out of range [0, {})", describe(),
@@ -105,7 +110,6 @@ class SyntheticTokenDataset final : public Dataset {
   }
 
  private:
-  TokenShape shape_;
   int64_t size_;
   uint64_t seed_;
 };

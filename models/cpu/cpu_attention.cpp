@@ -221,7 +221,7 @@ class AttentionKernel final : public LayerKernel {
 #pragma omp parallel for schedule(static) num_threads(threads_)
     for (int64_t r = 0; r < shape_.score_rows(); ++r) {
       km::causal_softmax_row(p + r * len, p + r * len, r % len, len, scale_, km::RowShare{},
-                             km::SerialRowReduce{});
+                             km::SerialReduce{});
     }
   }
   // dP becomes dS in place.
@@ -232,7 +232,7 @@ class AttentionKernel final : public LayerKernel {
 #pragma omp parallel for schedule(static) num_threads(threads_)
     for (int64_t r = 0; r < shape_.score_rows(); ++r) {
       km::causal_softmax_backward_row(p + r * len, dp + r * len, dp + r * len, r % len, len, scale_,
-                                      km::RowShare{}, km::SerialRowReduce{});
+                                      km::RowShare{}, km::SerialReduce{});
     }
   }
 

@@ -17,26 +17,6 @@ namespace {
 
 namespace km = kernel_math;
 
-constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
-
-// Combines the partial values of the 32 lanes of a warp; every lane gets the same result (the
-// butterfly adds the same pair on both sides, and float addition commutes).
-struct WarpRowReduce {
-  __device__ float max(float v) const {
-    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-      v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
-    }
-    return v;
-  }
-  __device__ float sum(float v) const {
-    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-      v += __shfl_xor_sync(kFullMask, v, offset);
-    }
-    return v;
-  }
-};
-
 __global__ void to_heads_kernel(km::AttentionShape s, const float* rows, int64_t width,
                                 int64_t column, float* heads) {
   const int64_t count = s.head_elements();
@@ -53,30 +33,22 @@ __global__ void from_heads_kernel(km::AttentionShape s, const float* heads, floa
   }
 }
 
-// Warps stride over the rows; all lanes of a warp stay on one row, so the shuffles see all 32.
-__device__ inline int64_t first_warp() {
-  return first_index() / kWarp;
-}
-__device__ inline int64_t warp_stride() {
-  return grid_stride() / kWarp;
-}
-
 __global__ void softmax_forward_kernel(km::AttentionShape s, const float* scores, float* probs,
                                        float scale) {
-  const km::RowShare share{static_cast<int64_t>(threadIdx.x % kWarp), kWarp};
+  const km::RowShare share{lane(), kWarp};
   for (int64_t r = first_warp(); r < s.score_rows(); r += warp_stride()) {
     km::causal_softmax_row(scores + r * s.seq, probs + r * s.seq, r % s.seq, s.seq, scale, share,
-                           WarpRowReduce{});
+                           WarpReduce{});
   }
 }
 
 __global__ void softmax_backward_kernel(km::AttentionShape s, const float* probs,
                                         const float* grad_probs, float* grad_scores, float scale) {
-  const km::RowShare share{static_cast<int64_t>(threadIdx.x % kWarp), kWarp};
+  const km::RowShare share{lane(), kWarp};
   for (int64_t r = first_warp(); r < s.score_rows(); r += warp_stride()) {
     km::causal_softmax_backward_row(probs + r * s.seq, grad_probs + r * s.seq,
                                     grad_scores + r * s.seq, r % s.seq, s.seq, scale, share,
-                                    WarpRowReduce{});
+                                    WarpReduce{});
   }
 }
 

@@ -24,4 +24,38 @@ __device__ inline int64_t grid_stride() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
 }
 
+// Kernels that give each row to a warp: warps stride over the rows, and all lanes of a warp stay
+// on one row, so the shuffles always see all 32.
+inline constexpr int kWarp = 32;
+static_assert(kThreads % kWarp == 0, "whole warps per block");
+__device__ inline int64_t first_warp() {
+  return first_index() / kWarp;
+}
+__device__ inline int64_t warp_stride() {
+  return grid_stride() / kWarp;
+}
+__device__ inline int lane() {
+  return static_cast<int>(threadIdx.x % kWarp);
+}
+
+// Combines the partial values of a warp's lanes: lane i adds (or takes the max with) lane
+// i ^ offset's value for offset 16, 8, ..., 1. Every lane gets the same result (each step
+// combines the same pair on both sides, and addition commutes), in the pairwise order the host
+// math of kernel_math/ reproduces.
+struct WarpReduce {
+  __device__ float max(float v) const {
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    }
+    return v;
+  }
+  template <class T>
+  __device__ T sum(T v) const {
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      v = v + __shfl_xor_sync(0xffffffffu, v, offset);
+    }
+    return v;
+  }
+};
+
 }  // namespace scalescope::cuda_ops

@@ -17,34 +17,16 @@ namespace {
 namespace km = kernel_math;
 
 constexpr int kLanes = km::kLayerNormLanes;
-static_assert(kLanes == 32 && kThreads % kLanes == 0, "a warp per row");
-
-// Lane i adds lane i ^ offset's value for offset 16, 8, ..., 1: lane 0 (and every lane, float
-// addition being commutative) ends with the host's pairwise order.
-__device__ float warp_sum(float v) {
-  for (int offset = kLanes / 2; offset > 0; offset /= 2) {
-    v = v + __shfl_xor_sync(0xffffffffu, v, offset);
-  }
-  return v;
-}
+static_assert(kLanes == kWarp, "a warp per row");
 
 template <class Term>
 __device__ float row_sum(const Term& term, int64_t d, int lane) {
-  return warp_sum(km::layer_norm_lane_sum(term, lane, d));
-}
-
-// The rows a warp takes, grid-stride; every lane of a warp takes the same rows, so the shuffles
-// always see the whole warp.
-__device__ int64_t first_warp() {
-  return first_index() / kLanes;
-}
-__device__ int64_t warp_stride() {
-  return grid_stride() / kLanes;
+  return WarpReduce{}.sum(km::layer_norm_lane_sum(term, lane, d));
 }
 
 __global__ void layer_norm_forward_kernel(const float* x, float* y, int64_t rows, int64_t d,
                                           float eps, LayerNormTensors t) {
-  const int lane = static_cast<int>(threadIdx.x % kLanes);
+  const int lane = cuda_ops::lane();
   for (int64_t r = first_warp(); r < rows; r += warp_stride()) {
     const float* xr = x + r * d;
     const float mean = km::layer_norm_mean(row_sum(km::RowValueTerm{xr}, d, lane), d);
@@ -62,7 +44,7 @@ __global__ void layer_norm_forward_kernel(const float* x, float* y, int64_t rows
 
 __global__ void layer_norm_backward_data_kernel(const float* x, const float* dy, float* dx,
                                                 int64_t rows, int64_t d, LayerNormTensors t) {
-  const int lane = static_cast<int>(threadIdx.x % kLanes);
+  const int lane = cuda_ops::lane();
   for (int64_t r = first_warp(); r < rows; r += warp_stride()) {
     const float* xr = x + r * d;
     const float* dyr = dy + r * d;

@@ -19,37 +19,15 @@ namespace {
 
 namespace km = kernel_math;
 
-constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
-
-// Combines the partial values of the 32 lanes of a warp; every lane gets the result.
-struct WarpReduce {
-  __device__ float max(float v) const {
-    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-      v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
-    }
-    return v;
-  }
-  __device__ double sum(double v) const {
-    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-      v += __shfl_xor_sync(kFullMask, v, offset);
-    }
-    return v;
-  }
-};
-
 // Softmax cross-entropy, one warp per sample (classes spread over the lanes), warps striding
 // over the batch. A warp's lanes always work on the same sample, so the shuffles see all 32.
 __global__ void softmax_ce_kernel(const float* z, const float* labels, bool one_hot, double scale,
                                   int64_t batch, int64_t k, double* per_sample, float* dout) {
-  const int lane = static_cast<int>(threadIdx.x % kWarp);
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
-  for (int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; i < batch;
-       i += warps) {
+  for (int64_t i = first_warp(); i < batch; i += warp_stride()) {
     const double loss = km::softmax_ce_row(z + i * k, labels + (one_hot ? i * k : i), one_hot, k,
                                            scale, dout == nullptr ? nullptr : dout + i * k,
-                                           km::ClassShare{lane, kWarp}, WarpReduce{});
-    if (lane == 0) per_sample[i] = loss;
+                                           km::RowShare{lane(), kWarp}, WarpReduce{});
+    if (lane() == 0) per_sample[i] = loss;
   }
 }
 

@@ -16,7 +16,7 @@
 //
 // A row may be shared by several threads (a warp on the GPU, its lanes taking the columns
 // first, first + step, ...): the row functions take the thread's share and a `reduce` that
-// combines the threads' partial values. One thread with the whole row (SerialRowReduce) adds in
+// combines the threads' partial values. One thread with the whole row (SerialReduce) adds in
 // column order, the CPU kernel's order; a warp adds as a tree, which differs in the last bits.
 #pragma once
 
@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "models/kernel_math/host_device.h"
+#include "models/kernel_math/row_reduce.h"
 
 namespace scalescope::kernel_math {
 
@@ -51,18 +52,6 @@ SS_HOST_DEVICE inline int64_t head_major_to_rows(const AttentionShape& s, int64_
   const int64_t n = e / (s.head_dim * s.seq * s.heads);
   return (n * s.seq + pos) * width + column + h * s.head_dim + c;
 }
-
-// The columns one thread handles in a row: first, first + step, ... below the row's length.
-struct RowShare {
-  int64_t first = 0;
-  int64_t step = 1;
-};
-
-// A reduce for a row handled by one thread alone.
-struct SerialRowReduce {
-  SS_HOST_DEVICE float max(float v) const { return v; }
-  SS_HOST_DEVICE float sum(float v) const { return v; }
-};
 
 // 1 / sqrt(hd), as nanoGPT's 1.0 / math.sqrt(k.size(-1)) rounded to float.
 SS_HOST_DEVICE inline float attention_scale(int64_t head_dim) {

@@ -12,24 +12,13 @@
 #include <cstdint>
 
 #include "models/kernel_math/host_device.h"
+#include "models/kernel_math/row_reduce.h"
 #include "models/layer_spec.h"
 
 namespace scalescope::kernel_math {
 
 // Keras's epsilon: BCE clips probabilities to [kBceEpsilon, 1 - kBceEpsilon].
 constexpr double kBceEpsilon = 1e-7;
-
-// The classes one thread handles: first, first + step, ... below the class count.
-struct ClassShare {
-  int64_t first = 0;
-  int64_t step = 1;
-};
-
-// A reduce for a row handled by one thread alone.
-struct SerialReduce {
-  SS_HOST_DEVICE float max(float v) const { return v; }
-  SS_HOST_DEVICE double sum(double v) const { return v; }
-};
 
 // The class index a sparse label names, or -1 when it is not one (negative, not an integer,
 // >= classes, NaN or infinite).
@@ -48,7 +37,7 @@ SS_HOST_DEVICE inline int64_t class_index(float label, int64_t classes) {
 // REQUIRES: every thread sharing the row calls this with the same arguments but its share.
 template <class Reduce>
 SS_HOST_DEVICE double softmax_ce_row(const float* z, const float* label, bool one_hot,
-                                     int64_t classes, double scale, float* g, ClassShare share,
+                                     int64_t classes, double scale, float* g, RowShare share,
                                      const Reduce& reduce) {
   float m = -INFINITY;
   for (int64_t j = share.first; j < classes; j += share.step) m = fmaxf(m, z[j]);

@@ -36,7 +36,7 @@ std::vector<double> softmax64(const std::vector<double>& s, int64_t row, double 
 std::vector<float> forward_row(const std::vector<float>& s, int64_t row, float scale) {
   std::vector<float> p(s.size(), -1.0f);
   km::causal_softmax_row(s.data(), p.data(), row, static_cast<int64_t>(s.size()), scale,
-                         km::RowShare{}, km::SerialRowReduce{});
+                         km::RowShare{}, km::SerialReduce{});
   return p;
 }
 
@@ -45,7 +45,7 @@ std::vector<float> backward_row(const std::vector<float>& p, const std::vector<f
   std::vector<float> ds(p.size(), -1.0f);
   km::causal_softmax_backward_row(p.data(), dp.data(), ds.data(), row,
                                   static_cast<int64_t>(p.size()), scale, km::RowShare{},
-                                  km::SerialRowReduce{});
+                                  km::SerialReduce{});
   return ds;
 }
 
@@ -86,13 +86,13 @@ TEST(KernelMathAttention, SoftmaxRowsMayWorkInPlace) {
   const std::vector<float> s = random_floats(6, 20, -2.0f, 2.0f);
   std::vector<float> inplace = s;
   km::causal_softmax_row(inplace.data(), inplace.data(), 3, 6, 0.7f, km::RowShare{},
-                         km::SerialRowReduce{});
+                         km::SerialReduce{});
   EXPECT_EQ(bit_mismatches(inplace, forward_row(s, 3, 0.7f)), "");
   const std::vector<float> p = forward_row(s, 3, 0.7f);
   std::vector<float> dp = random_floats(6, 21);
   const std::vector<float> ds = backward_row(p, dp, 3, 0.7f);
   km::causal_softmax_backward_row(p.data(), dp.data(), dp.data(), 3, 6, 0.7f, km::RowShare{},
-                                  km::SerialRowReduce{});
+                                  km::SerialReduce{});
   EXPECT_EQ(bit_mismatches(dp, ds), "");
 }
 

@@ -36,7 +36,7 @@ HostLoss host_loss(LossKind kind, int64_t batch, int64_t k, const std::vector<fl
     }
     const bool one_hot = kind == LossKind::kSoftmaxCrossEntropyOneHot;
     sum += km::softmax_ce_row(z.data() + i * k, labels.data() + (one_hot ? i * k : i), one_hot, k,
-                              scale, r.grad.data() + i * k, km::ClassShare{}, km::SerialReduce{});
+                              scale, r.grad.data() + i * k, km::RowShare{}, km::SerialReduce{});
   }
   r.loss = static_cast<float>(static_cast<double>(scale) * sum);
   return r;
@@ -145,7 +145,7 @@ TEST(KernelMathLoss, ASoftmaxRowSplitAmongLanesIsTheWholeRow) {
     std::vector<float> whole(k);
     RecordingReduce record;
     const double loss = km::softmax_ce_row(z.data(), label.data(), one_hot, k, 0.5, whole.data(),
-                                           km::ClassShare{}, record);
+                                           km::RowShare{}, record);
 
     constexpr float kUnwritten = 12345.0f;
     std::vector<float> split(k, kUnwritten);
@@ -153,9 +153,9 @@ TEST(KernelMathLoss, ASoftmaxRowSplitAmongLanesIsTheWholeRow) {
     partials[0] = -kInf;
     for (int64_t lane = 0; lane < kLanes; ++lane) {
       std::vector<float> mine(k, kUnwritten);
-      const double lane_loss = km::softmax_ce_row(z.data(), label.data(), one_hot, k, 0.5,
-                                                  mine.data(), km::ClassShare{lane, kLanes},
-                                                  ReplayingReduce{record.totals, partials});
+      const double lane_loss =
+          km::softmax_ce_row(z.data(), label.data(), one_hot, k, 0.5, mine.data(),
+                             km::RowShare{lane, kLanes}, ReplayingReduce{record.totals, partials});
       EXPECT_EQ(lane_loss, loss) << "lane " << lane;
       for (int64_t j = 0; j < k; ++j) {
         if (mine[j] == kUnwritten) continue;
@@ -184,7 +184,7 @@ TEST(KernelMathLoss, ALabelThatIsNotAClassIndexGivesNan) {
     EXPECT_EQ(km::class_index(bad, k), -1) << bad;
     std::vector<float> g(k);
     EXPECT_TRUE(std::isnan(km::softmax_ce_row(z.data(), &bad, false, k, 1.0, g.data(),
-                                              km::ClassShare{}, km::SerialReduce{})))
+                                              km::RowShare{}, km::SerialReduce{})))
         << bad;
     for (float v : g) EXPECT_TRUE(std::isnan(v)) << bad;
     EXPECT_FALSE(km::prediction_correct(LossKind::kSoftmaxCrossEntropy, z.data(), &bad, k)) << bad;
