@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,16 @@ struct LayerBinding {
   // Device memory in buffer_specs() order (batch norm's running statistics): updated by
   // forward in training, read by forward_eval.
   std::vector<TensorView> buffers;
+  // Fusions the model planned (models/fusion.h), set only where KernelBackend's
+  // fuses_activation and fuses_relu_gradient said this backend's kernel takes them:
+  // - `activation`: forward (and forward_eval) writes activation(layer(in)), the output of
+  //   the activation layer that follows, which the model then skips in forward; backward's
+  //   `dout` is still the gradient of layer(in), and its `out` is the activation's output.
+  // - `relu_gradient`: `in` is a ReLU's output and backward writes the gradient with
+  //   respect to that ReLU's input (zero where `in` is not positive), so the model skips the
+  //   ReLU's backward.
+  std::optional<Activation> activation;
+  bool relu_gradient = false;
 };
 
 // How a kernel computes one pass where a library chose among implementations (cuDNN's
@@ -149,6 +160,13 @@ class KernelBackend {
   // Whether these kernels may run non-deterministic algorithms when allowed
   // (set_deterministic): only then does a run's report say whether they were.
   virtual bool has_nondeterministic() const { return false; }
+  // Which fusions this backend's kernels take (LayerBinding says what each one means):
+  // whether the kernel of `layer` applies `activation` to its output, and whether the kernel
+  // of `reader` computes the backward of the ReLU whose output it reads.
+  virtual bool fuses_activation(const LayerSpec& /*layer*/, Activation /*activation*/) const {
+    return false;
+  }
+  virtual bool fuses_relu_gradient(const LayerSpec& /*reader*/) const { return false; }
 
   virtual std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec,
                                                   const LayerBinding& binding, Device& device) = 0;

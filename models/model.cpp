@@ -5,13 +5,19 @@
 
 #include "core/check.h"
 #include "core/random.h"
+#include "models/fusion.h"
 
 namespace scalescope {
 
 struct Model::Plan {
   int64_t batch = 0;
   std::vector<std::unique_ptr<LayerKernel>> kernels;  // null for Add layers
-  std::vector<Tensor> activations;                    // activations[i] = output of layer i
+  std::vector<LayerFusion> fusions;
+  // outputs[i]: the output of layer i, in activations[i], or, for a layer that applies the
+  // next one's activation (fusions[i + 1].forward_in_producer), in that layer's, its own
+  // unallocated.
+  std::vector<Tensor> activations;
+  std::vector<float*> outputs;
   // A sequence: ping-pong buffers for activation gradients. A graph: grad_a is the
   // gradient of every layer's output (summed over its readers: `filled` says whether a
   // reader wrote it yet), grad_b the scratch a second reader writes into before adding.
@@ -203,10 +209,17 @@ Model::Plan& Model::plan_for(int64_t batch) {
   auto plan = std::make_unique<Plan>();
   plan->batch = batch;
   KernelBackend& kernels = kernel_backend(device_.id().kind);
+  plan->fusions = plan_fusions(def_, kernels);
+  const size_t layers = def_.layers.size();
+  const auto fused_into = [&](size_t layer) {  // whether `layer` applies the next one
+    return layer + 1 < layers && plan->fusions[layer + 1].forward_in_producer;
+  };
   int64_t max_act = shapes_.front().numel();
   int64_t all_acts = 0;
-  for (size_t layer = 0; layer < def_.layers.size(); ++layer) {
-    const LayerBinding b = binding(layer, batch);
+  for (size_t layer = 0; layer < layers; ++layer) {
+    LayerBinding b = binding(layer, batch);
+    if (fused_into(layer)) b.activation = std::get<ActivationSpec>(def_.layers[layer + 1]).kind;
+    b.relu_gradient = layer > 0 && plan->fusions[layer - 1].backward_in_reader;
     const bool add = std::holds_alternative<AddSpec>(def_.layers[layer]);
     plan->kernels.push_back(add ? nullptr : kernels.make_layer(def_.layers[layer], b, device_));
     SS_CHECK(!sync_ || !std::holds_alternative<BatchNorm2DSpec>(def_.layers[layer]) ||
@@ -214,10 +227,15 @@ Model::Plan& Model::plan_for(int64_t batch) {
              "model '{}': layer {} ({}) cannot synchronize its statistics across replicas on "
              "{} devices (--sync-batchnorm)",
              def_.name, layer, describe(def_.layers[layer]), to_string(device_.id().kind));
-    plan->activations.emplace_back(device_, b.out);
+    plan->activations.push_back(fused_into(layer) ? Tensor() : Tensor(device_, b.out));
     max_act = std::max(max_act, shapes_[layer + 1].numel());
     plan->grad_offsets.push_back(all_acts);
     all_acts += b.out.numel();
+  }
+  plan->outputs.resize(layers);
+  for (size_t layer = layers; layer-- > 0;) {
+    plan->outputs[layer] =
+        fused_into(layer) ? plan->outputs[layer + 1] : plan->activations[layer].data();
   }
   const bool graph = !def_.inputs.empty();
   plan->grad_a = Tensor(device_, Shape{graph ? all_acts : batch * max_act});
@@ -237,7 +255,7 @@ std::vector<std::vector<KernelChoice>> Model::kernel_choices(int64_t batch) cons
 }
 
 const float* Model::output_of(int layer) const {
-  return layer == kModelInput ? input_ : current_->activations[static_cast<size_t>(layer)].data();
+  return layer == kModelInput ? input_ : current_->outputs[static_cast<size_t>(layer)];
 }
 
 const float* Model::layer_input(int layer) const {
@@ -249,8 +267,9 @@ void Model::forward(const float* input, int64_t batch, Stream& stream, bool trai
   current_ = &plan;
   input_ = input;
   for (size_t layer = 0; layer < plan.kernels.size(); ++layer) {
-    float* out = plan.activations[layer].data();
+    float* out = plan.outputs[layer];
     LayerKernel* kernel = plan.kernels[layer].get();
+    if (plan.fusions[layer].forward_in_producer) continue;  // the layer before wrote it
     if (kernel == nullptr) {  // Add: out = a + b, element-wise on the device
       const std::vector<int> from = layer_inputs(def_, static_cast<int>(layer));
       const int64_t count = plan.activations[layer].numel();
@@ -266,7 +285,7 @@ void Model::forward(const float* input, int64_t batch, Stream& stream, bool trai
 
 const float* Model::output() const {
   SS_CHECK(current_ != nullptr, "model output read before any forward");
-  return current_->activations.back().data();
+  return current_->outputs.back();
 }
 
 void Model::loss_forward_backward(const float* labels, float scale, float* loss, Stream& stream) {
@@ -297,9 +316,14 @@ void Model::backward(Stream& stream, const std::function<void(int layer)>& on_la
   float* dout = plan->dout;
   float* spare = dout == plan->grad_a.data() ? plan->grad_b.data() : plan->grad_a.data();
   for (int layer = static_cast<int>(plan->kernels.size()) - 1; layer >= 0; --layer) {
-    const float* in =
-        layer == 0 ? input_ : plan->activations[static_cast<size_t>(layer) - 1].data();
-    const float* out = plan->activations[static_cast<size_t>(layer)].data();
+    if (plan->fusions[static_cast<size_t>(layer)].backward_in_reader) {
+      // The next layer's backward computed this one's: its output is this layer's input
+      // gradient.
+      if (on_layer_done) on_layer_done(layer);
+      continue;
+    }
+    const float* in = layer_input(layer);
+    const float* out = plan->outputs[static_cast<size_t>(layer)];
     float* din = layer == 0 ? nullptr : spare;
     run_backward(*plan->kernels[static_cast<size_t>(layer)], in, out, dout, din, stream);
     add_tied_gradients(layer, stream);
@@ -386,8 +410,8 @@ void Model::backward_graph(Stream& stream, const std::function<void(int layer)>&
       float* din = !needs_din ? nullptr
                    : in_place ? plan.grad_a.data() + plan.grad_offsets[static_cast<size_t>(input)]
                               : plan.grad_b.data();
-      run_backward(*kernel, layer_input(layer), plan.activations[static_cast<size_t>(layer)].data(),
-                   dout, din, stream);
+      run_backward(*kernel, layer_input(layer), plan.outputs[static_cast<size_t>(layer)], dout, din,
+                   stream);
       if (in_place) plan.filled[static_cast<size_t>(input)] = true;
       if (needs_din && !in_place) add_gradient(input, din, stream);
       add_tied_gradients(layer, stream);

@@ -254,6 +254,7 @@ nlohmann::json to_json(const RunReport& r) {
         {"lr_scaling", r.lr_scaling},
         {"lr_warmup_steps", r.lr_warmup_steps},
         {"overlap", r.overlap},
+        {"fusion", r.fusion},
         {"grad_compression", to_string(r.grad_compression)},
         {"bucket_bytes", r.bucket_bytes},
         {"allreduce_bytes_per_step", allreduce_bytes(r.bucket_bytes)},

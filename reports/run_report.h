@@ -15,7 +15,7 @@
 
 namespace scalescope {
 
-inline constexpr const char* kRunSchemaVersion = "1.7";
+inline constexpr const char* kRunSchemaVersion = "1.8";
 
 // With --noise-scale: a step's squared gradient norms (reports/noise_scale.h).
 struct StepGradNorms {
@@ -151,6 +151,7 @@ struct RunReport {
   std::string lr_scaling = "none";
   int64_t lr_warmup_steps = 0;
   bool overlap = true;
+  bool fusion = true;  // activations fused into their neighbours' kernels (--no-fusion: not)
   GradCompression grad_compression = GradCompression::kNone;
   // What each bucket's all-reduce moves per replica, in the order backward completes them:
   // its gradients × wire_bytes_per_gradient (half the float bytes with compression).

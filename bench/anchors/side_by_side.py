@@ -10,6 +10,9 @@ for the whole run, split evenly over the replicas):
                  shared memory between the replica threads)
   scalescope-gloo  the same with --cpu-collectives gloo (Gloo's TCP on loopback, as before the
                  shared-memory collectives; N > 1 only)
+  scalescope-unfused  the same with --no-fusion (every activation a pass of its own)
+  scalescope-before  the same as scalescope with another build, --before-binary (a change's
+                 before and after, side by side in one invocation)
   keras          tf-keras model.fit under tf.distribute.MirroredStrategy over N logical CPU
                  devices in one process (keras_runner.py --strategy mirrored)
   keras-mw       MultiWorkerMirroredStrategy, N worker processes on loopback (N > 1 only)
@@ -39,7 +42,7 @@ is rewritten after every run, so a stopped invocation keeps what it measured.
 Usage: bench/anchors/side_by_side.py [--rounds 3] [--steps 30] [--warmup 5] [--threads 2]
          [--cases cifar-cnn:64,mlp-41m:32] [--devices 1,2] [--systems scalescope,keras,...]
          [--allreduce] [--json FILE] [--markdown FILE] [--binary build/scalescope] [--venv DIR]
-         [--peak-gflops P]
+         [--before-binary OTHER/scalescope] [--peak-gflops P]
 Needs bench/anchors/setup.sh's virtual environment for the anchors (not for scalescope).
 
 GPT cases (e.g. --cases gpt:preset=mini:8 --systems scalescope,debian-torch): both tools train
@@ -59,31 +62,39 @@ from anchor_settings import (HERE, OPTIMIZERS, is_gpt, parse_gpt_spec,
                              scalescope_optimizer_args, stats, venv_python)
 from gpt_spec import gpt_flops_per_step  # bench/, put on sys.path by anchor_settings
 
-SYSTEMS = ["scalescope", "scalescope-gloo", "keras", "keras-mw", "torch", "debian-torch"]
+SYSTEMS = ["scalescope", "scalescope-gloo", "scalescope-unfused", "scalescope-before", "keras",
+           "keras-mw", "torch", "debian-torch"]
+# The scalescope systems: the binary (an argument's name) and the flags added to `train`.
+SCALESCOPE_VARIANTS = {
+    "scalescope": ("binary", []),
+    "scalescope-gloo": ("binary", ["--cpu-collectives", "gloo"]),
+    "scalescope-unfused": ("binary", ["--no-fusion"]),
+    "scalescope-before": ("before_binary", []),
+}
 RUN_TIMEOUT_S = 1800
 
 
-def scalescope_args(args, model, batch, n):
-    return [args.binary, "train", "--model", model, "--devices", f"cpu:{n}",
+def scalescope_args(args, model, batch, n, binary=None):
+    return [binary or args.binary, "train", "--model", model, "--devices", f"cpu:{n}",
             "--threads", str(args.threads // n), "--batch", str(batch),
             "--steps", str(args.warmup + args.steps), "--warmup-steps", str(args.warmup),
             *scalescope_optimizer_args(args.optimizer),
             "--data", "synthetic:device", "--no-eval", "--check-every", "0", "-q"]
 
 
-def run_scalescope(args, model, batch, n, gloo=False):
+def run_scalescope(args, system, model, batch, n):
+    binary, extra = SCALESCOPE_VARIANTS[system]
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "run.json")
-        extra = ["--cpu-collectives", "gloo"] if gloo else []
-        subprocess.run(scalescope_args(args, model, batch, n) + extra + ["-o", out], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                       timeout=RUN_TIMEOUT_S)
+        cmd = scalescope_args(args, model, batch, n, getattr(args, binary)) + extra
+        subprocess.run(cmd + ["-o", out], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True, timeout=RUN_TIMEOUT_S)
         with open(out) as f:
             run = json.load(f)
     steps = [{"ms": s["step_ms"], "loss": s["loss"],
               "allreduce_ms": min(r["allreduce_ms"] for r in s["replicas"])}
              for s in run["steps"]]
-    return {"system": "scalescope" + (" (gloo)" if gloo else ""),
+    return {"system": system,
             "versions": {"scalescope": run["schema_version"]},
             "steps": steps, "warmup": args.warmup,
             "checks": {"bucket_bytes": run["config"]["bucket_bytes"]}}
@@ -114,8 +125,8 @@ def applies(system, n):
 def one_run(args, system, model, batch, n, allreduce_bytes):
     """The system's result, or {"error": ...} when it failed (the sweep goes on)."""
     try:
-        if system.startswith("scalescope"):
-            return run_scalescope(args, model, batch, n, gloo=system == "scalescope-gloo")
+        if system in SCALESCOPE_VARIANTS:
+            return run_scalescope(args, system, model, batch, n)
         return run_anchor(args, system, model, batch, n, allreduce_bytes)
     except subprocess.CalledProcessError as e:
         last = (e.stderr or "").strip().splitlines()[-3:]
@@ -303,6 +314,7 @@ def parse_args():
     ap.add_argument("--json")
     ap.add_argument("--markdown")
     ap.add_argument("--binary", default=os.path.join(HERE, "..", "..", "build", "scalescope"))
+    ap.add_argument("--before-binary", help="the scalescope build scalescope-before runs")
     ap.add_argument("--venv")
     ap.add_argument("--peak-gflops", type=float,
                     help="the machine's peak GFLOP/s, to report GPT cases' fraction of it")
@@ -319,9 +331,12 @@ def parse_args():
         ap.error(f"--threads {args.threads} must divide by every device count {args.devices}")
     if args.rounds < 1 or args.steps < 1 or args.warmup < 0:
         ap.error("--rounds and --steps must be positive, --warmup not negative")
-    if any(s.startswith("scalescope") for s in args.systems) and not os.access(args.binary,
-                                                                              os.X_OK):
-        ap.error(f"--binary {args.binary}: not an executable (build scalescope first)")
+    for system in args.systems:
+        binary = SCALESCOPE_VARIANTS.get(system, (None,))[0]
+        path = getattr(args, binary) if binary else None
+        if binary and not (path and os.access(path, os.X_OK)):
+            flag = "--" + binary.replace("_", "-")
+            ap.error(f"{flag} {path}: not an executable (needed by {system}; build it first)")
     anchors = [s for s in args.systems
                if not s.startswith("scalescope") and s != "debian-torch"]
     if anchors and not os.access(venv_python(args.venv), os.X_OK):

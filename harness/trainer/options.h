@@ -110,6 +110,9 @@ struct TrainOptions {
   bool tf32 = true;
   // GPU kernels must be deterministic (models/kernels.h set_deterministic; set with tf32).
   bool deterministic = true;
+  // Models run activations inside the kernels next to them (models/fusion.h
+  // set_fuse_layers; set with tf32).
+  bool fusion = true;
   // Multi-process runs (harness/collectives/cluster.h): the processes of an MPI launch, or
   // null for this process alone. `devices` counts devices over all processes; each process
   // hosts `replicas_per_process` of them as threads (0: devices / processes), and a run

@@ -21,6 +21,7 @@
 #include "harness/trainer/plan.h"
 #include "harness/trainer/replica.h"
 #include "harness/trainer/results.h"
+#include "models/fusion.h"
 #include "models/kernels.h"
 
 namespace scalescope {
@@ -96,6 +97,7 @@ class LocalRun {
     // Process-wide and read when kernels are built: every replica's kernels alike.
     set_allow_tf32(o.tf32);
     set_deterministic(o.deterministic);
+    set_fuse_layers(o.fusion);
     return o;
   }
 

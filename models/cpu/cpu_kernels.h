@@ -18,6 +18,9 @@ namespace scalescope {
 // cpu_layers.cpp
 std::unique_ptr<LayerKernel> make_cpu_layer(const LayerSpec& spec, const LayerBinding& binding,
                                             Device& device);
+// cpu_layers.cpp: KernelBackend::fuses_activation and fuses_relu_gradient of these kernels.
+bool cpu_fuses_activation(const LayerSpec& layer, Activation activation);
+bool cpu_fuses_relu_gradient(const LayerSpec& reader);
 // cpu_pool.cpp, cpu_shortcut.cpp and cpu_norm.cpp: called by make_cpu_layer, which checks the
 // binding.
 std::unique_ptr<LayerKernel> make_cpu_max_pool(const MaxPool2DSpec& spec,
@@ -61,6 +64,12 @@ class CpuKernelBackend final : public KernelBackend {
  public:
   DeviceKind kind() const override { return DeviceKind::kCpu; }
   std::vector<LibraryVersion> library_versions() const override;  // oneDNN
+  bool fuses_activation(const LayerSpec& layer, Activation activation) const override {
+    return cpu_fuses_activation(layer, activation);
+  }
+  bool fuses_relu_gradient(const LayerSpec& reader) const override {
+    return cpu_fuses_relu_gradient(reader);
+  }
   std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec, const LayerBinding& binding,
                                           Device& device) override {
     return make_cpu_layer(spec, binding, cpu(device));

@@ -17,8 +17,9 @@ namespace {
 // forward, by contract).
 class MaxPoolKernel final : public LayerKernel {
  public:
-  MaxPoolKernel(const MaxPool2DSpec& spec, const Shape& in, const Shape& out)
-      : pool_(spec.pool),
+  MaxPoolKernel(const MaxPool2DSpec& spec, const Shape& in, const Shape& out, bool relu_gradient)
+      : relu_gradient_(relu_gradient),
+        pool_(spec.pool),
         stride_(spec.stride),
         pad_(spec.pad),
         batch_(in[0]),
@@ -102,8 +103,20 @@ class MaxPoolKernel final : public LayerKernel {
             std::min(w + pool_, in_w_)};
   }
 
+  void scatter_row(const float* in, const float* out, const float* dout, float* din, int64_t n,
+                   int64_t oh) const {
+    if (relu_gradient_) {
+      scatter_row<true>(in, out, dout, din, n, oh);
+    } else {
+      scatter_row<false>(in, out, dout, din, n, oh);
+    }
+  }
+
   // Adds dout of output row (n, oh) to din at each window's maximum: the first pixel of the
   // window (row-major) equal to the output, so a tie sends the gradient to one pixel only.
+  // kRelu: `in` is a ReLU's output, and the gradient goes on through that ReLU (kept only
+  // where the maximum is positive, as the ReLU's backward would).
+  template <bool kRelu>
   void scatter_row(const float* in, const float* out, const float* dout, float* din, int64_t n,
                    int64_t oh) const {
     for (int64_t ow = 0; ow < out_w_; ++ow) {
@@ -117,7 +130,7 @@ class MaxPoolKernel final : public LayerKernel {
         for (int64_t h = win.h0; h < win.h1; ++h) {
           for (int64_t w = win.w0; w < win.w1; ++w) {
             const int64_t i = pixel(n, h, w, in_h_, in_w_) + c0;
-            add_at_maximum(in + i, o, left, din + i, len);
+            add_at_maximum<kRelu>(in + i, o, left, din + i, len);
           }
         }
       }
@@ -127,18 +140,23 @@ class MaxPoolKernel final : public LayerKernel {
   // d += left where x is the window's maximum, which is then given away. The maximum is a
   // copy of one of the inputs, so comparing bits finds it exactly (a NaN too), and integer
   // masks keep the loop branch-free: GCC does not vectorize a float compare-and-select
-  // under its default -ftrapping-math. The pointers never alias.
+  // under its default -ftrapping-math. The pointers never alias. kRelu keeps d where x is
+  // positive only: bits in [1, +inf] (a NaN is not positive, as for the ReLU's backward).
+  template <bool kRelu>
   static void add_at_maximum(const float* __restrict x, const float* __restrict maximum,
                              float* __restrict left, float* __restrict d, int64_t len) {
+    constexpr uint32_t kInfinity = 0x7f800000u;
     for (int64_t c = 0; c < len; ++c) {
-      const uint32_t hit = 0u - static_cast<uint32_t>(std::bit_cast<uint32_t>(x[c]) ==
-                                                      std::bit_cast<uint32_t>(maximum[c]));
+      const uint32_t bits = std::bit_cast<uint32_t>(x[c]);
+      const uint32_t hit = 0u - static_cast<uint32_t>(bits == std::bit_cast<uint32_t>(maximum[c]));
+      const uint32_t keep = kRelu ? 0u - static_cast<uint32_t>(bits - 1u < kInfinity) : ~0u;
       const uint32_t l = std::bit_cast<uint32_t>(left[c]);
-      d[c] += std::bit_cast<float>(l & hit);
+      d[c] += std::bit_cast<float>(l & hit & keep);
       left[c] = std::bit_cast<float>(l & ~hit);
     }
   }
 
+  bool relu_gradient_;
   int64_t pool_, stride_, pad_;
   int64_t batch_, in_h_, in_w_, channels_, out_h_, out_w_;
 };
@@ -147,7 +165,7 @@ class MaxPoolKernel final : public LayerKernel {
 
 std::unique_ptr<LayerKernel> make_cpu_max_pool(const MaxPool2DSpec& spec,
                                                const LayerBinding& binding) {
-  return std::make_unique<MaxPoolKernel>(spec, binding.in, binding.out);
+  return std::make_unique<MaxPoolKernel>(spec, binding.in, binding.out, binding.relu_gradient);
 }
 
 }  // namespace scalescope

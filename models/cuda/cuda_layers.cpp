@@ -233,6 +233,8 @@ class GlobalAvgPoolKernel final : public LayerKernel {
 std::unique_ptr<LayerKernel> make_cuda_layer(const LayerSpec& spec, const LayerBinding& b,
                                              CudaDevice& device) {
   check_layer_binding(spec, b);
+  SS_CHECK(!b.activation && !b.relu_gradient, "{}: the CUDA kernels fuse no layers",
+           describe(spec));
   // Planning queries the device (free memory, cuDNN heuristics) and creates handles on it.
   ScopedCudaDevice scope(device.id().index);
   return std::visit(

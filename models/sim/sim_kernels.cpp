@@ -106,6 +106,14 @@ std::vector<LibraryVersion> SimKernelBackend::library_versions() const {
   return CpuKernelBackend().library_versions();
 }
 
+bool SimKernelBackend::fuses_activation(const LayerSpec& layer, Activation activation) const {
+  return cpu_fuses_activation(layer, activation);
+}
+
+bool SimKernelBackend::fuses_relu_gradient(const LayerSpec& reader) const {
+  return cpu_fuses_relu_gradient(reader);
+}
+
 std::unique_ptr<LayerKernel> SimKernelBackend::make_layer(const LayerSpec& spec,
                                                           const LayerBinding& binding,
                                                           Device& device) {

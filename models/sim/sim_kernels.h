@@ -15,6 +15,9 @@ class SimKernelBackend final : public KernelBackend {
  public:
   DeviceKind kind() const override { return DeviceKind::kSim; }
   std::vector<LibraryVersion> library_versions() const override;  // the CPU kernels'
+  // The CPU kernels' fusions.
+  bool fuses_activation(const LayerSpec& layer, Activation activation) const override;
+  bool fuses_relu_gradient(const LayerSpec& reader) const override;
   std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec, const LayerBinding& binding,
                                           Device& device) override;
   std::unique_ptr<LossKernel> make_loss(LossKind kind, const Shape& output,

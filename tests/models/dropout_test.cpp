@@ -21,8 +21,9 @@ struct DropoutLayer {
   explicit DropoutLayer(DropoutSpec spec, int threads = 2)
       : device(0, threads), in(device, Shape{4, kCount / 4}), out(device, in.shape()) {
     device.make_current();
-    kernel = kernel_backend(DeviceKind::kCpu)
-                 .make_layer(spec, LayerBinding{in.shape(), in.shape(), {}, {}, {}}, device);
+    kernel =
+        kernel_backend(DeviceKind::kCpu)
+            .make_layer(spec, LayerBinding{in.shape(), in.shape(), {}, {}, {}, {}, false}, device);
     in.copy_from_host(std::vector<float>(kCount, 3.0f));
   }
   std::vector<float> forward() {

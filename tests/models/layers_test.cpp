@@ -88,7 +88,7 @@ struct BoundLayer {
         dout(device, out_shape),
         din(device, in_shape) {
     device.make_current();
-    LayerBinding binding{in_shape, out_shape, {}, {}, {}};
+    LayerBinding binding{in_shape, out_shape, {}, {}, {}, {}, false};
     for (const ParamSpec& p : param_specs(c.spec, c.in.without_batch())) {
       params.emplace_back(device, p.shape);
       grads.emplace_back(device, p.shape);
@@ -367,7 +367,9 @@ TEST(LayerShapes, KernelRejectsABindingThatDisagreesWithTheSpec) {
                     Shape{2, 5, 5, 4},
                     {weight.view(), bias.view()},
                     {weight_grad.view(), bias_grad.view()},
-                    {}};
+                    {},
+                    {},
+                    false};
   EXPECT_NO_THROW(make_cpu_layer(spec, good, device));
 
   LayerBinding wrong_out = good;

@@ -1,0 +1,147 @@
+#include "models/fusion.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/cpu/cpu_device.h"
+#include "core/random.h"
+#include "core/tensor.h"
+#include "models/kernels.h"
+#include "models/model.h"
+#include "models/zoo.h"
+
+namespace scalescope {
+namespace {
+
+// Fusion is process-wide: each test leaves it on, as it found it.
+class Fusion : public ::testing::Test {
+ protected:
+  void TearDown() override { set_fuse_layers(true); }
+};
+
+ModelDef sequence(std::string name, std::vector<LayerSpec> layers, Shape input) {
+  return ModelDef{std::move(name),
+                  std::move(layers),
+                  LossKind::kSoftmaxCrossEntropy,
+                  std::move(input),
+                  {},
+                  {},
+                  {}};
+}
+
+// Overlapping pools (3x3, stride 2) after ReLUs, and every activation the CPU fuses.
+ModelDef mixed_model() {
+  const ActivationSpec relu{Activation::kRelu};
+  return sequence(
+      "mixed",
+      {Conv2DSpec{6}, relu, MaxPool2DSpec{3, 2, 1}, Conv2DSpec{4, 3, 1, Padding::kValid}, relu,
+       MaxPool2DSpec{}, FlattenSpec{}, DenseSpec{7}, ActivationSpec{Activation::kTanh},
+       DenseSpec{5}, ActivationSpec{Activation::kSigmoid}, DenseSpec{3}},
+      Shape{9, 9, 2});
+}
+
+TEST_F(Fusion, CifarCnnRunsItsReluInsideTheConvolutionsThePoolsAndTheDenseLayer) {
+  const ModelDef def = make_model("cifar-cnn");
+  const std::vector<LayerFusion> f = plan_fusions(def, kernel_backend(DeviceKind::kCpu));
+  ASSERT_EQ(f.size(), def.layers.size());
+  for (size_t i = 0; i < f.size(); ++i) {
+    const bool conv_relu = i == 1 || i == 4;  // each before a max pool
+    EXPECT_EQ(f[i].forward_in_producer, conv_relu || i == 8) << i;
+    EXPECT_EQ(f[i].backward_in_reader, conv_relu) << i;  // layer 8 is read by a dense layer
+  }
+  EXPECT_EQ(plan_fusions(def, kernel_backend(DeviceKind::kSim)).size(), f.size());
+}
+
+TEST_F(Fusion, NoneWhenOffNorInGraphsNorForGelu) {
+  const KernelBackend& cpu = kernel_backend(DeviceKind::kCpu);
+  const auto any = [](const std::vector<LayerFusion>& f) {
+    for (const LayerFusion& l : f) {
+      if (l.forward_in_producer || l.backward_in_reader) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(any(plan_fusions(make_model("cifar-cnn"), cpu)));
+  EXPECT_FALSE(any(plan_fusions(make_model("cifar-resnet:depth=20"), cpu)));
+  EXPECT_FALSE(any(plan_fusions(
+      sequence("gelu", {DenseSpec{4}, ActivationSpec{Activation::kGelu}, DenseSpec{2}}, Shape{3}),
+      cpu)));
+  // A ReLU first has no producer, and one before a dense layer keeps its backward.
+  EXPECT_FALSE(any(plan_fusions(
+      sequence("first", {ActivationSpec{}, FlattenSpec{}, DenseSpec{2}}, Shape{2, 2, 1}), cpu)));
+  set_fuse_layers(false);
+  EXPECT_FALSE(any(plan_fusions(make_model("cifar-cnn"), cpu)));
+}
+
+struct Pass {
+  std::vector<float> output, eval_output, grads;
+  float loss = 0.0f;
+};
+
+// One training pass and one evaluation forward of `def` on a batch, fused or not.
+Pass run(const ModelDef& def, bool fuse) {
+  set_fuse_layers(fuse);
+  CpuDevice dev(0, 2);
+  Stream& s = dev.default_stream();
+  Model m(def, def.default_input, dev, 3);
+  const int64_t n = 5;
+  Tensor x(dev, def.default_input.with_batch(n));
+  Tensor y(dev, Shape{n});
+  Tensor loss(dev, Shape{1});
+  Rng rng(11);
+  std::vector<float> input(static_cast<size_t>(x.numel()));
+  for (float& v : input) v = rng.normal();
+  // Ties inside pooling windows, and windows whose maximum is exactly zero after the ReLU.
+  for (size_t i = 0; i < input.size(); i += 7) input[i] = input[i / 2];
+  x.copy_from_host(input);
+  y.copy_from_host(std::vector<float>{0, 1, 2, 1, 0});
+  const auto output = [&] {
+    std::vector<float> out(static_cast<size_t>(n * m.output_shape().numel()));
+    dev.copy_to_host(out.data(), m.output(), out.size() * sizeof(float), s);
+    return out;
+  };
+  Pass p;
+  m.forward(x.data(), n, s, false);
+  p.eval_output = output();
+  m.forward(x.data(), n, s);
+  p.output = output();
+  m.loss_forward_backward(y.data(), 1.0f / n, loss.data(), s);
+  m.backward(s);
+  p.loss = loss.to_host()[0];
+  p.grads = m.grads().to_host();
+  return p;
+}
+
+// ReLU fused into a convolution (a post-op) and into a max pool's backward computes exactly
+// the values of the separate layers; tanh and sigmoid as post-ops agree to rounding.
+TEST_F(Fusion, FusedModelsComputeTheUnfusedOutputsLossAndGradients) {
+  for (const ModelDef& def : {make_model("cifar-cnn"), mixed_model()}) {
+    const Pass fused = run(def, true);
+    const Pass plain = run(def, false);
+    const bool exact = def.name == "cifar-cnn";
+    ASSERT_EQ(fused.grads.size(), plain.grads.size());
+    const auto expect_same = [&](const std::vector<float>& a, const std::vector<float>& b,
+                                 const char* what) {
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (exact) {
+          ASSERT_EQ(a[i], b[i]) << def.name << " " << what << "[" << i << "]";
+        } else {
+          ASSERT_NEAR(a[i], b[i], 1e-5 + 1e-4 * std::abs(b[i]))
+              << def.name << " " << what << "[" << i << "]";
+        }
+      }
+    };
+    expect_same(fused.eval_output, plain.eval_output, "eval output");
+    expect_same(fused.output, plain.output, "output");
+    expect_same({fused.loss}, {plain.loss}, "loss");
+    expect_same(fused.grads, plain.grads, "gradient");
+    double norm = 0.0;
+    for (const float g : plain.grads) norm += static_cast<double>(g) * g;
+    EXPECT_GT(norm, 1e-6) << def.name;  // the comparison is of something
+  }
+}
+
+}  // namespace
+}  // namespace scalescope
