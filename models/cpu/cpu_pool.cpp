@@ -9,6 +9,128 @@
 namespace scalescope {
 namespace {
 
+// The portable build targets x86-64's baseline (SSE2), where these loops move 4 floats at a
+// time. Each hot row function is also compiled for AVX2 and AVX-512, and the loader picks the
+// best the CPU has (GCC's function multi-versioning): measured in docs/performance.md.
+#if defined(__x86_64__) && !defined(__clang__)
+#define SCALESCOPE_VECTOR_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
+#else
+#define SCALESCOPE_VECTOR_CLONES
+#endif
+
+// The shape of one pooling: which input pixels each output pixel's window covers.
+struct PoolGeometry {
+  int64_t pool, stride, pad;
+  int64_t batch, in_h, in_w, channels, out_h, out_w;
+
+  int64_t pixel(int64_t n, int64_t h, int64_t w, int64_t height, int64_t width) const {
+    return ((n * height + h) * width + w) * channels;
+  }
+
+  // The part of window (oh, ow) inside the image, rows [h0, h1) and columns [w0, w1): padded
+  // positions are -inf, which never wins, so they are skipped. pad <= pool / 2 (the spec's
+  // check) leaves every window a pixel.
+  struct Window {
+    int64_t h0, h1, w0, w1;
+  };
+  Window window(int64_t oh, int64_t ow) const {
+    const int64_t h = oh * stride - pad;
+    const int64_t w = ow * stride - pad;
+    return {std::max<int64_t>(h, 0), std::min(h + pool, in_h), std::max<int64_t>(w, 0),
+            std::min(w + pool, in_w)};
+  }
+
+  // Whether the windows tile the image: every input pixel in exactly one window.
+  bool tiles() const {
+    return stride == pool && pad == 0 && in_h == out_h * pool && in_w == out_w * pool;
+  }
+};
+
+// Output row (n, oh): each window's maximum. NaN wins, as in PyTorch, so that a diverged model
+// shows it.
+SCALESCOPE_VECTOR_CLONES
+void max_row(const PoolGeometry& g, const float* in, float* out, int64_t n, int64_t oh) {
+  const int64_t channels = g.channels;
+  for (int64_t ow = 0; ow < g.out_w; ++ow) {
+    float* __restrict o = out + g.pixel(n, oh, ow, g.out_h, g.out_w);
+    const PoolGeometry::Window win = g.window(oh, ow);
+    const float* first = in + g.pixel(n, win.h0, win.w0, g.in_h, g.in_w);
+    std::copy(first, first + channels, o);
+    for (int64_t h = win.h0; h < win.h1; ++h) {
+      for (int64_t w = win.w0; w < win.w1; ++w) {
+        const float* __restrict x = in + g.pixel(n, h, w, g.in_h, g.in_w);
+        for (int64_t c = 0; c < channels; ++c) {
+          o[c] = (x[c] > o[c] || x[c] != x[c]) ? x[c] : o[c];
+        }
+      }
+    }
+  }
+}
+
+// Channels handled together: the remaining gradient of a chunk lives on the stack.
+constexpr int64_t kChunk = 64;
+
+// d (+)= left where x is the window's maximum, which is then given away. The maximum is a copy
+// of one of the inputs, so comparing bits finds it exactly (a NaN too), and integer masks keep
+// the loop branch-free: GCC does not vectorize a float compare-and-select under its default
+// -ftrapping-math. The pointers never alias. kRelu keeps d where x is positive only: bits in
+// [1, +inf] (a NaN is not positive, as for the ReLU's backward). kStore writes d instead of
+// adding to it (windows that tile the image: each pixel is written once).
+template <bool kRelu, bool kStore>
+[[gnu::always_inline]] inline void give_to_maximum(const float* __restrict x,
+                                                   const float* __restrict maximum,
+                                                   float* __restrict left, float* __restrict d,
+                                                   int64_t len) {
+  constexpr uint32_t kInfinity = 0x7f800000u;
+  for (int64_t c = 0; c < len; ++c) {
+    const uint32_t bits = std::bit_cast<uint32_t>(x[c]);
+    const uint32_t hit = 0u - static_cast<uint32_t>(bits == std::bit_cast<uint32_t>(maximum[c]));
+    const uint32_t keep = kRelu ? 0u - static_cast<uint32_t>(bits - 1u < kInfinity) : ~0u;
+    const uint32_t l = std::bit_cast<uint32_t>(left[c]);
+    const float given = std::bit_cast<float>(l & hit & keep);
+    d[c] = kStore ? given : d[c] + given;
+    left[c] = std::bit_cast<float>(l & ~hit);
+  }
+}
+
+// Gives dout of output row (n, oh) to din at each window's maximum: the first pixel of the
+// window (row-major) equal to the output, so a tie sends the gradient to one pixel only.
+template <bool kRelu, bool kStore>
+[[gnu::always_inline]] inline void scatter_row(const PoolGeometry& g, const float* in,
+                                               const float* out, const float* dout, float* din,
+                                               int64_t n, int64_t oh) {
+  for (int64_t ow = 0; ow < g.out_w; ++ow) {
+    const int64_t at = g.pixel(n, oh, ow, g.out_h, g.out_w);
+    const PoolGeometry::Window win = g.window(oh, ow);
+    for (int64_t c0 = 0; c0 < g.channels; c0 += kChunk) {
+      const int64_t len = std::min(kChunk, g.channels - c0);
+      float left[kChunk];  // gradient not yet given to a pixel
+      std::copy(dout + at + c0, dout + at + c0 + len, left);
+      for (int64_t h = win.h0; h < win.h1; ++h) {
+        for (int64_t w = win.w0; w < win.w1; ++w) {
+          const int64_t i = g.pixel(n, h, w, g.in_h, g.in_w) + c0;
+          give_to_maximum<kRelu, kStore>(in + i, out + at + c0, left, din + i, len);
+        }
+      }
+    }
+  }
+}
+
+// scatter_row with the flags known, compiled for each vector width.
+SCALESCOPE_VECTOR_CLONES
+void scatter_row(const PoolGeometry& g, const float* in, const float* out, const float* dout,
+                 float* din, int64_t n, int64_t oh, bool relu, bool store) {
+  if (relu && store) {
+    scatter_row<true, true>(g, in, out, dout, din, n, oh);
+  } else if (relu) {
+    scatter_row<true, false>(g, in, out, dout, din, n, oh);
+  } else if (store) {
+    scatter_row<false, true>(g, in, out, dout, din, n, oh);
+  } else {
+    scatter_row<false, false>(g, in, out, dout, din, n, oh);
+  }
+}
+
 // Max pooling in plain loops over NHWC, not oneDNN: oneDNN 2.6's AVX2 max pooling for
 // training (the variant that records a workspace of argmax indices) measured 3.6 ms forward
 // and 2.5 ms backward on cifar-cnn's first pool (64x32x32x32, 2 threads; 0.9 ms forward for
@@ -19,146 +141,58 @@ class MaxPoolKernel final : public LayerKernel {
  public:
   MaxPoolKernel(const MaxPool2DSpec& spec, const Shape& in, const Shape& out, bool relu_gradient)
       : relu_gradient_(relu_gradient),
-        pool_(spec.pool),
-        stride_(spec.stride),
-        pad_(spec.pad),
-        batch_(in[0]),
-        in_h_(in[1]),
-        in_w_(in[2]),
-        channels_(in[3]),
-        out_h_(out[1]),
-        out_w_(out[2]) {}
+        g_{spec.pool, spec.stride, spec.pad, in[0],  in[1],
+           in[2],     in[3],       out[1],   out[2]} {}
 
   void forward(const float* in, float* out, Stream&) override {
-    const int64_t c_size = channels_;
 #pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t n = 0; n < batch_; ++n) {
-      for (int64_t oh = 0; oh < out_h_; ++oh) {
-        for (int64_t ow = 0; ow < out_w_; ++ow) {
-          float* o = out + pixel(n, oh, ow, out_h_, out_w_);
-          const Window win = window(oh, ow);
-          const float* first = in + pixel(n, win.h0, win.w0, in_h_, in_w_);
-          std::copy(first, first + c_size, o);
-          for (int64_t h = win.h0; h < win.h1; ++h) {
-            for (int64_t w = win.w0; w < win.w1; ++w) {
-              const float* x = in + pixel(n, h, w, in_h_, in_w_);
-              // NaN wins, as in PyTorch, so that a diverged model shows it.
-              for (int64_t c = 0; c < c_size; ++c) {
-                o[c] = (x[c] > o[c] || x[c] != x[c]) ? x[c] : o[c];
-              }
-            }
-          }
-        }
-      }
+    for (int64_t n = 0; n < g_.batch; ++n) {
+      for (int64_t oh = 0; oh < g_.out_h; ++oh) max_row(g_, in, out, n, oh);
     }
   }
 
   void backward(const float* in, const float* out, const float* dout, float* din,
                 Stream&) override {
     if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
-    const int64_t row = in_w_ * channels_;
-    if (stride_ >= pool_) {
+    const int64_t row = g_.in_w * g_.channels;
+    if (g_.tiles()) {
+      // Each window owns its pixels: written once, without clearing din first.
+#pragma omp parallel for collapse(2) schedule(static)
+      for (int64_t n = 0; n < g_.batch; ++n) {
+        for (int64_t oh = 0; oh < g_.out_h; ++oh) {
+          scatter_row(g_, in, out, dout, din, n, oh, relu_gradient_, true);
+        }
+      }
+    } else if (g_.stride >= g_.pool) {
       // Windows do not overlap: output row oh owns input rows [oh·stride - pad,
       // (oh+1)·stride - pad) (the first one from 0, the last one up to H), so threads split
       // the rows without sharing a pixel.
 #pragma omp parallel for collapse(2) schedule(static)
-      for (int64_t n = 0; n < batch_; ++n) {
-        for (int64_t oh = 0; oh < out_h_; ++oh) {
-          const int64_t begin = oh == 0 ? 0 : oh * stride_ - pad_;
-          const int64_t end = oh + 1 == out_h_ ? in_h_ : (oh + 1) * stride_ - pad_;
-          float* band = din + pixel(n, begin, 0, in_h_, in_w_);
+      for (int64_t n = 0; n < g_.batch; ++n) {
+        for (int64_t oh = 0; oh < g_.out_h; ++oh) {
+          const int64_t begin = oh == 0 ? 0 : oh * g_.stride - g_.pad;
+          const int64_t end = oh + 1 == g_.out_h ? g_.in_h : (oh + 1) * g_.stride - g_.pad;
+          float* band = din + g_.pixel(n, begin, 0, g_.in_h, g_.in_w);
           std::fill(band, band + (end - begin) * row, 0.0f);
-          scatter_row(in, out, dout, din, n, oh);
+          scatter_row(g_, in, out, dout, din, n, oh, relu_gradient_, false);
         }
       }
     } else {
       // Overlapping windows share pixels across output rows: one sample per thread.
 #pragma omp parallel for schedule(static)
-      for (int64_t n = 0; n < batch_; ++n) {
-        float* sample = din + pixel(n, 0, 0, in_h_, in_w_);
-        std::fill(sample, sample + in_h_ * row, 0.0f);
-        for (int64_t oh = 0; oh < out_h_; ++oh) scatter_row(in, out, dout, din, n, oh);
-      }
-    }
-  }
-
- private:
-  // Channels handled together: the remaining gradient of a chunk lives on the stack.
-  static constexpr int64_t kChunk = 64;
-
-  int64_t pixel(int64_t n, int64_t h, int64_t w, int64_t height, int64_t width) const {
-    return ((n * height + h) * width + w) * channels_;
-  }
-
-  // The part of window (oh, ow) inside the image, rows [h0, h1) and columns [w0, w1): padded
-  // positions are -inf, which never wins, so they are skipped. pad <= pool / 2 (the spec's
-  // check) leaves every window a pixel.
-  struct Window {
-    int64_t h0, h1, w0, w1;
-  };
-  Window window(int64_t oh, int64_t ow) const {
-    const int64_t h = oh * stride_ - pad_;
-    const int64_t w = ow * stride_ - pad_;
-    return {std::max<int64_t>(h, 0), std::min(h + pool_, in_h_), std::max<int64_t>(w, 0),
-            std::min(w + pool_, in_w_)};
-  }
-
-  void scatter_row(const float* in, const float* out, const float* dout, float* din, int64_t n,
-                   int64_t oh) const {
-    if (relu_gradient_) {
-      scatter_row<true>(in, out, dout, din, n, oh);
-    } else {
-      scatter_row<false>(in, out, dout, din, n, oh);
-    }
-  }
-
-  // Adds dout of output row (n, oh) to din at each window's maximum: the first pixel of the
-  // window (row-major) equal to the output, so a tie sends the gradient to one pixel only.
-  // kRelu: `in` is a ReLU's output, and the gradient goes on through that ReLU (kept only
-  // where the maximum is positive, as the ReLU's backward would).
-  template <bool kRelu>
-  void scatter_row(const float* in, const float* out, const float* dout, float* din, int64_t n,
-                   int64_t oh) const {
-    for (int64_t ow = 0; ow < out_w_; ++ow) {
-      const int64_t at = pixel(n, oh, ow, out_h_, out_w_);
-      for (int64_t c0 = 0; c0 < channels_; c0 += kChunk) {
-        const int64_t len = std::min(kChunk, channels_ - c0);
-        const float* o = out + at + c0;
-        float left[kChunk];  // gradient not yet given to a pixel
-        std::copy(dout + at + c0, dout + at + c0 + len, left);
-        const Window win = window(oh, ow);
-        for (int64_t h = win.h0; h < win.h1; ++h) {
-          for (int64_t w = win.w0; w < win.w1; ++w) {
-            const int64_t i = pixel(n, h, w, in_h_, in_w_) + c0;
-            add_at_maximum<kRelu>(in + i, o, left, din + i, len);
-          }
+      for (int64_t n = 0; n < g_.batch; ++n) {
+        float* sample = din + g_.pixel(n, 0, 0, g_.in_h, g_.in_w);
+        std::fill(sample, sample + g_.in_h * row, 0.0f);
+        for (int64_t oh = 0; oh < g_.out_h; ++oh) {
+          scatter_row(g_, in, out, dout, din, n, oh, relu_gradient_, false);
         }
       }
     }
   }
 
-  // d += left where x is the window's maximum, which is then given away. The maximum is a
-  // copy of one of the inputs, so comparing bits finds it exactly (a NaN too), and integer
-  // masks keep the loop branch-free: GCC does not vectorize a float compare-and-select
-  // under its default -ftrapping-math. The pointers never alias. kRelu keeps d where x is
-  // positive only: bits in [1, +inf] (a NaN is not positive, as for the ReLU's backward).
-  template <bool kRelu>
-  static void add_at_maximum(const float* __restrict x, const float* __restrict maximum,
-                             float* __restrict left, float* __restrict d, int64_t len) {
-    constexpr uint32_t kInfinity = 0x7f800000u;
-    for (int64_t c = 0; c < len; ++c) {
-      const uint32_t bits = std::bit_cast<uint32_t>(x[c]);
-      const uint32_t hit = 0u - static_cast<uint32_t>(bits == std::bit_cast<uint32_t>(maximum[c]));
-      const uint32_t keep = kRelu ? 0u - static_cast<uint32_t>(bits - 1u < kInfinity) : ~0u;
-      const uint32_t l = std::bit_cast<uint32_t>(left[c]);
-      d[c] += std::bit_cast<float>(l & hit & keep);
-      left[c] = std::bit_cast<float>(l & ~hit);
-    }
-  }
-
+ private:
   bool relu_gradient_;
-  int64_t pool_, stride_, pad_;
-  int64_t batch_, in_h_, in_w_, channels_, out_h_, out_w_;
+  PoolGeometry g_;
 };
 
 }  // namespace
