@@ -141,8 +141,15 @@ class MaxPoolKernel final : public LayerKernel {
  public:
   MaxPoolKernel(const MaxPool2DSpec& spec, const Shape& in, const Shape& out, bool relu_gradient)
       : relu_gradient_(relu_gradient),
-        g_{spec.pool, spec.stride, spec.pad, in[0],  in[1],
-           in[2],     in[3],       out[1],   out[2]} {}
+        g_{.pool = spec.pool,
+           .stride = spec.stride,
+           .pad = spec.pad,
+           .batch = in[0],
+           .in_h = in[1],
+           .in_w = in[2],
+           .channels = in[3],
+           .out_h = out[1],
+           .out_w = out[2]} {}
 
   void forward(const float* in, float* out, Stream&) override {
 #pragma omp parallel for collapse(2) schedule(static)
