@@ -11,8 +11,10 @@ namespace {
 
 // The portable build targets x86-64's baseline (SSE2), where these loops move 4 floats at a
 // time. Each hot row function is also compiled for AVX2 and AVX-512, and the loader picks the
-// best the CPU has (GCC's function multi-versioning): measured in docs/performance.md.
-#if defined(__x86_64__) && !defined(__clang__)
+// best the CPU has (GCC's function multi-versioning): measured in docs/performance.md. Not
+// under ThreadSanitizer, whose runtime is not up yet when the loader runs the clones' resolvers
+// (a program with a clone crashes at start).
+#if defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define SCALESCOPE_VECTOR_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
 #else
 #define SCALESCOPE_VECTOR_CLONES
