@@ -2,7 +2,8 @@
 // a full pass over memory in each direction; fused, the layer before applies it to the
 // output it writes anyway (oneDNN's post-ops), and a ReLU's backward (zero the gradient
 // where the output is not positive) happens inside the next layer's backward, which
-// already reads that output. The values are exactly the unfused ones.
+// already reads that output. A fused ReLU gives exactly the unfused values; tanh and sigmoid
+// as post-ops agree with their layers to rounding.
 #pragma once
 
 #include <vector>
