@@ -20,6 +20,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "harness/collectives/gloo_connect.h"
 #include "harness/collectives/network.h"
 
 namespace scalescope {
@@ -266,7 +267,6 @@ void Cluster::connect_control(std::chrono::milliseconds timeout) {
   const std::string host = this_hostname();
   control_ = std::make_unique<Control>();
   auto context = std::make_shared<gloo::rendezvous::Context>(rank_, size());
-  context->setTimeout(timeout);
   try {
     gloo::transport::tcp::attr attr;
     if (!interface_.empty()) {
@@ -274,9 +274,9 @@ void Cluster::connect_control(std::chrono::milliseconds timeout) {
     } else {
       attr.hostname = hostname_for_gloo_;
     }
-    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
     control_->store = std::make_unique<MpiStore>();
-    context->connectFullMesh(*control_->store, device);
+    connect_full_mesh(*context, *control_->store, gloo::transport::tcp::CreateDevice(attr),
+                      timeout);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -94,7 +94,8 @@ class GlooGroup {
   std::pair<std::string, bool> take_local_keys(std::chrono::milliseconds wait);
   // Adds another process's keys (from its take_local_keys()).
   void add_remote(const std::string& keys);
-  // Makes every connect waiting for a peer, now or later, throw Error with `why`.
+  // Makes every connect waiting for a peer's address, now or later, throw Error with `why`;
+  // one already connecting to a peer's address ends within the timeout (gloo_connect.h).
   void abort(const std::string& why);
   // Local rank `rank` is done with connect() (connected or failed) or will not call it (its
   // replica failed before). connect() calls it itself; calling it again is harmless.

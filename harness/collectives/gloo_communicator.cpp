@@ -28,6 +28,7 @@
 
 #include "core/check.h"
 #include "harness/collectives/communicator.h"
+#include "harness/collectives/gloo_connect.h"
 #include "models/cpu/cpu_half.h"
 
 namespace scalescope {
@@ -263,7 +264,7 @@ class GlooCommunicator final : public Communicator {
 // processes arrive through add_remote().
 class GlooGroup::Store final : public gloo::rendezvous::Store {
  public:
-  explicit Store(int local) : local_(local) {}
+  Store(int local, std::chrono::milliseconds timeout) : local_(local), timeout_(timeout) {}
 
   void set(const std::string& key, const std::vector<char>& data) override {
     const std::lock_guard lock(mutex_);
@@ -272,15 +273,18 @@ class GlooGroup::Store final : public gloo::rendezvous::Store {
     changed_.notify_all();
   }
   std::vector<char> get(const std::string& key) override {
-    wait({key}, kDefaultTimeout);
+    wait({key});
     const std::lock_guard lock(mutex_);
     return values_.at(key);
   }
-  void wait(const std::vector<std::string>& keys) override { wait(keys, kDefaultTimeout); }
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
+  // The group's timeout, not Gloo's: Gloo passes the context's, a fifth of it while
+  // connecting (gloo_connect.h).
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override {
+    wait(keys);
+  }
+  void wait(const std::vector<std::string>& keys) override {
     std::unique_lock lock(mutex_);
-    const bool ready = changed_.wait_for(lock, timeout, [&] {
+    const bool ready = changed_.wait_for(lock, timeout_, [&] {
       return !aborted_.empty() || std::all_of(keys.begin(), keys.end(), [&](const std::string& k) {
         return values_.count(k) > 0;
       });
@@ -291,7 +295,7 @@ class GlooGroup::Store final : public gloo::rendezvous::Store {
       throw gloo::IoException(
           fmt::format("timed out after {} ms waiting for the addresses of "
                       "rank(s) {}",
-                      timeout.count(), fmt::join(keys, ", ")));
+                      timeout_.count(), fmt::join(keys, ", ")));
     }
   }
 
@@ -341,6 +345,7 @@ class GlooGroup::Store final : public gloo::rendezvous::Store {
 
  private:
   const int local_;
+  const std::chrono::milliseconds timeout_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::map<std::string, std::vector<char>> values_;
@@ -365,7 +370,7 @@ GlooGroup::GlooGroup(int size, int first, int local, std::chrono::milliseconds t
            "GlooGroup: local ranks [{}, {}) are not inside a group of {}", first, first + local,
            size);
   SS_CHECK(timeout.count() > 0, "GlooGroup: timeout must be > 0 ms, got {} ms", timeout.count());
-  store_ = std::make_unique<Store>(local);
+  store_ = std::make_unique<Store>(local, timeout);
   connected_.assign(static_cast<size_t>(size), false);
 }
 
@@ -416,7 +421,6 @@ std::unique_ptr<Communicator> GlooGroup::connect(int rank) {
   // now and then on this machine ("Connection closed by peer", about 1 group in 30 of 3-4
   // ranks); with a device per rank, never in hundreds of groups.
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size_);
-  context->setTimeout(timeout_);
   try {
     call_gloo(rank, size_, timeout_, "gloo::rendezvous::Context::connectFullMesh",
               "connecting to the other replicas", std::source_location::current(), [&] {
@@ -426,9 +430,8 @@ std::unique_ptr<Communicator> GlooGroup::connect(int rank) {
                 } else {
                   attr.hostname = hostname_;
                 }
-                std::shared_ptr<gloo::transport::Device> device =
-                    gloo::transport::tcp::CreateDevice(attr);
-                context->connectFullMesh(*store_, device);
+                connect_full_mesh(*context, *store_, gloo::transport::tcp::CreateDevice(attr),
+                                  timeout_);
               });
   } catch (const Error& e) {
     // A rank that aborts the group after its own connect closes its pairs, and a peer still

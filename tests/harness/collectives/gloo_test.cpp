@@ -1,13 +1,16 @@
 // The Gloo communicator: replicas as threads of this process, connected over loopback.
 // Parameterized suites are instantiated as Gloo/... so that --gtest_filter=Gloo* runs them.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -315,6 +318,60 @@ TEST(GlooGroupTest, ConnectTimesOutWhenAPeerNeverJoins) {
   const auto elapsed = std::chrono::steady_clock::now() - start;
   EXPECT_GE(elapsed, kShort * 9 / 10);
   EXPECT_LT(elapsed, kShort * 2);
+}
+
+// The keys of `from`'s ranks (CBOR of {key: bytes}, see GlooGroup::take_local_keys), but
+// the pairs' addresses (keys "0", "1", ...): only what Gloo exchanges before them.
+std::string without_addresses(const std::string& keys) {
+  nlohmann::json j = nlohmann::json::from_cbor(std::vector<uint8_t>(keys.begin(), keys.end()));
+  for (auto it = j.begin(); it != j.end();) {
+    it = std::isdigit(static_cast<unsigned char>(it.key().front())) ? j.erase(it) : std::next(it);
+  }
+  const std::vector<uint8_t> bytes = nlohmann::json::to_cbor(j);
+  return {bytes.begin(), bytes.end()};
+}
+
+// As a process that died after publishing its address: rank 1 (a group of its own, as in
+// another process) gets rank 0's keys but its address, so it publishes its own address and
+// then waits. Gloo's pairs wait five times their timeout for a connection; rank 0 must
+// still give up within the group's timeout. Which side of a pair listens goes by the two
+// addresses, so rank 0 waits (and fails) in some attempts and connects to the silent
+// listener in the others; the attempts repeat until rank 0 has waited a few times.
+TEST(GlooGroupTest, ConnectEndsWithinTheTimeoutWhenAPeerPublishedItsAddressAndVanished) {
+  constexpr milliseconds kShort{1000};
+  int waited = 0;
+  for (int attempt = 0; attempt < 40 && waited < 3; ++attempt) {
+    GlooGroup zero(2, 0, 1, kShort, "127.0.0.1", "");
+    GlooGroup one(2, 1, 1, kShort, "127.0.0.1", "");
+    std::thread rank1([&] {
+      try {
+        (void)one.connect(1);
+      } catch (const Error&) {  // aborted below: it never got rank 0's address
+      }
+    });
+    std::atomic<bool> over{false};
+    std::thread relay([&] {
+      while (!over) {
+        zero.add_remote(one.take_local_keys(milliseconds(5)).first);
+        one.add_remote(without_addresses(zero.take_local_keys(milliseconds(5)).first));
+      }
+    });
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      (void)zero.connect(0);  // the initiator's connect succeeds: the listener's socket accepts
+    } catch (const Error& e) {
+      ++waited;
+      EXPECT_NE(std::string(e.what()).find("rank 0 of 2"), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find("waiting for the addresses"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, kShort * 2) << "attempt " << attempt;
+    over = true;
+    relay.join();
+    one.abort("the test is over");
+    rank1.join();
+  }
+  EXPECT_EQ(waited, 3);
 }
 
 TEST(GlooGroupTest, CollectiveTimesOutWhenAPeerNeverCalls) {
