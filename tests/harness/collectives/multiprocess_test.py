@@ -208,9 +208,30 @@ while time.time() < deadline and proc.poll() is None:
             break
     time.sleep(0.1)
 check(killed_at is not None, "never found rank 1 to kill after the first 4-device point")
+def dump_stacks(pids):
+    """Every thread's stack of each process, to tell where a hang waits (gdb, when present)."""
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        print("(no gdb: no stacks of the hung processes)")
+        return
+    for rank, pid in sorted(pids.items()):
+        p = subprocess.run([gdb, "-p", str(pid), "-batch", "-ex", "thread apply all bt"],
+                           capture_output=True, text=True, timeout=120)
+        frames = [line for line in p.stdout.splitlines() if line.startswith(("Thread", "#"))]
+        print(f"--- rank {rank} (pid {pid}) stacks ---")
+        print("\n".join(frames[:200]))
+
+
 try:
     out, err = proc.communicate(timeout=timeout_ms / 1000 * 3 + 30)
 except subprocess.TimeoutExpired:
+    hung = rank_pids(proc.pid)
+    dump_stacks(hung)
+    for pid in hung.values():  # not left running after the test
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
     proc.kill()
     out, err = proc.communicate()
     check(False, "the surviving rank hung after rank 1 was killed")
