@@ -11,7 +11,8 @@ namespace scalescope {
 
 struct Model::Plan {
   int64_t batch = 0;
-  std::vector<std::unique_ptr<LayerKernel>> kernels;  // null for Add layers
+  // Null for Add layers and for activations fused both ways (see `fusions`).
+  std::vector<std::unique_ptr<LayerKernel>> kernels;
   std::vector<LayerFusion> fusions;
   // outputs[i]: the output of layer i, in activations[i], or, for a layer that applies the
   // next one's activation (fusions[i + 1].forward_in_producer), in that layer's, its own
@@ -221,7 +222,11 @@ Model::Plan& Model::plan_for(int64_t batch) {
     if (fused_into(layer)) b.activation = std::get<ActivationSpec>(def_.layers[layer + 1]).kind;
     b.relu_gradient = layer > 0 && plan->fusions[layer - 1].backward_in_reader;
     const bool add = std::holds_alternative<AddSpec>(def_.layers[layer]);
-    plan->kernels.push_back(add ? nullptr : kernels.make_layer(def_.layers[layer], b, device_));
+    const LayerFusion& fusion = plan->fusions[layer];
+    // An activation fused both ways never runs a kernel of its own.
+    const bool idle = fusion.forward_in_producer && fusion.backward_in_reader;
+    plan->kernels.push_back(add || idle ? nullptr
+                                        : kernels.make_layer(def_.layers[layer], b, device_));
     SS_CHECK(!sync_ || !std::holds_alternative<BatchNorm2DSpec>(def_.layers[layer]) ||
                  plan->kernels.back()->sync_points(LayerKernel::Pass::kForward) > 0,
              "model '{}': layer {} ({}) cannot synchronize its statistics across replicas on "
