@@ -223,7 +223,7 @@ Model::Plan& Model::plan_for(int64_t batch) {
     b.relu_gradient = layer > 0 && plan->fusions[layer - 1].backward_in_reader;
     const bool add = std::holds_alternative<AddSpec>(def_.layers[layer]);
     const LayerFusion& fusion = plan->fusions[layer];
-    // An activation fused both ways never runs a kernel of its own.
+    // An activation fused both ways runs inside its neighbours: it needs no kernel.
     const bool idle = fusion.forward_in_producer && fusion.backward_in_reader;
     plan->kernels.push_back(add || idle ? nullptr
                                         : kernels.make_layer(def_.layers[layer], b, device_));

@@ -320,8 +320,8 @@ TEST(GlooGroupTest, ConnectTimesOutWhenAPeerNeverJoins) {
   EXPECT_LT(elapsed, kShort * 2);
 }
 
-// The keys of `from`'s ranks (CBOR of {key: bytes}, see GlooGroup::take_local_keys), but
-// the pairs' addresses (keys "0", "1", ...): only what Gloo exchanges before them.
+// `keys` (CBOR of {key: bytes}, from GlooGroup::take_local_keys) without the pairs'
+// addresses (keys "0", "1", ...): only what Gloo exchanges before them.
 std::string without_addresses(const std::string& keys) {
   nlohmann::json j = nlohmann::json::from_cbor(std::vector<uint8_t>(keys.begin(), keys.end()));
   for (auto it = j.begin(); it != j.end();) {

@@ -208,6 +208,8 @@ while time.time() < deadline and proc.poll() is None:
             break
     time.sleep(0.1)
 check(killed_at is not None, "never found rank 1 to kill after the first 4-device point")
+
+
 def dump_stacks(pids):
     """Every thread's stack of each process, to tell where a hang waits (gdb, when present)."""
     gdb = shutil.which("gdb")
