@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
-# scripts/gpu-check.sh on a machine without a GPU: its plan (--dry-run) puts what matters first
-# (configure, build, the GPU tests, the sweeps, the PyTorch comparison, ctest) and the
-# NCCL_HOSTID probe last as informational; and a probe that fails cannot fail the script, while
-# a required step that fails does. Usage: gpu_check_test.sh REPO
+# scripts/gpu-check.sh on a machine without a GPU. Its plans (--dry-run, with and without
+# --bundle) put what matters first and the NCCL_HOSTID probes as informational; a probe that
+# fails cannot fail the script, while a required step that fails does; a second call
+# continues. From a stand-in bundle (a shell script as scalescope): the README's main command
+# is run as README writes it and passes only when it chose GPUs, and the two-process steps are
+# skipped, saying why, when the probe does not find two ranks on one GPU working. The
+# compute-sanitizer summary counts NCCL's own API errors apart. Usage: gpu_check_test.sh REPO
 set -uo pipefail
 repo=$1
 script="$repo/scripts/gpu-check.sh"
 fail() { echo "FAIL: $*"; exit 1; }
 
+order_of() { awk 'NR > 1 {print $1}' <<<"$1" | paste -sd' '; }
 plan=$("$script" --dry-run) || fail "--dry-run exited $?"
 echo "$plan"
-order=$(awk 'NR > 1 {print $1}' <<<"$plan" | paste -sd' ')
-expected="env nvidia-smi configure build devices test_models_cuda test_core_cuda test_harness_gpu sweep-gpu sweep-cpu compare-pytorch ctest nccl_hostid nccl_hostid_control"
-[[ "$order" == "$expected" ]] || fail "steps in the order '$order', expected '$expected'"
+expected="env nvidia-smi configure build main-command resnet50-b128 h2d-overlap devices sanitizer-memcheck sanitizer-racecheck nccl_hostid nccl-2proc-train nccl-2proc-collectives nccl-2proc-abort test_models_cuda test_core_cuda test_harness_gpu sweep-gpu sweep-cpu compare-pytorch ctest nccl_hostid_control"
+[[ "$(order_of "$plan")" == "$expected" ]] || fail "steps in the order '$(order_of "$plan")', expected '$expected'"
 grep -qE '^nccl_hostid +[0-9]+ s +informational$' <<<"$plan" || fail "the probe is not informational"
 grep -qE '^build +[0-9]+ s +required$' <<<"$plan" || fail "build is not required"
+plan=$("$script" --dry-run --bundle /nonexistent.tar.gz) || fail "--dry-run --bundle exited $?"
+expected="env nvidia-smi bundle main-command resnet50-b128 h2d-overlap devices sanitizer-memcheck sanitizer-racecheck nccl_hostid nccl-2proc-train nccl-2proc-collectives nccl-2proc-abort test_models_cuda test_core_cuda test_harness_gpu sweep-gpu sweep-cpu compare-pytorch nccl_hostid_control"
+[[ "$(order_of "$plan")" == "$expected" ]] || fail "bundle steps in the order '$(order_of "$plan")', expected '$expected'"
+"$script" --dry-run --bundle x.tar.gz --steps build >/dev/null 2>&1 && fail "--bundle accepted the build step"
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -34,4 +41,62 @@ status=$?
 mkdir -p "$out/resume" && echo env >"$out/resume/done.txt"
 GPU_CHECK_BUDGET_S=60 "$script" "$out/resume" --steps env >"$out/resume.log" 2>&1
 grep -q "env: passed in an earlier call" "$out/resume.log" || fail "a passed step ran again"
+
+# A stand-in bundle: scalescope writes its arguments and prints what CHOICE says; the probe
+# finds two ranks on one GPU failing.
+make_bundle() {  # FILE CHOICE-LINE
+  local root="$out/mk/scalescope-bundle"
+  rm -rf "$out/mk" && mkdir -p "$root/bin" "$root/tests"
+  printf 'scalescope bundle\ncommit: 0123456789abcdef (test)\ndirty: no\nnvidia libraries (from the GPU machine): \n' >"$root/manifest.txt"
+  cat >"$root/bin/scalescope" <<EOF
+#!/bin/sh
+echo "\$*" >>"$out/args.txt"
+echo "$2"
+echo "a table"
+EOF
+  printf '#!/bin/sh\necho "NCCL_HOSTID two-rank on one GPU: FAILS: no GPU here"\nexit 1\n' >"$root/bin/nccl_hostid_probe"
+  printf '#!/bin/sh\nexit 1\n' >"$root/bin/mpirun"
+  chmod +x "$root/bin/"*
+  tar -C "$out/mk" -czf "$1" scalescope-bundle
+}
+make_bundle "$out/gpu.tar.gz" "sweep: 1 GPU visible: devices cuda:1, the GPU default models"
+rm -f "$out/args.txt"
+GPU_CHECK_BUDGET_S=200 "$script" --bundle "$out/gpu.tar.gz" "$out/b" \
+  --steps env,bundle,main-command,nccl_hostid,nccl-2proc-train --tar "$out/b.tar.gz" >"$out/b.log" 2>&1
+cat "$out/b/summary.txt"
+for s in env bundle main-command; do
+  grep -qE "^$s +0 " "$out/b/summary.txt" || { cat "$out/b.log"; fail "bundle mode: $s did not pass"; }
+done
+main=$(grep -m1 -oE 'build/scalescope sweep[^#`]*' "$repo/README.md" | sed 's/[[:space:]]*$//')
+grep -qxF -- "${main#build/scalescope }" "$out/args.txt" ||
+  fail "main-command ran scalescope with '$(paste -sd'|' "$out/args.txt")', README says '$main'"
+grep -qE '^main-command .*devices cuda:1' "$out/b/summary.txt" || fail "main-command's note is not the sweep's first line"
+grep -qE '^nccl-2proc-train +skip .*probe' "$out/b/summary.txt" ||
+  fail "the two-process step was not skipped for the probe's verdict"
+grep -qx "b/summary.txt" <<<"$(tar -tzf "$out/b.tar.gz")" || fail "--tar did not pack OUTDIR"
+[[ ! -e "$out/b/scalescope-bundle" ]] || fail "the bundle was unpacked into OUTDIR"
+# A main command that stays on CPU devices fails its step.
+make_bundle "$out/cpu.tar.gz" "sweep: no GPU visible: devices cpu:1,2"
+GPU_CHECK_BUDGET_S=60 "$script" --bundle "$out/cpu.tar.gz" "$out/c" --steps main-command >"$out/c.log" 2>&1 &&
+  fail "a main command on CPU devices passed"
+grep -qE '^main-command +1 .*NO GPU CHOSEN' "$out/c/summary.txt" || fail "no NO GPU CHOSEN note"
+
+# compute-sanitizer: API errors raised inside NCCL are not ours; anything else is.
+sanitized() {  # extra record lines...
+  printf '%s\n' "========= COMPUTE-SANITIZER" \
+    "========= Program hit cudaErrorInvalidValue (error 1) due to \"invalid argument\" on CUDA API call to cudaFuncGetAttributes." \
+    "=========     Saved host backtrace up to driver entry point at error" \
+    "=========         Host Frame: [0x3b2c1] in libcuda.so.1" \
+    "=========         Host Frame: ncclInit [0x5f2d0] in libnccl.so.2" \
+    "=========" "$@" "========= ERROR SUMMARY: $((1 + $# / 4)) errors"
+}
+sanitized >"$out/nccl-only.txt"
+note=$("$script" --summarize-sanitizer "$out/nccl-only.txt") || fail "NCCL's own API error counted as ours: $note"
+[[ "$note" == "memcheck: 0 errors of ours, 1 API errors inside NCCL not counted"* ]] || fail "note: $note"
+sanitized "========= Invalid __global__ write of size 4 bytes" "=========     at relu_kernel+0x90" \
+  "=========         Host Frame: launch [0x1234] in scalescope" "=========" >"$out/ours.txt"
+note=$("$script" --summarize-sanitizer "$out/ours.txt") && fail "a memory error of ours passed: $note"
+[[ "$note" == "memcheck: 1 errors of ours, 1 API errors inside NCCL"*"Invalid __global__ write"* ]] || fail "note: $note"
+printf '%s\n' "========= COMPUTE-SANITIZER" "=========" >"$out/cut.txt"
+"$script" --summarize-sanitizer "$out/cut.txt" >/dev/null && fail "a log without a summary passed"
 echo "ok"
