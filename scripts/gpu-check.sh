@@ -143,8 +143,8 @@ failed_logs=()
 
 log() { echo "[gpu-check $(date +%H:%M:%S)] $*"; }
 
-record() {  # name status seconds note
-  printf '%-28s %-6s %8s  %s\n' "$1" "$2" "$3" "$4" >>"$summary"
+record() {  # name status seconds note: one short line per step keeps summary.txt readable
+  printf '%-28s %-6s %8s  %s\n' "$1" "$2" "$3" "${4:0:220}" >>"$summary"
 }
 
 step_field() {  # name field-number -> that column of the step's row

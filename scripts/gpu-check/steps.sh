@@ -81,16 +81,22 @@ step_main_command() {
   echo "README: $line"
   echo "runs:   $bin ${args[*]}   (in $PWD, stopped by SIGINT after $run_s s)"
   echo "----"
-  timeout -s INT --kill-after=15 "$run_s" "$bin" "${args[@]}" 2>&1 | tee "$out/main-command/output.txt"
+  timeout --preserve-status -s INT --kill-after=15 "$run_s" "$bin" "${args[@]}" 2>&1 |
+    tee "$out/main-command/output.txt"
   local rc=${PIPESTATUS[0]}
   echo "---- exit status $rc (130: stopped by SIGINT as planned)"
-  ((rc == 0 || rc == 130)) || return 1
-  # A sweep on GPUs names cuda devices before its first table.
-  head -30 "$out/main-command/output.txt" | grep -q 'cuda:[0-9]' ||
-    { echo "NO GPU CHOSEN: no cuda device named in its first lines"; return 1; }
+  # Its first line says which devices it chose ("sweep on cuda:1 (...)"), before anything
+  # else it prints; libraries may have written to stderr first.
+  local chose
+  chose=$(grep -m1 '^sweep on ' "$out/main-command/output.txt")
+  echo "chose: ${chose:-(no 'sweep on' line)}"
+  grep -q '^sweep on cuda:[0-9]' <<<"$chose" || { echo "NO GPU CHOSEN"; return 1; }
+  ((rc == 0 || rc == 130))
 }
 note_main_command() {
-  grep -m1 'NO GPU CHOSEN' "$1" || sed -n '/^----$/{n;p;q}' "$1" | cut -c1-200
+  local chose
+  chose=$(grep -m1 '^chose: ' "$1" | sed 's/^chose: //')
+  if grep -q '^NO GPU CHOSEN' "$1"; then echo "NO GPU CHOSEN: $chose"; else echo "$chose"; fi
 }
 
 # One GPU, ResNet-50 at 128 images: refused before by a fixed workspace limit.
@@ -98,21 +104,14 @@ step_resnet50_b128() {
   "$bin" train --devices cuda:1 --model resnet:depth=50 --batch 128 --steps 12 --no-eval \
     -o "$out/resnet50-b128.json"
 }
-# What the run said about workspace and determinism, and its speed.
+# Its speed, and what the run said about workspace or determinism.
 note_run() {
-  local json="${1%.log}.json"
-  local said
-  said=$(grep -m1 -iE 'workspace|determinis' "$1" | cut -c1-140)
+  local json="${1%.log}.json" said
+  said=$(grep -m1 -iE 'workspace|determinis' "$1" | cut -c1-120)
   if [[ -s "$json" ]]; then
-    python3 - "$json" "$said" <<'EOF'
-import json, sys
-r = json.load(open(sys.argv[1]))
-s = r.get("summary", {})
-fields = [f"{k} {s[k]:.1f}" for k in ("samples_per_s", "step_ms_median") if isinstance(s.get(k), (int, float))]
-print("; ".join(fields + ([sys.argv[2]] if sys.argv[2] else [])))
-EOF
+    echo "$(python3 "$script_dir/gpu-check/run_summary.py" "$json" ran optimizer)${said:+; $said}"
   else
-    echo "no report; $(grep -m1 -iE 'error' "$1" | cut -c1-200)"
+    echo "no report; $(grep -m1 -iE 'error' "$1")"
   fi
 }
 
@@ -120,23 +119,13 @@ EOF
 step_h2d_overlap() {
   "$bin" train --devices cuda:1 --model resnet:depth=50 --batch 64 --steps 30 --no-eval \
     --data synthetic -o "$out/h2d-overlap.json" || return 1
-  python3 - "$out/h2d-overlap.json" <<'EOF'
-import json, statistics, sys
-r = json.load(open(sys.argv[1]))
-s = r.get("summary", {})
-print("summary:", json.dumps({k: v for k, v in s.items() if "h2d" in k or "input" in k or k.startswith("step_ms")}))
-# Every per-step field that names the copy, as medians over the measured steps.
-steps = r.get("steps", [])[r.get("warmup_steps", 0):]
-keys = sorted({k for st in steps for k in st if "h2d" in k or k in ("step_ms", "input_ms")})
-med = {k: statistics.median(st[k] for st in steps if isinstance(st.get(k), (int, float))) for k in keys
-       if any(isinstance(st.get(k), (int, float)) for st in steps)}
-print("h2d: " + ", ".join(f"{k} {v:.2f}" for k, v in med.items()) + f" (medians of {len(steps)} measured steps)")
-EOF
+  # h2d_ms is what the step waited for, h2d_total_ms how long the copy ran.
+  python3 "$script_dir/gpu-check/run_summary.py" "$out/h2d-overlap.json" h2d h2d input_ms
 }
 note_h2d() { grep -m1 '^h2d: ' "$1" || grep -m1 -iE 'error' "$1" | cut -c1-200; }
 
 step_devices() { "$bin" devices && "$bin" devices --json >"$out/devices.json"; }
-note_devices() { grep -m1 -iE 'pinned|pageable' "$1" | sed 's/^ *//' | cut -c1-200; }
+note_devices() { grep -m1 -iE 'pinned|pageable|no GPU' "$1" | sed 's/^ *//'; }
 
 # compute-sanitizer on a few training steps of one GPU.
 step_sanitizer() {  # memcheck | racecheck
@@ -197,18 +186,8 @@ exit "$rc"'
 step_nccl_2proc_train() {
   two_ranks -- "$bin" train --devices cuda:2 --model cifar-cnn --batch 64 --steps 40 \
     --check-every 10 --no-eval --network-interface lo -o "$out/nccl-2proc-train.json" || return 1
-  python3 - "$out/nccl-2proc-train.json" <<'EOF'
-import json, statistics, sys
-r = json.load(open(sys.argv[1]))
-steps = r.get("steps", [])[r.get("warmup_steps", 0):]
-def med(key):
-    v = [st[key] for st in steps if isinstance(st.get(key), (int, float))]
-    return statistics.median(v) if v else float("nan")
-c = r.get("cluster") or {}
-print(f"2 ranks: processes {c.get('processes')}, replicas {len(r.get('steps', [{}])[0].get('replicas', [])) or '?'}, "
-      f"step {med('step_ms'):.2f} ms, all-reduce total {med('allreduce_ms'):.2f} ms, "
-      f"exposed {med('allreduce_exposed_ms'):.2f} ms, buckets {len(r.get('bucket_bytes', []))}")
-EOF
+  # allreduce_ms: every bucket's reduction; allreduce_exposed_ms: what backward did not hide.
+  python3 "$script_dir/gpu-check/run_summary.py" "$out/nccl-2proc-train.json" "2 ranks" allreduce
 }
 note_2proc() { { grep -m1 '^2 ranks: ' "$1" || grep -m1 -E 'lost|[Ee]rror' "$1"; } | cut -c1-220; }
 

@@ -59,7 +59,7 @@ EOF
   chmod +x "$root/bin/"*
   tar -C "$out/mk" -czf "$1" scalescope-bundle
 }
-make_bundle "$out/gpu.tar.gz" "sweep: 1 GPU visible: devices cuda:1, the GPU default models"
+make_bundle "$out/gpu.tar.gz" "sweep on cuda:1 (no --devices given: the 1 visible GPU); models: the GPU defaults"
 rm -f "$out/args.txt"
 GPU_CHECK_BUDGET_S=200 "$script" --bundle "$out/gpu.tar.gz" "$out/b" \
   --steps env,bundle,main-command,nccl_hostid,nccl-2proc-train --tar "$out/b.tar.gz" >"$out/b.log" 2>&1
@@ -70,13 +70,13 @@ done
 main=$(grep -m1 -oE 'build/scalescope sweep[^#`]*' "$repo/README.md" | sed 's/[[:space:]]*$//')
 grep -qxF -- "${main#build/scalescope }" "$out/args.txt" ||
   fail "main-command ran scalescope with '$(paste -sd'|' "$out/args.txt")', README says '$main'"
-grep -qE '^main-command .*devices cuda:1' "$out/b/summary.txt" || fail "main-command's note is not the sweep's first line"
+grep -qE "^main-command .*sweep on cuda:1 " "$out/b/summary.txt" || fail "main-command's note is not the sweep's first line"
 grep -qE '^nccl-2proc-train +skip .*probe' "$out/b/summary.txt" ||
   fail "the two-process step was not skipped for the probe's verdict"
 grep -qx "b/summary.txt" <<<"$(tar -tzf "$out/b.tar.gz")" || fail "--tar did not pack OUTDIR"
 [[ ! -e "$out/b/scalescope-bundle" ]] || fail "the bundle was unpacked into OUTDIR"
 # A main command that stays on CPU devices fails its step.
-make_bundle "$out/cpu.tar.gz" "sweep: no GPU visible: devices cpu:1,2"
+make_bundle "$out/cpu.tar.gz" "sweep on cpu:1,2 (no --devices given, and no GPU is visible (cudaGetDeviceCount: no cuda:0))"
 GPU_CHECK_BUDGET_S=60 "$script" --bundle "$out/cpu.tar.gz" "$out/c" --steps main-command >"$out/c.log" 2>&1 &&
   fail "a main command on CPU devices passed"
 grep -qE '^main-command +1 .*NO GPU CHOSEN' "$out/c/summary.txt" || fail "no NO GPU CHOSEN note"
