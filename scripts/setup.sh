@@ -12,6 +12,7 @@ packages=(
   libgloo-dev                      # collectives on CPU
   libopenmpi-dev openmpi-bin       # multi-process runs (mpirun) and their tests
   iproute2                         # ip netns, veth, tc: the two-node tests (harness.netns_*)
+  patchelf                         # the relocatable bundle (scripts/bundle.sh)
   slurmctld slurmd slurm-client munge  # srun across those nodes (harness.netns_slurm)
   zlib1g-dev dataset-fashion-mnist # IDX datasets (gzip) and real data for the tests
   nlohmann-json3-dev libfmt-dev libcli11-dev python3-jsonschema chromium
