@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "core/check.h"
+#include "core/enum_names.h"
 #include "models/cpu/cpu_kernels.h"
 #include "models/sim/sim_kernels.h"
 #if SCALESCOPE_WITH_CUDA
@@ -21,9 +22,11 @@ std::atomic<bool>& tf32_flag() {
   return allow;
 }
 
-std::atomic<bool>& deterministic_flag() {
-  static std::atomic<bool> deterministic{true};
-  return deterministic;
+constexpr auto kDeterminismNames = enum_names<Determinism>("preferred", "required", "off");
+
+std::atomic<Determinism>& determinism_flag() {
+  static std::atomic<Determinism> determinism{Determinism::kPreferred};
+  return determinism;
 }
 
 std::vector<std::unique_ptr<KernelBackend>> make_kernel_backends() {
@@ -53,12 +56,16 @@ bool allow_tf32() {
   return tf32_flag().load(std::memory_order_relaxed);
 }
 
-void set_deterministic(bool deterministic) {
-  deterministic_flag().store(deterministic, std::memory_order_relaxed);
+std::string to_string(Determinism determinism) {
+  return std::string(kDeterminismNames(determinism));
 }
 
-bool deterministic() {
-  return deterministic_flag().load(std::memory_order_relaxed);
+void set_determinism(Determinism determinism) {
+  determinism_flag().store(determinism, std::memory_order_relaxed);
+}
+
+Determinism determinism() {
+  return determinism_flag().load(std::memory_order_relaxed);
 }
 
 const std::vector<KernelBackend*>& kernel_backends() {

@@ -53,6 +53,14 @@ struct KernelChoice {
   std::string layout;         // of the activations as the library sees them: "NHWC", "NCHW", "NC"
   bool deterministic = true;  // bit-identical results run after run
   int64_t workspace_bytes = 0;
+  // Where the library chose within a workspace limit (cuDNN's convolutions): the limit, and
+  // how it was reached with the numbers of that moment ("17500000000 = max(shared 0, 140000000000
+  // free / 8)"); 0 and "" elsewhere.
+  int64_t workspace_limit_bytes = 0;
+  std::string workspace_limit_rule{};
+  // Why this pass is not deterministic although deterministic algorithms were preferred (none
+  // fitted the workspace limit); "" when it is, or when determinism was not asked for.
+  std::string fallback{};
 };
 
 class LayerKernel {
@@ -158,7 +166,7 @@ class KernelBackend {
   // only then does a run's report say which math it used.
   virtual bool has_tf32() const { return false; }
   // Whether these kernels may run non-deterministic algorithms when allowed
-  // (set_deterministic): only then does a run's report say whether they were.
+  // (set_determinism): only then does a run's report say whether they were.
   virtual bool has_nondeterministic() const { return false; }
   // Which fusions this backend's kernels take (LayerBinding says what each one means):
   // whether the kernel of `layer` applies `activation` to its output, and whether the kernel
@@ -205,12 +213,24 @@ KernelBackend& kernel_backend(DeviceKind kind);
 void set_allow_tf32(bool allow);
 bool allow_tf32();
 
-// Whether GPU kernels must be deterministic (bit-identical results run after run on one
-// device, as CPU kernels always are): cuDNN algorithms that accumulate with atomics are then
-// refused. Process-wide, true by default; read when a kernel is constructed, like
-// allow_tf32(). Thread-safe.
-void set_deterministic(bool deterministic);
-bool deterministic();
+// How strictly GPU kernels are deterministic (bit-identical results run after run on one
+// device, as CPU kernels always are); cuDNN's algorithms that accumulate with atomics are not.
+enum class Determinism {
+  // Deterministic algorithms wherever one fits the workspace limit; a pass with none runs the
+  // fastest allowed one that fits, and its kernel says why (KernelChoice::fallback). The
+  // default: a large layer on a small device runs instead of failing.
+  kPreferred,
+  // Deterministic algorithms only: a layer without one that fits is an error.
+  kRequired,
+  // Any algorithm: the fastest allowed one that fits.
+  kOff,
+};
+std::string to_string(Determinism determinism);  // "preferred", "required", "off"
+
+// Process-wide, kPreferred by default; read when a kernel is constructed, like allow_tf32().
+// Thread-safe.
+void set_determinism(Determinism determinism);
+Determinism determinism();
 
 // Gradient accumulation over micro-batches: acc = grads when `first`, else acc += grads, over
 // `count` floats of device memory of stream.device(). Element-wise, so the result does not

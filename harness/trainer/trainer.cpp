@@ -96,7 +96,7 @@ class LocalRun {
     validate(o);
     // Process-wide and read when kernels are built: every replica's kernels alike.
     set_allow_tf32(o.tf32);
-    set_deterministic(o.deterministic);
+    set_determinism(o.deterministic ? Determinism::kRequired : Determinism::kOff);
     set_fuse_layers(o.fusion);
     return o;
   }

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <utility>
+
 #include "core/check.h"
 
 namespace scalescope {
@@ -163,15 +166,34 @@ bool conv_deterministic(ConvPass pass, int algo, cudnnDeterminism_t reported) {
   return false;
 }
 
-std::optional<ConvChoice> pick_conv_algorithm(ConvQueries& queries, ConvPass pass,
-                                              cudnnTensorFormat_t layout, const ConvPolicy& policy,
-                                              std::string* refusals) {
+ConvWorkspaceLimit conv_workspace_limit(const ConvMemory& memory) {
+  size_t available = memory.free;
+  std::string source = fmt::format("{} free", memory.free);
+  if (memory.limit > 0) {
+    const auto left = static_cast<size_t>(std::max<int64_t>(memory.limit - memory.in_use, 0));
+    if (left < available) {
+      available = left;
+      source = fmt::format("({} limit - {} in use)", memory.limit, memory.in_use);
+    }
+  }
+  const size_t bytes = std::max(memory.shared, available / kConvWorkspaceShare);
+  return {bytes, fmt::format("{} = max(shared {}, {} / {})", bytes, memory.shared, source,
+                             kConvWorkspaceShare)};
+}
+
+namespace {
+
+// The first proposal that succeeded, has its math allowed and fits the limit, deterministic
+// ones only when `deterministic_only`; nullopt with `refusals` filled when none does.
+std::optional<ConvChoice> first_fitting(ConvQueries& queries, ConvPass pass,
+                                        cudnnTensorFormat_t layout, const ConvPolicy& policy,
+                                        bool deterministic_only, ConvRefusals& refusals) {
   const std::vector<ConvCandidate> proposed =
       queries.candidates(pass, layout, conv_requested_math(policy.tf32));
-  std::string why;
+  refusals = {};
   const auto refuse = [&](const ConvCandidate& c, const std::string& reason) {
-    why += fmt::format("{}{} ({})", why.empty() ? "" : "; ", conv_algorithm_name(pass, c.algo),
-                       reason);
+    refusals.text += fmt::format("{}{} ({})", refusals.text.empty() ? "" : "; ",
+                                 conv_algorithm_name(pass, c.algo), reason);
   };
   for (const ConvCandidate& c : proposed) {
     if (c.status != CUDNN_STATUS_SUCCESS) {
@@ -184,7 +206,7 @@ std::optional<ConvChoice> pick_conv_algorithm(ConvQueries& queries, ConvPass pas
       continue;
     }
     const bool deterministic = conv_deterministic(pass, c.algo, c.determinism);
-    if (policy.deterministic && !deterministic) {
+    if (deterministic_only && !deterministic) {
       refuse(c, "non-deterministic");
       continue;
     }
@@ -197,51 +219,118 @@ std::optional<ConvChoice> pick_conv_algorithm(ConvQueries& queries, ConvPass pas
     }
     if (bytes > policy.workspace_limit) {
       refuse(c, fmt::format("needs {} bytes of workspace", bytes));
+      if (deterministic &&
+          (refusals.deterministic_need == 0 || bytes < refusals.deterministic_need)) {
+        refusals.deterministic_need = bytes;
+        refusals.deterministic_algo = c.algo;
+      }
       continue;
     }
-    return ConvChoice{c.algo, *math, deterministic, bytes};
+    return ConvChoice{c.algo, *math, deterministic, bytes, ""};
   }
-  if (refusals != nullptr) *refusals = proposed.empty() ? "none proposed" : why;
+  if (proposed.empty()) refusals.text = "none proposed";
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ConvChoice> pick_conv_algorithm(ConvQueries& queries, ConvPass pass,
+                                              cudnnTensorFormat_t layout, const ConvPolicy& policy,
+                                              ConvRefusals* refusals) {
+  ConvRefusals deterministic;
+  const bool any = policy.determinism == Determinism::kOff;
+  std::optional<ConvChoice> choice =
+      first_fitting(queries, pass, layout, policy, !any, deterministic);
+  if (choice || policy.determinism != Determinism::kPreferred) {
+    if (!choice && refusals != nullptr) *refusals = std::move(deterministic);
+    return choice;
+  }
+  ConvRefusals fastest;
+  choice = first_fitting(queries, pass, layout, policy, false, fastest);
+  if (!choice) {
+    if (refusals != nullptr) *refusals = std::move(fastest);
+    return std::nullopt;
+  }
+  if (!choice->deterministic) {
+    choice->fallback = fmt::format("no deterministic algorithm within {} bytes of workspace: {}",
+                                   policy.workspace_limit, deterministic.text);
+  }
+  return choice;
 }
 
 namespace {
 
+// Why a layout has no plan: its first pass without an algorithm.
+struct LayoutFailure {
+  std::string text;  // "backward-data in NHWC: <refusals>"
+  cudnnTensorFormat_t layout = CUDNN_TENSOR_NHWC;
+  ConvPass pass = ConvPass::kForward;
+  ConvRefusals refusals;
+};
+
 // Every pass in `layout`, or nullopt with `failure` naming the first pass that has none.
 std::optional<ConvPlan> plan_in(ConvQueries& queries, const ConvPolicy& policy,
-                                cudnnTensorFormat_t layout, std::string* failure) {
+                                cudnnTensorFormat_t layout, LayoutFailure* failure) {
   ConvPlan plan;
   plan.layout = layout;
   for (const ConvPass pass : kConvPasses) {
-    std::string refusals;
-    const std::optional<ConvChoice> choice =
+    ConvRefusals refusals;
+    std::optional<ConvChoice> choice =
         pick_conv_algorithm(queries, pass, layout, policy, &refusals);
     if (!choice) {
-      *failure = fmt::format("{} in {}: {}", to_string(pass), tensor_format_name(layout), refusals);
+      failure->text =
+          fmt::format("{} in {}: {}", to_string(pass), tensor_format_name(layout), refusals.text);
+      failure->layout = layout;
+      failure->pass = pass;
+      failure->refusals = std::move(refusals);
       return std::nullopt;
     }
-    plan.passes[static_cast<size_t>(pass)] = *choice;
+    plan.passes[static_cast<size_t>(pass)] = std::move(*choice);
   }
   return plan;
+}
+
+// "; a deterministic backward-data would need N bytes of workspace (ALGO_1 in NHWC)" for the
+// layout whose failing pass needs the least, or "" when neither names a need.
+std::string deterministic_need(const LayoutFailure& nhwc, const LayoutFailure& nchw) {
+  const LayoutFailure* least = nullptr;
+  for (const LayoutFailure* f : {&nhwc, &nchw}) {
+    const size_t need = f->refusals.deterministic_need;
+    if (need > 0 && (least == nullptr || need < least->refusals.deterministic_need)) least = f;
+  }
+  if (least == nullptr) return "";
+  return fmt::format("; a deterministic {} would need {} bytes of workspace ({} in {})",
+                     to_string(least->pass), least->refusals.deterministic_need,
+                     conv_algorithm_name(least->pass, least->refusals.deterministic_algo),
+                     tensor_format_name(least->layout));
 }
 
 }  // namespace
 
 ConvPlan plan_convolution(ConvQueries& queries, const ConvPolicy& policy,
                           const std::string& layer) {
-  std::string nhwc_failure;
-  if (auto plan = plan_in(queries, policy, CUDNN_TENSOR_NHWC, &nhwc_failure)) return *plan;
-  std::string nchw_failure;
-  if (auto plan = plan_in(queries, policy, CUDNN_TENSOR_NCHW, &nchw_failure)) {
-    plan->nhwc_refusals = nhwc_failure;
-    return *plan;
+  // Deterministic in either layout before any fallback: NCHW's transposes cost less than
+  // giving up bit-identical runs.
+  ConvPolicy first = policy;
+  if (policy.determinism == Determinism::kPreferred) first.determinism = Determinism::kRequired;
+  LayoutFailure nhwc;
+  LayoutFailure nchw;
+  for (const ConvPolicy& p : {first, policy}) {
+    if (auto plan = plan_in(queries, p, CUDNN_TENSOR_NHWC, &nhwc)) return std::move(*plan);
+    if (auto plan = plan_in(queries, p, CUDNN_TENSOR_NCHW, &nchw)) {
+      plan->nhwc_refusals = nhwc.text;
+      return std::move(*plan);
+    }
+    if (policy.determinism != Determinism::kPreferred) break;
   }
+  const bool required = policy.determinism == Determinism::kRequired;
   throw_error(fmt::format(
-      "{}: cuDNN offers no allowed algorithm within {} bytes of workspace{}{} — {}; {}", layer,
+      "{}: cuDNN offers no allowed algorithm within {} bytes of workspace{}{} — {}; {}{}", layer,
       policy.workspace_limit, policy.tf32 ? "" : " in strict fp32 (--no-tf32)",
-      policy.deterministic ? " among deterministic ones (--no-deterministic allows the others)"
-                           : "",
-      nhwc_failure, nchw_failure));
+      required ? " among deterministic ones (determinism required by --deterministic; without "
+                 "it a layer with none runs the fastest that fits)"
+               : "",
+      nhwc.text, nchw.text, required ? deterministic_need(nhwc, nchw) : ""));
 }
 
 }  // namespace scalescope

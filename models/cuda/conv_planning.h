@@ -8,8 +8,13 @@
 //   would be of fp16 kernels reported as TF32. With TF32 allowed the descriptors ask for
 //   CUDNN_DEFAULT_MATH (fp32 on tensor cores as TF32, as PyTorch does), in strict fp32 for
 //   CUDNN_FMA_MATH.
-// - Deterministic runs (the default) refuse algorithms that accumulate with atomics, so that
-//   two runs on one GPU give bit-identical weights, as the CPU path does.
+// - Deterministic algorithms (those that do not accumulate with atomics) are preferred, so
+//   that two runs on one GPU give bit-identical weights, as the CPU path does. A pass with
+//   none within the workspace limit runs the fastest one that fits, and says why, unless
+//   determinism is required (then that is an error naming the workspace it would take).
+// - The workspace limit is a share of the device's free memory (conv_workspace_limit): the
+//   convolutions of one replica share one workspace, so a large limit costs only the largest
+//   choice, not one workspace per layer.
 // - NHWC first (the activations' own layout, no transposes); where cuDNN offers no allowed
 //   algorithm for some pass in NHWC (thin first layers, strict fp32), every pass goes to NCHW
 //   descriptors with transposes around them.
@@ -22,6 +27,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "models/kernels.h"
 
 namespace scalescope {
 
@@ -62,9 +69,33 @@ ConvCandidate candidate_of(const Perf& perf) {
   return {static_cast<int>(perf.algo), perf.status, perf.mathType, perf.determinism};
 }
 
+// The memory a convolution's workspace limit is taken from, as it is when the convolution is
+// planned.
+struct ConvMemory {
+  size_t free = 0;     // what the driver has free on the device (cudaMemGetInfo)
+  int64_t limit = 0;   // the device's emulated size (--memory-limit-mb; 0: none)
+  int64_t in_use = 0;  // what the device's allocator has handed out (counted by the limit)
+  size_t shared = 0;   // the workspace the replica's convolutions already share
+};
+
+// The divisor of the free memory: what the convolutions may take together (they share one
+// workspace), leaving the rest to what is allocated after them, the activations above all.
+inline constexpr size_t kConvWorkspaceShare = 8;
+
+struct ConvWorkspaceLimit {
+  size_t bytes = 0;
+  std::string rule;  // how: "17500000000 = max(shared 0, 140000000000 free / 8)"
+};
+
+// The most workspace one pass of a convolution may take: max(W, F / 8), with W the workspace
+// the replica's convolutions already share (an algorithm within it costs nothing more) and F
+// the device's free memory, or what the memory limit leaves (limit - in use) when that is
+// less. No fixed cap: on a large device a layer's fastest deterministic algorithm fits.
+ConvWorkspaceLimit conv_workspace_limit(const ConvMemory& memory);
+
 struct ConvPolicy {
   bool tf32 = true;
-  bool deterministic = true;
+  Determinism determinism = Determinism::kPreferred;
   size_t workspace_limit = 0;  // bytes one pass may take
 };
 
@@ -88,6 +119,17 @@ struct ConvChoice {
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   bool deterministic = true;
   size_t workspace = 0;
+  // Determinism preferred but no deterministic algorithm fitted: why ("" otherwise).
+  std::string fallback{};
+};
+
+// Why a pass has no algorithm under a policy.
+struct ConvRefusals {
+  std::string text;  // each proposal passed over and why ("none proposed" when none was)
+  // The least workspace of the allowed deterministic proposals refused only for their
+  // workspace (0: none was): what a deterministic plan of this pass would take.
+  size_t deterministic_need = 0;
+  int deterministic_algo = -1;  // that proposal's algorithm
 };
 
 struct ConvPlan {
@@ -98,14 +140,20 @@ struct ConvPlan {
 };
 
 // The first (fastest, by the heuristics) proposal of `pass` in `layout` that succeeded, has
-// its math allowed, is deterministic where the policy asks it and fits the workspace limit;
-// nullopt when none does, with `refusals` saying why each proposal was passed over.
+// its math allowed and fits the workspace limit, deterministic unless the policy's
+// determinism is off; when preferred and no deterministic one fits, the first that fits
+// with ConvChoice::fallback saying why. nullopt when none does, with `refusals` saying why
+// each proposal was passed over.
 std::optional<ConvChoice> pick_conv_algorithm(ConvQueries& queries, ConvPass pass,
                                               cudnnTensorFormat_t layout, const ConvPolicy& policy,
-                                              std::string* refusals);
+                                              ConvRefusals* refusals = nullptr);
 
-// Every pass in NHWC when each has an allowed algorithm there, else every pass in NCHW;
-// throws Error naming `layer`, the pass and the refusals when NCHW has none either.
+// Every pass in NHWC when each has a deterministic algorithm there, else every pass in NCHW
+// when each has one there; with determinism preferred, then NHWC and then NCHW where the
+// passes without a deterministic algorithm run the fastest that fits (determinism off: the
+// fastest in NHWC, else in NCHW). Throws Error naming `layer`, the pass and the refusals when
+// no layout has a plan, and with determinism required the workspace a deterministic
+// algorithm would take.
 ConvPlan plan_convolution(ConvQueries& queries, const ConvPolicy& policy, const std::string& layer);
 
 }  // namespace scalescope

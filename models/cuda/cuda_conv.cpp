@@ -36,24 +36,15 @@
 namespace scalescope {
 namespace {
 
-// The most workspace one convolution kernel lets a cuDNN algorithm take. Every kernel owns
-// its workspace (kernels of one thread may run on different streams, so sharing one would
-// race), so the cap bounds a model's total: fast algorithms for these shapes need far less,
-// and one that wants more is passed over for the next fastest.
-constexpr size_t kMaxConvWorkspace = size_t{256} << 20;
-
-size_t conv_workspace_limit(CudaDevice& device) {
+// The memory the workspace limit is taken from, now. REQUIRES: the device current.
+ConvMemory memory_now(CudaDevice& device, size_t shared) {
   size_t free = 0;
   size_t total = 0;
   SS_CHECK_CUDA(cudaMemGetInfo(&free, &total));
-  // A small share of what is left, so that the workspaces of a deep model fit beside its
-  // activations; the device's emulated limit (--memory-limit-mb) counts as what is left.
-  size_t limit = std::min(kMaxConvWorkspace, free / 8);
-  if (device.memory_limit() > 0) {
-    const int64_t left = std::max<int64_t>(device.memory_limit() - device.memory_in_use(), 0);
-    limit = std::min(limit, static_cast<size_t>(left) / 8);
-  }
-  return limit;
+  return {.free = free,
+          .limit = device.memory_limit(),
+          .in_use = device.memory_in_use(),
+          .shared = shared};
 }
 
 struct ConvShape {
@@ -219,7 +210,8 @@ class ConvKernel final : public LayerKernel {
         bias_(c.bias ? b.params[1].data : nullptr),
         weight_grad_(b.grads[0].data),
         bias_grad_(c.bias ? b.grads[1].data : nullptr) {
-    const ConvPolicy policy{allow_tf32(), deterministic(), conv_workspace_limit(device)};
+    limit_ = conv_workspace_limit(memory_now(device, libraries_->conv_workspace_bytes()));
+    const ConvPolicy policy{allow_tf32(), determinism(), limit_.bytes};
     plan_ = plan_convolution(descriptors_, policy, describe(spec));
     descriptors_.apply(plan_);
     if (nchw())
@@ -237,7 +229,7 @@ class ConvKernel final : public LayerKernel {
     if (shape_.extended()) extended_ = float_buffer(device, shape_.x_numel());
     size_t workspace = 0;
     for (const ConvChoice& choice : plan_.passes) workspace = std::max(workspace, choice.workspace);
-    workspace_ = DeviceBuffer(device, workspace);
+    libraries_->reserve_conv_workspace(workspace);
   }
 
   void forward(const float* in, float* out, Stream& stream) override {
@@ -259,8 +251,9 @@ class ConvKernel final : public LayerKernel {
     SS_CHECK_CUDNN(cudnnConvolutionForward(
         libraries_->cudnn(s), &one, descriptors_.x(), x, descriptors_.w(), w,
         descriptors_.conv(ConvPass::kForward),
-        static_cast<cudnnConvolutionFwdAlgo_t>(plan_[ConvPass::kForward].algo), workspace_.data(),
-        plan_[ConvPass::kForward].workspace, &zero, descriptors_.y(), y));
+        static_cast<cudnnConvolutionFwdAlgo_t>(plan_[ConvPass::kForward].algo),
+        libraries_->conv_workspace(s), plan_[ConvPass::kForward].workspace, &zero, descriptors_.y(),
+        y));
     if (nchw()) cuda_ops::transpose(y, out, shape_.batch, shape_.filters, shape_.out_pixels(), s);
     if (bias_ != nullptr) cuda_ops::bias_add(out, bias_, rows(), shape_.filters, s);
   }
@@ -291,9 +284,15 @@ class ConvKernel final : public LayerKernel {
     std::vector<KernelChoice> out;
     for (const ConvPass pass : kConvPasses) {
       const ConvChoice& c = plan_[pass];
-      out.push_back({to_string(pass), conv_algorithm_name(pass, c.algo), math_type_name(c.math),
-                     tensor_format_name(plan_.layout), c.deterministic,
-                     static_cast<int64_t>(c.workspace)});
+      out.push_back({.pass = to_string(pass),
+                     .algorithm = conv_algorithm_name(pass, c.algo),
+                     .math = math_type_name(c.math),
+                     .layout = tensor_format_name(plan_.layout),
+                     .deterministic = c.deterministic,
+                     .workspace_bytes = static_cast<int64_t>(c.workspace),
+                     .workspace_limit_bytes = static_cast<int64_t>(limit_.bytes),
+                     .workspace_limit_rule = limit_.rule,
+                     .fallback = c.fallback});
     }
     return out;
   }
@@ -326,8 +325,8 @@ class ConvKernel final : public LayerKernel {
         libraries_->cudnn(s), &one, descriptors_.x(), x, descriptors_.y(), dy,
         descriptors_.conv(ConvPass::kBackwardFilter),
         static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan_[ConvPass::kBackwardFilter].algo),
-        workspace_.data(), plan_[ConvPass::kBackwardFilter].workspace, &zero, descriptors_.w(),
-        dw));
+        libraries_->conv_workspace(s), plan_[ConvPass::kBackwardFilter].workspace, &zero,
+        descriptors_.w(), dw));
     // OHWI [F][KH·KW][C] -> OIHW [F][C][KH·KW].
     if (!nchw()) cuda_ops::transpose(dw, weight_grad_, shape_.filters, area(), shape_.channels, s);
   }
@@ -344,7 +343,8 @@ class ConvKernel final : public LayerKernel {
         libraries_->cudnn(s), &one, descriptors_.w(), w, descriptors_.y(), dy,
         descriptors_.conv(ConvPass::kBackwardData),
         static_cast<cudnnConvolutionBwdDataAlgo_t>(plan_[ConvPass::kBackwardData].algo),
-        workspace_.data(), plan_[ConvPass::kBackwardData].workspace, &zero, descriptors_.x(), dx));
+        libraries_->conv_workspace(s), plan_[ConvPass::kBackwardData].workspace, &zero,
+        descriptors_.x(), dx));
     if (nchw())
       cuda_ops::transpose(dx, nhwc, shape_.batch, shape_.channels, shape_.x_h() * shape_.x_w(), s);
     if (!shape_.extended()) return;
@@ -356,6 +356,7 @@ class ConvKernel final : public LayerKernel {
   std::shared_ptr<CudaLibraries> libraries_;
   ConvShape shape_;
   ConvDescriptors descriptors_;
+  ConvWorkspaceLimit limit_;  // what the plan was chosen within
   ConvPlan plan_;
   const float* weight_;
   const float* bias_;  // null without a bias
@@ -368,7 +369,6 @@ class ConvKernel final : public LayerKernel {
   DeviceBuffer bias_scratch_;
   DeviceBuffer extended_;  // the extended input (asymmetric padding only)
   bool extended_holds_input_ = false;
-  DeviceBuffer workspace_;  // shared by the three passes, which never run at once
 };
 
 }  // namespace

@@ -67,7 +67,7 @@ template class CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolut
                                cudnnDestroyConvolutionDescriptor>;
 
 CudaLibraries::CudaLibraries(CudaDevice& device)
-    : cublas_workspace_(device, kCublasWorkspaceBytes) {
+    : device_(device), cublas_workspace_(device, kCublasWorkspaceBytes) {
   const int index = device.id().index;
   ScopedCudaDevice scope(index);
   cudnn_ = CudnnHandle(index);
@@ -92,6 +92,28 @@ cublasHandle_t CudaLibraries::cublas(cudaStream_t stream) {
     cublas_bound_ = true;
   }
   return cublas_.get();
+}
+
+CudaLibraries::StreamWorkspace& CudaLibraries::conv_workspace_of(cudaStream_t stream) {
+  for (StreamWorkspace& w : conv_workspaces_) {
+    if (w.stream == stream) return w;
+  }
+  return conv_workspaces_.emplace_back(StreamWorkspace{stream, DeviceBuffer()});
+}
+
+void CudaLibraries::reserve_conv_workspace(size_t bytes) {
+  conv_workspace_bytes_ = std::max(conv_workspace_bytes_, bytes);
+  // A smaller buffer freed here is fenced by the allocator against the passes still queued.
+  StreamWorkspace& compute = conv_workspace_of(cuda_stream(device_.default_stream()));
+  if (compute.buffer.bytes() < conv_workspace_bytes_)
+    compute.buffer = DeviceBuffer(device_, conv_workspace_bytes_);
+}
+
+void* CudaLibraries::conv_workspace(cudaStream_t stream) {
+  StreamWorkspace& w = conv_workspace_of(stream);
+  if (w.buffer.bytes() < conv_workspace_bytes_)
+    w.buffer = DeviceBuffer(device_, conv_workspace_bytes_);
+  return w.buffer.data();
 }
 
 std::shared_ptr<CudaLibraries> cuda_libraries(CudaDevice& device) {

@@ -1,7 +1,9 @@
 // The planning rules of cuDNN convolutions (models/cuda/conv_planning.h), over a fake of what
 // cuDNN answers: fp32 data is never converted to fp16, strict fp32 never runs on tensor
 // cores, deterministic runs refuse atomics, NCHW is the fallback when NHWC has no allowed
-// algorithm. Runs in every CUDA build, GPU or not.
+// algorithm, the workspace limit follows the device's free memory and a pass without a
+// deterministic algorithm within it falls back unless determinism is required. Runs in every
+// CUDA build, GPU or not.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -46,6 +48,8 @@ class FakeCudnn final : public ConvQueries {
   using Key = std::tuple<ConvPass, cudnnTensorFormat_t>;
   std::map<Key, std::vector<ConvCandidate>> proposals;
   std::map<int, size_t> workspace_bytes;  // by algorithm; absent: 0
+  // By pass, layout and algorithm, before workspace_bytes.
+  std::map<std::tuple<ConvPass, cudnnTensorFormat_t, int>, size_t> workspace_at;
   std::map<int, cudnnStatus_t> workspace_status;
   std::vector<cudnnMathType_t> requested;  // per candidates() call
   std::vector<std::tuple<ConvPass, int, cudnnMathType_t>> workspace_asked;
@@ -61,16 +65,18 @@ class FakeCudnn final : public ConvQueries {
     const auto it = proposals.find({pass, layout});
     return it == proposals.end() ? std::vector<ConvCandidate>{} : it->second;
   }
-  cudnnStatus_t workspace(ConvPass pass, cudnnTensorFormat_t, int algo, cudnnMathType_t math,
+  cudnnStatus_t workspace(ConvPass pass, cudnnTensorFormat_t layout, int algo, cudnnMathType_t math,
                           size_t* bytes) override {
     workspace_asked.emplace_back(pass, algo, math);
     *bytes = workspace_bytes.count(algo) != 0 ? workspace_bytes[algo] : 0;
+    if (const auto it = workspace_at.find({pass, layout, algo}); it != workspace_at.end())
+      *bytes = it->second;
     return workspace_status.count(algo) != 0 ? workspace_status[algo] : CUDNN_STATUS_SUCCESS;
   }
 };
 
-constexpr ConvPolicy kTf32{true, true, size_t{1} << 20};
-constexpr ConvPolicy kStrict{false, true, size_t{1} << 20};
+constexpr ConvPolicy kTf32{true, Determinism::kRequired, size_t{1} << 20};
+constexpr ConvPolicy kStrict{false, Determinism::kRequired, size_t{1} << 20};
 
 ConvCandidate proposal(int algo, cudnnMathType_t math = CUDNN_DEFAULT_MATH,
                        cudnnDeterminism_t determinism = CUDNN_DETERMINISTIC,
@@ -80,7 +86,11 @@ ConvCandidate proposal(int algo, cudnnMathType_t math = CUDNN_DEFAULT_MATH,
 
 std::optional<ConvChoice> pick(FakeCudnn& fake, ConvPass pass, const ConvPolicy& policy,
                                std::string* refusals = nullptr) {
-  return pick_conv_algorithm(fake, pass, CUDNN_TENSOR_NHWC, policy, refusals);
+  ConvRefusals why;
+  std::optional<ConvChoice> choice =
+      pick_conv_algorithm(fake, pass, CUDNN_TENSOR_NHWC, policy, &why);
+  if (refusals != nullptr) *refusals = why.text;
+  return choice;
 }
 
 TEST(ConvPlanning, TheFirstAllowedProposalIsPickedAndItsFp16ConversionRefused) {
@@ -129,7 +139,7 @@ TEST(ConvPlanning, DeterministicRunsRefuseAtomicsEvenWhereCudnnCallsThemDetermin
   EXPECT_TRUE(choice->deterministic);
 
   ConvPolicy fast = kTf32;
-  fast.deterministic = false;
+  fast.determinism = Determinism::kOff;
   const std::optional<ConvChoice> fastest = pick(fake, ConvPass::kBackwardFilter, fast);
   ASSERT_TRUE(fastest.has_value());
   EXPECT_EQ(fastest->algo, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0);
@@ -218,7 +228,7 @@ TEST(ConvPlanning, NoAllowedAlgorithmInEitherLayoutIsAnErrorNamingTheLayerAndThe
               std::string::npos)
         << what;
     EXPECT_NE(what.find("forward in NCHW: none proposed"), std::string::npos) << what;
-    EXPECT_NE(what.find("--no-deterministic"), std::string::npos) << what;
+    EXPECT_NE(what.find("required by --deterministic"), std::string::npos) << what;
   }
 }
 
@@ -232,6 +242,155 @@ TEST(ConvPlanning, AlgorithmsAreReportedByCudnnsNames) {
   EXPECT_EQ(conv_algorithm_name(ConvPass::kBackwardFilter, 42), "algorithm 42 of backward-filter");
   EXPECT_STREQ(math_type_name(CUDNN_FMA_MATH), "CUDNN_FMA_MATH");
   EXPECT_STREQ(tensor_format_name(CUDNN_TENSOR_NCHW), "NCHW");
+}
+
+// ResNet-50's first layer (Conv2D(64, 7x7, stride 2, pad 3)) at 128 images per GPU, as cuDNN
+// 9.19 answered on an H200: backward-data's deterministic ALGO_1 needs 521,240,592 bytes of
+// workspace, ALGO_0 (atomics) little, and in NCHW FFT_TILING 614,826,000.
+constexpr size_t kResNetConv1Algo1 = 521'240'592;
+constexpr size_t kResNetConv1FftTiling = 614'826'000;
+
+FakeCudnn resnet50_conv1_at_128() {
+  FakeCudnn fake;
+  for (const cudnnTensorFormat_t layout : {CUDNN_TENSOR_NHWC, CUDNN_TENSOR_NCHW}) {
+    fake.proposals[{ConvPass::kForward, layout}] = {
+        proposal(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_TENSOR_OP_MATH)};
+    fake.proposals[{ConvPass::kBackwardFilter, layout}] = {
+        proposal(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_TENSOR_OP_MATH)};
+  }
+  fake.proposals[{ConvPass::kBackwardData, CUDNN_TENSOR_NHWC}] = {
+      proposal(CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, CUDNN_TENSOR_OP_MATH, CUDNN_NON_DETERMINISTIC),
+      proposal(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_TENSOR_OP_MATH)};
+  fake.proposals[{ConvPass::kBackwardData, CUDNN_TENSOR_NCHW}] = {
+      proposal(CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, CUDNN_DEFAULT_MATH, CUDNN_NON_DETERMINISTIC),
+      proposal(CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING)};
+  fake.workspace_at[{ConvPass::kBackwardData, CUDNN_TENSOR_NHWC,
+                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_1}] = kResNetConv1Algo1;
+  fake.workspace_at[{ConvPass::kBackwardData, CUDNN_TENSOR_NHWC,
+                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_0}] = 4096;
+  fake.workspace_at[{ConvPass::kBackwardData, CUDNN_TENSOR_NCHW,
+                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING}] = kResNetConv1FftTiling;
+  fake.workspace_at[{ConvPass::kBackwardData, CUDNN_TENSOR_NCHW,
+                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_0}] = 4096;
+  return fake;
+}
+
+// An H200 when the first layer is planned: 141 GB, of which the weights, gradients, optimizer
+// state and buffers of a step take a few.
+constexpr ConvMemory kH200{.free = 139'000'000'000};
+// The same device run with --memory-limit-mb 2048, 100 MiB of it in use.
+constexpr ConvMemory kH200At2GiB{
+    .free = 139'000'000'000, .limit = int64_t{2048} << 20, .in_use = int64_t{100} << 20};
+
+ConvPolicy resnet_policy(const ConvMemory& memory, Determinism determinism) {
+  return {true, determinism, conv_workspace_limit(memory).bytes};
+}
+
+TEST(ConvWorkspace, TheLimitIsAnEighthOfTheFreeMemoryOrOfWhatTheMemoryLimitLeaves) {
+  const ConvWorkspaceLimit big = conv_workspace_limit(kH200);
+  EXPECT_EQ(big.bytes, size_t{17'375'000'000});  // no fixed cap: 139 GB / 8
+  EXPECT_EQ(big.rule, "17375000000 = max(shared 0, 139000000000 free / 8)");
+
+  const ConvWorkspaceLimit limited = conv_workspace_limit(kH200At2GiB);
+  EXPECT_EQ(limited.bytes, (size_t{2048 - 100} << 20) / 8);
+  EXPECT_EQ(limited.rule, "255328256 = max(shared 0, (2147483648 limit - 104857600 in use) / 8)");
+
+  // What the device's memory limit leaves only counts where it is less than the free memory.
+  ConvMemory roomy_limit = kH200;
+  roomy_limit.limit = int64_t{200} << 30;
+  EXPECT_EQ(conv_workspace_limit(roomy_limit).bytes, big.bytes);
+  // Past the limit nothing is left, and a full device leaves nothing either.
+  ConvMemory over = kH200At2GiB;
+  over.in_use = over.limit + 1;
+  EXPECT_EQ(conv_workspace_limit(over).bytes, 0u);
+}
+
+TEST(ConvWorkspace, AWorkspaceAlreadySharedIsAlwaysWithinTheLimit) {
+  ConvMemory full = kH200At2GiB;
+  full.in_use = full.limit;  // the layers planned so far took everything
+  full.shared = kResNetConv1Algo1;
+  const ConvWorkspaceLimit limit = conv_workspace_limit(full);
+  EXPECT_EQ(limit.bytes, kResNetConv1Algo1);
+  EXPECT_EQ(limit.rule,
+            "521240592 = max(shared 521240592, (2147483648 limit - 2147483648 in use) / 8)");
+}
+
+TEST(ConvWorkspace, ABigGpuRunsResNet50sFirstLayerDeterministicAt128ImagesPerGpu) {
+  FakeCudnn fake = resnet50_conv1_at_128();
+  for (const Determinism d : {Determinism::kPreferred, Determinism::kRequired}) {
+    const ConvPlan plan = plan_convolution(fake, resnet_policy(kH200, d), "Conv2D(64, 7x7)");
+    EXPECT_EQ(plan.layout, CUDNN_TENSOR_NHWC) << to_string(d);
+    const ConvChoice& data = plan[ConvPass::kBackwardData];
+    EXPECT_EQ(data.algo, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1) << to_string(d);
+    EXPECT_TRUE(data.deterministic);
+    EXPECT_EQ(data.workspace, kResNetConv1Algo1);
+    for (const ConvChoice& c : plan.passes) EXPECT_EQ(c.fallback, "") << to_string(d);
+  }
+}
+
+TEST(ConvWorkspace, ASmallDeviceFallsBackToTheFastestAlgorithmThatFitsAndSaysWhy) {
+  FakeCudnn fake = resnet50_conv1_at_128();
+  const ConvPolicy policy = resnet_policy(kH200At2GiB, Determinism::kPreferred);
+  const ConvPlan plan = plan_convolution(fake, policy, "Conv2D(64, 7x7)");
+  // NHWC kept: NCHW has no deterministic backward-data within the limit either.
+  EXPECT_EQ(plan.layout, CUDNN_TENSOR_NHWC);
+  const ConvChoice& data = plan[ConvPass::kBackwardData];
+  EXPECT_EQ(data.algo, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0);
+  EXPECT_FALSE(data.deterministic);
+  EXPECT_EQ(data.fallback,
+            "no deterministic algorithm within 255328256 bytes of workspace: "
+            "CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 (non-deterministic); "
+            "CUDNN_CONVOLUTION_BWD_DATA_ALGO_1 (needs 521240592 bytes of workspace)");
+  // The other passes had deterministic algorithms and keep them.
+  for (const ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardFilter}) {
+    EXPECT_TRUE(plan[pass].deterministic) << to_string(pass);
+    EXPECT_EQ(plan[pass].fallback, "") << to_string(pass);
+  }
+}
+
+TEST(ConvWorkspace, RequiredDeterminismOnASmallDeviceIsAnErrorNamingTheWorkspaceItWouldNeed) {
+  FakeCudnn fake = resnet50_conv1_at_128();
+  try {
+    plan_convolution(fake, resnet_policy(kH200At2GiB, Determinism::kRequired), "Conv2D(64, 7x7)");
+    FAIL() << "planned a non-deterministic algorithm where determinism was required";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("Conv2D(64, 7x7): cuDNN offers no allowed algorithm within 255328256 "
+                        "bytes of workspace among deterministic ones"),
+              std::string::npos)
+        << what;
+    // NHWC's ALGO_1 needs less than NCHW's FFT_TILING.
+    EXPECT_NE(what.find("a deterministic backward-data would need 521240592 bytes of workspace "
+                        "(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1 in NHWC)"),
+              std::string::npos)
+        << what;
+  }
+}
+
+TEST(ConvWorkspace, WithoutDeterminismTheFastestRunsAndNoFallbackIsRecorded) {
+  FakeCudnn fake = resnet50_conv1_at_128();
+  const ConvPlan plan =
+      plan_convolution(fake, resnet_policy(kH200, Determinism::kOff), "Conv2D(64, 7x7)");
+  EXPECT_EQ(plan.layout, CUDNN_TENSOR_NHWC);
+  EXPECT_EQ(plan[ConvPass::kBackwardData].algo, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0);
+  EXPECT_FALSE(plan[ConvPass::kBackwardData].deterministic);
+  EXPECT_EQ(plan[ConvPass::kBackwardData].fallback, "");  // nothing was given up
+}
+
+TEST(ConvWorkspace, PreferredDeterminismTakesNchwBeforeFallingBackInNhwc) {
+  FakeCudnn fake;
+  fake.offer_everywhere(CUDNN_TENSOR_NHWC, proposal(1));
+  fake.proposals[{ConvPass::kBackwardData, CUDNN_TENSOR_NHWC}] = {
+      proposal(CUDNN_CONVOLUTION_BWD_DATA_ALGO_0)};  // atomics only
+  fake.offer_everywhere(CUDNN_TENSOR_NCHW, proposal(2));
+  ConvPolicy policy = kTf32;
+  policy.determinism = Determinism::kPreferred;
+  const ConvPlan plan = plan_convolution(fake, policy, "conv2d");
+  EXPECT_EQ(plan.layout, CUDNN_TENSOR_NCHW);
+  for (const ConvChoice& c : plan.passes) {
+    EXPECT_TRUE(c.deterministic);
+    EXPECT_EQ(c.fallback, "");
+  }
 }
 
 }  // namespace

@@ -160,8 +160,9 @@ INSTANTIATE_TEST_SUITE_P(AllLayers, CudaLayerTest,
                          });
 
 // Every convolution plans an algorithm per pass by cuDNN's name, never one that converts fp32
-// to fp16, strict fp32 never on tensor cores, deterministic ones only (the default); and two
-// kernels planned alike compute bit-identical results.
+// to fp16, strict fp32 never on tensor cores, deterministic ones where they fit the workspace
+// limit (the default: these small layers always fit, so no pass falls back); and two kernels
+// planned alike compute bit-identical results.
 TEST_F(CudaKernelsTest, ConvolutionsRecordAllowedDeterministicAlgorithms) {
   for (const LayerCase& c : layer_cases()) {
     if (!std::holds_alternative<Conv2DSpec>(c.spec)) continue;
@@ -179,6 +180,8 @@ TEST_F(CudaKernelsTest, ConvolutionsRecordAllowedDeterministicAlgorithms) {
           EXPECT_EQ(k.math, "CUDNN_FMA_MATH");
         }
         EXPECT_TRUE(k.deterministic) << k.pass << " " << k.algorithm;
+        EXPECT_EQ(k.fallback, "") << k.pass;
+        EXPECT_LE(k.workspace_bytes, k.workspace_limit_bytes) << k.workspace_limit_rule;
         EXPECT_TRUE(k.layout == "NHWC" || k.layout == "NCHW") << k.layout;
       }
       const LayerResult first = run_layer(*gpu_, c, inputs);
@@ -473,12 +476,14 @@ TEST(Tf32Switch, AllowedByDefaultAndSettable) {
   EXPECT_TRUE(allow_tf32());
 }
 
-TEST(DeterministicSwitch, OnByDefaultAndSettable) {
-  EXPECT_TRUE(deterministic());
-  set_deterministic(false);
-  EXPECT_FALSE(deterministic());
-  set_deterministic(true);
-  EXPECT_TRUE(deterministic());
+TEST(DeterminismSwitch, PreferredByDefaultAndSettable) {
+  EXPECT_EQ(determinism(), Determinism::kPreferred);
+  set_determinism(Determinism::kOff);
+  EXPECT_EQ(determinism(), Determinism::kOff);
+  set_determinism(Determinism::kRequired);
+  EXPECT_EQ(determinism(), Determinism::kRequired);
+  set_determinism(Determinism::kPreferred);
+  EXPECT_EQ(determinism(), Determinism::kPreferred);
 }
 
 TEST(AccumulateInto, CpuCopiesFirstThenAdds) {
