@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "core/backend.h"
 #include "core/check.h"
 #include "core/device_spec.h"
 #include "core/fs.h"
@@ -21,6 +22,7 @@
 #include "harness/collectives/collective_backends.h"
 #include "harness/options/run_options.h"
 #include "harness/telemetry/environment.h"
+#include "harness/trainer/layout.h"
 
 namespace scalescope::cli {
 namespace {
@@ -113,10 +115,22 @@ void print_summary(const AllReduceBenchResult& result) {
   }
 }
 
+// Alone, this process opens every rank's device. Under mpirun or srun each process opens its
+// own ranks' devices, the first ones it sees, as training does: the devices are counted per
+// process, not on one machine (processes on one node may share a GPU, each then an NCCL host of
+// its own through NCCL_HOSTID). Throws Error naming the counts.
+void check_devices_here(const DeviceSpec& spec, const Cluster& cluster) {
+  const Backend& b = backend(spec.kind);
+  if (!cluster.multi_process()) {
+    check_devices_available(spec);
+  } else if (!b.logical()) {
+    check_visible_devices(process_layout(&cluster, 0, spec.count()), spec.kind, b.device_count());
+  }
+}
+
 int run_collectives(const CollectivesArgs& a) {
   // Every value is checked before the ranks start.
   const DeviceSpec spec = parse_device_spec(a.devices);
-  check_devices_available(spec);
   AllReduceBenchOptions options;
   options.sizes = message_sizes(parse_byte_size(a.min_bytes, "--min-bytes"),
                                 parse_byte_size(a.max_bytes, "--max-bytes"), a.factor);
@@ -128,6 +142,7 @@ int run_collectives(const CollectivesArgs& a) {
   const Launch launch = join_launch(a.launch, timeout.count());
   Cluster& cluster = *launch.cluster;
   (void)ranks_per_process(spec, cluster.size());  // refused before anything is printed
+  check_devices_here(spec, cluster);
   if (!launch.lead) {
     (void)benchmark_all_reduce_across(cluster, spec, options, timeout);
     return 0;

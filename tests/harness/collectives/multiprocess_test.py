@@ -12,6 +12,7 @@
    lists both processes and both environments, and it validates against the schema.
 3. Killing one rank mid-sweep: the survivor exits within the collective timeout with an
    error naming the lost rank, and the report keeps the points finished before.
+Also: `collectives` under mpirun counts the GPUs each process needs, not the total.
 
 Exits 77 (skipped) when mpirun is missing.
 """
@@ -158,6 +159,15 @@ if nodes.returncode == 0:
             check(abs(loss["allreduce_intra_node"] + loss["allreduce_inter_node"] -
                       loss["allreduce"]) < 1e-9, f"the node split does not add up: {loss}")
     validate(r, "sweep-report.schema.json", "the two-node sweep report")
+
+# 2c. collectives counts GPUs per process, as training does: under mpirun -np 2, cuda:2 asks
+# each process for one GPU of its own. Without a GPU the refusal names this process's share,
+# not two GPUs on one machine (with GPUs it may run; a build without CUDA refuses the kind).
+coll = run(mpirun(2, ["collectives", "--devices", "cuda:2", "-e", "1K", "--timeout", "20"]))
+said = coll.stdout + coll.stderr
+check(coll.returncode == 0 or "hosts 1 replica(s) on cuda devices but sees 0" in said
+      or "built without the cuda backend" in said,
+      "collectives under mpirun -np 2 counted cuda:2 on one machine, not per process")
 
 
 # 3. Kill rank 1 in the middle of a sweep.
