@@ -152,14 +152,20 @@ GpuUtilization gpu_utilization_from_json(const JsonReader& r) {
 }
 
 nlohmann::json to_json(const KernelChoiceRecord& k) {
-  return {{"layer", k.layer},
-          {"layer_name", k.layer_name},
-          {"pass", k.pass},
-          {"algorithm", k.algorithm},
-          {"math", k.math},
-          {"layout", k.layout},
-          {"deterministic", k.deterministic},
-          {"workspace_bytes", k.workspace_bytes}};
+  nlohmann::json j = {{"layer", k.layer},
+                      {"layer_name", k.layer_name},
+                      {"pass", k.pass},
+                      {"algorithm", k.algorithm},
+                      {"math", k.math},
+                      {"layout", k.layout},
+                      {"deterministic", k.deterministic},
+                      {"workspace_bytes", k.workspace_bytes}};
+  if (!k.workspace_limit_rule.empty()) {
+    j["workspace_limit_bytes"] = k.workspace_limit_bytes;
+    j["workspace_limit_rule"] = k.workspace_limit_rule;
+  }
+  if (!k.fallback.empty()) j["fallback"] = k.fallback;
+  return j;
 }
 
 KernelChoiceRecord kernel_choice_from_json(const JsonReader& r) {
@@ -171,10 +177,30 @@ KernelChoiceRecord kernel_choice_from_json(const JsonReader& r) {
                        .layout = r.string("layout"),
                        .deterministic = r.boolean("deterministic"),
                        .workspace_bytes = r.int64("workspace_bytes")};
+  if (r.has("workspace_limit_rule")) {
+    k.workspace_limit_bytes = r.int64("workspace_limit_bytes");
+    k.workspace_limit_rule = r.string("workspace_limit_rule");
+  }
+  if (r.has("fallback")) k.fallback = r.string("fallback");
   SS_CHECK(k.layer >= 0, "{} {} must not be negative", r.name("layer"), k.layer);
-  SS_CHECK(k.workspace_bytes >= 0, "{} {} must not be negative", r.name("workspace_bytes"),
-           k.workspace_bytes);
+  SS_CHECK(k.workspace_bytes >= 0 && k.workspace_limit_bytes >= 0,
+           "{} {} and {} {} must not be negative", r.name("workspace_bytes"), k.workspace_bytes,
+           r.name("workspace_limit_bytes"), k.workspace_limit_bytes);
   return k;
+}
+
+std::string fallback_line(const RunReport& report) {
+  std::string passes;
+  for (const KernelChoiceRecord& k : report.kernels) {
+    if (k.fallback.empty()) continue;
+    passes +=
+        fmt::format("{}{} {} ({})", passes.empty() ? "" : "; ", k.layer_name, k.pass, k.algorithm);
+  }
+  if (passes.empty()) return "";
+  return fmt::format(
+      "not deterministic where no deterministic algorithm fits the workspace limit: {} (the run "
+      "report says why; --deterministic refuses instead)\n",
+      passes);
 }
 
 nlohmann::json to_json(const TargetRecord& t) {
@@ -288,10 +314,21 @@ nlohmann::json to_json(const RunReport& r) {
   }
   if (r.tf32) j["config"]["tf32"] = *r.tf32;
   if (r.deterministic) j["config"]["deterministic"] = *r.deterministic;
+  if (r.determinism) j["config"]["determinism"] = *r.determinism;
   if (!r.kernels.empty()) {
     nlohmann::json kernels = nlohmann::json::array();
-    for (const KernelChoiceRecord& k : r.kernels) kernels.push_back(to_json(k));
+    nlohmann::json fallbacks = nlohmann::json::array();
+    for (const KernelChoiceRecord& k : r.kernels) {
+      kernels.push_back(to_json(k));
+      if (k.fallback.empty()) continue;
+      fallbacks.push_back({{"layer", k.layer},
+                           {"layer_name", k.layer_name},
+                           {"pass", k.pass},
+                           {"algorithm", k.algorithm},
+                           {"why", k.fallback}});
+    }
     j["kernels"] = std::move(kernels);
+    if (!fallbacks.empty()) j["nondeterministic_fallbacks"] = std::move(fallbacks);
   }
   if (r.allreduce_split) j["allreduce_split"] = to_json(*r.allreduce_split);
   if (!r.gpu_utilization.empty()) {

@@ -15,7 +15,7 @@
 
 namespace scalescope {
 
-inline constexpr const char* kRunSchemaVersion = "1.8";
+inline constexpr const char* kRunSchemaVersion = "1.9";
 
 // With --noise-scale: a step's squared gradient norms (reports/noise_scale.h).
 struct StepGradNorms {
@@ -111,6 +111,13 @@ struct KernelChoiceRecord {
   std::string layout;
   bool deterministic = true;
   int64_t workspace_bytes = 0;
+  // Where the library chose within a workspace limit (cuDNN's convolutions): the limit and how
+  // it was reached ("" and 0 elsewhere).
+  int64_t workspace_limit_bytes = 0;
+  std::string workspace_limit_rule{};
+  // Why the pass is not deterministic although deterministic algorithms were preferred ("" when
+  // it is, or when determinism was not asked for).
+  std::string fallback{};
 };
 
 // The trainer's gradient bucket caps unless told otherwise (PyTorch DDP's): the first bucket,
@@ -181,8 +188,10 @@ struct RunReport {
   std::vector<int64_t> library_memory_bytes;
   // GPU runs: whether kernels could compute fp32 products in TF32 (--no-tf32 forbids it).
   std::optional<bool> tf32;
-  // GPU runs: whether kernels had to be deterministic (--no-deterministic allows otherwise).
+  // GPU runs: whether deterministic kernels were asked for (false: --no-deterministic), and how
+  // strictly: "preferred" (where one fits the workspace limit), "required" or "off".
   std::optional<bool> deterministic;
+  std::optional<std::string> determinism;
   // Layer by layer, what the libraries chose; empty where no kernel chose (our own kernels).
   std::vector<KernelChoiceRecord> kernels;
   // GPU runs: every GPU's NVML sampling over the measured steps.
@@ -215,6 +224,10 @@ EvalRecord eval_from_json(const JsonReader& r);
 nlohmann::json to_json(const GpuUtilization& gpu);
 nlohmann::json to_json(const KernelChoiceRecord& choice);
 KernelChoiceRecord kernel_choice_from_json(const JsonReader& r);
+// The passes that are not deterministic although deterministic kernels were preferred
+// (KernelChoiceRecord::fallback): one line naming each layer, pass and algorithm, ending in a
+// newline; "" when there are none.
+std::string fallback_line(const RunReport& report);
 GpuUtilization gpu_utilization_from_json(const JsonReader& r);
 // Reads what to_json(AllReduceSplit) wrote; throws Error naming the key that is missing, of
 // the wrong type or out of range.

@@ -37,6 +37,7 @@ std::vector<std::string> file_inputs(const OptionDecl& d, const JsonReader& r,
       Overloaded{
           // A negated flag's value is inverted by CLI11: give it what the flag would mean.
           [&](const Bound<bool>&) { return one(r.boolean(key) != d.negated()); },
+          [&](const Bound<std::optional<bool>>&) { return one(r.boolean(key)); },
           [&](const Bound<int>&) { return one(r.int32(key)); },
           [&](const Bound<int64_t>&) { return one(r.int64(key)); },
           [&](const Bound<uint64_t>&) {
@@ -83,6 +84,17 @@ void add_options(CLI::App& app, OptionList& list) {
     CLI::Option* option =
         std::visit(Overloaded{
                        [&](Bound<bool>& b) { return app.add_flag(d.names, *b.value, d.help); },
+                       // CLI11 counts "--flag" as 1 and "--no-flag" as -1; the last one given wins.
+                       [&](Bound<std::optional<bool>>& b) {
+                         return app
+                             .add_flag_function(
+                                 d.names,
+                                 [v = b.value](int64_t n) {
+                                   *v = n == 0 ? std::nullopt : std::optional<bool>(n > 0);
+                                 },
+                                 d.help)
+                             ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+                       },
                        [&](Choice& c) {
                          return app.add_option_function<std::string>(d.names, c.set, d.help)
                              ->check(CLI::IsMember(c.names));

@@ -77,6 +77,7 @@ int run_train(TrainArgs& args, const OptionSources& names) {
       report.threads_per_device == 1 ? "" : "s", report.global_batch(), report.optimizer,
       compression, s.step_ms_median, s.step_ms_p10, s.step_ms_p90, s.measured_steps,
       s.samples_per_second, s.first_loss, s.last_loss);
+  fmt::print("{}", fallback_line(report));
   if (report.target) fmt::print("{}\n", target_text(*report.target));
   if (!args.output.empty()) {
     write_run_report(args.output, report);

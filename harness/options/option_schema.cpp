@@ -13,6 +13,8 @@ template <class T>
 std::string text_of(const T& v) {
   if constexpr (std::is_same_v<T, bool>) {
     return v ? "true" : "false";
+  } else if constexpr (std::is_same_v<T, std::optional<bool>>) {
+    return v ? text_of(*v) : "";
   } else {
     return fmt::format("{}", v);
   }
@@ -141,6 +143,9 @@ nlohmann::json options_json(const OptionList& list) {
     if (!d.in_config || !d.is_present()) continue;
     j[d.key] = std::visit(Overloaded{
                               [](const Choice& c) { return nlohmann::json(c.get()); },
+                              [](const Bound<std::optional<bool>>& b) {  // set: is_present()
+                                return nlohmann::json(b.value->value_or(false));
+                              },
                               [](const auto& bound) { return nlohmann::json(*bound.value); },
                           },
                           d.value);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -53,10 +54,13 @@ struct Choice {
   std::function<void(const std::string&)> set;
 };
 
+// A flag left unset by default (Bound<std::optional<bool>>, spelt "--flag,!--no-flag") has a
+// third state: either spelling sets it, neither leaves it unset, and config files and written
+// command lines give it only when set.
 using OptionValue =
-    std::variant<Bound<bool>, Bound<int>, Bound<int64_t>, Bound<uint64_t>, Bound<float>,
-                 Bound<double>, Bound<std::string>, Bound<std::vector<int>>,
-                 Bound<std::vector<int64_t>>, Bound<std::vector<double>>,
+    std::variant<Bound<bool>, Bound<std::optional<bool>>, Bound<int>, Bound<int64_t>,
+                 Bound<uint64_t>, Bound<float>, Bound<double>, Bound<std::string>,
+                 Bound<std::vector<int>>, Bound<std::vector<int64_t>>, Bound<std::vector<double>>,
                  Bound<std::vector<std::string>>, Choice>;
 
 struct OptionDecl {
@@ -83,8 +87,14 @@ struct OptionDecl {
   // The long flag ("--batch"; "--no-overlap").
   std::string flag() const;
   bool negated() const { return names.starts_with('!'); }
-  bool is_flag() const { return std::holds_alternative<Bound<bool>>(value); }
-  bool is_present() const { return !present || present(); }
+  bool is_flag() const {
+    return std::holds_alternative<Bound<bool>>(value) ||
+           std::holds_alternative<Bound<std::optional<bool>>>(value);
+  }
+  bool is_present() const {
+    const auto* tri = std::get_if<Bound<std::optional<bool>>>(&value);
+    return (!present || present()) && (tri == nullptr || tri->value->has_value());
+  }
 
   OptionDecl& command_line_only() {
     in_config = false;

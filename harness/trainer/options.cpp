@@ -178,9 +178,11 @@ void add_training_options(OptionList& list, TrainOptions& o, const GradientAxes*
            "(shows what fusion buys)");
   list.add("!--no-tf32", o.tf32,
            "GPU kernels compute fp32 products in strict fp32, not TF32 on tensor cores");
-  list.add("!--no-deterministic", o.deterministic,
-           "GPU kernels may use non-deterministic algorithms (cuDNN's atomics): faster, but two "
-           "runs no longer give bit-identical weights");
+  list.add("--deterministic,!--no-deterministic", o.deterministic,
+           "GPU kernels deterministic, so that two runs give bit-identical weights: by default "
+           "wherever a deterministic cuDNN algorithm fits the workspace limit, elsewhere the "
+           "fastest (the run report names each such layer); --deterministic requires it (a layer "
+           "without one is an error), --no-deterministic allows cuDNN's faster atomics anywhere");
   add_collective_options(list, o);
   list.add("--memory-limit-mb", o.memory_limit_mb,
            "Device memory per replica in MiB (0: all), libraries' own buffers (NCCL's) included; "
@@ -259,6 +261,11 @@ void add_train_options(OptionList& list, TrainOptions& o) {
            at_least<int64_t>(0, "must be 0 (only at the end) or positive"));
   list.add("--save", o.save, "Write a checkpoint (safetensors) at the end");
   list.add("--load", o.load, "Start from a checkpoint (safetensors)");
+}
+
+Determinism determinism_of(const TrainOptions& o) {
+  if (!o.deterministic) return Determinism::kPreferred;
+  return *o.deterministic ? Determinism::kRequired : Determinism::kOff;
 }
 
 GradCompression effective_compression(const TrainOptions& o, int replicas) {

@@ -13,6 +13,7 @@
 #include "harness/options/option_schema.h"
 #include "harness/trainer/data.h"
 #include "models/kernel_math/half_math.h"
+#include "models/kernels.h"
 #include "models/optimizer.h"
 #include "reports/run_report.h"
 #include "reports/stats.h"
@@ -108,8 +109,10 @@ struct TrainOptions {
   // GPU kernels may compute fp32 products in TF32 (models/kernels.h set_allow_tf32; set for
   // the whole process when train() begins).
   bool tf32 = true;
-  // GPU kernels must be deterministic (models/kernels.h set_deterministic; set with tf32).
-  bool deterministic = true;
+  // Whether GPU kernels must be deterministic: unset (the default) prefers deterministic
+  // algorithms where they fit, true requires them, false allows any (determinism_of; set for
+  // the whole process with tf32).
+  std::optional<bool> deterministic;
   // Models run activations inside the kernels next to them (models/fusion.h
   // set_fuse_layers; set with tf32).
   bool fusion = true;
@@ -122,6 +125,9 @@ struct TrainOptions {
   Cluster* cluster = nullptr;
   int replicas_per_process = 0;
 };
+
+// What `options.deterministic` asks of the kernels (models/kernels.h set_determinism).
+Determinism determinism_of(const TrainOptions& options);
 
 // The per-replica micro-batch of `options` on `replicas` replicas: `batch`, or
 // `global_batch` / (replicas × accumulation), which must divide exactly (throws Error naming

@@ -96,8 +96,17 @@ std::vector<KernelChoiceRecord> kernel_records(const Model& model, int64_t batch
   const std::vector<std::vector<KernelChoice>> layers = model.kernel_choices(batch);
   for (size_t layer = 0; layer < layers.size(); ++layer) {
     for (const KernelChoice& c : layers[layer]) {
-      out.push_back({static_cast<int>(layer), describe(model.def().layers[layer]), c.pass,
-                     c.algorithm, c.math, c.layout, c.deterministic, c.workspace_bytes});
+      out.push_back({.layer = static_cast<int>(layer),
+                     .layer_name = describe(model.def().layers[layer]),
+                     .pass = c.pass,
+                     .algorithm = c.algorithm,
+                     .math = c.math,
+                     .layout = c.layout,
+                     .deterministic = c.deterministic,
+                     .workspace_bytes = c.workspace_bytes,
+                     .workspace_limit_bytes = c.workspace_limit_bytes,
+                     .workspace_limit_rule = c.workspace_limit_rule,
+                     .fallback = c.fallback});
     }
   }
   return out;

@@ -239,7 +239,10 @@ RunReport assemble_report(const TrainOptions& o, const Plan& plan, RunResults& r
   }
   report.allreduce_split = g.allreduce_split;
   if (kernel_backend(plan.spec.kind).has_tf32()) report.tf32 = o.tf32;
-  if (kernel_backend(plan.spec.kind).has_nondeterministic()) report.deterministic = o.deterministic;
+  if (kernel_backend(plan.spec.kind).has_nondeterministic()) {
+    report.deterministic = determinism_of(o) != Determinism::kOff;
+    report.determinism = to_string(determinism_of(o));
+  }
   report.kernels = g.kernels;
   report.evals = g.evals;
   report.cluster = cluster_info(plan, cluster);

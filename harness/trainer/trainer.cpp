@@ -96,7 +96,7 @@ class LocalRun {
     validate(o);
     // Process-wide and read when kernels are built: every replica's kernels alike.
     set_allow_tf32(o.tf32);
-    set_determinism(o.deterministic ? Determinism::kRequired : Determinism::kOff);
+    set_determinism(determinism_of(o));
     set_fuse_layers(o.fusion);
     return o;
   }

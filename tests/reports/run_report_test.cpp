@@ -55,5 +55,66 @@ TEST(RunReport, WrittenFileParsesBack) {
   EXPECT_EQ(j["summary"]["measured_steps"], 1);
 }
 
+// A convolution whose backward-data fell back to a non-deterministic algorithm: the kernels
+// entry says why and under which limit, the report lists it among the fallbacks, the record
+// reads back as written (across processes), and the summary gives it one line.
+TEST(RunReport, AFallbackToANonDeterministicAlgorithmIsListedAndPrinted) {
+  RunReport r;
+  r.model = "resnet-50";
+  r.deterministic = true;
+  r.determinism = "preferred";
+  const std::string rule = "255328256 = max(shared 0, (2147483648 limit - 104857600 in use) / 8)";
+  const KernelChoiceRecord data{.layer = 0,
+                                .layer_name = "conv2d(64, 7x7)",
+                                .pass = "backward-data",
+                                .algorithm = "CUDNN_CONVOLUTION_BWD_DATA_ALGO_0",
+                                .math = "CUDNN_DEFAULT_MATH",
+                                .layout = "NHWC",
+                                .deterministic = false,
+                                .workspace_bytes = 4096,
+                                .workspace_limit_bytes = 255328256,
+                                .workspace_limit_rule = rule,
+                                .fallback = "no deterministic algorithm within 255328256 bytes"};
+  KernelChoiceRecord forward = data;
+  forward.pass = "forward";
+  forward.algorithm = "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM";
+  forward.deterministic = true;
+  forward.fallback = "";
+  KernelChoiceRecord dense{.layer = 3,
+                           .layer_name = "dense(10)",
+                           .pass = "forward",
+                           .algorithm = "gemm",
+                           .math = "fp32",
+                           .layout = "NC"};
+  r.kernels = {forward, data, dense};
+
+  const nlohmann::json j = to_json(r);
+  EXPECT_EQ(j["config"]["determinism"], "preferred");
+  EXPECT_EQ(j["kernels"][1]["fallback"], data.fallback);
+  EXPECT_EQ(j["kernels"][1]["workspace_limit_bytes"], 255328256);
+  EXPECT_EQ(j["kernels"][1]["workspace_limit_rule"], rule);
+  EXPECT_FALSE(j["kernels"][0].contains("fallback"));
+  EXPECT_FALSE(j["kernels"][2].contains("workspace_limit_rule"));  // no limit applied
+  EXPECT_EQ(j["nondeterministic_fallbacks"],
+            nlohmann::json::parse(R"j([{"layer": 0, "layer_name": "conv2d(64, 7x7)",
+                                       "pass": "backward-data",
+                                       "algorithm": "CUDNN_CONVOLUTION_BWD_DATA_ALGO_0",
+                                       "why": "no deterministic algorithm within 255328256 bytes"}])j"));
+  for (size_t i = 0; i < r.kernels.size(); ++i) {
+    const KernelChoiceRecord back = kernel_choice_from_json(JsonReader(j["kernels"][i], "kernels"));
+    EXPECT_EQ(back.fallback, r.kernels[i].fallback);
+    EXPECT_EQ(back.workspace_limit_bytes, r.kernels[i].workspace_limit_bytes);
+    EXPECT_EQ(back.workspace_limit_rule, r.kernels[i].workspace_limit_rule);
+  }
+  EXPECT_EQ(fallback_line(r),
+            "not deterministic where no deterministic algorithm fits the workspace limit: "
+            "conv2d(64, 7x7) backward-data (CUDNN_CONVOLUTION_BWD_DATA_ALGO_0) (the run report "
+            "says why; --deterministic refuses instead)\n");
+
+  r.kernels = {forward, dense};
+  EXPECT_FALSE(to_json(r).contains("nondeterministic_fallbacks"));
+  EXPECT_EQ(fallback_line(r), "");
+}
+
 }  // namespace
 }  // namespace scalescope

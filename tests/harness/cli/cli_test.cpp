@@ -61,7 +61,7 @@ TEST(Cli, TrainWritesARunFile) {
   ASSERT_EQ(r.status, 0) << r.output;
   std::ifstream in(out);
   const auto doc = nlohmann::json::parse(in);
-  EXPECT_EQ(doc["schema_version"], "1.8");
+  EXPECT_EQ(doc["schema_version"], "1.9");
   EXPECT_EQ(doc["model"]["name"], "dense-100");
   EXPECT_EQ(doc["model"]["params"], 7114);
   ASSERT_TRUE(doc.contains("kernels"));  // dense layers: oneDNN's inner products

@@ -2,12 +2,14 @@
 // sweep's config block read back through CLI11's config support into the same options; flags
 // over the file; errors naming the option as the user gave it; the command line `profile`
 // writes for the sweep parsing back to the same options.
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -111,7 +113,7 @@ TEST(OptionSchema, AReportsConfigBlockReadsBackIntoTheSameOptions) {
   EXPECT_EQ(p.options.models, o.models);
   EXPECT_EQ(p.options.mode(), ScalingMode::kStrong);
   EXPECT_FALSE(p.options.train.overlap);
-  EXPECT_FALSE(p.options.train.deterministic);
+  EXPECT_EQ(p.options.train.deterministic, false);
   EXPECT_EQ(config.at("deterministic"), false);  // the key, not the flag's name
   EXPECT_EQ(p.options.train.lr_scaling, LrScaling::kSqrt);
   EXPECT_EQ(p.options.bucket_caps_mb, (std::vector<double>{0.5, 25}));
@@ -141,6 +143,49 @@ TEST(OptionSchema, FlagsGivenOverrideTheFile) {
   EXPECT_EQ(resumed.options.repeats, 2);
   EXPECT_EQ(resumed.options.train.seed, 7u);
   std::remove(path.c_str());
+}
+
+// Determinism has three states: preferred (neither flag; no key in a config), required
+// (--deterministic; true) and off (--no-deterministic; false), each of which a report's config
+// block and a written command line carry back.
+TEST(OptionSchema, DeterminismIsPreferredUnlessAFlagOrTheFileSaysOtherwise) {
+  const auto determinism = [](const std::vector<std::string>& args) {
+    return determinism_of(parse_sweep(args).options.train);
+  };
+  EXPECT_EQ(determinism({}), Determinism::kPreferred);
+  EXPECT_EQ(determinism({"--deterministic"}), Determinism::kRequired);
+  EXPECT_EQ(determinism({"--no-deterministic"}), Determinism::kOff);
+  EXPECT_EQ(determinism({"--deterministic", "--no-deterministic"}), Determinism::kOff);  // last
+  EXPECT_EQ(determinism({"--no-deterministic", "--deterministic"}), Determinism::kRequired);
+
+  const auto from_file = [](const char* text, std::vector<std::string> args = {}) {
+    const std::string path = write_config("determinism.json", text);
+    args.insert(args.begin(), {"--config", path});
+    const Parsed p = parse_sweep(args);
+    std::remove(path.c_str());
+    return determinism_of(p.options.train);
+  };
+  EXPECT_EQ(from_file("{}"), Determinism::kPreferred);
+  EXPECT_EQ(from_file(R"({"deterministic": true})"), Determinism::kRequired);
+  EXPECT_EQ(from_file(R"({"deterministic": false})"), Determinism::kOff);
+  EXPECT_EQ(from_file(R"({"deterministic": true})", {"--no-deterministic"}), Determinism::kOff);
+
+  for (const std::optional<bool> asked :
+       {std::optional<bool>(), std::optional<bool>(true), std::optional<bool>(false)}) {
+    SweepOptions o;
+    o.train.deterministic = asked;
+    const nlohmann::json config = sweep_config_json(o);
+    EXPECT_EQ(config.contains("deterministic"), asked.has_value());
+    EXPECT_EQ(parse_sweep({}, &config).options.train.deterministic, asked);
+    // The command line another command is given (profile's sweep) parses back alike.
+    OptionList list;
+    add_sweep_options(list, o);
+    SweepOptions defaults;
+    OptionList default_list;
+    add_sweep_options(default_list, defaults);
+    const std::vector<std::string> argv = options_argv(list, default_list);
+    EXPECT_EQ(parse_sweep(argv).options.train.deterministic, asked) << fmt::format("{}", argv);
+  }
 }
 
 TEST(OptionSchema, TheLearningRateDefaultsToTheOptimizers) {
@@ -182,6 +227,8 @@ TEST(OptionSchema, BadValuesAreRefusedNamingTheOptionAsGiven) {
   EXPECT_CONTAINS(file_error(R"({"optimizer": "lamb"})"), "'optimizer' is 'lamb'");
   EXPECT_CONTAINS(file_error(R"({"batch": [8], "global_batch": [8]})"), "not both");
   EXPECT_CONTAINS(file_error(R"({"overlap": 1})"), "'overlap' must be true or false");
+  EXPECT_CONTAINS(file_error(R"({"deterministic": "yes"})"),
+                  "'deterministic' must be true or false");
   EXPECT_CONTAINS(file_error(R"({"models": []})"), "'models' is empty");
   EXPECT_CONTAINS(file_error(R"({"bucket_cap_mb": [25, 0]})"),
                   "'bucket_cap_mb': 0 must be a positive size");

@@ -40,6 +40,17 @@ TEST(TrainOptions, BadValuesAreRefusedBeforeWorkNamingThem) {
   refused(o, "threads -2");
 }
 
+// Unset by default: deterministic algorithms preferred, not required, so that a layer without
+// one within the workspace limit runs (and is named) instead of failing the run.
+TEST(TrainOptions, DeterminismIsPreferredByDefaultRequiredOrOffWhenAskedFor) {
+  TrainOptions o;
+  EXPECT_EQ(determinism_of(o), Determinism::kPreferred);
+  o.deterministic = true;
+  EXPECT_EQ(determinism_of(o), Determinism::kRequired);
+  o.deterministic = false;
+  EXPECT_EQ(determinism_of(o), Determinism::kOff);
+}
+
 TEST(TrainOptions, BatchesMustSplitOverTheDevicesAndMicroBatches) {
   TrainOptions o;
   o.model = "dense-100";
