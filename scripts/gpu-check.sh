@@ -65,7 +65,7 @@ step_table=(
   "h2d-overlap|90|required|both"
   "devices|60|required|both"
   "sanitizer-memcheck|150|required|both"
-  "sanitizer-racecheck|150|required|both"
+  "sanitizer-racecheck|120|required|both"
   "nccl_hostid|90|informational|both"
   "nccl-2proc-train|120|required|both"
   "nccl-2proc-collectives|90|required|both"

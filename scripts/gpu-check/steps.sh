@@ -127,11 +127,13 @@ note_h2d() { grep -m1 '^h2d: ' "$1" || grep -m1 -iE 'error' "$1" | cut -c1-200; 
 step_devices() { "$bin" devices && "$bin" devices --json >"$out/devices.json"; }
 note_devices() { grep -m1 -iE 'pinned|pageable|no GPU' "$1" | sed 's/^ *//'; }
 
-# compute-sanitizer on a few training steps of one GPU.
+# compute-sanitizer on a few training steps of one GPU: three under memcheck, two under
+# racecheck, which instruments every shared-memory access and is many times slower.
 step_sanitizer() {  # memcheck | racecheck
-  local raw="$out/sanitizer-$1.out"
+  local raw="$out/sanitizer-$1.out" steps=3
+  [[ "$1" == racecheck ]] && steps=2
   "$sanitizer" --tool "$1" --print-limit 100 "$bin" train --devices cuda:1 --model cifar-cnn \
-    --steps 3 --no-eval >"$raw" 2>&1
+    --steps "$steps" --no-eval >"$raw" 2>&1
   local rc=$?
   tail -n 40 "$raw"
   echo "---- scalescope under $1: exit status $rc; the whole output is in $(basename "$raw")"
