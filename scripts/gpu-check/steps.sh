@@ -45,7 +45,7 @@ step_env() {
 note_env() { grep -m1 -E 'MISSING|NOT FOUND|no cuBLAS' "$1" || grep -m1 '^commit:' "$1" || true; }
 
 step_nvidia_smi() { nvidia-smi && nvidia-smi -L; }
-note_nvidia_smi() { grep -m1 -E '^GPU 0' "$1" || true; }
+note_nvidia_smi() { grep -m1 -E '^GPU 0' "$1" || tail -n 1 "$1"; }
 
 # The bundle's binaries find every library: theirs inside it, NVIDIA's on this machine.
 step_bundle() {
@@ -244,7 +244,7 @@ two_rank_skip_reason() {  # empty when the two-process steps can run
   if [[ -z "$mpirun" ]]; then
     echo "no mpirun: the build path configures MPI off (the bundle carries Open MPI)"
   elif ! grep -q 'two-rank on one GPU: WORKS' "$out/nccl_hostid.log" 2>/dev/null; then
-    echo "the NCCL_HOSTID probe did not find two ranks on one GPU working ($(note_verdict "$out/nccl_hostid.log" 2>/dev/null))"
+    echo "the NCCL_HOSTID probe's verdict is not WORKS (nccl_hostid.log)"
   fi
 }
 
