@@ -238,6 +238,11 @@ while IFS= read -r f; do
 done < <(find "$tree" -type f)
 check_tree "$tree" || die "the bundle does not resolve its own libraries (above)"
 
+# --- the oldest glibc the bundle runs on: the newest GLIBC_ symbol version any file asks for
+# (objdump also meets the scripts and texts, and fails on them).
+glibc_needed=$(find "$tree" -type f -print0 | xargs -0 objdump -T 2>/dev/null |
+  grep -oE 'GLIBC_[0-9]+\.[0-9]+' | sed 's/GLIBC_//' | sort -uV | tail -1 || true)
+
 # --- what it was built from
 dirty=$(git status --porcelain --untracked-files=no 2>/dev/null || true)
 {
@@ -261,6 +266,7 @@ dirty=$(git status --porcelain --untracked-files=no 2>/dev/null || true)
     echo "cuda: off"
   fi
   echo "mpi: $mpi_note"
+  echo "glibc needed: $glibc_needed (the newest symbol version a file of the bundle uses)"
   echo "nvidia libraries (from the GPU machine): $(printf '%s\n' "${!vendor_needed[@]}" | sort | paste -sd' ' -)"
   echo "packed libraries: $(cd "$tree/lib" && find . -maxdepth 1 -name '*.so*' -printf '%f\n' | sort | paste -sd' ' -)"
 } >"$tree/manifest.txt"

@@ -52,7 +52,14 @@ step_bundle() {
   echo "== NVIDIA libraries the bundle expects from this machine"
   echo "$vendor_found_text"
   [[ -z "$vendor_missing_text" ]] || echo "MISSING: $vendor_missing_text (install the nvidia-* wheels, or put their lib folders on LD_LIBRARY_PATH)"
-  local f libs missing=0
+  local f libs missing=0 needed have
+  needed=$(sed -n 's/^glibc needed: \([0-9.]*\).*/\1/p' "$bundle_root/manifest.txt")
+  have=$(ldd --version | head -1 | grep -oE '[0-9]+\.[0-9]+$')
+  echo "glibc: this machine has $have, the bundle needs ${needed:-?}"
+  if [[ -n "$needed" && "$(printf '%s\n' "$needed" "$have" | sort -V | head -1)" != "$needed" ]]; then
+    echo "MISSING: glibc $needed (this machine has $have: build the bundle on a host with glibc $have or older)"
+    missing=1
+  fi
   for f in "$bin" "$tests_dir"/* "$probe"; do
     [[ -x "$f" ]] || continue
     echo "== ldd ${f#"$bundle_root"/}"

@@ -44,10 +44,10 @@ grep -q "env: passed in an earlier call" "$out/resume.log" || fail "a passed ste
 
 # A stand-in bundle: scalescope writes its arguments and prints what CHOICE says; the probe
 # finds two ranks on one GPU failing.
-make_bundle() {  # FILE CHOICE-LINE
+make_bundle() {  # FILE CHOICE-LINE [GLIBC-NEEDED]
   local root="$out/mk/scalescope-bundle"
   rm -rf "$out/mk" && mkdir -p "$root/bin" "$root/tests"
-  printf 'scalescope bundle\ncommit: 0123456789abcdef (test)\ndirty: no\nnvidia libraries (from the GPU machine): \n' >"$root/manifest.txt"
+  printf 'scalescope bundle\ncommit: 0123456789abcdef (test)\ndirty: no\nglibc needed: %s\nnvidia libraries (from the GPU machine): \n' "${3:-2.17}" >"$root/manifest.txt"
   cat >"$root/bin/scalescope" <<EOF
 #!/bin/sh
 echo "\$*" >>"$out/args.txt"
@@ -80,6 +80,11 @@ make_bundle "$out/cpu.tar.gz" "sweep on cpu:1,2 (no --devices given, and no GPU 
 GPU_CHECK_BUDGET_S=60 "$script" --bundle "$out/cpu.tar.gz" "$out/c" --steps main-command >"$out/c.log" 2>&1 &&
   fail "a main command on CPU devices passed"
 grep -qE '^main-command +1 .*NO GPU CHOSEN' "$out/c/summary.txt" || fail "no NO GPU CHOSEN note"
+# A bundle built against a newer glibc than this machine's fails its first step, saying so.
+make_bundle "$out/new-glibc.tar.gz" "sweep on cuda:1" 99.0
+GPU_CHECK_BUDGET_S=60 "$script" --bundle "$out/new-glibc.tar.gz" "$out/g" --steps bundle >"$out/g.log" 2>&1 &&
+  fail "a bundle needing glibc 99.0 passed"
+grep -qE '^bundle +1 .*MISSING: glibc 99.0' "$out/g/summary.txt" || fail "the bundle step does not name the glibc it needs"
 
 # compute-sanitizer: API errors raised inside NCCL are not ours; anything else is.
 sanitized() {  # extra record lines...
