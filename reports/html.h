@@ -33,4 +33,8 @@ std::string format_sweep_html(const SweepReport& report);
 // Error naming the path when it cannot be written.
 void write_sweep_html(const std::string& path, const SweepReport& report);
 
+// The page's inline style sheet, for other pages that show its charts and tables (the page of
+// `scalescope analyze`).
+std::string html_page_style();
+
 }  // namespace scalescope

@@ -529,4 +529,8 @@ void write_sweep_html(const std::string& path, const SweepReport& report) {
   write_file_atomic(path, format_sweep_html(report));
 }
 
+std::string html_page_style() {
+  return html::kStyle;
+}
+
 }  // namespace scalescope

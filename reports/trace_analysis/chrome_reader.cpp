@@ -1,0 +1,181 @@
+// Chrome trace JSON: Kineto's (torch.profiler's export_chrome_trace and TensorBoard handler) and
+// scalescope's own (reports/trace.h).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "core/check.h"
+#include "reports/json_reader.h"
+#include "reports/trace_analysis/readers.h"
+
+namespace scalescope::traces {
+
+using nlohmann::json;
+
+namespace {
+
+// Kineto's event categories that the analyses read; events of other categories (flows, the
+// profiler's own span, device copies of host annotations, instant events) are left out.
+std::optional<ActivityKind> kineto_kind(const std::string& cat) {
+  static const std::map<std::string, ActivityKind, std::less<>> kKinds = {
+      {"cpu_op", ActivityKind::kHostOp},
+      {"user_annotation", ActivityKind::kAnnotation},
+      {"python_function", ActivityKind::kAnnotation},
+      {"cuda_runtime", ActivityKind::kRuntime},
+      {"cuda_driver", ActivityKind::kRuntime},
+      {"kernel", ActivityKind::kKernel},
+      {"gpu_memcpy", ActivityKind::kMemcpy},
+      {"gpu_memset", ActivityKind::kMemset},
+  };
+  const auto it = kKinds.find(cat);
+  if (it == kKinds.end()) return std::nullopt;
+  return it->second;
+}
+
+// A pid or tid: Chrome traces allow numbers and strings ("Spans").
+int64_t lane_id(const json& v) {
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number()) return static_cast<int64_t>(v.get<double>());
+  if (v.is_string()) return static_cast<int64_t>(std::hash<std::string>{}(v.get<std::string>()));
+  return 0;
+}
+
+std::optional<int64_t> integer_arg(const json& e, const char* key) {
+  const auto args = e.find("args");
+  if (args == e.end() || !args->is_object()) return std::nullopt;
+  const auto v = args->find(key);
+  if (v == args->end() || !v->is_number()) return std::nullopt;
+  const double d = v->get<double>();
+  if (!std::isfinite(d) || std::abs(d) > 9e15) return std::nullopt;
+  return static_cast<int64_t>(d);
+}
+
+// A complete event's name, start and end; throws naming the event when a field is missing or
+// of the wrong type.
+Activity timed(const json& e, size_t index, const std::string& file) {
+  const auto field = [&](const char* key) -> const json& {
+    const auto it = e.find(key);
+    SS_CHECK(it != e.end(), "{}: traceEvents[{}] ('X' event) has no '{}'", file, index, key);
+    return *it;
+  };
+  const json& name = field("name");
+  const json& ts = field("ts");
+  const json& dur = field("dur");
+  SS_CHECK(name.is_string(), "{}: traceEvents[{}].name is not a string", file, index);
+  SS_CHECK(ts.is_number() && dur.is_number(), "{}: traceEvents[{}]: 'ts' and 'dur' must be numbers",
+           file, index);
+  const double start = ts.get<double>();
+  const double length = dur.get<double>();
+  SS_CHECK(length >= 0.0 && std::isfinite(start + length),
+           "{}: traceEvents[{}] ('{}') has a negative or infinite duration", file, index,
+           name.get<std::string>());
+  Activity a;
+  a.name = name.get<std::string>();
+  a.start_us = start;
+  a.end_us = start + length;
+  return a;
+}
+
+const json& trace_events(const json& doc, const std::string& file) {
+  if (doc.is_array()) return doc;
+  SS_CHECK(doc.is_object(), "{}: not a Chrome trace (neither an object nor an array of events)",
+           file);
+  const auto it = doc.find("traceEvents");
+  SS_CHECK(it != doc.end() && it->is_array(),
+           "{}: not a Chrome trace: no 'traceEvents' array (a Kineto trace from "
+           "torch.profiler's export_chrome_trace has one)",
+           file);
+  return *it;
+}
+
+bool is_complete_event(const json& e) {
+  if (!e.is_object()) return false;
+  const auto ph = e.find("ph");
+  return ph != e.end() && ph->is_string() && ph->get<std::string>() == "X";
+}
+
+std::optional<int> distributed_int(const json& doc, const char* key) {
+  if (!doc.is_object() || !doc.contains("distributedInfo")) return std::nullopt;
+  const json& info = doc["distributedInfo"];
+  if (!info.is_object() || !info.contains(key) || !info[key].is_number_integer()) {
+    return std::nullopt;
+  }
+  const int64_t v = info[key].get<int64_t>();
+  if (v < 0 || v > 1'000'000) return std::nullopt;
+  return static_cast<int>(v);
+}
+
+RankTrace parse_kineto(const json& doc, const std::string& file) {
+  RankTrace t;
+  t.file = file;
+  t.format = TraceFormat::kKineto;
+  const std::optional<int> rank = distributed_int(doc, "rank");
+  const std::optional<int> from_name = rank_from_file_name(file);
+  t.rank = rank ? *rank : from_name ? *from_name : -1;
+  t.world_size = distributed_int(doc, "world_size");
+  const json& events = trace_events(doc, file);
+  for (size_t i = 0; i < events.size(); ++i) {
+    const json& e = events[i];
+    if (!is_complete_event(e)) continue;
+    const auto cat = e.find("cat");
+    if (cat == e.end() || !cat->is_string()) continue;
+    const std::optional<ActivityKind> kind = kineto_kind(cat->get<std::string>());
+    if (!kind) continue;
+    Activity a = timed(e, i, file);
+    a.kind = *kind;
+    const std::optional<int64_t> stream = integer_arg(e, "stream");
+    a.lane = on_device(*kind) && stream ? *stream : lane_id(e.value("tid", json()));
+    a.correlation = integer_arg(e, "correlation").value_or(-1);
+    t.activities.push_back(std::move(a));
+  }
+  t.sort();
+  return t;
+}
+
+bool is_scalescope(const json& doc) {
+  if (!doc.is_object() || !doc.contains("otherData")) return false;
+  const json& other = doc["otherData"];
+  return other.is_object() && other.contains("generator") && other["generator"] == "scalescope";
+}
+
+// One rank per replica (the process id of its events); every phase is a range measured where its
+// work ran.
+std::vector<RankTrace> parse_scalescope(const json& doc, const std::string& file) {
+  std::map<int64_t, RankTrace> ranks;
+  const json& events = trace_events(doc, file);
+  for (size_t i = 0; i < events.size(); ++i) {
+    const json& e = events[i];
+    if (!is_complete_event(e)) continue;
+    Activity a = timed(e, i, file);
+    a.kind = ActivityKind::kAnnotation;
+    a.lane = lane_id(e.value("tid", json()));
+    const int64_t pid = lane_id(e.value("pid", json()));
+    SS_CHECK(pid >= 0 && pid < 1'000'000, "{}: traceEvents[{}]: replica (pid) {} out of range",
+             file, i, pid);
+    RankTrace& t = ranks[pid];
+    t.activities.push_back(std::move(a));
+  }
+  std::vector<RankTrace> out;
+  for (auto& [pid, t] : ranks) {
+    t.file = file;
+    t.format = TraceFormat::kScalescope;
+    t.rank = static_cast<int>(pid);
+    t.world_size = static_cast<int>(ranks.size());
+    t.sort();
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<RankTrace> parse_chrome_trace(std::string_view text, const std::string& file) {
+  const json doc = parse_json(text, file);
+  return is_scalescope(doc) ? parse_scalescope(doc, file) : std::vector{parse_kineto(doc, file)};
+}
+
+}  // namespace scalescope::traces
