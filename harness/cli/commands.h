@@ -33,5 +33,6 @@ void add_collectives_command(CLI::App& app, Action& action);
 void add_compare_command(CLI::App& app, Action& action);
 void add_export_command(CLI::App& app, Action& action);
 void add_devices_command(CLI::App& app, Action& action);
+void add_analyze_command(CLI::App& app, Action& action);
 
 }  // namespace scalescope::cli

@@ -11,6 +11,7 @@
 #include "harness/cli/commands.h"
 #include "reports/compare.h"
 #include "reports/compare/format.h"
+#include "reports/trace_analysis/analysis_report.h"
 
 namespace scalescope::cli {
 namespace {
@@ -40,8 +41,8 @@ int run_compare(const CompareArgs& a) {
   options.alpha = a.alpha;
   options.min_phase_change = parse_percent(a.min_phase_change, "--min-phase-change");
 
-  const SweepReport baseline = read_sweep_report(a.baseline);
-  const SweepReport current = read_sweep_report(a.current);
+  const SweepReport baseline = traces::read_comparable_report(a.baseline);
+  const SweepReport current = traces::read_comparable_report(a.current);
   const Comparison c = compare_reports(baseline, current, options, a.baseline, a.current);
   if (a.strict && !c.environment.empty()) {
     std::string list;
@@ -66,10 +67,12 @@ void add_compare_command(CLI::App& app, Action& action) {
   auto args = std::make_shared<CompareArgs>();
   CLI::App* cmd = app.add_subcommand(
       "compare",
-      "Compare two sweep reports point by point; exit status 1 when a metric regressed beyond "
-      "its threshold and beyond noise, 2 on bad input");
-  cmd->add_option("BASELINE", args->baseline, "The reference sweep report")->required();
-  cmd->add_option("CURRENT", args->current, "The sweep report to judge")->required();
+      "Compare two sweep reports (or two analyses of `scalescope analyze -o`) point by point; "
+      "exit status 1 when a metric regressed beyond its threshold and beyond noise, 2 on bad "
+      "input");
+  cmd->add_option("BASELINE", args->baseline, "The reference sweep report or analysis")
+      ->required();
+  cmd->add_option("CURRENT", args->current, "The sweep report or analysis to judge")->required();
   cmd->add_option("--threshold", args->thresholds,
                   fmt::format("Relative change that counts, default 5%: PERCENT for every metric "
                               "and/or NAME=PERCENT items, comma-separated (names: {}), e.g. "

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   scalescope::cli::add_compare_command(app, action);
   scalescope::cli::add_export_command(app, action);
   scalescope::cli::add_devices_command(app, action);
+  scalescope::cli::add_analyze_command(app, action);
   // CLI11 would only say that a subcommand is required; name the word it did not know.
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
