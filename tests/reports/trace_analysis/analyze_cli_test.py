@@ -1,0 +1,128 @@
+"""`scalescope analyze` end to end (ctest reports.analyze_cli).
+
+Usage: analyze_cli_test.py SCALESCOPE SOURCE_DIR
+
+- The DDP traces of tests/data/traces/ddp_gloo, two ranks against one: exit 0, the JSON valid
+  against reports/schema/analysis-report.schema.json (whose point summaries are the sweep
+  schema's), the page has the waterfall.
+- compare on two analyses: the same one passes (exit 0); the job made 1.5x slower is a
+  regression (exit 1).
+- Bad input: a truncated gzip trace, a file that is no trace, a missing file: exit 1 and a
+  message naming the file and what was wrong.
+- scalescope's own traces: a sweep of cpu:1,2 with --trace; the 2-device point's trace analysed
+  against the 1-device point's gives the phases its report gave (within 1 µs, the trace's
+  resolution) and the same verdict.
+Skipped (exit 77) without python3-jsonschema.
+"""
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import jsonschema
+    import referencing
+except ImportError:
+    print("skipped: python3-jsonschema (with referencing) is not installed")
+    sys.exit(77)
+
+BINARY, SOURCE = sys.argv[1], sys.argv[2]
+DATA = os.path.join(SOURCE, "tests", "data", "traces", "ddp_gloo")
+SCHEMAS = os.path.join(SOURCE, "reports", "schema")
+
+
+def run(*args, expect=0):
+    p = subprocess.run([BINARY, *args], capture_output=True, text=True)
+    if p.returncode != expect:
+        sys.exit(f"scalescope {' '.join(args)}: exit {p.returncode}, expected {expect}\n"
+                 f"{p.stdout}\n{p.stderr}")
+    return p
+
+
+def validate(report):
+    def retrieve(uri):
+        with open(os.path.join(SCHEMAS, os.path.basename(uri))) as f:
+            return referencing.Resource.from_contents(json.load(f))
+    registry = referencing.Registry(retrieve=retrieve)
+    with open(os.path.join(SCHEMAS, "analysis-report.schema.json")) as f:
+        schema = json.load(f)
+    schema["$id"] = "file://" + os.path.join(SCHEMAS, "analysis-report.schema.json")
+    jsonschema.Draft202012Validator(schema, registry=registry).validate(report)
+
+
+def ddp_traces(tmp):
+    out, page = os.path.join(tmp, "a.json"), os.path.join(tmp, "a.html")
+    two = [os.path.join(DATA, "two_ranks", f"rank-{r}.pt.trace.json.gz") for r in (0, 1)]
+    p = run("analyze", *two, "--baseline", os.path.join(DATA, "one_rank", "rank-0.pt.trace.json.gz"),
+            "--name", "ddp", "-o", out, "--html", page)
+    assert "slowest rank" in p.stdout and "verdict for ddp cpu:2" in p.stdout, p.stdout
+    with open(out) as f:
+        report = json.load(f)
+    validate(report)
+    assert report["summary"]["point"]["efficiency"] is not None
+    with open(page) as f:
+        assert 'data-chart="waterfall"' in f.read()
+    return out, report
+
+
+def compare(tmp, path, report):
+    run("compare", path, path)
+    for rank in report["job"]["ranks"]:
+        for step in rank["steps"]:
+            for key in list(step):
+                if key.endswith("_ms"):
+                    step[key] *= 1.5
+    slow = os.path.join(tmp, "slow.json")
+    with open(slow, "w") as f:
+        json.dump(report, f)
+    p = run("compare", path, slow, expect=1)
+    assert "regress" in p.stdout.lower(), p.stdout
+
+
+def bad_files(tmp):
+    with open(os.path.join(DATA, "two_ranks", "rank-0.pt.trace.json.gz"), "rb") as f:
+        data = f.read()
+    cut = os.path.join(tmp, "rank-0.json.gz")
+    with open(cut, "wb") as f:
+        f.write(data[: len(data) // 3])
+    for path, says in ((cut, "cut short"), (os.path.join(SOURCE, "README.md"), "not valid JSON"),
+                       (os.path.join(tmp, "none.json"), "none.json")):
+        p = run("analyze", path, expect=1)
+        assert path in p.stderr and says in p.stderr, p.stderr
+        assert "internal error" not in p.stderr, p.stderr
+
+
+def own_traces(tmp):
+    prefix = os.path.join(tmp, "t-")
+    sweep = os.path.join(tmp, "sweep.json")
+    run("sweep", "--models", "mlp:scale=0.01", "--devices", "cpu:1,2", "--batch", "16", "--steps",
+        "10", "--repeats", "1", "--threads", "1", "--trace", prefix, "-o", sweep, "-q")
+    with open(sweep) as f:
+        points = json.load(f)["points"]
+    one, two = (next(p for p in points if p["devices"] == n) for n in (1, 2))
+    out = os.path.join(tmp, "own.json")
+    run("analyze", two["trace"], "--baseline", one["trace"], "--name", "mlp:scale=0.01", "-q",
+        "-o", out)
+    with open(out) as f:
+        got = json.load(f)["summary"]["point"]
+    want = two["summary"]
+    for key, value in want["phases"].items():
+        mine = got["phases"][key]["median_ms"]
+        assert abs(mine - value["median_ms"]) <= 1e-3, (key, mine, value["median_ms"])
+    assert [f["kind"] for f in got["verdict"]] == [f["kind"] for f in want["verdict"]], (
+        got["verdict"], want["verdict"])
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        path, report = ddp_traces(tmp)
+        compare(tmp, path, report)
+        bad_files(tmp)
+        own_traces(tmp)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()

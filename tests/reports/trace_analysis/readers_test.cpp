@@ -1,0 +1,210 @@
+#include "reports/trace_analysis/readers.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "reports/trace_analysis/job.h"
+#include "tests/reports/trace_analysis/trace_builders.h"
+#include "tests/test_util.h"
+
+namespace scalescope::traces {
+namespace {
+
+namespace fs = std::filesystem;
+using testing_util::error_of;
+
+// Kineto's shapes: a host op, an annotation, a runtime call and the kernel it launched (pid:
+// the device, tid: the stream, and args.stream), a flow event and the profiler's span.
+constexpr const char* kKineto = R"json({
+  "schemaVersion": 1,
+  "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 4},
+  "traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#5", "pid": 10, "tid": 11,
+     "ts": 1000.5, "dur": 100},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 11, "ts": 1010, "dur": 5},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 11,
+     "ts": 1011, "dur": 2, "args": {"correlation": 77}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1020, "dur": 30,
+     "args": {"stream": 7, "correlation": 77, "device": 0}},
+    {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 0, "tid": 7, "ts": 1020},
+    {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans",
+     "tid": "PyTorch Profiler", "ts": 900, "dur": 500}
+  ]
+})json";
+
+class Files : public ::testing::Test {
+ protected:
+  std::string path(const std::string& name) {
+    const fs::path dir =
+        fs::temp_directory_path() / ("scalescope-readers-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    dirs_.push_back(dir);
+    return (dir / name).string();
+  }
+  std::string write(const std::string& name, const std::string& bytes) {
+    const std::string p = path(name);
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  }
+  std::string gzip(const std::string& name, const std::string& text) {
+    const std::string p = path(name);
+    gzFile f = gzopen(p.c_str(), "wb");
+    gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+    gzclose(f);
+    return p;
+  }
+  ~Files() override {
+    for (const fs::path& d : dirs_) fs::remove_all(d);
+  }
+  std::vector<fs::path> dirs_;
+};
+
+TEST(ChromeReader, KinetoEventsBecomeActivities) {
+  const std::vector<RankTrace> t = parse_chrome_trace(kKineto, "rank-9.json");
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].rank, 3);  // distributedInfo first, then the file name
+  EXPECT_EQ(t[0].world_size, 4);
+  EXPECT_EQ(t[0].format, TraceFormat::kKineto);
+  ASSERT_EQ(t[0].activities.size(), 4u);  // not the flow, not the profiler's span
+  const Activity& step = t[0].activities[0];
+  EXPECT_EQ(step.name, "ProfilerStep#5");
+  EXPECT_EQ(step.kind, ActivityKind::kAnnotation);
+  EXPECT_DOUBLE_EQ(step.start_us, 1000.5);
+  EXPECT_DOUBLE_EQ(step.end_us, 1100.5);
+  const Activity& kernel = t[0].activities[3];
+  EXPECT_EQ(kernel.kind, ActivityKind::kKernel);
+  EXPECT_EQ(kernel.lane, 7);
+  EXPECT_EQ(kernel.correlation, 77);
+  EXPECT_EQ(t[0].activities[2].kind, ActivityKind::kRuntime);
+  EXPECT_EQ(t[0].activities[2].correlation, 77);
+}
+
+TEST(ChromeReader, RankFromTheFileNameWhenTheTraceHasNone) {
+  const std::string events = R"({"traceEvents": []})";
+  EXPECT_EQ(parse_chrome_trace(events, "/runs/job.rank_12.pt.trace.json")[0].rank, 12);
+  EXPECT_EQ(parse_chrome_trace(events, "/runs/worker0.json")[0].rank, -1);
+  EXPECT_EQ(rank_from_file_name("a/rank-3/trace.json"), std::nullopt);  // the file's own name
+  EXPECT_EQ(rank_from_file_name("rank7.json"), 7);
+}
+
+TEST(ChromeReader, BadEventsAreNamed) {
+  EXPECT_CONTAINS(error_of([] { parse_chrome_trace(R"({"traceEvents": [)", "t.json"); }),
+                  "t.json is not valid JSON");
+  EXPECT_CONTAINS(error_of([] { parse_chrome_trace(R"({"events": []})", "t.json"); }),
+                  "t.json: not a Chrome trace: no 'traceEvents' array");
+  EXPECT_CONTAINS(error_of([] {
+                    parse_chrome_trace(
+                        R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1}]})",
+                        "t.json");
+                  }),
+                  "t.json: traceEvents[0] ('X' event) has no 'dur'");
+  EXPECT_CONTAINS(error_of([] {
+                    parse_chrome_trace(R"({"traceEvents": [{"ph": "X", "cat": "kernel",
+                        "name": "k", "ts": 5, "dur": -1}]})",
+                                       "t.json");
+                  }),
+                  "traceEvents[0] ('k') has a negative or infinite duration");
+}
+
+TEST_F(Files, GzipIsReadAndATruncatedStreamIsNamed) {
+  const std::string gz = gzip("rank-0.json.gz", kKineto);
+  EXPECT_EQ(read_trace_file(gz)[0].activities.size(), 4u);
+  std::string bytes;
+  {
+    std::ifstream in(gz, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string cut = write("cut.json.gz", bytes.substr(0, bytes.size() / 2));
+  EXPECT_CONTAINS(error_of([&] { read_trace_file(cut); }),
+                  cut + ": the gzip stream is cut short (the file is truncated)");
+  std::string corrupt = bytes;
+  corrupt[12] = static_cast<char>(corrupt[12] ^ 0x55);
+  const std::string bad = write("bad.json.gz", corrupt);
+  EXPECT_CONTAINS(error_of([&] { read_trace_file(bad); }), bad + ": the gzip stream is corrupt");
+  EXPECT_CONTAINS(error_of([&] { read_trace_file(path("missing.json")); }), "missing.json");
+}
+
+// An export with two processes: the kernels and copies of one GPU rank each, NVTX steps, a runtime
+// call whose correlation gives its kernel the backward phase, and rows the analysis leaves out.
+TEST_F(Files, NsysExportIsReadFromItsDocumentedTables) {
+  const std::string db = path("job.sqlite");
+  {
+    fixtures::NsysExport e(db);
+    for (int pid : {100, 200}) {
+      e.nvtx(pid, 1, 0, 100'000, "train_step 1");
+      e.nvtx(pid, 1, 30'000, 60'000, "backward", false);
+      e.mark(pid, 1, 5'000, "a mark");
+      e.runtime(pid, 1, 31'000, 32'000, "cudaLaunchKernel_v7000", 5);
+      e.kernel(pid, 7, 40'000, 70'000, "sgemm_128x64_nn", 5);
+      e.kernel(pid, 20, 65'000, 90'000, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 6);
+      e.memcpy(pid, 7, 10'000, 12'000, 1, 7);
+      e.memset(pid, 7, 12'000, 13'000, 8);
+      e.osrt(pid, 1, 0, 9'000, "pthread_cond_wait");
+    }
+    e.osrt(300, 1, 0, 1'000, "poll");  // a launcher: no rank
+  }
+  const std::vector<RankTrace> t = read_trace_file(db);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[1].rank, 1);
+  EXPECT_EQ(t[0].format, TraceFormat::kNsys);
+  EXPECT_EQ(t[0].activities.size(), 8u);  // the mark is no range
+  const JobSteps job = job_of(t, "train_step");
+  const StepBreakdown& s = job.ranks[0].steps[0];
+  EXPECT_DOUBLE_EQ(s.step_ms, 0.100);
+  EXPECT_DOUBLE_EQ(s.backward_ms, 0.030);
+  EXPECT_DOUBLE_EQ(s.communication_ms, 0.025);
+  EXPECT_DOUBLE_EQ(s.communication_exposed_ms, 0.020);
+  EXPECT_DOUBLE_EQ(s.h2d_exposed_ms, 0.002);
+  EXPECT_DOUBLE_EQ(s.copy_exposed_ms, 0.001);
+}
+
+TEST_F(Files, NsysKernelNamesFallBackToDemangledNames) {
+  const std::string db = path("old.sqlite");
+  {
+    fixtures::NsysExport e(db, "CUPTI_ACTIVITY_KIND_KERNEL");
+    e.exec(
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, globalPid "
+        "INTEGER, streamId INTEGER, correlationId INTEGER, demangledName INTEGER)");
+    e.exec("INSERT INTO StringIds VALUES (99, 'ncclKernel_AllReduce_RING_LL_Sum_float')");
+    e.exec("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (0, 1000, 16777216, 7, 1, 99)");
+  }
+  const std::vector<RankTrace> t = read_trace_file(db);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].activities[0].name, "ncclKernel_AllReduce_RING_LL_Sum_float");
+}
+
+TEST_F(Files, BadExportsAreNamed) {
+  const std::string db = path("bad.sqlite");
+  {
+    fixtures::NsysExport e(db, "OSRT_API");
+    e.exec("CREATE TABLE OSRT_API (start INTEGER, globalTid INTEGER, nameId INTEGER)");
+  }
+  EXPECT_CONTAINS(error_of([&] { read_trace_file(db); }), db + ": table OSRT_API: no such column");
+  const std::string other = path("other.sqlite");
+  {
+    sqlite3* d = nullptr;
+    sqlite3_open(other.c_str(), &d);
+    sqlite3_exec(d, "CREATE TABLE notes (text TEXT)", nullptr, nullptr, nullptr);
+    sqlite3_close(d);
+  }
+  EXPECT_CONTAINS(error_of([&] { read_trace_file(other); }),
+                  other + ": an SQLite file without any table of an Nsight Systems export");
+  std::string bytes = "SQLite format 3";
+  bytes.push_back('\0');
+  const std::string fake = write("fake.sqlite", bytes + std::string(100, 'x'));
+  EXPECT_CONTAINS(error_of([&] { read_trace_file(fake); }), fake + ": ");
+  const std::string reversed = path("reversed.sqlite");
+  {
+    fixtures::NsysExport e(reversed);
+    e.kernel(1, 7, 500, 100, "k", 1);
+  }
+  EXPECT_CONTAINS(error_of([&] { read_trace_file(reversed); }),
+                  "table CUPTI_ACTIVITY_KIND_KERNEL, row 0: ends (100 ns) before it starts");
+}
+
+}  // namespace
+}  // namespace scalescope::traces
