@@ -15,6 +15,7 @@ packages=(
   patchelf                         # the relocatable bundle (scripts/bundle.sh)
   slurmctld slurmd slurm-client munge  # srun across those nodes (harness.netns_slurm)
   zlib1g-dev dataset-fashion-mnist # IDX datasets (gzip) and real data for the tests
+  libsqlite3-dev                   # Nsight Systems SQLite exports (scalescope analyze)
   nlohmann-json3-dev libfmt-dev libcli11-dev python3-jsonschema chromium
   libgtest-dev libgmock-dev libbenchmark-dev libbenchmark-tools python3-scipy
   python3-torch python3-torchvision  # checkpoint interop and training tests (torchvision: ResNets)
