@@ -36,7 +36,7 @@ constexpr const char* kKineto = R"json({
   ]
 })json";
 
-class Files : public ::testing::Test {
+class TraceFiles : public ::testing::Test {
  protected:
   std::string path(const std::string& name) {
     const fs::path dir =
@@ -57,7 +57,7 @@ class Files : public ::testing::Test {
     gzclose(f);
     return p;
   }
-  ~Files() override {
+  ~TraceFiles() override {
     for (const fs::path& d : dirs_) fs::remove_all(d);
   }
   std::vector<fs::path> dirs_;
@@ -110,7 +110,7 @@ TEST(ChromeReader, BadEventsAreNamed) {
                   "traceEvents[0] ('k') has a negative or infinite duration");
 }
 
-TEST_F(Files, GzipIsReadAndATruncatedStreamIsNamed) {
+TEST_F(TraceFiles, GzipIsReadAndATruncatedStreamIsNamed) {
   const std::string gz = gzip("rank-0.json.gz", kKineto);
   EXPECT_EQ(read_trace_file(gz)[0].activities.size(), 4u);
   std::string bytes;
@@ -130,7 +130,7 @@ TEST_F(Files, GzipIsReadAndATruncatedStreamIsNamed) {
 
 // An export with two processes: the kernels and copies of one GPU rank each, NVTX steps, a runtime
 // call whose correlation gives its kernel the backward phase, and rows the analysis leaves out.
-TEST_F(Files, NsysExportIsReadFromItsDocumentedTables) {
+TEST_F(TraceFiles, NsysExportIsReadFromItsDocumentedTables) {
   const std::string db = path("job.sqlite");
   {
     fixtures::NsysExport e(db);
@@ -162,7 +162,7 @@ TEST_F(Files, NsysExportIsReadFromItsDocumentedTables) {
   EXPECT_DOUBLE_EQ(s.copy_exposed_ms, 0.001);
 }
 
-TEST_F(Files, NsysKernelNamesFallBackToDemangledNames) {
+TEST_F(TraceFiles, NsysKernelNamesFallBackToDemangledNames) {
   const std::string db = path("old.sqlite");
   {
     fixtures::NsysExport e(db, "CUPTI_ACTIVITY_KIND_KERNEL");
@@ -177,7 +177,7 @@ TEST_F(Files, NsysKernelNamesFallBackToDemangledNames) {
   EXPECT_EQ(t[0].activities[0].name, "ncclKernel_AllReduce_RING_LL_Sum_float");
 }
 
-TEST_F(Files, BadExportsAreNamed) {
+TEST_F(TraceFiles, BadExportsAreNamed) {
   const std::string db = path("bad.sqlite");
   {
     fixtures::NsysExport e(db, "OSRT_API");
