@@ -9,7 +9,8 @@
 namespace scalescope {
 
 // Thrown by every library of ours. Carries the failed expression, where it failed, the
-// underlying library's own message and, inside a replica, the replica's rank.
+// underlying library's own message and, inside a replica, the replica's rank. what() ends
+// with the source location ("at trainer.cpp:42"); brief() is the same text without it.
 class Error : public std::runtime_error {
  public:
   Error(std::string library, std::string expression, std::string message,
@@ -22,14 +23,35 @@ class Error : public std::runtime_error {
   int line() const { return line_; }
   // -1 outside a replica thread.
   int rank() const { return rank_; }
+  const std::string& brief() const { return brief_; }
+
+ protected:
+  // Another error's library, expression, location and rank with `message`, for a subclass
+  // that classifies it.
+  Error(const Error& cause, std::string message);
 
  private:
+  Error(std::string library, std::string expression, std::string message, std::string file,
+        int line, int rank);
+
+  std::string brief_;
   std::string library_;
   std::string expression_;
   std::string message_;
   std::string file_;
   int line_;
   int rank_;
+};
+
+// Bad input from the user (an option's value, a combination of options, a path to write):
+// what it says is all the user needs, so main prints it without the source location, which
+// stays in what() for --verbose and the logs.
+class UsageError : public Error {
+ public:
+  explicit UsageError(std::string message,
+                      std::source_location where = std::source_location::current());
+  // The cause's message (replaced by `message` when given), location and rank.
+  explicit UsageError(const Error& cause, std::string message = "");
 };
 
 // The rank recorded in errors thrown from the calling thread (a replica sets its own).
@@ -39,5 +61,11 @@ int thread_rank();
 // Throws an Error for a plain condition of ours (bad input, broken invariant).
 [[noreturn]] void throw_error(std::string message,
                               std::source_location where = std::source_location::current());
+[[noreturn]] void throw_usage_error(std::string message,
+                                    std::source_location where = std::source_location::current());
+
+// How an error reads to whoever ran the program: a usage error's brief() unless
+// `with_location`; every other error with where it was raised, which a developer needs.
+std::string error_text(const Error& e, bool with_location);
 
 }  // namespace scalescope

@@ -136,8 +136,8 @@ StatisticalScaling statistical_scaling(double b_noise, int64_t small, int64_t bi
 }
 
 const char* noise_scale_unavailable_reason() {
-  return "one replica without accumulation computes the gradient of one batch size only; the "
-         "noise scale compares two (more replicas, or --accumulation above 1)";
+  return "one replica without accumulation computes the gradient of one batch size only, and "
+         "the noise scale compares two: run on more devices, or with --accumulate 2 or more";
 }
 
 }  // namespace scalescope

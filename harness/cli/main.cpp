@@ -5,18 +5,47 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <string_view>
 
 #include "core/error.h"
 #include "core/interrupt.h"
+#include "core/log.h"
 #include "harness/cli/commands.h"
 
+namespace {
+
+// --verbose belongs to the program, not to a command: it is taken off the line wherever it
+// stands, before CLI11 and the commands (which parse their arguments again, with their own
+// options only) see it.
+bool take_verbose(int& argc, char** argv) {
+  bool found = false;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--verbose") {
+      found = true;
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  argv[argc] = nullptr;
+  return found;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  const bool verbose = take_verbose(argc, argv);
   scalescope::cli::set_arguments(argc, argv);
   CLI::App app{
       "scalescope: measures how data-parallel training scales across devices and "
       "explains why it falls short of linear."};
   app.set_version_flag("--version", std::string("scalescope ") + SCALESCOPE_VERSION);
   app.require_subcommand(1);
+  bool verbose_flag = false;  // listed by --help; taken off the line by take_verbose
+  app.add_flag("--verbose", verbose_flag,
+               "Debug logging, and every error with the source line that raised it (as "
+               "SCALESCOPE_LOG=debug); anywhere on the command line");
   scalescope::cli::Action action;
   scalescope::cli::add_train_command(app, action);
   scalescope::cli::add_sweep_command(app, action);
@@ -55,13 +84,15 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;  // a usage error, as every scalescope command reports bad input
   }
+  if (verbose) scalescope::set_log_level(scalescope::LogLevel::kDebug);
   try {
     return action();
   } catch (const scalescope::Interrupted& e) {
     fmt::print(stderr, "scalescope: {}\n", e.message());  // a stop, not a fault: no source line
     return e.exit_status();
   } catch (const scalescope::Error& e) {
-    fmt::print(stderr, "scalescope: error: {}\n", e.what());
+    const bool debug = scalescope::log_level() <= scalescope::LogLevel::kDebug;
+    fmt::print(stderr, "scalescope: error: {}\n", scalescope::error_text(e, debug));
   } catch (const std::exception& e) {
     fmt::print(stderr, "scalescope: internal error: {}\n", e.what());
   }

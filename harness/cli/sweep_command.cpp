@@ -157,7 +157,7 @@ int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionL
   }
   o.command_line = command_line();
   o.train.cluster = parsed.launch.cluster.get();
-  validate(o, names);  // every value, before anything runs
+  as_usage_error([&] { validate(o, names); });  // every value, before anything runs
   SS_CHECK(args.html.empty() || args.html != o.output,
            "{}: the same file as the JSON report ({}); give the page its own name",
            names.subject("html", args.html), names.name("output"));

@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "core/device_spec.h"
 #include "core/fs.h"
 #include "core/interrupt.h"
 #include "core/log.h"
@@ -9,6 +10,7 @@
 #include "harness/cli/launch.h"
 #include "harness/cli/option_app.h"
 #include "harness/trainer/trainer.h"
+#include "reports/noise_scale.h"
 #include "reports/run_report.h"
 #include "reports/trace.h"
 
@@ -24,12 +26,40 @@ struct TrainArgs {
   OptionList list;  // the declarations of all of the above
 };
 
+// " (2 threads/device)" on CPU devices, whose kernels run on a share of the cores; nothing
+// on GPUs, and on simulated ones, which stand for GPUs (their threads are the simulation's).
+std::string threads_text(const RunReport& report) {
+  if (parse_device_spec(report.devices).kind != DeviceKind::kCpu) return "";
+  const int n = report.threads_per_device;
+  return fmt::format(" ({} thread{}/device)", n, n == 1 ? "" : "s");
+}
+
+// --noise-scale: B_noise over the measured steps, or why the run could not estimate it.
+std::string noise_scale_text(const RunReport& report) {
+  const auto warmup = static_cast<size_t>(report.warmup_steps);
+  std::vector<GradSqNorms> norms;
+  for (size_t i = warmup < report.steps.size() ? warmup : 0; i < report.steps.size(); ++i) {
+    if (report.steps[i].grad_norms) norms.push_back(report.steps[i].grad_norms->norms());
+  }
+  if (!estimable(report.noise_batches()) || norms.empty()) {
+    return fmt::format("noise scale: not estimated: {}", noise_scale_unavailable_reason());
+  }
+  const NoiseScale n = summarize_noise(norms, report.noise_batches());
+  if (!n.b_noise) {
+    return fmt::format("noise scale: none over {} steps: the mean |G|² estimate was not positive",
+                       n.steps);
+  }
+  return fmt::format(
+      "noise scale: B_noise {:.3g} [{:.3g}, {:.3g}] over {} steps (batches {} and {})",
+      n.b_noise->value, n.b_noise->low, n.b_noise->high, n.steps, n.batches.small, n.batches.big);
+}
+
 int run_train(TrainArgs& args, const OptionSources& names) {
   TrainOptions& o = args.options;
   o.command_line = command_line();
   const Launch launch = join_launch(args.launch, o.collective_timeout_ms);
   o.cluster = launch.cluster.get();
-  validate(o, names);  // every value checked before any work starts
+  as_usage_error([&] { validate(o, names); });  // every value checked before any work starts
   const bool lead = launch.lead;
   if (lead) {  // a result that cannot be written is found now, not after the run
     for (const auto& [key, path] :
@@ -71,14 +101,14 @@ int run_train(TrainArgs& args, const OptionSources& names) {
           ? ""
           : fmt::format(", {}", compression_text(report.grad_compression));
   fmt::print(
-      "{} on {}{} ({} thread{}/device), global batch {}, {}{}: median step {:.2f} ms "
+      "{} on {}{}{}, global batch {}, {}{}: median step {:.2f} ms "
       "(p10 {:.2f}, p90 {:.2f}) over {} steps, {:.1f} samples/s; loss {:.4f} -> {:.4f}\n",
-      report.model, report.devices, processes, report.threads_per_device,
-      report.threads_per_device == 1 ? "" : "s", report.global_batch(), report.optimizer,
-      compression, s.step_ms_median, s.step_ms_p10, s.step_ms_p90, s.measured_steps,
-      s.samples_per_second, s.first_loss, s.last_loss);
+      report.model, report.devices, processes, threads_text(report), report.global_batch(),
+      report.optimizer, compression, s.step_ms_median, s.step_ms_p10, s.step_ms_p90,
+      s.measured_steps, s.samples_per_second, s.first_loss, s.last_loss);
   fmt::print("{}", fallback_line(report));
   if (report.target) fmt::print("{}\n", target_text(*report.target));
+  if (report.noise_scale) fmt::print("{}\n", noise_scale_text(report));
   if (!args.output.empty()) {
     write_run_report(args.output, report);
     fmt::print("run written to {}\n", args.output);

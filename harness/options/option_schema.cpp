@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "core/interrupt.h"
 
 namespace scalescope {
 namespace {
@@ -124,8 +125,8 @@ void check_options(const OptionList& list, const OptionSources& names) {
                                        },
                                        d.value);
     if (why.empty()) continue;
-    throw_error(fmt::format("{}{}{}", names.subject_text(d.key, shown),
-                            why.starts_with(':') ? "" : " ", why));
+    throw_usage_error(fmt::format("{}{}{}", names.subject_text(d.key, shown),
+                                  why.starts_with(':') ? "" : " ", why));
   }
 }
 
@@ -194,7 +195,22 @@ void naming(const OptionSources& names, std::string_view key, const std::string&
   try {
     f();
   } catch (const Error& e) {
-    throw_error(fmt::format("{}: {}", names.subject_text(key, value), e.message()));
+    std::string message = fmt::format("{}: {}", names.subject_text(key, value), e.message());
+    if (!e.library().empty()) throw_error(std::move(message));
+    throw UsageError(e, std::move(message));
+  }
+}
+
+void as_usage_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const Error& e) {
+    if (!e.library().empty()) throw;
+    throw UsageError(e);
   }
 }
 

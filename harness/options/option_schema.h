@@ -190,8 +190,8 @@ class OptionSources {
   std::string file_;
 };
 
-// Runs every declaration's check on its value; throws Error naming the first bad value as
-// `names` says and what would be accepted.
+// Runs every declaration's check on its value; throws UsageError naming the first bad value
+// as `names` says and what would be accepted.
 void check_options(const OptionList& list, const OptionSources& names = {});
 
 // The value as the command line spells it ("32,64" for a list; "true"/"false" for a flag).
@@ -222,8 +222,13 @@ OptionCheck<T> finite_above(T bound, bool or_equal, std::string accepted) {
 // Accepted when `parse` does not throw; the message is the Error's.
 OptionCheck<std::string> parses(std::function<void(const std::string&)> parse);
 
-// Runs `f`; an Error it throws is thrown again with the option and its value first.
+// Runs `f`; an Error it throws is thrown again with the option and its value first (a
+// UsageError unless a library's: the value is at fault).
 void naming(const OptionSources& names, std::string_view key, const std::string& value,
             const std::function<void()>& f);
+
+// Runs `f`, a check of what the user asked for: an Error of ours it throws (not a library's,
+// which would be a fault of the machine or of ours) is thrown again as a UsageError.
+void as_usage_error(const std::function<void()>& f);
 
 }  // namespace scalescope

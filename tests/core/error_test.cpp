@@ -28,6 +28,27 @@ TEST(Error, CarriesExpressionLocationLibraryMessageAndRank) {
   set_thread_rank(-1);
 }
 
+// What the user did wrong reads without the source line; a fault of ours or of a library
+// keeps it, as does a usage error when asked for (--verbose).
+TEST(Error, AUsageErrorReadsWithoutItsSourceLocation) {
+  const UsageError usage("--lr -1 must be 0 or a positive number");
+  EXPECT_EQ(error_text(usage, false), "--lr -1 must be 0 or a positive number");
+  EXPECT_NE(error_text(usage, true).find(" at error_test.cpp:"), std::string::npos);
+  const Error internal("", "", "bucket 3 of 2");
+  EXPECT_NE(error_text(internal, false).find("bucket 3 of 2 at error_test.cpp:"),
+            std::string::npos);
+  // Classified after the fact, an error keeps its message, origin and rank.
+  set_thread_rank(2);
+  const Error cause("", "", "cpu:0 has no devices");
+  set_thread_rank(-1);
+  const UsageError from(cause);
+  EXPECT_EQ(error_text(from, false), "[rank 2] cpu:0 has no devices");
+  EXPECT_EQ(from.line(), cause.line());
+  EXPECT_EQ(std::string(from.what()), std::string(cause.what()));
+  EXPECT_EQ(UsageError(cause, "--devices cpu:0: no devices").message(),
+            "--devices cpu:0: no devices");
+}
+
 TEST(Error, RankIsPerThread) {
   set_thread_rank(1);
   int other_rank = 0;

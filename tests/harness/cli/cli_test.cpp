@@ -478,3 +478,69 @@ TEST(Cli, DevicesJsonHasTheSameFacts) {
     EXPECT_TRUE(doc["nvml"]["error"].is_string());
   }
 }
+
+// ---------------------------------------------------------------------------------------
+// What a new user reads: messages for bad values, and what train says about what it ran.
+
+// A bad value is the user's to fix: the message names it and what would be accepted, without
+// the source line a developer needs (which --verbose adds).
+TEST(Cli, UsageErrorsReadWithoutASourceLocation) {
+  for (const std::string args :
+       {"train --lr -1", "train --steps 0", "train --global-batch 7 --devices cpu:2",
+        "sweep --batch 8,-1 -q", "sweep --global-batch 15 --devices cpu:1,2 -q"}) {
+    const Result r = run(args);
+    EXPECT_EQ(r.status, 1) << args << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, "scalescope: error: ")) << args << " gave: " << r.output;
+    EXPECT_FALSE(contains(r.output, ".cpp:")) << args << " gave: " << r.output;
+  }
+  EXPECT_EQ(run("train --lr -1").output,
+            "scalescope: error: --lr -1 must be 0 or a positive number\n");
+  const Result verbose = run("train --lr -1 --verbose");
+  EXPECT_EQ(verbose.status, 1);
+  EXPECT_TRUE(
+      contains(verbose.output, "--lr -1 must be 0 or a positive number at option_schema.cpp:"))
+      << verbose.output;
+  // The sweep reads its arguments again with its own options: --verbose is not among them.
+  const Result sweep = run("--verbose sweep --batch 8,-1 -q");
+  EXPECT_TRUE(contains(sweep.output, "--batch -1 must be a positive number of samples at "))
+      << sweep.output;
+}
+
+// One replica without accumulation computes one batch size's gradient: train says that the
+// noise scale cannot be estimated and what would make it estimable, and so does the run file.
+TEST(Cli, TrainSaysWhyTheNoiseScaleWasNotEstimated) {
+  const std::string out = testing::TempDir() + "/cli_noise_one.json";
+  const Result one =
+      run("train --model dense-100 --batch 8 --steps 4 -q --noise-scale --devices cpu:1 -o " + out);
+  ASSERT_EQ(one.status, 0) << one.output;
+  EXPECT_TRUE(contains(one.output,
+                       "noise scale: not estimated: one replica without accumulation computes "
+                       "the gradient of one batch size only, and the noise scale compares two: "
+                       "run on more devices, or with --accumulate 2 or more\n"))
+      << one.output;
+  std::ifstream in(out);
+  const auto doc = nlohmann::json::parse(in);
+  EXPECT_TRUE(contains(doc["noise_scale"]["unavailable"].get<std::string>(),
+                       "run on more devices, or with --accumulate 2 or more"))
+      << doc["noise_scale"];
+  // Two micro-batches give two batch sizes: an estimate (or why the steps gave none).
+  const Result two =
+      run("train --model dense-100 --batch 8 --steps 6 -q --noise-scale --accumulate 2");
+  ASSERT_EQ(two.status, 0) << two.output;
+  EXPECT_TRUE(contains(two.output, "noise scale: B_noise ") ||
+              contains(two.output, "noise scale: none over 6 steps"))
+      << two.output;
+}
+
+// A CPU device's threads are its share of the cores; a GPU runs none of its own, nor does the
+// simulated device that stands for one (its threads are the simulation's): the summary gives
+// threads per device on CPU devices only.
+TEST(Cli, TrainGivesThreadsPerDeviceOnCpuDevicesOnly) {
+  const Result cpu = run("train --model dense-100 --batch 8 --steps 2 -q --devices cpu:1");
+  ASSERT_EQ(cpu.status, 0) << cpu.output;
+  EXPECT_TRUE(contains(cpu.output, "/device), global batch 8")) << cpu.output;
+  const Result sim = run("train --model dense-100 --batch 8 --steps 2 -q --devices sim:1");
+  ASSERT_EQ(sim.status, 0) << sim.output;
+  EXPECT_TRUE(contains(sim.output, "dense-100 on sim:1, global batch 8")) << sim.output;
+  EXPECT_FALSE(contains(sim.output, "/device)")) << sim.output;
+}
