@@ -184,22 +184,27 @@ std::vector<Finding> loss_findings(const ScalingInput& in) {
     return fmt::format("{} {:.0f}% of the step ({:.0f}% lost against ideal in all)", what,
                        percent(share), percent(l.lost));
   };
+  // A component is a finding when it is large enough and not within measurement noise.
+  const std::array<LossComponent, 5> c = loss_components(l);
+  const auto fires = [&](size_t i) {
+    return c[i].share >= kLossModerateShare && c[i].beyond_noise();
+  };
   std::vector<Finding> out;
-  if (l.allreduce_share >= kLossModerateShare) {
+  if (fires(0)) {
     out.push_back(loss_finding("communication-bound", l.allreduce_share,
                                lost("exposed all-reduce costs", l.allreduce_share), {}));
   }
-  if (l.input_share >= kLossModerateShare) {
+  if (fires(1)) {
     out.push_back(loss_finding("input-bound", l.input_share,
                                lost("input wait beyond one device's costs", l.input_share), {}));
   }
-  if (l.compute_share >= kLossModerateShare) out.push_back(contention_finding(in));
-  if (l.straggler_share >= kLossModerateShare) {
+  if (fires(2)) out.push_back(contention_finding(in));
+  if (fires(3)) {
     out.push_back(loss_finding("straggler", l.straggler_share,
                                lost("waiting for the slowest replica costs", l.straggler_share),
                                {}));
   }
-  if (l.other_share >= kLossModerateShare) {
+  if (fires(4)) {
     out.push_back(loss_finding("unattributed", l.other_share,
                                lost("time outside the timed phases costs", l.other_share), {}));
   }
@@ -278,6 +283,38 @@ LossBreakdown efficiency_loss(const PhaseMedians& one_device,
   b.other_share =
       b.lost - (b.allreduce_share + b.input_share + b.compute_share + b.straggler_share);
   return b;
+}
+
+std::string unreliable_fit_reason(const AlphaBetaFit& fit) {
+  if (fit.samples < kMinProjectionSamples) {
+    return fmt::format(
+        "not reliable: {} bucket samples, and a line passes through any two (a "
+        "projection needs at least {})",
+        fit.samples, kMinProjectionSamples);
+  }
+  if (fit.r_squared < kMinProjectionRSquared) {
+    return fmt::format(
+        "not reliable: r² {:.3f}, below the {} a projection needs (the fit does "
+        "not explain the measured all-reduce times)",
+        fit.r_squared, kMinProjectionRSquared);
+  }
+  if (fit.beta_ms_per_byte < 0.0) {
+    return "not reliable: the all-reduce took less time on more bytes (a negative per-byte "
+           "cost), which describes noise, not a link";
+  }
+  return "";
+}
+
+std::array<LossComponent, 5> loss_components(const LossBreakdown& l) {
+  std::array<LossComponent, 5> out = {{{"allreduce", l.allreduce_share, {}},
+                                       {"input", l.input_share, {}},
+                                       {"compute_slowdown", l.compute_share, {}},
+                                       {"stragglers", l.straggler_share, {}},
+                                       {"other", l.other_share, {}}}};
+  if (l.intervals) {
+    for (size_t i = 0; i < out.size(); ++i) out[i].interval = (*l.intervals)[i];
+  }
+  return out;
 }
 
 AlphaBetaFit fit_alpha_beta(std::span<const AllReduceSample> samples) {

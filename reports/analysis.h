@@ -4,6 +4,7 @@
 // in, numbers out: nothing here touches a device. Times are milliseconds.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -109,12 +110,33 @@ struct LossBreakdown {
   // The compute behind compute_share, for the contention finding (not in the JSON).
   double compute_ms = 0;        // median replica compute at N
   double ideal_compute_ms = 0;  // s * compute at one device
+  // Each share's 95% bootstrap interval over the measured steps of both points, when computed
+  // (the sweep analysis does: loss_intervals), in the order of LossComponents.
+  struct Range {
+    double low = 0;
+    double high = 0;
+  };
+  std::optional<std::array<Range, 5>> intervals;
 };
 // REQUIRES: one_device.step_ms > 0, group_at_n.step_ms > 0, ideal_step_ms > 0, replicas_at_n
 // non-empty.
 LossBreakdown efficiency_loss(const PhaseMedians& one_device,
                               const std::vector<PhaseMedians>& replicas_at_n,
                               const PhaseMedians& group_at_n, double ideal_step_ms);
+
+// One share of a loss breakdown, as tables, charts, the JSON and the verdict read it.
+struct LossComponent {
+  const char* key = "";  // the JSON's: "allreduce", "input", "compute_slowdown", ...
+  double share = 0;
+  std::optional<LossBreakdown::Range> interval;
+  // A loss beyond measurement noise: the whole interval above 0 (without one, a positive
+  // share). Anything else — an interval that reaches 0, a negative share — is no finding.
+  bool beyond_noise() const { return interval ? interval->low > 0.0 : share > 0.0; }
+  // The interval holds 0: the share cannot be told from none.
+  bool within_noise() const { return interval && interval->low <= 0.0 && interval->high >= 0.0; }
+};
+// allreduce, input, compute_slowdown, stragglers, other: the shares in the JSON's order.
+std::array<LossComponent, 5> loss_components(const LossBreakdown& loss);
 
 // ---------------------------------------------------------------------------------------
 // Scaling verdict: why a point at N devices falls short of its one-device baseline.
@@ -144,7 +166,8 @@ struct ScalingInput {
 
 // The verdict of a point at N devices, led by its loss breakdown so that the verdict names
 // what the efficiency was lost to. Each component at or above kLossModerateShare of the step
-// is a finding (high at kLossHighShare), the largest first:
+// and beyond measurement noise (LossComponent::beyond_noise) is a finding (high at
+// kLossHighShare), the largest first:
 //   allreduce_share -> communication-bound   input_share -> input-bound
 //   compute_share   -> contention (each replica computes slower than one device alone)
 //   straggler_share -> straggler             other_share -> unattributed
@@ -187,6 +210,15 @@ struct AlphaBetaFit {
 // Throws Error when fewer than 2 distinct x values remain, or on negative bytes or a
 // non-finite time.
 AlphaBetaFit fit_alpha_beta(std::span<const AllReduceSample> samples);
+
+// A fit is projected from only when it explains the measured all-reduce times: r² (the share
+// of their variance the line accounts for) at least kMinProjectionRSquared, over at least
+// kMinProjectionSamples buckets (a line passes through any two points), and a per-byte cost
+// that is not negative (times that fall as buffers grow describe noise, not a link).
+inline constexpr double kMinProjectionRSquared = 0.9;
+inline constexpr int64_t kMinProjectionSamples = 3;
+// "" when `fit` may be projected from, otherwise why not: "not reliable: r² 0.007 ...".
+std::string unreliable_fit_reason(const AlphaBetaFit& fit);
 
 // 2(N-1)/N: how many times a ring all-reduce moves the buffer over each link; 0 at N = 1 (a
 // one-device "all-reduce" moves nothing). REQUIRES: devices >= 1.

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <optional>
 #include <set>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/random.h"
 #include "reports/analysis.h"
 #include "reports/stats.h"
 
@@ -165,6 +167,78 @@ std::optional<ThreadBudget> thread_budget(const SweepReport& report, const Sweep
   return t;
 }
 
+// A point's measured steps as columns, for resampling: per phase of the schema and then the
+// step time, the value of every step, for the group (the slowest replica of each step) and
+// for each replica.
+struct StepColumns {
+  using Columns = std::vector<std::vector<double>>;  // [phase, then step time][step]
+  Columns group;
+  std::vector<Columns> replicas;
+  size_t steps = 0;
+
+  explicit StepColumns(const SweepPoint& p) {
+    const std::vector<const StepRecord*> pooled = pooled_steps(p);
+    steps = pooled.size();
+    const auto add = [](Columns& c, const PhaseTimes& t) {
+      c.resize(kPhases.size() + 1);
+      for (size_t k = 0; k < kPhases.size(); ++k) c[k].push_back(t[kPhases[k].phase]);
+      c.back().push_back(t.step_ms);
+    };
+    for (const StepRecord* s : pooled) {
+      add(group, slowest_replica(s->replicas));
+      group.back().back() = s->step_ms;  // the group's step time, as the summary's median
+      replicas.resize(s->replicas.size());
+      for (size_t r = 0; r < s->replicas.size(); ++r) add(replicas[r], s->replicas[r]);
+    }
+  }
+
+  // The medians of the steps `drawn` (indices, with repeats).
+  static PhaseMedians medians(const Columns& c, const std::vector<size_t>& drawn,
+                              std::vector<double>& scratch) {
+    PhaseMedians m;
+    scratch.resize(drawn.size());
+    for (size_t k = 0; k < c.size(); ++k) {
+      for (size_t i = 0; i < drawn.size(); ++i) scratch[i] = c[k][drawn[i]];
+      (k < kPhases.size() ? m[kPhases[k].phase] : m.step_ms) = median(scratch);
+    }
+    return m;
+  }
+};
+
+constexpr int kLossResamples = 1000;
+
+// Each share of p's loss breakdown against `one` with its 95% bootstrap interval: the measured
+// steps of both points drawn again with replacement (independently, each step whole with every
+// replica's phases) and the breakdown recomputed from the medians of the draw.
+std::array<LossBreakdown::Range, 5> loss_intervals(const SweepPoint& p, const SweepPoint& one) {
+  const StepColumns a(one);
+  const StepColumns b(p);
+  Rng rng(1);
+  std::vector<size_t> drawn_a(a.steps);
+  std::vector<size_t> drawn_b(b.steps);
+  std::vector<double> scratch;
+  std::array<std::vector<double>, 5> shares;
+  std::vector<PhaseMedians> replicas(b.replicas.size());
+  for (int r = 0; r < kLossResamples; ++r) {
+    for (size_t& i : drawn_a) i = rng.below(a.steps);
+    for (size_t& i : drawn_b) i = rng.below(b.steps);
+    const PhaseMedians base = StepColumns::medians(a.group, drawn_a, scratch);
+    const PhaseMedians group = StepColumns::medians(b.group, drawn_b, scratch);
+    for (size_t k = 0; k < replicas.size(); ++k) {
+      replicas[k] = StepColumns::medians(b.replicas[k], drawn_b, scratch);
+    }
+    const double ideal = p.mode == ScalingMode::kWeak ? base.step_ms : base.step_ms / p.devices;
+    const LossBreakdown l = efficiency_loss(base, replicas, group, ideal);
+    const std::array<LossComponent, 5> c = loss_components(l);
+    for (size_t k = 0; k < c.size(); ++k) shares[k].push_back(c[k].share);
+  }
+  std::array<LossBreakdown::Range, 5> out;
+  for (size_t k = 0; k < out.size(); ++k) {
+    out[k] = {percentile(shares[k], 0.025), percentile(shares[k], 0.975)};
+  }
+  return out;
+}
+
 void compare_with_baseline(SweepPoint& p, const SweepPoint& one,
                            std::optional<ThreadBudget> threads) {
   const std::vector<double> a = pooled_step_ms(one);
@@ -182,6 +256,7 @@ void compare_with_baseline(SweepPoint& p, const SweepPoint& one,
         p.mode == ScalingMode::kWeak ? one.summary.step_ms_median : one.summary.step_ms_median / n;
     PointSummary& s = p.summary;
     s.loss = efficiency_loss(one.summary.group, s.replicas, s.group, ideal);
+    s.loss->intervals = loss_intervals(p, one);
     s.verdict = explain_scaling(s.verdict, ScalingInput{*s.loss, s.group.step_ms, threads});
     if (s.noise && s.noise->b_noise && s.noise->b_noise->value > 0.0) {
       s.statistics = statistical_scaling(s.noise->b_noise->value, one.global_batch, p.global_batch);
@@ -194,11 +269,15 @@ void compare_with_baseline(SweepPoint& p, const SweepPoint& one,
   }
 }
 
-// When the samples cannot give an alpha-beta fit, one sentence on what to run so that they do.
-std::optional<std::string> fit_advice(const std::vector<AllReduceSample>& samples) {
+// When the samples cannot give an alpha-beta fit, one sentence on what to run so that they do,
+// on the kind of device the sweep ran on ("cuda", "sim", "cpu").
+std::optional<std::string> fit_advice(const std::vector<AllReduceSample>& samples,
+                                      const std::string& device_kind) {
   if (samples.empty()) {
-    return "no point ran on more than one device; add one (e.g. --devices cpu:1,2,4) to "
-           "measure the all-reduce";
+    return fmt::format(
+        "no point ran on more than one device; add one (e.g. --devices {}:1,2) to measure the "
+        "all-reduce",
+        device_kind);
   }
   std::set<double> sizes;
   for (const AllReduceSample& s : samples) {
@@ -219,8 +298,38 @@ bool spans_nodes(const SweepPoint& p) {
   });
 }
 
-CommunicationAnalysis analyze_communication(const std::string& model,
-                                            const std::vector<SweepPoint>& points) {
+// The device counts to project point `p` to: 2, 4 and 8 times its own, without those whose
+// threads would not fit the cores the sweep's process may use (CPU and simulated devices: more
+// of them on this machine would share its cores, which the all-reduce model does not
+// describe). `note` says why counts were left out, or why they were not.
+std::vector<int> projection_counts(const SweepReport& report, const SweepPoint& p,
+                                   std::string& note) {
+  std::vector<int> counts = {p.devices * 2, p.devices * 4, p.devices * 8};
+  const int cores = report.environment.host.usable_cores;
+  const int threads = p.threads_per_device;
+  if ((p.device_kind != "cpu" && p.device_kind != "sim") || threads <= 0 || cores <= 0) {
+    return counts;
+  }
+  if (report.cluster && report.cluster->processes > 1) {
+    note =
+        "projected past one machine's cores: the sweep ran across processes, so more "
+        "devices are taken to come with cores of their own (more nodes)";
+    return counts;
+  }
+  const auto cut =
+      std::find_if(counts.begin(), counts.end(), [&](int n) { return n * threads > cores; });
+  if (cut == counts.end()) return counts;
+  note = fmt::format(
+      "{}: {} {} devices × {} thread{} would need {} cores, and this machine may use {} (more "
+      "devices here would share them, which the all-reduce model does not describe)",
+      cut == counts.begin() ? "no projection" : fmt::format("projected up to {}", *(cut - 1)), *cut,
+      p.device_kind, threads, threads == 1 ? "" : "s", *cut * threads, cores);
+  counts.erase(cut, counts.end());
+  return counts;
+}
+
+CommunicationAnalysis analyze_communication(const std::string& model, const SweepReport& report) {
+  const std::vector<SweepPoint>& points = report.points;
   CommunicationAnalysis c;
   c.model = model;
   c.across_nodes = std::any_of(points.begin(), points.end(), [&](const SweepPoint& p) {
@@ -242,7 +351,10 @@ CommunicationAnalysis analyze_communication(const std::string& model,
         "the float all-reduce; add none to --grad-compression";
     return c;
   }
-  if (const std::optional<std::string> advice = fit_advice(samples)) {
+  const auto first = std::find_if(points.begin(), points.end(),
+                                  [&](const SweepPoint& p) { return p.model == model; });
+  const std::string kind = first != points.end() ? first->device_kind : "cpu";
+  if (const std::optional<std::string> advice = fit_advice(samples, kind)) {
     c.fit_error = *advice;
     return c;
   }
@@ -252,8 +364,11 @@ CommunicationAnalysis analyze_communication(const std::string& model,
     c.fit_error = e.message();
     return c;
   }
+  c.projection_note = unreliable_fit_reason(*c.fit);
+  c.reliable = c.projection_note.empty();
+  if (!c.reliable) return c;
   // Weak scaling: from the largest measured device count of each batch, project 2, 4 and 8
-  // times as many devices.
+  // times as many devices (as many of them as projection_counts keeps).
   std::map<int64_t, const SweepPoint*> largest;
   for (const SweepPoint& p : points) {
     if (!p.ok() || p.model != model || p.mode != ScalingMode::kWeak || p.devices < 2 ||
@@ -270,8 +385,9 @@ CommunicationAnalysis analyze_communication(const std::string& model,
   for (const auto& [batch, p] : largest) {
     const SweepPoint* one = baseline_of(points, *p);
     if (one == nullptr) continue;
+    const std::vector<int> counts = projection_counts(report, *p, c.projection_note);
+    if (counts.empty()) continue;
     const PhaseMedians& g = p->summary.group;
-    const std::array<int, 3> counts = {p->devices * 2, p->devices * 4, p->devices * 8};
     // Anchored at the measurement: everything but input and exposed all-reduce counts as
     // compute, so the model reproduces the measured step at the measured device count and
     // only the all-reduce's growth moves the projection (the phase medians alone do not add
@@ -382,7 +498,7 @@ void analyze(SweepReport& report) {
   std::set<std::string> seen;
   for (const SweepPoint& p : report.points) {
     if (seen.insert(p.model).second) {
-      report.communication.push_back(analyze_communication(p.model, report.points));
+      report.communication.push_back(analyze_communication(p.model, report));
     }
   }
   report.bucket_choices = analyze_buckets(report.points);

@@ -121,6 +121,16 @@ json summary_json(const SweepPoint& p) {
                             {"compute_slowdown", s.loss->compute_share},
                             {"stragglers", s.loss->straggler_share},
                             {"other", s.loss->other_share}};
+    if (s.loss->intervals) {
+      json intervals = json::object();
+      json beyond = json::array();
+      for (const LossComponent& c : loss_components(*s.loss)) {
+        intervals[c.key] = {{"low", c.interval->low}, {"high", c.interval->high}};
+        if (c.beyond_noise()) beyond.push_back(c.key);
+      }
+      j["efficiency_loss"]["intervals"] = std::move(intervals);
+      j["efficiency_loss"]["beyond_noise"] = std::move(beyond);
+    }
     if (s.intra_node_fraction) {
       // The all-reduce share, split by what the node-local all-reduce of the same bytes
       // took against the global one.
@@ -242,12 +252,14 @@ json communication_json(const CommunicationAnalysis& c) {
   if (c.fit) {
     fit = {{"alpha_ms", c.fit->alpha_ms},   {"beta_ms_per_byte", c.fit->beta_ms_per_byte},
            {"r_squared", c.fit->r_squared}, {"bus_bandwidth_gbps", c.fit->bus_bandwidth_gbps},
-           {"samples", c.fit->samples},     {"model", "ms = alpha + beta * bytes * 2(N-1)/N"}};
+           {"samples", c.fit->samples},     {"model", "ms = alpha + beta * bytes * 2(N-1)/N"},
+           {"reliable", c.reliable},        {"min_r_squared", kMinProjectionRSquared}};
   }
   return {{"model", c.model},
           {"fit", std::move(fit)},
           {"fit_error", c.fit_error},
           {"across_nodes", c.across_nodes},
+          {"projection_note", c.projection_note},
           {"series", std::move(series)}};
 }
 

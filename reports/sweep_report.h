@@ -24,7 +24,7 @@
 namespace scalescope {
 
 inline constexpr const char* kSweepSchema = "scalescope-sweep";
-inline constexpr const char* kSweepSchemaVersion = "1.11";
+inline constexpr const char* kSweepSchemaVersion = "1.12";
 
 // Weak scaling keeps the per-device batch (the global batch grows with the devices); strong
 // scaling keeps the global batch (each device gets a smaller share).
@@ -134,6 +134,12 @@ struct CommunicationAnalysis {
   // between nodes sets their all-reduce's cost, and points inside one node (at the node's own
   // speed) would pull a fit of both towards neither.
   bool across_nodes = false;
+  // Whether the fit explains the measured times well enough to project from
+  // (unreliable_fit_reason); without, there are no series.
+  bool reliable = false;
+  // Why there are no series, or why they stop short of 8 times the largest device count
+  // measured (CPU devices beyond the cores they would share); "" when neither.
+  std::string projection_note;
   struct Series {
     int64_t batch = 0;
     int measured_devices = 0;  // the largest device count the projection starts from

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <set>
 
@@ -71,14 +72,24 @@ void model_table(std::string& out, const SweepReport& report, const std::string&
   if (simulated) fmt::format_to(std::back_inserter(out), "note: {}\n", kSimulatedDevicesNote);
 }
 
+// A share of the loss breakdown, in parentheses when it is no loss beyond measurement noise
+// (and never "-0.0%": the sum's rounding is no sign).
+std::string share_cell(const LossComponent& c, double share) {
+  const std::string text = percent(std::abs(share) < 5e-4 ? 0.0 : share);
+  return c.beyond_noise() ? text : fmt::format("({})", text);
+}
+
 // Runs across nodes split the all-reduce share by what stayed inside a node (the JSON's
 // allreduce_intra_node / allreduce_inter_node).
-std::string allreduce_cells(const PointSummary& s, bool split) {
-  const double share = s.loss->allreduce_share;
-  if (!split) return fmt::format("{:>10}", percent(share));
-  if (!s.intra_node_fraction) return fmt::format("{:>10} {:>7} {:>7}", percent(share), "-", "-");
-  return fmt::format("{:>10} {:>7} {:>7}", percent(share), percent(share * *s.intra_node_fraction),
-                     percent(share * (1.0 - *s.intra_node_fraction)));
+std::string allreduce_cells(const PointSummary& s, const LossComponent& c, bool split) {
+  const double share = c.share;
+  if (!split) return fmt::format("{:>10}", share_cell(c, share));
+  if (!s.intra_node_fraction) {
+    return fmt::format("{:>10} {:>7} {:>7}", share_cell(c, share), "-", "-");
+  }
+  return fmt::format("{:>10} {:>7} {:>7}", share_cell(c, share),
+                     share_cell(c, share * *s.intra_node_fraction),
+                     share_cell(c, share * (1.0 - *s.intra_node_fraction)));
 }
 
 void loss_table(std::string& out, const SweepReport& report) {
@@ -89,22 +100,30 @@ void loss_table(std::string& out, const SweepReport& report) {
     if (p.ok() && p.summary.loss) width = std::max(width, p.label().size());
   }
   bool header = false;
+  bool marked = false;
   for (const SweepPoint& p : report.points) {
     if (!p.ok() || !p.summary.loss) continue;
     if (!header) {
       fmt::format_to(std::back_inserter(out),
                      "\nefficiency lost against ideal (shares of the step at N devices)\n{:<{}} "
-                     "{:>7} {:>10}{} {:>7} {:>11} {:>11} {:>7}\n",
+                     "{:>7} {:>10}{} {:>8} {:>11} {:>11} {:>8}\n",
                      "point", width, "lost", "allreduce",
                      split ? fmt::format(" {:>7} {:>7}", "intra", "inter") : "", "input",
                      "contention", "stragglers", "other");
       header = true;
     }
-    const LossBreakdown& l = *p.summary.loss;
-    fmt::format_to(std::back_inserter(out), "{:<{}} {:>7} {} {:>7} {:>11} {:>11} {:>7}\n",
-                   p.label(), width, percent(l.lost), allreduce_cells(p.summary, split),
-                   percent(l.input_share), percent(l.compute_share), percent(l.straggler_share),
-                   percent(l.other_share));
+    const std::array<LossComponent, 5> c = loss_components(*p.summary.loss);
+    for (const LossComponent& each : c) marked = marked || !each.beyond_noise();
+    fmt::format_to(std::back_inserter(out), "{:<{}} {:>7} {} {:>8} {:>11} {:>11} {:>8}\n",
+                   p.label(), width, percent(p.summary.loss->lost),
+                   allreduce_cells(p.summary, c[0], split), share_cell(c[1], c[1].share),
+                   share_cell(c[2], c[2].share), share_cell(c[3], c[3].share),
+                   share_cell(c[4], c[4].share));
+  }
+  if (marked) {
+    out +=
+        "(in parentheses: no finding; the share's 95% bootstrap interval over the steps "
+        "holds 0 (within measurement noise) or lies below it)\n";
   }
 }
 
@@ -116,10 +135,13 @@ void communication_table(std::string& out, const SweepReport& report) {
       continue;
     }
     fmt::format_to(std::back_inserter(out),
-                   "\n{} all-reduce model{}: {:.3f} ms + bytes·2(N-1)/N / {:.2f} GB/s (r² {:.2f}, "
+                   "\n{} all-reduce model{}: {:.3f} ms + bytes·2(N-1)/N / {:.2f} GB/s (r² {:.3f}, "
                    "{} bucket samples)\n",
                    c.model, c.across_nodes ? " (points across nodes)" : "", c.fit->alpha_ms,
                    c.fit->bus_bandwidth_gbps, c.fit->r_squared, c.fit->samples);
+    if (!c.projection_note.empty()) {
+      fmt::format_to(std::back_inserter(out), "  {}\n", c.projection_note);
+    }
     for (const CommunicationAnalysis::Series& s : c.series) {
       std::string line;
       for (const Projection& p : s.projections) {

@@ -3,6 +3,7 @@
 // environment; the style sheet inline.
 #include <fmt/format.h>
 
+#include <cctype>
 #include <iterator>
 
 #include "core/fs.h"
@@ -142,6 +143,24 @@ void points_table(std::string& out, const ModelView& m) {
   out += "</table>\n";
 }
 
+// What the speedup chart projects from the fit, or why it projects nothing (or less).
+std::string projection_text(const CommunicationAnalysis& c) {
+  std::string note = escape(c.projection_note);
+  if (!note.empty()) {
+    note[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(note[0])));
+    note += ".";
+  }
+  if (!c.reliable) {
+    return "<span data-projection=\"unreliable\">" + note + " No projection is drawn.</span>";
+  }
+  if (c.series.empty()) {
+    return note.empty() ? "No projection: it needs weak scaling and a one-device point." : note;
+  }
+  return "The dashed lines in the speedup chart project it to more devices, with the compute "
+         "and input time of the largest measured point." +
+         (note.empty() ? "" : " " + note);
+}
+
 void communication_text(std::string& out, const ModelView& m) {
   if (m.communication == nullptr) return;
   const CommunicationAnalysis& c = *m.communication;
@@ -151,15 +170,11 @@ void communication_text(std::string& out, const ModelView& m) {
   } else {
     fmt::format_to(std::back_inserter(out),
                    "time = {:.3f} ms + bytes &middot; 2(N&minus;1)/N &divide; {} GB/s "
-                   "(r&sup2; {:.2f}, {} bucket samples). {}",
+                   "(r&sup2; {:.3f}, {} bucket samples). {}",
                    c.fit->alpha_ms,
                    c.fit->bus_bandwidth_gbps > 0 ? short_number(c.fit->bus_bandwidth_gbps)
                                                  : std::string("&infin;"),
-                   c.fit->r_squared, c.fit->samples,
-                   c.series.empty()
-                       ? "No projection: it needs weak scaling and a one-device point."
-                       : "The dashed lines in the speedup chart project it to more devices, with "
-                         "the compute and input time of the largest measured point.");
+                   c.fit->r_squared, c.fit->samples, projection_text(c));
   }
   out += "</p>\n";
 }

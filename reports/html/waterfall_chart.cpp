@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 
@@ -11,6 +12,20 @@
 
 namespace scalescope::html {
 namespace {
+
+// A share within measurement noise: light enough to read as no finding beside the phases'
+// colours.
+constexpr const char* kNoiseColor = "#d5d9de";
+
+// A bar whose share is no loss beyond measurement noise is grey and says so under its label.
+void mark_noise(WaterfallData::Loss& loss, const LossComponent& c) {
+  if (c.interval) {
+    loss.interval = fmt::format("95% interval of the share {} to {}", percent(c.interval->low),
+                                percent(c.interval->high));
+  }
+  loss.noise = !c.beyond_noise();
+  if (loss.noise) loss.noise_label = c.within_noise() ? "within noise" : "no loss";
+}
 
 WaterfallData waterfall_of(const ModelView& m, const SweepPoint& p) {
   const LossBreakdown& l = *p.summary.loss;
@@ -24,25 +39,40 @@ WaterfallData waterfall_of(const ModelView& m, const SweepPoint& p) {
   d.lost = l.lost;
   // The losses a phase explains take its colour.
   const auto color = [](Phase phase) { return hex(phase_def(phase).color()); };
-  d.losses = {
-      {"allreduce", "all-reduce", "", l.allreduce_share, 0, 0, color(Phase::kAllReduceExposed)},
-      {"input", "input", "", l.input_share, 0, 0, color(Phase::kInput)},
-      {"compute", "contention", "", l.compute_share, 0, 0, color(Phase::kBackward)},
-      {"stragglers", "stragglers", "", l.straggler_share, 0, 0, "#7b5ea7"},
-      {"other", "other", "", l.other_share, 0, 0, hex(nvtx::phase_color(nvtx::Phase::kStep))},
+  const auto loss = [](const char* key, const char* label, double share, std::string fill) {
+    WaterfallData::Loss out;
+    out.key = key;
+    out.line1 = label;
+    out.share = share;
+    out.color = std::move(fill);
+    return out;
   };
+  d.losses = {
+      loss("allreduce", "all-reduce", l.allreduce_share, color(Phase::kAllReduceExposed)),
+      loss("input", "input", l.input_share, color(Phase::kInput)),
+      loss("compute", "contention", l.compute_share, color(Phase::kBackward)),
+      loss("stragglers", "stragglers", l.straggler_share, "#7b5ea7"),
+      loss("other", "other", l.other_share, hex(nvtx::phase_color(nvtx::Phase::kStep))),
+  };
+  const std::array<LossComponent, 5> components = loss_components(l);
+  for (size_t i = 0; i < d.losses.size(); ++i) mark_noise(d.losses[i], components[i]);
   if (const std::optional<double> intra = p.summary.intra_node_fraction) {
     // Across nodes, the all-reduce bar splits as the table and the JSON split it.
     const double inside = l.allreduce_share * *intra;
+    WaterfallData::Loss whole = d.losses[0];
     d.losses[0] = {"allreduce_intra",
                    "all-reduce",
                    "intra-node",
                    inside,
                    0,
                    0,
-                   color(Phase::kAllReduceExposed)};
-    d.losses.insert(d.losses.begin() + 1, {"allreduce_inter", "all-reduce", "inter-node",
-                                           l.allreduce_share - inside, 0, 0, "#8c2d04"});
+                   color(Phase::kAllReduceExposed),
+                   whole.noise,
+                   whole.noise_label,
+                   whole.interval};
+    d.losses.insert(d.losses.begin() + 1,
+                    {"allreduce_inter", "all-reduce", "inter-node", l.allreduce_share - inside, 0,
+                     0, "#8c2d04", whole.noise, whole.noise_label, whole.interval});
   }
   double lo = std::min(0.0, l.efficiency);
   double hi = std::max(1.0, l.efficiency);
@@ -90,11 +120,13 @@ struct Bars {
 
   void bar(int i, const std::string& key, double from, double to, const std::string& color,
            const std::string& value, const std::string& line1, const std::string& line2,
-           const std::string& tooltip) const {
+           const std::string& tooltip, bool noise = false) const {
     const double cx = left + slot * (i + 0.5);
     const double y_top = y(std::max(from, to));
-    doc.rect(cx - width / 2, y_top, width, std::max(1.0, std::abs(y(from) - y(to))),
-             {{"fill", color}, {"data-step", key}}, tooltip);
+    svg::Attrs attributes = {{"fill", color}, {"data-step", key}};
+    if (noise) attributes.push_back({"data-noise", "true"});
+    doc.rect(cx - width / 2, y_top, width, std::max(1.0, std::abs(y(from) - y(to))), attributes,
+             tooltip);
     doc.text(cx, y_top - 5, value, {{"class", "svg-value"}, {"text-anchor", "middle"}});
     doc.text(cx, bottom + 16, line1, {{"class", "svg-tick"}, {"text-anchor", "middle"}});
     if (!line2.empty()) {
@@ -137,12 +169,19 @@ std::string draw_waterfall(const WaterfallData& d) {
   for (size_t i = 0; i < d.losses.size(); ++i) {
     const WaterfallData::Loss& s = d.losses[i];
     bars.connector(static_cast<int>(i), s.from);
-    bars.bar(static_cast<int>(i) + 1, s.key, s.from, s.to, s.color, signed_loss(s.share), s.line1,
-             s.line2,
-             fmt::format("{}{}{}: {} of the step at {} devices", s.line1,
-                         s.line2.empty() ? "" : " ", s.line2,
-                         s.share >= 0 ? "lost " + percent(s.share) : "gained " + percent(-s.share),
-                         d.devices));
+    const std::string what = fmt::format(
+        "{}{}{}: {} of the step at {} devices", s.line1, s.line2.empty() ? "" : " ", s.line2,
+        s.share >= 0 ? "lost " + percent(s.share) : "gained " + percent(-s.share), d.devices);
+    const std::string interval = s.interval.empty() ? "" : " (" + s.interval + ")";
+    const std::string why =
+        s.noise ? fmt::format("; {}, no finding{}",
+                              s.noise_label == "no loss" ? "below 0" : "within measurement noise",
+                              interval)
+                : interval;
+    bars.bar(static_cast<int>(i) + 1, s.key, s.from, s.to, s.noise ? kNoiseColor : s.color,
+             signed_loss(s.share), s.line1,
+             s.noise ? (s.line2.empty() ? s.noise_label : s.line2 + ", " + s.noise_label) : s.line2,
+             what + why, s.noise);
   }
   const int last = static_cast<int>(d.losses.size()) + 1;
   bars.connector(last - 1, d.losses.empty() ? 1.0 : d.losses.back().to);

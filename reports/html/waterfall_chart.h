@@ -19,6 +19,11 @@ struct WaterfallData {
     double from = 0;    // the efficiency before this share, and after it
     double to = 0;
     std::string color;
+    // No loss beyond measurement noise (LossComponent::beyond_noise): drawn grey, labelled
+    // "within noise" (its interval holds 0) or "no loss" (below 0).
+    bool noise = false;
+    std::string noise_label;
+    std::string interval;  // "95% interval of the share -0.8% to 1.2%", when there is one
   };
   std::string model;
   std::string device_kind;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -230,6 +231,24 @@ TEST(ScalingVerdict, EveryComponentHasItsFindingAtItsThresholds) {
   EXPECT_EQ(v.findings[1].severity, kSeverityModerate);
   in.loss.other_share = 0.3;
   EXPECT_EQ(explain_scaling(step_verdict_of(0), in).top().kind, "unattributed");
+}
+
+// A component above the threshold whose interval holds 0 cannot be told from none: no
+// finding. The same share measured without noise is one.
+TEST(ScalingVerdict, AComponentWithinMeasurementNoiseIsNoFinding) {
+  ScalingInput in = contended_point();
+  in.loss.intervals =
+      std::array<LossBreakdown::Range, 5>{{{0.10, 0.15}, {0, 0}, {-0.02, 0.41}, {0, 0}, {0, 0}}};
+  const Verdict v = explain_scaling(step_verdict_of(12.4), in);
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(v.top().kind, "communication-bound");
+  const std::array<LossComponent, 5> c = loss_components(in.loss);
+  EXPECT_STREQ(c[2].key, "compute_slowdown");
+  EXPECT_TRUE(c[2].within_noise());
+  EXPECT_FALSE(c[2].beyond_noise());
+  EXPECT_TRUE(c[0].beyond_noise());
+  (*in.loss.intervals)[2] = {0.2, 0.25};
+  EXPECT_EQ(explain_scaling(step_verdict_of(12.4), in).top().kind, "contention");
 }
 
 TEST(ScalingVerdict, StepFindingsOfOtherKindsFollowAndComputeBoundGoes) {

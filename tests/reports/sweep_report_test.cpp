@@ -2,8 +2,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "core/error.h"
 #include "core/fs.h"
+#include "reports/html.h"
 #include "reports/json_reader.h"
 #include "reports/sweep_report.h"
 #include "reports/table.h"
@@ -145,7 +150,7 @@ TEST(SweepReport, TheAllReduceModelIsFittedAndProjected) {
   const SweepReport one = report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0)});
   EXPECT_FALSE(one.communication[0].fit.has_value());
   EXPECT_CONTAINS(one.communication[0].fit_error, "no point ran on more than one device");
-  EXPECT_CONTAINS(one.communication[0].fit_error, "--devices cpu:1,2,4");
+  EXPECT_CONTAINS(one.communication[0].fit_error, "--devices cpu:1,2)");
   // One bucket size on one device count: the advice names what gives a second size.
   const SweepReport same = report_of({make_point({.devices = 1, .bucket_bytes = {3 << 19}}),
                                       make_point({.devices = 2, .bucket_bytes = {3 << 19}})});
@@ -191,7 +196,7 @@ TEST(SweepReport, JsonRoundTripKeepsSamplesAndAnalysis) {
   r.points.push_back(failed);
   analyze(r);
   const nlohmann::json j = to_json(r);
-  EXPECT_EQ(j["schema_version"], "1.11");
+  EXPECT_EQ(j["schema_version"], "1.12");
   EXPECT_TRUE(j["points"][2]["summary"].is_null());
   const SweepReport back = sweep_report_from_json(nlohmann::json::parse(j.dump()), "r.json");
   ASSERT_EQ(back.points.size(), 3u);
@@ -287,6 +292,123 @@ TEST(SweepReport, ReadingIsStrictAndNamesTheKey) {
                     j["points"][0]["repeats"][0]["replicas"][0]["step_ms"].erase(0);
                   }),
                   "9 values for 10 steps");
+}
+
+// Without a point on more than one device, the advice to add one names the devices the sweep
+// ran on: a GPU sweep is told to add GPUs, not CPU devices.
+TEST(SweepReport, TheAllReduceAdviceNamesTheSweepsDevices) {
+  for (const std::string kind : {"cpu", "sim", "cuda"}) {
+    SweepPoint one = constant_point("m", 1, ScalingMode::kWeak, 32, 10.0);
+    one.device_kind = kind;
+    one.device_spec = kind + ":1";
+    const SweepReport r = report_of({one});
+    EXPECT_CONTAINS(r.communication[0].fit_error,
+                    "add one (e.g. --devices " + kind + ":1,2) to measure the all-reduce");
+    EXPECT_CONTAINS(format_sweep_tables(r), "--devices " + kind + ":1,2)");
+  }
+}
+
+// Four buckets whose times a line does not explain (r² 0.2): the fit stays in the report,
+// marked not reliable and saying why, and nothing is projected from it.
+TEST(SweepReport, AFitThatDoesNotExplainTheTimesProjectsNothing) {
+  const std::vector<int64_t> buckets = {1 << 20, 2 << 20, 3 << 20, 4 << 20};
+  SweepPoint two = make_point({.devices = 2, .step_ms = 12.0, .bucket_bytes = buckets});
+  for (RepeatRecord& rep : two.repeats) {
+    for (StepRecord& s : rep.steps) s.bucket_ms = {3.0, 1.0, 3.0, 1.0};
+  }
+  const SweepReport r = report_of({make_point({.bucket_bytes = buckets}), two});
+  const nlohmann::json c = to_json(r)["communication"][0];
+  ASSERT_TRUE(c["fit"].is_object());
+  EXPECT_NEAR(c["fit"]["r_squared"].get<double>(), 0.2, 1e-9);
+  EXPECT_FALSE(c["fit"].value("reliable", true));
+  EXPECT_TRUE(c["series"].empty()) << c.dump();
+  EXPECT_CONTAINS(c.value("projection_note", ""), "not reliable: r² 0.200, below the 0.9");
+  const std::string tables = format_sweep_tables(r);
+  EXPECT_CONTAINS(tables, "(r² 0.200, 4 bucket samples)\n  not reliable: r² 0.200");
+  EXPECT_EQ(tables.find("projected efficiency"), std::string::npos) << tables;
+  const std::string page = format_sweep_html(r);
+  EXPECT_CONTAINS(page, "Not reliable: r² 0.200");
+  EXPECT_EQ(page.find("data-projected"), std::string::npos);
+  // The same buckets on a line: reliable, and projected.
+  const SweepReport line =
+      report_of({make_point({.bucket_bytes = buckets}),
+                 make_point({.devices = 2, .step_ms = 12.0, .bucket_bytes = buckets})});
+  const nlohmann::json fitted = to_json(line)["communication"][0];
+  EXPECT_TRUE(fitted["fit"].value("reliable", false));
+  EXPECT_EQ(fitted["series"][0]["projections"].size(), 3u);
+  EXPECT_CONTAINS(format_sweep_tables(line), "projected efficiency, batch 32:  4 devices");
+}
+
+// CPU devices share the cores of their machine: two devices of one thread on 2 usable cores
+// cannot become four there, on 6 cores the projection stops at 4, and across processes (more
+// nodes bring more cores) it goes on, saying why.
+TEST(SweepReport, CpuProjectionsStopAtTheCoresTheDevicesWouldShare) {
+  const auto communication = [](int cores, int processes) {
+    // Three bucket sizes on a line: a fit reliable enough to project from.
+    const std::vector<int64_t> buckets = {1 << 20, 2 << 20, 4 << 20};
+    SweepReport r =
+        report_of({make_point({.bucket_bytes = buckets}),
+                   make_point({.devices = 2, .step_ms = 12.0, .bucket_bytes = buckets})});
+    r.environment.host.usable_cores = cores;
+    for (SweepPoint& p : r.points) p.threads_per_device = 1;
+    if (processes > 1) {
+      r.cluster = ClusterInfo{};
+      r.cluster->processes = processes;
+      r.cluster->nodes = processes;
+      r.cluster->replicas_per_process = 1;
+    }
+    analyze(r);
+    return std::pair(to_json(r)["communication"][0], format_sweep_tables(r));
+  };
+  const auto [two, two_table] = communication(2, 1);
+  EXPECT_TRUE(two["series"].empty()) << two.dump();
+  EXPECT_EQ(two.value("projection_note", ""),
+            "no projection: 4 cpu devices × 1 thread would need 4 cores, and this machine may "
+            "use 2 (more devices here would share them, which the all-reduce model does not "
+            "describe)");
+  EXPECT_CONTAINS(two_table, "  no projection: 4 cpu devices × 1 thread would need 4 cores");
+  EXPECT_EQ(two_table.find("projected efficiency"), std::string::npos) << two_table;
+  const auto [six, six_table] = communication(6, 1);
+  ASSERT_EQ(six["series"].size(), 1u);
+  ASSERT_EQ(six["series"][0]["projections"].size(), 1u);
+  EXPECT_EQ(six["series"][0]["projections"][0]["devices"], 4);
+  EXPECT_CONTAINS(six.value("projection_note", ""), "projected up to 4: 8 cpu devices");
+  const auto [many, many_table] = communication(16, 1);
+  EXPECT_EQ(many["series"][0]["projections"].size(), 3u);
+  EXPECT_EQ(many.value("projection_note", "none"), "");
+  const auto [across, across_table] = communication(2, 2);
+  EXPECT_EQ(across["series"][0]["projections"].size(), 3u);
+  EXPECT_CONTAINS(across.value("projection_note", ""), "projected past one machine's cores");
+}
+
+// A share whose bootstrap interval holds 0 is within measurement noise: the table puts it in
+// parentheses and says why, and the JSON lists only the losses beyond noise.
+TEST(SweepReport, LossSharesWithinNoiseAreMarkedAndNoFinding) {
+  // Input waits 1 ms on one device and 10% of steps of 8 to 12 ms (median 10) on two: its
+  // share is 0.1 - 1/step, around 0 and either side of it. The exposed all-reduce, 10% of
+  // every step, is a loss beyond any noise.
+  SweepPoint one = make_point({.step_ms = 10.0});
+  SweepPoint two =
+      make_point({.devices = 2, .step_time = [](int r, int i) { return 8.0 + (i + r) % 5; }});
+  const SweepReport r = report_of({one, two});
+  const nlohmann::json loss = to_json(r)["points"][1]["summary"]["efficiency_loss"];
+  ASSERT_TRUE(loss.contains("intervals")) << loss.dump();
+  const nlohmann::json& input = loss["intervals"]["input"];
+  EXPECT_LT(input["low"].get<double>(), 0.0);
+  EXPECT_GT(input["high"].get<double>(), 0.0);
+  EXPECT_GT(loss["intervals"]["allreduce"]["low"].get<double>(), 0.05);
+  const nlohmann::json beyond = loss.value("beyond_noise", nlohmann::json::array());
+  EXPECT_NE(std::find(beyond.begin(), beyond.end(), "allreduce"), beyond.end()) << loss.dump();
+  for (const char* noise : {"input", "stragglers"}) {
+    EXPECT_EQ(std::find(beyond.begin(), beyond.end(), noise), beyond.end()) << noise;
+  }
+  const std::string tables = format_sweep_tables(r);
+  const std::vector<std::string> rows = testing_util::lines_with(tables, "m cpu:2 batch 32");
+  ASSERT_EQ(rows.size(), 1u) << tables;  // its row of the loss table
+  // lost, allreduce, input, contention, stragglers, other: the all-reduce share alone is a
+  // loss; stragglers are none at all, and compute got faster (no loss either).
+  EXPECT_CONTAINS(rows[0], " 10.0%   (0.0%)    (-10.0%)      (0.0%)   (0.0%)");
+  EXPECT_CONTAINS(tables, "(in parentheses: no finding; the share's 95% bootstrap interval");
 }
 
 // Found by tests/fuzz (corpus: tests/fuzz/corpus/sweep_report/). nlohmann reports a number

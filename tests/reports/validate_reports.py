@@ -317,6 +317,52 @@ def constructed_failed_report(weak):
     return doc
 
 
+def constructed_projection_report(weak):
+    """weak.json with a fit that explains the all-reduce times, and the projection a sweep
+    writes from it: on a small machine the measured fits are not reliable, and CPU devices are
+    not projected beyond its cores, so the sweeps here write none."""
+    doc = copy.deepcopy(weak)
+    i = first_point(doc, lambda p: p["devices"] > 1)
+    if i is None or not doc["communication"]:
+        return None
+    p = doc["points"][i]
+    doc["communication"][0].update({
+        "fit": {"alpha_ms": 0.02, "beta_ms_per_byte": 1e-7, "r_squared": 0.98,
+                "bus_bandwidth_gbps": 10.0, "samples": 4,
+                "model": "ms = alpha + beta * bytes * 2(N-1)/N", "reliable": True,
+                "min_r_squared": 0.9},
+        "fit_error": "",
+        "projection_note": "",
+        "series": [{"batch": p["batch"], "measured_devices": p["devices"], "projections": [
+            {"devices": 2 * p["devices"], "allreduce_ms": 0.4, "exposed_ms": 0.1,
+             "step_ms": 10.0, "efficiency": 0.9, "projection": True}]}],
+    })
+    return doc
+
+
+def negative_projection_cases(v, projected):
+    """A fit marked not reliable has no projection, and says why."""
+    unreliable = mutated(projected, ["communication", 0, "fit", "reliable"], False)
+    expect_invalid(v, unreliable, "a projection from a fit marked not reliable",
+                   ["communication", 0, "series"])
+    expect_invalid(v, mutated(unreliable, ["communication", 0, "series"], []),
+                   "a fit marked not reliable without a note saying why",
+                   ["communication", 0, "projection_note"])
+    expect_valid(v, mutated(mutated(unreliable, ["communication", 0, "series"], []),
+                            ["communication", 0, "projection_note"],
+                            "not reliable: r² 0.007, below the 0.9 a projection needs"),
+                 "a fit marked not reliable, with no projection and a note")
+    ok_i = first_point(projected, lambda p: p["status"] == "ok" and p["devices"] > 1)
+    if ok_i is not None:
+        check_negative(v, [
+            ("a loss component's interval without its high end", projected,
+             ["points", ok_i, "summary", "efficiency_loss", "intervals", "input", "high"],
+             "delete", None),
+            ("beyond_noise that is not a list of components", projected,
+             ["points", ok_i, "summary", "efficiency_loss", "beyond_noise"], "set", "input"),
+        ])
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(f"usage: {sys.argv[0]} SCALESCOPE_BINARY SOURCE_DIR")
@@ -455,9 +501,15 @@ def main():
                 if good[0]["summary"]["speedup"] is not None:
                     fail("failed.json: the ok point has a speedup without a one-device baseline")
 
+        projected = constructed_projection_report(weak) if weak is not None else None
+        if projected is not None:
+            expect_valid(sweep_v, projected, "weak.json with a reliable fit and a projection")
+            negative_projection_cases(sweep_v, projected)
+
         # Coverage: the schema's nullable and optional branches were all exercised.
         all_points = [p for d in sweeps.values() if d for p in d["points"]]
-        all_comm = [c for d in sweeps.values() if d for c in d["communication"]]
+        all_comm = [c for d in list(sweeps.values()) + [projected] if d
+                    for c in d["communication"]]
         coverage = {
             "an all-reduce fit": any(c["fit"] is not None for c in all_comm),
             "a projection": any(s["projections"] for c in all_comm for s in c["series"]),

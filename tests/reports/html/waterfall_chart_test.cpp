@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/reports/html/html_fixtures.h"
+#include "tests/test_util.h"
 
 namespace scalescope::html {
 namespace {
@@ -70,6 +71,29 @@ TEST(WaterfallChart, AcrossNodesTheAllReduceBarSplits) {
   EXPECT_EQ(d.losses[1].line2, "inter-node");
   EXPECT_DOUBLE_EQ(d.losses[1].from, d.losses[0].to);
   EXPECT_NEAR(d.losses.back().to, d.efficiency, 1e-12);
+}
+
+// A share that cannot be told from none (its interval holds 0) is drawn grey and labelled
+// "within noise"; a loss beyond noise keeps its phase's colour.
+TEST(WaterfallChart, SharesWithinNoiseAreGreyAndSaySo) {
+  // Input waits 1 ms on one device and 10% of steps of 8 to 12 ms on two: a share of
+  // 0.1 - 1/step, either side of 0. The exposed all-reduce is 10% of every step.
+  const SweepReport r = testing_util::report_of(
+      {testing_util::make_point({.step_ms = 10.0}),
+       testing_util::make_point(
+           {.devices = 2, .step_time = [](int r, int i) { return 8.0 + (i + r) % 5; }})});
+  const WaterfallsData w = prepare_waterfalls(models_of(r).front());
+  ASSERT_EQ(w.charts.size(), 1u);
+  const std::string svg = draw_waterfall(w.charts[0]);
+  const std::vector<std::string> input = testing_util::lines_with(svg, "data-step=\"input\"");
+  ASSERT_EQ(input.size(), 1u) << svg;
+  EXPECT_CONTAINS(input[0], "fill=\"#d5d9de\" data-step=\"input\" data-noise=\"true\"");
+  EXPECT_CONTAINS(input[0], "within measurement noise, no finding (95% interval of the share");
+  const std::vector<std::string> allreduce =
+      testing_util::lines_with(svg, "data-step=\"allreduce\"");
+  ASSERT_EQ(allreduce.size(), 1u) << svg;
+  EXPECT_EQ(allreduce[0].find("data-noise"), std::string::npos) << allreduce[0];
+  EXPECT_CONTAINS(svg, ">within noise</text>");
 }
 
 TEST(WaterfallChart, BatchesWithoutABreakdownAreNamed) {
