@@ -17,7 +17,10 @@
 // data-projected>, projection lines <polyline data-projected="true"> (dashed); heat map cells
 // <g data-cell>, one per point; phase bars <g data-bar>, one per successful point, of
 // <rect data-phase> segments (an exposed phase's key, reports/phases.h, or "other");
-// waterfall steps <rect data-step>.
+// waterfall steps <rect data-step>, grey with data-noise="true" where the share is no loss
+// beyond measurement noise. A fit that is not reliable draws no projection; the text under
+// the charts says why (<span data-projection="unreliable">). Tables scroll sideways inside
+// their own box (<div class="wide">), so the page fits a laptop's screen.
 #pragma once
 
 #include <string>

@@ -67,6 +67,7 @@ svg .svg-value { font-size: 11px; font-weight: 600; fill: #1f2933; }
 svg .svg-note { font-size: 11px; fill: #6b7580; }
 svg .svg-error { font-size: 11.5px; fill: #b42318; }
 table { border-collapse: collapse; width: 100%; font-size: 13px; }
+.wide { overflow-x: auto; max-width: 100%; }
 th, td { text-align: left; padding: 5px 10px; border-bottom: 1px solid var(--line);
          vertical-align: top; }
 th { color: var(--muted); font-weight: 600; background: #fafbfc; white-space: nowrap; }
@@ -77,6 +78,7 @@ table.kv th { width: 38%; background: none; white-space: normal; }
 table.kv td { overflow-wrap: anywhere; }
 .grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(340px, 1fr));
          gap: 8px 28px; }
+.grid2 > *, .charts > * { min-width: 0; max-width: 100%; }
 code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono",
             monospace; font-size: 12.5px; }
 pre { background: #f6f8fa; border: 1px solid var(--line); border-radius: 6px; padding: 10px 12px;
@@ -105,7 +107,8 @@ std::string interval_text(const std::optional<Interval>& i, bool as_percent) {
 
 void points_table(std::string& out, const ModelView& m) {
   out +=
-      "<h3>Points</h3>\n<table>\n<tr><th class=\"num\">devices</th><th class=\"num\">batch</th>"
+      "<h3>Points</h3>\n<div class=\"wide\"><table>\n<tr><th class=\"num\">devices</th>"
+      "<th class=\"num\">batch</th>"
       "<th class=\"num\">global batch</th><th class=\"num\">samples/s [95% CI]</th>"
       "<th class=\"num\">step ms (p10&ndash;p90)</th><th class=\"num\">speedup</th>"
       "<th class=\"num\">efficiency</th><th>bottleneck</th></tr>\n";
@@ -140,7 +143,7 @@ void points_table(std::string& out, const ModelView& m) {
           severity_pill(top.severity));
     }
   }
-  out += "</table>\n";
+  out += "</table></div>\n";
 }
 
 // What the speedup chart projects from the fit, or why it projects nothing (or less).
@@ -335,8 +338,8 @@ void verdicts_section(std::string& out, const SweepReport& report) {
   out +=
       "<section id=\"verdicts\">\n<h2>Verdicts</h2>\n<div class=\"sub\">Every finding of "
       "every point. At N devices the efficiency-loss components lead (as in the waterfall), "
-      "the largest first; then what the step shows on its own.</div>\n<table "
-      "data-table=\"verdicts\">"
+      "the largest first; then what the step shows on its own.</div>\n<div class=\"wide\">"
+      "<table data-table=\"verdicts\">"
       "\n<tr><th>point</th><th>finding</th><th>severity</th><th class=\"num\">share of "
       "step</th><th>explanation</th></tr>\n";
   bool any = false;
@@ -359,7 +362,7 @@ void verdicts_section(std::string& out, const SweepReport& report) {
     }
   }
   if (!any) out += "<tr><td colspan=\"5\" class=\"note\">No successful point.</td></tr>\n";
-  out += "</table>\n</section>\n";
+  out += "</table></div>\n</section>\n";
 }
 
 void failures_section(std::string& out, const SweepReport& report) {
@@ -373,20 +376,23 @@ void failures_section(std::string& out, const SweepReport& report) {
   if (rows.empty()) {
     out += "<p class=\"note\">None: every point ran.</p>\n";
   } else {
-    out += "<table data-table=\"failures\">\n<tr><th>point</th><th>error</th></tr>\n" + rows +
-           "</table>\n";
+    out +=
+        "<div class=\"wide\"><table data-table=\"failures\">\n<tr><th>point</th>"
+        "<th>error</th></tr>\n" +
+        rows + "</table></div>\n";
   }
   out += "</section>\n";
 }
 
 void kv_table(std::string& out, const char* title,
               const std::vector<std::pair<std::string, std::string>>& rows) {
-  fmt::format_to(std::back_inserter(out), "<div><h3>{}</h3>\n<table class=\"kv\">\n", title);
+  fmt::format_to(std::back_inserter(out),
+                 "<div><h3>{}</h3>\n<div class=\"wide\"><table class=\"kv\">\n", title);
   for (const auto& [k, v] : rows) {
     fmt::format_to(std::back_inserter(out), "<tr><th>{}</th><td>{}</td></tr>\n", escape(k),
                    v.empty() ? std::string("<span class=\"note\">&ndash;</span>") : escape(v));
   }
-  out += "</table></div>\n";
+  out += "</table></div></div>\n";
 }
 
 void gpus_table(std::string& out, const Environment& e) {
@@ -403,7 +409,8 @@ void gpus_table(std::string& out, const Environment& e) {
     return;
   }
   out +=
-      "<table>\n<tr><th class=\"num\">#</th><th>name</th><th class=\"num\">memory</th>"
+      "<div class=\"wide\"><table>\n<tr><th class=\"num\">#</th><th>name</th>"
+      "<th class=\"num\">memory</th>"
       "<th class=\"num\">compute capability</th><th class=\"num\">SMs</th><th>PCI bus</th>"
       "<th>UUID</th></tr>\n";
   for (const GpuInfo& g : e.gpus) {
@@ -414,7 +421,7 @@ void gpus_table(std::string& out, const Environment& e) {
                    g.index, escape(g.name), gib(g.memory_bytes), escape(g.compute_capability),
                    g.sm_count, escape(g.pci_bus_id), escape(g.uuid));
   }
-  out += "</table>\n";
+  out += "</table></div>\n";
   if (!e.gpu_error.empty()) out += "<p class=\"note\">" + escape(e.gpu_error) + "</p>\n";
 }
 
@@ -457,14 +464,14 @@ void environment_section(std::string& out, const SweepReport& report) {
   if (e.env_vars.empty()) {
     out += "<p class=\"note\">None of the recorded variables was set.</p>\n";
   } else {
-    out += "<table class=\"kv\">\n";
+    out += "<div class=\"wide\"><table class=\"kv\">\n";
     for (const auto& [k, v] : e.env_vars) {
       fmt::format_to(std::back_inserter(out),
                      "<tr><th><code>{}</code></th><td><code>{}</code>"
                      "</td></tr>\n",
                      escape(k), escape(v));
     }
-    out += "</table>\n";
+    out += "</table></div>\n";
   }
   out += "</div>\n</div>\n";
   gpus_table(out, e);

@@ -11,7 +11,10 @@ opens the page in headless Chromium:
   * a second sweep with --noise-scale: its page has the noise-scale figure, a marker per point
     of more than one device, and a sentence under it per point (the first page has neither);
   * a third sweep to a target (--until-accuracy): its page has the time-to-target figure, a
-    group of bars (or n/a) per point of more than one device, and a sentence per point.
+    group of bars (or n/a) per point of more than one device, and a sentence per point;
+  * at a viewport 1280 px wide (a laptop), the page is no wider than the viewport: wide tables
+    scroll inside their own box (measured on a copy of the page with a script that writes the
+    widths into the DOM; the page itself has no script).
 
 Usage: render_html.py SCALESCOPE [--keep DIR]   (DIR keeps the page and the screenshot)
 Exit status 77 (ctest's SKIP_RETURN_CODE) when chromium is not installed. Standard library
@@ -249,12 +252,47 @@ def has_colour(seen, hex_colour, tolerance=3, at_least=50):
 
 
 # ---------------------------------------------------------------------------------------
+
+LAPTOP_WIDTH = 1280
+
+WIDTH_PROBE = """<script>
+const wide = Array.from(document.querySelectorAll(".wide"));
+document.body.setAttribute("data-viewport", String(window.innerWidth));
+document.body.setAttribute("data-page", String(document.documentElement.scrollWidth));
+document.body.setAttribute("data-boxes", String(Math.max(0, ...wide.map(b => b.clientWidth))));
+document.body.setAttribute("data-scrolling",
+                           String(wide.filter(b => b.scrollWidth > b.clientWidth).length));
+</script>"""
+
+
 def escaped(text):
     """As the page escapes text (reports/svg.cpp)."""
     for plain, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;"),
                           ("'", "&#39;")):
         text = text.replace(plain, entity)
     return text
+
+
+def check_page_width(browser, tmp, page):
+    """Opens the page at LAPTOP_WIDTH px and checks that it does not scroll sideways: its width
+    and every table box's are at most the viewport's."""
+    probe = os.path.join(tmp, "width-probe.html")
+    with open(page, encoding="utf-8") as f:
+        source = f.read()
+    with open(probe, "w", encoding="utf-8") as f:
+        f.write(source.replace("</body>", WIDTH_PROBE + "</body>"))
+    dom = chromium(browser, os.path.join(tmp, "profile"), f"--window-size={LAPTOP_WIDTH},900",
+                   "--dump-dom", "file://" + probe)
+    found = {k: int(v) for k, v in re.findall(r'data-(viewport|page|boxes|scrolling)="(\d+)"',
+                                              dom)}
+    if len(found) != 4:
+        check(False, f"the width probe ran ({found})")
+        return
+    check(found["viewport"] == LAPTOP_WIDTH, f"the viewport is {LAPTOP_WIDTH} px ({found})")
+    check(found["page"] <= found["viewport"],
+          f"the page fits {LAPTOP_WIDTH} px: {found['page']} px wide, "
+          f"{found['scrolling']} table(s) scrolling in their own box")
+    check(found["boxes"] <= found["viewport"], f"every table box fits ({found['boxes']} px)")
 
 
 def sweep_page(scalescope, browser, tmp, name, options, kind, what):
@@ -459,6 +497,8 @@ def main():
         for name, colour in (("backward", "#0072b2"), ("forward", "#009e73"),
                              ("efficiency 100%", "#2e9e55")):
             check(has_colour(seen, colour), f"the screenshot shows {name} ({colour})")
+
+        check_page_width(browser, tmp, page)
 
         noise_page = check_noise_page(args.scalescope, browser, tmp)
         target_page = check_target_page(args.scalescope, browser, tmp)
