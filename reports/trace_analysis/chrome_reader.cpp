@@ -70,9 +70,11 @@ Activity timed(const json& e, size_t index, const std::string& file) {
            file, index);
   const double start = ts.get<double>();
   const double length = dur.get<double>();
-  SS_CHECK(length >= 0.0 && std::isfinite(start + length),
-           "{}: traceEvents[{}] ('{}') has a negative or infinite duration", file, index,
-           name.get<std::string>());
+  SS_CHECK(length >= 0.0 && length <= kMaxDurationUs && std::abs(start) <= kMaxTimestampUs,
+           "{}: traceEvents[{}] ('{}'): ts {} µs, dur {} µs is no time of a trace (a negative "
+           "duration, or beyond {:g} µs)",
+           file, index, name.get<std::string>(), start, length,
+           length < 0.0 || length > kMaxDurationUs ? kMaxDurationUs : kMaxTimestampUs);
   Activity a;
   a.name = name.get<std::string>();
   a.start_us = start;

@@ -148,6 +148,9 @@ void read_source(const Database& d, const Source& src, std::map<int64_t, RankTra
     const int64_t end = sqlite3_column_int64(r, 1);
     SS_CHECK(end >= start, "{}: table {}, row {}: ends ({} ns) before it starts ({} ns)", d.file,
              src.table, row_index, end, start);
+    SS_CHECK(static_cast<double>(end) - static_cast<double>(start) <= kMaxDurationUs * 1e3,
+             "{}: table {}, row {}: lasts {} ns, longer than any trace", d.file, src.table,
+             row_index, static_cast<double>(end) - static_cast<double>(start));
     Activity a;
     a.kind = src.kind;
     a.start_us = static_cast<double>(start) / 1e3;

@@ -14,6 +14,8 @@
 namespace scalescope::traces {
 namespace {
 
+constexpr double kMinStepUs = 1e-3;
+
 // The classes of the sweep, in precedence order: the first one running takes the instant.
 enum Slot { kForward, kBackward, kOptimizer, kComm, kCommWait, kH2D, kCopy, kInput, kSlots };
 
@@ -249,14 +251,13 @@ std::vector<StepWindow> find_steps(const RankTrace& trace, const std::string& st
                              "profiler.step() writes them) and no scalescope step")
                : fmt::format("no range named '{}'", step_range),
            trace.rank);
-  // A step ends where the next one starts, should the ranges overlap; an empty one is no step.
+  // A step ends where the next one starts, should the ranges overlap; one shorter than a
+  // nanosecond (no clock of a tracer resolves it) is no step.
   for (size_t i = 0; i + 1 < out.size(); ++i) {
     out[i].end_us = std::min(out[i].end_us, out[i + 1].start_us);
   }
-  std::erase_if(out, [](const StepWindow& w) { return w.end_us <= w.start_us; });
-  SS_CHECK(!out.empty(),
-           "{}: every step range of rank {} is empty (no time between its start and "
-           "its end)",
+  std::erase_if(out, [](const StepWindow& w) { return w.end_us - w.start_us < kMinStepUs; });
+  SS_CHECK(!out.empty(), "{}: every step range of rank {} is empty (shorter than a nanosecond)",
            trace.file, trace.rank);
   return out;
 }

@@ -47,6 +47,12 @@ struct Activity {
   double us() const { return end_us - start_us; }
 };
 
+// The largest times a reader accepts, µs: a timestamp 3,000 years from the clock's epoch, a
+// duration of four months. Beyond them a file holds no trace; within them every sum an
+// analysis forms stays finite.
+inline constexpr double kMaxTimestampUs = 1e17;
+inline constexpr double kMaxDurationUs = 1e13;
+
 // One rank's trace.
 struct RankTrace {
   std::string file;

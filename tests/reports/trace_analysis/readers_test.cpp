@@ -107,7 +107,7 @@ TEST(ChromeReader, BadEventsAreNamed) {
                         "name": "k", "ts": 5, "dur": -1}]})",
                                        "t.json");
                   }),
-                  "traceEvents[0] ('k') has a negative or infinite duration");
+                  "traceEvents[0] ('k'): ts 5 µs, dur -1 µs is no time of a trace");
 }
 
 TEST_F(TraceFiles, GzipIsReadAndATruncatedStreamIsNamed) {
