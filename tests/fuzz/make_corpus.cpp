@@ -17,6 +17,9 @@
 #include "models/optimizer.h"
 #include "pipelines/cifar10.h"
 #include "reports/json_reader.h"
+#include "reports/trace.h"
+#include "reports/trace_analysis/analysis_report.h"
+#include "reports/trace_analysis/readers.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/reports/sweep_fixtures.h"
 
@@ -181,6 +184,32 @@ void texts() {
   seed("trace_escape", "unicode", "m\xc3\xa9trique \xe2\x9c\x93 \"quoted\" \\ \x01");
 }
 
+// scalescope analyze: two points' measured steps as scalescope's own traces, and the analysis
+// report of the one against the other (which compare reads too).
+void trace_analysis_seeds() {
+  using testing_util::PointSpec;
+  PointSpec one{.model = "dense-100", .devices = 1, .repeats = 1, .steps = 4};
+  PointSpec two = one;
+  two.devices = 2;
+  traces::AnalysisReport analysis;
+  for (const PointSpec& spec : {one, two}) {
+    const SweepPoint p = testing_util::make_point(spec);
+    const std::string text = chrome_trace_text(p.repeats[0].steps, {p.label(), p.bucket_bytes});
+    seed("trace_analysis", fmt::format("scalescope-{}.trace.json", p.devices), text);
+    const traces::JobSteps job =
+        traces::job_of(traces::parse_chrome_trace(text, "scalescope.trace.json"), "");
+    if (spec.devices == 1) {
+      analysis.baseline = job;
+    } else {
+      analysis.job = job;
+    }
+  }
+  traces::analyze_report(analysis);
+  const nlohmann::json j = traces::to_json(analysis);
+  seed("trace_analysis", "analysis.json", dump_json(j));
+  dict("trace_analysis", {j});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -194,5 +223,6 @@ int main(int argc, char** argv) {
   datasets();
   reports();
   texts();
+  trace_analysis_seeds();
   return 0;
 }
