@@ -14,6 +14,8 @@ std::string_view to_string(Work work) {
       return "communication wait";
     case Work::kCopyH2D:
       return "host-to-device copy";
+    case Work::kCopyH2DWait:
+      return "host-to-device copy wait";
     case Work::kCopyOther:
       return "other copy";
     case Work::kInput:
@@ -93,8 +95,8 @@ Class phase_class(const PhaseDef& phase) {
       return {phase.track == Track::kCompute ? Work::kCommunicationWait : Work::kCommunication,
               Context::kNone};
     case PhaseKind::kInput:
-      return phase.track == Track::kInput ? Class{Work::kInput, Context::kInput}
-                                          : Class{Work::kCopyH2D, Context::kNone};
+      if (phase.track == Track::kInput) return {Work::kInput, Context::kInput};
+      return {phase.track == Track::kCompute ? Work::kCopyH2DWait : Work::kCopyH2D, Context::kNone};
   }
   return {};
 }

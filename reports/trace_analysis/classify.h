@@ -20,14 +20,15 @@
 namespace scalescope::traces {
 
 // In order of precedence: when several run at once the time is the first one's (compute
-// hides communication, which hides copies, which hide the host's input wait). A communication
-// wait is a thread waiting for a collective that runs elsewhere (on the backend's threads, on
-// another stream): exposed communication, but no part of how long communication ran.
+// hides communication, which hides copies, which hide the host's input wait). A wait is a
+// thread waiting for work that runs elsewhere (a collective on the backend's threads or another
+// stream, a copy on the copy stream): exposed time of that work, but no part of how long it ran.
 enum class Work {
   kCompute,
   kCommunication,
   kCommunicationWait,
   kCopyH2D,
+  kCopyH2DWait,
   kCopyOther,
   kInput,
   kNone
@@ -93,8 +94,8 @@ inline constexpr auto kRules = std::to_array<Rule>({
      "torch DDP"},
     {kRanges, Match::kPhaseLabel, "", Work::kNone, Context::kNone,
      "scalescope trace and NVTX: its phases' labels (phase_class)"},
-    {kRanges, Match::kExact, nvtx::phase_name(nvtx::Phase::kH2D), Work::kCopyH2D, Context::kNone,
-     "scalescope NVTX"},
+    {kRanges, Match::kExact, nvtx::phase_name(nvtx::Phase::kH2D), Work::kCopyH2DWait,
+     Context::kNone, "scalescope NVTX"},
     {kRanges, Match::kExact, nvtx::phase_name(nvtx::Phase::kBatchNormSync), Work::kCommunication,
      Context::kNone, "scalescope NVTX"},
     {kRanges, Match::kExact, nvtx::phase_name(nvtx::Phase::kGradCast), Work::kCommunication,
@@ -117,9 +118,9 @@ struct Class {
 Class classify(const Activity& activity);
 
 // What a range named after a phase of the schema is: compute phases by their phase, the
-// communication phases on the compute track a communication wait (what the step waited for),
-// other communication phases communication, the input phase input and the copy phases (exposed
-// or not) host-to-device copies.
+// phases on the compute track waits (what the step waited for: its communication, its batch's
+// copy), other communication phases communication, the input phase input, other copy phases
+// host-to-device copies.
 Class phase_class(const PhaseDef& phase);
 
 // Whether `name` is one of the ranges `--step-range NAME` selects: the name itself, or the name

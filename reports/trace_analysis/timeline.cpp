@@ -17,7 +17,18 @@ namespace {
 constexpr double kMinStepUs = 1e-3;
 
 // The classes of the sweep, in precedence order: the first one running takes the instant.
-enum Slot { kForward, kBackward, kOptimizer, kComm, kCommWait, kH2D, kCopy, kInput, kSlots };
+enum Slot {
+  kForward,
+  kBackward,
+  kOptimizer,
+  kComm,
+  kCommWait,
+  kH2D,
+  kH2DWait,
+  kCopy,
+  kInput,
+  kSlots
+};
 
 struct Segment {
   double start_us;
@@ -44,6 +55,8 @@ std::optional<Slot> slot_of(Work work, Context context) {
       return kCommWait;
     case Work::kCopyH2D:
       return kH2D;
+    case Work::kCopyH2DWait:
+      return kH2DWait;
     case Work::kCopyOther:
       return kCopy;
     case Work::kInput:
@@ -207,6 +220,7 @@ void add_piece(StepBreakdown& b, const Piece& p, double us) {
                                            &b.optimizer_ms,
                                            &b.communication_exposed_ms,
                                            &b.communication_exposed_ms,
+                                           &b.h2d_exposed_ms,
                                            &b.h2d_exposed_ms,
                                            &b.copy_exposed_ms,
                                            &b.input_ms};

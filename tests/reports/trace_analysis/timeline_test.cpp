@@ -161,7 +161,9 @@ TEST(Classify, TheTableNamesWhatEachToolRecords) {
             Work::kCommunicationWait);
   EXPECT_EQ(classify(act(phase_def(Phase::kBackward).label, K::kAnnotation, 0, 1)).context,
             Context::kBackward);
-  EXPECT_EQ(work(phase_def(Phase::kH2D).label, K::kAnnotation), Work::kCopyH2D);
+  // The step's wait for its batch's copy where the copy has a track of its own, else the copy.
+  EXPECT_EQ(work(phase_def(Phase::kH2D).label, K::kAnnotation),
+            phase_def(Phase::kH2D).track == Track::kCompute ? Work::kCopyH2DWait : Work::kCopyH2D);
   EXPECT_EQ(work("allreduce bucket 3", K::kAnnotation), Work::kCommunication);
 }
 
