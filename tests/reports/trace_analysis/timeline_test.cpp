@@ -165,6 +165,10 @@ TEST(Classify, TheTableNamesWhatEachToolRecords) {
   EXPECT_EQ(work(phase_def(Phase::kH2D).label, K::kAnnotation),
             phase_def(Phase::kH2D).track == Track::kCompute ? Work::kCopyH2DWait : Work::kCopyH2D);
   EXPECT_EQ(work("allreduce bucket 3", K::kAnnotation), Work::kCommunication);
+  // Its NVTX ranges: the replica thread's exposed all-reduce, a bucket on the communication
+  // thread.
+  EXPECT_EQ(work("allreduce", K::kAnnotation), Work::kCommunicationWait);
+  EXPECT_EQ(work("allreduce bucket 2: 1,048,576 B", K::kAnnotation), Work::kCommunication);
 }
 
 }  // namespace
