@@ -58,7 +58,7 @@ def torch_steps(name, batch, steps, warmup, device):
 
 
 def scalescope_steps(binary, name, batch, steps, warmup, threads, device):
-    where = ["--devices", "cuda:0"] if device == "cuda" else ["--threads", str(threads)]
+    where = ["--devices", "cuda:1"] if device == "cuda" else ["--threads", str(threads)]
     run = run_scalescope(binary, ["--model", name, "--batch", str(batch),
                                   "--steps", str(warmup + steps), "--warmup-steps", str(warmup),
                                   *where, *scalescope_optimizer_args("adam"),

@@ -38,7 +38,8 @@ const char* to_string(DeviceKind kind) {
 }
 
 std::string to_string(const DeviceId& id) {
-  return fmt::format("{}:{}", to_string(id.kind), id.index);
+  // Not "cuda:1", which as a device list means one GPU.
+  return fmt::format("{} device {}", to_string(id.kind), id.index);
 }
 
 void Event::check_elapsed(const Event* start_as_mine, bool timing, bool start_timing) {

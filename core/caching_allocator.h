@@ -51,7 +51,7 @@ class CachingAllocator {
   static constexpr size_t kSmallLimit = size_t{1} << 20;
   static constexpr size_t kLargeGranule = size_t{2} << 20;
 
-  // `name` ("cuda:0") names the device in logged problems. `source` outlives the allocator.
+  // `name` ("cuda device 0") names the device in logged problems. `source` outlives the allocator.
   CachingAllocator(std::string name, Source& source);
   // Waits for the fences of cached blocks and frees every block, cached or still handed out
   // (a buffer that outlives its device is a bug: logged). Never throws.

@@ -29,7 +29,7 @@ class CachingDevice : public Device {
 
  protected:
   // `library` names the errors of a failed allocation ("CUDA"); `name` the device in logged
-  // problems ("cuda:0"). The source may refer to the derived device, which it is only asked
+  // problems ("cuda device 0"). The source may refer to the derived device, which it is only asked
   // for once constructed. The derived device's streams register with allocator() and are
   // destroyed before it (they are its members; the allocator is this base's).
   CachingDevice(std::string library, std::string name,

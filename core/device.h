@@ -27,7 +27,7 @@ struct DeviceId {
   friend bool operator==(const DeviceId&, const DeviceId&) = default;
 };
 
-std::string to_string(const DeviceId& id);  // "cpu:0", "cuda:1"
+std::string to_string(const DeviceId& id);  // "cpu device 0", "cuda device 1"
 
 class Device;
 

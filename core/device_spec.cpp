@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
+#include <optional>
 
 #include "core/backend.h"
 #include "core/check.h"
@@ -13,109 +15,159 @@ namespace scalescope {
 namespace {
 
 constexpr const char* kAccepted =
-    "accepted: cpu, cpu:N, cuda, cuda:I[,J...], sim, sim:N or a device count N";
-// More logical replicas (CPU or simulated) than this is certainly a typo: each is a thread
-// (or several) with its own model.
-constexpr int kMaxLogicalDevices = 1024;
+    "accepted: cpu, cpu:N, sim, sim:N, cuda, cuda:N (N GPUs: the first N visible) or a device "
+    "count N";
+// More devices than this is certainly a typo: each is a thread (or several) with its own model.
+constexpr int kMaxDevices = 1024;
+constexpr const char* kChooseGpus =
+    "which GPUs are visible is CUDA_VISIBLE_DEVICES's choice, e.g. CUDA_VISIBLE_DEVICES=2,3 "
+    "with cuda:2";
 
-int parse_int(std::string_view text, std::string_view whole) {
+struct Split {
+  std::string_view head;  // "cpu", "cuda", ...; the whole text when it has no ':'
+  std::string_view tail;  // after ':'; empty without one
+  bool has_colon = false;
+};
+
+Split split_kind(std::string_view text) {
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos) return {text, {}, false};
+  return {text.substr(0, colon), text.substr(colon + 1), true};
+}
+
+int parse_count(std::string_view item, std::string_view whole) {
   int value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  SS_CHECK(ec == std::errc() && end == text.data() + text.size(),
-           "bad device list '{}': '{}' is not a whole number ({})", whole, text, kAccepted);
+  const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+  SS_CHECK(!item.empty() && ec == std::errc() && end == item.data() + item.size(),
+           "bad device list '{}': '{}' is not a whole number ({})", whole, item, kAccepted);
   return value;
 }
 
-std::vector<int> parse_int_list(std::string_view text, std::string_view whole) {
-  std::vector<int> values;
+std::vector<int> parse_counts(std::string_view text, std::string_view whole) {
+  std::vector<int> counts;
   size_t start = 0;
   while (true) {
     const size_t comma = text.find(',', start);
-    values.push_back(parse_int(text.substr(start, comma - start), whole));
+    counts.push_back(parse_count(text.substr(start, comma - start), whole));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
-  return values;
+  return counts;
 }
 
-std::vector<int> iota(int n) {
-  std::vector<int> v(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = i;
-  return v;
+bool gpus_visible() {
+  const Backend* cuda = find_backend(DeviceKind::kCuda);
+  return cuda != nullptr && cuda->device_count() > 0;
 }
 
-// CPU and simulated devices are logical: any count of them, numbered from 0.
-DeviceSpec logical_spec(DeviceKind kind, int count, std::string_view whole) {
-  SS_CHECK(count >= 1 && count <= kMaxLogicalDevices,
-           "bad device list '{}': {} device count {} must be between 1 and {}", whole,
-           kind == DeviceKind::kCpu ? "CPU" : "simulated", count, kMaxLogicalDevices);
-  return DeviceSpec{kind, iota(count)};
+// "cuda" alone: every visible GPU.
+int all_visible_gpus(std::string_view whole) {
+  Backend& cuda = backend(DeviceKind::kCuda);
+  const int n = cuda.device_count();
+  SS_CHECK(n > 0, "device list '{}': no GPU is visible ({})", whole, cuda.unavailable_reason());
+  return n;
+}
+
+void check_count(DeviceKind kind, int count, std::string_view whole) {
+  SS_CHECK(count != 0 || kind != DeviceKind::kCuda,
+           "device list '{}' asks for no GPU: cuda:N means N GPUs, the first N visible (one GPU "
+           "is cuda:1; {})",
+           whole, kChooseGpus);
+  SS_CHECK(count >= 1 && count <= kMaxDevices,
+           "bad device list '{}': the device count {} must be between 1 and {}", whole, count,
+           kMaxDevices);
+}
+
+// A kind's name, or nullopt.
+std::optional<DeviceKind> named_kind(std::string_view name) {
+  if (name == "cpu") return DeviceKind::kCpu;
+  if (name == "sim") return DeviceKind::kSim;
+  if (name == "cuda" || name == "gpu") return DeviceKind::kCuda;
+  return std::nullopt;
 }
 
 }  // namespace
 
-DeviceSpec parse_device_spec(std::string_view text) {
+DeviceAxis parse_device_axis(std::string_view text) {
   SS_CHECK(!text.empty(), "empty device list ({})", kAccepted);
-  const size_t colon = text.find(':');
-  const std::string_view head = text.substr(0, colon);
-  const std::string_view tail =
-      colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
-  SS_CHECK(colon == std::string_view::npos || !tail.empty(),
-           "bad device list '{}': nothing after ':' ({})", text, kAccepted);
-  if (head == "cpu" || head == "sim") {
-    return logical_spec(head == "cpu" ? DeviceKind::kCpu : DeviceKind::kSim,
-                        tail.empty() ? 1 : parse_int(tail, text), text);
+  const Split s = split_kind(text);
+  const std::optional<DeviceKind> kind = named_kind(s.head);
+  if (!s.has_colon && kind) {  // "cpu", "sim": one device; "cuda": every visible GPU
+    return DeviceAxis{*kind, {*kind == DeviceKind::kCuda ? all_visible_gpus(text) : 1}};
   }
-  if (head == "cuda" || head == "gpu") {
-    DeviceSpec spec{DeviceKind::kCuda, {}};
-    if (tail.empty()) {
-      const int n = backend(DeviceKind::kCuda).device_count();
-      SS_CHECK(n > 0, "device list '{}': no CUDA device is usable ({})", text,
-               backend(DeviceKind::kCuda).unavailable_reason());
-      spec.indices = iota(n);
-      return spec;
-    }
-    spec.indices = parse_int_list(tail, text);
-    std::vector<int> sorted = spec.indices;
-    std::sort(sorted.begin(), sorted.end());
-    SS_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(),
-             "bad device list '{}': a GPU is named twice", text);
-    for (int i : spec.indices) {
-      SS_CHECK(i >= 0, "bad device list '{}': GPU index {} is negative", text, i);
-    }
-    return spec;
+  SS_CHECK(!s.has_colon || kind, "bad device list '{}': unknown device kind '{}' ({})", text,
+           s.head, kAccepted);
+  SS_CHECK(!s.has_colon || !s.tail.empty(), "bad device list '{}': nothing after ':' ({})", text,
+           kAccepted);
+  DeviceAxis axis;
+  // Bare counts: GPUs where any are visible.
+  axis.kind = kind ? *kind : gpus_visible() ? DeviceKind::kCuda : DeviceKind::kCpu;
+  axis.counts = parse_counts(s.has_colon ? s.tail : s.head, text);
+  for (int n : axis.counts) check_count(axis.kind, n, text);
+  std::sort(axis.counts.begin(), axis.counts.end());
+  axis.counts.erase(std::unique(axis.counts.begin(), axis.counts.end()), axis.counts.end());
+  return axis;
+}
+
+DeviceSpec parse_device_spec(std::string_view text) {
+  if (text.find(',') != std::string_view::npos) {
+    const Split s = split_kind(text);
+    const std::optional<DeviceKind> kind = s.has_colon ? named_kind(s.head) : std::nullopt;
+    throw_error(fmt::format(
+        "device list '{}' is a list of device counts, which only a sweep takes as its axis "
+        "(`scalescope sweep --devices {}`); here give one count: {}:N runs on N devices{}",
+        text, text, kind ? to_string(*kind) : "cpu, sim or cuda",
+        !kind || *kind == DeviceKind::kCuda ? fmt::format(" ({})", kChooseGpus) : std::string()));
   }
-  SS_CHECK(colon == std::string_view::npos, "bad device list '{}': unknown backend '{}' ({})", text,
-           head, kAccepted);
-  const int count = parse_int(text, text);
-  // Bounded before any list of that many devices is made.
-  SS_CHECK(count >= 1 && count <= kMaxLogicalDevices,
-           "bad device list '{}': the device count must be between 1 and {}", text,
-           kMaxLogicalDevices);
-  for (Backend* b : backends()) {
-    if (b->kind() == DeviceKind::kCuda && b->device_count() > 0) {
-      return DeviceSpec{DeviceKind::kCuda, iota(count)};
-    }
-  }
-  return logical_spec(DeviceKind::kCpu, count, text);
+  const DeviceAxis axis = parse_device_axis(text);
+  return DeviceSpec{axis.kind, axis.counts.front()};
 }
 
 void check_devices_available(const DeviceSpec& spec) {
-  if (backend(spec.kind).logical()) return;  // any number of logical devices exists
   Backend& b = backend(spec.kind);
+  if (b.logical()) return;  // any number of logical devices exists
   const int available = b.device_count();
-  for (int i : spec.indices) {
-    SS_CHECK(i < available, "device {}:{} does not exist: {} {} device(s) available{}", b.name(), i,
-             available, b.name(),
-             available == 0 ? fmt::format(" ({})", b.unavailable_reason()) : std::string());
-  }
+  if (spec.count() <= available) return;
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  throw_error(fmt::format(
+      "{} asks for {} GPU{}; {} {} visible{}{}", to_string(spec), spec.count(),
+      spec.count() == 1 ? "" : "s", available, available == 1 ? "is" : "are",
+      visible != nullptr ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", visible) : std::string(),
+      available == 0 ? fmt::format(": {}", b.unavailable_reason()) : std::string()));
 }
 
 std::string to_string(const DeviceSpec& spec) {
-  // Logical devices are counted; physical ones listed (whether or not this build has them).
-  const Backend* b = find_backend(spec.kind);
-  if (b != nullptr && b->logical()) return fmt::format("{}:{}", to_string(spec.kind), spec.count());
-  return fmt::format("cuda:{}", fmt::join(spec.indices, ","));
+  return fmt::format("{}:{}", to_string(spec.kind), spec.count());
+}
+
+std::string to_string(const DeviceAxis& axis) {
+  return fmt::format("{}:{}", to_string(axis.kind), fmt::join(axis.counts, ","));
+}
+
+DefaultDevices default_device_axis(int visible_gpus, int usable_cores,
+                                   std::string_view no_gpu_reason) {
+  DefaultDevices d;
+  if (visible_gpus > 0) {
+    d.axis.kind = DeviceKind::kCuda;
+    for (int n = 1; n < visible_gpus; n *= 2) d.axis.counts.push_back(n);
+    d.axis.counts.push_back(visible_gpus);
+    d.reason = fmt::format("{} GPU{} visible", visible_gpus, visible_gpus == 1 ? " is" : "s are");
+    return d;
+  }
+  d.axis.kind = DeviceKind::kCpu;
+  d.axis.counts = usable_cores >= 2 ? std::vector<int>{1, 2} : std::vector<int>{1};
+  d.reason = fmt::format("no GPU is visible ({}){}", no_gpu_reason,
+                         usable_cores >= 2 ? "" : " and this machine has one usable core");
+  return d;
+}
+
+DefaultDevices default_device_axis() {
+  const Backend* cuda = find_backend(DeviceKind::kCuda);
+  const int gpus = cuda != nullptr ? cuda->device_count() : 0;
+  const std::string reason = cuda == nullptr ? missing_backend_message(DeviceKind::kCuda)
+                             : gpus == 0     ? cuda->unavailable_reason()
+                                             : std::string();
+  return default_device_axis(gpus, backend(DeviceKind::kCpu).device_count(), reason);
 }
 
 }  // namespace scalescope

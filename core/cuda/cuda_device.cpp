@@ -184,7 +184,8 @@ class CudaDevice::Memory final : public CachingAllocator::Source {
 };
 
 CudaDevice::CudaDevice(int index)
-    : CachingDevice("CUDA", fmt::format("cuda:{}", index), std::make_unique<Memory>(*this)),
+    : CachingDevice("CUDA", to_string(DeviceId{DeviceKind::kCuda, index}),
+                    std::make_unique<Memory>(*this)),
       index_(index) {
   ScopedCudaDevice scope(index);
   default_stream_ = std::make_unique<CudaStream>(*this);

@@ -1,5 +1,6 @@
 // `scalescope sweep`: the main job. `scalescope report FILE`: the tables of a finished sweep.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <memory>
@@ -140,6 +141,26 @@ SweepProgress progress_printer() {
   return progress;
 }
 
+// The sweep's first line: what it runs on and with which models, and why when it chose.
+std::string sweep_choice_line(const SweepOptions& o, const DeviceAxis& axis,
+                              const OptionSources& names) {
+  const std::string devices =
+      names.given("devices") ? to_string(axis)
+                             : fmt::format("{} (no {} given, and {})", to_string(axis),
+                                           names.name("devices"), default_device_axis().reason);
+  std::vector<std::string> models;
+  for (const std::string& m : o.models) {
+    const auto batches = o.model_batches.find(m);
+    models.push_back(batches == o.model_batches.end()
+                         ? m
+                         : fmt::format("{} (batch {})", m, fmt::join(batches->second, ", ")));
+  }
+  const char* which = names.given("models")            ? ""
+                      : axis.kind == DeviceKind::kCuda ? ", the GPU defaults"
+                                                       : ", the defaults";
+  return fmt::format("sweep on {}; models: {}{}", devices, fmt::join(models, ", "), which);
+}
+
 int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionList& list) {
   Parsed parsed;
   parse_sweep(cmd, given, list, parsed);
@@ -147,7 +168,9 @@ int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionL
   const OptionSources& names = parsed.names;
   const bool lead = parsed.launch.lead;
   SweepOptions o = args.options;
-  if (!names.given("models") && resolve_devices(o, names).kind == DeviceKind::kCuda) {
+  DeviceAxis axis;
+  as_usage_error([&] { axis = resolve_devices(o, names); });  // the models follow from it
+  if (!names.given("models") && axis.kind == DeviceKind::kCuda) {
     o.models.clear();
     for (const DefaultModel& m : kGpuDefaultModels) {
       o.models.push_back(m.spec);
@@ -167,6 +190,10 @@ int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionL
     if (!o.trace_prefix.empty()) {
       naming(names, "trace", o.trace_prefix, [&] { check_can_write(o.trace_prefix + "x"); });
     }
+  }
+  if (lead && !args.quiet) {
+    fmt::print("{}\n", sweep_choice_line(o, axis, names));
+    std::fflush(stdout);  // before the progress lines on standard error
   }
   install_interrupt_handlers();  // run_sweep stops between steps and keeps finished points
   const SweepProgress progress = !args.quiet && lead ? progress_printer() : SweepProgress{};

@@ -232,8 +232,7 @@ AllReduceBenchResult benchmark_all_reduce_gloo(int ranks, const AllReduceBenchOp
                                                const CommunicatorWrapper& wrap,
                                                const SizeCallback& on_size) {
   SS_CHECK(ranks >= 1, "all-reduce benchmark: {} ranks; at least 1 is needed", ranks);
-  DeviceSpec spec{.kind = DeviceKind::kCpu, .indices = {}};
-  for (int r = 0; r < ranks; ++r) spec.indices.push_back(r);
+  const DeviceSpec spec{.kind = DeviceKind::kCpu, .devices = ranks};
   return benchmark_all_reduce_on(spec, options, timeout, wrap, on_size);
 }
 
@@ -257,7 +256,7 @@ AllReduceBenchResult run_local_ranks(const DeviceSpec& spec, int first, int loca
       try {
         set_thread_rank(rank);
         // Gloo's reductions run on the calling thread alone: one thread per CPU rank.
-        const int index = spec.indices[static_cast<size_t>(j)];
+        const int index = j;
         std::unique_ptr<Device> device =
             backend(spec.kind).open(index, BackendOptions{.cpu_threads = 1, .cpu_devices = local});
         device->make_current();

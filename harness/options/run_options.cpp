@@ -21,8 +21,8 @@ OptionDecl& add_model_option(OptionList& list, std::string& model) {
 
 OptionDecl& add_devices_option(OptionList& list, std::string& devices) {
   return list.add("--devices", devices,
-                  "Devices: cpu:N (N CPU devices, Gloo between them) or cuda:I[,J...] (GPUs, "
-                  "NCCL between them)",
+                  "Devices: cpu:N (N CPU replicas), sim:N (N simulated accelerators) or cuda:N "
+                  "(N GPUs, the first N visible: CUDA_VISIBLE_DEVICES chooses which)",
                   parses([](const std::string& d) { (void)parse_device_spec(d); }));
 }
 

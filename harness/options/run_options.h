@@ -13,7 +13,7 @@ namespace scalescope {
 
 // --model: one model spec, name[:key=value,...].
 OptionDecl& add_model_option(OptionList& list, std::string& model);
-// --devices: one set of devices, cpu:N or cuda:I[,J...] (a sweep's device counts are its own
+// --devices: one set of devices, cpu:N, sim:N or cuda:N (a sweep's device counts are its own
 // option: harness/sweep/options.h).
 OptionDecl& add_devices_option(OptionList& list, std::string& devices);
 // --threads: CPU threads per device (0: automatic).

@@ -14,38 +14,17 @@
 namespace scalescope {
 namespace {
 
-// "1,2,4" → its counts, ascending and unique.
-std::vector<int> parse_counts(std::string_view text) {
-  std::vector<int> counts;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t end = std::min(text.find(',', start), text.size());
-    const std::string_view item = text.substr(start, end - start);
-    int v = 0;
-    const auto [rest, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    SS_CHECK(!item.empty() && ec == std::errc() && rest == item.data() + item.size() && v >= 1 &&
-                 v <= 1024,
-             "'{}' is not a device count from 1 to 1024 (accepted: 1,2,4 or cpu:1,2, "
-             "cuda:1,2,4,8 or sim:1,2,4)",
-             item);
-    counts.push_back(v);
-    start = end + 1;
-  }
-  std::sort(counts.begin(), counts.end());
-  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
-  return counts;
-}
-
 // The sweep's own options (the data and training groups come after them).
 void add_axes(OptionList& list, SweepOptions& o) {
   list.add("--models", o.models,
            "Models, comma-separated; 'cnn:width=1,2,4' is three sizes (see `scalescope models`)",
            parses([](const std::string& m) { (void)make_model(m); }));
   list.add("--devices", o.devices,
-           "Device counts: 1,2,4,8 (GPUs if present, else CPU), cpu:1,2, cuda:1,2,4 or sim:1,2 "
-           "(simulated accelerators: the GPU code path on CPU threads) (default cpu:1,2, or 1 "
+           "Device counts: 1,2,4,8 (GPUs if present, else CPU), cuda:1,2,4 (GPUs: the first N "
+           "visible), cpu:1,2 or sim:1,2 (simulated accelerators: the GPU code path on CPU "
+           "threads) (default: 1, 2, 4, ... up to every visible GPU; without GPUs cpu:1,2, or 1 "
            "alone on one core)",
-           parses([](const std::string& d) { (void)parse_device_axis(d); }))
+           parses([](const std::string& d) { (void)sweep_device_axis(d); }))
       .list_accepted_in_file();
   add_batch_option(list, o.batches).present_when([&o] { return o.global_batches.empty(); });
   add_global_batch_option(list, o.global_batches).present_when([&o] {
@@ -181,31 +160,8 @@ std::optional<std::pair<int64_t, int64_t>> parse_profile_steps(const std::string
   return std::pair{first, last};
 }
 
-DeviceAxis parse_device_axis(const std::string& devices) {
-  DeviceAxis axis;
-  std::string_view text = devices;
-  if (text.empty()) {
-    const int cpu_cores = backend(DeviceKind::kCpu).device_count();
-    axis.counts = cpu_cores >= 2 ? std::vector<int>{1, 2} : std::vector<int>{1};
-    return axis;
-  }
-  if (text.starts_with("cpu:")) {
-    text.remove_prefix(4);
-  } else if (text.starts_with("cuda:")) {
-    text.remove_prefix(5);
-    axis.kind = DeviceKind::kCuda;
-  } else if (text.starts_with("sim:")) {
-    text.remove_prefix(4);
-    axis.kind = DeviceKind::kSim;
-  } else {
-    // Bare counts: GPUs where there are any.
-    bool gpus = false;
-    for (Backend* b : backends())
-      gpus = gpus || (b->kind() == DeviceKind::kCuda && b->device_count() > 0);
-    axis.kind = gpus ? DeviceKind::kCuda : DeviceKind::kCpu;
-  }
-  axis.counts = parse_counts(text);
-  return axis;
+DeviceAxis sweep_device_axis(const std::string& devices) {
+  return devices.empty() ? default_device_axis().axis : parse_device_axis(devices);
 }
 
 }  // namespace scalescope

@@ -39,8 +39,8 @@ struct SweepOptions {
   // and a ResNet whose batch norm and many small layers make compute the limit.
   std::vector<std::string> models = {"cifar-cnn", "mlp:scale=0.1", "cifar-resnet:depth=20"};
   // Device counts, all of one kind ("cpu:1,2", "cuda:1,2,4" or "1,2,4,8": GPUs when the
-  // machine has them, CPU devices otherwise).
-  std::string devices = "";  // "" = 1 and 2 (2 only where it fits); see resolve_devices
+  // machine has them, CPU devices otherwise); "" chooses (default_device_axis).
+  std::string devices = "";
   // The batch axis: per-device sizes (weak scaling) unless global sizes are given, which are
   // split over the devices (strong scaling).
   std::vector<int64_t> batches = {32, 64};
@@ -106,13 +106,8 @@ std::vector<std::string> split_model_list(const std::string& text);
 // 1 <= A <= B.
 std::optional<std::pair<int64_t, int64_t>> parse_profile_steps(const std::string& text);
 
-// The device axis: one kind and ascending unique counts.
-struct DeviceAxis {
-  DeviceKind kind = DeviceKind::kCpu;
-  std::vector<int> counts;
-};
-// The axis `devices` spells ("" = cpu 1,2, or 1 alone on one core); bare counts are GPUs
-// where there are any. Throws Error naming a malformed count.
-DeviceAxis parse_device_axis(const std::string& devices);
+// The axis `devices` spells; "" is the default axis (default_device_axis: the visible GPUs,
+// else CPU devices 1 and 2). Throws Error naming a malformed count.
+DeviceAxis sweep_device_axis(const std::string& devices);
 
 }  // namespace scalescope

@@ -274,7 +274,7 @@ std::string point_file_name(const SweepPoint& p) {
 
 DeviceAxis resolve_devices(const SweepOptions& o, const OptionSources& names) {
   DeviceAxis axis;
-  naming(names, "devices", o.devices, [&] { axis = parse_device_axis(o.devices); });
+  naming(names, "devices", o.devices, [&] { axis = sweep_device_axis(o.devices); });
   (void)replicas_per_process(o, axis, names);
   if (axis.kind == DeviceKind::kCuda) {
     const Backend& b = backend(DeviceKind::kCuda);
@@ -318,7 +318,7 @@ void validate(const SweepOptions& o, const OptionSources& names) {
              "{}: {} {} devices × {} thread{} need {} cores; this node may use {} (ask for fewer "
              "devices or threads, or {} to share cores, which makes the scaling figures "
              "meaningless)",
-             names.subject("devices", o.devices.empty() ? "cpu:1,2" : o.devices), most,
+             names.subject("devices", o.devices.empty() ? to_string(axis) : o.devices), most,
              to_string(axis.kind), threads, threads == 1 ? "" : "s", most * threads, cores,
              names.name("oversubscribe"));
   }

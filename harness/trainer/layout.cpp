@@ -53,8 +53,8 @@ ProcessLayout process_layout(const Cluster* cluster, int replicas_per_process, i
   return l;
 }
 
-int device_index(const ProcessLayout& l, const DeviceSpec& spec, int rank, int visible) {
-  if (l.processes == 1) return spec.indices[static_cast<size_t>(rank)];
+int device_index(const ProcessLayout& l, int rank, int visible) {
+  if (l.processes == 1) return rank;
   const int mine = rank - l.first;
   return visible >= l.on_node ? l.node_first + mine : mine;
 }

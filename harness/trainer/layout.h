@@ -22,12 +22,13 @@ struct ProcessLayout {
 // Throws Error naming the counts when `devices` does not spread evenly.
 ProcessLayout process_layout(const Cluster* cluster, int replicas_per_process, int devices);
 
-// The index of the device replica `rank` opens: its entry of `spec` in one process. Across
+// The index of the device replica `rank` opens: its rank in one process (the r-th visible
+// device). Across
 // processes, where this process sees `visible` devices: its place among the replicas of its
 // node when it sees the node's devices (the processes before it on the node have the first
 // ones); its place among this process's replicas when it sees fewer (it was given its own,
 // by a per-rank CUDA_VISIBLE_DEVICES or srun --gpus-per-task).
-int device_index(const ProcessLayout& layout, const DeviceSpec& spec, int rank, int visible);
+int device_index(const ProcessLayout& layout, int rank, int visible);
 // Throws Error unless this process, seeing `visible` devices of `kind`, can open its replicas'
 // (device_index): naming the counts and how devices were made visible.
 void check_visible_devices(const ProcessLayout& layout, DeviceKind kind, int visible);

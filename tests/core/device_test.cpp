@@ -13,42 +13,69 @@
 #include "core/error.h"
 #include "core/random.h"
 #include "core/tensor.h"
+#include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
 
+bool gpus_visible() {
+  const Backend* cuda = find_backend(DeviceKind::kCuda);
+  return cuda != nullptr && cuda->device_count() > 0;
+}
+
 TEST(DeviceSpec, ParsesEveryForm) {
   DeviceSpec s = parse_device_spec("cpu:4");
   EXPECT_EQ(s.kind, DeviceKind::kCpu);
-  EXPECT_EQ(s.indices, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(s.count(), 4);
   EXPECT_EQ(parse_device_spec("cpu").count(), 1);
-  s = parse_device_spec("cuda:0,1");
-  EXPECT_EQ(s.kind, DeviceKind::kCuda);
-  EXPECT_EQ(s.indices, (std::vector<int>{0, 1}));
-  EXPECT_EQ(parse_device_spec("cuda:3").indices, std::vector<int>{3});
   EXPECT_EQ(to_string(parse_device_spec("cpu:2")), "cpu:2");
-  EXPECT_EQ(to_string(parse_device_spec("cuda:1,0")), "cuda:1,0");
   s = parse_device_spec("sim:3");
   EXPECT_EQ(s.kind, DeviceKind::kSim);
-  EXPECT_EQ(s.indices, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(s.count(), 3);
   EXPECT_EQ(parse_device_spec("sim").count(), 1);
   EXPECT_EQ(to_string(parse_device_spec("sim:2")), "sim:2");
   EXPECT_NO_THROW(check_devices_available(parse_device_spec("sim:64")));
 }
 
+// As in every framework: cuda:N is N GPUs, the first N visible (CUDA_VISIBLE_DEVICES
+// chooses which), whatever the command.
+TEST(DeviceSpec, CudaCountsGpus) {
+  for (const char* name : {"cuda", "gpu"}) {
+    const DeviceSpec s = parse_device_spec(std::string(name) + ":3");
+    EXPECT_EQ(s.kind, DeviceKind::kCuda);
+    EXPECT_EQ(s.count(), 3);
+    EXPECT_EQ(to_string(s), "cuda:3");
+  }
+  EXPECT_EQ(parse_device_spec("cuda:1").count(), 1);
+  const DeviceAxis axis = parse_device_axis("cuda:4,1,2,2");
+  EXPECT_EQ(axis.kind, DeviceKind::kCuda);
+  EXPECT_EQ(axis.counts, (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(to_string(axis), "cuda:1,2,4");
+}
+
+TEST(DeviceSpec, TheOldGpuIndexFormsSayWhatToWriteInstead) {
+  std::string message = testing_util::error_of([] { (void)parse_device_spec("cuda:0"); });
+  EXPECT_CONTAINS(message, "asks for no GPU");
+  EXPECT_CONTAINS(message, "cuda:1");
+  EXPECT_CONTAINS(message, "CUDA_VISIBLE_DEVICES");
+  message = testing_util::error_of([] { (void)parse_device_spec("cuda:0,1"); });
+  EXPECT_CONTAINS(message, "only a sweep takes");
+  EXPECT_CONTAINS(message, "CUDA_VISIBLE_DEVICES");
+  message = testing_util::error_of([] { (void)parse_device_spec("cpu:1,2"); });
+  EXPECT_CONTAINS(message, "scalescope sweep --devices cpu:1,2");
+}
+
 TEST(DeviceSpec, BareCountUsesCpuWithoutGpus) {
-  bool gpus = false;
-  for (Backend* b : backends())
-    gpus = gpus || (b->kind() == DeviceKind::kCuda && b->device_count() > 0);
-  if (gpus) GTEST_SKIP() << "a GPU is present: a bare count means GPUs here";
+  if (gpus_visible()) GTEST_SKIP() << "a GPU is present: a bare count means GPUs here";
   const DeviceSpec s = parse_device_spec("2");
   EXPECT_EQ(s.kind, DeviceKind::kCpu);
   EXPECT_EQ(s.count(), 2);
+  EXPECT_EQ(parse_device_axis("4,2").kind, DeviceKind::kCpu);
 }
 
 TEST(DeviceSpec, RejectsBadInputNamingIt) {
-  for (const char* bad : {"", "cpu:", "cpu:0", "cpu:-1", "cpu:x", "tpu:1", "cuda:0,0", "cuda:-1",
-                          "cuda:1,,2", "0", "cpu:100000", "3x"}) {
+  for (const char* bad : {"", "cpu:", "cpu:0", "cpu:-1", "cpu:x", "tpu:1", "cuda:-1", "cuda:1,,2",
+                          "0", "cpu:100000", "3x", "cuda:", "cpu:1:2", ":2"}) {
     try {
       parse_device_spec(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
@@ -58,15 +85,30 @@ TEST(DeviceSpec, RejectsBadInputNamingIt) {
   }
 }
 
-TEST(DeviceSpec, MissingGpuIsAnErrorNamingIt) {
-  bool has_cuda = false;
-  for (Backend* b : backends()) has_cuda = has_cuda || b->kind() == DeviceKind::kCuda;
-  if (!has_cuda) GTEST_SKIP() << "CPU-only build";
-  try {
-    check_devices_available(parse_device_spec("cuda:4096"));
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cuda:4096"), std::string::npos) << e.what();
+TEST(DeviceSpec, MissingGpusAreAnErrorNamingThem) {
+  if (find_backend(DeviceKind::kCuda) == nullptr) GTEST_SKIP() << "CPU-only build";
+  const std::string message =
+      testing_util::error_of([] { check_devices_available(parse_device_spec("cuda:1000")); });
+  EXPECT_CONTAINS(message, "cuda:1000 asks for 1000 GPUs");
+}
+
+// The sweep without --devices: every GPU count 1, 2, 4, ... up to all visible, else CPU.
+TEST(DefaultDevices, GpusWhereAnyAreVisibleElseCpuDevices) {
+  const struct {
+    int gpus;
+    int cores;
+    DeviceKind kind;
+    std::vector<int> counts;
+  } cases[] = {
+      {0, 2, DeviceKind::kCpu, {1, 2}},         {0, 1, DeviceKind::kCpu, {1}},
+      {1, 2, DeviceKind::kCuda, {1}},           {3, 2, DeviceKind::kCuda, {1, 2, 3}},
+      {8, 64, DeviceKind::kCuda, {1, 2, 4, 8}}, {6, 64, DeviceKind::kCuda, {1, 2, 4, 6}},
+  };
+  for (const auto& c : cases) {
+    const DefaultDevices d = default_device_axis(c.gpus, c.cores, "no GPU found");
+    EXPECT_EQ(d.axis.kind, c.kind) << c.gpus << " GPUs";
+    EXPECT_EQ(d.axis.counts, c.counts) << c.gpus << " GPUs";
+    EXPECT_CONTAINS(d.reason, c.gpus > 0 ? "visible" : "no GPU is visible (no GPU found)");
   }
 }
 

@@ -177,7 +177,7 @@ void texts() {
                                   "mlp:scale=0.01", "cnn:width=2"}) {
     seed("model_spec", spec, spec);
   }
-  for (const std::string& spec : {"cpu", "cpu:4", "sim:2", "cuda:0,1", "4"}) {
+  for (const std::string& spec : {"cpu", "cpu:4", "sim:2", "cuda:2", "cuda:0,1", "4"}) {
     seed("device_spec", spec, spec);
   }
   seed("trace_escape", "label", "cifar-cnn cpu:2 batch 64");

@@ -104,6 +104,11 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroStatus) {
       {"train --data nowhere", "nowhere"},
       {"train --bucket-cap-mb 0", "--bucket-cap-mb 0"},
       {"train --devices cpu:0", "cpu:0"},
+      // cuda:N counts GPUs in every command; the old index lists say what to write instead.
+      {"train --devices cuda:0", "cuda:N means N GPUs"},
+      {"train --devices cuda:0,1", "only a sweep takes"},
+      {"collectives --devices cuda:0,1", "CUDA_VISIBLE_DEVICES"},
+      {"profile --devices cuda:0 --model cifar-cnn", "cuda:N means N GPUs"},
       {"train --epochs -1", "--epochs -1"},
       {"train --crop-padding -2", "--crop-padding -2"},
       {"train --ranks-per-node 2 --steps 1", "--ranks-per-node 2: "},
@@ -146,6 +151,25 @@ TEST(Cli, SweepPrintsTablesAndWritesAReportThatReportReads) {
   EXPECT_TRUE(contains(again.output, "dense-100 (weak scaling")) << again.output;
 }
 
+// Without --devices the sweep runs on the GPUs where any are visible, else on CPU devices,
+// and its first line says which and why.
+TEST(Cli, SweepWithoutDevicesSaysWhatItChoseAndWhy) {
+  const std::string out = testing::TempDir() + "/cli_sweep_default.json";
+  const Result r =
+      run("sweep --models dense-100 --batch 8 --repeats 1 --steps 2 "
+          "--max-warmup-steps 1 --threads 1 -o " +
+          out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const bool gpus = !contains(run("devices").output, "no GPU:");
+  EXPECT_EQ(r.output.rfind(gpus ? "sweep on cuda:1"
+                                : "sweep on cpu:1,2 (no --devices given, "
+                                  "and no GPU is visible (",
+                           0),
+            0u)
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "models: dense-100\n")) << r.output;
+}
+
 TEST(Cli, SweepBadInputIsRefusedBeforeAnythingRuns) {
   const std::string out = testing::TempDir() + "/cli_sweep_bad.json";
   std::remove(out.c_str());
@@ -156,7 +180,8 @@ TEST(Cli, SweepBadInputIsRefusedBeforeAnythingRuns) {
   };
   fails("--models nosuchnet", "nosuchnet");
   fails("--ranks-per-node 4", "runs 1; launch that many per node");
-  fails("--devices cpu:1,x", "'x' is not a device count");
+  fails("--devices cpu:1,x", "'x' is not a whole number");
+  fails("--devices cuda:0,1", "asks for no GPU");
   fails("--batch 8,-1", "--batch -1 must be a positive number of samples");
   fails("--batch 8 --global-batch 16", "not both");
   fails("--global-batch 15 --devices cpu:1,2", "--global-batch 15 does not split evenly");
@@ -453,7 +478,7 @@ TEST(Cli, DevicesListsTheCpuAndSaysWhatIsMissing) {
   if (contains(r.output, "no GPU:")) {
     EXPECT_TRUE(contains(r.output, "; NVML: ")) << r.output;
   } else {
-    EXPECT_TRUE(contains(r.output, "cuda:0")) << r.output;
+    EXPECT_TRUE(contains(r.output, "GPU 0")) << r.output;
   }
 }
 
@@ -487,7 +512,8 @@ TEST(Cli, DevicesJsonHasTheSameFacts) {
 TEST(Cli, UsageErrorsReadWithoutASourceLocation) {
   for (const std::string args :
        {"train --lr -1", "train --steps 0", "train --global-batch 7 --devices cpu:2",
-        "sweep --batch 8,-1 -q", "sweep --global-batch 15 --devices cpu:1,2 -q"}) {
+        "sweep --batch 8,-1 -q", "sweep --global-batch 15 --devices cpu:1,2 -q",
+        "train --devices cuda:0,1", "sweep --devices cuda:0 -q"}) {
     const Result r = run(args);
     EXPECT_EQ(r.status, 1) << args << "\n" << r.output;
     EXPECT_TRUE(contains(r.output, "scalescope: error: ")) << args << " gave: " << r.output;

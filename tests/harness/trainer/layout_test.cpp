@@ -30,27 +30,24 @@ ProcessLayout second_process_of_second_node() {
   return l;
 }
 
-TEST(DeviceIndex, OneProcessOpensTheDevicesOfTheSpec) {
+TEST(DeviceIndex, OneProcessOpensTheFirstVisibleDevices) {
   const ProcessLayout l = process_layout(nullptr, 0, 2);
-  const DeviceSpec spec{.kind = DeviceKind::kCuda, .indices = {3, 1}};
-  EXPECT_EQ(device_index(l, spec, 0, 8), 3);
-  EXPECT_EQ(device_index(l, spec, 1, 8), 1);
+  EXPECT_EQ(device_index(l, 0, 8), 0);
+  EXPECT_EQ(device_index(l, 1, 8), 1);
 }
 
 TEST(DeviceIndex, AProcessSeeingItsNodesDevicesTakesItsShare) {
   const ProcessLayout l = second_process_of_second_node();
-  const DeviceSpec spec{.kind = DeviceKind::kCuda, .indices = {}};
-  EXPECT_EQ(device_index(l, spec, 6, 4), 2);
-  EXPECT_EQ(device_index(l, spec, 7, 4), 3);
+  EXPECT_EQ(device_index(l, 6, 4), 2);
+  EXPECT_EQ(device_index(l, 7, 4), 3);
 }
 
 // srun --gpus-per-task=2 or a per-rank CUDA_VISIBLE_DEVICES: each process sees its own two
 // GPUs as 0 and 1.
 TEST(DeviceIndex, AProcessSeeingOnlyItsOwnDevicesCountsFromZero) {
   const ProcessLayout l = second_process_of_second_node();
-  const DeviceSpec spec{.kind = DeviceKind::kCuda, .indices = {}};
-  EXPECT_EQ(device_index(l, spec, 6, 2), 0);
-  EXPECT_EQ(device_index(l, spec, 7, 2), 1);
+  EXPECT_EQ(device_index(l, 6, 2), 0);
+  EXPECT_EQ(device_index(l, 7, 2), 1);
   EXPECT_NO_THROW(check_visible_devices(l, DeviceKind::kCuda, 2));
   const std::string message =
       testing_util::error_of([&] { check_visible_devices(l, DeviceKind::kCuda, 1); });
