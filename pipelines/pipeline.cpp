@@ -91,7 +91,8 @@ class InputPipeline::Impl {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
-  const HostBatch& next();
+  // The next batch; waits for it when `wait`, else returns null unless it is ready.
+  const HostBatch* take(bool wait);
   int64_t epoch() const;
   int64_t step() const;
 
@@ -336,7 +337,7 @@ void InputPipeline::Impl::run_worker(int worker) {
   }
 }
 
-const HostBatch& InputPipeline::Impl::next() {
+const HostBatch* InputPipeline::Impl::take(bool wait) {
   const auto slot_count = static_cast<int64_t>(slots_.size());
   std::unique_lock lock(mutex_);
   if (released_ < returned_) {
@@ -346,10 +347,12 @@ const HostBatch& InputPipeline::Impl::next() {
   }
   const int64_t k = returned_;
   Slot& slot = slots_[static_cast<size_t>(k % slot_count)];
-  ready_cv_.wait(lock, [&] { return slot.ready == k || failed_batch_ == k; });
+  const auto settled = [&] { return slot.ready == k || failed_batch_ == k; };
+  if (!wait && slot.ready != k) return nullptr;
+  ready_cv_.wait(lock, settled);
   if (slot.ready != k) std::rethrow_exception(error_);
   ++returned_;
-  return slot.batch;
+  return &slot.batch;
 }
 
 int64_t InputPipeline::Impl::epoch() const {
@@ -367,7 +370,11 @@ InputPipeline::InputPipeline(const Dataset& dataset, const Sampler& sampler, int
 InputPipeline::~InputPipeline() = default;
 
 const HostBatch& InputPipeline::next() {
-  return impl_->next();
+  return *impl_->take(true);
+}
+
+const HostBatch* InputPipeline::try_next() {
+  return impl_->take(false);
 }
 
 int64_t InputPipeline::epoch() const {

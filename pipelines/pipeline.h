@@ -39,6 +39,9 @@ class InputPipeline {
   // Blocks until the next batch in order (epoch by epoch, step by step) is ready and returns
   // it; valid until the next call. A worker's error (a failed read) is rethrown here.
   const HostBatch& next();
+  // next() when the batch is ready now, else null without waiting (also when a worker failed
+  // on it: next() rethrows that). A returned batch is valid until the next call of either.
+  const HostBatch* try_next();
   // Position of the batch the last next() returned (before the first: first_epoch, -1).
   int64_t epoch() const;
   int64_t step() const;

@@ -1,6 +1,7 @@
 #include "pipelines/stager.h"
 
 #include <cstring>
+#include <utility>
 
 #include "core/check.h"
 
@@ -37,22 +38,26 @@ Stager::~Stager() {
   }
 }
 
-Stager::Staged Stager::stage(const HostBatch& batch, Stream& compute) {
+void Stager::start(const HostBatch& batch) {
   SS_CHECK(static_cast<int64_t>(batch.inputs.size() * sizeof(float)) == input_bytes_ &&
                static_cast<int64_t>(batch.labels.size() * sizeof(float)) == label_bytes_,
            "stager sized for {} + {} bytes got a batch of {} + {} bytes", input_bytes_,
            label_bytes_, batch.inputs.size() * sizeof(float), batch.labels.size() * sizeof(float));
+  SS_CHECK(pending_ < 0, "stager: a second batch started before the first was taken");
+  pending_ = next_slot_;
+  next_slot_ ^= 1;
   if (!copies_) {
-    last_slot_ = 0;
-    return Staged{batch.inputs.data(), batch.labels.data(), nullptr, nullptr};
+    host_batch_ = &batch;
+    return;
   }
-  Slot& slot = slots_[static_cast<size_t>(next_slot_)];
+  Slot& slot = slots_[static_cast<size_t>(pending_)];
   if (slot.in_flight) {
     // The host may refill the pinned slot only when its previous copy has finished; two
     // slots make this wait rare (it means the host is two batches ahead of the copies).
     slot.copy_end->synchronize();
     // The device slot may be overwritten only after the compute that read it.
     slot.consumed->wait_on(*copy_stream_);
+    slot.in_flight = false;
   }
   auto* pinned = static_cast<char*>(slot.pinned.data());
   std::memcpy(pinned, batch.inputs.data(), static_cast<size_t>(input_bytes_));
@@ -61,9 +66,17 @@ Stager::Staged Stager::stage(const HostBatch& batch, Stream& compute) {
   device_.copy_to_device(slot.device.data(), pinned,
                          static_cast<size_t>(input_bytes_ + label_bytes_), *copy_stream_);
   slot.copy_end->record(*copy_stream_);
+}
+
+Stager::Staged Stager::take(Stream& compute) {
+  SS_CHECK(pending_ >= 0, "stager: take() without a started batch");
+  last_slot_ = std::exchange(pending_, -1);
+  if (!copies_) {
+    const HostBatch& batch = *std::exchange(host_batch_, nullptr);
+    return Staged{batch.inputs.data(), batch.labels.data(), nullptr, nullptr};
+  }
+  Slot& slot = slots_[static_cast<size_t>(last_slot_)];
   slot.copy_end->wait_on(compute);
-  last_slot_ = next_slot_;
-  next_slot_ ^= 1;
   const auto* base = static_cast<const char*>(slot.device.data());
   return Staged{reinterpret_cast<const float*>(base),
                 reinterpret_cast<const float*>(base + input_bytes_), slot.copy_start.get(),
@@ -71,7 +84,7 @@ Stager::Staged Stager::stage(const HostBatch& batch, Stream& compute) {
 }
 
 void Stager::release(Stream& compute) {
-  SS_CHECK(last_slot_ >= 0, "stager: release() before any stage()");
+  SS_CHECK(last_slot_ >= 0, "stager: release() before any take()");
   if (!copies_) return;
   Slot& slot = slots_[static_cast<size_t>(last_slot_)];
   slot.consumed->record(compute);

@@ -2,10 +2,12 @@
 //
 // On CPU the device reads host memory, so the host batch is handed over as it is: no copy.
 // On a GPU a batch goes through pinned host memory and is copied on the stager's own copy
-// stream; the compute stream waits for that copy with an event (no host synchronisation),
-// so the copy of the next batch can overlap the compute of the current step. Two slots
-// alternate: the host refills a slot only after its previous copy finished, and the copy
-// stream overwrites a slot's device memory only after the compute that read it (release()).
+// stream, in two calls: start() copies it into pinned memory and enqueues the copy, take()
+// makes the compute stream wait for that copy with an event (no host synchronisation). A
+// batch started while the previous step still computes is copied during that compute, as
+// DALI's and PyTorch's prefetching loaders do. Two slots alternate: the host refills a slot
+// only after its previous copy finished, and the copy stream overwrites a slot's device
+// memory only after the compute that read it (release()).
 #pragma once
 
 #include <array>
@@ -34,11 +36,19 @@ class Stager {
     const Event* copy_end = nullptr;
   };
 
-  // Starts moving `batch` to the device and makes `compute` wait for it.
-  // REQUIRES: the device current; `batch` has the sizes given at construction and, on CPU,
-  // stays valid until the compute that reads it has run.
-  Staged stage(const HostBatch& batch, Stream& compute);
-  // Marks the last staged batch's device memory free once the work enqueued on `compute`
+  // Whether batches are copied (false where the device reads host memory: then a started
+  // batch is the host batch itself, which must stay valid until its compute has run).
+  bool copies() const { return copies_; }
+  // Starts moving `batch` to the device. With copies, `batch` may be reused when this
+  // returns. REQUIRES: the device current; `batch` has the sizes given at construction; no
+  // batch started and not yet taken.
+  void start(const HostBatch& batch);
+  // Whether a started batch waits to be taken.
+  bool started() const { return pending_ >= 0; }
+  // The started batch, ready for the work enqueued on `compute` from now (the compute waits
+  // for its copy). REQUIRES: started().
+  Staged take(Stream& compute);
+  // Marks the last taken batch's device memory free once the work enqueued on `compute`
   // so far has run. Call after the step's last use of the batch (after backward).
   void release(Stream& compute);
 
@@ -59,6 +69,8 @@ class Stager {
   std::unique_ptr<Stream> copy_stream_;
   std::array<Slot, 2> slots_;
   int next_slot_ = 0;
+  int pending_ = -1;                       // the started slot not yet taken
+  const HostBatch* host_batch_ = nullptr;  // the started batch, without copies
   int last_slot_ = -1;
 };
 

@@ -50,8 +50,16 @@ std::optional<Finding> input_rule(const PhaseMedians& g) {
             {{"share", share}, {"step_ms", g.step_ms}}};
   std::string phases;
   add_phases(f, g, PhaseKind::kInput, phases);
-  f.explanation = fmt::format("input wait is {:.0f}% of the step ({:.1f} of {:.1f} ms: {})",
-                              percent(share), input_ms, g.step_ms, phases);
+  const double copy_ms = g[Phase::kH2DTotal];
+  f.numbers[phase_def(Phase::kH2DTotal).json_key()] = copy_ms;
+  const std::string copy = copy_ms > g[Phase::kH2D]
+                               ? fmt::format(
+                                     "; the copy ran {:.1f} ms in total, the rest hidden "
+                                     "behind the step before",
+                                     copy_ms)
+                               : "";
+  f.explanation = fmt::format("input wait is {:.0f}% of the step ({:.1f} of {:.1f} ms: {}{})",
+                              percent(share), input_ms, g.step_ms, phases, copy);
   return f;
 }
 

@@ -31,6 +31,7 @@ nlohmann::json to_json(const PhaseTimes& p, bool with_buckets) {
     nlohmann::json buckets = nlohmann::json::array();
     for (const PhaseTimes::Interval& b : p.buckets) buckets.push_back({b.start_ms, b.ms});
     j["buckets"] = std::move(buckets);
+    j["copy"] = {p.copy.start_ms, p.copy.ms};
   }
   return j;
 }
@@ -38,7 +39,11 @@ nlohmann::json to_json(const PhaseTimes& p, bool with_buckets) {
 PhaseTimes phase_times_from_json(const JsonReader& r) {
   PhaseTimes p;
   for (const PhaseDef& d : kPhases) {
-    if (absent_means_zero(d.phase) && !r.has(d.json_key())) continue;
+    const std::optional<Phase> same = absent_means_same_as(d.phase);
+    if (!r.has(d.json_key()) && (absent_means_zero(d.phase) || same)) {
+      if (same) p[d.phase] = p[*same];
+      continue;
+    }
     p[d.phase] = r.number(d.json_key());
   }
   p.step_ms = r.number("step_ms");
@@ -52,6 +57,12 @@ PhaseTimes phase_times_from_json(const JsonReader& r) {
                dump_json(b).substr(0, 60));
       p.buckets.push_back({b[0].get<double>(), b[1].get<double>()});
     }
+  }
+  if (r.has("copy")) {
+    const nlohmann::json& c = r.array("copy");
+    SS_CHECK(c.size() == 2 && c[0].is_number() && c[1].is_number(),
+             "'{}' must be a pair of numbers [start_ms, ms]", r.name("copy"));
+    p.copy = {c[0].get<double>(), c[1].get<double>()};
   }
   return p;
 }

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,7 +21,8 @@ namespace scalescope {
 
 enum class Phase {
   kInput,
-  kH2D,
+  kH2D,       // what the step waited for its batch's copy (all of it when not prefetched)
+  kH2DTotal,  // how long the copy ran on the copy stream, hidden behind compute or not
   kForward,
   kBackward,
   kAllReduce,         // total: how long the buckets' all-reduces ran, hidden behind backward or not
@@ -62,8 +64,10 @@ struct PhaseDef {
 // category, exposed, kind, track.
 inline constexpr auto kPhases = std::to_array<PhaseDef>({
     {Phase::kInput, "input", "input", nvtx::Phase::kInput, true, PhaseKind::kInput, Track::kInput},
-    {Phase::kH2D, "h2d", "host-to-device copy", nvtx::Phase::kH2D, true, PhaseKind::kInput,
-     Track::kCopy},
+    {Phase::kH2D, "h2d", "exposed host-to-device copy", nvtx::Phase::kH2D, true, PhaseKind::kInput,
+     Track::kCompute},
+    {Phase::kH2DTotal, "h2d_total", "host-to-device copy", nvtx::Phase::kH2D, false,
+     PhaseKind::kInput, Track::kCopy},
     {Phase::kForward, "forward", "forward", nvtx::Phase::kForward, true, PhaseKind::kCompute,
      Track::kCompute},
     {Phase::kBackward, "backward", "backward", nvtx::Phase::kBackward, true, PhaseKind::kCompute,
@@ -86,6 +90,12 @@ inline constexpr size_t kPhaseCount = kPhases.size();
 // 1.9 and run 1.7), whose work runs written before them did not do.
 constexpr bool absent_means_zero(Phase phase) {
   return phase == Phase::kGradCast || phase == Phase::kBatchNormSync;
+}
+// The phase whose time a report lacking `phase` gives it, if any: the copy's total (since
+// sweep 1.13 and run 1.9) is its exposed part in runs before, which never overlapped it.
+constexpr std::optional<Phase> absent_means_same_as(Phase phase) {
+  if (phase == Phase::kH2DTotal) return Phase::kH2D;
+  return std::nullopt;
 }
 
 constexpr size_t index_of(Phase phase) {
@@ -132,13 +142,15 @@ struct PhaseTimes : PhaseValues {
     double ms = 0.0;
   };
   std::vector<Interval> buckets{};
+  Interval copy{};  // the batch's host-to-device copy on the copy stream (none: ms 0)
 };
 
 // Named records with the keys the run report uses ("input_ms", ..., "step_ms", "start_ms"),
-// for results that cross processes. with_buckets adds "buckets": [[start_ms, ms], ...].
+// for results that cross processes. with_buckets adds "buckets": [[start_ms, ms], ...] and
+// "copy": [start_ms, ms].
 nlohmann::json to_json(const PhaseTimes& p, bool with_buckets);
 // Strict: throws Error naming a key that is missing or not a finite number; reads "buckets"
-// when present.
+// and "copy" when present.
 PhaseTimes phase_times_from_json(const JsonReader& r);
 
 // The replica that set the step's time: the largest step_ms, the first of equals.

@@ -280,6 +280,7 @@ nlohmann::json to_json(const RunReport& r) {
         {"lr_scaling", r.lr_scaling},
         {"lr_warmup_steps", r.lr_warmup_steps},
         {"overlap", r.overlap},
+        {"prefetch", r.prefetch},
         {"fusion", r.fusion},
         {"grad_compression", to_string(r.grad_compression)},
         {"bucket_bytes", r.bucket_bytes},

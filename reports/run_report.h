@@ -158,7 +158,8 @@ struct RunReport {
   std::string lr_scaling = "none";
   int64_t lr_warmup_steps = 0;
   bool overlap = true;
-  bool fusion = true;  // activations fused into their neighbours' kernels (--no-fusion: not)
+  bool prefetch = true;  // the batch's copy started during the step before
+  bool fusion = true;    // activations fused into their neighbours' kernels (--no-fusion: not)
   GradCompression grad_compression = GradCompression::kNone;
   // What each bucket's all-reduce moves per replica, in the order backward completes them:
   // its gradients × wire_bytes_per_gradient (half the float bytes with compression).

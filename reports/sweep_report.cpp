@@ -346,7 +346,13 @@ void replica_from_json(const JsonReader& columns, size_t k, std::vector<StepReco
     for (size_t i = 0; i < n; ++i) set(steps[i].replicas[k], v[i]);
   };
   for (const PhaseDef& d : kPhases) {
-    if (absent_means_zero(d.phase) && !columns.has(d.json_key())) continue;
+    const std::optional<Phase> same = absent_means_same_as(d.phase);
+    if (!columns.has(d.json_key()) && (absent_means_zero(d.phase) || same)) {
+      if (same) {
+        for (StepRecord& s : steps) s.replicas[k][d.phase] = s.replicas[k][*same];
+      }
+      continue;
+    }
     read(d.json_key(), [&d](PhaseTimes& p, double v) { p[d.phase] = v; });
   }
   read("step_ms", [](PhaseTimes& p, double v) { p.step_ms = v; });

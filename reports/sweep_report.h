@@ -24,7 +24,7 @@
 namespace scalescope {
 
 inline constexpr const char* kSweepSchema = "scalescope-sweep";
-inline constexpr const char* kSweepSchemaVersion = "1.12";
+inline constexpr const char* kSweepSchemaVersion = "1.13";
 
 // Weak scaling keeps the per-device batch (the global batch grows with the devices); strong
 // scaling keeps the global batch (each device gets a smaller share).
@@ -89,7 +89,7 @@ struct SweepPoint {
   int64_t forward_flops_per_sample = 0;
   std::string device_kind;  // "cpu" | "cuda" | "sim" (simulated accelerators: CPU timings)
   int devices = 1;
-  std::string device_spec;  // what the trainer ran on: "cpu:2", "cuda:0,1"
+  std::string device_spec;  // what the trainer ran on: "cpu:2", "cuda:2"
   int threads_per_device = 0;
   ScalingMode mode = ScalingMode::kWeak;
   int64_t batch = 0;  // per device

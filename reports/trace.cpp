@@ -44,6 +44,11 @@ void add_step(json& events, int64_t step, int pid, const PhaseTimes& p, const Tr
     events.push_back(complete(d.label, d.nvtx, pid, trace_thread(d.track), t, p[d.phase], args));
     t += p[d.phase];
   }
+  if (p.copy.ms > 0.0) {
+    const PhaseDef& copy = phase_def(Phase::kH2DTotal);
+    events.push_back(complete(copy.label, copy.nvtx, pid, trace_thread(copy.track), p.copy.start_ms,
+                              p.copy.ms, args));
+  }
   const PhaseDef& allreduce = phase_def(Phase::kAllReduce);
   for (size_t b = 0; b < p.buckets.size(); ++b) {
     const int64_t bytes = b < info.bucket_bytes.size() ? info.bucket_bytes[b] : 0;

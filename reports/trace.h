@@ -28,7 +28,8 @@ constexpr int trace_thread(Track track) {
 
 // The exposed phases (kPhases) run back to back from each step's start
 // (PhaseTimes::start_ms), each on its phase's track and named by its label; the all-reduce
-// that ran hidden or not is its buckets, on the communication track. With gradient
+// that ran hidden or not is its buckets, on the communication track, and the batch's copy
+// (which may have run during the step before) is on the copy track. With gradient
 // accumulation the micro-batches' forward and backward passes are shown as one forward and
 // one backward. Times are microseconds from the run's start on the host clock.
 nlohmann::json chrome_trace(const std::vector<StepRecord>& steps, const TraceInfo& info);

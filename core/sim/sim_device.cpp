@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -46,7 +47,8 @@ class SimDevice::Memory final : public CachingAllocator::Source {
 };
 
 SimDevice::SimDevice(int index, int threads, int64_t jitter_us, uint64_t seed)
-    : CachingDevice("", fmt::format("sim:{}", index), std::make_unique<Memory>(*this)),
+    : CachingDevice("", to_string(DeviceId{DeviceKind::kSim, index}),
+                    std::make_unique<Memory>(*this)),
       index_(index),
       threads_(threads),
       jitter_us_(jitter_us),
@@ -116,16 +118,24 @@ void SimDevice::launch(Stream& stream, std::function<void()> work) {
   sim.enqueue(std::move(work));
 }
 
-void SimDevice::copy_to_device(void* dst, const void* host_src, size_t bytes, Stream& stream) {
-  launch(stream, [=] {
-    if (bytes > 0) std::memcpy(dst, host_src, bytes);
+void SimDevice::copy_across_link(void* dst, const void* src, size_t bytes, Stream& stream) {
+  launch(stream, [=, rate = link_bytes_per_second_] {
+    const auto start = std::chrono::steady_clock::now();
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+    if (rate > 0) {
+      std::this_thread::sleep_until(
+          start + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(bytes) /
+                                                                static_cast<double>(rate) * 1e9)));
+    }
   });
 }
 
+void SimDevice::copy_to_device(void* dst, const void* host_src, size_t bytes, Stream& stream) {
+  copy_across_link(dst, host_src, bytes, stream);
+}
+
 void SimDevice::copy_to_host(void* host_dst, const void* src, size_t bytes, Stream& stream) {
-  launch(stream, [=] {
-    if (bytes > 0) std::memcpy(host_dst, src, bytes);
-  });
+  copy_across_link(host_dst, src, bytes, stream);
 }
 
 void SimDevice::copy_on_device(void* dst, const void* src, size_t bytes, Stream& stream) {
@@ -160,6 +170,11 @@ int64_t sim_jitter_from_environment() {
   return whole_number_from_environment("SCALESCOPE_SIM_JITTER_US", kMaxJitterUs, "microseconds");
 }
 
+int64_t sim_link_rate_from_environment() {
+  constexpr int64_t kMaxMbps = int64_t{1} << 30;
+  return whole_number_from_environment("SCALESCOPE_SIM_LINK_MBPS", kMaxMbps, "MB/s") * 1000000;
+}
+
 int64_t sim_library_memory_from_environment() {
   constexpr int64_t kMaxMiB = int64_t{1} << 20;  // a TiB
   return whole_number_from_environment("SCALESCOPE_SIM_LIBRARY_MB", kMaxMiB, "MiB") << 20;
@@ -187,6 +202,7 @@ class SimBackend final : public Backend {
     auto device = std::make_unique<SimDevice>(index, threads, sim_jitter_from_environment(),
                                               static_cast<uint64_t>(index) + 1);
     device->set_memory_outside_allocator(sim_library_memory_from_environment());
+    device->set_link_bytes_per_second(sim_link_rate_from_environment());
     return device;
   }
 };

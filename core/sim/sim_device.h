@@ -35,6 +35,10 @@ class SimDevice final : public CachingDevice {
   // Memory the device reports as held by libraries outside its allocator (a GPU's NCCL
   // buffers; none of the sim's own collectives allocate any).
   void set_memory_outside_allocator(int64_t bytes) { outside_bytes_ = bytes; }
+  // A host link of this many bytes per second (0: as fast as memcpy): each copy between host
+  // and device then takes at least its bytes over this rate on its stream, as a PCIe link
+  // would, so that what overlapping copies with compute buys shows on CPU threads.
+  void set_link_bytes_per_second(int64_t rate) { link_bytes_per_second_ = rate; }
   int64_t memory_outside_allocator() const override { return outside_bytes_; }
 
   void* allocate_host(size_t bytes) override;
@@ -61,12 +65,15 @@ class SimDevice final : public CachingDevice {
  private:
   class Memory;  // aligned_alloc and free, for the caching allocator
   std::unique_ptr<SimStream> make_stream();
+  // Enqueues a copy across the host link (memcpy, then the rest of its time on the link).
+  void copy_across_link(void* dst, const void* src, size_t bytes, Stream& stream);
 
   int index_;
   int threads_;
   int64_t jitter_us_;
   uint64_t seed_;
   int64_t outside_bytes_ = 0;
+  int64_t link_bytes_per_second_ = 0;
   int streams_made_ = 0;
   SimFault fault_;
   std::unique_ptr<SimStream> compute_;
@@ -81,6 +88,9 @@ int64_t sim_jitter_from_environment();
 // test its accounting: SCALESCOPE_SIM_LIBRARY_MB, in bytes (0 when unset); throws Error
 // naming the value when it is not a whole number of MiB.
 int64_t sim_library_memory_from_environment();
+// The host link's rate: SCALESCOPE_SIM_LINK_MBPS in MB/s (10^6 bytes), as bytes per second (0,
+// as fast as memcpy, when unset); throws Error naming a value that is not a whole number.
+int64_t sim_link_rate_from_environment();
 
 std::unique_ptr<Backend> make_sim_backend();
 

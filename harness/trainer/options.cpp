@@ -173,6 +173,9 @@ void add_training_options(OptionList& list, TrainOptions& o, const GradientAxes*
            "average (two passes over the gradients per step)");
   list.add("!--no-overlap", o.overlap,
            "All-reduce after backward instead of during it (shows what overlap buys)");
+  list.add("!--no-prefetch", o.prefetch,
+           "Copy each batch to the device at the start of its step instead of during the step "
+           "before (shows what overlapping the copy buys)");
   list.add("!--no-fusion", o.fusion,
            "Run every activation as a layer of its own instead of inside the kernels next to it "
            "(shows what fusion buys)");

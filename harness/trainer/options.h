@@ -79,6 +79,9 @@ struct TrainOptions {
   double bucket_cap_mb = kDefaultBucketCapMb;
   double first_bucket_mb = kDefaultFirstBucketMb;
   bool overlap = true;
+  // Each step's batch copied to the device during the step before (when the input pipeline
+  // has it ready by then) instead of at the step's start.
+  bool prefetch = true;
   // Each bucket cast to a 16-bit type for its all-reduce (runs of more than one device).
   GradCompression grad_compression = GradCompression::kNone;
   // The gradient noise scale (reports/noise_scale.h): every step, each gradient bucket's

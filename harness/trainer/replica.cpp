@@ -40,8 +40,7 @@ std::unique_ptr<Device> open_device(const ReplicaShared& run, int index) {
 constexpr std::chrono::minutes kReanchorEvery{1};
 
 int replica_device_index(const ReplicaShared& run, int rank) {
-  return device_index(run.plan.layout, run.plan.spec, rank,
-                      backend(run.plan.spec.kind).device_count());
+  return device_index(run.plan.layout, rank, backend(run.plan.spec.kind).device_count());
 }
 
 // Forward and backward mark a phase each per micro-batch; input, h2d, the exposed
@@ -161,7 +160,7 @@ Replica::Replica(ReplicaShared& run, int rank)
     }
   }
   input_ = std::make_unique<ReplicaInput>(*device_, plan.data, options_.data, plan.sampler, rank_,
-                                          plan.batch * micro, options_.seed);
+                                          plan.batch * micro, options_.seed, options_.prefetch);
   loss_ = Tensor(*device_, Shape{micro});
   // Pinned, so that reading the loss back is an asynchronous copy: the step's one host wait
   // is then the communicator's (which gives up at the timeout), not the copy's.
@@ -229,6 +228,8 @@ PhaseTimes Replica::step(int64_t n, double lr) {
     device_->copy_to_host(host_norms_.data(), reducer_->norms(), host_norms_.bytes(), compute_);
   }
   timer_->end();
+  // The next batch's copy runs while this step's work does.
+  input_->prefetch();
   comm_->synchronize(compute_, fmt::format("step {}", n));
   // The device idles from the step's end until the host returns and enqueues the next step.
   // The anchor's own wait was late by as much at most, so this is a lower bound.

@@ -5,7 +5,9 @@
 namespace scalescope {
 
 ReplicaInput::ReplicaInput(Device& device, const RunData& data, const DataOptions& options,
-                           const Sampler& sampler, int rank, int64_t replica_batch, uint64_t seed) {
+                           const Sampler& sampler, int rank, int64_t replica_batch, uint64_t seed,
+                           bool prefetch)
+    : prefetch_(prefetch) {
   const Shape& sample = data.sample_shape;
   const int64_t label_width = data.train->labels().width();
   if (!data.device_resident) {
@@ -38,12 +40,22 @@ ReplicaInput::Batch ReplicaInput::next(StepTimer& timer, int64_t step, Stream& c
   }
   const HostBatch* host = nullptr;
   {
+    // Nothing to wait for when the batch came during the step before.
     const auto input = timer.phase(Phase::kInput, step);
-    host = &pipeline_->next();
+    if (!stager_->started()) host = &pipeline_->next();
   }
   const auto h2d = timer.phase(Phase::kH2D, step);
-  const Stager::Staged staged = stager_->stage(*host, compute);
+  // Without prefetch, the host's copy into pinned memory and the copy itself: the device
+  // waits for both.
+  if (host != nullptr) stager_->start(*host);
+  const Stager::Staged staged = stager_->take(compute);
+  timer.copied_between(staged.copy_start, staged.copy_end);
   return {staged.inputs, staged.labels};
+}
+
+void ReplicaInput::prefetch() {
+  if (!prefetch_ || !pipeline_ || !stager_->copies() || stager_->started()) return;
+  if (const HostBatch* host = pipeline_->try_next()) stager_->start(*host);
 }
 
 void ReplicaInput::release(Stream& compute) {

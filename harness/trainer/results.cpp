@@ -225,6 +225,7 @@ RunReport assemble_report(const TrainOptions& o, const Plan& plan, RunResults& r
   report.noise_scale = o.noise_scale;
   report.data = plan.data.train->describe();
   report.overlap = o.overlap;
+  report.prefetch = o.prefetch;
   report.fusion = o.fusion;
   report.grad_compression = effective_compression(o, plan.replicas);
   report.bucket_bytes = g.bucket_bytes;

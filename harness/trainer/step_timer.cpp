@@ -14,6 +14,7 @@ StepTimer::StepTimer(Device& device, Stream& stream, int max_phases, const Clock
 
 void StepTimer::start() {
   used_ = 0;
+  copy_start_ = copy_end_ = nullptr;
   start_->record(stream_);
 }
 
@@ -43,6 +44,10 @@ PhaseTimes StepTimer::read(const ReduceTimes& reduced) const {
   for (size_t i = 0; i < used_; ++i) {
     p[marks_[i].phase] += marks_[i].event->elapsed_ms_since(*previous);
     previous = marks_[i].event.get();
+  }
+  if (copy_start_ != nullptr) {
+    p[Phase::kH2DTotal] = copy_end_->elapsed_ms_since(*copy_start_);
+    p.copy = {clock_.host_ms(*copy_start_), p[Phase::kH2DTotal]};
   }
   p[Phase::kAllReduce] = reduced.total_ms;
   p[Phase::kGradCast] = reduced.cast_ms;

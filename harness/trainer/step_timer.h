@@ -62,6 +62,13 @@ class StepTimer {
 
   // Starts a step: its first phase begins with the work enqueued from now.
   void start();
+  // The step's batch was copied between these events, on another stream of the device (the
+  // copy may have begun during the step before): the copy's total time. Null: no copy.
+  // REQUIRES: both stay recorded where they are until read() (the stager's slots do).
+  void copied_between(const Event* start, const Event* end) {
+    copy_start_ = start;
+    copy_end_ = end;
+  }
   // Throws Error when the step already has its most phases.
   [[nodiscard]] Scope phase(Phase phase, int64_t step) {
     check_room();
@@ -86,6 +93,8 @@ class StepTimer {
   const ClockAnchor& clock_;
   std::unique_ptr<Event> start_;
   std::unique_ptr<Event> end_;
+  const Event* copy_start_ = nullptr;
+  const Event* copy_end_ = nullptr;
   struct Mark {
     Phase phase = Phase::kInput;
     std::unique_ptr<Event> event;

@@ -15,6 +15,11 @@
 namespace scalescope {
 namespace {
 
+Stager::Staged stage(Stager& stager, const HostBatch& batch, Stream& compute) {
+  stager.start(batch);
+  return stager.take(compute);
+}
+
 TEST(Stager, CpuHandsTheHostBatchOverWithoutCopying) {
   CpuDevice dev(0, 1);
   Stager stager(dev, 4, 3, 1);
@@ -23,7 +28,7 @@ TEST(Stager, CpuHandsTheHostBatchOverWithoutCopying) {
   batch.sample_shape = Shape{3};
   batch.inputs.assign(12, 1.0f);
   batch.labels.assign(4, 0.0f);
-  const Stager::Staged staged = stager.stage(batch, dev.default_stream());
+  const Stager::Staged staged = stage(stager, batch, dev.default_stream());
   EXPECT_EQ(staged.inputs, batch.inputs.data());
   EXPECT_EQ(staged.labels, batch.labels.data());
   EXPECT_EQ(staged.copy_start, nullptr);
@@ -36,9 +41,24 @@ TEST(Stager, RefusesABatchOfAnotherSize) {
   HostBatch batch;
   batch.inputs.assign(9, 1.0f);
   batch.labels.assign(3, 0.0f);
-  EXPECT_THROW(stager.stage(batch, dev.default_stream()), Error);
+  EXPECT_THROW(stage(stager, batch, dev.default_stream()), Error);
   EXPECT_THROW(stager.release(dev.default_stream()), Error);  // nothing staged yet
+  EXPECT_THROW(stager.take(dev.default_stream()), Error);     // nothing started
   EXPECT_THROW(Stager(dev, 0, 3, 1), Error);
+}
+
+TEST(Stager, StartsOneBatchAheadAtMost) {
+  SimDevice device(0, 1, 0, 7);
+  Stager stager(device, 4, 8, 1);
+  HostBatch batch;
+  batch.inputs.assign(32, 1.0f);
+  batch.labels.assign(4, 0.0f);
+  stager.start(batch);
+  EXPECT_TRUE(stager.started());
+  EXPECT_THROW(stager.start(batch), Error);
+  (void)stager.take(device.default_stream());
+  EXPECT_FALSE(stager.started());
+  stager.release(device.default_stream());
 }
 
 HostBatch filled(float value) {
@@ -63,13 +83,13 @@ TEST(Stager, CopiesOverlapComputeAndNeverOverwriteABatchStillToBeRead) {
     const auto read_into = [&](const Stager::Staged& staged, std::vector<float>& out) {
       device.launch(compute, [&out, in = staged.inputs] { std::copy(in, in + 32, out.begin()); });
     };
-    const Stager::Staged a = stager.stage(filled(1.0f), compute);
+    const Stager::Staged a = stage(stager, filled(1.0f), compute);
     device.launch(compute, [&open] {
       while (!open.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     });
     read_into(a, read_a);
     stager.release(compute);
-    const Stager::Staged b = stager.stage(filled(2.0f), compute);
+    const Stager::Staged b = stage(stager, filled(2.0f), compute);
     // B's copy needs nothing from the compute stream: it finishes while compute waits.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (!b.copy_end->query() && std::chrono::steady_clock::now() < deadline) {
@@ -78,7 +98,7 @@ TEST(Stager, CopiesOverlapComputeAndNeverOverwriteABatchStillToBeRead) {
     EXPECT_TRUE(b.copy_end->query()) << "the copy of the next batch waited for compute";
     read_into(b, read_b);
     stager.release(compute);
-    const Stager::Staged c = stager.stage(filled(3.0f), compute);  // A's slot again
+    const Stager::Staged c = stage(stager, filled(3.0f), compute);  // A's slot again
     EXPECT_EQ(c.inputs, a.inputs);
     std::this_thread::sleep_for(std::chrono::milliseconds(30));  // room for a wrong copy
     open = true;

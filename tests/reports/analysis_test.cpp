@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
@@ -65,7 +66,15 @@ TEST(Verdict, InputBoundAtItsThresholds) {
   EXPECT_DOUBLE_EQ(f->numbers.at("input_ms"), 7.5);
   EXPECT_DOUBLE_EQ(f->numbers.at("h2d_ms"), 0.5);
   EXPECT_EQ(f->explanation,
-            "input wait is 20% of the step (8.0 of 40.0 ms: input 7.5, host-to-device copy 0.5)");
+            "input wait is 20% of the step (8.0 of 40.0 ms: input 7.5, exposed host-to-device copy "
+            "0.5)");
+  // A copy that ran longer than the step waited for it was partly hidden: the finding says so.
+  in.group[Phase::kH2DTotal] = 3.0;
+  f = find(diagnose(in), "input-bound");
+  EXPECT_DOUBLE_EQ(f->numbers.at("h2d_total_ms"), 3.0);
+  EXPECT_CONTAINS(f->explanation,
+                  "; the copy ran 3.0 ms in total, the rest hidden behind the "
+                  "step before)");
 }
 
 TEST(Verdict, CommunicationBoundAtItsThresholds) {

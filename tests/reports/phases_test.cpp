@@ -24,7 +24,7 @@ PhaseTimes powers_of_two() {
 }
 
 TEST(Phases, TheTableIsInStepOrderWithUniqueKeys) {
-  EXPECT_EQ(kPhaseCount, 9u);
+  EXPECT_EQ(kPhaseCount, 10u);
   std::set<std::string> keys;
   std::set<std::string> labels;
   for (size_t i = 0; i < kPhaseCount; ++i) {
@@ -42,17 +42,23 @@ TEST(Phases, TheTableIsInStepOrderWithUniqueKeys) {
   EXPECT_EQ(phase_def(Phase::kAllReduceExposed).color().red,
             nvtx::phase_color(nvtx::Phase::kAllReduce).red);
   EXPECT_FALSE(phase_def(Phase::kAllReduce).exposed);
+  // So are the copy's: what the step waited for, and how long it ran (on the copy track).
+  EXPECT_EQ(phase_def(Phase::kH2DTotal).json_key(), "h2d_total_ms");
+  EXPECT_EQ(phase_def(Phase::kH2DTotal).nvtx, nvtx::Phase::kH2D);
+  EXPECT_FALSE(phase_def(Phase::kH2DTotal).exposed);
+  EXPECT_EQ(phase_def(Phase::kH2DTotal).track, Track::kCopy);
+  EXPECT_EQ(phase_def(Phase::kH2D).track, Track::kCompute);
 }
 
 TEST(Phases, ExposedSumsIterateExactlyTheExposedRows) {
   const PhaseTimes p = powers_of_two();
-  // Every phase but the total all-reduce (1 << 4) and the gradient cast (1 << 7):
-  // 1 + 2 + 4 + 8 + 32 + 64 + 256.
-  EXPECT_DOUBLE_EQ(p.exposed_sum_ms(), 367.0);
+  // Every phase but the copy's total (1 << 2), the total all-reduce (1 << 5) and the gradient
+  // cast (1 << 8): 1 + 2 + 8 + 16 + 64 + 128 + 512.
+  EXPECT_DOUBLE_EQ(p.exposed_sum_ms(), 731.0);
   EXPECT_DOUBLE_EQ(p.exposed_ms(PhaseKind::kInput), 1.0 + 2.0);
-  EXPECT_DOUBLE_EQ(p.exposed_ms(PhaseKind::kCompute), 4.0 + 8.0 + 64.0);
+  EXPECT_DOUBLE_EQ(p.exposed_ms(PhaseKind::kCompute), 8.0 + 16.0 + 128.0);
   // The exposed all-reduce and the batch-norm sync.
-  EXPECT_DOUBLE_EQ(p.exposed_ms(PhaseKind::kCommunication), 32.0 + 256.0);
+  EXPECT_DOUBLE_EQ(p.exposed_ms(PhaseKind::kCommunication), 64.0 + 512.0);
   double by_kind = 0.0;
   for (PhaseKind k : {PhaseKind::kInput, PhaseKind::kCompute, PhaseKind::kCommunication}) {
     by_kind += p.exposed_ms(k);
@@ -65,11 +71,13 @@ TEST(Phases, NamedRecordsRoundTripWithAndWithoutBuckets) {
   p.step_ms = 112.5;
   p.start_ms = 1000.25;
   p.buckets = {{1001.0, 0.5}, {1002.0, 1.5}};
+  p.copy = {999.0, 4.0};
   const nlohmann::json plain = to_json(p, false);
   EXPECT_EQ(plain.size(), kPhaseCount + 2);
   EXPECT_FALSE(plain.contains("buckets"));
-  EXPECT_EQ(plain["forward_ms"], 4.0);
-  EXPECT_EQ(plain["allreduce_ms"], 16.0);
+  EXPECT_FALSE(plain.contains("copy"));
+  EXPECT_EQ(plain["forward_ms"], 8.0);
+  EXPECT_EQ(plain["allreduce_ms"], 32.0);
   EXPECT_EQ(plain["step_ms"], 112.5);
   const nlohmann::json with = to_json(p, true);
   EXPECT_EQ(with["buckets"], nlohmann::json::parse("[[1001.0, 0.5], [1002.0, 1.5]]"));
@@ -84,6 +92,8 @@ TEST(Phases, NamedRecordsRoundTripWithAndWithoutBuckets) {
   const PhaseTimes back = phase_times_from_json(JsonReader(with, "record"));
   EXPECT_EQ(back.buckets[1].start_ms, 1002.0);
   EXPECT_EQ(back.buckets[1].ms, 1.5);
+  EXPECT_EQ(back.copy.start_ms, 999.0);
+  EXPECT_EQ(back.copy.ms, 4.0);
 }
 
 TEST(Phases, TheStrictReaderNamesWhatIsWrong) {
@@ -95,7 +105,7 @@ TEST(Phases, TheStrictReaderNamesWhatIsWrong) {
   };
   EXPECT_EQ(error([](nlohmann::json&) {}), "<no error thrown>");
   for (const PhaseDef& d : kPhases) {
-    if (absent_means_zero(d.phase)) continue;
+    if (absent_means_zero(d.phase) || absent_means_same_as(d.phase)) continue;
     EXPECT_CONTAINS(error([&](nlohmann::json& j) { j.erase(d.json_key()); }),
                     "rank 3: missing key 'p." + d.json_key() + "'");
   }
@@ -106,6 +116,10 @@ TEST(Phases, TheStrictReaderNamesWhatIsWrong) {
   EXPECT_EQ(phase_times_from_json(JsonReader(old, "rank 3", "p"))[Phase::kGradCast], 0.0);
   EXPECT_EQ(phase_times_from_json(JsonReader(good, "rank 3", "p"))[Phase::kGradCast],
             powers_of_two()[Phase::kGradCast]);
+  // The copy's total, from records written before it: the exposed copy (no copy overlapped).
+  old.erase(phase_def(Phase::kH2DTotal).json_key());
+  EXPECT_EQ(phase_times_from_json(JsonReader(old, "rank 3", "p"))[Phase::kH2DTotal],
+            powers_of_two()[Phase::kH2D]);
   EXPECT_CONTAINS(error([](nlohmann::json& j) { j["grad_cast_ms"] = "slow"; }),
                   "'p.grad_cast_ms' must be a number");
   EXPECT_CONTAINS(error([](nlohmann::json& j) { j.erase("start_ms"); }), "'p.start_ms'");

@@ -15,7 +15,8 @@ namespace scalescope {
 namespace {
 
 // Two replicas, three steps of 10 ms from t = 100 ms, 20 ms apart; two buckets each, hidden
-// behind backward but for the exposed 0.5 ms.
+// behind backward but for the exposed 0.5 ms; a copy of 3.5 ms from 3 ms before the step,
+// of which the step waited 0.5 ms.
 std::vector<StepRecord> constructed_steps() {
   std::vector<StepRecord> steps;
   for (int i = 0; i < 3; ++i) {
@@ -26,6 +27,8 @@ std::vector<StepRecord> constructed_steps() {
       p.start_ms = 100.0 + 20.0 * i;
       p[Phase::kInput] = 1.0 + r;
       p[Phase::kH2D] = 0.5;
+      p[Phase::kH2DTotal] = 3.5;
+      p.copy = {p.start_ms - 3.0, 3.5};
       p[Phase::kForward] = 2.0;
       p[Phase::kBackward] = 4.0;
       p[Phase::kAllReduce] = 3.0;
@@ -69,7 +72,14 @@ TEST(ChromeTrace, ExposedPhasesRunBackToBackOnTheirTracks) {
     t += first.replicas[1][d.phase];
   }
   EXPECT_DOUBLE_EQ((*event(trace, 1, "forward"))["ts"].get<double>(), 102.5e3);
-  EXPECT_EQ((*event(trace, 1, "host-to-device copy"))["tid"], 2);
+  // The compute stream's wait for the copy is on the compute track; the copy itself, which
+  // began during the step before, on the copy track.
+  EXPECT_EQ((*event(trace, 1, "exposed host-to-device copy"))["tid"], 3);
+  const nlohmann::json* copy = event(trace, 1, "host-to-device copy");
+  ASSERT_NE(copy, nullptr);
+  EXPECT_EQ((*copy)["tid"], 2);
+  EXPECT_DOUBLE_EQ((*copy)["ts"].get<double>(), 97e3);
+  EXPECT_DOUBLE_EQ((*copy)["dur"].get<double>(), 3.5e3);
   EXPECT_EQ((*event(trace, 1, "exposed all-reduce"))["tid"], 3);
   // The total all-reduce is its buckets, on the communication track, with their bytes.
   const nlohmann::json* bucket = event(trace, 0, "allreduce bucket 1");

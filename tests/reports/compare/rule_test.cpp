@@ -62,8 +62,8 @@ TEST(CompareRule, StepMetricsThenOnePerPhaseOfTheSchema) {
   EXPECT_TRUE(higher_is_better(Metric::kThroughput));
   EXPECT_FALSE(higher_is_better(Metric::kStepTime));
   EXPECT_EQ(metric_names(),
-            "throughput, step_time, efficiency, input, h2d, forward, backward, allreduce, "
-            "allreduce_exposed, optimizer, grad_cast, batchnorm_sync, phases");
+            "throughput, step_time, efficiency, input, h2d, h2d_total, forward, backward, "
+            "allreduce, allreduce_exposed, optimizer, grad_cast, batchnorm_sync, phases");
 }
 
 // A test whose p-value and direction are as given.

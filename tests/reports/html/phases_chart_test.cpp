@@ -19,7 +19,7 @@ TEST(PhasesChart, SegmentsAreTheExposedPhasesThenOther) {
   for (const PhasesData::Segment& s : d.segments) keys.push_back(s.key);
   EXPECT_EQ(keys, (std::vector<std::string>{"input", "h2d", "forward", "backward",
                                             "allreduce_exposed", "optimizer", "other"}));
-  EXPECT_EQ(d.segments[1].label, "host-to-device copy");
+  EXPECT_EQ(d.segments[1].label, "exposed host-to-device copy");
   EXPECT_EQ(d.segments[3].color, hex(nvtx::phase_color(nvtx::Phase::kBackward)));
   EXPECT_EQ(d.segments[4].color, hex(nvtx::phase_color(nvtx::Phase::kAllReduce)));
 }
