@@ -4,10 +4,19 @@
 #include <string>
 
 #include "harness/cli/commands.h"
+#include "harness/cli/option_app.h"
 #include "harness/telemetry/devices.h"
 
 namespace scalescope::cli {
 namespace {
+
+constexpr int kLinkRepeats = 5;
+
+struct DevicesArgs {
+  bool json = false;
+  double bandwidth_mb = 64;
+  OptionList list;  // the declarations of the above
+};
 
 std::string gib(int64_t bytes) {
   return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
@@ -25,6 +34,25 @@ std::string nvlink_text(const GpuDevice& g) {
   return fmt::format("{}/{} links active", active, g.nvlinks.size());
 }
 
+void print_host_links(const DeviceInventory& inv) {
+  if (inv.gpus.empty() || !inv.gpus.front().host_link) return;
+  const HostLinkBandwidth& first = *inv.gpus.front().host_link;
+  fmt::print("\nHost link (GB/s, copies of {} MiB on the copy stream, median of {})\n",
+             first.bytes >> 20, first.repeats);
+  fmt::print("  {:<7} {:>14} {:>14} {:>14} {:>14}\n", "device", "to GPU pinned", "to GPU pageable",
+             "from GPU pinned", "from GPU pageable");
+  for (const GpuDevice& g : inv.gpus) {
+    const HostLinkBandwidth& b = *g.host_link;
+    const std::string name = fmt::format("GPU {}", g.info.index);
+    if (!b.error.empty()) {
+      fmt::print("  {:<7} not measured: {}\n", name, b.error);
+      continue;
+    }
+    fmt::print("  {:<7} {:>14.1f} {:>15.1f} {:>15.1f} {:>17.1f}\n", name, b.h2d_pinned_gbps,
+               b.h2d_pageable_gbps, b.d2h_pinned_gbps, b.d2h_pageable_gbps);
+  }
+}
+
 void print_gpus(const DeviceInventory& inv) {
   fmt::print("\nGPUs\n");
   if (inv.gpus.empty()) {
@@ -39,19 +67,23 @@ void print_gpus(const DeviceInventory& inv) {
              "CC", "PCI bus id", "NVLink");
   for (const GpuDevice& g : inv.gpus) {
     fmt::print("  {:<7} {:<28} {:>10} {:>4} {:>4}  {:<13} {}\n",
-               fmt::format("cuda:{}", g.info.index), g.info.name, gib(g.info.memory_bytes),
+               fmt::format("GPU {}", g.info.index), g.info.name, gib(g.info.memory_bytes),
                g.info.sm_count, g.info.compute_capability, g.info.pci_bus_id, nvlink_text(g));
   }
+  fmt::print(
+      "  cuda:N runs N replicas on the first N of these, NCCL between them "
+      "(CUDA_VISIBLE_DEVICES chooses which GPUs are visible, and their order)\n");
   if (!inv.gpu_error.empty()) fmt::print("  incomplete: {}\n", inv.gpu_error);
   if (!inv.nvml_loaded) {
     fmt::print("  NVML: {} (NVLink state and driver version unknown)\n", inv.nvml_error);
   } else {
     for (const GpuDevice& g : inv.gpus) {
       if (!g.nvlink_error.empty())
-        fmt::print("  cuda:{} NVLink: {}\n", g.info.index, g.nvlink_error);
+        fmt::print("  GPU {} NVLink: {}\n", g.info.index, g.nvlink_error);
     }
   }
 
+  print_host_links(inv);
   if (inv.gpus.size() < 2) return;
   fmt::print("\nPeer access (cudaDeviceCanAccessPeer: row reads/writes column's memory)\n");
   if (inv.peer_access.empty()) {
@@ -59,10 +91,10 @@ void print_gpus(const DeviceInventory& inv) {
     return;
   }
   fmt::print("  {:<7}", "");
-  for (const GpuDevice& g : inv.gpus) fmt::print(" {:>7}", fmt::format("cuda:{}", g.info.index));
+  for (const GpuDevice& g : inv.gpus) fmt::print(" {:>7}", fmt::format("GPU {}", g.info.index));
   fmt::print("\n");
   for (size_t i = 0; i < inv.gpus.size(); ++i) {
-    fmt::print("  {:<7}", fmt::format("cuda:{}", inv.gpus[i].info.index));
+    fmt::print("  {:<7}", fmt::format("GPU {}", inv.gpus[i].info.index));
     for (size_t j = 0; j < inv.gpus.size(); ++j) {
       fmt::print(" {:>7}", i == j ? "-" : inv.peer_access[i][j] ? "yes" : "no");
     }
@@ -70,8 +102,11 @@ void print_gpus(const DeviceInventory& inv) {
   }
 }
 
-int run_devices(bool as_json) {
-  const DeviceInventory inv = inventory();
+int run_devices(bool as_json, double bandwidth_mb) {
+  DeviceInventory inv = inventory();
+  if (bandwidth_mb > 0.0) {
+    measure_host_links(inv, static_cast<size_t>(bandwidth_mb * 1024 * 1024), kLinkRepeats);
+  }
   if (as_json) {
     fmt::print("{}\n", to_json(inv).dump(2));
     return 0;
@@ -104,11 +139,24 @@ int run_devices(bool as_json) {
 }  // namespace
 
 void add_devices_command(CLI::App& app, Action& action) {
+  auto args = std::make_shared<DevicesArgs>();
+  OptionList& list = args->list;
+  list.add("--json", args->json, "Print JSON instead of text");
+  list.add("--bandwidth-mb", args->bandwidth_mb,
+           "Measure each GPU's host link with copies of this many MiB, from pinned and from "
+           "pageable memory (0: do not measure)",
+           finite_above(0.0, true, "must be 0 (do not measure) or a positive size"));
   CLI::App* cmd = app.add_subcommand(
-      "devices", "List the CPU and GPU devices, GPU peer access and NVLink, and library versions");
-  auto as_json = std::make_shared<bool>(false);
-  cmd->add_flag("--json", *as_json, "Print JSON instead of text");
-  cmd->callback([&action, as_json] { action = [as_json] { return run_devices(*as_json); }; });
+      "devices",
+      "List the CPU and GPU devices, GPU peer access, NVLink and host-link bandwidth, and "
+      "library versions");
+  add_options(*cmd, list);
+  cmd->callback([&action, args, cmd] {
+    action = [args, cmd] {
+      (void)settle_options(*cmd, args->list);
+      return run_devices(args->json, args->bandwidth_mb);
+    };
+  });
 }
 
 }  // namespace scalescope::cli

@@ -33,7 +33,8 @@ std::string cpu_meaning(int usable_cores) {
   return fmt::format(
       "cpu:N runs N replicas as threads of this process on the {} usable cores (each with "
       "cores/N OpenMP threads for oneDNN unless --threads says otherwise); gradients are "
-      "averaged with Gloo over TCP on loopback",
+      "averaged through shared memory between the replicas (--cpu-collectives gloo: Gloo over "
+      "TCP on loopback, as separate hosts would; across processes always Gloo)",
       usable_cores);
 }
 
@@ -72,7 +73,7 @@ DeviceInventory inventory(const std::string& nvml_library) {
   inv.sim_jitter_us = sim_jitter_from_environment();
   inv.libraries = env.libraries;
   inv.gpu_error = env.gpu_error;
-  for (const GpuInfo& g : env.gpus) inv.gpus.push_back(GpuDevice{g, {}, {}});
+  for (const GpuInfo& g : env.gpus) inv.gpus.emplace_back().info = g;
   read_peer_access(inv);
 
   // Scoped here: NVML is shut down before this returns, and no static keeps it.
@@ -100,13 +101,24 @@ DeviceInventory inventory(const std::string& nvml_library) {
   return inv;
 }
 
+void measure_host_links(DeviceInventory& inv, size_t bytes, int repeats) {
+  for (GpuDevice& g : inv.gpus) {
+    try {
+      const std::unique_ptr<Device> device = backend(DeviceKind::kCuda).open(g.info.index, {});
+      device->make_current();
+      g.host_link = measure_host_link(*device, bytes, repeats);
+    } catch (const Error& e) {
+      g.host_link = HostLinkBandwidth{.bytes = bytes, .repeats = repeats, .error = e.what()};
+    }
+  }
+}
+
 nlohmann::json to_json(const DeviceInventory& inv) {
   nlohmann::json gpus = nlohmann::json::array();
   for (const GpuDevice& g : inv.gpus) {
     nlohmann::json nvlink = {{"links", links_json(g)}};
     nvlink["error"] = or_null(g.nvlink_error);
     gpus.push_back({{"index", g.info.index},
-                    {"device", fmt::format("cuda:{}", g.info.index)},
                     {"name", g.info.name},
                     {"uuid", g.info.uuid},
                     {"pci_bus_id", g.info.pci_bus_id},
@@ -114,6 +126,7 @@ nlohmann::json to_json(const DeviceInventory& inv) {
                     {"compute_capability", g.info.compute_capability},
                     {"sm_count", g.info.sm_count},
                     {"nvlink", nvlink}});
+    if (g.host_link) gpus.back()["host_link"] = to_json(*g.host_link);
   }
   const LibraryVersions& lib = inv.libraries;
   return {

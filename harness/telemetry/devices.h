@@ -5,9 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "harness/telemetry/host_link.h"
 #include "harness/telemetry/nvml.h"
 #include "reports/environment.h"
 
@@ -28,6 +30,7 @@ struct GpuDevice {
   GpuInfo info;                      // as capture_environment reads it
   std::vector<NvLinkState> nvlinks;  // empty: no NVLink, or nvlink_error says why unknown
   std::string nvlink_error;
+  std::optional<HostLinkBandwidth> host_link;  // measure_host_links; none: not measured
 };
 
 struct DeviceInventory {
@@ -52,6 +55,10 @@ struct DeviceInventory {
 // Never throws for a missing GPU, driver or NVML: the *_error fields say what is missing.
 // Creates no CUDA context. `nvml_library` is for tests (a path that does not exist).
 DeviceInventory inventory(const std::string& nvml_library = kNvmlLibrary);
+
+// Measures every GPU's host link (copies of `bytes`, `repeats` times each way and kind):
+// creates a CUDA context on each. Never throws: a GPU that cannot be measured says why.
+void measure_host_links(DeviceInventory& inv, size_t bytes, int repeats);
 
 nlohmann::json to_json(const DeviceInventory& inv);
 

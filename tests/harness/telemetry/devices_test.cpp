@@ -5,7 +5,9 @@
 
 #include <string>
 
+#include "core/sim/sim_device.h"
 #include "harness/telemetry/environment.h"
+#include "harness/telemetry/host_link.h"
 #include "harness/telemetry/nvml.h"
 
 namespace scalescope {
@@ -115,6 +117,36 @@ TEST(DeviceInventory, JsonHasEveryFact) {
        {"driver", "cuda_driver", "cuda_runtime", "cudnn", "nccl", "cublas", "onednn", "gloo"}) {
     EXPECT_TRUE(j["versions"].contains(key)) << key;
   }
+}
+
+// A simulated device with a 200 MB/s host link: no copy can cross it faster, so a measurement
+// in the wrong unit or of the wrong size shows as a rate above it.
+TEST(HostLink, MeasuresEveryDirectionAndKindOfMemoryAtTheLinksRate) {
+  SimDevice device(0, 1, 0, 1);
+  device.make_current();
+  device.set_link_bytes_per_second(200'000'000);
+  const HostLinkBandwidth b = measure_host_link(device, 2'000'000, 3);
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  EXPECT_EQ(b.bytes, 2'000'000u);
+  EXPECT_EQ(b.repeats, 3);
+  for (const double gbps :
+       {b.h2d_pinned_gbps, b.h2d_pageable_gbps, b.d2h_pinned_gbps, b.d2h_pageable_gbps}) {
+    EXPECT_GT(gbps, 0.0);
+    EXPECT_LE(gbps, 0.2);
+  }
+  const nlohmann::json j = to_json(b);
+  EXPECT_EQ(j["bytes"], 2'000'000);
+  EXPECT_DOUBLE_EQ(j["h2d_pageable_gbps"].get<double>(), b.h2d_pageable_gbps);
+}
+
+TEST(HostLink, AFailedMeasurementSaysWhy) {
+  SimDevice device(0, 1, 0, 1);
+  device.make_current();
+  device.set_memory_limit(1024);  // less than one copy's buffer
+  const HostLinkBandwidth b = measure_host_link(device, 1 << 20, 1);
+  EXPECT_NE(b.error.find("out of memory"), std::string::npos) << b.error;
+  EXPECT_EQ(b.h2d_pinned_gbps, 0.0);
+  EXPECT_EQ(to_json(b)["error"], b.error);
 }
 
 }  // namespace
