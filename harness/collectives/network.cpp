@@ -133,7 +133,14 @@ NetworkChoice network_by_host_name(const std::string& host,
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return out;
+  // Gloo would bind to a name that does not resolve and crash inside its device setup.
+  if (const int status = getaddrinfo(host.c_str(), nullptr, &hints, &found); status != 0) {
+    throw_error(fmt::format(
+        "this host's name '{}' does not resolve ({}), and the processes' Gloo connections bind "
+        "to it unless told otherwise: give --network-interface (or GLOO_SOCKET_IFNAME) one of "
+        "the interfaces here: {}",
+        host, gai_strerror(status), describe_interfaces(interfaces)));
+  }
   // Gloo binds to the first address the name resolves to.
   if (const std::optional<std::string> text = numeric_text(found->ai_addr)) {
     out.info.address = *text;

@@ -45,7 +45,8 @@ NetworkChoice resolve_network_choice(const std::string& choice, const std::strin
                                      const std::vector<LocalInterface>& interfaces);
 
 // The default: bind by `host`'s name. The record names the address it resolves to and the
-// interface holding it when they can be found ("" otherwise); never throws.
+// interface holding it when they can be found ("" otherwise). Throws Error naming the host and
+// the interfaces to choose from when the name does not resolve.
 NetworkChoice network_by_host_name(const std::string& host,
                                    const std::vector<LocalInterface>& interfaces);
 

@@ -224,7 +224,17 @@ TEST(NetworkChoice, ThisHostHasLoopbackAndAHostNameRecordNamesIt) {
   EXPECT_EQ(byname.hostname, "localhost");
   EXPECT_EQ(byname.info.chosen_by, "host name");
   EXPECT_EQ(byname.info.interface, "lo") << byname.info.address;
-  EXPECT_EQ(network_by_host_name("no-such-host.invalid", here).info.address, "");
+}
+
+// A host name that does not resolve is refused with the interfaces to choose from, where Gloo
+// would bind to it and crash.
+TEST(NetworkChoice, AHostNameThatDoesNotResolveIsRefusedNamingTheInterfaces) {
+  const std::vector<LocalInterface> here = local_interfaces();
+  const std::string message =
+      testing_util::error_of([&] { (void)network_by_host_name("no-such-host.invalid", here); });
+  EXPECT_CONTAINS(message, "'no-such-host.invalid' does not resolve");
+  EXPECT_CONTAINS(message, "--network-interface");
+  EXPECT_CONTAINS(message, describe_interfaces(here));
 }
 
 TEST(NetworkChoice, AProcessAloneRefusesAnUnknownInterface) {
