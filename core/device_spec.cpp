@@ -109,16 +109,32 @@ DeviceAxis parse_device_axis(std::string_view text) {
   return axis;
 }
 
+namespace {
+
+// A list where one device set is asked for: a sweep's axis of counts, or the GPU index list
+// `cuda:0,1` used to be.
+[[noreturn]] void throw_list_refused(std::string_view text) {
+  const Split s = split_kind(text);
+  // Bare counts name no kind: the message then speaks of every kind, GPUs included.
+  const DeviceKind kind =
+      s.has_colon ? named_kind(s.head).value_or(DeviceKind::kCuda) : DeviceKind::kCuda;
+  const bool named = s.has_colon && named_kind(s.head).has_value();
+  const size_t items = static_cast<size_t>(std::count(text.begin(), text.end(), ',')) + 1;
+  const std::string gpus =
+      kind == DeviceKind::kCuda
+          ? fmt::format(" (the first {} visible GPUs are cuda:{}; {})", items, items, kChooseGpus)
+          : std::string();
+  throw_error(fmt::format(
+      "device list '{}' is a list, which only a sweep takes, as its axis of device counts "
+      "(e.g. `scalescope sweep --devices {}:1,2,4`); here give one count: {}:N runs on N "
+      "devices{}",
+      text, to_string(kind), named ? to_string(kind) : "cpu, sim or cuda", gpus));
+}
+
+}  // namespace
+
 DeviceSpec parse_device_spec(std::string_view text) {
-  if (text.find(',') != std::string_view::npos) {
-    const Split s = split_kind(text);
-    const std::optional<DeviceKind> kind = s.has_colon ? named_kind(s.head) : std::nullopt;
-    throw_error(fmt::format(
-        "device list '{}' is a list of device counts, which only a sweep takes as its axis "
-        "(`scalescope sweep --devices {}`); here give one count: {}:N runs on N devices{}",
-        text, text, kind ? to_string(*kind) : "cpu, sim or cuda",
-        !kind || *kind == DeviceKind::kCuda ? fmt::format(" ({})", kChooseGpus) : std::string()));
-  }
+  if (text.find(',') != std::string_view::npos) throw_list_refused(text);
   const DeviceAxis axis = parse_device_axis(text);
   return DeviceSpec{axis.kind, axis.counts.front()};
 }

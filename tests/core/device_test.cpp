@@ -62,7 +62,9 @@ TEST(DeviceSpec, TheOldGpuIndexFormsSayWhatToWriteInstead) {
   EXPECT_CONTAINS(message, "only a sweep takes");
   EXPECT_CONTAINS(message, "CUDA_VISIBLE_DEVICES");
   message = testing_util::error_of([] { (void)parse_device_spec("cpu:1,2"); });
-  EXPECT_CONTAINS(message, "scalescope sweep --devices cpu:1,2");
+  EXPECT_CONTAINS(message, "scalescope sweep --devices cpu:1,2,4");
+  message = testing_util::error_of([] { (void)parse_device_spec("cuda:0,1"); });
+  EXPECT_CONTAINS(message, "the first 2 visible GPUs are cuda:2");
 }
 
 TEST(DeviceSpec, BareCountUsesCpuWithoutGpus) {
