@@ -17,41 +17,32 @@ inline namespace enabled {
 namespace detail {
 namespace {
 
-constexpr std::array<Phase, 10> kPhases = {
-    Phase::kInput,     Phase::kH2D,  Phase::kForward, Phase::kBackward, Phase::kAllReduce,
-    Phase::kOptimizer, Phase::kStep, Phase::kProfile, Phase::kGradCast, Phase::kBatchNormSync};
-constexpr size_t index_of(Phase phase) {
-  return static_cast<size_t>(phase) - 1;
-}
+// Indexed by id (kCategories is in increasing order of id).
+template <class Handle>
+using ById = std::array<std::unique_ptr<Handle>, kCategories.back().id + 1>;
 
 }  // namespace
 
-const nvtx3::registered_string_in<Domain>& message(Phase phase) {
+const nvtx3::registered_string_in<Domain>& message(const Category& c) {
   static const auto strings = [] {
-    std::array<std::unique_ptr<nvtx3::registered_string_in<Domain>>, kPhases.size()> s;
-    for (Phase p : kPhases) {
-      s[index_of(p)] = std::make_unique<nvtx3::registered_string_in<Domain>>(phase_name(p));
+    ById<nvtx3::registered_string_in<Domain>> s;
+    for (const Category& each : kCategories) {
+      s[each.id] = std::make_unique<nvtx3::registered_string_in<Domain>>(each.name);
     }
     return s;
   }();
-  return *strings[index_of(phase)];
+  return *strings[c.id];
 }
 
-const nvtx3::named_category_in<Domain>& category(Phase phase) {
+const nvtx3::named_category_in<Domain>& named(const Category& c) {
   static const auto categories = [] {
-    std::array<std::unique_ptr<nvtx3::named_category_in<Domain>>, kPhases.size()> c;
-    for (Phase p : kPhases) {
-      c[index_of(p)] = std::make_unique<nvtx3::named_category_in<Domain>>(static_cast<uint32_t>(p),
-                                                                          phase_name(p));
+    ById<nvtx3::named_category_in<Domain>> n;
+    for (const Category& each : kCategories) {
+      n[each.id] = std::make_unique<nvtx3::named_category_in<Domain>>(each.id, each.name);
     }
-    return c;
+    return n;
   }();
-  return *categories[index_of(phase)];
-}
-
-nvtx3::color color(Phase phase) {
-  const PhaseColor c = phase_color(phase);
-  return nvtx3::rgb{c.red, c.green, c.blue};
+  return *categories[c.id];
 }
 
 }  // namespace detail

@@ -1,14 +1,19 @@
-// NVTX ranges for Nsight Systems timelines: one domain "scalescope", a category per phase,
-// registered strings, the step number as payload. Compiled out, to empty inline code that
-// includes no NVTX header, when the NVTX3 headers are absent or turned off
-// (SCALESCOPE_WITH_NVTX=0, the CMake option SCALESCOPE_NVTX=OFF) or NVTX_DISABLE is defined.
+// NVTX ranges for Nsight Systems timelines: one domain "scalescope", the categories of the
+// phase table (core/phases.h) and two more, registered strings, the step number as payload.
+// Compiled out, to empty inline code that includes no NVTX header, when the NVTX3 headers are
+// absent or turned off (SCALESCOPE_WITH_NVTX=0, the CMake option SCALESCOPE_NVTX=OFF) or
+// NVTX_DISABLE is defined.
 //
 // Without a tool attached (nsys, or an injection library named by NVTX_INJECTION64_PATH)
 // every call returns after one branch, so ranges cost nothing measurable in a step.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
+
+#include "core/phases.h"
 
 #if SCALESCOPE_WITH_NVTX && !defined(NVTX_DISABLE)
 #define SCALESCOPE_NVTX_ENABLED 1
@@ -19,81 +24,41 @@
 
 namespace scalescope::nvtx {
 
-// The phases of a step, in step order. Values are the NVTX category ids.
-enum class Phase : uint32_t {
-  kInput = 1,
-  kH2D = 2,
-  kForward = 3,
-  kBackward = 4,
-  kAllReduce = 5,
-  kOptimizer = 6,
-  kStep = 7,
-  // Around the steps a profiler should capture (--profile-steps): nsys's NVTX capture range.
-  kProfile = 8,
-  // The casts around a compressed all-reduce (to the 16-bit type and back).
-  kGradCast = 9,
-  // The all-reduces of batch norm's statistics inside forward and backward (--sync-batchnorm).
-  kBatchNormSync = 10,
+// An NVTX category of the scalescope domain.
+struct Category {
+  uint32_t id;
+  const char* name;  // also the message of a range without a text of its own
+  Rgb color;
 };
 
-inline constexpr const char* phase_name(Phase phase) {
-  switch (phase) {
-    case Phase::kInput:
-      return "input";
-    case Phase::kH2D:
-      return "h2d";
-    case Phase::kForward:
-      return "forward";
-    case Phase::kBackward:
-      return "backward";
-    case Phase::kAllReduce:
-      return "allreduce";
-    case Phase::kOptimizer:
-      return "optimizer";
-    case Phase::kStep:
-      return "step";
-    case Phase::kProfile:
-      return "profile";
-    case Phase::kGradCast:
-      return "grad_cast";
-    case Phase::kBatchNormSync:
-      return "batchnorm_sync";
-  }
-  return "?";
+// The category of a phase's ranges: the phase's own, named by its key, or the one it shares
+// (core/phases.h's NVTX column).
+constexpr Category category(Phase phase) {
+  const Phase owner = nvtx_phase(phase);
+  return {static_cast<uint32_t>(index_of(owner)) + 1, phase_def(owner).key, phase_color(owner)};
 }
+// Ranges that are not phases: a whole step, and the steps a profiler should capture
+// (--profile-steps: nsys's NVTX capture range).
+inline constexpr Category kStep{kPhaseCount + 1, "step", {120, 120, 120}};  // grey
+inline constexpr Category kProfile{kPhaseCount + 2, "profile", {0, 0, 0}};  // black
 
-// One colour per phase (sRGB), stable across runs so that timelines can be compared by eye.
-// Defined here, not with the NVTX ranges, so that the HTML report's charts use the same
-// colours whether or not NVTX is compiled in: a phase looks the same in Nsight and the report.
-struct PhaseColor {
-  uint8_t red, green, blue;
-};
-
-inline constexpr PhaseColor phase_color(Phase phase) {
-  switch (phase) {
-    case Phase::kInput:
-      return {230, 159, 0};  // orange
-    case Phase::kH2D:
-      return {86, 180, 233};  // sky blue
-    case Phase::kForward:
-      return {0, 158, 115};  // green
-    case Phase::kBackward:
-      return {0, 114, 178};  // blue
-    case Phase::kAllReduce:
-      return {213, 94, 0};  // vermillion
-    case Phase::kOptimizer:
-      return {204, 121, 167};  // pink
-    case Phase::kStep:
-      return {120, 120, 120};  // grey
-    case Phase::kProfile:
-      return {0, 0, 0};  // black
-    case Phase::kGradCast:
-      return {240, 228, 66};  // yellow
-    case Phase::kBatchNormSync:
-      return {170, 51, 119};  // purple
+// Every category: the phases' own, then kStep and kProfile.
+inline constexpr auto kCategories = [] {
+  constexpr auto owns = [](const PhaseDef& d) { return !d.nvtx.of; };
+  std::array<Category, std::count_if(kPhases.begin(), kPhases.end(), owns) + 2> out{};
+  size_t i = 0;
+  for (const PhaseDef& d : kPhases) {
+    if (owns(d)) out[i++] = category(d.phase);
   }
-  return {0, 0, 0};
-}
+  out[i++] = kStep;
+  out[i] = kProfile;
+  return out;
+}();
+static_assert(std::adjacent_find(kCategories.begin(), kCategories.end(),
+                                 [](const Category& a, const Category& b) {
+                                   return a.id >= b.id;
+                                 }) == kCategories.end(),
+              "kCategories: ids distinct, in increasing order");
 
 // Each mode lives in its own inline namespace, so that a translation unit compiled with
 // NVTX_DISABLE can share a program with enabled ones without two different definitions of
@@ -108,24 +73,29 @@ struct Domain {
 namespace detail {
 
 // Registered once per process (first use), so a range carries a handle, not a string.
-const nvtx3::registered_string_in<Domain>& message(Phase phase);
-const nvtx3::named_category_in<Domain>& category(Phase phase);
-// phase_color(phase) as NVTX takes it.
-nvtx3::color color(Phase phase);
+// REQUIRES: `c` is one of kCategories.
+const nvtx3::registered_string_in<Domain>& message(const Category& c);
+const nvtx3::named_category_in<Domain>& named(const Category& c);
+inline nvtx3::color color(const Category& c) {
+  return nvtx3::rgb{c.color.red, c.color.green, c.color.blue};
+}
 
 }  // namespace detail
 
-// A scoped range of one phase of step `step`. Cannot be copied or heap-allocated.
+// A scoped range of category `c` (or of a phase's) in step `step`. Cannot be copied or
+// heap-allocated.
 class Range {
  public:
-  Range(Phase phase, int64_t step)
-      : range_(nvtx3::event_attributes{detail::message(phase), detail::category(phase),
-                                       detail::color(phase), nvtx3::payload{step}}) {}
+  Range(const Category& c, int64_t step)
+      : range_(nvtx3::event_attributes{detail::message(c), detail::named(c), detail::color(c),
+                                       nvtx3::payload{step}}) {}
+  Range(Phase phase, int64_t step) : Range(category(phase), step) {}
   // With its own text (e.g. "allreduce bucket 2: 1,048,576 B"): for ranges whose message
-  // carries more than the phase. The text is copied by the tool when the range opens.
-  Range(Phase phase, int64_t step, const char* text)
-      : range_(nvtx3::event_attributes{nvtx3::message{text}, detail::category(phase),
-                                       detail::color(phase), nvtx3::payload{step}}) {}
+  // carries more than the category. The text is copied by the tool when the range opens.
+  Range(const Category& c, int64_t step, const char* text)
+      : range_(nvtx3::event_attributes{nvtx3::message{text}, detail::named(c), detail::color(c),
+                                       nvtx3::payload{step}}) {}
+  Range(Phase phase, int64_t step, const char* text) : Range(category(phase), step, text) {}
   Range(const Range&) = delete;
   Range& operator=(const Range&) = delete;
   void* operator new(std::size_t) = delete;
@@ -147,7 +117,9 @@ inline namespace disabled {
 // Empty: no state and no code (sizeof is C++'s minimum, 1).
 class Range {
  public:
+  constexpr Range(const Category&, int64_t) noexcept {}
   constexpr Range(Phase, int64_t) noexcept {}
+  constexpr Range(const Category&, int64_t, const char*) noexcept {}
   constexpr Range(Phase, int64_t, const char*) noexcept {}
   Range(const Range&) = delete;
   Range& operator=(const Range&) = delete;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <optional>
 
 #include <fmt/format.h>
@@ -164,9 +165,8 @@ Finding loss_finding(const char* kind, double share, std::string explanation,
           std::move(numbers)};
 }
 
-Finding contention_finding(const ScalingInput& in) {
+Finding contention_finding(const ScalingInput& in, double share) {
   const LossBreakdown& l = in.loss;
-  const double share = l.compute_share;
   const double ratio = l.ideal_compute_ms > 0.0 ? l.compute_ms / l.ideal_compute_ms : 0.0;
   std::map<std::string, double> numbers{{"ratio", ratio},
                                         {"compute_ms", l.compute_ms},
@@ -177,7 +177,7 @@ Finding contention_finding(const ScalingInput& in) {
     numbers["usable_cores"] = in.threads->usable_cores;
     budget = thread_budget_text(*in.threads);
   }
-  return loss_finding("contention", share,
+  return loss_finding(loss_cause_def(LossCause::kContention).finding, share,
                       fmt::format("each replica computes {:.2f}x as long as one device alone "
                                   "({:.1f} vs {:.1f} ms), {:.0f}% of the step: the replicas "
                                   "slow each other down (shared cores, memory bandwidth, "
@@ -187,34 +187,19 @@ Finding contention_finding(const ScalingInput& in) {
 }
 
 std::vector<Finding> loss_findings(const ScalingInput& in) {
-  const LossBreakdown& l = in.loss;
-  const auto lost = [&](const char* what, double share) {
-    return fmt::format("{} {:.0f}% of the step ({:.0f}% lost against ideal in all)", what,
-                       percent(share), percent(l.lost));
-  };
-  // A component is a finding when it is large enough and not within measurement noise.
-  const std::array<LossComponent, 5> c = loss_components(l);
-  const auto fires = [&](size_t i) {
-    return c[i].share >= kLossModerateShare && c[i].beyond_noise();
-  };
   std::vector<Finding> out;
-  if (fires(0)) {
-    out.push_back(loss_finding("communication-bound", l.allreduce_share,
-                               lost("exposed all-reduce costs", l.allreduce_share), {}));
-  }
-  if (fires(1)) {
-    out.push_back(loss_finding("input-bound", l.input_share,
-                               lost("input wait beyond one device's costs", l.input_share), {}));
-  }
-  if (fires(2)) out.push_back(contention_finding(in));
-  if (fires(3)) {
-    out.push_back(loss_finding("straggler", l.straggler_share,
-                               lost("waiting for the slowest replica costs", l.straggler_share),
+  for (const LossComponent& c : loss_components(in.loss)) {
+    // A component is a finding when it is large enough and not within measurement noise.
+    if (c.share < kLossModerateShare || !c.beyond_noise()) continue;
+    if (c.def->cause == LossCause::kContention) {
+      out.push_back(contention_finding(in, c.share));
+      continue;
+    }
+    out.push_back(loss_finding(c.def->finding, c.share,
+                               fmt::format("{} {:.0f}% of the step ({:.0f}% lost against ideal "
+                                           "in all)",
+                                           c.def->costs, percent(c.share), percent(in.loss.lost)),
                                {}));
-  }
-  if (fires(4)) {
-    out.push_back(loss_finding("unattributed", l.other_share,
-                               lost("time outside the timed phases costs", l.other_share), {}));
   }
   for (Finding& f : out) f.numbers["step_ms"] = in.step_ms;
   std::stable_sort(out.begin(), out.end(),
@@ -242,8 +227,7 @@ Verdict explain_scaling(const Verdict& step_verdict, const ScalingInput& input) 
 void add_statistical_finding(Verdict& verdict, const LossBreakdown& loss,
                              const StatisticalScaling& s) {
   const double share = 1.0 - s.efficiency;
-  const double largest_phase = std::max({loss.allreduce_share, loss.input_share, loss.compute_share,
-                                         loss.straggler_share, loss.other_share});
+  const double largest_phase = *std::max_element(loss.shares.begin(), loss.shares.end());
   if (share < kLossModerateShare || share <= largest_phase) return;
   Finding f = loss_finding(
       "statistically-limited", share,
@@ -282,14 +266,14 @@ LossBreakdown efficiency_loss(const PhaseMedians& one_device,
   const auto extra = [&](PhaseKind kind) {
     return (group_at_n.exposed_ms(kind) - scale * one_device.exposed_ms(kind)) / step;
   };
-  b.allreduce_share = extra(PhaseKind::kCommunication);
-  b.input_share = extra(PhaseKind::kInput);
+  b.share(LossCause::kAllReduce) = extra(PhaseKind::kCommunication);
+  b.share(LossCause::kInput) = extra(PhaseKind::kInput);
   b.compute_ms = typical_compute;
   b.ideal_compute_ms = scale * one_device.compute_ms();
-  b.compute_share = (b.compute_ms - b.ideal_compute_ms) / step;
-  b.straggler_share = (group_at_n.compute_ms() - typical_compute) / step;
-  b.other_share =
-      b.lost - (b.allreduce_share + b.input_share + b.compute_share + b.straggler_share);
+  b.share(LossCause::kContention) = (b.compute_ms - b.ideal_compute_ms) / step;
+  b.share(LossCause::kStragglers) = (group_at_n.compute_ms() - typical_compute) / step;
+  // The rest (still 0 in the sum), so that the shares sum to lost exactly.
+  b.share(LossCause::kOther) = b.lost - std::accumulate(b.shares.begin(), b.shares.end(), 0.0);
   return b;
 }
 
@@ -313,14 +297,12 @@ std::string unreliable_fit_reason(const AlphaBetaFit& fit) {
   return "";
 }
 
-std::array<LossComponent, 5> loss_components(const LossBreakdown& l) {
-  std::array<LossComponent, 5> out = {{{"allreduce", l.allreduce_share, {}},
-                                       {"input", l.input_share, {}},
-                                       {"compute_slowdown", l.compute_share, {}},
-                                       {"stragglers", l.straggler_share, {}},
-                                       {"other", l.other_share, {}}}};
-  if (l.intervals) {
-    for (size_t i = 0; i < out.size(); ++i) out[i].interval = (*l.intervals)[i];
+std::array<LossComponent, kLossCauseCount> loss_components(const LossBreakdown& l) {
+  std::array<LossComponent, kLossCauseCount> out;
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].def = &kLossCauses[i];
+    out[i].share = l.shares[i];
+    if (l.intervals) out[i].interval = (*l.intervals)[i];
   }
   return out;
 }

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "core/nvtx.h"
+#include "core/phases.h"
 #include "reports/noise_scale.h"
 #include "reports/phases.h"
 
@@ -83,40 +85,86 @@ Verdict diagnose(const VerdictInput& input);
 // ---------------------------------------------------------------------------------------
 // Efficiency-loss breakdown.
 
+// What efficiency at N devices is lost to: the components of a loss breakdown.
+enum class LossCause { kAllReduce, kInput, kContention, kStragglers, kOther };
+
+struct LossCauseDef {
+  LossCause cause;
+  const char* key;    // in the JSON ("efficiency_loss") and the HTML (data-step)
+  const char* label;  // tables' columns and charts' bars
+  // The finding it is (explain_scaling), and how that finding's explanation begins (null:
+  // contention's finding explains itself, with its compute times and thread budget).
+  const char* finding;
+  const char* costs;
+  Rgb color;  // in charts: the colour of the phases whose excess it measures, where it has any
+};
+
+// The components, in the order of the JSON, tables, charts and bootstrap intervals (row i
+// describes LossCause i).
+inline constexpr auto kLossCauses = std::to_array<LossCauseDef>({
+    {LossCause::kAllReduce, "allreduce", "all-reduce", "communication-bound",
+     "exposed all-reduce costs", phase_color(Phase::kAllReduceExposed)},
+    {LossCause::kInput, "input", "input", "input-bound", "input wait beyond one device's costs",
+     phase_color(Phase::kInput)},
+    {LossCause::kContention, "compute_slowdown", "contention", "contention", nullptr,
+     phase_color(Phase::kBackward)},
+    {LossCause::kStragglers,
+     "stragglers",
+     "stragglers",
+     "straggler",
+     "waiting for the slowest replica costs",
+     {0x7b, 0x5e, 0xa7}},
+    {LossCause::kOther, "other", "other", "unattributed", "time outside the timed phases costs",
+     nvtx::kStep.color},
+});
+inline constexpr size_t kLossCauseCount = kLossCauses.size();
+constexpr size_t index_of(LossCause cause) {
+  return static_cast<size_t>(cause);
+}
+constexpr const LossCauseDef& loss_cause_def(LossCause cause) {
+  return kLossCauses[index_of(cause)];
+}
+static_assert(
+    [] {
+      for (size_t i = 0; i < kLossCauseCount; ++i) {
+        if (index_of(kLossCauses[i].cause) != i) return false;
+      }
+      return true;
+    }(),
+    "kLossCauses: row i describes LossCause i");
+
 // efficiency = ideal_step_ms / group_at_n.step_ms. The caller picks the ideal: weak scaling
 // (same per-replica batch) ideal = one-device step; strong scaling (same global batch) ideal =
 // one-device step / N. Let s = ideal_step_ms / one_device.step_ms: the ideal run is the
 // one-device run with every phase scaled by s (s = 1 under weak scaling). Each share is extra
 // milliseconds at N over that ideal, divided by group_at_n.step_ms:
-//   allreduce_share = (exposed all-reduce at N - s * exposed at 1) / step_N
-//   input_share     = (input wait at N - s * input wait at 1) / step_N
-//   compute_share   = (median replica compute at N - s * compute at 1) / step_N
-//                     (per-replica slowdown: contention, clocks, memory bandwidth)
-//   straggler_share = (group compute at N - median replica compute at N) / step_N
-//                     (the group's phases are the slowest replica's per step, so this is the
-//                     compute the step waited for beyond a typical replica; it catches both
-//                     a persistently slow replica and a different one lagging each step)
-//   other_share     = lost - the four above (phases the timer does not split out, and
-//                     rounding), so the shares sum to lost exactly.
+//   kAllReduce  = (exposed all-reduce at N - s * exposed at 1) / step_N
+//   kInput      = (input wait at N - s * input wait at 1) / step_N
+//   kContention = (median replica compute at N - s * compute at 1) / step_N
+//                 (per-replica slowdown: contention, clocks, memory bandwidth)
+//   kStragglers = (group compute at N - median replica compute at N) / step_N
+//                 (the group's phases are the slowest replica's per step, so this is the
+//                 compute the step waited for beyond a typical replica; it catches both a
+//                 persistently slow replica and a different one lagging each step)
+//   kOther      = lost - the four above (phases the timer does not split out, and rounding),
+//                 so the shares sum to lost exactly.
 // Components may be negative (a phase got faster at N); none is clamped.
 struct LossBreakdown {
   double efficiency = 0;
-  double lost = 0;  // 1 - efficiency
-  double allreduce_share = 0;
-  double input_share = 0;
-  double compute_share = 0;
-  double straggler_share = 0;
-  double other_share = 0;
-  // The compute behind compute_share, for the contention finding (not in the JSON).
+  double lost = 0;                               // 1 - efficiency
+  std::array<double, kLossCauseCount> shares{};  // by LossCause
+  double share(LossCause cause) const { return shares[index_of(cause)]; }
+  double& share(LossCause cause) { return shares[index_of(cause)]; }
+  // The compute behind the contention share, for its finding (not in the JSON).
   double compute_ms = 0;        // median replica compute at N
   double ideal_compute_ms = 0;  // s * compute at one device
   // Each share's 95% bootstrap interval over the measured steps of both points, when computed
-  // (the sweep analysis does: loss_intervals), in the order of LossComponents.
+  // (the sweep analysis does: loss_intervals), by LossCause.
   struct Range {
     double low = 0;
     double high = 0;
   };
-  std::optional<std::array<Range, 5>> intervals;
+  std::optional<std::array<Range, kLossCauseCount>> intervals;
 };
 // REQUIRES: one_device.step_ms > 0, group_at_n.step_ms > 0, ideal_step_ms > 0, replicas_at_n
 // non-empty.
@@ -126,7 +174,7 @@ LossBreakdown efficiency_loss(const PhaseMedians& one_device,
 
 // One share of a loss breakdown, as tables, charts, the JSON and the verdict read it.
 struct LossComponent {
-  const char* key = "";  // the JSON's: "allreduce", "input", "compute_slowdown", ...
+  const LossCauseDef* def = &kLossCauses[0];
   double share = 0;
   std::optional<LossBreakdown::Range> interval;
   // A loss beyond measurement noise: the whole interval above 0 (without one, a positive
@@ -135,8 +183,8 @@ struct LossComponent {
   // The interval holds 0: the share cannot be told from none.
   bool within_noise() const { return interval && interval->low <= 0.0 && interval->high >= 0.0; }
 };
-// allreduce, input, compute_slowdown, stragglers, other: the shares in the JSON's order.
-std::array<LossComponent, 5> loss_components(const LossBreakdown& loss);
+// The shares in kLossCauses' order, with their intervals when computed.
+std::array<LossComponent, kLossCauseCount> loss_components(const LossBreakdown& loss);
 
 // ---------------------------------------------------------------------------------------
 // Scaling verdict: why a point at N devices falls short of its one-device baseline.
@@ -151,7 +199,7 @@ struct ThreadBudget {
   int replicas = 0;
   int compute_per_replica = 0;        // OpenMP threads of each device
   int input_per_replica = 0;          // input pipeline workers
-  int communication_per_replica = 0;  // reducer thread and Gloo's I/O loop (N > 1)
+  int communication_per_replica = 0;  // the reducer's thread, Gloo's event loop (as run)
   int usable_cores = 0;
   int total() const {
     return replicas * (compute_per_replica + input_per_replica + communication_per_replica);
@@ -166,11 +214,9 @@ struct ScalingInput {
 
 // The verdict of a point at N devices, led by its loss breakdown so that the verdict names
 // what the efficiency was lost to. Each component at or above kLossModerateShare of the step
-// and beyond measurement noise (LossComponent::beyond_noise) is a finding (high at
-// kLossHighShare), the largest first:
-//   allreduce_share -> communication-bound   input_share -> input-bound
-//   compute_share   -> contention (each replica computes slower than one device alone)
-//   straggler_share -> straggler             other_share -> unattributed
+// and beyond measurement noise (LossComponent::beyond_noise) is the finding of its row of
+// kLossCauses (high at kLossHighShare), the largest first; contention (each replica computes
+// slower than one device alone) says by how much, and with a thread budget, why.
 // The findings of the step rules (`step_verdict`, from diagnose) of kinds not already named
 // follow in their order (an input pipeline already slow on one device, a host-bound GPU);
 // compute-bound stays only when nothing else is left.

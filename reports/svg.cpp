@@ -271,12 +271,22 @@ void legend(Document& doc, const std::vector<LegendItem>& items, double x0, doub
   });
 }
 
-FigureBox figure_box(const std::vector<LegendItem>& legend, double plot_height, size_t note_lines) {
+FigureBox figure_box(const std::vector<LegendItem>& legend, const FigureLayout& layout) {
   FigureBox b;
-  b.top = 12 + legend_rows(legend, b.left, b.right) * kLegendRowHeight + 8;
-  b.bottom = b.top + plot_height;
-  b.height = b.bottom + 48 + static_cast<double>(note_lines) * 15;
+  const double margin = b.width - b.right;
+  b.width = std::max(b.width, b.left + layout.plot_width + margin);
+  b.right = b.width - margin;
+  b.top = 12 + legend_rows(legend, b.left, b.right) * kLegendRowHeight + layout.headroom;
+  b.bottom = b.top + layout.plot_height;
+  b.height = b.bottom + 48 + static_cast<double>(layout.note_lines) * 15;
   return b;
+}
+
+Document figure(const FigureBox& box, const std::vector<LegendItem>& items, std::string_view chart,
+                std::string_view title, const Attrs& attrs) {
+  Document doc(box.width, box.height, chart, title, attrs);
+  legend(doc, items, box.left, 16, box.right);
+  return doc;
 }
 
 void figure_notes(Document& doc, const FigureBox& box, const std::vector<std::string>& notes) {

@@ -136,8 +136,18 @@ void legend(Document& doc, const std::vector<LegendItem>& items, double x0, doub
             double max_x);
 int legend_rows(const std::vector<LegendItem>& items, double x0, double max_x);
 
-// Where a figure of the pages' usual width puts things: `legend` in rows at the top, a plot
-// `plot_height` high under it, then the x axis and `note_lines` lines of notes.
+// How a chart lays out its figure: the legend in rows at the top, a plot under it, then the x
+// axis and lines of notes.
+struct FigureLayout {
+  double plot_height = 240;
+  size_t note_lines = 0;
+  // At least this wide a plot: a chart whose groups need more than the pages' usual width
+  // widens the figure.
+  double plot_width = 0;
+  // From the legend to the plot: more where values are written above bars.
+  double headroom = 8;
+};
+// Where a figure puts things.
 struct FigureBox {
   double width = 560;
   double left = 62;  // room for the y axis' labels
@@ -146,9 +156,37 @@ struct FigureBox {
   double bottom = 0;
   double height = 0;
 };
-FigureBox figure_box(const std::vector<LegendItem>& legend, double plot_height, size_t note_lines);
+FigureBox figure_box(const std::vector<LegendItem>& legend, const FigureLayout& layout);
+// A chart's document (`chart` and `title` as Document's) of `box`'s size, its legend drawn.
+Document figure(const FigureBox& box, const std::vector<LegendItem>& items, std::string_view chart,
+                std::string_view title, const Attrs& attrs = {});
 // `notes`, a line each, where figure_box left room for them.
 void figure_notes(Document& doc, const FigureBox& box, const std::vector<std::string>& notes);
+
+// A scale's domain.
+struct Domain {
+  double lo = 0;
+  double hi = 0;
+};
+// No scale: the chart places along that axis itself (groups of bars).
+struct NoScale {
+  NoScale(double, double, double, double) {}
+};
+// A chart's plot: its edges (a FigureBox's) and its scales (LinearScale, Log2Scale or NoScale),
+// x over the plot's width and y up its height.
+template <class X, class Y>
+struct Frame {
+  Frame(const FigureBox& box, Domain x_domain, Domain y_domain)
+      : left(box.left),
+        right(box.right),
+        top(box.top),
+        bottom(box.bottom),
+        x(x_domain.lo, x_domain.hi, box.left, box.right),
+        y(y_domain.lo, y_domain.hi, box.bottom, box.top) {}
+  double left, right, top, bottom;
+  X x;
+  Y y;
+};
 // Estimated width in pixels of `text` at the page's chart font size (11 px).
 double text_width(std::string_view text, double font_px = 11.0);
 

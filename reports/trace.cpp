@@ -18,12 +18,10 @@ json metadata(const char* what, int pid, int tid, const std::string& name) {
   return {{"name", what}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};
 }
 
-json complete(const std::string& name, nvtx::Phase phase, int pid, int tid, double start_ms,
-              double ms, json args) {
-  return {{"name", name},    {"cat", nvtx::phase_name(phase)},
-          {"ph", "X"},       {"pid", pid},
-          {"tid", tid},      {"ts", start_ms * 1e3},
-          {"dur", ms * 1e3}, {"args", std::move(args)}};
+json complete(const std::string& name, const nvtx::Category& category, int pid, int tid,
+              double start_ms, double ms, json args) {
+  return {{"name", name}, {"cat", category.name}, {"ph", "X"},       {"pid", pid},
+          {"tid", tid},   {"ts", start_ms * 1e3}, {"dur", ms * 1e3}, {"args", std::move(args)}};
 }
 
 constexpr std::array<std::pair<Track, const char*>, 4> kTrackNames = {{
@@ -36,24 +34,26 @@ constexpr std::array<std::pair<Track, const char*>, 4> kTrackNames = {{
 // One replica's step: the step itself enclosing its phases, then its buckets.
 void add_step(json& events, int64_t step, int pid, const PhaseTimes& p, const TraceInfo& info) {
   const json args = {{"step", step}};
-  events.push_back(complete(fmt::format("step {}", step), nvtx::Phase::kStep, pid,
+  events.push_back(complete(fmt::format("step {}", step), nvtx::kStep, pid,
                             trace_thread(Track::kCompute), p.start_ms, p.step_ms, args));
   double t = p.start_ms;
   for (const PhaseDef& d : kPhases) {
     if (!d.exposed) continue;
-    events.push_back(complete(d.label, d.nvtx, pid, trace_thread(d.track), t, p[d.phase], args));
+    events.push_back(complete(d.label, nvtx::category(d.phase), pid, trace_thread(d.track), t,
+                              p[d.phase], args));
     t += p[d.phase];
   }
   if (p.copy.ms > 0.0) {
     const PhaseDef& copy = phase_def(Phase::kH2DTotal);
-    events.push_back(complete(copy.label, copy.nvtx, pid, trace_thread(copy.track), p.copy.start_ms,
-                              p.copy.ms, args));
+    events.push_back(complete(copy.label, nvtx::category(copy.phase), pid, trace_thread(copy.track),
+                              p.copy.start_ms, p.copy.ms, args));
   }
   const PhaseDef& allreduce = phase_def(Phase::kAllReduce);
   for (size_t b = 0; b < p.buckets.size(); ++b) {
     const int64_t bytes = b < info.bucket_bytes.size() ? info.bucket_bytes[b] : 0;
-    events.push_back(complete(fmt::format("allreduce bucket {}", b), allreduce.nvtx, pid,
-                              trace_thread(allreduce.track), p.buckets[b].start_ms, p.buckets[b].ms,
+    events.push_back(complete(fmt::format("allreduce bucket {}", b),
+                              nvtx::category(allreduce.phase), pid, trace_thread(allreduce.track),
+                              p.buckets[b].start_ms, p.buckets[b].ms,
                               {{"step", step}, {"bucket", b}, {"bytes", bytes}}));
   }
 }

@@ -12,6 +12,26 @@ StepTimer::StepTimer(Device& device, Stream& stream, int max_phases, const Clock
   for (Mark& m : marks_) m.event = device.create_event();
 }
 
+int StepTimer::ends_per_step(int micro_batches, int64_t sync_points) {
+  int64_t ends = 0;
+  for (const PhaseDef& d : kPhases) {
+    switch (d.ends) {
+      case TimerEnds::kNone:
+        break;
+      case TimerEnds::kOncePerStep:
+        ends += 1;
+        break;
+      case TimerEnds::kPerMicroBatch:
+        ends += micro_batches;
+        break;
+      case TimerEnds::kPerSyncPoint:
+        ends += 2 * sync_points;  // split(): the part before it, and the inserted phase
+        break;
+    }
+  }
+  return static_cast<int>(ends);
+}
+
 void StepTimer::start() {
   used_ = 0;
   copy_start_ = copy_end_ = nullptr;

@@ -26,12 +26,16 @@ class StepTimer {
   // run's host clock. REQUIRES: `stream` belongs to `device`, as does `clock`'s.
   StepTimer(Device& device, Stream& stream, int max_phases, const ClockAnchor& clock);
 
+  // The phase ends of a step of `micro_batches` micro-batches with `sync_points` sync points
+  // in all (where split() inserts a phase), from the phase table's timer column.
+  static int ends_per_step(int micro_batches, int64_t sync_points);
+
   // While in scope, the work enqueued on the stream belongs to the phase, and an NVTX range
   // of the phase is open on the calling thread. Cannot be copied or heap-allocated.
   class Scope {
    public:
     Scope(StepTimer& timer, Phase phase, int64_t step)
-        : timer_(timer), phase_(phase), range_(phase_def(phase).nvtx, step) {}
+        : timer_(timer), phase_(phase), range_(phase, step) {}
     // Records the phase's end (not while an exception unwinds the step: it is lost anyway).
     ~Scope() {
       if (std::uncaught_exceptions() == 0) timer_.end_phase(phase_);
@@ -54,7 +58,7 @@ class StepTimer {
     check_room(2);
     end_phase(current);
     {
-      const nvtx::Range range(phase_def(inserted).nvtx, step);
+      const nvtx::Range range(inserted, step);
       std::forward<Work>(work)();
     }
     end_phase(inserted);

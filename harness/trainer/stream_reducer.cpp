@@ -28,7 +28,7 @@ StreamReducer::StreamReducer(Communicator& comm, Device& device, Stream& compute
 void StreamReducer::start(size_t index) {
   // The host-side range marks when the reduction was enqueued; the timeline shows the
   // collective's kernel itself on the communication stream.
-  nvtx::Range range(nvtx::Phase::kAllReduce, step(), range_text(index).c_str());
+  nvtx::Range range(Phase::kAllReduce, step(), range_text(index).c_str());
   ready_[index]->record(compute());
   ready_[index]->wait_on(comm_stream_);
   // On the communication stream, so that backward never waits for the addition; before the

@@ -55,19 +55,19 @@ void ThreadReducer::reduce(size_t index) {
   add_accumulated(index, compute());
   const int64_t cast_start = now_ns();
   if (compressed()) {
-    nvtx::Range range(nvtx::Phase::kGradCast, step(), "compress");
+    nvtx::Range range(Phase::kGradCast, step(), "compress");
     compress(index, compute());
   }
   const int64_t start = now_ns();
   {
     // The step as payload, the bucket and its size in the text: the timeline shows which
     // buckets of which step ran how long.
-    nvtx::Range range(nvtx::Phase::kAllReduce, step(), range_text(index).c_str());
+    nvtx::Range range(Phase::kAllReduce, step(), range_text(index).c_str());
     all_reduce(index, compute());
   }  // the range closes before the step can see the bucket done
   const int64_t end = now_ns();
   if (compressed()) {
-    nvtx::Range range(nvtx::Phase::kGradCast, step(), "decompress");
+    nvtx::Range range(Phase::kGradCast, step(), "decompress");
     decompress(index, compute());
   }
   const double ms = static_cast<double>(end - start) * 1e-6;

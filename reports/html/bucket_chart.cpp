@@ -55,11 +55,7 @@ BucketChartData prepare_buckets(const ModelView& m) {
 
 namespace {
 
-struct Frame {
-  double left, right, top, bottom;
-  svg::Log2Scale x;
-  svg::LinearScale y;
-};
+using Frame = svg::Frame<svg::Log2Scale, svg::LinearScale>;
 
 void draw_series(svg::Document& doc, const Frame& f, const BucketChartData::Series& s) {
   std::vector<svg::Point> exposed;
@@ -104,20 +100,13 @@ std::vector<svg::LegendItem> legend_of(const BucketChartData& d) {
 
 std::string draw_buckets(const BucketChartData& d) {
   const std::vector<svg::LegendItem> legend = legend_of(d);
-  const svg::FigureBox box = svg::figure_box(legend, 240, 0);
-  const double left = box.left, right = box.right, top = box.top, bottom = box.bottom;
-  svg::Document doc(box.width, box.height, "buckets",
-                    fmt::format("{}: exposed all-reduce against bucket cap", d.model),
-                    {{"data-model", d.model}});
-  svg::legend(doc, legend, left, 16, right);
+  const svg::FigureBox box = svg::figure_box(legend, {.plot_height = 240});
+  svg::Document doc = svg::figure(box, legend, "buckets",
+                                  fmt::format("{}: exposed all-reduce against bucket cap", d.model),
+                                  {{"data-model", d.model}});
   // Half a power of two beyond the first and last caps, so their markers clear the axes.
   const double pad = std::sqrt(2.0);
-  const Frame f{left,
-                right,
-                top,
-                bottom,
-                svg::Log2Scale(d.caps.front() / pad, d.caps.back() * pad, left, right),
-                svg::LinearScale(0, d.y_hi, bottom, top)};
+  const Frame f(box, {d.caps.front() / pad, d.caps.back() * pad}, {0, d.y_hi});
   std::vector<svg::Tick> x_ticks;
   for (double cap : d.caps) x_ticks.push_back({f.x(cap), tick_label(cap)});
   std::vector<svg::Tick> y_ticks;
@@ -125,8 +114,8 @@ std::string draw_buckets(const BucketChartData& d) {
     const double v = d.y_hi * i / 5;
     y_ticks.push_back({f.y(v), tick_label(v)});
   }
-  svg::x_axis(doc, x_ticks, bottom, left, right, top, "bucket cap (MB)");
-  svg::y_axis(doc, y_ticks, left, bottom, top, right, "all-reduce per step (ms)");
+  svg::x_axis(doc, x_ticks, f.bottom, f.left, f.right, f.top, "bucket cap (MB)");
+  svg::y_axis(doc, y_ticks, f.left, f.bottom, f.top, f.right, "all-reduce per step (ms)");
   for (const BucketChartData::Series& s : d.series) draw_series(doc, f, s);
   return std::move(doc).finish();
 }

@@ -59,10 +59,7 @@ constexpr double kBarWidth = 30;
 constexpr double kBarGap = 6;
 constexpr double kGroupPad = 24;
 
-struct Frame {
-  double left, right, top, bottom, y_hi;
-  svg::LinearScale y;
-};
+using Frame = svg::Frame<svg::NoScale, svg::LinearScale>;
 
 // A group's width: its bars, or its label when that is wider.
 double group_width(const CompressionChartData::Group& g) {
@@ -92,7 +89,7 @@ void draw_bar(svg::Document& doc, const Frame& f, const std::string& group,
                        b.step_ms, static_cast<double>(b.bytes_per_step) / 1e6));
   const double cx = x + kBarWidth / 2;
   const double lo = f.y(std::max(e.low, 0.0));
-  const double hi = f.y(std::min(e.high, f.y_hi));
+  const double hi = std::max(f.y(e.high), f.top);  // a whisker beyond the axis ends at its top
   if (lo - hi > 1) {
     const svg::Attrs ink = {{"stroke", kInkColor}, {"stroke-width", "1.25"}};
     svg::Attrs whisker = ink;
@@ -120,26 +117,23 @@ std::vector<svg::LegendItem> legend_of(const CompressionChartData& d) {
 
 std::string draw_compression(const CompressionChartData& d) {
   const std::vector<svg::LegendItem> legend = legend_of(d);
-  const double left = 62;
   double plot_w = 0;
   for (const CompressionChartData::Group& g : d.groups) plot_w += group_width(g);
-  const double width = std::max(560.0, left + plot_w + 22);
-  const double right = width - 22;
-  const double top = 12 + svg::legend_rows(legend, left, right) * svg::kLegendRowHeight + 14;
-  const double bottom = top + 220;
-  svg::Document doc(
-      width, bottom + 30, "compression",
+  // Room above the bars for their values.
+  const svg::FigureBox box =
+      svg::figure_box(legend, {.plot_height = 220, .plot_width = plot_w, .headroom = 14});
+  svg::Document doc = svg::figure(
+      box, legend, "compression",
       fmt::format("{}: scaling efficiency with and without gradient compression", d.model),
       {{"data-model", d.model}});
-  svg::legend(doc, legend, left, 16, right);
-  const Frame f{left, right, top, bottom, d.y_hi, svg::LinearScale(0, d.y_hi, bottom, top)};
+  const Frame f(box, {}, {0, d.y_hi});
   std::vector<svg::Tick> y_ticks;
   for (int i = 0; i <= static_cast<int>(std::lround(d.y_hi / 0.2)); ++i) {
     y_ticks.push_back({f.y(0.2 * i), percent(0.2 * i, 0)});
   }
-  svg::y_axis(doc, y_ticks, left, bottom, top, right, "efficiency against one device");
+  svg::y_axis(doc, y_ticks, f.left, f.bottom, f.top, f.right, "efficiency against one device");
   // The groups side by side, centred in the plot.
-  double x = left + (right - left - plot_w) / 2;
+  double x = f.left + (f.right - f.left - plot_w) / 2;
   std::vector<svg::Tick> x_ticks;
   for (const CompressionChartData::Group& g : d.groups) {
     const double w = group_width(g);
@@ -152,8 +146,8 @@ std::string draw_compression(const CompressionChartData& d) {
     x_ticks.push_back({x + w / 2, g.label});
     x += w;
   }
-  svg::x_axis(doc, x_ticks, bottom, left, right, bottom, "");
-  doc.line(left, f.y(1.0), right, f.y(1.0),
+  svg::x_axis(doc, x_ticks, f.bottom, f.left, f.right, f.bottom, "");
+  doc.line(f.left, f.y(1.0), f.right, f.y(1.0),
            {{"stroke", kIdealColor},
             {"stroke-width", "1.25"},
             {"stroke-dasharray", "5 4"},

@@ -173,10 +173,7 @@ namespace {
 // Markers that share a global batch sit this far apart.
 constexpr double kDodgePx = 11;
 
-struct Frame {
-  double left, right, top, bottom;
-  svg::Log2Scale x, y;
-};
+using Frame = svg::Frame<svg::Log2Scale, svg::Log2Scale>;
 
 std::vector<svg::LegendItem> legend_of(const NoiseChartData& d) {
   std::vector<svg::LegendItem> legend;
@@ -258,20 +255,15 @@ void draw_point(svg::Document& doc, const Frame& f, const NoiseChartData::Point&
 
 std::string draw_noise(const NoiseChartData& d) {
   const std::vector<svg::LegendItem> legend = legend_of(d);
-  const svg::FigureBox box = svg::figure_box(legend, 270, d.notes.size());
-  const double left = box.left, right = box.right, top = box.top, bottom = box.bottom;
-  svg::Document doc(box.width, box.height, "noise-scale",
-                    fmt::format("{}: gradient noise scale against global batch", d.model),
-                    {{"data-model", d.model}});
-  svg::legend(doc, legend, left, 16, right);
+  const svg::FigureBox box =
+      svg::figure_box(legend, {.plot_height = 270, .note_lines = d.notes.size()});
+  svg::Document doc =
+      svg::figure(box, legend, "noise-scale",
+                  fmt::format("{}: gradient noise scale against global batch", d.model),
+                  {{"data-model", d.model}});
   // Room beyond the first and last ticks for the markers spread sideways and the arrows.
   const double pad = std::exp2(0.25);
-  const Frame f{left,
-                right,
-                top,
-                bottom,
-                svg::Log2Scale(d.x_lo / pad, d.x_hi * pad, left, right),
-                svg::Log2Scale(d.y_lo / pad, d.y_hi * pad, bottom, top)};
+  const Frame f(box, {d.x_lo / pad, d.x_hi * pad}, {d.y_lo / pad, d.y_hi * pad});
   draw_axes(doc, f, d, pad);
   for (const NoiseChartData::Point& p : d.points) {
     if (p.drawn) draw_point(doc, f, p);

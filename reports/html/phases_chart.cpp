@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/nvtx.h"
 #include "reports/phases.h"
 #include "reports/svg.h"
 
@@ -25,10 +26,10 @@ PhasesData prepare_phases(const ModelView& m) {
     }
     if (!used) continue;
     shown.push_back(p.phase);
-    d.segments.push_back({p.key, p.label, hex(p.color())});
+    d.segments.push_back({p.key, p.label, hex(phase_color(p.phase))});
   }
   // The step's colour: what the step spent outside the named phases.
-  d.segments.push_back({"other", "other", hex(nvtx::phase_color(nvtx::Phase::kStep))});
+  d.segments.push_back({"other", "other", hex(nvtx::kStep.color)});
   double x_max = 0;
   for (int64_t b : m.batches) {
     const std::vector<const SweepPoint*> series = m.series(b);

@@ -94,11 +94,7 @@ std::vector<svg::LegendItem> legend_of(const SpeedupData& d) {
   return legend;
 }
 
-// The chart's frame: where the plot lies and its scales.
-struct Frame {
-  double left, right, top, bottom;
-  svg::Log2Scale x, y;
-};
+using Frame = svg::Frame<svg::Log2Scale, svg::Log2Scale>;
 
 void draw_projection(svg::Document& doc, const Frame& f, const SpeedupData::Series& s) {
   std::vector<svg::Point> line;
@@ -182,20 +178,15 @@ void draw_axes(svg::Document& doc, const Frame& f, const SpeedupData& d, double 
 
 std::string draw_speedup(const SpeedupData& d) {
   const std::vector<svg::LegendItem> legend = legend_of(d);
-  const svg::FigureBox box = svg::figure_box(legend, 270, d.notes.size());
-  const double left = box.left, right = box.right, top = box.top, bottom = box.bottom;
-  svg::Document doc(box.width, box.height, "speedup",
-                    fmt::format("{}: speedup against devices", d.model), {{"data-model", d.model}});
-  svg::legend(doc, legend, left, 16, right);
+  const svg::FigureBox box =
+      svg::figure_box(legend, {.plot_height = 270, .note_lines = d.notes.size()});
+  svg::Document doc =
+      svg::figure(box, legend, "speedup", fmt::format("{}: speedup against devices", d.model),
+                  {{"data-model", d.model}});
   // A little room beyond the first and last ticks, so that markers there are not cut by the
   // axes.
   const double pad = std::exp2(0.12);
-  const Frame f{left,
-                right,
-                top,
-                bottom,
-                svg::Log2Scale(1 / pad, d.x_hi * pad, left, right),
-                svg::Log2Scale(d.y_lo / pad, d.y_hi * pad, bottom, top)};
+  const Frame f(box, {1 / pad, d.x_hi * pad}, {d.y_lo / pad, d.y_hi * pad});
   draw_axes(doc, f, d, pad);
   for (const SpeedupData::Series& s : d.series) {
     if (!s.projected.empty()) draw_projection(doc, f, s);

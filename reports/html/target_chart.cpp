@@ -124,10 +124,7 @@ constexpr const char* kHardwareColor = "#9ecae1";
 constexpr const char* kTargetColor = "#1f4e79";
 constexpr const char* kPredictedColor = "#e69f00";
 
-struct Frame {
-  double left, right, top, bottom;
-  svg::LinearScale y;
-};
+using Frame = svg::Frame<svg::NoScale, svg::LinearScale>;
 
 double group_width(const TargetChartData::Point& p) {
   return std::max(2 * kBarWidth + kBarGap, svg::text_width(p.tick)) + kGroupPad;
@@ -204,18 +201,19 @@ std::string draw_target(const TargetChartData& d) {
       {"hardware (throughput)", kHardwareColor},
       {"time to target = hardware \u00d7 statistical", kTargetColor},
       {"ideal (N devices)", kIdealColor, true, true, false, false}};
-  const double left = 62;
   double plot_w = 0;
   for (size_t i : d.drawn) plot_w += group_width(d.points[i]);
-  const double width = std::max(560.0, left + plot_w + 22);
-  const double right = width - 22;
-  const double top = 12 + svg::legend_rows(legend, left, right) * svg::kLegendRowHeight + 14;
-  const double bottom = top + 220;
-  svg::Document doc(width, bottom + (d.any_predicted ? 66 : 48), "time-to-target",
-                    fmt::format("{}: time to {}, speedup against one device", d.model, d.target),
-                    {{"data-model", d.model}});
-  svg::legend(doc, legend, left, 16, right);
-  const Frame f{left, right, top, bottom, svg::LinearScale(0, d.y_hi, bottom, top)};
+  // Room above the bars for their values; the ring's note under the axis.
+  const svg::FigureBox box = svg::figure_box(legend, {.plot_height = 220,
+                                                      .note_lines = d.any_predicted ? 1u : 0u,
+                                                      .plot_width = plot_w,
+                                                      .headroom = 14});
+  svg::Document doc =
+      svg::figure(box, legend, "time-to-target",
+                  fmt::format("{}: time to {}, speedup against one device", d.model, d.target),
+                  {{"data-model", d.model}});
+  const Frame f(box, {}, {0, d.y_hi});
+  const double left = f.left, right = f.right, top = f.top, bottom = f.bottom;
   std::vector<svg::Tick> y_ticks;
   for (double v : f.y.ticks(6)) y_ticks.push_back({f.y(v), tick_label(v) + "x"});
   svg::y_axis(doc, y_ticks, left, bottom, top, right, "speedup against one device");

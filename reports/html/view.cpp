@@ -119,7 +119,7 @@ std::string count_with_commas(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
-std::string hex(nvtx::PhaseColor c) {
+std::string hex(Rgb c) {
   return fmt::format("#{:02x}{:02x}{:02x}", c.red, c.green, c.blue);
 }
 

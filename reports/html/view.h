@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/nvtx.h"
+#include "core/phases.h"
 #include "reports/sweep_report.h"
 
 namespace scalescope::html {
@@ -52,7 +52,7 @@ std::string signed_loss(double share);
 std::string short_number(double v);
 std::string gib(int64_t bytes);            // "16.0 GiB"
 std::string count_with_commas(int64_t n);  // "1,234,567"
-std::string hex(nvtx::PhaseColor c);       // "#e69f00"
+std::string hex(Rgb c);                    // "#e69f00"
 std::string tick_label(double v);          // 3 significant digits at most: 0.0156
 
 // One colour per series (a batch size, a device count); distinct from one another in hue and

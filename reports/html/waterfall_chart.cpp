@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <optional>
 
@@ -37,42 +36,27 @@ WaterfallData waterfall_of(const ModelView& m, const SweepPoint& p) {
   d.batch_text = m.batch_text(d.batch);
   d.efficiency = l.efficiency;
   d.lost = l.lost;
-  // The losses a phase explains take its colour.
-  const auto color = [](Phase phase) { return hex(phase_def(phase).color()); };
-  const auto loss = [](const char* key, const char* label, double share, std::string fill) {
-    WaterfallData::Loss out;
-    out.key = key;
-    out.line1 = label;
-    out.share = share;
-    out.color = std::move(fill);
-    return out;
-  };
-  d.losses = {
-      loss("allreduce", "all-reduce", l.allreduce_share, color(Phase::kAllReduceExposed)),
-      loss("input", "input", l.input_share, color(Phase::kInput)),
-      loss("compute", "contention", l.compute_share, color(Phase::kBackward)),
-      loss("stragglers", "stragglers", l.straggler_share, "#7b5ea7"),
-      loss("other", "other", l.other_share, hex(nvtx::phase_color(nvtx::Phase::kStep))),
-  };
-  const std::array<LossComponent, 5> components = loss_components(l);
-  for (size_t i = 0; i < d.losses.size(); ++i) mark_noise(d.losses[i], components[i]);
+  for (const LossComponent& c : loss_components(l)) {
+    WaterfallData::Loss loss;
+    loss.key = c.def->key;
+    loss.line1 = c.def->label;
+    loss.share = c.share;
+    loss.color = hex(c.def->color);
+    mark_noise(loss, c);
+    d.losses.push_back(std::move(loss));
+  }
   if (const std::optional<double> intra = p.summary.intra_node_fraction) {
     // Across nodes, the all-reduce bar splits as the table and the JSON split it.
-    const double inside = l.allreduce_share * *intra;
-    WaterfallData::Loss whole = d.losses[0];
-    d.losses[0] = {"allreduce_intra",
-                   "all-reduce",
-                   "intra-node",
-                   inside,
-                   0,
-                   0,
-                   color(Phase::kAllReduceExposed),
-                   whole.noise,
-                   whole.noise_label,
-                   whole.interval};
-    d.losses.insert(d.losses.begin() + 1,
-                    {"allreduce_inter", "all-reduce", "inter-node", l.allreduce_share - inside, 0,
-                     0, "#8c2d04", whole.noise, whole.noise_label, whole.interval});
+    WaterfallData::Loss& whole = d.losses[index_of(LossCause::kAllReduce)];
+    WaterfallData::Loss inter = whole;
+    whole.key += "_intra";
+    whole.line2 = "intra-node";
+    whole.share *= *intra;
+    inter.key += "_inter";
+    inter.line2 = "inter-node";
+    inter.share -= whole.share;
+    inter.color = "#8c2d04";
+    d.losses.insert(d.losses.begin() + index_of(LossCause::kAllReduce) + 1, std::move(inter));
   }
   double lo = std::min(0.0, l.efficiency);
   double hi = std::max(1.0, l.efficiency);

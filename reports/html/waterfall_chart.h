@@ -12,7 +12,7 @@ namespace scalescope::html {
 
 struct WaterfallData {
   struct Loss {
-    std::string key;  // data-step
+    std::string key;  // data-step: the cause's JSON key
     std::string line1;
     std::string line2;  // "" when the label is one line
     double share = 0;   // lost (positive) or gained (negative)
@@ -32,7 +32,8 @@ struct WaterfallData {
   std::string batch_text;
   double efficiency = 0;
   double lost = 0;
-  // All-reduce, input, compute slowdown, stragglers, other: from 1 down to efficiency.
+  // A bar per loss cause (kLossCauses, the all-reduce's split in two across nodes): from 1
+  // down to efficiency.
   std::vector<Loss> losses;
   // The efficiency axis: from lo to hi in steps of `tick`, the bars' range rounded out.
   double lo = 0;

@@ -14,6 +14,7 @@
 #include <array>
 #include <string_view>
 
+#include "core/nvtx.h"
 #include "reports/phases.h"
 #include "reports/trace_analysis/trace_model.h"
 
@@ -96,13 +97,13 @@ inline constexpr auto kRules = std::to_array<Rule>({
      "scalescope trace and NVTX: its phases' labels (phase_class)"},
     // scalescope's NVTX ranges on a replica thread: what it waited for (the exposed all-reduce,
     // batch norm's statistics, its batch's copy); on the communication thread: the work.
-    {kRanges, Match::kExact, nvtx::phase_name(nvtx::Phase::kH2D), Work::kCopyH2DWait,
+    {kRanges, Match::kExact, nvtx::category(Phase::kH2D).name, Work::kCopyH2DWait, Context::kNone,
+     "scalescope NVTX"},
+    {kRanges, Match::kExact, nvtx::category(Phase::kAllReduce).name, Work::kCommunicationWait,
      Context::kNone, "scalescope NVTX"},
-    {kRanges, Match::kExact, nvtx::phase_name(nvtx::Phase::kAllReduce), Work::kCommunicationWait,
+    {kRanges, Match::kExact, nvtx::category(Phase::kBatchNormSync).name, Work::kCommunicationWait,
      Context::kNone, "scalescope NVTX"},
-    {kRanges, Match::kExact, nvtx::phase_name(nvtx::Phase::kBatchNormSync),
-     Work::kCommunicationWait, Context::kNone, "scalescope NVTX"},
-    {kRanges, Match::kExact, nvtx::phase_name(nvtx::Phase::kGradCast), Work::kCommunication,
+    {kRanges, Match::kExact, nvtx::category(Phase::kGradCast).name, Work::kCommunication,
      Context::kNone, "scalescope NVTX"},
     {kRanges, Match::kPrefix, "allreduce bucket", Work::kCommunication, Context::kNone,
      "scalescope trace and NVTX: each bucket's all-reduce"},

@@ -25,8 +25,9 @@ namespace {
 
 // A range is usable as in the trainer, and constant-evaluable: nothing happens at run time.
 constexpr bool make_ranges() {
+  [[maybe_unused]] Range step(kStep, 1);
   [[maybe_unused]] Range outer(Phase::kBackward, 1);
-  [[maybe_unused]] Range inner(Phase::kAllReduce, 1);
+  [[maybe_unused]] Range inner(Phase::kAllReduce, 1, "allreduce bucket 0");
   return true;
 }
 static_assert(make_ranges());
@@ -38,7 +39,7 @@ TEST(NvtxDisabled, RangesAndThreadNamesCompileToNothing) {
     Range range(Phase::kForward, step);
     EXPECT_EQ(sizeof(range), 1u);
   }
-  EXPECT_STREQ(phase_name(Phase::kAllReduce), "allreduce");
+  EXPECT_STREQ(category(Phase::kAllReduce).name, "allreduce");
 }
 
 }  // namespace

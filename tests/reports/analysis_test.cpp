@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cmath>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <vector>
@@ -190,8 +191,8 @@ ScalingInput contended_point() {
   in.step_ms = 100;
   in.loss.lost = 0.353;
   in.loss.efficiency = 0.647;
-  in.loss.allreduce_share = 0.124;
-  in.loss.compute_share = 0.229;
+  in.loss.share(LossCause::kAllReduce) = 0.124;
+  in.loss.share(LossCause::kContention) = 0.229;
   in.loss.compute_ms = 87.6;
   in.loss.ideal_compute_ms = 64.7;
   return in;
@@ -228,17 +229,17 @@ TEST(ScalingVerdict, TheLargestLossLeadsWhereTheStepRuleWouldDisagree) {
 TEST(ScalingVerdict, EveryComponentHasItsFindingAtItsThresholds) {
   ScalingInput in;
   in.step_ms = 10;
-  in.loss.input_share = 0.05;
-  in.loss.straggler_share = 0.20;
-  in.loss.other_share = 0.0499;
-  in.loss.allreduce_share = -0.1;  // faster at N: no finding
+  in.loss.share(LossCause::kInput) = 0.05;
+  in.loss.share(LossCause::kStragglers) = 0.20;
+  in.loss.share(LossCause::kOther) = 0.0499;
+  in.loss.share(LossCause::kAllReduce) = -0.1;  // faster at N: no finding
   const Verdict v = explain_scaling(step_verdict_of(0), in);
   ASSERT_EQ(v.findings.size(), 2u);
   EXPECT_EQ(v.findings[0].kind, "straggler");
   EXPECT_EQ(v.findings[0].severity, kSeverityHigh);
   EXPECT_EQ(v.findings[1].kind, "input-bound");
   EXPECT_EQ(v.findings[1].severity, kSeverityModerate);
-  in.loss.other_share = 0.3;
+  in.loss.share(LossCause::kOther) = 0.3;
   EXPECT_EQ(explain_scaling(step_verdict_of(0), in).top().kind, "unattributed");
 }
 
@@ -246,13 +247,13 @@ TEST(ScalingVerdict, EveryComponentHasItsFindingAtItsThresholds) {
 // finding. The same share measured without noise is one.
 TEST(ScalingVerdict, AComponentWithinMeasurementNoiseIsNoFinding) {
   ScalingInput in = contended_point();
-  in.loss.intervals =
-      std::array<LossBreakdown::Range, 5>{{{0.10, 0.15}, {0, 0}, {-0.02, 0.41}, {0, 0}, {0, 0}}};
+  in.loss.intervals = std::array<LossBreakdown::Range, kLossCauseCount>{
+      {{0.10, 0.15}, {0, 0}, {-0.02, 0.41}, {0, 0}, {0, 0}}};
   const Verdict v = explain_scaling(step_verdict_of(12.4), in);
   ASSERT_EQ(v.findings.size(), 1u);
   EXPECT_EQ(v.top().kind, "communication-bound");
-  const std::array<LossComponent, 5> c = loss_components(in.loss);
-  EXPECT_STREQ(c[2].key, "compute_slowdown");
+  const std::array<LossComponent, kLossCauseCount> c = loss_components(in.loss);
+  EXPECT_STREQ(c[2].def->key, "compute_slowdown");
   EXPECT_TRUE(c[2].within_noise());
   EXPECT_FALSE(c[2].beyond_noise());
   EXPECT_TRUE(c[0].beyond_noise());
@@ -274,8 +275,8 @@ TEST(ScalingVerdict, StepFindingsOfOtherKindsFollowAndComputeBoundGoes) {
 
   // Nothing lost beyond the threshold: the step verdict stands, compute-bound included.
   ScalingInput small;
-  small.loss.allreduce_share = 0.03;
-  small.loss.compute_share = 0.04;
+  small.loss.share(LossCause::kAllReduce) = 0.03;
+  small.loss.share(LossCause::kContention) = 0.04;
   const Verdict healthy = explain_scaling(step_verdict_of(3), small);
   ASSERT_EQ(healthy.findings.size(), 1u);
   EXPECT_EQ(healthy.top().kind, "compute-bound");
@@ -319,15 +320,13 @@ TEST(EfficiencyLoss, WeakScalingSplitsTheLossIntoKnownShares) {
   const LossBreakdown b = efficiency_loss(one, replicas, group, /*ideal_step_ms=*/34);
   EXPECT_DOUBLE_EQ(b.efficiency, 34.0 / 50.0);
   EXPECT_DOUBLE_EQ(b.lost, 16.0 / 50.0);
-  EXPECT_DOUBLE_EQ(b.allreduce_share, 5.0 / 50.0);
-  EXPECT_DOUBLE_EQ(b.input_share, 2.0 / 50.0);
-  EXPECT_DOUBLE_EQ(b.compute_share, 1.5 / 50.0);
-  EXPECT_DOUBLE_EQ(b.straggler_share, 2.5 / 50.0);
+  EXPECT_DOUBLE_EQ(b.share(LossCause::kAllReduce), 5.0 / 50.0);
+  EXPECT_DOUBLE_EQ(b.share(LossCause::kInput), 2.0 / 50.0);
+  EXPECT_DOUBLE_EQ(b.share(LossCause::kContention), 1.5 / 50.0);
+  EXPECT_DOUBLE_EQ(b.share(LossCause::kStragglers), 2.5 / 50.0);
   // 16 - (5 + 2 + 1.5 + 2.5) = 5 ms that no phase accounts for.
-  EXPECT_NEAR(b.other_share, 5.0 / 50.0, 1e-15);
-  EXPECT_NEAR(
-      b.allreduce_share + b.input_share + b.compute_share + b.straggler_share + b.other_share,
-      1.0 - b.efficiency, 1e-12);
+  EXPECT_NEAR(b.share(LossCause::kOther), 5.0 / 50.0, 1e-15);
+  EXPECT_NEAR(std::accumulate(b.shares.begin(), b.shares.end(), 0.0), 1.0 - b.efficiency, 1e-12);
 }
 
 TEST(EfficiencyLoss, StrongScalingScalesTheBaseline) {
@@ -351,11 +350,11 @@ TEST(EfficiencyLoss, StrongScalingScalesTheBaseline) {
   group.step_ms = 16;
   const LossBreakdown b = efficiency_loss(one, replicas, group, 40.0 / 4);
   EXPECT_DOUBLE_EQ(b.efficiency, 10.0 / 16.0);
-  EXPECT_DOUBLE_EQ(b.allreduce_share, 3.0 / 16.0);
-  EXPECT_DOUBLE_EQ(b.input_share, 0.5 / 16.0);
-  EXPECT_DOUBLE_EQ(b.compute_share, 1.0 / 16.0);
-  EXPECT_DOUBLE_EQ(b.straggler_share, 0.0);
-  EXPECT_NEAR(b.other_share, 1.5 / 16.0, 1e-15);
+  EXPECT_DOUBLE_EQ(b.share(LossCause::kAllReduce), 3.0 / 16.0);
+  EXPECT_DOUBLE_EQ(b.share(LossCause::kInput), 0.5 / 16.0);
+  EXPECT_DOUBLE_EQ(b.share(LossCause::kContention), 1.0 / 16.0);
+  EXPECT_DOUBLE_EQ(b.share(LossCause::kStragglers), 0.0);
+  EXPECT_NEAR(b.share(LossCause::kOther), 1.5 / 16.0, 1e-15);
 }
 
 TEST(EfficiencyLoss, SharesSumExactlyEvenWhenPhasesGetFaster) {
@@ -374,9 +373,7 @@ TEST(EfficiencyLoss, SharesSumExactlyEvenWhenPhasesGetFaster) {
     PhaseMedians group = random_phases();
     group.step_ms = 5 * u(gen);
     const LossBreakdown b = efficiency_loss(one, replicas, group, one.step_ms);
-    EXPECT_NEAR(
-        b.allreduce_share + b.input_share + b.compute_share + b.straggler_share + b.other_share,
-        1.0 - b.efficiency, 1e-12);
+    EXPECT_NEAR(std::accumulate(b.shares.begin(), b.shares.end(), 0.0), 1.0 - b.efficiency, 1e-12);
   }
   // A phase that got faster gives a negative share, not a clamped one.
   PhaseMedians one = base_step();
@@ -386,8 +383,8 @@ TEST(EfficiencyLoss, SharesSumExactlyEvenWhenPhasesGetFaster) {
   group[Phase::kInput] = 2;
   group.step_ms = 40;
   const LossBreakdown b = efficiency_loss(one, {group}, group, 36);
-  EXPECT_DOUBLE_EQ(b.input_share, -4.0 / 40.0);
-  EXPECT_NEAR(b.other_share, 8.0 / 40.0, 1e-15);
+  EXPECT_DOUBLE_EQ(b.share(LossCause::kInput), -4.0 / 40.0);
+  EXPECT_NEAR(b.share(LossCause::kOther), 8.0 / 40.0, 1e-15);
 }
 
 TEST(EfficiencyLoss, RejectsBadInput) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/fs.h"
+#include "core/nvtx.h"
 #include "tests/reports/trace_checks.h"
 #include "tests/test_util.h"
 
@@ -67,7 +68,7 @@ TEST(ChromeTrace, ExposedPhasesRunBackToBackOnTheirTracks) {
     const nlohmann::json* e = event(trace, 1, d.label);
     ASSERT_NE(e, nullptr) << d.label;
     EXPECT_EQ((*e)["tid"], trace_thread(d.track)) << d.label;
-    EXPECT_EQ((*e)["cat"], nvtx::phase_name(d.nvtx)) << d.label;
+    EXPECT_EQ((*e)["cat"], nvtx::category(d.phase).name) << d.label;
     EXPECT_DOUBLE_EQ((*e)["ts"].get<double>(), t * 1e3) << d.label;
     t += first.replicas[1][d.phase];
   }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/nvtx.h"
 #include "reports/phases.h"
 #include "tests/reports/html/html_fixtures.h"
 
@@ -20,8 +21,8 @@ TEST(PhasesChart, SegmentsAreTheExposedPhasesThenOther) {
   EXPECT_EQ(keys, (std::vector<std::string>{"input", "h2d", "forward", "backward",
                                             "allreduce_exposed", "optimizer", "other"}));
   EXPECT_EQ(d.segments[1].label, "exposed host-to-device copy");
-  EXPECT_EQ(d.segments[3].color, hex(nvtx::phase_color(nvtx::Phase::kBackward)));
-  EXPECT_EQ(d.segments[4].color, hex(nvtx::phase_color(nvtx::Phase::kAllReduce)));
+  EXPECT_EQ(d.segments[3].color, hex(nvtx::category(Phase::kBackward).color));
+  EXPECT_EQ(d.segments[4].color, hex(nvtx::category(Phase::kAllReduce).color));
 }
 
 TEST(PhasesChart, ARowPerPointOfTheGroupsMedianPhases) {

@@ -1,6 +1,7 @@
 // The efficiency-loss waterfall's data: per batch, the largest device count with a loss
 // breakdown, its five shares stepping down from 100% to the measured efficiency.
 #include "reports/html/waterfall_chart.h"
+#include "reports/sweep_analysis.h"
 
 #include <gtest/gtest.h>
 
@@ -26,8 +27,8 @@ TEST(WaterfallChart, TheSharesStepFromIdealToMeasured) {
     EXPECT_NEAR(d.lost, 1.0 - 10.0 / 14.0, 1e-12);
     std::vector<std::string> keys;
     for (const WaterfallData::Loss& l : d.losses) keys.push_back(l.key);
-    EXPECT_EQ(keys,
-              (std::vector<std::string>{"allreduce", "input", "compute", "stragglers", "other"}));
+    EXPECT_EQ(keys, (std::vector<std::string>{"allreduce", "input", "compute_slowdown",
+                                              "stragglers", "other"}));
     // Each share starts where the last ended, from 1 down to the measured efficiency.
     double level = 1.0;
     for (const WaterfallData::Loss& l : d.losses) {
@@ -65,7 +66,7 @@ TEST(WaterfallChart, AcrossNodesTheAllReduceBarSplits) {
   std::vector<std::string> keys;
   for (const WaterfallData::Loss& l : d.losses) keys.push_back(l.key);
   EXPECT_EQ(keys, (std::vector<std::string>{"allreduce_intra", "allreduce_inter", "input",
-                                            "compute", "stragglers", "other"}));
+                                            "compute_slowdown", "stragglers", "other"}));
   EXPECT_NEAR(d.losses[0].share, 0.1 * 0.25, 1e-12);
   EXPECT_NEAR(d.losses[1].share, 0.1 * 0.75, 1e-12);
   EXPECT_EQ(d.losses[1].line2, "inter-node");

@@ -67,8 +67,8 @@ TEST(AnalysisReport, TheJobIsAnalysedAsASweepPoint) {
   ASSERT_TRUE(p.summary.loss);
   // Ideal: the one-rank step (11.01 ms median); at two ranks 12.01: exposed communication is the
   // whole loss.
-  EXPECT_NEAR(p.summary.loss->allreduce_share, 1.0 / 12.01, 1e-9);
-  EXPECT_NEAR(p.summary.loss->other_share, 0.0, 1e-9);
+  EXPECT_NEAR(p.summary.loss->share(LossCause::kAllReduce), 1.0 / 12.01, 1e-9);
+  EXPECT_NEAR(p.summary.loss->share(LossCause::kOther), 0.0, 1e-9);
   EXPECT_EQ(p.summary.group[Phase::kAllReduce], 4.0);
   EXPECT_EQ(p.summary.verdict.top().kind, "communication-bound");
   EXPECT_TRUE(r.sweep.communication.empty());  // no bucket sizes in traces
