@@ -1,4 +1,5 @@
 #include "reports/export.h"
+#include "reports/sweep_analysis.h"
 
 #include <fmt/format.h>
 
@@ -7,25 +8,41 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/enum_names.h"
 #include "reports/stats.h"
 
 namespace scalescope {
 
 using nlohmann::json;
 
+namespace {
+
+constexpr auto kFormatNames =
+    enum_names<ExportFormat>("gbench", "github-action-benchmark", "bencher");
+constexpr auto kMetricNames = enum_names<GithubMetric>("throughput", "step-time");
+
+}  // namespace
+
 ExportFormat parse_export_format(const std::string& text) {
-  if (text == "gbench") return ExportFormat::kGbench;
-  if (text == "github-action-benchmark") return ExportFormat::kGithubActionBenchmark;
-  if (text == "bencher") return ExportFormat::kBencher;
-  throw_error(fmt::format(
-      "export format '{}' is not known (accepted: gbench, github-action-benchmark, bencher)",
-      text));
+  const std::optional<ExportFormat> format = kFormatNames.parse(text);
+  SS_CHECK(format.has_value(), "export format '{}' is not known (accepted: {})", text,
+           kFormatNames.accepted());
+  return *format;
+}
+
+std::vector<std::string> export_format_names() {
+  return {kFormatNames.names().begin(), kFormatNames.names().end()};
 }
 
 GithubMetric parse_github_metric(const std::string& text) {
-  if (text == "throughput") return GithubMetric::kThroughput;
-  if (text == "step-time") return GithubMetric::kStepTime;
-  throw_error(fmt::format("metric '{}' is not known (accepted: throughput, step-time)", text));
+  const std::optional<GithubMetric> metric = kMetricNames.parse(text);
+  SS_CHECK(metric.has_value(), "metric '{}' is not known (accepted: {})", text,
+           kMetricNames.accepted());
+  return *metric;
+}
+
+std::vector<std::string> github_metric_names() {
+  return {kMetricNames.names().begin(), kMetricNames.names().end()};
 }
 
 std::string benchmark_name(const SweepPoint& p) {

@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 #include "reports/sweep_report.h"
 
@@ -41,10 +42,12 @@ namespace scalescope {
 enum class ExportFormat { kGbench, kGithubActionBenchmark, kBencher };
 // "gbench" | "github-action-benchmark" | "bencher"; throws Error naming the text otherwise.
 ExportFormat parse_export_format(const std::string& text);
+std::vector<std::string> export_format_names();
 
 enum class GithubMetric { kThroughput, kStepTime };
 // "throughput" | "step-time"; throws Error naming the text otherwise.
 GithubMetric parse_github_metric(const std::string& text);
+std::vector<std::string> github_metric_names();
 
 // The benchmark name of a point in every format.
 std::string benchmark_name(const SweepPoint& point);

@@ -1,5 +1,6 @@
 #include "reports/json_reader.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/check.h"
@@ -132,6 +133,21 @@ std::vector<std::string> JsonReader::strings(std::string_view key) const {
     SS_CHECK(v.is_string(), "{}: '{}' must hold only strings, not {}", what_, name(key),
              excerpt(v));
     out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+std::vector<std::vector<double>> JsonReader::number_rows(std::string_view key) const {
+  std::vector<std::vector<double>> out;
+  const json& rows = array(key);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const json& row = rows[i];
+    SS_CHECK(row.is_array() && std::all_of(row.begin(), row.end(),
+                                           [](const json& v) {
+                                             return v.is_number() && std::isfinite(v.get<double>());
+                                           }),
+             "{}: '{}[{}]' must be a list of numbers, not {}", what_, name(key), i, excerpt(row));
+    out.push_back(row.get<std::vector<double>>());
   }
   return out;
 }

@@ -41,6 +41,8 @@ class JsonReader {
   std::vector<double> numbers(std::string_view key) const;
   std::vector<int64_t> int64s(std::string_view key) const;
   std::vector<std::string> strings(std::string_view key) const;
+  // An array of arrays of finite numbers (a table: a row per step, a value per bucket).
+  std::vector<std::vector<double>> number_rows(std::string_view key) const;
   // Throws naming the first key not in `known` (a misspelt config key must not be ignored).
   void only(const std::set<std::string, std::less<>>& known) const;
 

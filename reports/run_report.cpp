@@ -128,85 +128,48 @@ RunSummary summarize(const RunReport& report) {
 }
 
 nlohmann::json to_json(const GpuUtilization& u) {
-  return {{"host", u.host},
-          {"pci_bus_id", u.pci_bus_id},
-          {"samples", u.samples},
-          {"failed_samples", u.failed_samples},
-          {"mean_gpu_util_percent", u.mean_gpu_util_percent},
-          {"max_gpu_util_percent", u.max_gpu_util_percent},
-          {"mean_memory_util_percent", u.mean_memory_util_percent},
-          {"max_memory_used_bytes", u.max_memory_used_bytes},
-          {"error", u.error}};
+  return write_fields(u);
 }
 
 GpuUtilization gpu_utilization_from_json(const JsonReader& r) {
-  return {.host = r.string("host"),
-          .pci_bus_id = r.string("pci_bus_id"),
-          .samples = r.int64("samples"),
-          .failed_samples = r.int64("failed_samples"),
-          .mean_gpu_util_percent = r.number("mean_gpu_util_percent"),
-          .max_gpu_util_percent = r.number("max_gpu_util_percent"),
-          .mean_memory_util_percent = r.number("mean_memory_util_percent"),
-          .max_memory_used_bytes = r.int64("max_memory_used_bytes"),
-          .error = r.string("error")};
+  return read_fields<GpuUtilization>(r);
 }
 
 nlohmann::json to_json(const KernelChoiceRecord& k) {
-  nlohmann::json j = {{"layer", k.layer},
-                      {"layer_name", k.layer_name},
-                      {"pass", k.pass},
-                      {"algorithm", k.algorithm},
-                      {"math", k.math},
-                      {"layout", k.layout},
-                      {"deterministic", k.deterministic},
-                      {"workspace_bytes", k.workspace_bytes}};
-  if (!k.workspace_limit_rule.empty()) {
-    j["workspace_limit_bytes"] = k.workspace_limit_bytes;
-    j["workspace_limit_rule"] = k.workspace_limit_rule;
-  }
-  if (!k.fallback.empty()) j["fallback"] = k.fallback;
-  return j;
+  return write_fields(k);
 }
 
 KernelChoiceRecord kernel_choice_from_json(const JsonReader& r) {
-  KernelChoiceRecord k{.layer = r.int32("layer"),
-                       .layer_name = r.string("layer_name"),
-                       .pass = r.string("pass"),
-                       .algorithm = r.string("algorithm"),
-                       .math = r.string("math"),
-                       .layout = r.string("layout"),
-                       .deterministic = r.boolean("deterministic"),
-                       .workspace_bytes = r.int64("workspace_bytes")};
-  if (r.has("workspace_limit_rule")) {
-    k.workspace_limit_bytes = r.int64("workspace_limit_bytes");
-    k.workspace_limit_rule = r.string("workspace_limit_rule");
-  }
-  if (r.has("fallback")) k.fallback = r.string("fallback");
+  return read_fields<KernelChoiceRecord>(r);
+}
+
+void JsonFields<KernelChoiceRecord>::check(const KernelChoiceRecord& k, const JsonReader& r) {
+  if (r.has("workspace_limit_rule")) (void)r.int64("workspace_limit_bytes");
+  if (r.has("workspace_limit_bytes")) (void)r.string("workspace_limit_rule");
   SS_CHECK(k.layer >= 0, "{} {} must not be negative", r.name("layer"), k.layer);
   SS_CHECK(k.workspace_bytes >= 0 && k.workspace_limit_bytes >= 0,
            "{} {} and {} {} must not be negative", r.name("workspace_bytes"), k.workspace_bytes,
            r.name("workspace_limit_bytes"), k.workspace_limit_bytes);
-  return k;
+}
+
+std::vector<std::string> fallback_passes(const std::vector<KernelChoiceRecord>& kernels) {
+  std::vector<std::string> passes;
+  for (const KernelChoiceRecord& k : kernels) {
+    if (!k.fallback.empty())
+      passes.push_back(fmt::format("{} {} ({})", k.layer_name, k.pass, k.algorithm));
+  }
+  return passes;
 }
 
 std::string fallback_line(const RunReport& report) {
-  std::string passes;
-  for (const KernelChoiceRecord& k : report.kernels) {
-    if (k.fallback.empty()) continue;
-    passes +=
-        fmt::format("{}{} {} ({})", passes.empty() ? "" : "; ", k.layer_name, k.pass, k.algorithm);
-  }
+  const std::vector<std::string> passes = fallback_passes(report.kernels);
   if (passes.empty()) return "";
-  return fmt::format(
-      "not deterministic where no deterministic algorithm fits the workspace limit: {} (the run "
-      "report says why; --deterministic refuses instead)\n",
-      passes);
+  return fmt::format("{}: {} (the run report says why; --deterministic refuses instead)\n",
+                     kFallbackLead, fmt::join(passes, "; "));
 }
 
 nlohmann::json to_json(const TargetRecord& t) {
-  return {{"metric", t.metric},     {"value", t.value},     {"reached", t.reached},
-          {"step", t.step},         {"samples", t.samples}, {"epochs", t.epochs},
-          {"train_ms", t.train_ms}, {"wall_ms", t.wall_ms}};
+  return write_fields(t);
 }
 
 std::string target_text(const TargetRecord& t) {
@@ -219,14 +182,10 @@ std::string target_text(const TargetRecord& t) {
 }
 
 TargetRecord target_from_json(const JsonReader& r) {
-  TargetRecord t{.metric = r.string("metric"),
-                 .value = r.number("value"),
-                 .reached = r.boolean("reached"),
-                 .step = r.int64("step"),
-                 .samples = r.int64("samples"),
-                 .epochs = r.number("epochs"),
-                 .train_ms = r.number("train_ms"),
-                 .wall_ms = r.number("wall_ms")};
+  return read_fields<TargetRecord>(r);
+}
+
+void JsonFields<TargetRecord>::check(const TargetRecord& t, const JsonReader& r) {
   SS_CHECK(t.metric == "accuracy" || t.metric == "loss", "{} '{}' is not accuracy or loss",
            r.name("metric"), t.metric);
   SS_CHECK(t.step >= 1 && t.samples >= 1 && t.epochs > 0.0,
@@ -235,16 +194,54 @@ TargetRecord target_from_json(const JsonReader& r) {
   SS_CHECK(t.train_ms >= 0.0 && t.wall_ms >= t.train_ms,
            "{}: a wall time of {} ms cannot be below the {} ms of training", r.name("wall_ms"),
            t.wall_ms, t.train_ms);
-  return t;
 }
 
 nlohmann::json to_json(const EvalRecord& e) {
-  return {{"epoch", e.epoch}, {"step", e.step}, {"loss", e.loss}, {"accuracy", e.accuracy}};
+  return write_fields(e);
 }
 
 EvalRecord eval_from_json(const JsonReader& r) {
-  return {r.int64("epoch"), r.int64("step"), r.number("loss"), r.number("accuracy")};
+  return read_fields<EvalRecord>(r);
 }
+
+namespace {
+
+// What the options came to: the run's facts that are no option.
+nlohmann::json run_json(const RunReport& r) {
+  nlohmann::json j = {{"threads_per_device", r.threads_per_device},
+                      {"communication_threads_per_device", r.communication_threads_per_device},
+                      {"replicas", r.replicas},
+                      {"batch_per_device", r.batch},
+                      {"global_batch", r.global_batch()},
+                      {"grad_compression", to_string(r.grad_compression)},
+                      {"bucket_bytes", r.bucket_bytes},
+                      {"allreduce_bytes_per_step", allreduce_bytes(r.bucket_bytes)},
+                      {"data", r.data}};
+  if (r.tf32) j["tf32"] = *r.tf32;
+  if (r.deterministic) j["deterministic"] = *r.deterministic;
+  if (r.determinism) j["determinism"] = *r.determinism;
+  return j;
+}
+
+// The kernels the libraries chose, and the passes that fell back to non-deterministic ones.
+void add_kernels(nlohmann::json& j, const RunReport& r) {
+  if (r.kernels.empty()) return;
+  nlohmann::json kernels = nlohmann::json::array();
+  nlohmann::json fallbacks = nlohmann::json::array();
+  for (const KernelChoiceRecord& k : r.kernels) {
+    kernels.push_back(to_json(k));
+    if (k.fallback.empty()) continue;
+    fallbacks.push_back({{"layer", k.layer},
+                         {"layer_name", k.layer_name},
+                         {"pass", k.pass},
+                         {"algorithm", k.algorithm},
+                         {"why", k.fallback}});
+  }
+  j["kernels"] = std::move(kernels);
+  if (!fallbacks.empty()) j["nondeterministic_fallbacks"] = std::move(fallbacks);
+}
+
+}  // namespace
 
 nlohmann::json to_json(const RunReport& r) {
   const std::vector<GradSqNorms> norms = step_norms(r);
@@ -268,25 +265,8 @@ nlohmann::json to_json(const RunReport& r) {
         {"params", r.params},
         {"forward_flops_per_sample", r.forward_flops_per_sample},
         {"input_shape", r.input_shape}}},
-      {"config",
-       {{"devices", r.devices},
-        {"threads_per_device", r.threads_per_device},
-        {"replicas", r.replicas},
-        {"batch_per_device", r.batch},
-        {"accumulation", r.accumulation},
-        {"global_batch", r.global_batch()},
-        {"optimizer", r.optimizer},
-        {"lr", r.lr},
-        {"lr_scaling", r.lr_scaling},
-        {"lr_warmup_steps", r.lr_warmup_steps},
-        {"overlap", r.overlap},
-        {"prefetch", r.prefetch},
-        {"fusion", r.fusion},
-        {"grad_compression", to_string(r.grad_compression)},
-        {"bucket_bytes", r.bucket_bytes},
-        {"allreduce_bytes_per_step", allreduce_bytes(r.bucket_bytes)},
-        {"seed", r.seed},
-        {"data", r.data}}},
+      {"config", r.config},
+      {"run", run_json(r)},
       {"summary",
        {{"warmup_steps", r.warmup_steps},
         {"warmup_settled", r.warmup_settled},
@@ -313,24 +293,7 @@ nlohmann::json to_json(const RunReport& r) {
                            ? noise_scale_json(r, norms, smoothed)
                            : nlohmann::json{{"unavailable", noise_scale_unavailable_reason()}};
   }
-  if (r.tf32) j["config"]["tf32"] = *r.tf32;
-  if (r.deterministic) j["config"]["deterministic"] = *r.deterministic;
-  if (r.determinism) j["config"]["determinism"] = *r.determinism;
-  if (!r.kernels.empty()) {
-    nlohmann::json kernels = nlohmann::json::array();
-    nlohmann::json fallbacks = nlohmann::json::array();
-    for (const KernelChoiceRecord& k : r.kernels) {
-      kernels.push_back(to_json(k));
-      if (k.fallback.empty()) continue;
-      fallbacks.push_back({{"layer", k.layer},
-                           {"layer_name", k.layer_name},
-                           {"pass", k.pass},
-                           {"algorithm", k.algorithm},
-                           {"why", k.fallback}});
-    }
-    j["kernels"] = std::move(kernels);
-    if (!fallbacks.empty()) j["nondeterministic_fallbacks"] = std::move(fallbacks);
-  }
+  add_kernels(j, r);
   if (r.allreduce_split) j["allreduce_split"] = to_json(*r.allreduce_split);
   if (!r.gpu_utilization.empty()) {
     nlohmann::json gpus = nlohmann::json::array();
@@ -346,24 +309,21 @@ double AllReduceSplit::intra_node_fraction() const {
 }
 
 nlohmann::json to_json(const AllReduceSplit& s) {
-  return {{"bytes", s.bytes},     {"nodes", s.nodes},
-          {"repeats", s.repeats}, {"global_ms", s.global_ms},
-          {"node_ms", s.node_ms}, {"intra_node_fraction", s.intra_node_fraction()}};
+  nlohmann::json j = write_fields(s);
+  j["intra_node_fraction"] = s.intra_node_fraction();
+  return j;
 }
 
 AllReduceSplit split_from_json(const JsonReader& r) {
-  AllReduceSplit a;
-  a.bytes = r.int64("bytes");
-  a.nodes = r.int32("nodes");
-  a.repeats = r.int32("repeats");
-  a.global_ms = r.number("global_ms");
-  a.node_ms = r.number("node_ms");
+  return read_fields<AllReduceSplit>(r);
+}
+
+void JsonFields<AllReduceSplit>::check(const AllReduceSplit& a, const JsonReader& r) {
   SS_CHECK(a.bytes >= 0, "{} {} must not be negative", r.name("bytes"), a.bytes);
   SS_CHECK(a.nodes >= 1, "{} {} must be at least 1", r.name("nodes"), a.nodes);
   SS_CHECK(a.repeats >= 1, "{} {} must be at least 1", r.name("repeats"), a.repeats);
   SS_CHECK(a.global_ms >= 0.0, "{} {} must not be negative", r.name("global_ms"), a.global_ms);
   SS_CHECK(a.node_ms >= 0.0, "{} {} must not be negative", r.name("node_ms"), a.node_ms);
-  return a;
 }
 
 void write_run_report(const std::string& path, const RunReport& report) {

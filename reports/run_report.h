@@ -9,13 +9,16 @@
 #include <vector>
 
 #include "reports/environment.h"
+#include "reports/json_fields.h"
 #include "reports/json_reader.h"
 #include "reports/noise_scale.h"
 #include "reports/phases.h"
 
 namespace scalescope {
 
-inline constexpr const char* kRunSchemaVersion = "1.9";
+// 2.0: the config block holds the options as a config file does (train --config reads it back);
+// the run's facts (replicas, batch per device, buckets...) moved to a block of their own, "run".
+inline constexpr const char* kRunSchemaVersion = "2.0";
 
 // With --noise-scale: a step's squared gradient norms (reports/noise_scale.h).
 struct StepGradNorms {
@@ -120,6 +123,63 @@ struct KernelChoiceRecord {
   std::string fallback{};
 };
 
+// The keys of the records above, for their writers and strict readers both (the run report's,
+// the results that cross processes, the sweep report's). `check` refuses values out of range,
+// naming the key.
+template <>
+struct JsonFields<EvalRecord> {
+  static constexpr auto kFields =
+      std::make_tuple(field("epoch", &EvalRecord::epoch), field("step", &EvalRecord::step),
+                      field("loss", &EvalRecord::loss), field("accuracy", &EvalRecord::accuracy));
+};
+
+template <>
+struct JsonFields<TargetRecord> {
+  static constexpr auto kFields = std::make_tuple(
+      field("metric", &TargetRecord::metric), field("value", &TargetRecord::value),
+      field("reached", &TargetRecord::reached), field("step", &TargetRecord::step),
+      field("samples", &TargetRecord::samples), field("epochs", &TargetRecord::epochs),
+      field("train_ms", &TargetRecord::train_ms), field("wall_ms", &TargetRecord::wall_ms));
+  static void check(const TargetRecord& t, const JsonReader& r);
+};
+
+template <>
+struct JsonFields<GpuUtilization> {
+  using G = GpuUtilization;
+  static constexpr auto kFields = std::make_tuple(
+      field("host", &G::host), field("pci_bus_id", &G::pci_bus_id), field("samples", &G::samples),
+      field("failed_samples", &G::failed_samples),
+      field("mean_gpu_util_percent", &G::mean_gpu_util_percent),
+      field("max_gpu_util_percent", &G::max_gpu_util_percent),
+      field("mean_memory_util_percent", &G::mean_memory_util_percent),
+      field("max_memory_used_bytes", &G::max_memory_used_bytes), field("error", &G::error));
+};
+
+template <>
+struct JsonFields<AllReduceSplit> {
+  static constexpr auto kFields = std::make_tuple(
+      field("bytes", &AllReduceSplit::bytes), field("nodes", &AllReduceSplit::nodes),
+      field("repeats", &AllReduceSplit::repeats), field("global_ms", &AllReduceSplit::global_ms),
+      field("node_ms", &AllReduceSplit::node_ms));
+  static void check(const AllReduceSplit& s, const JsonReader& r);
+};
+
+template <>
+struct JsonFields<KernelChoiceRecord> {
+  using K = KernelChoiceRecord;
+  static constexpr auto kFields = std::make_tuple(
+      field("layer", &K::layer), field("layer_name", &K::layer_name), field("pass", &K::pass),
+      field("algorithm", &K::algorithm), field("math", &K::math), field("layout", &K::layout),
+      field("deterministic", &K::deterministic), field("workspace_bytes", &K::workspace_bytes),
+      // Both or neither: where a limit applied.
+      optional_field(
+          "workspace_limit_bytes", &K::workspace_limit_bytes,
+          +[](const K& k) { return !k.workspace_limit_rule.empty(); }),
+      optional_field("workspace_limit_rule", &K::workspace_limit_rule),
+      optional_field("fallback", &K::fallback));
+  static void check(const KernelChoiceRecord& k, const JsonReader& r);
+};
+
 // The trainer's gradient bucket caps unless told otherwise (PyTorch DDP's): the first bucket,
 // which the last layers fill early in backward, small so that communication starts soon.
 inline constexpr double kDefaultBucketCapMb = 25.0;
@@ -143,12 +203,18 @@ int64_t allreduce_bytes(const std::vector<int64_t>& bucket_bytes);
 
 struct RunReport {
   std::string command_line;
+  // The options the run was given, keyed as a config file keys them (written by the caller
+  // that parsed them: harness/trainer train_config_json); the report's "config" block.
+  nlohmann::json config = nlohmann::json::object();
   std::string model;
   int64_t params = 0;
   int64_t forward_flops_per_sample = 0;
   std::string input_shape;
   std::string devices;
   int threads_per_device = 0;
+  // The host threads each replica ran for communication beside its compute: the reducer's
+  // thread and the communicator's own (Gloo's event loop); 0 on one device.
+  int communication_threads_per_device = 0;
   int replicas = 1;
   int64_t batch = 0;     // per device (replica) and micro-batch
   int accumulation = 1;  // micro-batches per step
@@ -229,6 +295,11 @@ KernelChoiceRecord kernel_choice_from_json(const JsonReader& r);
 // (KernelChoiceRecord::fallback): one line naming each layer, pass and algorithm, ending in a
 // newline; "" when there are none.
 std::string fallback_line(const RunReport& report);
+// Those passes as the line names them: "conv2d(64, 7x7) backward-data (ALGO_0)".
+std::vector<std::string> fallback_passes(const std::vector<KernelChoiceRecord>& kernels);
+// The line's opening, for every place that lists fallbacks.
+inline constexpr const char* kFallbackLead =
+    "not deterministic where no deterministic algorithm fits the workspace limit";
 GpuUtilization gpu_utilization_from_json(const JsonReader& r);
 // Reads what to_json(AllReduceSplit) wrote; throws Error naming the key that is missing, of
 // the wrong type or out of range.

@@ -31,7 +31,7 @@ A step's time is the whole global step: scalescope's step_ms (the slowest replic
 anchors' rank-0 or whole-process wall time of a step that ends in reading the loss.
 
 With --allreduce, every N > 1 point also times, in the first round, an all-reduce of
-scalescope's own gradient buckets (the run's config.bucket_bytes) in each anchor (its own
+scalescope's own gradient buckets (the run report's run.bucket_bytes) in each anchor (its own
 collective: TF's cross-replica all-reduce, torch.distributed over gloo), against the time
 scalescope attributes to all-reduce per step (the fastest replica's allreduce_ms: the other
 waits for it), so the communication itself is compared, not only whole steps.
@@ -94,10 +94,12 @@ def run_scalescope(args, system, model, batch, n):
     steps = [{"ms": s["step_ms"], "loss": s["loss"],
               "allreduce_ms": min(r["allreduce_ms"] for r in s["replicas"])}
              for s in run["steps"]]
+    # The run's facts; a --before-binary older than run schema 2.0 wrote them under config.
+    facts = run.get("run", run["config"])
     return {"system": system,
             "versions": {"scalescope": run["schema_version"]},
             "steps": steps, "warmup": args.warmup,
-            "checks": {"bucket_bytes": run["config"]["bucket_bytes"]}}
+            "checks": {"bucket_bytes": facts["bucket_bytes"]}}
 
 
 def run_anchor(args, system, model, batch, n, allreduce_bytes):

@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/fs.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/option_app.h"
 #include "reports/compare.h"
 #include "reports/compare/format.h"
 #include "reports/trace_analysis/analysis_report.h"
@@ -28,6 +29,7 @@ struct CompareArgs {
   std::string min_phase_change = "1%";
   std::string markdown;
   bool strict = false;
+  OptionList list;  // the declarations of the above
 };
 
 int run_compare(const CompareArgs& a) {
@@ -36,8 +38,6 @@ int run_compare(const CompareArgs& a) {
   std::string spec;
   for (const std::string& t : a.thresholds) spec += (spec.empty() ? "" : ",") + t;
   if (!spec.empty()) options.thresholds = parse_thresholds(spec);
-  SS_CHECK(a.alpha > 0.0 && a.alpha < 1.0,
-           "--alpha {} is not a significance level (accepted: 0 < alpha < 1, e.g. 0.05)", a.alpha);
   options.alpha = a.alpha;
   options.min_phase_change = parse_percent(a.min_phase_change, "--min-phase-change");
 
@@ -61,39 +61,50 @@ int run_compare(const CompareArgs& a) {
   return c.regressed() ? kRegression : kNoRegression;
 }
 
+void declare(CompareArgs& a) {
+  OptionList& list = a.list;
+  list.add("BASELINE", a.baseline, "The reference sweep report or analysis").require();
+  list.add("CURRENT", a.current, "The sweep report or analysis to judge").require();
+  list.add("--threshold", a.thresholds,
+           fmt::format("Relative change that counts, default 5%: PERCENT for every metric and/or "
+                       "NAME=PERCENT items, comma-separated (names: {}), e.g. "
+                       "5%,throughput=3%,allreduce_exposed=10%",
+                       metric_names()))
+      .shown_default("5%");
+  list.add("--alpha", a.alpha,
+           "Significance level of the Mann-Whitney U test on the per-step samples",
+           [](const double& alpha) {
+             return alpha > 0.0 && alpha < 1.0
+                        ? std::string()
+                        : std::string(
+                              "is not a significance level (accepted: 0 < alpha < 1, e.g. 0.05)");
+           });
+  list.add("--min-phase-change", a.min_phase_change,
+           "A phase counts only when its median moved by at least this share of the baseline's "
+           "step time");
+  list.add("--markdown", a.markdown,
+           "Also write the comparison as Markdown (a pull-request comment) to this file");
+  list.add("--strict", a.strict,
+           "Refuse (exit status 2) when the environments differ (GPUs, driver, libraries, build "
+           "type, CPU, cores)");
+}
+
 }  // namespace
 
 void add_compare_command(CLI::App& app, Action& action) {
   auto args = std::make_shared<CompareArgs>();
+  declare(*args);
   CLI::App* cmd = app.add_subcommand(
       "compare",
       "Compare two sweep reports (or two analyses of `scalescope analyze -o`) point by point; "
       "exit status 1 when a metric regressed beyond its threshold and beyond noise, 2 on bad "
       "input");
-  cmd->add_option("BASELINE", args->baseline, "The reference sweep report or analysis")
-      ->required();
-  cmd->add_option("CURRENT", args->current, "The sweep report or analysis to judge")->required();
-  cmd->add_option("--threshold", args->thresholds,
-                  fmt::format("Relative change that counts, default 5%: PERCENT for every metric "
-                              "and/or NAME=PERCENT items, comma-separated (names: {}), e.g. "
-                              "5%,throughput=3%,allreduce_exposed=10%",
-                              metric_names()));
-  cmd->add_option("--alpha", args->alpha,
-                  "Significance level of the Mann-Whitney U test on the per-step samples")
-      ->capture_default_str();
-  cmd->add_option("--min-phase-change", args->min_phase_change,
-                  "A phase counts only when its median moved by at least this share of the "
-                  "baseline's step time")
-      ->capture_default_str();
-  cmd->add_option("--markdown", args->markdown,
-                  "Also write the comparison as Markdown (a pull-request comment) to this file");
-  cmd->add_flag("--strict", args->strict,
-                "Refuse (exit status 2) when the environments differ (GPUs, driver, libraries, "
-                "build type, CPU, cores)");
-  cmd->callback([&action, args] {
-    action = [args] {
+  add_options(*cmd, args->list);
+  cmd->callback([&action, args, cmd] {
+    action = [args, cmd] {
       // Bad input is status 2 here, not main's 1: 1 means "regression" to a CI job.
       try {
+        (void)settle_options(*cmd, args->list);
         return run_compare(*args);
       } catch (const Error& e) {
         fmt::print(stderr, "scalescope: error: {}\n", e.what());

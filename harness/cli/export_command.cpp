@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/fs.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/option_app.h"
 #include "reports/export.h"
 #include "reports/json_reader.h"
 
@@ -19,6 +20,7 @@ struct ExportArgs {
   std::string format;
   std::string output = "-";
   std::string metric;  // github-action-benchmark only; empty: throughput
+  OptionList list;     // the declarations of the above
 };
 
 int run_export(const ExportArgs& a) {
@@ -58,26 +60,38 @@ int run_export(const ExportArgs& a) {
   return 0;
 }
 
+void declare(ExportArgs& a) {
+  OptionList& list = a.list;
+  list.add("FILE", a.file, "A report written by `scalescope sweep`").require();
+  list.add("--format",
+           Choice{export_format_names(), [&a] { return a.format; },
+                  [&a](const std::string& name) { a.format = name; }},
+           "gbench (Google Benchmark JSON, for its compare.py), github-action-benchmark "
+           "(customBiggerIsBetter; customSmallerIsBetter with --metric step-time) or bencher "
+           "(Bencher Metric Format)")
+      .require();
+  list.add("-o,--output", a.output, "Output file; - for standard output");
+  list.add("--metric",
+           Choice{github_metric_names(), [&a] { return a.metric; },
+                  [&a](const std::string& name) { a.metric = name; }},
+           "github-action-benchmark only: throughput (samples/s, bigger is better; the default) "
+           "or step-time (median ms, smaller is better)");
+}
+
 }  // namespace
 
 void add_export_command(CLI::App& app, Action& action) {
   auto args = std::make_shared<ExportArgs>();
+  declare(*args);
   CLI::App* cmd =
       app.add_subcommand("export", "Write a sweep report in another benchmark tracker's format");
-  cmd->add_option("FILE", args->file, "A report written by `scalescope sweep`")->required();
-  cmd->add_option("--format", args->format,
-                  "gbench (Google Benchmark JSON, for its compare.py), github-action-benchmark "
-                  "(customBiggerIsBetter; customSmallerIsBetter with --metric step-time) or "
-                  "bencher (Bencher Metric Format)")
-      ->required()
-      ->check(CLI::IsMember({"gbench", "github-action-benchmark", "bencher"}));
-  cmd->add_option("-o,--output", args->output, "Output file; - for standard output")
-      ->capture_default_str();
-  cmd->add_option("--metric", args->metric,
-                  "github-action-benchmark only: throughput (samples/s, bigger is better; the "
-                  "default) or step-time (median ms, smaller is better)")
-      ->check(CLI::IsMember({"throughput", "step-time"}));
-  cmd->callback([&action, args] { action = [args] { return run_export(*args); }; });
+  add_options(*cmd, args->list);
+  cmd->callback([&action, args, cmd] {
+    action = [args, cmd] {
+      (void)settle_options(*cmd, args->list);
+      return run_export(*args);
+    };
+  });
 }
 
 }  // namespace scalescope::cli

@@ -1,10 +1,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/commands.h"
+#include "harness/cli/option_app.h"
 #include "models/zoo.h"
 #include "models/zoo_families.h"
 
@@ -92,15 +94,23 @@ int run_models(const std::vector<std::string>& given, bool as_json) {
 }  // namespace
 
 void add_models_command(CLI::App& app, Action& action) {
+  struct ModelsArgs {
+    std::vector<std::string> specs;
+    bool json = false;
+    OptionList list;
+  };
+  auto args = std::make_shared<ModelsArgs>();
+  args->list.add("MODEL", args->specs, "Model specs to describe, e.g. cifar-resnet:depth=56");
+  args->list.add("--json", args->json, "Print JSON instead of a table");
   CLI::App* cmd = app.add_subcommand("models",
                                      "Describe model specs (parameters, forward FLOPs per "
                                      "sample, layers) or, with none, list the zoo");
-  auto as_json = std::make_shared<bool>(false);
-  auto specs = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("specs", *specs, "Model specs to describe, e.g. cifar-resnet:depth=56");
-  cmd->add_flag("--json", *as_json, "Print JSON instead of a table");
-  cmd->callback([&action, as_json, specs] {
-    action = [as_json, specs] { return run_models(*specs, *as_json); };
+  add_options(*cmd, args->list);
+  cmd->callback([&action, args, cmd] {
+    action = [args, cmd] {
+      (void)settle_options(*cmd, args->list);
+      return run_models(args->specs, args->json);
+    };
   });
 }
 

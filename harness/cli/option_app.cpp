@@ -77,6 +77,12 @@ std::vector<std::string> file_inputs(const OptionDecl& d, const JsonReader& r,
       d.value);
 }
 
+// The options add_options registered.
+std::set<const CLI::Option*>& schema_options() {
+  static std::set<const CLI::Option*> options;
+  return options;
+}
+
 }  // namespace
 
 void add_options(CLI::App& app, OptionList& list) {
@@ -113,7 +119,13 @@ void add_options(CLI::App& app, OptionList& list) {
                    d.value);
     const std::string shown = d.default_text.empty() ? value_text(d) : d.default_text;
     if (!d.is_flag() && !shown.empty()) option->default_str(shown);
+    if (d.required) option->required();
+    schema_options().insert(option);
   }
+}
+
+bool declared_in_schema(const CLI::Option& option) {
+  return schema_options().contains(&option);
 }
 
 JsonConfig::JsonConfig(const OptionList& list, const CLI::App& app, std::string name,

@@ -19,6 +19,9 @@ namespace scalescope::cli {
 // Registers every declaration of `list` on `app`: its names, help and the default --help
 // shows. REQUIRES: `list` and the variables it binds outlive the parsing.
 void add_options(CLI::App& app, OptionList& list);
+// Whether add_options registered `option` (every option of every command is declared in the
+// schema; tests hold it).
+bool declared_in_schema(const CLI::Option& option);
 
 // What a config file gave: its name in messages and the keys it set (those the command line
 // did not give).

@@ -99,15 +99,13 @@ void add_pipeline_bench_command(CLI::App& app, Action& action) {
   OptionList& list = args->list;
   add_data_options(list, args->data, /*with_workers=*/false);
   add_model_option(list, args->model);
-  list.add("--workers", args->workers, "Worker counts to measure, e.g. 1,2,4",
-           in_range(1, 256, "must be between 1 and 256"));
-  list.add("--batch", args->batch, "Samples per batch",
-           at_least<int64_t>(1, "must be a positive number of samples"));
+  add_workers_option(list, args->workers);
+  add_batch_option(list, args->batch);
   list.add("--batches", args->batches, "Batches measured per worker count",
            at_least<int64_t>(1, "must be positive"));
   list.add("--warmup", args->warmup, "Batches before measuring",
            at_least<int64_t>(0, "must not be negative"));
-  list.add("--seed", args->seed, "Seed of shuffling and augmentation");
+  add_seed_option(list, args->seed);
   list.add("-o,--output", args->output, "Write the results as JSON");
   CLI::App* cmd = app.add_subcommand(
       "pipeline-bench", "Measure the input pipeline alone (samples/s per worker count)");

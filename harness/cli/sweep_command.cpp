@@ -230,21 +230,27 @@ void add_sweep_command(CLI::App& app, Action& action) {
 }
 
 void add_report_command(CLI::App& app, Action& action) {
-  auto file = std::make_shared<std::string>();
+  struct ReportArgs {
+    std::string file;
+    std::string html;
+    OptionList list;
+  };
+  auto args = std::make_shared<ReportArgs>();
+  args->list.add("FILE", args->file, "A report written by `scalescope sweep`").require();
+  args->list.add("--html", args->html,
+                 "Also write the report as one self-contained HTML page (charts, verdicts, "
+                 "environment)");
   CLI::App* cmd = app.add_subcommand(
       "report", "Print the tables of a sweep report again; --html writes its HTML page");
-  auto html = std::make_shared<std::string>();
-  cmd->add_option("FILE", *file, "A report written by `scalescope sweep`")->required();
-  cmd->add_option("--html", *html,
-                  "Also write the report as one self-contained HTML page (charts, verdicts, "
-                  "environment)");
-  cmd->callback([&action, file, html] {
-    action = [file, html] {
-      const SweepReport report = read_sweep_report(*file);
+  add_options(*cmd, args->list);
+  cmd->callback([&action, args, cmd] {
+    action = [args, cmd] {
+      (void)settle_options(*cmd, args->list);
+      const SweepReport report = read_sweep_report(args->file);
       fmt::print("{}", format_sweep_tables(report));
-      if (!html->empty()) {
-        write_sweep_html(*html, report);
-        fmt::print("\nHTML report written to {}\n", *html);
+      if (!args->html.empty()) {
+        write_sweep_html(args->html, report);
+        fmt::print("\nHTML report written to {}\n", args->html);
       }
       return 0;
     };

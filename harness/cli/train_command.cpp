@@ -128,20 +128,35 @@ int run_train(TrainArgs& args, const OptionSources& names) {
   return 0;
 }
 
+// The run's options and this command's own.
+void declare(TrainArgs& args) {
+  OptionList& list = args.list;
+  add_train_options(list, args.options);
+  add_launch_options(list, args.launch);
+  list.add("-o,--output", args.output, "Write the run (per-step loss and time) as JSON")
+      .command_line_only();
+  list.add("--trace", args.trace, "Write the measured steps as a Chrome/Perfetto trace (JSON)")
+      .command_line_only();
+  list.add("-q,--quiet", args.quiet, "Print only the summary").command_line_only();
+}
+
 }  // namespace
 
 void add_train_command(CLI::App& app, Action& action) {
+  // The flags parsed here serve --help and usage errors; the options are parsed again with
+  // the config file (CLI11 reads --config of a top-level App only: parse_with_config).
   auto args = std::make_shared<TrainArgs>();
-  OptionList& list = args->list;
-  add_train_options(list, args->options);
-  add_launch_options(list, args->launch);
-  list.add("-o,--output", args->output, "Write the run (per-step loss and time) as JSON");
-  list.add("--trace", args->trace, "Write the measured steps as a Chrome/Perfetto trace (JSON)");
-  list.add("-q,--quiet", args->quiet, "Print only the summary");
+  declare(*args);
   CLI::App* cmd = app.add_subcommand("train", "Train a model and time every step");
-  add_options(*cmd, list);
-  cmd->callback([&action, args, cmd] {
-    action = [args, cmd] { return run_train(*args, settle_options(*cmd, args->list)); };
+  add_options(*cmd, args->list);
+  add_config_option(*cmd, args->list);
+  cmd->callback([&action] {
+    action = [] {
+      TrainArgs parsed;
+      declare(parsed);
+      const OptionSources names = parse_with_config(parsed.list, command_arguments());
+      return run_train(parsed, names);
+    };
   });
 }
 

@@ -3,6 +3,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
+#include <iterator>
 
 #include "core/check.h"
 #include "core/interrupt.h"
@@ -62,8 +64,14 @@ OptionDecl& OptionList::add(std::string names, OptionValue value, std::string he
   decl.names = std::move(names);
   decl.help = std::move(help);
   decl.value = std::move(value);
-  decl.key = decl.flag().substr(2);
-  if (decl.negated() && decl.key.starts_with("no-")) decl.key = decl.key.substr(3);
+  const std::string flag = decl.flag();
+  if (flag.starts_with("--")) {
+    decl.key = flag.substr(2);
+    if (decl.negated() && decl.key.starts_with("no-")) decl.key = decl.key.substr(3);
+  } else {
+    std::transform(flag.begin(), flag.end(), std::back_inserter(decl.key),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  }
   std::replace(decl.key.begin(), decl.key.end(), '-', '_');
   decls_.push_back(std::move(decl));
   return decls_.back();

@@ -65,14 +65,16 @@ using OptionValue =
 
 struct OptionDecl {
   // CLI11's spelling: "--batch", "-o,--output"; a bool's flag sets it to true, or to false
-  // when spelt "!--no-overlap".
+  // when spelt "!--no-overlap"; a name without dashes is a positional argument ("FILE").
   std::string names;
   std::string help;
   OptionValue value;
   // The config file's and the report's key: the long flag without "--" (and "no-" for a
-  // flag that clears it), '-' as '_'. Also the option's name in library messages.
+  // flag that clears it), '-' as '_'; a positional argument's name in lower case. Also the
+  // option's name in library messages.
   std::string key;
   bool in_config = true;      // false: command line only
+  bool required = false;      // the command refuses to run without it
   bool list_in_file = false;  // a string a config file may also give as a list of integers
   // A list of names split at commas on the command line (names that hold no commas).
   bool comma_separated = false;
@@ -84,7 +86,7 @@ struct OptionDecl {
   // line gives it even at the value it has by default.
   bool always_written = false;
 
-  // The long flag ("--batch"; "--no-overlap").
+  // The long flag ("--batch"; "--no-overlap"), or a positional argument's name ("FILE").
   std::string flag() const;
   bool negated() const { return names.starts_with('!'); }
   bool is_flag() const {
@@ -98,6 +100,10 @@ struct OptionDecl {
 
   OptionDecl& command_line_only() {
     in_config = false;
+    return *this;
+  }
+  OptionDecl& require() {
+    required = true;
     return *this;
   }
   OptionDecl& list_accepted_in_file() {

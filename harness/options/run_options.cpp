@@ -1,5 +1,7 @@
 #include "harness/options/run_options.h"
 
+#include <fmt/format.h>
+
 #include "core/device_spec.h"
 #include "models/zoo.h"
 
@@ -11,6 +13,8 @@ constexpr const char* kGlobalBatchHelp =
     "Samples per step over all devices, split over them (strong scaling), instead of --batch; "
     "must divide by the devices × --accumulate";
 constexpr const char* kSamples = "must be a positive number of samples";
+constexpr const char* kWorkersHelp = "Input pipeline worker threads";
+constexpr const char* kWorkersRange = "must be between 1 and 256";
 
 }  // namespace
 
@@ -38,6 +42,20 @@ OptionDecl& add_batch_option(OptionList& list, int64_t& batch) {
 
 OptionDecl& add_batch_option(OptionList& list, std::vector<int64_t>& batches) {
   return list.add("--batch", batches, kBatchHelp, at_least<int64_t>(1, kSamples));
+}
+
+OptionDecl& add_workers_option(OptionList& list, int& workers) {
+  return list.add("--workers", workers, kWorkersHelp, in_range(1, 256, kWorkersRange));
+}
+
+OptionDecl& add_workers_option(OptionList& list, std::vector<int>& workers) {
+  return list.add("--workers", workers,
+                  fmt::format("{}: the counts to measure, e.g. 1,2,4", kWorkersHelp),
+                  in_range(1, 256, kWorkersRange));
+}
+
+OptionDecl& add_seed_option(OptionList& list, uint64_t& seed) {
+  return list.add("--seed", seed, "Seed of the weights and of the data's order and augmentation");
 }
 
 OptionDecl& add_global_batch_option(OptionList& list, int64_t& global_batch) {

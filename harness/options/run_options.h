@@ -1,6 +1,6 @@
 // The options that say what runs where, shared by `train`, `sweep`, `profile` and
 // `collectives` (and `pipeline-bench`): each declared here once and bound to the variable of
-// whichever options struct a command fills.
+// whichever options struct a command fills (a list where a command measures several values).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,11 @@ OptionDecl& add_threads_option(OptionList& list, int& threads);
 // --batch: samples per micro-batch and device (weak scaling); a sweep takes a list.
 OptionDecl& add_batch_option(OptionList& list, int64_t& batch);
 OptionDecl& add_batch_option(OptionList& list, std::vector<int64_t>& batches);
+// --workers: input pipeline worker threads; `pipeline-bench` takes a list to measure.
+OptionDecl& add_workers_option(OptionList& list, int& workers);
+OptionDecl& add_workers_option(OptionList& list, std::vector<int>& workers);
+// --seed: of the weights and of the data's order and augmentation.
+OptionDecl& add_seed_option(OptionList& list, uint64_t& seed);
 // --global-batch: samples per step over all devices instead (strong scaling); a single run
 // holds 0 when it is not given, a sweep an empty list.
 OptionDecl& add_global_batch_option(OptionList& list, int64_t& global_batch);

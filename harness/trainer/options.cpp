@@ -105,9 +105,8 @@ void add_collective_options(OptionList& list, TrainOptions& o) {
            "replica's own batch, as DDP");
 }
 
-}  // namespace
-
-void add_training_options(OptionList& list, TrainOptions& o, const GradientAxes* axes) {
+// The optimizer and its learning rate.
+void add_optimizer_options(OptionList& list, TrainOptions& o) {
   list.add("--optimizer",
            Choice{{"sgd", "adam"},
                   [&o] { return std::string(to_string(o.optimizer.kind)); },
@@ -137,6 +136,12 @@ void add_training_options(OptionList& list, TrainOptions& o, const GradientAxes*
            finite_above(0.0f, true, "must be 0 or more"));
   list.add("--weight-decay", o.optimizer.weight_decay, "L2 weight decay",
            finite_above(0.0f, true, "must be 0 or more"));
+}
+
+}  // namespace
+
+void add_training_options(OptionList& list, TrainOptions& o, const GradientAxes* axes) {
+  add_optimizer_options(list, o);
   list.add("--accumulate", o.accumulation,
            "Gradient accumulation: micro-batches per step, all-reduced once",
            in_range(1, 4096, "must be between 1 and 4096 micro-batches per step"));
@@ -191,7 +196,7 @@ void add_training_options(OptionList& list, TrainOptions& o, const GradientAxes*
            "Device memory per replica in MiB (0: all), libraries' own buffers (NCCL's) included; "
            "more fails as out of memory",
            finite_above(0.0, true, "must be 0 (no limit) or a positive size"));
-  list.add("--seed", o.seed, "Seed of weights and data");
+  add_seed_option(list, o.seed);
 }
 
 void add_target_options(OptionList& list, TrainOptions& o) {
@@ -215,8 +220,7 @@ void add_data_options(OptionList& list, DataOptions& o, bool with_workers) {
            "Data: synthetic, synthetic:device, idx:DIR (MNIST-format), cifar10:DIR",
            parses([](const std::string& spec) { (void)parse_data_spec(spec); }));
   if (with_workers) {
-    list.add("--workers", o.workers, "Input pipeline worker threads",
-             in_range(1, 256, "must be between 1 and 256"));
+    add_workers_option(list, o.workers);
   }
   list.add("--queue-depth", o.queue_depth, "Ready batches kept ahead of the trainer",
            in_range(1, 1024, "must be between 1 and 1024"));
@@ -264,6 +268,13 @@ void add_train_options(OptionList& list, TrainOptions& o) {
            at_least<int64_t>(0, "must be 0 (only at the end) or positive"));
   list.add("--save", o.save, "Write a checkpoint (safetensors) at the end");
   list.add("--load", o.load, "Start from a checkpoint (safetensors)");
+}
+
+nlohmann::json train_config_json(const TrainOptions& options) {
+  TrainOptions copy = options;  // the declarations bind variables; these are a copy's
+  OptionList list;
+  add_train_options(list, copy);
+  return options_json(list);
 }
 
 Determinism determinism_of(const TrainOptions& o) {

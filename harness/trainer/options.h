@@ -163,6 +163,8 @@ void add_data_options(OptionList& list, DataOptions& options, bool with_workers 
 // Evaluation every N steps and the time-to-accuracy targets (`train` and `sweep`).
 void add_target_options(OptionList& list, TrainOptions& options);
 void add_train_options(OptionList& list, TrainOptions& options);
+// `options` as a config file for `train` holds them (a run report's config block).
+nlohmann::json train_config_json(const TrainOptions& options);
 
 // Checks the options that need no data before any work starts: every declaration's check,
 // then those across options; throws Error naming the bad value as `names` says (by the

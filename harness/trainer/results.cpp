@@ -7,108 +7,57 @@
 #include "core/check.h"
 #include "harness/collectives/cluster.h"
 #include "models/kernels.h"
-#include "reports/json_reader.h"
+#include "reports/json_fields.h"
 
 namespace scalescope {
 namespace {
 
-nlohmann::json replica_json(const ReplicaRecord& r, int rank) {
-  nlohmann::json phases = nlohmann::json::array();
-  for (const PhaseTimes& p : r.phases) phases.push_back(to_json(p, /*with_buckets=*/true));
-  return {{"rank", rank},
-          {"phases", std::move(phases)},
-          {"losses", r.losses},
-          {"grad_sq_local", r.grad_sq_local},
-          {"grad_sq_global", r.grad_sq_global},
-          {"peak_memory_bytes", r.peak_memory_bytes},
-          {"measured_device_allocations", r.measured_allocations},
-          {"host_wait_overshoot_ms", r.wait_overshoot_ms},
-          {"library_memory_bytes", r.library_memory_bytes}};
-}
-
-void read_replica(RunResults& results, const JsonReader& r) {
-  const int rank = r.int32("rank");
-  SS_CHECK(rank >= 0 && static_cast<size_t>(rank) < results.replicas.size(),
-           "{} holds the records of replica {} of {}", r.name("rank"), rank,
-           results.replicas.size());
-  ReplicaRecord& record = results.replicas[static_cast<size_t>(rank)];
-  record.phases.clear();
-  const nlohmann::json& phases = r.array("phases");
-  for (size_t i = 0; i < phases.size(); ++i) {
-    record.phases.push_back(phase_times_from_json(r.element("phases", i)));
-  }
-  record.losses = r.numbers("losses");
-  record.grad_sq_local = r.numbers("grad_sq_local");
-  record.grad_sq_global = r.numbers("grad_sq_global");
-  record.peak_memory_bytes = r.int64("peak_memory_bytes");
-  record.measured_allocations = r.int64("measured_device_allocations");
-  record.wait_overshoot_ms = r.number("host_wait_overshoot_ms");
-  record.library_memory_bytes = r.int64("library_memory_bytes");
-}
-
-nlohmann::json group_json(const GroupRecord& g) {
-  nlohmann::json evals = nlohmann::json::array();
-  for (const EvalRecord& e : g.evals) evals.push_back(to_json(e));
-  nlohmann::json kernels = nlohmann::json::array();
-  for (const KernelChoiceRecord& k : g.kernels) kernels.push_back(to_json(k));
-  return {{"steps", g.steps},
-          {"warmup_steps", g.warmup_steps},
-          {"warmup_settled", g.warmup_settled},
-          {"bucket_ms", g.bucket_ms},
-          {"bucket_bytes", g.bucket_bytes},
-          {"evals", std::move(evals)},
-          {"target_step", g.target_step},
-          {"target_wall_ms", g.target_wall_ms},
-          {"lrs", g.lrs},
-          {"consistency_checks", g.consistency_checks},
-          {"allreduce_split", g.allreduce_split ? to_json(*g.allreduce_split) : nullptr},
-          {"threads_per_device", g.threads_per_device},
-          {"kernels", std::move(kernels)}};
-}
-
-GroupRecord read_group(const JsonReader& r) {
-  GroupRecord g;
-  g.steps = r.int64("steps");
-  g.warmup_steps = r.int64("warmup_steps");
-  g.warmup_settled = r.boolean("warmup_settled");
-  const nlohmann::json& bucket_ms = r.array("bucket_ms");
-  for (size_t i = 0; i < bucket_ms.size(); ++i) {
-    const nlohmann::json& step = bucket_ms[i];
-    SS_CHECK(step.is_array() && std::all_of(step.begin(), step.end(),
-                                            [](const nlohmann::json& v) { return v.is_number(); }),
-             "'{}[{}]' must be a list of numbers (one time per bucket), not {}",
-             r.name("bucket_ms"), i, dump_json(step).substr(0, 60));
-    g.bucket_ms.push_back(step.get<std::vector<double>>());
-  }
-  g.bucket_bytes = r.int64s("bucket_bytes");
-  const nlohmann::json& evals = r.array("evals");
-  for (size_t i = 0; i < evals.size(); ++i)
-    g.evals.push_back(eval_from_json(r.element("evals", i)));
-  g.target_step = r.int64("target_step");
-  g.target_wall_ms = r.number("target_wall_ms");
-  g.lrs = r.numbers("lrs");
-  g.consistency_checks = r.int64("consistency_checks");
-  if (!r.at("allreduce_split").is_null()) {
-    g.allreduce_split = split_from_json(r.object("allreduce_split"));
-  }
-  g.threads_per_device = r.int32("threads_per_device");
-  const nlohmann::json& kernels = r.array("kernels");
-  for (size_t i = 0; i < kernels.size(); ++i)
-    g.kernels.push_back(kernel_choice_from_json(r.element("kernels", i)));
-  return g;
+// Replicas send their steps' bucket intervals too (timelines of the whole run).
+nlohmann::json phases_with_buckets(const PhaseTimes& p) {
+  return to_json(p, /*with_buckets=*/true);
 }
 
 }  // namespace
 
+template <>
+struct JsonFields<ReplicaRecord> {
+  using R = ReplicaRecord;
+  static constexpr auto kFields =
+      std::make_tuple(list_field("phases", &R::phases, phases_with_buckets, phase_times_from_json),
+                      field("losses", &R::losses), field("grad_sq_local", &R::grad_sq_local),
+                      field("grad_sq_global", &R::grad_sq_global),
+                      field("peak_memory_bytes", &R::peak_memory_bytes),
+                      field("measured_device_allocations", &R::measured_allocations),
+                      field("library_memory_bytes", &R::library_memory_bytes),
+                      field("host_wait_overshoot_ms", &R::wait_overshoot_ms));
+};
+
+template <>
+struct JsonFields<GroupRecord> {
+  using G = GroupRecord;
+  static constexpr auto kFields = std::make_tuple(
+      field("steps", &G::steps), field("warmup_steps", &G::warmup_steps),
+      field("warmup_settled", &G::warmup_settled), field("bucket_ms", &G::bucket_ms),
+      field("bucket_bytes", &G::bucket_bytes), field("evals", &G::evals),
+      field("target_step", &G::target_step), field("target_wall_ms", &G::target_wall_ms),
+      field("lrs", &G::lrs), field("consistency_checks", &G::consistency_checks),
+      field("allreduce_split", &G::allreduce_split),
+      field("threads_per_device", &G::threads_per_device),
+      field("communication_threads_per_device", &G::communication_threads_per_device),
+      field("kernels", &G::kernels));
+};
+
 nlohmann::json results_to_json(const RunResults& results, int first, int local, bool with_group) {
   nlohmann::json replicas = nlohmann::json::array();
   for (int rank = first; rank < first + local; ++rank) {
-    replicas.push_back(replica_json(results.replicas[static_cast<size_t>(rank)], rank));
+    nlohmann::json replica = write_fields(results.replicas[static_cast<size_t>(rank)]);
+    replica["rank"] = rank;
+    replicas.push_back(std::move(replica));
   }
   nlohmann::json gpus = nlohmann::json::array();
   for (const GpuUtilization& u : results.gpu_utilization) gpus.push_back(to_json(u));
   nlohmann::json m = {{"replicas", std::move(replicas)}, {"gpu_utilization", std::move(gpus)}};
-  if (with_group) m["group"] = group_json(results.group);
+  if (with_group) m["group"] = write_fields(results.group);
   return m;
 }
 
@@ -116,14 +65,21 @@ void add_results(RunResults& results, const nlohmann::json& message, const std::
                  const std::string& what) {
   const JsonReader r(message, what);
   const nlohmann::json& replicas = r.array("replicas");
-  for (size_t i = 0; i < replicas.size(); ++i) read_replica(results, r.element("replicas", i));
+  for (size_t i = 0; i < replicas.size(); ++i) {
+    const JsonReader replica = r.element("replicas", i);
+    const int rank = replica.int32("rank");
+    SS_CHECK(rank >= 0 && static_cast<size_t>(rank) < results.replicas.size(),
+             "{} holds the records of replica {} of {}", replica.name("rank"), rank,
+             results.replicas.size());
+    results.replicas[static_cast<size_t>(rank)] = read_fields<ReplicaRecord>(replica);
+  }
   const nlohmann::json& gpus = r.array("gpu_utilization");
   for (size_t i = 0; i < gpus.size(); ++i) {
     GpuUtilization gpu = gpu_utilization_from_json(r.element("gpu_utilization", i));
     gpu.host = host;  // the sender's, as this process knows it
     results.gpu_utilization.push_back(std::move(gpu));
   }
-  if (r.has("group")) results.group = read_group(r.object("group"));
+  if (r.has("group")) results.group = read_fields<GroupRecord>(r.object("group"));
 }
 
 namespace {
@@ -173,7 +129,7 @@ std::vector<StepRecord> step_records(const RunResults& results) {
   return steps;
 }
 
-std::optional<ClusterInfo> cluster_info(const Plan& plan, const Cluster* cluster) {
+std::optional<ClusterInfo> cluster_info(const RunPlan& plan, const Cluster* cluster) {
   if (plan.layout.processes == 1 || cluster == nullptr) return std::nullopt;
   ClusterInfo c;
   c.processes = plan.layout.processes;
@@ -186,7 +142,7 @@ std::optional<ClusterInfo> cluster_info(const Plan& plan, const Cluster* cluster
 }
 
 // Whether and when the run reached its target, from the evaluation replica 0 recorded.
-TargetRecord target_record(const TrainOptions& o, const Plan& plan, const GroupRecord& g,
+TargetRecord target_record(const TrainOptions& o, const RunPlan& plan, const GroupRecord& g,
                            const RunReport& report) {
   TargetRecord t;
   t.metric = o.until_accuracy > 0.0 ? "accuracy" : "loss";
@@ -203,7 +159,7 @@ TargetRecord target_record(const TrainOptions& o, const Plan& plan, const GroupR
 
 }  // namespace
 
-RunReport assemble_report(const TrainOptions& o, const Plan& plan, RunResults& results,
+RunReport assemble_report(const TrainOptions& o, const RunPlan& plan, RunResults& results,
                           const Cluster* cluster) {
   const GroupRecord& g = results.group;
   RunReport report;
@@ -214,6 +170,7 @@ RunReport assemble_report(const TrainOptions& o, const Plan& plan, RunResults& r
   report.input_shape = plan.data.sample_shape.to_string();
   report.devices = to_string(plan.spec);
   report.threads_per_device = g.threads_per_device;
+  report.communication_threads_per_device = g.communication_threads_per_device;
   report.replicas = plan.replicas;
   report.batch = plan.batch;
   report.accumulation = o.accumulation;
@@ -223,6 +180,7 @@ RunReport assemble_report(const TrainOptions& o, const Plan& plan, RunResults& r
   report.lr_warmup_steps = o.lr_warmup_steps;
   report.seed = o.seed;
   report.noise_scale = o.noise_scale;
+  report.config = train_config_json(o);
   report.data = plan.data.train->describe();
   report.overlap = o.overlap;
   report.prefetch = o.prefetch;

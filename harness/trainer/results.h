@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/trainer/plan.h"
+#include "harness/trainer/run_plan.h"
 #include "reports/run_report.h"
 
 namespace scalescope {
@@ -49,7 +49,8 @@ struct GroupRecord {
   int64_t consistency_checks = 0;
   std::optional<AllReduceSplit> allreduce_split;  // runs across nodes
   int threads_per_device = 0;
-  std::vector<KernelChoiceRecord> kernels;  // as replica 0 planned them
+  int communication_threads_per_device = 0;  // RunReport's
+  std::vector<KernelChoiceRecord> kernels;   // as replica 0 planned them
 };
 
 struct RunResults {
@@ -68,7 +69,7 @@ void add_results(RunResults& results, const nlohmann::json& message, const std::
                  const std::string& what);
 
 // The run's report. Throws Error when a replica recorded fewer steps than the run had.
-RunReport assemble_report(const TrainOptions& options, const Plan& plan, RunResults& results,
+RunReport assemble_report(const TrainOptions& options, const RunPlan& plan, RunResults& results,
                           const Cluster* cluster);
 
 }  // namespace scalescope

@@ -27,12 +27,13 @@ def main():
     medians = [(k, statistics.median(max(r.get(k, 0.0) for r in s["replicas"]) for s in steps))
                for k in keys]
     medians.append(("step_ms", statistics.median(s["step_ms"] for s in steps)))
-    config = report.get("config", {})
-    facts = [f"medians of {len(steps)} measured steps", f"{config.get('replicas', '?')} replicas"]
+    # The run's derived facts; reports before schema 2.0 kept them in "config".
+    run = report.get("run", report.get("config", {}))
+    facts = [f"medians of {len(steps)} measured steps", f"{run.get('replicas', '?')} replicas"]
     if "cluster" in report:
         facts.append(f"{report['cluster'].get('processes')} processes")
-    if config.get("bucket_bytes"):
-        facts.append(f"{len(config['bucket_bytes'])} buckets")
+    if run.get("bucket_bytes"):
+        facts.append(f"{len(run['bucket_bytes'])} buckets")
     if isinstance(summary.get("samples_per_second"), (int, float)):
         facts.append(f"{summary['samples_per_second']:.0f} samples/s")
     print(f"{label}: " + ", ".join(f"{k} {v:.2f}" for k, v in medians) + f" ({'; '.join(facts)})")

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "reports/json_reader.h"
+#include "tests/reports/json_round_trip.h"
 #include "tests/test_util.h"
 
 namespace scalescope {
@@ -49,6 +50,37 @@ TEST(Environment, RoundTripsThroughJson) {
   Environment empty;  // a CPU-only capture: no GPUs, no variables
   empty.gpu_error = "built without CUDA";
   EXPECT_EQ(environment_from_json(to_json(empty)), empty);
+}
+
+// Every key the writer writes is read back into its field: the environment of a multi-process
+// run on simulated devices, and the cluster of two nodes that carries it.
+TEST(Environment, EveryKeyRoundTrips) {
+  Environment env = sample();
+  env.gpu_error = "GPU 2: cudaErrorDevicesUnavailable";
+  env.simulated_devices = kSimulatedDevicesNote;
+  env.network = NetworkInfo{.interface = "eth0", .address = "10.0.0.7", .chosen_by = "host name"};
+  env.gpus[0].index = 2;  // not the default 0, so that a reader that forgot it shows
+  Environment defaults;
+  defaults.gpus = {GpuInfo{}};
+  testing_util::expect_round_trip(to_json(env), to_json(defaults),
+                                  to_json(environment_from_json(to_json(env))));
+
+  ClusterInfo cluster{.processes = 2,
+                      .nodes = 2,
+                      .replicas_per_process = 4,
+                      .members = {{.rank = 0, .hostname = "node7", .node = 0, .local_rank = 0},
+                                  {.rank = 1, .hostname = "node8", .node = 1, .local_rank = 1}},
+                      .environments = {env, env}};
+  ClusterInfo default_cluster;
+  default_cluster.members = {ClusterMember{}};
+  default_cluster.environments = {defaults};
+  const nlohmann::json j = to_json(cluster);
+  // The first member's rank, node and local rank are 0, as a default member's; the second's
+  // are set.
+  nlohmann::json second_member = j;
+  second_member["members"].erase(0);
+  testing_util::expect_every_key_set(second_member, to_json(default_cluster));
+  EXPECT_EQ(to_json(cluster_from_json(JsonReader(j, "cluster"))), j);
 }
 
 TEST(Environment, MissingKeyIsNamed) {

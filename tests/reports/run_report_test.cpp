@@ -6,6 +6,7 @@
 #include "core/fs.h"
 #include "reports/run_report.h"
 #include "reports/stats.h"
+#include "tests/reports/json_round_trip.h"
 
 namespace scalescope {
 namespace {
@@ -89,7 +90,7 @@ TEST(RunReport, AFallbackToANonDeterministicAlgorithmIsListedAndPrinted) {
   r.kernels = {forward, data, dense};
 
   const nlohmann::json j = to_json(r);
-  EXPECT_EQ(j["config"]["determinism"], "preferred");
+  EXPECT_EQ(j["run"]["determinism"], "preferred");
   EXPECT_EQ(j["kernels"][1]["fallback"], data.fallback);
   EXPECT_EQ(j["kernels"][1]["workspace_limit_bytes"], 255328256);
   EXPECT_EQ(j["kernels"][1]["workspace_limit_rule"], rule);
@@ -114,6 +115,57 @@ TEST(RunReport, AFallbackToANonDeterministicAlgorithmIsListedAndPrinted) {
   r.kernels = {forward, dense};
   EXPECT_FALSE(to_json(r).contains("nondeterministic_fallbacks"));
   EXPECT_EQ(fallback_line(r), "");
+}
+
+// The run report's records that are read back (across processes, in sweep reports): every key
+// written is read into its field.
+TEST(RunReport, EveryKeyOfItsRecordsRoundTrips) {
+  using testing_util::expect_round_trip;
+  const GpuUtilization gpu{.host = "node7",
+                           .pci_bus_id = "00000000:18:00.0",
+                           .samples = 40,
+                           .failed_samples = 2,
+                           .mean_gpu_util_percent = 81.5,
+                           .max_gpu_util_percent = 99.0,
+                           .mean_memory_util_percent = 40.25,
+                           .max_memory_used_bytes = int64_t{3} << 30,
+                           .error = "NVML_ERROR_TIMEOUT on 2 readings"};
+  expect_round_trip(to_json(gpu), to_json(GpuUtilization{}),
+                    to_json(gpu_utilization_from_json(JsonReader(to_json(gpu), "gpu"))));
+
+  const KernelChoiceRecord kernel{.layer = 4,
+                                  .layer_name = "conv2d(64, 7x7)",
+                                  .pass = "backward-data",
+                                  .algorithm = "CUDNN_CONVOLUTION_BWD_DATA_ALGO_0",
+                                  .math = "CUDNN_DEFAULT_MATH",
+                                  .layout = "NHWC",
+                                  .deterministic = false,
+                                  .workspace_bytes = 4096,
+                                  .workspace_limit_bytes = 255328256,
+                                  .workspace_limit_rule = "255328256 = max(shared 0, 2 GB / 8)",
+                                  .fallback = "no deterministic algorithm within the limit"};
+  expect_round_trip(to_json(kernel), to_json(KernelChoiceRecord{}),
+                    to_json(kernel_choice_from_json(JsonReader(to_json(kernel), "kernel"))));
+
+  const TargetRecord target{.metric = "accuracy",
+                            .value = 0.75,
+                            .reached = true,
+                            .step = 50,
+                            .samples = 3200,
+                            .epochs = 0.32,
+                            .train_ms = 770.0,
+                            .wall_ms = 1980.0};
+  expect_round_trip(to_json(target), to_json(TargetRecord{}),
+                    to_json(target_from_json(JsonReader(to_json(target), "target"))));
+
+  const EvalRecord eval{.epoch = 2, .step = 150, .loss = 1.25, .accuracy = 0.5};
+  expect_round_trip(to_json(eval), to_json(EvalRecord{}),
+                    to_json(eval_from_json(JsonReader(to_json(eval), "eval"))));
+
+  const AllReduceSplit split{
+      .bytes = 1 << 20, .nodes = 2, .repeats = 5, .global_ms = 4.0, .node_ms = 1.5};
+  expect_round_trip(to_json(split), to_json(AllReduceSplit{}),
+                    to_json(split_from_json(JsonReader(to_json(split), "split"))));
 }
 
 }  // namespace

@@ -204,10 +204,17 @@ def negative_run_cases(v, run_doc):
          "set", -1.0),
         ("a run report with a null loss (a NaN, as nlohmann/json writes it)", r,
          ["steps", 0, "loss"], "set", None),
-        ("a run report with 0 replicas", r, ["config", "replicas"], "set", 0),
+        ("a run report with 0 replicas", r, ["run", "replicas"], "set", 0),
+        ("a run report whose config names a fact, not an option", r,
+         ["config", "batch_per_device"], "add", 8),
+        ("a run report whose config lacks an option", r, ["config", "batch"], "delete", None),
+        ("a run report whose config gives a batch of 0", r, ["config", "batch"], "set", 0),
+        ("a run report without its run block", r, ["run"], "delete", None),
         ("a run report with optimizer 'lamb'", r, ["config", "optimizer"], "set", "lamb"),
         ("a run report labelled as a sweep", r, ["schema"], "set", "scalescope-sweep"),
-        ("a run report of schema version 2.0", r, ["schema_version"], "set", "2.0"),
+        ("a run report of schema version 3.0", r, ["schema_version"], "set", "3.0"),
+        ("a run report of schema version 1.9 (its config held the run's facts)", r,
+         ["schema_version"], "set", "1.9"),
         ("a run report with a negative squared norm", r,
          ["steps", 0, "grad_sq_norms", "local", 0], "set", -1.0),
         ("a run report whose noise scale lacks b_noise", r, ["noise_scale", "b_noise"],
@@ -393,9 +400,11 @@ def main():
         run_doc = produce(binary, tmp, "run.json",
                           ["train", "--model", "dense-100", "--devices", "cpu:2", "--steps", "5",
                            "--no-eval", "-q", "--grad-compression", "fp16", "--noise-scale"])
-        if run_doc is not None and run_doc["config"]["grad_compression"] != "fp16":
-            fail("run.json trained with --grad-compression fp16 but says "
-                 f"{run_doc['config']['grad_compression']!r}")
+        if run_doc is not None and (run_doc["config"]["grad_compression"] != "fp16" or
+                                    run_doc["run"]["grad_compression"] != "fp16"):
+            fail("run.json trained with --grad-compression fp16 on two devices but says "
+                 f"{run_doc['config']['grad_compression']!r} (asked) and "
+                 f"{run_doc['run']['grad_compression']!r} (applied)")
         if run_doc is not None and ("b_noise" not in run_doc.get("noise_scale", {}) or
                                     any("grad_sq_norms" not in s for s in run_doc["steps"])):
             fail("run.json trained with --noise-scale on two devices but has no noise scale "

@@ -13,27 +13,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/sweep_analysis.h"
+#include "tests/harness/cli/run_cli.h"
+
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string output;  // stdout and stderr
-};
+using Result = scalescope::testing_util::CliResult;
+using scalescope::testing_util::contains;
 
 Result run(const std::string& args) {
-  const std::string command = std::string(SCALESCOPE_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer{};
-  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
+  return scalescope::testing_util::run_cli(args);
 }
 
 TEST(Cli, ModelsListsTheZooWithCounts) {
@@ -61,7 +50,7 @@ TEST(Cli, TrainWritesARunFile) {
   ASSERT_EQ(r.status, 0) << r.output;
   std::ifstream in(out);
   const auto doc = nlohmann::json::parse(in);
-  EXPECT_EQ(doc["schema_version"], "1.9");
+  EXPECT_EQ(doc["schema_version"], "2.0");
   EXPECT_EQ(doc["model"]["name"], "dense-100");
   EXPECT_EQ(doc["model"]["params"], 7114);
   ASSERT_TRUE(doc.contains("kernels"));  // dense layers: oneDNN's inner products

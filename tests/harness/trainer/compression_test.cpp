@@ -179,7 +179,7 @@ TEST(GradCompression, TheReportSaysWhatWasSentAndTimesTheCasts) {
   EXPECT_LT(plain_bytes, 4 * plain.params + 4096);
   const nlohmann::json j = to_json(bf16);
   EXPECT_EQ(j["config"]["grad_compression"], "bf16");
-  EXPECT_EQ(j["config"]["allreduce_bytes_per_step"], plain_bytes / 2);
+  EXPECT_EQ(j["run"]["allreduce_bytes_per_step"], plain_bytes / 2);
   for (size_t i = 0; i < bf16.steps.size(); ++i) {
     for (size_t k = 0; k < 2; ++k) {
       EXPECT_GT(bf16.steps[i].replicas[k][Phase::kGradCast], 0.0) << "step " << i + 1;
