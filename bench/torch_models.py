@@ -41,7 +41,7 @@ class BasicBlock(nn.Module):
 class CifarResNet(nn.Module):
     """The CIFAR ResNet of He et al. (2016, section 4.2) as its common PyTorch version names it."""
 
-    def __init__(self, depth):
+    def __init__(self, depth, num_classes=10):
         super().__init__()
         blocks = (depth - 2) // 6
         self.conv1 = nn.Conv2d(3, 16, 3, stride=1, padding=1, bias=False)
@@ -53,7 +53,7 @@ class CifarResNet(nn.Module):
                 layers.append(BasicBlock(in_planes, planes, 2 if stage > 0 and b == 0 else 1))
                 in_planes = planes
             setattr(self, f"layer{stage + 1}", nn.Sequential(*layers))
-        self.linear = nn.Linear(64, 10)
+        self.linear = nn.Linear(64, num_classes)
 
     def forward(self, x):
         out = torch.relu(self.bn1(self.conv1(x)))

@@ -14,6 +14,8 @@ namespace {
 
 using Params = std::map<std::string, std::string>;
 
+constexpr int64_t kMaxClasses = 1000000;
+
 Conv2DSpec conv(int64_t filters, Padding padding = Padding::kSame) {
   return Conv2DSpec{filters, 3, 1, padding};
 }
@@ -31,11 +33,11 @@ double parse_positive(const std::string& model, const std::string& key, const st
 }
 
 int64_t whole_number(const std::string& model, const std::string& key, const std::string& text,
-                     int64_t max = 10000) {
+                     int64_t max = 10000, int64_t min = 1) {
   int64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  SS_CHECK(ec == std::errc() && end == text.data() + text.size() && value > 0 && value <= max,
-           "model '{}': {}={} is not a whole number in [1, {}]", model, key, text, max);
+  SS_CHECK(ec == std::errc() && end == text.data() + text.size() && value >= min && value <= max,
+           "model '{}': {}={} is not a whole number in [{}, {}]", model, key, text, min, max);
   return value;
 }
 
@@ -50,7 +52,7 @@ int64_t scaled(const std::string& model, const std::string& key, double factor, 
 }
 
 void reject_keys(const std::string& model, const Params& params,
-                 std::initializer_list<const char*> accepted) {
+                 const std::vector<const char*>& accepted) {
   for (const auto& [key, value] : params) {
     bool ok = false;
     for (const char* a : accepted) ok = ok || key == a;
@@ -75,7 +77,7 @@ ModelDef cifar_cnn(const std::string& name, double width) {
   const auto w = [&](int64_t base) { return scaled(name, "width", width, base); };
   return ModelDef{name,
                   {conv(w(32)), relu(), MaxPool2DSpec{}, conv(w(64)), relu(), MaxPool2DSpec{},
-                   FlattenSpec{}, DenseSpec{w(64)}, relu(), DenseSpec{10}},
+                   FlattenSpec{}, DenseSpec{w(64)}, relu(), DenseSpec{kImageClasses}},
                   LossKind::kSoftmaxCrossEntropy,
                   Shape{32, 32, 3},
                   {},
@@ -98,7 +100,6 @@ ModelDef mlp(const std::string& name, double scale) {
 
 // "resnet:depth=D[,image=N][,width=K]"; the name keeps only the keys not at their default.
 ModelDef resnet_family(const Params& p) {
-  reject_keys("resnet", p, {"depth", "image", "width"});
   const auto number = [&](const char* key, int64_t fallback) {
     const auto it = p.find(key);
     return it == p.end() ? fallback : whole_number("resnet", key, it->second);
@@ -120,7 +121,6 @@ ModelDef resnet_family(const Params& p) {
 // values (micro's without one). The name is the preset's alone when nothing overrides it, else
 // every key spelled out.
 ModelDef gpt_family(const Params& p) {
-  reject_keys("gpt", p, {"preset", "layers", "d", "heads", "seq", "vocab", "dropout"});
   const auto preset_it = p.find("preset");
   const std::string preset = preset_it == p.end() ? "micro" : preset_it->second;
   const GptPreset* base = nullptr;
@@ -157,49 +157,50 @@ ModelDef gpt_family(const Params& p) {
   return gpt(name, c);
 }
 
+// A family of the zoo: what its spec may hold and how it is built.
 struct Builder {
   ZooEntry entry;
+  std::vector<const char*> keys;  // the keys it takes besides classes
+  // Its classes when the spec does not say (the last layer's units), which `classes=K`
+  // changes, as torchvision's `num_classes`; 0: it takes no such key.
+  int64_t classes = 0;
   std::function<ModelDef(const Params&)> build;
 };
 
+ModelDef plain(const std::string& name, std::vector<LayerSpec> layers, LossKind loss, Shape input) {
+  return ModelDef{name, std::move(layers), loss, std::move(input), {}, {}, {}};
+}
+
 const std::vector<Builder>& builders() {
   static const std::vector<Builder> list = {
-      {{"cifar-cnn", "Conv32-Pool-Conv64-Pool-Dense64-Dense10 on 32x32x3, softmax CE", "cifar-cnn"},
-       [](const Params& p) {
-         reject_keys("cifar-cnn", p, {});
-         return cifar_cnn("cifar-cnn", 1.0);
-       }},
+      {{"cifar-cnn", "Conv32-Pool-Conv64-Pool-Dense64-DenseK on 32x32x3, softmax CE", "cifar-cnn"},
+       {},
+       kImageClasses,
+       [](const Params&) { return cifar_cnn("cifar-cnn", 1.0); }},
       {{"mlp-41m", "Dense 4000 tanh-2000-500-300-1 sigmoid on 8000 features, binary CE", "mlp-41m"},
-       [](const Params& p) {
-         reject_keys("mlp-41m", p, {});
-         return mlp("mlp-41m", 1.0);
-       }},
+       {},
+       0,
+       [](const Params&) { return mlp("mlp-41m", 1.0); }},
       {{"dense-100", "Dense 64 ReLU - Dense 10 on 100 features, one-hot softmax CE", "dense-100"},
-       [](const Params& p) {
-         reject_keys("dense-100", p, {});
-         return ModelDef{"dense-100",
-                         {DenseSpec{64}, relu(), DenseSpec{10}},
-                         LossKind::kSoftmaxCrossEntropyOneHot,
-                         Shape{100},
-                         {},
-                         {},
-                         {}};
+       {},
+       0,
+       [](const Params&) {
+         return plain("dense-100", {DenseSpec{64}, relu(), DenseSpec{10}},
+                      LossKind::kSoftmaxCrossEntropyOneHot, Shape{100});
        }},
-      {{"gap-cnn", "Conv32 valid - GlobalAveragePool - Dense10 on 224x224x3, softmax CE",
-        "gap-cnn"},
-       [](const Params& p) {
-         reject_keys("gap-cnn", p, {});
-         return ModelDef{"gap-cnn",
-                         {conv(32, Padding::kValid), relu(), GlobalAvgPoolSpec{}, DenseSpec{10}},
-                         LossKind::kSoftmaxCrossEntropy,
-                         Shape{224, 224, 3},
-                         {},
-                         {},
-                         {}};
+      {{"gap-cnn", "Conv32 valid - GlobalAveragePool - DenseK on 224x224x3, softmax CE", "gap-cnn"},
+       {},
+       kImageClasses,
+       [](const Params&) {
+         return plain(
+             "gap-cnn",
+             {conv(32, Padding::kValid), relu(), GlobalAvgPoolSpec{}, DenseSpec{kImageClasses}},
+             LossKind::kSoftmaxCrossEntropy, Shape{224, 224, 3});
        }},
       {{"cnn", "cifar-cnn with every width multiplied by K (size family)", "cnn:width=2"},
+       {"width"},
+       kImageClasses,
        [](const Params& p) {
-         reject_keys("cnn", p, {"width"});
          const double k = factor("cnn", p, "width");
          return cifar_cnn("cnn:width=" + format_factor(k), k);
        }},
@@ -207,8 +208,9 @@ const std::vector<Builder>& builders() {
         "He et al.'s CIFAR ResNet of depth 6n+2 (3 stages of 16/32/64 channels, batch norm, "
         "option-A shortcuts) on 32x32x3, softmax CE",
         "cifar-resnet:depth=20"},
+       {"depth"},
+       kImageClasses,
        [](const Params& p) {
-         reject_keys("cifar-resnet", p, {"depth"});
          const auto it = p.find("depth");
          const int64_t depth =
              it == p.end() ? 20 : whole_number("cifar-resnet", "depth", it->second);
@@ -216,22 +218,46 @@ const std::vector<Builder>& builders() {
        }},
       {{"resnet",
         "torchvision's ImageNet ResNet-18/34/50/101/152 on NxNx3 (image=N, default 224), "
-        "stage widths times K (width=K), 1000 classes, softmax CE",
+        "stage widths times K (width=K), softmax CE",
         "resnet:depth=50"},
+       {"depth", "image", "width"},
+       kImageNetClasses,
        &resnet_family},
       {{"gpt",
         "GPT-2-style decoder (nanoGPT's names, tied embeddings, next-token CE): "
         "layers=L,d=D,heads=H,seq=S,vocab=V or preset=micro|mini|small|medium, dropout=P",
         "gpt:preset=mini"},
+       {"preset", "layers", "d", "heads", "seq", "vocab", "dropout"},
+       0,
        &gpt_family},
       {{"mlp", "mlp-41m with every hidden width multiplied by K (size family)", "mlp:scale=0.5"},
+       {"scale"},
+       0,
        [](const Params& p) {
-         reject_keys("mlp", p, {"scale"});
          const double k = factor("mlp", p, "scale");
          return mlp("mlp:scale=" + format_factor(k), k);
        }},
   };
   return list;
+}
+
+const Builder* find_builder(const std::string& name) {
+  for (const Builder& b : builders()) {
+    if (b.entry.name == name) return &b;
+  }
+  return nullptr;
+}
+
+// The output layer's units made `classes`, and the key in the name unless it is the family's
+// default.
+void set_classes(ModelDef& def, const Builder& family, int64_t classes) {
+  auto* head = def.layers.empty() ? nullptr : std::get_if<DenseSpec>(&def.layers.back());
+  SS_CHECK(head != nullptr, "model '{}' does not end in a dense layer to give {} classes", def.name,
+           classes);
+  head->units = classes;
+  if (classes == family.classes) return;
+  def.name +=
+      fmt::format("{}classes={}", def.name.find(':') == std::string::npos ? ':' : ',', classes);
 }
 
 std::string known_models() {
@@ -269,20 +295,49 @@ ModelSpec parse_model_spec(std::string_view text) {
 }
 
 ModelDef make_model(const ModelSpec& spec) {
-  for (const Builder& b : builders()) {
-    if (b.entry.name == spec.name) return b.build(spec.params);
+  const Builder* family = find_builder(spec.name);
+  if (family == nullptr) {
+    throw_error(fmt::format("unknown model '{}' (known models: {})", spec.name, known_models()));
   }
-  throw_error(fmt::format("unknown model '{}' (known models: {})", spec.name, known_models()));
+  std::vector<const char*> keys = family->keys;
+  if (family->classes > 0) keys.push_back("classes");
+  reject_keys(spec.name, spec.params, keys);
+  if (family->classes == 0) return family->build(spec.params);
+  Params params = spec.params;
+  int64_t classes = family->classes;
+  if (const auto it = params.find("classes"); it != params.end()) {
+    classes = whole_number(spec.name, "classes", it->second, kMaxClasses, 2);
+    params.erase(it);
+  }
+  ModelDef def = family->build(params);
+  set_classes(def, *family, classes);
+  return def;
 }
 
 ModelDef make_model(std::string_view text) {
   return make_model(parse_model_spec(text));
 }
 
+std::string with_classes(const ModelDef& def, int64_t classes) {
+  ModelSpec spec = parse_model_spec(def.name);
+  const Builder* family = find_builder(spec.name);
+  if (family == nullptr || family->classes == 0) return {};
+  spec.params["classes"] = std::to_string(classes);
+  try {
+    return make_model(spec).name;
+  } catch (const Error&) {
+    return {};  // a number of classes the family cannot take
+  }
+}
+
 const std::vector<ZooEntry>& zoo() {
   static const std::vector<ZooEntry> entries = [] {
     std::vector<ZooEntry> v;
-    for (const Builder& b : builders()) v.push_back(b.entry);
+    for (const Builder& b : builders()) {
+      v.push_back(b.entry);
+      if (b.classes > 0)
+        v.back().description += fmt::format(", K classes (classes=K, {} by default)", b.classes);
+    }
     return v;
   }();
   return entries;

@@ -53,6 +53,9 @@ ModelSpec parse_model_spec(std::string_view text);
 // what is accepted.
 ModelDef make_model(const ModelSpec& spec);
 ModelDef make_model(std::string_view text);
+// The spec of `def` with `classes` classes ("resnet:depth=18,classes=10"), for an error to
+// name; empty where its family has no `classes` key or cannot take that many.
+std::string with_classes(const ModelDef& def, int64_t classes);
 
 struct ZooEntry {
   std::string name;

@@ -126,7 +126,7 @@ ModelDef imagenet_resnet(const std::string& name, int64_t depth, int64_t image,
     }
   }
   g.add(GlobalAvgPoolSpec{}, "avgpool");
-  g.add(DenseSpec{1000}, "fc");
+  g.add(DenseSpec{kImageNetClasses}, "fc");
   return def;
 }
 
@@ -150,7 +150,7 @@ ModelDef cifar_resnet(const std::string& name, int64_t depth) {
     }
   }
   g.add(GlobalAvgPoolSpec{}, "avgpool");
-  g.add(DenseSpec{10}, "linear");
+  g.add(DenseSpec{kImageClasses}, "linear");
   return def;
 }
 

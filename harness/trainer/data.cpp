@@ -19,6 +19,28 @@ const char* format_name(LabelFormat f) {
   return kNames(f).data();
 }
 
+// The model must take the samples and the labels. Where its family takes classes=K, a
+// mismatch names the spec that fits the data.
+void check_model_takes(const ModelDef& model, const RunData& data) {
+  Shape output;
+  try {
+    output = summarize(model, data.sample_shape).output;
+  } catch (const Error& e) {
+    throw_error(fmt::format("model '{}' cannot take the samples of {} (shape {}): {}", model.name,
+                            data.train->describe(), data.sample_shape.to_string(), e.message()));
+  }
+  const LabelSpec wanted = label_spec_for(model.loss, output);
+  const LabelSpec have = data.train->labels();
+  if (wanted.format == have.format && wanted.classes == have.classes) return;
+  const std::string fix = wanted.format == have.format ? with_classes(model, have.classes) : "";
+  throw_error(fmt::format(
+      "model '{}' ({} loss) needs {} labels over {} classes, but {} has {} labels over {} "
+      "classes{}",
+      model.name, to_string(model.loss), format_name(wanted.format), wanted.classes,
+      data.train->describe(), format_name(have.format), have.classes,
+      fix.empty() ? "" : fmt::format("; with classes={} it takes them: '{}'", have.classes, fix)));
+}
+
 }  // namespace
 
 RunData open_run_data(const DataOptions& o, const ModelDef& model, uint64_t seed) {
@@ -75,21 +97,7 @@ RunData open_run_data(const DataOptions& o, const ModelDef& model, uint64_t seed
     data.train = std::make_shared<SubsetDataset>(data.train, 0, o.train_samples, "first samples");
   }
 
-  // The model must take the samples and the labels.
-  Shape output;
-  try {
-    output = summarize(model, data.sample_shape).output;
-  } catch (const Error& e) {
-    throw_error(fmt::format("model '{}' cannot take the samples of {} (shape {}): {}", model.name,
-                            data.train->describe(), data.sample_shape.to_string(), e.message()));
-  }
-  const LabelSpec wanted = label_spec_for(model.loss, output);
-  const LabelSpec have = data.train->labels();
-  SS_CHECK(wanted.format == have.format && wanted.classes == have.classes,
-           "model '{}' ({} loss) needs {} labels over {} classes, but {} has {} labels over {} "
-           "classes",
-           model.name, to_string(model.loss), format_name(wanted.format), wanted.classes,
-           data.train->describe(), format_name(have.format), have.classes);
+  check_model_takes(model, data);
 
   TransformConfig t;
   // Token ids are indices, not measurements: never normalized.

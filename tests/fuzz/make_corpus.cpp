@@ -17,6 +17,7 @@
 #include "models/optimizer.h"
 #include "pipelines/cifar10.h"
 #include "reports/json_reader.h"
+#include "reports/sweep_analysis.h"
 #include "reports/trace.h"
 #include "reports/trace_analysis/analysis_report.h"
 #include "reports/trace_analysis/readers.h"
@@ -173,8 +174,9 @@ void texts() {
   seed("sweep_config", "small.json",
        R"({"devices": "cpu:1,2", "batch": [8, 16], "models": ["dense-100", "cnn:width=0.5"]})");
   dict("sweep_config", {config});
-  for (const std::string& spec : {"cifar-cnn", "mlp-41m", "dense-100", "gap-cnn", "cnn:width=0.5",
-                                  "mlp:scale=0.01", "cnn:width=2"}) {
+  for (const std::string& spec :
+       {"cifar-cnn", "mlp-41m", "dense-100", "gap-cnn", "cnn:width=0.5", "mlp:scale=0.01",
+        "cnn:width=2", "cifar-cnn:classes=100", "resnet:depth=18,image=32,classes=10"}) {
     seed("model_spec", spec, spec);
   }
   for (const std::string& spec : {"cpu", "cpu:4", "sim:2", "cuda:2", "cuda:0,1", "4"}) {

@@ -1,12 +1,9 @@
 // Safetensors reading and writing (round trips, a file built byte by byte, every kind of
-// malformed file), checkpoints of models and optimizers, and interoperability with PyTorch.
+// malformed file), checkpoints of models and optimizers (interoperability with PyTorch:
+// torch_interop_test.cpp).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -23,6 +20,7 @@
 #include "models/model.h"
 #include "models/optimizer.h"
 #include "models/zoo.h"
+#include "tests/models/checkpoint_files.h"
 #include "tests/test_util.h"
 
 namespace scalescope {
@@ -31,28 +29,8 @@ namespace {
 namespace fs = std::filesystem;
 
 using testing_util::error_of;
-
-// A fresh directory per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    const testing::TestInfo* info = testing::UnitTest::GetInstance()->current_test_info();
-    std::string name =
-        fmt::format("scalescope_ckpt_{}_{}_{}", ::getpid(), info->test_suite_name(), info->name());
-    std::replace(name.begin(), name.end(), '/', '_');
-    path_ = fs::temp_directory_path() / name;
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using testing_util::random_values;
+using testing_util::TempDir;
 
 std::string le64(uint64_t n) {
   std::string s;
@@ -67,13 +45,6 @@ std::string floats_bytes(const std::vector<float>& v) {
 // A safetensors file from a header text and a data section, exactly as given.
 std::string raw_file(const std::string& header, const std::string& data) {
   return le64(header.size()) + header + data;
-}
-
-std::vector<float> random_values(int64_t count, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> v(static_cast<size_t>(count));
-  for (float& x : v) x = rng.uniform(-1.0f, 1.0f);
-  return v;
 }
 
 // ---- safetensors
@@ -429,164 +400,6 @@ TEST(Checkpoint, SavingWithoutOptimizerRemovesStaleState) {
   save_checkpoint(path, a);
   EXPECT_FALSE(fs::exists(optimizer_state_path(path)));
 }
-
-// ---- PyTorch interop
-
-bool torch_available() {
-  static const bool available =
-      std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
-  return available;
-}
-
-std::string interop_script() {
-  if (const char* dir = std::getenv("SCALESCOPE_SOURCE_DIR")) {
-    return (fs::path(dir) / "tests" / "models" / "torch_interop.py").string();
-  }
-  return (fs::path(__FILE__).parent_path() / "torch_interop.py").string();
-}
-
-// Runs a command; returns its exit status and appends its output to `output`.
-int run_command(const std::string& command, std::string& output) {
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
-  return ::pclose(pipe);
-}
-
-std::string quoted(const std::string& s) {
-  return "'" + s + "'";
-}
-
-std::vector<float> device_to_host(Device& device, const float* src, int64_t count) {
-  std::vector<float> host(static_cast<size_t>(count));
-  device.copy_to_host(host.data(), src, host.size() * sizeof(float), device.default_stream());
-  device.default_stream().synchronize();
-  return host;
-}
-
-struct InteropCase {
-  const char* name;
-  const char* model;
-  Shape input;
-  // For the training-mode outputs (evaluation mode always has 1e-4): batch norm over very few
-  // values per channel amplifies fp32 rounding (torch_interop.py's TRAIN_TOLERANCE).
-  float train_tolerance = 1e-4f;
-};
-
-class TorchInterop : public testing::TestWithParam<InteropCase> {};
-
-// Our forward equals PyTorch's on the checkpoint we wrote (loaded strictly), and weights
-// PyTorch changed and wrote load back into our model and give PyTorch's forward again.
-TEST_P(TorchInterop, CheckpointLoadsIntoPyTorchAndBack) {
-  if (!torch_available()) {
-    GTEST_SKIP() << "PyTorch is not importable by /usr/bin/python3 (Debian: apt install "
-                    "python3-torch); the interop test needs it";
-  }
-  const InteropCase& c = GetParam();
-  const std::string script = interop_script();
-  ASSERT_TRUE(fs::exists(script)) << script;
-  TempDir dir;
-  CpuDevice device(0, 2);
-  device.make_current();
-  Stream& stream = device.default_stream();
-  Model model(make_model(c.model), c.input, device, 42);
-  const int64_t batch = 4;
-  const Shape in_shape = c.input.with_batch(batch);
-  const Shape out_shape = model.output_shape().with_batch(batch);
-  std::vector<float> x = random_values(in_shape.numel(), 7);
-  if (const int64_t vocab = input_vocab(model.def()); vocab > 0) {
-    Rng rng(7);  // a sequence model reads token ids
-    for (float& v : x) v = static_cast<float>(rng.below(static_cast<uint64_t>(vocab)));
-  }
-  Tensor input(device, in_shape);
-  input.copy_from_host(x);
-  model.forward(input.data(), batch, stream);
-  stream.synchronize();
-  const std::vector<float> y = device_to_host(device, model.output(), out_shape.numel());
-  SafetensorsFile io_file{{{"input", in_shape, x}, {"output", out_shape, y}}, {}};
-  if (!model.buffer_infos().empty()) {
-    // With the running statistics the training forward just moved, as the checkpoint has them.
-    model.forward(input.data(), batch, stream, /*training=*/false);
-    stream.synchronize();
-    io_file.tensors.push_back(
-        {"output_eval", out_shape, device_to_host(device, model.output(), out_shape.numel())});
-  }
-
-  const std::string weights = dir.file("model.safetensors");
-  const std::string io = dir.file("io.safetensors");
-  const std::string new_weights = dir.file("torch.safetensors");
-  const std::string new_io = dir.file("torch_io.safetensors");
-  save_checkpoint(weights, model);
-  write_safetensors(io, io_file);
-
-  std::string output;
-  const int status =
-      run_command(fmt::format("/usr/bin/python3 {} {} {} {} {} {} {}", quoted(script),
-                              quoted(c.model), quoted(weights), quoted(io), quoted(new_weights),
-                              quoted(new_io), c.train_tolerance),
-                  output);
-  ASSERT_EQ(status, 0) << output;
-
-  // The weights PyTorch wrote load into our model exactly...
-  const auto old_weights = model.weights_to_host();
-  load_checkpoint(new_weights, model);
-  const SafetensorsFile torch_file = read_safetensors(new_weights);
-  const auto loaded = model.weights_to_host();
-  ASSERT_EQ(loaded.size(), model.params().size());
-  for (size_t i = 0; i < loaded.size(); ++i) {
-    const NamedTensor* t = nullptr;
-    for (const NamedTensor& nt : torch_file.tensors) {
-      if (nt.name == model.params()[i].name) t = &nt;
-    }
-    ASSERT_NE(t, nullptr) << model.params()[i].name;
-    EXPECT_EQ(loaded[i], t->data) << t->name;
-    EXPECT_NE(loaded[i], old_weights[i]) << t->name << " was not changed by the script";
-  }
-  // PyTorch's training forwards moved the running statistics; ours are now those.
-  const auto buffers = model.buffers_to_host();
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    const std::string& name = model.buffer_infos()[i].name;
-    const auto t = std::find_if(torch_file.tensors.begin(), torch_file.tensors.end(),
-                                [&](const NamedTensor& nt) { return nt.name == name; });
-    ASSERT_NE(t, torch_file.tensors.end()) << name;
-    EXPECT_EQ(buffers[i], t->data) << name;
-  }
-  // ...and give the output PyTorch computed with them.
-  model.forward(input.data(), batch, stream);
-  stream.synchronize();
-  const std::vector<float> y_new = device_to_host(device, model.output(), out_shape.numel());
-  const SafetensorsFile torch_io = read_safetensors(new_io);
-  ASSERT_EQ(torch_io.tensors.size(), 1u);
-  ASSERT_EQ(torch_io.tensors[0].shape, out_shape);
-  float max_diff = 0.0f;
-  for (size_t i = 0; i < y_new.size(); ++i) {
-    max_diff = std::max(max_diff, std::abs(y_new[i] - torch_io.tensors[0].data[i]));
-  }
-  EXPECT_LT(max_diff, c.train_tolerance) << output;
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Models, TorchInterop,
-    testing::Values(InteropCase{"CifarCnn", "cifar-cnn", Shape{32, 32, 3}},
-                    InteropCase{"Dense100", "dense-100", Shape{100}},
-                    InteropCase{"SmallMlp", "mlp:scale=0.01", Shape{8000}},
-                    InteropCase{"CifarResNet20", "cifar-resnet:depth=20", Shape{32, 32, 3}},
-                    // torchvision's own modules (strict load), on small images to stay fast:
-                    // the padded stem pool, downsample shortcuts and bottlenecks. ResNet-50's
-                    // last stage sees 1x1 images: its training-mode batch norm normalizes 4
-                    // values per channel, where fp32 rounding grows to ~1e-2 (PyTorch's fp32
-                    // against its own fp64: 3e-3); evaluation mode still matches to 1e-4.
-                    InteropCase{"ResNet18", "resnet:depth=18,image=64", Shape{64, 64, 3}},
-                    InteropCase{"ResNet50", "resnet:depth=50,image=32", Shape{32, 32, 3}, 3e-2f},
-                    // The reference decoder of torch_models.py (nanoGPT's names; lm_head tied to
-                    // transformer.wte, both keys in the checkpoint), and one of 3 heads over a
-                    // vocabulary that is not a power of two.
-                    InteropCase{"GptMicro", "gpt:preset=micro", Shape{64}},
-                    InteropCase{"GptThreeHeads", "gpt:layers=2,d=48,heads=3,seq=16,vocab=300",
-                                Shape{16}}),
-    [](const testing::TestParamInfo<InteropCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace scalescope

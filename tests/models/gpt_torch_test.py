@@ -180,7 +180,7 @@ class DataTest(unittest.TestCase):
 
 
 def fake_scalescope_io(model, spec, x, tmp):
-    """Plays scalescope's side of checkpoint_test.cpp: the checkpoint after a training-mode
+    """Plays scalescope's side of torch_interop_test.cpp: the checkpoint after a training-mode
     forward, and the forward outputs computed in float64 (another implementation's rounding)."""
     model.double()
     inputs = x.long() if isinstance(model, GPT) else x.double()

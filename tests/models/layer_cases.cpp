@@ -7,9 +7,8 @@ Conv2DSpec conv(int64_t filters, int64_t kernel, int64_t stride, Padding padding
   return Conv2DSpec{filters, kernel, stride, padding};
 }
 
-}  // namespace
-
-std::vector<LayerCase> layer_cases() {
+// Convolutions: TensorFlow's "same" and "valid" padding and PyTorch's explicit one.
+std::vector<LayerCase> convolution_cases() {
   using enum Padding;
   return {
       // "same" with odd sizes and stride 2: H 7 pads (1, 1), W 6 pads (0, 1) (TensorFlow's
@@ -30,6 +29,12 @@ std::vector<LayerCase> layer_cases() {
       {"conv_explicit_p1_s2_even", Conv2DSpec{4, 3, 2, kExplicit, 1, true}, Shape{2, 6, 6, 3}},
       {"conv_explicit_p1_s2_odd", Conv2DSpec{3, 3, 2, kExplicit, 1, true}, Shape{2, 7, 5, 2}},
       {"conv_no_bias", Conv2DSpec{4, 3, 1, kSame, 0, false}, Shape{2, 5, 4, 3}},
+  };
+}
+
+// Max pooling, without padding and with PyTorch's.
+std::vector<LayerCase> pooling_cases() {
+  return {
       {"maxpool_2x2_odd", MaxPool2DSpec{2, 2}, Shape{2, 5, 7, 3}},
       {"maxpool_3s2_overlap", MaxPool2DSpec{3, 2}, Shape{2, 7, 6, 2}},
       {"maxpool_2s1_c1", MaxPool2DSpec{2, 1}, Shape{3, 4, 4, 1}},
@@ -46,6 +51,12 @@ std::vector<LayerCase> layer_cases() {
       {"maxpool_3s3_p1_gaps", MaxPool2DSpec{3, 3, 1}, Shape{1, 7, 8, 2}},
       {"maxpool_5s2_p2", MaxPool2DSpec{5, 2, 2}, Shape{1, 6, 7, 2}},
       {"maxpool_p1_c70_2threads", MaxPool2DSpec{3, 2, 1}, Shape{2, 6, 5, 70}, 2},
+  };
+}
+
+// Dense layers, activations, flatten and global average pooling.
+std::vector<LayerCase> elementwise_cases() {
+  return {
       {"dense", DenseSpec{5}, Shape{3, 7}},
       {"dense_one_unit", DenseSpec{1}, Shape{2, 4}},
       {"dense_wide_2threads", DenseSpec{16}, Shape{4, 32}, 2},
@@ -65,6 +76,12 @@ std::vector<LayerCase> layer_cases() {
       {"flatten_vector", FlattenSpec{}, Shape{2, 6}},
       {"global_avg_pool", GlobalAvgPoolSpec{}, Shape{2, 3, 5, 4}},
       {"global_avg_pool_c1", GlobalAvgPoolSpec{}, Shape{3, 4, 3, 1}},
+  };
+}
+
+// Batch norm and the option-A shortcut of the CIFAR ResNets.
+std::vector<LayerCase> normalization_cases() {
+  return {
       // Training mode: the gradients flow through the batch's statistics too. The kernel sums
       // 60 pixels in 3 chunks (two threads sharing them in the second case), 120 in 7.
       {"batch_norm", BatchNorm2DSpec{}, Shape{3, 4, 5, 6}},
@@ -73,6 +90,12 @@ std::vector<LayerCase> layer_cases() {
       // The odd width keeps columns 0, 2 and 4; 4 channels pad to 8 (2 before, 2 after).
       {"pad_shortcut_odd_width", PadShortcutSpec{2, 8}, Shape{2, 6, 5, 4}},
       {"pad_shortcut_s1", PadShortcutSpec{1, 6}, Shape{2, 3, 3, 2}},
+  };
+}
+
+// The layers of the GPT decoder.
+std::vector<LayerCase> sequence_cases() {
+  return {
       // 10 tokens of 5 ids: most ids repeat, so their gradient rows add several positions
       // (in position order, split by columns on 2 threads); some ids never occur (zero rows).
       {"embedding", EmbeddingSpec{7, 3}, Shape{2, 5}},
@@ -93,6 +116,17 @@ std::vector<LayerCase> layer_cases() {
       {"attention_2heads_2threads", CausalSelfAttentionSpec{2}, Shape{3, 5, 24}, 2},
       {"attention_seq1", CausalSelfAttentionSpec{2}, Shape{2, 1, 12}},
   };
+}
+
+}  // namespace
+
+std::vector<LayerCase> layer_cases() {
+  std::vector<LayerCase> cases;
+  for (auto* group : {&convolution_cases, &pooling_cases, &elementwise_cases, &normalization_cases,
+                      &sequence_cases}) {
+    for (LayerCase& c : group()) cases.push_back(std::move(c));
+  }
+  return cases;
 }
 
 }  // namespace scalescope

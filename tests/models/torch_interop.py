@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""PyTorch side of the checkpoint interop test (tests/models/checkpoint_test.cpp).
+"""PyTorch side of the checkpoint interop test (tests/models/torch_interop_test.cpp).
 
 usage: torch_interop.py MODEL WEIGHTS IO NEW_WEIGHTS NEW_IO [TRAIN_TOLERANCE]
 
   MODEL        the scalescope model spec ("cifar-cnn", "cnn:width=2", "dense-100", "mlp:scale=0.01",
-               "cifar-resnet:depth=20", "resnet:depth=18,image=64", "gpt:preset=micro")
+               "cifar-resnet:depth=20", "resnet:depth=18,image=64", "resnet:depth=18,classes=10",
+               "gpt:preset=micro"; classes=K is torchvision's num_classes)
   WEIGHTS      a checkpoint written by scalescope's save_checkpoint
   IO           safetensors with "input" (NHWC for images; for gpt token ids as float32 [N, S],
                integers in [0, vocab)) and "output" (for gpt logits [N, S, vocab]), scalescope's
@@ -114,7 +115,8 @@ def torchvision_resnet(model):
     if float(params.get("width", "1")) != 1.0:
         raise SystemExit(f"torch_interop.py: torchvision has no equivalent of '{model}' (width)")
     depth = int(params.get("depth", "50"))
-    return getattr(torchvision.models, f"resnet{depth}")(weights=None)
+    classes = int(params.get("classes", "1000"))
+    return getattr(torchvision.models, f"resnet{depth}")(weights=None, num_classes=classes)
 
 
 def build(model, state):
@@ -134,7 +136,8 @@ def build(model, state):
             dense(state, 0), nn.Tanh(), dense(state, 2), nn.ReLU(), dense(state, 4), nn.ReLU(),
             dense(state, 6), nn.ReLU(), dense(state, 8), nn.Sigmoid())
     if family == "cifar-resnet":
-        return CifarResNet(int(spec_params(model)["depth"]))
+        params = spec_params(model)
+        return CifarResNet(int(params["depth"]), int(params.get("classes", "10")))
     if family == "dense-100":
         return nn.Sequential(dense(state, 0), nn.ReLU(), dense(state, 2))
     raise SystemExit(f"torch_interop.py: no PyTorch equivalent known for model '{model}'")

@@ -199,7 +199,8 @@ TEST(Zoo, BadImageNetResNetSpecsNameTheProblem) {
   expect_error("resnet:depth=20", "depth 20 is not one of torchvision's 18, 34, 50, 101, 152");
   expect_error("resnet:depth=0", "depth=0");
   expect_error("resnet:depth=x", "depth=x");
-  expect_error("resnet:layers=18", "no parameter 'layers' (accepted: depth, image, width)");
+  expect_error("resnet:layers=18",
+               "no parameter 'layers' (accepted: depth, image, width, classes)");
   expect_error("resnet:depth=18,image=31", "image=31 is too small for the stem and 4 stages");
   expect_error("resnet:depth=18,image=1", "image=1 is too small");
   expect_error("resnet:depth=18,image=0", "image=0");
@@ -207,6 +208,56 @@ TEST(Zoo, BadImageNetResNetSpecsNameTheProblem) {
   expect_error("resnet:depth=18,width=0", "width=0");
   expect_error("resnet:depth=18,width=0.001", "narrower than one");
   expect_error("cifar-resnet:depth=18", "not 6n+2");
+}
+
+// torchvision's num_classes: the output layer's width, named in the spec unless it is the
+// family's default (10, ImageNet's 1000 for torchvision's ResNets).
+TEST(Zoo, ImageFamiliesTakeAnyNumberOfClasses) {
+  const ModelDef r18 = make_model("resnet:depth=18,image=32,classes=10");
+  EXPECT_EQ(r18.name, "resnet:depth=18,image=32,classes=10");
+  EXPECT_EQ(summarize(r18, r18.default_input).output, Shape{10});
+  // sum(p.numel() for p in torchvision.models.resnet18(num_classes=10).parameters())
+  EXPECT_EQ(params_of("resnet:depth=18,classes=10"), 11181642);
+  EXPECT_EQ(make_model("resnet:classes=10,depth=18").name, "resnet:depth=18,classes=10");
+  EXPECT_EQ(make_model("resnet:depth=18,classes=1000").name, "resnet:depth=18");
+  EXPECT_EQ(make_model("cifar-cnn:classes=100").name, "cifar-cnn:classes=100");
+  EXPECT_EQ(params_of("cifar-cnn:classes=100"), 282250 - 65 * 10 + 65 * 100);
+  EXPECT_EQ(make_model("cifar-cnn:classes=10").name, "cifar-cnn");
+  EXPECT_EQ(make_model("cnn:width=2,classes=100").name, "cnn:width=2,classes=100");
+  const ModelDef gap = make_model("gap-cnn:classes=3");
+  EXPECT_EQ(gap.name, "gap-cnn:classes=3");
+  EXPECT_EQ(summarize(gap, gap.default_input).output, Shape{3});
+  EXPECT_EQ(make_model("cifar-resnet:depth=20,classes=100").name,
+            "cifar-resnet:depth=20,classes=100");
+  EXPECT_EQ(params_of("cifar-resnet:depth=20,classes=100"), 269722 - 65 * 10 + 65 * 100);
+  for (const ZooEntry& e : zoo()) {
+    const bool images =
+        e.name.find("cnn") != std::string::npos || e.name.find("resnet") != std::string::npos;
+    EXPECT_EQ(e.description.find("classes=K") != std::string::npos, images) << e.name;
+  }
+}
+
+TEST(Zoo, ClassesAreAWholeNumberOnImageFamiliesOnly) {
+  expect_error("resnet:depth=18,classes=1", "classes=1 is not a whole number in [2, 1000000]");
+  expect_error("cifar-cnn:classes=0", "classes=0");
+  expect_error("cifar-cnn:classes=ten", "classes=ten");
+  expect_error("cifar-cnn:classes=2000000", "classes=2000000");
+  expect_error("cifar-cnn:width=2", "no parameter 'width' (accepted: classes)");
+  expect_error("mlp:classes=2", "no parameter 'classes' (accepted: scale)");
+  expect_error("dense-100:classes=2", "no parameter 'classes' (it takes none)");
+  expect_error("gpt:classes=2", "no parameter 'classes'");
+}
+
+// What an error about labels names: the same model with the labels' classes.
+TEST(Zoo, WithClassesNamesTheSpecThatTakesThem) {
+  EXPECT_EQ(with_classes(make_model("resnet:depth=18,image=32"), 10),
+            "resnet:depth=18,image=32,classes=10");
+  EXPECT_EQ(with_classes(make_model("cifar-cnn:classes=100"), 10), "cifar-cnn");
+  EXPECT_EQ(with_classes(make_model("cifar-resnet:depth=20"), 100),
+            "cifar-resnet:depth=20,classes=100");
+  EXPECT_EQ(with_classes(make_model("mlp-41m"), 10), "");
+  EXPECT_EQ(with_classes(make_model("gpt:preset=micro"), 10), "");
+  EXPECT_EQ(with_classes(make_model("cifar-cnn"), 1), "");
 }
 
 TEST(Zoo, LayersRejectShapesTheyCannotTake) {
