@@ -1,4 +1,4 @@
-# Writes the build facts of scalescope (harness/telemetry/build_info.cpp.in) into OUTPUT.
+# Writes the build facts of scalescope (core/build_info.cpp.in) into OUTPUT.
 #
 # Included from a CMakeLists.txt it defines scalescope_add_build_info(TARGET), which adds a
 # target that runs this file as a script (cmake -P) on every build, so the git commit in a
@@ -47,8 +47,8 @@ set(_ss_build_info_script "${CMAKE_CURRENT_LIST_FILE}")
 
 # scalescope_add_build_info(TARGET): compiles the generated build facts into TARGET.
 function(scalescope_add_build_info target)
-  set(_out "${CMAKE_CURRENT_BINARY_DIR}/telemetry/build_info.cpp")
-  set(_template "${PROJECT_SOURCE_DIR}/harness/telemetry/build_info.cpp.in")
+  set(_out "${CMAKE_CURRENT_BINARY_DIR}/build_info.cpp")
+  set(_template "${PROJECT_SOURCE_DIR}/core/build_info.cpp.in")
   if(SCALESCOPE_WITH_CUDA AND CMAKE_CUDA_ARCHITECTURES)
     set(_archs "${CMAKE_CUDA_ARCHITECTURES}")
   else()

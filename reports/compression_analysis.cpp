@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "reports/stats.h"
+#include "reports/sweep_analysis.h"
 #include "reports/sweep_report.h"
 
 namespace scalescope {

@@ -2,6 +2,7 @@
 // step-time spread, the verdict, the bus bandwidth, and against its one-device baseline the
 // speedup, efficiency and efficiency-loss breakdown; per model, the all-reduce cost model
 // and its projections.
+#include "reports/sweep_analysis.h"
 #include "reports/sweep_report.h"
 
 #include <fmt/format.h>
@@ -162,7 +163,11 @@ std::optional<ThreadBudget> thread_budget(const SweepReport& report, const Sweep
   t.replicas = p.devices;
   t.compute_per_replica = p.threads_per_device;
   t.input_per_replica = resident ? 0 : c["workers"].get<int>();
-  t.communication_per_replica = p.devices > 1 ? 2 : 0;
+  // As the run counted them. Sweeps before 1.14 did not count: they are read as before, with a
+  // reducer thread and Gloo's event loop (an overcount where they reduced in shared memory).
+  t.communication_per_replica = p.communication_threads_per_device >= 0
+                                    ? p.communication_threads_per_device
+                                    : (p.devices > 1 ? 2 : 0);
   t.usable_cores = report.environment.host.usable_cores;
   return t;
 }
@@ -210,14 +215,15 @@ constexpr int kLossResamples = 1000;
 // Each share of p's loss breakdown against `one` with its 95% bootstrap interval: the measured
 // steps of both points drawn again with replacement (independently, each step whole with every
 // replica's phases) and the breakdown recomputed from the medians of the draw.
-std::array<LossBreakdown::Range, 5> loss_intervals(const SweepPoint& p, const SweepPoint& one) {
+std::array<LossBreakdown::Range, kLossCauseCount> loss_intervals(const SweepPoint& p,
+                                                                 const SweepPoint& one) {
   const StepColumns a(one);
   const StepColumns b(p);
   Rng rng(1);
   std::vector<size_t> drawn_a(a.steps);
   std::vector<size_t> drawn_b(b.steps);
   std::vector<double> scratch;
-  std::array<std::vector<double>, 5> shares;
+  std::array<std::vector<double>, kLossCauseCount> shares;
   std::vector<PhaseMedians> replicas(b.replicas.size());
   for (int r = 0; r < kLossResamples; ++r) {
     for (size_t& i : drawn_a) i = rng.below(a.steps);
@@ -229,10 +235,9 @@ std::array<LossBreakdown::Range, 5> loss_intervals(const SweepPoint& p, const Sw
     }
     const double ideal = p.mode == ScalingMode::kWeak ? base.step_ms : base.step_ms / p.devices;
     const LossBreakdown l = efficiency_loss(base, replicas, group, ideal);
-    const std::array<LossComponent, 5> c = loss_components(l);
-    for (size_t k = 0; k < c.size(); ++k) shares[k].push_back(c[k].share);
+    for (size_t k = 0; k < l.shares.size(); ++k) shares[k].push_back(l.shares[k]);
   }
-  std::array<LossBreakdown::Range, 5> out;
+  std::array<LossBreakdown::Range, kLossCauseCount> out;
   for (size_t k = 0; k < out.size(); ++k) {
     out[k] = {percentile(shares[k], 0.025), percentile(shares[k], 0.975)};
   }

@@ -1,4 +1,5 @@
 #include "reports/sweep_report.h"
+#include "reports/sweep_analysis.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -114,19 +115,15 @@ json summary_json(const SweepPoint& p) {
        s.gpu_util_percent ? json{{"gpu_util_percent", *s.gpu_util_percent}} : json(nullptr)},
   };
   if (s.loss) {
-    j["efficiency_loss"] = {{"efficiency", s.loss->efficiency},
-                            {"lost", s.loss->lost},
-                            {"allreduce", s.loss->allreduce_share},
-                            {"input", s.loss->input_share},
-                            {"compute_slowdown", s.loss->compute_share},
-                            {"stragglers", s.loss->straggler_share},
-                            {"other", s.loss->other_share}};
+    j["efficiency_loss"] = {{"efficiency", s.loss->efficiency}, {"lost", s.loss->lost}};
+    const std::array<LossComponent, kLossCauseCount> components = loss_components(*s.loss);
+    for (const LossComponent& c : components) j["efficiency_loss"][c.def->key] = c.share;
     if (s.loss->intervals) {
       json intervals = json::object();
       json beyond = json::array();
-      for (const LossComponent& c : loss_components(*s.loss)) {
-        intervals[c.key] = {{"low", c.interval->low}, {"high", c.interval->high}};
-        if (c.beyond_noise()) beyond.push_back(c.key);
+      for (const LossComponent& c : components) {
+        intervals[c.def->key] = {{"low", c.interval->low}, {"high", c.interval->high}};
+        if (c.beyond_noise()) beyond.push_back(c.def->key);
       }
       j["efficiency_loss"]["intervals"] = std::move(intervals);
       j["efficiency_loss"]["beyond_noise"] = std::move(beyond);
@@ -134,10 +131,9 @@ json summary_json(const SweepPoint& p) {
     if (s.intra_node_fraction) {
       // The all-reduce share, split by what the node-local all-reduce of the same bytes
       // took against the global one.
-      j["efficiency_loss"]["allreduce_intra_node"] =
-          s.loss->allreduce_share * *s.intra_node_fraction;
-      j["efficiency_loss"]["allreduce_inter_node"] =
-          s.loss->allreduce_share * (1.0 - *s.intra_node_fraction);
+      const double allreduce = s.loss->share(LossCause::kAllReduce);
+      j["efficiency_loss"]["allreduce_intra_node"] = allreduce * *s.intra_node_fraction;
+      j["efficiency_loss"]["allreduce_inter_node"] = allreduce * (1.0 - *s.intra_node_fraction);
     }
   } else {
     j["efficiency_loss"] = nullptr;
@@ -208,28 +204,34 @@ json repeat_json(const RepeatRecord& r, size_t buckets) {
 json point_json(const SweepPoint& p) {
   json repeats = json::array();
   for (const RepeatRecord& r : p.repeats) repeats.push_back(repeat_json(r, p.bucket_bytes.size()));
-  return {{"model", p.model},
-          {"params", p.params},
-          {"forward_flops_per_sample", p.forward_flops_per_sample},
-          {"device_kind", p.device_kind},
-          {"devices", p.devices},
-          {"device_spec", p.device_spec},
-          {"threads_per_device", p.threads_per_device},
-          {"mode", to_string(p.mode)},
-          {"batch", p.batch},
-          {"global_batch", p.global_batch},
-          {"status", p.status},
-          {"error", p.error},
-          {"bucket_cap_mb", p.bucket_cap_mb},
-          {"first_bucket_mb", p.first_bucket_mb},
-          {"grad_compression", to_string(p.grad_compression)},
-          {"bucket_bytes", p.bucket_bytes},
-          {"allreduce_bytes_per_step", allreduce_bytes(p.bucket_bytes)},
-          {"peak_memory_bytes", p.peak_memory_bytes},
-          {"trace", p.trace},
-          {"profile", p.profile},
-          {"repeats", std::move(repeats)},
-          {"summary", p.ok() && !p.repeats.empty() ? summary_json(p) : json(nullptr)}};
+  json j = {{"model", p.model},
+            {"params", p.params},
+            {"forward_flops_per_sample", p.forward_flops_per_sample},
+            {"device_kind", p.device_kind},
+            {"devices", p.devices},
+            {"device_spec", p.device_spec},
+            {"threads_per_device", p.threads_per_device},
+            {"mode", to_string(p.mode)},
+            {"batch", p.batch},
+            {"global_batch", p.global_batch},
+            {"status", p.status},
+            {"error", p.error},
+            {"bucket_cap_mb", p.bucket_cap_mb},
+            {"first_bucket_mb", p.first_bucket_mb},
+            {"grad_compression", to_string(p.grad_compression)},
+            {"bucket_bytes", p.bucket_bytes},
+            {"allreduce_bytes_per_step", allreduce_bytes(p.bucket_bytes)},
+            {"peak_memory_bytes", p.peak_memory_bytes},
+            {"nondeterministic_fallbacks", p.nondeterministic_fallbacks},
+            {"trace", p.trace},
+            {"profile", p.profile},
+            {"repeats", std::move(repeats)},
+            {"summary", p.ok() && !p.repeats.empty() ? summary_json(p) : json(nullptr)}};
+  // Not recorded (-1) in a point read from a sweep before 1.14: left out, as it was.
+  if (p.communication_threads_per_device >= 0) {
+    j["communication_threads_per_device"] = p.communication_threads_per_device;
+  }
+  return j;
 }
 
 json communication_json(const CommunicationAnalysis& c) {
@@ -444,6 +446,11 @@ SweepPoint point_from_json(const JsonReader& r) {
   SS_CHECK(p.devices >= 1, "{}: must be at least 1, not {}", r.name("devices"), p.devices);
   p.device_spec = r.string("device_spec");
   p.threads_per_device = r.int32("threads_per_device");
+  if (r.has("communication_threads_per_device")) {  // since 1.14
+    p.communication_threads_per_device = r.int32("communication_threads_per_device");
+    SS_CHECK(p.communication_threads_per_device >= 0, "{}: {} must not be negative",
+             r.name("communication_threads_per_device"), p.communication_threads_per_device);
+  }
   p.mode = parse_scaling_mode(r.string("mode"));
   p.batch = r.int64("batch");
   p.global_batch = r.int64("global_batch");
@@ -471,6 +478,9 @@ SweepPoint point_from_json(const JsonReader& r) {
   }
   p.bucket_bytes = r.int64s("bucket_bytes");
   p.peak_memory_bytes = r.int64("peak_memory_bytes");
+  if (r.has("nondeterministic_fallbacks")) {  // since 1.14
+    p.nondeterministic_fallbacks = r.strings("nondeterministic_fallbacks");
+  }
   // Added in 1.0's lifetime: optional when reading.
   if (r.has("trace")) p.trace = r.string("trace");
   if (r.has("profile")) p.profile = r.string("profile");

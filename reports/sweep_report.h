@@ -24,7 +24,7 @@
 namespace scalescope {
 
 inline constexpr const char* kSweepSchema = "scalescope-sweep";
-inline constexpr const char* kSweepSchemaVersion = "1.13";
+inline constexpr const char* kSweepSchemaVersion = "1.14";
 
 // Weak scaling keeps the per-device batch (the global batch grows with the devices); strong
 // scaling keeps the global batch (each device gets a smaller share).
@@ -62,7 +62,7 @@ struct PointSummary {
   std::optional<Interval> efficiency;
   std::optional<LossBreakdown> loss;  // N > 1 only
   // Runs across nodes: the share of the all-reduce that stays within a node (median of the
-  // repeats' AllReduceSplit::intra_node_fraction); splits loss->allreduce_share.
+  // repeats' AllReduceSplit::intra_node_fraction); splits the loss breakdown's all-reduce share.
   std::optional<double> intra_node_fraction;
   std::optional<double> gpu_util_percent;  // GPU runs: median over the repeats
   Verdict verdict;
@@ -91,6 +91,9 @@ struct SweepPoint {
   int devices = 1;
   std::string device_spec;  // what the trainer ran on: "cpu:2", "cuda:2"
   int threads_per_device = 0;
+  // Host threads each replica ran for communication (RunReport's); -1: not recorded (sweeps
+  // before 1.14).
+  int communication_threads_per_device = -1;
   ScalingMode mode = ScalingMode::kWeak;
   int64_t batch = 0;  // per device
   int64_t global_batch = 0;
@@ -104,8 +107,11 @@ struct SweepPoint {
   GradCompression grad_compression = GradCompression::kNone;
   std::vector<int64_t> bucket_bytes;  // all-reduced per replica: half the floats' compressed
   int64_t peak_memory_bytes = 0;      // most device memory one replica held
-  std::string trace;                  // Chrome trace of its first repeat ("" none)
-  std::string profile;                // Nsight Systems report of it ("" none)
+  // GPU points: the passes that ran a non-deterministic algorithm although deterministic ones
+  // were preferred (fallback_passes of its runs). Since 1.14.
+  std::vector<std::string> nondeterministic_fallbacks;
+  std::string trace;    // Chrome trace of its first repeat ("" none)
+  std::string profile;  // Nsight Systems report of it ("" none)
   std::vector<RepeatRecord> repeats;
   PointSummary summary;  // analyze()
 
@@ -226,15 +232,6 @@ struct SweepReport {
   std::vector<CompressionEffect> compression_effects;  // analyze()
   bool complete = false;  // every point of the grid has run (ok or failed)
 };
-
-// Fills every point's summary and the communication analysis from the samples.
-void analyze(SweepReport& report);
-// The step times of every measured step of every repeat, in order; throws Error when there
-// are none.
-std::vector<double> pooled_step_ms(const SweepPoint& point);
-// One effect per group of analysed points (summaries filled) that differ only in their
-// compression and include an uncompressed one, in the order of the groups' first points.
-std::vector<CompressionEffect> analyze_compression(const std::vector<SweepPoint>& points);
 
 nlohmann::json to_json(const SweepReport& report);
 // Strict: a missing or mistyped key throws Error naming it (and `what`, e.g. the path);

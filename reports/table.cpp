@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <set>
+#include <string_view>
 
 namespace scalescope {
 namespace {
@@ -79,17 +80,39 @@ std::string share_cell(const LossComponent& c, double share) {
   return c.beyond_noise() ? text : fmt::format("({})", text);
 }
 
+// A loss column's width: its label's and a space, at least 8.
+int loss_width(const LossCauseDef& d) {
+  return std::max(8, static_cast<int>(std::string_view(d.label).size()) + 1);
+}
+
 // Runs across nodes split the all-reduce share by what stayed inside a node (the JSON's
-// allreduce_intra_node / allreduce_inter_node).
-std::string allreduce_cells(const PointSummary& s, const LossComponent& c, bool split) {
-  const double share = c.share;
-  if (!split) return fmt::format("{:>10}", share_cell(c, share));
-  if (!s.intra_node_fraction) {
-    return fmt::format("{:>10} {:>7} {:>7}", share_cell(c, share), "-", "-");
+// allreduce_intra_node / allreduce_inter_node): two more columns after it, "-" for a point
+// within one node.
+void loss_cells(std::string& out, const PointSummary& s, bool split) {
+  for (const LossComponent& c : loss_components(*s.loss)) {
+    fmt::format_to(std::back_inserter(out), " {:>{}}", share_cell(c, c.share), loss_width(*c.def));
+    if (!split || c.def->cause != LossCause::kAllReduce) continue;
+    if (!s.intra_node_fraction) {
+      fmt::format_to(std::back_inserter(out), " {:>7} {:>7}", "-", "-");
+    } else {
+      fmt::format_to(std::back_inserter(out), " {:>7} {:>7}",
+                     share_cell(c, c.share * *s.intra_node_fraction),
+                     share_cell(c, c.share * (1.0 - *s.intra_node_fraction)));
+    }
   }
-  return fmt::format("{:>10} {:>7} {:>7}", share_cell(c, share),
-                     share_cell(c, share * *s.intra_node_fraction),
-                     share_cell(c, share * (1.0 - *s.intra_node_fraction)));
+}
+
+void loss_header(std::string& out, size_t width, bool split) {
+  fmt::format_to(std::back_inserter(out),
+                 "\nefficiency lost against ideal (shares of the step at N devices)\n{:<{}} {:>7}",
+                 "point", width, "lost");
+  for (const LossCauseDef& d : kLossCauses) {
+    fmt::format_to(std::back_inserter(out), " {:>{}}", d.label, loss_width(d));
+    if (split && d.cause == LossCause::kAllReduce) {
+      fmt::format_to(std::back_inserter(out), " {:>7} {:>7}", "intra", "inter");
+    }
+  }
+  out += "\n";
 }
 
 void loss_table(std::string& out, const SweepReport& report) {
@@ -103,22 +126,15 @@ void loss_table(std::string& out, const SweepReport& report) {
   bool marked = false;
   for (const SweepPoint& p : report.points) {
     if (!p.ok() || !p.summary.loss) continue;
-    if (!header) {
-      fmt::format_to(std::back_inserter(out),
-                     "\nefficiency lost against ideal (shares of the step at N devices)\n{:<{}} "
-                     "{:>7} {:>10}{} {:>8} {:>11} {:>11} {:>8}\n",
-                     "point", width, "lost", "allreduce",
-                     split ? fmt::format(" {:>7} {:>7}", "intra", "inter") : "", "input",
-                     "contention", "stragglers", "other");
-      header = true;
+    if (!header) loss_header(out, width, split);
+    header = true;
+    for (const LossComponent& each : loss_components(*p.summary.loss)) {
+      marked = marked || !each.beyond_noise();
     }
-    const std::array<LossComponent, 5> c = loss_components(*p.summary.loss);
-    for (const LossComponent& each : c) marked = marked || !each.beyond_noise();
-    fmt::format_to(std::back_inserter(out), "{:<{}} {:>7} {} {:>8} {:>11} {:>11} {:>8}\n",
-                   p.label(), width, percent(p.summary.loss->lost),
-                   allreduce_cells(p.summary, c[0], split), share_cell(c[1], c[1].share),
-                   share_cell(c[2], c[2].share), share_cell(c[3], c[3].share),
-                   share_cell(c[4], c[4].share));
+    fmt::format_to(std::back_inserter(out), "{:<{}} {:>7}", p.label(), width,
+                   percent(p.summary.loss->lost));
+    loss_cells(out, p.summary, split);
+    out += "\n";
   }
   if (marked) {
     out +=
@@ -254,12 +270,24 @@ void target_table(std::string& out, const SweepReport& report) {
 
 }  // namespace
 
+// One line per point whose GPU kernels were not all deterministic although they were preferred
+// (a workspace limit no deterministic algorithm fits): its results may vary in the last bits
+// from run to run.
+void fallback_lines(std::string& out, const SweepReport& report) {
+  for (const SweepPoint& p : report.points) {
+    if (p.nondeterministic_fallbacks.empty()) continue;
+    out += fmt::format("{}: {}: {}\n", p.label(), kFallbackLead,
+                       fmt::join(p.nondeterministic_fallbacks, "; "));
+  }
+}
+
 std::string format_sweep_tables(const SweepReport& report) {
   std::string out;
   std::set<std::string> seen;
   for (const SweepPoint& p : report.points) {
     if (seen.insert(p.model).second) model_table(out, report, p.model);
   }
+  fallback_lines(out, report);
   loss_table(out, report);
   communication_table(out, report);
   bucket_table(out, report);

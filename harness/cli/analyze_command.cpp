@@ -8,11 +8,11 @@
 #include <ctime>
 #include <memory>
 
+#include "core/build_info.h"
 #include "core/check.h"
 #include "core/fs.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/option_app.h"
-#include "harness/telemetry/build_info.h"
 #include "reports/trace_analysis/analysis_output.h"
 
 namespace scalescope::cli {

@@ -52,6 +52,23 @@ std::string lower(std::string s) {
   return s;
 }
 
+// The error of an exchange whose transfer with `peer` failed (Gloo's `failure`): a peer that
+// did not answer in time, or one that is gone.
+Error lost_peer_error(int rank, int size, const std::string& peer,
+                      std::chrono::milliseconds timeout, std::string_view what,
+                      const std::string& failure) {
+  const std::string l = lower(failure);
+  const bool timed_out =
+      l.find("timed out") != std::string::npos || l.find("timeout") != std::string::npos;
+  return Error(kClusterLibrary, "Cluster::exchange",
+               timed_out ? fmt::format("process {} of {} lost contact with process {}: it did not "
+                                       "answer within {} ms ({}; {})",
+                                       rank, size, peer, timeout.count(), what, failure)
+                         : fmt::format("process {} of {} lost process {}: it exited or its node "
+                                       "failed ({}; {})",
+                                       rank, size, peer, what, failure));
+}
+
 // Numbers hosts by their lowest rank and processes within a host by rank.
 std::vector<ClusterMember> layout(const std::vector<std::string>& hostnames) {
   std::vector<ClusterMember> members;
@@ -361,26 +378,7 @@ std::vector<std::string> Cluster::exchange(const std::string& mine,
       failure = e.what();
     }
     lost_peer_ = true;
-    const std::string l = lower(failure);
-    const bool timed_out =
-        l.find("timed out") != std::string::npos || l.find("timeout") != std::string::npos;
-    throw Error(kClusterLibrary, "Cluster::exchange",
-                timed_out
-                    ? fmt::format("process {} of {} lost contact with process {}: it did "
-                                  "not answer within {} ms ({}; {})",
-                                  rank_, size(), describe(peer), timeout.count(), what, failure)
-                    : fmt::format("process {} of {} lost process {}: it exited or its "
-                                  "node failed ({}; {})",
-                                  rank_, size(), describe(peer), what, failure));
-  };
-  const auto wait = [&](int peer, bool receive, gloo::transport::UnboundBuffer& buffer) {
-    guard(peer, [&] {
-      if (receive) {
-        buffer.waitRecv(remaining());
-      } else {
-        buffer.waitSend(remaining());
-      }
-    });
+    throw lost_peer_error(rank_, size(), describe(peer), timeout, what, failure);
   };
   const int n = size();
   const auto size_slot = static_cast<uint64_t>(context.nextSlot());
@@ -391,6 +389,16 @@ std::vector<std::string> Cluster::exchange(const std::string& mine,
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> receives(static_cast<size_t>(n));
   std::unique_ptr<gloo::transport::UnboundBuffer> send =
       context.createUnboundBuffer(&my_size, sizeof(my_size));
+  // Every receive posted, then every peer's copy of the send.
+  const auto wait_all = [&] {
+    for (int p = 0; p < n; ++p) {
+      const auto& receive = receives[static_cast<size_t>(p)];
+      if (receive) guard(p, [&] { receive->waitRecv(remaining()); });
+    }
+    for (int p = 0; p < n && send; ++p) {
+      if (p != rank_) guard(p, [&] { send->waitSend(remaining()); });
+    }
+  };
   for (int p = 0; p < n; ++p) {
     if (p == rank_) continue;
     receives[static_cast<size_t>(p)] =
@@ -400,12 +408,7 @@ std::vector<std::string> Cluster::exchange(const std::string& mine,
       send->send(p, size_slot);
     });
   }
-  for (int p = 0; p < n; ++p) {
-    if (p != rank_) wait(p, true, *receives[static_cast<size_t>(p)]);
-  }
-  for (int p = 0; p < n; ++p) {
-    if (p != rank_) wait(p, false, *send);
-  }
+  wait_all();
 
   std::vector<std::string> all(static_cast<size_t>(n));
   all[static_cast<size_t>(rank_)] = mine;
@@ -425,14 +428,7 @@ std::vector<std::string> Cluster::exchange(const std::string& mine,
       if (send) send->send(p, data_slot);
     });
   }
-  for (int p = 0; p < n; ++p) {
-    if (receives[static_cast<size_t>(p)]) wait(p, true, *receives[static_cast<size_t>(p)]);
-  }
-  if (send) {
-    for (int p = 0; p < n; ++p) {
-      if (p != rank_) wait(p, false, *send);
-    }
-  }
+  wait_all();
   return all;
 }
 

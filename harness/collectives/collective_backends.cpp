@@ -7,10 +7,10 @@
 
 #include <string_view>
 
+#include "core/build_info.h"
 #include "core/check.h"
 #include "harness/collectives/nccl_communicator.h"
 #include "harness/collectives/sim_collectives.h"
-#include "harness/telemetry/build_info.h"
 
 namespace scalescope {
 namespace {

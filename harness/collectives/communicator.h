@@ -34,6 +34,10 @@ class Communicator {
   // return at once and run in stream order) rather than run by the calling thread, which
   // they block until done (Gloo). Decides how a caller overlaps them with its own work.
   virtual bool enqueues() const { return false; }
+  // The host threads of its own the communicator keeps running beside the caller's (Gloo:
+  // its TCP device's event loop), which a CPU replica's compute shares the cores with. A GPU
+  // library's internal threads (NCCL's proxy) are not counted.
+  virtual int host_threads() const { return 0; }
 
   // In-place all-reduce of `count` floats of device memory, ordered after the work enqueued
   // on `stream` so far; the result is ready for work enqueued on `stream` afterwards.

@@ -136,6 +136,7 @@ class GlooCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend_name() const override { return "gloo"; }
+  int host_threads() const override { return 1; }  // one TCP device per rank (connect())
 
   void all_reduce(float* data, int64_t count, ReduceOp op, Stream& stream) override {
     check_cpu_stream(stream, "all_reduce");

@@ -17,6 +17,7 @@
 #include "harness/collectives/cluster.h"
 #include "harness/trainer/data.h"
 #include "models/zoo.h"
+#include "reports/sweep_analysis.h"
 #include "reports/trace.h"
 
 namespace scalescope {
@@ -206,6 +207,8 @@ void run_point(const SweepOptions& o, SweepPoint& p, const SweepProgress& progre
       p.params = run.params;
       p.forward_flops_per_sample = run.forward_flops_per_sample;
       p.threads_per_device = run.threads_per_device;
+      p.communication_threads_per_device = run.communication_threads_per_device;
+      p.nondeterministic_fallbacks = fallback_passes(run.kernels);
       p.bucket_bytes = run.bucket_bytes;
       for (int64_t bytes : run.peak_memory_bytes) {
         p.peak_memory_bytes = std::max(p.peak_memory_bytes, bytes);

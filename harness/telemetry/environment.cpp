@@ -12,9 +12,9 @@
 #include <string_view>
 
 #include "core/backend.h"
+#include "core/build_info.h"
 #include "core/check.h"
 #include "harness/collectives/collective_backends.h"
-#include "harness/telemetry/build_info.h"
 #include "models/kernels.h"
 
 extern char** environ;

@@ -59,6 +59,9 @@ class GradientReducer {
   GradientReducer& operator=(const GradientReducer&) = delete;
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
+  // The host threads it started to reduce on (a communication thread where collectives block
+  // the caller and there are peers).
+  virtual int host_threads() const { return 0; }
 
   // Before micro-batch `micro_batch` (0-based) of step `step` (1-based) runs backward.
   void prepare_for_backward(int64_t step, int micro_batch);

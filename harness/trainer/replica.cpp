@@ -43,19 +43,13 @@ int replica_device_index(const ReplicaShared& run, int rank) {
   return device_index(run.plan.layout, rank, backend(run.plan.spec.kind).device_count());
 }
 
-// Forward and backward mark a phase each per micro-batch; input, h2d, the exposed
-// all-reduce and the optimizer one each per step.
-// Input, h2d, all-reduce and optimizer, forward and backward per micro-batch, and with
-// --sync-batchnorm two ends per sync point (two in each batch norm's forward, one in its
-// backward).
-int phases_per_step(int micro_batches, int64_t synced_layers) {
-  return static_cast<int>(4 + 2 * micro_batches + 2 * 3 * synced_layers * micro_batches);
-}
-
-int64_t batch_norm_layers(const ModelDef& def) {
-  return std::count_if(def.layers.begin(), def.layers.end(), [](const LayerSpec& l) {
-    return std::holds_alternative<BatchNorm2DSpec>(l);
-  });
+// --sync-batchnorm's sync points in a step: two in each batch norm's forward and one in its
+// backward (the norm kernels' sync_points), in every micro-batch.
+int64_t batch_norm_sync_points(const ModelDef& def, int micro_batches) {
+  const int64_t layers =
+      std::count_if(def.layers.begin(), def.layers.end(),
+                    [](const LayerSpec& l) { return std::holds_alternative<BatchNorm2DSpec>(l); });
+  return 3 * layers * micro_batches;
 }
 
 // Runs across nodes: the gradients' all-reduce timed over every replica, then over this
@@ -121,7 +115,7 @@ Replica::Replica(ReplicaShared& run, int rank)
       device_(open_device(run, replica_device_index(run, rank))),
       compute_(device_->default_stream()),
       record_(run.results.replicas[static_cast<size_t>(rank)]) {
-  const Plan& plan = run_.plan;
+  const RunPlan& plan = run_.plan;
   run_.sampling.add(local_, *device_);
   if (rank_ == 0) run_.results.group.threads_per_device = device_->threads();
   comm_ = run_.comms.connect(rank_, *device_, replica_device_index(run_, rank_));
@@ -154,6 +148,9 @@ Replica::Replica(ReplicaShared& run, int rank)
                            .noise_norms = measures_noise(options_, plan.replicas)},
                           *clock_, run_.hooks.reduce_on_streams);
   if (rank_ == 0) {
+    run_.results.group.communication_threads_per_device =
+        reducer_->host_threads() + comm_->host_threads() +
+        (node_comm_ != nullptr ? node_comm_->host_threads() : 0);
     for (const Bucket& b : reducer_->buckets()) {
       run_.results.group.bucket_bytes.push_back((b.end - b.begin) *
                                                 wire_bytes_per_gradient(compression));
@@ -168,7 +165,8 @@ Replica::Replica(ReplicaShared& run, int rank)
   if (reducer_->norms() != nullptr) host_norms_ = HostBuffer(*device_, reducer_->norms_bytes());
   const bool sync = options_.sync_batchnorm && plan.replicas > 1;
   timer_ = std::make_unique<StepTimer>(
-      *device_, compute_, phases_per_step(micro, sync ? batch_norm_layers(model_->def()) : 0),
+      *device_, compute_,
+      StepTimer::ends_per_step(micro, sync ? batch_norm_sync_points(model_->def(), micro) : 0),
       *clock_);
   if (sync) {
     model_->set_sync(plan.replicas, [this](float* values, int64_t count, bool backward) {
@@ -190,8 +188,8 @@ void Replica::broadcast_buffers() {
 }
 
 PhaseTimes Replica::step(int64_t n, double lr) {
-  const nvtx::Range range(nvtx::Phase::kStep, n);
-  const Plan& plan = run_.plan;
+  const nvtx::Range range(nvtx::kStep, n);
+  const RunPlan& plan = run_.plan;
   const int64_t sample_floats = plan.data.sample_shape.numel();
   const int64_t label_floats = plan.data.train->labels().width();
   // Each micro-batch's loss is its share of the replica's step mean.
@@ -296,7 +294,7 @@ void Replica::before_step(int64_t n, const StepSchedule& schedule) {
   }
   if (options_.profile_first > 0 && measured == options_.profile_first) {
     if (rank_ == 0) device_->start_profiler();
-    profile_range_.emplace(nvtx::Phase::kProfile, n);
+    profile_range_.emplace(nvtx::kProfile, n);
   }
 }
 
@@ -382,7 +380,7 @@ std::optional<EvalResult> Replica::evaluate(int64_t epoch, int64_t step) {
   last_evaluated_ = step;
   // Data-parallel too: each replica evaluates its shard and the sums are gathered, so no
   // replica idles at a barrier (under the collective timeout) while another evaluates.
-  const Plan& plan = run_.plan;
+  const RunPlan& plan = run_.plan;
   broadcast_buffers();  // every shard normalized with the same running statistics
   const EvalSums mine = evaluate_shard(*model_, *plan.data.eval, plan.data.eval_transforms,
                                        plan.batch, options_.seed, rank_, plan.replicas);

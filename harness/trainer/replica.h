@@ -15,10 +15,10 @@
 #include "harness/telemetry/utilization.h"
 #include "harness/trainer/consistency.h"
 #include "harness/trainer/evaluate.h"
-#include "harness/trainer/plan.h"
 #include "harness/trainer/reducer.h"
 #include "harness/trainer/replica_input.h"
 #include "harness/trainer/results.h"
+#include "harness/trainer/run_plan.h"
 #include "harness/trainer/step_schedule.h"
 #include "harness/trainer/step_timer.h"
 #include "models/model.h"
@@ -31,7 +31,7 @@ namespace scalescope {
 struct ReplicaShared {
   const TrainOptions& options;
   const TrainHooks& hooks;
-  const Plan& plan;
+  const RunPlan& plan;
   ReplicaComms& comms;
   int64_t epoch_ns;  // when the run began (core/clock.h): timelines count from here
   UtilizationSampling& sampling;

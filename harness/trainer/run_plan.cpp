@@ -1,8 +1,8 @@
-#include "harness/trainer/plan.h"
+#include "harness/trainer/run_plan.h"
 
 namespace scalescope {
 
-Plan::Plan(const TrainOptions& o)
+RunPlan::RunPlan(const TrainOptions& o)
     : spec(parse_device_spec(o.devices)),
       def(make_model(o.model)),
       data(open_run_data(o.data, def, o.seed)),

@@ -14,7 +14,7 @@
 
 namespace scalescope {
 
-struct Plan {
+struct RunPlan {
   DeviceSpec spec;
   ModelDef def;
   RunData data;
@@ -27,7 +27,7 @@ struct Plan {
   // whose length depends on when the step time settles).
   int64_t steps = 0;
 
-  explicit Plan(const TrainOptions& options);
+  explicit RunPlan(const TrainOptions& options);
 };
 
 }  // namespace scalescope

@@ -13,7 +13,7 @@ namespace scalescope {
 
 class StepSchedule {
  public:
-  // `steps`: the run's length when fixed (Plan::steps; ignored with an adaptive warm-up).
+  // `steps`: the run's length when fixed (RunPlan::steps; ignored with an adaptive warm-up).
   StepSchedule(const TrainOptions& options, int64_t steps);
 
   // The last step (1-based); with an adaptive warm-up, the most it could be until decided.

@@ -21,6 +21,7 @@ class ThreadReducer final : public GradientReducer {
   ~ThreadReducer() override;
 
   const ReduceTimes& times() override { return times_; }
+  int host_threads() const override { return thread_.joinable() ? 1 : 0; }
   // Runs on the communication thread after the buckets started before it; blocks until done.
   void sync_sum(float* values, int64_t count) override;
 

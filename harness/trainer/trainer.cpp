@@ -18,9 +18,9 @@
 #include "harness/collectives/rendezvous.h"
 #include "harness/collectives/replica_comms.h"
 #include "harness/telemetry/utilization.h"
-#include "harness/trainer/plan.h"
 #include "harness/trainer/replica.h"
 #include "harness/trainer/results.h"
+#include "harness/trainer/run_plan.h"
 #include "models/fusion.h"
 #include "models/kernels.h"
 
@@ -32,7 +32,7 @@ namespace {
 // noticed by the processes that run, which then exit and close theirs.
 constexpr std::chrono::milliseconds kIdleWait = std::chrono::hours(24 * 7);
 
-std::unique_ptr<ReplicaComms> make_comms(const TrainOptions& o, const Plan& plan,
+std::unique_ptr<ReplicaComms> make_comms(const TrainOptions& o, const RunPlan& plan,
                                          const Cluster* cluster) {
   const ProcessLayout& l = plan.layout;
   if (l.local == 0) return nullptr;
@@ -69,7 +69,7 @@ class LocalRun {
 
   // Whether this process hosts replicas of the run.
   ReplicaComms* comms() const { return comms_.get(); }
-  const Plan& plan() const { return plan_; }
+  const RunPlan& plan() const { return plan_; }
   RunResults& results() { return results_; }
 
   void start() {
@@ -142,7 +142,7 @@ class LocalRun {
     comms_->abort(fmt::format("replica {} failed", rank));
   }
 
-  Plan plan_;
+  RunPlan plan_;
   RunResults results_;
   UtilizationSampling sampling_;
   std::unique_ptr<ReplicaComms> comms_;

@@ -1,4 +1,5 @@
 #include "reports/trace_analysis/analysis_report.h"
+#include "reports/sweep_analysis.h"
 
 #include <fmt/format.h>
 

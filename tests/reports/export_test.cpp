@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "reports/export.h"
+#include "reports/sweep_analysis.h"
 #include "tests/reports/sweep_fixtures.h"
 #include "tests/test_util.h"
 

@@ -10,6 +10,7 @@
 #include "core/fs.h"
 #include "reports/html.h"
 #include "reports/json_reader.h"
+#include "reports/sweep_analysis.h"
 #include "reports/sweep_report.h"
 #include "reports/table.h"
 #include "tests/reports/sweep_fixtures.h"
@@ -50,11 +51,11 @@ TEST(SweepReport, WeakScalingSpeedupAndEfficiency) {
   EXPECT_DOUBLE_EQ(r.points[2].summary.efficiency->value, 10.0 / 16.0);
   EXPECT_NEAR(two.loss->lost, 0.2, 1e-12);
   // 10% of 12.5 ms exposed all-reduce, none at one device: 0.1 of the step.
-  EXPECT_NEAR(two.loss->allreduce_share, 0.1, 1e-12);
+  EXPECT_NEAR(two.loss->share(LossCause::kAllReduce), 0.1, 1e-12);
   EXPECT_FALSE(r.points[0].summary.loss.has_value());
   // Of the 20% lost: exposed all-reduce 10%, compute 10 ms against the ideal 9 ms 8%, input
   // 2%. Input wait is 10% of the step on one device already: the step's finding follows.
-  EXPECT_NEAR(two.loss->compute_share, 0.08, 1e-12);
+  EXPECT_NEAR(two.loss->share(LossCause::kContention), 0.08, 1e-12);
   ASSERT_EQ(two.verdict.findings.size(), 3u);
   EXPECT_EQ(two.verdict.findings[0].kind, "communication-bound");
   EXPECT_EQ(two.verdict.findings[0].severity, "moderate");
@@ -83,8 +84,8 @@ TEST(SweepReport, TheVerdictNamesTheLargestLossInTablesAndJson) {
   analyze(r);
   const PointSummary& s = r.points[1].summary;
   ASSERT_TRUE(s.loss);
-  EXPECT_NEAR(s.loss->compute_share, 0.229, 1e-9);
-  EXPECT_NEAR(s.loss->allreduce_share, 0.124, 1e-9);
+  EXPECT_NEAR(s.loss->share(LossCause::kContention), 0.229, 1e-9);
+  EXPECT_NEAR(s.loss->share(LossCause::kAllReduce), 0.124, 1e-9);
   ASSERT_EQ(s.verdict.findings.size(), 2u);
   EXPECT_EQ(s.verdict.top().kind, "contention");
   EXPECT_EQ(s.verdict.top().severity, "high");
@@ -113,6 +114,36 @@ TEST(SweepReport, TheVerdictNamesTheLargestLossInTablesAndJson) {
   // Read back, the report gives the same verdict (it is recomputed from the samples).
   const SweepReport back = sweep_report_from_json(to_json(r), "test");
   EXPECT_EQ(back.points[1].summary.verdict.top().kind, "contention");
+  // The communication threads the run counted (a reducer thread beside shared memory's
+  // all-reduce) replace the two a report before 1.14 is read with, and are kept.
+  SweepReport counted = r;
+  counted.points[1].communication_threads_per_device = 1;
+  analyze(counted);
+  EXPECT_CONTAINS(counted.points[1].summary.verdict.top().explanation,
+                  "2 replicas x (1 compute + 1 input + 1 communication threads) = 6 threads on 2");
+  EXPECT_EQ(
+      sweep_report_from_json(to_json(counted), "test").points[1].communication_threads_per_device,
+      1);
+  EXPECT_FALSE(to_json(counted)["points"][0].contains("communication_threads_per_device"));
+}
+
+// A GPU point whose convolutions fell back to non-deterministic algorithms says so in the tables,
+// one line naming the passes, and keeps them in its JSON.
+TEST(SweepReport, NonDeterministicFallbacksAreALineOfTheTables) {
+  SweepReport r = report_of({make_point({}), make_point({.devices = 2})});
+  r.points[1].nondeterministic_fallbacks = {
+      "conv2d(64, 7x7) backward-data (CUDNN_CONVOLUTION_BWD_DATA_ALGO_0)",
+      "conv2d(64, 3x3) backward-filter (CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0)"};
+  analyze(r);
+  const std::string tables = format_sweep_tables(r);
+  EXPECT_CONTAINS(tables,
+                  r.points[1].label() + ": " + kFallbackLead +
+                      ": conv2d(64, 7x7) backward-data (CUDNN_CONVOLUTION_BWD_DATA_ALGO_0); "
+                      "conv2d(64, 3x3) backward-filter");
+  EXPECT_EQ(tables.find(r.points[0].label() + ": " + kFallbackLead), std::string::npos) << tables;
+  const SweepReport back = sweep_report_from_json(to_json(r), "test");
+  EXPECT_EQ(back.points[1].nondeterministic_fallbacks, r.points[1].nondeterministic_fallbacks);
+  EXPECT_TRUE(back.points[0].nondeterministic_fallbacks.empty());
 }
 
 TEST(SweepReport, StrongScalingKeepsTheGlobalBatch) {
@@ -196,7 +227,7 @@ TEST(SweepReport, JsonRoundTripKeepsSamplesAndAnalysis) {
   r.points.push_back(failed);
   analyze(r);
   const nlohmann::json j = to_json(r);
-  EXPECT_EQ(j["schema_version"], "1.13");
+  EXPECT_EQ(j["schema_version"], "1.14");
   EXPECT_TRUE(j["points"][2]["summary"].is_null());
   const SweepReport back = sweep_report_from_json(nlohmann::json::parse(j.dump()), "r.json");
   ASSERT_EQ(back.points.size(), 3u);
@@ -233,17 +264,16 @@ TEST(SweepReport, NodeSplitAndGpuUtilisationAreAnalysedAndKept) {
   ASSERT_TRUE(s.loss.has_value());
   const nlohmann::json j = to_json(r);
   const nlohmann::json& loss = j["points"][1]["summary"]["efficiency_loss"];
-  EXPECT_DOUBLE_EQ(loss["allreduce_intra_node"].get<double>(), s.loss->allreduce_share * 0.375);
-  EXPECT_DOUBLE_EQ(loss["allreduce_inter_node"].get<double>(), s.loss->allreduce_share * 0.625);
+  const double allreduce = s.loss->share(LossCause::kAllReduce);
+  EXPECT_DOUBLE_EQ(loss["allreduce_intra_node"].get<double>(), allreduce * 0.375);
+  EXPECT_DOUBLE_EQ(loss["allreduce_inter_node"].get<double>(), allreduce * 0.625);
   EXPECT_FALSE(j["points"][0]["summary"]["efficiency_loss"].contains("allreduce_intra_node"));
   // The table shows the same split in its own columns.
   const std::string tables = format_sweep_tables(r);
-  EXPECT_CONTAINS(tables, "allreduce   intra   inter");
-  EXPECT_CONTAINS(
-      tables,
-      fmt::format("{:>10} {:>7} {:>7}", fmt::format("{:.1f}%", 100 * s.loss->allreduce_share),
-                  fmt::format("{:.1f}%", 100 * s.loss->allreduce_share * 0.375),
-                  fmt::format("{:.1f}%", 100 * s.loss->allreduce_share * 0.625)));
+  EXPECT_CONTAINS(tables, "all-reduce   intra   inter");
+  EXPECT_CONTAINS(tables, fmt::format("{:>11} {:>7} {:>7}", fmt::format("{:.1f}%", 100 * allreduce),
+                                      fmt::format("{:.1f}%", 100 * allreduce * 0.375),
+                                      fmt::format("{:.1f}%", 100 * allreduce * 0.625)));
   EXPECT_EQ(format_sweep_tables(report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0),
                                            constant_point("m", 2, ScalingMode::kWeak, 32, 12.5)}))
                 .find("intra"),

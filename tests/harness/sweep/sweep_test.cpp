@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <numeric>
 #include <set>
 #include <string>
 #include <thread>
@@ -253,9 +254,7 @@ TEST(Sweep, MeasuresEveryPointAndComparesWithOneDevice) {
   EXPECT_DOUBLE_EQ(r.points[0].summary.speedup->value, 1.0);
   ASSERT_TRUE(r.points[1].summary.loss.has_value());
   const LossBreakdown& l = *r.points[1].summary.loss;
-  EXPECT_NEAR(
-      l.allreduce_share + l.input_share + l.compute_share + l.straggler_share + l.other_share,
-      l.lost, 1e-9);
+  EXPECT_NEAR(std::accumulate(l.shares.begin(), l.shares.end(), 0.0), l.lost, 1e-9);
   // The speedup is throughput at 2 over throughput at 1.
   EXPECT_NEAR(r.points[1].summary.speedup->value,
               r.points[1].summary.throughput.value / r.points[0].summary.throughput.value, 1e-9);

@@ -177,6 +177,58 @@ int run_shell(const std::string& command, std::string* output) {
 constexpr int kSteps = 3;
 constexpr int kReplicas = 2;
 
+// The replica thread: a range per step and inside it every phase, in order, each closed before
+// the next opens, the step as payload. "allreduce" here is the wait for the buckets after
+// backward (the exposed all-reduce); the reductions themselves run on the communication thread.
+void expect_phases_in_order(const std::vector<Range>& phases) {
+  std::string expected;
+  std::string actual;
+  for (int step = 1; step <= kSteps; ++step) {
+    expected += "step:" + std::to_string(step) + "@0 ";
+    for (const char* phase : {"input", "h2d", "forward", "backward", "allreduce", "optimizer"}) {
+      expected += std::string(phase) + ":" + std::to_string(step) + "@1 ";
+    }
+  }
+  for (const Range& r : phases) {
+    actual += r.name + ":" + std::to_string(r.payload) + "@" + std::to_string(r.depth) + " ";
+  }
+  EXPECT_EQ(actual, expected);
+}
+
+void expect_buckets_inside_their_steps(const Trace& t, uint32_t comm,
+                                       const std::vector<Range>& phases) {
+  // The communication thread: all-reduce ranges only. Each falls inside one step of its
+  // replica: pushed after that step's backward began (buckets are submitted from backward
+  // onwards) and popped before its optimizer began (which waits for every bucket). The log's
+  // order follows the program's synchronisation, so these comparisons are sound.
+  const auto comm_ranges = t.ranges.find(comm);
+  ASSERT_NE(comm_ranges, t.ranges.end()) << "no ranges on the communication thread";
+  std::vector<std::vector<std::string>> buckets(kSteps);  // per step, in order
+  for (const Range& r : comm_ranges->second) {
+    // Its own text names the bucket and its bytes; the payload is the step.
+    EXPECT_TRUE(r.name.starts_with("ascii:allreduce bucket ")) << r.name;
+    EXPECT_EQ(r.depth, 0u);
+    ASSERT_TRUE(r.payload >= 1 && r.payload <= kSteps) << r.name << " payload " << r.payload;
+    const Range* backward = find_range(phases, "backward", r.payload);
+    const Range* optimizer = find_range(phases, "optimizer", r.payload);
+    ASSERT_TRUE(backward != nullptr && optimizer != nullptr);
+    EXPECT_TRUE(r.push > backward->push && r.pop < optimizer->push)
+        << r.name << " of step " << r.payload << " outside its step's backward-to-optimizer window";
+    buckets[static_cast<size_t>(r.payload - 1)].push_back(
+        r.name.substr(std::string("ascii:").size()));
+  }
+  // Every step reduces the same buckets, 0, 1, ... in order, each naming its size.
+  ASSERT_GE(buckets[0].size(), 2u) << "expected at least two buckets per step";
+  for (size_t i = 0; i < buckets[0].size(); ++i) {
+    EXPECT_TRUE(buckets[0][i].starts_with("allreduce bucket " + std::to_string(i) + ": "))
+        << buckets[0][i];
+    EXPECT_TRUE(buckets[0][i].ends_with(" B")) << buckets[0][i];
+  }
+  for (int step = 2; step <= kSteps; ++step) {
+    EXPECT_EQ(buckets[static_cast<size_t>(step - 1)], buckets[0]) << "step " << step;
+  }
+}
+
 TEST(Nvtx, TrainingRangesReachAnInjectedTool) {
 #if !SCALESCOPE_WITH_NVTX
   GTEST_SKIP() << "built without NVTX (SCALESCOPE_WITH_NVTX=0: the CMake option SCALESCOPE_NVTX "
@@ -228,55 +280,9 @@ TEST(Nvtx, TrainingRangesReachAnInjectedTool) {
     ASSERT_NE(replica, 0u) << "the replica thread is not named";
     ASSERT_NE(comm, 0u) << "the communication thread is not named (two replicas have one)";
 
-    // The replica thread: a range per step and inside it every phase, in order, each closed
-    // before the next opens, the step as payload. "allreduce" here is the wait for the
-    // buckets after backward (the exposed all-reduce); the reductions themselves run on the
-    // communication thread.
     const std::vector<Range>& phases = t.ranges.at(replica);
-    std::string expected;
-    std::string actual;
-    for (int step = 1; step <= kSteps; ++step) {
-      expected += "step:" + std::to_string(step) + "@0 ";
-      for (const char* phase : {"input", "h2d", "forward", "backward", "allreduce", "optimizer"}) {
-        expected += std::string(phase) + ":" + std::to_string(step) + "@1 ";
-      }
-    }
-    for (const Range& r : phases) {
-      actual += r.name + ":" + std::to_string(r.payload) + "@" + std::to_string(r.depth) + " ";
-    }
-    EXPECT_EQ(actual, expected);
-
-    // The communication thread: all-reduce ranges only. Each falls inside one step of its
-    // replica: pushed after that step's backward began (buckets are submitted from backward
-    // onwards) and popped before its optimizer began (which waits for every bucket). The log's
-    // order follows the program's synchronisation, so these comparisons are sound.
-    const auto comm_ranges = t.ranges.find(comm);
-    ASSERT_NE(comm_ranges, t.ranges.end()) << "no ranges on the communication thread";
-    std::vector<std::vector<std::string>> buckets(kSteps);  // per step, in order
-    for (const Range& r : comm_ranges->second) {
-      // Its own text names the bucket and its bytes; the payload is the step.
-      EXPECT_TRUE(r.name.starts_with("ascii:allreduce bucket ")) << r.name;
-      EXPECT_EQ(r.depth, 0u);
-      ASSERT_TRUE(r.payload >= 1 && r.payload <= kSteps) << r.name << " payload " << r.payload;
-      const Range* backward = find_range(phases, "backward", r.payload);
-      const Range* optimizer = find_range(phases, "optimizer", r.payload);
-      ASSERT_TRUE(backward != nullptr && optimizer != nullptr);
-      EXPECT_TRUE(r.push > backward->push && r.pop < optimizer->push)
-          << r.name << " of step " << r.payload
-          << " outside its step's backward-to-optimizer window";
-      buckets[static_cast<size_t>(r.payload - 1)].push_back(
-          r.name.substr(std::string("ascii:").size()));
-    }
-    // Every step reduces the same buckets, 0, 1, ... in order, each naming its size.
-    ASSERT_GE(buckets[0].size(), 2u) << "expected at least two buckets per step";
-    for (size_t i = 0; i < buckets[0].size(); ++i) {
-      EXPECT_TRUE(buckets[0][i].starts_with("allreduce bucket " + std::to_string(i) + ": "))
-          << buckets[0][i];
-      EXPECT_TRUE(buckets[0][i].ends_with(" B")) << buckets[0][i];
-    }
-    for (int step = 2; step <= kSteps; ++step) {
-      EXPECT_EQ(buckets[static_cast<size_t>(step - 1)], buckets[0]) << "step " << step;
-    }
+    expect_phases_in_order(phases);
+    expect_buckets_inside_their_steps(t, comm, phases);
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <string>
@@ -90,16 +91,18 @@ TEST(Train, MissingCheckpointIsAnErrorNamingIt) {
 }
 
 constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
+constexpr const char* kFashionMnistSpec = "idx:/usr/share/datasets/fashion-mnist";
 
 bool have_fashion_mnist() {
-  return std::ifstream(std::string(kFashionMnist) + "/train-labels-idx1-ubyte.gz").good();
+  return std::filesystem::exists(std::filesystem::path(kFashionMnist) /
+                                 "train-labels-idx1-ubyte.gz");
 }
 
 TEST(Train, CifarCnnLearnsFashionMnistInOneEpoch) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed";
   TrainOptions o;
   o.model = "cifar-cnn";  // built for 28x28x1 from the data
-  o.data.spec = std::string("idx:") + kFashionMnist;
+  o.data.spec = kFashionMnistSpec;
   o.batch = 64;
   o.steps = 0;
   o.epochs = 1;
@@ -119,7 +122,7 @@ TEST(Train, NoShuffleReadsTheFileInOrderEveryEpoch) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed";
   TrainOptions o;
   o.model = "cifar-cnn";
-  o.data.spec = std::string("idx:") + kFashionMnist;
+  o.data.spec = kFashionMnistSpec;
   o.data.train_samples = 64;
   o.data.shuffle = false;
   o.optimizer.kind = OptimizerKind::kSgd;
@@ -180,7 +183,7 @@ TEST(Train, DataThatDoesNotFitTheModelIsRefused) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed";
   using testing_util::error_of;
   TrainOptions o;
-  o.data.spec = std::string("idx:") + kFashionMnist;
+  o.data.spec = kFashionMnistSpec;
   o.model = "mlp-41m";
   EXPECT_CONTAINS(error_of([&] { train(o); }), "cannot take the samples");
   o.model = "cifar-cnn";

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "reports/html/view.h"
+#include "reports/sweep_analysis.h"
 #include "reports/sweep_report.h"
 #include "tests/reports/sweep_fixtures.h"
 

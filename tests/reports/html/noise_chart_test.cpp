@@ -2,6 +2,7 @@
 // where it has no upper bound or leaves the axis), the sentences under it, and the figure only
 // in the sections of models that measured a noise scale.
 #include "reports/html/noise_chart.h"
+#include "reports/sweep_analysis.h"
 
 #include <gtest/gtest.h>
 

@@ -17,6 +17,7 @@
 #include "core/nvtx.h"
 #include "reports/html.h"
 #include "reports/svg.h"
+#include "reports/sweep_analysis.h"
 #include "tests/reports/html/html_fixtures.h"
 #include "tests/test_util.h"
 
@@ -254,7 +255,7 @@ TEST(Html, TablesCarryTheEnvironmentAndEveryFinding) {
   const std::string verdicts = html.substr(table, html.find("</table>", table) - table);
   EXPECT_EQ(count_of(verdicts, "<tr>") - 1, findings);  // and the header
   // Phases are drawn in the NVTX timeline's colours.
-  const nvtx::PhaseColor backward = nvtx::phase_color(nvtx::Phase::kBackward);
+  const Rgb backward = nvtx::category(Phase::kBackward).color;
   EXPECT_CONTAINS(html, fmt::format("fill=\"#{:02x}{:02x}{:02x}\" data-phase=\"backward\"",
                                     backward.red, backward.green, backward.blue));
 }

@@ -2,6 +2,7 @@
 // verdict a sweep point's report gives from its steps, the trace of those steps gives too.
 #include <gtest/gtest.h>
 
+#include "reports/sweep_analysis.h"
 #include "reports/trace.h"
 #include "reports/trace_analysis/analysis_report.h"
 #include "reports/trace_analysis/readers.h"
@@ -83,8 +84,10 @@ TEST(ScalescopeTrace, ItsPhasesAndVerdictComeBack) {
   }
   EXPECT_NEAR(got.step_ms_median, want.step_ms_median, 1e-9);
   ASSERT_TRUE(got.loss && want.loss);
-  EXPECT_NEAR(got.loss->allreduce_share, want.loss->allreduce_share, 1e-9);
-  EXPECT_NEAR(got.loss->straggler_share, want.loss->straggler_share, 1e-9);
+  EXPECT_NEAR(got.loss->share(LossCause::kAllReduce), want.loss->share(LossCause::kAllReduce),
+              1e-9);
+  EXPECT_NEAR(got.loss->share(LossCause::kStragglers), want.loss->share(LossCause::kStragglers),
+              1e-9);
   ASSERT_EQ(got.verdict.findings.size(), want.verdict.findings.size());
   for (size_t i = 0; i < got.verdict.findings.size(); ++i) {
     EXPECT_EQ(got.verdict.findings[i].kind, want.verdict.findings[i].kind);
