@@ -226,8 +226,16 @@ def killed_node(work):
     print(f"  node2 killed; the run ended {elapsed:.1f} s later, status {proc.returncode}")
     check(proc.returncode != 0, "the run of a killed node succeeded")
     check(elapsed < timeout_ms / 1000, f"the run took {elapsed:.0f} s to end after the kill")
-    check(re.search(r"lost (contact with )?process rank 1 \(node2\)", err) is not None,
-          f"the error does not name node2: {err[-1500:]}")
+    # Two correct endings race: rank 0's own error (its exchange with node2 fails), or mpirun,
+    # which lost node2's launch daemon at the same moment, naming node2 and stopping rank 0
+    # with SIGTERM, whose message says where the finished points are. Under load mpirun wins
+    # now and then; either way the user is told which node was lost and keeps the results.
+    ours = re.search(r"lost (contact with )?process rank 1 \(node2\)", err) is not None
+    mpirun = (re.search(r"lost communication with a remote daemon", err) is not None and
+              re.search(r"Remote daemon: .* on node node2", err) is not None and
+              re.search(r"interrupted by SIGTERM: the sweep stopped; its \d+ finished points are "
+                        rf"in {re.escape(out)}", err) is not None)
+    check(ours or mpirun, f"the error does not name node2: {err[-1500:]}")
     r = json.load(open(out))
     ok = [x for x in r["points"] if x["status"] == "ok"]
     check(len(ok) >= 2 and any(x["devices"] == 4 for x in ok),
