@@ -133,7 +133,7 @@ import json, math, os, sys
 tmp, rounds, default_devices = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 cases = sys.argv[4].split()
 
-def percentile(v, q):  # as reports/stats.cpp
+def percentile(v, q):  # as reports/analysis/stats.cpp
     s = sorted(v)
     pos = q * (len(s) - 1)
     lo = math.floor(pos)

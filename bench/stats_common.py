@@ -3,7 +3,7 @@ import math
 
 
 def percentile(values, q):
-    """Linear interpolation between closest ranks, as scalescope's reports/stats.cpp."""
+    """Linear interpolation between closest ranks, as scalescope's reports/analysis/stats.cpp."""
     s = sorted(values)
     pos = q * (len(s) - 1)
     lo = math.floor(pos)

@@ -7,7 +7,7 @@
 #include "core/check.h"
 #include "core/enum_names.h"
 #include "core/fs.h"
-#include "reports/stats.h"
+#include "reports/analysis/stats.h"
 
 namespace scalescope {
 

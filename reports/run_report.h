@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "reports/analysis/noise_scale.h"
 #include "reports/environment.h"
 #include "reports/json_fields.h"
 #include "reports/json_reader.h"
-#include "reports/noise_scale.h"
 #include "reports/phases.h"
 
 namespace scalescope {
@@ -20,7 +20,7 @@ namespace scalescope {
 // the run's facts (replicas, batch per device, buckets...) moved to a block of their own, "run".
 inline constexpr const char* kRunSchemaVersion = "2.0";
 
-// With --noise-scale: a step's squared gradient norms (reports/noise_scale.h).
+// With --noise-scale: a step's squared gradient norms (reports/analysis/noise_scale.h).
 struct StepGradNorms {
   // Per replica, in rank order: its last micro-batch's gradient, before the all-reduce (as the
   // mean over the micro-batch's samples).

@@ -1,5 +1,5 @@
 #include "reports/sweep_report.h"
-#include "reports/sweep_analysis.h"
+#include "reports/analysis/sweep_analysis.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "reports/analysis.h"
+#include "reports/analysis/scaling.h"
+#include "reports/analysis/stats.h"
+#include "reports/analysis/time_to_target.h"
 #include "reports/environment.h"
 #include "reports/run_report.h"
-#include "reports/stats.h"
-#include "reports/time_to_target.h"
 
 namespace scalescope {
 

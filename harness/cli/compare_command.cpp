@@ -10,7 +10,7 @@
 #include "core/fs.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/option_app.h"
-#include "reports/compare.h"
+#include "reports/compare/compare.h"
 #include "reports/compare/format.h"
 #include "reports/trace_analysis/analysis_report.h"
 

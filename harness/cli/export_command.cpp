@@ -1,5 +1,5 @@
 // `scalescope export FILE --format ...`: a sweep report in another benchmark tracker's format
-// (reports/export.h says what each holds).
+// (reports/writers/export.h says what each holds).
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -9,8 +9,8 @@
 #include "core/fs.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/option_app.h"
-#include "reports/export.h"
 #include "reports/json_reader.h"
+#include "reports/writers/export.h"
 
 namespace scalescope::cli {
 namespace {

@@ -13,9 +13,9 @@
 #include "harness/cli/option_app.h"
 #include "harness/sweep/sweep.h"
 #include "harness/telemetry/environment.h"
-#include "reports/html.h"
+#include "reports/html/page.h"
 #include "reports/json_reader.h"
-#include "reports/table.h"
+#include "reports/writers/table.h"
 
 namespace scalescope::cli {
 namespace {

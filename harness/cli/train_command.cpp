@@ -10,9 +10,9 @@
 #include "harness/cli/launch.h"
 #include "harness/cli/option_app.h"
 #include "harness/trainer/trainer.h"
-#include "reports/noise_scale.h"
+#include "reports/analysis/noise_scale.h"
 #include "reports/run_report.h"
-#include "reports/trace.h"
+#include "reports/writers/trace.h"
 
 namespace scalescope::cli {
 namespace {

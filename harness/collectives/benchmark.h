@@ -19,7 +19,7 @@
 #include "core/device.h"
 #include "core/device_spec.h"
 #include "harness/collectives/communicator.h"
-#include "reports/analysis.h"
+#include "reports/analysis/scaling.h"
 
 namespace scalescope {
 
@@ -42,7 +42,7 @@ struct AllReduceSizeResult {
   // kRankCombinePolicy).
   double time_us = 0;
   std::vector<double> rank_time_us;
-  // nccl-tests' definitions (reports/analysis.h); 0 when the time is too short to measure.
+  // nccl-tests' definitions (reports/analysis/scaling.h); 0 when the time is too short to measure.
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   // Elements that differed from the exact result after the checked all-reduce: on each
@@ -146,7 +146,7 @@ AllReduceBenchResult benchmark_all_reduce_across(Cluster& cluster, const DeviceS
                                                  std::chrono::milliseconds timeout,
                                                  const SizeCallback& on_size = {});
 
-// The α-β fit (reports/analysis.h) of the measured times over the sizes; nullopt with one
+// The α-β fit (reports/analysis/scaling.h) of the measured times over the sizes; nullopt with one
 // rank (nothing moves) or fewer than two sizes.
 std::optional<AlphaBetaFit> fit_all_reduce(const AllReduceBenchResult& result);
 

@@ -17,8 +17,8 @@
 #include "harness/collectives/cluster.h"
 #include "harness/trainer/data.h"
 #include "models/zoo.h"
-#include "reports/sweep_analysis.h"
-#include "reports/trace.h"
+#include "reports/analysis/sweep_analysis.h"
+#include "reports/writers/trace.h"
 
 namespace scalescope {
 namespace {

@@ -15,8 +15,8 @@
 #include "models/kernel_math/half_math.h"
 #include "models/kernels.h"
 #include "models/optimizer.h"
+#include "reports/analysis/stats.h"
 #include "reports/run_report.h"
-#include "reports/stats.h"
 
 namespace scalescope {
 
@@ -84,7 +84,7 @@ struct TrainOptions {
   bool prefetch = true;
   // Each bucket cast to a 16-bit type for its all-reduce (runs of more than one device).
   GradCompression grad_compression = GradCompression::kNone;
-  // The gradient noise scale (reports/noise_scale.h): every step, each gradient bucket's
+  // The gradient noise scale (reports/analysis/noise_scale.h): every step, each gradient bucket's
   // squared norm before and after its all-reduce (two passes over the gradients).
   bool noise_scale = false;
   // Every collective gives up after this long (a lost replica must not hang the others).

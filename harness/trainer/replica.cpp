@@ -13,7 +13,7 @@
 #include "harness/collectives/benchmark.h"
 #include "harness/trainer/evaluate.h"
 #include "models/checkpoint.h"
-#include "reports/stats.h"
+#include "reports/analysis/stats.h"
 
 namespace scalescope {
 namespace {

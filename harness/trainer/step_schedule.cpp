@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "reports/stats.h"
+#include "reports/analysis/stats.h"
 
 namespace scalescope {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "reports/compare.h"
+#include "reports/compare/compare.h"
 
 namespace scalescope {
 

@@ -19,8 +19,8 @@
 #include <string>
 #include <string_view>
 
+#include "reports/analysis/stats.h"
 #include "reports/phases.h"
-#include "reports/stats.h"
 
 namespace scalescope {
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <set>
 
-#include "reports/svg.h"
+#include "reports/html/svg.h"
 
 namespace scalescope::html {
 

@@ -8,8 +8,8 @@
 #include <map>
 #include <set>
 
-#include "reports/noise_scale.h"
-#include "reports/svg.h"
+#include "reports/analysis/noise_scale.h"
+#include "reports/html/svg.h"
 
 namespace scalescope::html {
 namespace {

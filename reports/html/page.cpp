@@ -7,17 +7,17 @@
 #include <iterator>
 
 #include "core/fs.h"
-#include "reports/html.h"
 #include "reports/html/bucket_chart.h"
 #include "reports/html/compression_chart.h"
 #include "reports/html/heatmap_chart.h"
 #include "reports/html/noise_chart.h"
+#include "reports/html/page.h"
 #include "reports/html/phases_chart.h"
 #include "reports/html/speedup_chart.h"
+#include "reports/html/svg.h"
 #include "reports/html/target_chart.h"
 #include "reports/html/view.h"
 #include "reports/html/waterfall_chart.h"
-#include "reports/svg.h"
 
 namespace scalescope::html {
 namespace {

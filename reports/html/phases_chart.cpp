@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "core/nvtx.h"
+#include "reports/html/svg.h"
 #include "reports/phases.h"
-#include "reports/svg.h"
 
 namespace scalescope::html {
 

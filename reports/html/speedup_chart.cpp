@@ -6,7 +6,7 @@
 #include <array>
 #include <cmath>
 
-#include "reports/svg.h"
+#include "reports/html/svg.h"
 
 namespace scalescope::html {
 namespace {

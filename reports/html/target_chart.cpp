@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "reports/svg.h"
+#include "reports/html/svg.h"
 
 namespace scalescope::html {
 namespace {

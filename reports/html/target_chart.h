@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "reports/analysis/time_to_target.h"
 #include "reports/html/view.h"
-#include "reports/time_to_target.h"
 
 namespace scalescope::html {
 

@@ -3,11 +3,11 @@
 #include <iterator>
 
 #include "core/fs.h"
-#include "reports/html.h"
+#include "reports/html/page.h"
 #include "reports/html/phases_chart.h"
+#include "reports/html/svg.h"
 #include "reports/html/view.h"
 #include "reports/html/waterfall_chart.h"
-#include "reports/svg.h"
 #include "reports/trace_analysis/analysis_output.h"
 
 namespace scalescope::traces {

@@ -1,5 +1,5 @@
 #include "reports/trace_analysis/analysis_report.h"
-#include "reports/sweep_analysis.h"
+#include "reports/analysis/sweep_analysis.h"
 
 #include <fmt/format.h>
 
@@ -8,8 +8,8 @@
 
 #include "core/check.h"
 #include "core/fs.h"
+#include "reports/analysis/stats.h"
 #include "reports/json_reader.h"
-#include "reports/stats.h"
 
 namespace scalescope::traces {
 

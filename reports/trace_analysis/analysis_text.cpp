@@ -2,8 +2,8 @@
 
 #include <iterator>
 
-#include "reports/table.h"
 #include "reports/trace_analysis/analysis_output.h"
+#include "reports/writers/table.h"
 
 namespace scalescope::traces {
 namespace {

@@ -1,5 +1,5 @@
 // Chrome trace JSON: Kineto's (torch.profiler's export_chrome_trace and TensorBoard handler) and
-// scalescope's own (reports/trace.h).
+// scalescope's own (reports/writers/trace.h).
 #include <fmt/format.h>
 
 #include <cmath>

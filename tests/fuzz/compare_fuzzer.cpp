@@ -1,6 +1,6 @@
 // `scalescope compare BASELINE CURRENT`: the input is two sweep reports separated by "\n--\n"
 // (or one report compared with itself), each read strictly, compared, and both tables formatted.
-#include "reports/compare.h"
+#include "reports/compare/compare.h"
 #include "reports/compare/format.h"
 #include "reports/sweep_report.h"
 #include "tests/fuzz/fuzz_util.h"

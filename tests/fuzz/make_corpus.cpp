@@ -16,11 +16,11 @@
 #include "models/model.h"
 #include "models/optimizer.h"
 #include "pipelines/cifar10.h"
+#include "reports/analysis/sweep_analysis.h"
 #include "reports/json_reader.h"
-#include "reports/sweep_analysis.h"
-#include "reports/trace.h"
 #include "reports/trace_analysis/analysis_report.h"
 #include "reports/trace_analysis/readers.h"
+#include "reports/writers/trace.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/reports/sweep_fixtures.h"
 

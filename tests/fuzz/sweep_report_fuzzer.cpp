@@ -1,7 +1,7 @@
 // A sweep report through the strict reader (read_sweep_report, which analyzes it), then
 // written back as JSON, as `sweep --resume` does.
+#include "reports/analysis/sweep_analysis.h"
 #include "reports/json_reader.h"
-#include "reports/sweep_analysis.h"
 #include "reports/sweep_report.h"
 #include "tests/fuzz/fuzz_util.h"
 

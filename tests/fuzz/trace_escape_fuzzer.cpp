@@ -1,7 +1,7 @@
 // The Chrome trace writer's string escaping: the point's label (model spec, devices: user text)
 // goes into the trace's JSON. The output must be valid JSON whatever the bytes, and give the
 // label back exactly when it is valid UTF-8.
-#include "reports/trace.h"
+#include "reports/writers/trace.h"
 #include "tests/fuzz/fuzz_util.h"
 
 using namespace scalescope;

@@ -3,11 +3,11 @@
 // the tables, the JSON and the HTML chart.
 #include <gtest/gtest.h>
 
-#include "reports/html.h"
 #include "reports/html/bucket_chart.h"
+#include "reports/html/page.h"
 #include "reports/json_reader.h"
 #include "reports/sweep_report.h"
-#include "reports/table.h"
+#include "reports/writers/table.h"
 #include "tests/reports/sweep_fixtures.h"
 #include "tests/test_util.h"
 

@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "reports/html.h"
 #include "reports/html/compression_chart.h"
+#include "reports/html/page.h"
+#include "reports/html/svg.h"
 #include "reports/html/view.h"
-#include "reports/svg.h"
 #include "reports/sweep_report.h"
-#include "reports/table.h"
+#include "reports/writers/table.h"
 #include "tests/reports/sweep_fixtures.h"
 #include "tests/test_util.h"
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "reports/sweep_report.h"
-#include "reports/table.h"
+#include "reports/writers/table.h"
 #include "tests/reports/sweep_fixtures.h"
 #include "tests/test_util.h"
 

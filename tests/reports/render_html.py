@@ -266,7 +266,7 @@ document.body.setAttribute("data-scrolling",
 
 
 def escaped(text):
-    """As the page escapes text (reports/svg.cpp)."""
+    """As the page escapes text (reports/html/svg.cpp)."""
     for plain, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;"),
                           ("'", "&#39;")):
         text = text.replace(plain, entity)

@@ -4,8 +4,8 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "reports/analysis/stats.h"
 #include "reports/run_report.h"
-#include "reports/stats.h"
 #include "tests/reports/json_round_trip.h"
 
 namespace scalescope {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "reports/sweep_analysis.h"
+#include "reports/analysis/sweep_analysis.h"
 #include "reports/sweep_report.h"
 
 namespace scalescope::testing_util {

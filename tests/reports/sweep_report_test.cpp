@@ -8,11 +8,11 @@
 
 #include "core/error.h"
 #include "core/fs.h"
-#include "reports/html.h"
+#include "reports/analysis/sweep_analysis.h"
+#include "reports/html/page.h"
 #include "reports/json_reader.h"
-#include "reports/sweep_analysis.h"
 #include "reports/sweep_report.h"
-#include "reports/table.h"
+#include "reports/writers/table.h"
 #include "tests/reports/sweep_fixtures.h"
 #include "tests/test_util.h"
 

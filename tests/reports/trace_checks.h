@@ -13,7 +13,7 @@
 #include <tuple>
 #include <vector>
 
-#include "reports/trace.h"
+#include "reports/writers/trace.h"
 
 namespace scalescope::testing_util {
 

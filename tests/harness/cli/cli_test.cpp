@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "reports/sweep_analysis.h"
+#include "reports/analysis/sweep_analysis.h"
 #include "tests/harness/cli/run_cli.h"
 
 namespace {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "harness/trainer/trainer.h"
-#include "reports/noise_scale.h"
-#include "reports/stats.h"
+#include "reports/analysis/noise_scale.h"
+#include "reports/analysis/stats.h"
 
 namespace scalescope {
 namespace {

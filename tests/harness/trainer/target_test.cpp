@@ -11,7 +11,7 @@
 #include "harness/sweep/sweep.h"
 #include "harness/telemetry/environment.h"
 #include "harness/trainer/trainer.h"
-#include "reports/table.h"
+#include "reports/writers/table.h"
 #include "tests/test_util.h"
 
 namespace scalescope {

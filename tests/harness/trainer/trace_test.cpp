@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/trainer/trainer.h"
-#include "reports/trace.h"
+#include "reports/writers/trace.h"
 #include "tests/reports/trace_checks.h"
 
 namespace scalescope {

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "reports/compare.h"
+#include "reports/compare/compare.h"
 #include "tests/reports/sweep_fixtures.h"
 
 namespace scalescope::compare_testing {

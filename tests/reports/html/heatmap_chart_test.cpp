@@ -1,6 +1,6 @@
 // The efficiency heat map's data: a cell per devices × batch, in the state of its point.
 #include "reports/html/heatmap_chart.h"
-#include "reports/sweep_analysis.h"
+#include "reports/analysis/sweep_analysis.h"
 
 #include <gtest/gtest.h>
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "reports/analysis/sweep_analysis.h"
 #include "reports/html/view.h"
-#include "reports/sweep_analysis.h"
 #include "reports/sweep_report.h"
 #include "tests/reports/sweep_fixtures.h"
 

@@ -2,15 +2,15 @@
 // where it has no upper bound or leaves the axis), the sentences under it, and the figure only
 // in the sections of models that measured a noise scale.
 #include "reports/html/noise_chart.h"
-#include "reports/sweep_analysis.h"
+#include "reports/analysis/sweep_analysis.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
-#include "reports/html.h"
-#include "reports/noise_scale.h"
+#include "reports/analysis/noise_scale.h"
+#include "reports/html/page.h"
 #include "tests/reports/html/html_fixtures.h"
 #include "tests/test_util.h"
 

@@ -15,9 +15,9 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/nvtx.h"
-#include "reports/html.h"
-#include "reports/svg.h"
-#include "reports/sweep_analysis.h"
+#include "reports/analysis/sweep_analysis.h"
+#include "reports/html/page.h"
+#include "reports/html/svg.h"
 #include "tests/reports/html/html_fixtures.h"
 #include "tests/test_util.h"
 

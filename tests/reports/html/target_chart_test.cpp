@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "reports/html.h"
+#include "reports/html/page.h"
 #include "tests/reports/html/html_fixtures.h"
 #include "tests/test_util.h"
 

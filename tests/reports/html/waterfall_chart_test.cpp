@@ -1,7 +1,7 @@
 // The efficiency-loss waterfall's data: per batch, the largest device count with a loss
 // breakdown, its five shares stepping down from 100% to the measured efficiency.
 #include "reports/html/waterfall_chart.h"
-#include "reports/sweep_analysis.h"
+#include "reports/analysis/sweep_analysis.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "reports/compare.h"
+#include "reports/compare/compare.h"
 #include "reports/trace_analysis/analysis_output.h"
 #include "tests/test_util.h"
 

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "reports/stats.h"
+#include "reports/analysis/stats.h"
 #include "reports/trace_analysis/analysis_report.h"
 #include "reports/trace_analysis/job.h"
 

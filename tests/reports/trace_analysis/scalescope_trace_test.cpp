@@ -1,11 +1,11 @@
-// scalescope's own Chrome trace (reports/trace.h) read back by analyze: the phases and the
+// scalescope's own Chrome trace (reports/writers/trace.h) read back by analyze: the phases and the
 // verdict a sweep point's report gives from its steps, the trace of those steps gives too.
 #include <gtest/gtest.h>
 
-#include "reports/sweep_analysis.h"
-#include "reports/trace.h"
+#include "reports/analysis/sweep_analysis.h"
 #include "reports/trace_analysis/analysis_report.h"
 #include "reports/trace_analysis/readers.h"
+#include "reports/writers/trace.h"
 
 namespace scalescope::traces {
 namespace {

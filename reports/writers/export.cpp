@@ -1,5 +1,5 @@
-#include "reports/export.h"
-#include "reports/sweep_analysis.h"
+#include "reports/writers/export.h"
+#include "reports/analysis/sweep_analysis.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 
 #include "core/check.h"
 #include "core/enum_names.h"
-#include "reports/stats.h"
+#include "reports/analysis/stats.h"
 
 namespace scalescope {
 

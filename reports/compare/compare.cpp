@@ -1,4 +1,4 @@
-#include "reports/compare.h"
+#include "reports/compare/compare.h"
 
 #include <algorithm>
 #include <array>

@@ -1,6 +1,6 @@
 // The analysis of a sweep report: what its samples say, filled into the report's summaries
-// (reports/sweep_analysis.cpp, reports/compression_analysis.cpp; the rules in
-// reports/analysis.h).
+// (reports/analysis/sweep_analysis.cpp, reports/analysis/compression_analysis.cpp; the rules in
+// reports/analysis/scaling.h).
 #pragma once
 
 #include <vector>

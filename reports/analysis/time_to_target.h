@@ -7,7 +7,8 @@
 //                             samples for the same progress (at most 1 in expectation);
 //   hardware speedup        = the ratio of the runs' mean throughputs, E/T at N over E/T at 1,
 // so that speedup = hardware × statistical, exactly, from the same medians. The noise scale
-// predicts the statistical factor (reports/noise_scale.h): (B_1 + B_noise) / (B_N + B_noise).
+// predicts the statistical factor (reports/analysis/noise_scale.h): (B_1 + B_noise) / (B_N +
+// B_noise).
 #pragma once
 
 #include <nlohmann/json.hpp>

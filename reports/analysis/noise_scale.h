@@ -21,7 +21,7 @@
 #include <span>
 #include <vector>
 
-#include "reports/stats.h"
+#include "reports/analysis/stats.h"
 
 namespace scalescope {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "reports/stats.h"
-#include "reports/sweep_analysis.h"
+#include "reports/analysis/stats.h"
+#include "reports/analysis/sweep_analysis.h"
 #include "reports/sweep_report.h"
 
 namespace scalescope {

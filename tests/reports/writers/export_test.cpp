@@ -6,8 +6,8 @@
 #include <set>
 
 #include "core/error.h"
-#include "reports/export.h"
-#include "reports/sweep_analysis.h"
+#include "reports/analysis/sweep_analysis.h"
+#include "reports/writers/export.h"
 #include "tests/reports/sweep_fixtures.h"
 #include "tests/test_util.h"
 

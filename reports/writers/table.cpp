@@ -1,4 +1,4 @@
-#include "reports/table.h"
+#include "reports/writers/table.h"
 
 #include <fmt/format.h>
 

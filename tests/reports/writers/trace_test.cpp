@@ -1,6 +1,6 @@
 // The Chrome trace of constructed steps: what every trace satisfies, and where each phase
 // lands (its track, its start, its NVTX category).
-#include "reports/trace.h"
+#include "reports/writers/trace.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "reports/analysis.h"
+#include "reports/analysis/scaling.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Time to accuracy in sweep reports: the repeats' medians, the speedup against one device and
 // its exact split into hardware × statistical, and the records' JSON.
-#include "reports/time_to_target.h"
+#include "reports/analysis/time_to_target.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "reports/svg.h"
+#include "reports/html/svg.h"
 
 #include <fmt/format.h>
 

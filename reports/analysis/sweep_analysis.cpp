@@ -2,7 +2,7 @@
 // step-time spread, the verdict, the bus bandwidth, and against its one-device baseline the
 // speedup, efficiency and efficiency-loss breakdown; per model, the all-reduce cost model
 // and its projections.
-#include "reports/sweep_analysis.h"
+#include "reports/analysis/sweep_analysis.h"
 #include "reports/sweep_report.h"
 
 #include <fmt/format.h>
@@ -18,8 +18,8 @@
 
 #include "core/check.h"
 #include "core/random.h"
-#include "reports/analysis.h"
-#include "reports/stats.h"
+#include "reports/analysis/scaling.h"
+#include "reports/analysis/stats.h"
 
 namespace scalescope {
 

@@ -1,6 +1,6 @@
 // compare_reports: the regression rule on constructed report pairs with known answers (size,
 // significance, materiality), unmatched and failed points, and what the outputs say of them.
-#include "reports/compare.h"
+#include "reports/compare/compare.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "reports/noise_scale.h"
+#include "reports/analysis/noise_scale.h"
 
 #include <cmath>
 #include <limits>

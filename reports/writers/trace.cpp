@@ -1,4 +1,4 @@
-#include "reports/trace.h"
+#include "reports/writers/trace.h"
 
 #include <fmt/format.h>
 

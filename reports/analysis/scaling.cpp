@@ -1,4 +1,4 @@
-#include "reports/analysis.h"
+#include "reports/analysis/scaling.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
-#include "reports/stats.h"
+#include "reports/analysis/stats.h"
 
 namespace scalescope {
 

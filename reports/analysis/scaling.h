@@ -14,7 +14,7 @@
 
 #include "core/nvtx.h"
 #include "core/phases.h"
-#include "reports/noise_scale.h"
+#include "reports/analysis/noise_scale.h"
 #include "reports/phases.h"
 
 namespace scalescope {
@@ -223,10 +223,10 @@ struct ScalingInput {
 Verdict explain_scaling(const Verdict& step_verdict, const ScalingInput& input);
 
 // Time to accuracy: when the statistical efficiency of the point's larger global batch
-// (reports/noise_scale.h) loses more than kLossModerateShare and more than any component of
-// the loss breakdown, a "statistically-limited" finding goes first (high at kLossHighShare):
-// the time to a target is then bounded by the samples each step wastes more than by any phase.
-// Its share is 1 - efficiency, the fraction of the samples beyond what one device would need.
+// (reports/analysis/noise_scale.h) loses more than kLossModerateShare and more than any component
+// of the loss breakdown, a "statistically-limited" finding goes first (high at kLossHighShare): the
+// time to a target is then bounded by the samples each step wastes more than by any phase. Its
+// share is 1 - efficiency, the fraction of the samples beyond what one device would need.
 void add_statistical_finding(Verdict& verdict, const LossBreakdown& loss,
                              const StatisticalScaling& statistics);
 

@@ -1,11 +1,11 @@
-#include "reports/time_to_target.h"
+#include "reports/analysis/time_to_target.h"
 
 #include <fmt/format.h>
 
 #include <vector>
 
 #include "core/check.h"
-#include "reports/stats.h"
+#include "reports/analysis/stats.h"
 
 namespace scalescope {
 

@@ -1,6 +1,6 @@
 // The SVG primitives under the HTML report's charts: escaping, numbers, scales, the document
 // builder and legends.
-#include "reports/svg.h"
+#include "reports/html/svg.h"
 
 #include <gtest/gtest.h>
 
