@@ -111,5 +111,38 @@ TEST(Stager, CopiesOverlapComputeAndNeverOverwriteABatchStillToBeRead) {
   }
 }
 
+// The host refills a pinned slot only after the copy that read it: batch C's copy waits
+// behind the gated compute that reads A (its slot's previous batch), so when batch E reuses
+// the slot, C's copy has yet to read the pinned memory that E would overwrite.
+TEST(Stager, TheHostNeverRefillsAPinnedSlotBeforeItsCopyHasReadIt) {
+  SimDevice device(0, 1, 0, 7);
+  Stream& compute = device.default_stream();
+  Stager stager(device, 4, 8, 1);
+  std::atomic<bool> open{false};
+  std::vector<float> read_c(32);
+  (void)stage(stager, filled(1.0f), compute);  // A, slot 0
+  device.launch(compute, [&open] {
+    while (!open.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  stager.release(compute);
+  (void)stage(stager, filled(2.0f), compute);  // B, slot 1
+  stager.release(compute);
+  const Stager::Staged c = stage(stager, filled(3.0f), compute);  // slot 0, after A's compute
+  device.launch(compute, [&read_c, in = c.inputs] { std::copy(in, in + 32, read_c.begin()); });
+  stager.release(compute);
+  (void)stage(stager, filled(4.0f), compute);  // D, slot 1
+  stager.release(compute);
+  std::thread opener([&open] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    open = true;
+  });
+  stager.start(filled(5.0f));  // E, slot 0: must wait for C's copy, which waits for the gate
+  (void)stager.take(compute);
+  stager.release(compute);
+  opener.join();
+  compute.synchronize();
+  EXPECT_EQ(read_c, std::vector<float>(32, 3.0f));
+}
+
 }  // namespace
 }  // namespace scalescope
