@@ -15,6 +15,13 @@
     if (!(cond)) ::scalescope::throw_error(::fmt::format(__VA_ARGS__)); \
   } while (0)
 
+// A condition on the user's input (a file or directory named on the command line): a
+// UsageError, which reads without the source line (--verbose adds it).
+#define SS_CHECK_INPUT(cond, ...)                                             \
+  do {                                                                        \
+    if (!(cond)) ::scalescope::throw_usage_error(::fmt::format(__VA_ARGS__)); \
+  } while (0)
+
 #define SS_DETAIL_THROW(lib, expr, msg) throw ::scalescope::Error(lib, expr, msg)
 #define SS_DETAIL_LOG(lib, expr, msg) \
   SS_LOG_ERROR("{} error: {} (in `{}`) at {}:{}", lib, msg, expr, __FILE__, __LINE__)

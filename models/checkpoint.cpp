@@ -231,8 +231,8 @@ namespace {
 uint64_t safetensors_size(const std::string& path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
-  SS_CHECK(!ec && std::filesystem::exists(status), "cannot read safetensors file '{}': {}", path,
-           ec ? ec.message() : std::string("no such file"));
+  SS_CHECK_INPUT(!ec && std::filesystem::exists(status), "cannot read safetensors file '{}': {}",
+                 path, ec ? ec.message() : std::string("no such file"));
   SS_CHECK(std::filesystem::is_regular_file(status),
            "cannot read safetensors file '{}': not a regular file", path);
   const uint64_t file_bytes = std::filesystem::file_size(path, ec);

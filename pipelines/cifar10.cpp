@@ -69,8 +69,8 @@ class Cifar10Dataset final : public Dataset {
 
 std::unique_ptr<Dataset> open_cifar10_dataset(const std::string& dir, Split split) {
   std::error_code ec;
-  SS_CHECK(fs::exists(dir, ec), "cifar10: data directory '{}' does not exist", dir);
-  SS_CHECK(fs::is_directory(dir, ec), "cifar10: data directory '{}' is not a directory", dir);
+  SS_CHECK_INPUT(fs::exists(dir, ec), "cifar10: data directory '{}' does not exist", dir);
+  SS_CHECK_INPUT(fs::is_directory(dir, ec), "cifar10: data directory '{}' is not a directory", dir);
   const std::vector<std::string> names = split_files(split);
 
   // Every size is checked before anything is read, so the buffer is sized by real files.

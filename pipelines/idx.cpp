@@ -110,7 +110,7 @@ uint32_t big_endian(const uint8_t* p) {
 uint64_t regular_file_size(const std::string& path) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
-  SS_CHECK(fs::exists(status), "idx file '{}': cannot open: no such file", path);
+  SS_CHECK_INPUT(fs::exists(status), "idx file '{}': cannot open: no such file", path);
   SS_CHECK(fs::is_regular_file(status), "idx file '{}': not a regular file", path);
   const uint64_t size = fs::file_size(path, ec);
   SS_CHECK(!ec, "idx file '{}': cannot read its size: {}", path, ec.message());
@@ -260,8 +260,8 @@ IdxArray read_idx_ubyte(const std::string& path, int rank) {
 
 std::unique_ptr<Dataset> open_idx_dataset(const std::string& dir, Split split) {
   std::error_code ec;
-  SS_CHECK(fs::exists(dir, ec), "idx: data directory '{}' does not exist", dir);
-  SS_CHECK(fs::is_directory(dir, ec), "idx: data directory '{}' is not a directory", dir);
+  SS_CHECK_INPUT(fs::exists(dir, ec), "idx: data directory '{}' does not exist", dir);
+  SS_CHECK_INPUT(fs::is_directory(dir, ec), "idx: data directory '{}' is not a directory", dir);
   const std::string prefix = split == Split::kTrain ? "train" : "t10k";
   const std::string images_path =
       find_idx_file(dir, prefix + "-images-idx3-ubyte", fmt::format("{} images", to_string(split)));

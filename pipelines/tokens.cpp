@@ -69,7 +69,7 @@ std::vector<uint8_t> read_text(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
-  SS_CHECK(fs::exists(status), "text file '{}' does not exist", path);
+  SS_CHECK_INPUT(fs::exists(status), "text file '{}' does not exist", path);
   SS_CHECK(fs::is_regular_file(status), "text file '{}': not a regular file", path);
   const uint64_t size = fs::file_size(path, ec);
   SS_CHECK(!ec, "text file '{}': cannot read its size: {}", path, ec.message());

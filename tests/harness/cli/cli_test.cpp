@@ -502,7 +502,10 @@ TEST(Cli, UsageErrorsReadWithoutASourceLocation) {
   for (const std::string args :
        {"train --lr -1", "train --steps 0", "train --global-batch 7 --devices cpu:2",
         "sweep --batch 8,-1 -q", "sweep --global-batch 15 --devices cpu:1,2 -q",
-        "train --devices cuda:0,1", "sweep --devices cuda:0 -q"}) {
+        "train --devices cuda:0,1", "sweep --devices cuda:0 -q",
+        "train --load /nonexistent/ckpt.safetensors --steps 1 -q",
+        "train --data cifar10:/nonexistent --steps 1 -q",
+        "train --data idx:/nonexistent --steps 1 -q"}) {
     const Result r = run(args);
     EXPECT_EQ(r.status, 1) << args << "\n" << r.output;
     EXPECT_TRUE(contains(r.output, "scalescope: error: ")) << args << " gave: " << r.output;
