@@ -2,6 +2,7 @@
 // global batch (the mirrored equivalence), on CPU replicas over either collective and on
 // simulated devices; the tied token table stays one tensor on every replica; and on a real
 // text the model learns more than the text's byte frequencies.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -90,7 +91,7 @@ TEST(GptTrainer, ReplicasStayIdenticalAndEveryStepIsChecked) {
 // stay identical; and it is applied: the run differs from one without it.
 TEST(GptTrainer, WithDropoutReplicasStayIdenticalAndTrainOtherwise) {
   TrainOptions o = gpt_run("cpu:2", 4);
-  o.model = std::string(kTinyGpt) + ",dropout=0.2";
+  o.model = fmt::format("{},dropout=0.2", kTinyGpt);
   EXPECT_EQ(train(o).consistency_checks, 4);
   const auto with = testing_util::trained_weights(o, "dropout");
   const auto without = testing_util::trained_weights(gpt_run("cpu:2", 4), "no-dropout");
