@@ -150,7 +150,8 @@ void add_train_command(CLI::App& app, Action& action) {
   CLI::App* cmd = app.add_subcommand("train", "Train a model and time every step");
   add_options(*cmd, args->list);
   add_config_option(*cmd, args->list);
-  cmd->callback([&action] {
+  // `args` lives as long as the callback: CLI11's options write into its variables.
+  cmd->callback([&action, args] {
     action = [] {
       TrainArgs parsed;
       declare(parsed);
