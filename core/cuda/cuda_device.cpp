@@ -135,7 +135,7 @@ class CurrentDevice {
     const cudaError_t status = cudaSetDevice(device);
     ok_ = status == cudaSuccess;
     if (!ok_) {
-      SS_LOG_ERROR("CUDA error: cannot make cuda:{} current: {}", device,
+      SS_LOG_ERROR("CUDA error: cannot make cuda device {} current: {}", device,
                    cudaGetErrorString(status));
     }
   }
@@ -161,7 +161,7 @@ class CudaDevice::Memory final : public CachingAllocator::Source {
   void* allocate(size_t bytes, std::string& error) noexcept override {
     const CurrentDevice current(device_.index_);
     if (!current.ok()) {
-      error = fmt::format("cannot make cuda:{} current", device_.index_);
+      error = fmt::format("cannot make cuda device {} current", device_.index_);
       return nullptr;
     }
     void* ptr = nullptr;
@@ -211,7 +211,7 @@ CudaDevice::~CudaDevice() = default;
 std::string CudaDevice::name() const {
   cudaDeviceProp prop{};
   SS_CHECK_CUDA(cudaGetDeviceProperties(&prop, index_));
-  return fmt::format("{} (cuda:{})", prop.name, index_);
+  return fmt::format("{} (cuda device {})", prop.name, index_);
 }
 
 std::string CudaDevice::pci_bus_id() const {

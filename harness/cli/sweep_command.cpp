@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -161,6 +162,19 @@ std::string sweep_choice_line(const SweepOptions& o, const DeviceAxis& axis,
   return fmt::format("sweep on {}; models: {}{}", devices, fmt::join(models, ", "), which);
 }
 
+// A sweep whose points all failed measured nothing: a script or CI job must not read it as a
+// result. Some failed points (out of memory at the largest batch, say) are a finding, and exit 0.
+int sweep_exit_status(const SweepReport& report) {
+  const auto ran = std::count_if(report.points.begin(), report.points.end(),
+                                 [](const SweepPoint& p) { return p.ok(); });
+  if (ran > 0 || report.points.empty()) return 0;
+  fmt::print(stderr,
+             "error: none of the sweep's {} points ran (each one's error is in its table "
+             "row above and in the report)\n",
+             report.points.size());
+  return 1;
+}
+
 int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionList& list) {
   Parsed parsed;
   parse_sweep(cmd, given, list, parsed);
@@ -207,7 +221,7 @@ int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionL
     write_sweep_html(args.html, report);
     fmt::print("HTML report written to {}\n", args.html);
   }
-  return 0;
+  return sweep_exit_status(report);
 }
 
 }  // namespace

@@ -91,9 +91,9 @@ struct NcclCommunicator::State {
   void check_stream(const Stream& stream, std::string_view collective) const {
     const DeviceId id = stream.device().id();
     SS_CHECK(id.kind == DeviceKind::kCuda && id.index == device,
-             "{}: {}: the NCCL communicator of cuda:{} takes a stream of that GPU (normally its "
+             "{}: {}: the NCCL communicator of {} takes a stream of that GPU (normally its "
              "comm_stream()); got a stream of {} (CPU replicas use Gloo)",
-             who(), collective, device, to_string(id));
+             who(), collective, to_string(DeviceId{DeviceKind::kCuda, device}), to_string(id));
   }
 
   // NCCL's asynchronous state: ncclSuccess or ncclInProgress; anything else fails.
@@ -288,8 +288,8 @@ std::unique_ptr<NcclCommunicator> NcclGroup::connect(int rank, int device_index,
   const ncclResult_t result =
       ncclCommInitRankConfig(&state->comm, world_size, shared_->id, global_rank, &config);
   const std::string what =
-      fmt::format("creating the NCCL communicator on cuda:{} (waiting for {} ranks to join)",
-                  device_index, world_size);
+      fmt::format("creating the NCCL communicator on {} (waiting for {} ranks to join)",
+                  to_string(DeviceId{DeviceKind::kCuda, device_index}), world_size);
   if (result != ncclSuccess && result != ncclInProgress) {
     state->fail(kLibrary, "ncclCommInitRankConfig", what, describe(result, state->comm));
   }

@@ -58,13 +58,6 @@ int cpu_threads_per_device(const SweepOptions& o, const DeviceAxis& axis) {
   return std::max(1, cores / devices_per_node(o, axis));
 }
 
-std::string device_spec_for(DeviceKind kind, int count) {
-  if (backend(kind).logical()) return fmt::format("{}:{}", to_string(kind), count);
-  std::vector<int> ids(static_cast<size_t>(count));
-  for (int i = 0; i < count; ++i) ids[static_cast<size_t>(i)] = i;
-  return fmt::format("cuda:{}", fmt::join(ids, ","));
-}
-
 std::vector<double> ascending_unique(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
@@ -116,7 +109,7 @@ std::vector<SweepPoint> sweep_grid(const SweepOptions& o, const DeviceAxis& axis
         p.model = model;
         p.device_kind = to_string(axis.kind);
         p.devices = n;
-        p.device_spec = device_spec_for(axis.kind, n);
+        p.device_spec = to_string(DeviceSpec{axis.kind, n});
         p.threads_per_device = threads;
         p.mode = o.mode();
         const int64_t parts = static_cast<int64_t>(n) * o.train.accumulation;

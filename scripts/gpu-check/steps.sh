@@ -98,12 +98,22 @@ step_main_command() {
   chose=$(grep -m1 '^sweep on ' "$out/main-command/output.txt")
   echo "chose: ${chose:-(no 'sweep on' line)}"
   grep -q '^sweep on cuda:[0-9]' <<<"$chose" || { echo "NO GPU CHOSEN"; return 1; }
+  # The GPUs chosen, every point may still fail (each did at 75d88d7, and the step passed).
+  local failed
+  failed=$(grep -m1 '^FAILED: ' "$out/main-command/output.txt")
+  [[ -z "$failed" ]] || { echo "POINT ${failed}"; return 1; }
   ((rc == 0 || rc == 130))
 }
 note_main_command() {
   local chose
   chose=$(grep -m1 '^chose: ' "$1" | sed 's/^chose: //')
-  if grep -q '^NO GPU CHOSEN' "$1"; then echo "NO GPU CHOSEN: $chose"; else echo "$chose"; fi
+  if grep -q '^NO GPU CHOSEN' "$1"; then
+    echo "NO GPU CHOSEN: $chose"
+  elif grep -q '^POINT FAILED: ' "$1"; then
+    grep -m1 '^POINT FAILED: ' "$1"
+  else
+    echo "$chose"
+  fi
 }
 
 # One GPU, ResNet-50 at 128 images: refused before by a fixed workspace limit.

@@ -80,6 +80,12 @@ make_bundle "$out/cpu.tar.gz" "sweep on cpu:1,2 (no --devices given, and no GPU 
 GPU_CHECK_BUDGET_S=60 "$script" --bundle "$out/cpu.tar.gz" "$out/c" --steps main-command >"$out/c.log" 2>&1 &&
   fail "a main command on CPU devices passed"
 grep -qE '^main-command +1 .*NO GPU CHOSEN' "$out/c/summary.txt" || fail "no NO GPU CHOSEN note"
+# So does one that chose the GPUs but whose points fail.
+make_bundle "$out/fail.tar.gz" "sweep on cuda:1 (no --devices given, and 1 GPU is visible)
+FAILED: resnet:depth=50 cuda:1 batch 64: devices cuda:0: no GPU"
+GPU_CHECK_BUDGET_S=60 "$script" --bundle "$out/fail.tar.gz" "$out/f" --steps main-command >"$out/f.log" 2>&1 &&
+  fail "a main command whose points failed passed"
+grep -qE '^main-command +1 .*POINT FAILED: resnet' "$out/f/summary.txt" || fail "no POINT FAILED note"
 # A bundle built against a newer glibc than this machine's fails its first step, saying so.
 make_bundle "$out/new-glibc.tar.gz" "sweep on cuda:1" 99.0
 GPU_CHECK_BUDGET_S=60 "$script" --bundle "$out/new-glibc.tar.gz" "$out/g" --steps bundle >"$out/g.log" 2>&1 &&

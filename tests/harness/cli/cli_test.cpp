@@ -20,6 +20,7 @@ namespace {
 
 using Result = scalescope::testing_util::CliResult;
 using scalescope::testing_util::contains;
+using scalescope::testing_util::read_json_file;
 
 Result run(const std::string& args) {
   return scalescope::testing_util::run_cli(args);
@@ -138,6 +139,24 @@ TEST(Cli, SweepPrintsTablesAndWritesAReportThatReportReads) {
   const Result again = run("report " + out);
   ASSERT_EQ(again.status, 0) << again.output;
   EXPECT_TRUE(contains(again.output, "dense-100 (weak scaling")) << again.output;
+}
+
+// Points that fail are rows of the tables; a sweep of which no point ran measured nothing, and
+// says so with its exit status (every GPU point of 75d88d7 failed, and the sweep exited 0).
+TEST(Cli, ASweepWhosePointsAllFailedExitsOneAndKeepsItsReport) {
+  const std::string out = testing::TempDir() + "/cli_sweep_failed.json";
+  const std::string common =
+      "sweep --devices cpu:1 --models dense-100 --repeats 1 --steps 3 "
+      "--threads 1 --memory-limit-mb 0.5 -q -o " +
+      out;
+  // 0.5 MiB holds dense-100 at batch 8 but not its activations at batch 2000.
+  const Result failed = run(common + " --batch 2000");
+  EXPECT_EQ(failed.status, 1) << failed.output;
+  EXPECT_TRUE(contains(failed.output, "none of the sweep's 1 points ran")) << failed.output;
+  EXPECT_EQ(read_json_file(out)["points"][0]["status"], "failed");
+  const Result some = run(common + " --batch 2000,8");
+  EXPECT_EQ(some.status, 0) << some.output;
+  EXPECT_TRUE(contains(some.output, "FAILED")) << some.output;
 }
 
 // Without --devices the sweep runs on the GPUs where any are visible, else on CPU devices,

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/backend.h"
+#include "core/device_spec.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "harness/sweep/sweep.h"
@@ -125,6 +127,21 @@ TEST(SweepGrid, AModelsOwnBatchSizesReplaceTheSweeps) {
   for (const SweepPoint& p : sweep_grid(o, resolve_devices(o))) EXPECT_EQ(p.global_batch, 16);
   ASSERT_EQ(kGpuDefaultModels.size(), 2u);
   EXPECT_EQ(kGpuDefaultModels[1].spec, "gpt:preset=small");
+}
+
+// Each point's device list is what `train --devices` reads as that count: on the H200 every GPU
+// point of 75d88d7 failed, given the old index list "cuda:0" for one GPU.
+TEST(SweepGrid, EveryPointsDeviceListReadsBackAsItsCount) {
+  for (DeviceKind kind : {DeviceKind::kCpu, DeviceKind::kSim, DeviceKind::kCuda}) {
+    if (find_backend(kind) == nullptr) continue;  // a build without CUDA has no cuda backend
+    SweepOptions o = tiny("unused.json");
+    o.oversubscribe = true;
+    for (const SweepPoint& p : sweep_grid(o, DeviceAxis{kind, {1, 2, 4}})) {
+      const DeviceSpec spec = parse_device_spec(p.device_spec);
+      EXPECT_EQ(spec.kind, kind) << p.device_spec;
+      EXPECT_EQ(spec.count(), p.devices) << p.device_spec;
+    }
+  }
 }
 
 TEST(Sweep, EveryBucketCapRunsAndTheReportNamesTheBest) {
