@@ -60,7 +60,7 @@ step_table=(
   "configure|180|required|build"
   "build|480|required|build"
   "bundle|60|required|bundle"
-  "main-command|75|required|both"
+  "main-command|240|required|both"
   "resnet50-b128|120|required|both"
   "h2d-overlap|90|required|both"
   "devices|60|required|both"

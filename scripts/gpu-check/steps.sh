@@ -76,8 +76,9 @@ note_bundle() {
 }
 
 # README's main command, as README writes it (the first `build/scalescope sweep` in it), with
-# this check's binary; stopped by SIGINT after a while, since what is asked is whether it
-# chose the GPUs, which it says first. Run in a folder of its own: it writes its report there.
+# this check's binary, to its end or its time limit (then stopped by SIGINT): does it choose
+# the GPUs (its first line says) and do its points run (none may fail). Run in a folder of its
+# own: it writes its report there.
 step_main_command() {
   local line args
   line=$(grep -m1 -oE 'build/scalescope sweep[^#`]*' "$repo/README.md" | sed 's/[[:space:]]*$//')
