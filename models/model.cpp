@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/random.h"
 #include "models/fusion.h"
+#include "models/memory_plan.h"
 
 namespace scalescope {
 
@@ -19,9 +20,10 @@ struct Model::Plan {
   // unallocated.
   std::vector<Tensor> activations;
   std::vector<float*> outputs;
-  // A sequence: ping-pong buffers for activation gradients. A graph: grad_a is the
-  // gradient of every layer's output (summed over its readers: `filled` says whether a
-  // reader wrote it yet), grad_b the scratch a second reader writes into before adding.
+  // A sequence: ping-pong buffers for activation gradients. A graph: grad_a holds the
+  // gradient of each layer's output while it is live (plan_gradient_arena; summed over its
+  // readers: `filled` says whether a reader wrote it yet), grad_b the scratch a second reader
+  // writes into before adding.
   Tensor grad_a;
   Tensor grad_b;
   std::vector<int64_t> grad_offsets;  // graph only: each layer's gradient inside grad_a
@@ -216,7 +218,7 @@ Model::Plan& Model::plan_for(int64_t batch) {
     return layer + 1 < layers && plan->fusions[layer + 1].forward_in_producer;
   };
   int64_t max_act = shapes_.front().numel();
-  int64_t all_acts = 0;
+  std::vector<int64_t> grad_sizes;
   for (size_t layer = 0; layer < layers; ++layer) {
     LayerBinding b = binding(layer, batch);
     if (fused_into(layer)) b.activation = std::get<ActivationSpec>(def_.layers[layer + 1]).kind;
@@ -234,8 +236,7 @@ Model::Plan& Model::plan_for(int64_t batch) {
              def_.name, layer, describe(def_.layers[layer]), to_string(device_.id().kind));
     plan->activations.push_back(fused_into(layer) ? Tensor() : Tensor(device_, b.out));
     max_act = std::max(max_act, shapes_[layer + 1].numel());
-    plan->grad_offsets.push_back(all_acts);
-    all_acts += b.out.numel();
+    grad_sizes.push_back(b.out.numel());
   }
   plan->outputs.resize(layers);
   for (size_t layer = layers; layer-- > 0;) {
@@ -243,7 +244,16 @@ Model::Plan& Model::plan_for(int64_t batch) {
         fused_into(layer) ? plan->outputs[layer + 1] : plan->activations[layer].data();
   }
   const bool graph = !def_.inputs.empty();
-  plan->grad_a = Tensor(device_, Shape{graph ? all_acts : batch * max_act});
+  int64_t grad_floats = batch * max_act;
+  if (graph) {
+    std::vector<std::vector<int>> inputs;
+    for (size_t layer = 0; layer < layers; ++layer)
+      inputs.push_back(layer_inputs(def_, static_cast<int>(layer)));
+    GradientArena arena = plan_gradient_arena(grad_sizes, inputs);
+    plan->grad_offsets = std::move(arena.offsets);
+    grad_floats = arena.size;
+  }
+  plan->grad_a = Tensor(device_, Shape{grad_floats});
   plan->grad_b = Tensor(device_, Shape{batch * max_act});
   plan->loss = kernels.make_loss(def_.loss, shapes_.back().with_batch(batch), device_);
   return *plans_.emplace(batch, std::move(plan)).first->second;
