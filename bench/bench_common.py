@@ -46,6 +46,11 @@ def torch_model(name):
             nn.Linear(2000, 500), nn.ReLU(), nn.Linear(500, 300), nn.ReLU(),
             nn.Linear(300, 1), nn.Sigmoid())
         return m, (8000,), nn.BCELoss(), lambda n: torch.randint(0, 2, (n, 1)).float()
+    if name.startswith("resnet:depth="):  # torchvision's, as its users train it
+        import torchvision
+        depth = int(name.partition("=")[2])
+        m = getattr(torchvision.models, f"resnet{depth}")(num_classes=1000)
+        return m, (3, 224, 224), nn.CrossEntropyLoss(), lambda n: torch.randint(0, 1000, (n,))
     if name.startswith("cifar-resnet:depth="):
         m = CifarResNet(int(name.partition("=")[2]))
         return m, (3, 32, 32), nn.CrossEntropyLoss(), lambda n: torch.randint(0, 10, (n,))

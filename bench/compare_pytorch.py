@@ -12,12 +12,15 @@ The two run in alternation (PyTorch, scalescope, PyTorch, ...) for --rounds roun
 drift of the machine affects both alike; the reported figure is the median over all measured
 steps of all rounds.
 
-With --device cuda both run on GPU 0 (PyTorch eager, TF32 as scalescope's default: allowed
-for matrix products and convolutions) on the GPU cases the GPU issue asks for: cifar-cnn at
-batch 64 and 512, mlp-41m at 256 and 2048.
+With --device cuda both run on GPU 0 (PyTorch eager with cudnn.benchmark, TF32 as scalescope's
+default: allowed for matrix products and convolutions) on the GPU cases: cifar-cnn at batch 64
+and 512, mlp-41m at 256 and 2048, torchvision's ResNet-50 at 64 and 128, GPT-2 small at 8 (its
+attention PyTorch's fused scaled_dot_product_attention where PyTorch has it); beside the step
+times, each one's peak device memory: PyTorch's max_memory_allocated, scalescope's
+peak_memory_bytes. --cases NAME:BATCH,... picks cases.
 
 Usage: bench/compare_pytorch.py [--device cpu|cuda] [--threads N] [--rounds R] [--steps S]
-       [--binary build/scalescope]
+       [--cases NAME:BATCH,...] [--binary build/scalescope]
 Needs PyTorch (Debian's python3-torch for CPU: run with /usr/bin/python3).
 """
 import argparse
@@ -30,9 +33,12 @@ import torch
 
 from bench_common import (CASES, default_binary, glorot, run_scalescope,
                           scalescope_optimizer_args, torch_model, torch_optimizer)
+from torch_models import ATTENTION, is_gpt as is_tokens
 
 
-GPU_CASES = [("cifar-cnn", 64), ("cifar-cnn", 512), ("mlp-41m", 256), ("mlp-41m", 2048)]
+GPU_CASES = [("cifar-cnn", 64), ("cifar-cnn", 512), ("mlp-41m", 256), ("mlp-41m", 2048),
+             ("resnet:depth=50", 64), ("resnet:depth=50", 128), ("gpt:preset=small", 8)]
+GIB = 2.0 ** 30
 
 
 def torch_steps(name, batch, steps, warmup, device):
@@ -41,8 +47,11 @@ def torch_steps(name, batch, steps, warmup, device):
     glorot(model)
     model.to(device)
     opt = torch_optimizer("adam", model.parameters())
-    x = torch.randn(batch, *shape, device=device)
+    x = torch.randn(batch, *shape, device=device) if not is_tokens(name) else \
+        labels(batch).to(device)
     y = labels(batch).to(device)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     times = []
     for i in range(warmup + steps):
         t0 = time.perf_counter()
@@ -54,7 +63,9 @@ def torch_steps(name, batch, steps, warmup, device):
         t1 = time.perf_counter()
         if i >= warmup:
             times.append((t1 - t0) * 1e3)
-    return times
+    peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
+    del model, opt, x, y
+    return times, peak
 
 
 def scalescope_steps(binary, name, batch, steps, warmup, threads, device):
@@ -63,7 +74,22 @@ def scalescope_steps(binary, name, batch, steps, warmup, threads, device):
                                   "--steps", str(warmup + steps), "--warmup-steps", str(warmup),
                                   *where, *scalescope_optimizer_args("adam"),
                                   "--data", "synthetic:device", "--no-eval"])
-    return [s["step_ms"] for s in run["steps"][warmup:]]
+    peaks = run["summary"].get("peak_memory_bytes") or [None]
+    return [s["step_ms"] for s in run["steps"][warmup:]], peaks[0]
+
+
+def parse_cases(text):
+    cases = []
+    for item in text.split(","):
+        name, _, batch = item.rpartition(":")
+        if not name or not batch.isdigit():
+            sys.exit(f"--cases: '{item}' is not NAME:BATCH (e.g. resnet:depth=50:64)")
+        cases.append((name, int(batch)))
+    return cases
+
+
+def gib(value):
+    return f"{value / GIB:.2f}" if value else "-"
 
 
 def main():
@@ -74,6 +100,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--binary", default=default_binary())
+    ap.add_argument("--cases", help="NAME:BATCH,... instead of the device's default cases")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     cases = CASES
@@ -86,17 +113,26 @@ def main():
         torch.backends.cudnn.benchmark = True  # scalescope also picks conv algorithms once
         cases = GPU_CASES
         where = torch.cuda.get_device_name(0)
-    print(f"PyTorch {torch.__version__}, {where}, "
+    if args.cases:
+        cases = parse_cases(args.cases)
+    print(f"PyTorch {torch.__version__} (attention: {ATTENTION}), {where}, "
           f"{args.rounds} rounds x {args.steps} steps (+{args.warmup} warm-up)")
-    print(f"{'model':<10} {'batch':>5} {'pytorch ms':>11} {'scalescope ms':>14} {'ratio':>6}")
+    print(f"{'model':<16} {'batch':>5} {'pytorch ms':>11} {'scalescope ms':>14} {'ratio':>6}"
+          f" {'pytorch GiB':>12} {'scalescope GiB':>15} {'ratio':>6}")
     for name, batch in cases:
-        ours, theirs = [], []
+        ours, theirs, their_peak, our_peak = [], [], 0, 0
         for _ in range(args.rounds):
-            theirs += torch_steps(name, batch, args.steps, args.warmup, args.device)
-            ours += scalescope_steps(args.binary, name, batch, args.steps, args.warmup,
-                                     args.threads, args.device)
+            times, peak = torch_steps(name, batch, args.steps, args.warmup, args.device)
+            theirs += times
+            their_peak = max(their_peak, peak or 0)
+            times, peak = scalescope_steps(args.binary, name, batch, args.steps, args.warmup,
+                                           args.threads, args.device)
+            ours += times
+            our_peak = max(our_peak, peak or 0)
         t, o = statistics.median(theirs), statistics.median(ours)
-        print(f"{name:<10} {batch:>5} {t:>11.2f} {o:>14.2f} {o / t:>6.2f}")
+        memory_ratio = f"{our_peak / their_peak:>6.2f}" if our_peak and their_peak else "     -"
+        print(f"{name:<16} {batch:>5} {t:>11.2f} {o:>14.2f} {o / t:>6.2f}"
+              f" {gib(their_peak):>12} {gib(our_peak):>15} {memory_ratio}")
         sys.stdout.flush()
 
 

@@ -10,6 +10,9 @@ from torch.nn import functional as F
 
 from gpt_spec import GPTConfig, PRESETS, gpt_param_counts, is_gpt, parse_gpt_spec  # noqa: F401
 
+# How CausalSelfAttention computes: "sdpa" (PyTorch 2.x) or "written out" (1.13).
+ATTENTION = "sdpa" if hasattr(F, "scaled_dot_product_attention") else "written out"
+
 
 class PadShortcut(nn.Module):
     """Option A of He et al.: every second pixel, zero channels before and after."""
@@ -62,9 +65,10 @@ class CifarResNet(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention written out: PyTorch 1.13 has no
-    F.scaled_dot_product_attention. The mask is made per call rather than kept as a buffer so
-    that state_dict holds only parameters, as scalescope's checkpoints do."""
+    """Multi-head causal self-attention: PyTorch's fused F.scaled_dot_product_attention where
+    it has one (2.0 on, what its users and nanoGPT run), else written out (1.13: masked softmax
+    of the full T x T scores). ATTENTION says which. The mask is made per call rather than kept
+    as a buffer so that state_dict holds only parameters, as scalescope's checkpoints do."""
 
     def __init__(self, c):
         super().__init__()
@@ -78,11 +82,14 @@ class CausalSelfAttention(nn.Module):
         # [N, T, D] -> [N, H, T, hd] for each of q, k, v: the heads are consecutive slices of D.
         q, k, v = (z.view(n, t, self.heads, head_dim).transpose(1, 2)
                    for z in self.c_attn(x).split(d, dim=2))
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(head_dim)
-        future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
-        weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
-        y = (weights @ v).transpose(1, 2).reshape(n, t, d)
-        return self.c_proj(y)
+        if ATTENTION == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(head_dim)
+            future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+            weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+            y = weights @ v
+        return self.c_proj(y.transpose(1, 2).reshape(n, t, d))
 
 
 class MLP(nn.Module):
