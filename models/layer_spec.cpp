@@ -304,6 +304,36 @@ int64_t pooled_positions(int64_t in, int64_t out, const MaxPool2DSpec& p) {
 
 }  // namespace
 
+BackwardReads backward_reads(const LayerSpec& layer) {
+  return std::visit(
+      Overloaded{
+          // ReLU, tanh and sigmoid take their derivative from the output; GELU from the input.
+          [](const ActivationSpec& a) {
+            const bool gelu = a.kind == Activation::kGelu;
+            return BackwardReads{gelu, !gelu};
+          },
+          // Normalizes its input again with the statistics it saved.
+          [](const BatchNorm2DSpec&) {
+            return BackwardReads{true, false};
+          },
+          // Pass the gradient on, summed, moved or reordered: no value of the forward.
+          [](const AddSpec&) {
+            return BackwardReads{false, false};
+          },
+          [](const FlattenSpec&) {
+            return BackwardReads{false, false};
+          },
+          [](const GlobalAvgPoolSpec&) {
+            return BackwardReads{false, false};
+          },
+          [](const PadShortcutSpec&) {
+            return BackwardReads{false, false};
+          },
+          [](const auto&) { return BackwardReads{}; },
+      },
+      layer);
+}
+
 int64_t forward_flops(const LayerSpec& layer, const Shape& in) {
   const Shape out = output_shape(layer, in);
   return std::visit(

@@ -142,6 +142,16 @@ std::vector<ParamSpec> param_specs(const LayerSpec& layer, const Shape& in);
 // State a layer keeps that is not learned (batch norm's running statistics, PyTorch's
 // "buffers"): saved in checkpoints, never all-reduced or updated by the optimizer.
 std::vector<ParamSpec> buffer_specs(const LayerSpec& layer, const Shape& in);
+// What a layer's backward reads of the values of its forward, on every backend (the layers'
+// kernels keep to it, tests/models/backward_reads_test.cpp checks them with the unread one
+// overwritten): a graph model keeps an output for backward only where a backward reads it
+// (its layer's, or as the input of a reader's), and lets the others share memory once their
+// readers' forwards are done, as PyTorch keeps only its saved tensors.
+struct BackwardReads {
+  bool input = true;
+  bool output = true;
+};
+BackwardReads backward_reads(const LayerSpec& layer);
 // Forward FLOPs per sample. A multiply-add counts two; element-wise ops and pooling count one
 // per element visited.
 int64_t forward_flops(const LayerSpec& layer, const Shape& in);

@@ -2,33 +2,13 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "core/check.h"
+#include "models/layer_spec.h"
 
 namespace scalescope {
 namespace {
-
-struct Span {
-  int first = 0;  // the layer whose backward reads the gradient last
-  int last = 0;   // the reader whose backward writes it first
-  bool meets(const Span& other) const { return first <= other.last && other.first <= last; }
-};
-
-std::vector<Span> live_spans(const std::vector<std::vector<int>>& inputs) {
-  const int layers = static_cast<int>(inputs.size());
-  std::vector<Span> spans(inputs.size());
-  for (int i = 0; i < layers; ++i) spans[static_cast<size_t>(i)] = {i, i};
-  for (int reader = 0; reader < layers; ++reader) {
-    for (const int from : inputs[static_cast<size_t>(reader)]) {
-      if (from < 0) continue;
-      SS_CHECK(from < reader, "layer {} reads layer {}, which does not come before it", reader,
-               from);
-      Span& s = spans[static_cast<size_t>(from)];
-      s.last = std::max(s.last, reader);
-    }
-  }
-  return spans;
-}
 
 int64_t aligned(int64_t floats, int64_t alignment) {
   return (floats + alignment - 1) / alignment * alignment;
@@ -36,37 +16,75 @@ int64_t aligned(int64_t floats, int64_t alignment) {
 
 }  // namespace
 
-GradientArena plan_gradient_arena(const std::vector<int64_t>& sizes,
-                                  const std::vector<std::vector<int>>& inputs, int64_t alignment) {
-  SS_CHECK(sizes.size() == inputs.size(), "{} gradient sizes for {} layers", sizes.size(),
-           inputs.size());
+MemoryArena plan_arena(const std::vector<int64_t>& sizes, const std::vector<LiveSpan>& spans,
+                       int64_t alignment) {
+  SS_CHECK(sizes.size() == spans.size(), "{} tensor sizes for {} spans", sizes.size(),
+           spans.size());
   SS_CHECK(alignment > 0, "alignment {} must be positive", alignment);
-  const std::vector<Span> spans = live_spans(inputs);
   std::vector<size_t> order(sizes.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
-  GradientArena arena;
+  MemoryArena arena;
   arena.offsets.assign(sizes.size(), 0);
   std::vector<size_t> placed;
-  for (const size_t g : order) {
-    // The ranges of the placed gradients live at the same time as g, by offset.
+  for (const size_t t : order) {
+    if (sizes[t] == 0) continue;
+    // The ranges of the placed tensors live at the same time as t, by offset.
     std::vector<std::pair<int64_t, int64_t>> taken;
     for (const size_t p : placed) {
-      if (spans[p].meets(spans[g]))
+      if (spans[p].meets(spans[t])) {
         taken.emplace_back(arena.offsets[p], arena.offsets[p] + sizes[p]);
+      }
     }
     std::sort(taken.begin(), taken.end());
     int64_t offset = 0;
     for (const auto& [begin, end] : taken) {
-      if (offset + sizes[g] <= begin) break;
+      if (offset + sizes[t] <= begin) break;
       offset = std::max(offset, aligned(end, alignment));
     }
-    arena.offsets[g] = offset;
-    arena.size = std::max(arena.size, offset + sizes[g]);
-    placed.push_back(g);
+    arena.offsets[t] = offset;
+    arena.size = std::max(arena.size, offset + sizes[t]);
+    placed.push_back(t);
   }
   return arena;
+}
+
+std::vector<LiveSpan> reader_spans(const std::vector<std::vector<int>>& inputs) {
+  const int layers = static_cast<int>(inputs.size());
+  std::vector<LiveSpan> spans(inputs.size());
+  for (int i = 0; i < layers; ++i) spans[static_cast<size_t>(i)] = {i, i};
+  for (int reader = 0; reader < layers; ++reader) {
+    for (const int from : inputs[static_cast<size_t>(reader)]) {
+      if (from < 0) continue;
+      SS_CHECK(from < reader, "layer {} reads layer {}, which does not come before it", reader,
+               from);
+      LiveSpan& s = spans[static_cast<size_t>(from)];
+      s.last = std::max(s.last, reader);
+    }
+  }
+  return spans;
+}
+
+MemoryArena plan_gradient_arena(const std::vector<int64_t>& sizes,
+                                const std::vector<std::vector<int>>& inputs, int64_t alignment) {
+  SS_CHECK(sizes.size() == inputs.size(), "{} gradient sizes for {} layers", sizes.size(),
+           inputs.size());
+  return plan_arena(sizes, reader_spans(inputs), alignment);
+}
+
+std::vector<bool> outputs_read_in_backward(const ModelDef& def) {
+  const size_t layers = def.layers.size();
+  std::vector<bool> read(layers, false);
+  for (size_t layer = 0; layer < layers; ++layer) {
+    if (backward_reads(def.layers[layer]).output) read[layer] = true;
+    if (!backward_reads(def.layers[layer]).input) continue;
+    for (const int from : layer_inputs(def, static_cast<int>(layer))) {
+      if (from >= 0) read[static_cast<size_t>(from)] = true;
+    }
+  }
+  if (layers > 0) read.back() = true;
+  return read;
 }
 
 }  // namespace scalescope

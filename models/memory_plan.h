@@ -1,28 +1,49 @@
-// Where the activation gradients of a model that is a graph (residual blocks, transformer
-// blocks) live during backward: one arena, each gradient at an offset of its own for as long
-// as it is live, and reused once its layer's backward has read it.
+// How a model that is a graph (residual blocks, transformer blocks) lays out the tensors of a
+// step that need not live for all of it: the activation gradients during backward, and the
+// outputs no backward reads during forward. Each set shares one arena, each tensor at an
+// offset of its own only while it is live.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "models/zoo.h"
+
 namespace scalescope {
 
-struct GradientArena {
-  std::vector<int64_t> offsets;  // per layer, floats from the arena's start
+// A tensor is live from the pass over layer `first` to the pass over layer `last`, inclusive.
+struct LiveSpan {
+  int first = 0;
+  int last = 0;
+  bool meets(const LiveSpan& other) const { return first <= other.last && other.first <= last; }
+};
+
+struct MemoryArena {
+  std::vector<int64_t> offsets;  // per tensor, floats from the arena's start
   int64_t size = 0;              // floats
 };
 
-// Backward runs the layers last to first. The gradient of layer i's output is written by the
-// first of its readers that backward meets (the loss for the last layer) and read by layer i's
-// own backward; it is live over layers [i, last reader], and two gradients whose spans meet
-// never share memory. `sizes[i]` is the floats of layer i's gradient, `inputs[i]` the layers
-// that layer i reads (a negative index is the model's input, which needs no gradient). Every
-// offset is a multiple of `alignment` floats. Placement is greedy, largest first, at the lowest
-// offset free over the gradient's span, which on residual stacks keeps the arena to a few
-// gradients instead of one per layer.
-GradientArena plan_gradient_arena(const std::vector<int64_t>& sizes,
-                                  const std::vector<std::vector<int>>& inputs,
-                                  int64_t alignment = 64);
+// Places tensors of `sizes` floats (0: no tensor) so that two whose spans meet never share a
+// float, every offset a multiple of `alignment` floats: greedy, largest first, at the lowest
+// offset free over the tensor's span, which on residual stacks keeps an arena to a few tensors.
+MemoryArena plan_arena(const std::vector<int64_t>& sizes, const std::vector<LiveSpan>& spans,
+                       int64_t alignment = 64);
+
+// Per layer, [layer, its last reader], given each layer's inputs (a negative index is the
+// model's input). Forward writes layer i's output at i and its readers read it up to the last;
+// backward, which runs the layers last to first, writes the gradient of that output at the
+// last reader (the loss, for the last layer) and reads it at i: the same span in its order.
+// Throws Error for a layer that reads one that does not come before it.
+std::vector<LiveSpan> reader_spans(const std::vector<std::vector<int>>& inputs);
+
+// The arena of a graph's activation gradients (`sizes[i]` floats for layer i's).
+MemoryArena plan_gradient_arena(const std::vector<int64_t>& sizes,
+                                const std::vector<std::vector<int>>& inputs,
+                                int64_t alignment = 64);
+
+// Per layer of `def`, whether a backward reads its output: its own (backward_reads' output)
+// or a reader's (backward_reads' input), or it is the model's output (the loss reads it). The
+// others need their memory only until their readers' forwards are done.
+std::vector<bool> outputs_read_in_backward(const ModelDef& def);
 
 }  // namespace scalescope

@@ -24,6 +24,9 @@ struct Model::Plan {
   // gradient of each layer's output while it is live (plan_gradient_arena; summed over its
   // readers: `filled` says whether a reader wrote it yet), grad_b the scratch a second reader
   // writes into before adding.
+  // A graph's outputs that no backward reads (outputs_read_in_backward), each in here only
+  // until its last reader's forward: `outputs` points into it.
+  Tensor transient;
   Tensor grad_a;
   Tensor grad_b;
   std::vector<int64_t> grad_offsets;  // graph only: each layer's gradient inside grad_a
@@ -219,6 +222,10 @@ Model::Plan& Model::plan_for(int64_t batch) {
   };
   int64_t max_act = shapes_.front().numel();
   std::vector<int64_t> grad_sizes;
+  const bool graph = !def_.inputs.empty();
+  // A graph's outputs that no backward reads live in the forward arena (place_transient).
+  const std::vector<bool> kept =
+      graph ? outputs_read_in_backward(def_) : std::vector<bool>(layers, true);
   for (size_t layer = 0; layer < layers; ++layer) {
     LayerBinding b = binding(layer, batch);
     if (fused_into(layer)) b.activation = std::get<ActivationSpec>(def_.layers[layer + 1]).kind;
@@ -234,7 +241,8 @@ Model::Plan& Model::plan_for(int64_t batch) {
              "model '{}': layer {} ({}) cannot synchronize its statistics across replicas on "
              "{} devices (--sync-batchnorm)",
              def_.name, layer, describe(def_.layers[layer]), to_string(device_.id().kind));
-    plan->activations.push_back(fused_into(layer) ? Tensor() : Tensor(device_, b.out));
+    plan->activations.push_back(fused_into(layer) || !kept[layer] ? Tensor()
+                                                                  : Tensor(device_, b.out));
     max_act = std::max(max_act, shapes_[layer + 1].numel());
     grad_sizes.push_back(b.out.numel());
   }
@@ -243,13 +251,13 @@ Model::Plan& Model::plan_for(int64_t batch) {
     plan->outputs[layer] =
         fused_into(layer) ? plan->outputs[layer + 1] : plan->activations[layer].data();
   }
-  const bool graph = !def_.inputs.empty();
   int64_t grad_floats = batch * max_act;
   if (graph) {
     std::vector<std::vector<int>> inputs;
     for (size_t layer = 0; layer < layers; ++layer)
       inputs.push_back(layer_inputs(def_, static_cast<int>(layer)));
-    GradientArena arena = plan_gradient_arena(grad_sizes, inputs);
+    place_transient(*plan, grad_sizes, kept, reader_spans(inputs));
+    MemoryArena arena = plan_gradient_arena(grad_sizes, inputs);
     plan->grad_offsets = std::move(arena.offsets);
     grad_floats = arena.size;
   }
@@ -257,6 +265,20 @@ Model::Plan& Model::plan_for(int64_t batch) {
   plan->grad_b = Tensor(device_, Shape{batch * max_act});
   plan->loss = kernels.make_loss(def_.loss, shapes_.back().with_batch(batch), device_);
   return *plans_.emplace(batch, std::move(plan)).first->second;
+}
+
+void Model::place_transient(Plan& plan, const std::vector<int64_t>& sizes,
+                            const std::vector<bool>& kept, const std::vector<LiveSpan>& spans) {
+  std::vector<int64_t> transient(sizes.size(), 0);
+  for (size_t layer = 0; layer < sizes.size(); ++layer) {
+    if (!kept[layer]) transient[layer] = sizes[layer];
+  }
+  const MemoryArena arena = plan_arena(transient, spans);
+  if (arena.size == 0) return;
+  plan.transient = Tensor(device_, Shape{arena.size});
+  for (size_t layer = 0; layer < sizes.size(); ++layer) {
+    if (!kept[layer]) plan.outputs[layer] = plan.transient.data() + arena.offsets[layer];
+  }
 }
 
 std::vector<std::vector<KernelChoice>> Model::kernel_choices(int64_t batch) const {
@@ -287,7 +309,7 @@ void Model::forward(const float* input, int64_t batch, Stream& stream, bool trai
     if (plan.fusions[layer].forward_in_producer) continue;  // the layer before wrote it
     if (kernel == nullptr) {  // Add: out = a + b, element-wise on the device
       const std::vector<int> from = layer_inputs(def_, static_cast<int>(layer));
-      const int64_t count = plan.activations[layer].numel();
+      const int64_t count = plan.batch * shapes_[layer + 1].numel();
       accumulate_into(out, output_of(from[0]), count, true, stream);
       accumulate_into(out, output_of(from[1]), count, false, stream);
     } else if (training) {
@@ -388,7 +410,7 @@ void Model::run_backward(LayerKernel& kernel, const float* in, const float* out,
 void Model::add_gradient(int layer, const float* gradient, Stream& stream) {
   Plan& plan = *current_;
   float* target = plan.grad_a.data() + plan.grad_offsets[static_cast<size_t>(layer)];
-  const int64_t count = plan.activations[static_cast<size_t>(layer)].numel();
+  const int64_t count = plan.batch * shapes_[static_cast<size_t>(layer) + 1].numel();
   const bool first = !plan.filled[static_cast<size_t>(layer)];
   accumulate_into(target, gradient, count, first, stream);
   plan.filled[static_cast<size_t>(layer)] = true;

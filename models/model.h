@@ -10,6 +10,7 @@
 #include "core/device.h"
 #include "core/tensor.h"
 #include "models/kernels.h"
+#include "models/memory_plan.h"
 #include "models/zoo.h"
 
 namespace scalescope {
@@ -101,6 +102,9 @@ class Model {
  private:
   struct Plan;
   Plan& plan_for(int64_t batch);
+  // Points the outputs of the layers not `kept` into one arena, by their spans.
+  void place_transient(Plan& plan, const std::vector<int64_t>& sizes, const std::vector<bool>& kept,
+                       const std::vector<LiveSpan>& spans);
   LayerBinding binding(size_t layer, int64_t batch) const;
   // The output of `layer` in the current plan (kModelInput: the model's input), and the
   // (first) input of `layer`.

@@ -195,4 +195,28 @@ inline LayerResult run_layer(Device& device, const LayerCase& c, const LayerInpu
   return result;
 }
 
+// As run_layer, but before backward the forward values that backward_reads says backward does
+// not read (the input, the output) are overwritten with NaN: what a graph model's backward
+// finds there once another layer's forward reused that memory. Returns din and the gradients.
+inline LayerResult run_layer_unread_poisoned(Device& device, const LayerCase& c,
+                                             const LayerInputs& inputs) {
+  BoundLayer b = bind_layer(device, c, inputs);
+  Stream& stream = device.default_stream();
+  b.kernel->forward(b.in.data(), b.out.data(), stream);
+  stream.synchronize();
+  const BackwardReads reads = backward_reads(c.spec);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  if (!reads.input) b.in.copy_from_host(std::vector<float>(static_cast<size_t>(b.in.numel()), nan));
+  if (!reads.output) {
+    b.out.copy_from_host(std::vector<float>(static_cast<size_t>(b.out.numel()), nan));
+  }
+  b.kernel->backward(b.in.data(), b.out.data(), b.dout.data(), nullptr, stream);
+  b.kernel->backward(b.in.data(), b.out.data(), b.dout.data(), b.din.data(), stream);
+  b.kernel->backward(b.in.data(), b.out.data(), b.dout.data(), b.din.data(), stream);
+  stream.synchronize();
+  LayerResult result{{}, b.din.to_host(), {}, {}, {}};
+  for (const Tensor& g : b.grads) result.grads.push_back(g.to_host());
+  return result;
+}
+
 }  // namespace scalescope::cuda_test

@@ -23,7 +23,7 @@ std::pair<int, int> span_of(const std::vector<std::vector<int>>& inputs, int lay
 }
 
 // No two gradients that are live at once share a float, and every offset is aligned.
-void expect_disjoint_while_live(const GradientArena& a, const std::vector<int64_t>& sizes,
+void expect_disjoint_while_live(const MemoryArena& a, const std::vector<int64_t>& sizes,
                                 const std::vector<std::vector<int>>& inputs, int64_t alignment) {
   ASSERT_EQ(a.offsets.size(), sizes.size());
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -40,28 +40,28 @@ void expect_disjoint_while_live(const GradientArena& a, const std::vector<int64_
   }
 }
 
-TEST(GradientArena, AResidualBlockNeedsTheGradientsLiveAtOnceNotOnePerLayer) {
+TEST(MemoryArena, AResidualBlockNeedsTheGradientsLiveAtOnceNotOnePerLayer) {
   // 0 reads the input, 1 reads 0, 2 reads 1, 3 = 0 + 2, 4 reads 3. While backward is at
   // layer 2, the gradients of 0 (kept for the add's second path), 1 and 2 are live.
   const std::vector<std::vector<int>> inputs = {{-1}, {0}, {1}, {0, 2}, {3}};
   const std::vector<int64_t> sizes(5, 100);
-  const GradientArena a = plan_gradient_arena(sizes, inputs, 1);
+  const MemoryArena a = plan_gradient_arena(sizes, inputs, 1);
   expect_disjoint_while_live(a, sizes, inputs, 1);
   EXPECT_EQ(a.size, 300);
   EXPECT_EQ(a.offsets, (std::vector<int64_t>{0, 100, 200, 100, 0}));
 }
 
-TEST(GradientArena, AGradientIsReusedOnlyAfterItsLayersBackward) {
+TEST(MemoryArena, AGradientIsReusedOnlyAfterItsLayersBackward) {
   // A plain chain: each gradient lives from its reader's backward to its own, so two buffers
   // alternate; with alignment 64 the second starts at 64.
   const std::vector<std::vector<int>> inputs = {{-1}, {0}, {1}, {2}};
   const std::vector<int64_t> sizes = {10, 30, 20, 40};
-  const GradientArena a = plan_gradient_arena(sizes, inputs);
+  const MemoryArena a = plan_gradient_arena(sizes, inputs);
   expect_disjoint_while_live(a, sizes, inputs, 64);
   EXPECT_EQ(a.size, 64 + 20);  // 40 and 30 at 0 (never live together), 20 and 10 at 64
 }
 
-TEST(GradientArena, RefusesAReaderBeforeWhatItReads) {
+TEST(MemoryArena, RefusesAReaderBeforeWhatItReads) {
   EXPECT_ANY_THROW(plan_gradient_arena({1, 1}, {{1}, {-1}}));
   EXPECT_ANY_THROW(plan_gradient_arena({1}, {{-1}, {0}}));
 }
@@ -69,7 +69,7 @@ TEST(GradientArena, RefusesAReaderBeforeWhatItReads) {
 // The zoo's graphs: the arena holds a handful of gradients, where the plan before kept one per
 // layer for the whole of backward (ResNet-50 at 64 per GPU: 20.4 GB peak on an H200, PyTorch
 // 10.9 GB).
-TEST(GradientArena, TheZoosGraphsKeepAFewGradientsLive) {
+TEST(MemoryArena, TheZoosGraphsKeepAFewGradientsLive) {
   for (const std::string spec : {"resnet:depth=50", "cifar-resnet:depth=20", "gpt:preset=mini"}) {
     SCOPED_TRACE(spec);
     const ModelDef def = make_model(spec);
@@ -81,7 +81,7 @@ TEST(GradientArena, TheZoosGraphsKeepAFewGradientsLive) {
       sizes.push_back(shapes[layer + 1].numel());
       inputs.push_back(layer_inputs(def, static_cast<int>(layer)));
     }
-    const GradientArena a = plan_gradient_arena(sizes, inputs);
+    const MemoryArena a = plan_gradient_arena(sizes, inputs);
     expect_disjoint_while_live(a, sizes, inputs, 64);
     int64_t sum = 0;
     for (int64_t s : sizes) sum += s;
