@@ -73,6 +73,21 @@ MemoryArena plan_gradient_arena(const std::vector<int64_t>& sizes,
   return plan_arena(sizes, reader_spans(inputs), alignment);
 }
 
+int64_t second_reader_scratch(const std::vector<int64_t>& sizes,
+                              const std::vector<std::vector<int>>& inputs) {
+  std::vector<int> readers(sizes.size(), 0);
+  for (const std::vector<int>& from : inputs) {
+    for (const int layer : from) {
+      if (layer >= 0) ++readers.at(static_cast<size_t>(layer));
+    }
+  }
+  int64_t scratch = 0;
+  for (size_t layer = 0; layer < sizes.size(); ++layer) {
+    if (readers[layer] >= 2) scratch = std::max(scratch, sizes[layer]);
+  }
+  return scratch;
+}
+
 std::vector<bool> outputs_read_in_backward(const ModelDef& def) {
   const size_t layers = def.layers.size();
   std::vector<bool> read(layers, false);

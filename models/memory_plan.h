@@ -41,6 +41,12 @@ MemoryArena plan_gradient_arena(const std::vector<int64_t>& sizes,
                                 const std::vector<std::vector<int>>& inputs,
                                 int64_t alignment = 64);
 
+// Floats of the scratch where a reader writes the gradient of an input whose gradient another
+// reader already wrote, before it is added: the largest output read by two layers or more (a
+// residual stream's), not the largest of all (a GPT's logits, 65 times as large). 0: none.
+int64_t second_reader_scratch(const std::vector<int64_t>& sizes,
+                              const std::vector<std::vector<int>>& inputs);
+
 // Per layer of `def`, whether a backward reads its output: its own (backward_reads' output)
 // or a reader's (backward_reads' input), or it is the model's output (the loss reads it). The
 // others need their memory only until their readers' forwards are done.

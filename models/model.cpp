@@ -251,20 +251,28 @@ Model::Plan& Model::plan_for(int64_t batch) {
     plan->outputs[layer] =
         fused_into(layer) ? plan->outputs[layer + 1] : plan->activations[layer].data();
   }
-  int64_t grad_floats = batch * max_act;
   if (graph) {
-    std::vector<std::vector<int>> inputs;
-    for (size_t layer = 0; layer < layers; ++layer)
-      inputs.push_back(layer_inputs(def_, static_cast<int>(layer)));
-    place_transient(*plan, grad_sizes, kept, reader_spans(inputs));
-    MemoryArena arena = plan_gradient_arena(grad_sizes, inputs);
-    plan->grad_offsets = std::move(arena.offsets);
-    grad_floats = arena.size;
+    plan_graph_memory(*plan, grad_sizes, kept);
+  } else {  // ping-pong
+    plan->grad_a = Tensor(device_, Shape{batch * max_act});
+    plan->grad_b = Tensor(device_, Shape{batch * max_act});
   }
-  plan->grad_a = Tensor(device_, Shape{grad_floats});
-  plan->grad_b = Tensor(device_, Shape{batch * max_act});
   plan->loss = kernels.make_loss(def_.loss, shapes_.back().with_batch(batch), device_);
   return *plans_.emplace(batch, std::move(plan)).first->second;
+}
+
+void Model::plan_graph_memory(Plan& plan, const std::vector<int64_t>& sizes,
+                              const std::vector<bool>& kept) {
+  std::vector<std::vector<int>> inputs;
+  for (size_t layer = 0; layer < sizes.size(); ++layer) {
+    inputs.push_back(layer_inputs(def_, static_cast<int>(layer)));
+  }
+  place_transient(plan, sizes, kept, reader_spans(inputs));
+  MemoryArena arena = plan_gradient_arena(sizes, inputs);
+  plan.grad_offsets = std::move(arena.offsets);
+  plan.grad_a = Tensor(device_, Shape{arena.size});
+  const int64_t scratch = second_reader_scratch(sizes, inputs);
+  if (scratch > 0) plan.grad_b = Tensor(device_, Shape{scratch});
 }
 
 void Model::place_transient(Plan& plan, const std::vector<int64_t>& sizes,

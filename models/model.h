@@ -102,6 +102,9 @@ class Model {
  private:
   struct Plan;
   Plan& plan_for(int64_t batch);
+  // A graph's arenas (place_transient, plan_gradient_arena) and its second readers' scratch.
+  void plan_graph_memory(Plan& plan, const std::vector<int64_t>& sizes,
+                         const std::vector<bool>& kept);
   // Points the outputs of the layers not `kept` into one arena, by their spans.
   void place_transient(Plan& plan, const std::vector<int64_t>& sizes, const std::vector<bool>& kept,
                        const std::vector<LiveSpan>& spans);
