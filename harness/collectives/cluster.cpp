@@ -292,8 +292,7 @@ void Cluster::connect_control(std::chrono::milliseconds timeout) {
       attr.hostname = hostname_for_gloo_;
     }
     control_->store = std::make_unique<MpiStore>();
-    connect_full_mesh(*context, *control_->store, gloo::transport::tcp::CreateDevice(attr),
-                      timeout);
+    connect_full_mesh(context, *control_->store, gloo::transport::tcp::CreateDevice(attr), timeout);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

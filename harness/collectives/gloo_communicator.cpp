@@ -431,7 +431,7 @@ std::unique_ptr<Communicator> GlooGroup::connect(int rank) {
                 } else {
                   attr.hostname = hostname_;
                 }
-                connect_full_mesh(*context, *store_, gloo::transport::tcp::CreateDevice(attr),
+                connect_full_mesh(context, *store_, gloo::transport::tcp::CreateDevice(attr),
                                   timeout_);
               });
   } catch (const Error& e) {

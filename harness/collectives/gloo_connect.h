@@ -9,6 +9,7 @@
 // a pair's own timeout serves only its connection (the collectives pass theirs explicitly).
 #pragma once
 
+#include <gloo/barrier.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/device.h>
@@ -24,14 +25,22 @@ inline std::chrono::milliseconds gloo_pair_connect_timeout(std::chrono::millisec
   return std::max(std::chrono::milliseconds(1), timeout / 5);
 }
 
+// Returns once every rank has connected: connectFullMesh returns when this rank's pairs are
+// up, and a rank that then left at once (its replica done or failed) closed them while a peer
+// was still finishing its handshake, which failed with "Connection closed by peer" (one
+// two-rank connect in ten here). A barrier over the new pairs closes that window.
 // REQUIRES: `store` waits for keys with a timeout of its own (the context's is a fifth of
 // `timeout` while connecting).
-inline void connect_full_mesh(gloo::rendezvous::Context& context, gloo::rendezvous::Store& store,
+inline void connect_full_mesh(const std::shared_ptr<gloo::rendezvous::Context>& context,
+                              gloo::rendezvous::Store& store,
                               std::shared_ptr<gloo::transport::Device> device,
                               std::chrono::milliseconds timeout) {
-  context.setTimeout(gloo_pair_connect_timeout(timeout));
-  context.connectFullMesh(store, device);
-  context.setTimeout(timeout);
+  context->setTimeout(gloo_pair_connect_timeout(timeout));
+  context->connectFullMesh(store, device);
+  context->setTimeout(timeout);
+  gloo::BarrierOptions everyone(context);
+  everyone.setTimeout(timeout);
+  gloo::barrier(everyone);
 }
 
 }  // namespace scalescope
