@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 
 #include "core/check.h"
 #include "core/random.h"
@@ -52,6 +53,26 @@ std::vector<std::vector<float>> initial_values(const std::vector<ParamInfo>& inf
   }
   return host;
 }
+
+// Brackets one layer's pass for the probe, when there is one; not while an exception unwinds.
+class ProbeScope {
+ public:
+  ProbeScope(LayerProbe* probe, int layer, LayerProbe::Pass pass, Stream& stream)
+      : probe_(probe), layer_(layer), pass_(pass), stream_(stream) {
+    if (probe_ != nullptr) probe_->begin(layer_, pass_, stream_);
+  }
+  ~ProbeScope() {
+    if (probe_ != nullptr && std::uncaught_exceptions() == 0) probe_->end(layer_, pass_, stream_);
+  }
+  ProbeScope(const ProbeScope&) = delete;
+  ProbeScope& operator=(const ProbeScope&) = delete;
+
+ private:
+  LayerProbe* probe_;
+  int layer_;
+  LayerProbe::Pass pass_;
+  Stream& stream_;
+};
 
 }  // namespace
 
@@ -312,6 +333,8 @@ void Model::forward(const float* input, int64_t batch, Stream& stream, bool trai
   current_ = &plan;
   input_ = input;
   for (size_t layer = 0; layer < plan.kernels.size(); ++layer) {
+    const ProbeScope probe(training ? probe_ : nullptr, static_cast<int>(layer),
+                           LayerProbe::Pass::kForward, stream);
     float* out = plan.outputs[layer];
     LayerKernel* kernel = plan.kernels[layer].get();
     if (plan.fusions[layer].forward_in_producer) continue;  // the layer before wrote it
@@ -367,11 +390,13 @@ void Model::backward(Stream& stream, const std::function<void(int layer)>& on_la
       if (on_layer_done) on_layer_done(layer);
       continue;
     }
-    const float* in = layer_input(layer);
-    const float* out = plan->outputs[static_cast<size_t>(layer)];
     float* din = layer == 0 ? nullptr : spare;
-    run_backward(*plan->kernels[static_cast<size_t>(layer)], in, out, dout, din, stream);
-    add_tied_gradients(layer, stream);
+    {
+      const ProbeScope probe(probe_, layer, LayerProbe::Pass::kBackward, stream);
+      run_backward(*plan->kernels[static_cast<size_t>(layer)], layer_input(layer),
+                   plan->outputs[static_cast<size_t>(layer)], dout, din, stream);
+      add_tied_gradients(layer, stream);
+    }
     if (on_layer_done) on_layer_done(layer);
     spare = dout;
     dout = din;
@@ -433,33 +458,42 @@ void Model::add_tied_gradients(int layer, Stream& stream) {
   }
 }
 
+// One layer's backward in a graph: its output's gradient to its inputs' (and its weights').
+void Model::backward_graph_layer(int layer, Stream& stream) {
+  Plan& plan = *current_;
+  const float* dout = plan.grad_a.data() + plan.grad_offsets[static_cast<size_t>(layer)];
+  const std::vector<int> from = layer_inputs(def_, layer);
+  LayerKernel* kernel = plan.kernels[static_cast<size_t>(layer)].get();
+  if (kernel == nullptr) {
+    // Add passes its gradient to both inputs unchanged.
+    for (const int input : from) {
+      if (input != kModelInput) add_gradient(input, dout, stream);
+    }
+    return;
+  }
+  const int input = from.front();
+  const bool needs_din = input != kModelInput;
+  // The first reader writes the input's gradient in place; a later one into scratch.
+  const bool in_place = needs_din && !plan.filled[static_cast<size_t>(input)];
+  float* din = !needs_din ? nullptr
+               : in_place ? plan.grad_a.data() + plan.grad_offsets[static_cast<size_t>(input)]
+                          : plan.grad_b.data();
+  run_backward(*kernel, layer_input(layer), plan.outputs[static_cast<size_t>(layer)], dout, din,
+               stream);
+  if (in_place) plan.filled[static_cast<size_t>(input)] = true;
+  if (needs_din && !in_place) add_gradient(input, din, stream);
+  add_tied_gradients(layer, stream);
+}
+
 void Model::backward_graph(Stream& stream, const std::function<void(int layer)>& on_layer_done) {
   Plan& plan = *current_;
   const int last = static_cast<int>(plan.kernels.size()) - 1;
   plan.filled.assign(plan.kernels.size(), false);
   plan.filled[static_cast<size_t>(last)] = true;  // the loss wrote it
   for (int layer = last; layer >= 0; --layer) {
-    const float* dout = plan.grad_a.data() + plan.grad_offsets[static_cast<size_t>(layer)];
-    const std::vector<int> from = layer_inputs(def_, layer);
-    LayerKernel* kernel = plan.kernels[static_cast<size_t>(layer)].get();
-    if (kernel == nullptr) {
-      // Add passes its gradient to both inputs unchanged.
-      for (const int input : from) {
-        if (input != kModelInput) add_gradient(input, dout, stream);
-      }
-    } else {
-      const int input = from.front();
-      const bool needs_din = input != kModelInput;
-      // The first reader writes the input's gradient in place; a later one into scratch.
-      const bool in_place = needs_din && !plan.filled[static_cast<size_t>(input)];
-      float* din = !needs_din ? nullptr
-                   : in_place ? plan.grad_a.data() + plan.grad_offsets[static_cast<size_t>(input)]
-                              : plan.grad_b.data();
-      run_backward(*kernel, layer_input(layer), plan.outputs[static_cast<size_t>(layer)], dout, din,
-                   stream);
-      if (in_place) plan.filled[static_cast<size_t>(input)] = true;
-      if (needs_din && !in_place) add_gradient(input, din, stream);
-      add_tied_gradients(layer, stream);
+    {
+      const ProbeScope probe(probe_, layer, LayerProbe::Pass::kBackward, stream);
+      backward_graph_layer(layer, stream);
     }
     if (on_layer_done) on_layer_done(layer);
   }

@@ -15,6 +15,17 @@
 
 namespace scalescope {
 
+// Told when each layer's work starts and ends being enqueued on the stream, in forward
+// (training only) and backward: --profile-layers times the layers with events recorded here.
+// A layer whose work another layer does (a fused activation) gets an empty pair.
+class LayerProbe {
+ public:
+  enum class Pass { kForward, kBackward };
+  virtual ~LayerProbe() = default;
+  virtual void begin(int layer, Pass pass, Stream& stream) = 0;
+  virtual void end(int layer, Pass pass, Stream& stream) = 0;
+};
+
 class Model {
  public:
   // Builds `def` for samples of shape `input` on `device`, and initialises the weights from
@@ -94,6 +105,8 @@ class Model {
   // kernels cannot synchronize their statistics then throws Error naming it.
   using SyncSum = std::function<void(float* values, int64_t count, bool backward)>;
   void set_sync(int replicas, SyncSum sum);
+  // Null: none. `probe` outlives the passes it is set for.
+  void set_layer_probe(LayerProbe* probe) { probe_ = probe; }
 
   // What the libraries chose for the kernels of batch size `batch` (LayerKernel::choices),
   // indexed by layer. Throws Error when no forward has planned that batch size.
@@ -114,6 +127,7 @@ class Model {
   const float* output_of(int layer) const;
   const float* layer_input(int layer) const;
   void backward_graph(Stream& stream, const std::function<void(int layer)>& on_layer_done);
+  void backward_graph_layer(int layer, Stream& stream);
   void add_gradient(int layer, const float* gradient, Stream& stream);
   // After `layer`'s backward: adds the gradients that later layers computed for the weights
   // they share with it (kept in tied_grads_) to its own.
@@ -143,6 +157,7 @@ class Model {
   int sync_replicas_ = 1;
   SyncSum sync_;
   const float* input_ = nullptr;
+  LayerProbe* probe_ = nullptr;
 };
 
 }  // namespace scalescope

@@ -18,7 +18,8 @@ namespace scalescope {
 
 // 2.0: the config block holds the options as a config file does (train --config reads it back);
 // the run's facts (replicas, batch per device, buckets...) moved to a block of their own, "run".
-inline constexpr const char* kRunSchemaVersion = "2.0";
+// 2.1: "layer_profile" (--profile-layers).
+inline constexpr const char* kRunSchemaVersion = "2.1";
 
 // With --noise-scale: a step's squared gradient norms (reports/analysis/noise_scale.h).
 struct StepGradNorms {
@@ -123,6 +124,16 @@ struct KernelChoiceRecord {
   std::string fallback{};
 };
 
+// --profile-layers: one layer of replica 0's model, its mean times per measured step (the
+// distance between events recorded on the compute stream around the layer's work).
+struct LayerTimeRecord {
+  int layer = 0;           // index in the model
+  std::string layer_name;  // its module path, if any, and what it is ("layer1.0.conv1 Conv2D(...)")
+  double forward_ms = 0.0;
+  double backward_ms = 0.0;
+  int64_t forward_flops = 0;  // of the replica's batch, per step (forward_flops × batch)
+};
+
 // The keys of the records above, for their writers and strict readers both (the run report's,
 // the results that cross processes, the sweep report's). `check` refuses values out of range,
 // naming the key.
@@ -178,6 +189,15 @@ struct JsonFields<KernelChoiceRecord> {
       optional_field("workspace_limit_rule", &K::workspace_limit_rule),
       optional_field("fallback", &K::fallback));
   static void check(const KernelChoiceRecord& k, const JsonReader& r);
+};
+
+template <>
+struct JsonFields<LayerTimeRecord> {
+  using L = LayerTimeRecord;
+  static constexpr auto kFields =
+      std::make_tuple(field("layer", &L::layer), field("layer_name", &L::layer_name),
+                      field("forward_ms", &L::forward_ms), field("backward_ms", &L::backward_ms),
+                      field("forward_flops", &L::forward_flops));
 };
 
 // The trainer's gradient bucket caps unless told otherwise (PyTorch DDP's): the first bucket,
@@ -261,6 +281,8 @@ struct RunReport {
   std::optional<std::string> determinism;
   // Layer by layer, what the libraries chose; empty where no kernel chose (our own kernels).
   std::vector<KernelChoiceRecord> kernels;
+  // --profile-layers: each layer's times, in layer order; empty without.
+  std::vector<LayerTimeRecord> layer_profile;
   // GPU runs: every GPU's NVML sampling over the measured steps.
   std::vector<GpuUtilization> gpu_utilization;
   std::optional<AllReduceSplit> allreduce_split;  // runs across nodes

@@ -64,6 +64,7 @@ step_table=(
   "resnet50-b128|120|required|both"
   "h2d-overlap|90|required|both"
   "devices|60|required|both"
+  "profile-layers|120|required|both"
   "sanitizer-memcheck|150|required|both"
   "sanitizer-racecheck|120|required|both"
   "nccl_hostid|90|informational|both"
@@ -340,6 +341,7 @@ run_step main-command "$out/main-command.log" note_main_command step_main_comman
 run_step resnet50-b128 "$out/resnet50-b128.log" note_run step_resnet50_b128
 run_step h2d-overlap "$out/h2d-overlap.log" note_h2d step_h2d_overlap
 run_step devices "$out/devices.log" note_devices step_devices
+run_step profile-layers "$out/profile-layers.log" note_profile_layers step_profile_layers
 for tool in memcheck racecheck; do
   if [[ -z "$sanitizer" ]]; then
     record_skip "sanitizer-$tool" "no compute-sanitizer (PATH, the toolkit, the wheels; or set COMPUTE_SANITIZER)"

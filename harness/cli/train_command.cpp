@@ -12,6 +12,7 @@
 #include "harness/trainer/trainer.h"
 #include "reports/analysis/noise_scale.h"
 #include "reports/run_report.h"
+#include "reports/writers/layer_profile.h"
 #include "reports/writers/trace.h"
 
 namespace scalescope::cli {
@@ -107,6 +108,7 @@ int run_train(TrainArgs& args, const OptionSources& names) {
       report.optimizer, compression, s.step_ms_median, s.step_ms_p10, s.step_ms_p90,
       s.measured_steps, s.samples_per_second, s.first_loss, s.last_loss);
   fmt::print("{}", fallback_line(report));
+  fmt::print("{}", format_layer_profile(report));
   if (report.target) fmt::print("{}\n", target_text(*report.target));
   if (report.noise_scale) fmt::print("{}\n", noise_scale_text(report));
   if (!args.output.empty()) {

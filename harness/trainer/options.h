@@ -82,6 +82,8 @@ struct TrainOptions {
   // Each step's batch copied to the device during the step before (when the input pipeline
   // has it ready by then) instead of at the step's start.
   bool prefetch = true;
+  // Replica 0 times each layer's forward and backward (events around each, on the stream).
+  bool profile_layers = false;
   // Each bucket cast to a 16-bit type for its all-reduce (runs of more than one device).
   GradCompression grad_compression = GradCompression::kNone;
   // The gradient noise scale (reports/analysis/noise_scale.h): every step, each gradient bucket's

@@ -123,6 +123,11 @@ Replica::Replica(ReplicaShared& run, int rank)
     node_comm_ = run_.comms.connect_node(rank_, *device_, *comm_);
   }
   model_ = std::make_unique<Model>(plan.def, plan.data.sample_shape, *device_, options_.seed);
+  if (options_.profile_layers && rank_ == 0) {
+    layer_profiler_ =
+        std::make_unique<LayerProfiler>(*device_, static_cast<int>(plan.def.layers.size()));
+    model_->set_layer_probe(layer_profiler_.get());
+  }
   optimizer_ = std::make_unique<Optimizer>(options_.optimizer, *model_);
   if (rank_ == 0 && !options_.load.empty()) load_checkpoint(options_.load, *model_, &*optimizer_);
   // Every replica starts from replica 0's weights (and optimizer state, when loaded).
@@ -259,6 +264,7 @@ void Replica::train() {
                                    options_.lr_warmup_steps, n);
     const int64_t allocations = device_->device_allocations();
     const PhaseTimes phases = step(n, lr);
+    if (layer_profiler_) layer_profiler_->end_step(schedule.measured(n) > 0);
     // The first step's collectives made the libraries allocate their own buffers (NCCL's,
     // lazily): from now on they count against the memory limit.
     if (n == 1) record_.library_memory_bytes = device_->count_outside_memory();
@@ -433,6 +439,7 @@ void Replica::finish(const StepSchedule& schedule) {
     group.warmup_steps = schedule.warmup_steps();
     group.warmup_settled = schedule.settled();
     group.kernels = kernel_records(*model_, run_.plan.batch);
+    if (layer_profiler_) group.layer_profile = layer_profiler_->records(*model_, run_.plan.batch);
   }
 }
 

@@ -15,6 +15,7 @@
 #include "harness/telemetry/utilization.h"
 #include "harness/trainer/consistency.h"
 #include "harness/trainer/evaluate.h"
+#include "harness/trainer/layer_profiler.h"
 #include "harness/trainer/reducer.h"
 #include "harness/trainer/replica_input.h"
 #include "harness/trainer/results.h"
@@ -84,6 +85,7 @@ class Replica {
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<Communicator> node_comm_;  // runs across nodes
   std::unique_ptr<Model> model_;
+  std::unique_ptr<LayerProfiler> layer_profiler_;  // --profile-layers, replica 0 only
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<ClockAnchor> clock_;  // device event times onto the run's host clock
   std::unique_ptr<GradientReducer> reducer_;

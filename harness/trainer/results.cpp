@@ -44,7 +44,7 @@ struct JsonFields<GroupRecord> {
       field("allreduce_split", &G::allreduce_split),
       field("threads_per_device", &G::threads_per_device),
       field("communication_threads_per_device", &G::communication_threads_per_device),
-      field("kernels", &G::kernels));
+      field("kernels", &G::kernels), field("layer_profile", &G::layer_profile));
 };
 
 nlohmann::json results_to_json(const RunResults& results, int first, int local, bool with_group) {
@@ -203,6 +203,7 @@ RunReport assemble_report(const TrainOptions& o, const RunPlan& plan, RunResults
     report.determinism = to_string(determinism_of(o));
   }
   report.kernels = g.kernels;
+  report.layer_profile = g.layer_profile;
   report.evals = g.evals;
   report.cluster = cluster_info(plan, cluster);
   report.steps = step_records(results);

@@ -142,6 +142,22 @@ step_h2d_overlap() {
 }
 note_h2d() { grep -m1 '^h2d: ' "$1" || grep -m1 -iE 'error' "$1" | cut -c1-200; }
 
+# --profile-layers on the GPU (events around each layer): the step with and without it, twice
+# each in alternation, and the table of the layers that took longest.
+step_profile_layers() {
+  local i flag
+  for i in 1 2; do
+    for flag in "" --profile-layers; do
+      "$bin" train --devices cuda:1 --model resnet:depth=50 --batch 64 --steps 30 --no-eval \
+        --data synthetic:device $flag -o "$out/profile-layers$flag.json" || return 1
+    done
+  done
+}
+note_profile_layers() {
+  grep -E 'median step' "$1" | sed -E 's/.*median step ([0-9.]+) ms.*/\1/' | paste -sd' ' |
+    awk '{printf "step ms without/with --profile-layers: %s/%s, %s/%s\n", $1, $2, $3, $4}'
+}
+
 step_devices() { "$bin" devices && "$bin" devices --json >"$out/devices.json"; }
 note_devices() { grep -m1 -iE 'pinned|pageable|no GPU' "$1" | sed 's/^ *//'; }
 

@@ -51,7 +51,8 @@ TEST(Cli, TrainWritesARunFile) {
   ASSERT_EQ(r.status, 0) << r.output;
   std::ifstream in(out);
   const auto doc = nlohmann::json::parse(in);
-  EXPECT_EQ(doc["schema_version"], "2.0");
+  EXPECT_EQ(doc["schema_version"], "2.1");
+  EXPECT_FALSE(doc.contains("layer_profile"));
   EXPECT_EQ(doc["model"]["name"], "dense-100");
   EXPECT_EQ(doc["model"]["params"], 7114);
   ASSERT_TRUE(doc.contains("kernels"));  // dense layers: oneDNN's inner products
@@ -60,6 +61,19 @@ TEST(Cli, TrainWritesARunFile) {
   ASSERT_EQ(doc["steps"].size(), 12u);
   EXPECT_EQ(doc["steps"][11]["step"], 12);
   EXPECT_GT(doc["summary"]["step_ms_median"].get<double>(), 0.0);
+}
+
+TEST(Cli, TrainProfilesLayersWhenAsked) {
+  const std::string out = testing::TempDir() + "/cli_layers.json";
+  const Result r =
+      run("train --model dense-100 --batch 8 --steps 6 --no-eval --profile-layers -o " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "layers of replica 0")) << r.output;
+  EXPECT_TRUE(contains(r.output, "Dense(64)")) << r.output;
+  const auto doc = read_json_file(out);
+  ASSERT_EQ(doc["layer_profile"].size(), 3u);  // dense, ReLU, dense
+  EXPECT_EQ(doc["layer_profile"][0]["forward_flops"], 8 * (2 * 100 * 64 + 64));
+  EXPECT_GT(doc["layer_profile"][0]["backward_ms"].get<double>(), 0.0);
 }
 
 TEST(Cli, PipelineBenchReportsEachWorkerCount) {

@@ -1,0 +1,73 @@
+#include "reports/writers/layer_profile.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace scalescope {
+namespace {
+
+double total_ms(const LayerTimeRecord& l) {
+  return l.forward_ms + l.backward_ms;
+}
+
+// Replica 0's forward and backward phases, their mean over the measured steps.
+double passes_ms(const RunReport& report) {
+  double sum = 0.0;
+  int64_t steps = 0;
+  for (const StepRecord& s : report.steps) {
+    if (s.step <= report.warmup_steps || s.replicas.empty()) continue;
+    sum += s.replicas.front()[Phase::kForward] + s.replicas.front()[Phase::kBackward];
+    ++steps;
+  }
+  return steps > 0 ? sum / static_cast<double>(steps) : 0.0;
+}
+
+std::string row(const std::string& layer, const std::string& name, double forward_ms,
+                double backward_ms, double share, const std::string& gflops) {
+  return fmt::format("{:>6}  {:<56} {:>10.3f} {:>11.3f} {:>9.3f} {:>6.1f}% {:>11}\n", layer,
+                     name.substr(0, 56), forward_ms, backward_ms, forward_ms + backward_ms,
+                     100.0 * share, gflops);
+}
+
+}  // namespace
+
+std::string format_layer_profile(const RunReport& report, size_t top) {
+  if (report.layer_profile.empty()) return "";
+  std::vector<LayerTimeRecord> layers = report.layer_profile;
+  double all_ms = 0.0;
+  for (const LayerTimeRecord& l : layers) all_ms += total_ms(l);
+  std::stable_sort(layers.begin(), layers.end(),
+                   [](const auto& a, const auto& b) { return total_ms(a) > total_ms(b); });
+  const double share_of = all_ms > 0.0 ? all_ms : 1.0;
+  std::string out = fmt::format(
+      "\nlayers of replica 0, mean per measured step: {:.3f} ms in all, in forward and backward "
+      "phases of {:.3f} ms (the rest: the loss, and the gaps between layers)\n",
+      all_ms, passes_ms(report));
+  out += fmt::format("{:>6}  {:<56} {:>10} {:>11} {:>9} {:>7} {:>11}\n", "layer", "name",
+                     "forward ms", "backward ms", "total ms", "share", "fwd GFLOP/s");
+  const size_t shown = std::min(top, layers.size());
+  for (size_t i = 0; i < shown; ++i) {
+    const LayerTimeRecord& l = layers[i];
+    const std::string gflops =
+        l.forward_flops > 0 && l.forward_ms > 0.0
+            ? fmt::format("{:.1f}", static_cast<double>(l.forward_flops) / (l.forward_ms * 1e6))
+            : "-";
+    out += row(std::to_string(l.layer), l.layer_name, l.forward_ms, l.backward_ms,
+               total_ms(l) / share_of, gflops);
+  }
+  if (shown < layers.size()) {
+    double forward = 0.0;
+    double backward = 0.0;
+    for (size_t i = shown; i < layers.size(); ++i) {
+      forward += layers[i].forward_ms;
+      backward += layers[i].backward_ms;
+    }
+    out += row("", fmt::format("{} other layers", layers.size() - shown), forward, backward,
+               (forward + backward) / share_of, "");
+  }
+  return out;
+}
+
+}  // namespace scalescope
