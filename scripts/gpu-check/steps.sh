@@ -322,7 +322,7 @@ step_ctest() {  # STOP_EPOCH: ctest starts no test after it
 }
 note_ctest() { grep -m1 -E 'tests passed|No tests were found' "$1" || echo "no ctest summary line"; }
 
-export -f step_env step_nvidia_smi step_bundle step_main_command step_resnet50_b128 \
+export -f step_env step_nvidia_smi step_bundle step_main_command step_resnet50_b128 step_profile_layers \
   step_h2d_overlap step_devices step_sanitizer summarize_sanitizer step_nccl_hostid \
   step_nccl_hostid_control two_ranks step_nccl_2proc_train step_nccl_2proc_collectives \
   step_nccl_2proc_abort step_configure step_build gtest sweep step_compare_pytorch step_ctest \
