@@ -399,12 +399,16 @@ def main():
         # --- run reports
         run_doc = produce(binary, tmp, "run.json",
                           ["train", "--model", "dense-100", "--devices", "cpu:2", "--steps", "5",
-                           "--no-eval", "-q", "--grad-compression", "fp16", "--noise-scale"])
+                           "--no-eval", "-q", "--grad-compression", "fp16", "--noise-scale",
+                           "--profile-layers"])
         if run_doc is not None and (run_doc["config"]["grad_compression"] != "fp16" or
                                     run_doc["run"]["grad_compression"] != "fp16"):
             fail("run.json trained with --grad-compression fp16 on two devices but says "
                  f"{run_doc['config']['grad_compression']!r} (asked) and "
                  f"{run_doc['run']['grad_compression']!r} (applied)")
+        if run_doc is not None and len(run_doc.get("layer_profile", [])) != 3:
+            fail("run.json trained dense-100 with --profile-layers but its layer_profile does not "
+                 "have its 3 layers")
         if run_doc is not None and ("b_noise" not in run_doc.get("noise_scale", {}) or
                                     any("grad_sq_norms" not in s for s in run_doc["steps"])):
             fail("run.json trained with --noise-scale on two devices but has no noise scale "

@@ -59,6 +59,11 @@ RunResults sample() {
                 .workspace_limit_bytes = 128,
                 .workspace_limit_rule = "128 = max(shared 0, 1024 free / 8)",
                 .fallback = "none fits"}};
+  g.layer_profile = {{.layer = 2,
+                      .layer_name = "fc Dense(10)",
+                      .forward_ms = 0.5,
+                      .backward_ms = 1.25,
+                      .forward_flops = 2560}};
   r.gpu_utilization = {{.host = "node7",
                         .pci_bus_id = "00000000:18:00.0",
                         .samples = 10,
@@ -81,6 +86,7 @@ TEST(Results, EveryKeyRoundTrips) {
   RunResults defaults(1);
   defaults.group.evals = {EvalRecord{}};
   defaults.group.kernels = {KernelChoiceRecord{}};
+  defaults.group.layer_profile = {LayerTimeRecord{}};
   defaults.gpu_utilization = {GpuUtilization{}};
   nlohmann::json default_message = results_to_json(defaults, 0, 1, true);
   default_message["replicas"][0].erase("rank");  // replica 0's is a default record's
