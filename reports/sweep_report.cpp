@@ -231,6 +231,11 @@ json point_json(const SweepPoint& p) {
   if (p.communication_threads_per_device >= 0) {
     j["communication_threads_per_device"] = p.communication_threads_per_device;
   }
+  if (!p.layer_profile.empty()) {
+    json layers = json::array();
+    for (const LayerTimeRecord& l : p.layer_profile) layers.push_back(write_fields(l));
+    j["layer_profile"] = std::move(layers);
+  }
   return j;
 }
 
@@ -480,6 +485,11 @@ SweepPoint point_from_json(const JsonReader& r) {
   p.peak_memory_bytes = r.int64("peak_memory_bytes");
   if (r.has("nondeterministic_fallbacks")) {  // since 1.14
     p.nondeterministic_fallbacks = r.strings("nondeterministic_fallbacks");
+  }
+  if (r.has("layer_profile")) {  // since 1.15
+    for (size_t i = 0; i < r.array("layer_profile").size(); ++i) {
+      p.layer_profile.push_back(read_fields<LayerTimeRecord>(r.element("layer_profile", i)));
+    }
   }
   // Added in 1.0's lifetime: optional when reading.
   if (r.has("trace")) p.trace = r.string("trace");

@@ -24,7 +24,7 @@
 namespace scalescope {
 
 inline constexpr const char* kSweepSchema = "scalescope-sweep";
-inline constexpr const char* kSweepSchemaVersion = "1.14";
+inline constexpr const char* kSweepSchemaVersion = "1.15";
 
 // Weak scaling keeps the per-device batch (the global batch grows with the devices); strong
 // scaling keeps the global batch (each device gets a smaller share).
@@ -110,6 +110,8 @@ struct SweepPoint {
   // GPU points: the passes that ran a non-deterministic algorithm although deterministic ones
   // were preferred (fallback_passes of its runs). Since 1.14.
   std::vector<std::string> nondeterministic_fallbacks;
+  // --profile-layers: replica 0's layers, their times the mean over the repeats. Since 1.15.
+  std::vector<LayerTimeRecord> layer_profile;
   std::string trace;    // Chrome trace of its first repeat ("" none)
   std::string profile;  // Nsight Systems report of it ("" none)
   std::vector<RepeatRecord> repeats;

@@ -100,6 +100,7 @@ void add_sweep_options(OptionList& list, SweepOptions& o) {
   add_data_options(list, o.train.data);
   const GradientAxes axes{&o.bucket_caps_mb, &o.first_buckets_mb, &o.grad_compressions};
   add_training_options(list, o.train, &axes);
+  add_profile_layers_option(list, o.train);
   add_outputs(list, o);
 }
 

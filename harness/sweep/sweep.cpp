@@ -186,6 +186,18 @@ RepeatRecord repeat_of(const RunReport& run) {
   return r;
 }
 
+// The point's layer profile, the mean of its repeats': `run`'s is repeat number `repeat`.
+void add_layer_times(std::vector<LayerTimeRecord>& mean, const std::vector<LayerTimeRecord>& run,
+                     int repeat) {
+  if (repeat == 0) mean = run;
+  if (repeat == 0 || mean.size() != run.size()) return;
+  const double n = static_cast<double>(repeat + 1);
+  for (size_t i = 0; i < run.size(); ++i) {
+    mean[i].forward_ms += (run[i].forward_ms - mean[i].forward_ms) / n;
+    mean[i].backward_ms += (run[i].backward_ms - mean[i].backward_ms) / n;
+  }
+}
+
 void run_point(const SweepOptions& o, SweepPoint& p, const SweepProgress& progress, int& done,
                int total, std::chrono::steady_clock::time_point start, std::string& fatal) {
   const int first = done;
@@ -202,6 +214,7 @@ void run_point(const SweepOptions& o, SweepPoint& p, const SweepProgress& progre
       p.threads_per_device = run.threads_per_device;
       p.communication_threads_per_device = run.communication_threads_per_device;
       p.nondeterministic_fallbacks = fallback_passes(run.kernels);
+      add_layer_times(p.layer_profile, run.layer_profile, repeat);
       p.bucket_bytes = run.bucket_bytes;
       for (int64_t bytes : run.peak_memory_bytes) {
         p.peak_memory_bytes = std::max(p.peak_memory_bytes, bytes);

@@ -241,6 +241,12 @@ void add_data_options(OptionList& list, DataOptions& o, bool with_workers) {
            at_least<int64_t>(0, "must not be negative"));
 }
 
+void add_profile_layers_option(OptionList& list, TrainOptions& o) {
+  list.add("--profile-layers", o.profile_layers,
+           "Time each layer's forward and backward on replica 0 (events around each layer on "
+           "the device's stream) and print the layers that took longest");
+}
+
 void add_train_options(OptionList& list, TrainOptions& o) {
   add_model_option(list, o.model);
   add_devices_option(list, o.devices);
@@ -266,9 +272,7 @@ void add_train_options(OptionList& list, TrainOptions& o) {
   list.add("--check-every", o.check_every,
            "Compare the replicas' weight checksums every N steps (0: after the last only)",
            at_least<int64_t>(0, "must be 0 (only at the end) or positive"));
-  list.add("--profile-layers", o.profile_layers,
-           "Time each layer's forward and backward on replica 0 (events around each layer on "
-           "the device's stream) and print the layers that took longest");
+  add_profile_layers_option(list, o);
   list.add("--save", o.save, "Write a checkpoint (safetensors) at the end");
   list.add("--load", o.load, "Start from a checkpoint (safetensors)");
 }

@@ -159,6 +159,8 @@ struct GradientAxes {
   std::vector<double>* first_mb = nullptr;
   std::vector<std::string>* compressions = nullptr;
 };
+// --profile-layers (train's and sweep's).
+void add_profile_layers_option(OptionList& list, TrainOptions& options);
 void add_training_options(OptionList& list, TrainOptions& options,
                           const GradientAxes* axes = nullptr);
 void add_data_options(OptionList& list, DataOptions& options, bool with_workers = true);

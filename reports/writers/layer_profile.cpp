@@ -1,6 +1,7 @@
 #include "reports/writers/layer_profile.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <vector>
@@ -31,15 +32,40 @@ std::string row(const std::string& layer, const std::string& name, double forwar
                      100.0 * share, gflops);
 }
 
+std::vector<LayerTimeRecord> slowest_first(std::vector<LayerTimeRecord> layers) {
+  std::stable_sort(layers.begin(), layers.end(),
+                   [](const auto& a, const auto& b) { return total_ms(a) > total_ms(b); });
+  return layers;
+}
+
 }  // namespace
+
+std::string format_point_layers(const SweepReport& report, size_t top) {
+  std::string out;
+  for (const SweepPoint& p : report.points) {
+    if (p.layer_profile.empty()) continue;
+    double all_ms = 0.0;
+    for (const LayerTimeRecord& l : p.layer_profile) all_ms += total_ms(l);
+    const std::vector<LayerTimeRecord> layers = slowest_first(p.layer_profile);
+    std::vector<std::string> named;
+    for (size_t i = 0; i < std::min(top, layers.size()); ++i) {
+      named.push_back(fmt::format("#{} {} {:.3f} ms", layers[i].layer, layers[i].layer_name,
+                                  total_ms(layers[i])));
+    }
+    out +=
+        fmt::format("{}: {} (all layers {:.3f} ms)\n", p.label(), fmt::join(named, "; "), all_ms);
+  }
+  if (out.empty()) return out;
+  return "\nslowest layers of replica 0 per point (--profile-layers; mean per step, forward + "
+         "backward):\n" +
+         out;
+}
 
 std::string format_layer_profile(const RunReport& report, size_t top) {
   if (report.layer_profile.empty()) return "";
-  std::vector<LayerTimeRecord> layers = report.layer_profile;
   double all_ms = 0.0;
-  for (const LayerTimeRecord& l : layers) all_ms += total_ms(l);
-  std::stable_sort(layers.begin(), layers.end(),
-                   [](const auto& a, const auto& b) { return total_ms(a) > total_ms(b); });
+  for (const LayerTimeRecord& l : report.layer_profile) all_ms += total_ms(l);
+  const std::vector<LayerTimeRecord> layers = slowest_first(report.layer_profile);
   const double share_of = all_ms > 0.0 ? all_ms : 1.0;
   std::string out = fmt::format(
       "\nlayers of replica 0, mean per measured step: {:.3f} ms in all, in forward and backward "

@@ -8,6 +8,8 @@
 #include <set>
 #include <string_view>
 
+#include "reports/writers/layer_profile.h"
+
 namespace scalescope {
 namespace {
 
@@ -288,6 +290,7 @@ std::string format_sweep_tables(const SweepReport& report) {
     if (seen.insert(p.model).second) model_table(out, report, p.model);
   }
   fallback_lines(out, report);
+  out += format_point_layers(report);
   loss_table(out, report);
   communication_table(out, report);
   bucket_table(out, report);

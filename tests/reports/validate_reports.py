@@ -455,7 +455,11 @@ def main():
                  f"{len(weak['bucket_choices'])} bucket choices and "
                  f"{len(weak['compression_effects'])} compression effects (2 and 2 expected)")
         strong = produce(binary, tmp, "strong.json",
-                         ["sweep"] + sweep_common + ["--global-batch", "16"])
+                         ["sweep"] + sweep_common + ["--global-batch", "16", "--profile-layers"])
+        if strong is not None and any(len(p.get("layer_profile", [])) != 3
+                                      for p in strong["points"] if p["status"] == "ok"):
+            fail("strong.json swept dense-100 with --profile-layers but a point's layer_profile "
+                 "does not have its 3 layers")
         # Strong scaling over a 4 MiB device: the one-device point (batch 4096, ~5.7 MB) runs
         # out of memory at run time, the two-device one (2048 each, ~2.9 MB) fits and has no
         # baseline (null speedup, efficiency and efficiency_loss).

@@ -23,6 +23,7 @@
 #include "core/fs.h"
 #include "harness/sweep/sweep.h"
 #include "harness/telemetry/environment.h"
+#include "reports/writers/table.h"
 #include "tests/harness/sweep/sweep_test_util.h"
 #include "tests/test_util.h"
 
@@ -283,6 +284,29 @@ TEST(Sweep, MeasuresEveryPointAndComparesWithOneDevice) {
             r.points[1].repeats[1].steps[3].replicas[1][Phase::kBackward]);
   EXPECT_DOUBLE_EQ(back.points[1].summary.speedup->value, r.points[1].summary.speedup->value);
   EXPECT_EQ(back.environment, r.environment);
+  std::remove(o.output.c_str());
+}
+
+// --profile-layers in a sweep: every point keeps replica 0's layers, their times the mean of
+// the point's repeats, written, read back and listed under the tables.
+TEST(Sweep, EveryPointKeepsItsLayerProfile) {
+  SweepOptions o = tiny("layers.json");
+  o.train.profile_layers = true;
+  const SweepReport r = run_sweep(o, capture_environment("test"), {});
+  ASSERT_EQ(r.points.size(), 2u);
+  for (const SweepPoint& p : r.points) {
+    ASSERT_TRUE(p.ok()) << p.error;
+    ASSERT_EQ(p.layer_profile.size(), 3u) << p.label();  // dense, ReLU, dense
+    EXPECT_EQ(p.layer_profile[0].layer_name, "Dense(64)");
+    EXPECT_GT(p.layer_profile[0].backward_ms, 0.0);
+    EXPECT_EQ(p.layer_profile[0].forward_flops, 8 * (2 * 100 * 64 + 64));
+  }
+  const SweepReport back = read_sweep_report(o.output);
+  ASSERT_EQ(back.points[1].layer_profile.size(), 3u);
+  EXPECT_EQ(back.points[1].layer_profile[2].backward_ms, r.points[1].layer_profile[2].backward_ms);
+  const std::string tables = format_sweep_tables(back);
+  EXPECT_CONTAINS(tables, "slowest layers of replica 0 per point");
+  EXPECT_CONTAINS(tables, "dense-100 cpu:2 batch 8: #");
   std::remove(o.output.c_str());
 }
 
