@@ -159,7 +159,16 @@ note_profile_layers() {
 }
 
 step_devices() { "$bin" devices && "$bin" devices --json >"$out/devices.json"; }
-note_devices() { grep -m1 -iE 'pinned|pageable|no GPU' "$1" | sed 's/^ *//'; }
+# The first GPU's host link figures (the table's row after its header), or why there are none.
+note_devices() {
+  local row
+  row=$(awk '/to GPU pinned/ {getline; print; exit}' "$1" | sed 's/^ *//; s/  */ /g')
+  if [[ -n "$row" ]]; then
+    echo "host link GB/s (to GPU pinned, pageable; from GPU pinned, pageable): $row"
+  else
+    grep -m1 -iE 'no GPU|pinned|pageable' "$1" | sed 's/^ *//'
+  fi
+}
 
 # compute-sanitizer on a few training steps of one GPU: three under memcheck, two under
 # racecheck, which instruments every shared-memory access and is many times slower.
