@@ -92,8 +92,9 @@ std::vector<bool> outputs_read_in_backward(const ModelDef& def) {
   const size_t layers = def.layers.size();
   std::vector<bool> read(layers, false);
   for (size_t layer = 0; layer < layers; ++layer) {
-    if (backward_reads(def.layers[layer]).output) read[layer] = true;
-    if (!backward_reads(def.layers[layer]).input) continue;
+    const BackwardReads reads = backward_reads(def.layers[layer]);
+    if (reads.output) read[layer] = true;
+    if (!reads.input) continue;
     for (const int from : layer_inputs(def, static_cast<int>(layer))) {
       if (from >= 0) read[static_cast<size_t>(from)] = true;
     }

@@ -21,13 +21,13 @@ struct Model::Plan {
   // unallocated.
   std::vector<Tensor> activations;
   std::vector<float*> outputs;
+  // A graph's outputs that no backward reads (outputs_read_in_backward), each in here only
+  // until its last reader's forward: `outputs` points into it.
+  Tensor transient;
   // A sequence: ping-pong buffers for activation gradients. A graph: grad_a holds the
   // gradient of each layer's output while it is live (plan_gradient_arena; summed over its
   // readers: `filled` says whether a reader wrote it yet), grad_b the scratch a second reader
   // writes into before adding.
-  // A graph's outputs that no backward reads (outputs_read_in_backward), each in here only
-  // until its last reader's forward: `outputs` points into it.
-  Tensor transient;
   Tensor grad_a;
   Tensor grad_b;
   std::vector<int64_t> grad_offsets;  // graph only: each layer's gradient inside grad_a
@@ -242,7 +242,7 @@ Model::Plan& Model::plan_for(int64_t batch) {
     return layer + 1 < layers && plan->fusions[layer + 1].forward_in_producer;
   };
   int64_t max_act = shapes_.front().numel();
-  std::vector<int64_t> grad_sizes;
+  std::vector<int64_t> output_sizes;  // floats of each layer's output, and of its gradient
   const bool graph = !def_.inputs.empty();
   // A graph's outputs that no backward reads live in the forward arena (place_transient).
   const std::vector<bool> kept =
@@ -265,7 +265,7 @@ Model::Plan& Model::plan_for(int64_t batch) {
     plan->activations.push_back(fused_into(layer) || !kept[layer] ? Tensor()
                                                                   : Tensor(device_, b.out));
     max_act = std::max(max_act, shapes_[layer + 1].numel());
-    grad_sizes.push_back(b.out.numel());
+    output_sizes.push_back(b.out.numel());
   }
   plan->outputs.resize(layers);
   for (size_t layer = layers; layer-- > 0;) {
@@ -273,7 +273,7 @@ Model::Plan& Model::plan_for(int64_t batch) {
         fused_into(layer) ? plan->outputs[layer + 1] : plan->activations[layer].data();
   }
   if (graph) {
-    plan_graph_memory(*plan, grad_sizes, kept);
+    plan_graph_memory(*plan, output_sizes, kept);
   } else {  // ping-pong
     plan->grad_a = Tensor(device_, Shape{batch * max_act});
     plan->grad_b = Tensor(device_, Shape{batch * max_act});

@@ -294,11 +294,7 @@ nlohmann::json to_json(const RunReport& r) {
                            : nlohmann::json{{"unavailable", noise_scale_unavailable_reason()}};
   }
   add_kernels(j, r);
-  if (!r.layer_profile.empty()) {
-    nlohmann::json layers = nlohmann::json::array();
-    for (const LayerTimeRecord& l : r.layer_profile) layers.push_back(write_fields(l));
-    j["layer_profile"] = std::move(layers);
-  }
+  if (!r.layer_profile.empty()) j["layer_profile"] = json_fields::value_json(r.layer_profile);
   if (r.allreduce_split) j["allreduce_split"] = to_json(*r.allreduce_split);
   if (!r.gpu_utilization.empty()) {
     nlohmann::json gpus = nlohmann::json::array();

@@ -231,11 +231,7 @@ json point_json(const SweepPoint& p) {
   if (p.communication_threads_per_device >= 0) {
     j["communication_threads_per_device"] = p.communication_threads_per_device;
   }
-  if (!p.layer_profile.empty()) {
-    json layers = json::array();
-    for (const LayerTimeRecord& l : p.layer_profile) layers.push_back(write_fields(l));
-    j["layer_profile"] = std::move(layers);
-  }
+  if (!p.layer_profile.empty()) j["layer_profile"] = json_fields::value_json(p.layer_profile);
   return j;
 }
 
@@ -487,9 +483,7 @@ SweepPoint point_from_json(const JsonReader& r) {
     p.nondeterministic_fallbacks = r.strings("nondeterministic_fallbacks");
   }
   if (r.has("layer_profile")) {  // since 1.15
-    for (size_t i = 0; i < r.array("layer_profile").size(); ++i) {
-      p.layer_profile.push_back(read_fields<LayerTimeRecord>(r.element("layer_profile", i)));
-    }
+    json_fields::read_value(r, "layer_profile", p.layer_profile);
   }
   // Added in 1.0's lifetime: optional when reading.
   if (r.has("trace")) p.trace = r.string("trace");
