@@ -1,25 +1,25 @@
-// GPT-2's causal self-attention on CPU: oneDNN batched matmuls for the six products, OpenMP
-// loops for the copies into and out of per-head buffers and for the causal softmax, whose
-// per-row math is kernel_math/attention_math.h (the CUDA kernel's too).
+// GPT-2's causal self-attention on CPU, fused in flash attention's scheme: the scores are made
+// a tile of kTile × kTile at a time with single-threaded oneDNN sgemm calls on q, k and v where
+// they lie in the input rows [N, S, 3D] (no per-head copies), softmaxed online
+// (kernel_math/attention_math.h's OnlineSoftmaxRow) and multiplied into the output at once.
+// What forward keeps for backward is one float per query row and head, the row's log-sum-exp:
+// memory linear in the sequence length, where keeping the probabilities would be quadratic.
+// Backward recomputes each tile's probabilities from it. Tiles wholly above the diagonal
+// (keys after every query of the tile) are never computed: causal attention does half the
+// products of full attention.
 //
-// The matmuls run on contiguous head-major copies [N·H, S, hd] of q, k and v rather than on
-// strided views of the input: each head's matrix is then a plain [S, hd] block, which every
-// oneDNN matmul implementation takes, and the copies cost one pass over the activations
-// against the O(S²·D) products. Transposed operands (kᵀ, vᵀ, Pᵀ, dSᵀ) are the same memory
-// described with the `acb` tag, so nothing is transposed by hand.
-//
-// Everything is planned and allocated at construction for the one batch shape: the per-head
-// copies, the probabilities P [N·H, S, S] that forward keeps for backward, dP, and one
-// scratchpad shared by the matmuls, which run one after another.
+// Forward's tasks are (sample, head, query tile); backward's (sample, head), as the gradients
+// of q accumulate over key tiles and those of k and v over query tiles. Every task is one
+// thread's, in a fixed order, so the results do not depend on the thread count.
 #include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <memory>
-#include <string>
-#include <utility>
 #include <vector>
 
 #include "core/buffer.h"
@@ -31,69 +31,30 @@ namespace scalescope {
 namespace {
 
 namespace km = kernel_math;
-using dnnl::memory;
-using Tag = memory::format_tag;
 
-// C[b] = op(A[b])·op(B[b]) over b < batches, row-major, C [m, n] and op(A) [m, k], op(B)
-// [k, n]; a transposed operand is stored as the untransposed one ([k, m] for A, [n, k] for B).
-struct Product {
-  float* a;
-  bool transpose_a;
-  float* b;
-  bool transpose_b;
-  float* c;
-  int64_t m, n, k;
+// Keys and queries per tile: sgemm's 64 × 64 products of head size 64 ran at 76-82 GFLOP/s on
+// one core here, 32 × 32 at 52-59; a tile of scores (16 KiB) stays in L2 with its gradient.
+constexpr int64_t kTile = 64;
+
+// A row-major matrix where it lies: `ld` floats from one row to the next.
+struct Rows {
+  const float* at;
+  int64_t ld;
+};
+struct MutableRows {
+  float* at;
+  int64_t ld;
 };
 
-// One oneDNN matmul bound to buffers fixed for the kernel's life. Running passes the stored C
-// handles straight to dnnl_primitive_execute: the C++ execute() builds an argument map per
-// call, which allocates.
-class Matmul {
- public:
-  Matmul(const dnnl::engine& engine, const dnnl::primitive_attr& attr, int64_t batches,
-         const Product& p) {
-    const auto desc = [&](int64_t rows, int64_t cols, bool transposed) {
-      return transposed ? memory::desc({batches, rows, cols}, memory::data_type::f32, Tag::acb)
-                        : memory::desc({batches, rows, cols}, memory::data_type::f32, Tag::abc);
-    };
-    const memory::desc a = desc(p.m, p.k, p.transpose_a);
-    const memory::desc b = desc(p.k, p.n, p.transpose_b);
-    const memory::desc c = desc(p.m, p.n, false);
-    pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, engine);
-    primitive_ = dnnl::matmul(pd_);
-    bind(DNNL_ARG_SRC, memory(a, engine, p.a));
-    bind(DNNL_ARG_WEIGHTS, memory(b, engine, p.b));
-    bind(DNNL_ARG_DST, memory(c, engine, p.c));
-    scratchpad_ = memory(pd_.scratchpad_desc(), engine, DNNL_MEMORY_NONE);
-    if (scratchpad_bytes() > 0) bind(DNNL_ARG_SCRATCHPAD, scratchpad_);
-  }
-
-  size_t scratchpad_bytes() const { return pd_.scratchpad_desc().get_size(); }
-  void use_scratchpad(void* buffer) const {
-    if (scratchpad_bytes() > 0) scratchpad_.set_data_handle(buffer);
-  }
-  // oneDNN's name of the implementation ("brg:avx2", "gemm:jit"; "ref:any" would be slow).
-  std::string implementation() const { return pd_.impl_info_str(); }
-
-  void run(const dnnl::stream& stream) const {
-    SS_CHECK_DNNL(dnnl::error::wrap_c_api(
-        dnnl_primitive_execute(primitive_.get(), stream.get(), static_cast<int>(args_.size()),
-                               args_.data()),
-        "could not execute a matmul"));
-  }
-
- private:
-  void bind(int arg, memory m) {
-    args_.push_back(dnnl_exec_arg_t{arg, m.get()});
-    keep_.push_back(std::move(m));
-  }
-
-  dnnl::matmul::primitive_desc pd_;
-  dnnl::matmul primitive_;
-  memory scratchpad_;
-  std::vector<dnnl_exec_arg_t> args_;
-  std::vector<memory> keep_;
-};
+// C[m, n] = op(A)·op(B) + beta·C, one thread (the caller's: inside our parallel loops oneDNN's
+// gemm does not start threads of its own). op(A) is [m, k], op(B) [k, n]; a transposed operand
+// is stored untransposed. Never throws (it runs inside OpenMP loops): a failure is counted.
+void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, Rows a, Rows b,
+          float beta, MutableRows c, std::atomic<int>& failures) {
+  const dnnl_status_t status = dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n, k,
+                                          1.0f, a.at, a.ld, b.at, b.ld, beta, c.at, c.ld);
+  if (status != dnnl_success) failures.fetch_add(1, std::memory_order_relaxed);
+}
 
 class AttentionKernel final : public LayerKernel {
  public:
@@ -101,153 +62,194 @@ class AttentionKernel final : public LayerKernel {
       : shape_{b.in[0], b.in[1], spec.heads, b.in[2] / (3 * spec.heads)},
         scale_(km::attention_scale(shape_.head_dim)),
         threads_(std::max(1, device.threads())),
-        engine_(dnnl::engine::kind::cpu, 0),
-        stream_(engine_),
-        heads_(device, 7 * head_bytes()),
-        scores_(device, 2 * score_bytes()) {
-    // A user scratchpad, allocated here: oneDNN's own would be allocated while running.
-    attr_.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const int64_t s = shape_.seq;
-    const int64_t hd = shape_.head_dim;
-    float* q = head(0);
-    float* k = head(1);
-    float* v = head(2);
-    float* y = head(3);  // the heads' outputs forward, dout's heads backward
-    forward_ = {plan({q, false, k, true, probs(), s, s, hd}),
-                plan({probs(), false, v, false, y, s, hd, s})};
-    backward_ = {plan({probs(), true, y, false, head(6), s, hd, s}),        // dV = Pᵀ·dO
-                 plan({y, false, v, true, grad_probs(), s, s, hd}),         // dP = dO·Vᵀ
-                 plan({grad_probs(), false, k, false, head(4), s, hd, s}),  // dQ = dS·K
-                 plan({grad_probs(), true, q, false, head(5), s, hd, s})};  // dK = dSᵀ·Q
-    size_t bytes = 0;
-    for (const Matmul* m : matmuls()) bytes = std::max(bytes, m->scratchpad_bytes());
-    scratchpad_ = DeviceBuffer(device, bytes);
-    for (const Matmul* m : matmuls()) m->use_scratchpad(scratchpad_.data());
-  }
+        log_sum_exp_(device, static_cast<size_t>(shape_.score_rows()) * sizeof(float)),
+        scratch_(device, static_cast<size_t>(threads_ * scratch_floats()) * sizeof(float)) {}
 
   void forward(const float* in, float* out, Stream&) override {
-    const int64_t d = shape_.model_dim();
-    for (int64_t part = 0; part < 3; ++part) to_heads(in, 3 * d, part * d, head(part));
-    forward_[0].run(stream_);
-    softmax_forward();
-    forward_[1].run(stream_);
-    from_heads(head(3), out, d, 0);
+    const int64_t tiles = tile_count();
+    const int64_t tasks = shape_.batch * shape_.heads * tiles;
+    std::atomic<int> failures{0};
+    // Later query tiles see more keys: dynamic, so that the threads end together.
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
+    for (int64_t task = 0; task < tasks; ++task) {
+      forward_tile(in, out, task / tiles, task % tiles, failures);
+    }
+    check(failures, "forward");
   }
 
-  // REQUIRES (beyond LayerKernel's): no forward_eval since the last forward, whose
-  // probabilities and per-head copies backward reads.
-  void backward(const float*, const float*, const float* dout, float* din, Stream&) override {
+  // Reads the forward's input and output (backward_reads: both) and the log-sum-exp that
+  // forward kept.
+  // REQUIRES (beyond LayerKernel's): no forward_eval since the last forward.
+  void backward(const float* in, const float* out, const float* dout, float* din,
+                Stream&) override {
     if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
-    const int64_t d = shape_.model_dim();
-    to_heads(dout, d, 0, head(3));
-    backward_[0].run(stream_);
-    backward_[1].run(stream_);
-    softmax_backward();
-    backward_[2].run(stream_);
-    backward_[3].run(stream_);
-    for (int64_t part = 0; part < 3; ++part) from_heads(head(4 + part), din, 3 * d, part * d);
+    const int64_t tasks = shape_.batch * shape_.heads;
+    std::atomic<int> failures{0};
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
+    for (int64_t task = 0; task < tasks; ++task) {
+      backward_head(in, out, dout, din, task, failures);
+    }
+    check(failures, "backward");
   }
 
-  // oneDNN's matmuls are deterministic for a fixed thread count, and so are our loops.
+  // oneDNN's gemm is deterministic for a fixed thread count (one, here), and so are our loops.
   std::vector<KernelChoice> choices() const override {
-    const auto names = [](const std::vector<Matmul>& ms) {
-      std::vector<std::string> impls;
-      for (const Matmul& m : ms) impls.push_back(m.implementation());
-      return fmt::format("matmul {} + causal softmax loops", fmt::join(impls, " "));
-    };
-    return {{"forward", names(forward_), "fp32", "NSC", true, scratch_size()},
-            {"backward-data", names(backward_), "fp32", "NSC", true, scratch_size()}};
+    const std::string name =
+        fmt::format("fused causal attention, {0}x{0} tiles: dnnl_sgemm + online softmax", kTile);
+    return {{"forward", name, "fp32", "NSC", true, scratch_bytes()},
+            {"backward-data", name, "fp32", "NSC", true, scratch_bytes()}};
   }
 
  private:
-  size_t head_bytes() const { return static_cast<size_t>(shape_.head_elements()) * sizeof(float); }
-  size_t score_bytes() const {
-    return static_cast<size_t>(shape_.score_rows() * shape_.seq) * sizeof(float);
+  int64_t tile_count() const {
+    return (shape_.seq + kTile - 1) / kTile;
   }
-  int64_t scratch_size() const { return static_cast<int64_t>(scratchpad_.bytes()); }
-
-  // Head-major buffers [N, H, S, hd]: 0-2 q, k, v; 3 the heads' outputs or dout's; 4-6 dq,
-  // dk, dv.
-  float* head(int64_t i) const {
-    return static_cast<float*>(heads_.data()) + i * shape_.head_elements();
+  int64_t tile_size(int64_t tile) const {
+    return std::min(kTile, shape_.seq - tile * kTile);
   }
-  // [N·H, S, S]: P, kept from forward for backward; then dP, turned into dS in place.
-  float* probs() const { return static_cast<float*>(scores_.data()); }
-  float* grad_probs() const { return probs() + shape_.score_rows() * shape_.seq; }
-
-  Matmul plan(const Product& p) const {
-    return Matmul(engine_, attr_, shape_.batch * shape_.heads, p);
+  int64_t scratch_bytes() const {
+    return static_cast<int64_t>(scratch_.bytes());
   }
-  std::vector<const Matmul*> matmuls() const {
-    std::vector<const Matmul*> all;
-    for (const Matmul& m : forward_) all.push_back(&m);
-    for (const Matmul& m : backward_) all.push_back(&m);
-    return all;
+  // Per thread: a tile of scores, a tile of their gradients, and one float per query row (the
+  // online softmax's rows forward, the deltas backward).
+  int64_t scratch_floats() const {
+    return 2 * kTile * kTile + std::max(shape_.seq, 2 * kTile);
+  }
+  float* thread_scratch(int thread) const {
+    return static_cast<float*>(scratch_.data()) + thread * scratch_floats();
+  }
+  float* log_sum_exp(int64_t head_task) const {
+    return static_cast<float*>(log_sum_exp_.data()) + head_task * shape_.seq;
   }
 
-  // Columns [column, column + D) of each row of [N, S, width] into the head-major `heads`,
-  // and back: contiguous runs of hd floats either way.
-  void to_heads(const float* rows, int64_t width, int64_t column, float* heads) const {
-    const km::AttentionShape s = shape_;
-#pragma omp parallel for collapse(2) schedule(static) num_threads(threads_)
-    for (int64_t n = 0; n < s.batch; ++n) {
-      for (int64_t h = 0; h < s.heads; ++h) {
-        float* to = heads + (n * s.heads + h) * s.seq * s.head_dim;
-        const float* from = rows + n * s.seq * width + column + h * s.head_dim;
-        for (int64_t i = 0; i < s.seq; ++i) {
-          std::copy(from + i * width, from + i * width + s.head_dim, to + i * s.head_dim);
-        }
-      }
-    }
+  // Where the tensors of (sample, head) `head_task` start: q, k, v in the input rows (k and v
+  // D and 2·D further), the output and its gradient in [N, S, D].
+  int64_t qkv_offset(int64_t head_task) const {
+    const int64_t n = head_task / shape_.heads, h = head_task % shape_.heads;
+    return n * shape_.seq * 3 * shape_.model_dim() + h * shape_.head_dim;
   }
-  void from_heads(const float* heads, float* rows, int64_t width, int64_t column) const {
-    const km::AttentionShape s = shape_;
-#pragma omp parallel for collapse(2) schedule(static) num_threads(threads_)
-    for (int64_t n = 0; n < s.batch; ++n) {
-      for (int64_t h = 0; h < s.heads; ++h) {
-        const float* from = heads + (n * s.heads + h) * s.seq * s.head_dim;
-        float* to = rows + n * s.seq * width + column + h * s.head_dim;
-        for (int64_t i = 0; i < s.seq; ++i) {
-          std::copy(from + i * s.head_dim, from + (i + 1) * s.head_dim, to + i * width);
-        }
-      }
-    }
+  int64_t out_offset(int64_t head_task) const {
+    const int64_t n = head_task / shape_.heads, h = head_task % shape_.heads;
+    return n * shape_.seq * shape_.model_dim() + h * shape_.head_dim;
   }
 
-  // Row r of the score matrices is query position r mod S. In place: the scores become P.
-  void softmax_forward() const {
-    const int64_t len = shape_.seq;
-    float* p = probs();
-#pragma omp parallel for schedule(static) num_threads(threads_)
-    for (int64_t r = 0; r < shape_.score_rows(); ++r) {
-      km::causal_softmax_row(p + r * len, p + r * len, r % len, len, scale_, km::RowShare{},
-                             km::SerialReduce{});
-    }
-  }
-  // dP becomes dS in place.
-  void softmax_backward() const {
-    const int64_t len = shape_.seq;
-    const float* p = probs();
-    float* dp = grad_probs();
-#pragma omp parallel for schedule(static) num_threads(threads_)
-    for (int64_t r = 0; r < shape_.score_rows(); ++r) {
-      km::causal_softmax_backward_row(p + r * len, dp + r * len, dp + r * len, r % len, len, scale_,
-                                      km::RowShare{}, km::SerialReduce{});
-    }
+  void forward_tile(const float* in, float* out, int64_t head_task, int64_t tile,
+                    std::atomic<int>& failures) const;
+  void backward_head(const float* in, const float* out, const float* dout, float* din,
+                     int64_t head_task, std::atomic<int>& failures) const;
+  void backward_key_tile(const float* in, const float* dout, float* din, int64_t head_task,
+                         int64_t key_tile, const float* deltas, std::atomic<int>& failures) const;
+
+  void check(const std::atomic<int>& failures, const char* pass) const {
+    SS_CHECK(failures.load() == 0, "attention {}: {} oneDNN sgemm calls failed", pass,
+             failures.load());
   }
 
   km::AttentionShape shape_;
   float scale_;
   int threads_;
-  dnnl::engine engine_;
-  dnnl::stream stream_;
-  dnnl::primitive_attr attr_;
-  DeviceBuffer heads_;   // 7 head-major buffers, see head()
-  DeviceBuffer scores_;  // P and dP, see probs()
-  DeviceBuffer scratchpad_;
-  std::vector<Matmul> forward_;   // scores = Q·Kᵀ; Y = P·V
-  std::vector<Matmul> backward_;  // dV, dP, dQ, dK
+  DeviceBuffer log_sum_exp_;  // [N·H, S]: each query row's, from forward for backward
+  DeviceBuffer scratch_;      // threads_ × scratch_floats()
 };
+
+// Query tile `tile` of (sample, head) `head_task`: its output rows accumulate P·V over the key
+// tiles up to the diagonal, rescaled whenever a row's maximum grows, then divided by the row's
+// sum.
+void AttentionKernel::forward_tile(const float* in, float* out, int64_t head_task, int64_t tile,
+                                   std::atomic<int>& failures) const {
+  const int64_t d = shape_.model_dim(), hd = shape_.head_dim, ld_in = 3 * d;
+  const int64_t q0 = tile * kTile, rows = tile_size(tile);
+  const float* q = in + qkv_offset(head_task) + q0 * ld_in;
+  const float* k = in + qkv_offset(head_task) + d;
+  const float* v = in + qkv_offset(head_task) + 2 * d;
+  float* o = out + out_offset(head_task) + q0 * d;
+  float* scores = thread_scratch(omp_get_thread_num());
+  auto* softmax = reinterpret_cast<km::OnlineSoftmaxRow*>(scores + 2 * kTile * kTile);
+  static_assert(sizeof(km::OnlineSoftmaxRow) == 2 * sizeof(float));
+  for (int64_t r = 0; r < rows; ++r) {
+    softmax[r] = km::OnlineSoftmaxRow{};
+    std::fill(o + r * d, o + r * d + hd, 0.0f);
+  }
+  for (int64_t key_tile = 0; key_tile <= tile; ++key_tile) {
+    const int64_t k0 = key_tile * kTile, cols = tile_size(key_tile);
+    gemm(false, true, rows, cols, hd, {q, ld_in}, {k + k0 * ld_in, ld_in}, 0.0f, {scores, kTile},
+         failures);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float rescale =
+          km::online_softmax_tile(scores + r * kTile, cols, k0, q0 + r, scale_, softmax[r]);
+      if (rescale != 1.0f) {
+        for (int64_t c = 0; c < hd; ++c) o[r * d + c] *= rescale;
+      }
+    }
+    gemm(false, false, rows, hd, cols, {scores, kTile}, {v + k0 * ld_in, ld_in}, 1.0f, {o, d},
+         failures);
+  }
+  float* lse = log_sum_exp(head_task) + q0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float inverse = 1.0f / softmax[r].sum;
+    for (int64_t c = 0; c < hd; ++c) o[r * d + c] *= inverse;
+    lse[r] = softmax[r].log_sum_exp();
+  }
+}
+
+// Every gradient of (sample, head) `head_task`: dq's rows accumulate over the key tiles, so one
+// task takes them all.
+void AttentionKernel::backward_head(const float* in, const float* out, const float* dout,
+                                    float* din, int64_t head_task,
+                                    std::atomic<int>& failures) const {
+  const int64_t d = shape_.model_dim(), hd = shape_.head_dim, ld_in = 3 * d;
+  // delta_i = Σ_j p_ij·dp_ij = Σ_c dout_ic·out_ic: the softmax backward's row sum, from the
+  // output instead of the probabilities no one kept.
+  float* deltas = thread_scratch(omp_get_thread_num()) + 2 * kTile * kTile;
+  const float* o = out + out_offset(head_task);
+  const float* dout_rows = dout + out_offset(head_task);
+  float* dq = din + qkv_offset(head_task);
+  for (int64_t i = 0; i < shape_.seq; ++i) {
+    deltas[i] = km::attention_row_delta(dout_rows + i * d, o + i * d, hd);
+    std::fill(dq + i * ld_in, dq + i * ld_in + hd, 0.0f);
+  }
+  for (int64_t key_tile = 0; key_tile < tile_count(); ++key_tile) {
+    backward_key_tile(in, dout, din, head_task, key_tile, deltas, failures);
+  }
+}
+
+// Key tile `key_tile`: its rows of dk and dv, summed over the query tiles that see it (from the
+// diagonal on), and its share of every such query tile's dq.
+void AttentionKernel::backward_key_tile(const float* in, const float* dout, float* din,
+                                        int64_t head_task, int64_t key_tile, const float* deltas,
+                                        std::atomic<int>& failures) const {
+  const int64_t d = shape_.model_dim(), hd = shape_.head_dim, ld_in = 3 * d;
+  const int64_t k0 = key_tile * kTile, cols = tile_size(key_tile);
+  const float* q = in + qkv_offset(head_task);
+  const float* k = q + d + k0 * ld_in;
+  const float* v = q + 2 * d + k0 * ld_in;
+  float* dq = din + qkv_offset(head_task);
+  float* dk = dq + d + k0 * ld_in;
+  float* dv = dq + 2 * d + k0 * ld_in;
+  const float* dout_rows = dout + out_offset(head_task);
+  const float* lse = log_sum_exp(head_task);
+  float* probs = thread_scratch(omp_get_thread_num());
+  float* grads = probs + kTile * kTile;
+  for (int64_t tile = key_tile; tile < tile_count(); ++tile) {
+    const int64_t q0 = tile * kTile, rows = tile_size(tile);
+    const float beta = tile == key_tile ? 0.0f : 1.0f;  // the first query tile writes dk, dv
+    gemm(false, true, rows, cols, hd, {q + q0 * ld_in, ld_in}, {k, ld_in}, 0.0f, {probs, kTile},
+         failures);
+    gemm(false, true, rows, cols, hd, {dout_rows + q0 * d, d}, {v, ld_in}, 0.0f, {grads, kTile},
+         failures);
+    for (int64_t r = 0; r < rows; ++r) {
+      km::attention_tile_backward_row(probs + r * kTile, grads + r * kTile, cols, k0, q0 + r,
+                                      scale_, lse[q0 + r], deltas[q0 + r]);
+    }
+    // dv += Pᵀ·dout, dk += dSᵀ·q, dq += dS·k.
+    gemm(true, false, cols, hd, rows, {probs, kTile}, {dout_rows + q0 * d, d}, beta, {dv, ld_in},
+         failures);
+    gemm(true, false, cols, hd, rows, {grads, kTile}, {q + q0 * ld_in, ld_in}, beta, {dk, ld_in},
+         failures);
+    gemm(false, false, rows, hd, cols, {grads, kTile}, {k, ld_in}, 1.0f, {dq + q0 * ld_in, ld_in},
+         failures);
+  }
+}
 
 }  // namespace
 

@@ -1,11 +1,14 @@
-// GPT-2's causal self-attention (CausalSelfAttentionSpec) as the attention kernels compute it:
-// the layout of the per-head copies and the per-row math of the causal scaled softmax, forward
-// and backward, in the CPU kernel's arithmetic (float, as PyTorch's float softmax).
+// GPT-2's causal self-attention (CausalSelfAttentionSpec) as the attention kernels compute it,
+// in float as PyTorch's float softmax: the layout of the per-head copies and the per-row math of
+// the causal scaled softmax over whole rows, forward and backward (the CUDA kernel's, which
+// keeps the probabilities), and the same softmax taken a tile of keys at a time (the CPU
+// kernel's, which keeps one value per row; see OnlineSoftmaxRow).
 //
 // Per sample the input is [S, 3D], q, k and v side by side; head h of q is columns
 // [h·hd, (h + 1)·hd) of the first D (hd = D / heads), of k of the next D, of v of the last D.
-// The kernels copy each of them into a head-major buffer [N, H, S, hd] (one [S, hd] matrix per
-// sample and head, what batched GEMMs take) and copy the heads' outputs back into [S, D].
+// The CUDA kernel copies each of them into a head-major buffer [N, H, S, hd] (one [S, hd]
+// matrix per sample and head, what batched GEMMs take) and the heads' outputs back into
+// [S, D]; the CPU kernel reads them in place.
 //
 // Row i of a score matrix s = q·kᵀ (unscaled) becomes, with scale = 1/sqrt(hd):
 //   p[j] = exp(scale·s[j] − m) / Σ_{j' ≤ i} exp(scale·s[j'] − m) for j ≤ i (m = max_{j ≤ i}
@@ -17,7 +20,7 @@
 // A row may be shared by several threads (a warp on the GPU, its lanes taking the columns
 // first, first + step, ...): the row functions take the thread's share and a `reduce` that
 // combines the threads' partial values. One thread with the whole row (SerialReduce) adds in
-// column order, the CPU kernel's order; a warp adds as a tree, which differs in the last bits.
+// column order; a warp adds as a tree, which differs in the last bits.
 #pragma once
 
 #include <cmath>
@@ -92,6 +95,68 @@ SS_HOST_DEVICE void causal_softmax_backward_row(const float* p, const float* dp,
   dot = reduce.sum(dot);
   for (int64_t j = share.first; j < len; j += share.step) {
     ds[j] = j < valid ? (p[j] * (dp[j] - dot)) * scale : 0.0f;
+  }
+}
+
+// Flash attention's scheme (the CPU kernel's): the keys are taken a tile of columns at a time,
+// and no row of probabilities is ever kept whole. Forward keeps, per query row, the running
+// maximum of the scaled scores and the running sum of their exponentials; each new tile
+// rescales what was accumulated (the output row too) by exp(old max − new max). The row's
+// log-sum-exp, max + log(sum), is all that forward keeps for backward, which recomputes
+// p = exp(scale·s − lse) tile by tile.
+struct OnlineSoftmaxRow {
+  float max = -INFINITY;  // of scale·s over the columns seen so far
+  float sum = 0.0f;       // of exp(scale·s − max) over them
+  SS_HOST_DEVICE float log_sum_exp() const { return max + logf(sum); }
+};
+
+// The columns of query position `query` visible in a tile of `cols` keys from `key0` on.
+SS_HOST_DEVICE inline int64_t causal_visible(int64_t cols, int64_t key0, int64_t query) {
+  const int64_t visible = query - key0 + 1;
+  return visible < 0 ? 0 : (visible < cols ? visible : cols);
+}
+
+// One tile of row `query`: the unscaled scores s[cols] of keys [key0, key0 + cols) become
+// exp(scale·s − max) with the row's new maximum (0 where masked), and `row` takes them in.
+// Returns the factor that what was accumulated for the row under the old maximum must be
+// multiplied by (0 before the first tile, 1 when the maximum stays).
+SS_HOST_DEVICE inline float online_softmax_tile(float* s, int64_t cols, int64_t key0, int64_t query,
+                                                float scale, OnlineSoftmaxRow& row) {
+  const int64_t visible = causal_visible(cols, key0, query);
+  float max = row.max;
+  for (int64_t j = 0; j < visible; ++j) max = fmaxf(max, s[j] * scale);
+  const float rescale = max == row.max ? 1.0f : expf(row.max - max);
+  float sum = 0.0f;
+  for (int64_t j = 0; j < cols; ++j) {
+    const float e = j < visible ? expf(s[j] * scale - max) : 0.0f;
+    s[j] = e;
+    sum += e;
+  }
+  row.sum = row.sum * rescale + sum;
+  row.max = max;
+  return rescale;
+}
+
+// delta = Σ_c dout[c]·out[c] over a row's hd values, in column order: the Σ_j p[j]·dp[j] that
+// attention_tile_backward_row needs, from the output instead of the probabilities.
+SS_HOST_DEVICE inline float attention_row_delta(const float* dout, const float* out, int64_t hd) {
+  float delta = 0.0f;
+  for (int64_t c = 0; c < hd; ++c) delta += dout[c] * out[c];
+  return delta;
+}
+
+// Backward of one tile of row `query`, from the row's log-sum-exp and delta = Σ_j p[j]·dp[j]
+// over the whole row (attention_row_delta): the unscaled
+// scores s[cols] become p = exp(scale·s − lse) and dp[cols] becomes the gradient of the
+// unscaled scores, p·(dp − delta)·scale (both 0 where masked, whatever dp holds there).
+SS_HOST_DEVICE inline void attention_tile_backward_row(float* s, float* dp, int64_t cols,
+                                                       int64_t key0, int64_t query, float scale,
+                                                       float lse, float delta) {
+  const int64_t visible = causal_visible(cols, key0, query);
+  for (int64_t j = 0; j < cols; ++j) {
+    const float p = j < visible ? expf(s[j] * scale - lse) : 0.0f;
+    s[j] = p;
+    dp[j] = j < visible ? (p * (dp[j] - delta)) * scale : 0.0f;
   }
 }
 

@@ -115,6 +115,11 @@ std::vector<LayerCase> sequence_cases() {
       {"attention_3heads_s6", CausalSelfAttentionSpec{3}, Shape{2, 6, 18}},
       {"attention_2heads_2threads", CausalSelfAttentionSpec{2}, Shape{3, 5, 24}, 2},
       {"attention_seq1", CausalSelfAttentionSpec{2}, Shape{2, 1, 12}},
+      // Longer than the CPU kernel's 64-key tile: 130 positions are two full tiles and one of
+      // 2 (rows whose maximum grows over later tiles, tiles skipped above the diagonal); 64 is
+      // exactly one.
+      {"attention_s130_tiles", CausalSelfAttentionSpec{2}, Shape{1, 130, 12}, 2},
+      {"attention_s64_one_tile", CausalSelfAttentionSpec{1}, Shape{2, 64, 6}},
   };
 }
 

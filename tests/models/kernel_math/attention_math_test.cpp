@@ -1,6 +1,7 @@
 // kernel_math/attention_math.h: the causal scaled softmax rows, forward and backward, against
-// float64 (and the backward against finite differences of the forward), and against the CPU
-// attention kernel bit for bit; the head-major layout's index.
+// float64 (and the backward against finite differences of the forward); the same softmax in
+// tiles against the whole rows, and against the CPU attention kernel bit for bit; the
+// head-major layout's index.
 //
 // The CPU kernel's softmax is observed exactly through inputs whose products are exact in any
 // order of addition: with each head's q and v rows unit vectors (q_i = v_i = e_i, hd = S), the
@@ -8,6 +9,7 @@
 // dout_i[j], and k's gradient is dk_j[c] = dS_cj. k and dout may then be any floats.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -156,7 +158,9 @@ std::vector<float> unit_qv_input(const km::AttentionShape& s, uint64_t seed) {
   return x;
 }
 
-TEST(KernelMathAttention, CpuKernelsSoftmaxIsTheRowMathBitForBit) {
+// One tile of keys (hd = S <= 64): the CPU kernel's output is the online softmax's
+// exponentials times 1/sum, and k's gradient the tile backward's dS, bit for bit.
+TEST(KernelMathAttention, CpuKernelsSoftmaxIsTheTileMathBitForBit) {
   const km::AttentionShape s{2, 6, 2, 6};  // hd = S: every position has a unit vector
   const int64_t d = s.model_dim();
   const float scale = km::attention_scale(s.head_dim);
@@ -166,6 +170,9 @@ TEST(KernelMathAttention, CpuKernelsSoftmaxIsTheRowMathBitForBit) {
   const std::vector<float> y = layer.forward(x);
   const std::vector<float> din = layer.backward(x, y, dout);
   std::vector<float> want_y(y.size()), got_dk(y.size()), want_dk(y.size());
+  const auto at = [&](int64_t n, int64_t t, int64_t h, int64_t c) {
+    return static_cast<size_t>((n * s.seq + t) * d + h * s.head_dim + c);
+  };
   for (int64_t n = 0; n < s.batch; ++n)
     for (int64_t h = 0; h < s.heads; ++h)
       for (int64_t i = 0; i < s.seq; ++i) {
@@ -173,22 +180,87 @@ TEST(KernelMathAttention, CpuKernelsSoftmaxIsTheRowMathBitForBit) {
         for (int64_t j = 0; j < s.seq; ++j) {
           scores[static_cast<size_t>(j)] =
               x[static_cast<size_t>((n * s.seq + j) * 3 * d + d + h * s.head_dim + i)];
-          dp[static_cast<size_t>(j)] =
-              dout[static_cast<size_t>((n * s.seq + i) * d + h * s.head_dim + j)];
+          dp[static_cast<size_t>(j)] = dout[at(n, i, h, j)];
         }
-        const std::vector<float> p = forward_row(scores, i, scale);
-        const std::vector<float> ds = backward_row(p, dp, i, scale);
+        std::vector<float> e = scores;
+        km::OnlineSoftmaxRow row;
+        EXPECT_EQ(km::online_softmax_tile(e.data(), s.seq, 0, i, scale, row), 0.0f);
+        const float inverse = 1.0f / row.sum;
+        for (int64_t j = 0; j < s.seq; ++j)
+          want_y[at(n, i, h, j)] = e[static_cast<size_t>(j)] * inverse;
+        const float delta =
+            km::attention_row_delta(&dout[at(n, i, h, 0)], &want_y[at(n, i, h, 0)], s.head_dim);
+        km::attention_tile_backward_row(scores.data(), dp.data(), s.seq, 0, i, scale,
+                                        row.log_sum_exp(), delta);
         for (int64_t j = 0; j < s.seq; ++j) {
-          const auto at = static_cast<size_t>((n * s.seq + i) * d + h * s.head_dim + j);
-          want_y[at] = p[static_cast<size_t>(j)];
           // dk_j[i] = dS_ij, stored at position j, column i of k's head h.
-          const auto k_at = static_cast<size_t>((n * s.seq + j) * d + h * s.head_dim + i);
-          want_dk[k_at] = ds[static_cast<size_t>(j)];
-          got_dk[k_at] = din[static_cast<size_t>((n * s.seq + j) * 3 * d + d + h * s.head_dim + i)];
+          want_dk[at(n, j, h, i)] = dp[static_cast<size_t>(j)];
+          got_dk[at(n, j, h, i)] =
+              din[static_cast<size_t>((n * s.seq + j) * 3 * d + d + h * s.head_dim + i)];
         }
       }
   EXPECT_EQ(bit_mismatches(y, want_y), "") << "forward: y = P";
   EXPECT_EQ(bit_mismatches(got_dk, want_dk), "") << "backward: dk = dSᵀ";
+}
+
+// A row taken in tiles, its maximum growing from tile to tile and a tile straddling the
+// diagonal: the accumulated exponentials rescaled by what each tile returns are the whole
+// row's softmax (float64), the log-sum-exp is the row's, and the tile backward with it
+// gives the whole-row backward's gradient.
+TEST(KernelMathAttention, OnlineSoftmaxOverTilesIsTheRowsSoftmax) {
+  const int64_t len = 11, query = 8, tile = 4;  // tiles [0, 4), [4, 8), [8, 11): 9 visible
+  const float scale = 0.8f;
+  // Rising scores: the second tile raises the maximum; the third's one visible score does not.
+  std::vector<float> s = random_floats(len, 60, -0.2f, 0.2f);
+  for (int64_t j = 0; j < len; ++j) s[static_cast<size_t>(j)] += 0.5f * static_cast<float>(j);
+  s[8] = s[7] - 1.0f;
+  s[10] = kNan;  // masked: never read
+  const std::vector<double> want = softmax64({s.begin(), s.end()}, query, scale);
+  std::vector<float> acc(static_cast<size_t>(len), 0.0f);
+  km::OnlineSoftmaxRow row;
+  for (int64_t k0 = 0; k0 < len; k0 += tile) {
+    const int64_t cols = std::min(tile, len - k0);
+    std::vector<float> e(s.begin() + k0, s.begin() + k0 + cols);
+    const float rescale = km::online_softmax_tile(e.data(), cols, k0, query, scale, row);
+    if (k0 == 0) {
+      EXPECT_EQ(rescale, 0.0f) << "nothing accumulated before the first tile";
+    } else if (k0 == 4) {
+      EXPECT_TRUE(rescale > 0.0f && rescale < 1.0f) << rescale;
+    } else {
+      EXPECT_EQ(rescale, 1.0f) << "the maximum stays";
+    }
+    for (float& a : acc) a *= rescale;
+    for (int64_t j = 0; j < cols; ++j) acc[static_cast<size_t>(k0 + j)] = e[static_cast<size_t>(j)];
+  }
+  double lse = -INFINITY, sum = 0.0;
+  for (int64_t j = 0; j <= query; ++j)
+    lse = std::max(lse, scale * static_cast<double>(s[static_cast<size_t>(j)]));
+  for (int64_t j = 0; j <= query; ++j)
+    sum += std::exp(scale * static_cast<double>(s[static_cast<size_t>(j)]) - lse);
+  EXPECT_NEAR(row.log_sum_exp(), lse + std::log(sum), 1e-5);
+  for (int64_t j = 0; j < len; ++j) {
+    const auto i = static_cast<size_t>(j);
+    EXPECT_NEAR(acc[i] / row.sum, want[i], 1e-6) << "column " << j;
+  }
+  // Backward, tile by tile, against the whole row's.
+  const std::vector<float> dp = random_floats(len, 61);
+  std::vector<float> p(static_cast<size_t>(len));
+  for (size_t j = 0; j < p.size(); ++j) p[j] = static_cast<float>(want[j]);
+  const std::vector<float> ds_row = backward_row(p, dp, query, scale);
+  float delta = 0.0f;
+  for (size_t j = 0; j < p.size(); ++j) delta += p[j] * (j <= query ? dp[j] : 0.0f);
+  for (int64_t k0 = 0; k0 < len; k0 += tile) {
+    const int64_t cols = std::min(tile, len - k0);
+    std::vector<float> tile_s(s.begin() + k0, s.begin() + k0 + cols);
+    std::vector<float> tile_dp(dp.begin() + k0, dp.begin() + k0 + cols);
+    km::attention_tile_backward_row(tile_s.data(), tile_dp.data(), cols, k0, query, scale,
+                                    row.log_sum_exp(), delta);
+    for (int64_t j = 0; j < cols; ++j) {
+      const auto i = static_cast<size_t>(k0 + j);
+      EXPECT_NEAR(tile_s[static_cast<size_t>(j)], want[i], 1e-6) << "p, column " << k0 + j;
+      EXPECT_NEAR(tile_dp[static_cast<size_t>(j)], ds_row[i], 1e-6) << "ds, column " << k0 + j;
+    }
+  }
 }
 
 }  // namespace
