@@ -56,7 +56,7 @@ std::string sentence_of(const NoiseChartData::Point& p, ScalingMode mode) {
 NoiseChartData::Point point_of(const ModelView& m, const SweepPoint& p, const std::string& color) {
   const PointSummary& s = p.summary;
   NoiseChartData::Point out;
-  out.label = fmt::format("{}:{}, {}", p.device_kind, p.devices, m.batch_text(batch_key(p)));
+  out.label = m.point_text(p);
   out.devices = p.devices;
   out.global_batch = p.global_batch;
   out.steps = s.noise->steps;

@@ -10,6 +10,7 @@
 #include "reports/html/bucket_chart.h"
 #include "reports/html/compression_chart.h"
 #include "reports/html/heatmap_chart.h"
+#include "reports/html/layers_table.h"
 #include "reports/html/noise_chart.h"
 #include "reports/html/page.h"
 #include "reports/html/phases_chart.h"
@@ -263,6 +264,16 @@ void target_figure(std::string& out, const ModelView& m) {
   }
 }
 
+void layers_text(std::string& out, const ModelView& m) {
+  const std::string table = draw_layers_table(prepare_layers(m));
+  if (table.empty()) return;
+  out +=
+      "<h3>Slowest layers</h3>\n<p class=\"note\">Replica 0's layers (<code>--profile-layers"
+      "</code>), forward + backward, mean ms per measured step and share of the point's "
+      "layers' sum.</p>\n" +
+      table;
+}
+
 void model_section(std::string& out, const ModelView& m) {
   const SweepPoint& any = *m.points.front();
   fmt::format_to(std::back_inserter(out), "<section id=\"model-{}\" data-model=\"{}\">\n", m.index,
@@ -318,6 +329,7 @@ void model_section(std::string& out, const ModelView& m) {
   target_figure(out, m);
   waterfalls_text(out, prepare_waterfalls(m));
   communication_text(out, m);
+  layers_text(out, m);
   points_table(out, m);
   out += "</section>\n";
 }

@@ -4,7 +4,8 @@
 // Per model: speedup against devices (measured, the ideal y = N, and the all-reduce model's
 // projection, dashed), efficiency as a devices × batch heat map, the phases of every point as
 // stacked bars (coloured as the NVTX phases are in Nsight), the efficiency-loss waterfall at
-// the largest device count of each batch, and the points as a table. Then every verdict, the
+// the largest device count of each batch, the slowest layers per point where the sweep profiled
+// them (--profile-layers), and the points as a table. Then every verdict, the
 // failed points with their errors, the environment and the sweep's options.
 //
 // Self-contained: inline CSS and inline SVG drawn here, no script, no font, image or style

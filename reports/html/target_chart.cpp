@@ -65,7 +65,7 @@ TargetChartData::Point point_of(const ModelView& m, const SweepPoint& p,
                                 const std::string& target) {
   const TimeToTarget& t = *p.summary.time_to_target;
   TargetChartData::Point out;
-  out.label = fmt::format("{}:{}, {}", p.device_kind, p.devices, m.batch_text(batch_key(p)));
+  out.label = m.point_text(p);
   out.tick = fmt::format("{}:{}", p.device_kind, p.devices);
   if (m.batches.size() > 1) out.tick += fmt::format(", batch {}", batch_key(p));
   out.devices = p.devices;

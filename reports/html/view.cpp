@@ -36,6 +36,10 @@ std::vector<const SweepPoint*> ModelView::series(int64_t b, bool all) const {
   return out;
 }
 
+std::string ModelView::point_text(const SweepPoint& p) const {
+  return fmt::format("{}:{}, {}", p.device_kind, p.devices, batch_text(batch_key(p)));
+}
+
 std::vector<ModelView> models_of(const SweepReport& report) {
   std::vector<ModelView> out;
   for (const SweepPoint& p : report.points) {

@@ -38,6 +38,8 @@ struct ModelView {
   // The points of one batch, by device count: of `points`, or of `all_points`.
   std::vector<const SweepPoint*> series(int64_t b, bool all = false) const;
   std::string batch_text(int64_t b) const { return batch_label(mode, b); }
+  // A point within its model's section: "cpu:4, batch 32/device".
+  std::string point_text(const SweepPoint& p) const;
 };
 
 // The report's models in order of first appearance. The views point into `report`.

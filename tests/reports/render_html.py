@@ -8,8 +8,9 @@ opens the page in headless Chromium:
     and nothing that loads from elsewhere;
   * --screenshot: a PNG that is not blank (many colours, among them the NVTX phase colours of
     the bars and the heat map's green);
-  * a second sweep with --noise-scale: its page has the noise-scale figure, a marker per point
-    of more than one device, and a sentence under it per point (the first page has neither);
+  * a second sweep with --noise-scale and --profile-layers: its page has the noise-scale figure,
+    a marker per point of more than one device, a sentence under it per point, and the table
+    of the slowest layers with a cell per point (the first page has none of these);
   * a third sweep to a target (--until-accuracy): its page has the time-to-target figure, a
     group of bars (or n/a) per point of more than one device, and a sentence per point;
   * at a viewport 1280 px wide (a laptop), the page is no wider than the viewport: wide tables
@@ -111,6 +112,8 @@ class Dom(html.parser.HTMLParser):
         self.compression_effects = {}  # model → <p data-compression-effect> under its chart
         self.noise_notes = []  # (model, attributes) of each <p data-noise-point>
         self.target_notes = []  # (model, attributes) of each <p data-target-point>
+        self.layer_tables = 0  # <table data-layers>
+        self.layer_rows = []  # per <tr data-layer>: the data-point of each of its cells
 
     def handle_starttag(self, tag, attrs):
         a = {k: (v or "") for k, v in attrs}
@@ -131,6 +134,12 @@ class Dom(html.parser.HTMLParser):
         if "data-compression-effect" in a:
             model = self.section_model
             self.compression_effects[model] = self.compression_effects.get(model, 0) + 1
+        if tag == "table" and "data-layers" in a:
+            self.layer_tables += 1
+        if tag == "tr" and "data-layer" in a:
+            self.layer_rows.append([])
+        if tag == "td" and "data-point" in a and self.layer_rows:
+            self.layer_rows[-1].append(a["data-point"])
         if tag == "svg" and self.current is None:
             self.current = Chart(a)
             self.charts.append(self.current)
@@ -319,8 +328,13 @@ def check_noise_page(scalescope, browser, tmp):
     # its start, so B_noise is positive and bounded.
     page, dom, c = sweep_page(scalescope, browser, tmp, "noise",
                               ["--devices", "cpu:1,2,4", "--batch", "8", "--repeats", "2",
-                               "--steps", "20", "--max-warmup-steps", "4", "--noise-scale"],
+                               "--steps", "20", "--max-warmup-steps", "4", "--noise-scale",
+                               "--profile-layers"],
                               "noise-scale", "--noise-scale")
+    points = ["cpu:1, batch 8/device", "cpu:2, batch 8/device", "cpu:4, batch 8/device"]
+    check(dom.layer_tables == 1 and len(dom.layer_rows) >= 2
+          and all(row == points for row in dom.layer_rows),
+          f"--profile-layers: a table of the layers, a cell per point in each row {dom.layer_rows}")
     if c is None:
         return page
     want = ["cpu:2, batch 8/device", "cpu:4, batch 8/device"]
@@ -431,6 +445,7 @@ def main():
         check(kinds == expected, f"one of each chart per model: {kinds}")
         check(not dom.noise_notes, "no noise-scale sentences without --noise-scale")
         check(not dom.target_notes, "no time-to-target sentences without a target")
+        check(dom.layer_tables == 0, "no table of layers without --profile-layers")
         for c in dom.charts:
             shapes = sum(c.shapes.values())
             check(c.title.strip() != "" and shapes > 0,
