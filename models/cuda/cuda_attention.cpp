@@ -1,10 +1,12 @@
 // GPT-2's causal self-attention on CUDA: cuBLAS strided-batched GEMMs for the six products, on
 // head-major copies [N·H, S, hd] of q, k and v made by our kernels, and our kernels for the
-// causal scaled softmax (attention_ops.cu, math in kernel_math/attention_math.h). The CPU
-// kernel (models/cpu/cpu_attention.cpp) computes the same products in the same buffers.
+// causal scaled softmax (attention_ops.cu, math in kernel_math/attention_math.h). Unlike the
+// CPU kernel (models/cpu/cpu_attention.cpp, flash attention's scheme), it keeps the
+// probabilities P [N·H, S, S] from forward for backward: memory quadratic in S.
 //
-// Everything is planned and allocated at construction for the one batch shape: the per-head
-// copies, the probabilities P [N·H, S, S] that forward keeps for backward, and dP.
+// Planned at construction for the one batch shape. The layer owns what forward keeps for
+// backward: the copies of q, k and v and P. Its transients, the heads' outputs (or dout's),
+// dq, dk, dv and dP, live in the stream's workspace that every layer shares (CudaLibraries).
 #include <cublas_v2.h>
 
 #include <memory>
@@ -47,10 +49,12 @@ class AttentionKernel final : public LayerKernel {
         scale_(km::attention_scale(shape_.head_dim)),
         // Chosen per kernel, not on the shared handle: see CublasHandle.
         compute_(allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F),
-        heads_(float_buffer(device, 7 * shape_.head_elements())),
-        scores_(float_buffer(device, 2 * shape_.score_rows() * shape_.seq)) {
+        heads_(float_buffer(device, 3 * shape_.head_elements())),
+        probs_(float_buffer(device, score_elements())) {
     // cuBLAS's strides are 64-bit, but m, n and k are ints: S·S and S·hd must fit as well.
     to_int(shape_.seq * shape_.seq, "the scores of one head (S·S)", layer);
+    libraries_->reserve_workspace(
+        static_cast<size_t>(4 * shape_.head_elements() + score_elements()) * sizeof(float));
   }
 
   void forward(const float* in, float* out, Stream& stream) override {
@@ -59,10 +63,11 @@ class AttentionKernel final : public LayerKernel {
     for (int64_t part = 0; part < 3; ++part) {
       cuda_ops::to_heads(shape_, in, 3 * d, part * d, head(part), s);
     }
+    float* y_heads = transient(s, 0);
     gemm(s, {head(0), false, head(1), true, probs(), seq_, seq_, head_dim_});  // Q·Kᵀ
     cuda_ops::causal_softmax_forward(shape_, probs(), probs(), scale_, s);
-    gemm(s, {probs(), false, head(2), false, head(3), seq_, head_dim_, seq_});  // P·V
-    cuda_ops::from_heads(shape_, head(3), out, d, 0, s);
+    gemm(s, {probs(), false, head(2), false, y_heads, seq_, head_dim_, seq_});  // P·V
+    cuda_ops::from_heads(shape_, y_heads, out, d, 0, s);
   }
 
   // Reads P and the per-head copies of the last forward.
@@ -71,15 +76,18 @@ class AttentionKernel final : public LayerKernel {
     if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
     const cudaStream_t s = cuda_stream(stream);
     const int64_t d = shape_.model_dim();
-    float* dout_heads = head(3);
+    float* dout_heads = transient(s, 0);
+    float* grad_heads = transient(s, 1);  // dq, dk, dv, one after another
+    float* grad_probs = transient(s, 4);
+    const int64_t e = shape_.head_elements();
     cuda_ops::to_heads(shape_, dout, d, 0, dout_heads, s);
-    gemm(s, {probs(), true, dout_heads, false, head(6), seq_, head_dim_, seq_});  // dV = Pᵀ·dO
-    gemm(s, {dout_heads, false, head(2), true, grad_probs(), seq_, seq_, head_dim_});  // dO·Vᵀ
-    cuda_ops::causal_softmax_backward(shape_, probs(), grad_probs(), grad_probs(), scale_, s);
-    gemm(s, {grad_probs(), false, head(1), false, head(4), seq_, head_dim_, seq_});  // dS·K
-    gemm(s, {grad_probs(), true, head(0), false, head(5), seq_, head_dim_, seq_});   // dSᵀ·Q
+    gemm(s, {probs(), true, dout_heads, false, grad_heads + 2 * e, seq_, head_dim_, seq_});  // dV
+    gemm(s, {dout_heads, false, head(2), true, grad_probs, seq_, seq_, head_dim_});  // dO·Vᵀ
+    cuda_ops::causal_softmax_backward(shape_, probs(), grad_probs, grad_probs, scale_, s);
+    gemm(s, {grad_probs, false, head(1), false, grad_heads, seq_, head_dim_, seq_});     // dS·K
+    gemm(s, {grad_probs, true, head(0), false, grad_heads + e, seq_, head_dim_, seq_});  // dSᵀ·Q
     for (int64_t part = 0; part < 3; ++part) {
-      cuda_ops::from_heads(shape_, head(4 + part), din, 3 * d, part * d, s);
+      cuda_ops::from_heads(shape_, grad_heads + part * e, din, 3 * d, part * d, s);
     }
   }
 
@@ -95,12 +103,17 @@ class AttentionKernel final : public LayerKernel {
   }
 
  private:
-  // Head-major buffers [N, H, S, hd]: 0-2 q, k, v; 3 the heads' outputs or dout's; 4-6 dq,
-  // dk, dv.
+  int64_t score_elements() const { return shape_.score_rows() * shape_.seq; }
+  // Head-major buffers [N, H, S, hd] of q, k and v (i = 0, 1, 2), kept from forward.
   float* head(int64_t i) const { return floats(heads_) + i * shape_.head_elements(); }
-  // [N·H, S, S]: P, kept from forward for backward; then dP, turned into dS in place.
-  float* probs() const { return floats(scores_); }
-  float* grad_probs() const { return probs() + shape_.score_rows() * shape_.seq; }
+  // [N·H, S, S]: P, kept from forward for backward.
+  float* probs() const { return floats(probs_); }
+  // The stream's workspace from head-major buffer `i` on: forward's heads' outputs (0);
+  // backward's dout heads (0), dq, dk, dv (1-3) and then dP [N·H, S, S] (4 on), turned into dS
+  // in place.
+  float* transient(cudaStream_t s, int64_t i) const {
+    return static_cast<float*>(libraries_->workspace(s)) + i * shape_.head_elements();
+  }
 
   // cuBLAS is column-major, where a row-major [r, c] buffer reads as its transpose [c, r] with
   // leading dimension c. So C = op(A)·op(B) row-major is Cᵀ = op(B)ᵀ·op(A)ᵀ column-major: B
@@ -123,8 +136,8 @@ class AttentionKernel final : public LayerKernel {
   int batches_, seq_, head_dim_;
   float scale_;
   cublasComputeType_t compute_;
-  DeviceBuffer heads_;   // 7 head-major buffers, see head()
-  DeviceBuffer scores_;  // P and dP, see probs()
+  DeviceBuffer heads_;  // q, k, v head-major, see head()
+  DeviceBuffer probs_;  // P, see probs()
 };
 
 }  // namespace

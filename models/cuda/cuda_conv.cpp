@@ -210,7 +210,7 @@ class ConvKernel final : public LayerKernel {
         bias_(c.bias ? b.params[1].data : nullptr),
         weight_grad_(b.grads[0].data),
         bias_grad_(c.bias ? b.grads[1].data : nullptr) {
-    limit_ = conv_workspace_limit(memory_now(device, libraries_->conv_workspace_bytes()));
+    limit_ = conv_workspace_limit(memory_now(device, libraries_->workspace_bytes()));
     const ConvPolicy policy{allow_tf32(), determinism(), limit_.bytes};
     plan_ = plan_convolution(descriptors_, policy, describe(spec));
     descriptors_.apply(plan_);
@@ -229,7 +229,7 @@ class ConvKernel final : public LayerKernel {
     if (shape_.extended()) extended_ = float_buffer(device, shape_.x_numel());
     size_t workspace = 0;
     for (const ConvChoice& choice : plan_.passes) workspace = std::max(workspace, choice.workspace);
-    libraries_->reserve_conv_workspace(workspace);
+    libraries_->reserve_workspace(workspace);
   }
 
   void forward(const float* in, float* out, Stream& stream) override {
@@ -252,8 +252,7 @@ class ConvKernel final : public LayerKernel {
         libraries_->cudnn(s), &one, descriptors_.x(), x, descriptors_.w(), w,
         descriptors_.conv(ConvPass::kForward),
         static_cast<cudnnConvolutionFwdAlgo_t>(plan_[ConvPass::kForward].algo),
-        libraries_->conv_workspace(s), plan_[ConvPass::kForward].workspace, &zero, descriptors_.y(),
-        y));
+        libraries_->workspace(s), plan_[ConvPass::kForward].workspace, &zero, descriptors_.y(), y));
     if (nchw()) cuda_ops::transpose(y, out, shape_.batch, shape_.filters, shape_.out_pixels(), s);
     if (bias_ != nullptr) cuda_ops::bias_add(out, bias_, rows(), shape_.filters, s);
   }
@@ -325,7 +324,7 @@ class ConvKernel final : public LayerKernel {
         libraries_->cudnn(s), &one, descriptors_.x(), x, descriptors_.y(), dy,
         descriptors_.conv(ConvPass::kBackwardFilter),
         static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan_[ConvPass::kBackwardFilter].algo),
-        libraries_->conv_workspace(s), plan_[ConvPass::kBackwardFilter].workspace, &zero,
+        libraries_->workspace(s), plan_[ConvPass::kBackwardFilter].workspace, &zero,
         descriptors_.w(), dw));
     // OHWI [F][KH·KW][C] -> OIHW [F][C][KH·KW].
     if (!nchw()) cuda_ops::transpose(dw, weight_grad_, shape_.filters, area(), shape_.channels, s);
@@ -343,8 +342,8 @@ class ConvKernel final : public LayerKernel {
         libraries_->cudnn(s), &one, descriptors_.w(), w, descriptors_.y(), dy,
         descriptors_.conv(ConvPass::kBackwardData),
         static_cast<cudnnConvolutionBwdDataAlgo_t>(plan_[ConvPass::kBackwardData].algo),
-        libraries_->conv_workspace(s), plan_[ConvPass::kBackwardData].workspace, &zero,
-        descriptors_.x(), dx));
+        libraries_->workspace(s), plan_[ConvPass::kBackwardData].workspace, &zero, descriptors_.x(),
+        dx));
     if (nchw())
       cuda_ops::transpose(dx, nhwc, shape_.batch, shape_.channels, shape_.x_h() * shape_.x_w(), s);
     if (!shape_.extended()) return;

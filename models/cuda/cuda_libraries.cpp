@@ -94,25 +94,24 @@ cublasHandle_t CudaLibraries::cublas(cudaStream_t stream) {
   return cublas_.get();
 }
 
-CudaLibraries::StreamWorkspace& CudaLibraries::conv_workspace_of(cudaStream_t stream) {
-  for (StreamWorkspace& w : conv_workspaces_) {
+CudaLibraries::StreamWorkspace& CudaLibraries::workspace_of(cudaStream_t stream) {
+  for (StreamWorkspace& w : workspaces_) {
     if (w.stream == stream) return w;
   }
-  return conv_workspaces_.emplace_back(StreamWorkspace{stream, DeviceBuffer()});
+  return workspaces_.emplace_back(StreamWorkspace{stream, DeviceBuffer()});
 }
 
-void CudaLibraries::reserve_conv_workspace(size_t bytes) {
-  conv_workspace_bytes_ = std::max(conv_workspace_bytes_, bytes);
+void CudaLibraries::reserve_workspace(size_t bytes) {
+  workspace_bytes_ = std::max(workspace_bytes_, bytes);
   // A smaller buffer freed here is fenced by the allocator against the passes still queued.
-  StreamWorkspace& compute = conv_workspace_of(cuda_stream(device_.default_stream()));
-  if (compute.buffer.bytes() < conv_workspace_bytes_)
-    compute.buffer = DeviceBuffer(device_, conv_workspace_bytes_);
+  StreamWorkspace& compute = workspace_of(cuda_stream(device_.default_stream()));
+  if (compute.buffer.bytes() < workspace_bytes_)
+    compute.buffer = DeviceBuffer(device_, workspace_bytes_);
 }
 
-void* CudaLibraries::conv_workspace(cudaStream_t stream) {
-  StreamWorkspace& w = conv_workspace_of(stream);
-  if (w.buffer.bytes() < conv_workspace_bytes_)
-    w.buffer = DeviceBuffer(device_, conv_workspace_bytes_);
+void* CudaLibraries::workspace(cudaStream_t stream) {
+  StreamWorkspace& w = workspace_of(stream);
+  if (w.buffer.bytes() < workspace_bytes_) w.buffer = DeviceBuffer(device_, workspace_bytes_);
   return w.buffer.data();
 }
 

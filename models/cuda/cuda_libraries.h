@@ -97,7 +97,7 @@ using ConvolutionDescriptor =
                     cudnnDestroyConvolutionDescriptor>;
 
 // The cuDNN and cuBLAS handles of one device for one thread (a replica is one thread owning
-// one device), with the workspace cuBLAS runs in and the one its cuDNN convolutions share.
+// one device), with the workspace cuBLAS runs in and the one its layers' passes share.
 //
 // Kernels share it through cuda_libraries(): each kernel holds a shared_ptr, so the handles
 // live exactly as long as the kernels of that thread and device, and no CUDA object sits in
@@ -122,29 +122,32 @@ class CudaLibraries {
   // workspace sizes).
   cudnnHandle_t cudnn_for_planning() const { return cudnn_.get(); }
 
-  // The workspace of the cuDNN convolutions, one per stream as PyTorch keeps it: the passes
-  // enqueued on one stream run one after another, so they can share one buffer as large as
-  // the largest pass's need, where a buffer per layer would add up over a deep model. The
-  // device's compute stream (where training, evaluation and the tests run every layer) has
-  // its buffer grown by reserve_conv_workspace() when a kernel is planned, so that a step
-  // allocates nothing; another stream gets its own at its first pass.
-  size_t conv_workspace_bytes() const { return conv_workspace_bytes_; }
-  void reserve_conv_workspace(size_t bytes);
+  // The workspace of the layers' passes, one per stream as PyTorch keeps its convolutions':
+  // the passes enqueued on one stream run one after another, so they can share one buffer as
+  // large as the largest pass's need, where a buffer per layer would add up over a deep model.
+  // The cuDNN convolutions run in it, and attention keeps its transients there (its dP and
+  // per-head copies, 12 × 8 × 12 × 1024² floats of dP alone for GPT-2 small at batch 8 if each
+  // layer had its own). The device's compute stream (where training, evaluation and the tests
+  // run every layer) has its buffer grown by reserve_workspace() when a kernel is planned, so
+  // that a step allocates nothing; another stream gets its own at its first pass. A pass may
+  // rely on nothing in it from an earlier pass.
+  size_t workspace_bytes() const { return workspace_bytes_; }
+  void reserve_workspace(size_t bytes);
   // REQUIRES: called on the thread of this object with the device current, before enqueuing
-  // a pass that needs at most conv_workspace_bytes() on `stream`.
-  void* conv_workspace(cudaStream_t stream);
+  // a pass that needs at most workspace_bytes() on `stream`.
+  void* workspace(cudaStream_t stream);
 
  private:
-  // A stream's convolution workspace.
+  // A stream's workspace.
   struct StreamWorkspace {
     cudaStream_t stream = nullptr;
     DeviceBuffer buffer;
   };
-  StreamWorkspace& conv_workspace_of(cudaStream_t stream);
+  StreamWorkspace& workspace_of(cudaStream_t stream);
 
   CudaDevice& device_;
-  size_t conv_workspace_bytes_ = 0;
-  std::vector<StreamWorkspace> conv_workspaces_;
+  size_t workspace_bytes_ = 0;
+  std::vector<StreamWorkspace> workspaces_;
   // Declared before the handle, so destroyed after it: cuBLAS may use it until destroyed.
   DeviceBuffer cublas_workspace_;
   CudnnHandle cudnn_;
