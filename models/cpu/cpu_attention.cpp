@@ -36,6 +36,66 @@ namespace km = kernel_math;
 // one core here, 32 × 32 at 52-59; a tile of scores (16 KiB) stays in L2 with its gradient.
 constexpr int64_t kTile = 64;
 
+static_assert(kTile % km::kTileLanes == 0);
+
+// A tile row's columns as the tile functions take them: `cols` keys, then zeros up to a
+// multiple of their lanes (within the kTile columns of storage).
+int64_t lane_width(int64_t cols) {
+  return (cols + km::kTileLanes - 1) / km::kTileLanes * km::kTileLanes;
+}
+
+// The tile rows' loops are compiled for AVX-512 and AVX2 besides baseline x86-64, the loader
+// choosing what the CPU has: vectors of 16 floats where baseline has 4. The bits are the same
+// in each (no contraction of a multiply and an add, a fixed order of the lanes' sums:
+// KernelMathAttention.CpuKernelsSoftmaxIsTheTileMathBitForBit holds the clone the CPU runs to
+// the baseline's).
+// Not under ThreadSanitizer: the loader runs a clone's resolver before TSan's runtime is up,
+// and a GCC TSan build then crashes at startup.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SS_THREAD_SANITIZER 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define SS_THREAD_SANITIZER 1
+#endif
+#if defined(__x86_64__) && defined(__linux__) && !defined(SS_THREAD_SANITIZER)
+#define SS_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define SS_VECTOR_CLONES
+#endif
+
+// Rows [q0, q0 + rows) of a query tile against keys [k0, k0 + cols), their scores in rows of
+// kTile floats.
+struct TileRows {
+  int64_t q0, rows, k0, cols;
+};
+
+// Forward: each row's online softmax over the tile, and its output row o (hd floats, rows `d`
+// apart) rescaled where the row's maximum grew.
+SS_VECTOR_CLONES void softmax_tile_rows(const TileRows& t, float scale, float* scores,
+                                        km::OnlineSoftmaxRow* softmax, float* o, int64_t d,
+                                        int64_t hd) {
+  for (int64_t r = 0; r < t.rows; ++r) {
+    const float rescale = km::online_softmax_tile(scores + r * kTile, t.cols, lane_width(t.cols),
+                                                  t.k0, t.q0 + r, scale, softmax[r]);
+    if (rescale != 1.0f) {
+      for (int64_t c = 0; c < hd; ++c) o[r * d + c] *= rescale;
+    }
+  }
+}
+
+// Backward: each row's probabilities and the gradient of its scores, in place, from the rows'
+// log-sum-exp and delta (indexed by query position).
+SS_VECTOR_CLONES void backward_tile_rows(const TileRows& t, float scale, float* probs, float* grads,
+                                         const float* lse, const float* deltas) {
+  for (int64_t r = 0; r < t.rows; ++r) {
+    km::attention_tile_backward_row(probs + r * kTile, grads + r * kTile, t.cols,
+                                    lane_width(t.cols), t.k0, t.q0 + r, scale, lse[t.q0 + r],
+                                    deltas[t.q0 + r]);
+  }
+}
+
 // A row-major matrix where it lies: `ld` floats from one row to the next.
 struct Rows {
   const float* at;
@@ -174,13 +234,7 @@ void AttentionKernel::forward_tile(const float* in, float* out, int64_t head_tas
     const int64_t k0 = key_tile * kTile, cols = tile_size(key_tile);
     gemm(false, true, rows, cols, hd, {q, ld_in}, {k + k0 * ld_in, ld_in}, 0.0f, {scores, kTile},
          failures);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float rescale =
-          km::online_softmax_tile(scores + r * kTile, cols, k0, q0 + r, scale_, softmax[r]);
-      if (rescale != 1.0f) {
-        for (int64_t c = 0; c < hd; ++c) o[r * d + c] *= rescale;
-      }
-    }
+    softmax_tile_rows({q0, rows, k0, cols}, scale_, scores, softmax, o, d, hd);
     gemm(false, false, rows, hd, cols, {scores, kTile}, {v + k0 * ld_in, ld_in}, 1.0f, {o, d},
          failures);
   }
@@ -237,10 +291,7 @@ void AttentionKernel::backward_key_tile(const float* in, const float* dout, floa
          failures);
     gemm(false, true, rows, cols, hd, {dout_rows + q0 * d, d}, {v, ld_in}, 0.0f, {grads, kTile},
          failures);
-    for (int64_t r = 0; r < rows; ++r) {
-      km::attention_tile_backward_row(probs + r * kTile, grads + r * kTile, cols, k0, q0 + r,
-                                      scale_, lse[q0 + r], deltas[q0 + r]);
-    }
+    backward_tile_rows({q0, rows, k0, cols}, scale_, probs, grads, lse, deltas);
     // dv += Pᵀ·dout, dk += dSᵀ·q, dq += dS·k.
     gemm(true, false, cols, hd, rows, {probs, kTile}, {dout_rows + q0 * d, d}, beta, {dv, ld_in},
          failures);

@@ -104,6 +104,41 @@ SS_HOST_DEVICE void causal_softmax_backward_row(const float* p, const float* dp,
 // rescales what was accumulated (the output row too) by exp(old max − new max). The row's
 // log-sum-exp, max + log(sum), is all that forward keeps for backward, which recomputes
 // p = exp(scale·s − lse) tile by tile.
+//
+// The tile functions are written for compilers to vectorise: no library call or branch per
+// element (tile_exp below; masked columns are computed and then replaced, as a vector would), and a tile row's maximum and sum taken in kTileLanes interleaved
+// partial results combined in a fixed order, so that the bits depend on neither the vector
+// width nor the thread count. A row is `width` columns, a multiple of kTileLanes: the
+// caller's storage past the tile's keys (padding), which the functions set to 0.
+inline constexpr int64_t kTileLanes = 8;
+
+// exp(x) for the tiles: Cephes' expf (Cody and Waite's reduction by n·ln 2 in two parts, a
+// degree-5 polynomial on the rest, 2^n put into the exponent bits), within 2 ulp of expf over
+// its normal range; 0 below −87.3 (where expf gives subnormals or 0) and +inf above 88.7.
+SS_HOST_DEVICE inline float tile_exp(float x) {
+  const float clamped = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
+  // Round to nearest by adding and taking away 1.5·2^23 (no rounding instruction in
+  // baseline x86-64); exact for |n| < 2^22.
+  const float n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = clamped - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * (r * r) + r + 1.0f;
+  const float two_n = bits_float(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
+  const float e = y * two_n;
+  return x < -87.3f ? 0.0f : (x > 88.7f ? INFINITY : e);
+}
+
+// The fixed order in which a row's kTileLanes partial sums are combined.
+SS_HOST_DEVICE inline float sum_lanes(const float* lane) {
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 struct OnlineSoftmaxRow {
   float max = -INFINITY;  // of scale·s over the columns seen so far
   float sum = 0.0f;       // of exp(scale·s − max) over them
@@ -116,23 +151,35 @@ SS_HOST_DEVICE inline int64_t causal_visible(int64_t cols, int64_t key0, int64_t
   return visible < 0 ? 0 : (visible < cols ? visible : cols);
 }
 
-// One tile of row `query`: the unscaled scores s[cols] of keys [key0, key0 + cols) become
-// exp(scale·s − max) with the row's new maximum (0 where masked), and `row` takes them in.
-// Returns the factor that what was accumulated for the row under the old maximum must be
-// multiplied by (0 before the first tile, 1 when the maximum stays).
-SS_HOST_DEVICE inline float online_softmax_tile(float* s, int64_t cols, int64_t key0, int64_t query,
-                                                float scale, OnlineSoftmaxRow& row) {
+// One tile of row `query`: the unscaled scores s[width] of keys [key0, key0 + cols) become
+// exp(scale·s − max) with the row's new maximum (0 where masked or past cols), and `row` takes
+// them in. Returns the factor that what was accumulated for the row under the old maximum must
+// be multiplied by (0 before the first tile, 1 when the maximum stays).
+// REQUIRES: width a multiple of kTileLanes, cols <= width.
+SS_HOST_DEVICE inline float online_softmax_tile(float* s, int64_t cols, int64_t width, int64_t key0,
+                                                int64_t query, float scale,
+                                                OnlineSoftmaxRow& row) {
   const int64_t visible = causal_visible(cols, key0, query);
-  float max = row.max;
-  for (int64_t j = 0; j < visible; ++j) max = fmaxf(max, s[j] * scale);
-  const float rescale = max == row.max ? 1.0f : expf(row.max - max);
-  float sum = 0.0f;
-  for (int64_t j = 0; j < cols; ++j) {
-    const float e = j < visible ? expf(s[j] * scale - max) : 0.0f;
-    s[j] = e;
-    sum += e;
+  // Flat loops over the row (what vectorises), and the lanes' maximum and sum over it.
+  for (int64_t j = 0; j < width; ++j) {
+    const float scaled = s[j] * scale;
+    s[j] = j < visible ? scaled : -INFINITY;
   }
-  row.sum = row.sum * rescale + sum;
+  float lane[kTileLanes];
+  for (int64_t l = 0; l < kTileLanes; ++l) lane[l] = -INFINITY;
+  for (int64_t j0 = 0; j0 < width; j0 += kTileLanes) {
+    for (int64_t l = 0; l < kTileLanes; ++l) lane[l] = s[j0 + l] > lane[l] ? s[j0 + l] : lane[l];
+  }
+  float max = row.max;
+  for (int64_t l = 0; l < kTileLanes; ++l) max = lane[l] > max ? lane[l] : max;
+  const float rescale = max == row.max ? 1.0f : expf(row.max - max);
+  // Masked columns hold −inf: tile_exp gives them 0.
+  for (int64_t j = 0; j < width; ++j) s[j] = tile_exp(s[j] - max);
+  for (int64_t l = 0; l < kTileLanes; ++l) lane[l] = 0.0f;
+  for (int64_t j0 = 0; j0 < width; j0 += kTileLanes) {
+    for (int64_t l = 0; l < kTileLanes; ++l) lane[l] += s[j0 + l];
+  }
+  row.sum = row.sum * rescale + sum_lanes(lane);
   row.max = max;
   return rescale;
 }
@@ -146,17 +193,18 @@ SS_HOST_DEVICE inline float attention_row_delta(const float* dout, const float* 
 }
 
 // Backward of one tile of row `query`, from the row's log-sum-exp and delta = Σ_j p[j]·dp[j]
-// over the whole row (attention_row_delta): the unscaled
-// scores s[cols] become p = exp(scale·s − lse) and dp[cols] becomes the gradient of the
-// unscaled scores, p·(dp − delta)·scale (both 0 where masked, whatever dp holds there).
+// over the whole row (attention_row_delta): the unscaled scores s[width] become
+// p = exp(scale·s − lse) and dp[width] becomes the gradient of the unscaled scores,
+// p·(dp − delta)·scale (both 0 where masked or past cols, whatever dp holds there).
 SS_HOST_DEVICE inline void attention_tile_backward_row(float* s, float* dp, int64_t cols,
-                                                       int64_t key0, int64_t query, float scale,
-                                                       float lse, float delta) {
+                                                       int64_t width, int64_t key0, int64_t query,
+                                                       float scale, float lse, float delta) {
   const int64_t visible = causal_visible(cols, key0, query);
-  for (int64_t j = 0; j < cols; ++j) {
-    const float p = j < visible ? expf(s[j] * scale - lse) : 0.0f;
-    s[j] = p;
-    dp[j] = j < visible ? (p * (dp[j] - delta)) * scale : 0.0f;
+  for (int64_t j = 0; j < width; ++j) {
+    const float p = tile_exp(s[j] * scale - lse);
+    const float ds = (p * (dp[j] - delta)) * scale;
+    s[j] = j < visible ? p : 0.0f;
+    dp[j] = j < visible ? ds : 0.0f;
   }
 }
 

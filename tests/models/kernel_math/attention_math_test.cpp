@@ -183,15 +183,19 @@ TEST(KernelMathAttention, CpuKernelsSoftmaxIsTheTileMathBitForBit) {
           dp[static_cast<size_t>(j)] = dout[at(n, i, h, j)];
         }
         std::vector<float> e = scores;
+        e.resize(km::kTileLanes, kNan);  // padding: set to 0
         km::OnlineSoftmaxRow row;
-        EXPECT_EQ(km::online_softmax_tile(e.data(), s.seq, 0, i, scale, row), 0.0f);
+        EXPECT_EQ(km::online_softmax_tile(e.data(), s.seq, km::kTileLanes, 0, i, scale, row), 0.0f);
+        EXPECT_EQ(e[km::kTileLanes - 1], 0.0f);
         const float inverse = 1.0f / row.sum;
         for (int64_t j = 0; j < s.seq; ++j)
           want_y[at(n, i, h, j)] = e[static_cast<size_t>(j)] * inverse;
         const float delta =
             km::attention_row_delta(&dout[at(n, i, h, 0)], &want_y[at(n, i, h, 0)], s.head_dim);
-        km::attention_tile_backward_row(scores.data(), dp.data(), s.seq, 0, i, scale,
-                                        row.log_sum_exp(), delta);
+        scores.resize(km::kTileLanes, kNan);
+        dp.resize(km::kTileLanes, kNan);
+        km::attention_tile_backward_row(scores.data(), dp.data(), s.seq, km::kTileLanes, 0, i,
+                                        scale, row.log_sum_exp(), delta);
         for (int64_t j = 0; j < s.seq; ++j) {
           // dk_j[i] = dS_ij, stored at position j, column i of k's head h.
           want_dk[at(n, j, h, i)] = dp[static_cast<size_t>(j)];
@@ -203,28 +207,48 @@ TEST(KernelMathAttention, CpuKernelsSoftmaxIsTheTileMathBitForBit) {
   EXPECT_EQ(bit_mismatches(got_dk, want_dk), "") << "backward: dk = dSᵀ";
 }
 
+// tile_exp against float64 exp: within 2 ulp over the softmax's arguments (x <= 0) and a
+// little above; exp(0) = 1 exactly; 0 below float's normal range, +inf above its range.
+TEST(KernelMathAttention, TileExpIsExpWithinTwoUlp) {
+  EXPECT_EQ(km::tile_exp(0.0f), 1.0f);
+  EXPECT_EQ(km::tile_exp(-88.0f), 0.0f);
+  EXPECT_EQ(km::tile_exp(-INFINITY), 0.0f);
+  EXPECT_EQ(km::tile_exp(89.0f), INFINITY);
+  EXPECT_TRUE(std::isnan(km::tile_exp(kNan)));
+  int checked = 0;
+  for (float x = -87.0f; x <= 10.0f; x += 0.0137f, ++checked) {
+    const double want = std::exp(static_cast<double>(x));
+    const double ulp =
+        std::nextafter(static_cast<float>(want), INFINITY) - static_cast<float>(want);
+    EXPECT_LE(std::abs(km::tile_exp(x) - want), 2.0 * ulp) << "x = " << x;
+  }
+  EXPECT_GT(checked, 7000);
+}
+
 // A row taken in tiles, its maximum growing from tile to tile and a tile straddling the
 // diagonal: the accumulated exponentials rescaled by what each tile returns are the whole
 // row's softmax (float64), the log-sum-exp is the row's, and the tile backward with it
 // gives the whole-row backward's gradient.
 TEST(KernelMathAttention, OnlineSoftmaxOverTilesIsTheRowsSoftmax) {
-  const int64_t len = 11, query = 8, tile = 4;  // tiles [0, 4), [4, 8), [8, 11): 9 visible
+  const int64_t len = 21, query = 17, tile = km::kTileLanes;  // tiles of 8, 8 and 5 keys
   const float scale = 0.8f;
-  // Rising scores: the second tile raises the maximum; the third's one visible score does not.
+  // Rising scores: the second tile raises the maximum; the third's two visible scores do not.
   std::vector<float> s = random_floats(len, 60, -0.2f, 0.2f);
   for (int64_t j = 0; j < len; ++j) s[static_cast<size_t>(j)] += 0.5f * static_cast<float>(j);
-  s[8] = s[7] - 1.0f;
-  s[10] = kNan;  // masked: never read
+  s[16] = s[15] - 1.0f;
+  s[17] = s[15] - 2.0f;
+  s[20] = kNan;  // masked: never used
   const std::vector<double> want = softmax64({s.begin(), s.end()}, query, scale);
   std::vector<float> acc(static_cast<size_t>(len), 0.0f);
   km::OnlineSoftmaxRow row;
   for (int64_t k0 = 0; k0 < len; k0 += tile) {
     const int64_t cols = std::min(tile, len - k0);
     std::vector<float> e(s.begin() + k0, s.begin() + k0 + cols);
-    const float rescale = km::online_softmax_tile(e.data(), cols, k0, query, scale, row);
+    e.resize(tile, kNan);  // the last tile's padding
+    const float rescale = km::online_softmax_tile(e.data(), cols, tile, k0, query, scale, row);
     if (k0 == 0) {
       EXPECT_EQ(rescale, 0.0f) << "nothing accumulated before the first tile";
-    } else if (k0 == 4) {
+    } else if (k0 == tile) {
       EXPECT_TRUE(rescale > 0.0f && rescale < 1.0f) << rescale;
     } else {
       EXPECT_EQ(rescale, 1.0f) << "the maximum stays";
@@ -253,8 +277,14 @@ TEST(KernelMathAttention, OnlineSoftmaxOverTilesIsTheRowsSoftmax) {
     const int64_t cols = std::min(tile, len - k0);
     std::vector<float> tile_s(s.begin() + k0, s.begin() + k0 + cols);
     std::vector<float> tile_dp(dp.begin() + k0, dp.begin() + k0 + cols);
-    km::attention_tile_backward_row(tile_s.data(), tile_dp.data(), cols, k0, query, scale,
+    tile_s.resize(tile, kNan);
+    tile_dp.resize(tile, kNan);
+    km::attention_tile_backward_row(tile_s.data(), tile_dp.data(), cols, tile, k0, query, scale,
                                     row.log_sum_exp(), delta);
+    for (int64_t j = cols; j < tile; ++j) {
+      EXPECT_EQ(tile_s[static_cast<size_t>(j)], 0.0f);
+      EXPECT_EQ(tile_dp[static_cast<size_t>(j)], 0.0f);
+    }
     for (int64_t j = 0; j < cols; ++j) {
       const auto i = static_cast<size_t>(k0 + j);
       EXPECT_NEAR(tile_s[static_cast<size_t>(j)], want[i], 1e-6) << "p, column " << k0 + j;
