@@ -38,8 +38,8 @@ Split split_kind(std::string_view text) {
 int parse_count(std::string_view item, std::string_view whole) {
   int value = 0;
   const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-  SS_CHECK(!item.empty() && ec == std::errc() && end == item.data() + item.size(),
-           "bad device list '{}': '{}' is not a whole number ({})", whole, item, kAccepted);
+  SS_CHECK_INPUT(!item.empty() && ec == std::errc() && end == item.data() + item.size(),
+                 "bad device list '{}': '{}' is not a whole number ({})", whole, item, kAccepted);
   return value;
 }
 
@@ -64,18 +64,20 @@ bool gpus_visible() {
 int all_visible_gpus(std::string_view whole) {
   Backend& cuda = backend(DeviceKind::kCuda);
   const int n = cuda.device_count();
-  SS_CHECK(n > 0, "device list '{}': no GPU is visible ({})", whole, cuda.unavailable_reason());
+  SS_CHECK_INPUT(n > 0, "device list '{}': no GPU is visible ({})", whole,
+                 cuda.unavailable_reason());
   return n;
 }
 
 void check_count(DeviceKind kind, int count, std::string_view whole) {
-  SS_CHECK(count != 0 || kind != DeviceKind::kCuda,
-           "device list '{}' asks for no GPU: cuda:N means N GPUs, the first N visible (one GPU "
-           "is cuda:1; {})",
-           whole, kChooseGpus);
-  SS_CHECK(count >= 1 && count <= kMaxDevices,
-           "bad device list '{}': the device count {} must be between 1 and {}", whole, count,
-           kMaxDevices);
+  SS_CHECK_INPUT(
+      count != 0 || kind != DeviceKind::kCuda,
+      "device list '{}' asks for no GPU: cuda:N means N GPUs, the first N visible (one GPU "
+      "is cuda:1; {})",
+      whole, kChooseGpus);
+  SS_CHECK_INPUT(count >= 1 && count <= kMaxDevices,
+                 "bad device list '{}': the device count {} must be between 1 and {}", whole, count,
+                 kMaxDevices);
 }
 
 // A kind's name, or nullopt.
@@ -89,16 +91,16 @@ std::optional<DeviceKind> named_kind(std::string_view name) {
 }  // namespace
 
 DeviceAxis parse_device_axis(std::string_view text) {
-  SS_CHECK(!text.empty(), "empty device list ({})", kAccepted);
+  SS_CHECK_INPUT(!text.empty(), "empty device list ({})", kAccepted);
   const Split s = split_kind(text);
   const std::optional<DeviceKind> kind = named_kind(s.head);
   if (!s.has_colon && kind) {  // "cpu", "sim": one device; "cuda": every visible GPU
     return DeviceAxis{*kind, {*kind == DeviceKind::kCuda ? all_visible_gpus(text) : 1}};
   }
-  SS_CHECK(!s.has_colon || kind, "bad device list '{}': unknown device kind '{}' ({})", text,
-           s.head, kAccepted);
-  SS_CHECK(!s.has_colon || !s.tail.empty(), "bad device list '{}': nothing after ':' ({})", text,
-           kAccepted);
+  SS_CHECK_INPUT(!s.has_colon || kind, "bad device list '{}': unknown device kind '{}' ({})", text,
+                 s.head, kAccepted);
+  SS_CHECK_INPUT(!s.has_colon || !s.tail.empty(), "bad device list '{}': nothing after ':' ({})",
+                 text, kAccepted);
   DeviceAxis axis;
   // Bare counts: GPUs where any are visible.
   axis.kind = kind ? *kind : gpus_visible() ? DeviceKind::kCuda : DeviceKind::kCpu;
@@ -145,7 +147,7 @@ void check_devices_available(const DeviceSpec& spec) {
   const int available = b.device_count();
   if (spec.count() <= available) return;
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  throw_error(fmt::format(
+  throw_usage_error(fmt::format(
       "{} asks for {} GPU{}; {} {} visible{}{}", to_string(spec), spec.count(),
       spec.count() == 1 ? "" : "s", available, available == 1 ? "is" : "are",
       visible != nullptr ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", visible) : std::string(),

@@ -34,6 +34,8 @@ struct Model::Plan {
   std::vector<bool> filled;
   std::unique_ptr<LossKernel> loss;
   float* dout = nullptr;  // gradient w.r.t. the model output, set by the loss
+  // What the kernels allocated as they were made: the device's memory in use before and after.
+  int64_t kernel_bytes = 0;
 };
 
 namespace {
@@ -255,8 +257,10 @@ Model::Plan& Model::plan_for(int64_t batch) {
     const LayerFusion& fusion = plan->fusions[layer];
     // An activation fused both ways runs inside its neighbours: it needs no kernel.
     const bool idle = fusion.forward_in_producer && fusion.backward_in_reader;
+    const int64_t before = device_.memory_in_use();
     plan->kernels.push_back(add || idle ? nullptr
                                         : kernels.make_layer(def_.layers[layer], b, device_));
+    plan->kernel_bytes += device_.memory_in_use() - before;
     SS_CHECK(!sync_ || !std::holds_alternative<BatchNorm2DSpec>(def_.layers[layer]) ||
                  plan->kernels.back()->sync_points(LayerKernel::Pass::kForward) > 0,
              "model '{}': layer {} ({}) cannot synchronize its statistics across replicas on "
@@ -278,8 +282,22 @@ Model::Plan& Model::plan_for(int64_t batch) {
     plan->grad_a = Tensor(device_, Shape{batch * max_act});
     plan->grad_b = Tensor(device_, Shape{batch * max_act});
   }
+  const int64_t before_loss = device_.memory_in_use();
   plan->loss = kernels.make_loss(def_.loss, shapes_.back().with_batch(batch), device_);
+  plan->kernel_bytes += device_.memory_in_use() - before_loss;
   return *plans_.emplace(batch, std::move(plan)).first->second;
+}
+
+Model::Memory Model::memory(int64_t batch) {
+  const Plan& plan = plan_for(batch);
+  const auto bytes = [](const Tensor& t) { return static_cast<int64_t>(t.bytes()); };
+  Memory m;
+  m.parameters = bytes(weights_) + bytes(grads_) + bytes(tied_grads_) + bytes(buffers_);
+  for (const Tensor& t : plan.activations) m.kept += bytes(t);
+  m.transient = bytes(plan.transient);
+  m.gradients = bytes(plan.grad_a) + bytes(plan.grad_b);
+  m.kernels = plan.kernel_bytes;
+  return m;
 }
 
 void Model::plan_graph_memory(Plan& plan, const std::vector<int64_t>& sizes,

@@ -108,6 +108,19 @@ class Model {
   // Null: none. `probe` outlives the passes it is set for.
   void set_layer_probe(LayerProbe* probe) { probe_ = probe; }
 
+  // Where the device memory of training at batch size `batch` goes, in bytes. Plans the batch
+  // as the first forward of it would (allocating its activations and kernels); a step then
+  // allocates nothing more of the model's.
+  struct Memory {
+    int64_t parameters = 0;  // weights, their gradients (tied weights' too), the layers' buffers
+    int64_t kept = 0;        // the outputs some backward reads: the whole step long
+    int64_t transient = 0;   // the forward arena of the other outputs (graphs)
+    int64_t gradients = 0;   // activation gradients: the arena and its scratch, or ping-pong
+    int64_t kernels = 0;     // the layers' and the loss's own: workspaces, scratch, statistics
+    int64_t total() const { return parameters + kept + transient + gradients + kernels; }
+  };
+  Memory memory(int64_t batch);
+
   // What the libraries chose for the kernels of batch size `batch` (LayerKernel::choices),
   // indexed by layer. Throws Error when no forward has planned that batch size.
   std::vector<std::vector<KernelChoice>> kernel_choices(int64_t batch) const;

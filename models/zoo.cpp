@@ -26,7 +26,7 @@ ActivationSpec relu() {
 double parse_positive(const std::string& model, const std::string& key, const std::string& text) {
   double value = 0.0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  SS_CHECK(
+  SS_CHECK_INPUT(
       ec == std::errc() && end == text.data() + text.size() && std::isfinite(value) && value > 0.0,
       "model '{}': {}={} is not a positive number", model, key, text);
   return value;
@@ -36,18 +36,19 @@ int64_t whole_number(const std::string& model, const std::string& key, const std
                      int64_t max = 10000, int64_t min = 1) {
   int64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  SS_CHECK(ec == std::errc() && end == text.data() + text.size() && value >= min && value <= max,
-           "model '{}': {}={} is not a whole number in [{}, {}]", model, key, text, min, max);
+  SS_CHECK_INPUT(
+      ec == std::errc() && end == text.data() + text.size() && value >= min && value <= max,
+      "model '{}': {}={} is not a whole number in [{}, {}]", model, key, text, min, max);
   return value;
 }
 
 // A width scaled by `factor`; at least one unit, and an error when that is not meaningful.
 int64_t scaled(const std::string& model, const std::string& key, double factor, int64_t base) {
   const double w = std::round(static_cast<double>(base) * factor);
-  SS_CHECK(w >= 1.0, "model '{}': {}={} makes a layer of {} units narrower than one", model, key,
-           factor, base);
-  SS_CHECK(w <= 1e6, "model '{}': {}={} makes a layer of {} units wider than 1,000,000", model, key,
-           factor, base);
+  SS_CHECK_INPUT(w >= 1.0, "model '{}': {}={} makes a layer of {} units narrower than one", model,
+                 key, factor, base);
+  SS_CHECK_INPUT(w <= 1e6, "model '{}': {}={} makes a layer of {} units wider than 1,000,000",
+                 model, key, factor, base);
   return static_cast<int64_t>(w);
 }
 
@@ -59,8 +60,8 @@ void reject_keys(const std::string& model, const Params& params,
     if (ok) continue;
     std::string list;
     for (const char* a : accepted) list += fmt::format("{}{}", list.empty() ? "" : ", ", a);
-    SS_CHECK(false, "model '{}' has no parameter '{}' ({})", model, key,
-             list.empty() ? std::string("it takes none") : "accepted: " + list);
+    SS_CHECK_INPUT(false, "model '{}' has no parameter '{}' ({})", model, key,
+                   list.empty() ? std::string("it takes none") : "accepted: " + list);
   }
 }
 
@@ -129,7 +130,7 @@ ModelDef gpt_family(const Params& p) {
     if (g.name == preset) base = &g;
     names += fmt::format("{}{}", names.empty() ? "" : ", ", g.name);
   }
-  SS_CHECK(base != nullptr, "model 'gpt': no preset '{}' (presets: {})", preset, names);
+  SS_CHECK_INPUT(base != nullptr, "model 'gpt': no preset '{}' (presets: {})", preset, names);
   GptConfig c = base->config;
   const auto set = [&](const char* key, int64_t& field, int64_t max) {
     const auto it = p.find(key);
@@ -144,7 +145,7 @@ ModelDef gpt_family(const Params& p) {
   if (dropout_it != p.end()) {
     const double rate =
         dropout_it->second == "0" ? 0.0 : parse_positive("gpt", "dropout", dropout_it->second);
-    SS_CHECK(rate < 1.0, "model 'gpt': dropout={} is not in [0, 1)", dropout_it->second);
+    SS_CHECK_INPUT(rate < 1.0, "model 'gpt': dropout={} is not in [0, 1)", dropout_it->second);
     c.dropout = static_cast<float>(rate);
   }
   const size_t shape_keys =
@@ -252,8 +253,8 @@ const Builder* find_builder(const std::string& name) {
 // default.
 void set_classes(ModelDef& def, const Builder& family, int64_t classes) {
   auto* head = def.layers.empty() ? nullptr : std::get_if<DenseSpec>(&def.layers.back());
-  SS_CHECK(head != nullptr, "model '{}' does not end in a dense layer to give {} classes", def.name,
-           classes);
+  SS_CHECK_INPUT(head != nullptr, "model '{}' does not end in a dense layer to give {} classes",
+                 def.name, classes);
   head->units = classes;
   if (classes == family.classes) return;
   def.name +=
@@ -270,24 +271,24 @@ std::string known_models() {
 }  // namespace
 
 ModelSpec parse_model_spec(std::string_view text) {
-  SS_CHECK(!text.empty(), "empty model name (known models: {})", known_models());
+  SS_CHECK_INPUT(!text.empty(), "empty model name (known models: {})", known_models());
   ModelSpec spec;
   const size_t colon = text.find(':');
   spec.name = std::string(text.substr(0, colon));
-  SS_CHECK(!spec.name.empty(), "model spec '{}' has no name (known models: {})", text,
-           known_models());
+  SS_CHECK_INPUT(!spec.name.empty(), "model spec '{}' has no name (known models: {})", text,
+                 known_models());
   if (colon == std::string_view::npos) return spec;
   std::string_view rest = text.substr(colon + 1);
-  SS_CHECK(!rest.empty(), "model spec '{}': nothing after ':' (expected key=value)", text);
+  SS_CHECK_INPUT(!rest.empty(), "model spec '{}': nothing after ':' (expected key=value)", text);
   while (true) {
     const size_t comma = rest.find(',');
     const std::string_view item = rest.substr(0, comma);
     const size_t eq = item.find('=');
-    SS_CHECK(eq != std::string_view::npos && eq > 0 && eq + 1 < item.size(),
-             "model spec '{}': '{}' is not of the form key=value", text, item);
+    SS_CHECK_INPUT(eq != std::string_view::npos && eq > 0 && eq + 1 < item.size(),
+                   "model spec '{}': '{}' is not of the form key=value", text, item);
     const std::string key(item.substr(0, eq));
-    SS_CHECK(spec.params.emplace(key, std::string(item.substr(eq + 1))).second,
-             "model spec '{}': key '{}' given twice", text, key);
+    SS_CHECK_INPUT(spec.params.emplace(key, std::string(item.substr(eq + 1))).second,
+                   "model spec '{}': key '{}' given twice", text, key);
     if (comma == std::string_view::npos) break;
     rest = rest.substr(comma + 1);
   }

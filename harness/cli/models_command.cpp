@@ -5,8 +5,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/backend.h"
+#include "core/check.h"
+#include "core/device_spec.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/option_app.h"
+#include "harness/options/run_options.h"
+#include "harness/trainer/training_memory.h"
+#include "models/model.h"
 #include "models/zoo.h"
 #include "models/zoo_families.h"
 
@@ -47,9 +53,65 @@ std::vector<std::string> listed_specs() {
   return specs;
 }
 
+// What `models --batch` plans: one replica's training at `batch` on a device of `kind`.
+struct MemoryRequest {
+  int64_t batch = 0;  // 0: none
+  std::string devices = "cpu:1";
+  int threads = 0;  // CPU threads of the device (0: as train chooses for one device)
+  OptimizerConfig optimizer;
+};
+
+// "10.27 GiB", "23.8 MiB", "192.1 KiB".
+std::string memory_text(int64_t bytes) {
+  const auto b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024.0 * 1024.0)
+    return fmt::format("{:.2f} GiB", b / (1024.0 * 1024.0 * 1024.0));
+  if (b >= 1024.0 * 1024.0) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024.0));
+  return fmt::format("{:.1f} KiB", b / 1024.0);
+}
+
+// The model built on a device of the requested kind, its batch planned, and the memory each
+// part of training holds there.
+nlohmann::json planned_memory(const ModelDef& def, const MemoryRequest& r) {
+  const DeviceSpec spec = parse_device_spec(r.devices);
+  check_devices_available(spec);
+  const std::unique_ptr<Device> device =
+      backend(spec.kind).open(0, BackendOptions{.cpu_threads = r.threads, .cpu_devices = 1});
+  device->make_current();
+  Model model(def, def.default_input, *device, 1);
+  const TrainingMemory m = training_memory(model, r.batch, r.optimizer, /*staged=*/true);
+  return {
+      {"device", to_string(spec.kind)},           {"batch", r.batch},
+      {"optimizer", to_string(r.optimizer.kind)}, {"parameters_bytes", m.model.parameters},
+      {"optimizer_state_bytes", m.optimizer},     {"kept_activations_bytes", m.model.kept},
+      {"forward_arena_bytes", m.model.transient}, {"activation_gradients_bytes", m.model.gradients},
+      {"kernels_bytes", m.model.kernels},         {"batch_bytes", m.input + m.loss},
+      {"planned_peak_bytes", m.total()}};
+}
+
+void print_memory(const std::string& name, const nlohmann::json& m) {
+  fmt::print("\n{} at batch {} on one {} device, {}: planned peak {}\n", name,
+             m["batch"].get<int64_t>(), m["device"].get<std::string>(),
+             m["optimizer"].get<std::string>(),
+             memory_text(m["planned_peak_bytes"].get<int64_t>()));
+  const std::pair<const char*, const char*> rows[] = {
+      {"parameters_bytes", "weights, their gradients, the layers' buffers"},
+      {"optimizer_state_bytes", "optimizer state"},
+      {"kept_activations_bytes", "activations kept for backward"},
+      {"forward_arena_bytes", "forward arena (outputs no backward reads)"},
+      {"activation_gradients_bytes", "activation gradients"},
+      {"kernels_bytes", "the kernels' own (workspaces, scratch, statistics)"},
+      {"batch_bytes", "the batch on the device and the loss"}};
+  for (const auto& [key, what] : rows)
+    fmt::print("  {:<52} {:>12}\n", what, memory_text(m[key].get<int64_t>()));
+}
+
 // The given specs, or with none the list above. A bad spec fails the command with the
 // zoo's message naming it.
-int run_models(const std::vector<std::string>& given, bool as_json) {
+int run_models(const std::vector<std::string>& given, bool as_json, const MemoryRequest& memory) {
+  SS_CHECK_INPUT(memory.batch == 0 || !given.empty(),
+                 "--batch plans the memory of the models named: give one, e.g. `scalescope models "
+                 "gpt:preset=small --batch 8`");
   nlohmann::json list = nlohmann::json::array();
   for (const std::string& spec : given.empty() ? listed_specs() : given) {
     const ModelDef def = make_model(spec);
@@ -61,6 +123,7 @@ int run_models(const std::vector<std::string>& given, bool as_json) {
                     {"output_shape", s.output.dims()},
                     {"loss", to_string(def.loss)},
                     {"layers", def.layers.size()}});
+    if (memory.batch > 0) list.back()["memory"] = planned_memory(def, memory);
   }
   if (as_json) {
     nlohmann::json families = nlohmann::json::array();
@@ -88,6 +151,15 @@ int run_models(const std::vector<std::string>& given, bool as_json) {
   for (const ZooEntry& e : zoo())
     fmt::print("  {:<12} {}  (e.g. {})\n", e.name, e.description, e.example);
   fmt::print("FLOPs: a multiply-add counts two; element-wise ops and pooling one per element.\n");
+  for (const auto& m : list) {
+    if (m.contains("memory")) print_memory(m["name"].get<std::string>(), m["memory"]);
+  }
+  if (memory.batch > 0) {
+    fmt::print(
+        "\nThe planned peak is of training steps with data staged from the host; an "
+        "evaluation plans its own batch sizes, and --accumulate, --grad-compression and "
+        "--noise-scale add buffers of their own.\n");
+  }
   return 0;
 }
 
@@ -97,11 +169,21 @@ void add_models_command(CLI::App& app, Action& action) {
   struct ModelsArgs {
     std::vector<std::string> specs;
     bool json = false;
+    MemoryRequest memory;
     OptionList list;
   };
   auto args = std::make_shared<ModelsArgs>();
   args->list.add("MODEL", args->specs, "Model specs to describe, e.g. cifar-resnet:depth=56");
   args->list.add("--json", args->json, "Print JSON instead of a table");
+  args->list.add("--batch", args->memory.batch,
+                 "Plan the device memory of training the models at this batch per device: its "
+                 "peak and what holds it (0: no plan)",
+                 at_least<int64_t>(0, "must be 0 (no plan) or a positive number of samples"));
+  add_devices_option(args->list, args->memory.devices)
+      .shown_default("cpu:1 (the memory is one device's, of the kind given)");
+  add_threads_option(args->list, args->memory.threads);
+  add_optimizer_option(args->list, args->memory.optimizer);
+  add_momentum_option(args->list, args->memory.optimizer);
   CLI::App* cmd = app.add_subcommand("models",
                                      "Describe model specs (parameters, forward FLOPs per "
                                      "sample, layers) or, with none, list the zoo");
@@ -109,7 +191,7 @@ void add_models_command(CLI::App& app, Action& action) {
   cmd->callback([&action, args, cmd] {
     action = [args, cmd] {
       (void)settle_options(*cmd, args->list);
-      return run_models(args->specs, args->json);
+      return run_models(args->specs, args->json, args->memory);
     };
   });
 }

@@ -54,6 +54,22 @@ OptionDecl& add_workers_option(OptionList& list, std::vector<int>& workers) {
                   in_range(1, 256, kWorkersRange));
 }
 
+OptionDecl& add_optimizer_option(OptionList& list, OptimizerConfig& optimizer) {
+  return list.add("--optimizer",
+                  Choice{{"sgd", "adam"},
+                         [&optimizer] { return std::string(to_string(optimizer.kind)); },
+                         [&optimizer](const std::string& name) {
+                           optimizer.kind =
+                               name == "sgd" ? OptimizerKind::kSgd : OptimizerKind::kAdam;
+                         }},
+                  "sgd or adam");
+}
+
+OptionDecl& add_momentum_option(OptionList& list, OptimizerConfig& optimizer) {
+  return list.add("--momentum", optimizer.momentum, "SGD momentum",
+                  finite_above(0.0f, true, "must be 0 or more"));
+}
+
 OptionDecl& add_seed_option(OptionList& list, uint64_t& seed) {
   return list.add("--seed", seed, "Seed of the weights and of the data's order and augmentation");
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/options/option_schema.h"
+#include "models/optimizer.h"
 
 namespace scalescope {
 
@@ -26,6 +27,9 @@ OptionDecl& add_workers_option(OptionList& list, int& workers);
 OptionDecl& add_workers_option(OptionList& list, std::vector<int>& workers);
 // --seed: of the weights and of the data's order and augmentation.
 OptionDecl& add_seed_option(OptionList& list, uint64_t& seed);
+// --optimizer (sgd or adam) and --momentum (SGD's): which optimizer, and so its state.
+OptionDecl& add_optimizer_option(OptionList& list, OptimizerConfig& optimizer);
+OptionDecl& add_momentum_option(OptionList& list, OptimizerConfig& optimizer);
 // --global-batch: samples per step over all devices instead (strong scaling); a single run
 // holds 0 when it is not given, a sweep an empty list.
 OptionDecl& add_global_batch_option(OptionList& list, int64_t& global_batch);

@@ -107,13 +107,7 @@ void add_collective_options(OptionList& list, TrainOptions& o) {
 
 // The optimizer and its learning rate.
 void add_optimizer_options(OptionList& list, TrainOptions& o) {
-  list.add("--optimizer",
-           Choice{{"sgd", "adam"},
-                  [&o] { return std::string(to_string(o.optimizer.kind)); },
-                  [&o](const std::string& name) {
-                    o.optimizer.kind = name == "sgd" ? OptimizerKind::kSgd : OptimizerKind::kAdam;
-                  }},
-           "sgd or adam");
+  add_optimizer_option(list, o.optimizer);
   // 0 is allowed: the weights then stay as they began (measurements at fixed weights).
   list.add("--lr", o.optimizer.lr, "Base learning rate",
            finite_above(0.0f, true, "must be 0 or a positive number"))
@@ -132,8 +126,7 @@ void add_optimizer_options(OptionList& list, TrainOptions& o) {
   list.add("--lr-warmup-steps", o.lr_warmup_steps,
            "Steps over which the learning rate rises from --lr to the scaled rate",
            at_least<int64_t>(0, "must not be negative"));
-  list.add("--momentum", o.optimizer.momentum, "SGD momentum",
-           finite_above(0.0f, true, "must be 0 or more"));
+  add_momentum_option(list, o.optimizer);
   list.add("--weight-decay", o.optimizer.weight_decay, "L2 weight decay",
            finite_above(0.0f, true, "must be 0 or more"));
 }

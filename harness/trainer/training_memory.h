@@ -1,0 +1,30 @@
+// The device memory one replica's training takes at a batch size, by what holds it: the
+// model's plan (Model::memory), the optimizer's state, the batch and the loss. `scalescope
+// models SPEC --batch B` prints it; a run's measured peak stays within 5% of it when it
+// evaluates nothing (TrainingMemory.* tests). An evaluation plans its own batch sizes, and
+// gradient accumulation, compression and the noise scale add buffers of their own: not
+// counted here.
+#pragma once
+
+#include <cstdint>
+
+#include "models/model.h"
+#include "models/optimizer.h"
+
+namespace scalescope {
+
+struct TrainingMemory {
+  Model::Memory model;
+  int64_t optimizer = 0;  // the optimizer's state
+  int64_t input = 0;      // the batch on the device, inputs and labels (the stager's two slots)
+  int64_t loss = 0;       // the step's loss value
+  int64_t total() const { return model.total() + optimizer + input + loss; }
+};
+
+// `staged`: batches come through the stager (data not resident on the device): two batches
+// on a device it copies to, none on CPU devices, which read host memory; otherwise one batch
+// resident on the device.
+TrainingMemory training_memory(Model& model, int64_t batch, const OptimizerConfig& optimizer,
+                               bool staged);
+
+}  // namespace scalescope

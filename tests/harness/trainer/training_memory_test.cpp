@@ -1,0 +1,62 @@
+// training_memory (what `scalescope models SPEC --batch B` prints) against the peak that
+// training measures: on CPU and simulated devices, sequential models and graphs, each
+// optimizer's state, the measured peak of a run without evaluation within 5% of the plan.
+#include "harness/trainer/training_memory.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "harness/trainer/trainer.h"
+#include "models/zoo.h"
+#include "tests/harness/trainer/train_helpers.h"
+
+namespace scalescope {
+namespace {
+
+struct MemoryCase {
+  std::string model;
+  int64_t batch;
+  OptimizerKind optimizer;
+  float momentum;
+};
+
+std::vector<MemoryCase> cases() {
+  return {{"cifar-cnn", 16, OptimizerKind::kSgd, 0.0f},              // sequential, ping-pong
+          {"dense-100", 8, OptimizerKind::kAdam, 0.0f},              // two states
+          {"cifar-resnet:depth=20", 8, OptimizerKind::kAdam, 0.0f},  // a graph's arenas
+          {"gpt:preset=micro", 4, OptimizerKind::kSgd, 0.9f}};       // attention, tied weights
+}
+
+int64_t planned(const MemoryCase& c, DeviceKind kind, const OptimizerConfig& optimizer) {
+  // One thread, as the runs: oneDNN's scratchpads grow with the threads.
+  const std::unique_ptr<Device> device =
+      backend(kind).open(0, BackendOptions{.cpu_threads = 1, .cpu_devices = 1});
+  device->make_current();
+  const ModelDef def = make_model(c.model);
+  Model model(def, def.default_input, *device, 1);
+  return training_memory(model, c.batch, optimizer, /*staged=*/true).total();
+}
+
+TEST(TrainingMemory, TheMeasuredPeakIsThePlannedOne) {
+  for (const DeviceKind kind : {DeviceKind::kCpu, DeviceKind::kSim}) {
+    for (const MemoryCase& c : cases()) {
+      SCOPED_TRACE(c.model + " on " + to_string(kind));
+      TrainOptions o =
+          testing_util::short_run(c.model, std::string(to_string(kind)) + ":1", c.batch, 3);
+      o.optimizer.kind = c.optimizer;
+      o.optimizer.momentum = c.momentum;
+      const RunReport run = train(o);
+      const auto measured = static_cast<double>(run.peak_memory_bytes.at(0));
+      const auto plan = static_cast<double>(planned(c, kind, o.optimizer));
+      EXPECT_LE(std::abs(measured - plan), 0.05 * plan) << measured << " bytes measured";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace scalescope
