@@ -26,10 +26,21 @@ double passes_ms(const RunReport& report) {
 }
 
 std::string row(const std::string& layer, const std::string& name, double forward_ms,
-                double backward_ms, double share, const std::string& gflops) {
-  return fmt::format("{:>6}  {:<56} {:>10.3f} {:>11.3f} {:>9.3f} {:>6.1f}% {:>11}\n", layer,
+                double backward_ms, double share, const std::string& gflops,
+                const std::string& kernel) {
+  return fmt::format("{:>6}  {:<56} {:>10.3f} {:>11.3f} {:>9.3f} {:>6.1f}% {:>11}  {}\n", layer,
                      name.substr(0, 56), forward_ms, backward_ms, forward_ms + backward_ms,
-                     100.0 * share, gflops);
+                     100.0 * share, gflops, kernel.substr(0, 60));
+}
+
+// What the library chose for `layer`'s forward (oneDNN's implementation, cuDNN's algorithm
+// and math), from the run's kernels; "" for our own kernels.
+std::string forward_kernel(const RunReport& report, int layer) {
+  for (const KernelChoiceRecord& k : report.kernels) {
+    if (k.layer != layer || k.pass != "forward") continue;
+    return k.math.empty() || k.math == "fp32" ? k.algorithm : k.algorithm + " " + k.math;
+  }
+  return "";
 }
 
 std::vector<LayerTimeRecord> slowest_first(std::vector<LayerTimeRecord> layers) {
@@ -71,8 +82,9 @@ std::string format_layer_profile(const RunReport& report, size_t top) {
       "\nlayers of replica 0, mean per measured step: {:.3f} ms in all, in forward and backward "
       "phases of {:.3f} ms (the rest: the loss, and the gaps between layers)\n",
       all_ms, passes_ms(report));
-  out += fmt::format("{:>6}  {:<56} {:>10} {:>11} {:>9} {:>7} {:>11}\n", "layer", "name",
-                     "forward ms", "backward ms", "total ms", "share", "fwd GFLOP/s");
+  out += fmt::format("{:>6}  {:<56} {:>10} {:>11} {:>9} {:>7} {:>11}  {}\n", "layer", "name",
+                     "forward ms", "backward ms", "total ms", "share", "fwd GFLOP/s",
+                     "forward kernel");
   const size_t shown = std::min(top, layers.size());
   for (size_t i = 0; i < shown; ++i) {
     const LayerTimeRecord& l = layers[i];
@@ -81,7 +93,7 @@ std::string format_layer_profile(const RunReport& report, size_t top) {
             ? fmt::format("{:.1f}", static_cast<double>(l.forward_flops) / (l.forward_ms * 1e6))
             : "-";
     out += row(std::to_string(l.layer), l.layer_name, l.forward_ms, l.backward_ms,
-               total_ms(l) / share_of, gflops);
+               total_ms(l) / share_of, gflops, forward_kernel(report, l.layer));
   }
   if (shown < layers.size()) {
     double forward = 0.0;
@@ -91,7 +103,7 @@ std::string format_layer_profile(const RunReport& report, size_t top) {
       backward += layers[i].backward_ms;
     }
     out += row("", fmt::format("{} other layers", layers.size() - shown), forward, backward,
-               (forward + backward) / share_of, "");
+               (forward + backward) / share_of, "", "");
   }
   return out;
 }

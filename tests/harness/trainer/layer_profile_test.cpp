@@ -53,6 +53,16 @@ void expect_every_layer_within_its_phases(const std::string& devices) {
   EXPECT_NE(table.find("layers of replica 0"), std::string::npos) << table;
   EXPECT_NE(table.find(std::to_string(def.layers.size() - 5) + " other layers"), std::string::npos)
       << table;
+  // Every layer whose forward a library chose for names the choice (oneDNN's implementation).
+  const std::string all = format_layer_profile(r, def.layers.size());
+  int named = 0;
+  for (const KernelChoiceRecord& k : r.kernels) {
+    if (k.pass != "forward") continue;
+    EXPECT_NE(all.find("  " + k.algorithm + "\n"), std::string::npos) << k.layer_name << "\n"
+                                                                      << all;
+    ++named;
+  }
+  EXPECT_GT(named, 0);
 }
 
 TEST(LayerProfile, CpuReplicasTimeEveryLayerInsideItsPhases) {
