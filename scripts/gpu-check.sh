@@ -65,6 +65,7 @@ step_table=(
   "h2d-overlap|90|required|both"
   "devices|60|required|both"
   "profile-layers|120|required|both"
+  "memory-plan|120|informational|both"
   "sanitizer-memcheck|150|required|both"
   "sanitizer-racecheck|120|required|both"
   "nccl_hostid|90|informational|both"
@@ -342,6 +343,7 @@ run_step resnet50-b128 "$out/resnet50-b128.log" note_run step_resnet50_b128
 run_step h2d-overlap "$out/h2d-overlap.log" note_h2d step_h2d_overlap
 run_step devices "$out/devices.log" note_devices step_devices
 run_step profile-layers "$out/profile-layers.log" note_profile_layers step_profile_layers
+run_step memory-plan "$out/memory-plan.log" note_memory_plan step_memory_plan
 for tool in memcheck racecheck; do
   if [[ -z "$sanitizer" ]]; then
     record_skip "sanitizer-$tool" "no compute-sanitizer (PATH, the toolkit, the wheels; or set COMPUTE_SANITIZER)"

@@ -158,6 +158,28 @@ note_profile_layers() {
     awk '{printf "step ms without/with --profile-layers: %s/%s, %s/%s\n", $1, $2, $3, $4}'
 }
 
+# The planned peak (`models SPEC --batch B`) against what three steps of training measured, on
+# the GPU: GPT-2 small at 8 (the attention's workspace shared since 79a1d79) and ResNet-50 at 64.
+step_memory_plan() {
+  local spec batch name
+  for spec in gpt:preset=small:8 resnet:depth=50:64; do
+    batch=${spec##*:}
+    spec=${spec%:*}
+    name=${spec//[:=]/-}
+    "$bin" models "$spec" --batch "$batch" --devices cuda:1 --json >"$out/plan-$name.json" &&
+      "$bin" train --devices cuda:1 --model "$spec" --batch "$batch" --steps 3 --no-eval \
+        -o "$out/run-$name.json" || return 1
+    python3 - "$out/plan-$name.json" "$out/run-$name.json" "$spec" "$batch" <<'PY' || return 1
+import json, sys
+plan = json.load(open(sys.argv[1]))["models"][0]["memory"]["planned_peak_bytes"]
+measured = json.load(open(sys.argv[2]))["summary"]["peak_memory_bytes"][0]
+print(f"memory-plan: {sys.argv[3]} at {sys.argv[4]}: planned {plan / 2**30:.2f} GiB, "
+      f"measured {measured / 2**30:.2f} GiB ({measured / plan:.3f} of the plan)")
+PY
+  done
+}
+note_memory_plan() { grep -E '^memory-plan: ' "$1" | sed -E 's/^memory-plan: //' | paste -sd';' | cut -c1-220; }
+
 step_devices() { "$bin" devices && "$bin" devices --json >"$out/devices.json"; }
 # The first GPU's host link figures (the table's row after its header), or why there are none.
 note_devices() {
@@ -332,6 +354,7 @@ step_ctest() {  # STOP_EPOCH: ctest starts no test after it
 note_ctest() { grep -m1 -E 'tests passed|No tests were found' "$1" || echo "no ctest summary line"; }
 
 export -f step_env step_nvidia_smi step_bundle step_main_command step_resnet50_b128 step_profile_layers \
+  step_memory_plan \
   step_h2d_overlap step_devices step_sanitizer summarize_sanitizer step_nccl_hostid \
   step_nccl_hostid_control two_ranks step_nccl_2proc_train step_nccl_2proc_collectives \
   step_nccl_2proc_abort step_configure step_build gtest sweep step_compare_pytorch step_ctest \
