@@ -4,13 +4,15 @@
 // (kernel_math/attention_math.h's OnlineSoftmaxRow) and multiplied into the output at once.
 // What forward keeps for backward is one float per query row and head, the row's log-sum-exp:
 // memory linear in the sequence length, where keeping the probabilities would be quadratic.
-// Backward recomputes each tile's probabilities from it. Tiles wholly above the diagonal
+// Backward recomputes the probabilities from it, a key tile at a time against every query
+// that sees the tile, in blocks of kTile × S floats per thread (still linear in S; products
+// as tall as the sequence run faster than tile by tile). Tiles wholly above the diagonal
 // (keys after every query of the tile) are never computed: causal attention does half the
 // products of full attention.
 //
 // Forward's tasks are (sample, head, query tile); backward's (sample, head), as the gradients
-// of q accumulate over key tiles and those of k and v over query tiles. Every task is one
-// thread's, in a fixed order, so the results do not depend on the thread count.
+// of q accumulate over key tiles. Every task is one thread's, in a fixed order, so the
+// results do not depend on the thread count.
 #include <fmt/format.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -170,10 +172,15 @@ class AttentionKernel final : public LayerKernel {
   int64_t scratch_bytes() const {
     return static_cast<int64_t>(scratch_.bytes());
   }
-  // Per thread: a tile of scores, a tile of their gradients, and one float per query row (the
-  // online softmax's rows forward, the deltas backward).
+  // Per thread: two blocks of scores kTile wide, one row per query (backward's: the
+  // probabilities and their gradients against one key tile; forward uses a tile of the
+  // first), and one float per query row (the online softmax's rows forward, the deltas
+  // backward).
+  int64_t block_floats() const {
+    return kTile * std::max(shape_.seq, kTile);
+  }
   int64_t scratch_floats() const {
-    return 2 * kTile * kTile + std::max(shape_.seq, 2 * kTile);
+    return 2 * block_floats() + std::max(shape_.seq, 2 * kTile);
   }
   float* thread_scratch(int thread) const {
     return static_cast<float*>(scratch_.data()) + thread * scratch_floats();
@@ -224,7 +231,7 @@ void AttentionKernel::forward_tile(const float* in, float* out, int64_t head_tas
   const float* v = in + qkv_offset(head_task) + 2 * d;
   float* o = out + out_offset(head_task) + q0 * d;
   float* scores = thread_scratch(omp_get_thread_num());
-  auto* softmax = reinterpret_cast<km::OnlineSoftmaxRow*>(scores + 2 * kTile * kTile);
+  auto* softmax = reinterpret_cast<km::OnlineSoftmaxRow*>(scores + 2 * block_floats());
   static_assert(sizeof(km::OnlineSoftmaxRow) == 2 * sizeof(float));
   for (int64_t r = 0; r < rows; ++r) {
     softmax[r] = km::OnlineSoftmaxRow{};
@@ -254,7 +261,7 @@ void AttentionKernel::backward_head(const float* in, const float* out, const flo
   const int64_t d = shape_.model_dim(), hd = shape_.head_dim, ld_in = 3 * d;
   // delta_i = Σ_j p_ij·dp_ij = Σ_c dout_ic·out_ic: the softmax backward's row sum, from the
   // output instead of the probabilities no one kept.
-  float* deltas = thread_scratch(omp_get_thread_num()) + 2 * kTile * kTile;
+  float* deltas = thread_scratch(omp_get_thread_num()) + 2 * block_floats();
   const float* o = out + out_offset(head_task);
   const float* dout_rows = dout + out_offset(head_task);
   float* dq = din + qkv_offset(head_task);
@@ -267,39 +274,30 @@ void AttentionKernel::backward_head(const float* in, const float* out, const flo
   }
 }
 
-// Key tile `key_tile`: its rows of dk and dv, summed over the query tiles that see it (from the
-// diagonal on), and its share of every such query tile's dq.
+// Key tile `key_tile` against every query that sees it (from the tile's first key on), as one
+// block of rows: their scores and dout's products with the tile's values in two tall
+// products, then the tile's rows of dk and dv and its share of dq in three.
 void AttentionKernel::backward_key_tile(const float* in, const float* dout, float* din,
                                         int64_t head_task, int64_t key_tile, const float* deltas,
                                         std::atomic<int>& failures) const {
   const int64_t d = shape_.model_dim(), hd = shape_.head_dim, ld_in = 3 * d;
-  const int64_t k0 = key_tile * kTile, cols = tile_size(key_tile);
-  const float* q = in + qkv_offset(head_task);
-  const float* k = q + d + k0 * ld_in;
-  const float* v = q + 2 * d + k0 * ld_in;
-  float* dq = din + qkv_offset(head_task);
-  float* dk = dq + d + k0 * ld_in;
-  float* dv = dq + 2 * d + k0 * ld_in;
-  const float* dout_rows = dout + out_offset(head_task);
-  const float* lse = log_sum_exp(head_task);
+  const int64_t k0 = key_tile * kTile, cols = tile_size(key_tile), rows = shape_.seq - k0;
+  const float* q = in + qkv_offset(head_task) + k0 * ld_in;  // the queries from k0 on
+  const float* k = in + qkv_offset(head_task) + d + k0 * ld_in;
+  const float* v = in + qkv_offset(head_task) + 2 * d + k0 * ld_in;
+  float* dq = din + qkv_offset(head_task) + k0 * ld_in;
+  float* dk = dq + d;
+  float* dv = dq + 2 * d;
+  const float* dout_rows = dout + out_offset(head_task) + k0 * d;
   float* probs = thread_scratch(omp_get_thread_num());
-  float* grads = probs + kTile * kTile;
-  for (int64_t tile = key_tile; tile < tile_count(); ++tile) {
-    const int64_t q0 = tile * kTile, rows = tile_size(tile);
-    const float beta = tile == key_tile ? 0.0f : 1.0f;  // the first query tile writes dk, dv
-    gemm(false, true, rows, cols, hd, {q + q0 * ld_in, ld_in}, {k, ld_in}, 0.0f, {probs, kTile},
-         failures);
-    gemm(false, true, rows, cols, hd, {dout_rows + q0 * d, d}, {v, ld_in}, 0.0f, {grads, kTile},
-         failures);
-    backward_tile_rows({q0, rows, k0, cols}, scale_, probs, grads, lse, deltas);
-    // dv += Pᵀ·dout, dk += dSᵀ·q, dq += dS·k.
-    gemm(true, false, cols, hd, rows, {probs, kTile}, {dout_rows + q0 * d, d}, beta, {dv, ld_in},
-         failures);
-    gemm(true, false, cols, hd, rows, {grads, kTile}, {q + q0 * ld_in, ld_in}, beta, {dk, ld_in},
-         failures);
-    gemm(false, false, rows, hd, cols, {grads, kTile}, {k, ld_in}, 1.0f, {dq + q0 * ld_in, ld_in},
-         failures);
-  }
+  float* grads = probs + block_floats();
+  gemm(false, true, rows, cols, hd, {q, ld_in}, {k, ld_in}, 0.0f, {probs, kTile}, failures);
+  gemm(false, true, rows, cols, hd, {dout_rows, d}, {v, ld_in}, 0.0f, {grads, kTile}, failures);
+  backward_tile_rows({k0, rows, k0, cols}, scale_, probs, grads, log_sum_exp(head_task), deltas);
+  // dv = Pᵀ·dout, dk = dSᵀ·q, dq += dS·k.
+  gemm(true, false, cols, hd, rows, {probs, kTile}, {dout_rows, d}, 0.0f, {dv, ld_in}, failures);
+  gemm(true, false, cols, hd, rows, {grads, kTile}, {q, ld_in}, 0.0f, {dk, ld_in}, failures);
+  gemm(false, false, rows, hd, cols, {grads, kTile}, {k, ld_in}, 1.0f, {dq, ld_in}, failures);
 }
 
 }  // namespace
