@@ -1,14 +1,16 @@
-// GPT-2's causal self-attention on CPU, fused in flash attention's scheme: the scores are made
-// a tile of kTile × kTile at a time with single-threaded oneDNN sgemm calls on q, k and v where
-// they lie in the input rows [N, S, 3D] (no per-head copies), softmaxed online
-// (kernel_math/attention_math.h's OnlineSoftmaxRow) and multiplied into the output at once.
-// What forward keeps for backward is one float per query row and head, the row's log-sum-exp:
-// memory linear in the sequence length, where keeping the probabilities would be quadratic.
-// Backward recomputes the probabilities from it, a key tile at a time against every query
-// that sees the tile, in blocks of kTile × S floats per thread (still linear in S; products
-// as tall as the sequence run faster than tile by tile). Tiles wholly above the diagonal
-// (keys after every query of the tile) are never computed: causal attention does half the
-// products of full attention.
+// GPT-2's causal self-attention on CPU, fused: no T × T matrix is ever kept. Single-threaded
+// oneDNN sgemm calls run on q, k and v where they lie in the input rows [N, S, 3D] (no
+// per-head copies). Forward takes a tile of kTile queries at a time against every key it
+// sees: one product for their scores (kTile × up to S floats, per thread), each row's softmax
+// (kernel_math/attention_math.h's tile functions), one product into the output. What forward
+// keeps for backward is one float per query row and head, the row's log-sum-exp: memory
+// linear in the sequence, where keeping the probabilities would be quadratic. Backward
+// recomputes the probabilities from it a key tile at a time, against every query that sees
+// the tile, in the same kind of block. Keys after every query of a tile are never multiplied:
+// causal attention does about half the products of full attention. (Flash attention takes the
+// keys a tile at a time too, with an online softmax, which the tile functions support; on a
+// CPU, whose caches hold a block of kTile × S scores, products as long as the sequence run
+// faster.)
 //
 // Forward's tasks are (sample, head, query tile); backward's (sample, head), as the gradients
 // of q accumulate over key tiles. Every task is one thread's, in a fixed order, so the
@@ -73,17 +75,14 @@ struct TileRows {
   int64_t q0, rows, k0, cols;
 };
 
-// Forward: each row's online softmax over the tile, and its output row o (hd floats, rows `d`
-// apart) rescaled where the row's maximum grew.
-SS_VECTOR_CLONES void softmax_tile_rows(const TileRows& t, float scale, float* scores,
-                                        km::OnlineSoftmaxRow* softmax, float* o, int64_t d,
-                                        int64_t hd) {
+// Forward: each row's softmax over the keys it sees, the rows `ld` floats apart: the
+// exponentials in place and each row's maximum and sum in `softmax`.
+SS_VECTOR_CLONES void softmax_rows(const TileRows& t, float scale, float* scores, int64_t ld,
+                                   km::OnlineSoftmaxRow* softmax) {
   for (int64_t r = 0; r < t.rows; ++r) {
-    const float rescale = km::online_softmax_tile(scores + r * kTile, t.cols, lane_width(t.cols),
-                                                  t.k0, t.q0 + r, scale, softmax[r]);
-    if (rescale != 1.0f) {
-      for (int64_t c = 0; c < hd; ++c) o[r * d + c] *= rescale;
-    }
+    softmax[r] = km::OnlineSoftmaxRow{};
+    km::online_softmax_tile(scores + r * ld, t.cols, lane_width(t.cols), t.k0, t.q0 + r, scale,
+                            softmax[r]);
   }
 }
 
@@ -157,7 +156,7 @@ class AttentionKernel final : public LayerKernel {
   // oneDNN's gemm is deterministic for a fixed thread count (one, here), and so are our loops.
   std::vector<KernelChoice> choices() const override {
     const std::string name =
-        fmt::format("fused causal attention, {0}x{0} tiles: dnnl_sgemm + online softmax", kTile);
+        fmt::format("fused causal attention, blocks of {} rows: dnnl_sgemm + softmax", kTile);
     return {{"forward", name, "fp32", "NSC", true, scratch_bytes()},
             {"backward-data", name, "fp32", "NSC", true, scratch_bytes()}};
   }
@@ -176,8 +175,12 @@ class AttentionKernel final : public LayerKernel {
   // probabilities and their gradients against one key tile; forward uses a tile of the
   // first), and one float per query row (the online softmax's rows forward, the deltas
   // backward).
+  // Forward's rows of scores: every key a query tile sees, padded to the tile functions' lanes.
+  int64_t score_ld() const {
+    return lane_width(std::max(shape_.seq, kTile));
+  }
   int64_t block_floats() const {
-    return kTile * std::max(shape_.seq, kTile);
+    return kTile * score_ld();
   }
   int64_t scratch_floats() const {
     return 2 * block_floats() + std::max(shape_.seq, 2 * kTile);
@@ -219,13 +222,13 @@ class AttentionKernel final : public LayerKernel {
   DeviceBuffer scratch_;      // threads_ × scratch_floats()
 };
 
-// Query tile `tile` of (sample, head) `head_task`: its output rows accumulate P·V over the key
-// tiles up to the diagonal, rescaled whenever a row's maximum grows, then divided by the row's
-// sum.
+// Query tile `tile` of (sample, head) `head_task` against every key up to its last query in
+// one block: the scores in one product, each row's softmax, the output in a second product,
+// divided by the rows' sums.
 void AttentionKernel::forward_tile(const float* in, float* out, int64_t head_task, int64_t tile,
                                    std::atomic<int>& failures) const {
   const int64_t d = shape_.model_dim(), hd = shape_.head_dim, ld_in = 3 * d;
-  const int64_t q0 = tile * kTile, rows = tile_size(tile);
+  const int64_t q0 = tile * kTile, rows = tile_size(tile), keys = q0 + rows;
   const float* q = in + qkv_offset(head_task) + q0 * ld_in;
   const float* k = in + qkv_offset(head_task) + d;
   const float* v = in + qkv_offset(head_task) + 2 * d;
@@ -233,18 +236,9 @@ void AttentionKernel::forward_tile(const float* in, float* out, int64_t head_tas
   float* scores = thread_scratch(omp_get_thread_num());
   auto* softmax = reinterpret_cast<km::OnlineSoftmaxRow*>(scores + 2 * block_floats());
   static_assert(sizeof(km::OnlineSoftmaxRow) == 2 * sizeof(float));
-  for (int64_t r = 0; r < rows; ++r) {
-    softmax[r] = km::OnlineSoftmaxRow{};
-    std::fill(o + r * d, o + r * d + hd, 0.0f);
-  }
-  for (int64_t key_tile = 0; key_tile <= tile; ++key_tile) {
-    const int64_t k0 = key_tile * kTile, cols = tile_size(key_tile);
-    gemm(false, true, rows, cols, hd, {q, ld_in}, {k + k0 * ld_in, ld_in}, 0.0f, {scores, kTile},
-         failures);
-    softmax_tile_rows({q0, rows, k0, cols}, scale_, scores, softmax, o, d, hd);
-    gemm(false, false, rows, hd, cols, {scores, kTile}, {v + k0 * ld_in, ld_in}, 1.0f, {o, d},
-         failures);
-  }
+  gemm(false, true, rows, keys, hd, {q, ld_in}, {k, ld_in}, 0.0f, {scores, score_ld()}, failures);
+  softmax_rows({q0, rows, 0, keys}, scale_, scores, score_ld(), softmax);
+  gemm(false, false, rows, hd, keys, {scores, score_ld()}, {v, ld_in}, 0.0f, {o, d}, failures);
   float* lse = log_sum_exp(head_task) + q0;
   for (int64_t r = 0; r < rows; ++r) {
     const float inverse = 1.0f / softmax[r].sum;
