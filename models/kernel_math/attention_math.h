@@ -1,8 +1,8 @@
 // GPT-2's causal self-attention (CausalSelfAttentionSpec) as the attention kernels compute it,
 // in float as PyTorch's float softmax: the layout of the per-head copies and the per-row math of
 // the causal scaled softmax over whole rows, forward and backward (the CUDA kernel's, which
-// keeps the probabilities), and the same softmax taken a tile of keys at a time (the CPU
-// kernel's, which keeps one value per row; see OnlineSoftmaxRow).
+// keeps the probabilities), and the same softmax over tiles of keys, keeping one value per
+// row for backward (the CPU kernel's; see OnlineSoftmaxRow).
 //
 // Per sample the input is [S, 3D], q, k and v side by side; head h of q is columns
 // [h·hd, (h + 1)·hd) of the first D (hd = D / heads), of k of the next D, of v of the last D.
@@ -98,17 +98,19 @@ SS_HOST_DEVICE void causal_softmax_backward_row(const float* p, const float* dp,
   }
 }
 
-// Flash attention's scheme (the CPU kernel's): the keys are taken a tile of columns at a time,
-// and no row of probabilities is ever kept whole. Forward keeps, per query row, the running
-// maximum of the scaled scores and the running sum of their exponentials; each new tile
-// rescales what was accumulated (the output row too) by exp(old max − new max). The row's
-// log-sum-exp, max + log(sum), is all that forward keeps for backward, which recomputes
-// p = exp(scale·s − lse) tile by tile.
+// Flash attention's scheme: the keys may be taken a tile of columns at a time, no row of
+// probabilities kept whole. Forward keeps, per query row, the running maximum of the scaled
+// scores and the running sum of their exponentials; each new tile rescales what was
+// accumulated (the output row too) by exp(old max − new max). The row's log-sum-exp,
+// max + log(sum), is all that forward keeps for backward, which recomputes
+// p = exp(scale·s − lse) tile by tile. (The CPU kernel's forward takes every key a query sees
+// as one tile, so it never rescales; a kernel with less room per row, a GPU's, would.)
 //
 // The tile functions are written for compilers to vectorise: no library call or branch per
-// element (tile_exp below; masked columns are computed and then replaced, as a vector would), and a tile row's maximum and sum taken in kTileLanes interleaved
-// partial results combined in a fixed order, so that the bits depend on neither the vector
-// width nor the thread count. A row is `width` columns, a multiple of kTileLanes: the
+// element (tile_exp below; masked columns are computed and then replaced, as a vector
+// would), and a tile row's maximum and sum taken in kTileLanes interleaved partial results
+// combined in a fixed order, so that the bits depend on neither the vector width nor the
+// thread count. A row is `width` columns, a multiple of kTileLanes: the
 // caller's storage past the tile's keys (padding), which the functions set to 0.
 inline constexpr int64_t kTileLanes = 8;
 
@@ -157,8 +159,7 @@ SS_HOST_DEVICE inline int64_t causal_visible(int64_t cols, int64_t key0, int64_t
 // be multiplied by (0 before the first tile, 1 when the maximum stays).
 // REQUIRES: width a multiple of kTileLanes, cols <= width.
 SS_HOST_DEVICE inline float online_softmax_tile(float* s, int64_t cols, int64_t width, int64_t key0,
-                                                int64_t query, float scale,
-                                                OnlineSoftmaxRow& row) {
+                                                int64_t query, float scale, OnlineSoftmaxRow& row) {
   const int64_t visible = causal_visible(cols, key0, query);
   // Flat loops over the row (what vectorises), and the lanes' maximum and sum over it.
   for (int64_t j = 0; j < width; ++j) {
