@@ -116,9 +116,13 @@ inline constexpr int64_t kTileLanes = 8;
 
 // exp(x) for the tiles: Cephes' expf (Cody and Waite's reduction by n·ln 2 in two parts, a
 // degree-5 polynomial on the rest, 2^n put into the exponent bits), within 2 ulp of expf over
-// its normal range; 0 below −87.3 (where expf gives subnormals or 0) and +inf above 88.7.
+// its normal range; 0 below −87.3 (where expf gives subnormals or 0), +inf above 88.0 (expf's
+// own overflow is at 88.72), NaN for NaN.
 SS_HOST_DEVICE inline float tile_exp(float x) {
-  const float clamped = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
+  // Into the range the reduction takes; NaN, which fails every comparison, to its bottom, so
+  // that the conversion to int below always has an int to give.
+  const float low = x > -87.3f ? x : -87.3f;
+  const float clamped = low < 88.0f ? low : 88.0f;
   // Round to nearest by adding and taking away 1.5·2^23 (no rounding instruction in
   // baseline x86-64); exact for |n| < 2^22.
   const float n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
@@ -133,7 +137,9 @@ SS_HOST_DEVICE inline float tile_exp(float x) {
   const float y = p * (r * r) + r + 1.0f;
   const float two_n = bits_float(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
   const float e = y * two_n;
-  return x < -87.3f ? 0.0f : (x > 88.7f ? INFINITY : e);
+  const float high = x > 88.0f ? INFINITY : e;
+  const float result = x < -87.3f ? 0.0f : high;
+  return x == x ? result : x;  // NaN stays NaN
 }
 
 // The fixed order in which a row's kTileLanes partial sums are combined.
