@@ -27,6 +27,13 @@ Stager::Stager(Device& device, int64_t batch, int64_t sample_floats, int64_t lab
   }
 }
 
+int64_t Stager::device_bytes(const Device& device, int64_t batch, int64_t sample_floats,
+                             int64_t label_floats) {
+  if (device.host_accessible()) return 0;
+  return static_cast<int64_t>(kSlots) * batch * (sample_floats + label_floats) *
+         static_cast<int64_t>(sizeof(float));
+}
+
 Stager::~Stager() {
   // Copies still in flight read pinned memory we are about to free.
   if (copy_stream_) {
@@ -45,7 +52,7 @@ void Stager::start(const HostBatch& batch) {
            label_bytes_, batch.inputs.size() * sizeof(float), batch.labels.size() * sizeof(float));
   SS_CHECK(pending_ < 0, "stager: a second batch started before the first was taken");
   pending_ = next_slot_;
-  next_slot_ ^= 1;
+  next_slot_ = (next_slot_ + 1) % static_cast<int>(kSlots);
   if (!copies_) {
     host_batch_ = &batch;
     return;

@@ -28,6 +28,11 @@ class Stager {
   Stager(const Stager&) = delete;
   Stager& operator=(const Stager&) = delete;
 
+  // The device memory such a stager holds: a batch per slot where it copies, none on a
+  // device that reads host memory.
+  static int64_t device_bytes(const Device& device, int64_t batch, int64_t sample_floats,
+                              int64_t label_floats);
+
   struct Staged {
     const float* inputs = nullptr;  // device memory (on CPU: the host batch itself)
     const float* labels = nullptr;
@@ -67,7 +72,8 @@ class Stager {
   int64_t label_bytes_;
   bool copies_;  // false where the device reads host memory directly (CPU)
   std::unique_ptr<Stream> copy_stream_;
-  std::array<Slot, 2> slots_;
+  static constexpr size_t kSlots = 2;  // one batch copied while the other is computed on
+  std::array<Slot, kSlots> slots_;
   int next_slot_ = 0;
   int pending_ = -1;                       // the started slot not yet taken
   const HostBatch* host_batch_ = nullptr;  // the started batch, without copies

@@ -132,6 +132,7 @@ struct LayerTimeRecord {
   double forward_ms = 0.0;
   double backward_ms = 0.0;
   int64_t forward_flops = 0;  // of the replica's batch, per step (forward_flops × batch)
+  double total_ms() const { return forward_ms + backward_ms; }
 };
 
 // The keys of the records above, for their writers and strict readers both (the run report's,

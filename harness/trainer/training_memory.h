@@ -21,9 +21,8 @@ struct TrainingMemory {
   int64_t total() const { return model.total() + optimizer + input + loss; }
 };
 
-// `staged`: batches come through the stager (data not resident on the device): two batches
-// on a device it copies to, none on CPU devices, which read host memory; otherwise one batch
-// resident on the device.
+// `staged`: batches come through the stager (data not resident on the device), which holds
+// Stager::device_bytes; otherwise one batch resident on the device.
 TrainingMemory training_memory(Model& model, int64_t batch, const OptimizerConfig& optimizer,
                                bool staged);
 

@@ -29,6 +29,7 @@
 #include "core/buffer.h"
 #include "core/check.h"
 #include "models/cpu/cpu_kernels.h"
+#include "models/cpu/vector_clones.h"
 #include "models/kernel_math/attention_math.h"
 
 namespace scalescope {
@@ -48,26 +49,10 @@ int64_t lane_width(int64_t cols) {
   return (cols + km::kTileLanes - 1) / km::kTileLanes * km::kTileLanes;
 }
 
-// The tile rows' loops are compiled for AVX-512 and AVX2 besides baseline x86-64, the loader
-// choosing what the CPU has: vectors of 16 floats where baseline has 4. The bits are the same
-// in each (no contraction of a multiply and an add, a fixed order of the lanes' sums:
-// KernelMathAttention.CpuKernelsSoftmaxIsTheTileMathBitForBit holds the clone the CPU runs to
-// the baseline's).
-// Not under ThreadSanitizer: the loader runs a clone's resolver before TSan's runtime is up,
-// and a GCC TSan build then crashes at startup.
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SS_THREAD_SANITIZER 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define SS_THREAD_SANITIZER 1
-#endif
-#if defined(__x86_64__) && defined(__linux__) && !defined(SS_THREAD_SANITIZER)
-#define SS_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define SS_VECTOR_CLONES
-#endif
+// The rows' loops are vector clones (vector_clones.h): 16 floats at a time where the baseline
+// has 4. Their bits are the baseline's (no contraction of a multiply and an add, a fixed order
+// of the lanes' sums: KernelMathAttention.CpuKernelsSoftmaxIsTheTileMathBitForBit holds the
+// clone the CPU runs to the baseline's).
 
 // Rows [q0, q0 + rows) of a query tile against keys [k0, k0 + cols), their scores in rows of
 // kTile floats.
@@ -77,8 +62,8 @@ struct TileRows {
 
 // Forward: each row's softmax over the keys it sees, the rows `ld` floats apart: the
 // exponentials in place and each row's maximum and sum in `softmax`.
-SS_VECTOR_CLONES void softmax_rows(const TileRows& t, float scale, float* scores, int64_t ld,
-                                   km::OnlineSoftmaxRow* softmax) {
+SCALESCOPE_VECTOR_CLONES void softmax_rows(const TileRows& t, float scale, float* scores,
+                                           int64_t ld, km::OnlineSoftmaxRow* softmax) {
   for (int64_t r = 0; r < t.rows; ++r) {
     softmax[r] = km::OnlineSoftmaxRow{};
     km::online_softmax_tile(scores + r * ld, t.cols, lane_width(t.cols), t.k0, t.q0 + r, scale,
@@ -88,8 +73,9 @@ SS_VECTOR_CLONES void softmax_rows(const TileRows& t, float scale, float* scores
 
 // Backward: each row's probabilities and the gradient of its scores, in place, from the rows'
 // log-sum-exp and delta (indexed by query position).
-SS_VECTOR_CLONES void backward_tile_rows(const TileRows& t, float scale, float* probs, float* grads,
-                                         const float* lse, const float* deltas) {
+SCALESCOPE_VECTOR_CLONES void backward_tile_rows(const TileRows& t, float scale, float* probs,
+                                                 float* grads, const float* lse,
+                                                 const float* deltas) {
   for (int64_t r = 0; r < t.rows; ++r) {
     km::attention_tile_backward_row(probs + r * kTile, grads + r * kTile, t.cols,
                                     lane_width(t.cols), t.k0, t.q0 + r, scale, lse[t.q0 + r],
@@ -171,10 +157,6 @@ class AttentionKernel final : public LayerKernel {
   int64_t scratch_bytes() const {
     return static_cast<int64_t>(scratch_.bytes());
   }
-  // Per thread: two blocks of scores kTile wide, one row per query (backward's: the
-  // probabilities and their gradients against one key tile; forward uses a tile of the
-  // first), and one float per query row (the online softmax's rows forward, the deltas
-  // backward).
   // Forward's rows of scores: every key a query tile sees, padded to the tile functions' lanes.
   int64_t score_ld() const {
     return lane_width(std::max(shape_.seq, kTile));
@@ -182,6 +164,10 @@ class AttentionKernel final : public LayerKernel {
   int64_t block_floats() const {
     return kTile * score_ld();
   }
+  // Per thread: two blocks of kTile rows of score_ld() floats (forward: the query tile's
+  // scores in the first; backward: a key tile's probabilities and their gradients against
+  // every query, kTile wide), then one float per query row (forward: the rows' softmax
+  // maxima and sums; backward: the deltas).
   int64_t scratch_floats() const {
     return 2 * block_floats() + std::max(shape_.seq, 2 * kTile);
   }

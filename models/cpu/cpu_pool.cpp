@@ -5,20 +5,13 @@
 #include <memory>
 
 #include "models/cpu/cpu_kernels.h"
+#include "models/cpu/vector_clones.h"
 
 namespace scalescope {
 namespace {
 
-// The portable build targets x86-64's baseline (SSE2), where these loops move 4 floats at a
-// time. Each hot row function is also compiled for AVX2 and AVX-512, and the loader picks the
-// best the CPU has (GCC's function multi-versioning): measured in docs/performance.md. Not
-// under ThreadSanitizer, whose runtime is not up yet when the loader runs the clones' resolvers
-// (a program with a clone crashes at start).
-#if defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
-#define SCALESCOPE_VECTOR_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
-#else
-#define SCALESCOPE_VECTOR_CLONES
-#endif
+// The hot row functions are vector clones (models/cpu/vector_clones.h): measured in
+// docs/performance.md.
 
 // The shape of one pooling: which input pixels each output pixel's window covers.
 struct PoolGeometry {

@@ -13,10 +13,6 @@ namespace {
 
 using svg::escape;
 
-double total_ms(const LayerTimeRecord& l) {
-  return l.forward_ms + l.backward_ms;
-}
-
 std::vector<const SweepPoint*> profiled_points(const ModelView& m) {
   std::vector<const SweepPoint*> points;
   for (const SweepPoint* p : m.points) {
@@ -50,8 +46,8 @@ LayersTableData prepare_layers(const ModelView& m, size_t top) {
     d.columns.push_back(m.point_text(*p));
     double all = 0.0;
     for (const LayerTimeRecord& l : p->layer_profile) {
-      all += total_ms(l);
-      summed[l.layer] += total_ms(l);
+      all += l.total_ms();
+      summed[l.layer] += l.total_ms();
       names.emplace(l.layer, l.layer_name);
     }
     d.column_ms.push_back(all);
@@ -71,7 +67,8 @@ LayersTableData prepare_layers(const ModelView& m, size_t top) {
         continue;
       }
       const double all = d.column_ms[c];
-      row.cells.push_back(LayersTableData::Cell{total_ms(*it), all > 0 ? total_ms(*it) / all : 0});
+      row.cells.push_back(
+          LayersTableData::Cell{it->total_ms(), all > 0 ? it->total_ms() / all : 0});
     }
     d.rows.push_back(std::move(row));
   }

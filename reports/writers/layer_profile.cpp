@@ -9,10 +9,6 @@
 namespace scalescope {
 namespace {
 
-double total_ms(const LayerTimeRecord& l) {
-  return l.forward_ms + l.backward_ms;
-}
-
 // Replica 0's forward and backward phases, their mean over the measured steps.
 double passes_ms(const RunReport& report) {
   double sum = 0.0;
@@ -45,7 +41,7 @@ std::string forward_kernel(const RunReport& report, int layer) {
 
 std::vector<LayerTimeRecord> slowest_first(std::vector<LayerTimeRecord> layers) {
   std::stable_sort(layers.begin(), layers.end(),
-                   [](const auto& a, const auto& b) { return total_ms(a) > total_ms(b); });
+                   [](const auto& a, const auto& b) { return a.total_ms() > b.total_ms(); });
   return layers;
 }
 
@@ -56,12 +52,12 @@ std::string format_point_layers(const SweepReport& report, size_t top) {
   for (const SweepPoint& p : report.points) {
     if (p.layer_profile.empty()) continue;
     double all_ms = 0.0;
-    for (const LayerTimeRecord& l : p.layer_profile) all_ms += total_ms(l);
+    for (const LayerTimeRecord& l : p.layer_profile) all_ms += l.total_ms();
     const std::vector<LayerTimeRecord> layers = slowest_first(p.layer_profile);
     std::vector<std::string> named;
     for (size_t i = 0; i < std::min(top, layers.size()); ++i) {
       named.push_back(fmt::format("#{} {} {:.3f} ms", layers[i].layer, layers[i].layer_name,
-                                  total_ms(layers[i])));
+                                  layers[i].total_ms()));
     }
     out +=
         fmt::format("{}: {} (all layers {:.3f} ms)\n", p.label(), fmt::join(named, "; "), all_ms);
@@ -75,7 +71,7 @@ std::string format_point_layers(const SweepReport& report, size_t top) {
 std::string format_layer_profile(const RunReport& report, size_t top) {
   if (report.layer_profile.empty()) return "";
   double all_ms = 0.0;
-  for (const LayerTimeRecord& l : report.layer_profile) all_ms += total_ms(l);
+  for (const LayerTimeRecord& l : report.layer_profile) all_ms += l.total_ms();
   const std::vector<LayerTimeRecord> layers = slowest_first(report.layer_profile);
   const double share_of = all_ms > 0.0 ? all_ms : 1.0;
   std::string out = fmt::format(
@@ -93,7 +89,7 @@ std::string format_layer_profile(const RunReport& report, size_t top) {
             ? fmt::format("{:.1f}", static_cast<double>(l.forward_flops) / (l.forward_ms * 1e6))
             : "-";
     out += row(std::to_string(l.layer), l.layer_name, l.forward_ms, l.backward_ms,
-               total_ms(l) / share_of, gflops, forward_kernel(report, l.layer));
+               l.total_ms() / share_of, gflops, forward_kernel(report, l.layer));
   }
   if (shown < layers.size()) {
     double forward = 0.0;
