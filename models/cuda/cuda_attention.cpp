@@ -1,7 +1,7 @@
 // GPT-2's causal self-attention on CUDA: cuBLAS strided-batched GEMMs for the six products, on
 // head-major copies [N·H, S, hd] of q, k and v made by our kernels, and our kernels for the
 // causal scaled softmax (attention_ops.cu, math in kernel_math/attention_math.h). Unlike the
-// CPU kernel (models/cpu/cpu_attention.cpp, flash attention's scheme), it keeps the
+// CPU kernel (models/cpu/cpu_attention.cpp, fused, one value per row kept), it keeps the
 // probabilities P [N·H, S, S] from forward for backward: memory quadratic in S.
 //
 // Planned at construction for the one batch shape. The layer owns what forward keeps for
