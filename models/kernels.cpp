@@ -2,6 +2,7 @@
 // backends this build has.
 #include "models/kernels.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "core/check.h"
@@ -17,9 +18,9 @@ namespace {
 
 // A plain flag, no CUDA object: read by kernel constructors on replica threads while the CLI
 // may set it on the main thread, hence atomic.
-std::atomic<bool>& tf32_flag() {
-  static std::atomic<bool> allow{true};
-  return allow;
+std::atomic<Precision>& precision_flag() {
+  static std::atomic<Precision> precision{Precision::kTf32};
+  return precision;
 }
 
 constexpr auto kDeterminismNames = enum_names<Determinism>("preferred", "required", "off");
@@ -48,12 +49,21 @@ const BackendRegistry<KernelBackend>& registry() {
 
 }  // namespace
 
-void set_allow_tf32(bool allow) {
-  tf32_flag().store(allow, std::memory_order_relaxed);
+void set_precision(Precision precision) {
+  precision_flag().store(precision, std::memory_order_relaxed);
+}
+
+Precision precision() {
+  return precision_flag().load(std::memory_order_relaxed);
 }
 
 bool allow_tf32() {
-  return tf32_flag().load(std::memory_order_relaxed);
+  return precision() == Precision::kTf32;
+}
+
+bool KernelBackend::has_tf32() const {
+  const std::vector<Precision> all = precisions();
+  return std::find(all.begin(), all.end(), Precision::kTf32) != all.end();
 }
 
 std::string to_string(Determinism determinism) {

@@ -14,6 +14,7 @@
 
 #include "core/backend.h"
 #include "core/device.h"
+#include "core/precision.h"
 #include "core/tensor.h"
 #include "models/kernel_math/half_math.h"
 #include "models/layer_spec.h"
@@ -162,9 +163,15 @@ class KernelBackend {
   virtual DeviceKind kind() const = 0;
   // The libraries the kernels run on (CPU: oneDNN; CUDA: cuDNN, cuBLAS). Never throws.
   virtual std::vector<LibraryVersion> library_versions() const = 0;
-  // Whether these kernels may compute fp32 products in TF32 when allowed (set_allow_tf32):
-  // only then does a run's report say which math it used.
-  virtual bool has_tf32() const { return false; }
+  // The precisions (set_precision) these kernels compute in, the default first (the one a run
+  // gets when it names none).
+  virtual std::vector<Precision> precisions() const { return {Precision::kFp32, Precision::kBf16}; }
+  // What a user should know about computing in `precision` on this machine ("" nothing): a
+  // CPU without bf16 instructions, where bf16 runs slower than fp32.
+  virtual std::string precision_note(Precision /*precision*/) const { return ""; }
+  // Whether these kernels may compute fp32 products in TF32 when allowed: only then does a
+  // run's report say whether they could.
+  bool has_tf32() const;
   // Whether these kernels may run non-deterministic algorithms when allowed
   // (set_determinism): only then does a run's report say whether they were.
   virtual bool has_nondeterministic() const { return false; }
@@ -203,14 +210,20 @@ const std::vector<KernelBackend*>& kernel_backends();
 // build has none.
 KernelBackend& kernel_backend(DeviceKind kind);
 
-// Whether GPU kernels may compute fp32 matrix products in TF32 (10-bit mantissa inputs, fp32
-// accumulation) on tensor cores: cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32 and cuDNN's
-// CUDNN_DEFAULT_MATH when true, strict fp32 (CUBLAS_COMPUTE_32F, CUDNN_FMA_MATH) when false;
-// fp32 data is never converted to fp16. Process-wide, true by default (as PyTorch's cuDNN
-// default and TensorFlow's). Read when a kernel is constructed: kernels built earlier keep
-// their math, so set it before building models. Thread-safe. CPU kernels always compute in
-// fp32.
-void set_allow_tf32(bool allow);
+// The precision kernels compute in (core/precision.h), process-wide: read when a kernel is
+// constructed, so kernels built earlier keep theirs; set it before building models.
+// Thread-safe. kTf32 by default (PyTorch's cuDNN default and TensorFlow's), which CPU kernels
+// compute as fp32.
+// - GPU kernels: kTf32 lets fp32 matrix products use TF32 on tensor cores (cuBLAS's
+//   CUBLAS_COMPUTE_32F_FAST_TF32, cuDNN's CUDNN_DEFAULT_MATH); kFp32 is strict fp32
+//   (CUBLAS_COMPUTE_32F, CUDNN_FMA_MATH).
+// - CPU kernels: kBf16 runs convolutions and dense layers on bf16 copies of their inputs,
+//   weights and output gradients with fp32 accumulation and fp32 outputs (oneDNN picks AMX or
+//   AVX-512 BF16 where the CPU has them); everything else computes in fp32.
+// KernelBackend::precisions() says which a backend runs; the trainer refuses the others.
+void set_precision(Precision precision);
+Precision precision();
+// precision() == Precision::kTf32: what GPU kernels ask when they pick their math.
 bool allow_tf32();
 
 // How strictly GPU kernels are deterministic (bit-identical results run after run on one
@@ -227,7 +240,7 @@ enum class Determinism {
 };
 std::string to_string(Determinism determinism);  // "preferred", "required", "off"
 
-// Process-wide, kPreferred by default; read when a kernel is constructed, like allow_tf32().
+// Process-wide, kPreferred by default; read when a kernel is constructed, like precision().
 // Thread-safe.
 void set_determinism(Determinism determinism);
 Determinism determinism();

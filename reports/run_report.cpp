@@ -214,9 +214,11 @@ nlohmann::json run_json(const RunReport& r) {
                       {"batch_per_device", r.batch},
                       {"global_batch", r.global_batch()},
                       {"grad_compression", to_string(r.grad_compression)},
+                      {"precision", to_string(r.precision)},
                       {"bucket_bytes", r.bucket_bytes},
                       {"allreduce_bytes_per_step", allreduce_bytes(r.bucket_bytes)},
                       {"data", r.data}};
+  if (!r.precision_note.empty()) j["precision_note"] = r.precision_note;
   if (r.tf32) j["tf32"] = *r.tf32;
   if (r.deterministic) j["deterministic"] = *r.deterministic;
   if (r.determinism) j["determinism"] = *r.determinism;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/precision.h"
+
 #include "reports/analysis/noise_scale.h"
 #include "reports/environment.h"
 #include "reports/json_fields.h"
@@ -19,7 +21,7 @@ namespace scalescope {
 // 2.0: the config block holds the options as a config file does (train --config reads it back);
 // the run's facts (replicas, batch per device, buckets...) moved to a block of their own, "run".
 // 2.1: "layer_profile" (--profile-layers).
-inline constexpr const char* kRunSchemaVersion = "2.1";
+inline constexpr const char* kRunSchemaVersion = "2.2";
 
 // With --noise-scale: a step's squared gradient norms (reports/analysis/noise_scale.h).
 struct StepGradNorms {
@@ -248,6 +250,10 @@ struct RunReport {
   bool prefetch = true;  // the batch's copy started during the step before
   bool fusion = true;    // activations fused into their neighbours' kernels (--no-fusion: not)
   GradCompression grad_compression = GradCompression::kNone;
+  // What the kernels computed in (run_precision: the option, or the devices' default).
+  Precision precision = Precision::kFp32;
+  // What the user should know about it on this machine (KernelBackend::precision_note).
+  std::string precision_note;
   // What each bucket's all-reduce moves per replica, in the order backward completes them:
   // its gradients × wire_bytes_per_gradient (half the float bytes with compression).
   std::vector<int64_t> bucket_bytes;
@@ -274,7 +280,7 @@ struct RunReport {
   // Per replica: the device memory libraries held outside the allocator (NCCL's buffers),
   // counted against the memory limit from the first step on.
   std::vector<int64_t> library_memory_bytes;
-  // GPU runs: whether kernels could compute fp32 products in TF32 (--no-tf32 forbids it).
+  // GPU runs: whether kernels could compute fp32 products in TF32 (precision tf32).
   std::optional<bool> tf32;
   // GPU runs: whether deterministic kernels were asked for (false: --no-deterministic), and how
   // strictly: "preferred" (where one fits the workspace limit), "required" or "off".

@@ -44,6 +44,7 @@ std::string SweepPoint::label() const {
           : fmt::format("{} {}:{} global batch {}", model, device_kind, devices, global_batch);
   if (devices > 1 && !default_buckets()) label += " bucket " + buckets_text();
   if (devices > 1 && compressed()) label += fmt::format(" {}", compression_text(grad_compression));
+  if (!precision_default) label += fmt::format(" in {}", to_string(precision));
   return label;
 }
 
@@ -53,6 +54,8 @@ std::string SweepPoint::key() const {
   if (devices > 1) key += fmt::format("|{}|{}", bucket_cap_mb, first_bucket_mb);
   // Uncompressed points keep the keys of reports written before compression existed.
   if (devices > 1 && compressed()) key += fmt::format("|{}", to_string(grad_compression));
+  // Points of the devices' default precision keep the keys of reports written before it.
+  if (!precision_default) key += fmt::format("|precision {}", to_string(precision));
   return key;
 }
 
@@ -219,6 +222,8 @@ json point_json(const SweepPoint& p) {
             {"bucket_cap_mb", p.bucket_cap_mb},
             {"first_bucket_mb", p.first_bucket_mb},
             {"grad_compression", to_string(p.grad_compression)},
+            {"precision", to_string(p.precision)},
+            {"precision_default", p.precision_default},
             {"bucket_bytes", p.bucket_bytes},
             {"allreduce_bytes_per_step", allreduce_bytes(p.bucket_bytes)},
             {"peak_memory_bytes", p.peak_memory_bytes},
@@ -434,6 +439,23 @@ RepeatRecord repeat_from_json(const JsonReader& r, size_t buckets) {
   return out;
 }
 
+// Points before 1.16 ran their devices' default at the time: TF32 on GPUs (unless the sweep's
+// config said "tf32": false), fp32 elsewhere.
+void read_precision(const JsonReader& r, SweepPoint& p) {
+  if (!r.has("precision")) {
+    p.precision = p.device_kind == "cuda" ? Precision::kTf32 : Precision::kFp32;
+    p.precision_default = true;
+    return;
+  }
+  const std::string name = r.string("precision");
+  const std::vector<std::string> names = precision_names();
+  SS_CHECK(std::find(names.begin(), names.end(), name) != names.end(),
+           "{}: '{}' is not a precision (accepted: {})", r.name("precision"), name,
+           fmt::join(names, ", "));
+  p.precision = parse_precision(name);
+  p.precision_default = r.boolean("precision_default");
+}
+
 SweepPoint point_from_json(const JsonReader& r) {
   SweepPoint p;
   p.model = r.string("model");
@@ -477,6 +499,7 @@ SweepPoint point_from_json(const JsonReader& r) {
              name, fmt::join(names, ", "));
     p.grad_compression = parse_grad_compression(name);
   }
+  read_precision(r, p);
   p.bucket_bytes = r.int64s("bucket_bytes");
   p.peak_memory_bytes = r.int64("peak_memory_bytes");
   if (r.has("nondeterministic_fallbacks")) {  // since 1.14

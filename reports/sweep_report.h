@@ -24,7 +24,7 @@
 namespace scalescope {
 
 inline constexpr const char* kSweepSchema = "scalescope-sweep";
-inline constexpr const char* kSweepSchemaVersion = "1.15";
+inline constexpr const char* kSweepSchemaVersion = "1.16";
 
 // Weak scaling keeps the per-device batch (the global batch grows with the devices); strong
 // scaling keeps the global batch (each device gets a smaller share).
@@ -105,6 +105,10 @@ struct SweepPoint {
   double first_bucket_mb = kDefaultFirstBucketMb;
   // Cast to 16 bits for the all-reduce (only points of more than one device). Since 1.6.
   GradCompression grad_compression = GradCompression::kNone;
+  // What the kernels computed in. Since 1.16; earlier sweeps ran their devices' default, which
+  // is what `precision_default` marks: a point of the default keeps its key, file name and label.
+  Precision precision = Precision::kFp32;
+  bool precision_default = true;
   std::vector<int64_t> bucket_bytes;  // all-reduced per replica: half the floats' compressed
   int64_t peak_memory_bytes = 0;      // most device memory one replica held
   // GPU points: the passes that ran a non-deterministic algorithm although deterministic ones
@@ -126,7 +130,7 @@ struct SweepPoint {
   bool compressed() const { return grad_compression != GradCompression::kNone; }
   // "cifar-cnn cpu:2 batch 64" — how tables and progress name the point; "... bucket 5 MB"
   // on more than one device with other than the default caps, "... fp16 gradients" with
-  // compression.
+  // compression, "... in bf16" in a precision other than the devices' default.
   std::string label() const;
   // Points with equal keys measure the same thing (resume and compare match on it).
   std::string key() const;

@@ -127,6 +127,8 @@ int run_profile(ProfileArgs& a, const OptionSources& names) {
   SS_CHECK(
       o.grad_compressions.size() == 1, "{}: profile runs one point; give one compression",
       names.subject("grad_compression", fmt::format("{}", fmt::join(o.grad_compressions, ","))));
+  SS_CHECK(o.precisions.size() <= 1, "{}: profile runs one point; give one precision",
+           names.subject("precision", fmt::format("{}", fmt::join(o.precisions, ","))));
   validate(o, names);
   SweepPoint point;
   point.model = a.model;
@@ -136,6 +138,9 @@ int run_profile(ProfileArgs& a, const OptionSources& names) {
   point.bucket_cap_mb = o.bucket_caps_mb.front();
   point.first_bucket_mb = o.first_buckets_mb.front();
   point.grad_compression = parse_grad_compression(o.grad_compressions.front());
+  const std::string precision = o.precisions.empty() ? "" : o.precisions.front();
+  point.precision = run_precision(precision, axis.kind, names);
+  point.precision_default = point.precision == run_precision("", axis.kind);
   const std::string name = a.name.empty() ? "scalescope_" + point_file_name(point) : a.name;
 
   run_under_nsys(nsys_arguments(nsys, axis.kind, name, o));

@@ -98,7 +98,8 @@ void add_sweep_options(OptionList& list, SweepOptions& o) {
   add_measurement(list, o);
   add_time_to_target(list, o);
   add_data_options(list, o.train.data);
-  const GradientAxes axes{&o.bucket_caps_mb, &o.first_buckets_mb, &o.grad_compressions};
+  const TrainingAxes axes{&o.bucket_caps_mb, &o.first_buckets_mb, &o.grad_compressions,
+                          &o.precisions};
   add_training_options(list, o.train, &axes);
   add_profile_layers_option(list, o.train);
   add_outputs(list, o);

@@ -64,6 +64,9 @@ struct SweepOptions {
   std::vector<double> first_buckets_mb = {kDefaultFirstBucketMb};
   // And the gradient compressions ("none", "fp16", "bf16").
   std::vector<std::string> grad_compressions = {"none"};
+  // Precisions, an axis of the grid at every point, one device included (empty: the devices'
+  // default only).
+  std::vector<std::string> precisions;
   // Optimizer, data, overlap, seed, timeouts; each point's model, devices, batch, buckets,
   // length and profiler range are the sweep's.
   TrainOptions train;

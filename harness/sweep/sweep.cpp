@@ -97,6 +97,18 @@ std::vector<GradientSetting> gradient_settings(const SweepOptions& o, int device
   return out;
 }
 
+// The precisions of the grid's points on devices of `kind`, each once, in the order given (the
+// devices' default alone when none is).
+std::vector<Precision> precision_axis(const SweepOptions& o, DeviceKind kind) {
+  std::vector<Precision> out;
+  if (o.precisions.empty()) return {run_precision("", kind)};
+  for (const std::string& name : o.precisions) {
+    const Precision p = run_precision(name, kind);
+    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<SweepPoint> sweep_grid(const SweepOptions& o, const DeviceAxis& axis) {
@@ -115,11 +127,15 @@ std::vector<SweepPoint> sweep_grid(const SweepOptions& o, const DeviceAxis& axis
         const int64_t parts = static_cast<int64_t>(n) * o.train.accumulation;
         p.batch = p.mode == ScalingMode::kWeak ? batch : batch / parts;
         p.global_batch = p.mode == ScalingMode::kWeak ? batch * parts : batch;
-        for (const GradientSetting& g : gradient_settings(o, n)) {
-          p.bucket_cap_mb = g.cap_mb;
-          p.first_bucket_mb = g.first_mb;
-          p.grad_compression = g.compression;
-          points.push_back(p);
+        for (const Precision precision : precision_axis(o, axis.kind)) {
+          p.precision = precision;
+          p.precision_default = precision == run_precision("", axis.kind);
+          for (const GradientSetting& g : gradient_settings(o, n)) {
+            p.bucket_cap_mb = g.cap_mb;
+            p.first_bucket_mb = g.first_mb;
+            p.grad_compression = g.compression;
+            points.push_back(p);
+          }
         }
       }
     }
@@ -138,6 +154,7 @@ TrainOptions train_options_for(const SweepOptions& o, const SweepPoint& p) {
   t.bucket_cap_mb = p.bucket_cap_mb;
   t.first_bucket_mb = p.first_bucket_mb;
   t.grad_compression = p.grad_compression;
+  t.precision = to_string(p.precision);
   t.global_batch = 0;
   t.save.clear();
   t.load.clear();
@@ -278,6 +295,7 @@ std::string point_file_name(const SweepPoint& p) {
       name += fmt::format("_first{}", p.first_bucket_mb);
   }
   if (p.devices > 1 && p.compressed()) name += "_" + to_string(p.grad_compression);
+  if (!p.precision_default) name += fmt::format("_precision-{}", to_string(p.precision));
   return name;
 }
 
@@ -319,6 +337,7 @@ void validate(const SweepOptions& o, const OptionSources& names) {
            names.name(o.train.until_accuracy > 0.0 ? "until_accuracy" : "until_loss"),
            names.name("max_epochs"));
   const DeviceAxis axis = resolve_devices(o, names);
+  for (const std::string& name : o.precisions) (void)run_precision(name, axis.kind, names);
   if (backend(axis.kind).logical()) {
     const int cores = backend(DeviceKind::kCpu).device_count();
     const int threads = cpu_threads_per_device(o, axis);

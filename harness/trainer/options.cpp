@@ -131,9 +131,39 @@ void add_optimizer_options(OptionList& list, TrainOptions& o) {
            finite_above(0.0f, true, "must be 0 or more"));
 }
 
+// --precision (a list in a sweep), and the retired --no-tf32, which says what replaced it.
+void add_precision_options(OptionList& list, TrainOptions& o, const TrainingAxes* axes) {
+  const char* help =
+      "Precision: fp32, tf32 (fp32 data, matrix products on GPU tensor cores), bf16 or fp16 "
+      "(convolutions and matrix products on 16-bit copies with fp32 accumulation; weights, "
+      "optimizer state, all-reduced gradients, norms and the loss in fp32, as autocast)";
+  const auto known = parses([](const std::string& name) { (void)parse_precision(name); });
+  const char* shown = "tf32 on cuda devices, fp32 on cpu and sim";
+  if (axes != nullptr) {
+    list.add("--precision", *axes->precisions, fmt::format("{}; a list is a sweep axis", help),
+             known)
+        .split_at_commas()
+        .shown_default(shown)
+        .present_when([p = axes->precisions] { return !p->empty(); });
+  } else {
+    list.add("--precision", o.precision, help,
+             [known](const std::string& name) { return name.empty() ? "" : known(name); })
+        .shown_default(shown)
+        .present_when([&o] { return !o.precision.empty(); });
+  }
+  list.add("!--no-tf32", o.retired_tf32, "Replaced by --precision fp32",
+           [](const bool& allowed) {
+             return allowed ? std::string()
+                            : std::string(
+                                  "is now --precision fp32 (config key \"precision\": "
+                                  "\"fp32\")");
+           })
+      .present_when([] { return false; });
+}
+
 }  // namespace
 
-void add_training_options(OptionList& list, TrainOptions& o, const GradientAxes* axes) {
+void add_training_options(OptionList& list, TrainOptions& o, const TrainingAxes* axes) {
   add_optimizer_options(list, o);
   list.add("--accumulate", o.accumulation,
            "Gradient accumulation: micro-batches per step, all-reduced once",
@@ -177,8 +207,7 @@ void add_training_options(OptionList& list, TrainOptions& o, const GradientAxes*
   list.add("!--no-fusion", o.fusion,
            "Run every activation as a layer of its own instead of inside the kernels next to it "
            "(shows what fusion buys)");
-  list.add("!--no-tf32", o.tf32,
-           "GPU kernels compute fp32 products in strict fp32, not TF32 on tensor cores");
+  add_precision_options(list, o, axes);
   list.add("--deterministic,!--no-deterministic", o.deterministic,
            "GPU kernels deterministic, so that two runs give bit-identical weights: by default "
            "wherever a deterministic cuDNN algorithm fits the workspace limit, elsewhere the "
@@ -322,6 +351,26 @@ void validate(const TrainOptions& o, const OptionSources& names) {
     check_devices_available(spec);
   }
   (void)replica_batch(o, spec.count(), names);
+  (void)run_precision(o, spec.kind, names);
+}
+
+Precision run_precision(const std::string& name, DeviceKind kind, const OptionSources& names) {
+  const std::vector<Precision> offered = kernel_backend(kind).precisions();
+  if (name.empty()) return offered.front();
+  const Precision p = parse_precision(name);
+  if (std::find(offered.begin(), offered.end(), p) != offered.end()) return p;
+  std::vector<std::string> offered_names;
+  for (Precision q : offered) offered_names.push_back(to_string(q));
+  const char* why = p == Precision::kFp16   ? " (fp16 needs loss scaling, which no backend has yet)"
+                    : p == Precision::kTf32 ? " (TF32 is a format of GPU tensor cores)"
+                                            : "";
+  throw_usage_error(fmt::format("{}: {} devices compute in {}{}",
+                                names.subject_text("precision", name), to_string(kind),
+                                fmt::join(offered_names, " or "), why));
+}
+
+Precision run_precision(const TrainOptions& o, DeviceKind kind, const OptionSources& names) {
+  return run_precision(o.precision, kind, names);
 }
 
 }  // namespace scalescope

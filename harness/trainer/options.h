@@ -111,15 +111,19 @@ struct TrainOptions {
   int64_t profile_first = 0;
   int64_t profile_last = 0;
   std::string command_line;
-  // GPU kernels may compute fp32 products in TF32 (models/kernels.h set_allow_tf32; set for
-  // the whole process when train() begins).
-  bool tf32 = true;
+  // The precision kernels compute in (core/precision.h; models/kernels.h set_precision, set
+  // for the whole process when train() begins): a name, or "" for the devices' default (tf32
+  // on GPUs, fp32 on CPU and simulated devices; run_precision).
+  std::string precision;
+  // The retired --no-tf32 (config key "tf32"), now --precision fp32: only its check is left,
+  // which names the new spelling when it is given false.
+  bool retired_tf32 = true;
   // Whether GPU kernels must be deterministic: unset (the default) prefers deterministic
   // algorithms where they fit, true requires them, false allows any (determinism_of; set for
-  // the whole process with tf32).
+  // the whole process with the precision).
   std::optional<bool> deterministic;
   // Models run activations inside the kernels next to them (models/fusion.h
-  // set_fuse_layers; set with tf32).
+  // set_fuse_layers; set with the precision).
   bool fusion = true;
   // Multi-process runs (harness/collectives/cluster.h): the processes of an MPI launch, or
   // null for this process alone. `devices` counts devices over all processes; each process
@@ -130,6 +134,14 @@ struct TrainOptions {
   Cluster* cluster = nullptr;
   int replicas_per_process = 0;
 };
+
+// The precision a run of `options` on devices of `kind` computes in: `options.precision`, or
+// the kind's default when that is "". Throws Error naming the option (through `names`) when
+// the kind's kernels do not compute in it.
+Precision run_precision(const TrainOptions& options, DeviceKind kind,
+                        const OptionSources& names = {});
+// The same for one name of a sweep's precision axis ("" for the default).
+Precision run_precision(const std::string& name, DeviceKind kind, const OptionSources& names = {});
 
 // What `options.deterministic` asks of the kernels (models/kernels.h set_determinism).
 Determinism determinism_of(const TrainOptions& options);
@@ -152,17 +164,18 @@ std::optional<kernel_math::HalfFormat> half_format(GradCompression compression);
 // gradient exchange ("training"); the input pipeline ("data"; `with_workers` false for a
 // command with its own list of worker counts); everything a `train` run takes (the model,
 // devices, batch and length, and both groups).
-// Sweeps declare the bucket caps and the gradient compression as lists (axes of their grid)
-// instead of one value each.
-struct GradientAxes {
+// Sweeps declare the bucket caps, the gradient compression and the precision as lists (axes
+// of their grid) instead of one value each.
+struct TrainingAxes {
   std::vector<double>* caps_mb = nullptr;
   std::vector<double>* first_mb = nullptr;
   std::vector<std::string>* compressions = nullptr;
+  std::vector<std::string>* precisions = nullptr;
 };
 // --profile-layers (train's and sweep's).
 void add_profile_layers_option(OptionList& list, TrainOptions& options);
 void add_training_options(OptionList& list, TrainOptions& options,
-                          const GradientAxes* axes = nullptr);
+                          const TrainingAxes* axes = nullptr);
 void add_data_options(OptionList& list, DataOptions& options, bool with_workers = true);
 // Evaluation every N steps and the time-to-accuracy targets (`train` and `sweep`).
 void add_target_options(OptionList& list, TrainOptions& options);

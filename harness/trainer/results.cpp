@@ -197,7 +197,9 @@ RunReport assemble_report(const TrainOptions& o, const RunPlan& plan, RunResults
     report.library_memory_bytes.push_back(r.library_memory_bytes);
   }
   report.allreduce_split = g.allreduce_split;
-  if (kernel_backend(plan.spec.kind).has_tf32()) report.tf32 = o.tf32;
+  report.precision = plan.precision;
+  report.precision_note = kernel_backend(plan.spec.kind).precision_note(plan.precision);
+  if (kernel_backend(plan.spec.kind).has_tf32()) report.tf32 = plan.precision == Precision::kTf32;
   if (kernel_backend(plan.spec.kind).has_nondeterministic()) {
     report.deterministic = determinism_of(o) != Determinism::kOff;
     report.determinism = to_string(determinism_of(o));

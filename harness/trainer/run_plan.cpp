@@ -4,6 +4,7 @@ namespace scalescope {
 
 RunPlan::RunPlan(const TrainOptions& o)
     : spec(parse_device_spec(o.devices)),
+      precision(run_precision(o, spec.kind)),
       def(make_model(o.model)),
       data(open_run_data(o.data, def, o.seed)),
       summary(summarize(def, data.sample_shape)),

@@ -16,6 +16,7 @@ namespace scalescope {
 
 struct RunPlan {
   DeviceSpec spec;
+  Precision precision;  // run_precision: what the kernels compute in
   ModelDef def;
   RunData data;
   ModelSummary summary;

@@ -12,6 +12,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/nvtx.h"
 #include "harness/collectives/cluster.h"
 #include "harness/collectives/failures.h"
@@ -62,7 +63,12 @@ class LocalRun {
         sampling_(plan_.layout.local),
         comms_(make_comms(o, plan_, cluster)),
         options_(o),
-        hooks_(hooks) {}
+        hooks_(hooks) {
+    // Process-wide and read when kernels are built: every replica's kernels alike.
+    set_precision(plan_.precision);
+    const std::string note = kernel_backend(plan_.spec.kind).precision_note(plan_.precision);
+    if (!note.empty()) SS_LOG_WARN("{}: {}", to_string(plan_.precision), note);
+  }
   ~LocalRun() { join(); }
   LocalRun(const LocalRun&) = delete;
   LocalRun& operator=(const LocalRun&) = delete;
@@ -95,7 +101,6 @@ class LocalRun {
   static const TrainOptions& checked(const TrainOptions& o) {
     validate(o);
     // Process-wide and read when kernels are built: every replica's kernels alike.
-    set_allow_tf32(o.tf32);
     set_determinism(determinism_of(o));
     set_fuse_layers(o.fusion);
     return o;

@@ -24,4 +24,13 @@ std::vector<LibraryVersion> CpuKernelBackend::library_versions() const {
   return {{"onednn", text}};
 }
 
+std::string cpu_precision_note(Precision precision) {
+  if (precision != Precision::kBf16) return "";
+  const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  const unsigned bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
+  if ((isa & bf16) == bf16) return "";
+  return "this CPU has neither AVX512-BF16 nor AMX: oneDNN converts bf16 in software, so bf16 "
+         "runs slower than fp32 here (the run's kernels name what ran)";
+}
+
 }  // namespace scalescope

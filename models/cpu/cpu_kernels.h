@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "core/cpu/cpu_device.h"
 #include "models/kernels.h"
@@ -60,10 +61,16 @@ void decompress_gradients_cpu(const uint16_t* half, float* grads, int64_t count,
 // threads (each adds up its share; the shares are added in order).
 double squared_norm_cpu(const float* values, int64_t count);
 
+// cpu_kernels.cpp: KernelBackend::precision_note of these kernels.
+std::string cpu_precision_note(Precision precision);
+
 class CpuKernelBackend final : public KernelBackend {
  public:
   DeviceKind kind() const override { return DeviceKind::kCpu; }
   std::vector<LibraryVersion> library_versions() const override;  // oneDNN
+  std::string precision_note(Precision precision) const override {
+    return cpu_precision_note(precision);
+  }
   bool fuses_activation(const LayerSpec& layer, Activation activation) const override {
     return cpu_fuses_activation(layer, activation);
   }

@@ -37,8 +37,10 @@ memory::desc f32_desc(const memory::dims& dims, Tag tag) {
   return memory::desc(dims, memory::data_type::f32, tag);
 }
 
-memory::desc f32_desc(const memory::dims& dims, const memory::dims& strides) {
-  return memory::desc(dims, memory::data_type::f32, strides);
+// The data type convolutions and dense layers multiply in (models/kernels.h set_precision):
+// bf16 under Precision::kBf16, fp32 under every other (TF32 is a GPU format).
+memory::data_type compute_type() {
+  return precision() == Precision::kBf16 ? memory::data_type::bf16 : memory::data_type::f32;
 }
 
 // An image batch [N, H, W, C] as oneDNN's logical dims (N, C, H, W); the nhwc tag below
@@ -161,21 +163,28 @@ class DnnlKernel : public LayerKernel {
 };
 
 // The descriptors of a layer with weights and a bias: convolution or inner product.
+// Under bf16 the primitives read bf16 copies of the input, the weights and the output's
+// gradient (`src_compute`, `diff_dst_compute`, weights in the type of `fwd`'s) and write fp32
+// outputs, input gradients and weight gradients; under fp32 the copies are the tensors.
 template <class Fwd, class BwdData, class BwdWeights>
 struct WeightedDescs {
-  const char* layout;     // of the activations, as reported: "NHWC", "NC"
-  memory::desc src, dst;  // activations, in their fixed layouts
-  memory::desc weights;   // PyTorch's layout
+  const char* layout;                          // of the activations, as reported: "NHWC", "NC"
+  memory::desc src, dst;                       // activations, in their fixed layouts (fp32)
+  memory::desc src_compute, diff_dst_compute;  // what the primitives read: src, dst or bf16
+  memory::desc weights;                        // PyTorch's layout (fp32)
   memory::desc bias;
   typename Fwd::desc fwd;
   typename BwdData::desc bwd_data;
   typename BwdWeights::desc bwd_weights;
   // Dense layers: the forward as this matmul instead (`fwd` then only hints the backward
   // primitives): src × the weights in PyTorch's [out, in] layout read as [in, out] through
-  // strides, plus the bias as one [1, out] row. oneDNN 2.6's inner product with those weights
-  // runs gemm:jit, measured 2.4x slower on cifar-cnn's 4096->64 layer and 1.8x on mlp-41m's
-  // 8000->4000 (batch 64 and 32, 2 threads); its backward passes are as fast as matmul's.
+  // strides, plus the bias as one [1, out] row; `matmul_weights` is the [out, in] buffer it
+  // reads through them (the weights themselves, or their bf16 copy). oneDNN 2.6's inner product
+  // with those weights runs gemm:jit, measured 2.4x slower on cifar-cnn's 4096->64 layer and 1.8x
+  // on mlp-41m's 8000->4000 (batch 64 and 32, 2 threads); its backward passes are as fast as
+  // matmul's.
   std::optional<dnnl::matmul::desc> matmul;
+  memory::desc matmul_weights;
   memory::desc matmul_bias;
 };
 
@@ -199,38 +208,30 @@ dnnl::algorithm eltwise_algorithm(Activation kind, bool post_op) {
   throw_error(fmt::format("unknown activation {}", static_cast<int>(kind)));
 }
 
-// Convolution and dense layers: y = W·x + b, with the weights in whatever layout the
-// primitive descriptors ask for (reordered from and to PyTorch's when it differs).
+// Convolution and dense layers: y = W·x + b, with the weights in whatever layout (and type)
+// the primitive descriptors ask for, reordered from and to PyTorch's fp32 when it differs.
 template <class Fwd, class BwdData, class BwdWeights>
 class WeightedKernel final : public DnnlKernel {
  public:
-  WeightedKernel(Device& device, const LayerBinding& binding,
-                 const WeightedDescs<Fwd, BwdData, BwdWeights>& d)
-      : DnnlKernel(device) {
+  using Descs = WeightedDescs<Fwd, BwdData, BwdWeights>;
+
+  WeightedKernel(Device& device, const LayerBinding& binding, const Descs& d) : DnnlKernel(device) {
     const typename Fwd::primitive_desc fwd_pd(d.fwd, forward_attr(binding.activation), engine_);
     const typename BwdData::primitive_desc bwd_data_pd(d.bwd_data, attr_, engine_, fwd_pd);
     const typename BwdWeights::primitive_desc bwd_weights_pd(d.bwd_weights, attr_, engine_, fwd_pd);
+    math_ = d.src_compute == d.src ? "fp32" : "bf16";
     src_ = unbound(d.src);
     dst_ = unbound(d.dst);
     diff_src_ = unbound(d.src);
     diff_dst_ = unbound(d.dst);
+    src_compute_ = adopt(src_, d.src_compute, true, src_to_compute_);
+    diff_dst_compute_ = adopt(diff_dst_, d.diff_dst_compute, true, diff_dst_to_compute_);
 
     const memory weights = over(d.weights, binding.params[0].data);
-    const memory diff_weights = over(d.weights, binding.grads[0].data);
     // A bias: convolutions and dense layers may have none.
     const float* bias = binding.params.size() > 1 ? binding.params[1].data : nullptr;
     const memory fwd_weights = plan_forward(fwd_pd, d, binding.activation, weights, bias);
-    std::vector<std::pair<int, memory>> bwd_weights_args{
-        {DNNL_ARG_SRC, src_},
-        {DNNL_ARG_DIFF_DST, diff_dst_},
-        {DNNL_ARG_DIFF_WEIGHTS,
-         adopt(diff_weights, bwd_weights_pd.diff_weights_desc(), false, diff_weights_back_)}};
-    if (bias != nullptr) {
-      const memory diff_bias = over(d.bias, binding.grads[1].data);
-      bwd_weights_args.emplace_back(
-          DNNL_ARG_DIFF_BIAS,
-          adopt(diff_bias, bwd_weights_pd.diff_bias_desc(), false, diff_bias_back_));
-    }
+    plan_backward_weights(bwd_weights_pd, d, binding);
 
     // Backward data reads the weights of the last forward; when it wants the layout the
     // forward already produced, it shares that copy and backward reorders nothing.
@@ -238,11 +239,9 @@ class WeightedKernel final : public DnnlKernel {
     const memory data_weights = bwd_weights_desc == fwd_weights.get_desc()
                                     ? fwd_weights
                                     : adopt(weights, bwd_weights_desc, true, weights_to_bwd_);
-    backward_data_ = plan<BwdData>(bwd_data_pd, {{DNNL_ARG_DIFF_DST, diff_dst_},
+    backward_data_ = plan<BwdData>(bwd_data_pd, {{DNNL_ARG_DIFF_DST, diff_dst_compute_},
                                                  {DNNL_ARG_WEIGHTS, data_weights},
                                                  {DNNL_ARG_DIFF_SRC, diff_src_}});
-
-    backward_weights_ = plan<BwdWeights>(bwd_weights_pd, std::move(bwd_weights_args));
     allocate_scratchpad();
     choices_.push_back(choice("backward-data", bwd_data_pd, d.layout));
     choices_.push_back(choice("backward-weights", bwd_weights_pd, d.layout));
@@ -251,16 +250,19 @@ class WeightedKernel final : public DnnlKernel {
   void forward(const float* in, float* out, Stream&) override {
     set_handle(src_, in);
     set_handle(dst_, out);
+    if (src_to_compute_) src_to_compute_.run(stream_);
     if (weights_to_fwd_) weights_to_fwd_.run(stream_);
     if (bias_to_fwd_) bias_to_fwd_.run(stream_);
     forward_.run(stream_);
   }
 
   // REQUIRES (beyond LayerKernel's): the weights unchanged since the last forward, which the
-  // training step guarantees (the optimizer runs after backward).
+  // training step guarantees (the optimizer runs after backward). Under bf16 the input's copy
+  // is the last forward's: `in` is its input.
   void backward(const float* in, const float*, const float* dout, float* din, Stream&) override {
     set_handle(src_, in);
     set_handle(diff_dst_, dout);
+    if (diff_dst_to_compute_) diff_dst_to_compute_.run(stream_);
     backward_weights_.run(stream_);
     if (diff_weights_back_) diff_weights_back_.run(stream_);
     if (diff_bias_back_) diff_bias_back_.run(stream_);
@@ -273,14 +275,14 @@ class WeightedKernel final : public DnnlKernel {
   std::vector<KernelChoice> choices() const override { return choices_; }
 
  private:
-  // oneDNN's name of the implementation it dispatched to ("brg:avx512_core", "gemm:jit",
-  // "ref:any": the last is a slow reference kernel worth knowing about). oneDNN's CPU kernels
-  // are deterministic for a fixed thread count.
+  // oneDNN's name of the implementation it dispatched to ("brg:avx512_core_amx_bf16",
+  // "gemm:jit", "ref:any": the last is a slow reference kernel worth knowing about). oneDNN's
+  // CPU kernels are deterministic for a fixed thread count.
   template <class Pd>
-  static KernelChoice choice(const char* pass, const Pd& pd, const char* layout) {
-    return {pass,   pd.impl_info_str(),
-            "fp32", layout,
-            true,   static_cast<int64_t>(pd.scratchpad_desc().get_size())};
+  KernelChoice choice(const char* pass, const Pd& pd, const char* layout) const {
+    return {pass,  pd.impl_info_str(),
+            math_, layout,
+            true,  static_cast<int64_t>(pd.scratchpad_desc().get_size())};
   }
 
   // The forward's attributes: the shared ones, plus the fused activation as a post-op.
@@ -296,18 +298,19 @@ class WeightedKernel final : public DnnlKernel {
 
   // Plans forward_ (`d.matmul` when set, else `fwd_pd`) and the reorders it needs; returns
   // the weights it reads.
-  memory plan_forward(const typename Fwd::primitive_desc& fwd_pd,
-                      const WeightedDescs<Fwd, BwdData, BwdWeights>& d,
+  memory plan_forward(const typename Fwd::primitive_desc& fwd_pd, const Descs& d,
                       std::optional<Activation> activation, const memory& weights,
                       const float* bias) {
-    std::vector<std::pair<int, memory>> args{{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}};
+    std::vector<std::pair<int, memory>> args{{DNNL_ARG_SRC, src_compute_}, {DNNL_ARG_DST, dst_}};
     if (d.matmul) {
       const dnnl::matmul::primitive_desc pd(*d.matmul, forward_attr(activation), engine_);
-      args.emplace_back(DNNL_ARG_WEIGHTS, over(pd.weights_desc(), weights_data(weights)));
+      const memory read = adopt(weights, d.matmul_weights, true, weights_to_fwd_);
+      args.emplace_back(DNNL_ARG_WEIGHTS,
+                        memory(pd.weights_desc(), engine_, read.get_data_handle()));
       if (bias != nullptr) args.emplace_back(DNNL_ARG_BIAS, over(d.matmul_bias, bias));
       forward_ = plan<dnnl::matmul>(pd, std::move(args));
       choices_.push_back(choice("forward", pd, d.layout));
-      return weights;
+      return read;
     }
     const memory fwd_weights = adopt(weights, fwd_pd.weights_desc(), true, weights_to_fwd_);
     args.emplace_back(DNNL_ARG_WEIGHTS, fwd_weights);
@@ -320,12 +323,30 @@ class WeightedKernel final : public DnnlKernel {
     return fwd_weights;
   }
 
-  static const float* weights_data(const memory& m) {
-    return static_cast<const float*>(m.get_data_handle());
+  // Plans backward_weights_, writing the gradients in PyTorch's layout (through a copy where
+  // the primitive wants another).
+  void plan_backward_weights(const typename BwdWeights::primitive_desc& pd, const Descs& d,
+                             const LayerBinding& binding) {
+    const memory diff_weights = over(d.weights, binding.grads[0].data);
+    std::vector<std::pair<int, memory>> args{
+        {DNNL_ARG_SRC, src_compute_},
+        {DNNL_ARG_DIFF_DST, diff_dst_compute_},
+        {DNNL_ARG_DIFF_WEIGHTS,
+         adopt(diff_weights, pd.diff_weights_desc(), false, diff_weights_back_)}};
+    if (binding.grads.size() > 1) {
+      const memory diff_bias = over(d.bias, binding.grads[1].data);
+      args.emplace_back(DNNL_ARG_DIFF_BIAS,
+                        adopt(diff_bias, pd.diff_bias_desc(), false, diff_bias_back_));
+    }
+    backward_weights_ = plan<BwdWeights>(pd, std::move(args));
   }
 
   std::vector<KernelChoice> choices_;
+  std::string math_;  // "fp32" or "bf16", as reported
   memory src_, dst_, diff_src_, diff_dst_;
+  // What the primitives read: src_ and diff_dst_ themselves, or their bf16 copies.
+  memory src_compute_, diff_dst_compute_;
+  Call src_to_compute_, diff_dst_to_compute_;
   Call weights_to_fwd_, bias_to_fwd_, weights_to_bwd_, diff_weights_back_, diff_bias_back_;
   Call forward_, backward_data_, backward_weights_;
 };
@@ -336,6 +357,7 @@ using DenseKernel = WeightedKernel<dnnl::inner_product_forward, dnnl::inner_prod
                                    dnnl::inner_product_backward_weights>;
 
 std::unique_ptr<LayerKernel> make_conv(const Conv2DSpec& c, const LayerBinding& b, Device& device) {
+  const memory::data_type t = compute_type();
   const memory::dims src_dims = image_dims(b.in);
   const memory::dims dst_dims = image_dims(b.out);
   const memory::dims strides = {c.stride, c.stride};
@@ -346,24 +368,28 @@ std::unique_ptr<LayerKernel> make_conv(const Conv2DSpec& c, const LayerBinding& 
   const memory::dims pad_after = {h.after, w.after};
   const memory::desc src = f32_desc(src_dims, Tag::nhwc);
   const memory::desc dst = f32_desc(dst_dims, Tag::nhwc);
+  const memory::desc src_t(src_dims, t, Tag::nhwc);
+  const memory::desc diff_dst_t(dst_dims, t, Tag::nhwc);
   const memory::dims weight_dims = {c.filters, b.in[3], c.kernel, c.kernel};
+  const memory::desc any_weights_t(weight_dims, t, Tag::any);
   const memory::desc any_weights = f32_desc(weight_dims, Tag::any);
   // A zero descriptor is oneDNN's "no bias".
   const memory::desc bias = c.bias ? f32_desc({c.filters}, Tag::a) : memory::desc();
   const auto direct = dnnl::algorithm::convolution_direct;
-  using Descs = WeightedDescs<dnnl::convolution_forward, dnnl::convolution_backward_data,
-                              dnnl::convolution_backward_weights>;
-  const Descs descs{
+  const ConvKernel::Descs descs{
       "NHWC",
       src,
       dst,
+      src_t,
+      diff_dst_t,
       f32_desc(weight_dims, Tag::oihw),
       bias,
-      {dnnl::prop_kind::forward_training, direct, src, any_weights, bias, dst, strides, pad_before,
-       pad_after},
-      {direct, src, any_weights, dst, strides, pad_before, pad_after},
-      {direct, src, any_weights, bias, dst, strides, pad_before, pad_after},
+      {dnnl::prop_kind::forward_training, direct, src_t, any_weights_t, bias, dst, strides,
+       pad_before, pad_after},
+      {direct, src, any_weights_t, diff_dst_t, strides, pad_before, pad_after},
+      {direct, src_t, any_weights, bias, diff_dst_t, strides, pad_before, pad_after},
       std::nullopt,
+      {},
       {},
   };
   return std::make_unique<ConvKernel>(device, b, descs);
@@ -372,30 +398,35 @@ std::unique_ptr<LayerKernel> make_conv(const Conv2DSpec& c, const LayerBinding& 
 // Over the last dimension: a sequence's positions are rows like the samples, so [N, S, D] is
 // one [N·S, D] matrix.
 std::unique_ptr<LayerKernel> make_dense(const DenseSpec& d, const LayerBinding& b, Device& device) {
+  const memory::data_type t = compute_type();
   const int64_t features = b.in[b.in.rank() - 1];
   const int64_t rows = b.in.numel() / features;
   const memory::desc src = f32_desc({rows, features}, Tag::nc);
   const memory::desc dst = f32_desc({rows, d.units}, Tag::nc);
+  const memory::desc src_t({rows, features}, t, Tag::nc);
+  const memory::desc diff_dst_t({rows, d.units}, t, Tag::nc);
   const memory::dims weight_dims = {d.units, features};
   // PyTorch's [out, in] layout for every pass: oneDNN's choice ("ba" forward) would cost a
   // transpose of the weights every forward and of their gradient every backward, measured
   // as large as the GEMM itself for mlp-41m's 8000x4000 layer; gemm takes either layout.
   const memory::desc plain_weights = f32_desc(weight_dims, Tag::ab);
+  const memory::desc plain_weights_t(weight_dims, t, Tag::ab);
   // A zero descriptor is oneDNN's "no bias".
   const memory::desc bias = d.bias ? f32_desc({d.units}, Tag::a) : memory::desc();
-  using Descs = WeightedDescs<dnnl::inner_product_forward, dnnl::inner_product_backward_data,
-                              dnnl::inner_product_backward_weights>;
-  const Descs descs{
+  const DenseKernel::Descs descs{
       "NC",
       src,
       dst,
+      src_t,
+      diff_dst_t,
       plain_weights,
       bias,
-      {dnnl::prop_kind::forward_training, src, plain_weights, bias, dst},
-      {src, plain_weights, dst},
-      {src, plain_weights, bias, dst},
-      dnnl::matmul::desc(src, f32_desc({features, d.units}, memory::dims{1, features}),
+      {dnnl::prop_kind::forward_training, src_t, plain_weights_t, bias, dst},
+      {src, plain_weights_t, diff_dst_t},
+      {src_t, plain_weights, bias, diff_dst_t},
+      dnnl::matmul::desc(src_t, memory::desc({features, d.units}, t, memory::dims{1, features}),
                          d.bias ? f32_desc({1, d.units}, Tag::ab) : memory::desc(), dst),
+      plain_weights_t,
       f32_desc({1, d.units}, Tag::ab),
   };
   return std::make_unique<DenseKernel>(device, b, descs);

@@ -326,7 +326,7 @@ ConvPlan plan_convolution(ConvQueries& queries, const ConvPolicy& policy,
   const bool required = policy.determinism == Determinism::kRequired;
   throw_error(fmt::format(
       "{}: cuDNN offers no allowed algorithm within {} bytes of workspace{}{} — {}; {}{}", layer,
-      policy.workspace_limit, policy.tf32 ? "" : " in strict fp32 (--no-tf32)",
+      policy.workspace_limit, policy.tf32 ? "" : " in strict fp32 (--precision fp32)",
       required ? " among deterministic ones (determinism required by --deterministic; without "
                  "it a layer with none runs the fastest that fits)"
                : "",

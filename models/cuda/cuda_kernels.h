@@ -64,7 +64,9 @@ class CudaKernelBackend final : public KernelBackend {
  public:
   DeviceKind kind() const override { return DeviceKind::kCuda; }
   std::vector<LibraryVersion> library_versions() const override;  // cuDNN and cuBLAS
-  bool has_tf32() const override { return true; }
+  std::vector<Precision> precisions() const override {
+    return {Precision::kTf32, Precision::kFp32};
+  }
   bool has_nondeterministic() const override { return true; }
   std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec, const LayerBinding& binding,
                                           Device& device) override {

@@ -106,6 +106,10 @@ std::vector<LibraryVersion> SimKernelBackend::library_versions() const {
   return CpuKernelBackend().library_versions();
 }
 
+std::string SimKernelBackend::precision_note(Precision precision) const {
+  return cpu_precision_note(precision);
+}
+
 bool SimKernelBackend::fuses_activation(const LayerSpec& layer, Activation activation) const {
   return cpu_fuses_activation(layer, activation);
 }

@@ -18,12 +18,12 @@
 namespace scalescope {
 namespace {
 
-// The points that differ only in their compression: same model, devices, batch axis and
-// bucket caps.
+// The points that differ only in their compression: same model, devices, batch axis, bucket
+// caps and precision.
 std::string compression_group_key(const SweepPoint& p) {
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}", p.model, p.device_kind, p.devices, to_string(p.mode),
-                     p.mode == ScalingMode::kWeak ? p.batch : p.global_batch, p.bucket_cap_mb,
-                     p.first_bucket_mb);
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}", p.model, p.device_kind, p.devices,
+                     to_string(p.mode), p.mode == ScalingMode::kWeak ? p.batch : p.global_batch,
+                     p.bucket_cap_mb, p.first_bucket_mb, to_string(p.precision));
 }
 
 CompressionEffect::Setting setting_of(const SweepPoint& p) {

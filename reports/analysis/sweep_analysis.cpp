@@ -139,7 +139,7 @@ void summarize_point(SweepPoint& p) {
 const SweepPoint* baseline_of(const std::vector<SweepPoint>& points, const SweepPoint& p) {
   for (const SweepPoint& b : points) {
     if (b.ok() && b.devices == 1 && b.model == p.model && b.device_kind == p.device_kind &&
-        b.mode == p.mode &&
+        b.mode == p.mode && b.precision == p.precision &&
         (p.mode == ScalingMode::kWeak ? b.batch == p.batch : b.global_batch == p.global_batch)) {
       return &b;
     }
@@ -409,12 +409,12 @@ CommunicationAnalysis analyze_communication(const std::string& model, const Swee
   return c;
 }
 
-// The points that differ only in their bucket settings: same model, devices, batch axis and
-// compression.
+// The points that differ only in their bucket settings: same model, devices, batch axis,
+// compression and precision.
 std::string bucket_group_key(const SweepPoint& p) {
-  return fmt::format("{}|{}|{}|{}|{}|{}", p.model, p.device_kind, p.devices, to_string(p.mode),
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}", p.model, p.device_kind, p.devices, to_string(p.mode),
                      p.mode == ScalingMode::kWeak ? p.batch : p.global_batch,
-                     to_string(p.grad_compression));
+                     to_string(p.grad_compression), to_string(p.precision));
 }
 
 BucketChoice choose_bucket(std::vector<const SweepPoint*> group) {

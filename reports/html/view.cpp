@@ -43,11 +43,14 @@ std::string ModelView::point_text(const SweepPoint& p) const {
 std::vector<ModelView> models_of(const SweepReport& report) {
   std::vector<ModelView> out;
   for (const SweepPoint& p : report.points) {
+    const std::string name =
+        p.precision_default ? p.model : fmt::format("{} in {}", p.model, to_string(p.precision));
     auto it =
-        std::find_if(out.begin(), out.end(), [&](const ModelView& m) { return m.name == p.model; });
+        std::find_if(out.begin(), out.end(), [&](const ModelView& m) { return m.name == name; });
     if (it == out.end()) {
       ModelView m;
-      m.name = p.model;
+      m.name = name;
+      m.model = p.model;
       m.index = static_cast<int>(out.size());
       m.mode = p.mode;
       m.device_kind = p.device_kind;
@@ -79,13 +82,13 @@ std::vector<ModelView> models_of(const SweepReport& report) {
     m.devices.assign(devices.begin(), devices.end());
     m.batches.assign(batches.begin(), batches.end());
     for (const CommunicationAnalysis& c : report.communication) {
-      if (c.model == m.name) m.communication = &c;
+      if (c.model == m.model) m.communication = &c;
     }
     for (const BucketChoice& c : report.bucket_choices) {
-      if (c.model == m.name) m.bucket_choices.push_back(&c);
+      if (c.model == m.model) m.bucket_choices.push_back(&c);
     }
     for (const CompressionEffect& e : report.compression_effects) {
-      if (e.model == m.name) m.compression_effects.push_back(&e);
+      if (e.model == m.model) m.compression_effects.push_back(&e);
     }
   }
   return out;

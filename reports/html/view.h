@@ -17,9 +17,11 @@ namespace scalescope::html {
 int64_t batch_key(const SweepPoint& p);
 std::string batch_label(ScalingMode mode, int64_t batch);  // "batch 32/device"
 
+// A section per model and precision: the charts of a section compare like with like.
 struct ModelView {
-  std::string name;
-  int index = 0;  // for page anchors
+  std::string name;   // the section's: the model, "... in bf16" beyond the devices' default
+  std::string model;  // the model spec its points ran
+  int index = 0;      // for page anchors
   ScalingMode mode = ScalingMode::kWeak;
   std::string device_kind;
   // Report order. Of points that differ only in their bucket caps or gradient compression,

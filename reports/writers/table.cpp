@@ -35,42 +35,52 @@ std::string compression_cell(const SweepPoint& p, bool shown) {
   return fmt::format(" {:>11}", p.devices > 1 ? to_string(p.grad_compression) : "-");
 }
 
+// The precision of a point, when the model's points ran more than the devices' default.
+std::string precision_cell(const SweepPoint& p, bool shown) {
+  if (!shown) return "";
+  return fmt::format(" {:>9}", to_string(p.precision));
+}
+
 void model_table(std::string& out, const SweepReport& report, const std::string& model) {
   bool simulated = false;
   bool buckets = false;
   bool compression = false;
+  bool precision = false;
   const SweepPoint* any = nullptr;
   for (const SweepPoint& p : report.points) {
     if (p.model != model) continue;
     if (any == nullptr) any = &p;
     buckets = buckets || (p.devices > 1 && !p.default_buckets());
     compression = compression || (p.devices > 1 && p.compressed());
+    precision = precision || !p.precision_default;
   }
   fmt::format_to(std::back_inserter(out), "\n{} ({} scaling{})\n", model, to_string(any->mode),
                  any->params > 0 ? fmt::format(", {} parameters", any->params) : "");
-  fmt::format_to(std::back_inserter(out), "{:>8} {:>7} {:>9}{}{} {:>24} {:>10} {:>20} {:>18}  {}\n",
-                 "devices", "batch", "global", buckets ? fmt::format(" {:>18}", "buckets") : "",
-                 compression ? fmt::format(" {:>11}", "compression") : "", "samples/s [95% CI]",
+  fmt::format_to(std::back_inserter(out),
+                 "{:>8} {:>7} {:>9}{}{}{} {:>24} {:>10} {:>20} {:>18}  {}\n", "devices", "batch",
+                 "global", buckets ? fmt::format(" {:>18}", "buckets") : "",
+                 compression ? fmt::format(" {:>11}", "compression") : "",
+                 precision ? fmt::format(" {:>9}", "precision") : "", "samples/s [95% CI]",
                  "step ms", "speedup [CI]", "efficiency", "bottleneck");
   for (const SweepPoint& p : report.points) {
     if (p.model != model) continue;
     simulated = simulated || p.simulated();
     const std::string devices = fmt::format("{}:{}", p.device_kind, p.devices);
     if (!p.ok()) {
-      fmt::format_to(std::back_inserter(out), "{:>8} {:>7} {:>9}{}{}  FAILED: {}\n", devices,
+      fmt::format_to(std::back_inserter(out), "{:>8} {:>7} {:>9}{}{}{}  FAILED: {}\n", devices,
                      p.batch, p.global_batch, bucket_cell(p, buckets),
-                     compression_cell(p, compression), p.error);
+                     compression_cell(p, compression), precision_cell(p, precision), p.error);
       continue;
     }
     const PointSummary& s = p.summary;
     const Finding& top = s.verdict.top();
-    fmt::format_to(std::back_inserter(out),
-                   "{:>8} {:>7} {:>9}{}{} {:>24} {:>10.2f} {:>20} {:>18}  {}{}\n", devices, p.batch,
-                   p.global_batch, bucket_cell(p, buckets), compression_cell(p, compression),
-                   interval(s.throughput, "{:.0f} [{:.0f}, {:.0f}]"), s.step_ms_median,
-                   interval(s.speedup, "{:.2f} [{:.2f}, {:.2f}]"),
-                   interval(s.efficiency, "{:.0f}% [{:.0f}, {:.0f}]", 100.0), top.kind,
-                   top.severity == kSeverityInfo ? "" : fmt::format(" ({})", top.severity));
+    fmt::format_to(
+        std::back_inserter(out), "{:>8} {:>7} {:>9}{}{}{} {:>24} {:>10.2f} {:>20} {:>18}  {}{}\n",
+        devices, p.batch, p.global_batch, bucket_cell(p, buckets), compression_cell(p, compression),
+        precision_cell(p, precision), interval(s.throughput, "{:.0f} [{:.0f}, {:.0f}]"),
+        s.step_ms_median, interval(s.speedup, "{:.2f} [{:.2f}, {:.2f}]"),
+        interval(s.efficiency, "{:.0f}% [{:.0f}, {:.0f}]", 100.0), top.kind,
+        top.severity == kSeverityInfo ? "" : fmt::format(" ({})", top.severity));
   }
   if (simulated) fmt::format_to(std::back_inserter(out), "note: {}\n", kSimulatedDevicesNote);
 }

@@ -1,7 +1,7 @@
 // The CUDA kernels (models/cuda) against the CPU kernels, op by op on the same fresh random
 // inputs: every layer type (forward, parameter gradients, input gradient, updated buffers,
 // forward_eval), every loss (value, gradient, accuracy count), the optimizers over several
-// steps, and accumulate_into. Each runs in strict fp32 (set_allow_tf32(false): relative error
+// steps, and accumulate_into. Each runs in strict fp32 (Precision::kFp32: relative error
 // <= 1e-5) and with TF32 allowed (<= 5e-3). The relative error of a tensor is
 // max |gpu - cpu| / max |cpu|, so that values near zero do not make it meaningless.
 //

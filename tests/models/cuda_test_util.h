@@ -20,6 +20,7 @@
 #include "core/tensor.h"
 #include "models/kernels.h"
 #include "models/layer_spec.h"
+#include "tests/models/precision_scope.h"
 
 namespace scalescope::cuda_test {
 
@@ -31,16 +32,10 @@ inline std::string gpu_unavailable() {
   return "no usable GPU (" + cuda->unavailable_reason() + ")";
 }
 
-// Sets allow_tf32() for a scope and restores it after, so that no test leaks its setting.
-class Tf32Scope {
+// Allows TF32 (or strict fp32) for a scope and restores the precision after.
+class Tf32Scope : public testing_util::PrecisionScope {
  public:
-  explicit Tf32Scope(bool allow) : saved_(allow_tf32()) { set_allow_tf32(allow); }
-  ~Tf32Scope() { set_allow_tf32(saved_); }
-  Tf32Scope(const Tf32Scope&) = delete;
-  Tf32Scope& operator=(const Tf32Scope&) = delete;
-
- private:
-  bool saved_;
+  explicit Tf32Scope(bool allow) : PrecisionScope(allow ? Precision::kTf32 : Precision::kFp32) {}
 };
 
 inline std::vector<float> random_values(int64_t n, uint64_t seed, float lo = -1.0f,

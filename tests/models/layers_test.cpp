@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "models/kernels.h"
 #include "models/layer_spec.h"
 #include "tests/models/layer_cases.h"
+#include "tests/models/precision_scope.h"
 #include "tests/models/reference.h"
 
 namespace scalescope {
@@ -165,16 +167,13 @@ TEST_P(LayerCheck, ForwardMatchesReference) {
   expect_close(layer.out.to_host(), expected, kForwardAbs, kForwardRel, "out");
 }
 
-// L = sum(out ⊙ R) for a fixed random R, so dL/dout = R. Our fp32 backward against central
-// differences of L computed with the float64 reference, for the input and every parameter.
-TEST_P(LayerCheck, GradientsMatchFiniteDifferences) {
-  const LayerCase& c = GetParam();
-  BoundLayer layer(c);
-  const std::vector<float> x = layer_input(c, 2);
-  const std::vector<float> r = random_values(layer.out_shape.numel(), 3);
+// L = sum(out ⊙ R) for a fixed random R, so dL/dout = R. The kernel's backward (after a
+// forward of x with its parameters as set) against central differences of L computed with the
+// float64 reference, for the input and every parameter.
+void expect_gradients_match_reference(const LayerCase& c, BoundLayer& layer,
+                                      const std::vector<float>& x, const std::vector<float>& r) {
   layer.in.copy_from_host(x);
   layer.dout.copy_from_host(r);
-  fill_random_params(layer, 2);
   for (Tensor& g : layer.grads) g.copy_from_host(std::vector<float>(g.numel(), 1e30f));
   layer.forward();
   layer.backward(/*with_din=*/true);
@@ -207,6 +206,14 @@ TEST_P(LayerCheck, GradientsMatchFiniteDifferences) {
     expect_close(layer.grads[i].to_host(), numeric_gradient(params[i]), kGradAbs, kGradRel,
                  "grad " + std::to_string(i));
   }
+}
+
+TEST_P(LayerCheck, GradientsMatchFiniteDifferences) {
+  const LayerCase& c = GetParam();
+  BoundLayer layer(c);
+  fill_random_params(layer, 2);
+  expect_gradients_match_reference(c, layer, layer_input(c, 2),
+                                   random_values(layer.out_shape.numel(), 3));
 }
 
 // The first layer's backward gets no din: it must still overwrite the parameter gradients
@@ -252,6 +259,62 @@ INSTANTIATE_TEST_SUITE_P(Layers, LayerCheck, ::testing::ValuesIn(layer_cases()),
                          [](const ::testing::TestParamInfo<LayerCase>& info) {
                            return info.param.name;
                          });
+
+std::vector<float> bf16_rounded(std::vector<float> v) {
+  for (float& x : v) x = kernel_math::bf16_to_float(kernel_math::float_to_bf16(x));
+  return v;
+}
+
+// Under Precision::kBf16, convolutions and dense layers multiply bf16 copies of their input,
+// weights and output gradient, accumulating in fp32 and adding the bias in fp32: on operands
+// already in bf16 they are the
+// float64 reference to fp32's accuracy (a product of two bf16 values is exact in fp32), and on
+// any operands the same bits as on the operands rounded to bf16.
+TEST(LayerBf16, ConvolutionsAndDenseLayersComputeOnBf16Copies) {
+  for (const LayerCase& c : layer_cases()) {
+    if (!std::holds_alternative<Conv2DSpec>(c.spec) && !std::holds_alternative<DenseSpec>(c.spec))
+      continue;
+    SCOPED_TRACE(c.name);
+    std::optional<BoundLayer> layer;
+    {
+      const testing_util::PrecisionScope bf16(Precision::kBf16);
+      layer.emplace(c);
+    }
+    for (const KernelChoice& k : layer->kernel->choices()) EXPECT_EQ(k.math, "bf16") << k.pass;
+    const std::vector<float> x = layer_input(c, 8);
+    const std::vector<float> r = random_values(layer->out_shape.numel(), 9);
+    fill_random_params(*layer, 8);
+    layer->in.copy_from_host(x);
+    layer->forward();
+    const std::vector<float> unrounded = layer->out.to_host();
+    // The weights (the bias is added in fp32).
+    layer->params[0].copy_from_host(bf16_rounded(layer->params[0].to_host()));
+    expect_gradients_match_reference(c, *layer, bf16_rounded(x), bf16_rounded(r));
+    EXPECT_EQ(layer->out.to_host(), unrounded);
+    const std::vector<double> expected =
+        reference_forward(c.spec, c.in, to_double(bf16_rounded(x)), layer->host_params());
+    expect_close(unrounded, expected, kForwardAbs, kForwardRel, "out");
+  }
+}
+
+// Other layers stay fp32 under bf16 (autocast keeps norms, pooling and the rest in fp32).
+TEST(LayerBf16, OtherLayersStayInFp32) {
+  const testing_util::PrecisionScope bf16(Precision::kBf16);
+  for (const LayerCase& c : layer_cases()) {
+    if (std::holds_alternative<Conv2DSpec>(c.spec) || std::holds_alternative<DenseSpec>(c.spec))
+      continue;
+    SCOPED_TRACE(c.name);
+    BoundLayer layer(c);
+    for (const KernelChoice& k : layer.kernel->choices()) EXPECT_EQ(k.math, "fp32") << k.pass;
+    const std::vector<float> x = layer_input(c, 10);
+    layer.in.copy_from_host(x);
+    fill_random_params(layer, 10);
+    layer.forward();
+    expect_close(layer.out.to_host(),
+                 reference_forward(c.spec, c.in, to_double(x), layer.host_params()), kForwardAbs,
+                 kForwardRel, "out");
+  }
+}
 
 // A token id that is not a whole number below the vocabulary would read memory outside the
 // table: an Error naming the sample and position instead.

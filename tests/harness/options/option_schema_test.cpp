@@ -113,7 +113,7 @@ SweepOptions unusual() {
   o.train.optimizer.lr = 0.05f;
   o.train.lr_scaling = LrScaling::kSqrt;
   o.train.overlap = false;
-  o.train.tf32 = false;
+  o.precisions = {"fp32", "bf16"};
   o.train.deterministic = false;
   o.train.seed = 7;
   o.train.data.workers = 2;
@@ -143,6 +143,8 @@ TEST(OptionSchema, AReportsConfigBlockReadsBackIntoTheSameOptions) {
   EXPECT_EQ(config.at("deterministic"), false);  // the key, not the flag's name
   EXPECT_EQ(p.options.train.lr_scaling, LrScaling::kSqrt);
   EXPECT_EQ(p.options.bucket_caps_mb, (std::vector<double>{0.5, 25}));
+  EXPECT_EQ(config.at("precision"), nlohmann::json({"fp32", "bf16"}));
+  EXPECT_EQ(p.options.precisions, o.precisions);
   EXPECT_EQ(config.at("first_bucket_mb"), nlohmann::json({0.25}));
   EXPECT_EQ(p.sources.of("repeats"), Source::kFile);
   // The same block given as a stream (--resume's path) reads back alike.

@@ -204,6 +204,43 @@ TEST(SweepGrid, CompressionIsAnAxisBeyondOneDevice) {
                   "gradient compression 'fp8': unknown; use none, fp16 or bf16");
 }
 
+// Precision is an axis at every device count, one included; a point of the devices' default
+// (given or not) keeps the key, file name and label of sweeps before the axis existed.
+TEST(SweepGrid, PrecisionIsAnAxisAtEveryDeviceCount) {
+  SweepOptions o = tiny("unused.json");
+  o.precisions = {"bf16", "fp32", "bf16"};  // each once, in the order given
+  o.grad_compressions = {"none", "bf16"};
+  const std::vector<SweepPoint> grid = sweep_grid(o, resolve_devices(o));
+  ASSERT_EQ(grid.size(), 2u + 2u * 2u);
+  std::vector<std::pair<int, Precision>> axis;
+  std::set<std::string> keys;
+  std::set<std::string> files;
+  for (const SweepPoint& p : grid) {
+    axis.emplace_back(p.devices, p.precision);
+    EXPECT_EQ(p.precision_default, p.precision == Precision::kFp32);
+    keys.insert(p.key());
+    files.insert(point_file_name(p));
+  }
+  using P = Precision;
+  EXPECT_EQ(axis, (std::vector<std::pair<int, P>>{{1, P::kBf16},
+                                                  {1, P::kFp32},
+                                                  {2, P::kBf16},
+                                                  {2, P::kBf16},
+                                                  {2, P::kFp32},
+                                                  {2, P::kFp32}}));
+  EXPECT_EQ(keys.size(), grid.size());
+  EXPECT_EQ(files.size(), grid.size());
+  EXPECT_EQ(point_file_name(grid[0]), "dense-100_cpu1_b8_precision-bf16");
+  EXPECT_EQ(point_file_name(grid[3]), "dense-100_cpu2_b8_bf16_precision-bf16");
+  EXPECT_EQ(point_file_name(grid[1]), "dense-100_cpu1_b8");
+  EXPECT_EQ(grid[0].label(), "dense-100 cpu:1 batch 8 in bf16");
+  EXPECT_EQ(grid[4].key(), "dense-100|cpu|2|weak|8|16|25|1");  // the default's key as before
+  EXPECT_EQ(grid[2].key(), "dense-100|cpu|2|weak|8|16|25|1|precision bf16");
+  o.precisions = {"tf32"};
+  EXPECT_CONTAINS(testing_util::error_of([&] { validate(o); }),
+                  "cpu devices compute in fp32 or bf16");
+}
+
 // The end-to-end check, in one process: two bucket caps × two compressions on
 // cpu:1,2; the report compares each compression with none at each cap, and picks a bucket cap
 // per compression.

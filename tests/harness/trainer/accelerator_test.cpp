@@ -64,7 +64,7 @@ TrainOptions small_run(const std::string& model, const std::string& devices) {
   o.batch = 16;
   o.steps = 6;
   o.threads = 1;
-  o.tf32 = false;  // strict fp32: comparable with the CPU kernels
+  o.precision = "fp32";  // strict fp32: comparable with the CPU kernels
   o.optimizer.kind = OptimizerKind::kSgd;
   o.optimizer.lr = 0.05f;
   o.optimizer.momentum = 0.9f;
@@ -130,6 +130,7 @@ TEST_P(GpuTrainer, SteadyStepsAllocateNothingAndTheirPhasesAddUp) {
   }
   EXPECT_LT(r.steps.back().loss, r.steps.front().loss);
   if (GetParam() == DeviceKind::kCuda) {
+    EXPECT_EQ(r.precision, Precision::kTf32);  // the GPUs' default
     ASSERT_TRUE(r.tf32.has_value());
     EXPECT_TRUE(*r.tf32);
     ASSERT_TRUE(r.deterministic.has_value());
@@ -146,6 +147,7 @@ TEST_P(GpuTrainer, SteadyStepsAllocateNothingAndTheirPhasesAddUp) {
     EXPECT_TRUE(r.gpu_utilization[0].samples > 0 || !r.gpu_utilization[0].error.empty());
     EXPECT_FALSE(r.gpu_utilization[0].pci_bus_id.empty());
   } else {
+    EXPECT_EQ(r.precision, Precision::kFp32);   // the default of CPU kernels
     EXPECT_FALSE(r.tf32.has_value());           // CPU kernels: no TF32 to speak of
     EXPECT_FALSE(r.deterministic.has_value());  // nor non-deterministic algorithms
     EXPECT_FALSE(r.kernels.empty());            // oneDNN's choices, through the sim kernels
