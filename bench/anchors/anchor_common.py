@@ -58,6 +58,8 @@ def add_runner_arguments(ap):
     ap.add_argument("--allreduce-bytes", type=int, nargs="*", default=[],
                     help="after training, time an all-reduce of float32 buffers of these sizes")
     ap.add_argument("--allreduce-repeats", type=int, default=20)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: autocast (convolutions and matmuls in bf16, the rest fp32)")
     ap.add_argument("--json", help="write the result here instead of standard output")
     return ap
 

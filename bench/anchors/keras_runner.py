@@ -63,6 +63,8 @@ def parse_args(argv=None):
     ap.add_argument("--worker-dir", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     anchor_common.check_runner_arguments(args)
+    if args.precision != "fp32":
+        sys.exit(f"keras_runner: --precision {args.precision} is not measured here (fp32 only)")
     if anchor_common.is_gpt(args.model):
         ap.error(f"--model {args.model}: no Keras twin of the gpt models (torch_runner.py has)")
     return args

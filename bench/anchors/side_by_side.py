@@ -42,7 +42,7 @@ is rewritten after every run, so a stopped invocation keeps what it measured.
 Usage: bench/anchors/side_by_side.py [--rounds 3] [--steps 30] [--warmup 5] [--threads 2]
          [--cases cifar-cnn:64,mlp-41m:32] [--devices 1,2] [--systems scalescope,keras,...]
          [--allreduce] [--json FILE] [--markdown FILE] [--binary build/scalescope] [--venv DIR]
-         [--before-binary OTHER/scalescope] [--peak-gflops P]
+         [--before-binary OTHER/scalescope] [--peak-gflops P] [--precision fp32|bf16]
 Needs bench/anchors/setup.sh's virtual environment for the anchors (not for scalescope).
 
 GPT cases (e.g. --cases gpt:preset=mini:8 --systems scalescope,debian-torch): both tools train
@@ -79,7 +79,8 @@ def scalescope_args(args, model, batch, n, binary=None):
             "--threads", str(args.threads // n), "--batch", str(batch),
             "--steps", str(args.warmup + args.steps), "--warmup-steps", str(args.warmup),
             *scalescope_optimizer_args(args.optimizer),
-            "--data", "synthetic:device", "--no-eval", "--check-every", "0", "-q"]
+            "--data", "synthetic:device", "--no-eval", "--check-every", "0", "-q",
+            *(["--precision", args.precision] if args.precision != "fp32" else [])]
 
 
 def run_scalescope(args, system, model, batch, n):
@@ -107,7 +108,8 @@ def run_anchor(args, system, model, batch, n, allreduce_bytes):
     runner = "keras_runner.py" if system.startswith("keras") else "torch_runner.py"
     cmd = [python, os.path.join(HERE, runner), "--model", model, "--replicas", str(n),
            "--batch", str(batch), "--steps", str(args.steps), "--warmup", str(args.warmup),
-           "--threads", str(args.threads), "--optimizer", args.optimizer]
+           "--threads", str(args.threads), "--optimizer", args.optimizer,
+           "--precision", args.precision]
     if system.startswith("keras"):
         cmd += ["--strategy", "multiworker" if system == "keras-mw" else "mirrored"]
     if allreduce_bytes:
@@ -309,6 +311,8 @@ def parse_args():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="adam")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="every system's: scalescope --precision, PyTorch's CPU autocast")
     ap.add_argument("--cases", type=parse_cases, default=parse_cases("cifar-cnn:64,mlp-41m:32"))
     ap.add_argument("--devices", default="1,2", help="device counts, e.g. 1,2")
     ap.add_argument("--systems", default="scalescope,scalescope-gloo,keras,keras-mw,torch")

@@ -131,13 +131,15 @@ def rank_batches(args, rank, images):
     return out
 
 
-def train(step_model, opt, loss_fn, batches):
-    """Runs every step; returns (ms per step, loss per step)."""
+def train(step_model, opt, loss_fn, batches, precision="fp32"):
+    """Runs every step; returns (ms per step, loss per step). bf16: the forward and the loss
+    under CPU autocast, as PyTorch's mixed-precision recipe has it (backward outside)."""
     times, losses = [], []
     for x, y in batches:
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(step_model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = loss_fn(step_model(x), y)
         loss.backward()
         opt.step()
         losses.append(loss.item())
@@ -193,7 +195,7 @@ def run_single(args):
     model, loss_fn, images = build_model(args)
     batches = rank_batches(args, 0, images)
     opt = make_optimizer(args, model.parameters())
-    times, losses = train(model, opt, loss_fn, batches)
+    times, losses = train(model, opt, loss_fn, batches, args.precision)
     return [{"ms": times, "loss": losses, "identical": True, "max_abs_diff": 0.0,
              "checksum": float(flat_weights(model).double().sum()), "bucket_bytes": None,
              "allreduce": []}]
@@ -213,7 +215,7 @@ def ddp_rank_record(rank, args, port):
     ddp = DistributedDataParallel(model)
     opt = make_optimizer(args, ddp.parameters())
     dist.barrier()  # start together; inside the loop only DDP's all-reduce synchronises
-    times, losses = train(ddp, opt, loss_fn, batches)
+    times, losses = train(ddp, opt, loss_fn, batches, args.precision)
     record = {"ms": times, "loss": losses, **compare_with_rank0(model),
               "bucket_bytes": ddp_bucket_bytes(ddp),
               "allreduce": time_allreduce(args.allreduce_bytes, args.allreduce_repeats)}

@@ -11,7 +11,9 @@
 #include "harness/cli/commands.h"
 #include "harness/cli/option_app.h"
 #include "harness/options/run_options.h"
+#include "harness/trainer/options.h"
 #include "harness/trainer/training_memory.h"
+#include "models/kernels.h"
 #include "models/model.h"
 #include "models/zoo.h"
 #include "models/zoo_families.h"
@@ -59,6 +61,7 @@ struct MemoryRequest {
   std::string devices = "cpu:1";
   int threads = 0;  // CPU threads of the device (0: as train chooses for one device)
   OptimizerConfig optimizer;
+  std::string precision;  // "" the device's default
 };
 
 // "10.27 GiB", "23.8 MiB", "192.1 KiB".
@@ -78,21 +81,31 @@ nlohmann::json planned_memory(const ModelDef& def, const MemoryRequest& r) {
   const std::unique_ptr<Device> device =
       backend(spec.kind).open(0, BackendOptions{.cpu_threads = r.threads, .cpu_devices = 1});
   device->make_current();
+  // The kernels the plan measures compute in it (process-wide, so restored after).
+  const Precision precision = run_precision(r.precision, spec.kind);
+  const Precision before = scalescope::precision();
+  set_precision(precision);
   Model model(def, def.default_input, *device, 1);
   const TrainingMemory m = training_memory(model, r.batch, r.optimizer, /*staged=*/true);
-  return {
-      {"device", to_string(spec.kind)},           {"batch", r.batch},
-      {"optimizer", to_string(r.optimizer.kind)}, {"parameters_bytes", m.model.parameters},
-      {"optimizer_state_bytes", m.optimizer},     {"kept_activations_bytes", m.model.kept},
-      {"forward_arena_bytes", m.model.transient}, {"activation_gradients_bytes", m.model.gradients},
-      {"kernels_bytes", m.model.kernels},         {"batch_bytes", m.input + m.loss},
-      {"planned_peak_bytes", m.total()}};
+  set_precision(before);
+  return {{"device", to_string(spec.kind)},
+          {"batch", r.batch},
+          {"precision", to_string(precision)},
+          {"optimizer", to_string(r.optimizer.kind)},
+          {"parameters_bytes", m.model.parameters},
+          {"optimizer_state_bytes", m.optimizer},
+          {"kept_activations_bytes", m.model.kept},
+          {"forward_arena_bytes", m.model.transient},
+          {"activation_gradients_bytes", m.model.gradients},
+          {"kernels_bytes", m.model.kernels},
+          {"batch_bytes", m.input + m.loss},
+          {"planned_peak_bytes", m.total()}};
 }
 
 void print_memory(const std::string& name, const nlohmann::json& m) {
-  fmt::print("\n{} at batch {} on one {} device, {}: planned peak {}\n", name,
+  fmt::print("\n{} at batch {} on one {} device in {}, {}: planned peak {}\n", name,
              m["batch"].get<int64_t>(), m["device"].get<std::string>(),
-             m["optimizer"].get<std::string>(),
+             m["precision"].get<std::string>(), m["optimizer"].get<std::string>(),
              memory_text(m["planned_peak_bytes"].get<int64_t>()));
   const std::pair<const char*, const char*> rows[] = {
       {"parameters_bytes", "weights, their gradients, the layers' buffers"},
@@ -184,6 +197,7 @@ void add_models_command(CLI::App& app, Action& action) {
   add_threads_option(args->list, args->memory.threads);
   add_optimizer_option(args->list, args->memory.optimizer);
   add_momentum_option(args->list, args->memory.optimizer);
+  add_precision_option(args->list, args->memory.precision);
   CLI::App* cmd = app.add_subcommand("models",
                                      "Describe model specs (parameters, forward FLOPs per "
                                      "sample, layers) or, with none, list the zoo");

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/device_spec.h"
+#include "core/precision.h"
 #include "models/zoo.h"
 
 namespace scalescope {
@@ -81,6 +82,39 @@ OptionDecl& add_global_batch_option(OptionList& list, int64_t& global_batch) {
 OptionDecl& add_global_batch_option(OptionList& list, std::vector<int64_t>& global_batches) {
   return list.add("--global-batch", global_batches, kGlobalBatchHelp,
                   at_least<int64_t>(1, kSamples));
+}
+
+namespace {
+
+constexpr const char* kPrecisionHelp =
+    "Precision: fp32, tf32 (fp32 data, matrix products on GPU tensor cores), bf16 or fp16 "
+    "(convolutions and matrix products on 16-bit copies with fp32 accumulation; weights, "
+    "optimizer state, all-reduced gradients, norms and the loss in fp32, as autocast)";
+constexpr const char* kPrecisionDefault = "tf32 on cuda devices, fp32 on cpu and sim";
+
+OptionCheck<std::string> known_precision() {
+  return parses([](const std::string& name) { (void)parse_precision(name); });
+}
+
+}  // namespace
+
+OptionDecl& add_precision_option(OptionList& list, std::string& precision) {
+  return list
+      .add("--precision", precision, kPrecisionHelp,
+           [known = known_precision()](const std::string& name) {
+             return name.empty() ? std::string() : known(name);
+           })
+      .shown_default(kPrecisionDefault)
+      .present_when([&precision] { return !precision.empty(); });
+}
+
+OptionDecl& add_precision_option(OptionList& list, std::vector<std::string>& precisions) {
+  return list
+      .add("--precision", precisions, fmt::format("{}; a list is a sweep axis", kPrecisionHelp),
+           known_precision())
+      .split_at_commas()
+      .shown_default(kPrecisionDefault)
+      .present_when([&precisions] { return !precisions.empty(); });
 }
 
 }  // namespace scalescope

@@ -30,6 +30,10 @@ OptionDecl& add_seed_option(OptionList& list, uint64_t& seed);
 // --optimizer (sgd or adam) and --momentum (SGD's): which optimizer, and so its state.
 OptionDecl& add_optimizer_option(OptionList& list, OptimizerConfig& optimizer);
 OptionDecl& add_momentum_option(OptionList& list, OptimizerConfig& optimizer);
+// --precision (fp32, tf32, bf16 or fp16; "" the devices' default, left out of written
+// configs); a sweep's is a list, an axis of its grid.
+OptionDecl& add_precision_option(OptionList& list, std::string& precision);
+OptionDecl& add_precision_option(OptionList& list, std::vector<std::string>& precisions);
 // --global-batch: samples per step over all devices instead (strong scaling); a single run
 // holds 0 when it is not given, a sweep an empty list.
 OptionDecl& add_global_batch_option(OptionList& list, int64_t& global_batch);

@@ -133,23 +133,10 @@ void add_optimizer_options(OptionList& list, TrainOptions& o) {
 
 // --precision (a list in a sweep), and the retired --no-tf32, which says what replaced it.
 void add_precision_options(OptionList& list, TrainOptions& o, const TrainingAxes* axes) {
-  const char* help =
-      "Precision: fp32, tf32 (fp32 data, matrix products on GPU tensor cores), bf16 or fp16 "
-      "(convolutions and matrix products on 16-bit copies with fp32 accumulation; weights, "
-      "optimizer state, all-reduced gradients, norms and the loss in fp32, as autocast)";
-  const auto known = parses([](const std::string& name) { (void)parse_precision(name); });
-  const char* shown = "tf32 on cuda devices, fp32 on cpu and sim";
   if (axes != nullptr) {
-    list.add("--precision", *axes->precisions, fmt::format("{}; a list is a sweep axis", help),
-             known)
-        .split_at_commas()
-        .shown_default(shown)
-        .present_when([p = axes->precisions] { return !p->empty(); });
+    add_precision_option(list, *axes->precisions);
   } else {
-    list.add("--precision", o.precision, help,
-             [known](const std::string& name) { return name.empty() ? "" : known(name); })
-        .shown_default(shown)
-        .present_when([&o] { return !o.precision.empty(); });
+    add_precision_option(list, o.precision);
   }
   list.add("!--no-tf32", o.retired_tf32, "Replaced by --precision fp32",
            [](const bool& allowed) {

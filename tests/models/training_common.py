@@ -76,13 +76,13 @@ def buffers(model):
     return {k: v.clone() for k, v in model.named_buffers()}
 
 
-def torch_train(model, batch_of, loss_fn, n, run):
+def torch_train(model, batch_of, loss_fn, n, run, bf16=False):
     """PyTorch's per-step losses, training `model` in place as DDP over n replicas would:
     each replica's batch (batch_of(step, r) -> (inputs, labels)) goes through the model on its
     own, the loss is the mean of the replicas' mean losses (so its gradient is DDP's average),
     one SGD step follows. Buffers (batch norm's running statistics) end as replica 0's: DDP
     broadcasts replica 0's before each forward. scalescope's step loss is the same mean
-    (harness/trainer/results.cpp)."""
+    (harness/trainer/results.cpp). bf16: each forward and loss under CPU autocast to bf16."""
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=run["lr"], momentum=run["momentum"],
                                 weight_decay=0.0)
@@ -93,7 +93,8 @@ def torch_train(model, batch_of, loss_fn, n, run):
         replica_losses = []
         for r in range(n):
             inputs, labels = batch_of(step, r)
-            replica_losses.append(loss_fn(model(inputs), labels))
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                replica_losses.append(loss_fn(model(inputs), labels))
             if r == 0:
                 kept = buffers(model)
         loss = torch.stack(replica_losses).mean()
