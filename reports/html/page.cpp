@@ -14,6 +14,7 @@
 #include "reports/html/noise_chart.h"
 #include "reports/html/page.h"
 #include "reports/html/phases_chart.h"
+#include "reports/html/precision_section.h"
 #include "reports/html/speedup_chart.h"
 #include "reports/html/svg.h"
 #include "reports/html/target_chart.h"
@@ -550,6 +551,9 @@ std::string format_sweep_html(const SweepReport& report) {
     out += "<section><p class=\"note\">This report has no points yet.</p></section>\n";
   }
   for (const html::ModelView& m : models) html::model_section(out, m);
+  for (const html::ModelView& m : html::precision_views(report, static_cast<int>(models.size()))) {
+    html::precision_section(out, m);
+  }
   html::verdicts_section(out, report);
   html::failures_section(out, report);
   html::environment_section(out, report);

@@ -37,6 +37,7 @@ PhasesData prepare_phases(const ModelView& m) {
       PhasesData::Row& row = d.rows.emplace_back();
       row.label = p->label();
       row.name = fmt::format("{}:{} \u00b7 {}", p->device_kind, p->devices, m.batch_text(b));
+      if (!p->precision_default) row.name += fmt::format(" \u00b7 {}", to_string(p->precision));
       row.batch_starts = p == series.front();
       row.ok = p->ok();
       if (!p->ok()) {

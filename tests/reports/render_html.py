@@ -13,6 +13,7 @@ opens the page in headless Chromium:
     of the slowest layers with a cell per point (the first page has none of these);
   * a third sweep to a target (--until-accuracy): its page has the time-to-target figure, a
     group of bars (or n/a) per point of more than one device, and a sentence per point;
+  * a fourth sweep with --precision fp32,bf16: a section per precision and one comparing them;
   * at a viewport 1280 px wide (a laptop), the page is no wider than the viewport: wide tables
     scroll inside their own box (measured on a copy of the page with a script that writes the
     widths into the DOM; the page itself has no script).
@@ -356,6 +357,28 @@ def check_noise_page(scalescope, browser, tmp):
     return page
 
 
+def check_precision_page(scalescope, browser, tmp):
+    """Sweeps fp32 and bf16 and checks the page: a section per precision, and one that compares
+    them with a bar per point in its phases chart and a table row per point. Returns the
+    page's path."""
+    report = os.path.join(tmp, "precision.json")
+    page = os.path.join(tmp, "precision.html")
+    run([scalescope, "sweep", "--models", "dense-100", "--threads", "1", "--oversubscribe",
+         "--devices", "cpu:1,2", "--batch", "8", "--repeats", "1", "--steps", "3",
+         "--max-warmup-steps", "4", "--precision", "fp32,bf16", "-o", report, "--html", page,
+         "-q"], SWEEP_TIMEOUT_S, cwd=tmp)
+    dom = Dom()
+    dom.feed(chromium(browser, os.path.join(tmp, "profile"), "--dump-dom", "file://" + page))
+    phases = {c.model: c.marked.get("data-bar", 0) for c in dom.charts if c.kind == "phases"}
+    check(phases == {"dense-100": 2, "dense-100 in bf16": 2,
+                     "dense-100: precisions compared": 4},
+          f"--precision fp32,bf16: a phases chart per precision and one comparing them {phases}")
+    with open(page, encoding="utf-8") as f:
+        rows = f.read().count("<tr data-precision=")
+    check(rows == 4, f"the comparison's table has a row per point ({rows})")
+    return page
+
+
 def check_target_page(scalescope, browser, tmp):
     """Sweeps to a target accuracy and checks the page's time-to-target figure and the
     sentences under it. Returns the page's path."""
@@ -517,10 +540,11 @@ def main():
 
         noise_page = check_noise_page(args.scalescope, browser, tmp)
         target_page = check_target_page(args.scalescope, browser, tmp)
+        precision_page = check_precision_page(args.scalescope, browser, tmp)
 
         if args.keep:
             os.makedirs(args.keep, exist_ok=True)
-            for path in (page, shot, noise_page, target_page):
+            for path in (page, shot, noise_page, target_page, precision_page):
                 shutil.copy(path, args.keep)
             ok(f"kept the page and screenshot in {args.keep}")
 
