@@ -133,6 +133,7 @@ void check_options(const OptionList& list, const OptionSources& names) {
                                        },
                                        d.value);
     if (why.empty()) continue;
+    if (d.is_flag()) shown.clear();  // "--no-tf32 is ...", not "--no-tf32 false is ..."
     throw_usage_error(fmt::format("{}{}{}", names.subject_text(d.key, shown),
                                   why.starts_with(':') ? "" : " ", why));
   }
