@@ -1,6 +1,7 @@
 // training_memory (what `scalescope models SPEC --batch B` prints) against the peak that
 // training measures: on CPU and simulated devices, sequential models and graphs, each
-// optimizer's state, the measured peak of a run without evaluation within 5% of the plan.
+// optimizer's state, fp32 and bf16, the measured peak of a run without evaluation within 5% of
+// the plan.
 #include "harness/trainer/training_memory.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "harness/trainer/trainer.h"
 #include "models/zoo.h"
 #include "tests/harness/trainer/train_helpers.h"
+#include "tests/models/precision_scope.h"
 
 namespace scalescope {
 namespace {
@@ -42,18 +44,23 @@ int64_t planned(const MemoryCase& c, DeviceKind kind, const OptimizerConfig& opt
   return training_memory(model, c.batch, optimizer, /*staged=*/true).total();
 }
 
+// In fp32 and in bf16, whose kernels hold bf16 copies of their operands.
 TEST(TrainingMemory, TheMeasuredPeakIsThePlannedOne) {
   for (const DeviceKind kind : {DeviceKind::kCpu, DeviceKind::kSim}) {
-    for (const MemoryCase& c : cases()) {
-      SCOPED_TRACE(c.model + " on " + to_string(kind));
-      TrainOptions o =
-          testing_util::short_run(c.model, std::string(to_string(kind)) + ":1", c.batch, 3);
-      o.optimizer.kind = c.optimizer;
-      o.optimizer.momentum = c.momentum;
-      const RunReport run = train(o);
-      const auto measured = static_cast<double>(run.peak_memory_bytes.at(0));
-      const auto plan = static_cast<double>(planned(c, kind, o.optimizer));
-      EXPECT_LE(std::abs(measured - plan), 0.05 * plan) << measured << " bytes measured";
+    for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
+      for (const MemoryCase& c : cases()) {
+        SCOPED_TRACE(c.model + " on " + to_string(kind) + " in " + to_string(precision));
+        TrainOptions o =
+            testing_util::short_run(c.model, std::string(to_string(kind)) + ":1", c.batch, 3);
+        o.optimizer.kind = c.optimizer;
+        o.optimizer.momentum = c.momentum;
+        o.precision = to_string(precision);
+        const RunReport run = train(o);
+        const auto measured = static_cast<double>(run.peak_memory_bytes.at(0));
+        const testing_util::PrecisionScope scope(precision);
+        const auto plan = static_cast<double>(planned(c, kind, o.optimizer));
+        EXPECT_LE(std::abs(measured - plan), 0.05 * plan) << measured << " bytes measured";
+      }
     }
   }
 }
