@@ -34,6 +34,11 @@ here divides by a tiny variance, unlike the ResNet's) while the loss falls by 40
 both less stable and 10x closer to the tolerance. The per-step loss is not monotone (each step
 is another stretch of the text), so "falls" compares step 20 with step 1.
 
+Mixed precision, on 1 replica: scalescope --precision bf16 against PyTorch's CPU autocast to
+bf16 from the same weights and batches, losses within 2e-2 relative, and within 5e-2 of
+scalescope's fp32 without being equal to them. Autocast runs the attention's matmuls and GELU in
+bf16 and rounds every matmul's output; scalescope rounds only the dense layers' operands.
+
 Skips (exit 77), saying why, when torch or numpy is missing or TEXT does not exist; any failure
 of SCALESCOPE fails the test.
 """
@@ -51,21 +56,24 @@ MODEL = "gpt:preset=micro"
 TEXT = "/usr/share/common-licenses/GPL-3"
 RUN = {"model": MODEL, "batch": 8, "steps": 20, "lr": 0.1, "momentum": 0.9}  # batch/replica
 WEIGHT_TOLERANCE = 0.01  # of training's change to a tensor (module docstring)
+BF16_TOLERANCE = 2e-2  # relative, scalescope bf16 against PyTorch's CPU autocast (issue 38)
+BF16_FROM_FP32 = 5e-2
 
 
 def load_model(weights):
     return load_checkpoint(GPT(MODEL), weights, MODEL)
 
 
-def torch_run(model, x, y, n, dtype=torch.float32):
-    """PyTorch's per-step losses, training `model` (converted to dtype) as n DDP replicas."""
+def torch_run(model, x, y, n, dtype=torch.float32, bf16=False):
+    """PyTorch's per-step losses, training `model` (converted to dtype) as n DDP replicas;
+    bf16: under CPU autocast."""
     model.to(dtype)
 
     def batch_of(step, r):
         xs, ys = anchor_common.file_order_batch(x, y, step, r, RUN["batch"], n)
         return torch.from_numpy(xs), torch.from_numpy(ys)
 
-    return torch_train(model, batch_of, gpt_loss, n, RUN)
+    return torch_train(model, batch_of, gpt_loss, n, RUN, bf16)
 
 
 def text_or_skip(path):
@@ -127,6 +135,16 @@ def main():
             compare_losses(name, ours, theirs, RUN["steps"], failures)
             compare_weights(name, load_model, saved, model,
                             load_model(run["weights"]).state_dict(), failures, WEIGHT_TOLERANCE)
+        data_args = ["--data", f"text:{text}"]
+        ours, _ = scalescope_train(binary, tmp, run, 1, data_args + ["--precision", "bf16"])
+        fp32, _ = scalescope_train(binary, tmp, run, 1, data_args)
+        theirs = torch_run(load_model(run["weights"]), x, y, 1, bf16=True)
+        compare_losses(f"{MODEL} bf16 against PyTorch autocast", ours, theirs, RUN["steps"],
+                       failures, tolerance=BF16_TOLERANCE)
+        compare_losses(f"{MODEL} bf16 against fp32 (both scalescope)", ours, fp32, RUN["steps"],
+                       failures, tolerance=BF16_FROM_FP32)
+        if not max(relative_gaps(ours, fp32)) > 1e-5:
+            failures.append(f"{MODEL}: --precision bf16 gave fp32's losses (bf16 did not run)")
     finish(failures)
 
 
