@@ -552,7 +552,7 @@ std::string format_sweep_html(const SweepReport& report) {
   }
   for (const html::ModelView& m : models) html::model_section(out, m);
   for (const html::ModelView& m : html::precision_views(report, static_cast<int>(models.size()))) {
-    html::precision_section(out, m);
+    html::precision_section(out, report, m);
   }
   html::verdicts_section(out, report);
   html::failures_section(out, report);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "reports/analysis/precision_analysis.h"
 #include "reports/html/phases_chart.h"
 #include "reports/html/svg.h"
 
@@ -12,15 +13,6 @@ namespace scalescope::html {
 namespace {
 
 using svg::escape;
-
-bool communication_bound(const SweepPoint& p) {
-  return p.ok() && p.summary.verdict.top().kind == "communication-bound";
-}
-
-double exposed_share(const SweepPoint& p) {
-  const PhaseMedians& g = p.summary.group;
-  return g.step_ms > 0.0 ? g[Phase::kAllReduceExposed] / g.step_ms : 0.0;
-}
 
 // The point of the devices' default precision at p's devices and batch, or null.
 const SweepPoint* default_twin(const ModelView& m, const SweepPoint& p) {
@@ -53,7 +45,7 @@ void comparison_table(std::string& out, const ModelView& m) {
                      "class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>\n",
                      to_string(p->precision), escape(p->device_kind), p->devices, batch_key(*p),
                      to_string(p->precision), short_number(p->summary.throughput.value), ratio,
-                     percent(exposed_share(*p)), escape(p->summary.verdict.top().kind));
+                     percent(exposed_allreduce_share(*p)), escape(p->summary.verdict.top().kind));
     }
   }
   out += "</table></div>\n";
@@ -92,23 +84,20 @@ std::vector<ModelView> precision_views(const SweepReport& report, int first_inde
   return out;
 }
 
-std::vector<std::string> precision_conclusions(const ModelView& m) {
+std::vector<std::string> precision_conclusions(const SweepReport& report, const ModelView& m) {
   std::vector<std::string> out;
-  for (const SweepPoint* p : m.points) {
-    if (p->precision_default || !communication_bound(*p)) continue;
-    const SweepPoint* twin = default_twin(m, *p);
-    if (twin == nullptr || !twin->ok() || communication_bound(*twin)) continue;
+  for (const PrecisionShift& s : communication_bound_by_precision(report.points)) {
+    if (s.point->model != m.model) continue;
     out.push_back(fmt::format(
         "In {}, {} turns communication-bound: the exposed all-reduce is {} of its step, "
         "against {} in {} ({:.2f}x the throughput).",
-        to_string(p->precision), m.point_text(*p), percent(exposed_share(*p)),
-        percent(exposed_share(*twin)), to_string(twin->precision),
-        p->summary.throughput.value / std::max(twin->summary.throughput.value, 1e-12)));
+        to_string(s.point->precision), m.point_text(*s.point), percent(s.exposed_share),
+        percent(s.reference_exposed_share), to_string(s.reference->precision), s.throughput_ratio));
   }
   return out;
 }
 
-void precision_section(std::string& out, const ModelView& m) {
+void precision_section(std::string& out, const SweepReport& report, const ModelView& m) {
   fmt::format_to(std::back_inserter(out),
                  "<section id=\"model-{}\" data-precisions=\"{}\">\n<h2><code>{}</code></h2>\n",
                  m.index, escape(m.model), escape(m.name));
@@ -117,7 +106,7 @@ void precision_section(std::string& out, const ModelView& m) {
                  "class=\"hint\">(median phases of the slowest replica)</span></figcaption>\n"
                  "{}\n</figure>\n",
                  draw_phases(prepare_phases(m)));
-  for (const std::string& c : precision_conclusions(m)) {
+  for (const std::string& c : precision_conclusions(report, m)) {
     fmt::format_to(std::back_inserter(out), "<p class=\"note\" data-precision-verdict>{}</p>\n",
                    escape(c));
   }

@@ -15,11 +15,11 @@ namespace scalescope::html {
 // `first_index` numbers their anchors after the model sections'.
 std::vector<ModelView> precision_views(const SweepReport& report, int first_index);
 
-// "In bf16, cpu:2 · batch 32/device turns communication-bound: ..." for each point of a
-// precision other than the default whose top finding is communication-bound where the
-// default's at the same devices and batch is not.
-std::vector<std::string> precision_conclusions(const ModelView& compared);
+// "In bf16, cpu:2, batch 32/device turns communication-bound: ..." for each of the model's
+// communication_bound_by_precision (reports/analysis/precision_analysis.h).
+std::vector<std::string> precision_conclusions(const SweepReport& report,
+                                               const ModelView& compared);
 
-void precision_section(std::string& out, const ModelView& compared);
+void precision_section(std::string& out, const SweepReport& report, const ModelView& compared);
 
 }  // namespace scalescope::html

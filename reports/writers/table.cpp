@@ -1,5 +1,7 @@
 #include "reports/writers/table.h"
 
+#include "reports/analysis/precision_analysis.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 #include <set>
 #include <string_view>
 
+#include "reports/analysis/precision_analysis.h"
 #include "reports/writers/layer_profile.h"
 
 namespace scalescope {
@@ -293,6 +296,18 @@ void fallback_lines(std::string& out, const SweepReport& report) {
   }
 }
 
+// Where a faster precision made the all-reduce the bottleneck
+// (reports/analysis/precision_analysis.h).
+void precision_lines(std::string& out, const SweepReport& report) {
+  for (const PrecisionShift& s : communication_bound_by_precision(report.points)) {
+    fmt::format_to(std::back_inserter(out),
+                   "{} turns communication-bound: exposed all-reduce {} of the step against "
+                   "{} in {} ({:.2f}x the throughput)\n",
+                   s.point->label(), percent(s.exposed_share), percent(s.reference_exposed_share),
+                   to_string(s.reference->precision), s.throughput_ratio);
+  }
+}
+
 std::string format_sweep_tables(const SweepReport& report) {
   std::string out;
   std::set<std::string> seen;
@@ -300,6 +315,7 @@ std::string format_sweep_tables(const SweepReport& report) {
     if (seen.insert(p.model).second) model_table(out, report, p.model);
   }
   fallback_lines(out, report);
+  precision_lines(out, report);
   out += format_point_layers(report);
   loss_table(out, report);
   communication_table(out, report);

@@ -7,6 +7,7 @@
 
 #include "reports/html/page.h"
 #include "reports/html/precision_section.h"
+#include "reports/writers/table.h"
 #include "tests/reports/sweep_fixtures.h"
 #include "tests/test_util.h"
 
@@ -37,7 +38,7 @@ TEST(PrecisionSection, ComparesEachModelsPrecisionsAndSaysWhichTurnsCommunicatio
   EXPECT_EQ(views[0].name, "m: precisions compared");
   EXPECT_EQ(views[0].points.size(), 4u);
   EXPECT_EQ(views[0].index, 1);
-  const std::vector<std::string> c = precision_conclusions(views[0]);
+  const std::vector<std::string> c = precision_conclusions(r, views[0]);
   ASSERT_EQ(c.size(), 1u);
   EXPECT_CONTAINS(c[0], "In bf16, cpu:2, batch 32/device turns communication-bound");
   EXPECT_CONTAINS(c[0], "40.0% of its step, against 4.0% in fp32");
@@ -47,6 +48,10 @@ TEST(PrecisionSection, ComparesEachModelsPrecisionsAndSaysWhichTurnsCommunicatio
   EXPECT_CONTAINS(page, "cpu:2 \u00b7 batch 32/device \u00b7 bf16");  // the phases chart's row
   // Each precision also has a section of its own, scaled against its own one device.
   EXPECT_CONTAINS(page, "<code>m in bf16</code>");
+  // The terminal's tables say it too.
+  EXPECT_CONTAINS(format_sweep_tables(r),
+                  "m cpu:2 batch 32 in bf16 turns communication-bound: exposed all-reduce 40.0% "
+                  "of the step against 4.0% in fp32");
 }
 
 TEST(PrecisionSection, NoneWithoutAPrecisionAxis) {
