@@ -165,7 +165,7 @@ class KernelBackend {
   virtual std::vector<LibraryVersion> library_versions() const = 0;
   // The precisions (set_precision) these kernels compute in, the default first (the one a run
   // gets when it names none).
-  virtual std::vector<Precision> precisions() const { return {Precision::kFp32, Precision::kBf16}; }
+  virtual std::vector<Precision> precisions() const = 0;
   // What a user should know about computing in `precision` on this machine ("" nothing): a
   // CPU without bf16 instructions, where bf16 runs slower than fp32.
   virtual std::string precision_note(Precision /*precision*/) const { return ""; }

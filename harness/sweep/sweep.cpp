@@ -114,6 +114,8 @@ std::vector<Precision> precision_axis(const SweepOptions& o, DeviceKind kind) {
 std::vector<SweepPoint> sweep_grid(const SweepOptions& o, const DeviceAxis& axis) {
   std::vector<SweepPoint> points;
   const int threads = backend(axis.kind).logical() ? cpu_threads_per_device(o, axis) : 0;
+  const std::vector<Precision> precisions = precision_axis(o, axis.kind);
+  const Precision fallback = run_precision("", axis.kind);  // the devices' default
   for (const std::string& model : o.models) {
     for (int64_t batch : o.axis_batches(model)) {
       for (int n : axis.counts) {
@@ -127,9 +129,9 @@ std::vector<SweepPoint> sweep_grid(const SweepOptions& o, const DeviceAxis& axis
         const int64_t parts = static_cast<int64_t>(n) * o.train.accumulation;
         p.batch = p.mode == ScalingMode::kWeak ? batch : batch / parts;
         p.global_batch = p.mode == ScalingMode::kWeak ? batch * parts : batch;
-        for (const Precision precision : precision_axis(o, axis.kind)) {
+        for (const Precision precision : precisions) {
           p.precision = precision;
-          p.precision_default = precision == run_precision("", axis.kind);
+          p.precision_default = precision == fallback;
           for (const GradientSetting& g : gradient_settings(o, n)) {
             p.bucket_cap_mb = g.cap_mb;
             p.first_bucket_mb = g.first_mb;

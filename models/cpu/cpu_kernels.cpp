@@ -24,6 +24,10 @@ std::vector<LibraryVersion> CpuKernelBackend::library_versions() const {
   return {{"onednn", text}};
 }
 
+std::vector<Precision> cpu_precisions() {
+  return {Precision::kFp32, Precision::kBf16};  // oneDNN 2.6 has no fp16 training kernels
+}
+
 std::string cpu_precision_note(Precision precision) {
   if (precision != Precision::kBf16) return "";
   const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());

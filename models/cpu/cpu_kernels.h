@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/cpu/cpu_device.h"
 #include "models/kernels.h"
@@ -61,13 +62,15 @@ void decompress_gradients_cpu(const uint16_t* half, float* grads, int64_t count,
 // threads (each adds up its share; the shares are added in order).
 double squared_norm_cpu(const float* values, int64_t count);
 
-// cpu_kernels.cpp: KernelBackend::precision_note of these kernels.
+// cpu_kernels.cpp: KernelBackend::precisions and precision_note of these kernels.
+std::vector<Precision> cpu_precisions();
 std::string cpu_precision_note(Precision precision);
 
 class CpuKernelBackend final : public KernelBackend {
  public:
   DeviceKind kind() const override { return DeviceKind::kCpu; }
   std::vector<LibraryVersion> library_versions() const override;  // oneDNN
+  std::vector<Precision> precisions() const override { return cpu_precisions(); }
   std::string precision_note(Precision precision) const override {
     return cpu_precision_note(precision);
   }

@@ -106,6 +106,10 @@ std::vector<LibraryVersion> SimKernelBackend::library_versions() const {
   return CpuKernelBackend().library_versions();
 }
 
+std::vector<Precision> SimKernelBackend::precisions() const {
+  return cpu_precisions();
+}
+
 std::string SimKernelBackend::precision_note(Precision precision) const {
   return cpu_precision_note(precision);
 }

@@ -15,6 +15,7 @@ class SimKernelBackend final : public KernelBackend {
  public:
   DeviceKind kind() const override { return DeviceKind::kSim; }
   std::vector<LibraryVersion> library_versions() const override;   // the CPU kernels'
+  std::vector<Precision> precisions() const override;              // the CPU kernels'
   std::string precision_note(Precision precision) const override;  // the CPU kernels'
   // The CPU kernels' fusions.
   bool fuses_activation(const LayerSpec& layer, Activation activation) const override;

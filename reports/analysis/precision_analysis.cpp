@@ -24,17 +24,23 @@ double exposed_allreduce_share(const SweepPoint& p) {
   return g.step_ms > 0.0 ? g[Phase::kAllReduceExposed] / g.step_ms : 0.0;
 }
 
+const SweepPoint* default_precision_twin(const std::vector<SweepPoint>& points,
+                                         const SweepPoint& p) {
+  const auto twin = std::find_if(points.begin(), points.end(), [&](const SweepPoint& q) {
+    return q.precision_default && twins(p, q);
+  });
+  return twin == points.end() ? nullptr : &*twin;
+}
+
 std::vector<PrecisionShift> communication_bound_by_precision(
     const std::vector<SweepPoint>& points) {
   std::vector<PrecisionShift> out;
   for (const SweepPoint& p : points) {
     if (p.precision_default || !communication_bound(p)) continue;
-    const auto twin = std::find_if(points.begin(), points.end(), [&](const SweepPoint& q) {
-      return q.precision_default && twins(p, q);
-    });
-    if (twin == points.end() || !twin->ok() || communication_bound(*twin)) continue;
+    const SweepPoint* twin = default_precision_twin(points, p);
+    if (twin == nullptr || !twin->ok() || communication_bound(*twin)) continue;
     out.push_back({.point = &p,
-                   .reference = &*twin,
+                   .reference = twin,
                    .exposed_share = exposed_allreduce_share(p),
                    .reference_exposed_share = exposed_allreduce_share(*twin),
                    .throughput_ratio = p.summary.throughput.value /

@@ -21,6 +21,11 @@ struct PrecisionShift {
 // Exposed all-reduce over the step time of the slowest replica (medians); 0 without steps.
 double exposed_allreduce_share(const SweepPoint& p);
 
+// The point of `points` in its devices' default precision that measured what `p` did (same
+// model, devices, batch and gradient settings), or null; `p` itself when it is in the default.
+const SweepPoint* default_precision_twin(const std::vector<SweepPoint>& points,
+                                         const SweepPoint& p);
+
 // In report order. The views point into `points`.
 std::vector<PrecisionShift> communication_bound_by_precision(const std::vector<SweepPoint>& points);
 

@@ -14,17 +14,7 @@ namespace {
 
 using svg::escape;
 
-// The point of the devices' default precision at p's devices and batch, or null.
-const SweepPoint* default_twin(const ModelView& m, const SweepPoint& p) {
-  for (const SweepPoint* q : m.points) {
-    if (q->precision_default && q->devices == p.devices && batch_key(*q) == batch_key(p)) {
-      return q;
-    }
-  }
-  return nullptr;
-}
-
-void comparison_table(std::string& out, const ModelView& m) {
+void comparison_table(std::string& out, const SweepReport& report, const ModelView& m) {
   out +=
       "<div class=\"wide\"><table>\n<tr><th class=\"num\">devices</th><th "
       "class=\"num\">batch</th><th>precision</th><th class=\"num\">samples/s</th><th "
@@ -33,7 +23,7 @@ void comparison_table(std::string& out, const ModelView& m) {
   for (int64_t b : m.batches) {
     for (const SweepPoint* p : m.series(b)) {
       if (!p->ok()) continue;
-      const SweepPoint* twin = default_twin(m, *p);
+      const SweepPoint* twin = default_precision_twin(report.points, *p);
       const std::string ratio =
           twin != nullptr && twin->ok() && twin->summary.throughput.value > 0.0
               ? fmt::format("{:.2f}&times;",
@@ -110,7 +100,7 @@ void precision_section(std::string& out, const SweepReport& report, const ModelV
     fmt::format_to(std::back_inserter(out), "<p class=\"note\" data-precision-verdict>{}</p>\n",
                    escape(c));
   }
-  comparison_table(out, m);
+  comparison_table(out, report, m);
   out += "</section>\n";
 }
 

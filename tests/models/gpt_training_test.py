@@ -47,8 +47,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training_common import (SKIP, anchor_common, compare_losses, compare_weights,  # noqa: E402
-                             finish, initial_checkpoint, load_checkpoint, relative_gaps,
+from training_common import (SKIP, anchor_common, compare_bf16, compare_losses,  # noqa: E402
+                             compare_weights, finish, initial_checkpoint, load_checkpoint, relative_gaps,
                              scalescope_train, state_gap, torch, torch_train)
 from torch_models import GPT, gpt_loss  # noqa: E402 (bench/, on the path via torch_interop)
 
@@ -56,8 +56,6 @@ MODEL = "gpt:preset=micro"
 TEXT = "/usr/share/common-licenses/GPL-3"
 RUN = {"model": MODEL, "batch": 8, "steps": 20, "lr": 0.1, "momentum": 0.9}  # batch/replica
 WEIGHT_TOLERANCE = 0.01  # of training's change to a tensor (module docstring)
-BF16_TOLERANCE = 2e-2  # relative, scalescope bf16 against PyTorch's CPU autocast (issue 38)
-BF16_FROM_FP32 = 5e-2
 
 
 def load_model(weights):
@@ -139,12 +137,7 @@ def main():
         ours, _ = scalescope_train(binary, tmp, run, 1, data_args + ["--precision", "bf16"])
         fp32, _ = scalescope_train(binary, tmp, run, 1, data_args)
         theirs = torch_run(load_model(run["weights"]), x, y, 1, bf16=True)
-        compare_losses(f"{MODEL} bf16 against PyTorch autocast", ours, theirs, RUN["steps"],
-                       failures, tolerance=BF16_TOLERANCE)
-        compare_losses(f"{MODEL} bf16 against fp32 (both scalescope)", ours, fp32, RUN["steps"],
-                       failures, tolerance=BF16_FROM_FP32)
-        if not max(relative_gaps(ours, fp32)) > 1e-5:
-            failures.append(f"{MODEL}: --precision bf16 gave fp32's losses (bf16 did not run)")
+        compare_bf16(MODEL, ours, fp32, theirs, RUN["steps"], failures)
     finish(failures)
 
 

@@ -43,15 +43,13 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training_common import (anchor_common, compare_losses, compare_weights,  # noqa: E402
-                             finish, initial_checkpoint, load_checkpoint, np, relative_gaps,
+from training_common import (anchor_common, compare_bf16, compare_losses,  # noqa: E402
+                             compare_weights, finish, initial_checkpoint, load_checkpoint, np,
                              scalescope_train, torch, torch_train)
 from torch_interop import CifarResNet  # noqa: E402
 
 MODEL = "cifar-resnet:depth=8"
 DEPTH = 8
-BF16_TOLERANCE = 2e-2  # relative, against PyTorch's autocast (issue 38)
-BF16_FROM_FP32 = 5e-2
 RUN = {"model": MODEL, "batch": 16, "steps": 20, "lr": 0.005, "momentum": 0.9}  # batch/replica
 
 
@@ -98,12 +96,7 @@ def main():
         fp32, _ = scalescope_train(binary, tmp, run, 1, data_args)
         ours, _ = scalescope_train(binary, tmp, run, 1, data_args + ["--precision", "bf16"])
         theirs, _ = torch_run(run["weights"], x, y, 1, bf16=True)
-        compare_losses(f"{MODEL} bf16 against PyTorch autocast", ours, theirs, RUN["steps"],
-                       failures, tolerance=BF16_TOLERANCE)
-        compare_losses(f"{MODEL} bf16 against fp32 (both scalescope)", ours, fp32, RUN["steps"],
-                       failures, tolerance=BF16_FROM_FP32)
-        if not max(relative_gaps(ours, fp32)) > 1e-5:
-            failures.append(f"{MODEL}: --precision bf16 gave fp32's losses (bf16 did not run)")
+        compare_bf16(MODEL, ours, fp32, theirs, RUN["steps"], failures)
     finish(failures)
 
 

@@ -132,6 +132,21 @@ def compare_losses(name, ours, theirs, steps, failures, tolerance=LOSS_TOLERANCE
         failures.append(f"{name}: PyTorch's loss did not fall ({theirs[0]} -> {theirs[-1]})")
 
 
+BF16_TOLERANCE = 2e-2  # relative, scalescope bf16 against PyTorch's CPU autocast (issue 38)
+BF16_FROM_FP32 = 5e-2
+
+
+def compare_bf16(model, ours, fp32, theirs, steps, failures):
+    """scalescope's bf16 losses against PyTorch autocast's (BF16_TOLERANCE) and against its own
+    fp32 (BF16_FROM_FP32), and not equal to fp32's (bf16 ran)."""
+    compare_losses(f"{model} bf16 against PyTorch autocast", ours, theirs, steps, failures,
+                   tolerance=BF16_TOLERANCE)
+    compare_losses(f"{model} bf16 against fp32 (both scalescope)", ours, fp32, steps, failures,
+                   tolerance=BF16_FROM_FP32)
+    if not max(relative_gaps(ours, fp32)) > 1e-5:
+        failures.append(f"{model}: --precision bf16 gave fp32's losses (bf16 did not run)")
+
+
 def state_gap(ours, theirs, initial):
     """(worst fraction, its tensor, worst absolute difference, integer-buffer mismatches): each
     floating tensor's largest difference as a fraction of the largest change training made to
