@@ -17,5 +17,10 @@ std::string to_string(Precision precision);  // "fp32", "tf32", "bf16", "fp16"
 // Throws Error naming `name` and what is accepted.
 Precision parse_precision(const std::string& name);
 std::vector<std::string> precision_names();
+// Whether training in `precision` scales its loss (harness/trainer/loss_scaler.h): fp16, whose
+// 5-bit exponent loses small gradients to zero and large ones to infinity; bf16 has fp32's range.
+inline bool scales_loss(Precision precision) {
+  return precision == Precision::kFp16;
+}
 
 }  // namespace scalescope

@@ -108,6 +108,12 @@ void squared_norm(const float* values, int64_t count, double* out, Stream& strea
   kernel_backend(stream.device().id().kind).squared_norm(values, count, out, stream);
 }
 
+void unscale_gradients(float* grads, int64_t count, float inv_scale, float* found_inf,
+                       Stream& stream) {
+  SS_CHECK(count >= 0, "unscaling {} gradients", count);
+  kernel_backend(stream.device().id().kind).unscale(grads, count, inv_scale, found_inf, stream);
+}
+
 void check_layer_binding(const LayerSpec& spec, const LayerBinding& b) {
   SS_CHECK(b.in.rank() >= 2 && b.out.rank() >= 2 && b.in[0] > 0 && b.in[0] == b.out[0],
            "{}: binding shapes {} -> {} need the same positive batch dimension", describe(spec),

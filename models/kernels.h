@@ -154,6 +154,15 @@ class OptimizerKernel {
                       Stream& stream) = 0;
   // The state tensors, in optimizer_state_names() order, each of n floats on the device.
   virtual std::vector<TensorView> state() const = 0;
+  // From now on each update reads one float of device memory at `flag` when it runs and,
+  // where it is not 0, changes nothing (a step whose gradients overflowed, unscale_gradients):
+  // the decision stays on the device, so the host need not wait for it. nullptr: never skip.
+  virtual void skip_when(const float* flag) { skip_flag_ = flag; }
+
+ protected:
+  // What a kernel whose update runs on the host (CPU memory) asks first.
+  bool skips() const { return skip_flag_ != nullptr && *skip_flag_ != 0.0f; }
+  const float* skip_flag_ = nullptr;
 };
 
 // The kernels of one device kind. Dispatchers only: the kernels they make own every handle.
@@ -202,6 +211,9 @@ class KernelBackend {
                           kernel_math::HalfFormat format, Stream& stream) = 0;
   // squared_norm() (below) on memory of a device of this kind. REQUIRES: count >= 0.
   virtual void squared_norm(const float* values, int64_t count, double* out, Stream& stream) = 0;
+  // unscale_gradients() (below) on memory of a device of this kind. REQUIRES: count >= 0.
+  virtual void unscale(float* grads, int64_t count, float inv_scale, float* found_inf,
+                       Stream& stream) = 0;
 };
 
 // The kernel backends built into this binary, CPU first.
@@ -269,6 +281,14 @@ void decompress_gradients(const uint16_t* half, float* grads, int64_t count,
 // the thread count, so the last bits may differ between them.
 // REQUIRES: the device current; runs on `stream` and does not synchronize the host.
 void squared_norm(const float* values, int64_t count, double* out, Stream& stream);
+
+// The loss scaler's pass over the all-reduced gradients (fp16 training; PyTorch's
+// _amp_foreach_non_finite_check_and_unscale_): grads[i] *= inv_scale over `count` floats of
+// device memory of stream.device(), and found_inf[0] (device memory) = 1 where any gradient is
+// infinite or NaN, else 0. Identical gradients give every replica the same verdict.
+// REQUIRES: the device current; runs on `stream` and does not synchronize the host.
+void unscale_gradients(float* grads, int64_t count, float inv_scale, float* found_inf,
+                       Stream& stream);
 
 // Throws Error unless `binding` is what `spec` needs (positive batch, output shape, parameter and
 // gradient shapes), so that no kernel reads or writes out of bounds. Every backend calls it

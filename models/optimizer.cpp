@@ -39,4 +39,9 @@ void Optimizer::step(float lr, Stream& stream) {
   kernel_->update(model_.weights().data(), model_.grads().data(), lr, steps_done_, stream);
 }
 
+void Optimizer::rescind_step() {
+  SS_CHECK(steps_done_ > 0, "no optimizer step to rescind");
+  --steps_done_;
+}
+
 }  // namespace scalescope

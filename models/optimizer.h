@@ -16,6 +16,12 @@ class Optimizer {
   // REQUIRES: the device current; runs on `stream`; does not synchronize the host.
   void step(float lr, Stream& stream);
   void step(Stream& stream) { step(config_.lr, stream); }
+  // Dynamic loss scaling: every later step does nothing on the device where the float at
+  // `found_inf` (device memory, unscale_gradients) is not 0 when it runs; the host, once it
+  // has read the flag, calls rescind_step() so that such a step does not count (Adam's bias
+  // correction counts only the updates made, as PyTorch's GradScaler skips optimizer.step()).
+  void skip_when(const float* found_inf) { kernel_->skip_when(found_inf); }
+  void rescind_step();
 
   const OptimizerConfig& config() const { return config_; }
   int64_t steps_done() const { return steps_done_; }

@@ -219,6 +219,10 @@ nlohmann::json run_json(const RunReport& r) {
                       {"allreduce_bytes_per_step", allreduce_bytes(r.bucket_bytes)},
                       {"data", r.data}};
   if (!r.precision_note.empty()) j["precision_note"] = r.precision_note;
+  if (r.loss_scaling) {
+    j["loss_scaling"] = write_fields(*r.loss_scaling);
+    j["loss_scaling"]["skipped"] = r.loss_scaling->skipped_steps.size();
+  }
   if (r.tf32) j["tf32"] = *r.tf32;
   if (r.deterministic) j["deterministic"] = *r.deterministic;
   if (r.determinism) j["determinism"] = *r.determinism;

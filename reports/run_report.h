@@ -21,7 +21,7 @@ namespace scalescope {
 // 2.0: the config block holds the options as a config file does (train --config reads it back);
 // the run's facts (replicas, batch per device, buckets...) moved to a block of their own, "run".
 // 2.1: "layer_profile" (--profile-layers).
-inline constexpr const char* kRunSchemaVersion = "2.2";
+inline constexpr const char* kRunSchemaVersion = "2.3";
 
 // With --noise-scale: a step's squared gradient norms (reports/analysis/noise_scale.h).
 struct StepGradNorms {
@@ -106,6 +106,17 @@ struct AllReduceSplit {
   double intra_node_fraction() const;
 };
 
+// fp16 runs: the dynamic loss scaling (PyTorch GradScaler's rule) and what it did.
+struct LossScalingRecord {
+  double initial_scale = 0.0;
+  double growth_factor = 0.0;
+  double backoff_factor = 0.0;
+  int64_t growth_interval = 0;  // clean steps in a row before the scale grows
+  double final_scale = 0.0;     // what the step after the last would have used
+  // The steps whose all-reduced gradients overflowed: skipped on every replica (no update).
+  std::vector<int64_t> skipped_steps;
+};
+
 // What a library chose to run for one pass of one layer's kernel (cuDNN's convolution
 // algorithm, oneDNN's implementation), as planned on replica 0.
 struct KernelChoiceRecord {
@@ -176,6 +187,15 @@ struct JsonFields<AllReduceSplit> {
       field("repeats", &AllReduceSplit::repeats), field("global_ms", &AllReduceSplit::global_ms),
       field("node_ms", &AllReduceSplit::node_ms));
   static void check(const AllReduceSplit& s, const JsonReader& r);
+};
+
+template <>
+struct JsonFields<LossScalingRecord> {
+  using L = LossScalingRecord;
+  static constexpr auto kFields = std::make_tuple(
+      field("initial_scale", &L::initial_scale), field("growth_factor", &L::growth_factor),
+      field("backoff_factor", &L::backoff_factor), field("growth_interval", &L::growth_interval),
+      field("final_scale", &L::final_scale), field("skipped_steps", &L::skipped_steps));
 };
 
 template <>
@@ -254,6 +274,7 @@ struct RunReport {
   Precision precision = Precision::kFp32;
   // What the user should know about it on this machine (KernelBackend::precision_note).
   std::string precision_note;
+  std::optional<LossScalingRecord> loss_scaling;  // fp16 runs
   // What each bucket's all-reduce moves per replica, in the order backward completes them:
   // its gradients × wire_bytes_per_gradient (half the float bytes with compression).
   std::vector<int64_t> bucket_bytes;

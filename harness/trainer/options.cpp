@@ -338,7 +338,15 @@ void validate(const TrainOptions& o, const OptionSources& names) {
     check_devices_available(spec);
   }
   (void)replica_batch(o, spec.count(), names);
-  (void)run_precision(o, spec.kind, names);
+  const Precision precision = run_precision(o, spec.kind, names);
+  // A skipped step has no gradients to measure; the noise scale is the gradients', whatever
+  // the precision computing them.
+  if (o.noise_scale && scales_loss(precision)) {
+    throw_usage_error(fmt::format(
+        "{} with {}: fp16's loss scaling skips the steps whose gradients overflow, which leaves "
+        "gaps in the gradient norms; measure the noise scale in fp32 or bf16",
+        names.name("noise_scale"), names.subject_text("precision", o.precision)));
+  }
 }
 
 Precision run_precision(const std::string& name, DeviceKind kind, const OptionSources& names) {
@@ -348,9 +356,10 @@ Precision run_precision(const std::string& name, DeviceKind kind, const OptionSo
   if (std::find(offered.begin(), offered.end(), p) != offered.end()) return p;
   std::vector<std::string> offered_names;
   for (Precision q : offered) offered_names.push_back(to_string(q));
-  const char* why = p == Precision::kFp16   ? " (fp16 needs loss scaling, which no backend has yet)"
-                    : p == Precision::kTf32 ? " (TF32 is a format of GPU tensor cores)"
-                                            : "";
+  const char* why = p == Precision::kTf32 ? " (TF32 is a format of GPU tensor cores)"
+                    : p == Precision::kFp16 && kind == DeviceKind::kCpu
+                        ? " (oneDNN 2.6 has no fp16 kernels for CPUs)"
+                        : "";
   throw_usage_error(fmt::format("{}: {} devices compute in {}{}",
                                 names.subject_text("precision", name), to_string(kind),
                                 fmt::join(offered_names, " or "), why));

@@ -198,6 +198,10 @@ struct TrainHooks {
   // with the replica's weights (on devices whose memory the host cannot read, a host copy
   // written back after the call).
   std::function<void(int rank, int64_t step, std::span<float> weights)> after_step;
+  // Fault injection (tests), fp16 runs: replica `rank`'s loss at step `step` is scaled by what
+  // this returns on top of the loss scale (1: as the scaler says), so that its gradients
+  // overflow fp16 where a real model's would.
+  std::function<float(int rank, int64_t step)> loss_scale_factor;
   // Tests: reduce the buckets on the device's streams (StreamReducer) even where the
   // communicator blocks, so that the enqueued path's step logic runs on CPU devices. The
   // results are the same, without overlap.

@@ -168,6 +168,12 @@ Replica::Replica(ReplicaShared& run, int rank)
   // is then the communicator's (which gives up at the timeout), not the copy's.
   host_loss_ = HostBuffer(*device_, static_cast<size_t>(micro) * sizeof(float));
   if (reducer_->norms() != nullptr) host_norms_ = HostBuffer(*device_, reducer_->norms_bytes());
+  if (scales_loss(plan.precision)) {
+    scaler_.emplace();
+    found_inf_ = Tensor(*device_, Shape{1});
+    host_found_inf_ = HostBuffer(*device_, sizeof(float));
+    optimizer_->skip_when(found_inf_.data());
+  }
   const bool sync = options_.sync_batchnorm && plan.replicas > 1;
   timer_ = std::make_unique<StepTimer>(
       *device_, compute_,
@@ -197,8 +203,9 @@ PhaseTimes Replica::step(int64_t n, double lr) {
   const RunPlan& plan = run_.plan;
   const int64_t sample_floats = plan.data.sample_shape.numel();
   const int64_t label_floats = plan.data.train->labels().width();
-  // Each micro-batch's loss is its share of the replica's step mean.
-  const float scale = 1.0f / static_cast<float>(plan.batch * options_.accumulation);
+  // Each micro-batch's loss is its share of the replica's step mean (times the loss scale).
+  step_loss_scale_ = loss_scale(n);
+  const float scale = step_loss_scale_ / static_cast<float>(plan.batch * options_.accumulation);
   current_step_ = n;
   timer_->start();
   const ReplicaInput::Batch batch = input_->next(*timer_, n, compute_);
@@ -223,10 +230,19 @@ PhaseTimes Replica::step(int64_t n, double lr) {
   }
   {
     const auto optimizer = timer_->phase(Phase::kOptimizer, n);
+    // The all-reduced gradients are the same on every replica, and so is the verdict; the
+    // optimizer skips on the device, so the host learns of it with the loss.
+    if (scaler_) {
+      unscale_gradients(model_->grads().data(), model_->flat_size(), 1.0f / scaler_->scale(),
+                        found_inf_.data(), compute_);
+    }
     optimizer_->step(static_cast<float>(lr), compute_);
   }
   // The one host synchronisation of the step: reading the loss ends it.
   device_->copy_to_host(host_loss_.data(), loss_.data(), host_loss_.bytes(), compute_);
+  if (scaler_) {
+    device_->copy_to_host(host_found_inf_.data(), found_inf_.data(), sizeof(float), compute_);
+  }
   if (reducer_->norms() != nullptr) {
     device_->copy_to_host(host_norms_.data(), reducer_->norms(), host_norms_.bytes(), compute_);
   }
@@ -245,9 +261,31 @@ double Replica::step_loss(int64_t n, double lr) const {
                                       static_cast<size_t>(options_.accumulation));
   double loss = 0.0;
   for (const float l : losses) loss += l;
+  loss /= step_loss_scale_;
   SS_CHECK(std::isfinite(loss), "the loss became {} at step {} (learning rate {} too high?)", loss,
            n, lr);
   return loss;
+}
+
+float Replica::loss_scale(int64_t n) const {
+  if (!scaler_) return 1.0f;
+  const float planted =
+      run_.hooks.loss_scale_factor ? run_.hooks.loss_scale_factor(rank_, n) : 1.0f;
+  return scaler_->scale() * planted;
+}
+
+void Replica::update_loss_scale(int64_t n) {
+  if (!scaler_) return;
+  const bool found_inf = *static_cast<const float*>(host_found_inf_.data()) != 0.0f;
+  if (scaler_->update(n, found_inf)) optimizer_->rescind_step();
+  if (rank_ != 0) return;
+  const LossScaling& c = scaler_->config();
+  run_.results.group.loss_scaling = LossScalingRecord{.initial_scale = c.initial_scale,
+                                                      .growth_factor = c.growth_factor,
+                                                      .backoff_factor = c.backoff_factor,
+                                                      .growth_interval = c.growth_interval,
+                                                      .final_scale = scaler_->scale(),
+                                                      .skipped_steps = scaler_->skipped_steps()};
 }
 
 void Replica::train() {
@@ -264,6 +302,7 @@ void Replica::train() {
                                    options_.lr_warmup_steps, n);
     const int64_t allocations = device_->device_allocations();
     const PhaseTimes phases = step(n, lr);
+    update_loss_scale(n);
     if (layer_profiler_) layer_profiler_->end_step(schedule.measured(n) > 0);
     // The first step's collectives made the libraries allocate their own buffers (NCCL's,
     // lazily): from now on they count against the memory limit.

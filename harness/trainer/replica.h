@@ -16,6 +16,7 @@
 #include "harness/trainer/consistency.h"
 #include "harness/trainer/evaluate.h"
 #include "harness/trainer/layer_profiler.h"
+#include "harness/trainer/loss_scaler.h"
 #include "harness/trainer/reducer.h"
 #include "harness/trainer/replica_input.h"
 #include "harness/trainer/results.h"
@@ -62,6 +63,10 @@ class Replica {
   void broadcast_buffers();
   // The step's loss: the mean over this replica's samples (after step() returned).
   double step_loss(int64_t n, double lr) const;
+  // fp16: what step `n` multiplies this replica's loss by (the scaler's scale, and a test's
+  // planted factor), and the scaler's verdict on the step once it ended.
+  float loss_scale(int64_t n) const;
+  void update_loss_scale(int64_t n);
   // What happens between steps, outside their timing.
   void before_step(int64_t n, const StepSchedule& schedule);
   void after_step(int64_t n, StepSchedule& schedule);
@@ -93,6 +98,12 @@ class Replica {
   Tensor loss_;            // per micro-batch
   HostBuffer host_loss_;   // where the loss is read back asynchronously
   HostBuffer host_norms_;  // and the gradient buckets' squared norms (--noise-scale)
+  // fp16: the dynamic loss scaling, and whether the step's gradients overflowed (device
+  // memory the optimizer reads, and where the host reads it back with the loss).
+  std::optional<LossScaler> scaler_;
+  Tensor found_inf_;
+  HostBuffer host_found_inf_;
+  float step_loss_scale_ = 1.0f;  // what the running step's loss carries
   std::unique_ptr<StepTimer> timer_;
   std::unique_ptr<HostWeights> host_weights_;
   ReplicaRecord& record_;

@@ -44,7 +44,8 @@ struct JsonFields<GroupRecord> {
       field("allreduce_split", &G::allreduce_split),
       field("threads_per_device", &G::threads_per_device),
       field("communication_threads_per_device", &G::communication_threads_per_device),
-      field("kernels", &G::kernels), field("layer_profile", &G::layer_profile));
+      field("kernels", &G::kernels), field("layer_profile", &G::layer_profile),
+      field("loss_scaling", &G::loss_scaling));
 };
 
 nlohmann::json results_to_json(const RunResults& results, int first, int local, bool with_group) {
@@ -199,6 +200,7 @@ RunReport assemble_report(const TrainOptions& o, const RunPlan& plan, RunResults
   report.allreduce_split = g.allreduce_split;
   report.precision = plan.precision;
   report.precision_note = kernel_backend(plan.spec.kind).precision_note(plan.precision);
+  report.loss_scaling = g.loss_scaling;
   if (kernel_backend(plan.spec.kind).has_tf32()) report.tf32 = plan.precision == Precision::kTf32;
   if (kernel_backend(plan.spec.kind).has_nondeterministic()) {
     report.deterministic = determinism_of(o) != Determinism::kOff;

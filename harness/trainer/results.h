@@ -49,9 +49,10 @@ struct GroupRecord {
   int64_t consistency_checks = 0;
   std::optional<AllReduceSplit> allreduce_split;  // runs across nodes
   int threads_per_device = 0;
-  int communication_threads_per_device = 0;    // RunReport's
-  std::vector<KernelChoiceRecord> kernels;     // as replica 0 planned them
-  std::vector<LayerTimeRecord> layer_profile;  // --profile-layers: replica 0's layers
+  int communication_threads_per_device = 0;       // RunReport's
+  std::vector<KernelChoiceRecord> kernels;        // as replica 0 planned them
+  std::vector<LayerTimeRecord> layer_profile;     // --profile-layers: replica 0's layers
+  std::optional<LossScalingRecord> loss_scaling;  // fp16 runs, as replica 0 scaled
 };
 
 struct RunResults {

@@ -1,9 +1,11 @@
 // Passes over gradient buffers on CPU memory: accumulation over micro-batches, the casts
-// around a compressed all-reduce, and the squared norm the gradient noise scale needs. The
+// around a compressed all-reduce, the squared norm the gradient noise scale needs, and the
+// loss scaler's unscale. The
 // element-wise passes give every element the same result whatever the thread count.
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -66,6 +68,23 @@ double squared_norm_cpu(const float* values, int64_t count) {
   double total = 0.0;
   for (const double s : shares) total += s;
   return total;
+}
+
+void round_to_fp16_cpu(const float* in, float* out, int64_t count) {
+  in_shares(count, [&](int64_t begin, int64_t end) {
+    round_to_fp16_span(in + begin, out + begin, end - begin);
+  });
+}
+
+bool unscale_gradients_cpu(float* grads, int64_t count, float inv_scale) {
+  int overflowed = 0;
+#pragma omp parallel for simd schedule(static) reduction(| : overflowed)
+  for (int64_t i = 0; i < count; ++i) {
+    const float g = grads[i] * inv_scale;
+    grads[i] = g;
+    overflowed |= static_cast<int>(!std::isfinite(g));
+  }
+  return overflowed != 0;
 }
 
 }  // namespace scalescope

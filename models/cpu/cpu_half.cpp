@@ -70,6 +70,15 @@ SS_F16C int64_t sum_fp16_f16c(const uint16_t* a, const uint16_t* b, uint16_t* ou
   }
   return i;
 }
+
+SS_F16C int64_t round_fp16_f16c(const float* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  return i;
+}
 #else
 bool has_f16c() {
   return false;
@@ -81,6 +90,9 @@ int64_t decompress_fp16_f16c(const uint16_t*, float*, int64_t) {
   return 0;
 }
 int64_t sum_fp16_f16c(const uint16_t*, const uint16_t*, uint16_t*, int64_t) {
+  return 0;
+}
+int64_t round_fp16_f16c(const float*, float*, int64_t) {
   return 0;
 }
 #endif
@@ -120,6 +132,11 @@ void sum_half_span(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t 
   }
   const int64_t done = has_f16c() ? sum_fp16_f16c(a, b, out, n) : 0;
   for (int64_t i = done; i < n; ++i) out[i] = km::half_sum(a[i], b[i], format);
+}
+
+void round_to_fp16_span(const float* in, float* out, int64_t n) {
+  const int64_t done = has_f16c() ? round_fp16_f16c(in, out, n) : 0;
+  for (int64_t i = done; i < n; ++i) out[i] = km::fp16_to_float(km::float_to_fp16(in[i]));
 }
 
 }  // namespace scalescope

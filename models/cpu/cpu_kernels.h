@@ -61,6 +61,11 @@ void decompress_gradients_cpu(const uint16_t* half, float* grads, int64_t count,
 // cpu_accumulate.cpp: Σ values[i]² in double precision, across the calling thread's OpenMP
 // threads (each adds up its share; the shares are added in order).
 double squared_norm_cpu(const float* values, int64_t count);
+// cpu_accumulate.cpp: round_to_fp16_span (cpu_half.h) across the calling thread's OpenMP team.
+void round_to_fp16_cpu(const float* in, float* out, int64_t count);
+// cpu_accumulate.cpp: unscale_gradients() (models/kernels.h) on CPU memory, across the calling
+// thread's OpenMP team; returns whether any gradient is infinite or NaN.
+bool unscale_gradients_cpu(float* grads, int64_t count, float inv_scale);
 
 // cpu_kernels.cpp: KernelBackend::precisions and precision_note of these kernels.
 std::vector<Precision> cpu_precisions();
@@ -107,6 +112,10 @@ class CpuKernelBackend final : public KernelBackend {
   }
   void squared_norm(const float* values, int64_t count, double* out, Stream& /*stream*/) override {
     *out = squared_norm_cpu(values, count);
+  }
+  void unscale(float* grads, int64_t count, float inv_scale, float* found_inf,
+               Stream& /*stream*/) override {
+    *found_inf = unscale_gradients_cpu(grads, count, inv_scale) ? 1.0f : 0.0f;
   }
 
  private:

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -26,10 +27,14 @@
 #include "core/check.h"
 #include "core/overloaded.h"
 #include "models/cpu/cpu_kernels.h"
+#include "models/cpu/dnnl_kernel.h"
 
 namespace scalescope {
 namespace {
 
+using cpu_dnnl::Call;
+using cpu_dnnl::DnnlKernel;
+using cpu_dnnl::emulates_fp16;
 using dnnl::memory;
 using Tag = memory::format_tag;
 
@@ -53,114 +58,6 @@ void set_handle(const memory& m, const float* data) {
   // oneDNN takes void* for inputs and outputs alike; inputs are only read.
   m.set_data_handle(const_cast<float*>(data));
 }
-
-// One primitive with its arguments bound once. Running passes the stored C handles straight
-// to dnnl_primitive_execute, so a step builds no argument map (the C++ execute() allocates
-// one per call). The memory objects are shared handles: `keep_` keeps them alive, and the
-// kernel re-points them at new buffers between runs.
-class Call {
- public:
-  Call() = default;
-  Call(dnnl::primitive primitive, std::vector<std::pair<int, memory>> args)
-      : primitive_(std::move(primitive)) {
-    for (auto& [arg, mem] : args) {
-      args_.push_back(dnnl_exec_arg_t{arg, mem.get()});
-      keep_.push_back(std::move(mem));
-    }
-  }
-
-  explicit operator bool() const { return static_cast<bool>(primitive_); }
-
-  void run(const dnnl::stream& stream) const {
-    SS_CHECK_DNNL(dnnl::error::wrap_c_api(
-        dnnl_primitive_execute(primitive_.get(), stream.get(), static_cast<int>(args_.size()),
-                               args_.data()),
-        "could not execute a primitive"));
-    // The CPU engine runs with OpenMP: execution is synchronous on the calling thread, so
-    // there is nothing to wait for and the device's (inline) stream order holds.
-  }
-
- private:
-  dnnl::primitive primitive_;
-  std::vector<dnnl_exec_arg_t> args_;
-  std::vector<memory> keep_;
-};
-
-// What every oneDNN layer kernel holds: an engine, a stream, the attributes all its
-// primitives are created with, and the memory it owns.
-class DnnlKernel : public LayerKernel {
- protected:
-  explicit DnnlKernel(Device& device)
-      : device_(device), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_), attr_(new_attr()) {}
-
-  // The attributes every primitive is created with: a user scratchpad, allocated once at
-  // construction (the library's own is allocated, and grown, while primitives execute).
-  // A new object each time: copies of a primitive_attr share one.
-  static dnnl::primitive_attr new_attr() {
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    return attr;
-  }
-
-  // A memory object the caller's buffers are bound to on every call.
-  memory unbound(const memory::desc& desc) const { return memory(desc, engine_, DNNL_MEMORY_NONE); }
-  // A memory object whose buffer this kernel owns.
-  memory owned(const memory::desc& desc) {
-    owned_.emplace_back(device_, desc.get_size());
-    return memory(desc, engine_, owned_.back().data());
-  }
-  // A memory object over an external buffer fixed for the kernel's life (parameters).
-  memory over(const memory::desc& desc, const float* data) const {
-    return memory(desc, engine_, const_cast<float*>(data));
-  }
-
-  // A primitive of `pd` bound to `args` and, when it needs one, to the shared scratchpad.
-  template <class Primitive, class Pd>
-  Call plan(const Pd& pd, std::vector<std::pair<int, memory>> args) {
-    const memory::desc scratch = pd.scratchpad_desc();
-    if (scratch.get_size() > 0) {
-      scratchpads_.push_back(unbound(scratch));
-      args.emplace_back(DNNL_ARG_SCRATCHPAD, scratchpads_.back());
-    }
-    return Call(Primitive(pd), std::move(args));
-  }
-
-  Call reorder(const memory& from, const memory& to) {
-    const dnnl::reorder::primitive_desc pd(engine_, from.get_desc(), engine_, to.get_desc(), attr_);
-    return plan<dnnl::reorder>(pd, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
-  }
-
-  // `user` is a parameter (or gradient) in PyTorch's layout and a primitive wants `wanted`.
-  // Returns the memory the primitive should use: `user` itself when the layouts agree, else
-  // a copy owned here, with `copy` set to the reorder user → copy (`into_primitive`, for
-  // weights) or copy → user (for gradients).
-  memory adopt(const memory& user, const memory::desc& wanted, bool into_primitive, Call& copy) {
-    if (wanted == user.get_desc()) return user;
-    memory internal = owned(wanted);
-    copy = into_primitive ? reorder(user, internal) : reorder(internal, user);
-    return internal;
-  }
-
-  // Allocates the scratchpad shared by the primitives planned so far (they run one after
-  // another, never at once). REQUIRES: called once, at the end of the constructor.
-  void allocate_scratchpad() {
-    size_t bytes = 0;
-    for (const memory& m : scratchpads_) bytes = std::max(bytes, m.get_desc().get_size());
-    if (bytes == 0) return;
-    scratch_buffer_ = DeviceBuffer(device_, bytes);
-    for (const memory& m : scratchpads_) m.set_data_handle(scratch_buffer_.data());
-  }
-
-  Device& device_;
-  dnnl::engine engine_;
-  dnnl::stream stream_;
-  dnnl::primitive_attr attr_;
-
- private:
-  std::vector<DeviceBuffer> owned_;
-  std::vector<memory> scratchpads_;
-  DeviceBuffer scratch_buffer_;
-};
 
 // The descriptors of a layer with weights and a bias: convolution or inner product.
 // Under bf16 the primitives read bf16 copies of the input, the weights and the output's
@@ -219,13 +116,13 @@ class WeightedKernel final : public DnnlKernel {
     const typename Fwd::primitive_desc fwd_pd(d.fwd, forward_attr(binding.activation), engine_);
     const typename BwdData::primitive_desc bwd_data_pd(d.bwd_data, attr_, engine_, fwd_pd);
     const typename BwdWeights::primitive_desc bwd_weights_pd(d.bwd_weights, attr_, engine_, fwd_pd);
-    math_ = d.src_compute == d.src ? "fp32" : "bf16";
+    math_ = emulates_fp16() ? "fp16-emulated" : d.src_compute == d.src ? "fp32" : "bf16";
     src_ = unbound(d.src);
     dst_ = unbound(d.dst);
     diff_src_ = unbound(d.src);
     diff_dst_ = unbound(d.dst);
-    src_compute_ = adopt(src_, d.src_compute, true, src_to_compute_);
-    diff_dst_compute_ = adopt(diff_dst_, d.diff_dst_compute, true, diff_dst_to_compute_);
+    src_compute_ = adopt_operand(src_, d.src_compute, src_to_compute_);
+    diff_dst_compute_ = adopt_operand(diff_dst_, d.diff_dst_compute, diff_dst_to_compute_);
 
     const memory weights = over(d.weights, binding.params[0].data);
     // A bias: convolutions and dense layers may have none.
@@ -238,7 +135,7 @@ class WeightedKernel final : public DnnlKernel {
     const memory::desc bwd_weights_desc = bwd_data_pd.weights_desc();
     const memory data_weights = bwd_weights_desc == fwd_weights.get_desc()
                                     ? fwd_weights
-                                    : adopt(weights, bwd_weights_desc, true, weights_to_bwd_);
+                                    : adopt_operand(weights, bwd_weights_desc, weights_to_bwd_);
     backward_data_ = plan<BwdData>(bwd_data_pd, {{DNNL_ARG_DIFF_DST, diff_dst_compute_},
                                                  {DNNL_ARG_WEIGHTS, data_weights},
                                                  {DNNL_ARG_DIFF_SRC, diff_src_}});
@@ -304,7 +201,7 @@ class WeightedKernel final : public DnnlKernel {
     std::vector<std::pair<int, memory>> args{{DNNL_ARG_SRC, src_compute_}, {DNNL_ARG_DST, dst_}};
     if (d.matmul) {
       const dnnl::matmul::primitive_desc pd(*d.matmul, forward_attr(activation), engine_);
-      const memory read = adopt(weights, d.matmul_weights, true, weights_to_fwd_);
+      const memory read = adopt_operand(weights, d.matmul_weights, weights_to_fwd_);
       args.emplace_back(DNNL_ARG_WEIGHTS,
                         memory(pd.weights_desc(), engine_, read.get_data_handle()));
       if (bias != nullptr) args.emplace_back(DNNL_ARG_BIAS, over(d.matmul_bias, bias));
@@ -312,7 +209,7 @@ class WeightedKernel final : public DnnlKernel {
       choices_.push_back(choice("forward", pd, d.layout));
       return read;
     }
-    const memory fwd_weights = adopt(weights, fwd_pd.weights_desc(), true, weights_to_fwd_);
+    const memory fwd_weights = adopt_operand(weights, fwd_pd.weights_desc(), weights_to_fwd_);
     args.emplace_back(DNNL_ARG_WEIGHTS, fwd_weights);
     if (bias != nullptr) {
       args.emplace_back(DNNL_ARG_BIAS,
@@ -342,9 +239,9 @@ class WeightedKernel final : public DnnlKernel {
   }
 
   std::vector<KernelChoice> choices_;
-  std::string math_;  // "fp32" or "bf16", as reported
+  std::string math_;  // "fp32", "bf16" or "fp16-emulated", as reported
   memory src_, dst_, diff_src_, diff_dst_;
-  // What the primitives read: src_ and diff_dst_ themselves, or their bf16 copies.
+  // What the primitives read: src_ and diff_dst_ themselves, or their 16-bit copies.
   memory src_compute_, diff_dst_compute_;
   Call src_to_compute_, diff_dst_to_compute_;
   Call weights_to_fwd_, bias_to_fwd_, weights_to_bwd_, diff_weights_back_, diff_bias_back_;

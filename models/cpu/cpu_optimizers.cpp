@@ -39,6 +39,7 @@ class CpuSgd final : public OptimizerKernel {
         momentum_(config.momentum > 0.0f ? zeroed_state(device, n) : Tensor()) {}
 
   void update(float* params, const float* grads, float lr, int64_t, Stream&) override {
+    if (skips()) return;
     float* __restrict__ w = params;
     const float* __restrict__ g = grads;
     const float wd = config_.weight_decay;
@@ -84,6 +85,7 @@ class CpuAdam final : public OptimizerKernel {
 
   void update(float* params, const float* grads, float lr, int64_t step, Stream&) override {
     SS_CHECK(step >= 1, "Adam step {} must count from 1", step);
+    if (skips()) return;
     // Bias corrections in double: beta2^t for t in the thousands loses most of its digits in
     // float (1 - 0.999^t is a difference of nearly equal numbers for small t).
     const double t = static_cast<double>(step);

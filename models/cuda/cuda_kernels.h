@@ -59,6 +59,9 @@ void decompress_gradients_cuda(const uint16_t* half, float* grads, int64_t count
                                kernel_math::HalfFormat format, Stream& stream);
 // cuda_optimizers.cpp: squared_norm() (models/kernels.h) on device memory, on `stream`.
 void squared_norm_cuda(const float* values, int64_t count, double* out, Stream& stream);
+// cuda_optimizers.cpp: unscale_gradients() (models/kernels.h) on device memory, on `stream`.
+void unscale_gradients_cuda(float* grads, int64_t count, float inv_scale, float* found_inf,
+                            Stream& stream);
 
 class CudaKernelBackend final : public KernelBackend {
  public:
@@ -94,6 +97,10 @@ class CudaKernelBackend final : public KernelBackend {
   }
   void squared_norm(const float* values, int64_t count, double* out, Stream& stream) override {
     squared_norm_cuda(values, count, out, stream);
+  }
+  void unscale(float* grads, int64_t count, float inv_scale, float* found_inf,
+               Stream& stream) override {
+    unscale_gradients_cuda(grads, count, inv_scale, found_inf, stream);
   }
 
  private:

@@ -158,13 +158,20 @@ void sum_to_float(const double* values, int64_t count, double scale, float* resu
 
 // ---- optimizers (optimizer_ops.cu): one launch over all n parameters each.
 
+// Each reads `skip` (device memory, or nullptr) when it runs and changes nothing where it is
+// not 0 (OptimizerKernel::skip_when).
 // SGD: d = g + wd·w; with momentum (v non-null) v = momentum·v + d, w -= lr·v; else w -= lr·d.
 void sgd_update(float* w, const float* g, float* v, int64_t n, float lr, float weight_decay,
-                float momentum, cudaStream_t stream);
+                float momentum, const float* skip, cudaStream_t stream);
 
 using AdamScalars = kernel_math::AdamScalars;
 void adam_update(float* w, const float* g, float* m, float* v, int64_t n, const AdamScalars& s,
-                 cudaStream_t stream);
+                 const float* skip, cudaStream_t stream);
+
+// grads[i] *= inv_scale; found_inf[0] = 1 where any result is infinite or NaN (the caller
+// zeroes it first).
+void unscale_gradients(float* grads, int64_t n, float inv_scale, float* found_inf,
+                       cudaStream_t stream);
 
 // acc += grads.
 void accumulate(float* acc, const float* grads, int64_t n, cudaStream_t stream);

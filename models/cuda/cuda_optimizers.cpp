@@ -33,7 +33,8 @@ class CudaSgd final : public OptimizerKernel {
 
   void update(float* params, const float* grads, float lr, int64_t, Stream& stream) override {
     cuda_ops::sgd_update(params, grads, config_.momentum > 0.0f ? momentum_.data() : nullptr, n_,
-                         lr, config_.weight_decay, config_.momentum, cuda_stream(stream));
+                         lr, config_.weight_decay, config_.momentum, skip_flag_,
+                         cuda_stream(stream));
   }
 
   std::vector<TensorView> state() const override {
@@ -60,7 +61,7 @@ class CudaAdam final : public OptimizerKernel {
     const cuda_ops::AdamScalars scalars = kernel_math::adam_scalars(
         lr, step, config_.weight_decay, config_.beta1, config_.beta2, config_.epsilon);
     cuda_ops::adam_update(params, grads, exp_avg_.data(), exp_avg_sq_.data(), n_, scalars,
-                          cuda_stream(stream));
+                          skip_flag_, cuda_stream(stream));
   }
 
   std::vector<TensorView> state() const override { return {exp_avg_.view(), exp_avg_sq_.view()}; }
@@ -102,6 +103,13 @@ void compress_gradients_cuda(const float* grads, uint16_t* half, int64_t count, 
 void decompress_gradients_cuda(const uint16_t* half, float* grads, int64_t count,
                                kernel_math::HalfFormat format, Stream& stream) {
   cuda_ops::decompress_gradients(half, grads, count, format, cuda_stream(stream));
+}
+
+void unscale_gradients_cuda(float* grads, int64_t count, float inv_scale, float* found_inf,
+                            Stream& stream) {
+  const cudaStream_t s = cuda_stream(stream);
+  SS_CHECK_CUDA(cudaMemsetAsync(found_inf, 0, sizeof(float), s));
+  cuda_ops::unscale_gradients(grads, count, inv_scale, found_inf, s);
 }
 
 void squared_norm_cuda(const float* values, int64_t count, double* out, Stream& stream) {

@@ -22,8 +22,14 @@ namespace {
 namespace km = kernel_math;
 
 // Grid-stride loops: `__restrict__` because parameters, gradients and state never alias.
+// A step the loss scaler skips: every thread reads the flag and leaves.
+__device__ inline bool skipped(const float* skip) {
+  return skip != nullptr && *skip != 0.0f;
+}
+
 __global__ void sgd_kernel(float* __restrict__ w, const float* __restrict__ g, int64_t n, float lr,
-                           float wd) {
+                           float wd, const float* skip) {
+  if (skipped(skip)) return;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     w[i] = km::sgd_step(w[i], g[i], lr, wd);
@@ -32,7 +38,8 @@ __global__ void sgd_kernel(float* __restrict__ w, const float* __restrict__ g, i
 
 __global__ void sgd_momentum_kernel(float* __restrict__ w, const float* __restrict__ g,
                                     float* __restrict__ v, int64_t n, float lr, float wd,
-                                    float momentum) {
+                                    float momentum, const float* skip) {
+  if (skipped(skip)) return;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const km::SgdMomentumStep next = km::sgd_momentum_step(w[i], g[i], v[i], lr, wd, momentum);
@@ -42,8 +49,9 @@ __global__ void sgd_momentum_kernel(float* __restrict__ w, const float* __restri
 }
 
 __global__ void adam_kernel(float* __restrict__ w, const float* __restrict__ g,
-                            float* __restrict__ m, float* __restrict__ v, int64_t n,
-                            AdamScalars s) {
+                            float* __restrict__ m, float* __restrict__ v, int64_t n, AdamScalars s,
+                            const float* skip) {
+  if (skipped(skip)) return;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const km::AdamStep next = km::adam_step(w[i], g[i], m[i], v[i], s);
@@ -77,6 +85,20 @@ __global__ void decompress_kernel(const uint16_t* __restrict__ half, float* __re
   }
 }
 
+// found_inf was zeroed before the launch; any thread that sees an overflow sets it (all write
+// the same 1, so the race is benign).
+__global__ void unscale_kernel(float* __restrict__ g, int64_t n, float inv_scale,
+                               float* __restrict__ found_inf) {
+  bool overflowed = false;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = g[i] * inv_scale;
+    g[i] = v;
+    overflowed = overflowed || !isfinite(v);
+  }
+  if (overflowed) *found_inf = 1.0f;
+}
+
 // Each block adds up its grid-stride share in double precision, reduces the threads' sums in
 // shared memory and adds its total to `out` with one atomic. The blocks' order varies from run
 // to run, so the last bits may too: a norm for the noise scale, not a value training uses.
@@ -101,22 +123,22 @@ __global__ void squared_norm_kernel(const float* __restrict__ x, int64_t n,
 }  // namespace
 
 void sgd_update(float* w, const float* g, float* v, int64_t n, float lr, float weight_decay,
-                float momentum, cudaStream_t stream) {
+                float momentum, const float* skip, cudaStream_t stream) {
   if (n == 0) return;
   if (v != nullptr) {
     sgd_momentum_kernel<<<grid_for(n), kThreads, 0, stream>>>(w, g, v, n, lr, weight_decay,
-                                                              momentum);
+                                                              momentum, skip);
     check_launch("sgd_momentum_kernel");
     return;
   }
-  sgd_kernel<<<grid_for(n), kThreads, 0, stream>>>(w, g, n, lr, weight_decay);
+  sgd_kernel<<<grid_for(n), kThreads, 0, stream>>>(w, g, n, lr, weight_decay, skip);
   check_launch("sgd_kernel");
 }
 
 void adam_update(float* w, const float* g, float* m, float* v, int64_t n, const AdamScalars& s,
-                 cudaStream_t stream) {
+                 const float* skip, cudaStream_t stream) {
   if (n == 0) return;
-  adam_kernel<<<grid_for(n), kThreads, 0, stream>>>(w, g, m, v, n, s);
+  adam_kernel<<<grid_for(n), kThreads, 0, stream>>>(w, g, m, v, n, s, skip);
   check_launch("adam_kernel");
 }
 
@@ -144,6 +166,13 @@ void add_squared_norm(const float* x, int64_t n, double* out, cudaStream_t strea
   if (n == 0) return;
   squared_norm_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, out);
   check_launch("squared_norm_kernel");
+}
+
+void unscale_gradients(float* grads, int64_t n, float inv_scale, float* found_inf,
+                       cudaStream_t stream) {
+  if (n == 0) return;
+  unscale_kernel<<<grid_for(n), kThreads, 0, stream>>>(grads, n, inv_scale, found_inf);
+  check_launch("unscale_kernel");
 }
 
 }  // namespace scalescope::cuda_ops

@@ -94,6 +94,8 @@ class SimOptimizer final : public OptimizerKernel {
     });
   }
   std::vector<TensorView> state() const override { return cpu_->state(); }
+  // The CPU kernel reads the flag when its launch runs, in stream order.
+  void skip_when(const float* flag) override { cpu_->skip_when(flag); }
 
  private:
   SimDevice& device_;
@@ -106,11 +108,19 @@ std::vector<LibraryVersion> SimKernelBackend::library_versions() const {
   return CpuKernelBackend().library_versions();
 }
 
+// The CPU kernels' precisions, and fp16 emulated (cpu_layers.cpp emulates_fp16): so that the
+// loss scaling GPUs need for fp16 runs here, on the GPU path's orchestration.
 std::vector<Precision> SimKernelBackend::precisions() const {
-  return cpu_precisions();
+  std::vector<Precision> p = cpu_precisions();
+  p.push_back(Precision::kFp16);
+  return p;
 }
 
 std::string SimKernelBackend::precision_note(Precision precision) const {
+  if (precision == Precision::kFp16) {
+    return "simulated devices emulate fp16: the CPU kernels multiply operands rounded to fp16 "
+           "values in fp32 (fp16's range and rounding, not its speed)";
+  }
   return cpu_precision_note(precision);
 }
 
@@ -160,6 +170,13 @@ void SimKernelBackend::decompress(const uint16_t* half, float* grads, int64_t co
 void SimKernelBackend::squared_norm(const float* values, int64_t count, double* out,
                                     Stream& stream) {
   sim(stream.device()).launch(stream, [=] { *out = squared_norm_cpu(values, count); });
+}
+
+void SimKernelBackend::unscale(float* grads, int64_t count, float inv_scale, float* found_inf,
+                               Stream& stream) {
+  sim(stream.device()).launch(stream, [=] {
+    *found_inf = unscale_gradients_cpu(grads, count, inv_scale) ? 1.0f : 0.0f;
+  });
 }
 
 }  // namespace scalescope

@@ -15,7 +15,7 @@ class SimKernelBackend final : public KernelBackend {
  public:
   DeviceKind kind() const override { return DeviceKind::kSim; }
   std::vector<LibraryVersion> library_versions() const override;   // the CPU kernels'
-  std::vector<Precision> precisions() const override;              // the CPU kernels'
+  std::vector<Precision> precisions() const override;              // the CPU kernels', and fp16
   std::string precision_note(Precision precision) const override;  // the CPU kernels'
   // The CPU kernels' fusions.
   bool fuses_activation(const LayerSpec& layer, Activation activation) const override;
@@ -33,6 +33,8 @@ class SimKernelBackend final : public KernelBackend {
   void decompress(const uint16_t* half, float* grads, int64_t count, kernel_math::HalfFormat format,
                   Stream& stream) override;
   void squared_norm(const float* values, int64_t count, double* out, Stream& stream) override;
+  void unscale(float* grads, int64_t count, float inv_scale, float* found_inf,
+               Stream& stream) override;
 };
 
 }  // namespace scalescope

@@ -31,6 +31,7 @@
 #include "models/kernels.h"
 #include "models/layer_spec.h"
 #include "tests/models/cuda_test_util.h"
+#include "tests/models/loss_scaling_checks.h"
 #include "tests/test_util.h"
 
 namespace scalescope {
@@ -437,6 +438,16 @@ TEST_F(CudaKernelsTest, AccumulateIntoMatchesCpu) {
   const std::vector<float> want = run_accumulate(*cpu_, micro);
   const std::vector<float> got = run_accumulate(*gpu_, micro);
   EXPECT_CLOSE(got, want, kStrictTolerance, "accumulated gradients");
+}
+
+// ---- dynamic loss scaling (tests/models/loss_scaling_checks.h)
+
+TEST_F(CudaKernelsTest, UnscaleDividesEveryGradientAndFlagsOverflow) {
+  testing_util::expect_unscale_flags_overflow(*gpu_);
+}
+
+TEST_F(CudaKernelsTest, AnOptimizerSkipsItsUpdateWhileTheFlagIsSet) {
+  testing_util::expect_optimizers_skip_while_flagged(*gpu_);
 }
 
 // ---- everywhere: the registry, the switch and the CPU side of accumulate_into

@@ -18,6 +18,7 @@
 #include "models/cpu/cpu_kernels.h"
 #include "models/kernels.h"
 #include "models/layer_spec.h"
+#include "tests/models/bound_layer.h"
 #include "tests/models/layer_cases.h"
 #include "tests/models/precision_scope.h"
 #include "tests/models/reference.h"
@@ -25,129 +26,12 @@
 namespace scalescope {
 namespace {
 
-// fp32 kernels against a float64 reference of the same inputs: sums of up to ~100 products
-// of values in [-1, 1] stay well inside this.
-constexpr double kForwardAbs = 1e-5;
-constexpr double kForwardRel = 1e-5;
+using namespace testing_util;  // NOLINT(google-build-using-namespace): the layer tests' kit
+
 // Analytic fp32 gradients against float64 central differences (whose own error is ~1e-9).
 constexpr double kGradAbs = 1e-4;
 constexpr double kGradRel = 1e-3;
 constexpr double kStep = 1e-6;
-
-std::vector<double> to_double(const std::vector<float>& v) {
-  return {v.begin(), v.end()};
-}
-
-// Uniform in [-1, 1], away from 0 so that no ReLU input sits within a finite-difference step
-// of its kink.
-std::vector<float> random_values(int64_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) {
-    x = rng.uniform(-1.0f, 1.0f);
-    if (std::abs(x) < 0.01f) x += 0.02f;
-  }
-  return v;
-}
-
-// Pairwise distinct values in (-1, 1) in random order, at least 2/n apart: max pooling has no
-// ties, so its gradient is defined and a finite-difference step never changes the argmax.
-std::vector<float> distinct_values(int64_t n, uint64_t seed) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    v[static_cast<size_t>(i)] =
-        static_cast<float>((2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(n) - 1.0);
-  }
-  Rng rng(seed);
-  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
-  return v;
-}
-
-// Token ids below the vocabulary (an embedding's input), a few of them never drawn.
-std::vector<float> token_ids(int64_t n, int64_t vocab, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = static_cast<float>(rng.below(static_cast<uint64_t>(vocab - 2)));
-  return v;
-}
-
-std::vector<float> layer_input(const LayerCase& c, uint64_t seed) {
-  if (const auto* e = std::get_if<EmbeddingSpec>(&c.spec)) {
-    return token_ids(c.in.numel(), e->vocab, seed);
-  }
-  return std::holds_alternative<MaxPool2DSpec>(c.spec) ? distinct_values(c.in.numel(), seed)
-                                                       : random_values(c.in.numel(), seed);
-}
-
-// One kernel bound to tensors of its own on a CPU device.
-struct BoundLayer {
-  explicit BoundLayer(const LayerCase& c)
-      : device(0, c.threads),
-        in_shape(c.in),
-        out_shape(output_shape(c.spec, c.in.without_batch()).with_batch(c.in[0])),
-        in(device, in_shape),
-        out(device, out_shape),
-        dout(device, out_shape),
-        din(device, in_shape) {
-    device.make_current();
-    LayerBinding binding{in_shape, out_shape, {}, {}, {}, {}, false};
-    for (const ParamSpec& p : param_specs(c.spec, c.in.without_batch())) {
-      params.emplace_back(device, p.shape);
-      grads.emplace_back(device, p.shape);
-      binding.params.push_back(params.back().view());
-      binding.grads.push_back(grads.back().view());
-    }
-    // As a model initialises them: batch norm's running mean 0, running variance 1.
-    for (const ParamSpec& p : buffer_specs(c.spec, c.in.without_batch())) {
-      buffers.emplace_back(device, p.shape);
-      buffers.back().copy_from_host(
-          std::vector<float>(static_cast<size_t>(p.shape.numel()), p.fill));
-      binding.buffers.push_back(buffers.back().view());
-    }
-    kernel = kernel_backend(DeviceKind::kCpu).make_layer(c.spec, binding, device);
-  }
-
-  void forward() { kernel->forward(in.data(), out.data(), device.default_stream()); }
-  void backward(bool with_din) {
-    kernel->backward(in.data(), out.data(), dout.data(), with_din ? din.data() : nullptr,
-                     device.default_stream());
-  }
-  std::vector<std::vector<double>> host_params() const {
-    std::vector<std::vector<double>> host;
-    for (const Tensor& p : params) host.push_back(to_double(p.to_host()));
-    return host;
-  }
-
-  CpuDevice device;  // first: outlives the tensors
-  Shape in_shape, out_shape;
-  Tensor in, out, dout, din;
-  std::vector<Tensor> params, grads, buffers;
-  std::unique_ptr<LayerKernel> kernel;
-};
-
-void fill_random_params(BoundLayer& layer, uint64_t seed) {
-  for (size_t i = 0; i < layer.params.size(); ++i) {
-    layer.params[i].copy_from_host(random_values(layer.params[i].numel(), seed + 100 + i));
-  }
-}
-
-// Expects |actual - expected| <= abs + rel·|expected| elementwise; reports the first few
-// mismatches by index.
-void expect_close(const std::vector<float>& actual, const std::vector<double>& expected, double abs,
-                  double rel, const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  int reported = 0;
-  for (size_t i = 0; i < actual.size(); ++i) {
-    const double diff = std::abs(static_cast<double>(actual[i]) - expected[i]);
-    if (diff <= abs + rel * std::abs(expected[i])) continue;
-    ADD_FAILURE() << what << "[" << i << "] = " << actual[i] << ", expected " << expected[i]
-                  << " (difference " << diff << ")";
-    if (++reported == 8) {
-      ADD_FAILURE() << what << ": more mismatches not shown";
-      return;
-    }
-  }
-}
 
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return std::inner_product(a.begin(), a.end(), b.begin(), 0.0);
@@ -260,27 +144,30 @@ INSTANTIATE_TEST_SUITE_P(Layers, LayerCheck, ::testing::ValuesIn(layer_cases()),
                            return info.param.name;
                          });
 
-std::vector<float> bf16_rounded(std::vector<float> v) {
-  for (float& x : v) x = kernel_math::bf16_to_float(kernel_math::float_to_bf16(x));
+// What a kernel reading 16-bit copies sees of `v`.
+std::vector<float> rounded(std::vector<float> v, kernel_math::HalfFormat format) {
+  for (float& x : v) x = kernel_math::from_half(kernel_math::to_half(x, format), format);
   return v;
 }
 
-// Under Precision::kBf16, convolutions and dense layers multiply bf16 copies of their input,
-// weights and output gradient, accumulating in fp32 and adding the bias in fp32: on operands
-// already in bf16 they are the
-// float64 reference to fp32's accuracy (a product of two bf16 values is exact in fp32), and on
-// any operands the same bits as on the operands rounded to bf16.
-TEST(LayerBf16, ConvolutionsAndDenseLayersComputeOnBf16Copies) {
+// Under Precision::kBf16 (oneDNN's bf16 kernels) and kFp16 (emulated: fp32 kernels on operands
+// rounded to fp16), convolutions and dense layers multiply 16-bit copies of their input, weights
+// and output gradient, accumulating in fp32 and adding the bias in fp32: on operands already
+// in the 16-bit format they are the float64 reference to fp32's accuracy (a product of two such
+// values is exact in fp32), and on any operands the same bits as on the operands rounded.
+void expect_weighted_layers_compute_on_16_bit_copies(Precision precision,
+                                                     kernel_math::HalfFormat format,
+                                                     const char* math) {
   for (const LayerCase& c : layer_cases()) {
     if (!std::holds_alternative<Conv2DSpec>(c.spec) && !std::holds_alternative<DenseSpec>(c.spec))
       continue;
     SCOPED_TRACE(c.name);
     std::optional<BoundLayer> layer;
     {
-      const testing_util::PrecisionScope bf16(Precision::kBf16);
+      const testing_util::PrecisionScope scope(precision);
       layer.emplace(c);
     }
-    for (const KernelChoice& k : layer->kernel->choices()) EXPECT_EQ(k.math, "bf16") << k.pass;
+    for (const KernelChoice& k : layer->kernel->choices()) EXPECT_EQ(k.math, math) << k.pass;
     const std::vector<float> x = layer_input(c, 8);
     const std::vector<float> r = random_values(layer->out_shape.numel(), 9);
     fill_random_params(*layer, 8);
@@ -288,13 +175,45 @@ TEST(LayerBf16, ConvolutionsAndDenseLayersComputeOnBf16Copies) {
     layer->forward();
     const std::vector<float> unrounded = layer->out.to_host();
     // The weights (the bias is added in fp32).
-    layer->params[0].copy_from_host(bf16_rounded(layer->params[0].to_host()));
-    expect_gradients_match_reference(c, *layer, bf16_rounded(x), bf16_rounded(r));
+    layer->params[0].copy_from_host(rounded(layer->params[0].to_host(), format));
+    expect_gradients_match_reference(c, *layer, rounded(x, format), rounded(r, format));
     EXPECT_EQ(layer->out.to_host(), unrounded);
     const std::vector<double> expected =
-        reference_forward(c.spec, c.in, to_double(bf16_rounded(x)), layer->host_params());
+        reference_forward(c.spec, c.in, to_double(rounded(x, format)), layer->host_params());
     expect_close(unrounded, expected, kForwardAbs, kForwardRel, "out");
   }
+}
+
+TEST(LayerBf16, ConvolutionsAndDenseLayersComputeOnBf16Copies) {
+  expect_weighted_layers_compute_on_16_bit_copies(Precision::kBf16, kernel_math::HalfFormat::kBf16,
+                                                  "bf16");
+}
+
+TEST(LayerFp16, ConvolutionsAndDenseLayersComputeOnFp16Copies) {
+  expect_weighted_layers_compute_on_16_bit_copies(Precision::kFp16, kernel_math::HalfFormat::kFp16,
+                                                  "fp16-emulated");
+}
+
+// An operand beyond fp16's range (65504) is infinity to the kernel, as on a GPU: what makes
+// fp16 training scale its loss, and what the scaler's overflow check catches.
+TEST(LayerFp16, AnOperandBeyondFp16sRangeOverflows) {
+  const LayerCase c{"dense", DenseSpec{3, true}, Shape{2, 4}};
+  std::optional<BoundLayer> layer;
+  {
+    const testing_util::PrecisionScope fp16(Precision::kFp16);
+    layer.emplace(c);
+  }
+  fill_random_params(*layer, 3);
+  std::vector<float> x(8, 0.5f);
+  layer->in.copy_from_host(x);
+  layer->forward();
+  for (const float y : layer->out.to_host()) EXPECT_TRUE(std::isfinite(y)) << y;
+  x[5] = 70000.0f;  // sample 1 (fp32 holds it; fp16 does not)
+  layer->in.copy_from_host(x);
+  layer->forward();
+  const std::vector<float> out = layer->out.to_host();
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(std::isfinite(out[i])) << "sample 0, unit " << i;
+  for (int i = 3; i < 6; ++i) EXPECT_FALSE(std::isfinite(out[i])) << "sample 1, unit " << i;
 }
 
 // Other layers stay fp32 under bf16 (autocast keeps norms, pooling and the rest in fp32).
@@ -444,146 +363,6 @@ TEST(LayerShapes, KernelRejectsABindingThatDisagreesWithTheSpec) {
   LayerBinding too_small = good;
   too_small.in = Shape{2, 2, 2, 2};
   EXPECT_THROW(make_cpu_layer(Conv2DSpec{4, 3, 1, Padding::kValid}, too_small, device), Error);
-}
-
-// Random values with a mean and a spread of their own per channel (c·0.5 − 1 and 1 + c/4),
-// so that running statistics that ignore the batch's mean or variance show.
-std::vector<float> offset_values(const Shape& in, uint64_t seed) {
-  std::vector<float> x = random_values(in.numel(), seed);
-  const int64_t channels = in[in.rank() - 1];
-  for (size_t i = 0; i < x.size(); ++i) {
-    const auto c = static_cast<double>(static_cast<int64_t>(i) % channels);
-    x[i] = static_cast<float>(x[i] * (1.0 + c / 4.0) + c * 0.5 - 1.0);
-  }
-  return x;
-}
-
-// PyTorch's update of the running statistics by one training batch, in double.
-void update_running_stats(const BatchNorm2DSpec& spec, const Shape& in, const std::vector<float>& x,
-                          std::vector<double>& mean, std::vector<double>& var) {
-  const int64_t channels = in[3];
-  const int64_t count = in.numel() / channels;
-  for (int64_t c = 0; c < channels; ++c) {
-    double sum = 0.0, squares = 0.0;
-    for (int64_t p = 0; p < count; ++p) sum += x[static_cast<size_t>(p * channels + c)];
-    const double batch_mean = sum / static_cast<double>(count);
-    for (int64_t p = 0; p < count; ++p) {
-      const double d = x[static_cast<size_t>(p * channels + c)] - batch_mean;
-      squares += d * d;
-    }
-    const double unbiased = squares / static_cast<double>(count - 1);
-    const double m = spec.momentum;
-    const auto ci = static_cast<size_t>(c);
-    mean[ci] = (1.0 - m) * mean[ci] + m * batch_mean;
-    var[ci] = (1.0 - m) * var[ci] + m * unbiased;
-  }
-}
-
-TEST(LayerBatchNorm, TrainingMovesTheRunningStatisticsAsPyTorchDoes) {
-  const BatchNorm2DSpec spec{1e-5f, 0.3f};
-  const LayerCase c{"batch_norm", spec, Shape{3, 4, 5, 6}};
-  BoundLayer layer(c);
-  fill_random_params(layer, 8);
-  std::vector<double> mean(6, 0.0), var(6, 1.0);
-  for (uint64_t seed : {9, 10}) {
-    const std::vector<float> x = offset_values(c.in, seed);
-    layer.in.copy_from_host(x);
-    layer.forward();
-    update_running_stats(spec, c.in, x, mean, var);
-  }
-  expect_close(layer.buffers[0].to_host(), mean, 1e-6, 1e-6, "running_mean");
-  expect_close(layer.buffers[1].to_host(), var, 1e-6, 1e-6, "running_var");
-  EXPECT_EQ(layer.buffers[2].to_host(), std::vector<float>{2.0f}) << "num_batches_tracked";
-}
-
-TEST(LayerBatchNorm, EvaluationNormalizesWithTheRunningStatisticsAndKeepsThem) {
-  const BatchNorm2DSpec spec{1e-3f, 0.1f};
-  const LayerCase c{"batch_norm", spec, Shape{2, 3, 4, 5}};
-  BoundLayer layer(c);
-  fill_random_params(layer, 11);
-  std::vector<float> running_var = random_values(5, 12);
-  for (float& v : running_var) v = 0.75f + 0.5f * v;  // in [0.25, 1.25]
-  layer.buffers[0].copy_from_host(random_values(5, 13));
-  layer.buffers[1].copy_from_host(running_var);
-  layer.buffers[2].copy_from_host(std::vector<float>{4.0f});
-  std::vector<std::vector<float>> before;
-  for (const Tensor& b : layer.buffers) before.push_back(b.to_host());
-  const std::vector<float> x = offset_values(c.in, 14);
-  layer.in.copy_from_host(x);
-  layer.kernel->forward_eval(layer.in.data(), layer.out.data(), layer.device.default_stream());
-
-  const std::vector<float> gamma = layer.params[0].to_host(), beta = layer.params[1].to_host();
-  std::vector<double> expected(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const size_t ch = i % 5;
-    expected[i] = gamma[ch] * (x[i] - before[0][ch]) /
-                      std::sqrt(static_cast<double>(before[1][ch]) + spec.eps) +
-                  beta[ch];
-  }
-  expect_close(layer.out.to_host(), expected, kForwardAbs, kForwardRel, "out");
-  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(layer.buffers[i].to_host(), before[i]) << i;
-}
-
-// PyTorch refuses a training batch with a single value per channel (its variance is
-// undefined); evaluation normalizes it with the running statistics.
-TEST(LayerBatchNorm, TrainingRejectsASingleValuePerChannel) {
-  const LayerCase c{"batch_norm", BatchNorm2DSpec{}, Shape{1, 1, 1, 3}};
-  BoundLayer layer(c);
-  layer.in.copy_from_host(std::vector<float>{0.5f, -1.0f, 2.0f});
-  fill_random_params(layer, 15);
-  try {
-    layer.forward();
-    ADD_FAILURE() << "a training forward of one value per channel did not throw";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("BatchNorm2D"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("more than one value"), std::string::npos) << e.what();
-  }
-  EXPECT_EQ(layer.buffers[2].to_host(), std::vector<float>{0.0f}) << "num_batches_tracked";
-  EXPECT_NO_THROW(
-      layer.kernel->forward_eval(layer.in.data(), layer.out.data(), layer.device.default_stream()));
-}
-
-// The kernel promises the same bits whatever the thread count (its sums run over chunks fixed
-// by the shape): of the output, the running statistics and the gradients. Threads that shared
-// a chunk's partial sums would show here.
-TEST(LayerBatchNorm, ResultsDoNotDependOnTheThreadCount) {
-  std::vector<std::vector<float>> results[2];
-  for (const int threads : {1, 3}) {
-    const LayerCase c{"batch_norm", BatchNorm2DSpec{}, Shape{4, 6, 5, 16}, threads};
-    BoundLayer layer(c);
-    layer.device.make_current();
-    layer.in.copy_from_host(offset_values(c.in, 16));
-    layer.dout.copy_from_host(random_values(c.in.numel(), 17));
-    fill_random_params(layer, 16);
-    layer.forward();
-    layer.backward(/*with_din=*/true);
-    std::vector<std::vector<float>>& r = results[threads == 1 ? 0 : 1];
-    for (const Tensor* t : {&layer.out, &layer.din, &layer.grads[0], &layer.grads[1],
-                            &layer.buffers[0], &layer.buffers[1]}) {
-      r.push_back(t->to_host());
-    }
-  }
-  ASSERT_EQ(results[0].size(), results[1].size());
-  for (size_t i = 0; i < results[0].size(); ++i) EXPECT_EQ(results[0][i], results[1][i]) << i;
-}
-
-// As batch norm's: rows are independent and the parameter gradients' sums run over parts of the
-// rows fixed by the shape (1100 rows: three parts), so threads change no bit.
-TEST(LayerLayerNorm, ResultsDoNotDependOnTheThreadCount) {
-  std::vector<std::vector<float>> results[2];
-  for (const int threads : {1, 3}) {
-    const LayerCase c{"layer_norm", LayerNormSpec{}, Shape{2, 550, 300}, threads};
-    BoundLayer layer(c);
-    layer.in.copy_from_host(offset_values(c.in, 18));
-    layer.dout.copy_from_host(random_values(c.in.numel(), 19));
-    fill_random_params(layer, 18);
-    layer.forward();
-    layer.backward(/*with_din=*/true);
-    for (const Tensor* t : {&layer.out, &layer.din, &layer.grads[0], &layer.grads[1]}) {
-      results[threads == 1 ? 0 : 1].push_back(t->to_host());
-    }
-  }
-  for (size_t i = 0; i < results[0].size(); ++i) EXPECT_EQ(results[0][i], results[1][i]) << i;
 }
 
 }  // namespace

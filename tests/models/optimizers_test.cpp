@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/cpu/cpu_device.h"
 #include "core/error.h"
 #include "core/random.h"
@@ -15,6 +17,7 @@
 #include "models/model.h"
 #include "models/optimizer.h"
 #include "models/zoo.h"
+#include "tests/models/loss_scaling_checks.h"
 
 namespace scalescope {
 namespace {
@@ -231,6 +234,36 @@ TEST(Optimizer, StepUpdatesTheModelAndCountsSteps) {
   for (size_t i = 0; i < w2.size(); ++i) {
     ASSERT_NEAR(w2[i], w0[i] - (0.1 + 0.05 * 1.9) * grads[i], 1e-6) << i;
   }
+}
+
+// ---- dynamic loss scaling's device side (tests/models/loss_scaling_checks.h)
+
+TEST(LossScaling, UnscaleDividesEveryGradientAndFlagsOverflowOnCpuAndSim) {
+  for (const DeviceKind kind : {DeviceKind::kCpu, DeviceKind::kSim}) {
+    SCOPED_TRACE(to_string(kind));
+    std::unique_ptr<Device> device = backend(kind).open(0, BackendOptions{});
+    testing_util::expect_unscale_flags_overflow(*device);
+  }
+}
+
+// On simulated devices the flag is read by the update's launch, in stream order.
+TEST(LossScaling, AnOptimizerSkipsItsUpdateWhileTheFlagIsSetOnCpuAndSim) {
+  for (const DeviceKind kind : {DeviceKind::kCpu, DeviceKind::kSim}) {
+    SCOPED_TRACE(to_string(kind));
+    std::unique_ptr<Device> device = backend(kind).open(0, BackendOptions{});
+    testing_util::expect_optimizers_skip_while_flagged(*device);
+  }
+}
+
+TEST(Optimizer, ARescindedStepDoesNotCount) {
+  CpuDevice device(0, 1);
+  Model model(make_model("dense-100"), Shape{100}, device, 1);
+  Optimizer optimizer(adam(1e-3f, 0.0f), model);
+  EXPECT_THROW(optimizer.rescind_step(), Error);
+  optimizer.step(device.default_stream());
+  optimizer.step(device.default_stream());
+  optimizer.rescind_step();
+  EXPECT_EQ(optimizer.steps_done(), 1);
 }
 
 }  // namespace

@@ -428,8 +428,15 @@ def main():
         if target_doc is not None and not target_doc.get("target", {}).get("reached"):
             fail("run-target.json trained to accuracy 0.3 on learnable synthetic data but did not "
                  f"reach it: {target_doc.get('target')}")
+        # fp16 on simulated devices: the loss scaling block.
+        fp16_doc = produce(binary, tmp, "run-fp16.json",
+                           ["train", "--model", "dense-100", "--devices", "sim:2", "--steps", "3",
+                            "--no-eval", "-q", "--precision", "fp16"])
+        if fp16_doc is not None and fp16_doc["run"].get("loss_scaling", {}).get("skipped") != 0:
+            fail("run-fp16.json trained in fp16 without an overflow but its run.loss_scaling is "
+                 f"{fp16_doc['run'].get('loss_scaling')}")
         for name, doc in (("run.json", run_doc), ("run-eval.json (with evals)", eval_doc),
-                          ("run-target.json", target_doc)):
+                          ("run-target.json", target_doc), ("run-fp16.json", fp16_doc)):
             if doc is not None:
                 expect_valid(run_v, doc, name)
         if eval_doc is not None and not eval_doc["evals"]:

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,21 @@ std::vector<double> losses(const RunReport& r) {
   return out;
 }
 
+// From the same weights and batches, the 16-bit run's losses follow fp32's within 5e-2 while not
+// being fp32's (its kernels did compute on 16-bit copies), and it learns.
+void expect_follows_fp32(const RunReport& half, const RunReport& fp32) {
+  const std::vector<double> a = losses(fp32);
+  const std::vector<double> b = losses(half);
+  ASSERT_EQ(a.size(), b.size());
+  double differs = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(b[i], a[i], 5e-2 * std::abs(a[i])) << "step " << i + 1;
+    differs = std::max(differs, std::abs(b[i] - a[i]));
+  }
+  EXPECT_GT(differs, 1e-6);
+  EXPECT_LT(b.back(), b.front());
+}
+
 // SGD with momentum: Adam's first steps move every weight by the learning rate whatever the
 // gradient's size, so that rounding flips the sign of the smallest gradients' steps.
 TrainOptions cnn_run(const std::string& devices, const std::string& precision) {
@@ -42,8 +60,10 @@ TEST(Precision, EachDeviceKindHasItsDefaultAndRefusesWhatItsKernelsDoNotCompute)
   EXPECT_CONTAINS(error_of([] { (void)run_precision("tf32", DeviceKind::kCpu); }),
                   "precision tf32: cpu devices compute in fp32 or bf16 (TF32 is a format of GPU "
                   "tensor cores)");
-  EXPECT_CONTAINS(error_of([] { (void)run_precision("fp16", DeviceKind::kSim); }),
-                  "fp16 needs loss scaling");
+  EXPECT_EQ(run_precision("fp16", DeviceKind::kSim), Precision::kFp16);
+  EXPECT_CONTAINS(error_of([] { (void)run_precision("fp16", DeviceKind::kCpu); }),
+                  "precision fp16: cpu devices compute in fp32 or bf16 (oneDNN 2.6 has no fp16 "
+                  "kernels for CPUs)");
   EXPECT_CONTAINS(error_of([] { (void)run_precision("fp8", DeviceKind::kCpu); }),
                   "precision 'fp8': unknown; use fp32, tf32, bf16 or fp16");
   if (find_backend(DeviceKind::kCuda) != nullptr) {
@@ -61,16 +81,7 @@ TEST(Precision, Bf16TrainsCifarCnnLikeFp32OnCpu) {
   const RunReport bf16 = train(cnn_run("cpu:1", "bf16"));
   EXPECT_EQ(fp32.precision, Precision::kFp32);
   EXPECT_EQ(bf16.precision, Precision::kBf16);
-  const std::vector<double> a = losses(fp32);
-  const std::vector<double> b = losses(bf16);
-  ASSERT_EQ(a.size(), b.size());
-  double differs = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_NEAR(b[i], a[i], 5e-2 * std::abs(a[i])) << "step " << i + 1;
-    differs = std::max(differs, std::abs(b[i] - a[i]));
-  }
-  EXPECT_GT(differs, 1e-6);
-  EXPECT_LT(b.back(), b.front());  // it learns
+  expect_follows_fp32(bf16, fp32);
   for (const KernelChoiceRecord& k : bf16.kernels) EXPECT_EQ(k.math, "bf16") << k.layer_name;
   for (const KernelChoiceRecord& k : fp32.kernels) EXPECT_EQ(k.math, "fp32") << k.layer_name;
 }
@@ -91,6 +102,68 @@ TEST(Precision, Bf16ReplicasOnSimulatedAcceleratorsStayIdentical) {
   const std::vector<double> b = losses(r);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 2e-2 * std::abs(a[i])) << i + 1;
+}
+
+// fp16 on two simulated accelerators: emulated fp16 kernels under dynamic loss scaling, with
+// the GPU path's orchestration. From the same weights and batches the losses follow fp32's,
+// the scale stays at its start (20 steps, none overflowing) and the report says so.
+TEST(Precision, Fp16WithLossScalingTrainsLikeFp32OnSimulatedAccelerators) {
+  TrainOptions o = cnn_run("sim:2", "fp16");
+  o.batch = 8;
+  const RunReport fp16 = train(o);
+  o.precision = "fp32";
+  const RunReport fp32 = train(o);
+  EXPECT_EQ(fp16.precision, Precision::kFp16);
+  EXPECT_FALSE(fp32.loss_scaling);
+  ASSERT_TRUE(fp16.loss_scaling);
+  EXPECT_EQ(fp16.loss_scaling->initial_scale, 65536.0);
+  EXPECT_EQ(fp16.loss_scaling->final_scale, 65536.0);
+  EXPECT_TRUE(fp16.loss_scaling->skipped_steps.empty());
+  EXPECT_CONTAINS(fp16.precision_note, "emulate fp16");
+  for (const KernelChoiceRecord& k : fp16.kernels) EXPECT_EQ(k.math, "fp16-emulated");
+  expect_follows_fp32(fp16, fp32);
+}
+
+// A loss scaled so far on one replica that its gradients overflow fp16 at step 3: the
+// all-reduce carries the infinity to every replica, each skips that step (its weights stay
+// those of step 2) and halves the scale, and training goes on from there; the replicas end
+// identical (the trainer's consistency check).
+TEST(Precision, APlantedFp16OverflowSkipsThatStepOnEveryReplica) {
+  TrainOptions o = cnn_run("sim:2", "fp16");
+  o.batch = 8;
+  o.steps = 6;
+  o.optimizer = OptimizerConfig{};  // Adam: a skipped step must not count for its bias correction
+  std::map<std::pair<int, int64_t>, std::vector<float>> weights;
+  std::mutex mutex;
+  TrainHooks hooks;
+  hooks.loss_scale_factor = [](int rank, int64_t step) {
+    return rank == 1 && step == 3 ? std::ldexp(1.0f, 40) : 1.0f;
+  };
+  hooks.after_step = [&](int rank, int64_t step, std::span<float> w) {
+    const std::lock_guard lock(mutex);
+    weights[{rank, step}].assign(w.begin(), w.end());
+  };
+  const RunReport r = train(o, hooks);
+  ASSERT_TRUE(r.loss_scaling);
+  EXPECT_EQ(r.loss_scaling->skipped_steps, (std::vector<int64_t>{3}));
+  EXPECT_EQ(r.loss_scaling->final_scale, 32768.0);
+  EXPECT_GE(r.consistency_checks, 1);
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE(rank);
+    EXPECT_EQ(weights.at({rank, 3}), weights.at({rank, 2}));
+    EXPECT_NE(weights.at({rank, 2}), weights.at({rank, 1}));
+    EXPECT_NE(weights.at({rank, 4}), weights.at({rank, 3}));
+    for (const float w : weights.at({rank, 6})) ASSERT_TRUE(std::isfinite(w));
+  }
+  // The loss of the planted step is still the loss (the scale is taken out again).
+  for (const StepRecord& s : r.steps) EXPECT_TRUE(std::isfinite(s.loss)) << s.step;
+  EXPECT_NEAR(r.steps[2].loss, r.steps[1].loss, 0.5 * r.steps[1].loss);
+}
+
+TEST(Precision, Fp16RefusesTheNoiseScaleWhoseStepsItMaySkip) {
+  TrainOptions o = cnn_run("sim:2", "fp16");
+  o.noise_scale = true;
+  EXPECT_CONTAINS(error_of([&] { validate(o); }), "measure the noise scale in fp32 or bf16");
 }
 
 TEST(Precision, TheRetiredNoTf32FlagNamesItsReplacement) {

@@ -1,6 +1,6 @@
 // training_memory (what `scalescope models SPEC --batch B` prints) against the peak that
 // training measures: on CPU and simulated devices, sequential models and graphs, each
-// optimizer's state, fp32 and bf16, the measured peak of a run without evaluation within 5% of
+// optimizer's state, each precision, the measured peak of a run without evaluation within 5% of
 // the plan.
 #include "harness/trainer/training_memory.h"
 
@@ -13,6 +13,7 @@
 
 #include "core/backend.h"
 #include "harness/trainer/trainer.h"
+#include "models/kernels.h"
 #include "models/zoo.h"
 #include "tests/harness/trainer/train_helpers.h"
 #include "tests/models/precision_scope.h"
@@ -44,10 +45,11 @@ int64_t planned(const MemoryCase& c, DeviceKind kind, const OptimizerConfig& opt
   return training_memory(model, c.batch, optimizer, /*staged=*/true).total();
 }
 
-// In fp32 and in bf16, whose kernels hold bf16 copies of their operands.
+// In every precision the device offers: fp32, bf16 (whose kernels hold bf16 copies of their
+// operands) and on `sim` emulated fp16 (fp32 copies rounded to fp16, and the loss scaler's flag).
 TEST(TrainingMemory, TheMeasuredPeakIsThePlannedOne) {
   for (const DeviceKind kind : {DeviceKind::kCpu, DeviceKind::kSim}) {
-    for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
+    for (const Precision precision : kernel_backend(kind).precisions()) {
       for (const MemoryCase& c : cases()) {
         SCOPED_TRACE(c.model + " on " + to_string(kind) + " in " + to_string(precision));
         TrainOptions o =

@@ -101,5 +101,30 @@ INSTANTIATE_TEST_SUITE_P(Formats, HalfSpan,
                            return info.param == km::HalfFormat::kFp16 ? "Fp16" : "Bf16";
                          });
 
+// Emulated fp16's rounding: the scalar round trip's bits at every length around the vector
+// body (infinity beyond fp16's range), in place or not, nothing past n written.
+TEST(RoundToFp16Span, GivesTheScalarRoundTripsBits) {
+  const std::vector<float> in = probe_floats();
+  std::vector<float> out(in.size() + 1, 42.0f);
+  for (const int64_t n : {int64_t{0}, int64_t{7}, int64_t{9}, static_cast<int64_t>(in.size())}) {
+    round_to_fp16_span(in.data(), out.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const auto k = static_cast<size_t>(i);
+      const float want = km::fp16_to_float(km::float_to_fp16(in[k]));
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(out[k])) << i;
+      } else {
+        ASSERT_EQ(km::float_bits(out[k]), km::float_bits(want)) << i << " of " << n;
+      }
+    }
+    EXPECT_EQ(out[static_cast<size_t>(n)], 42.0f) << "n " << n;  // longer n come later
+  }
+  std::vector<float> same = {1.0f / 3.0f, 70000.0f, -1e-8f};
+  round_to_fp16_span(same.data(), same.data(), 3);
+  EXPECT_EQ(same[0], km::fp16_to_float(km::float_to_fp16(1.0f / 3.0f)));
+  EXPECT_TRUE(std::isinf(same[1]));
+  EXPECT_EQ(same[2], km::fp16_to_float(km::float_to_fp16(-1e-8f)));
+}
+
 }  // namespace
 }  // namespace scalescope

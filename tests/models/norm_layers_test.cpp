@@ -1,0 +1,161 @@
+// Batch and layer normalisation's CPU kernels beyond the reference checks of layers_test.cpp:
+// batch norm's running statistics in training and evaluation, its refusal of a single value per
+// channel, and both kernels' independence of the thread count.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "models/layer_spec.h"
+#include "tests/models/bound_layer.h"
+#include "tests/models/reference.h"
+
+namespace scalescope {
+namespace {
+
+using namespace testing_util;  // NOLINT(google-build-using-namespace): the layer tests' kit
+
+// Random values with a mean and a spread of their own per channel (c·0.5 − 1 and 1 + c/4),
+// so that running statistics that ignore the batch's mean or variance show.
+std::vector<float> offset_values(const Shape& in, uint64_t seed) {
+  std::vector<float> x = random_values(in.numel(), seed);
+  const int64_t channels = in[in.rank() - 1];
+  for (size_t i = 0; i < x.size(); ++i) {
+    const auto c = static_cast<double>(static_cast<int64_t>(i) % channels);
+    x[i] = static_cast<float>(x[i] * (1.0 + c / 4.0) + c * 0.5 - 1.0);
+  }
+  return x;
+}
+
+// PyTorch's update of the running statistics by one training batch, in double.
+void update_running_stats(const BatchNorm2DSpec& spec, const Shape& in, const std::vector<float>& x,
+                          std::vector<double>& mean, std::vector<double>& var) {
+  const int64_t channels = in[3];
+  const int64_t count = in.numel() / channels;
+  for (int64_t c = 0; c < channels; ++c) {
+    double sum = 0.0, squares = 0.0;
+    for (int64_t p = 0; p < count; ++p) sum += x[static_cast<size_t>(p * channels + c)];
+    const double batch_mean = sum / static_cast<double>(count);
+    for (int64_t p = 0; p < count; ++p) {
+      const double d = x[static_cast<size_t>(p * channels + c)] - batch_mean;
+      squares += d * d;
+    }
+    const double unbiased = squares / static_cast<double>(count - 1);
+    const double m = spec.momentum;
+    const auto ci = static_cast<size_t>(c);
+    mean[ci] = (1.0 - m) * mean[ci] + m * batch_mean;
+    var[ci] = (1.0 - m) * var[ci] + m * unbiased;
+  }
+}
+
+TEST(LayerBatchNorm, TrainingMovesTheRunningStatisticsAsPyTorchDoes) {
+  const BatchNorm2DSpec spec{1e-5f, 0.3f};
+  const LayerCase c{"batch_norm", spec, Shape{3, 4, 5, 6}};
+  BoundLayer layer(c);
+  fill_random_params(layer, 8);
+  std::vector<double> mean(6, 0.0), var(6, 1.0);
+  for (uint64_t seed : {9, 10}) {
+    const std::vector<float> x = offset_values(c.in, seed);
+    layer.in.copy_from_host(x);
+    layer.forward();
+    update_running_stats(spec, c.in, x, mean, var);
+  }
+  expect_close(layer.buffers[0].to_host(), mean, 1e-6, 1e-6, "running_mean");
+  expect_close(layer.buffers[1].to_host(), var, 1e-6, 1e-6, "running_var");
+  EXPECT_EQ(layer.buffers[2].to_host(), std::vector<float>{2.0f}) << "num_batches_tracked";
+}
+
+TEST(LayerBatchNorm, EvaluationNormalizesWithTheRunningStatisticsAndKeepsThem) {
+  const BatchNorm2DSpec spec{1e-3f, 0.1f};
+  const LayerCase c{"batch_norm", spec, Shape{2, 3, 4, 5}};
+  BoundLayer layer(c);
+  fill_random_params(layer, 11);
+  std::vector<float> running_var = random_values(5, 12);
+  for (float& v : running_var) v = 0.75f + 0.5f * v;  // in [0.25, 1.25]
+  layer.buffers[0].copy_from_host(random_values(5, 13));
+  layer.buffers[1].copy_from_host(running_var);
+  layer.buffers[2].copy_from_host(std::vector<float>{4.0f});
+  std::vector<std::vector<float>> before;
+  for (const Tensor& b : layer.buffers) before.push_back(b.to_host());
+  const std::vector<float> x = offset_values(c.in, 14);
+  layer.in.copy_from_host(x);
+  layer.kernel->forward_eval(layer.in.data(), layer.out.data(), layer.device.default_stream());
+
+  const std::vector<float> gamma = layer.params[0].to_host(), beta = layer.params[1].to_host();
+  std::vector<double> expected(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const size_t ch = i % 5;
+    expected[i] = gamma[ch] * (x[i] - before[0][ch]) /
+                      std::sqrt(static_cast<double>(before[1][ch]) + spec.eps) +
+                  beta[ch];
+  }
+  expect_close(layer.out.to_host(), expected, kForwardAbs, kForwardRel, "out");
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(layer.buffers[i].to_host(), before[i]) << i;
+}
+
+// PyTorch refuses a training batch with a single value per channel (its variance is
+// undefined); evaluation normalizes it with the running statistics.
+TEST(LayerBatchNorm, TrainingRejectsASingleValuePerChannel) {
+  const LayerCase c{"batch_norm", BatchNorm2DSpec{}, Shape{1, 1, 1, 3}};
+  BoundLayer layer(c);
+  layer.in.copy_from_host(std::vector<float>{0.5f, -1.0f, 2.0f});
+  fill_random_params(layer, 15);
+  try {
+    layer.forward();
+    ADD_FAILURE() << "a training forward of one value per channel did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("BatchNorm2D"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("more than one value"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(layer.buffers[2].to_host(), std::vector<float>{0.0f}) << "num_batches_tracked";
+  EXPECT_NO_THROW(
+      layer.kernel->forward_eval(layer.in.data(), layer.out.data(), layer.device.default_stream()));
+}
+
+// The kernel promises the same bits whatever the thread count (its sums run over chunks fixed
+// by the shape): of the output, the running statistics and the gradients. Threads that shared
+// a chunk's partial sums would show here.
+TEST(LayerBatchNorm, ResultsDoNotDependOnTheThreadCount) {
+  std::vector<std::vector<float>> results[2];
+  for (const int threads : {1, 3}) {
+    const LayerCase c{"batch_norm", BatchNorm2DSpec{}, Shape{4, 6, 5, 16}, threads};
+    BoundLayer layer(c);
+    layer.device.make_current();
+    layer.in.copy_from_host(offset_values(c.in, 16));
+    layer.dout.copy_from_host(random_values(c.in.numel(), 17));
+    fill_random_params(layer, 16);
+    layer.forward();
+    layer.backward(/*with_din=*/true);
+    std::vector<std::vector<float>>& r = results[threads == 1 ? 0 : 1];
+    for (const Tensor* t : {&layer.out, &layer.din, &layer.grads[0], &layer.grads[1],
+                            &layer.buffers[0], &layer.buffers[1]}) {
+      r.push_back(t->to_host());
+    }
+  }
+  ASSERT_EQ(results[0].size(), results[1].size());
+  for (size_t i = 0; i < results[0].size(); ++i) EXPECT_EQ(results[0][i], results[1][i]) << i;
+}
+
+// As batch norm's: rows are independent and the parameter gradients' sums run over parts of the
+// rows fixed by the shape (1100 rows: three parts), so threads change no bit.
+TEST(LayerLayerNorm, ResultsDoNotDependOnTheThreadCount) {
+  std::vector<std::vector<float>> results[2];
+  for (const int threads : {1, 3}) {
+    const LayerCase c{"layer_norm", LayerNormSpec{}, Shape{2, 550, 300}, threads};
+    BoundLayer layer(c);
+    layer.in.copy_from_host(offset_values(c.in, 18));
+    layer.dout.copy_from_host(random_values(c.in.numel(), 19));
+    fill_random_params(layer, 18);
+    layer.forward();
+    layer.backward(/*with_din=*/true);
+    for (const Tensor* t : {&layer.out, &layer.din, &layer.grads[0], &layer.grads[1]}) {
+      results[threads == 1 ? 0 : 1].push_back(t->to_host());
+    }
+  }
+  for (size_t i = 0; i < results[0].size(); ++i) EXPECT_EQ(results[0][i], results[1][i]) << i;
+}
+
+}  // namespace
+}  // namespace scalescope
