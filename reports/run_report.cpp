@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/check.h"
 #include "core/enum_names.h"
@@ -323,6 +324,21 @@ nlohmann::json to_json(const AllReduceSplit& s) {
 
 AllReduceSplit split_from_json(const JsonReader& r) {
   return read_fields<AllReduceSplit>(r);
+}
+
+void JsonFields<LossScalingRecord>::check(const LossScalingRecord& s, const JsonReader& r) {
+  SS_CHECK(std::isfinite(s.initial_scale) && s.initial_scale > 0.0, "{} {} must be positive",
+           r.name("initial_scale"), s.initial_scale);
+  SS_CHECK(std::isfinite(s.final_scale) && s.final_scale > 0.0, "{} {} must be positive",
+           r.name("final_scale"), s.final_scale);
+  SS_CHECK(s.growth_factor > 1.0 && s.backoff_factor > 0.0 && s.backoff_factor < 1.0 &&
+               s.growth_interval >= 1,
+           "{}: growth {} every {} steps and backoff {} cannot scale a loss",
+           r.name("growth_factor"), s.growth_factor, s.growth_interval, s.backoff_factor);
+  for (size_t i = 0; i < s.skipped_steps.size(); ++i) {
+    SS_CHECK(s.skipped_steps[i] >= 1 && (i == 0 || s.skipped_steps[i] > s.skipped_steps[i - 1]),
+             "{}: step {} out of order", r.name("skipped_steps"), s.skipped_steps[i]);
+  }
 }
 
 void JsonFields<AllReduceSplit>::check(const AllReduceSplit& a, const JsonReader& r) {

@@ -196,6 +196,7 @@ struct JsonFields<LossScalingRecord> {
       field("initial_scale", &L::initial_scale), field("growth_factor", &L::growth_factor),
       field("backoff_factor", &L::backoff_factor), field("growth_interval", &L::growth_interval),
       field("final_scale", &L::final_scale), field("skipped_steps", &L::skipped_steps));
+  static void check(const LossScalingRecord& s, const JsonReader& r);
 };
 
 template <>

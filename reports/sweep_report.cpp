@@ -201,6 +201,7 @@ json repeat_json(const RepeatRecord& r, size_t buckets) {
   if (r.gpu_util_percent) out["gpu_util_percent"] = *r.gpu_util_percent;
   if (global) out["grad_sq_global"] = *global;
   if (r.target) out["target"] = to_json(*r.target);
+  if (r.loss_scaling) out["loss_scaling"] = write_fields(*r.loss_scaling);
   return out;
 }
 
@@ -420,7 +421,10 @@ RepeatRecord repeat_from_json(const JsonReader& r, size_t buckets) {
   bucket_ms_from_json(r, buckets, out.steps);
   if (r.has("grad_sq_global")) grad_norms_from_json(r, out.steps);         // since 1.7
   if (r.has("target")) out.target = target_from_json(r.object("target"));  // since 1.7
-  if (r.has("allreduce_split")) {                                          // since 1.2
+  if (r.has("loss_scaling")) {                                             // since 1.17
+    out.loss_scaling = read_fields<LossScalingRecord>(r.object("loss_scaling"));
+  }
+  if (r.has("allreduce_split")) {  // since 1.2
     out.allreduce_split = split_from_json(r.object("allreduce_split"));
   }
   if (r.has("gpu_util_percent")) {  // since 1.2

@@ -24,7 +24,7 @@
 namespace scalescope {
 
 inline constexpr const char* kSweepSchema = "scalescope-sweep";
-inline constexpr const char* kSweepSchemaVersion = "1.16";
+inline constexpr const char* kSweepSchemaVersion = "1.17";
 
 // Weak scaling keeps the per-device batch (the global batch grows with the devices); strong
 // scaling keeps the global batch (each device gets a smaller share).
@@ -42,7 +42,8 @@ struct RepeatRecord {
   std::optional<AllReduceSplit> allreduce_split;  // runs across nodes
   // GPU runs: NVML's utilisation over the measured steps, averaged over the GPUs sampled.
   std::optional<double> gpu_util_percent;
-  std::optional<TargetRecord> target;  // time-to-accuracy sweeps
+  std::optional<TargetRecord> target;             // time-to-accuracy sweeps
+  std::optional<LossScalingRecord> loss_scaling;  // fp16 runs. Since 1.17.
 };
 
 // What the analysis derives for one point. Filled by analyze().

@@ -194,6 +194,7 @@ RepeatRecord repeat_of(const RunReport& run) {
                  run.steps.end());
   r.allreduce_split = run.allreduce_split;
   r.target = run.target;
+  r.loss_scaling = run.loss_scaling;
   double util = 0.0;
   int gpus = 0;
   for (const GpuUtilization& u : run.gpu_utilization) {

@@ -308,6 +308,24 @@ void precision_lines(std::string& out, const SweepReport& report) {
   }
 }
 
+// fp16 repeats whose loss scaling skipped steps: timed like the others, they updated nothing.
+void loss_scaling_lines(std::string& out, const SweepReport& report) {
+  for (const SweepPoint& p : report.points) {
+    for (size_t i = 0; i < p.repeats.size(); ++i) {
+      const RepeatRecord& r = p.repeats[i];
+      if (!r.loss_scaling || r.loss_scaling->skipped_steps.empty()) continue;
+      const std::vector<int64_t>& skipped = r.loss_scaling->skipped_steps;
+      const auto measured = std::count_if(skipped.begin(), skipped.end(),
+                                          [&](int64_t n) { return n > r.warmup_steps; });
+      fmt::format_to(std::back_inserter(out),
+                     "{} (repeat {}): fp16's loss scaling skipped step {} ({} of them measured); "
+                     "the scale ended at {:g}\n",
+                     p.label(), i + 1, fmt::join(skipped, ", "), measured,
+                     r.loss_scaling->final_scale);
+    }
+  }
+}
+
 std::string format_sweep_tables(const SweepReport& report) {
   std::string out;
   std::set<std::string> seen;
@@ -316,6 +334,7 @@ std::string format_sweep_tables(const SweepReport& report) {
   }
   fallback_lines(out, report);
   precision_lines(out, report);
+  loss_scaling_lines(out, report);
   out += format_point_layers(report);
   loss_table(out, report);
   communication_table(out, report);

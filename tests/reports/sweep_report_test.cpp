@@ -254,7 +254,7 @@ TEST(SweepReport, JsonRoundTripKeepsSamplesAndAnalysis) {
   r.points.push_back(failed);
   analyze(r);
   const nlohmann::json j = to_json(r);
-  EXPECT_EQ(j["schema_version"], "1.16");
+  EXPECT_EQ(j["schema_version"], "1.17");
   EXPECT_TRUE(j["points"][2]["summary"].is_null());
   const SweepReport back = sweep_report_from_json(nlohmann::json::parse(j.dump()), "r.json");
   ASSERT_EQ(back.points.size(), 3u);
@@ -322,6 +322,41 @@ TEST(SweepReport, NodeSplitAndGpuUtilisationAreAnalysedAndKept) {
   bad["points"][1]["repeats"][0]["gpu_util_percent"] = 140.0;
   EXPECT_CONTAINS(testing_util::error_of([&] { sweep_report_from_json(bad, "r.json"); }),
                   "140 is not a percentage");
+}
+
+// fp16 repeats keep their loss scaling (resume reads it back, strictly), and the tables name
+// the steps it skipped, telling the measured ones from the warm-up's.
+TEST(SweepReport, Fp16RepeatsKeepTheStepsTheirLossScalingSkipped) {
+  SweepReport r = report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0),
+                             constant_point("m", 2, ScalingMode::kWeak, 32, 12.5)});
+  r.points[1].repeats[0].warmup_steps = 5;
+  r.points[1].repeats[0].loss_scaling = LossScalingRecord{.initial_scale = 65536.0,
+                                                          .growth_factor = 2.0,
+                                                          .backoff_factor = 0.5,
+                                                          .growth_interval = 2000,
+                                                          .final_scale = 8192.0,
+                                                          .skipped_steps = {1, 2, 9}};
+  r.points[1].repeats[1].loss_scaling = r.points[1].repeats[0].loss_scaling;
+  r.points[1].repeats[1].loss_scaling->skipped_steps.clear();
+  const nlohmann::json j = to_json(r);
+  const SweepReport back = sweep_report_from_json(nlohmann::json::parse(j.dump()), "r.json");
+  ASSERT_TRUE(back.points[1].repeats[0].loss_scaling.has_value());
+  EXPECT_EQ(back.points[1].repeats[0].loss_scaling->skipped_steps, (std::vector<int64_t>{1, 2, 9}));
+  EXPECT_FALSE(back.points[0].repeats[0].loss_scaling.has_value());
+  EXPECT_EQ(to_json(back), j);
+  const std::string tables = format_sweep_tables(r);
+  EXPECT_CONTAINS(tables,
+                  "(repeat 1): fp16's loss scaling skipped step 1, 2, 9 (1 of them "
+                  "measured); the scale ended at 8192");
+  EXPECT_EQ(tables.find("(repeat 2)"), std::string::npos);
+  nlohmann::json bad = j;
+  bad["points"][1]["repeats"][0]["loss_scaling"]["skipped_steps"] = {3, 2};
+  EXPECT_CONTAINS(testing_util::error_of([&] { sweep_report_from_json(bad, "r.json"); }),
+                  "step 2 out of order");
+  bad = j;
+  bad["points"][1]["repeats"][0]["loss_scaling"]["final_scale"] = 0.0;
+  EXPECT_CONTAINS(testing_util::error_of([&] { sweep_report_from_json(bad, "r.json"); }),
+                  "must be positive");
 }
 
 TEST(SweepReport, ReadingIsStrictAndNamesTheKey) {

@@ -473,10 +473,16 @@ def main():
         failed = produce(binary, tmp, "failed.json",
                          ["sweep"] + sweep_common + ["--global-batch", "4096", "--memory-limit-mb",
                                                      "4"])
-        # Simulated devices: the points say sim and the environment says what that means.
+        # Simulated devices: the points say sim and the environment says what that means; an
+        # fp16 axis gives repeats with loss_scaling.
         simulated = produce(binary, tmp, "sim.json",
                             ["sweep", "--models", "dense-100", "--devices", "sim:1,2", "--repeats",
-                             "1", "--steps", "3", "--max-warmup-steps", "3", "--batch", "8", "-q"])
+                             "1", "--steps", "3", "--max-warmup-steps", "3", "--batch", "8",
+                             "--precision", "fp32,fp16", "-q"])
+        if simulated is not None and any(
+                ("loss_scaling" in r) != (p["precision"] == "fp16")
+                for p in simulated["points"] for r in p["repeats"]):
+            fail("sim.json: every fp16 repeat needs a loss_scaling block, and only those")
         if simulated is not None:
             kinds = {p["device_kind"] for p in simulated["points"]}
             if kinds != {"sim"} or not simulated["environment"].get("simulated_devices"):

@@ -64,6 +64,12 @@ RunResults sample() {
                       .forward_ms = 0.5,
                       .backward_ms = 1.25,
                       .forward_flops = 2560}};
+  g.loss_scaling = LossScalingRecord{.initial_scale = 1024.0,
+                                     .growth_factor = 4.0,
+                                     .backoff_factor = 0.25,
+                                     .growth_interval = 7,
+                                     .final_scale = 256.0,
+                                     .skipped_steps = {1}};
   r.gpu_utilization = {{.host = "node7",
                         .pci_bus_id = "00000000:18:00.0",
                         .samples = 10,
@@ -87,6 +93,7 @@ TEST(Results, EveryKeyRoundTrips) {
   defaults.group.evals = {EvalRecord{}};
   defaults.group.kernels = {KernelChoiceRecord{}};
   defaults.group.layer_profile = {LayerTimeRecord{}};
+  defaults.group.loss_scaling = LossScalingRecord{};
   defaults.gpu_utilization = {GpuUtilization{}};
   nlohmann::json default_message = results_to_json(defaults, 0, 1, true);
   default_message["replicas"][0].erase("rank");  // replica 0's is a default record's
