@@ -372,4 +372,16 @@ int64_t forward_flops(const LayerSpec& layer, const Shape& in) {
       layer);
 }
 
+int64_t forward_bytes(const LayerSpec& layer, const Shape& in, int64_t batch) {
+  const int64_t out = output_shape(layer, in).numel();
+  if (std::holds_alternative<EmbeddingSpec>(layer)) {
+    return batch * (in.numel() + 2 * out) * static_cast<int64_t>(sizeof(float));
+  }
+  const int64_t operands = std::holds_alternative<AddSpec>(layer) ? 2 : 1;
+  int64_t fixed = 0;
+  for (const ParamSpec& p : param_specs(layer, in)) fixed += p.shape.numel();
+  for (const ParamSpec& p : buffer_specs(layer, in)) fixed += p.shape.numel();
+  return (batch * (operands * in.numel() + out) + fixed) * static_cast<int64_t>(sizeof(float));
+}
+
 }  // namespace scalescope

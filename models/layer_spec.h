@@ -155,6 +155,10 @@ BackwardReads backward_reads(const LayerSpec& layer);
 // Forward FLOPs per sample. A multiply-add counts two; element-wise ops and pooling count one
 // per element visited.
 int64_t forward_flops(const LayerSpec& layer, const Shape& in);
+// The bytes a forward over `batch` samples reads and writes at the least: its input (both of an
+// Add's operands), its output and its parameters and buffers once, in fp32; an embedding reads
+// only the rows it gathers. What a layer of few FLOPs per byte is bound by.
+int64_t forward_bytes(const LayerSpec& layer, const Shape& in, int64_t batch);
 
 // For "same" padding: the padding before and after along one axis (TensorFlow puts the odd
 // pixel after).

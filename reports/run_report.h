@@ -145,7 +145,15 @@ struct LayerTimeRecord {
   double forward_ms = 0.0;
   double backward_ms = 0.0;
   int64_t forward_flops = 0;  // of the replica's batch, per step (forward_flops × batch)
+  // What its forward moves at the least (models/layer_spec.h forward_bytes); 0: not recorded
+  // (reports before run 2.3 and sweep 1.17).
+  int64_t forward_bytes = 0;
   double total_ms() const { return forward_ms + backward_ms; }
+  // Few FLOPs per byte (below any CPU's or GPU's balance): memory bandwidth bounds its forward.
+  bool memory_bound() const {
+    return forward_bytes > 0 &&
+           static_cast<double>(forward_flops) < 4.0 * static_cast<double>(forward_bytes);
+  }
 };
 
 // The keys of the records above, for their writers and strict readers both (the run report's,
@@ -221,7 +229,8 @@ struct JsonFields<LayerTimeRecord> {
   static constexpr auto kFields =
       std::make_tuple(field("layer", &L::layer), field("layer_name", &L::layer_name),
                       field("forward_ms", &L::forward_ms), field("backward_ms", &L::backward_ms),
-                      field("forward_flops", &L::forward_flops));
+                      field("forward_flops", &L::forward_flops),
+                      optional_field("forward_bytes", &L::forward_bytes));
 };
 
 // The trainer's gradient bucket caps unless told otherwise (PyTorch DDP's): the first bucket,

@@ -57,7 +57,8 @@ std::vector<LayerTimeRecord> LayerProfiler::records(const Model& model, int64_t 
                                      : def.names[layer] + " " + describe(def.layers[layer]),
                    .forward_ms = slots_[layer * 2].total_ms / steps,
                    .backward_ms = slots_[layer * 2 + 1].total_ms / steps,
-                   .forward_flops = forward_flops(def.layers[layer], in) * batch});
+                   .forward_flops = forward_flops(def.layers[layer], in) * batch,
+                   .forward_bytes = forward_bytes(def.layers[layer], in, batch)});
   }
   return out;
 }

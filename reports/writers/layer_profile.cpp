@@ -22,11 +22,25 @@ double passes_ms(const RunReport& report) {
 }
 
 std::string row(const std::string& layer, const std::string& name, double forward_ms,
-                double backward_ms, double share, const std::string& gflops,
+                double backward_ms, double share, const std::string& rates,
                 const std::string& kernel) {
-  return fmt::format("{:>6}  {:<56} {:>10.3f} {:>11.3f} {:>9.3f} {:>6.1f}% {:>11}  {}\n", layer,
+  return fmt::format("{:>6}  {:<56} {:>10.3f} {:>11.3f} {:>9.3f} {:>6.1f}% {:>21}  {}\n", layer,
                      name.substr(0, 56), forward_ms, backward_ms, forward_ms + backward_ms,
-                     100.0 * share, gflops, kernel.substr(0, 60));
+                     100.0 * share, rates, kernel.substr(0, 60));
+}
+
+// The forward's GFLOP/s, and for a memory-bound layer the GB/s it moved: "-" where unknown.
+std::string forward_rates(const LayerTimeRecord& l) {
+  if (l.forward_ms <= 0.0) return "-";
+  const std::string gflops =
+      l.forward_flops > 0
+          ? fmt::format("{:.1f}", static_cast<double>(l.forward_flops) / (l.forward_ms * 1e6))
+          : "-";
+  const std::string gbps =
+      l.memory_bound()
+          ? fmt::format("{:.1f}", static_cast<double>(l.forward_bytes) / (l.forward_ms * 1e6))
+          : "-";
+  return fmt::format("{:>11} {:>9}", gflops, gbps);
 }
 
 // What the library chose for `layer`'s forward (oneDNN's implementation, cuDNN's algorithm
@@ -78,18 +92,14 @@ std::string format_layer_profile(const RunReport& report, size_t top) {
       "\nlayers of replica 0, mean per measured step: {:.3f} ms in all, in forward and backward "
       "phases of {:.3f} ms (the rest: the loss, and the gaps between layers)\n",
       all_ms, passes_ms(report));
-  out += fmt::format("{:>6}  {:<56} {:>10} {:>11} {:>9} {:>7} {:>11}  {}\n", "layer", "name",
-                     "forward ms", "backward ms", "total ms", "share", "fwd GFLOP/s",
+  out += fmt::format("{:>6}  {:<56} {:>10} {:>11} {:>9} {:>7} {:>11} {:>9}  {}\n", "layer", "name",
+                     "forward ms", "backward ms", "total ms", "share", "fwd GFLOP/s", "fwd GB/s",
                      "forward kernel");
   const size_t shown = std::min(top, layers.size());
   for (size_t i = 0; i < shown; ++i) {
     const LayerTimeRecord& l = layers[i];
-    const std::string gflops =
-        l.forward_flops > 0 && l.forward_ms > 0.0
-            ? fmt::format("{:.1f}", static_cast<double>(l.forward_flops) / (l.forward_ms * 1e6))
-            : "-";
     out += row(std::to_string(l.layer), l.layer_name, l.forward_ms, l.backward_ms,
-               l.total_ms() / share_of, gflops, forward_kernel(report, l.layer));
+               l.total_ms() / share_of, forward_rates(l), forward_kernel(report, l.layer));
   }
   if (shown < layers.size()) {
     double forward = 0.0;

@@ -338,6 +338,16 @@ TEST(LayerShapes, PaddedMaxPoolFollowsPyTorch) {
   EXPECT_EQ(forward_flops(MaxPool2DSpec{2, 2}, Shape{4, 6, 3}), 2 * 3 * 3 * 4);
 }
 
+// What a forward moves at the least, in fp32: input and output per sample, parameters and
+// buffers once; an Add reads two inputs, an embedding only the rows it gathers.
+TEST(LayerShapes, ForwardBytesCountOperandsPerSampleAndParametersOnce) {
+  EXPECT_EQ(forward_bytes(DenseSpec{3}, Shape{5}, 2), (2 * (5 + 3) + 5 * 3 + 3) * 4);
+  EXPECT_EQ(forward_bytes(AddSpec{}, Shape{4}, 2), 2 * (2 * 4 + 4) * 4);
+  EXPECT_EQ(forward_bytes(EmbeddingSpec{1000, 4}, Shape{3}, 2), 2 * (3 + 2 * 12) * 4);
+  // Batch norm's scale and shift, its running mean and variance, and its count of batches.
+  EXPECT_EQ(forward_bytes(BatchNorm2DSpec{}, Shape{2, 2, 3}, 1), (12 + 12 + 4 * 3 + 1) * 4);
+}
+
 TEST(LayerShapes, KernelRejectsABindingThatDisagreesWithTheSpec) {
   CpuDevice device(0, 1);
   const Conv2DSpec spec{4, 3, 1, Padding::kSame};

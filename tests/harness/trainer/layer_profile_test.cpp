@@ -36,9 +36,18 @@ void expect_every_layer_within_its_phases(const std::string& devices) {
     const LayerTimeRecord& l = r.layer_profile[i];
     EXPECT_EQ(l.layer, static_cast<int>(i));
     EXPECT_EQ(l.layer_name, def.names[i] + " " + describe(def.layers[i]));
-    EXPECT_EQ(
-        l.forward_flops,
-        forward_flops(def.layers[i], layer_input_shape(def, shapes, static_cast<int>(i))) * 4);
+    const Shape& in = layer_input_shape(def, shapes, static_cast<int>(i));
+    EXPECT_EQ(l.forward_flops, forward_flops(def.layers[i], in) * 4);
+    EXPECT_EQ(l.forward_bytes, forward_bytes(def.layers[i], in, 4));
+    // Convolutions compute; normalization, activations and the adds move memory.
+    const LayerSpec& spec = def.layers[i];
+    if (std::holds_alternative<Conv2DSpec>(spec)) {
+      EXPECT_FALSE(l.memory_bound()) << l.layer_name;
+    }
+    if (std::holds_alternative<BatchNorm2DSpec>(spec) ||
+        std::holds_alternative<ActivationSpec>(spec) || std::holds_alternative<AddSpec>(spec)) {
+      EXPECT_TRUE(l.memory_bound()) << l.layer_name;
+    }
     EXPECT_GE(l.forward_ms, 0.0);
     EXPECT_GT(l.backward_ms, 0.0) << l.layer_name;  // every layer of this model has a backward
     layers_ms += l.forward_ms + l.backward_ms;
@@ -51,6 +60,7 @@ void expect_every_layer_within_its_phases(const std::string& devices) {
   EXPECT_GT(layers_ms, 0.0);
   const std::string table = format_layer_profile(r, 5);
   EXPECT_NE(table.find("layers of replica 0"), std::string::npos) << table;
+  EXPECT_NE(table.find("fwd GB/s"), std::string::npos) << table;
   EXPECT_NE(table.find(std::to_string(def.layers.size() - 5) + " other layers"), std::string::npos)
       << table;
   // Every layer whose forward a library chose for names the choice (oneDNN's implementation).
