@@ -37,6 +37,7 @@ static_assert(std::endian::native == std::endian::little,
 constexpr size_t kHeaderLengthBytes = 8;
 constexpr size_t kHeaderAlignment = 8;  // data starts 8-byte aligned, as the reference writer
 constexpr const char* kMetadataKey = "__metadata__";
+constexpr std::string_view kTrainerPrefix = "trainer.";
 constexpr const char* kSuffix = ".safetensors";
 
 // Where one tensor's bytes sit in the data section, once validated.
@@ -384,7 +385,8 @@ std::string optimizer_state_path(const std::string& weights_path) {
   return std::string(stem) + ".optim" + std::string(suffix);
 }
 
-void save_checkpoint(const std::string& path, const Model& model, const Optimizer* optimizer) {
+void save_checkpoint(const std::string& path, const Model& model, const Optimizer* optimizer,
+                     const TrainerState& trainer) {
   const std::string optim_path = optimizer_state_path(path);
   SS_CHECK(optim_path != path, "checkpoint path '{}' is its own optimizer state path", path);
   if (optimizer != nullptr) {
@@ -393,6 +395,8 @@ void save_checkpoint(const std::string& path, const Model& model, const Optimize
     state.metadata = {{"optimizer", to_string(config.kind)},
                       {"step", std::to_string(optimizer->steps_done())},
                       {"scalescope_model", model.def().name}};
+    for (const auto& [key, value] : trainer)
+      state.metadata.emplace(std::string(kTrainerPrefix) + key, value);
     const std::vector<TensorView> views = optimizer->state();
     const std::vector<std::string> names = optimizer_state_names(config);
     SS_CHECK(views.size() == names.size(), "optimizer {} has {} state tensors, expected {}",
@@ -441,6 +445,17 @@ void save_checkpoint(const std::string& path, const Model& model, const Optimize
   // The two files are each atomic but not together: a crash between the writes leaves the new
   // optimizer state beside the previous weights.
   write_safetensors(path, weights);
+}
+
+TrainerState load_trainer_state(const std::string& path) {
+  const std::string optim_path = optimizer_state_path(path);
+  std::error_code ec;
+  if (!std::filesystem::exists(optim_path, ec)) return {};
+  TrainerState state;
+  for (const auto& [key, value] : read_safetensors(optim_path).metadata) {
+    if (key.starts_with(kTrainerPrefix)) state.emplace(key.substr(kTrainerPrefix.size()), value);
+  }
+  return state;
 }
 
 void load_checkpoint(const std::string& path, Model& model, Optimizer* optimizer) {

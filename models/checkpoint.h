@@ -35,10 +35,17 @@ void write_safetensors(const std::string& path, const SafetensorsFile& file);
 // "<path without .safetensors>.optim.safetensors"
 std::string optimizer_state_path(const std::string& weights_path);
 
-// Writes the model's weights to `path` and, with an optimizer, its state and step count to
-// optimizer_state_path(path).
+// What the trainer keeps beside the optimizer's state (the fp16 loss scale, as GradScaler's
+// state_dict): entries of the optimizer state file's metadata, each key prefixed "trainer.".
+using TrainerState = std::map<std::string, std::string>;
+
+// Writes the model's weights to `path` and, with an optimizer, its state and step count (and
+// `trainer`) to optimizer_state_path(path).
 void save_checkpoint(const std::string& path, const Model& model,
-                     const Optimizer* optimizer = nullptr);
+                     const Optimizer* optimizer = nullptr, const TrainerState& trainer = {});
+// The trainer's entries of the optimizer state file beside `path`, without their prefix; empty
+// when there is no such file. Throws Error naming the file when it cannot be read.
+TrainerState load_trainer_state(const std::string& path);
 // Loads weights (and, with an optimizer, its state when the state file exists). Throws Error
 // naming the file and the tensor when names, shapes or sizes do not match the model.
 void load_checkpoint(const std::string& path, Model& model, Optimizer* optimizer = nullptr);

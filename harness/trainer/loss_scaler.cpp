@@ -16,6 +16,16 @@ LossScaler::LossScaler(const LossScaling& config) : config_(config), scale_(conf
            config.growth_factor, config.growth_interval, config.backoff_factor);
 }
 
+void LossScaler::restore(float scale, int64_t clean_steps) {
+  SS_CHECK(std::isfinite(scale) && scale > 0.0f, "a saved loss scale of {} cannot go on training",
+           scale);
+  SS_CHECK(clean_steps >= 0 && clean_steps < config_.growth_interval,
+           "a saved count of {} clean steps is not below the growth interval {}", clean_steps,
+           config_.growth_interval);
+  scale_ = scale;
+  clean_steps_ = clean_steps;
+}
+
 bool LossScaler::update(int64_t step, bool found_inf) {
   if (found_inf) {
     scale_ *= config_.backoff_factor;

@@ -28,6 +28,11 @@ class LossScaler {
   // Returns whether the step was skipped (it overflowed). Throws Error when overflows have
   // halved the scale below fp16's smallest value: no step can succeed any more.
   bool update(int64_t step, bool found_inf);
+  // Clean steps since the scale last changed (GradScaler's growth tracker).
+  int64_t clean_steps() const { return clean_steps_; }
+  // Goes on from a saved state (a checkpoint's, as GradScaler's load_state_dict): Error when
+  // the scale is not positive and finite or the count not below the growth interval.
+  void restore(float scale, int64_t clean_steps);
   // The steps skipped so far, in order.
   const std::vector<int64_t>& skipped_steps() const { return skipped_; }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
 
 #include "core/backend.h"
@@ -34,6 +35,18 @@ std::unique_ptr<Device> open_device(const ReplicaShared& run, int index) {
     device->set_memory_limit(mb_to_bytes(run.options.memory_limit_mb));
   }
   return device;
+}
+
+// The loss scaler's entries of a checkpoint (models/checkpoint.h TrainerState).
+constexpr const char* kLossScaleKey = "loss_scale";
+constexpr const char* kCleanStepsKey = "loss_scale_clean_steps";
+
+double number_of(const std::string& text, const char* key) {
+  double value = 0.0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  SS_CHECK(ec == std::errc() && end == text.data() + text.size(),
+           "the checkpoint's {} '{}' is not a number", key, text);
+  return value;
 }
 
 // How often device times are put on the host clock afresh (ClockAnchor).
@@ -168,12 +181,7 @@ Replica::Replica(ReplicaShared& run, int rank)
   // is then the communicator's (which gives up at the timeout), not the copy's.
   host_loss_ = HostBuffer(*device_, static_cast<size_t>(micro) * sizeof(float));
   if (reducer_->norms() != nullptr) host_norms_ = HostBuffer(*device_, reducer_->norms_bytes());
-  if (scales_loss(plan.precision)) {
-    scaler_.emplace();
-    found_inf_ = Tensor(*device_, Shape{1});
-    host_found_inf_ = HostBuffer(*device_, sizeof(float));
-    optimizer_->skip_when(found_inf_.data());
-  }
+  if (scales_loss(plan.precision)) start_loss_scaling();
   const bool sync = options_.sync_batchnorm && plan.replicas > 1;
   timer_ = std::make_unique<StepTimer>(
       *device_, compute_,
@@ -272,6 +280,29 @@ float Replica::loss_scale(int64_t n) const {
   const float planted =
       run_.hooks.loss_scale_factor ? run_.hooks.loss_scale_factor(rank_, n) : 1.0f;
   return scaler_->scale() * planted;
+}
+
+void Replica::start_loss_scaling() {
+  scaler_.emplace();
+  found_inf_ = Tensor(*device_, Shape{1});
+  host_found_inf_ = HostBuffer(*device_, sizeof(float));
+  optimizer_->skip_when(found_inf_.data());
+  if (!options_.load.empty()) restore_loss_scale();
+}
+
+void Replica::restore_loss_scale() {
+  std::array<double, 2> saved = {0.0, 0.0};  // none: a checkpoint of another precision
+  if (rank_ == 0) {
+    const TrainerState state = load_trainer_state(options_.load);
+    const auto scale = state.find(kLossScaleKey);
+    const auto clean = state.find(kCleanStepsKey);
+    if (scale != state.end() && clean != state.end()) {
+      saved = {number_of(scale->second, kLossScaleKey), number_of(clean->second, kCleanStepsKey)};
+    }
+  }
+  // Replica 0 read the file; every replica goes on from its state.
+  const std::vector<double> all = comm_->all_gather(saved);
+  if (all[0] > 0.0) scaler_->restore(static_cast<float>(all[0]), static_cast<int64_t>(all[1]));
 }
 
 void Replica::update_loss_scale(int64_t n) {
@@ -467,7 +498,14 @@ void Replica::finish(const StepSchedule& schedule) {
   if (rank_ == 0 && options_.has_target() && run_.results.group.target_wall_ms == 0.0) {
     run_.results.group.target_wall_ms = clock_->now_ms() - first_step_ms_;
   }
-  if (rank_ == 0 && !options_.save.empty()) save_checkpoint(options_.save, *model_, &*optimizer_);
+  if (rank_ == 0 && !options_.save.empty()) {
+    TrainerState state;
+    if (scaler_) {
+      state = {{kLossScaleKey, fmt::format("{}", scaler_->scale())},
+               {kCleanStepsKey, std::to_string(scaler_->clean_steps())}};
+    }
+    save_checkpoint(options_.save, *model_, &*optimizer_, state);
+  }
   record_.peak_memory_bytes = device_->peak_memory();
   record_.library_memory_bytes =
       std::max(record_.library_memory_bytes, device_->memory_outside_allocator());

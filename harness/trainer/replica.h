@@ -66,6 +66,10 @@ class Replica {
   // fp16: what step `n` multiplies this replica's loss by (the scaler's scale, and a test's
   // planted factor), and the scaler's verdict on the step once it ended.
   float loss_scale(int64_t n) const;
+  // fp16: the scaler and its overflow flag, which the optimizer reads on the device.
+  void start_loss_scaling();
+  // A loaded fp16 run goes on with the checkpoint's scale (replica 0 reads it, all take it).
+  void restore_loss_scale();
   void update_loss_scale(int64_t n);
   // What happens between steps, outside their timing.
   void before_step(int64_t n, const StepSchedule& schedule);

@@ -67,6 +67,19 @@ TEST(LossScaler, StopsWhenEveryStepOverflowsWhateverTheScale) {
                   "overflowed in every step from step 2 to 26");
 }
 
+// A checkpoint's state: the scale and the clean steps counted towards the next growth.
+TEST(LossScaler, GoesOnFromARestoredState) {
+  LossScaler s({.growth_interval = 3});
+  s.restore(512.0f, 2);
+  EXPECT_EQ(s.scale(), 512.0f);
+  s.update(1, false);
+  EXPECT_EQ(s.scale(), 1024.0f);
+  EXPECT_EQ(s.clean_steps(), 0);
+  EXPECT_CONTAINS(testing_util::error_of([&] { s.restore(0.0f, 0); }), "cannot go on training");
+  EXPECT_CONTAINS(testing_util::error_of([&] { s.restore(1.0f, 3); }),
+                  "not below the growth interval 3");
+}
+
 TEST(LossScaler, RefusesAScaleOrRuleThatCannotWork) {
   for (const float bad : {0.0f, -1.0f, std::numeric_limits<float>::infinity()}) {
     EXPECT_CONTAINS(testing_util::error_of([&] { LossScaler({.initial_scale = bad}); }),

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <span>
@@ -12,6 +13,7 @@
 
 #include "harness/trainer/options.h"
 #include "harness/trainer/trainer.h"
+#include "models/checkpoint.h"
 #include "models/kernels.h"
 #include "tests/harness/trainer/train_helpers.h"
 #include "tests/test_util.h"
@@ -158,6 +160,40 @@ TEST(Precision, APlantedFp16OverflowSkipsThatStepOnEveryReplica) {
   // The loss of the planted step is still the loss (the scale is taken out again).
   for (const StepRecord& s : r.steps) EXPECT_TRUE(std::isfinite(s.loss)) << s.step;
   EXPECT_NEAR(r.steps[2].loss, r.steps[1].loss, 0.5 * r.steps[1].loss);
+}
+
+// The scale goes into the checkpoint beside the optimizer's state (GradScaler's state_dict), and
+// a run that loads it goes on from it on every replica; a run of another precision ignores it.
+TEST(Precision, AnFp16CheckpointKeepsItsLossScale) {
+  const std::string path = testing::TempDir() + "/fp16_scale.safetensors";
+  TrainOptions o = cnn_run("sim:2", "fp16");
+  o.batch = 4;
+  o.steps = 3;
+  o.save = path;
+  TrainHooks hooks;
+  hooks.loss_scale_factor = [](int rank, int64_t step) {
+    return rank == 0 && step == 2 ? std::ldexp(1.0f, 40) : 1.0f;
+  };
+  EXPECT_EQ(train(o, hooks).loss_scaling->final_scale, 32768.0);
+  const TrainerState saved = load_trainer_state(path);
+  EXPECT_EQ(saved.at("loss_scale"), "32768");
+  EXPECT_EQ(saved.at("loss_scale_clean_steps"), "1");
+  o.save.clear();
+  o.load = path;
+  o.steps = 1;
+  const RunReport resumed = train(o);
+  EXPECT_EQ(resumed.loss_scaling->final_scale, 32768.0);
+  EXPECT_TRUE(resumed.loss_scaling->skipped_steps.empty());
+  o.precision = "fp32";
+  EXPECT_FALSE(train(o).loss_scaling);
+  SafetensorsFile state = read_safetensors(optimizer_state_path(path));
+  state.metadata["trainer.loss_scale"] = "lots";
+  write_safetensors(optimizer_state_path(path), state);
+  o.precision = "fp16";
+  EXPECT_CONTAINS(error_of([&] { train(o); }),
+                  "the checkpoint's loss_scale 'lots' is not a number");
+  std::remove(path.c_str());
+  std::remove(optimizer_state_path(path).c_str());
 }
 
 TEST(Precision, Fp16RefusesTheNoiseScaleWhoseStepsItMaySkip) {
