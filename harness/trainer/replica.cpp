@@ -309,14 +309,6 @@ void Replica::update_loss_scale(int64_t n) {
   if (!scaler_) return;
   const bool found_inf = *static_cast<const float*>(host_found_inf_.data()) != 0.0f;
   if (scaler_->update(n, found_inf)) optimizer_->rescind_step();
-  if (rank_ != 0) return;
-  const LossScaling& c = scaler_->config();
-  run_.results.group.loss_scaling = LossScalingRecord{.initial_scale = c.initial_scale,
-                                                      .growth_factor = c.growth_factor,
-                                                      .backoff_factor = c.backoff_factor,
-                                                      .growth_interval = c.growth_interval,
-                                                      .final_scale = scaler_->scale(),
-                                                      .skipped_steps = scaler_->skipped_steps()};
 }
 
 void Replica::train() {
@@ -517,6 +509,15 @@ void Replica::finish(const StepSchedule& schedule) {
     group.warmup_settled = schedule.settled();
     group.kernels = kernel_records(*model_, run_.plan.batch);
     if (layer_profiler_) group.layer_profile = layer_profiler_->records(*model_, run_.plan.batch);
+    if (scaler_) {
+      const LossScaling& c = scaler_->config();
+      group.loss_scaling = LossScalingRecord{.initial_scale = c.initial_scale,
+                                             .growth_factor = c.growth_factor,
+                                             .backoff_factor = c.backoff_factor,
+                                             .growth_interval = c.growth_interval,
+                                             .final_scale = scaler_->scale(),
+                                             .skipped_steps = scaler_->skipped_steps()};
+    }
   }
 }
 

@@ -1,7 +1,7 @@
 // Passes over gradient buffers on CPU memory: accumulation over micro-batches, the casts
 // around a compressed all-reduce, the squared norm the gradient noise scale needs, and the
-// loss scaler's unscale. The
-// element-wise passes give every element the same result whatever the thread count.
+// loss scaler's unscale. The element-wise passes give every element the same result whatever
+// the thread count.
 #include <omp.h>
 
 #include <algorithm>
@@ -76,7 +76,7 @@ void round_to_fp16_cpu(const float* in, float* out, int64_t count) {
   });
 }
 
-bool unscale_gradients_cpu(float* grads, int64_t count, float inv_scale) {
+void unscale_gradients_cpu(float* grads, int64_t count, float inv_scale, float* found_inf) {
   int overflowed = 0;
 #pragma omp parallel for simd schedule(static) reduction(| : overflowed)
   for (int64_t i = 0; i < count; ++i) {
@@ -84,7 +84,7 @@ bool unscale_gradients_cpu(float* grads, int64_t count, float inv_scale) {
     grads[i] = g;
     overflowed |= static_cast<int>(!std::isfinite(g));
   }
-  return overflowed != 0;
+  *found_inf = overflowed != 0 ? 1.0f : 0.0f;
 }
 
 }  // namespace scalescope

@@ -64,8 +64,8 @@ double squared_norm_cpu(const float* values, int64_t count);
 // cpu_accumulate.cpp: round_to_fp16_span (cpu_half.h) across the calling thread's OpenMP team.
 void round_to_fp16_cpu(const float* in, float* out, int64_t count);
 // cpu_accumulate.cpp: unscale_gradients() (models/kernels.h) on CPU memory, across the calling
-// thread's OpenMP team; returns whether any gradient is infinite or NaN.
-bool unscale_gradients_cpu(float* grads, int64_t count, float inv_scale);
+// thread's OpenMP team.
+void unscale_gradients_cpu(float* grads, int64_t count, float inv_scale, float* found_inf);
 
 // cpu_kernels.cpp: KernelBackend::precisions and precision_note of these kernels.
 std::vector<Precision> cpu_precisions();
@@ -115,7 +115,7 @@ class CpuKernelBackend final : public KernelBackend {
   }
   void unscale(float* grads, int64_t count, float inv_scale, float* found_inf,
                Stream& /*stream*/) override {
-    *found_inf = unscale_gradients_cpu(grads, count, inv_scale) ? 1.0f : 0.0f;
+    unscale_gradients_cpu(grads, count, inv_scale, found_inf);
   }
 
  private:

@@ -175,7 +175,7 @@ void SimKernelBackend::squared_norm(const float* values, int64_t count, double* 
 void SimKernelBackend::unscale(float* grads, int64_t count, float inv_scale, float* found_inf,
                                Stream& stream) {
   sim(stream.device()).launch(stream, [=] {
-    *found_inf = unscale_gradients_cpu(grads, count, inv_scale) ? 1.0f : 0.0f;
+    unscale_gradients_cpu(grads, count, inv_scale, found_inf);
   });
 }
 
