@@ -48,7 +48,7 @@ class AttentionKernel final : public LayerKernel {
         head_dim_(to_int(shape_.head_dim, "the head size", layer)),
         scale_(km::attention_scale(shape_.head_dim)),
         // Chosen per kernel, not on the shared handle: see CublasHandle.
-        compute_(allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F),
+        compute_(gemm_compute_type(precision())),
         heads_(float_buffer(device, 3 * shape_.head_elements())),
         probs_(float_buffer(device, score_elements())) {
     // cuBLAS's strides are 64-bit, but m, n and k are ints: S·S and S·hd must fit as well.
@@ -94,8 +94,7 @@ class AttentionKernel final : public LayerKernel {
   // With atomics not allowed (a handle's default), cuBLAS's results are bit-identical run after
   // run on one GPU; our softmax kernels add in a fixed order.
   std::vector<KernelChoice> choices() const override {
-    const char* math = compute_ == CUBLAS_COMPUTE_32F_FAST_TF32 ? "CUBLAS_COMPUTE_32F_FAST_TF32"
-                                                                : "CUBLAS_COMPUTE_32F";
+    const char* math = compute_type_name(compute_);
     const std::string algorithm =
         "cublasGemmStridedBatchedEx CUBLAS_GEMM_DEFAULT + causal softmax kernels";
     return {{"forward", algorithm, math, "NSC", true, 0},

@@ -374,6 +374,14 @@ class ConvKernel final : public LayerKernel {
 
 std::unique_ptr<LayerKernel> make_cuda_conv(const Conv2DSpec& conv, const LayerSpec& spec,
                                             const LayerBinding& binding, CudaDevice& device) {
+  // cuDNN computes in 16 bits only on 16-bit tensors (it has no math type that rounds fp32
+  // tensors to bf16), which needs casts around every pass: not built. Strict fp32 in their
+  // place would be a number of another precision under this one's name.
+  const Precision p = precision();
+  SS_CHECK(p == Precision::kFp32 || p == Precision::kTf32,
+           "{}: convolutions on GPUs compute in tf32 or fp32 only so far (no 16-bit cuDNN "
+           "path yet), not {}; train this model in tf32 on GPUs, or in {} on cpu or sim devices",
+           describe(spec), to_string(p), to_string(p));
   return std::make_unique<ConvKernel>(conv, spec, binding, device);
 }
 

@@ -32,4 +32,14 @@ std::vector<LibraryVersion> CudaKernelBackend::library_versions() const {
           {"cublas", property_version(cublasGetProperty, CUBLAS_STATUS_SUCCESS)}};
 }
 
+std::string CudaKernelBackend::precision_note(Precision precision) const {
+  if (precision != Precision::kBf16 && precision != Precision::kFp16) return "";
+  return fmt::format(
+      "GPUs compute {0} in the dense layers alone so far: cuBLAS multiplies {0} copies of their "
+      "input, weights and output gradient with fp32 accumulation; attention computes in TF32, "
+      "convolutions are refused (no {0} cuDNN path yet), and activations stay fp32, so memory "
+      "does not drop",
+      to_string(precision));
+}
+
 }  // namespace scalescope

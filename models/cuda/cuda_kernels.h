@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "core/cuda/cuda_device.h"
 #include "models/kernels.h"
@@ -23,6 +24,9 @@ namespace scalescope {
 // cuda_layers.cpp
 std::unique_ptr<LayerKernel> make_cuda_layer(const LayerSpec& spec, const LayerBinding& binding,
                                              CudaDevice& device);
+// cuda_dense.cpp
+std::unique_ptr<LayerKernel> make_cuda_dense(const DenseSpec& dense, const LayerSpec& spec,
+                                             const LayerBinding& binding, CudaDevice& device);
 // cuda_conv.cpp
 std::unique_ptr<LayerKernel> make_cuda_conv(const Conv2DSpec& conv, const LayerSpec& spec,
                                             const LayerBinding& binding, CudaDevice& device);
@@ -68,8 +72,9 @@ class CudaKernelBackend final : public KernelBackend {
   DeviceKind kind() const override { return DeviceKind::kCuda; }
   std::vector<LibraryVersion> library_versions() const override;  // cuDNN and cuBLAS
   std::vector<Precision> precisions() const override {
-    return {Precision::kTf32, Precision::kFp32};
+    return {Precision::kTf32, Precision::kFp32, Precision::kBf16, Precision::kFp16};
   }
+  std::string precision_note(Precision precision) const override;
   bool has_nondeterministic() const override { return true; }
   std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec, const LayerBinding& binding,
                                           Device& device) override {

@@ -1,5 +1,6 @@
-// The CUDA layer kernels: cuBLAS GEMMs for dense layers, our kernels (layer_ops.cu) for bias,
-// activations, pooling and flatten; convolution on cuDNN is in cuda_conv.cpp.
+// The CUDA layer kernels: our kernels (layer_ops.cu) for activations, pooling and flatten, and
+// the factory of every layer kernel; dense layers on cuBLAS are in cuda_dense.cpp, convolution
+// on cuDNN in cuda_conv.cpp.
 //
 // Every kernel is planned completely in its constructor: descriptors, cuDNN algorithms and
 // their workspace, scratch and internal weight copies. forward() and backward() only bind the
@@ -26,79 +27,6 @@
 
 namespace scalescope {
 namespace {
-
-// ---- dense
-
-// y = x·Wᵀ + b with x [N, in] and W [out, in] row-major, N the rows: the samples, or every
-// position of every sample for sequences [batch, S, in]. cuBLAS is column-major, where these
-// buffers read as xᵀ [in, N], W as Wᵀ [in, out] and y as yᵀ [out, N]:
-//   forward   yᵀ  = W·xᵀ       gemm(T, N), m = out, n = N,  k = in
-//   weights   dWᵀ = xᵀ·dy      gemm(N, T), m = in,  n = out, k = N   (dW [out, in] row-major)
-//   data      dxᵀ = Wᵀ·dyᵀ     gemm(N, N), m = in,  n = N,  k = out
-class DenseKernel final : public LayerKernel {
- public:
-  DenseKernel(const DenseSpec& d, const LayerSpec& spec, const LayerBinding& b, CudaDevice& device)
-      : libraries_(cuda_libraries(device)),
-        rows_(to_int(b.in.numel() / b.in[b.in.rank() - 1], "the rows", spec)),
-        in_(to_int(b.in[b.in.rank() - 1], "the input features", spec)),
-        units_(to_int(d.units, "the units", spec)),
-        // Chosen per kernel, not on the shared handle: see CublasHandle.
-        compute_(allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F),
-        weight_(b.params[0].data),
-        bias_(d.bias ? b.params[1].data : nullptr),
-        weight_grad_(b.grads[0].data),
-        bias_grad_(d.bias ? b.grads[1].data : nullptr),
-        bias_scratch_(
-            float_buffer(device, d.bias ? cuda_ops::bias_grad_scratch(rows_, units_) : 0)) {}
-
-  void forward(const float* in, float* out, Stream& stream) override {
-    const cudaStream_t s = cuda_stream(stream);
-    gemm(s, CUBLAS_OP_T, CUBLAS_OP_N, units_, rows_, in_, weight_, in_, in, in_, out, units_);
-    if (bias_ != nullptr) cuda_ops::bias_add(out, bias_, rows_, units_, s);
-  }
-
-  void backward(const float* in, const float*, const float* dout, float* din,
-                Stream& stream) override {
-    const cudaStream_t s = cuda_stream(stream);
-    gemm(s, CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, rows_, in, in_, dout, units_, weight_grad_, in_);
-    if (bias_grad_ != nullptr) {
-      cuda_ops::bias_grad(dout, bias_grad_, rows_, units_, floats(bias_scratch_), s);
-    }
-    if (din == nullptr) return;  // first layer: nobody needs the input's gradient
-    gemm(s, CUBLAS_OP_N, CUBLAS_OP_N, in_, rows_, units_, weight_, in_, dout, units_, din, in_);
-  }
-
-  // cuBLAS picks its GEMM kernel itself (CUBLAS_GEMM_DEFAULT); with atomics not allowed (a
-  // handle's default) its results are bit-identical run after run on one GPU.
-  std::vector<KernelChoice> choices() const override {
-    const char* math = compute_ == CUBLAS_COMPUTE_32F_FAST_TF32 ? "CUBLAS_COMPUTE_32F_FAST_TF32"
-                                                                : "CUBLAS_COMPUTE_32F";
-    std::vector<KernelChoice> out;
-    for (const char* pass : {"forward", "backward-weights", "backward-data"})
-      out.push_back({pass, "cublasGemmEx CUBLAS_GEMM_DEFAULT", math, "NC", true, 0});
-    return out;
-  }
-
- private:
-  // c = op(a)·op(b), overwriting c.
-  void gemm(cudaStream_t s, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k,
-            const float* a, int lda, const float* b, int ldb, float* c, int ldc) const {
-    const float one = 1.0f;
-    const float zero = 0.0f;
-    SS_CHECK_CUBLAS(cublasGemmEx(libraries_->cublas(s), op_a, op_b, m, n, k, &one, a, CUDA_R_32F,
-                                 lda, b, CUDA_R_32F, ldb, &zero, c, CUDA_R_32F, ldc, compute_,
-                                 CUBLAS_GEMM_DEFAULT));
-  }
-
-  std::shared_ptr<CudaLibraries> libraries_;
-  int rows_, in_, units_;
-  cublasComputeType_t compute_;
-  const float* weight_;
-  const float* bias_;  // null without a bias, as bias_grad_
-  float* weight_grad_;
-  float* bias_grad_;
-  DeviceBuffer bias_scratch_;
-};
 
 // ---- layers without parameters: our kernels
 
@@ -246,7 +174,7 @@ std::unique_ptr<LayerKernel> make_cuda_layer(const LayerSpec& spec, const LayerB
             return std::make_unique<MaxPoolKernel>(p, b.in, b.out);
           },
           [&](const DenseSpec& d) -> std::unique_ptr<LayerKernel> {
-            return std::make_unique<DenseKernel>(d, spec, b, device);
+            return make_cuda_dense(d, spec, b, device);
           },
           [&](const ActivationSpec& a) -> std::unique_ptr<LayerKernel> {
             return std::make_unique<ActivationKernel>(a.kind, b.in.numel());

@@ -24,6 +24,21 @@ void check_launch(const char* kernel, std::source_location where) {
               fmt::format("{} ({})", cudaGetErrorString(status), cudaGetErrorName(status)), where);
 }
 
+cublasComputeType_t gemm_compute_type(Precision precision) {
+  return precision == Precision::kFp32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+}
+
+const char* compute_type_name(cublasComputeType_t type) {
+  switch (type) {
+    case CUBLAS_COMPUTE_32F_FAST_TF32:
+      return "CUBLAS_COMPUTE_32F_FAST_TF32";
+    case CUBLAS_COMPUTE_32F:
+      return "CUBLAS_COMPUTE_32F";
+    default:
+      return "another cuBLAS compute type";
+  }
+}
+
 CudnnHandle::CudnnHandle(int device) : device_(device) {
   SS_CHECK_CUDNN(cudnnCreate(&handle_));
 }

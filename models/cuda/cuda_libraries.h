@@ -12,6 +12,7 @@
 
 #include "core/buffer.h"
 #include "core/cuda/cuda_device.h"
+#include "core/precision.h"
 
 namespace scalescope {
 
@@ -66,6 +67,14 @@ class CublasHandle {
   int device_ = -1;
   cublasHandle_t handle_ = nullptr;
 };
+
+// The compute type of cuBLAS's GEMMs on fp32 operands: strict fp32 under Precision::kFp32,
+// TF32 on tensor cores under every other (the layers without 16-bit operands compute under bf16
+// and fp16 as under tf32, as PyTorch's fp32 matmuls do in autocast with TF32 allowed).
+// cuBLAS's CUBLAS_COMPUTE_32F_FAST_16BF is no substitute for 16-bit operands: on an H100 it ran
+// fp32's kernels (no operand rounded, no time saved).
+cublasComputeType_t gemm_compute_type(Precision precision);
+const char* compute_type_name(cublasComputeType_t type);  // "CUBLAS_COMPUTE_32F_FAST_TF32", ...
 
 // A cuDNN descriptor (tensor, filter, convolution). Descriptors are host-side structures that
 // belong to no device, so unlike the handles their destructor needs no current device.

@@ -2,8 +2,9 @@
 // inputs: every layer type (forward, parameter gradients, input gradient, updated buffers,
 // forward_eval), every loss (value, gradient, accuracy count), the optimizers over several
 // steps, and accumulate_into. Each runs in strict fp32 (Precision::kFp32: relative error
-// <= 1e-5) and with TF32 allowed (<= 5e-3). The relative error of a tensor is
-// max |gpu - cpu| / max |cpu|, so that values near zero do not make it meaningless.
+// <= 1e-5) and with TF32 allowed (<= 5e-3); bf16 and fp16 in cuda_sixteen_bit_test.cpp. The
+// relative error of a tensor is max |gpu - cpu| / max |cpu|, so that values near zero do not make
+// it meaningless.
 //
 // Without a usable GPU (or in a build without CUDA) the GPU tests skip, saying why. The
 // registry and CPU-side tests at the end run everywhere. Batch norm's own GPU tests (its host
@@ -93,6 +94,9 @@ std::vector<LayerCase> layer_cases() {
       {"dense_one_unit", DenseSpec{1}, Shape{2, 4}},
       {"dense_wide", DenseSpec{128}, Shape{64, 256}},
       {"dense_many_rows", DenseSpec{40}, Shape{1100, 33}},
+      // 1001 units (no multiple of 8) over 4.2M outputs: computed through the padded buffer,
+      // in two chunks of 2100 rows whose weight gradients add up.
+      {"dense_unaligned_rows", DenseSpec{1001}, Shape{4200, 8}},
       {"relu", ActivationSpec{Activation::kRelu}, Shape{2, 3, 4, 5}},
       {"tanh", ActivationSpec{Activation::kTanh}, Shape{2, 3, 4, 5}},
       {"sigmoid", ActivationSpec{Activation::kSigmoid}, Shape{3, 70}},
@@ -133,22 +137,8 @@ class CudaLayerTest : public CudaKernelsTest,
 TEST_P(CudaLayerTest, MatchesCpuKernels) {
   const auto& [c, precision] = GetParam();
   const Tf32Scope tf32(precision == Precision::kTf32);
-  const double tol = tolerance(precision);
   SCOPED_TRACE(describe(c.spec) + " on " + c.in.to_string() + ", " + to_string(precision));
-  const LayerInputs inputs = layer_inputs(c, 1234);
-  const LayerResult want = run_layer(*cpu_, c, inputs);
-  const LayerResult got = run_layer(*gpu_, c, inputs);
-  EXPECT_CLOSE(got.out, want.out, tol, "forward");
-  EXPECT_CLOSE(got.din, want.din, tol, "input gradient");
-  ASSERT_EQ(got.grads.size(), want.grads.size());
-  for (size_t i = 0; i < got.grads.size(); ++i) {
-    EXPECT_CLOSE(got.grads[i], want.grads[i], tol, "gradient of parameter " + std::to_string(i));
-  }
-  ASSERT_EQ(got.buffers.size(), want.buffers.size());
-  for (size_t i = 0; i < got.buffers.size(); ++i) {
-    EXPECT_CLOSE(got.buffers[i], want.buffers[i], tol, "buffer " + std::to_string(i));
-  }
-  EXPECT_CLOSE(got.eval_out, want.eval_out, tol, "forward_eval");
+  expect_layer_matches_cpu(*gpu_, *cpu_, c, tolerance(precision));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllLayers, CudaLayerTest,

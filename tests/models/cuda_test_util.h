@@ -33,9 +33,9 @@ inline std::string gpu_unavailable() {
 }
 
 // Allows TF32 (or strict fp32) for a scope and restores the precision after.
-class Tf32Scope : public testing_util::PrecisionScope {
+class Tf32Scope : public ScopedPrecision {
  public:
-  explicit Tf32Scope(bool allow) : PrecisionScope(allow ? Precision::kTf32 : Precision::kFp32) {}
+  explicit Tf32Scope(bool allow) : ScopedPrecision(allow ? Precision::kTf32 : Precision::kFp32) {}
 };
 
 inline std::vector<float> random_values(int64_t n, uint64_t seed, float lo = -1.0f,
@@ -188,6 +188,24 @@ inline LayerResult run_layer(Device& device, const LayerCase& c, const LayerInpu
   stream.synchronize();
   result.eval_out = eval_out.to_host();
   return result;
+}
+
+// Every result of the case's layer on the GPU against the CPU kernels' on the same inputs.
+inline void expect_layer_matches_cpu(Device& gpu, Device& cpu, const LayerCase& c, double tol) {
+  const LayerInputs inputs = layer_inputs(c, 1234);
+  const LayerResult want = run_layer(cpu, c, inputs);
+  const LayerResult got = run_layer(gpu, c, inputs);
+  EXPECT_CLOSE(got.out, want.out, tol, "forward");
+  EXPECT_CLOSE(got.din, want.din, tol, "input gradient");
+  ASSERT_EQ(got.grads.size(), want.grads.size());
+  for (size_t i = 0; i < got.grads.size(); ++i) {
+    EXPECT_CLOSE(got.grads[i], want.grads[i], tol, "gradient of parameter " + std::to_string(i));
+  }
+  ASSERT_EQ(got.buffers.size(), want.buffers.size());
+  for (size_t i = 0; i < got.buffers.size(); ++i) {
+    EXPECT_CLOSE(got.buffers[i], want.buffers[i], tol, "buffer " + std::to_string(i));
+  }
+  EXPECT_CLOSE(got.eval_out, want.eval_out, tol, "forward_eval");
 }
 
 // As run_layer, but before backward the forward values that backward_reads says backward does

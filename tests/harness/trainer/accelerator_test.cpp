@@ -155,6 +155,41 @@ TEST_P(GpuTrainer, SteadyStepsAllocateNothingAndTheirPhasesAddUp) {
   }
 }
 
+// bf16 and fp16 on a GPT decoder (dense layers and attention: GPUs refuse 16-bit
+// convolutions): the losses follow strict fp32's without being fp32's, and on GPUs the dense
+// layers' GEMMs name the 16-bit format (attention: TF32). In fp16 a loss planted 2^40 times too
+// large at step 3 overflows the 16-bit copies of backward's operands: that step is skipped and
+// the scale halved.
+TEST_P(GpuTrainer, SixteenBitPrecisionsTrainAGptDecoderLikeFp32) {
+  DEVICES_OR_SKIP(one, 1);
+  TrainOptions o = small_run("gpt:layers=2,d=32,heads=2,seq=16,vocab=64", one);
+  o.steps = 8;
+  const RunReport fp32 = train(o);
+  for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
+    SCOPED_TRACE(to_string(p));
+    o.precision = to_string(p);
+    const RunReport r = train(o);
+    EXPECT_EQ(r.precision, p);
+    testing_util::expect_follows_fp32(r, fp32);
+    if (GetParam() != DeviceKind::kCuda) continue;
+    int dense = 0;
+    for (const KernelChoiceRecord& k : r.kernels) {
+      const bool gemm = k.algorithm.starts_with("cublasGemmEx");
+      dense += gemm ? 1 : 0;
+      EXPECT_EQ(k.math, gemm ? to_string(p) : "CUBLAS_COMPUTE_32F_FAST_TF32") << k.layer_name;
+    }
+    EXPECT_GT(dense, 0);
+  }
+  TrainHooks hooks;
+  hooks.loss_scale_factor = [](int, int64_t step) {
+    return step == 3 ? std::ldexp(1.0f, 40) : 1.0f;
+  };
+  const RunReport planted = train(o, hooks);
+  ASSERT_TRUE(planted.loss_scaling);
+  EXPECT_EQ(planted.loss_scaling->skipped_steps, (std::vector<int64_t>{3}));
+  EXPECT_EQ(planted.loss_scaling->final_scale, 32768.0);
+}
+
 // The median over the measured steps of replica 0's `phase`.
 double median_phase(const RunReport& r, Phase phase) {
   std::vector<double> v;

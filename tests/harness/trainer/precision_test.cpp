@@ -22,27 +22,8 @@ namespace scalescope {
 namespace {
 
 using testing_util::error_of;
-
-std::vector<double> losses(const RunReport& r) {
-  std::vector<double> out;
-  for (const StepRecord& s : r.steps) out.push_back(s.loss);
-  return out;
-}
-
-// From the same weights and batches, the 16-bit run's losses follow fp32's within 5e-2 while not
-// being fp32's (its kernels did compute on 16-bit copies), and it learns.
-void expect_follows_fp32(const RunReport& half, const RunReport& fp32) {
-  const std::vector<double> a = losses(fp32);
-  const std::vector<double> b = losses(half);
-  ASSERT_EQ(a.size(), b.size());
-  double differs = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_NEAR(b[i], a[i], 5e-2 * std::abs(a[i])) << "step " << i + 1;
-    differs = std::max(differs, std::abs(b[i] - a[i]));
-  }
-  EXPECT_GT(differs, 1e-6);
-  EXPECT_LT(b.back(), b.front());
-}
+using testing_util::expect_follows_fp32;
+using testing_util::losses;
 
 // SGD with momentum: Adam's first steps move every weight by the learning rate whatever the
 // gradient's size, so that rounding flips the sign of the smallest gradients' steps.
@@ -70,8 +51,11 @@ TEST(Precision, EachDeviceKindHasItsDefaultAndRefusesWhatItsKernelsDoNotCompute)
                   "precision 'fp8': unknown; use fp32, tf32, bf16 or fp16");
   if (find_backend(DeviceKind::kCuda) != nullptr) {
     EXPECT_EQ(run_precision("", DeviceKind::kCuda), Precision::kTf32);
-    EXPECT_CONTAINS(error_of([] { (void)run_precision("bf16", DeviceKind::kCuda); }),
-                    "cuda devices compute in tf32 or fp32");
+    EXPECT_EQ(run_precision("bf16", DeviceKind::kCuda), Precision::kBf16);
+    EXPECT_EQ(run_precision("fp16", DeviceKind::kCuda), Precision::kFp16);
+    EXPECT_CONTAINS(kernel_backend(DeviceKind::kCuda).precision_note(Precision::kBf16),
+                    "GPUs compute bf16 in the dense layers alone so far");
+    EXPECT_EQ(kernel_backend(DeviceKind::kCuda).precision_note(Precision::kTf32), "");
   }
 }
 

@@ -77,7 +77,28 @@ inline TrainOptions equivalence_options(OptimizerKind optimizer, bool overlap) {
   return o;
 }
 
-// Whether the two sets hold the same bits.
+// Each step's loss, in order.
+inline std::vector<double> losses(const RunReport& r) {
+  std::vector<double> out;
+  for (const StepRecord& s : r.steps) out.push_back(s.loss);
+  return out;
+}
+
+// From the same weights and batches, the 16-bit run's losses follow fp32's within 5e-2 while not
+// being fp32's (its kernels did compute on 16-bit copies), and it learns.
+inline void expect_follows_fp32(const RunReport& half, const RunReport& fp32) {
+  const std::vector<double> a = losses(fp32);
+  const std::vector<double> b = losses(half);
+  ASSERT_EQ(a.size(), b.size());
+  double differs = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(b[i], a[i], 5e-2 * std::abs(a[i])) << "step " << i + 1;
+    differs = std::max(differs, std::abs(b[i] - a[i]));
+  }
+  EXPECT_GT(differs, 1e-6);
+  EXPECT_LT(b.back(), b.front());
+}
+
 inline bool identical(const std::vector<NamedTensor>& a, const std::vector<NamedTensor>& b) {
   if (a.size() != b.size()) return false;
   for (size_t t = 0; t < a.size(); ++t) {
