@@ -228,7 +228,9 @@ KernelBackend& kernel_backend(DeviceKind kind);
 // compute as fp32.
 // - GPU kernels: kTf32 lets fp32 matrix products use TF32 on tensor cores (cuBLAS's
 //   CUBLAS_COMPUTE_32F_FAST_TF32, cuDNN's CUDNN_DEFAULT_MATH); kFp32 is strict fp32
-//   (CUBLAS_COMPUTE_32F, CUDNN_FMA_MATH).
+//   (CUBLAS_COMPUTE_32F, CUDNN_FMA_MATH). kBf16 and kFp16 run dense layers on 16-bit copies
+//   of their operands with fp32 accumulation and the rest as kTf32; the convolutions refuse
+//   them (no 16-bit cuDNN path yet).
 // - CPU kernels: kBf16 runs convolutions and dense layers on bf16 copies of their inputs,
 //   weights and output gradients with fp32 accumulation and fp32 outputs (oneDNN picks AMX or
 //   AVX-512 BF16 where the CPU has them); everything else computes in fp32.
@@ -237,6 +239,17 @@ void set_precision(Precision precision);
 Precision precision();
 // precision() == Precision::kTf32: what GPU kernels ask when they pick their math.
 bool allow_tf32();
+// Sets precision() for a scope and restores the one before, also when the scope throws.
+class ScopedPrecision {
+ public:
+  explicit ScopedPrecision(Precision p) : saved_(precision()) { set_precision(p); }
+  ~ScopedPrecision() { set_precision(saved_); }
+  ScopedPrecision(const ScopedPrecision&) = delete;
+  ScopedPrecision& operator=(const ScopedPrecision&) = delete;
+
+ private:
+  Precision saved_;
+};
 
 // How strictly GPU kernels are deterministic (bit-identical results run after run on one
 // device, as CPU kernels always are); cuDNN's algorithms that accumulate with atomics are not.

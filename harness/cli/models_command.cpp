@@ -83,11 +83,9 @@ nlohmann::json planned_memory(const ModelDef& def, const MemoryRequest& r) {
   device->make_current();
   // The kernels the plan measures compute in it (process-wide, so restored after).
   const Precision precision = run_precision(r.precision, spec.kind);
-  const Precision before = scalescope::precision();
-  set_precision(precision);
+  const ScopedPrecision scope(precision);
   Model model(def, def.default_input, *device, 1);
   const TrainingMemory m = training_memory(model, r.batch, r.optimizer, /*staged=*/true);
-  set_precision(before);
   return {{"device", to_string(spec.kind)},
           {"batch", r.batch},
           {"precision", to_string(precision)},

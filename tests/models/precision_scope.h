@@ -6,15 +6,6 @@
 
 namespace scalescope::testing_util {
 
-class PrecisionScope {
- public:
-  explicit PrecisionScope(Precision p) : saved_(precision()) { set_precision(p); }
-  ~PrecisionScope() { set_precision(saved_); }
-  PrecisionScope(const PrecisionScope&) = delete;
-  PrecisionScope& operator=(const PrecisionScope&) = delete;
-
- private:
-  Precision saved_;
-};
+using PrecisionScope = ScopedPrecision;
 
 }  // namespace scalescope::testing_util

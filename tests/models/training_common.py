@@ -111,17 +111,19 @@ def relative_gaps(ours, theirs):
     return [abs(a - b) / abs(b) for a, b in zip(ours, theirs)]
 
 
-def compare_losses(name, ours, theirs, steps, failures, tolerance=LOSS_TOLERANCE):
-    """Per-step losses within `tolerance` relative, and falling on both sides."""
+def compare_losses(name, ours, theirs, steps, failures, tolerance=LOSS_TOLERANCE,
+                   theirs_label="PyTorch"):
+    """Per-step losses within `tolerance` relative, and falling on both sides; `theirs_label`
+    names the second series in messages."""
     if len(ours) != steps or len(theirs) != steps:
-        failures.append(f"{name}: {len(ours)} scalescope and {len(theirs)} PyTorch losses, "
-                        f"expected {steps}")
+        failures.append(f"{name}: {len(ours)} scalescope and {len(theirs)} {theirs_label} "
+                        f"losses, expected {steps}")
         return
     diffs = relative_gaps(ours, theirs)
     worst = max(diffs)
     at = diffs.index(worst) + 1
     print(f"{name}: worst relative loss difference {worst:.2e} (step {at}) over {steps} steps; "
-          f"scalescope {ours[0]:.4f} -> {ours[-1]:.4f}, PyTorch {theirs[0]:.4f} -> "
+          f"scalescope {ours[0]:.4f} -> {ours[-1]:.4f}, {theirs_label} {theirs[0]:.4f} -> "
           f"{theirs[-1]:.4f}")
     if not worst <= tolerance:
         failures.append(f"{name}: losses differ by {worst:.2e} relative at step {at} "
@@ -129,7 +131,8 @@ def compare_losses(name, ours, theirs, steps, failures, tolerance=LOSS_TOLERANCE
     if not ours[-1] < ours[0]:
         failures.append(f"{name}: scalescope's loss did not fall ({ours[0]} -> {ours[-1]})")
     if not theirs[-1] < theirs[0]:
-        failures.append(f"{name}: PyTorch's loss did not fall ({theirs[0]} -> {theirs[-1]})")
+        failures.append(f"{name}: {theirs_label}'s loss did not fall ({theirs[0]} -> "
+                        f"{theirs[-1]})")
 
 
 BF16_TOLERANCE = 2e-2  # relative, scalescope bf16 against PyTorch's CPU autocast (issue 38)
@@ -142,7 +145,7 @@ def compare_bf16(model, ours, fp32, theirs, steps, failures):
     compare_losses(f"{model} bf16 against PyTorch autocast", ours, theirs, steps, failures,
                    tolerance=BF16_TOLERANCE)
     compare_losses(f"{model} bf16 against fp32 (both scalescope)", ours, fp32, steps, failures,
-                   tolerance=BF16_FROM_FP32)
+                   tolerance=BF16_FROM_FP32, theirs_label="scalescope fp32")
     if not max(relative_gaps(ours, fp32)) > 1e-5:
         failures.append(f"{model}: --precision bf16 gave fp32's losses (bf16 did not run)")
 
