@@ -154,6 +154,16 @@ struct LayerTimeRecord {
     return forward_bytes > 0 &&
            static_cast<double>(forward_flops) < 4.0 * static_cast<double>(forward_bytes);
   }
+  // The forward's achieved GFLOP/s; none without FLOPs or time.
+  std::optional<double> forward_gflop_per_s() const {
+    if (forward_ms <= 0.0 || forward_flops <= 0) return std::nullopt;
+    return static_cast<double>(forward_flops) / (forward_ms * 1e6);
+  }
+  // The GB/s its forward moved, where it is memory-bound; none elsewhere.
+  std::optional<double> forward_gb_per_s() const {
+    if (forward_ms <= 0.0 || !memory_bound()) return std::nullopt;
+    return static_cast<double>(forward_bytes) / (forward_ms * 1e6);
+  }
 };
 
 // The keys of the records above, for their writers and strict readers both (the run report's,

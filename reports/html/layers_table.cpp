@@ -35,6 +35,20 @@ LayersTableData::Row rest_row(const std::vector<const SweepPoint*>& points,
   return rest;
 }
 
+std::string rate_attributes(const LayersTableData::Cell& cell) {
+  std::string out;
+  if (cell.gflop_per_s) out += fmt::format(" data-gflops=\"{:.1f}\"", *cell.gflop_per_s);
+  if (cell.gb_per_s) out += fmt::format(" data-gbps=\"{:.1f}\"", *cell.gb_per_s);
+  return out;
+}
+
+// What bounds the layer's forward, as a rate: GB/s where memory-bound, else GFLOP/s.
+std::string rate_text(const LayersTableData::Cell& cell) {
+  if (cell.gb_per_s) return fmt::format(" &middot; {} GB/s", short_number(*cell.gb_per_s));
+  if (cell.gflop_per_s) return fmt::format(" &middot; {} GFLOP/s", short_number(*cell.gflop_per_s));
+  return "";
+}
+
 }  // namespace
 
 LayersTableData prepare_layers(const ModelView& m, size_t top) {
@@ -67,8 +81,8 @@ LayersTableData prepare_layers(const ModelView& m, size_t top) {
         continue;
       }
       const double all = d.column_ms[c];
-      row.cells.push_back(
-          LayersTableData::Cell{it->total_ms(), all > 0 ? it->total_ms() / all : 0});
+      row.cells.push_back(LayersTableData::Cell{it->total_ms(), all > 0 ? it->total_ms() / all : 0,
+                                                it->forward_gflop_per_s(), it->forward_gb_per_s()});
     }
     d.rows.push_back(std::move(row));
   }
@@ -100,11 +114,12 @@ std::string draw_layers_table(const LayersTableData& d) {
         continue;
       }
       const LayersTableData::Cell& cell = *r.cells[c];
-      fmt::format_to(std::back_inserter(out),
-                     "<td class=\"num\" data-point=\"{}\" data-ms=\"{:.4f}\" data-share=\"{:.4f}\">"
-                     "{} <span class=\"note\">{}</span></td>",
-                     escape(d.columns[c]), cell.ms, cell.share, short_number(cell.ms),
-                     percent(cell.share));
+      fmt::format_to(
+          std::back_inserter(out),
+          "<td class=\"num\" data-point=\"{}\" data-ms=\"{:.4f}\" data-share=\"{:.4f}\"{}>"
+          "{} <span class=\"note\">{}{}</span></td>",
+          escape(d.columns[c]), cell.ms, cell.share, rate_attributes(cell), short_number(cell.ms),
+          percent(cell.share), rate_text(cell));
     }
     out += "</tr>\n";
   }

@@ -4,7 +4,9 @@
 // or the device count; the row of the rest sums the layers not shown.
 //
 // The table is <table data-layers>, its rows <tr data-layer="INDEX"> (the rest's
-// data-layer="rest"), its cells <td data-point="LABEL" data-ms data-share>.
+// data-layer="rest"), its cells <td data-point="LABEL" data-ms data-share>, with data-gflops
+// and data-gbps where the layer's forward rates are known (shown beside the share: GB/s for a
+// memory-bound layer, GFLOP/s for the others).
 #pragma once
 
 #include <cstddef>
@@ -20,6 +22,9 @@ struct LayersTableData {
   struct Cell {
     double ms = 0.0;     // forward + backward, mean per measured step
     double share = 0.0;  // of the point's layers' sum
+    // The forward's rates (LayerTimeRecord): GB/s where memory-bound, GFLOP/s where known.
+    std::optional<double> gflop_per_s{};
+    std::optional<double> gb_per_s{};
   };
   struct Row {
     std::string layer;                       // its index in the model, or "rest"

@@ -31,16 +31,10 @@ std::string row(const std::string& layer, const std::string& name, double forwar
 
 // The forward's GFLOP/s, and for a memory-bound layer the GB/s it moved: "-" where unknown.
 std::string forward_rates(const LayerTimeRecord& l) {
-  if (l.forward_ms <= 0.0) return "-";
-  const std::string gflops =
-      l.forward_flops > 0
-          ? fmt::format("{:.1f}", static_cast<double>(l.forward_flops) / (l.forward_ms * 1e6))
-          : "-";
-  const std::string gbps =
-      l.memory_bound()
-          ? fmt::format("{:.1f}", static_cast<double>(l.forward_bytes) / (l.forward_ms * 1e6))
-          : "-";
-  return fmt::format("{:>11} {:>9}", gflops, gbps);
+  const auto text = [](std::optional<double> rate) {
+    return rate ? fmt::format("{:.1f}", *rate) : std::string("-");
+  };
+  return fmt::format("{:>11} {:>9}", text(l.forward_gflop_per_s()), text(l.forward_gb_per_s()));
 }
 
 // What the library chose for `layer`'s forward (oneDNN's implementation, cuDNN's algorithm

@@ -1,6 +1,6 @@
 // The slowest-layers table of the HTML page: rows by the layers' time summed over the profiled
-// points, a cell per point with its ms and share, the rest summed, the names escaped, and no
-// table for a model without a profile.
+// points, a cell per point with its ms, share and forward rate, the rest summed, the names
+// escaped, and no table for a model without a profile.
 #include "reports/html/layers_table.h"
 
 #include <gtest/gtest.h>
@@ -64,6 +64,29 @@ TEST(LayersTable, APointWithoutTheLayerGetsADash) {
   EXPECT_EQ(count_of(table, "<tr data-layer="), 4u);
   EXPECT_EQ(count_of(table, "data-ms="), 7u);
   EXPECT_EQ(count_of(table, "&ndash;"), 1u);
+}
+
+// Beside the share, the forward's rate: GB/s for a memory-bound layer (an add: 1 FLOP per 12
+// bytes), GFLOP/s for the others, nothing where the FLOPs are unknown.
+TEST(LayersTable, ACellShowsWhatBoundsTheLayersForward) {
+  SweepReport r = profiled_report();
+  r.points[0].layer_profile[2].forward_flops = 2'000'000'000;  // mlp: 1 ms forward
+  r.points[0].layer_profile[1].forward_flops = 1'000'000;      // attn: 2 ms, 12 MB
+  r.points[0].layer_profile[1].forward_bytes = 12'000'000;
+  const LayersTableData d = prepare_layers(models_of(r).at(0), 4);
+  const LayersTableData::Cell& mlp = *d.rows[0].cells[0];
+  ASSERT_TRUE(mlp.gflop_per_s);
+  EXPECT_DOUBLE_EQ(*mlp.gflop_per_s, 2000.0);
+  EXPECT_FALSE(mlp.gb_per_s);
+  const LayersTableData::Cell& attn = *d.rows[1].cells[0];
+  ASSERT_TRUE(attn.gb_per_s);
+  EXPECT_DOUBLE_EQ(*attn.gb_per_s, 6.0);
+  EXPECT_FALSE(d.rows[0].cells[1]->gflop_per_s);  // no FLOPs recorded at batch 16
+  const std::string table = draw_layers_table(d);
+  EXPECT_EQ(count_of(table, "data-gflops="), 2u);
+  EXPECT_EQ(count_of(table, "data-gbps=\"6.0\""), 1u);
+  EXPECT_EQ(count_of(table, "&middot; 2000 GFLOP/s"), 1u);
+  EXPECT_EQ(count_of(table, "&middot; 6.00 GB/s"), 1u);
 }
 
 TEST(LayersTable, OnlyProfiledModelsGetTheTableOnThePageEscaped) {
