@@ -19,8 +19,12 @@ attention PyTorch's fused scaled_dot_product_attention where PyTorch has it); be
 times, each one's peak device memory: PyTorch's max_memory_allocated, scalescope's
 peak_memory_bytes. --cases NAME:BATCH,... picks cases.
 
+--precision bf16|fp16 runs scalescope with that --precision and PyTorch's step under
+torch.autocast in that type (fp16 with torch.amp.GradScaler, as its users run it); fp32 is
+strict fp32 on both, tf32 (the GPU default) TF32 on both.
+
 Usage: bench/compare_pytorch.py [--device cpu|cuda] [--threads N] [--rounds R] [--steps S]
-       [--cases NAME:BATCH,...] [--binary build/scalescope]
+       [--cases NAME:BATCH,...] [--precision P] [--binary build/scalescope]
 Needs PyTorch (Debian's python3-torch for CPU: run with /usr/bin/python3).
 """
 import argparse
@@ -41,7 +45,10 @@ GPU_CASES = [("cifar-cnn", 64), ("cifar-cnn", 512), ("mlp-41m", 256), ("mlp-41m"
 GIB = 2.0 ** 30
 
 
-def torch_steps(name, batch, steps, warmup, device):
+AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def torch_steps(name, batch, steps, warmup, device, precision):
     torch.manual_seed(1)
     model, shape, loss_fn, labels = torch_model(name)
     glorot(model)
@@ -52,13 +59,21 @@ def torch_steps(name, batch, steps, warmup, device):
     y = labels(batch).to(device)
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
+    dtype = AUTOCAST.get(precision)
+    scaler = torch.amp.GradScaler(device) if precision == "fp16" else None
     times = []
     for i in range(warmup + steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
+        with torch.autocast(device, dtype=dtype, enabled=dtype is not None):
+            loss = loss_fn(model(x), y)
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
         loss.item()  # waits for the step, as scalescope's loss read does
         t1 = time.perf_counter()
         if i >= warmup:
@@ -68,8 +83,10 @@ def torch_steps(name, batch, steps, warmup, device):
     return times, peak
 
 
-def scalescope_steps(binary, name, batch, steps, warmup, threads, device):
+def scalescope_steps(binary, name, batch, steps, warmup, threads, device, precision):
     where = ["--devices", "cuda:1"] if device == "cuda" else ["--threads", str(threads)]
+    if precision:
+        where += ["--precision", precision]
     run = run_scalescope(binary, ["--model", name, "--batch", str(batch),
                                   "--steps", str(warmup + steps), "--warmup-steps", str(warmup),
                                   *where, *scalescope_optimizer_args("adam"),
@@ -101,6 +118,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--binary", default=default_binary())
     ap.add_argument("--cases", help="NAME:BATCH,... instead of the device's default cases")
+    ap.add_argument("--precision", choices=["fp32", "tf32", "bf16", "fp16"],
+                    help="both sides' precision (default: tf32 on GPUs, fp32 on CPUs)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     cases = CASES
@@ -108,25 +127,30 @@ def main():
     if args.device == "cuda":
         if not torch.cuda.is_available():
             sys.exit("--device cuda: this PyTorch sees no GPU")
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+        tf32 = args.precision != "fp32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
         torch.backends.cudnn.benchmark = True  # scalescope also picks conv algorithms once
         cases = GPU_CASES
         where = torch.cuda.get_device_name(0)
     if args.cases:
         cases = parse_cases(args.cases)
+    if args.precision == "tf32" and args.device == "cpu":
+        sys.exit("--precision tf32: TF32 is a format of GPU tensor cores")
     print(f"PyTorch {torch.__version__} (attention: {ATTENTION}), {where}, "
+          f"precision {args.precision or 'default'}, "
           f"{args.rounds} rounds x {args.steps} steps (+{args.warmup} warm-up)")
     print(f"{'model':<16} {'batch':>5} {'pytorch ms':>11} {'scalescope ms':>14} {'ratio':>6}"
           f" {'pytorch GiB':>12} {'scalescope GiB':>15} {'ratio':>6}")
     for name, batch in cases:
         ours, theirs, their_peak, our_peak = [], [], 0, 0
         for _ in range(args.rounds):
-            times, peak = torch_steps(name, batch, args.steps, args.warmup, args.device)
+            times, peak = torch_steps(name, batch, args.steps, args.warmup, args.device,
+                                      args.precision)
             theirs += times
             their_peak = max(their_peak, peak or 0)
             times, peak = scalescope_steps(args.binary, name, batch, args.steps, args.warmup,
-                                           args.threads, args.device)
+                                           args.threads, args.device, args.precision)
             ours += times
             our_peak = max(our_peak, peak or 0)
         t, o = statistics.median(theirs), statistics.median(ours)

@@ -66,6 +66,8 @@ step_table=(
   "devices|60|required|both"
   "profile-layers|120|required|both"
   "memory-plan|120|informational|both"
+  "gpt-profile|150|required|both"
+  "compare-16bit|240|required|both"
   "sanitizer-memcheck|150|required|both"
   "sanitizer-racecheck|120|required|both"
   "nccl_hostid|90|informational|both"
@@ -344,6 +346,12 @@ run_step h2d-overlap "$out/h2d-overlap.log" note_h2d step_h2d_overlap
 run_step devices "$out/devices.log" note_devices step_devices
 run_step profile-layers "$out/profile-layers.log" note_profile_layers step_profile_layers
 run_step memory-plan "$out/memory-plan.log" note_memory_plan step_memory_plan
+run_step gpt-profile "$out/gpt-profile.log" note_gpt_profile step_gpt_profile
+if wanted compare-16bit && ! python3 -c 'import torch' >/dev/null 2>&1; then
+  record_skip compare-16bit "python3 has no torch"
+else
+  run_step compare-16bit "$out/compare-16bit.log" note_compare_16bit step_compare_16bit
+fi
 for tool in memcheck racecheck; do
   if [[ -z "$sanitizer" ]]; then
     record_skip "sanitizer-$tool" "no compute-sanitizer (PATH, the toolkit, the wheels; or set COMPUTE_SANITIZER)"

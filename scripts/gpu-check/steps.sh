@@ -180,6 +180,36 @@ PY
 }
 note_memory_plan() { grep -E '^memory-plan: ' "$1" | sed -E 's/^memory-plan: //' | paste -sd';' | cut -c1-220; }
 
+# GPT-2 small at 8 sequences of 1024, --profile-layers, in tf32 and in bf16 (the dense layers on
+# bf16 copies), and in tf32 with the vocabulary padded to 50304 (a multiple of 64, as nanoGPT
+# pads it): what the lm_head's unaligned 50257 columns cost its GEMMs.
+step_gpt_profile() {
+  local run extra
+  for run in tf32: bf16: tf32:,vocab=50304; do
+    extra=${run#*:}
+    "$bin" train --devices cuda:1 --model "gpt:preset=small$extra" --batch 8 --steps 12 \
+      --no-eval --data synthetic:device --precision "${run%%:*}" --profile-layers \
+      -o "$out/gpt-profile-${run%%:*}${extra:+-${extra#,}}.json" || return 1
+  done
+}
+note_gpt_profile() {
+  grep -E 'median step' "$1" | sed -E 's/.*median step ([0-9.]+) ms.*/\1/' | paste -sd' ' |
+    awk '{printf "GPT-2 small b8 step ms, profiled, tf32/bf16/tf32 vocab 50304: %s/%s/%s\n", $1, $2, $3}'
+}
+
+# GPT-2 small beside PyTorch in tf32, bf16 and fp16 (PyTorch: torch.autocast, GradScaler).
+step_compare_16bit() {
+  local p
+  for p in tf32 bf16 fp16; do
+    python3 "$bench_dir/compare_pytorch.py" --device cuda --binary "$bin" --rounds 1 --steps 10 \
+      --precision "$p" --cases gpt:preset=small:8 || return 1
+  done
+}
+note_compare_16bit() {
+  awk '/^PyTorch/ {p = $0; sub(/.*precision /, "", p); sub(/,.*/, "", p)}
+       /^gpt/ {printf "%s ms pytorch/ours %s/%s; ", p, $3, $4}' "$1" | cut -c1-220
+}
+
 step_devices() { "$bin" devices && "$bin" devices --json >"$out/devices.json"; }
 # The first GPU's host link figures (the table's row after its header), or why there are none.
 note_devices() {
@@ -354,7 +384,7 @@ step_ctest() {  # STOP_EPOCH: ctest starts no test after it
 note_ctest() { grep -m1 -E 'tests passed|No tests were found' "$1" || echo "no ctest summary line"; }
 
 export -f step_env step_nvidia_smi step_bundle step_main_command step_resnet50_b128 step_profile_layers \
-  step_memory_plan \
+  step_memory_plan step_gpt_profile step_compare_16bit \
   step_h2d_overlap step_devices step_sanitizer summarize_sanitizer step_nccl_hostid \
   step_nccl_hostid_control two_ranks step_nccl_2proc_train step_nccl_2proc_collectives \
   step_nccl_2proc_abort step_configure step_build gtest sweep step_compare_pytorch step_ctest \
