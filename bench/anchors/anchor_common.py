@@ -220,7 +220,7 @@ def result(args, system, versions, steps, checks, allreduce=None):
     return {"system": system, "versions": versions, "model": args.model,
             "replicas": args.replicas, "batch": args.batch, "threads": args.threads,
             "optimizer": args.optimizer, "optimizer_settings": optimizer_settings(args),
-            "data": args.data, "warmup": args.warmup,
+            "precision": args.precision, "data": args.data, "warmup": args.warmup,
             "steps": steps, "checks": checks, "allreduce": allreduce or []}
 
 

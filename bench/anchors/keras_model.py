@@ -7,18 +7,21 @@ import numpy as np
 import anchor_common
 
 
-def build_model(keras, name):
-    """The Sequential model, Keras's default initializers: Glorot-uniform kernels, zero biases."""
+def build_model(keras, name, mixed=False):
+    """The Sequential model, Keras's default initializers: Glorot-uniform kernels, zero biases.
+    `mixed`: under the mixed_bfloat16 policy (set by the caller), the output layer in float32,
+    as Keras's mixed-precision guide has its users do for the numerics of the loss."""
     layers = keras.layers
     shape, _ = anchor_common.MODELS[name]
+    out = {"dtype": "float32"} if mixed else {}
     if name == "cifar-cnn":
         stack = [layers.Conv2D(32, 3, padding="same", activation="relu"), layers.MaxPooling2D(2),
                  layers.Conv2D(64, 3, padding="same", activation="relu"), layers.MaxPooling2D(2),
-                 layers.Flatten(), layers.Dense(64, activation="relu"), layers.Dense(10)]
+                 layers.Flatten(), layers.Dense(64, activation="relu"), layers.Dense(10, **out)]
     elif name == "mlp-41m":
         stack = [layers.Dense(4000, activation="tanh"), layers.Dense(2000, activation="relu"),
                  layers.Dense(500, activation="relu"), layers.Dense(300, activation="relu"),
-                 layers.Dense(1, activation="sigmoid")]
+                 layers.Dense(1, activation="sigmoid", **out)]
     else:
         raise ValueError(name)
     return keras.Sequential([keras.Input(shape), *stack], name=name.replace("-", "_"))
@@ -59,7 +62,11 @@ def optimizer_settings(optimizer):
 def build_compiled(keras, args):
     """In the current strategy scope: the model with its initial weights, compiled."""
     keras.utils.set_random_seed(args.seed)
-    model = build_model(keras, args.model)
+    mixed = args.precision == "bf16"
+    # Keras's way to bf16: the mixed_bfloat16 policy (layers compute in bf16 on float32
+    # variables); bf16 has float32's range, so no loss scaling.
+    keras.mixed_precision.set_global_policy("mixed_bfloat16" if mixed else "float32")
+    model = build_model(keras, args.model, mixed)
     if args.weights:
         weights = anchor_common.keras_kernels(args.model, anchor_common.read_weights(args.weights))
         model.set_weights(weights)

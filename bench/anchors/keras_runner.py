@@ -63,8 +63,6 @@ def parse_args(argv=None):
     ap.add_argument("--worker-dir", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     anchor_common.check_runner_arguments(args)
-    if args.precision != "fp32":
-        sys.exit(f"keras_runner: --precision {args.precision} is not measured here (fp32 only)")
     if anchor_common.is_gpt(args.model):
         ap.error(f"--model {args.model}: no Keras twin of the gpt models (torch_runner.py has)")
     return args
@@ -216,6 +214,7 @@ def run_mirrored(args):
                   strategy, strategy.experimental_distribute_dataset(dataset), first)}
     model, steps, more = train(keras, args, strategy, dataset, first)
     checks.update(more)
+    checks["dtype_policy"] = keras.mixed_precision.global_policy().name
     checks["replicas_identical"] = mirrors_identical(strategy, model)
     allreduce = None
     if args.allreduce_bytes:
