@@ -41,9 +41,6 @@ namespace {
 using namespace cuda_test;
 using testing_util::error_of;
 
-constexpr double kStrictTolerance = 1e-5;
-constexpr double kTf32Tolerance = 5e-3;
-
 enum class Precision { kStrict, kTf32 };
 
 const char* to_string(Precision p) {

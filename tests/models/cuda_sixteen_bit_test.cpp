@@ -25,7 +25,6 @@ namespace {
 using namespace cuda_test;
 using testing_util::error_of;
 
-constexpr double kTf32Tolerance = 5e-3;  // cuda_kernels_test.cpp's
 using Sixteen = Precision;
 
 // ---- bf16 and fp16: dense layers on 16-bit copies of their operands, attention in TF32

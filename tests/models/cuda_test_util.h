@@ -32,6 +32,11 @@ inline std::string gpu_unavailable() {
   return "no usable GPU (" + cuda->unavailable_reason() + ")";
 }
 
+// The relative error (relative_error below) a GPU kernel may show against the CPU kernel in
+// strict fp32 and with TF32 allowed.
+constexpr double kStrictTolerance = 1e-5;
+constexpr double kTf32Tolerance = 5e-3;
+
 // Allows TF32 (or strict fp32) for a scope and restores the precision after.
 class Tf32Scope : public ScopedPrecision {
  public:
