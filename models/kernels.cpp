@@ -61,6 +61,12 @@ bool allow_tf32() {
   return precision() == Precision::kTf32;
 }
 
+std::optional<kernel_math::HalfFormat> half_format(Precision precision) {
+  if (precision == Precision::kBf16) return kernel_math::HalfFormat::kBf16;
+  if (precision == Precision::kFp16) return kernel_math::HalfFormat::kFp16;
+  return std::nullopt;
+}
+
 bool KernelBackend::has_tf32() const {
   const std::vector<Precision> all = precisions();
   return std::find(all.begin(), all.end(), Precision::kTf32) != all.end();

@@ -6,6 +6,7 @@
 // a training step allocates nothing.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/buffer.h"
 #include "core/device.h"
 #include "core/precision.h"
 #include "core/tensor.h"
@@ -20,6 +22,25 @@
 #include "models/layer_spec.h"
 
 namespace scalescope {
+
+// Memory that layer kernels need only within one of their passes (the 16-bit copies of their
+// operands), one buffer for all the kernels of a model's plan: they run one at a time, in
+// stream order, so the largest need is the pool's size. Kernels reserve() while they are
+// made; the model allocates once all are, before any pass runs; a pass finds it at data().
+class TransientPool {
+ public:
+  void reserve(size_t bytes) { reserved_ = std::max(reserved_, bytes); }
+  // REQUIRES: called once, after the last reserve().
+  void allocate(Device& device) {
+    if (reserved_ > 0) buffer_ = DeviceBuffer(device, reserved_);
+  }
+  void* data() const { return buffer_.data(); }
+  size_t bytes() const { return buffer_.bytes(); }
+
+ private:
+  size_t reserved_ = 0;
+  DeviceBuffer buffer_;
+};
 
 // What a layer instance is bound to. Shapes include the batch dimension; images are NHWC.
 struct LayerBinding {
@@ -42,6 +63,9 @@ struct LayerBinding {
   //   ReLU's backward.
   std::optional<Activation> activation;
   bool relu_gradient = false;
+  // Where the kernel's pass-local memory goes (shared with the other kernels of its model);
+  // null: the kernel owns it. Kernels hold it: their launches may outlive the model.
+  std::shared_ptr<TransientPool> transient;
 };
 
 // How a kernel computes one pass where a library chose among implementations (cuDNN's
@@ -239,6 +263,9 @@ void set_precision(Precision precision);
 Precision precision();
 // precision() == Precision::kTf32: what GPU kernels ask when they pick their math.
 bool allow_tf32();
+// The 16-bit format of `precision`: what its 16-bit operands and the activations a model saves
+// for backward are stored in; none for fp32 and tf32.
+std::optional<kernel_math::HalfFormat> half_format(Precision precision);
 // Sets precision() for a scope and restores the one before, also when the scope throws.
 class ScopedPrecision {
  public:

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "core/check.h"
 #include "core/enum_names.h"
@@ -306,30 +307,32 @@ int64_t pooled_positions(int64_t in, int64_t out, const MaxPool2DSpec& p) {
 
 BackwardReads backward_reads(const LayerSpec& layer) {
   return std::visit(
-      Overloaded{
+      [](const auto& spec) -> BackwardReads {
+        using T = std::decay_t<decltype(spec)>;
+        if constexpr (std::is_same_v<T, ActivationSpec>) {
           // ReLU, tanh and sigmoid take their derivative from the output; GELU from the input.
-          [](const ActivationSpec& a) {
-            const bool gelu = a.kind == Activation::kGelu;
-            return BackwardReads{gelu, !gelu};
-          },
-          // Normalizes its input again with the statistics it saved.
-          [](const BatchNorm2DSpec&) {
-            return BackwardReads{true, false};
-          },
-          // Pass the gradient on, summed, moved or reordered: no value of the forward.
-          [](const AddSpec&) {
-            return BackwardReads{false, false};
-          },
-          [](const FlattenSpec&) {
-            return BackwardReads{false, false};
-          },
-          [](const GlobalAvgPoolSpec&) {
-            return BackwardReads{false, false};
-          },
-          [](const PadShortcutSpec&) {
-            return BackwardReads{false, false};
-          },
-          [](const auto&) { return BackwardReads{}; },
+          const bool gelu = spec.kind == Activation::kGelu;
+          return {gelu, !gelu};
+        } else if constexpr (std::is_same_v<T, BatchNorm2DSpec> ||
+                             std::is_same_v<T, LayerNormSpec> || std::is_same_v<T, Conv2DSpec> ||
+                             std::is_same_v<T, DenseSpec> || std::is_same_v<T, EmbeddingSpec>) {
+          // Norms normalize their input again with the statistics they saved; the weights'
+          // gradients need the input (an embedding's, its token ids). A fused activation's
+          // output belongs to the activation layer, which reads it.
+          return {true, false};
+        } else if constexpr (std::is_same_v<T, MaxPool2DSpec> ||
+                             std::is_same_v<T, CausalSelfAttentionSpec>) {
+          return {true, true};
+        } else {
+          // Pass the gradient on, summed, moved, reordered or through a mask of their own
+          // (dropout's): no value of the forward. A new layer type must say what it reads.
+          static_assert(
+              std::is_same_v<T, AddSpec> || std::is_same_v<T, FlattenSpec> ||
+                  std::is_same_v<T, GlobalAvgPoolSpec> || std::is_same_v<T, PadShortcutSpec> ||
+                  std::is_same_v<T, PositionEmbeddingSpec> || std::is_same_v<T, DropoutSpec>,
+              "backward_reads: say what this layer's backward reads");
+          return {false, false};
+        }
       },
       layer);
 }

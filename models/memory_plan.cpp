@@ -99,7 +99,6 @@ std::vector<bool> outputs_read_in_backward(const ModelDef& def) {
       if (from >= 0) read[static_cast<size_t>(from)] = true;
     }
   }
-  if (layers > 0) read.back() = true;
   return read;
 }
 

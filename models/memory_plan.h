@@ -48,8 +48,8 @@ int64_t second_reader_scratch(const std::vector<int64_t>& sizes,
                               const std::vector<std::vector<int>>& inputs);
 
 // Per layer of `def`, whether a backward reads its output: its own (backward_reads' output)
-// or a reader's (backward_reads' input), or it is the model's output (the loss reads it). The
-// others need their memory only until their readers' forwards are done.
+// or a reader's (backward_reads' input). The others need their memory only until their
+// readers' forwards are done (the model's output until the loss has read it).
 std::vector<bool> outputs_read_in_backward(const ModelDef& def);
 
 }  // namespace scalescope

@@ -8,35 +8,9 @@
 #include "core/random.h"
 #include "models/fusion.h"
 #include "models/memory_plan.h"
+#include "models/model_plan.h"
 
 namespace scalescope {
-
-struct Model::Plan {
-  int64_t batch = 0;
-  // Null for Add layers and for activations fused both ways (see `fusions`).
-  std::vector<std::unique_ptr<LayerKernel>> kernels;
-  std::vector<LayerFusion> fusions;
-  // outputs[i]: the output of layer i, in activations[i], or, for a layer that applies the
-  // next one's activation (fusions[i + 1].forward_in_producer), in that layer's, its own
-  // unallocated.
-  std::vector<Tensor> activations;
-  std::vector<float*> outputs;
-  // A graph's outputs that no backward reads (outputs_read_in_backward), each in here only
-  // until its last reader's forward: `outputs` points into it.
-  Tensor transient;
-  // A sequence: ping-pong buffers for activation gradients. A graph: grad_a holds the
-  // gradient of each layer's output while it is live (plan_gradient_arena; summed over its
-  // readers: `filled` says whether a reader wrote it yet), grad_b the scratch a second reader
-  // writes into before adding.
-  Tensor grad_a;
-  Tensor grad_b;
-  std::vector<int64_t> grad_offsets;  // graph only: each layer's gradient inside grad_a
-  std::vector<bool> filled;
-  std::unique_ptr<LossKernel> loss;
-  float* dout = nullptr;  // gradient w.r.t. the model output, set by the loss
-  // What the kernels allocated as they were made: the device's memory in use before and after.
-  int64_t kernel_bytes = 0;
-};
 
 namespace {
 
@@ -239,19 +213,13 @@ Model::Plan& Model::plan_for(int64_t batch) {
   plan->batch = batch;
   KernelBackend& kernels = kernel_backend(device_.id().kind);
   plan->fusions = plan_fusions(def_, kernels);
-  const size_t layers = def_.layers.size();
-  const auto fused_into = [&](size_t layer) {  // whether `layer` applies the next one
-    return layer + 1 < layers && plan->fusions[layer + 1].forward_in_producer;
-  };
-  int64_t max_act = shapes_.front().numel();
-  std::vector<int64_t> output_sizes;  // floats of each layer's output, and of its gradient
-  const bool graph = !def_.inputs.empty();
-  // A graph's outputs that no backward reads live in the forward arena (place_transient).
-  const std::vector<bool> kept =
-      graph ? outputs_read_in_backward(def_) : std::vector<bool>(layers, true);
-  for (size_t layer = 0; layer < layers; ++layer) {
+  plan->pool = std::make_shared<TransientPool>();
+  for (size_t layer = 0; layer < def_.layers.size(); ++layer) {
     LayerBinding b = binding(layer, batch);
-    if (fused_into(layer)) b.activation = std::get<ActivationSpec>(def_.layers[layer + 1]).kind;
+    b.transient = plan->pool;
+    if (plan->fused_into(layer)) {
+      b.activation = std::get<ActivationSpec>(def_.layers[layer + 1]).kind;
+    }
     b.relu_gradient = layer > 0 && plan->fusions[layer - 1].backward_in_reader;
     const bool add = std::holds_alternative<AddSpec>(def_.layers[layer]);
     const LayerFusion& fusion = plan->fusions[layer];
@@ -266,66 +234,15 @@ Model::Plan& Model::plan_for(int64_t batch) {
              "model '{}': layer {} ({}) cannot synchronize its statistics across replicas on "
              "{} devices (--sync-batchnorm)",
              def_.name, layer, describe(def_.layers[layer]), to_string(device_.id().kind));
-    plan->activations.push_back(fused_into(layer) || !kept[layer] ? Tensor()
-                                                                  : Tensor(device_, b.out));
-    max_act = std::max(max_act, shapes_[layer + 1].numel());
-    output_sizes.push_back(b.out.numel());
   }
-  plan->outputs.resize(layers);
-  for (size_t layer = layers; layer-- > 0;) {
-    plan->outputs[layer] =
-        fused_into(layer) ? plan->outputs[layer + 1] : plan->activations[layer].data();
-  }
-  if (graph) {
-    plan_graph_memory(*plan, output_sizes, kept);
-  } else {  // ping-pong
-    plan->grad_a = Tensor(device_, Shape{batch * max_act});
-    plan->grad_b = Tensor(device_, Shape{batch * max_act});
-  }
+  const int64_t before_pool = device_.memory_in_use();
+  plan->pool->allocate(device_);
+  plan->kernel_bytes += device_.memory_in_use() - before_pool;
+  plan_memory(*plan);
   const int64_t before_loss = device_.memory_in_use();
   plan->loss = kernels.make_loss(def_.loss, shapes_.back().with_batch(batch), device_);
   plan->kernel_bytes += device_.memory_in_use() - before_loss;
   return *plans_.emplace(batch, std::move(plan)).first->second;
-}
-
-Model::Memory Model::memory(int64_t batch) {
-  const Plan& plan = plan_for(batch);
-  const auto bytes = [](const Tensor& t) { return static_cast<int64_t>(t.bytes()); };
-  Memory m;
-  m.parameters = bytes(weights_) + bytes(grads_) + bytes(tied_grads_) + bytes(buffers_);
-  for (const Tensor& t : plan.activations) m.kept += bytes(t);
-  m.transient = bytes(plan.transient);
-  m.gradients = bytes(plan.grad_a) + bytes(plan.grad_b);
-  m.kernels = plan.kernel_bytes;
-  return m;
-}
-
-void Model::plan_graph_memory(Plan& plan, const std::vector<int64_t>& sizes,
-                              const std::vector<bool>& kept) {
-  std::vector<std::vector<int>> inputs;
-  for (size_t layer = 0; layer < sizes.size(); ++layer) {
-    inputs.push_back(layer_inputs(def_, static_cast<int>(layer)));
-  }
-  place_transient(plan, sizes, kept, reader_spans(inputs));
-  MemoryArena arena = plan_gradient_arena(sizes, inputs);
-  plan.grad_offsets = std::move(arena.offsets);
-  plan.grad_a = Tensor(device_, Shape{arena.size});
-  const int64_t scratch = second_reader_scratch(sizes, inputs);
-  if (scratch > 0) plan.grad_b = Tensor(device_, Shape{scratch});
-}
-
-void Model::place_transient(Plan& plan, const std::vector<int64_t>& sizes,
-                            const std::vector<bool>& kept, const std::vector<LiveSpan>& spans) {
-  std::vector<int64_t> transient(sizes.size(), 0);
-  for (size_t layer = 0; layer < sizes.size(); ++layer) {
-    if (!kept[layer]) transient[layer] = sizes[layer];
-  }
-  const MemoryArena arena = plan_arena(transient, spans);
-  if (arena.size == 0) return;
-  plan.transient = Tensor(device_, Shape{arena.size});
-  for (size_t layer = 0; layer < sizes.size(); ++layer) {
-    if (!kept[layer]) plan.outputs[layer] = plan.transient.data() + arena.offsets[layer];
-  }
 }
 
 std::vector<std::vector<KernelChoice>> Model::kernel_choices(int64_t batch) const {
@@ -353,19 +270,25 @@ void Model::forward(const float* input, int64_t batch, Stream& stream, bool trai
   for (size_t layer = 0; layer < plan.kernels.size(); ++layer) {
     const ProbeScope probe(training ? probe_ : nullptr, static_cast<int>(layer),
                            LayerProbe::Pass::kForward, stream);
-    float* out = plan.outputs[layer];
-    LayerKernel* kernel = plan.kernels[layer].get();
-    if (plan.fusions[layer].forward_in_producer) continue;  // the layer before wrote it
-    if (kernel == nullptr) {  // Add: out = a + b, element-wise on the device
-      const std::vector<int> from = layer_inputs(def_, static_cast<int>(layer));
-      const int64_t count = plan.batch * shapes_[layer + 1].numel();
-      accumulate_into(out, output_of(from[0]), count, true, stream);
-      accumulate_into(out, output_of(from[1]), count, false, stream);
-    } else if (training) {
-      run_forward(*kernel, layer_input(static_cast<int>(layer)), out, stream);
-    } else {
-      kernel->forward_eval(layer_input(static_cast<int>(layer)), out, stream);
-    }
+    // A fused activation's output was written by the layer before.
+    if (!plan.fusions[layer].forward_in_producer) forward_layer(layer, training, stream);
+    if (training) save_output(static_cast<int>(layer), stream);
+  }
+}
+
+void Model::forward_layer(size_t layer, bool training, Stream& stream) {
+  const Plan& plan = *current_;
+  float* out = plan.outputs[layer];
+  LayerKernel* kernel = plan.kernels[layer].get();
+  if (kernel == nullptr) {  // Add: out = a + b, element-wise on the device
+    const std::vector<int> from = layer_inputs(def_, static_cast<int>(layer));
+    const int64_t count = plan.batch * shapes_[layer + 1].numel();
+    accumulate_into(out, output_of(from[0]), count, true, stream);
+    accumulate_into(out, output_of(from[1]), count, false, stream);
+  } else if (training) {
+    run_forward(*kernel, layer_input(static_cast<int>(layer)), out, stream);
+  } else {
+    kernel->forward_eval(layer_input(static_cast<int>(layer)), out, stream);
   }
 }
 
@@ -411,6 +334,7 @@ void Model::backward(Stream& stream, const std::function<void(int layer)>& on_la
     float* din = layer == 0 ? nullptr : spare;
     {
       const ProbeScope probe(probe_, layer, LayerProbe::Pass::kBackward, stream);
+      restore_saved(layer, stream);
       run_backward(*plan->kernels[static_cast<size_t>(layer)], layer_input(layer),
                    plan->outputs[static_cast<size_t>(layer)], dout, din, stream);
       add_tied_gradients(layer, stream);
@@ -496,6 +420,7 @@ void Model::backward_graph_layer(int layer, Stream& stream) {
   float* din = !needs_din ? nullptr
                : in_place ? plan.grad_a.data() + plan.grad_offsets[static_cast<size_t>(input)]
                           : plan.grad_b.data();
+  restore_saved(layer, stream);
   run_backward(*kernel, layer_input(layer), plan.outputs[static_cast<size_t>(layer)], dout, din,
                stream);
   if (in_place) plan.filled[static_cast<size_t>(input)] = true;

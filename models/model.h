@@ -86,7 +86,8 @@ class Model {
   // call for a batch size plans its kernels and allocates its activations; later ones
   // allocate nothing.
   void forward(const float* input, int64_t batch, Stream& stream, bool training = true);
-  // Output of the last forward: batch × output_shape() floats on the device.
+  // Output of the last forward: batch × output_shape() floats on the device, until the next
+  // forward or backward (whose restored inputs may take its place in the forward arena).
   const float* output() const;
   // The loss of the last forward. loss[0] = `scale` × the sum of per-sample losses, and the
   // gradient of that with respect to the output is kept for backward().
@@ -113,8 +114,9 @@ class Model {
   // allocates nothing more of the model's.
   struct Memory {
     int64_t parameters = 0;  // weights, their gradients (tied weights' too), the layers' buffers
-    int64_t kept = 0;        // the outputs some backward reads: the whole step long
-    int64_t transient = 0;   // the forward arena of the other outputs (graphs)
+    int64_t kept = 0;        // the outputs some backward reads, the whole step long (bf16, fp16:
+                             // in 16 bits)
+    int64_t transient = 0;   // the forward arena of the other outputs (bf16, fp16: of all)
     int64_t gradients = 0;   // activation gradients: the arena and its scratch, or ping-pong
     int64_t kernels = 0;     // the layers' and the loss's own: workspaces, scratch, statistics
     int64_t total() const { return parameters + kept + transient + gradients + kernels; }
@@ -128,12 +130,18 @@ class Model {
  private:
   struct Plan;
   Plan& plan_for(int64_t batch);
-  // A graph's arenas (place_transient, plan_gradient_arena) and its second readers' scratch.
-  void plan_graph_memory(Plan& plan, const std::vector<int64_t>& sizes,
-                         const std::vector<bool>& kept);
-  // Points the outputs of the layers not `kept` into one arena, by their spans.
-  void place_transient(Plan& plan, const std::vector<int64_t>& sizes, const std::vector<bool>& kept,
-                       const std::vector<LiveSpan>& spans);
+  // model_memory.cpp: the plan's tensors once its kernels are made: the outputs backward reads
+  // (kept in fp32, or saved in 16 bits under bf16 and fp16), the forward arena of the others
+  // (place_outputs, by the spans of their readers), the activation gradients.
+  void plan_memory(Plan& plan);
+  void place_outputs(Plan& plan, const std::vector<int64_t>& sizes, const std::vector<bool>& kept,
+                     std::vector<LiveSpan> spans);
+  // Under bf16 and fp16: after `layer`'s training forward, its output into its 16-bit saved
+  // copy where a backward reads it; before its backward, the saved copies it reads back into
+  // their fp32 places (16-bit values: what autocast's saved tensors hold).
+  void save_output(int layer, Stream& stream);
+  void restore_saved(int layer, Stream& stream);
+  void forward_layer(size_t layer, bool training, Stream& stream);
   LayerBinding binding(size_t layer, int64_t batch) const;
   // The output of `layer` in the current plan (kModelInput: the model's input), and the
   // (first) input of `layer`.

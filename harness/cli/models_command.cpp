@@ -108,8 +108,8 @@ void print_memory(const std::string& name, const nlohmann::json& m) {
   const std::pair<const char*, const char*> rows[] = {
       {"parameters_bytes", "weights, their gradients, the layers' buffers"},
       {"optimizer_state_bytes", "optimizer state"},
-      {"kept_activations_bytes", "activations kept for backward"},
-      {"forward_arena_bytes", "forward arena (outputs no backward reads)"},
+      {"kept_activations_bytes", "activations saved for backward (bf16/fp16: 16-bit)"},
+      {"forward_arena_bytes", "forward arena (outputs while their readers run)"},
       {"activation_gradients_bytes", "activation gradients"},
       {"kernels_bytes", "the kernels' own (workspaces, scratch, statistics)"},
       {"batch_bytes", "the batch on the device and the loss"}};

@@ -121,8 +121,11 @@ class WeightedKernel final : public DnnlKernel {
     dst_ = unbound(d.dst);
     diff_src_ = unbound(d.src);
     diff_dst_ = unbound(d.dst);
-    src_compute_ = adopt_operand(src_, d.src_compute, src_to_compute_);
-    diff_dst_compute_ = adopt_operand(diff_dst_, d.diff_dst_compute, diff_dst_to_compute_);
+    // The copies of the input and of the output's gradient are made again in each pass that
+    // reads them, so that they need memory only during it (the model keeps the input).
+    use_pool(binding.transient);
+    src_compute_ = adopt_operand(src_, d.src_compute, src_to_compute_, true);
+    diff_dst_compute_ = adopt_operand(diff_dst_, d.diff_dst_compute, diff_dst_to_compute_, true);
 
     const memory weights = over(d.weights, binding.params[0].data);
     // A bias: convolutions and dense layers may have none.
@@ -145,6 +148,7 @@ class WeightedKernel final : public DnnlKernel {
   }
 
   void forward(const float* in, float* out, Stream&) override {
+    bind_pass_local();
     set_handle(src_, in);
     set_handle(dst_, out);
     if (src_to_compute_) src_to_compute_.run(stream_);
@@ -154,11 +158,12 @@ class WeightedKernel final : public DnnlKernel {
   }
 
   // REQUIRES (beyond LayerKernel's): the weights unchanged since the last forward, which the
-  // training step guarantees (the optimizer runs after backward). Under bf16 the input's copy
-  // is the last forward's: `in` is its input.
+  // training step guarantees (the optimizer runs after backward).
   void backward(const float* in, const float*, const float* dout, float* din, Stream&) override {
+    bind_pass_local();
     set_handle(src_, in);
     set_handle(diff_dst_, dout);
+    if (src_to_compute_) src_to_compute_.run(stream_);
     if (diff_dst_to_compute_) diff_dst_to_compute_.run(stream_);
     backward_weights_.run(stream_);
     if (diff_weights_back_) diff_weights_back_.run(stream_);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -90,6 +91,24 @@ class DnnlKernel : public LayerKernel {
     owned_.emplace_back(device_, desc.get_size());
     return memory(desc, engine_, owned_.back().data());
   }
+  // A memory object for a copy needed only within one pass (an operand's 16-bit copy): in the
+  // binding's transient pool when there is one (use_pool; bound at each pass by
+  // bind_pass_local), else owned here.
+  memory pass_local(const memory::desc& desc) {
+    if (!pool_) return owned(desc);
+    pass_local_.emplace_back(unbound(desc), pass_local_bytes_);
+    pass_local_bytes_ += (desc.get_size() + kPoolAlignment - 1) / kPoolAlignment * kPoolAlignment;
+    pool_->reserve(pass_local_bytes_);
+    return pass_local_.back().first;
+  }
+  void use_pool(std::shared_ptr<TransientPool> pool) { pool_ = std::move(pool); }
+  // At the start of each pass: the pass-local copies into the pool, which the model allocated
+  // after this kernel was made.
+  void bind_pass_local() const {
+    for (const auto& [m, offset] : pass_local_) {
+      m.set_data_handle(static_cast<char*>(pool_->data()) + offset);
+    }
+  }
   // A memory object over an external buffer fixed for the kernel's life (parameters).
   memory over(const memory::desc& desc, const float* data) const {
     return memory(desc, engine_, const_cast<float*>(data));
@@ -115,9 +134,11 @@ class DnnlKernel : public LayerKernel {
   // Returns the memory the primitive should use: `user` itself when the layouts agree, else
   // a copy owned here, with `copy` set to the reorder user → copy (`into_primitive`, for
   // weights) or copy → user (for gradients).
-  memory adopt(const memory& user, const memory::desc& wanted, bool into_primitive, Call& copy) {
+  // `local`: the copy is needed only within the pass that makes it (pass_local).
+  memory adopt(const memory& user, const memory::desc& wanted, bool into_primitive, Call& copy,
+               bool local = false) {
     if (wanted == user.get_desc()) return user;
-    memory internal = owned(wanted);
+    memory internal = local ? pass_local(wanted) : owned(wanted);
     copy = into_primitive ? reorder(user, internal) : reorder(internal, user);
     return internal;
   }
@@ -125,9 +146,10 @@ class DnnlKernel : public LayerKernel {
   // What a convolution or matrix product reads of `user` (an input, weights, an output
   // gradient): adopt()'s copy, or under emulated fp16 always a copy of this kernel's, which
   // `copy` fills (reordered where the layouts differ) and rounds to fp16 values.
-  memory adopt_operand(const memory& user, const memory::desc& wanted, Call& copy) {
-    if (!emulates_fp16()) return adopt(user, wanted, true, copy);
-    memory internal = owned(wanted);
+  memory adopt_operand(const memory& user, const memory::desc& wanted, Call& copy,
+                       bool local = false) {
+    if (!emulates_fp16()) return adopt(user, wanted, true, copy, local);
+    memory internal = local ? pass_local(wanted) : owned(wanted);
     Call layout = wanted == user.get_desc() ? Call() : reorder(user, internal);
     const auto n = static_cast<int64_t>(wanted.get_size() / sizeof(float));
     copy = Call([layout = std::move(layout), user, internal, n](const dnnl::stream& stream) {
@@ -159,7 +181,11 @@ class DnnlKernel : public LayerKernel {
   dnnl::primitive_attr attr_;
 
  private:
+  static constexpr size_t kPoolAlignment = 64;  // bytes: a cache line, as oneDNN aligns
   std::vector<DeviceBuffer> owned_;
+  std::shared_ptr<TransientPool> pool_;
+  std::vector<std::pair<memory, size_t>> pass_local_;  // and their offsets in the pool
+  size_t pass_local_bytes_ = 0;
   std::vector<memory> scratchpads_;
   DeviceBuffer scratch_buffer_;
 };

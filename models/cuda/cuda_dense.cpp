@@ -46,13 +46,6 @@ constexpr int64_t kRowAlignment = 8;                 // elements: 32 bytes of fp
 constexpr int64_t kPaddedFrom = int64_t{1} << 22;    // y's elements: smaller layers gain nothing
 constexpr int64_t kChunkBytes = int64_t{256} << 20;  // the padded buffer's size at most
 
-// The 16-bit format a dense layer's operands take under `precision`; none in fp32 and tf32.
-std::optional<km::HalfFormat> operand_format(Precision precision) {
-  if (precision == Precision::kBf16) return km::HalfFormat::kBf16;
-  if (precision == Precision::kFp16) return km::HalfFormat::kFp16;
-  return std::nullopt;
-}
-
 // The rows of y and dy as the GEMMs see them: `pitch` elements apart, `chunk` at a time, and
 // their columns in parts: [0, aligned) and [aligned, units). A layer that needs no padding has
 // pitch == aligned == units and one chunk of every row.
@@ -90,7 +83,7 @@ class DenseKernel final : public LayerKernel {
         in_(to_int(b.in[b.in.rank() - 1], "the input features", spec)),
         units_(to_int(d.units, "the units", spec)),
         rows_plan_(row_plan(rows_, units_)),
-        half_(operand_format(precision_)),
+        half_(half_format(precision_)),
         // Chosen per kernel, not on the shared handle: see CublasHandle.
         compute_(half_ ? CUBLAS_COMPUTE_32F : gemm_compute_type(precision_)),
         weight_(b.params[0].data),

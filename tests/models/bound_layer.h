@@ -81,7 +81,7 @@ struct BoundLayer {
         dout(device, out_shape),
         din(device, in_shape) {
     device.make_current();
-    LayerBinding binding{in_shape, out_shape, {}, {}, {}, {}, false};
+    LayerBinding binding{in_shape, out_shape, {}, {}, {}, {}, false, nullptr};
     for (const ParamSpec& p : param_specs(c.spec, c.in.without_batch())) {
       params.emplace_back(device, p.shape);
       grads.emplace_back(device, p.shape);

@@ -151,7 +151,7 @@ inline BoundLayer bind_layer(Device& device, const LayerCase& c, const LayerInpu
                nullptr};
   b.in.copy_from_host(inputs.x);
   b.dout.copy_from_host(inputs.dout);
-  LayerBinding binding{c.in, out_shape, {}, {}, {}, {}, false};
+  LayerBinding binding{c.in, out_shape, {}, {}, {}, {}, false, nullptr};
   const std::vector<ParamSpec> specs = param_specs(c.spec, c.in.without_batch());
   b.params.reserve(specs.size());
   b.grads.reserve(specs.size());

@@ -23,7 +23,8 @@ struct DropoutLayer {
     device.make_current();
     kernel =
         kernel_backend(DeviceKind::kCpu)
-            .make_layer(spec, LayerBinding{in.shape(), in.shape(), {}, {}, {}, {}, false}, device);
+            .make_layer(spec, LayerBinding{in.shape(), in.shape(), {}, {}, {}, {}, false, nullptr},
+                        device);
     in.copy_from_host(std::vector<float>(kCount, 3.0f));
   }
   std::vector<float> forward() {

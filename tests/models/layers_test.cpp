@@ -361,7 +361,8 @@ TEST(LayerShapes, KernelRejectsABindingThatDisagreesWithTheSpec) {
                     {weight_grad.view(), bias_grad.view()},
                     {},
                     {},
-                    false};
+                    false,
+                    nullptr};
   EXPECT_NO_THROW(make_cpu_layer(spec, good, device));
 
   LayerBinding wrong_out = good;

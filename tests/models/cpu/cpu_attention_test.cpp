@@ -35,7 +35,7 @@ struct AttentionLayer {
         din(device, in_shape) {
     device.make_current();
     before_kernel = device.memory_in_use();
-    const LayerBinding binding{in_shape, out_shape, {}, {}, {}, {}, false};
+    const LayerBinding binding{in_shape, out_shape, {}, {}, {}, {}, false, nullptr};
     kernel = kernel_backend(DeviceKind::kCpu)
                  .make_layer(CausalSelfAttentionSpec{heads}, binding, device);
   }

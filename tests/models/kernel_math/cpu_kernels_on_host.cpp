@@ -56,7 +56,7 @@ CpuLayer::CpuLayer(const LayerSpec& spec, const Shape& in,
       dy_(device_, out_shape_),
       dx_(device_, in) {
   device_.make_current();
-  LayerBinding binding{in, out_shape_, {}, {}, {}, {}, false};
+  LayerBinding binding{in, out_shape_, {}, {}, {}, {}, false, nullptr};
   const std::vector<ParamSpec> specs = param_specs(spec, in.without_batch());
   for (size_t i = 0; i < specs.size(); ++i) {
     params_.emplace_back(device_, specs[i].shape);

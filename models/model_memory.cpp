@@ -1,0 +1,122 @@
+// Where a Model's step keeps its tensors (DESIGN.md "Memory"): the outputs some backward reads
+// for the whole step (in fp32, or in 16 bits under bf16 and fp16), the others in a forward
+// arena only while their readers run, and the activation gradients in ping-pong buffers (a
+// sequence) or an arena of their own (a graph).
+#include <algorithm>
+#include <cstdint>
+
+#include "core/check.h"
+#include "models/memory_plan.h"
+#include "models/model.h"
+#include "models/model_plan.h"
+
+namespace scalescope {
+
+Model::Memory Model::memory(int64_t batch) {
+  const Plan& plan = plan_for(batch);
+  const auto bytes = [](const Tensor& t) { return static_cast<int64_t>(t.bytes()); };
+  Memory m;
+  m.parameters = bytes(weights_) + bytes(grads_) + bytes(tied_grads_) + bytes(buffers_);
+  for (const Tensor& t : plan.activations) m.kept += bytes(t);
+  for (const DeviceBuffer& b : plan.saved) m.kept += static_cast<int64_t>(b.bytes());
+  m.transient = bytes(plan.transient);
+  m.gradients = bytes(plan.grad_a) + bytes(plan.grad_b);
+  m.kernels = plan.kernel_bytes;
+  return m;
+}
+
+void Model::plan_memory(Plan& plan) {
+  const size_t layers = def_.layers.size();
+  std::vector<std::vector<int>> inputs;
+  std::vector<int64_t> sizes;  // floats of each layer's output, and of its gradient
+  for (size_t layer = 0; layer < layers; ++layer) {
+    inputs.push_back(layer_inputs(def_, static_cast<int>(layer)));
+    sizes.push_back(plan.batch * shapes_[layer + 1].numel());
+  }
+  // A fused producer's output is its activation's: what backward reads of it is read there.
+  std::vector<bool> read = outputs_read_in_backward(def_);
+  for (size_t layer = 0; layer < layers; ++layer) {
+    if (!plan.fused_into(layer) || !read[layer]) continue;
+    read[layer] = false;
+    read[layer + 1] = true;
+  }
+  plan.saved_format = half_format(precision());
+  std::vector<bool> kept = read;
+  if (plan.saved_format) {
+    kept.assign(layers, false);
+    for (size_t layer = 0; layer < layers; ++layer) {
+      const size_t bytes = read[layer] ? static_cast<size_t>(sizes[layer]) * sizeof(uint16_t) : 0;
+      plan.saved.push_back(bytes == 0 ? DeviceBuffer() : DeviceBuffer(device_, bytes));
+    }
+  }
+  for (size_t layer = 0; layer < layers; ++layer) {
+    const bool own = kept[layer] && !plan.fused_into(layer);
+    plan.activations.push_back(own ? Tensor(device_, Shape{sizes[layer]}) : Tensor());
+  }
+  place_outputs(plan, sizes, kept, reader_spans(inputs));
+  if (def_.inputs.empty()) {  // ping-pong
+    int64_t largest = shapes_.front().numel() * plan.batch;
+    for (const int64_t s : sizes) largest = std::max(largest, s);
+    plan.grad_a = Tensor(device_, Shape{largest});
+    plan.grad_b = Tensor(device_, Shape{largest});
+    return;
+  }
+  MemoryArena arena = plan_gradient_arena(sizes, inputs);
+  plan.grad_offsets = std::move(arena.offsets);
+  plan.grad_a = Tensor(device_, Shape{arena.size});
+  const int64_t scratch = second_reader_scratch(sizes, inputs);
+  if (scratch > 0) plan.grad_b = Tensor(device_, Shape{scratch});
+}
+
+void Model::place_outputs(Plan& plan, const std::vector<int64_t>& sizes,
+                          const std::vector<bool>& kept, std::vector<LiveSpan> spans) {
+  const size_t layers = sizes.size();
+  std::vector<int64_t> transient(layers, 0);
+  for (size_t layer = 0; layer < layers; ++layer) {
+    // A fused producer writes its activation's output: that one is live from the producer on.
+    if (plan.fused_into(layer)) {
+      spans[layer + 1].first = static_cast<int>(layer);
+    } else if (!kept[layer]) {
+      transient[layer] = sizes[layer];
+    }
+  }
+  const MemoryArena arena = plan_arena(transient, spans);
+  if (arena.size > 0) plan.transient = Tensor(device_, Shape{arena.size});
+  plan.outputs.assign(layers, nullptr);
+  for (size_t layer = layers; layer-- > 0;) {
+    if (plan.fused_into(layer)) {
+      plan.outputs[layer] = plan.outputs[layer + 1];
+    } else if (kept[layer]) {
+      plan.outputs[layer] = plan.activations[layer].data();
+    } else {
+      plan.outputs[layer] = plan.transient.data() + arena.offsets[layer];
+    }
+  }
+}
+
+void Model::save_output(int layer, Stream& stream) {
+  const Plan& plan = *current_;
+  const auto i = static_cast<size_t>(layer);
+  if (!plan.saved_format || plan.saved[i].data() == nullptr) return;
+  compress_gradients(plan.outputs[i], static_cast<uint16_t*>(plan.saved[i].data()),
+                     plan.batch * shapes_[i + 1].numel(), 1, *plan.saved_format, stream);
+}
+
+void Model::restore_saved(int layer, Stream& stream) {
+  const Plan& plan = *current_;
+  if (!plan.saved_format) return;
+  const auto restore = [&](int of) {
+    const size_t i = plan.holder(static_cast<size_t>(of));
+    SS_CHECK(plan.saved[i].data() != nullptr,
+             "model '{}': layer {}'s backward reads the output of layer {}, which was not saved",
+             def_.name, layer, of);
+    decompress_gradients(static_cast<const uint16_t*>(plan.saved[i].data()), plan.outputs[i],
+                         plan.batch * shapes_[i + 1].numel(), *plan.saved_format, stream);
+  };
+  const BackwardReads reads = backward_reads(def_.layers[static_cast<size_t>(layer)]);
+  const int from = layer_inputs(def_, layer).front();
+  if (reads.input && from != kModelInput) restore(from);
+  if (reads.output) restore(layer);
+}
+
+}  // namespace scalescope

@@ -1,0 +1,59 @@
+// What a Model holds for one batch size (model.cpp plans it, model_memory.cpp lays out its
+// memory): the layers' kernels and the step's tensors. Private to the model's sources.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/tensor.h"
+#include "models/fusion.h"
+#include "models/kernel_math/half_math.h"
+#include "models/kernels.h"
+#include "models/model.h"
+
+namespace scalescope {
+
+struct Model::Plan {
+  int64_t batch = 0;
+  // Null for Add layers and for activations fused both ways (see `fusions`).
+  std::vector<std::unique_ptr<LayerKernel>> kernels;
+  std::vector<LayerFusion> fusions;
+  // The kernels' pass-local memory (LayerBinding::transient), counted in kernel_bytes.
+  std::shared_ptr<TransientPool> pool;
+  // outputs[i]: the output of layer i, in activations[i] or in `transient`, or, for a layer
+  // that applies the next one's activation (fused_into), in that layer's, its own unallocated.
+  std::vector<Tensor> activations;
+  std::vector<float*> outputs;
+  // The outputs no backward reads in fp32 (all of them under bf16 and fp16), each in here
+  // only until its last reader's forward: `outputs` points into it.
+  Tensor transient;
+  // Under bf16 and fp16 (autocast's saved tensors): the outputs some backward reads, in that
+  // format, saved[i] layer i's (empty where none, and for fused_into layers, whose output is
+  // the next layer's). Training's forward writes them; backward restores each into its fp32
+  // place in `transient` just before a backward that reads it.
+  std::optional<kernel_math::HalfFormat> saved_format;
+  std::vector<DeviceBuffer> saved;
+  // A sequence: ping-pong buffers for activation gradients. A graph: grad_a holds the
+  // gradient of each layer's output while it is live (plan_gradient_arena; summed over its
+  // readers: `filled` says whether a reader wrote it yet), grad_b the scratch a second reader
+  // writes into before adding.
+  Tensor grad_a;
+  Tensor grad_b;
+  std::vector<int64_t> grad_offsets;  // graph only: each layer's gradient inside grad_a
+  std::vector<bool> filled;
+  std::unique_ptr<LossKernel> loss;
+  float* dout = nullptr;  // gradient w.r.t. the model output, set by the loss
+  // What the kernels allocated as they were made: the device's memory in use before and after.
+  int64_t kernel_bytes = 0;
+
+  // Whether layer i applies the next layer's activation, writing that layer's output.
+  bool fused_into(size_t layer) const {
+    return layer + 1 < fusions.size() && fusions[layer + 1].forward_in_producer;
+  }
+  // The layer whose output `layer`'s is: its own, or a fused producer's activation's.
+  size_t holder(size_t layer) const { return fused_into(layer) ? layer + 1 : layer; }
+};
+
+}  // namespace scalescope
