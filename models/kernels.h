@@ -107,6 +107,16 @@ class LayerKernel {
   // reordered weights).
   virtual void backward(const float* in, const float* out, const float* dout, float* din,
                         Stream& stream) = 0;
+  // Under bf16 and fp16 the model saves the outputs a backward reads in 16 bits (autocast's
+  // saved tensors) and restores them into fp32 before each backward that reads them. A kernel
+  // whose backward reads its input only as a 16-bit copy in `format` may read the saved one
+  // instead (no restore, no copy): where it says so, the model calls backward_saved, `in` the
+  // saved copy of the last forward's input in the input's layout.
+  virtual bool reads_saved_input(kernel_math::HalfFormat /*format*/) const { return false; }
+  virtual void backward_saved(const uint16_t* /*in*/, const float* /*out*/, const float* /*dout*/,
+                              float* /*din*/, Stream& /*stream*/) {
+    throw_error("this kernel reads no saved 16-bit input");
+  }
   // Statistics over every replica's batch (batch norm under --sync-batchnorm, PyTorch's
   // SyncBatchNorm). A layer that needs them runs its training passes in stages: stage s of
   // a pass writes the sums this replica contributes into sync_values(pass), the model sums

@@ -334,9 +334,7 @@ void Model::backward(Stream& stream, const std::function<void(int layer)>& on_la
     float* din = layer == 0 ? nullptr : spare;
     {
       const ProbeScope probe(probe_, layer, LayerProbe::Pass::kBackward, stream);
-      restore_saved(layer, stream);
-      run_backward(*plan->kernels[static_cast<size_t>(layer)], layer_input(layer),
-                   plan->outputs[static_cast<size_t>(layer)], dout, din, stream);
+      backward_layer(*plan->kernels[static_cast<size_t>(layer)], layer, dout, din, stream);
       add_tied_gradients(layer, stream);
     }
     if (on_layer_done) on_layer_done(layer);
@@ -420,9 +418,7 @@ void Model::backward_graph_layer(int layer, Stream& stream) {
   float* din = !needs_din ? nullptr
                : in_place ? plan.grad_a.data() + plan.grad_offsets[static_cast<size_t>(input)]
                           : plan.grad_b.data();
-  restore_saved(layer, stream);
-  run_backward(*kernel, layer_input(layer), plan.outputs[static_cast<size_t>(layer)], dout, din,
-               stream);
+  backward_layer(*kernel, layer, dout, din, stream);
   if (in_place) plan.filled[static_cast<size_t>(input)] = true;
   if (needs_din && !in_place) add_gradient(input, din, stream);
   add_tied_gradients(layer, stream);

@@ -102,7 +102,7 @@ void Model::save_output(int layer, Stream& stream) {
                      plan.batch * shapes_[i + 1].numel(), 1, *plan.saved_format, stream);
 }
 
-void Model::restore_saved(int layer, Stream& stream) {
+void Model::restore_saved(int layer, bool input, Stream& stream) {
   const Plan& plan = *current_;
   if (!plan.saved_format) return;
   const auto restore = [&](int of) {
@@ -115,8 +115,32 @@ void Model::restore_saved(int layer, Stream& stream) {
   };
   const BackwardReads reads = backward_reads(def_.layers[static_cast<size_t>(layer)]);
   const int from = layer_inputs(def_, layer).front();
-  if (reads.input && from != kModelInput) restore(from);
+  if (input && reads.input && from != kModelInput) restore(from);
   if (reads.output) restore(layer);
+}
+
+const uint16_t* Model::saved_input(const LayerKernel& kernel, int layer) const {
+  const Plan& plan = *current_;
+  const int from = layer_inputs(def_, layer).front();
+  if (!plan.saved_format || from == kModelInput ||
+      !backward_reads(def_.layers[static_cast<size_t>(layer)]).input ||
+      !kernel.reads_saved_input(*plan.saved_format) ||
+      (sync_ && kernel.sync_points(LayerKernel::Pass::kBackward) > 0)) {
+    return nullptr;
+  }
+  return static_cast<const uint16_t*>(plan.saved[plan.holder(static_cast<size_t>(from))].data());
+}
+
+void Model::backward_layer(LayerKernel& kernel, int layer, const float* dout, float* din,
+                           Stream& stream) {
+  const auto i = static_cast<size_t>(layer);
+  const uint16_t* saved = saved_input(kernel, layer);
+  restore_saved(layer, saved == nullptr, stream);
+  if (saved != nullptr) {
+    kernel.backward_saved(saved, current_->outputs[i], dout, din, stream);
+  } else {
+    run_backward(kernel, layer_input(layer), current_->outputs[i], dout, din, stream);
+  }
 }
 
 }  // namespace scalescope

@@ -162,8 +162,28 @@ class WeightedKernel final : public DnnlKernel {
   void backward(const float* in, const float*, const float* dout, float* din, Stream&) override {
     bind_pass_local();
     set_handle(src_, in);
-    set_handle(diff_dst_, dout);
     if (src_to_compute_) src_to_compute_.run(stream_);
+    backward_from_copies(dout, din);
+  }
+
+  // Under bf16 the primitives read the input as a plain bf16 copy in its own layout: the
+  // model's saved one is that copy (pass-local, so the next pass binds its own again).
+  bool reads_saved_input(kernel_math::HalfFormat format) const override {
+    return format == kernel_math::HalfFormat::kBf16 && math_ == "bf16" && pooled();
+  }
+  void backward_saved(const uint16_t* in, const float*, const float* dout, float* din,
+                      Stream&) override {
+    bind_pass_local();
+    src_compute_.set_data_handle(const_cast<uint16_t*>(in));
+    backward_from_copies(dout, din);
+  }
+
+  std::vector<KernelChoice> choices() const override { return choices_; }
+
+ private:
+  // Backward once src_compute_ holds the input as the primitives read it.
+  void backward_from_copies(const float* dout, float* din) {
+    set_handle(diff_dst_, dout);
     if (diff_dst_to_compute_) diff_dst_to_compute_.run(stream_);
     backward_weights_.run(stream_);
     if (diff_weights_back_) diff_weights_back_.run(stream_);
@@ -174,9 +194,6 @@ class WeightedKernel final : public DnnlKernel {
     backward_data_.run(stream_);
   }
 
-  std::vector<KernelChoice> choices() const override { return choices_; }
-
- private:
   // oneDNN's name of the implementation it dispatched to ("brg:avx512_core_amx_bf16",
   // "gemm:jit", "ref:any": the last is a slow reference kernel worth knowing about). oneDNN's
   // CPU kernels are deterministic for a fixed thread count.

@@ -102,6 +102,7 @@ class DnnlKernel : public LayerKernel {
     return pass_local_.back().first;
   }
   void use_pool(std::shared_ptr<TransientPool> pool) { pool_ = std::move(pool); }
+  bool pooled() const { return pool_ != nullptr; }
   // At the start of each pass: the pass-local copies into the pool, which the model allocated
   // after this kernel was made.
   void bind_pass_local() const {

@@ -33,6 +33,15 @@ class SimLayer final : public LayerKernel {
       k->backward(in, out, dout, din, stream);
     });
   }
+  bool reads_saved_input(kernel_math::HalfFormat format) const override {
+    return cpu_->reads_saved_input(format);
+  }
+  void backward_saved(const uint16_t* in, const float* out, const float* dout, float* din,
+                      Stream& stream) override {
+    device_.launch(stream, [k = cpu_, in, out, dout, din, &stream] {
+      k->backward_saved(in, out, dout, din, stream);
+    });
+  }
   // The stages are launches like the passes; the model enqueues the all-reduce between them.
   int sync_points(Pass pass) const override { return cpu_->sync_points(pass); }
   TensorView sync_values(Pass pass) const override { return cpu_->sync_values(pass); }

@@ -72,7 +72,8 @@ inline std::vector<float> layer_input(const LayerCase& c, uint64_t seed) {
 
 // One kernel bound to tensors of its own on a CPU device.
 struct BoundLayer {
-  explicit BoundLayer(const LayerCase& c)
+  // With `pool`, the kernel's pass-local memory is there, as a model's plan binds it.
+  explicit BoundLayer(const LayerCase& c, std::shared_ptr<TransientPool> pool = nullptr)
       : device(0, c.threads),
         in_shape(c.in),
         out_shape(output_shape(c.spec, c.in.without_batch()).with_batch(c.in[0])),
@@ -81,7 +82,7 @@ struct BoundLayer {
         dout(device, out_shape),
         din(device, in_shape) {
     device.make_current();
-    LayerBinding binding{in_shape, out_shape, {}, {}, {}, {}, false, nullptr};
+    LayerBinding binding{in_shape, out_shape, {}, {}, {}, {}, false, pool};
     for (const ParamSpec& p : param_specs(c.spec, c.in.without_batch())) {
       params.emplace_back(device, p.shape);
       grads.emplace_back(device, p.shape);
@@ -96,6 +97,7 @@ struct BoundLayer {
       binding.buffers.push_back(buffers.back().view());
     }
     kernel = kernel_backend(DeviceKind::kCpu).make_layer(c.spec, binding, device);
+    if (pool) pool->allocate(device);
   }
 
   void forward() { kernel->forward(in.data(), out.data(), device.default_stream()); }

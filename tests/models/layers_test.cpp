@@ -194,6 +194,58 @@ TEST(LayerFp16, ConvolutionsAndDenseLayersComputeOnFp16Copies) {
                                                   "fp16-emulated");
 }
 
+// Under bf16 a model saves a convolution's or dense layer's input in bf16 (autocast's saved
+// tensors), and the kernel's backward reads that copy as it is (backward_saved) instead of an
+// fp32 restore of it: the same bits as backward on the restored values. Only with its copies in
+// a model's pool (the next pass binds its own again), and never for emulated fp16.
+TEST(LayerBf16, BackwardOnTheSavedInputIsBackwardOnTheRestoredOne) {
+  for (const LayerCase& c : layer_cases()) {
+    if (!std::holds_alternative<Conv2DSpec>(c.spec) && !std::holds_alternative<DenseSpec>(c.spec))
+      continue;
+    SCOPED_TRACE(c.name);
+    std::optional<BoundLayer> layer;
+    std::optional<BoundLayer> unpooled;
+    {
+      const testing_util::PrecisionScope scope(Precision::kBf16);
+      layer.emplace(c, std::make_shared<TransientPool>());
+      unpooled.emplace(c);
+    }
+    EXPECT_TRUE(layer->kernel->reads_saved_input(kernel_math::HalfFormat::kBf16));
+    EXPECT_FALSE(layer->kernel->reads_saved_input(kernel_math::HalfFormat::kFp16));
+    EXPECT_FALSE(unpooled->kernel->reads_saved_input(kernel_math::HalfFormat::kBf16));
+    const std::vector<float> x = layer_input(c, 11);
+    fill_random_params(*layer, 11);
+    layer->dout.copy_from_host(random_values(layer->out_shape.numel(), 12));
+    std::vector<uint16_t> saved(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      saved[i] = kernel_math::to_half(x[i], kernel_math::HalfFormat::kBf16);
+    }
+    DeviceBuffer saved_copy(layer->device, saved.size() * sizeof(uint16_t));
+    std::copy(saved.begin(), saved.end(), static_cast<uint16_t*>(saved_copy.data()));
+    layer->in.copy_from_host(x);
+    layer->forward();
+    layer->in.copy_from_host(rounded(x, kernel_math::HalfFormat::kBf16));
+    layer->backward(true);
+    const std::vector<float> din = layer->din.to_host();
+    const std::vector<float> dw = layer->grads[0].to_host();
+    layer->din.copy_from_host(std::vector<float>(din.size(), 0.0f));
+    layer->grads[0].copy_from_host(std::vector<float>(dw.size(), 0.0f));
+    // Another forward leaves another input's copy in the pool: backward_saved must not read it.
+    layer->in.copy_from_host(layer_input(c, 12));
+    layer->forward();
+    layer->kernel->backward_saved(static_cast<const uint16_t*>(saved_copy.data()),
+                                  layer->out.data(), layer->dout.data(), layer->din.data(),
+                                  layer->device.default_stream());
+    EXPECT_EQ(layer->din.to_host(), din);
+    EXPECT_EQ(layer->grads[0].to_host(), dw);
+    // The next forward writes its input's copy into the pool again, not into the saved one.
+    layer->in.copy_from_host(layer_input(c, 13));
+    layer->forward();
+    EXPECT_TRUE(
+        std::equal(saved.begin(), saved.end(), static_cast<const uint16_t*>(saved_copy.data())));
+  }
+}
+
 // An operand beyond fp16's range (65504) is infinity to the kernel, as on a GPU: what makes
 // fp16 training scale its loss, and what the scaler's overflow check catches.
 TEST(LayerFp16, AnOperandBeyondFp16sRangeOverflows) {
