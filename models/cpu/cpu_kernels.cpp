@@ -24,6 +24,16 @@ std::vector<LibraryVersion> CpuKernelBackend::library_versions() const {
   return {{"onednn", text}};
 }
 
+void clear_vector_upper_halves() {
+#if defined(__x86_64__)
+  // VZEROUPPER is an AVX instruction: where the CPU (or the OS) has no AVX it cannot be dirty.
+  static const bool avx = __builtin_cpu_supports("avx");
+  if (!avx) return;
+#pragma omp parallel
+  { __asm__ volatile("vzeroupper" ::: "memory"); }
+#endif
+}
+
 std::vector<Precision> cpu_precisions() {
   return {Precision::kFp32, Precision::kBf16};  // oneDNN 2.6 has no fp16 training kernels
 }

@@ -36,8 +36,11 @@ inline bool emulates_fp16() {
 class Call {
  public:
   Call() = default;
-  Call(dnnl::primitive primitive, std::vector<std::pair<int, memory>> args)
-      : primitive_(std::move(primitive)) {
+  // `dirties_vectors`: the primitive computes in bf16, and leaves the vector registers' upper
+  // halves dirty (clear_vector_upper_halves).
+  Call(dnnl::primitive primitive, std::vector<std::pair<int, memory>> args,
+       bool dirties_vectors = false)
+      : primitive_(std::move(primitive)), dirties_vectors_(dirties_vectors) {
     for (auto& [arg, mem] : args) {
       args_.push_back(dnnl_exec_arg_t{arg, mem.get()});
       keep_.push_back(std::move(mem));
@@ -59,6 +62,7 @@ class Call {
         "could not execute a primitive"));
     // The CPU engine runs with OpenMP: execution is synchronous on the calling thread, so
     // there is nothing to wait for and the device's (inline) stream order holds.
+    if (dirties_vectors_) clear_vector_upper_halves();
   }
 
  private:
@@ -66,6 +70,7 @@ class Call {
   std::vector<dnnl_exec_arg_t> args_;
   std::vector<memory> keep_;
   std::function<void(const dnnl::stream&)> pass_;
+  bool dirties_vectors_ = false;
 };
 
 // What every oneDNN layer kernel holds: an engine, a stream, the attributes all its
@@ -123,7 +128,7 @@ class DnnlKernel : public LayerKernel {
       scratchpads_.push_back(unbound(scratch));
       args.emplace_back(DNNL_ARG_SCRATCHPAD, scratchpads_.back());
     }
-    return Call(Primitive(pd), std::move(args));
+    return Call(Primitive(pd), std::move(args), precision() == Precision::kBf16);
   }
 
   Call reorder(const memory& from, const memory& to) {
