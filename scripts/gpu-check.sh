@@ -65,7 +65,7 @@ step_table=(
   "h2d-overlap|90|required|both"
   "devices|60|required|both"
   "profile-layers|120|required|both"
-  "memory-plan|120|informational|both"
+  "memory-plan|180|informational|both"
   "gpt-profile|150|required|both"
   "compare-16bit|240|required|both"
   "sanitizer-memcheck|150|required|both"

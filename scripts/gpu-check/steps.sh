@@ -159,22 +159,27 @@ note_profile_layers() {
 }
 
 # The planned peak (`models SPEC --batch B`) against what three steps of training measured, on
-# the GPU: GPT-2 small at 8 (the attention's workspace shared since 79a1d79) and ResNet-50 at 64.
+# the GPU: GPT-2 small at 8 (the attention's workspace shared since 79a1d79) in tf32 and in bf16
+# (its saved activations in 16 bits), and ResNet-50 at 64.
 step_memory_plan() {
-  local spec batch name
-  for spec in gpt:preset=small:8 resnet:depth=50:64; do
+  local spec batch precision name
+  for spec in gpt:preset=small:8:tf32 gpt:preset=small:8:bf16 resnet:depth=50:64:tf32; do
+    precision=${spec##*:}
+    spec=${spec%:*}
     batch=${spec##*:}
     spec=${spec%:*}
-    name=${spec//[:=]/-}
-    "$bin" models "$spec" --batch "$batch" --devices cuda:1 --json >"$out/plan-$name.json" &&
-      "$bin" train --devices cuda:1 --model "$spec" --batch "$batch" --steps 3 --no-eval \
-        -o "$out/run-$name.json" || return 1
-    python3 - "$out/plan-$name.json" "$out/run-$name.json" "$spec" "$batch" <<'PY' || return 1
+    name=${spec//[:=]/-}-$precision
+    "$bin" models "$spec" --batch "$batch" --devices cuda:1 --precision "$precision" --json \
+      >"$out/plan-$name.json" &&
+      "$bin" train --devices cuda:1 --model "$spec" --batch "$batch" --precision "$precision" \
+        --steps 3 --no-eval -o "$out/run-$name.json" || return 1
+    python3 - "$out/plan-$name.json" "$out/run-$name.json" "$spec" "$batch" "$precision" \
+      <<'PY' || return 1
 import json, sys
 plan = json.load(open(sys.argv[1]))["models"][0]["memory"]["planned_peak_bytes"]
 measured = json.load(open(sys.argv[2]))["summary"]["peak_memory_bytes"][0]
-print(f"memory-plan: {sys.argv[3]} at {sys.argv[4]}: planned {plan / 2**30:.2f} GiB, "
-      f"measured {measured / 2**30:.2f} GiB ({measured / plan:.3f} of the plan)")
+print(f"memory-plan: {sys.argv[3]} at {sys.argv[4]} in {sys.argv[5]}: planned "
+      f"{plan / 2**30:.2f} GiB, measured {measured / 2**30:.2f} GiB ({measured / plan:.3f})")
 PY
   done
 }
