@@ -35,7 +35,6 @@ class TransientPool {
     if (reserved_ > 0) buffer_ = DeviceBuffer(device, reserved_);
   }
   void* data() const { return buffer_.data(); }
-  size_t bytes() const { return buffer_.bytes(); }
 
  private:
   size_t reserved_ = 0;

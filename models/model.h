@@ -140,11 +140,11 @@ class Model {
   // copy where a backward reads it; before its backward, the saved copies it reads back into
   // their fp32 places (16-bit values: what autocast's saved tensors hold).
   void save_output(int layer, Stream& stream);
-  void restore_saved(int layer, bool input, Stream& stream);
-  // The saved copy of `layer`'s input where its kernel reads it as it is
-  // (LayerKernel::reads_saved_input); else null.
-  const uint16_t* saved_input(const LayerKernel& kernel, int layer) const;
-  // A layer's backward (run_backward, or backward_saved), its saved values restored first.
+  // The saved copy of layer `of`'s output, which layer `reader`'s backward reads.
+  const uint16_t* saved_copy(int reader, int of) const;
+  void restore_saved(int reader, int of, Stream& stream);
+  // A layer's backward (run_backward, or backward_saved where the kernel reads the saved input
+  // as it is: LayerKernel::reads_saved_input), its saved values restored first.
   void backward_layer(LayerKernel& kernel, int layer, const float* dout, float* din,
                       Stream& stream);
   void forward_layer(size_t layer, bool training, Stream& stream);

@@ -102,44 +102,42 @@ void Model::save_output(int layer, Stream& stream) {
                      plan.batch * shapes_[i + 1].numel(), 1, *plan.saved_format, stream);
 }
 
-void Model::restore_saved(int layer, bool input, Stream& stream) {
+const uint16_t* Model::saved_copy(int reader, int of) const {
   const Plan& plan = *current_;
-  if (!plan.saved_format) return;
-  const auto restore = [&](int of) {
-    const size_t i = plan.holder(static_cast<size_t>(of));
-    SS_CHECK(plan.saved[i].data() != nullptr,
-             "model '{}': layer {}'s backward reads the output of layer {}, which was not saved",
-             def_.name, layer, of);
-    decompress_gradients(static_cast<const uint16_t*>(plan.saved[i].data()), plan.outputs[i],
-                         plan.batch * shapes_[i + 1].numel(), *plan.saved_format, stream);
-  };
-  const BackwardReads reads = backward_reads(def_.layers[static_cast<size_t>(layer)]);
-  const int from = layer_inputs(def_, layer).front();
-  if (input && reads.input && from != kModelInput) restore(from);
-  if (reads.output) restore(layer);
+  const DeviceBuffer& saved = plan.saved[plan.holder(static_cast<size_t>(of))];
+  SS_CHECK(saved.data() != nullptr,
+           "model '{}': layer {}'s backward reads the output of layer {}, which was not saved",
+           def_.name, reader, of);
+  return static_cast<const uint16_t*>(saved.data());
 }
 
-const uint16_t* Model::saved_input(const LayerKernel& kernel, int layer) const {
+void Model::restore_saved(int reader, int of, Stream& stream) {
   const Plan& plan = *current_;
-  const int from = layer_inputs(def_, layer).front();
-  if (!plan.saved_format || from == kModelInput ||
-      !backward_reads(def_.layers[static_cast<size_t>(layer)]).input ||
-      !kernel.reads_saved_input(*plan.saved_format) ||
-      (sync_ && kernel.sync_points(LayerKernel::Pass::kBackward) > 0)) {
-    return nullptr;
-  }
-  return static_cast<const uint16_t*>(plan.saved[plan.holder(static_cast<size_t>(from))].data());
+  const size_t i = plan.holder(static_cast<size_t>(of));
+  decompress_gradients(saved_copy(reader, of), plan.outputs[i], plan.batch * shapes_[i + 1].numel(),
+                       *plan.saved_format, stream);
 }
 
 void Model::backward_layer(LayerKernel& kernel, int layer, const float* dout, float* din,
                            Stream& stream) {
-  const auto i = static_cast<size_t>(layer);
-  const uint16_t* saved = saved_input(kernel, layer);
-  restore_saved(layer, saved == nullptr, stream);
-  if (saved != nullptr) {
-    kernel.backward_saved(saved, current_->outputs[i], dout, din, stream);
+  const Plan& plan = *current_;
+  const float* out = plan.outputs[static_cast<size_t>(layer)];
+  if (!plan.saved_format) {
+    run_backward(kernel, layer_input(layer), out, dout, din, stream);
+    return;
+  }
+  const BackwardReads reads = backward_reads(def_.layers[static_cast<size_t>(layer)]);
+  const int from = layer_inputs(def_, layer).front();
+  const bool reads_input = reads.input && from != kModelInput;
+  // A kernel that reads the saved copy as it is needs no restore (a staged one always does).
+  const bool as_saved = reads_input && kernel.reads_saved_input(*plan.saved_format) &&
+                        !(sync_ && kernel.sync_points(LayerKernel::Pass::kBackward) > 0);
+  if (reads_input && !as_saved) restore_saved(layer, from, stream);
+  if (reads.output) restore_saved(layer, layer, stream);
+  if (as_saved) {
+    kernel.backward_saved(saved_copy(layer, from), out, dout, din, stream);
   } else {
-    run_backward(kernel, layer_input(layer), current_->outputs[i], dout, din, stream);
+    run_backward(kernel, layer_input(layer), out, dout, din, stream);
   }
 }
 

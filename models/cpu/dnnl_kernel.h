@@ -36,8 +36,8 @@ inline bool emulates_fp16() {
 class Call {
  public:
   Call() = default;
-  // `dirties_vectors`: the primitive computes in bf16, and leaves the vector registers' upper
-  // halves dirty (clear_vector_upper_halves).
+  // `dirties_vectors`: the primitive was planned under bf16, whose oneDNN kernels leave the
+  // vector registers' upper halves dirty (clear_vector_upper_halves).
   Call(dnnl::primitive primitive, std::vector<std::pair<int, memory>> args,
        bool dirties_vectors = false)
       : primitive_(std::move(primitive)), dirties_vectors_(dirties_vectors) {
