@@ -53,10 +53,14 @@ struct LayerBinding {
   // forward in training, read by forward_eval.
   std::vector<TensorView> buffers;
   // Fusions the model planned (models/fusion.h), set only where KernelBackend's
-  // fuses_activation and fuses_relu_gradient said this backend's kernel takes them:
+  // fuses_activation, fuses_relu_gradient and fuses_relu_backward said this backend's
+  // kernel takes them:
   // - `activation`: forward (and forward_eval) writes activation(layer(in)), the output of
   //   the activation layer that follows, which the model then skips in forward; backward's
   //   `dout` is still the gradient of layer(in), and its `out` is the activation's output.
+  // - `relu_backward` (with a ReLU `activation`): backward's `dout` is instead the gradient of
+  //   the ReLU's output, which the kernel zeroes where `out` is not positive before its own
+  //   backward, so the model skips the ReLU's backward too.
   // - `relu_gradient`: `in` is a ReLU's output and backward writes the gradient with
   //   respect to that ReLU's input (zero where `in` is not positive), so the model skips the
   //   ReLU's backward.
@@ -65,6 +69,7 @@ struct LayerBinding {
   // Where the kernel's pass-local memory goes (shared with the other kernels of its model);
   // null: the kernel owns it. Kernels hold it: their launches may outlive the model.
   std::shared_ptr<TransientPool> transient;
+  bool relu_backward = false;  // the fusion above (last, for the tests' aggregate initializers)
 };
 
 // How a kernel computes one pass where a library chose among implementations (cuDNN's
@@ -108,13 +113,15 @@ class LayerKernel {
                         Stream& stream) = 0;
   // Under bf16 and fp16 the model saves the outputs a backward reads in 16 bits (autocast's
   // saved tensors) and restores them into fp32 before each backward that reads them. A kernel
-  // whose backward reads its input only as a 16-bit copy in `format` may read the saved one
-  // instead (no restore, no copy): where it says so, the model calls backward_saved, `in` the
-  // saved copy of the last forward's input in the input's layout.
-  virtual bool reads_saved_input(kernel_math::HalfFormat /*format*/) const { return false; }
-  virtual void backward_saved(const uint16_t* /*in*/, const float* /*out*/, const float* /*dout*/,
-                              float* /*din*/, Stream& /*stream*/) {
-    throw_error("this kernel reads no saved 16-bit input");
+  // that can compute its backward from the saved copies in `format` as they are (no restore,
+  // no copy) says so: the model then calls backward_saved, `in` and `out` the saved copies of
+  // the last forward's input and output in their layouts, each null where backward reads none
+  // (backward_reads; the output too where the kernel runs a fused ReLU's backward). Where the
+  // model's input is read, which has no saved copy, the model calls backward.
+  virtual bool reads_saved(kernel_math::HalfFormat /*format*/) const { return false; }
+  virtual void backward_saved(const uint16_t* /*in*/, const uint16_t* /*out*/,
+                              const float* /*dout*/, float* /*din*/, Stream& /*stream*/) {
+    throw_error("this kernel reads no saved 16-bit values");
   }
   // Statistics over every replica's batch (batch norm under --sync-batchnorm, PyTorch's
   // SyncBatchNorm). A layer that needs them runs its training passes in stages: stage s of
@@ -218,11 +225,13 @@ class KernelBackend {
   // (set_determinism): only then does a run's report say whether they were.
   virtual bool has_nondeterministic() const { return false; }
   // Which fusions this backend's kernels take (LayerBinding says what each one means):
-  // whether the kernel of `layer` applies `activation` to its output, and whether the kernel
-  // of `reader` computes the backward of the ReLU whose output it reads.
+  // whether the kernel of `layer` applies `activation` to its output, whether the kernel of
+  // `producer` that applies a ReLU also computes its backward, and whether the kernel of
+  // `reader` computes the backward of the ReLU whose output it reads.
   virtual bool fuses_activation(const LayerSpec& /*layer*/, Activation /*activation*/) const {
     return false;
   }
+  virtual bool fuses_relu_backward(const LayerSpec& /*producer*/) const { return false; }
   virtual bool fuses_relu_gradient(const LayerSpec& /*reader*/) const { return false; }
 
   virtual std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec,

@@ -67,10 +67,20 @@ std::vector<LiveSpan> reader_spans(const std::vector<std::vector<int>>& inputs) 
 }
 
 MemoryArena plan_gradient_arena(const std::vector<int64_t>& sizes,
-                                const std::vector<std::vector<int>>& inputs, int64_t alignment) {
+                                const std::vector<std::vector<int>>& inputs,
+                                const std::vector<bool>& in_producer, int64_t alignment) {
   SS_CHECK(sizes.size() == inputs.size(), "{} gradient sizes for {} layers", sizes.size(),
            inputs.size());
-  return plan_arena(sizes, reader_spans(inputs), alignment);
+  SS_CHECK(in_producer.empty() || in_producer.size() == sizes.size(),
+           "{} fusion flags for {} layers", in_producer.size(), sizes.size());
+  std::vector<LiveSpan> spans = reader_spans(inputs);
+  std::vector<int64_t> live = sizes;
+  for (size_t layer = 1; layer < in_producer.size(); ++layer) {
+    if (!in_producer[layer]) continue;
+    live[layer - 1] = 0;
+    spans[layer].first = static_cast<int>(layer) - 1;
+  }
+  return plan_arena(live, spans, alignment);
 }
 
 int64_t second_reader_scratch(const std::vector<int64_t>& sizes,

@@ -37,9 +37,11 @@ MemoryArena plan_arena(const std::vector<int64_t>& sizes, const std::vector<Live
 std::vector<LiveSpan> reader_spans(const std::vector<std::vector<int>>& inputs);
 
 // The arena of a graph's activation gradients (`sizes[i]` floats for layer i's).
+// `in_producer[i]`: layer i's backward runs inside layer i − 1's (a ReLU fused into its
+// producer), which reads layer i's gradient and never writes its own. Empty: none.
 MemoryArena plan_gradient_arena(const std::vector<int64_t>& sizes,
                                 const std::vector<std::vector<int>>& inputs,
-                                int64_t alignment = 64);
+                                const std::vector<bool>& in_producer = {}, int64_t alignment = 64);
 
 // Floats of the scratch where a reader writes the gradient of an input whose gradient another
 // reader already wrote, before it is added: the largest output read by two layers or more (a

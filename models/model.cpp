@@ -220,14 +220,13 @@ Model::Plan& Model::plan_for(int64_t batch) {
     if (plan->fused_into(layer)) {
       b.activation = std::get<ActivationSpec>(def_.layers[layer + 1]).kind;
     }
+    b.relu_backward = plan->runs_relu_backward(layer);
     b.relu_gradient = layer > 0 && plan->fusions[layer - 1].backward_in_reader;
     const bool add = std::holds_alternative<AddSpec>(def_.layers[layer]);
-    const LayerFusion& fusion = plan->fusions[layer];
-    // An activation fused both ways runs inside its neighbours: it needs no kernel.
-    const bool idle = fusion.forward_in_producer && fusion.backward_in_reader;
     const int64_t before = device_.memory_in_use();
-    plan->kernels.push_back(add || idle ? nullptr
-                                        : kernels.make_layer(def_.layers[layer], b, device_));
+    plan->kernels.push_back(add || plan->fusions[layer].idle()
+                                ? nullptr
+                                : kernels.make_layer(def_.layers[layer], b, device_));
     plan->kernel_bytes += device_.memory_in_use() - before;
     SS_CHECK(!sync_ || !std::holds_alternative<BatchNorm2DSpec>(def_.layers[layer]) ||
                  plan->kernels.back()->sync_points(LayerKernel::Pass::kForward) > 0,
@@ -325,9 +324,10 @@ void Model::backward(Stream& stream, const std::function<void(int layer)>& on_la
   float* dout = plan->dout;
   float* spare = dout == plan->grad_a.data() ? plan->grad_b.data() : plan->grad_a.data();
   for (int layer = static_cast<int>(plan->kernels.size()) - 1; layer >= 0; --layer) {
-    if (plan->fusions[static_cast<size_t>(layer)].backward_in_reader) {
-      // The next layer's backward computed this one's: its output is this layer's input
-      // gradient.
+    const LayerFusion& fusion = plan->fusions[static_cast<size_t>(layer)];
+    if (fusion.backward_in_reader || fusion.backward_in_producer) {
+      // The next layer's backward computed this one's, its output being this layer's input
+      // gradient, or the previous layer's will, from this layer's output gradient.
       if (on_layer_done) on_layer_done(layer);
       continue;
     }
@@ -401,7 +401,10 @@ void Model::add_tied_gradients(int layer, Stream& stream) {
 // One layer's backward in a graph: its output's gradient to its inputs' (and its weights').
 void Model::backward_graph_layer(int layer, Stream& stream) {
   Plan& plan = *current_;
-  const float* dout = plan.grad_a.data() + plan.grad_offsets[static_cast<size_t>(layer)];
+  // A ReLU fused both ways has no backward of its own: its producer's starts from its gradient.
+  if (plan.fusions[static_cast<size_t>(layer)].idle()) return;
+  const float* dout =
+      plan.grad_a.data() + plan.grad_offsets[plan.gradient_holder(static_cast<size_t>(layer))];
   const std::vector<int> from = layer_inputs(def_, layer);
   LayerKernel* kernel = plan.kernels[static_cast<size_t>(layer)].get();
   if (kernel == nullptr) {

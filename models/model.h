@@ -143,8 +143,8 @@ class Model {
   // The saved copy of layer `of`'s output, which layer `reader`'s backward reads.
   const uint16_t* saved_copy(int reader, int of) const;
   void restore_saved(int reader, int of, Stream& stream);
-  // A layer's backward (run_backward, or backward_saved where the kernel reads the saved input
-  // as it is: LayerKernel::reads_saved_input), its saved values restored first.
+  // A layer's backward (run_backward, its saved values restored first, or backward_saved where
+  // the kernel reads them as they are: LayerKernel::reads_saved).
   void backward_layer(LayerKernel& kernel, int layer, const float* dout, float* din,
                       Stream& stream);
   void forward_layer(size_t layer, bool training, Stream& stream);

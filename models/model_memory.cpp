@@ -61,7 +61,11 @@ void Model::plan_memory(Plan& plan) {
     plan.grad_b = Tensor(device_, Shape{largest});
     return;
   }
-  MemoryArena arena = plan_gradient_arena(sizes, inputs);
+  std::vector<bool> in_producer(layers, false);
+  for (size_t layer = 0; layer + 1 < layers; ++layer) {
+    in_producer[layer + 1] = plan.runs_relu_backward(layer);
+  }
+  MemoryArena arena = plan_gradient_arena(sizes, inputs, in_producer);
   plan.grad_offsets = std::move(arena.offsets);
   plan.grad_a = Tensor(device_, Shape{arena.size});
   const int64_t scratch = second_reader_scratch(sizes, inputs);
@@ -126,19 +130,24 @@ void Model::backward_layer(LayerKernel& kernel, int layer, const float* dout, fl
     run_backward(kernel, layer_input(layer), out, dout, din, stream);
     return;
   }
-  const BackwardReads reads = backward_reads(def_.layers[static_cast<size_t>(layer)]);
+  BackwardReads reads = backward_reads(def_.layers[static_cast<size_t>(layer)]);
+  // A fused ReLU's backward reads its output, which is this layer's.
+  reads.output = reads.output || plan.runs_relu_backward(static_cast<size_t>(layer));
   const int from = layer_inputs(def_, layer).front();
   const bool reads_input = reads.input && from != kModelInput;
-  // A kernel that reads the saved copy as it is needs no restore (a staged one always does).
-  const bool as_saved = reads_input && kernel.reads_saved_input(*plan.saved_format) &&
+  // A kernel that reads the saved copies as they are needs no restore (a staged one always
+  // does, and the model's input has no saved copy).
+  const bool as_saved = (reads_input || reads.output) && !(reads.input && !reads_input) &&
+                        kernel.reads_saved(*plan.saved_format) &&
                         !(sync_ && kernel.sync_points(LayerKernel::Pass::kBackward) > 0);
-  if (reads_input && !as_saved) restore_saved(layer, from, stream);
-  if (reads.output) restore_saved(layer, layer, stream);
   if (as_saved) {
-    kernel.backward_saved(saved_copy(layer, from), out, dout, din, stream);
-  } else {
-    run_backward(kernel, layer_input(layer), out, dout, din, stream);
+    kernel.backward_saved(reads_input ? saved_copy(layer, from) : nullptr,
+                          reads.output ? saved_copy(layer, layer) : nullptr, dout, din, stream);
+    return;
   }
+  if (reads_input) restore_saved(layer, from, stream);
+  if (reads.output) restore_saved(layer, layer, stream);
+  run_backward(kernel, layer_input(layer), out, dout, din, stream);
 }
 
 }  // namespace scalescope

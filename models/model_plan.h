@@ -17,7 +17,7 @@ namespace scalescope {
 
 struct Model::Plan {
   int64_t batch = 0;
-  // Null for Add layers and for activations fused both ways (see `fusions`).
+  // Null for Add layers and for activations fused both ways (LayerFusion::idle).
   std::vector<std::unique_ptr<LayerKernel>> kernels;
   std::vector<LayerFusion> fusions;
   // The kernels' pass-local memory (LayerBinding::transient), counted in kernel_bytes.
@@ -54,6 +54,14 @@ struct Model::Plan {
   }
   // The layer whose output `layer`'s is: its own, or a fused producer's activation's.
   size_t holder(size_t layer) const { return fused_into(layer) ? layer + 1 : layer; }
+  // Whether layer i's backward is its activation's too, starting from that one's gradient.
+  bool runs_relu_backward(size_t layer) const {
+    return layer + 1 < fusions.size() && fusions[layer + 1].backward_in_producer;
+  }
+  // The layer whose output gradient `layer`'s backward starts from.
+  size_t gradient_holder(size_t layer) const {
+    return runs_relu_backward(layer) ? layer + 1 : layer;
+  }
 };
 
 }  // namespace scalescope

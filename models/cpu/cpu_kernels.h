@@ -20,8 +20,10 @@ namespace scalescope {
 // cpu_layers.cpp
 std::unique_ptr<LayerKernel> make_cpu_layer(const LayerSpec& spec, const LayerBinding& binding,
                                             Device& device);
-// cpu_layers.cpp: KernelBackend::fuses_activation and fuses_relu_gradient of these kernels.
+// cpu_layers.cpp: KernelBackend::fuses_activation, fuses_relu_backward and
+// fuses_relu_gradient of these kernels.
 bool cpu_fuses_activation(const LayerSpec& layer, Activation activation);
+bool cpu_fuses_relu_backward(const LayerSpec& producer);
 bool cpu_fuses_relu_gradient(const LayerSpec& reader);
 // cpu_pool.cpp, cpu_shortcut.cpp and cpu_norm.cpp: called by make_cpu_layer, which checks the
 // binding.
@@ -89,6 +91,9 @@ class CpuKernelBackend final : public KernelBackend {
   }
   bool fuses_activation(const LayerSpec& layer, Activation activation) const override {
     return cpu_fuses_activation(layer, activation);
+  }
+  bool fuses_relu_backward(const LayerSpec& producer) const override {
+    return cpu_fuses_relu_backward(producer);
   }
   bool fuses_relu_gradient(const LayerSpec& reader) const override {
     return cpu_fuses_relu_gradient(reader);

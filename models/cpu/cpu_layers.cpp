@@ -168,10 +168,10 @@ class WeightedKernel final : public DnnlKernel {
 
   // Under bf16 the primitives read the input as a plain bf16 copy in its own layout: the
   // model's saved one is that copy (pass-local, so the next pass binds its own again).
-  bool reads_saved_input(kernel_math::HalfFormat format) const override {
+  bool reads_saved(kernel_math::HalfFormat format) const override {
     return format == kernel_math::HalfFormat::kBf16 && math_ == "bf16" && pooled();
   }
-  void backward_saved(const uint16_t* in, const float*, const float* dout, float* din,
+  void backward_saved(const uint16_t* in, const uint16_t*, const float* dout, float* din,
                       Stream&) override {
     bind_pass_local();
     src_compute_.set_data_handle(const_cast<uint16_t*>(in));
@@ -490,7 +490,13 @@ std::unique_ptr<LayerKernel> build(const LayerSpec& spec, const LayerBinding& b,
 bool cpu_fuses_activation(const LayerSpec& layer, Activation activation) {
   const bool weighted =
       std::holds_alternative<Conv2DSpec>(layer) || std::holds_alternative<DenseSpec>(layer);
-  return weighted && activation != Activation::kGelu;
+  return (weighted && activation != Activation::kGelu) ||
+         (cpu_fuses_relu_backward(layer) && activation == Activation::kRelu);
+}
+
+// Batch norm's loops (cpu_norm.cpp) apply a ReLU in forward and its mask in backward.
+bool cpu_fuses_relu_backward(const LayerSpec& producer) {
+  return std::holds_alternative<BatchNorm2DSpec>(producer);
 }
 
 bool cpu_fuses_relu_gradient(const LayerSpec& reader) {
@@ -502,6 +508,9 @@ std::unique_ptr<LayerKernel> make_cpu_layer(const LayerSpec& spec, const LayerBi
   check_layer_binding(spec, binding);
   SS_CHECK(!binding.activation || cpu_fuses_activation(spec, *binding.activation),
            "{}: the CPU kernel cannot apply a fused activation", describe(spec));
+  SS_CHECK(!binding.relu_backward ||
+               (binding.activation == Activation::kRelu && cpu_fuses_relu_backward(spec)),
+           "{}: the CPU kernel cannot compute a fused ReLU's backward", describe(spec));
   SS_CHECK(!binding.relu_gradient || cpu_fuses_relu_gradient(spec),
            "{}: the CPU kernel cannot compute a fused ReLU's gradient", describe(spec));
   std::unique_ptr<LayerKernel> kernel;

@@ -5,6 +5,11 @@
 // backward's in the last bits; and its statistics are summed in float. These loops sum in
 // double, write din only when asked, and give the same bits whatever the thread count.
 //
+// A ReLU that follows the layer may run inside it (LayerBinding::activation and
+// relu_backward): forward writes max(y, 0) as oneDNN's ReLU does, and backward first multiplies
+// the gradient by (output > 0) as oneDNN's ReLU backward does, so that the fused layer gives
+// the separate layers' values while saving a pass over memory in each direction.
+//
 // Reductions over the N·H·W pixels of each channel run over a number of pixel chunks fixed by
 // the shape alone (not the thread count): each chunk sums its pixels in order into its own
 // slot of per-channel partial sums, and the slots are then added in chunk order.
@@ -13,10 +18,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "core/buffer.h"
 #include "core/check.h"
 #include "models/cpu/cpu_kernels.h"
+#include "models/cpu/vector_clones.h"
+#include "models/kernel_math/half_math.h"
 
 namespace scalescope {
 namespace {
@@ -26,10 +34,123 @@ namespace {
 constexpr int64_t kMaxChunks = 64;
 constexpr int64_t kChunkPixels = 16;
 
+// The loops' rows: the C channels of one pixel, vectorised across channels (vector clones,
+// models/cpu/vector_clones.h; each channel's values are summed in pixel order whatever the
+// width, so every clone gives the same bits). `y` non-null: a fused ReLU's output, whose
+// backward multiplies the gradient by (y > 0) as oneDNN's does, without a branch.
+
+SCALESCOPE_VECTOR_CLONES
+void sum_row(double* __restrict acc, const float* __restrict x, int64_t cs) {
+  for (int64_t c = 0; c < cs; ++c) acc[c] += x[c];
+}
+
+SCALESCOPE_VECTOR_CLONES
+void sum_squares_row(double* __restrict acc, const float* __restrict x,
+                     const float* __restrict mean, int64_t cs) {
+  for (int64_t c = 0; c < cs; ++c) {
+    const double d = static_cast<double>(x[c]) - mean[c];
+    acc[c] += d * d;
+  }
+}
+
+// y = (x − shift)·scale + β, and with a fused ReLU max(y, 0) as oneDNN's (0 for NaN and −0).
+SCALESCOPE_VECTOR_CLONES
+void normalize_row(float* __restrict y, const float* __restrict x, const float* __restrict shift,
+                   const float* __restrict scale, const float* __restrict beta, bool relu,
+                   int64_t cs) {
+  if (relu) {
+    for (int64_t c = 0; c < cs; ++c) {
+      const float v = (x[c] - shift[c]) * scale[c] + beta[c];
+      y[c] = v > 0.0f ? v : 0.0f;
+    }
+  } else {
+    for (int64_t c = 0; c < cs; ++c) y[c] = (x[c] - shift[c]) * scale[c] + beta[c];
+  }
+}
+
+// Backward's rows read the input and a fused ReLU's output as fp32, or as the model's saved
+// bf16 copies (exactly the fp32 values a restore would give).
+template <class T>
+[[gnu::always_inline]] inline float value(const T* p, int64_t c) {
+  if constexpr (std::is_same_v<T, uint16_t>) {
+    return kernel_math::bf16_to_float(p[c]);
+  } else {
+    return p[c];
+  }
+}
+
+// Σdy and Σdy·(x − mean).
+template <class T>
+[[gnu::always_inline]] inline void gradient_sums(double* __restrict sum_dy,
+                                                 double* __restrict sum_dyx, const T* __restrict x,
+                                                 const T* __restrict y, const float* __restrict dy,
+                                                 const float* __restrict mean, int64_t cs) {
+  if (y != nullptr) {
+    for (int64_t c = 0; c < cs; ++c) {
+      const float g = dy[c] * (value(y, c) > 0.0f ? 1.0f : 0.0f);
+      sum_dy[c] += g;
+      sum_dyx[c] += static_cast<double>(g) * (static_cast<double>(value(x, c)) - mean[c]);
+    }
+  } else {
+    for (int64_t c = 0; c < cs; ++c) {
+      sum_dy[c] += dy[c];
+      sum_dyx[c] += static_cast<double>(dy[c]) * (static_cast<double>(value(x, c)) - mean[c]);
+    }
+  }
+}
+
+SCALESCOPE_VECTOR_CLONES
+void gradient_sums_row(double* sum_dy, double* sum_dyx, const float* x, const float* y,
+                       const float* dy, const float* mean, int64_t cs) {
+  gradient_sums(sum_dy, sum_dyx, x, y, dy, mean, cs);
+}
+
+SCALESCOPE_VECTOR_CLONES
+void gradient_sums_row(double* sum_dy, double* sum_dyx, const uint16_t* x, const uint16_t* y,
+                       const float* dy, const float* mean, int64_t cs) {
+  gradient_sums(sum_dy, sum_dyx, x, y, dy, mean, cs);
+}
+
+// dx = k·(dy − a − (x − mean)·b).
+template <class T>
+[[gnu::always_inline]] inline void input_gradient(float* __restrict dx, const T* __restrict x,
+                                                  const T* __restrict y, const float* __restrict dy,
+                                                  const float* __restrict mean,
+                                                  const float* __restrict k,
+                                                  const float* __restrict a,
+                                                  const float* __restrict b, int64_t cs) {
+  if (y != nullptr) {
+    for (int64_t c = 0; c < cs; ++c) {
+      const float g = dy[c] * (value(y, c) > 0.0f ? 1.0f : 0.0f);
+      dx[c] = k[c] * (g - a[c] - (value(x, c) - mean[c]) * b[c]);
+    }
+  } else {
+    for (int64_t c = 0; c < cs; ++c) {
+      dx[c] = k[c] * (dy[c] - a[c] - (value(x, c) - mean[c]) * b[c]);
+    }
+  }
+}
+
+SCALESCOPE_VECTOR_CLONES
+void input_gradient_row(float* dx, const float* x, const float* y, const float* dy,
+                        const float* mean, const float* k, const float* a, const float* b,
+                        int64_t cs) {
+  input_gradient(dx, x, y, dy, mean, k, a, b, cs);
+}
+
+SCALESCOPE_VECTOR_CLONES
+void input_gradient_row(float* dx, const uint16_t* x, const uint16_t* y, const float* dy,
+                        const float* mean, const float* k, const float* a, const float* b,
+                        int64_t cs) {
+  input_gradient(dx, x, y, dy, mean, k, a, b, cs);
+}
+
 class BatchNormKernel final : public LayerKernel {
  public:
   BatchNormKernel(const BatchNorm2DSpec& spec, const LayerBinding& b, Device& device)
       : name_(describe(spec)),
+        relu_(b.activation == Activation::kRelu),
+        relu_backward_(b.relu_backward),
         eps_(spec.eps),
         momentum_(spec.momentum),
         pixels_(b.in[0] * b.in[1] * b.in[2]),
@@ -78,18 +199,29 @@ class BatchNormKernel final : public LayerKernel {
 
   // With x̂ = (x − mean)·invstd: dβ = Σdy, dγ = Σdy·x̂, and
   // dx = γ·invstd·(dy − dβ/M − x̂·dγ/M), from the statistics of the last training forward.
-  void backward(const float* in, const float*, const float* dout, float* din, Stream&) override {
-    const double* sums = backward_sums(in, dout);
-    finish_backward(in, dout, din, sums, 1);
+  void backward(const float* in, const float* out, const float* dout, float* din,
+                Stream&) override {
+    const double* sums = backward_sums(in, out, dout);
+    finish_backward(in, out, dout, din, sums, 1);
+  }
+
+  // Under bf16 backward reads the saved copies of the input and of a fused ReLU's output.
+  bool reads_saved(kernel_math::HalfFormat format) const override {
+    return format == kernel_math::HalfFormat::kBf16;
+  }
+  void backward_saved(const uint16_t* in, const uint16_t* out, const float* dout, float* din,
+                      Stream&) override {
+    const double* sums = backward_sums(in, out, dout);
+    finish_backward(in, out, dout, din, sums, 1);
   }
 
   // Synchronized: dβ and dγ stay this replica's; dx takes the sums of every replica's batch.
-  void backward_stage(int stage, int replicas, const float* in, const float*, const float* dout,
+  void backward_stage(int stage, int replicas, const float* in, const float* out, const float* dout,
                       float* din, Stream&) override {
     if (stage == 0) {
-      to_sync(backward_sums(in, dout), 2 * channels_);
+      to_sync(backward_sums(in, out, dout), 2 * channels_);
     } else {
-      finish_backward(in, dout, din, from_sync(2 * channels_), replicas);
+      finish_backward(in, out, dout, din, from_sync(2 * channels_), replicas);
     }
   }
 
@@ -100,10 +232,7 @@ class BatchNormKernel final : public LayerKernel {
              "{}: batch norm in training needs more than one value per channel, got {} "
              "(batch × height × width)",
              name_, pixels_);
-    return reduce([&](double* acc, int64_t p) {
-      const float* x = in + p * channels_;
-      for (int64_t c = 0; c < channels_; ++c) acc[c] += x[c];
-    });
+    return reduce([&](double* acc, int64_t p) { sum_row(acc, in + p * channels_, channels_); });
   }
   // Saves the mean of `sums` over `replicas` batches; returns Σ(x − mean)² over this one's
   // pixels (two passes, so no cancellation between Σx² and (Σx)²).
@@ -111,13 +240,8 @@ class BatchNormKernel final : public LayerKernel {
     float* mean = saved_mean();
     const double m = static_cast<double>(pixels_) * replicas;
     for (int64_t c = 0; c < channels_; ++c) mean[c] = static_cast<float>(sums[c] / m);
-    return reduce([&](double* acc, int64_t p) {
-      const float* x = in + p * channels_;
-      for (int64_t c = 0; c < channels_; ++c) {
-        const double d = static_cast<double>(x[c]) - mean[c];
-        acc[c] += d * d;
-      }
-    });
+    return reduce(
+        [&](double* acc, int64_t p) { sum_squares_row(acc, in + p * channels_, mean, channels_); });
   }
   void finish_forward(const float* in, float* out, const double* squares, int replicas) {
     const double m = static_cast<double>(pixels_) * replicas;
@@ -138,17 +262,14 @@ class BatchNormKernel final : public LayerKernel {
     normalize(in, out, mean, scale);
   }
   // Σdy and Σdy·(x − mean) per channel, over this replica's pixels; writes dβ and dγ.
-  const double* backward_sums(const float* in, const float* dout) {
+  template <class T>
+  const double* backward_sums(const T* in, const T* out, const float* dout) {
     const float* mean = saved_mean();
     const float* invstd = saved_invstd();
     const int64_t cs = channels_;
     double* sums = reduce([&](double* acc, int64_t p) {
-      const float* x = in + p * cs;
-      const float* dy = dout + p * cs;
-      for (int64_t c = 0; c < cs; ++c) {
-        acc[c] += dy[c];
-        acc[cs + c] += static_cast<double>(dy[c]) * (static_cast<double>(x[c]) - mean[c]);
-      }
+      gradient_sums_row(acc, acc + cs, in + p * cs, relu_backward_ ? out + p * cs : nullptr,
+                        dout + p * cs, mean, cs);
     });
     for (int64_t c = 0; c < cs; ++c) {
       dbeta_[c] = static_cast<float>(sums[c]);
@@ -156,9 +277,9 @@ class BatchNormKernel final : public LayerKernel {
     }
     return sums;
   }
-  void finish_backward(const float* in, const float* dout, float* din, const double* sums,
+  template <class T>
+  void finish_backward(const T* in, const T* out, const float* dout, float* din, const double* sums,
                        int replicas) {
-    const float* mean = saved_mean();
     const float* invstd = saved_invstd();
     const int64_t cs = channels_;
     const double m = static_cast<double>(pixels_) * replicas;
@@ -171,12 +292,11 @@ class BatchNormKernel final : public LayerKernel {
       b[c] = static_cast<float>(invstd[c] * (sums[cs + c] * invstd[c]) / m);
     }
     if (din == nullptr) return;  // first layer: nobody needs the input's gradient
+    const float* mean = saved_mean();
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < pixels_; ++p) {
-      const float* x = in + p * cs;
-      const float* dy = dout + p * cs;
-      float* dx = din + p * cs;
-      for (int64_t c = 0; c < cs; ++c) dx[c] = k[c] * (dy[c] - a[c] - (x[c] - mean[c]) * b[c]);
+      input_gradient_row(din + p * cs, in + p * cs, relu_backward_ ? out + p * cs : nullptr,
+                         dout + p * cs, mean, k, a, b, cs);
     }
   }
 
@@ -213,15 +333,12 @@ class BatchNormKernel final : public LayerKernel {
     return total;
   }
 
-  // out = (x − shift)·scale + β, channel by channel.
+  // out = (x − shift)·scale + β, channel by channel (and the fused ReLU).
   void normalize(const float* in, float* out, const float* shift, const float* scale) const {
     const int64_t cs = channels_;
-    const float* beta = beta_;
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < pixels_; ++p) {
-      const float* x = in + p * cs;
-      float* y = out + p * cs;
-      for (int64_t c = 0; c < cs; ++c) y[c] = (x[c] - shift[c]) * scale[c] + beta[c];
+      normalize_row(out + p * cs, in + p * cs, shift, scale, beta_, relu_, cs);
     }
   }
 
@@ -238,6 +355,8 @@ class BatchNormKernel final : public LayerKernel {
   }
 
   std::string name_;
+  bool relu_;           // forward applies the ReLU that follows
+  bool relu_backward_;  // backward's dout is that ReLU's output gradient
   double eps_, momentum_;
   int64_t pixels_, channels_, chunks_;
   const float* gamma_;

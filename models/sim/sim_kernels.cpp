@@ -33,10 +33,10 @@ class SimLayer final : public LayerKernel {
       k->backward(in, out, dout, din, stream);
     });
   }
-  bool reads_saved_input(kernel_math::HalfFormat format) const override {
-    return cpu_->reads_saved_input(format);
+  bool reads_saved(kernel_math::HalfFormat format) const override {
+    return cpu_->reads_saved(format);
   }
-  void backward_saved(const uint16_t* in, const float* out, const float* dout, float* din,
+  void backward_saved(const uint16_t* in, const uint16_t* out, const float* dout, float* din,
                       Stream& stream) override {
     device_.launch(stream, [k = cpu_, in, out, dout, din, &stream] {
       k->backward_saved(in, out, dout, din, stream);
@@ -135,6 +135,10 @@ std::string SimKernelBackend::precision_note(Precision precision) const {
 
 bool SimKernelBackend::fuses_activation(const LayerSpec& layer, Activation activation) const {
   return cpu_fuses_activation(layer, activation);
+}
+
+bool SimKernelBackend::fuses_relu_backward(const LayerSpec& producer) const {
+  return cpu_fuses_relu_backward(producer);
 }
 
 bool SimKernelBackend::fuses_relu_gradient(const LayerSpec& reader) const {

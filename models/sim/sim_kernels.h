@@ -19,6 +19,7 @@ class SimKernelBackend final : public KernelBackend {
   std::string precision_note(Precision precision) const override;  // the CPU kernels'
   // The CPU kernels' fusions.
   bool fuses_activation(const LayerSpec& layer, Activation activation) const override;
+  bool fuses_relu_backward(const LayerSpec& producer) const override;
   bool fuses_relu_gradient(const LayerSpec& reader) const override;
   std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec, const LayerBinding& binding,
                                           Device& device) override;

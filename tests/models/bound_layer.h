@@ -72,8 +72,11 @@ inline std::vector<float> layer_input(const LayerCase& c, uint64_t seed) {
 
 // One kernel bound to tensors of its own on a CPU device.
 struct BoundLayer {
-  // With `pool`, the kernel's pass-local memory is there, as a model's plan binds it.
-  explicit BoundLayer(const LayerCase& c, std::shared_ptr<TransientPool> pool = nullptr)
+  // With `pool`, the kernel's pass-local memory is there, as a model's plan binds it; with
+  // `relu`, the kernel runs a ReLU that follows it in both passes (LayerBinding::activation and
+  // relu_backward).
+  explicit BoundLayer(const LayerCase& c, std::shared_ptr<TransientPool> pool = nullptr,
+                      bool relu = false)
       : device(0, c.threads),
         in_shape(c.in),
         out_shape(output_shape(c.spec, c.in.without_batch()).with_batch(c.in[0])),
@@ -83,6 +86,8 @@ struct BoundLayer {
         din(device, in_shape) {
     device.make_current();
     LayerBinding binding{in_shape, out_shape, {}, {}, {}, {}, false, pool};
+    if (relu) binding.activation = Activation::kRelu;
+    binding.relu_backward = relu;
     for (const ParamSpec& p : param_specs(c.spec, c.in.without_batch())) {
       params.emplace_back(device, p.shape);
       grads.emplace_back(device, p.shape);

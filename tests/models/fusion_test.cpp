@@ -11,6 +11,7 @@
 #include "models/kernels.h"
 #include "models/model.h"
 #include "models/zoo.h"
+#include "tests/models/precision_scope.h"
 
 namespace scalescope {
 namespace {
@@ -60,16 +61,67 @@ TEST_F(Fusion, CifarCnnRunsItsReluInsideTheConvolutionsThePoolsAndTheDenseLayer)
   }
 }
 
-TEST_F(Fusion, NoneWhenOffNorInGraphsNorForGelu) {
+// In a ResNet the ReLU after each batch norm runs inside it both ways; the ReLU after each
+// block's add, whose producer is the model's own add, runs alone.
+TEST_F(Fusion, AResNetRunsTheReluAfterEachBatchNormInsideIt) {
+  const ModelDef def = make_model("cifar-resnet:depth=20");
+  for (const DeviceKind kind : {DeviceKind::kCpu, DeviceKind::kSim}) {
+    const std::vector<LayerFusion> f = plan_fusions(def, kernel_backend(kind));
+    ASSERT_EQ(f.size(), def.layers.size());
+    int fused = 0;
+    for (size_t i = 0; i < f.size(); ++i) {
+      const bool after_norm = std::holds_alternative<ActivationSpec>(def.layers[i]) &&
+                              std::holds_alternative<BatchNorm2DSpec>(def.layers[i - 1]);
+      EXPECT_EQ(f[i].forward_in_producer, after_norm) << i;
+      EXPECT_EQ(f[i].backward_in_producer, after_norm) << i;
+      EXPECT_FALSE(f[i].backward_in_reader) << i;
+      fused += after_norm ? 1 : 0;
+    }
+    EXPECT_EQ(fused, 10);  // the stem's and each of the nine blocks' first
+  }
+}
+
+// A graph's activation runs inside its producer only where it reads that layer alone and
+// nothing else reads it.
+TEST_F(Fusion, AGraphFusesOnlyAnActivationThatIsItsProducersOneReader) {
+  const KernelBackend& cpu = kernel_backend(DeviceKind::kCpu);
+  const ActivationSpec relu{Activation::kRelu};
+  const auto graph = [](std::vector<LayerSpec> layers, std::vector<std::vector<int>> inputs) {
+    ModelDef def = sequence("graph", std::move(layers), Shape{4, 4, 2});
+    def.inputs = std::move(inputs);
+    return def;
+  };
+  // 0 conv, 1 norm, 2 ReLU of 1, 3 conv of 2, 4 = 3 + 1 (the norm read twice), ...
+  const ModelDef shared = graph({Conv2DSpec{2}, BatchNorm2DSpec{}, relu, Conv2DSpec{2}, AddSpec{},
+                                 FlattenSpec{}, DenseSpec{3}},
+                                {{-1}, {0}, {1}, {2}, {3, 1}, {4}, {5}});
+  for (const LayerFusion& l : plan_fusions(shared, cpu)) {
+    EXPECT_FALSE(l.forward_in_producer || l.backward_in_producer);
+  }
+  // ... and 2 a ReLU of layer 0 (read by it alone), not of the layer just before it.
+  const ModelDef skipping =
+      graph({BatchNorm2DSpec{}, Conv2DSpec{2}, relu, AddSpec{}, FlattenSpec{}, DenseSpec{3}},
+            {{-1}, {-1}, {0}, {1, 2}, {3}, {4}});
+  for (const LayerFusion& l : plan_fusions(skipping, cpu)) {
+    EXPECT_FALSE(l.forward_in_producer || l.backward_in_producer);
+  }
+  const ModelDef alone = graph({Conv2DSpec{2}, BatchNorm2DSpec{}, relu, Conv2DSpec{2}, AddSpec{},
+                                FlattenSpec{}, DenseSpec{3}},
+                               {{-1}, {0}, {1}, {2}, {3, 0}, {4}, {5}});
+  const std::vector<LayerFusion> f = plan_fusions(alone, cpu);
+  EXPECT_TRUE(f[2].idle() && f[2].backward_in_producer);
+}
+
+TEST_F(Fusion, NoneWhenOffNorForGelu) {
   const KernelBackend& cpu = kernel_backend(DeviceKind::kCpu);
   const auto any = [](const std::vector<LayerFusion>& f) {
     for (const LayerFusion& l : f) {
-      if (l.forward_in_producer || l.backward_in_reader) return true;
+      if (l.forward_in_producer || l.backward_in_reader || l.backward_in_producer) return true;
     }
     return false;
   };
   EXPECT_TRUE(any(plan_fusions(make_model("cifar-cnn"), cpu)));
-  EXPECT_FALSE(any(plan_fusions(make_model("cifar-resnet:depth=20"), cpu)));
+  EXPECT_TRUE(any(plan_fusions(make_model("cifar-resnet:depth=20"), cpu)));
   EXPECT_FALSE(any(plan_fusions(
       sequence("gelu", {DenseSpec{4}, ActivationSpec{Activation::kGelu}, DenseSpec{2}}, Shape{3}),
       cpu)));
@@ -78,6 +130,7 @@ TEST_F(Fusion, NoneWhenOffNorInGraphsNorForGelu) {
       sequence("first", {ActivationSpec{}, FlattenSpec{}, DenseSpec{2}}, Shape{2, 2, 1}), cpu)));
   set_fuse_layers(false);
   EXPECT_FALSE(any(plan_fusions(make_model("cifar-cnn"), cpu)));
+  EXPECT_FALSE(any(plan_fusions(make_model("cifar-resnet:depth=20"), cpu)));
 }
 
 struct Pass {
@@ -119,13 +172,20 @@ Pass run(const ModelDef& def, bool fuse) {
   return p;
 }
 
-// ReLU fused into a convolution (a post-op) and into a max pool's backward computes exactly
-// the values of the separate layers; tanh and sigmoid as post-ops agree to rounding.
+// ReLU fused into a convolution (a post-op), into a max pool's backward and into a batch norm
+// both ways computes exactly the values of the separate layers, in fp32 and with bf16's saved
+// 16-bit activations; tanh and sigmoid as post-ops agree to rounding.
 TEST_F(Fusion, FusedModelsComputeTheUnfusedOutputsLossAndGradients) {
-  for (const ModelDef& def : {make_model("cifar-cnn"), mixed_model()}) {
+  const ModelDef resnet = make_model("cifar-resnet:depth=8");
+  for (const auto& [def, precision] : {std::pair{make_model("cifar-cnn"), Precision::kFp32},
+                                       {mixed_model(), Precision::kFp32},
+                                       {resnet, Precision::kFp32},
+                                       {resnet, Precision::kBf16}}) {
+    SCOPED_TRACE(to_string(precision));
+    const testing_util::PrecisionScope scope(precision);
     const Pass fused = run(def, true);
     const Pass plain = run(def, false);
-    const bool exact = def.name == "cifar-cnn";
+    const bool exact = def.name != "mixed";
     ASSERT_EQ(fused.grads.size(), plain.grads.size());
     const auto expect_same = [&](const std::vector<float>& a, const std::vector<float>& b,
                                  const char* what) {

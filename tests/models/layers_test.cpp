@@ -210,9 +210,9 @@ TEST(LayerBf16, BackwardOnTheSavedInputIsBackwardOnTheRestoredOne) {
       layer.emplace(c, std::make_shared<TransientPool>());
       unpooled.emplace(c);
     }
-    EXPECT_TRUE(layer->kernel->reads_saved_input(kernel_math::HalfFormat::kBf16));
-    EXPECT_FALSE(layer->kernel->reads_saved_input(kernel_math::HalfFormat::kFp16));
-    EXPECT_FALSE(unpooled->kernel->reads_saved_input(kernel_math::HalfFormat::kBf16));
+    EXPECT_TRUE(layer->kernel->reads_saved(kernel_math::HalfFormat::kBf16));
+    EXPECT_FALSE(layer->kernel->reads_saved(kernel_math::HalfFormat::kFp16));
+    EXPECT_FALSE(unpooled->kernel->reads_saved(kernel_math::HalfFormat::kBf16));
     const std::vector<float> x = layer_input(c, 11);
     fill_random_params(*layer, 11);
     layer->dout.copy_from_host(random_values(layer->out_shape.numel(), 12));
@@ -233,8 +233,8 @@ TEST(LayerBf16, BackwardOnTheSavedInputIsBackwardOnTheRestoredOne) {
     // Another forward leaves another input's copy in the pool: backward_saved must not read it.
     layer->in.copy_from_host(layer_input(c, 12));
     layer->forward();
-    layer->kernel->backward_saved(static_cast<const uint16_t*>(saved_copy.data()),
-                                  layer->out.data(), layer->dout.data(), layer->din.data(),
+    layer->kernel->backward_saved(static_cast<const uint16_t*>(saved_copy.data()), nullptr,
+                                  layer->dout.data(), layer->din.data(),
                                   layer->device.default_stream());
     EXPECT_EQ(layer->din.to_host(), din);
     EXPECT_EQ(layer->grads[0].to_host(), dw);

@@ -45,7 +45,7 @@ TEST(MemoryArena, AResidualBlockNeedsTheGradientsLiveAtOnceNotOnePerLayer) {
   // layer 2, the gradients of 0 (kept for the add's second path), 1 and 2 are live.
   const std::vector<std::vector<int>> inputs = {{-1}, {0}, {1}, {0, 2}, {3}};
   const std::vector<int64_t> sizes(5, 100);
-  const MemoryArena a = plan_gradient_arena(sizes, inputs, 1);
+  const MemoryArena a = plan_gradient_arena(sizes, inputs, {}, 1);
   expect_disjoint_while_live(a, sizes, inputs, 1);
   EXPECT_EQ(a.size, 300);
   EXPECT_EQ(a.offsets, (std::vector<int64_t>{0, 100, 200, 100, 0}));
@@ -62,6 +62,21 @@ TEST(MemoryArena, AGradientIsReusedOnlyAfterItsLayersBackward) {
   const MemoryArena a = plan_gradient_arena(sizes, inputs);
   expect_disjoint_while_live(a, sizes, inputs, 64);
   EXPECT_EQ(a.size, 64 + 20);  // 40 and 30 at 0 (never live together), 20 and 10 at 64
+}
+
+// A ReLU (layer 2) whose backward its producer (layer 1) runs: the ReLU's gradient is read at
+// layer 1, so it must not share memory with layer 0's, written there; layer 1's is never
+// written and takes none. Without the fusion, layer 2's gradient and layer 0's shared offset 0.
+TEST(MemoryArena, AGradientReadByAFusedProducerLivesUntilItsBackward) {
+  const std::vector<std::vector<int>> inputs = {{-1}, {0}, {1}, {2}};
+  const std::vector<int64_t> sizes(4, 100);
+  const MemoryArena plain = plan_gradient_arena(sizes, inputs, {}, 1);
+  EXPECT_EQ(plain.offsets[2], plain.offsets[0]);
+  const MemoryArena fused = plan_gradient_arena(sizes, inputs, {false, false, true, false}, 1);
+  EXPECT_EQ(fused.size, 200);
+  EXPECT_NE(fused.offsets[2], fused.offsets[0]);
+  EXPECT_NE(fused.offsets[2], fused.offsets[3]);
+  EXPECT_ANY_THROW(plan_gradient_arena(sizes, inputs, {false, true}));
 }
 
 TEST(MemoryArena, RefusesAReaderBeforeWhatItReads) {

@@ -1,13 +1,16 @@
 // Batch and layer normalisation's CPU kernels beyond the reference checks of layers_test.cpp:
 // batch norm's running statistics in training and evaluation, its refusal of a single value per
-// channel, and both kernels' independence of the thread count.
+// channel, its fused ReLU and saved bf16 reads, and both kernels' independence of the thread
+// count.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/buffer.h"
 #include "core/error.h"
+#include "models/kernel_math/half_math.h"
 #include "models/layer_spec.h"
 #include "tests/models/bound_layer.h"
 #include "tests/models/reference.h"
@@ -112,6 +115,78 @@ TEST(LayerBatchNorm, TrainingRejectsASingleValuePerChannel) {
   EXPECT_EQ(layer.buffers[2].to_host(), std::vector<float>{0.0f}) << "num_batches_tracked";
   EXPECT_NO_THROW(
       layer.kernel->forward_eval(layer.in.data(), layer.out.data(), layer.device.default_stream()));
+}
+
+// Host values as the model saves them in bf16, in device memory, and restored to fp32.
+struct SavedBf16 {
+  SavedBf16(Device& device, const std::vector<float>& values)
+      : copy(device, values.size() * sizeof(uint16_t)), restored(values.size()) {
+    auto* bits = static_cast<uint16_t*>(copy.data());
+    for (size_t i = 0; i < values.size(); ++i) {
+      bits[i] = kernel_math::float_to_bf16(values[i]);
+      restored[i] = kernel_math::bf16_to_float(bits[i]);
+    }
+  }
+  const uint16_t* data() const { return static_cast<const uint16_t*>(copy.data()); }
+  DeviceBuffer copy;
+  std::vector<float> restored;
+};
+
+// A ReLU fused into batch norm (as before a ResNet's every first ReLU of a block) gives the two
+// separate layers' bits in both passes; and under bf16 backward reads the model's saved copies
+// of the input and of the ReLU's output as they are, giving the bits of backward on their
+// restored fp32 values. 19 channels: the vector clones' tails too.
+TEST(LayerBatchNorm, AFusedReluIsTheSeparateLayersAndBackwardReadsTheSavedBf16Copies) {
+  const LayerCase c{"batch_norm", BatchNorm2DSpec{}, Shape{3, 5, 4, 19}};
+  BoundLayer fused(c, nullptr, /*relu=*/true);
+  BoundLayer plain(c);
+  const std::vector<float> x = offset_values(c.in, 21);
+  const std::vector<float> dy = random_values(c.in.numel(), 22);
+  for (BoundLayer* layer : {&fused, &plain}) {
+    fill_random_params(*layer, 21);
+    layer->in.copy_from_host(x);
+    layer->forward();
+  }
+  const std::vector<float> y = fused.out.to_host();
+  const std::vector<float> z = plain.out.to_host();
+  std::vector<float> masked(dy.size());
+  size_t positive = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    ASSERT_EQ(y[i], z[i] > 0.0f ? z[i] : 0.0f) << i;
+    masked[i] = dy[i] * (y[i] > 0.0f ? 1.0f : 0.0f);  // oneDNN's ReLU backward
+    positive += y[i] > 0.0f ? 1 : 0;
+  }
+  EXPECT_GT(positive, y.size() / 4);
+  EXPECT_LT(positive, 3 * y.size() / 4);
+  fused.dout.copy_from_host(dy);
+  fused.backward(true);
+  plain.dout.copy_from_host(masked);
+  plain.backward(true);
+  for (const int t : {0, 1}) EXPECT_EQ(fused.grads[t].to_host(), plain.grads[t].to_host()) << t;
+  EXPECT_EQ(fused.din.to_host(), plain.din.to_host());
+
+  EXPECT_TRUE(fused.kernel->reads_saved(kernel_math::HalfFormat::kBf16));
+  EXPECT_FALSE(fused.kernel->reads_saved(kernel_math::HalfFormat::kFp16));
+  const SavedBf16 saved_x(fused.device, x);
+  const SavedBf16 saved_y(fused.device, y);
+  for (BoundLayer* layer : {&fused, &plain}) {
+    const bool relu = layer == &fused;
+    SCOPED_TRACE(relu ? "fused" : "plain");
+    layer->in.copy_from_host(saved_x.restored);
+    if (relu) layer->out.copy_from_host(saved_y.restored);
+    layer->backward(true);
+    std::vector<std::vector<float>> restored;
+    for (Tensor* t : {&layer->din, &layer->grads[0], &layer->grads[1]}) {
+      restored.push_back(t->to_host());
+      t->copy_from_host(std::vector<float>(static_cast<size_t>(t->numel()), 0.0f));
+    }
+    layer->kernel->backward_saved(saved_x.data(), relu ? saved_y.data() : nullptr,
+                                  layer->dout.data(), layer->din.data(),
+                                  layer->device.default_stream());
+    EXPECT_EQ(layer->din.to_host(), restored[0]);
+    EXPECT_EQ(layer->grads[0].to_host(), restored[1]);
+    EXPECT_EQ(layer->grads[1].to_host(), restored[2]);
+  }
 }
 
 // The kernel promises the same bits whatever the thread count (its sums run over chunks fixed
