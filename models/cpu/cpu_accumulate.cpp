@@ -14,17 +14,6 @@
 
 namespace scalescope {
 
-void accumulate_into_cpu(float* acc, const float* grads, int64_t count, bool first) {
-  if (first) {
-    // A copy rather than zeroing `acc` first: one pass over the memory instead of two.
-    std::copy(grads, grads + count, acc);
-    return;
-  }
-  // The team of the calling thread: a replica's device set its thread count (make_current).
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < count; ++i) acc[i] += grads[i];
-}
-
 namespace {
 
 // f(begin, end) over a contiguous share of [0, n) on each thread of the calling thread's team.
@@ -39,6 +28,20 @@ void in_shares(int64_t n, const F& f) {
 }
 
 }  // namespace
+
+void accumulate_into_cpu(float* acc, const float* grads, int64_t count, bool first) {
+  // The team of the calling thread: a replica's device set its thread count (make_current).
+  if (first) {
+    // A copy rather than zeroing `acc` first: one pass over the memory instead of two.
+    in_shares(count, [&](int64_t begin, int64_t end) {
+      std::copy(grads + begin, grads + end, acc + begin);
+    });
+    return;
+  }
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < count; ++i) acc[i] += grads[i];
+}
+
 
 void compress_gradients_cpu(const float* grads, uint16_t* half, int64_t count, int replicas,
                             kernel_math::HalfFormat format) {
