@@ -123,6 +123,13 @@ class LayerKernel {
                               const float* /*dout*/, float* /*din*/, Stream& /*stream*/) {
     throw_error("this kernel reads no saved 16-bit values");
   }
+  // The same in a training forward: a kernel that computes from a 16-bit copy of its input in
+  // `format` may read the model's saved copy of it (written by the layer before, as backward
+  // will read it) instead of making its own: the model then calls forward_saved.
+  virtual bool forwards_from_saved(kernel_math::HalfFormat /*format*/) const { return false; }
+  virtual void forward_saved(const uint16_t* /*in*/, float* /*out*/, Stream& /*stream*/) {
+    throw_error("this kernel reads no saved 16-bit input");
+  }
   // Statistics over every replica's batch (batch norm under --sync-batchnorm, PyTorch's
   // SyncBatchNorm). A layer that needs them runs its training passes in stages: stage s of
   // a pass writes the sums this replica contributes into sync_values(pass), the model sums

@@ -284,10 +284,12 @@ void Model::forward_layer(size_t layer, bool training, Stream& stream) {
     const int64_t count = plan.batch * shapes_[layer + 1].numel();
     accumulate_into(out, output_of(from[0]), count, true, stream);
     accumulate_into(out, output_of(from[1]), count, false, stream);
-  } else if (training) {
-    run_forward(*kernel, layer_input(static_cast<int>(layer)), out, stream);
-  } else {
+  } else if (!training) {
     kernel->forward_eval(layer_input(static_cast<int>(layer)), out, stream);
+  } else if (const uint16_t* saved = saved_input(*kernel, static_cast<int>(layer))) {
+    kernel->forward_saved(saved, out, stream);
+  } else {
+    run_forward(*kernel, layer_input(static_cast<int>(layer)), out, stream);
   }
 }
 

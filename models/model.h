@@ -142,6 +142,9 @@ class Model {
   void save_output(int layer, Stream& stream);
   // The saved copy of layer `of`'s output, which layer `reader`'s backward reads.
   const uint16_t* saved_copy(int reader, int of) const;
+  // The saved copy of `layer`'s input that its training forward reads instead of the input
+  // (LayerKernel::forwards_from_saved); null where it reads the input.
+  const uint16_t* saved_input(LayerKernel& kernel, int layer) const;
   void restore_saved(int reader, int of, Stream& stream);
   // A layer's backward (run_backward, its saved values restored first, or backward_saved where
   // the kernel reads them as they are: LayerKernel::reads_saved).

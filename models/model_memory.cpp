@@ -115,6 +115,17 @@ const uint16_t* Model::saved_copy(int reader, int of) const {
   return static_cast<const uint16_t*>(saved.data());
 }
 
+const uint16_t* Model::saved_input(LayerKernel& kernel, int layer) const {
+  const Plan& plan = *current_;
+  const int from = layer_inputs(def_, layer).front();
+  if (!plan.saved_format || from == kModelInput ||
+      !kernel.forwards_from_saved(*plan.saved_format) ||
+      (sync_ && kernel.sync_points(LayerKernel::Pass::kForward) > 0)) {
+    return nullptr;
+  }
+  return static_cast<const uint16_t*>(plan.saved[plan.holder(static_cast<size_t>(from))].data());
+}
+
 void Model::restore_saved(int reader, int of, Stream& stream) {
   const Plan& plan = *current_;
   const size_t i = plan.holder(static_cast<size_t>(of));

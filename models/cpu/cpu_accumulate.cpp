@@ -42,7 +42,6 @@ void accumulate_into_cpu(float* acc, const float* grads, int64_t count, bool fir
   for (int64_t i = 0; i < count; ++i) acc[i] += grads[i];
 }
 
-
 void compress_gradients_cpu(const float* grads, uint16_t* half, int64_t count, int replicas,
                             kernel_math::HalfFormat format) {
   in_shares(count, [&](int64_t begin, int64_t end) {

@@ -150,11 +150,19 @@ class WeightedKernel final : public DnnlKernel {
   void forward(const float* in, float* out, Stream&) override {
     bind_pass_local();
     set_handle(src_, in);
-    set_handle(dst_, out);
     if (src_to_compute_) src_to_compute_.run(stream_);
-    if (weights_to_fwd_) weights_to_fwd_.run(stream_);
-    if (bias_to_fwd_) bias_to_fwd_.run(stream_);
-    forward_.run(stream_);
+    forward_from_copies(out);
+  }
+
+  // Under bf16 the forward reads the input as a plain bf16 copy in its own layout: the model's
+  // saved one (backward_saved's) is that copy.
+  bool forwards_from_saved(kernel_math::HalfFormat format) const override {
+    return reads_saved(format);
+  }
+  void forward_saved(const uint16_t* in, float* out, Stream&) override {
+    bind_pass_local();
+    src_compute_.set_data_handle(const_cast<uint16_t*>(in));
+    forward_from_copies(out);
   }
 
   // REQUIRES (beyond LayerKernel's): the weights unchanged since the last forward, which the
@@ -181,6 +189,13 @@ class WeightedKernel final : public DnnlKernel {
   std::vector<KernelChoice> choices() const override { return choices_; }
 
  private:
+  // Forward once src_compute_ holds the input as the primitive reads it.
+  void forward_from_copies(float* out) {
+    set_handle(dst_, out);
+    if (weights_to_fwd_) weights_to_fwd_.run(stream_);
+    if (bias_to_fwd_) bias_to_fwd_.run(stream_);
+    forward_.run(stream_);
+  }
   // Backward once src_compute_ holds the input as the primitives read it.
   void backward_from_copies(const float* dout, float* din) {
     set_handle(diff_dst_, dout);

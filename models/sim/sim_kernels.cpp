@@ -36,6 +36,12 @@ class SimLayer final : public LayerKernel {
   bool reads_saved(kernel_math::HalfFormat format) const override {
     return cpu_->reads_saved(format);
   }
+  bool forwards_from_saved(kernel_math::HalfFormat format) const override {
+    return cpu_->forwards_from_saved(format);
+  }
+  void forward_saved(const uint16_t* in, float* out, Stream& stream) override {
+    device_.launch(stream, [k = cpu_, in, out, &stream] { k->forward_saved(in, out, stream); });
+  }
   void backward_saved(const uint16_t* in, const uint16_t* out, const float* dout, float* din,
                       Stream& stream) override {
     device_.launch(stream, [k = cpu_, in, out, dout, din, &stream] {

@@ -195,10 +195,11 @@ TEST(LayerFp16, ConvolutionsAndDenseLayersComputeOnFp16Copies) {
 }
 
 // Under bf16 a model saves a convolution's or dense layer's input in bf16 (autocast's saved
-// tensors), and the kernel's backward reads that copy as it is (backward_saved) instead of an
-// fp32 restore of it: the same bits as backward on the restored values. Only with its copies in
-// a model's pool (the next pass binds its own again), and never for emulated fp16.
-TEST(LayerBf16, BackwardOnTheSavedInputIsBackwardOnTheRestoredOne) {
+// tensors), and the kernel's forward and backward read that copy as it is (forward_saved,
+// backward_saved) instead of a copy of their own or an fp32 restore of it: the same bits as
+// forward on the input and backward on the restored values. Only with its copies in a model's
+// pool (the next pass binds its own again), and never for emulated fp16.
+TEST(LayerBf16, PassesOnTheSavedInputAreThePassesOnTheInput) {
   for (const LayerCase& c : layer_cases()) {
     if (!std::holds_alternative<Conv2DSpec>(c.spec) && !std::holds_alternative<DenseSpec>(c.spec))
       continue;
@@ -213,6 +214,9 @@ TEST(LayerBf16, BackwardOnTheSavedInputIsBackwardOnTheRestoredOne) {
     EXPECT_TRUE(layer->kernel->reads_saved(kernel_math::HalfFormat::kBf16));
     EXPECT_FALSE(layer->kernel->reads_saved(kernel_math::HalfFormat::kFp16));
     EXPECT_FALSE(unpooled->kernel->reads_saved(kernel_math::HalfFormat::kBf16));
+    EXPECT_TRUE(layer->kernel->forwards_from_saved(kernel_math::HalfFormat::kBf16));
+    EXPECT_FALSE(layer->kernel->forwards_from_saved(kernel_math::HalfFormat::kFp16));
+    EXPECT_FALSE(unpooled->kernel->forwards_from_saved(kernel_math::HalfFormat::kBf16));
     const std::vector<float> x = layer_input(c, 11);
     fill_random_params(*layer, 11);
     layer->dout.copy_from_host(random_values(layer->out_shape.numel(), 12));
@@ -224,6 +228,13 @@ TEST(LayerBf16, BackwardOnTheSavedInputIsBackwardOnTheRestoredOne) {
     std::copy(saved.begin(), saved.end(), static_cast<uint16_t*>(saved_copy.data()));
     layer->in.copy_from_host(x);
     layer->forward();
+    const std::vector<float> y = layer->out.to_host();
+    // A forward of another input leaves its copy in the pool: forward_saved must not read it.
+    layer->in.copy_from_host(layer_input(c, 14));
+    layer->forward();
+    layer->kernel->forward_saved(static_cast<const uint16_t*>(saved_copy.data()), layer->out.data(),
+                                 layer->device.default_stream());
+    EXPECT_EQ(layer->out.to_host(), y);
     layer->in.copy_from_host(rounded(x, kernel_math::HalfFormat::kBf16));
     layer->backward(true);
     const std::vector<float> din = layer->din.to_host();
