@@ -1,19 +1,21 @@
-// GPT-2's causal self-attention on CUDA: cuBLAS strided-batched GEMMs for the six products, on
+// GPT-2's causal self-attention on CUDA: cuBLAS strided-batched GEMMs for the products, on
 // head-major copies [N·H, S, hd] of q, k and v made by our kernels, and our kernels for the
-// causal scaled softmax (attention_ops.cu, math in kernel_math/attention_math.h). Unlike the
-// CPU kernel (models/cpu/cpu_attention.cpp, fused, one value per row kept), it keeps the
-// probabilities P [N·H, S, S] from forward for backward: memory quadratic in S.
+// causal scaled softmax (attention_ops.cu, math in kernel_math/attention_math.h).
 //
-// Planned at construction for the one batch shape. The layer owns what forward keeps for
-// backward: the copies of q, k and v and P. Its transients, the heads' outputs (or dout's),
-// dq, dk, dv and dP, live in the stream's workspace that every layer shares (CudaLibraries).
+// It keeps nothing from forward for backward: backward makes the head-major copies again from
+// its input (which the model keeps for it) and recomputes the probabilities P [N·H, S, S] with
+// the forward's product and softmax, the same bits where the input is the same (fp32, tf32;
+// under 16 bits the model's restored input, as autocast's saved tensors). Every buffer of a
+// pass, P and dP included, lives in the stream's workspace that every layer shares
+// (CudaLibraries): quadratic in S, but once per stream rather than once per layer, as keeping
+// P was. A fused kernel (flash attention's scheme, as the CPU kernel's) would need no S × S
+// buffer at all.
 #include <cublas_v2.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "core/buffer.h"
 #include "core/check.h"
 #include "models/cuda/attention_ops.h"
 #include "models/cuda/cuda_kernels.h"
@@ -48,46 +50,43 @@ class AttentionKernel final : public LayerKernel {
         head_dim_(to_int(shape_.head_dim, "the head size", layer)),
         scale_(km::attention_scale(shape_.head_dim)),
         // Chosen per kernel, not on the shared handle: see CublasHandle.
-        compute_(gemm_compute_type(precision())),
-        heads_(float_buffer(device, 3 * shape_.head_elements())),
-        probs_(float_buffer(device, score_elements())) {
+        compute_(gemm_compute_type(precision())) {
     // cuBLAS's strides are 64-bit, but m, n and k are ints: S·S and S·hd must fit as well.
     to_int(shape_.seq * shape_.seq, "the scores of one head (S·S)", layer);
     libraries_->reserve_workspace(
-        static_cast<size_t>(4 * shape_.head_elements() + score_elements()) * sizeof(float));
+        static_cast<size_t>(kHeadBuffers * shape_.head_elements() + 2 * score_elements()) *
+        sizeof(float));
   }
 
   void forward(const float* in, float* out, Stream& stream) override {
     const cudaStream_t s = cuda_stream(stream);
-    const int64_t d = shape_.model_dim();
-    for (int64_t part = 0; part < 3; ++part) {
-      cuda_ops::to_heads(shape_, in, 3 * d, part * d, head(part), s);
-    }
-    float* y_heads = transient(s, 0);
-    gemm(s, {head(0), false, head(1), true, probs(), seq_, seq_, head_dim_});  // Q·Kᵀ
-    cuda_ops::causal_softmax_forward(shape_, probs(), probs(), scale_, s);
-    gemm(s, {probs(), false, head(2), false, y_heads, seq_, head_dim_, seq_});  // P·V
-    cuda_ops::from_heads(shape_, y_heads, out, d, 0, s);
+    float* y_heads = head(s, kOutputHeads);
+    probabilities(in, s);
+    gemm(s, {scores(s, 0), false, head(s, 2), false, y_heads, seq_, head_dim_, seq_});  // P·V
+    cuda_ops::from_heads(shape_, y_heads, out, shape_.model_dim(), 0, s);
   }
 
-  // Reads P and the per-head copies of the last forward.
-  void backward(const float*, const float*, const float* dout, float* din,
+  // Reads the input of the last forward (q, k and v), from which it recomputes P.
+  void backward(const float* in, const float*, const float* dout, float* din,
                 Stream& stream) override {
     if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
     const cudaStream_t s = cuda_stream(stream);
     const int64_t d = shape_.model_dim();
-    float* dout_heads = transient(s, 0);
-    float* grad_heads = transient(s, 1);  // dq, dk, dv, one after another
-    float* grad_probs = transient(s, 4);
-    const int64_t e = shape_.head_elements();
+    probabilities(in, s);
+    const float* probs = scores(s, 0);
+    float* dout_heads = head(s, kOutputHeads);
+    float* grad_probs = scores(s, 1);
     cuda_ops::to_heads(shape_, dout, d, 0, dout_heads, s);
-    gemm(s, {probs(), true, dout_heads, false, grad_heads + 2 * e, seq_, head_dim_, seq_});  // dV
-    gemm(s, {dout_heads, false, head(2), true, grad_probs, seq_, seq_, head_dim_});  // dO·Vᵀ
-    cuda_ops::causal_softmax_backward(shape_, probs(), grad_probs, grad_probs, scale_, s);
-    gemm(s, {grad_probs, false, head(1), false, grad_heads, seq_, head_dim_, seq_});     // dS·K
-    gemm(s, {grad_probs, true, head(0), false, grad_heads + e, seq_, head_dim_, seq_});  // dSᵀ·Q
+    gemm(s,
+         {probs, true, dout_heads, false, head(s, kGradHeads + 2), seq_, head_dim_, seq_});  // dV
+    gemm(s, {dout_heads, false, head(s, 2), true, grad_probs, seq_, seq_, head_dim_});  // dO·Vᵀ
+    cuda_ops::causal_softmax_backward(shape_, probs, grad_probs, grad_probs, scale_, s);
+    gemm(s, {grad_probs, false, head(s, 1), false, head(s, kGradHeads), seq_, head_dim_,
+             seq_});  // dS·K
+    gemm(s, {grad_probs, true, head(s, 0), false, head(s, kGradHeads + 1), seq_, head_dim_,
+             seq_});  // dSᵀ·Q
     for (int64_t part = 0; part < 3; ++part) {
-      cuda_ops::from_heads(shape_, grad_heads + part * e, din, 3 * d, part * d, s);
+      cuda_ops::from_heads(shape_, head(s, kGradHeads + part), din, 3 * d, part * d, s);
     }
   }
 
@@ -102,16 +101,29 @@ class AttentionKernel final : public LayerKernel {
   }
 
  private:
+  // The stream's workspace during a pass: head-major buffers [N, H, S, hd], q, k and v (0-2),
+  // the heads' outputs in forward or dout's in backward (kOutputHeads), dq, dk and dv in
+  // backward (kGradHeads on); then two of [N·H, S, S], P (0) and backward's dP (1), turned into
+  // dS in place.
+  static constexpr int64_t kOutputHeads = 3;
+  static constexpr int64_t kGradHeads = 4;
+  static constexpr int64_t kHeadBuffers = 7;
   int64_t score_elements() const { return shape_.score_rows() * shape_.seq; }
-  // Head-major buffers [N, H, S, hd] of q, k and v (i = 0, 1, 2), kept from forward.
-  float* head(int64_t i) const { return floats(heads_) + i * shape_.head_elements(); }
-  // [N·H, S, S]: P, kept from forward for backward.
-  float* probs() const { return floats(probs_); }
-  // The stream's workspace from head-major buffer `i` on: forward's heads' outputs (0);
-  // backward's dout heads (0), dq, dk, dv (1-3) and then dP [N·H, S, S] (4 on), turned into dS
-  // in place.
-  float* transient(cudaStream_t s, int64_t i) const {
+  float* head(cudaStream_t s, int64_t i) const {
     return static_cast<float*>(libraries_->workspace(s)) + i * shape_.head_elements();
+  }
+  float* scores(cudaStream_t s, int64_t i) const {
+    return head(s, kHeadBuffers) + i * score_elements();
+  }
+  // q, k and v head-major from the input rows [N, S, 3D], and P = softmax(scale·Q·Kᵀ), causal.
+  void probabilities(const float* in, cudaStream_t s) const {
+    const int64_t d = shape_.model_dim();
+    for (int64_t part = 0; part < 3; ++part) {
+      cuda_ops::to_heads(shape_, in, 3 * d, part * d, head(s, part), s);
+    }
+    float* probs = scores(s, 0);
+    gemm(s, {head(s, 0), false, head(s, 1), true, probs, seq_, seq_, head_dim_});  // Q·Kᵀ
+    cuda_ops::causal_softmax_forward(shape_, probs, probs, scale_, s);
   }
 
   // cuBLAS is column-major, where a row-major [r, c] buffer reads as its transpose [c, r] with
@@ -135,8 +147,6 @@ class AttentionKernel final : public LayerKernel {
   int batches_, seq_, head_dim_;
   float scale_;
   cublasComputeType_t compute_;
-  DeviceBuffer heads_;  // q, k, v head-major, see head()
-  DeviceBuffer probs_;  // P, see probs()
 };
 
 }  // namespace
