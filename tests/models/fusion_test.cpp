@@ -177,10 +177,13 @@ Pass run(const ModelDef& def, bool fuse) {
 // 16-bit activations; tanh and sigmoid as post-ops agree to rounding.
 TEST_F(Fusion, FusedModelsComputeTheUnfusedOutputsLossAndGradients) {
   const ModelDef resnet = make_model("cifar-resnet:depth=8");
-  for (const auto& [def, precision] : {std::pair{make_model("cifar-cnn"), Precision::kFp32},
-                                       {mixed_model(), Precision::kFp32},
-                                       {resnet, Precision::kFp32},
-                                       {resnet, Precision::kBf16}}) {
+  // Not a structured binding: clang 16 cannot capture one in a lambda under OpenMP.
+  for (const auto& model : {std::pair{make_model("cifar-cnn"), Precision::kFp32},
+                            {mixed_model(), Precision::kFp32},
+                            {resnet, Precision::kFp32},
+                            {resnet, Precision::kBf16}}) {
+    const ModelDef& def = model.first;
+    const Precision precision = model.second;
     SCOPED_TRACE(to_string(precision));
     const testing_util::PrecisionScope scope(precision);
     const Pass fused = run(def, true);
