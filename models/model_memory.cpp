@@ -117,12 +117,13 @@ const uint16_t* Model::saved_copy(int reader, int of) const {
 
 const uint16_t* Model::saved_input(LayerKernel& kernel, int layer) const {
   const Plan& plan = *current_;
-  const int from = layer_inputs(def_, layer).front();
-  if (!plan.saved_format || from == kModelInput ||
-      !kernel.forwards_from_saved(*plan.saved_format) ||
+  // Asked of every layer of every training forward: fp32's answer costs no lookup.
+  if (!plan.saved_format || !kernel.forwards_from_saved(*plan.saved_format) ||
       (sync_ && kernel.sync_points(LayerKernel::Pass::kForward) > 0)) {
     return nullptr;
   }
+  const int from = layer_inputs(def_, layer).front();
+  if (from == kModelInput) return nullptr;
   return static_cast<const uint16_t*>(plan.saved[plan.holder(static_cast<size_t>(from))].data());
 }
 
