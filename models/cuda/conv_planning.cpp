@@ -9,20 +9,43 @@
 
 namespace scalescope {
 
-cudnnMathType_t conv_requested_math(bool tf32) {
-  return tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+cudnnDataType_t conv_data_type(Precision precision) {
+  switch (precision) {
+    case Precision::kBf16:
+      return CUDNN_DATA_BFLOAT16;
+    case Precision::kFp16:
+      return CUDNN_DATA_HALF;
+    case Precision::kFp32:
+    case Precision::kTf32:
+      break;
+  }
+  return CUDNN_DATA_FLOAT;
 }
 
-std::optional<cudnnMathType_t> conv_math_for(cudnnMathType_t proposed, bool tf32) {
+cudnnMathType_t conv_requested_math(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32:
+      return CUDNN_FMA_MATH;
+    case Precision::kTf32:
+      return CUDNN_DEFAULT_MATH;
+    case Precision::kBf16:
+    case Precision::kFp16:
+      break;
+  }
+  return CUDNN_TENSOR_OP_MATH;
+}
+
+std::optional<cudnnMathType_t> conv_math_for(cudnnMathType_t proposed, Precision precision) {
+  const bool strict = precision == Precision::kFp32;
   switch (proposed) {
     case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
       return std::nullopt;
     case CUDNN_TENSOR_OP_MATH:
-      if (!tf32) return std::nullopt;
+      if (strict) return std::nullopt;
       return proposed;
     case CUDNN_DEFAULT_MATH:
     case CUDNN_FMA_MATH:
-      return tf32 ? proposed : CUDNN_FMA_MATH;
+      return strict ? CUDNN_FMA_MATH : proposed;
   }
   return std::nullopt;  // a math type this code does not know: not trusted
 }
@@ -189,7 +212,7 @@ std::optional<ConvChoice> first_fitting(ConvQueries& queries, ConvPass pass,
                                         cudnnTensorFormat_t layout, const ConvPolicy& policy,
                                         bool deterministic_only, ConvRefusals& refusals) {
   const std::vector<ConvCandidate> proposed =
-      queries.candidates(pass, layout, conv_requested_math(policy.tf32));
+      queries.candidates(pass, layout, conv_requested_math(policy.precision));
   refusals = {};
   const auto refuse = [&](const ConvCandidate& c, const std::string& reason) {
     refusals.text += fmt::format("{}{} ({})", refusals.text.empty() ? "" : "; ",
@@ -200,7 +223,7 @@ std::optional<ConvChoice> first_fitting(ConvQueries& queries, ConvPass pass,
       refuse(c, fmt::format("not supported: {}", cudnnGetErrorString(c.status)));
       continue;
     }
-    const std::optional<cudnnMathType_t> math = conv_math_for(c.math, policy.tf32);
+    const std::optional<cudnnMathType_t> math = conv_math_for(c.math, policy.precision);
     if (!math) {
       refuse(c, fmt::format("{} not allowed", math_type_name(c.math)));
       continue;
@@ -326,7 +349,8 @@ ConvPlan plan_convolution(ConvQueries& queries, const ConvPolicy& policy,
   const bool required = policy.determinism == Determinism::kRequired;
   throw_error(fmt::format(
       "{}: cuDNN offers no allowed algorithm within {} bytes of workspace{}{} — {}; {}{}", layer,
-      policy.workspace_limit, policy.tf32 ? "" : " in strict fp32 (--precision fp32)",
+      policy.workspace_limit,
+      policy.precision != Precision::kFp32 ? "" : " in strict fp32 (--precision fp32)",
       required ? " among deterministic ones (determinism required by --deterministic; without "
                  "it a layer with none runs the fastest that fits)"
                : "",

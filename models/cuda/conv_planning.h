@@ -8,6 +8,11 @@
 //   would be of fp16 kernels reported as TF32. With TF32 allowed the descriptors ask for
 //   CUDNN_DEFAULT_MATH (fp32 on tensor cores as TF32, as PyTorch does), in strict fp32 for
 //   CUDNN_FMA_MATH.
+// - Under bf16 and fp16 the tensors themselves are 16-bit (cuDNN has no math type that rounds
+//   fp32 tensors to bf16) and the descriptors ask for CUDNN_TENSOR_OP_MATH, as PyTorch does;
+//   the convolution's compute type stays float (cuDNN's PSEUDO_BFLOAT16 and PSEUDO_HALF
+//   configurations: fp32 accumulation). Conversion is refused there too: bf16 converted to
+//   fp16 would lose bf16's range.
 // - Deterministic algorithms (those that do not accumulate with atomics) are preferred, so
 //   that two runs on one GPU give bit-identical weights, as the CPU path does. A pass with
 //   none within the workspace limit runs the fastest one that fits, and says why, unless
@@ -32,13 +37,17 @@
 
 namespace scalescope {
 
+// The data type of a convolution's tensors under `precision`: CUDNN_DATA_FLOAT in fp32 and
+// tf32, CUDNN_DATA_BFLOAT16 and CUDNN_DATA_HALF under bf16 and fp16.
+cudnnDataType_t conv_data_type(Precision precision);
+
 // The math the descriptors ask cuDNN's heuristics under.
-cudnnMathType_t conv_requested_math(bool tf32);
+cudnnMathType_t conv_requested_math(Precision precision);
 
 // The math to run an algorithm under, given the math cuDNN proposes with it; nullopt when
 // the algorithm is refused: one that converts to fp16 always, one that needs tensor cores in
 // strict fp32.
-std::optional<cudnnMathType_t> conv_math_for(cudnnMathType_t proposed, bool tf32);
+std::optional<cudnnMathType_t> conv_math_for(cudnnMathType_t proposed, Precision precision);
 
 enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
 inline constexpr std::array<ConvPass, 3> kConvPasses = {ConvPass::kForward, ConvPass::kBackwardData,
@@ -94,7 +103,7 @@ struct ConvWorkspaceLimit {
 ConvWorkspaceLimit conv_workspace_limit(const ConvMemory& memory);
 
 struct ConvPolicy {
-  bool tf32 = true;
+  Precision precision = Precision::kTf32;
   Determinism determinism = Determinism::kPreferred;
   size_t workspace_limit = 0;  // bytes one pass may take
 };

@@ -8,6 +8,13 @@
 // as they are, and the activations and their gradients are transposed around each call into
 // two buffers of this kernel.
 //
+// Under bf16 and fp16 cuDNN computes on 16-bit tensors (its PSEUDO_BFLOAT16 and PSEUDO_HALF
+// configurations: fp32 accumulation): each pass rounds its operands into 16-bit copies in the
+// stream's shared workspace (autocast's casts, as the dense layers do) and writes its result
+// there in 16 bits, which is widened into the fp32 buffer (output, input gradient, weight
+// gradient): rounded to the format, as PyTorch's autocast leaves a convolution's results. The
+// layout work (extension, transposes) stays in fp32 around the copies.
+//
 // Keras's "same" padding puts the odd pixel after (TensorFlow's split), which cuDNN's
 // symmetric padding cannot express, and no symmetric padding plus a crop gives the same
 // windows at stride 2 (they would start one pixel off). So where the padding is asymmetric,
@@ -23,6 +30,8 @@
 #include <memory>
 #include <optional>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "core/buffer.h"
 #include "core/check.h"
@@ -62,8 +71,8 @@ struct ConvShape {
 class ConvDescriptors final : public ConvQueries {
  public:
   ConvDescriptors(const Conv2DSpec& c, const ConvShape& s, const LayerSpec& spec,
-                  cudnnHandle_t planning)
-      : planning_(planning) {
+                  cudnnDataType_t data, cudnnHandle_t planning)
+      : planning_(planning), data_(data) {
     // cuDNN's legacy descriptors index with int: the tensors themselves must stay below 2^31
     // elements, not just their dimensions.
     to_int(s.x_numel(), "the input's size", spec);
@@ -96,11 +105,9 @@ class ConvDescriptors final : public ConvQueries {
   // Sets the three tensors' layout (the filter's follows the activations').
   void set_layout(cudnnTensorFormat_t layout) {
     if (layout == layout_) return;
-    SS_CHECK_CUDNN(
-        cudnnSetTensor4dDescriptor(x_.get(), layout, CUDNN_DATA_FLOAT, n_, c_, x_h_, x_w_));
-    SS_CHECK_CUDNN(
-        cudnnSetTensor4dDescriptor(y_.get(), layout, CUDNN_DATA_FLOAT, n_, f_, out_h_, out_w_));
-    SS_CHECK_CUDNN(cudnnSetFilter4dDescriptor(w_.get(), CUDNN_DATA_FLOAT, layout, f_, c_, k_, k_));
+    SS_CHECK_CUDNN(cudnnSetTensor4dDescriptor(x_.get(), layout, data_, n_, c_, x_h_, x_w_));
+    SS_CHECK_CUDNN(cudnnSetTensor4dDescriptor(y_.get(), layout, data_, n_, f_, out_h_, out_w_));
+    SS_CHECK_CUDNN(cudnnSetFilter4dDescriptor(w_.get(), data_, layout, f_, c_, k_, k_));
     layout_ = layout;
   }
   // Sets the plan's layout and each pass's math on its own descriptor (passes may differ).
@@ -182,6 +189,7 @@ class ConvDescriptors final : public ConvQueries {
   }
 
   cudnnHandle_t planning_;
+  cudnnDataType_t data_;  // the tensors' (the convolution computes in float)
   int n_ = 0, c_ = 0, x_h_ = 0, x_w_ = 0, f_ = 0, out_h_ = 0, out_w_ = 0, k_ = 0;
   std::optional<cudnnTensorFormat_t> layout_;
   TensorDescriptor x_;  // the input as cuDNN sees it (extended where padding is asymmetric)
@@ -204,14 +212,14 @@ class ConvKernel final : public LayerKernel {
   ConvKernel(const Conv2DSpec& c, const LayerSpec& spec, const LayerBinding& b, CudaDevice& device)
       : libraries_(cuda_libraries(device)),
         shape_(conv_shape(c, b)),
-        descriptors_(c, shape_, spec, libraries_->cudnn_for_planning()),
+        descriptors_(c, shape_, spec, conv_data_type(precision_), libraries_->cudnn_for_planning()),
         weight_(b.params[0].data),
         // Bias-free convolutions (ResNets') are bound to the weight alone.
         bias_(c.bias ? b.params[1].data : nullptr),
         weight_grad_(b.grads[0].data),
         bias_grad_(c.bias ? b.grads[1].data : nullptr) {
     limit_ = conv_workspace_limit(memory_now(device, libraries_->workspace_bytes()));
-    const ConvPolicy policy{allow_tf32(), determinism(), limit_.bytes};
+    const ConvPolicy policy{precision_, determinism(), limit_.bytes};
     plan_ = plan_convolution(descriptors_, policy, describe(spec));
     descriptors_.apply(plan_);
     if (nchw())
@@ -227,9 +235,9 @@ class ConvKernel final : public LayerKernel {
     if (bias_ != nullptr)
       bias_scratch_ = float_buffer(device, cuda_ops::bias_grad_scratch(rows(), shape_.filters));
     if (shape_.extended()) extended_ = float_buffer(device, shape_.x_numel());
-    size_t workspace = 0;
-    for (const ConvChoice& choice : plan_.passes) workspace = std::max(workspace, choice.workspace);
-    libraries_->reserve_workspace(workspace);
+    for (const ConvChoice& choice : plan_.passes)
+      cudnn_workspace_ = std::max(cudnn_workspace_, choice.workspace);
+    libraries_->reserve_workspace(region_offset(kRegions));
   }
 
   void forward(const float* in, float* out, Stream& stream) override {
@@ -248,11 +256,13 @@ class ConvKernel final : public LayerKernel {
     }
     const float one = 1.0f;
     const float zero = 0.0f;
+    void* y_result = result(y, kY16, s);
     SS_CHECK_CUDNN(cudnnConvolutionForward(
-        libraries_->cudnn(s), &one, descriptors_.x(), x, descriptors_.w(), w,
-        descriptors_.conv(ConvPass::kForward),
-        static_cast<cudnnConvolutionFwdAlgo_t>(plan_[ConvPass::kForward].algo),
-        libraries_->workspace(s), plan_[ConvPass::kForward].workspace, &zero, descriptors_.y(), y));
+        libraries_->cudnn(s), &one, descriptors_.x(), operand(x, kX16, s), descriptors_.w(),
+        operand(w, kW16, s), descriptors_.conv(ConvPass::kForward),
+        static_cast<cudnnConvolutionFwdAlgo_t>(plan_[ConvPass::kForward].algo), cudnn_workspace(s),
+        plan_[ConvPass::kForward].workspace, &zero, descriptors_.y(), y_result));
+    widen(y_result, y, kY16, s);
     if (nchw()) cuda_ops::transpose(y, out, shape_.batch, shape_.filters, shape_.out_pixels(), s);
     if (bias_ != nullptr) cuda_ops::bias_add(out, bias_, rows(), shape_.filters, s);
   }
@@ -272,20 +282,27 @@ class ConvKernel final : public LayerKernel {
       x = to_nchw(x, floats(x_nchw_), shape_.x_h() * shape_.x_w(), shape_.channels, s);
       dy = to_nchw(dout, floats(y_nchw_), shape_.out_pixels(), shape_.filters, s);
     }
-    backward_filter(x, dy, s);
+    // In 16 bits both passes read one copy of dy; the filter pass the only copy of x, whose
+    // place the data pass then writes its result in.
+    const void* dy_operand = operand(dy, kY16, s);
+    backward_filter(operand(x, kX16, s), dy_operand, s);
     if (bias_grad_ != nullptr)
       cuda_ops::bias_grad(dout, bias_grad_, rows(), shape_.filters, floats(bias_scratch_), s);
     if (din == nullptr) return;  // first layer: nobody needs the input's gradient
-    backward_data(dy, din, s);
+    backward_data(dy_operand, din, s);
   }
 
   std::vector<KernelChoice> choices() const override {
     std::vector<KernelChoice> out;
     for (const ConvPass pass : kConvPasses) {
       const ConvChoice& c = plan_[pass];
+      // 16-bit math named as the CPU kernels name it, with cuDNN's math type after.
+      const std::string math =
+          half_ ? fmt::format("{} {}", to_string(precision_), math_type_name(c.math))
+                : math_type_name(c.math);
       out.push_back({.pass = to_string(pass),
                      .algorithm = conv_algorithm_name(pass, c.algo),
-                     .math = math_type_name(c.math),
+                     .math = math,
                      .layout = tensor_format_name(plan_.layout),
                      .deterministic = c.deterministic,
                      .workspace_bytes = static_cast<int64_t>(c.workspace),
@@ -300,6 +317,54 @@ class ConvKernel final : public LayerKernel {
   bool nchw() const { return plan_.layout == CUDNN_TENSOR_NCHW; }
   int64_t rows() const { return shape_.batch * shape_.out_pixels(); }
   int64_t area() const { return shape_.kernel * shape_.kernel; }
+
+  // The stream's shared workspace, in this order: cuDNN's, then in 16 bits the copies of x (or
+  // dx), of w (or dw) and of y (or dy).
+  enum Region { kCudnn, kX16, kW16, kY16, kRegions };
+  int64_t region_count(Region r) const {
+    if (!half_) return 0;
+    switch (r) {
+      case kX16:
+        return shape_.x_numel();
+      case kW16:
+        return shape_.filters * shape_.channels * area();
+      case kY16:
+        return rows() * shape_.filters;
+      case kCudnn:
+      case kRegions:
+        break;
+    }
+    return 0;
+  }
+  size_t region_bytes(Region r) const {
+    if (r == kCudnn) return cudnn_workspace_;
+    return static_cast<size_t>(region_count(r)) * sizeof(uint16_t);
+  }
+  size_t region_offset(Region r) const {
+    return workspace_region_offset(r, [this](int i) { return region_bytes(Region(i)); });
+  }
+  void* region(Region r, cudaStream_t s) const {
+    return static_cast<char*>(libraries_->workspace(s)) + region_offset(r);
+  }
+  void* cudnn_workspace(cudaStream_t s) const { return region(kCudnn, s); }
+
+  // What cuDNN reads for `values`: the values themselves, or in 16 bits their copy in region
+  // `r`, rounded as a cast to a 16-bit tensor rounds (to nearest even, beyond fp16's range to
+  // infinity: what loss scaling looks for).
+  const void* operand(const float* values, Region r, cudaStream_t s) const {
+    if (!half_) return values;
+    auto* copy = static_cast<uint16_t*>(region(r, s));
+    cuda_ops::compress_gradients(values, copy, region_count(r), 1, *half_, s);
+    return copy;
+  }
+  // Where cuDNN writes a result meant for `to`: `to` itself, or in 16 bits region `r`, which
+  // widen() then copies into `to`.
+  void* result(float* to, Region r, cudaStream_t s) const { return half_ ? region(r, s) : to; }
+  void widen(const void* result, float* to, Region r, cudaStream_t s) const {
+    if (!half_) return;
+    cuda_ops::decompress_gradients(static_cast<const uint16_t*>(result), to, region_count(r),
+                                   *half_, s);
+  }
 
   // [N][pixels][channels] -> [N][channels][pixels] into `to`; returns `to`.
   const float* to_nchw(const float* from, float* to, int64_t pixels, int64_t channels,
@@ -316,34 +381,40 @@ class ConvKernel final : public LayerKernel {
     return floats(extended_);
   }
 
-  void backward_filter(const float* x, const float* dy, cudaStream_t s) {
+  // x and dy as operand() gives them.
+  void backward_filter(const void* x, const void* dy, cudaStream_t s) {
     const float one = 1.0f;
     const float zero = 0.0f;
     float* dw = nchw() ? weight_grad_ : floats(weight_grad_nhwc_);
+    void* dw_result = result(dw, kW16, s);
     SS_CHECK_CUDNN(cudnnConvolutionBackwardFilter(
         libraries_->cudnn(s), &one, descriptors_.x(), x, descriptors_.y(), dy,
         descriptors_.conv(ConvPass::kBackwardFilter),
         static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan_[ConvPass::kBackwardFilter].algo),
-        libraries_->workspace(s), plan_[ConvPass::kBackwardFilter].workspace, &zero,
-        descriptors_.w(), dw));
+        cudnn_workspace(s), plan_[ConvPass::kBackwardFilter].workspace, &zero, descriptors_.w(),
+        dw_result));
+    widen(dw_result, dw, kW16, s);
     // OHWI [F][KH·KW][C] -> OIHW [F][C][KH·KW].
     if (!nchw()) cuda_ops::transpose(dw, weight_grad_, shape_.filters, area(), shape_.channels, s);
   }
 
-  // The input's gradient into `din`, through the NCHW buffer (after the filter pass has read
-  // the input from it) and the extension buffer where the kernel uses them.
-  void backward_data(const float* dy, float* din, cudaStream_t s) {
+  // The input's gradient into `din` (dy as operand() gives it), through the NCHW buffer (after
+  // the filter pass has read the input from it) and the extension buffer where the kernel uses
+  // them.
+  void backward_data(const void* dy, float* din, cudaStream_t s) {
     const float one = 1.0f;
     const float zero = 0.0f;
     float* nhwc = shape_.extended() ? floats(extended_) : din;
     float* dx = nchw() ? floats(x_nchw_) : nhwc;
     const float* w = nchw() ? weight_ : floats(weight_nhwc_);
+    void* dx_result = result(dx, kX16, s);
     SS_CHECK_CUDNN(cudnnConvolutionBackwardData(
-        libraries_->cudnn(s), &one, descriptors_.w(), w, descriptors_.y(), dy,
+        libraries_->cudnn(s), &one, descriptors_.w(), operand(w, kW16, s), descriptors_.y(), dy,
         descriptors_.conv(ConvPass::kBackwardData),
         static_cast<cudnnConvolutionBwdDataAlgo_t>(plan_[ConvPass::kBackwardData].algo),
-        libraries_->workspace(s), plan_[ConvPass::kBackwardData].workspace, &zero, descriptors_.x(),
-        dx));
+        cudnn_workspace(s), plan_[ConvPass::kBackwardData].workspace, &zero, descriptors_.x(),
+        dx_result));
+    widen(dx_result, dx, kX16, s);
     if (nchw())
       cuda_ops::transpose(dx, nhwc, shape_.batch, shape_.channels, shape_.x_h() * shape_.x_w(), s);
     if (!shape_.extended()) return;
@@ -353,10 +424,13 @@ class ConvKernel final : public LayerKernel {
   }
 
   std::shared_ptr<CudaLibraries> libraries_;
+  Precision precision_ = precision();
+  std::optional<kernel_math::HalfFormat> half_ = half_format(precision_);  // 16-bit tensors
   ConvShape shape_;
   ConvDescriptors descriptors_;
   ConvWorkspaceLimit limit_;  // what the plan was chosen within
   ConvPlan plan_;
+  size_t cudnn_workspace_ = 0;  // the most any pass of the plan takes
   const float* weight_;
   const float* bias_;  // null without a bias
   float* weight_grad_;
@@ -374,14 +448,6 @@ class ConvKernel final : public LayerKernel {
 
 std::unique_ptr<LayerKernel> make_cuda_conv(const Conv2DSpec& conv, const LayerSpec& spec,
                                             const LayerBinding& binding, CudaDevice& device) {
-  // cuDNN computes in 16 bits only on 16-bit tensors (it has no math type that rounds fp32
-  // tensors to bf16), which needs casts around every pass: not built. Strict fp32 in their
-  // place would be a number of another precision under this one's name.
-  const Precision p = precision();
-  SS_CHECK(p == Precision::kFp32 || p == Precision::kTf32,
-           "{}: convolutions on GPUs compute in tf32 or fp32 only so far (no 16-bit cuDNN "
-           "path yet), not {}; train this model in tf32 on GPUs, or in {} on cpu or sim devices",
-           describe(spec), to_string(p), to_string(p));
   return std::make_unique<ConvKernel>(conv, spec, binding, device);
 }
 

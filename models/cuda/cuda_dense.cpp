@@ -194,12 +194,8 @@ class DenseKernel final : public LayerKernel {
   size_t region_bytes(Region r) const {
     return static_cast<size_t>(region_count(r)) * (r == kPad ? sizeof(float) : sizeof(uint16_t));
   }
-  // Each region starts on a 256-byte boundary, as cuBLAS's fastest kernels want.
   size_t region_offset(Region r) const {
-    size_t offset = 0;
-    for (int i = kInput; i < r; ++i)
-      offset += (region_bytes(static_cast<Region>(i)) + 255) / 256 * 256;
-    return offset;
+    return workspace_region_offset(r, [this](int i) { return region_bytes(Region(i)); });
   }
   void* region(Region r, cudaStream_t s) const {
     return static_cast<char*>(libraries_->workspace(s)) + region_offset(r);

@@ -35,10 +35,10 @@ std::vector<LibraryVersion> CudaKernelBackend::library_versions() const {
 std::string CudaKernelBackend::precision_note(Precision precision) const {
   if (precision != Precision::kBf16 && precision != Precision::kFp16) return "";
   return fmt::format(
-      "GPUs compute {0} in the dense layers alone so far: cuBLAS multiplies {0} copies of their "
-      "input, weights and output gradient with fp32 accumulation; attention computes in TF32, "
-      "convolutions are refused (no {0} cuDNN path yet), and activations stay fp32, so memory "
-      "does not drop",
+      "GPUs compute {0} in the dense layers and convolutions: cuBLAS and cuDNN multiply {0} "
+      "copies of their operands with fp32 accumulation (a convolution's results rounded to {0}, "
+      "as cuDNN writes them); attention computes in TF32; norms, activations, softmax and the "
+      "loss in fp32; the activations backward reads are kept in {0}",
       to_string(precision));
 }
 

@@ -1,7 +1,8 @@
-// Small helpers the CUDA layer kernels share (cuda_layers.cpp, cuda_conv.cpp).
+// Small helpers the CUDA layer kernels share (cuda_layers.cpp, cuda_conv.cpp, cuda_dense.cpp).
 #pragma once
 
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 
 #include "core/buffer.h"
@@ -24,6 +25,16 @@ inline float* floats(const DeviceBuffer& buffer) {
 
 inline DeviceBuffer float_buffer(CudaDevice& device, int64_t count) {
   return DeviceBuffer(device, static_cast<size_t>(count) * sizeof(float));
+}
+
+// The offset of `region` in a kernel's part of the stream's shared workspace, whose regions
+// 0, 1, ... lie in order, region i taking bytes(i), each from a 256-byte boundary (as cuBLAS's
+// and cuDNN's fastest kernels want).
+template <class Bytes>
+size_t workspace_region_offset(int region, Bytes bytes) {
+  size_t offset = 0;
+  for (int i = 0; i < region; ++i) offset += (static_cast<size_t>(bytes(i)) + 255) / 256 * 256;
+  return offset;
 }
 
 }  // namespace scalescope

@@ -160,10 +160,12 @@ note_profile_layers() {
 
 # The planned peak (`models SPEC --batch B`) against what three steps of training measured, on
 # the GPU: GPT-2 small at 8 (the attention's workspace shared since 79a1d79) in tf32 and in bf16
-# (its saved activations in 16 bits), and ResNet-50 at 64.
+# (its saved activations in 16 bits), and ResNet-50 at 64 in tf32 and in bf16 (its convolutions'
+# 16-bit copies in the shared workspace).
 step_memory_plan() {
   local spec batch precision name
-  for spec in gpt:preset=small:8:tf32 gpt:preset=small:8:bf16 resnet:depth=50:64:tf32; do
+  for spec in gpt:preset=small:8:tf32 gpt:preset=small:8:bf16 resnet:depth=50:64:tf32 \
+    resnet:depth=50:64:bf16; do
     precision=${spec##*:}
     spec=${spec%:*}
     batch=${spec##*:}
@@ -202,17 +204,19 @@ note_gpt_profile() {
     awk '{printf "GPT-2 small b8 step ms, profiled, tf32/bf16/tf32 vocab 50304: %s/%s/%s\n", $1, $2, $3}'
 }
 
-# GPT-2 small beside PyTorch in tf32, bf16 and fp16 (PyTorch: torch.autocast, GradScaler).
+# GPT-2 small and ResNet-50 beside PyTorch in tf32, bf16 and fp16 (PyTorch: torch.autocast,
+# GradScaler; ours: 16-bit dense layers and, since 2026-11-28, convolutions).
 step_compare_16bit() {
   local p
   for p in tf32 bf16 fp16; do
     python3 "$bench_dir/compare_pytorch.py" --device cuda --binary "$bin" --rounds 1 --steps 10 \
-      --precision "$p" --cases gpt:preset=small:8 || return 1
+      --precision "$p" --cases gpt:preset=small:8,resnet:depth=50:64 || return 1
   done
 }
 note_compare_16bit() {
   awk '/^PyTorch/ {p = $0; sub(/.*precision /, "", p); sub(/,.*/, "", p)}
-       /^gpt/ {printf "%s ms pytorch/ours %s/%s; ", p, $3, $4}' "$1" | cut -c1-220
+       /^(gpt|resnet)/ {printf "%s %s ms pytorch/ours %s/%s; ", substr($1, 1, 3), p, $3, $4}' \
+    "$1" | cut -c1-300
 }
 
 step_devices() { "$bin" devices && "$bin" devices --json >"$out/devices.json"; }

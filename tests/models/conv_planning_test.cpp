@@ -15,30 +15,43 @@
 namespace scalescope {
 namespace {
 
-TEST(ConvMath, TheDescriptorsAskForDefaultMathWithTf32AndFmaWithout) {
-  EXPECT_EQ(conv_requested_math(true), CUDNN_DEFAULT_MATH);
-  EXPECT_EQ(conv_requested_math(false), CUDNN_FMA_MATH);
+TEST(ConvMath, TheDescriptorsAskForDefaultMathWithTf32FmaWithoutAndTensorOpsIn16Bits) {
+  EXPECT_EQ(conv_requested_math(Precision::kTf32), CUDNN_DEFAULT_MATH);
+  EXPECT_EQ(conv_requested_math(Precision::kFp32), CUDNN_FMA_MATH);
+  EXPECT_EQ(conv_requested_math(Precision::kBf16), CUDNN_TENSOR_OP_MATH);
+  EXPECT_EQ(conv_requested_math(Precision::kFp16), CUDNN_TENSOR_OP_MATH);
 }
 
-TEST(ConvMath, ConversionToFp16IsRefusedWithOrWithoutTf32) {
-  EXPECT_FALSE(conv_math_for(CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, true).has_value());
-  EXPECT_FALSE(conv_math_for(CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, false).has_value());
+// cuDNN computes in 16 bits only on 16-bit tensors.
+TEST(ConvMath, SixteenBitPrecisionsHaveTensorsOfTheirType) {
+  EXPECT_EQ(conv_data_type(Precision::kFp32), CUDNN_DATA_FLOAT);
+  EXPECT_EQ(conv_data_type(Precision::kTf32), CUDNN_DATA_FLOAT);
+  EXPECT_EQ(conv_data_type(Precision::kBf16), CUDNN_DATA_BFLOAT16);
+  EXPECT_EQ(conv_data_type(Precision::kFp16), CUDNN_DATA_HALF);
 }
 
-TEST(ConvMath, Tf32RunsWhatCudnnProposes) {
-  EXPECT_EQ(conv_math_for(CUDNN_TENSOR_OP_MATH, true), CUDNN_TENSOR_OP_MATH);
-  EXPECT_EQ(conv_math_for(CUDNN_DEFAULT_MATH, true), CUDNN_DEFAULT_MATH);
-  EXPECT_EQ(conv_math_for(CUDNN_FMA_MATH, true), CUDNN_FMA_MATH);
+TEST(ConvMath, ConversionIsRefusedInEveryPrecision) {
+  for (const Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16, Precision::kFp16})
+    EXPECT_FALSE(conv_math_for(CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, p).has_value())
+        << to_string(p);
+}
+
+TEST(ConvMath, Tf32And16BitsRunWhatCudnnProposes) {
+  for (const Precision p : {Precision::kTf32, Precision::kBf16, Precision::kFp16}) {
+    EXPECT_EQ(conv_math_for(CUDNN_TENSOR_OP_MATH, p), CUDNN_TENSOR_OP_MATH) << to_string(p);
+    EXPECT_EQ(conv_math_for(CUDNN_DEFAULT_MATH, p), CUDNN_DEFAULT_MATH) << to_string(p);
+    EXPECT_EQ(conv_math_for(CUDNN_FMA_MATH, p), CUDNN_FMA_MATH) << to_string(p);
+  }
 }
 
 TEST(ConvMath, StrictFp32RefusesTensorCoresAndRunsTheRestUnderFma) {
-  EXPECT_FALSE(conv_math_for(CUDNN_TENSOR_OP_MATH, false).has_value());
-  EXPECT_EQ(conv_math_for(CUDNN_DEFAULT_MATH, false), CUDNN_FMA_MATH);
-  EXPECT_EQ(conv_math_for(CUDNN_FMA_MATH, false), CUDNN_FMA_MATH);
+  EXPECT_FALSE(conv_math_for(CUDNN_TENSOR_OP_MATH, Precision::kFp32).has_value());
+  EXPECT_EQ(conv_math_for(CUDNN_DEFAULT_MATH, Precision::kFp32), CUDNN_FMA_MATH);
+  EXPECT_EQ(conv_math_for(CUDNN_FMA_MATH, Precision::kFp32), CUDNN_FMA_MATH);
 }
 
 TEST(ConvMath, AnUnknownMathTypeIsRefused) {
-  EXPECT_FALSE(conv_math_for(static_cast<cudnnMathType_t>(99), true).has_value());
+  EXPECT_FALSE(conv_math_for(static_cast<cudnnMathType_t>(99), Precision::kTf32).has_value());
 }
 
 // What cuDNN would answer: proposals per pass and layout, a workspace per algorithm (or a
@@ -75,8 +88,8 @@ class FakeCudnn final : public ConvQueries {
   }
 };
 
-constexpr ConvPolicy kTf32{true, Determinism::kRequired, size_t{1} << 20};
-constexpr ConvPolicy kStrict{false, Determinism::kRequired, size_t{1} << 20};
+constexpr ConvPolicy kTf32{Precision::kTf32, Determinism::kRequired, size_t{1} << 20};
+constexpr ConvPolicy kStrict{Precision::kFp32, Determinism::kRequired, size_t{1} << 20};
 
 ConvCandidate proposal(int algo, cudnnMathType_t math = CUDNN_DEFAULT_MATH,
                        cudnnDeterminism_t determinism = CUDNN_DETERMINISTIC,
@@ -110,6 +123,22 @@ TEST(ConvPlanning, TheFirstAllowedProposalIsPickedAndItsFp16ConversionRefused) {
   // The converting algorithm was never even asked its workspace.
   ASSERT_EQ(fake.workspace_asked.size(), 1u);
   EXPECT_EQ(std::get<1>(fake.workspace_asked[0]), CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+}
+
+TEST(ConvPlanning, SixteenBitsAskForTensorOpsAndRunTheFirstProposalWithoutConversion) {
+  for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
+    FakeCudnn fake;
+    fake.proposals[{ConvPass::kBackwardFilter, CUDNN_TENSOR_NHWC}] = {
+        proposal(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION),
+        proposal(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_TENSOR_OP_MATH)};
+    ConvPolicy policy = kTf32;
+    policy.precision = p;
+    const std::optional<ConvChoice> choice = pick(fake, ConvPass::kBackwardFilter, policy);
+    ASSERT_TRUE(choice.has_value()) << to_string(p);
+    EXPECT_EQ(choice->math, CUDNN_TENSOR_OP_MATH) << to_string(p);
+    ASSERT_EQ(fake.requested.size(), 1u);
+    EXPECT_EQ(fake.requested[0], CUDNN_TENSOR_OP_MATH) << to_string(p);
+  }
 }
 
 TEST(ConvPlanning, StrictFp32AsksForFmaAndRunsDefaultMathProposalsUnderIt) {
@@ -283,7 +312,7 @@ constexpr ConvMemory kH200At2GiB{
     .free = 139'000'000'000, .limit = int64_t{2048} << 20, .in_use = int64_t{100} << 20};
 
 ConvPolicy resnet_policy(const ConvMemory& memory, Determinism determinism) {
-  return {true, determinism, conv_workspace_limit(memory).bytes};
+  return {Precision::kTf32, determinism, conv_workspace_limit(memory).bytes};
 }
 
 TEST(ConvWorkspace, TheLimitIsAnEighthOfTheFreeMemoryOrOfWhatTheMemoryLimitLeaves) {

@@ -1,8 +1,8 @@
-// bf16 and fp16 on GPUs (models/cuda/cuda_dense.cpp): dense layers multiply 16-bit copies of
-// their operands with fp32 accumulation, attention computes in TF32, convolutions refuse. The
-// layers against the CPU kernels in the same precision, the rounding itself on inputs chosen so
-// that it shows, fp16's overflow to infinity (what loss scaling looks for), and the refusal.
-// Skipped without a GPU, as cuda_kernels_test.cpp.
+// bf16 and fp16 on GPUs (models/cuda/cuda_dense.cpp, cuda_conv.cpp): dense layers and
+// convolutions multiply 16-bit copies of their operands with fp32 accumulation, attention
+// computes in TF32. The layers against the CPU kernels in the same precision, the rounding
+// itself on inputs chosen so that it shows, and fp16's overflow to infinity (what loss scaling
+// looks for). Skipped without a GPU, as cuda_kernels_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,16 +23,24 @@ namespace scalescope {
 namespace {
 
 using namespace cuda_test;
-using testing_util::error_of;
 
 using Sixteen = Precision;
 
-// ---- bf16 and fp16: dense layers on 16-bit copies of their operands, attention in TF32
+// ---- bf16 and fp16: dense layers and convolutions on 16-bit copies of their operands,
+// attention in TF32
 
-// The dense and attention cases of cuda_kernels_test.cpp that differ in what the GEMMs see:
-// sizes, rows of a sequence, no bias, the padded rows, several heads.
-std::vector<LayerCase> gemm_cases() {
+// The dense, convolution and attention cases of cuda_kernels_test.cpp that differ in what the
+// GEMMs or cuDNN see: sizes, rows of a sequence, no bias, the padded rows; a thin input, the
+// extended input of asymmetric padding, tensor cores' channel counts, a ResNet's 1x1 and
+// strided 3x3 without bias; several heads.
+std::vector<LayerCase> sixteen_bit_cases() {
+  using enum Padding;
   return {
+      {"conv_same_s1", Conv2DSpec{4, 3, 1, kSame}, Shape{2, 5, 7, 3}},
+      {"conv_same_s2_odd", Conv2DSpec{3, 3, 2, kSame}, Shape{2, 7, 6, 2}},
+      {"conv_same_wide", Conv2DSpec{32, 3, 1, kSame}, Shape{4, 16, 16, 16}},
+      {"conv_1x1_no_bias", Conv2DSpec{64, 1, 1, kValid, 0, false}, Shape{2, 8, 8, 64}},
+      {"conv_explicit_s2_no_bias", Conv2DSpec{32, 3, 2, kExplicit, 1, false}, Shape{2, 9, 8, 16}},
       {"dense", DenseSpec{5}, Shape{3, 7}},
       {"dense_wide", DenseSpec{128}, Shape{64, 256}},
       {"dense_many_rows", DenseSpec{40}, Shape{1100, 33}},
@@ -46,39 +54,42 @@ std::vector<LayerCase> gemm_cases() {
 class CudaSixteenBitTest : public CudaKernelsTest,
                            public ::testing::WithParamInterface<std::tuple<LayerCase, Sixteen>> {};
 
-// Dense layers against the CPU's in the same precision (oneDNN's bf16; fp16 emulated on
-// operands rounded to fp16): the same products of the same rounded operands, summed in another
-// order, within the format's unit roundoff, which the bias gradient needs: oneDNN sums it from
-// the rounded output gradient, the GPU from the fp32 one (an H100 showed up to 1.6e-3 in bf16,
-// under 1e-3 everywhere else). Attention computes in TF32 on GPUs under both, in fp32 on CPUs:
-// TF32's tolerance.
+// Dense layers and convolutions against the CPU's in the same precision (oneDNN's bf16; fp16
+// emulated on operands rounded to fp16): the same products of the same rounded operands, summed
+// in another order, within the format's unit roundoff, which the bias gradient needs: oneDNN
+// sums it from the rounded output gradient, the GPU from the fp32 one (an H100 showed up to
+// 1.6e-3 in bf16, under 1e-3 everywhere else). cuDNN also rounds a convolution's results to the
+// format (oneDNN writes them in fp32): one more unit roundoff. Attention computes in TF32 on
+// GPUs under both, in fp32 on CPUs: TF32's tolerance.
 TEST_P(CudaSixteenBitTest, MatchesCpuKernels) {
   const auto& [c, precision] = GetParam();
   const testing_util::PrecisionScope scope(precision);
   SCOPED_TRACE(describe(c.spec) + " on " + c.in.to_string() + ", " + to_string(precision));
-  const bool dense = std::holds_alternative<DenseSpec>(c.spec);
-  const double tol = dense ? kernel_math::unit_roundoff(precision == Sixteen::kBf16
-                                                            ? kernel_math::HalfFormat::kBf16
-                                                            : kernel_math::HalfFormat::kFp16)
-                           : kTf32Tolerance;
+  const double u =
+      kernel_math::unit_roundoff(precision == Sixteen::kBf16 ? kernel_math::HalfFormat::kBf16
+                                                             : kernel_math::HalfFormat::kFp16);
+  double tol = kTf32Tolerance;
+  if (std::holds_alternative<DenseSpec>(c.spec)) tol = u;
+  if (std::holds_alternative<Conv2DSpec>(c.spec)) tol = 2 * u;
   expect_layer_matches_cpu(*gpu_, *cpu_, c, tol);
 }
 
-INSTANTIATE_TEST_SUITE_P(GemmLayers, CudaSixteenBitTest,
-                         ::testing::Combine(::testing::ValuesIn(gemm_cases()),
+INSTANTIATE_TEST_SUITE_P(SixteenBitLayers, CudaSixteenBitTest,
+                         ::testing::Combine(::testing::ValuesIn(sixteen_bit_cases()),
                                             ::testing::Values(Sixteen::kBf16, Sixteen::kFp16)),
                          [](const ::testing::TestParamInfo<CudaSixteenBitTest::ParamType>& info) {
                            return std::get<0>(info.param).name + "_" +
                                   to_string(std::get<1>(info.param));
                          });
 
-// y = x·Wᵀ over 64 inputs of `x` with weights of 1: 64 times x as the precision rounds it. With
-// x = 1 + ε, where the format rounds x to 1, y is exactly 64; where it holds x (and in strict
-// fp32), 64·(1 + ε). bf16 keeps 8 bits of mantissa, fp16 and TF32 11: ε = 2^-10 tells bf16 from
-// fp16, 2^-12 fp16 from fp32.
-float dense_of(Device& gpu, Sixteen precision, float x, std::string* math) {
+// The first output of `c`, a layer summing 64 inputs of `x` with weights of 1 (a dense layer
+// of one unit, or a 1x1 convolution of one filter over 64 channels), two samples of them: 64
+// times x as the precision rounds it. With x = 1 + ε, where the format rounds x to 1, y is
+// exactly 64; where it holds x (and in strict fp32), 64·(1 + ε). bf16 keeps 8 bits of mantissa,
+// fp16 and TF32 11: ε = 2^-10 tells bf16 from fp16, 2^-12 fp16 from fp32. `math`: what the
+// forward pass's choice names.
+float sum_of_ones(Device& gpu, Sixteen precision, const LayerCase& c, float x, std::string* math) {
   const testing_util::PrecisionScope scope(precision);
-  const LayerCase c{"dense_ones", DenseSpec{1, false}, Shape{2, 64}};
   const LayerInputs inputs{
       std::vector<float>(128, x), std::vector<float>(2, 1.0f), {std::vector<float>(64, 1.0f)}, {}};
   cuda_test::BoundLayer b = bind_layer(gpu, c, inputs);
@@ -86,6 +97,10 @@ float dense_of(Device& gpu, Sixteen precision, float x, std::string* math) {
   gpu.default_stream().synchronize();
   if (math != nullptr) *math = b.kernel->choices().at(0).math;
   return b.out.to_host().at(0);
+}
+
+float dense_of(Device& gpu, Sixteen precision, float x, std::string* math) {
+  return sum_of_ones(gpu, precision, {"dense_ones", DenseSpec{1, false}, Shape{2, 64}}, x, math);
 }
 
 TEST_F(CudaKernelsTest, SixteenBitGemmsRoundTheirOperandsToThatFormat) {
@@ -107,14 +122,22 @@ TEST_F(CudaKernelsTest, Fp16GemmsOverflowToInfinityAsFp16Does) {
   EXPECT_TRUE(std::isfinite(dense_of(*gpu_, Sixteen::kBf16, 70000.0f, nullptr)));
 }
 
-// cuDNN computes in 16 bits only on 16-bit tensors, which the convolutions do not have yet:
-// they refuse rather than run strict fp32 under a 16-bit name.
-TEST_F(CudaKernelsTest, SixteenBitConvolutionsAreRefusedNamingTheLayer) {
-  const testing_util::PrecisionScope scope(Sixteen::kBf16);
-  const LayerCase c{"conv", Conv2DSpec{4, 3, 1, Padding::kSame, 0, true}, Shape{2, 5, 7, 3}};
-  const std::string error = error_of([&] { bind_layer(*gpu_, c, layer_inputs(c, 1)); });
-  EXPECT_CONTAINS(error, "Conv2D");
-  EXPECT_CONTAINS(error, "convolutions on GPUs compute in tf32 or fp32 only so far");
+// The result rounded to the format too (64.0625 is an fp16 value).
+float conv_of(Device& gpu, Sixteen precision, float x, std::string* math) {
+  const LayerCase c{"conv_ones", Conv2DSpec{1, 1, 1, Padding::kValid, 0, false},
+                    Shape{2, 1, 1, 64}};
+  return sum_of_ones(gpu, precision, c, x, math);
+}
+
+TEST_F(CudaKernelsTest, SixteenBitConvolutionsRoundTheirOperandsToThatFormat) {
+  std::string math;
+  EXPECT_EQ(conv_of(*gpu_, Sixteen::kBf16, 1.0f + 0x1p-10f, &math), 64.0f);
+  EXPECT_CONTAINS(math, "bf16 CUDNN_");
+  EXPECT_EQ(conv_of(*gpu_, Sixteen::kFp16, 1.0f + 0x1p-10f, &math), 64.0f + 0x1p-4f);
+  EXPECT_CONTAINS(math, "fp16 CUDNN_");
+  EXPECT_EQ(conv_of(*gpu_, Sixteen::kFp32, 1.0f + 0x1p-12f, nullptr), 64.0f + 0x1p-6f);
+  EXPECT_TRUE(std::isinf(conv_of(*gpu_, Sixteen::kFp16, 70000.0f, nullptr)));
+  EXPECT_TRUE(std::isfinite(conv_of(*gpu_, Sixteen::kBf16, 70000.0f, nullptr)));
 }
 
 }  // namespace

@@ -155,15 +155,11 @@ TEST_P(GpuTrainer, SteadyStepsAllocateNothingAndTheirPhasesAddUp) {
   }
 }
 
-// bf16 and fp16 on a GPT decoder (dense layers and attention: GPUs refuse 16-bit
-// convolutions): the losses follow strict fp32's without being fp32's, and on GPUs the dense
-// layers' GEMMs name the 16-bit format (attention: TF32). In fp16 a loss planted 2^40 times too
-// large at step 3 overflows the 16-bit copies of backward's operands: that step is skipped and
-// the scale halved.
-TEST_P(GpuTrainer, SixteenBitPrecisionsTrainAGptDecoderLikeFp32) {
-  DEVICES_OR_SKIP(one, 1);
-  TrainOptions o = small_run("gpt:layers=2,d=32,heads=2,seq=16,vocab=64", one);
-  o.steps = 8;
+// Trains `o` in bf16 and fp16 after strict fp32: the losses follow fp32's without being fp32's,
+// and on GPUs each weighted layer's kernels name the format they computed in: cuBLAS's dense
+// GEMMs the format ("bf16"), cuDNN's convolutions the format and cuDNN's math type ("bf16
+// CUDNN_TENSOR_OP_MATH"); attention TF32. Leaves `o` in fp16.
+void expect_sixteen_bit_training(TrainOptions& o, DeviceKind kind) {
   const RunReport fp32 = train(o);
   for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
     SCOPED_TRACE(to_string(p));
@@ -171,15 +167,40 @@ TEST_P(GpuTrainer, SixteenBitPrecisionsTrainAGptDecoderLikeFp32) {
     const RunReport r = train(o);
     EXPECT_EQ(r.precision, p);
     testing_util::expect_follows_fp32(r, fp32);
-    if (GetParam() != DeviceKind::kCuda) continue;
-    int dense = 0;
+    if (kind != DeviceKind::kCuda) continue;
+    int sixteen_bit = 0;
     for (const KernelChoiceRecord& k : r.kernels) {
-      const bool gemm = k.algorithm.starts_with("cublasGemmEx");
-      dense += gemm ? 1 : 0;
-      EXPECT_EQ(k.math, gemm ? to_string(p) : "CUBLAS_COMPUTE_32F_FAST_TF32") << k.layer_name;
+      if (k.algorithm.starts_with("cublasGemmEx")) {
+        EXPECT_EQ(k.math, to_string(p)) << k.layer_name;
+      } else if (k.algorithm.starts_with("CUDNN_")) {
+        EXPECT_TRUE(k.math.starts_with(to_string(p) + " CUDNN_")) << k.layer_name << ": " << k.math;
+      } else {
+        EXPECT_EQ(k.math, "CUBLAS_COMPUTE_32F_FAST_TF32") << k.layer_name;
+        continue;
+      }
+      ++sixteen_bit;
     }
-    EXPECT_GT(dense, 0);
+    EXPECT_GT(sixteen_bit, 0);
   }
+}
+
+// bf16 and fp16 on a ResNet: convolutions, batch norm, the shortcuts' adds.
+TEST_P(GpuTrainer, SixteenBitPrecisionsTrainAResNetLikeFp32) {
+  DEVICES_OR_SKIP(one, 1);
+  TrainOptions o = small_run("cifar-resnet:depth=8", one);
+  o.batch = 8;
+  o.eval = false;
+  expect_sixteen_bit_training(o, GetParam());
+}
+
+// bf16 and fp16 on a GPT decoder (dense layers and attention), as the ResNet above. In fp16 a
+// loss planted 2^40 times too large at step 3 overflows the 16-bit copies of backward's
+// operands: that step is skipped and the scale halved.
+TEST_P(GpuTrainer, SixteenBitPrecisionsTrainAGptDecoderLikeFp32) {
+  DEVICES_OR_SKIP(one, 1);
+  TrainOptions o = small_run("gpt:layers=2,d=32,heads=2,seq=16,vocab=64", one);
+  o.steps = 8;
+  expect_sixteen_bit_training(o, GetParam());
   TrainHooks hooks;
   hooks.loss_scale_factor = [](int, int64_t step) {
     return step == 3 ? std::ldexp(1.0f, 40) : 1.0f;
