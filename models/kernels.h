@@ -277,9 +277,9 @@ KernelBackend& kernel_backend(DeviceKind kind);
 // compute as fp32.
 // - GPU kernels: kTf32 lets fp32 matrix products use TF32 on tensor cores (cuBLAS's
 //   CUBLAS_COMPUTE_32F_FAST_TF32, cuDNN's CUDNN_DEFAULT_MATH); kFp32 is strict fp32
-//   (CUBLAS_COMPUTE_32F, CUDNN_FMA_MATH). kBf16 and kFp16 run dense layers and convolutions
-//   on 16-bit copies of their operands with fp32 accumulation (a convolution's results
-//   rounded to the 16-bit type cuDNN writes them in) and the rest as kTf32.
+//   (CUBLAS_COMPUTE_32F, CUDNN_FMA_MATH). kBf16 and kFp16 run dense layers, convolutions and
+//   attention's products on 16-bit copies of their operands with fp32 accumulation (a
+//   convolution's results rounded to the 16-bit type cuDNN writes them in), the rest in fp32.
 // - CPU kernels: kBf16 runs convolutions and dense layers on bf16 copies of their inputs,
 //   weights and output gradients with fp32 accumulation and fp32 outputs (oneDNN picks AMX or
 //   AVX-512 BF16 where the CPU has them); everything else computes in fp32.

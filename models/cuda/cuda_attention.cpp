@@ -10,14 +10,22 @@
 // (CudaLibraries): quadratic in S, but once per stream rather than once per layer, as keeping
 // P was. A fused kernel (flash attention's scheme, as the CPU kernel's) would need no S × S
 // buffer at all.
+//
+// Under bf16 and fp16 every product multiplies 16-bit copies of its operands (q, k, v, dout's
+// heads, P and dS; autocast's casts, as the dense layers) with fp32 accumulation into fp32
+// results; the softmax and its backward stay fp32. P's copy lies in dP's buffer until dP is
+// computed, dS's in P's once the softmax's backward has read P: only the four head copies take
+// memory of their own.
 #include <cublas_v2.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/check.h"
 #include "models/cuda/attention_ops.h"
+#include "models/cuda/cuda_ops.h"
 #include "models/cuda/cuda_kernels.h"
 #include "models/cuda/cuda_layer_util.h"
 #include "models/cuda/cuda_libraries.h"
@@ -30,10 +38,11 @@ namespace km = kernel_math;
 
 // C[b] = op(A[b])·op(B[b]) over the N·H batches, row-major, C [m, n], op(A) [m, k] and op(B)
 // [k, n]; a transposed operand is stored as the untransposed one ([k, m] for A, [n, k] for B).
+// A and B are fp32, or both 16-bit copies; C is fp32.
 struct Product {
-  const float* a;
+  const void* a;
   bool transpose_a;
-  const float* b;
+  const void* b;
   bool transpose_b;
   float* c;
   int m, n, k;
@@ -49,20 +58,24 @@ class AttentionKernel final : public LayerKernel {
         seq_(to_int(shape_.seq, "the sequence", layer)),
         head_dim_(to_int(shape_.head_dim, "the head size", layer)),
         scale_(km::attention_scale(shape_.head_dim)),
+        half_(half_format(precision())),
         // Chosen per kernel, not on the shared handle: see CublasHandle.
-        compute_(gemm_compute_type(precision())) {
+        compute_(half_ ? CUBLAS_COMPUTE_32F : gemm_compute_type(precision())) {
     // cuBLAS's strides are 64-bit, but m, n and k are ints: S·S and S·hd must fit as well.
     to_int(shape_.seq * shape_.seq, "the scores of one head (S·S)", layer);
+    const int64_t half_heads = half_ ? kHalfHeadBuffers * shape_.head_elements() : 0;
     libraries_->reserve_workspace(
         static_cast<size_t>(kHeadBuffers * shape_.head_elements() + 2 * score_elements()) *
-        sizeof(float));
+            sizeof(float) +
+        static_cast<size_t>(half_heads) * sizeof(uint16_t));
   }
 
   void forward(const float* in, float* out, Stream& stream) override {
     const cudaStream_t s = cuda_stream(stream);
     float* y_heads = head(s, kOutputHeads);
     probabilities(in, s);
-    gemm(s, {scores(s, 0), false, head(s, 2), false, y_heads, seq_, head_dim_, seq_});  // P·V
+    const void* probs = operand(scores(s, 0), score_elements(), scores(s, 1), s);
+    gemm(s, {probs, false, head_operand(s, 2), false, y_heads, seq_, head_dim_, seq_});  // P·V
     cuda_ops::from_heads(shape_, y_heads, out, shape_.model_dim(), 0, s);
   }
 
@@ -74,16 +87,22 @@ class AttentionKernel final : public LayerKernel {
     const int64_t d = shape_.model_dim();
     probabilities(in, s);
     const float* probs = scores(s, 0);
-    float* dout_heads = head(s, kOutputHeads);
     float* grad_probs = scores(s, 1);
-    cuda_ops::to_heads(shape_, dout, d, 0, dout_heads, s);
-    gemm(s,
-         {probs, true, dout_heads, false, head(s, kGradHeads + 2), seq_, head_dim_, seq_});  // dV
-    gemm(s, {dout_heads, false, head(s, 2), true, grad_probs, seq_, seq_, head_dim_});  // dO·Vᵀ
+    cuda_ops::to_heads(shape_, dout, d, 0, head(s, kOutputHeads), s);
+    round_head(s, kOutputHeads);
+    const void* dout_heads = head_operand(s, kOutputHeads);
+    const void* v = head_operand(s, 2);
+    // P's 16-bit copy in dP's place, read before dP is written there.
+    const void* probs_operand = operand(probs, score_elements(), grad_probs, s);
+    gemm(s, {probs_operand, true, dout_heads, false, head(s, kGradHeads + 2), seq_, head_dim_,
+             seq_});                                                           // dV
+    gemm(s, {dout_heads, false, v, true, grad_probs, seq_, seq_, head_dim_});  // dO·Vᵀ
     cuda_ops::causal_softmax_backward(shape_, probs, grad_probs, grad_probs, scale_, s);
-    gemm(s, {grad_probs, false, head(s, 1), false, head(s, kGradHeads), seq_, head_dim_,
+    // dS's 16-bit copy in P's place, which the softmax's backward was the last to read.
+    const void* grad_scores = operand(grad_probs, score_elements(), scores(s, 0), s);
+    gemm(s, {grad_scores, false, head_operand(s, 1), false, head(s, kGradHeads), seq_, head_dim_,
              seq_});  // dS·K
-    gemm(s, {grad_probs, true, head(s, 0), false, head(s, kGradHeads + 1), seq_, head_dim_,
+    gemm(s, {grad_scores, true, head_operand(s, 0), false, head(s, kGradHeads + 1), seq_, head_dim_,
              seq_});  // dSᵀ·Q
     for (int64_t part = 0; part < 3; ++part) {
       cuda_ops::from_heads(shape_, head(s, kGradHeads + part), din, 3 * d, part * d, s);
@@ -92,8 +111,9 @@ class AttentionKernel final : public LayerKernel {
 
   // With atomics not allowed (a handle's default), cuBLAS's results are bit-identical run after
   // run on one GPU; our softmax kernels add in a fixed order.
+  // 16-bit math named as the CPU kernels name it ("bf16").
   std::vector<KernelChoice> choices() const override {
-    const char* math = compute_type_name(compute_);
+    const std::string math = half_ ? to_string(precision()) : compute_type_name(compute_);
     const std::string algorithm =
         "cublasGemmStridedBatchedEx CUBLAS_GEMM_DEFAULT + causal softmax kernels";
     return {{"forward", algorithm, math, "NSC", true, 0},
@@ -104,10 +124,11 @@ class AttentionKernel final : public LayerKernel {
   // The stream's workspace during a pass: head-major buffers [N, H, S, hd], q, k and v (0-2),
   // the heads' outputs in forward or dout's in backward (kOutputHeads), dq, dk and dv in
   // backward (kGradHeads on); then two of [N·H, S, S], P (0) and backward's dP (1), turned into
-  // dS in place.
+  // dS in place; then in 16 bits the copies of the first four heads (kHalfHeadBuffers).
   static constexpr int64_t kOutputHeads = 3;
   static constexpr int64_t kGradHeads = 4;
   static constexpr int64_t kHeadBuffers = 7;
+  static constexpr int64_t kHalfHeadBuffers = 4;
   int64_t score_elements() const { return shape_.score_rows() * shape_.seq; }
   float* head(cudaStream_t s, int64_t i) const {
     return static_cast<float*>(libraries_->workspace(s)) + i * shape_.head_elements();
@@ -115,14 +136,37 @@ class AttentionKernel final : public LayerKernel {
   float* scores(cudaStream_t s, int64_t i) const {
     return head(s, kHeadBuffers) + i * score_elements();
   }
-  // q, k and v head-major from the input rows [N, S, 3D], and P = softmax(scale·Q·Kᵀ), causal.
+  // Head buffer i's 16-bit copy (i < kHalfHeadBuffers; 16 bits only).
+  uint16_t* half_head(cudaStream_t s, int64_t i) const {
+    return reinterpret_cast<uint16_t*>(scores(s, 2)) + i * shape_.head_elements();
+  }
+  // What the products read of head buffer i: the buffer itself, or its 16-bit copy once
+  // round_head() has made it.
+  const void* head_operand(cudaStream_t s, int64_t i) const {
+    return half_ ? static_cast<const void*>(half_head(s, i)) : head(s, i);
+  }
+  // In 16 bits, `count` values rounded into `to` (compression's cast for one replica, to nearest
+  // even, beyond fp16's range to infinity, as a cast to a 16-bit tensor does); else the values.
+  const void* operand(const float* values, int64_t count, void* to, cudaStream_t s) const {
+    if (!half_) return values;
+    cuda_ops::compress_gradients(values, static_cast<uint16_t*>(to), count, 1, *half_, s);
+    return to;
+  }
+  // Head buffer i's 16-bit copy made from it (nothing without 16 bits).
+  void round_head(cudaStream_t s, int64_t i) const {
+    if (half_) operand(head(s, i), shape_.head_elements(), half_head(s, i), s);
+  }
+  // q, k and v head-major from the input rows [N, S, 3D] (and their 16-bit copies), and
+  // P = softmax(scale·Q·Kᵀ), causal.
   void probabilities(const float* in, cudaStream_t s) const {
     const int64_t d = shape_.model_dim();
     for (int64_t part = 0; part < 3; ++part) {
       cuda_ops::to_heads(shape_, in, 3 * d, part * d, head(s, part), s);
+      round_head(s, part);
     }
     float* probs = scores(s, 0);
-    gemm(s, {head(s, 0), false, head(s, 1), true, probs, seq_, seq_, head_dim_});  // Q·Kᵀ
+    gemm(s, {head_operand(s, 0), false, head_operand(s, 1), true, probs, seq_, seq_,
+             head_dim_});  // Q·Kᵀ
     cuda_ops::causal_softmax_forward(shape_, probs, probs, scale_, s);
   }
 
@@ -137,16 +181,18 @@ class AttentionKernel final : public LayerKernel {
     const long long stride_c = static_cast<long long>(p.m) * p.n;
     SS_CHECK_CUBLAS(cublasGemmStridedBatchedEx(
         libraries_->cublas(s), p.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-        p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, p.n, p.m, p.k, &one, p.b, CUDA_R_32F,
-        p.transpose_b ? p.k : p.n, stride_b, p.a, CUDA_R_32F, p.transpose_a ? p.m : p.k, stride_a,
-        &zero, p.c, CUDA_R_32F, p.n, stride_c, batches_, compute_, CUBLAS_GEMM_DEFAULT));
+        p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, p.n, p.m, p.k, &one, p.b, operand_type_,
+        p.transpose_b ? p.k : p.n, stride_b, p.a, operand_type_, p.transpose_a ? p.m : p.k,
+        stride_a, &zero, p.c, CUDA_R_32F, p.n, stride_c, batches_, compute_, CUBLAS_GEMM_DEFAULT));
   }
 
   std::shared_ptr<CudaLibraries> libraries_;
   km::AttentionShape shape_;
   int batches_, seq_, head_dim_;
   float scale_;
+  std::optional<km::HalfFormat> half_;  // the products' operands' format, if 16-bit
   cublasComputeType_t compute_;
+  cudaDataType_t operand_type_ = gemm_operand_type(half_);
 };
 
 }  // namespace

@@ -240,9 +240,7 @@ class DenseKernel final : public LayerKernel {
             const void* a, int lda, const void* b, int ldb, float* c, int ldc, bool add) const {
     const float one = 1.0f;
     const float beta = add ? 1.0f : 0.0f;
-    const cudaDataType_t type = !half_                            ? CUDA_R_32F
-                                : *half_ == km::HalfFormat::kBf16 ? CUDA_R_16BF
-                                                                  : CUDA_R_16F;
+    const cudaDataType_t type = gemm_operand_type(half_);
     SS_CHECK_CUBLAS(cublasGemmEx(libraries_->cublas(s), op_a, op_b, m, n, k, &one, a, type, lda, b,
                                  type, ldb, &beta, c, CUDA_R_32F, ldc, compute_,
                                  CUBLAS_GEMM_DEFAULT));

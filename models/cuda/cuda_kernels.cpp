@@ -35,10 +35,10 @@ std::vector<LibraryVersion> CudaKernelBackend::library_versions() const {
 std::string CudaKernelBackend::precision_note(Precision precision) const {
   if (precision != Precision::kBf16 && precision != Precision::kFp16) return "";
   return fmt::format(
-      "GPUs compute {0} in the dense layers and convolutions: cuBLAS and cuDNN multiply {0} "
-      "copies of their operands with fp32 accumulation (a convolution's results rounded to {0}, "
-      "as cuDNN writes them); attention computes in TF32; norms, activations, softmax and the "
-      "loss in fp32; the activations backward reads are kept in {0}",
+      "GPUs compute {0} in the dense layers, convolutions and attention's products: cuBLAS and "
+      "cuDNN multiply {0} copies of their operands with fp32 accumulation (a convolution's "
+      "results rounded to {0}, as cuDNN writes them); norms, activations, softmax and the loss "
+      "in fp32; the activations backward reads are kept in {0}",
       to_string(precision));
 }
 

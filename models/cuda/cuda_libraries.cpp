@@ -28,6 +28,11 @@ cublasComputeType_t gemm_compute_type(Precision precision) {
   return precision == Precision::kFp32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
 }
 
+cudaDataType_t gemm_operand_type(std::optional<kernel_math::HalfFormat> half) {
+  if (!half) return CUDA_R_32F;
+  return *half == kernel_math::HalfFormat::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
 const char* compute_type_name(cublasComputeType_t type) {
   switch (type) {
     case CUBLAS_COMPUTE_32F_FAST_TF32:

@@ -7,12 +7,14 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "core/buffer.h"
 #include "core/cuda/cuda_device.h"
 #include "core/precision.h"
+#include "models/kernel_math/half_math.h"
 
 namespace scalescope {
 
@@ -69,12 +71,16 @@ class CublasHandle {
 };
 
 // The compute type of cuBLAS's GEMMs on fp32 operands: strict fp32 under Precision::kFp32,
-// TF32 on tensor cores under every other (the layers without 16-bit operands compute under bf16
-// and fp16 as under tf32, as PyTorch's fp32 matmuls do in autocast with TF32 allowed).
+// TF32 on tensor cores under kTf32 (under bf16 and fp16 every GEMM multiplies 16-bit copies
+// under CUBLAS_COMPUTE_32F).
 // cuBLAS's CUBLAS_COMPUTE_32F_FAST_16BF is no substitute for 16-bit operands: on an H100 it ran
 // fp32's kernels (no operand rounded, no time saved).
 cublasComputeType_t gemm_compute_type(Precision precision);
 const char* compute_type_name(cublasComputeType_t type);  // "CUBLAS_COMPUTE_32F_FAST_TF32", ...
+
+// The type of a GEMM's operands: CUDA_R_16BF or CUDA_R_16F for 16-bit copies in that format
+// (multiplied under CUBLAS_COMPUTE_32F), CUDA_R_32F without one.
+cudaDataType_t gemm_operand_type(std::optional<kernel_math::HalfFormat> half);
 
 // A cuDNN descriptor (tensor, filter, convolution). Descriptors are host-side structures that
 // belong to no device, so unlike the handles their destructor needs no current device.

@@ -54,7 +54,7 @@ TEST(Precision, EachDeviceKindHasItsDefaultAndRefusesWhatItsKernelsDoNotCompute)
     EXPECT_EQ(run_precision("bf16", DeviceKind::kCuda), Precision::kBf16);
     EXPECT_EQ(run_precision("fp16", DeviceKind::kCuda), Precision::kFp16);
     EXPECT_CONTAINS(kernel_backend(DeviceKind::kCuda).precision_note(Precision::kBf16),
-                    "GPUs compute bf16 in the dense layers and convolutions");
+                    "GPUs compute bf16 in the dense layers, convolutions and attention");
     EXPECT_EQ(kernel_backend(DeviceKind::kCuda).precision_note(Precision::kTf32), "");
   }
 }
