@@ -243,28 +243,26 @@ class ConvKernel final : public LayerKernel {
   void forward(const float* in, float* out, Stream& stream) override {
     const cudaStream_t s = cuda_stream(stream);
     const float* x = shape_.extended() ? extend(in, s) : in;
-    const float* w = weight_;
-    float* y = out;
-    if (nchw()) {
-      x = to_nchw(x, floats(x_nchw_), shape_.x_h() * shape_.x_w(), shape_.channels, s);
-      y = floats(y_nchw_);
-    } else {
-      // OIHW [F][C][KH·KW] -> OHWI [F][KH·KW][C].
-      cuda_ops::transpose(weight_, floats(weight_nhwc_), shape_.filters, shape_.channels, area(),
-                          s);
-      w = floats(weight_nhwc_);
-    }
-    const float one = 1.0f;
-    const float zero = 0.0f;
-    void* y_result = result(y, kY16, s);
-    SS_CHECK_CUDNN(cudnnConvolutionForward(
-        libraries_->cudnn(s), &one, descriptors_.x(), operand(x, kX16, s), descriptors_.w(),
-        operand(w, kW16, s), descriptors_.conv(ConvPass::kForward),
-        static_cast<cudnnConvolutionFwdAlgo_t>(plan_[ConvPass::kForward].algo), cudnn_workspace(s),
-        plan_[ConvPass::kForward].workspace, &zero, descriptors_.y(), y_result));
-    widen(y_result, y, kY16, s);
-    if (nchw()) cuda_ops::transpose(y, out, shape_.batch, shape_.filters, shape_.out_pixels(), s);
-    if (bias_ != nullptr) cuda_ops::bias_add(out, bias_, rows(), shape_.filters, s);
+    if (nchw()) x = to_nchw(x, floats(x_nchw_), shape_.x_h() * shape_.x_w(), shape_.channels, s);
+    forward_from(operand(x, kX16, s), out, s);
+  }
+
+  // In 16 bits an NHWC plan of an input cuDNN reads as it is (no extension) reads the model's
+  // saved 16-bit copy of its input, in both passes: the same values operand() would round into
+  // a copy of its own (the model rounds them as operand() does), without the copy, nor in
+  // backward the restore of the input from that copy.
+  bool forwards_from_saved(kernel_math::HalfFormat format) const override {
+    return reads_saved(format);
+  }
+  void forward_saved(const uint16_t* in, float* out, Stream& stream) override {
+    forward_from(in, out, cuda_stream(stream));
+  }
+  bool reads_saved(kernel_math::HalfFormat format) const override {
+    return half_ == format && !nchw() && !shape_.extended();
+  }
+  void backward_saved(const uint16_t* in, const uint16_t*, const float* dout, float* din,
+                      Stream& stream) override {
+    backward_from(in, dout, dout, din, cuda_stream(stream));
   }
 
   // REQUIRES (beyond LayerKernel's): the weights unchanged since the last forward (the
@@ -282,14 +280,7 @@ class ConvKernel final : public LayerKernel {
       x = to_nchw(x, floats(x_nchw_), shape_.x_h() * shape_.x_w(), shape_.channels, s);
       dy = to_nchw(dout, floats(y_nchw_), shape_.out_pixels(), shape_.filters, s);
     }
-    // In 16 bits both passes read one copy of dy; the filter pass the only copy of x, whose
-    // place the data pass then writes its result in.
-    const void* dy_operand = operand(dy, kY16, s);
-    backward_filter(operand(x, kX16, s), dy_operand, s);
-    if (bias_grad_ != nullptr)
-      cuda_ops::bias_grad(dout, bias_grad_, rows(), shape_.filters, floats(bias_scratch_), s);
-    if (din == nullptr) return;  // first layer: nobody needs the input's gradient
-    backward_data(dy_operand, din, s);
+    backward_from(operand(x, kX16, s), dy, dout, din, s);
   }
 
   std::vector<KernelChoice> choices() const override {
@@ -314,6 +305,45 @@ class ConvKernel final : public LayerKernel {
   }
 
  private:
+  // The forward pass from x as cuDNN reads it (operand()'s, or the saved copy).
+  void forward_from(const void* x, float* out, cudaStream_t s) {
+    const float* w = weight_;
+    float* y = out;
+    if (nchw()) {
+      y = floats(y_nchw_);
+    } else {
+      // OIHW [F][C][KH·KW] -> OHWI [F][KH·KW][C].
+      cuda_ops::transpose(weight_, floats(weight_nhwc_), shape_.filters, shape_.channels, area(),
+                          s);
+      w = floats(weight_nhwc_);
+    }
+    const float one = 1.0f;
+    const float zero = 0.0f;
+    void* y_result = result(y, kY16, s);
+    SS_CHECK_CUDNN(cudnnConvolutionForward(
+        libraries_->cudnn(s), &one, descriptors_.x(), x, descriptors_.w(), operand(w, kW16, s),
+        descriptors_.conv(ConvPass::kForward),
+        static_cast<cudnnConvolutionFwdAlgo_t>(plan_[ConvPass::kForward].algo), cudnn_workspace(s),
+        plan_[ConvPass::kForward].workspace, &zero, descriptors_.y(), y_result));
+    widen(y_result, y, kY16, s);
+    if (nchw()) cuda_ops::transpose(y, out, shape_.batch, shape_.filters, shape_.out_pixels(), s);
+    if (bias_ != nullptr) cuda_ops::bias_add(out, bias_, rows(), shape_.filters, s);
+  }
+
+  // The backward passes from x as cuDNN reads it and dy in the plan's layout; dout is dy in
+  // NHWC, for the bias.
+  void backward_from(const void* x, const float* dy, const float* dout, float* din,
+                     cudaStream_t s) {
+    // In 16 bits both passes read one copy of dy; the filter pass the only copy of x, whose
+    // place the data pass then writes its result in.
+    const void* dy_operand = operand(dy, kY16, s);
+    backward_filter(x, dy_operand, s);
+    if (bias_grad_ != nullptr)
+      cuda_ops::bias_grad(dout, bias_grad_, rows(), shape_.filters, floats(bias_scratch_), s);
+    if (din == nullptr) return;  // first layer: nobody needs the input's gradient
+    backward_data(dy_operand, din, s);
+  }
+
   bool nchw() const { return plan_.layout == CUDNN_TENSOR_NCHW; }
   int64_t rows() const { return shape_.batch * shape_.out_pixels(); }
   int64_t area() const { return shape_.kernel * shape_.kernel; }

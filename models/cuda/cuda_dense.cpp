@@ -98,7 +98,47 @@ class DenseKernel final : public LayerKernel {
 
   void forward(const float* in, float* out, Stream& stream) override {
     const cudaStream_t s = cuda_stream(stream);
-    const void* x = operand(kInput, in, s);
+    forward_from(operand(kInput, in, s), out, s);
+  }
+
+  void backward(const float* in, const float*, const float* dout, float* din,
+                Stream& stream) override {
+    const cudaStream_t s = cuda_stream(stream);
+    backward_from(operand(kInput, in, s), dout, din, s);
+  }
+
+  // In 16 bits both passes read the model's saved 16-bit copy of the input: the values
+  // operand() would round into a copy of its own (the model rounds them as it does), without
+  // the copy, nor in backward the restore of the input from that copy.
+  bool forwards_from_saved(km::HalfFormat format) const override { return reads_saved(format); }
+  void forward_saved(const uint16_t* in, float* out, Stream& stream) override {
+    forward_from(in, out, cuda_stream(stream));
+  }
+  bool reads_saved(km::HalfFormat format) const override { return half_ == format; }
+  void backward_saved(const uint16_t* in, const uint16_t*, const float* dout, float* din,
+                      Stream& stream) override {
+    backward_from(in, dout, din, cuda_stream(stream));
+  }
+
+  // cuBLAS picks its GEMM kernel itself (CUBLAS_GEMM_DEFAULT); with atomics not allowed (a
+  // handle's default) its results are bit-identical run after run on one GPU. The math of
+  // 16-bit operands is named as the CPU kernels name it ("bf16").
+  std::vector<KernelChoice> choices() const override {
+    const std::string math = half_ ? to_string(precision_) : compute_type_name(compute_);
+    std::string algorithm = "cublasGemmEx CUBLAS_GEMM_DEFAULT";
+    if (padded()) {
+      algorithm += fmt::format(", rows padded to {} in chunks of {}, columns split at {}", pitch(),
+                               chunk(), rows_plan_.aligned);
+    }
+    std::vector<KernelChoice> out;
+    for (const char* pass : {"forward", "backward-weights", "backward-data"})
+      out.push_back({pass, algorithm, math, "NC", true, 0});
+    return out;
+  }
+
+ private:
+  // The passes from x as the GEMMs read it (operand()'s, or the saved copy).
+  void forward_from(const void* x, float* out, cudaStream_t s) {
     const void* w = operand(kWeight, weight_, s);
     float* pad = padded() ? static_cast<float*>(region(kPad, s)) : nullptr;
     for (int r = 0; r < rows_; r += chunk()) {
@@ -112,11 +152,7 @@ class DenseKernel final : public LayerKernel {
     }
     if (bias_ != nullptr) cuda_ops::bias_add(out, bias_, rows_, units_, s);
   }
-
-  void backward(const float* in, const float*, const float* dout, float* din,
-                Stream& stream) override {
-    const cudaStream_t s = cuda_stream(stream);
-    const void* x = operand(kInput, in, s);
+  void backward_from(const void* x, const float* dout, float* din, cudaStream_t s) {
     // din null: the first layer, whose input's gradient nobody needs.
     const void* w = din != nullptr ? operand(kWeight, weight_, s) : nullptr;
     for (int r = 0; r < rows_; r += chunk()) {
@@ -140,23 +176,6 @@ class DenseKernel final : public LayerKernel {
     }
   }
 
-  // cuBLAS picks its GEMM kernel itself (CUBLAS_GEMM_DEFAULT); with atomics not allowed (a
-  // handle's default) its results are bit-identical run after run on one GPU. The math of
-  // 16-bit operands is named as the CPU kernels name it ("bf16").
-  std::vector<KernelChoice> choices() const override {
-    const std::string math = half_ ? to_string(precision_) : compute_type_name(compute_);
-    std::string algorithm = "cublasGemmEx CUBLAS_GEMM_DEFAULT";
-    if (padded()) {
-      algorithm += fmt::format(", rows padded to {} in chunks of {}, columns split at {}", pitch(),
-                               chunk(), rows_plan_.aligned);
-    }
-    std::vector<KernelChoice> out;
-    for (const char* pass : {"forward", "backward-weights", "backward-data"})
-      out.push_back({pass, algorithm, math, "NC", true, 0});
-    return out;
-  }
-
- private:
   // What the kernel keeps in the stream's workspace, in this order: the 16-bit copies of x, W
   // and (unpadded) dy, then the padded chunk and its 16-bit copy. Unused ones take no bytes.
   enum Region { kInput, kWeight, kDout, kPad, kPad16, kRegions };

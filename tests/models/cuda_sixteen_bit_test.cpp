@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <variant>
@@ -80,6 +81,57 @@ INSTANTIATE_TEST_SUITE_P(SixteenBitLayers, CudaSixteenBitTest,
                            return std::get<0>(info.param).name + "_" +
                                   to_string(std::get<1>(info.param));
                          });
+
+// The 16-bit dense layers and NHWC convolutions whose input needs no extension read the
+// model's saved 16-bit copy of their input (forward_saved, backward_saved) instead of rounding
+// a copy of their own: the same bits as forward on the input and backward on the restored
+// values, in both formats.
+TEST_P(CudaSixteenBitTest, PassesOnTheSavedInputAreThePassesOnTheInput) {
+  const auto& [c, precision] = GetParam();
+  if (std::holds_alternative<CausalSelfAttentionSpec>(c.spec)) return;
+  const testing_util::PrecisionScope scope(precision);
+  const kernel_math::HalfFormat format = *half_format(precision);
+  const LayerInputs inputs = layer_inputs(c, 77);
+  BoundLayer b = bind_layer(*gpu_, c, inputs);
+  const bool reads = b.kernel->reads_saved(format);
+  EXPECT_EQ(b.kernel->forwards_from_saved(format), reads);
+  // Symmetric padding, or none: no extension (NCHW plans, which do not read, are cuDNN's call).
+  if (c.name == "conv_1x1_no_bias" || std::holds_alternative<DenseSpec>(c.spec)) {
+    EXPECT_TRUE(reads);
+  }
+  if (c.name == "conv_same_s2_odd") {
+    EXPECT_FALSE(reads);
+  }
+  EXPECT_FALSE(b.kernel->reads_saved(format == kernel_math::HalfFormat::kBf16
+                                         ? kernel_math::HalfFormat::kFp16
+                                         : kernel_math::HalfFormat::kBf16));
+  if (!reads) return;
+  // The saved copy, packed two values to a float of a device tensor.
+  std::vector<uint16_t> saved(inputs.x.size());
+  std::vector<float> restored(inputs.x.size());
+  for (size_t i = 0; i < saved.size(); ++i) {
+    saved[i] = kernel_math::to_half(inputs.x[i], format);
+    restored[i] = kernel_math::from_half(saved[i], format);
+  }
+  std::vector<float> packed((saved.size() + 1) / 2);
+  std::memcpy(packed.data(), saved.data(), saved.size() * sizeof(uint16_t));
+  Tensor copy(*gpu_, Shape{static_cast<int64_t>(packed.size())});
+  copy.copy_from_host(packed);
+  const auto* in16 = reinterpret_cast<const uint16_t*>(copy.data());
+  Stream& stream = gpu_->default_stream();
+  b.kernel->forward(b.in.data(), b.out.data(), stream);
+  const std::vector<float> y = b.out.to_host();
+  b.kernel->forward_saved(in16, b.out.data(), stream);
+  EXPECT_EQ(b.out.to_host(), y);
+  b.in.copy_from_host(restored);
+  b.kernel->backward(b.in.data(), b.out.data(), b.dout.data(), b.din.data(), stream);
+  const std::vector<float> din = b.din.to_host();
+  const std::vector<float> dw = b.grads.at(0).to_host();
+  b.in.copy_from_host(std::vector<float>(restored.size(), 0.0f));  // read by neither
+  b.kernel->backward_saved(in16, nullptr, b.dout.data(), b.din.data(), stream);
+  EXPECT_EQ(b.din.to_host(), din);
+  EXPECT_EQ(b.grads.at(0).to_host(), dw);
+}
 
 // The first output of `c`, a layer summing 64 inputs of `x` with weights of 1 (a dense layer
 // of one unit, or a 1x1 convolution of one filter over 64 channels), two samples of them: 64
