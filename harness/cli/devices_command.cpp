@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "core/units.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/option_app.h"
 #include "harness/telemetry/devices.h"
@@ -17,10 +18,6 @@ struct DevicesArgs {
   double bandwidth_mb = 64;
   OptionList list;  // the declarations of the above
 };
-
-std::string gib(int64_t bytes) {
-  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
-}
 
 std::string or_unknown(const std::string& s) {
   return s.empty() ? "unknown" : s;

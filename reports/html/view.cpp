@@ -112,10 +112,6 @@ std::string short_number(double v) {
   return fmt::format("{:.2f}", v);
 }
 
-std::string gib(int64_t bytes) {
-  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
-}
-
 std::string count_with_commas(int64_t n) {
   std::string digits = std::to_string(n < 0 ? -n : n);
   std::string out;

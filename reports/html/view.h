@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/phases.h"
+#include "core/units.h"
 #include "reports/sweep_report.h"
 
 namespace scalescope::html {
@@ -54,7 +55,6 @@ std::string percent(double fraction, int decimals = 1);
 std::string signed_loss(double share);
 // Three significant figures or so, without exponent: 0.123, 1.23, 12.3, 1234.
 std::string short_number(double v);
-std::string gib(int64_t bytes);            // "16.0 GiB"
 std::string count_with_commas(int64_t n);  // "1,234,567"
 std::string hex(Rgb c);                    // "#e69f00"
 std::string tick_label(double v);          // 3 significant digits at most: 0.0156
