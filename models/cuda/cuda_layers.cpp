@@ -83,22 +83,38 @@ class DropoutKernel final : public LayerKernel {
 // tied inputs differently, where ours sends it to the same input as the CPU kernel (the first
 // maximum of the window); NaN wins as there. No workspace: backward finds each window's
 // maximum again from `in` and `out`.
+// Keeps each window's choice from the training forward to backward (kernel_math/pool_math.h):
+// two bytes per output.
 class MaxPoolKernel final : public LayerKernel {
  public:
-  MaxPoolKernel(const MaxPool2DSpec& p, const Shape& in, const Shape& out)
-      : shape_{in[0], in[1], in[2], in[3], out[1], out[2], p.pool, p.stride, p.pad} {}
+  MaxPoolKernel(const MaxPool2DSpec& p, const LayerBinding& b, CudaDevice& device)
+      : shape_{b.in[0], b.in[1], b.in[2], b.in[3], b.out[1], b.out[2], p.pool, p.stride, p.pad},
+        choices_(device, checked_choices(p, b.out.numel()) * sizeof(uint16_t)) {}
 
   void forward(const float* in, float* out, Stream& stream) override {
-    cuda_ops::max_pool_forward(shape_, in, out, cuda_stream(stream));
+    cuda_ops::max_pool_forward(shape_, in, out, window_choices(), cuda_stream(stream));
   }
-  void backward(const float* in, const float* out, const float* dout, float* din,
+  void forward_eval(const float* in, float* out, Stream& stream) override {
+    cuda_ops::max_pool_forward(shape_, in, out, nullptr, cuda_stream(stream));
+  }
+  // Reads the choices of the last training forward, neither its input nor its output.
+  void backward(const float*, const float*, const float* dout, float* din,
                 Stream& stream) override {
     if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
-    cuda_ops::max_pool_backward(shape_, in, out, dout, din, cuda_stream(stream));
+    cuda_ops::max_pool_backward(shape_, window_choices(), dout, din, cuda_stream(stream));
   }
 
  private:
+  static int64_t checked_choices(const MaxPool2DSpec& p, int64_t outputs) {
+    SS_CHECK(p.pool <= kernel_math::kMaxRecordedPool,
+             "{}: GPUs record each window's choice in 16 bits, for pools of at most {}x{}",
+             describe(LayerSpec(p)), kernel_math::kMaxRecordedPool, kernel_math::kMaxRecordedPool);
+    return outputs;
+  }
+  uint16_t* window_choices() const { return static_cast<uint16_t*>(choices_.data()); }
+
   cuda_ops::PoolShape shape_;
+  DeviceBuffer choices_;
 };
 
 // Flatten restores PyTorch's per-sample (C, H, W) order from NHWC: a transpose of each sample's
@@ -171,7 +187,7 @@ std::unique_ptr<LayerKernel> make_cuda_layer(const LayerSpec& spec, const LayerB
             return make_cuda_conv(c, spec, b, device);
           },
           [&](const MaxPool2DSpec& p) -> std::unique_ptr<LayerKernel> {
-            return std::make_unique<MaxPoolKernel>(p, b.in, b.out);
+            return std::make_unique<MaxPoolKernel>(p, b, device);
           },
           [&](const DenseSpec& d) -> std::unique_ptr<LayerKernel> {
             return make_cuda_dense(d, spec, b, device);

@@ -75,10 +75,12 @@ using PoolShape = kernel_math::PoolShape;
 // Max pooling with PyTorch's implicit -inf padding (s.pad, 0 for none), NaN winning as in the
 // CPU kernel. Backward gives each window's gradient to the first input (row-major within the
 // window) equal to the window's output, adding the contributions of overlapping windows in the
-// CPU kernel's order, and writes every element of dx.
-void max_pool_forward(const PoolShape& s, const float* x, float* y, cudaStream_t stream);
-void max_pool_backward(const PoolShape& s, const float* x, const float* y, const float* dy,
-                       float* dx, cudaStream_t stream);
+// CPU kernel's order, and writes every element of dx. Forward records each window's choice
+// into `choices` (one per output; null: none, as evaluation needs), which backward reads.
+void max_pool_forward(const PoolShape& s, const float* x, float* y, uint16_t* choices,
+                      cudaStream_t stream);
+void max_pool_backward(const PoolShape& s, const uint16_t* choices, const float* dy, float* dx,
+                       cudaStream_t stream);
 
 // Mean over the `pixels` = H·W positions of NHWC [n, pixels, c] into [n, c], and its gradient.
 void global_avg_pool_forward(const float* x, float* y, int64_t n, int64_t pixels, int64_t c,

@@ -137,23 +137,26 @@ __global__ void crop_kernel(const float* extended, float* out, km::ExtendShape s
 
 // ---- pooling
 
-// One thread per output value.
-__global__ void max_pool_forward_kernel(PoolShape s, const float* x, float* y) {
+// One thread per output value; each window's choice too where `choices` is given.
+__global__ void max_pool_forward_kernel(PoolShape s, const float* x, float* y, uint16_t* choices) {
   const int64_t count = s.batch * s.out_h * s.out_w * s.channels;
   for (int64_t i = first_index(); i < count; i += grid_stride()) {
     const km::Nhwc o = km::nhwc_coords(i, s.out_h, s.out_w, s.channels);
-    y[i] = km::max_pool_window_max(s, x, o.n, o.h, o.w, o.c);
+    const float maximum = km::max_pool_window_max(s, x, o.n, o.h, o.w, o.c);
+    y[i] = maximum;
+    if (choices != nullptr)
+      choices[i] = km::max_pool_window_choice(s, x, o.n, o.h, o.w, o.c, maximum);
   }
 }
 
 // One thread per input value, gathering from the windows that contain it: no atomics, so the
 // result is deterministic.
-__global__ void max_pool_backward_kernel(PoolShape s, const float* x, const float* y,
-                                         const float* dy, float* dx) {
+__global__ void max_pool_backward_kernel(PoolShape s, const uint16_t* choices, const float* dy,
+                                         float* dx) {
   const int64_t count = s.batch * s.in_h * s.in_w * s.channels;
   for (int64_t i = first_index(); i < count; i += grid_stride()) {
     const km::Nhwc p = km::nhwc_coords(i, s.in_h, s.in_w, s.channels);
-    dx[i] = km::max_pool_input_grad(s, x, y, dy, p.n, p.h, p.w, p.c);
+    dx[i] = km::max_pool_input_grad(s, choices, dy, p.n, p.h, p.w, p.c);
   }
 }
 
@@ -288,18 +291,19 @@ void crop_nhwc(const float* extended, float* out, int64_t n, int64_t h, int64_t 
   check_launch("crop_kernel");
 }
 
-void max_pool_forward(const PoolShape& s, const float* x, float* y, cudaStream_t stream) {
+void max_pool_forward(const PoolShape& s, const float* x, float* y, uint16_t* choices,
+                      cudaStream_t stream) {
   const int64_t count = s.batch * s.out_h * s.out_w * s.channels;
   if (count == 0) return;
-  max_pool_forward_kernel<<<grid_for(count), kThreads, 0, stream>>>(s, x, y);
+  max_pool_forward_kernel<<<grid_for(count), kThreads, 0, stream>>>(s, x, y, choices);
   check_launch("max_pool_forward_kernel");
 }
 
-void max_pool_backward(const PoolShape& s, const float* x, const float* y, const float* dy,
-                       float* dx, cudaStream_t stream) {
+void max_pool_backward(const PoolShape& s, const uint16_t* choices, const float* dy, float* dx,
+                       cudaStream_t stream) {
   const int64_t count = s.batch * s.in_h * s.in_w * s.channels;
   if (count == 0) return;
-  max_pool_backward_kernel<<<grid_for(count), kThreads, 0, stream>>>(s, x, y, dy, dx);
+  max_pool_backward_kernel<<<grid_for(count), kThreads, 0, stream>>>(s, choices, dy, dx);
   check_launch("max_pool_backward_kernel");
 }
 

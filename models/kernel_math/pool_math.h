@@ -8,7 +8,10 @@
 // - Backward gives a window's gradient to the first element of the window whose bits equal the
 //   window's output (so ties send it to one element only), and an input element adds the
 //   gradients of the windows that chose it in the CPU's order: output rows, then columns,
-//   ascending, starting from +0. Elements no window chose get +0.
+//   ascending, starting from +0. Elements no window chose get +0. Forward records each
+//   window's choice (its offset in the window, 16 bits), so that backward reads one number per
+//   window instead of finding the window's maximum again: on an H200 the search made ResNet-50's
+//   stem pool's backward 2.2 ms, seven times its forward.
 // - The global average is the float sum over the pixels in order, divided by their count; its
 //   gradient is dy divided by the count.
 #pragma once
@@ -78,9 +81,32 @@ SS_HOST_DEVICE inline Position max_pool_window_argmax(const PoolShape& s, const 
   return {-1, -1};
 }
 
-// dx at input (n, h, w, c), gathered from the windows that contain it. `y` is the forward's
-// output for `x`.
-SS_HOST_DEVICE inline float max_pool_input_grad(const PoolShape& s, const float* x, const float* y,
+// The largest pool whose offsets max_pool_window_choice can record (pool² < kNoChoice).
+inline constexpr int64_t kMaxRecordedPool = 255;
+// A window none of whose elements has its maximum's bits (never for the maximum of the window).
+inline constexpr uint16_t kNoChoice = 0xffff;
+
+// The offset of input position (h, w) in window (oh, ow): (h - top)·pool + (w - left), top
+// and left the window's corner in the padded image. In [0, pool²) for positions in the window.
+SS_HOST_DEVICE inline int64_t pool_window_offset(const PoolShape& s, int64_t oh, int64_t ow,
+                                                 int64_t h, int64_t w) {
+  return (h - (oh * s.stride - s.pad)) * s.pool + (w - (ow * s.stride - s.pad));
+}
+
+// What forward records of window (oh, ow) for backward: the offset of the element that
+// receives its gradient (max_pool_window_argmax of `maximum`, the window's output), or
+// kNoChoice. REQUIRES: s.pool <= kMaxRecordedPool.
+SS_HOST_DEVICE inline uint16_t max_pool_window_choice(const PoolShape& s, const float* x, int64_t n,
+                                                      int64_t oh, int64_t ow, int64_t c,
+                                                      float maximum) {
+  const Position at = max_pool_window_argmax(s, x, n, oh, ow, c, maximum);
+  if (at.h < 0) return kNoChoice;
+  return static_cast<uint16_t>(pool_window_offset(s, oh, ow, at.h, at.w));
+}
+
+// dx at input (n, h, w, c), gathered from the windows that contain it and chose it: `choices`
+// holds max_pool_window_choice of every output of the forward.
+SS_HOST_DEVICE inline float max_pool_input_grad(const PoolShape& s, const uint16_t* choices,
                                                 const float* dy, int64_t n, int64_t h, int64_t w,
                                                 int64_t c) {
   const IndexRange rows = pool_windows_covering(h, s.pool, s.stride, s.out_h, s.pad);
@@ -89,8 +115,7 @@ SS_HOST_DEVICE inline float max_pool_input_grad(const PoolShape& s, const float*
   for (int64_t oh = rows.begin; oh < rows.end; ++oh) {
     for (int64_t ow = cols.begin; ow < cols.end; ++ow) {
       const int64_t o = nhwc_index({n, oh, ow, c}, s.out_h, s.out_w, s.channels);
-      const Position at = max_pool_window_argmax(s, x, n, oh, ow, c, y[o]);
-      if (at.h == h && at.w == w) grad += dy[o];
+      if (choices[o] == pool_window_offset(s, oh, ow, h, w)) grad += dy[o];
     }
   }
   return grad;

@@ -1,6 +1,6 @@
 // kernel_math/pool_math.h against the CPU's pooling kernels, bit for bit: max pooling's windows,
 // its NaN rule and the element that receives a window's gradient when several tie (the CPU's
-// loops), and global average pooling (oneDNN).
+// loops), recorded by forward as an offset in the window, and global average pooling (oneDNN).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -90,6 +90,11 @@ TEST(KernelMathPool, PaddingNeverWins) {
   const km::Position p = km::max_pool_window_argmax(s, all.data(), 0, 0, 0, 0, y);
   EXPECT_EQ(p.h, 0);
   EXPECT_EQ(p.w, 0);
+  // What forward records: offsets in the 3x3 window from its corner at (-1, -1), padding
+  // included; none for a value the window does not hold.
+  EXPECT_EQ(km::max_pool_window_choice(s, all.data(), 0, 0, 0, 0, y), 4);
+  EXPECT_EQ(km::max_pool_window_choice(s, x.data(), 0, 0, 0, 0, -5.0f), 8);
+  EXPECT_EQ(km::max_pool_window_choice(s, x.data(), 0, 0, 0, 0, 7.0f), km::kNoChoice);
 }
 
 // One sample, one channel, a 2×2 window over a 2×2 image: the first bit-equal element wins.
@@ -114,17 +119,24 @@ struct PoolCase {
   Shape in;
 };
 
-// The GPU kernels' decomposition: one output element per thread forward, one input element per
-// thread backward.
+// The GPU kernels' decomposition: one output element per thread forward, recording its window's
+// choice, one input element per thread backward, reading the choices.
 void expect_max_pool_matches_cpu(const PoolCase& c, const std::vector<float>& x) {
   CpuLayer cpu(c.spec, c.in);
   const Shape& o = cpu.out_shape();
   const km::PoolShape s{c.in[0], c.in[1],     c.in[2],       c.in[3],   o[1],
                         o[2],    c.spec.pool, c.spec.stride, c.spec.pad};
   std::vector<float> y(static_cast<size_t>(o.numel()));
+  std::vector<uint16_t> choices(y.size());
   for (size_t i = 0; i < y.size(); ++i) {
     const km::Nhwc p = km::nhwc_coords(static_cast<int64_t>(i), s.out_h, s.out_w, s.channels);
     y[i] = km::max_pool_window_max(s, x.data(), p.n, p.h, p.w, p.c);
+    choices[i] = km::max_pool_window_choice(s, x.data(), p.n, p.h, p.w, p.c, y[i]);
+    // An offset inside the window, of an element inside the image.
+    ASSERT_LT(choices[i], s.pool * s.pool) << "window " << i;
+    const int64_t h = p.h * s.stride - s.pad + choices[i] / s.pool;
+    const int64_t w = p.w * s.stride - s.pad + choices[i] % s.pool;
+    ASSERT_TRUE(h >= 0 && h < s.in_h && w >= 0 && w < s.in_w) << "window " << i;
   }
   const std::vector<float> cpu_y = cpu.forward(x);
   EXPECT_EQ(bit_mismatches(y, cpu_y), "") << describe(c.spec) << " forward";
@@ -137,7 +149,7 @@ void expect_max_pool_matches_cpu(const PoolCase& c, const std::vector<float>& x)
   std::vector<float> dx(x.size());
   for (size_t i = 0; i < dx.size(); ++i) {
     const km::Nhwc p = km::nhwc_coords(static_cast<int64_t>(i), s.in_h, s.in_w, s.channels);
-    dx[i] = km::max_pool_input_grad(s, x.data(), y.data(), dy.data(), p.n, p.h, p.w, p.c);
+    dx[i] = km::max_pool_input_grad(s, choices.data(), dy.data(), p.n, p.h, p.w, p.c);
   }
   EXPECT_EQ(bit_mismatches(dx, cpu.backward(x, cpu_y, dy)), "") << describe(c.spec) << " backward";
 }
