@@ -53,8 +53,14 @@ std::vector<LayerFusion> plan_fusions(const ModelDef& def, const KernelBackend& 
       continue;
     }
     LayerFusion& f = fusions[i];
-    f.forward_in_producer = backend.fuses_activation(producer, activation->kind);
     const bool relu = activation->kind == Activation::kRelu;
+    // A graph's add has no kernel: the model runs it, and the ReLU after it both ways, through
+    // add_into and accumulate_relu_gradient_into, which every backend has.
+    if (std::holds_alternative<AddSpec>(producer)) {
+      f.forward_in_producer = f.backward_in_producer = relu;
+      continue;
+    }
+    f.forward_in_producer = backend.fuses_activation(producer, activation->kind);
     f.backward_in_reader = !graph && relu && i + 1 < def.layers.size() &&
                            backend.fuses_relu_gradient(def.layers[i + 1]);
     f.backward_in_producer = relu && f.forward_in_producer && !f.backward_in_reader &&

@@ -32,7 +32,8 @@ struct LayerFusion {
 // One entry per layer of `def`, as `backend` takes them; none while fusion is off. In a graph
 // (whose layers may have several readers, and whose gradients live in per-layer slots) only
 // an activation that reads the layer just before it, read by nothing else, runs in that
-// producer, and never in its reader's backward.
+// producer, and never in its reader's backward. A ReLU after a graph's add (a ResNet block's
+// end) runs in the add both ways on every backend: the model runs the add itself.
 std::vector<LayerFusion> plan_fusions(const ModelDef& def, const KernelBackend& backend);
 
 // Whether models fuse layers (--no-fusion turns it off, to show what it buys). Process-wide,

@@ -97,6 +97,19 @@ void accumulate_into(float* acc, const float* grads, int64_t count, bool first, 
   kernel_backend(stream.device().id().kind).accumulate(acc, grads, count, first, stream);
 }
 
+void add_into(float* out, const float* a, const float* b, int64_t count, bool relu,
+              Stream& stream) {
+  SS_CHECK(count >= 0, "adding {} values", count);
+  kernel_backend(stream.device().id().kind).add(out, a, b, count, relu, stream);
+}
+
+void accumulate_relu_gradient_into(float* acc, const float* grads, const float* relu_output,
+                                   int64_t count, bool first, Stream& stream) {
+  SS_CHECK(count >= 0, "accumulating {} gradients", count);
+  kernel_backend(stream.device().id().kind)
+      .accumulate_relu_gradient(acc, grads, relu_output, count, first, stream);
+}
+
 void compress_gradients(const float* grads, uint16_t* half, int64_t count, int replicas,
                         kernel_math::HalfFormat format, Stream& stream) {
   SS_CHECK(count >= 0 && replicas >= 1, "compressing {} gradients of {} replicas", count, replicas);

@@ -252,6 +252,12 @@ class KernelBackend {
   // accumulate_into() (below) on memory of a device of this kind. REQUIRES: count >= 0.
   virtual void accumulate(float* acc, const float* grads, int64_t count, bool first,
                           Stream& stream) = 0;
+  // add_into() and accumulate_relu_gradient_into() (below) on memory of a device of this kind.
+  // REQUIRES: count >= 0.
+  virtual void add(float* out, const float* a, const float* b, int64_t count, bool relu,
+                   Stream& stream) = 0;
+  virtual void accumulate_relu_gradient(float* acc, const float* grads, const float* relu_output,
+                                        int64_t count, bool first, Stream& stream) = 0;
   // compress_gradients() and decompress_gradients() (below) on memory of a device of this
   // kind. REQUIRES: count >= 0, replicas >= 1.
   virtual void compress(const float* grads, uint16_t* half, int64_t count, int replicas,
@@ -327,6 +333,16 @@ Determinism determinism();
 // depend on the thread count or launch shape.
 // REQUIRES: the device current; runs on `stream` and does not synchronize the host.
 void accumulate_into(float* acc, const float* grads, int64_t count, bool first, Stream& stream);
+
+// A graph's add (a ResNet block's end): out = a + b over `count` floats of device memory of
+// stream.device(), and with `relu` the ReLU after it fused in, with the ReLU layer's bits
+// (kernel_math::activation_forward). Element-wise, as accumulate_into.
+void add_into(float* out, const float* a, const float* b, int64_t count, bool relu, Stream& stream);
+// The gradient through such a fused ReLU into one of the add's inputs: g = grads masked where
+// relu_output <= 0 as the ReLU's backward masks it (kernel_math::activation_backward's bits),
+// then acc = g when `first`, else acc += g, as accumulate_into adds the ReLU's gradient.
+void accumulate_relu_gradient_into(float* acc, const float* grads, const float* relu_output,
+                                   int64_t count, bool first, Stream& stream);
 
 // Gradient compression around a 16-bit all-reduce (what DDP's fp16 and bf16 hooks do):
 // compress_gradients writes half[i] = kernel_math::compress_gradient(grads[i], replicas,

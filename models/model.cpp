@@ -279,11 +279,10 @@ void Model::forward_layer(size_t layer, bool training, Stream& stream) {
   const Plan& plan = *current_;
   float* out = plan.outputs[layer];
   LayerKernel* kernel = plan.kernels[layer].get();
-  if (kernel == nullptr) {  // Add: out = a + b, element-wise on the device
+  if (kernel == nullptr) {  // Add: out = a + b (and the ReLU after it, fused), on the device
     const std::vector<int> from = layer_inputs(def_, static_cast<int>(layer));
     const int64_t count = plan.batch * shapes_[layer + 1].numel();
-    accumulate_into(out, output_of(from[0]), count, true, stream);
-    accumulate_into(out, output_of(from[1]), count, false, stream);
+    add_into(out, output_of(from[0]), output_of(from[1]), count, plan.fused_into(layer), stream);
   } else if (!training) {
     kernel->forward_eval(layer_input(static_cast<int>(layer)), out, stream);
   } else if (const uint16_t* saved = saved_input(*kernel, static_cast<int>(layer))) {
@@ -381,13 +380,19 @@ void Model::run_backward(LayerKernel& kernel, const float* in, const float* out,
 }
 
 // The gradient of a layer's output is the sum over its readers, in the order backward
-// meets them (later layers first): the first reader writes it, the others add to it.
-void Model::add_gradient(int layer, const float* gradient, Stream& stream) {
+// meets them (later layers first): the first reader writes it, the others add to it. With
+// `relu_output`, `gradient` is a fused ReLU's output gradient, masked on the way.
+void Model::add_gradient(int layer, const float* gradient, Stream& stream,
+                         const float* relu_output) {
   Plan& plan = *current_;
   float* target = plan.grad_a.data() + plan.grad_offsets[static_cast<size_t>(layer)];
   const int64_t count = plan.batch * shapes_[static_cast<size_t>(layer) + 1].numel();
   const bool first = !plan.filled[static_cast<size_t>(layer)];
-  accumulate_into(target, gradient, count, first, stream);
+  if (relu_output != nullptr) {
+    accumulate_relu_gradient_into(target, gradient, relu_output, count, first, stream);
+  } else {
+    accumulate_into(target, gradient, count, first, stream);
+  }
   plan.filled[static_cast<size_t>(layer)] = true;
 }
 
@@ -410,9 +415,15 @@ void Model::backward_graph_layer(int layer, Stream& stream) {
   const std::vector<int> from = layer_inputs(def_, layer);
   LayerKernel* kernel = plan.kernels[static_cast<size_t>(layer)].get();
   if (kernel == nullptr) {
-    // Add passes its gradient to both inputs unchanged.
+    // Add passes its gradient to both inputs unchanged, or through the ReLU fused after it,
+    // whose output (this layer's) under bf16 and fp16 is restored from its saved copy first.
+    const float* relu_output = nullptr;
+    if (plan.runs_relu_backward(static_cast<size_t>(layer))) {
+      if (plan.saved_format) restore_saved(layer, layer, stream);
+      relu_output = plan.outputs[static_cast<size_t>(layer)];
+    }
     for (const int input : from) {
-      if (input != kModelInput) add_gradient(input, dout, stream);
+      if (input != kModelInput) add_gradient(input, dout, stream, relu_output);
     }
     return;
   }

@@ -42,6 +42,35 @@ void accumulate_into_cpu(float* acc, const float* grads, int64_t count, bool fir
   for (int64_t i = 0; i < count; ++i) acc[i] += grads[i];
 }
 
+// The ReLU's forward as oneDNN's x86 kernels compute it (max(v, 0): +0 for NaN and -0), and
+// its backward's mask as their multiply (dy · 0 where y <= 0: -0 for a negative dy, NaN for a
+// NaN one; a NaN y passes dy), written without branches so that both vectorize.
+void add_into_cpu(float* out, const float* a, const float* b, int64_t count, bool relu) {
+  if (!relu) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < count; ++i) out[i] = a[i] + b[i];
+    return;
+  }
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < count; ++i) {
+    const float v = a[i] + b[i];
+    out[i] = v > 0.0f ? v : 0.0f;
+  }
+}
+
+void accumulate_relu_gradient_cpu(float* acc, const float* grads, const float* relu_output,
+                                  int64_t count, bool first) {
+  if (first) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < count; ++i)
+      acc[i] = grads[i] * static_cast<float>(!(relu_output[i] <= 0.0f));
+    return;
+  }
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < count; ++i)
+    acc[i] += grads[i] * static_cast<float>(!(relu_output[i] <= 0.0f));
+}
+
 void compress_gradients_cpu(const float* grads, uint16_t* half, int64_t count, int replicas,
                             kernel_math::HalfFormat format) {
   in_shares(count, [&](int64_t begin, int64_t end) {

@@ -55,6 +55,12 @@ std::unique_ptr<OptimizerKernel> make_cuda_optimizer(const OptimizerConfig& conf
 // cuda_optimizers.cpp: accumulate_into() (models/kernels.h) on device memory, on `stream`.
 void accumulate_into_cuda(float* acc, const float* grads, int64_t count, bool first,
                           Stream& stream);
+// cuda_optimizers.cpp: add_into() and accumulate_relu_gradient_into() (models/kernels.h) on
+// device memory, on `stream`.
+void add_into_cuda(float* out, const float* a, const float* b, int64_t count, bool relu,
+                   Stream& stream);
+void accumulate_relu_gradient_cuda(float* acc, const float* grads, const float* relu_output,
+                                   int64_t count, bool first, Stream& stream);
 // cuda_optimizers.cpp: compress_gradients() and decompress_gradients() (models/kernels.h) on
 // device memory, on `stream`.
 void compress_gradients_cuda(const float* grads, uint16_t* half, int64_t count, int replicas,
@@ -91,6 +97,14 @@ class CudaKernelBackend final : public KernelBackend {
   void accumulate(float* acc, const float* grads, int64_t count, bool first,
                   Stream& stream) override {
     accumulate_into_cuda(acc, grads, count, first, stream);
+  }
+  void add(float* out, const float* a, const float* b, int64_t count, bool relu,
+           Stream& stream) override {
+    add_into_cuda(out, a, b, count, relu, stream);
+  }
+  void accumulate_relu_gradient(float* acc, const float* grads, const float* relu_output,
+                                int64_t count, bool first, Stream& stream) override {
+    accumulate_relu_gradient_cuda(acc, grads, relu_output, count, first, stream);
   }
   void compress(const float* grads, uint16_t* half, int64_t count, int replicas,
                 kernel_math::HalfFormat format, Stream& stream) override {

@@ -88,6 +88,13 @@ void global_avg_pool_forward(const float* x, float* y, int64_t n, int64_t pixels
 void global_avg_pool_backward(const float* dy, float* dx, int64_t n, int64_t pixels, int64_t c,
                               cudaStream_t stream);
 
+// out = a + b, and with `relu` the ReLU of it (kernel_math::add_relu_forward); acc = g (first)
+// or acc += g with g the ReLU's backward of grads through relu_output
+// (kernel_math::relu_gradient): a graph's add with the ReLU after it fused in.
+void add(float* out, const float* a, const float* b, int64_t n, bool relu, cudaStream_t stream);
+void accumulate_relu_gradient(float* acc, const float* grads, const float* relu_output, int64_t n,
+                              bool first, cudaStream_t stream);
+
 // ---- batch normalization and the option-A shortcut (norm_ops.cu)
 
 // Batch normalization over x [rows, channels] (NHWC images are [N·H·W, C]) with

@@ -95,6 +95,16 @@ void accumulate_into_cuda(float* acc, const float* grads, int64_t count, bool fi
   cuda_ops::accumulate(acc, grads, count, s);
 }
 
+void add_into_cuda(float* out, const float* a, const float* b, int64_t count, bool relu,
+                   Stream& stream) {
+  cuda_ops::add(out, a, b, count, relu, cuda_stream(stream));
+}
+
+void accumulate_relu_gradient_cuda(float* acc, const float* grads, const float* relu_output,
+                                   int64_t count, bool first, Stream& stream) {
+  cuda_ops::accumulate_relu_gradient(acc, grads, relu_output, count, first, cuda_stream(stream));
+}
+
 void compress_gradients_cuda(const float* grads, uint16_t* half, int64_t count, int replicas,
                              kernel_math::HalfFormat format, Stream& stream) {
   cuda_ops::compress_gradients(grads, half, count, replicas, format, cuda_stream(stream));

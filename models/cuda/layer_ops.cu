@@ -77,6 +77,21 @@ __global__ void activation_backward_kernel(const float* x, const float* y, const
   }
 }
 
+__global__ void add_kernel(float* out, const float* a, const float* b, int64_t count, bool relu) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    out[i] = relu ? km::add_relu_forward(a[i], b[i]) : a[i] + b[i];
+  }
+}
+
+__global__ void accumulate_relu_gradient_kernel(float* acc, const float* grads,
+                                                const float* relu_output, int64_t count,
+                                                bool first) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const float g = km::relu_gradient(relu_output[i], grads[i]);
+    acc[i] = first ? g : acc[i] + g;
+  }
+}
+
 __global__ void dropout_kernel(const float* x, float* y, int64_t count, float rate, float scale,
                                uint64_t seed, uint64_t pass) {
   for (int64_t i = first_index(); i < count; i += grid_stride()) {
@@ -205,6 +220,20 @@ void bias_grad(const float* dy, float* db, int64_t rows, int64_t channels, float
   bias_grad_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(scratch, db, plan.parts,
                                                                        channels);
   check_launch("bias_grad_finish_kernel");
+}
+
+void add(float* out, const float* a, const float* b, int64_t n, bool relu, cudaStream_t stream) {
+  if (n == 0) return;
+  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, a, b, n, relu);
+  check_launch("add_kernel");
+}
+
+void accumulate_relu_gradient(float* acc, const float* grads, const float* relu_output, int64_t n,
+                              bool first, cudaStream_t stream) {
+  if (n == 0) return;
+  accumulate_relu_gradient_kernel<<<grid_for(n), kThreads, 0, stream>>>(acc, grads, relu_output, n,
+                                                                        first);
+  check_launch("accumulate_relu_gradient_kernel");
 }
 
 void activation_forward(Activation kind, const float* x, float* y, int64_t count,

@@ -65,4 +65,14 @@ SS_HOST_DEVICE inline float activation_backward(Activation kind, float x, float 
   return (y * (1.0f - y)) * dy;  // kSigmoid
 }
 
+// A graph's add with the ReLU after it fused in (kernels.h's add_into), and the ReLU's gradient
+// through its output y into one of the add's inputs (accumulate_relu_gradient_into): the ReLU
+// layer's bits, and its backward's.
+SS_HOST_DEVICE inline float add_relu_forward(float a, float b) {
+  return activation_forward(Activation::kRelu, a + b);
+}
+SS_HOST_DEVICE inline float relu_gradient(float y, float dy) {
+  return activation_backward(Activation::kRelu, 0.0f, y, dy);
+}
+
 }  // namespace scalescope::kernel_math

@@ -172,6 +172,19 @@ void SimKernelBackend::accumulate(float* acc, const float* grads, int64_t count,
   sim(stream.device()).launch(stream, [=] { accumulate_into_cpu(acc, grads, count, first); });
 }
 
+void SimKernelBackend::add(float* out, const float* a, const float* b, int64_t count, bool relu,
+                           Stream& stream) {
+  sim(stream.device()).launch(stream, [=] { add_into_cpu(out, a, b, count, relu); });
+}
+
+void SimKernelBackend::accumulate_relu_gradient(float* acc, const float* grads,
+                                                const float* relu_output, int64_t count, bool first,
+                                                Stream& stream) {
+  sim(stream.device()).launch(stream, [=] {
+    accumulate_relu_gradient_cpu(acc, grads, relu_output, count, first);
+  });
+}
+
 void SimKernelBackend::compress(const float* grads, uint16_t* half, int64_t count, int replicas,
                                 kernel_math::HalfFormat format, Stream& stream) {
   sim(stream.device()).launch(stream, [=] {

@@ -61,23 +61,26 @@ TEST_F(Fusion, CifarCnnRunsItsReluInsideTheConvolutionsThePoolsAndTheDenseLayer)
   }
 }
 
-// In a ResNet the ReLU after each batch norm runs inside it both ways; the ReLU after each
-// block's add, whose producer is the model's own add, runs alone.
-TEST_F(Fusion, AResNetRunsTheReluAfterEachBatchNormInsideIt) {
+// In a ResNet the ReLU after each batch norm runs inside it both ways, and the ReLU after each
+// block's add inside the model's add (on every backend: the model runs the add).
+TEST_F(Fusion, AResNetRunsEveryReluInsideTheBatchNormOrTheAddBeforeIt) {
   const ModelDef def = make_model("cifar-resnet:depth=20");
   for (const DeviceKind kind : {DeviceKind::kCpu, DeviceKind::kSim}) {
     const std::vector<LayerFusion> f = plan_fusions(def, kernel_backend(kind));
     ASSERT_EQ(f.size(), def.layers.size());
-    int fused = 0;
+    int after_norm = 0;
+    int after_add = 0;
     for (size_t i = 0; i < f.size(); ++i) {
-      const bool after_norm = std::holds_alternative<ActivationSpec>(def.layers[i]) &&
-                              std::holds_alternative<BatchNorm2DSpec>(def.layers[i - 1]);
-      EXPECT_EQ(f[i].forward_in_producer, after_norm) << i;
-      EXPECT_EQ(f[i].backward_in_producer, after_norm) << i;
+      const bool relu = std::holds_alternative<ActivationSpec>(def.layers[i]);
+      EXPECT_EQ(f[i].forward_in_producer, relu) << i;
+      EXPECT_EQ(f[i].backward_in_producer, relu) << i;
       EXPECT_FALSE(f[i].backward_in_reader) << i;
-      fused += after_norm ? 1 : 0;
+      if (!relu) continue;
+      after_norm += std::holds_alternative<BatchNorm2DSpec>(def.layers[i - 1]) ? 1 : 0;
+      after_add += std::holds_alternative<AddSpec>(def.layers[i - 1]) ? 1 : 0;
     }
-    EXPECT_EQ(fused, 10);  // the stem's and each of the nine blocks' first
+    EXPECT_EQ(after_norm, 10);  // the stem's and each of the nine blocks' first
+    EXPECT_EQ(after_add, 9);
   }
 }
 
@@ -110,6 +113,16 @@ TEST_F(Fusion, AGraphFusesOnlyAnActivationThatIsItsProducersOneReader) {
                                {{-1}, {0}, {1}, {2}, {3, 0}, {4}, {5}});
   const std::vector<LayerFusion> f = plan_fusions(alone, cpu);
   EXPECT_TRUE(f[2].idle() && f[2].backward_in_producer);
+  // The same of an add's ReLU: 3 a ReLU of the add 2, which 4 reads too, then read by 4 alone.
+  const ModelDef add_read_twice =
+      graph({Conv2DSpec{2}, Conv2DSpec{2}, AddSpec{}, relu, AddSpec{}, FlattenSpec{}, DenseSpec{3}},
+            {{-1}, {-1}, {0, 1}, {2}, {3, 2}, {4}, {5}});
+  for (const LayerFusion& l : plan_fusions(add_read_twice, cpu)) {
+    EXPECT_FALSE(l.forward_in_producer || l.backward_in_producer);
+  }
+  ModelDef add_read_once = add_read_twice;
+  add_read_once.inputs[4] = {3, 0};
+  EXPECT_TRUE(plan_fusions(add_read_once, cpu)[3].idle());
 }
 
 TEST_F(Fusion, NoneWhenOffNorForGelu) {

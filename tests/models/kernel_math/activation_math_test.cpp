@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "models/cpu/cpu_kernels.h"
 #include "models/kernel_math/activation_math.h"
 #include "tests/models/kernel_math/cpu_kernels_on_host.h"
 
@@ -93,6 +94,35 @@ TEST(KernelMathActivation, ReluMapsNanToZeroAsTheCpuKernel) {
                               {0.0f, 0.0f, -1.0f, 2.0f, kNan}, {kNan, -2.0f, 5.0f, -3.0f, 4.0f}),
                      {kNan, -0.0f, 0.0f, -3.0f, 4.0f}),
       "");
+}
+
+// A graph's add with its ReLU fused in (kernels.h's add_into, accumulate_relu_gradient_into):
+// the CPU's ops give the separate ReLU layer's bits both ways, specials included, and so do
+// kernel_math's functions, which the GPU's kernels run.
+TEST(KernelMathActivation, AnAddWithItsReluIsTheReluLayerBitForBit) {
+  const CpuActivation relu = run_cpu(Activation::kRelu);
+  const auto n = static_cast<int64_t>(relu.x.size());
+  // relu.x = a + b exactly: b = 0 keeps NaN, infinities and signed zeros as they are.
+  const std::vector<float> zeros(relu.x.size(), 0.0f);
+  std::vector<float> out(relu.x.size());
+  add_into_cpu(out.data(), relu.x.data(), zeros.data(), n, true);
+  EXPECT_EQ(bit_mismatches(out, relu.y), "");
+  for (size_t i = 0; i < out.size(); ++i) out[i] = kernel_math::add_relu_forward(relu.x[i], 0.0f);
+  EXPECT_EQ(bit_mismatches(out, relu.y), "");
+  add_into_cpu(out.data(), relu.x.data(), relu.x.data(), n, false);
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(bit_mismatches({out[i]}, {relu.x[i] * 2}), "");
+
+  std::vector<float> acc(relu.x.size(), 7.0f);
+  accumulate_relu_gradient_cpu(acc.data(), relu.back.dy.data(), relu.back.y.data(), n, true);
+  EXPECT_EQ(bit_mismatches(acc, relu.dx), "");
+  for (size_t i = 0; i < acc.size(); ++i)
+    acc[i] = kernel_math::relu_gradient(relu.back.y[i], relu.back.dy[i]);
+  EXPECT_EQ(bit_mismatches(acc, relu.dx), "");
+  std::vector<float> sum(relu.x.size(), 0.25f);
+  accumulate_relu_gradient_cpu(sum.data(), relu.back.dy.data(), relu.back.y.data(), n, false);
+  for (size_t i = 0; i < sum.size(); ++i) {
+    ASSERT_EQ(bit_mismatches({sum[i]}, {0.25f + relu.dx[i]}), "") << i;
+  }
 }
 
 TEST(KernelMathActivation, TanhIsTheCpuKernelWithinUlpsAndItsBackwardBitForBit) {
