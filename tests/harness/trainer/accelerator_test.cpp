@@ -88,6 +88,25 @@ TEST_P(GpuTrainer, OneDeviceTrainsLikeOneCpuReplica) {
   }
 }
 
+// A ResNet's graph (the adds with their ReLUs fused in, batch norm, the strided shortcut): in
+// strict fp32, and on simulated devices in bf16 too, whose saved activations the adds' backward
+// restores (the same CPU kernels: the same bits).
+TEST_P(GpuTrainer, OneDeviceTrainsAResNetLikeOneCpuReplica) {
+  DEVICES_OR_SKIP(one, 1);
+  for (const char* precision : {"fp32", "bf16"}) {
+    if (GetParam() != DeviceKind::kSim && std::string(precision) != "fp32") continue;
+    TrainOptions device = small_run("cifar-resnet:depth=8", one);
+    device.batch = 8;
+    device.steps = 4;
+    device.eval = false;
+    device.precision = precision;
+    TrainOptions cpu = device;
+    cpu.devices = "cpu:1";
+    expect_like_cpu(trained_weights(device, "device-resnet"), trained_weights(cpu, "cpu-resnet"),
+                    precision);
+  }
+}
+
 TEST_P(GpuTrainer, TwoDevicesTrainLikeTwoCpuReplicas) {
   DEVICES_OR_SKIP(two, 2);
   TrainOptions device = small_run("cifar-cnn", two);
