@@ -103,8 +103,9 @@ void add_into(float* out, const float* a, const float* b, int64_t count, bool re
   kernel_backend(stream.device().id().kind).add(out, a, b, count, relu, stream);
 }
 
-void accumulate_relu_gradient_into(float* acc, const float* grads, const float* relu_output,
-                                   int64_t count, bool first, Stream& stream) {
+void accumulate_relu_gradient_into(float* acc, const float* grads,
+                                   const kernel_math::ReluOutput& relu_output, int64_t count,
+                                   bool first, Stream& stream) {
   SS_CHECK(count >= 0, "accumulating {} gradients", count);
   kernel_backend(stream.device().id().kind)
       .accumulate_relu_gradient(acc, grads, relu_output, count, first, stream);

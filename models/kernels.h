@@ -18,6 +18,7 @@
 #include "core/device.h"
 #include "core/precision.h"
 #include "core/tensor.h"
+#include "models/kernel_math/activation_math.h"
 #include "models/kernel_math/half_math.h"
 #include "models/layer_spec.h"
 
@@ -256,8 +257,9 @@ class KernelBackend {
   // REQUIRES: count >= 0.
   virtual void add(float* out, const float* a, const float* b, int64_t count, bool relu,
                    Stream& stream) = 0;
-  virtual void accumulate_relu_gradient(float* acc, const float* grads, const float* relu_output,
-                                        int64_t count, bool first, Stream& stream) = 0;
+  virtual void accumulate_relu_gradient(float* acc, const float* grads,
+                                        const kernel_math::ReluOutput& relu_output, int64_t count,
+                                        bool first, Stream& stream) = 0;
   // compress_gradients() and decompress_gradients() (below) on memory of a device of this
   // kind. REQUIRES: count >= 0, replicas >= 1.
   virtual void compress(const float* grads, uint16_t* half, int64_t count, int replicas,
@@ -339,10 +341,12 @@ void accumulate_into(float* acc, const float* grads, int64_t count, bool first, 
 // (kernel_math::activation_forward). Element-wise, as accumulate_into.
 void add_into(float* out, const float* a, const float* b, int64_t count, bool relu, Stream& stream);
 // The gradient through such a fused ReLU into one of the add's inputs: g = grads masked where
-// relu_output <= 0 as the ReLU's backward masks it (kernel_math::activation_backward's bits),
-// then acc = g when `first`, else acc += g, as accumulate_into adds the ReLU's gradient.
-void accumulate_relu_gradient_into(float* acc, const float* grads, const float* relu_output,
-                                   int64_t count, bool first, Stream& stream);
+// the ReLU's output (fp32, or its saved 16-bit copy as a restore reads it) is <= 0, as the
+// ReLU's backward masks it (kernel_math::activation_backward's bits), then acc = g when
+// `first`, else acc += g, as accumulate_into adds the ReLU's gradient.
+void accumulate_relu_gradient_into(float* acc, const float* grads,
+                                   const kernel_math::ReluOutput& relu_output, int64_t count,
+                                   bool first, Stream& stream);
 
 // Gradient compression around a 16-bit all-reduce (what DDP's fp16 and bf16 hooks do):
 // compress_gradients writes half[i] = kernel_math::compress_gradient(grads[i], replicas,

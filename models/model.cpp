@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <optional>
 
 #include "core/check.h"
 #include "core/random.h"
@@ -383,13 +384,13 @@ void Model::run_backward(LayerKernel& kernel, const float* in, const float* out,
 // meets them (later layers first): the first reader writes it, the others add to it. With
 // `relu_output`, `gradient` is a fused ReLU's output gradient, masked on the way.
 void Model::add_gradient(int layer, const float* gradient, Stream& stream,
-                         const float* relu_output) {
+                         const kernel_math::ReluOutput* relu_output) {
   Plan& plan = *current_;
   float* target = plan.grad_a.data() + plan.grad_offsets[static_cast<size_t>(layer)];
   const int64_t count = plan.batch * shapes_[static_cast<size_t>(layer) + 1].numel();
   const bool first = !plan.filled[static_cast<size_t>(layer)];
   if (relu_output != nullptr) {
-    accumulate_relu_gradient_into(target, gradient, relu_output, count, first, stream);
+    accumulate_relu_gradient_into(target, gradient, *relu_output, count, first, stream);
   } else {
     accumulate_into(target, gradient, count, first, stream);
   }
@@ -416,14 +417,20 @@ void Model::backward_graph_layer(int layer, Stream& stream) {
   LayerKernel* kernel = plan.kernels[static_cast<size_t>(layer)].get();
   if (kernel == nullptr) {
     // Add passes its gradient to both inputs unchanged, or through the ReLU fused after it,
-    // whose output (this layer's) under bf16 and fp16 is restored from its saved copy first.
-    const float* relu_output = nullptr;
+    // whose output (this layer's) the mask reads as kept, or under bf16 and fp16 from its
+    // saved copy as it is.
+    std::optional<kernel_math::ReluOutput> relu;
     if (plan.runs_relu_backward(static_cast<size_t>(layer))) {
-      if (plan.saved_format) restore_saved(layer, layer, stream);
-      relu_output = plan.outputs[static_cast<size_t>(layer)];
+      relu.emplace();
+      if (plan.saved_format) {
+        relu->saved = saved_copy(layer, layer);
+        relu->format = *plan.saved_format;
+      } else {
+        relu->values = plan.outputs[static_cast<size_t>(layer)];
+      }
     }
     for (const int input : from) {
-      if (input != kModelInput) add_gradient(input, dout, stream, relu_output);
+      if (input != kModelInput) add_gradient(input, dout, stream, relu ? &*relu : nullptr);
     }
     return;
   }

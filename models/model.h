@@ -159,7 +159,7 @@ class Model {
   void backward_graph(Stream& stream, const std::function<void(int layer)>& on_layer_done);
   void backward_graph_layer(int layer, Stream& stream);
   void add_gradient(int layer, const float* gradient, Stream& stream,
-                    const float* relu_output = nullptr);
+                    const kernel_math::ReluOutput* relu_output = nullptr);
   // After `layer`'s backward: adds the gradients that later layers computed for the weights
   // they share with it (kept in tied_grads_) to its own.
   void add_tied_gradients(int layer, Stream& stream);

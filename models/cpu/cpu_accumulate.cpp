@@ -58,17 +58,38 @@ void add_into_cpu(float* out, const float* a, const float* b, int64_t count, boo
   }
 }
 
-void accumulate_relu_gradient_cpu(float* acc, const float* grads, const float* relu_output,
-                                  int64_t count, bool first) {
+namespace {
+
+// acc = g or acc += g, g = grads · (y(i) > 0, or NaN): y(i) the ReLU's output at i.
+template <class Y>
+void masked_accumulate(float* acc, const float* grads, const Y& y, int64_t count, bool first) {
   if (first) {
 #pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < count; ++i)
-      acc[i] = grads[i] * static_cast<float>(!(relu_output[i] <= 0.0f));
+    for (int64_t i = 0; i < count; ++i) acc[i] = grads[i] * static_cast<float>(!(y(i) <= 0.0f));
     return;
   }
 #pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < count; ++i)
-    acc[i] += grads[i] * static_cast<float>(!(relu_output[i] <= 0.0f));
+  for (int64_t i = 0; i < count; ++i) acc[i] += grads[i] * static_cast<float>(!(y(i) <= 0.0f));
+}
+
+}  // namespace
+
+void accumulate_relu_gradient_cpu(float* acc, const float* grads,
+                                  const kernel_math::ReluOutput& relu_output, int64_t count,
+                                  bool first) {
+  // One loop per source, each vectorized (fp16's conversion only where sim emulates fp16).
+  if (const float* v = relu_output.values) {
+    masked_accumulate(
+        acc, grads, [v](int64_t i) { return v[i]; }, count, first);
+  } else if (relu_output.format == kernel_math::HalfFormat::kBf16) {
+    const uint16_t* s = relu_output.saved;
+    masked_accumulate(
+        acc, grads, [s](int64_t i) { return kernel_math::bf16_to_float(s[i]); }, count, first);
+  } else {
+    const uint16_t* s = relu_output.saved;
+    masked_accumulate(
+        acc, grads, [s](int64_t i) { return kernel_math::fp16_to_float(s[i]); }, count, first);
+  }
 }
 
 void compress_gradients_cpu(const float* grads, uint16_t* half, int64_t count, int replicas,

@@ -57,8 +57,9 @@ void accumulate_into_cpu(float* acc, const float* grads, int64_t count, bool fir
 // cpu_accumulate.cpp: add_into() and accumulate_relu_gradient_into() (models/kernels.h) on CPU
 // memory, across the calling thread's OpenMP team.
 void add_into_cpu(float* out, const float* a, const float* b, int64_t count, bool relu);
-void accumulate_relu_gradient_cpu(float* acc, const float* grads, const float* relu_output,
-                                  int64_t count, bool first);
+void accumulate_relu_gradient_cpu(float* acc, const float* grads,
+                                  const kernel_math::ReluOutput& relu_output, int64_t count,
+                                  bool first);
 // cpu_accumulate.cpp: compress_gradients() and decompress_gradients() (models/kernels.h) on
 // CPU memory, across the calling thread's OpenMP threads.
 void compress_gradients_cpu(const float* grads, uint16_t* half, int64_t count, int replicas,
@@ -124,8 +125,9 @@ class CpuKernelBackend final : public KernelBackend {
            Stream& /*stream*/) override {
     add_into_cpu(out, a, b, count, relu);
   }
-  void accumulate_relu_gradient(float* acc, const float* grads, const float* relu_output,
-                                int64_t count, bool first, Stream& /*stream*/) override {
+  void accumulate_relu_gradient(float* acc, const float* grads,
+                                const kernel_math::ReluOutput& relu_output, int64_t count,
+                                bool first, Stream& /*stream*/) override {
     accumulate_relu_gradient_cpu(acc, grads, relu_output, count, first);
   }
   void compress(const float* grads, uint16_t* half, int64_t count, int replicas,

@@ -59,8 +59,9 @@ void accumulate_into_cuda(float* acc, const float* grads, int64_t count, bool fi
 // device memory, on `stream`.
 void add_into_cuda(float* out, const float* a, const float* b, int64_t count, bool relu,
                    Stream& stream);
-void accumulate_relu_gradient_cuda(float* acc, const float* grads, const float* relu_output,
-                                   int64_t count, bool first, Stream& stream);
+void accumulate_relu_gradient_cuda(float* acc, const float* grads,
+                                   const kernel_math::ReluOutput& relu_output, int64_t count,
+                                   bool first, Stream& stream);
 // cuda_optimizers.cpp: compress_gradients() and decompress_gradients() (models/kernels.h) on
 // device memory, on `stream`.
 void compress_gradients_cuda(const float* grads, uint16_t* half, int64_t count, int replicas,
@@ -102,8 +103,9 @@ class CudaKernelBackend final : public KernelBackend {
            Stream& stream) override {
     add_into_cuda(out, a, b, count, relu, stream);
   }
-  void accumulate_relu_gradient(float* acc, const float* grads, const float* relu_output,
-                                int64_t count, bool first, Stream& stream) override {
+  void accumulate_relu_gradient(float* acc, const float* grads,
+                                const kernel_math::ReluOutput& relu_output, int64_t count,
+                                bool first, Stream& stream) override {
     accumulate_relu_gradient_cuda(acc, grads, relu_output, count, first, stream);
   }
   void compress(const float* grads, uint16_t* half, int64_t count, int replicas,

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <source_location>
 
+#include "models/kernel_math/activation_math.h"
 #include "models/kernel_math/half_math.h"
 #include "models/kernel_math/optimizer_math.h"
 #include "models/kernel_math/pool_math.h"
@@ -92,8 +93,9 @@ void global_avg_pool_backward(const float* dy, float* dx, int64_t n, int64_t pix
 // or acc += g with g the ReLU's backward of grads through relu_output
 // (kernel_math::relu_gradient): a graph's add with the ReLU after it fused in.
 void add(float* out, const float* a, const float* b, int64_t n, bool relu, cudaStream_t stream);
-void accumulate_relu_gradient(float* acc, const float* grads, const float* relu_output, int64_t n,
-                              bool first, cudaStream_t stream);
+void accumulate_relu_gradient(float* acc, const float* grads,
+                              const kernel_math::ReluOutput& relu_output, int64_t n, bool first,
+                              cudaStream_t stream);
 
 // ---- batch normalization and the option-A shortcut (norm_ops.cu)
 

@@ -100,8 +100,9 @@ void add_into_cuda(float* out, const float* a, const float* b, int64_t count, bo
   cuda_ops::add(out, a, b, count, relu, cuda_stream(stream));
 }
 
-void accumulate_relu_gradient_cuda(float* acc, const float* grads, const float* relu_output,
-                                   int64_t count, bool first, Stream& stream) {
+void accumulate_relu_gradient_cuda(float* acc, const float* grads,
+                                   const kernel_math::ReluOutput& relu_output, int64_t count,
+                                   bool first, Stream& stream) {
   cuda_ops::accumulate_relu_gradient(acc, grads, relu_output, count, first, cuda_stream(stream));
 }
 

@@ -84,7 +84,7 @@ __global__ void add_kernel(float* out, const float* a, const float* b, int64_t c
 }
 
 __global__ void accumulate_relu_gradient_kernel(float* acc, const float* grads,
-                                                const float* relu_output, int64_t count,
+                                                km::ReluOutput relu_output, int64_t count,
                                                 bool first) {
   for (int64_t i = first_index(); i < count; i += grid_stride()) {
     const float g = km::relu_gradient(relu_output[i], grads[i]);
@@ -228,8 +228,9 @@ void add(float* out, const float* a, const float* b, int64_t n, bool relu, cudaS
   check_launch("add_kernel");
 }
 
-void accumulate_relu_gradient(float* acc, const float* grads, const float* relu_output, int64_t n,
-                              bool first, cudaStream_t stream) {
+void accumulate_relu_gradient(float* acc, const float* grads,
+                              const kernel_math::ReluOutput& relu_output, int64_t n, bool first,
+                              cudaStream_t stream) {
   if (n == 0) return;
   accumulate_relu_gradient_kernel<<<grid_for(n), kThreads, 0, stream>>>(acc, grads, relu_output, n,
                                                                         first);

@@ -20,7 +20,9 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
+#include "models/kernel_math/half_math.h"
 #include "models/kernel_math/host_device.h"
 #include "models/layer_spec.h"
 
@@ -74,5 +76,16 @@ SS_HOST_DEVICE inline float add_relu_forward(float a, float b) {
 SS_HOST_DEVICE inline float relu_gradient(float y, float dy) {
   return activation_backward(Activation::kRelu, 0.0f, y, dy);
 }
+
+// Such a ReLU's output as its backward reads it: fp32 values, or (values null, under bf16 and
+// fp16) the model's saved 16-bit copy of them, read as a restore would give them.
+struct ReluOutput {
+  const float* values = nullptr;
+  const uint16_t* saved = nullptr;
+  HalfFormat format = HalfFormat::kBf16;
+  SS_HOST_DEVICE float operator[](int64_t i) const {
+    return values != nullptr ? values[i] : from_half(saved[i], format);
+  }
+};
 
 }  // namespace scalescope::kernel_math

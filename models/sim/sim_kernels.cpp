@@ -178,8 +178,8 @@ void SimKernelBackend::add(float* out, const float* a, const float* b, int64_t c
 }
 
 void SimKernelBackend::accumulate_relu_gradient(float* acc, const float* grads,
-                                                const float* relu_output, int64_t count, bool first,
-                                                Stream& stream) {
+                                                const kernel_math::ReluOutput& relu_output,
+                                                int64_t count, bool first, Stream& stream) {
   sim(stream.device()).launch(stream, [=] {
     accumulate_relu_gradient_cpu(acc, grads, relu_output, count, first);
   });

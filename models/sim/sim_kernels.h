@@ -29,8 +29,9 @@ class SimKernelBackend final : public KernelBackend {
                                                   Device& device) override;
   void add(float* out, const float* a, const float* b, int64_t count, bool relu,
            Stream& stream) override;
-  void accumulate_relu_gradient(float* acc, const float* grads, const float* relu_output,
-                                int64_t count, bool first, Stream& stream) override;
+  void accumulate_relu_gradient(float* acc, const float* grads,
+                                const kernel_math::ReluOutput& relu_output, int64_t count,
+                                bool first, Stream& stream) override;
   void accumulate(float* acc, const float* grads, int64_t count, bool first,
                   Stream& stream) override;
   void compress(const float* grads, uint16_t* half, int64_t count, int replicas,

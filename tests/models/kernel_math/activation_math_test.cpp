@@ -112,16 +112,42 @@ TEST(KernelMathActivation, AnAddWithItsReluIsTheReluLayerBitForBit) {
   add_into_cpu(out.data(), relu.x.data(), relu.x.data(), n, false);
   for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(bit_mismatches({out[i]}, {relu.x[i] * 2}), "");
 
+  const kernel_math::ReluOutput kept{relu.back.y.data()};
   std::vector<float> acc(relu.x.size(), 7.0f);
-  accumulate_relu_gradient_cpu(acc.data(), relu.back.dy.data(), relu.back.y.data(), n, true);
+  accumulate_relu_gradient_cpu(acc.data(), relu.back.dy.data(), kept, n, true);
   EXPECT_EQ(bit_mismatches(acc, relu.dx), "");
   for (size_t i = 0; i < acc.size(); ++i)
     acc[i] = kernel_math::relu_gradient(relu.back.y[i], relu.back.dy[i]);
   EXPECT_EQ(bit_mismatches(acc, relu.dx), "");
   std::vector<float> sum(relu.x.size(), 0.25f);
-  accumulate_relu_gradient_cpu(sum.data(), relu.back.dy.data(), relu.back.y.data(), n, false);
+  accumulate_relu_gradient_cpu(sum.data(), relu.back.dy.data(), kept, n, false);
   for (size_t i = 0; i < sum.size(); ++i) {
     ASSERT_EQ(bit_mismatches({sum[i]}, {0.25f + relu.dx[i]}), "") << i;
+  }
+}
+
+// Under bf16 and fp16 the mask reads the saved 16-bit copy of the ReLU's output as it is: the
+// bits of the same op on the values a restore gives, NaNs and signed zeros included.
+TEST(KernelMathActivation, TheAddsReluMaskReadsASavedCopyAsItsRestore) {
+  const CpuActivation relu = run_cpu(Activation::kRelu);
+  const auto n = static_cast<int64_t>(relu.x.size());
+  for (const auto format : {kernel_math::HalfFormat::kBf16, kernel_math::HalfFormat::kFp16}) {
+    std::vector<uint16_t> saved;
+    std::vector<float> restored;
+    for (const float y : relu.back.y) {
+      saved.push_back(kernel_math::to_half(y, format));
+      restored.push_back(kernel_math::from_half(saved.back(), format));
+    }
+    for (const bool first : {true, false}) {
+      std::vector<float> want(relu.x.size(), 0.5f);
+      std::vector<float> got = want;
+      accumulate_relu_gradient_cpu(want.data(), relu.back.dy.data(),
+                                   kernel_math::ReluOutput{restored.data()}, n, first);
+      accumulate_relu_gradient_cpu(got.data(), relu.back.dy.data(),
+                                   kernel_math::ReluOutput{nullptr, saved.data(), format}, n,
+                                   first);
+      EXPECT_EQ(bit_mismatches(got, want), "") << (first ? "first" : "adding");
+    }
   }
 }
 
