@@ -25,10 +25,10 @@
 
 #include "core/check.h"
 #include "models/cuda/attention_ops.h"
-#include "models/cuda/cuda_ops.h"
 #include "models/cuda/cuda_kernels.h"
 #include "models/cuda/cuda_layer_util.h"
 #include "models/cuda/cuda_libraries.h"
+#include "models/cuda/cuda_ops.h"
 #include "models/kernel_math/attention_math.h"
 
 namespace scalescope {
@@ -58,9 +58,8 @@ class AttentionKernel final : public LayerKernel {
         seq_(to_int(shape_.seq, "the sequence", layer)),
         head_dim_(to_int(shape_.head_dim, "the head size", layer)),
         scale_(km::attention_scale(shape_.head_dim)),
-        half_(half_format(precision())),
         // Chosen per kernel, not on the shared handle: see CublasHandle.
-        compute_(half_ ? CUBLAS_COMPUTE_32F : gemm_compute_type(precision())) {
+        compute_(half_ ? CUBLAS_COMPUTE_32F : gemm_compute_type(precision_)) {
     // cuBLAS's strides are 64-bit, but m, n and k are ints: S·S and S·hd must fit as well.
     to_int(shape_.seq * shape_.seq, "the scores of one head (S·S)", layer);
     const int64_t half_heads = half_ ? kHalfHeadBuffers * shape_.head_elements() : 0;
@@ -113,7 +112,7 @@ class AttentionKernel final : public LayerKernel {
   // run on one GPU; our softmax kernels add in a fixed order.
   // 16-bit math named as the CPU kernels name it ("bf16").
   std::vector<KernelChoice> choices() const override {
-    const std::string math = half_ ? to_string(precision()) : compute_type_name(compute_);
+    const std::string math = half_ ? to_string(precision_) : compute_type_name(compute_);
     const std::string algorithm =
         "cublasGemmStridedBatchedEx CUBLAS_GEMM_DEFAULT + causal softmax kernels";
     return {{"forward", algorithm, math, "NSC", true, 0},
@@ -145,12 +144,9 @@ class AttentionKernel final : public LayerKernel {
   const void* head_operand(cudaStream_t s, int64_t i) const {
     return half_ ? static_cast<const void*>(half_head(s, i)) : head(s, i);
   }
-  // In 16 bits, `count` values rounded into `to` (compression's cast for one replica, to nearest
-  // even, beyond fp16's range to infinity, as a cast to a 16-bit tensor does); else the values.
+  // `count` values as the products read them: themselves, or in 16 bits their copy in `to`.
   const void* operand(const float* values, int64_t count, void* to, cudaStream_t s) const {
-    if (!half_) return values;
-    cuda_ops::compress_gradients(values, static_cast<uint16_t*>(to), count, 1, *half_, s);
-    return to;
+    return sixteen_bit_operand(values, count, to, half_, s);
   }
   // Head buffer i's 16-bit copy made from it (nothing without 16 bits).
   void round_head(cudaStream_t s, int64_t i) const {
@@ -190,7 +186,8 @@ class AttentionKernel final : public LayerKernel {
   km::AttentionShape shape_;
   int batches_, seq_, head_dim_;
   float scale_;
-  std::optional<km::HalfFormat> half_;  // the products' operands' format, if 16-bit
+  Precision precision_ = precision();  // at construction, as every kernel reads it
+  std::optional<km::HalfFormat> half_ = half_format(precision_);  // the operands', if 16-bit
   cublasComputeType_t compute_;
   cudaDataType_t operand_type_ = gemm_operand_type(half_);
 };

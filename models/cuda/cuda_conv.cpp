@@ -378,14 +378,9 @@ class ConvKernel final : public LayerKernel {
   }
   void* cudnn_workspace(cudaStream_t s) const { return region(kCudnn, s); }
 
-  // What cuDNN reads for `values`: the values themselves, or in 16 bits their copy in region
-  // `r`, rounded as a cast to a 16-bit tensor rounds (to nearest even, beyond fp16's range to
-  // infinity: what loss scaling looks for).
+  // What cuDNN reads for `values`: the values themselves, or in 16 bits their copy in region `r`.
   const void* operand(const float* values, Region r, cudaStream_t s) const {
-    if (!half_) return values;
-    auto* copy = static_cast<uint16_t*>(region(r, s));
-    cuda_ops::compress_gradients(values, copy, region_count(r), 1, *half_, s);
-    return copy;
+    return sixteen_bit_operand(values, region_count(r), region(r, s), half_, s);
   }
   // Where cuDNN writes a result meant for `to`: `to` itself, or in 16 bits region `r`, which
   // widen() then copies into `to`.

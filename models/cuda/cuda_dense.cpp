@@ -224,14 +224,9 @@ class DenseKernel final : public LayerKernel {
     return static_cast<const char*>(p) + elements * static_cast<int64_t>(operand_size());
   }
 
-  // In 16 bits, `count` values rounded into `to` (compression's cast for one replica, whose
-  // division by 1 is exact: to nearest even, beyond fp16's range to infinity, as a cast to a
-  // 16-bit tensor does); else the values themselves.
+  // `count` values as the GEMMs read them: themselves, or in 16 bits their copy in region `to`.
   const void* as_operand(const float* values, Region to, int64_t count, cudaStream_t s) const {
-    if (!half_) return values;
-    auto* copy = static_cast<uint16_t*>(region(to, s));
-    cuda_ops::compress_gradients(values, copy, count, 1, *half_, s);
-    return copy;
+    return sixteen_bit_operand(values, count, region(to, s), half_, s);
   }
   const void* operand(Region r, const float* values, cudaStream_t s) const {
     return as_operand(values, r, region_count(r), s);

@@ -1,13 +1,17 @@
-// Small helpers the CUDA layer kernels share (cuda_layers.cpp, cuda_conv.cpp, cuda_dense.cpp).
+// Small helpers the CUDA layer kernels share (cuda_layers.cpp, cuda_conv.cpp, cuda_dense.cpp,
+// cuda_attention.cpp).
 #pragma once
 
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "core/buffer.h"
 #include "core/check.h"
 #include "core/cuda/cuda_device.h"
+#include "models/cuda/cuda_ops.h"
+#include "models/kernel_math/half_math.h"
 #include "models/layer_spec.h"
 
 namespace scalescope {
@@ -35,6 +39,18 @@ size_t workspace_region_offset(int region, Bytes bytes) {
   size_t offset = 0;
   for (int i = 0; i < region; ++i) offset += (static_cast<size_t>(bytes(i)) + 255) / 256 * 256;
   return offset;
+}
+
+// What a GEMM or convolution reads for `count` fp32 `values`: the values themselves without a
+// 16-bit format; with one, their copy rounded into `to` (compression's cast for one replica,
+// whose division by 1 is exact: to nearest even, beyond fp16's range to infinity, as a cast to
+// a 16-bit tensor does: what autocast's casts give and loss scaling looks for).
+inline const void* sixteen_bit_operand(const float* values, int64_t count, void* to,
+                                       std::optional<kernel_math::HalfFormat> half,
+                                       cudaStream_t stream) {
+  if (!half) return values;
+  cuda_ops::compress_gradients(values, static_cast<uint16_t*>(to), count, 1, *half, stream);
+  return to;
 }
 
 }  // namespace scalescope
