@@ -21,6 +21,9 @@
 
 namespace scalescope {
 
+// cuda_layers.cpp: whether a ReLU after `producer` runs inside its kernel both ways
+// (KernelBackend::fuses_activation and fuses_relu_backward): the batch norm's.
+bool cuda_fuses_relu(const LayerSpec& producer);
 // cuda_layers.cpp
 std::unique_ptr<LayerKernel> make_cuda_layer(const LayerSpec& spec, const LayerBinding& binding,
                                              CudaDevice& device);
@@ -83,6 +86,12 @@ class CudaKernelBackend final : public KernelBackend {
   }
   std::string precision_note(Precision precision) const override;
   bool has_nondeterministic() const override { return true; }
+  bool fuses_activation(const LayerSpec& layer, Activation activation) const override {
+    return activation == Activation::kRelu && cuda_fuses_relu(layer);
+  }
+  bool fuses_relu_backward(const LayerSpec& producer) const override {
+    return cuda_fuses_relu(producer);
+  }
   std::unique_ptr<LayerKernel> make_layer(const LayerSpec& spec, const LayerBinding& binding,
                                           Device& device) override {
     return make_cuda_layer(spec, binding, cuda(device));

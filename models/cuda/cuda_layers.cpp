@@ -174,11 +174,17 @@ class GlobalAvgPoolKernel final : public LayerKernel {
 
 }  // namespace
 
+bool cuda_fuses_relu(const LayerSpec& producer) {
+  return std::holds_alternative<BatchNorm2DSpec>(producer);
+}
+
 std::unique_ptr<LayerKernel> make_cuda_layer(const LayerSpec& spec, const LayerBinding& b,
                                              CudaDevice& device) {
   check_layer_binding(spec, b);
-  SS_CHECK(!b.activation && !b.relu_gradient, "{}: the CUDA kernels fuse no layers",
-           describe(spec));
+  const bool fused = b.activation || b.relu_backward || b.relu_gradient;
+  SS_CHECK(
+      !fused || (cuda_fuses_relu(spec) && b.activation == Activation::kRelu && !b.relu_gradient),
+      "{}: the CUDA kernels fuse only a ReLU into the batch norm before it", describe(spec));
   // Planning queries the device (free memory, cuDNN heuristics) and creates handles on it.
   ScopedCudaDevice scope(device.id().index);
   return std::visit(

@@ -115,18 +115,22 @@ struct BatchNormTensors {
 };
 // How many floats of scratch the per-channel sums of this shape need.
 int64_t batch_norm_scratch(int64_t rows, int64_t channels);
+// With a ReLU fused after the batch norm (norm_math.h), forward passes write the ReLU's output
+// (`relu`) and backward passes start from the ReLU's backward of dy, reading its output relu_y
+// (null: no ReLU fused).
 // Training: normalizes with the batch's statistics, saves its mean and invstd, and updates the
 // running statistics and num_batches_tracked. REQUIRES: rows >= 2.
 void batch_norm_forward_train(const float* x, float* y, int64_t rows, int64_t channels, float eps,
-                              float momentum, const BatchNormTensors& t, cudaStream_t stream);
+                              float momentum, bool relu, const BatchNormTensors& t,
+                              cudaStream_t stream);
 // Evaluation: normalizes with the running statistics and writes nothing else.
 void batch_norm_forward_eval(const float* x, float* y, int64_t rows, int64_t channels, float eps,
-                             const BatchNormTensors& t, cudaStream_t stream);
+                             bool relu, const BatchNormTensors& t, cudaStream_t stream);
 // Overwrites dgamma and dbeta and, unless dx is null, writes dx, from the mean and invstd of the
 // last training forward.
-void batch_norm_backward(const float* x, const float* dy, float* dx, float* dgamma, float* dbeta,
-                         int64_t rows, int64_t channels, const BatchNormTensors& t,
-                         cudaStream_t stream);
+void batch_norm_backward(const float* x, const float* dy, const float* relu_y, float* dx,
+                         float* dgamma, float* dbeta, int64_t rows, int64_t channels,
+                         const BatchNormTensors& t, cudaStream_t stream);
 // The training passes with statistics over `replicas` batches of `rows` rows each
 // (--sync-batchnorm), in LayerKernel's stages; between two stages the caller sums t.sync over
 // the replicas. Forward: stage 0 writes Σx into t.sync[0, channels); stage 1 saves the mean of
@@ -136,11 +140,12 @@ void batch_norm_backward(const float* x, const float* dy, float* dx, float* dgam
 // t.sync [Σdy, Σdy·x̂]; stage 1 writes dx, unless null, from the sums of every batch.
 // REQUIRES: rows·replicas >= 2.
 void batch_norm_forward_stage(int stage, int replicas, const float* x, float* y, int64_t rows,
-                              int64_t channels, float eps, float momentum,
+                              int64_t channels, float eps, float momentum, bool relu,
                               const BatchNormTensors& t, cudaStream_t stream);
-void batch_norm_backward_stage(int stage, int replicas, const float* x, const float* dy, float* dx,
-                               float* dgamma, float* dbeta, int64_t rows, int64_t channels,
-                               const BatchNormTensors& t, cudaStream_t stream);
+void batch_norm_backward_stage(int stage, int replicas, const float* x, const float* dy,
+                               const float* relu_y, float* dx, float* dgamma, float* dbeta,
+                               int64_t rows, int64_t channels, const BatchNormTensors& t,
+                               cudaStream_t stream);
 
 // out[i] = in[shortcut_source(i)] (0 where none) over `batch` images of shape s, and its
 // transpose: din[i] = dout[shortcut_reader(i)] (0 where none).

@@ -111,10 +111,11 @@ __global__ void sum_finish_kernel(const float* partial, int64_t parts, int64_t c
 // ---- element-wise
 
 __global__ void normalize_kernel(const float* x, float* y, int64_t count, int64_t channels,
-                                 BatchNormTensors t) {
+                                 bool relu, BatchNormTensors t) {
   for (int64_t i = first_index(); i < count; i += grid_stride()) {
     const int64_t c = i % channels;
-    y[i] = km::norm_forward_element(x[i], t.mean[c], t.invstd[c], t.gamma[c], t.beta[c]);
+    y[i] = km::norm_fused_output(
+        km::norm_forward_element(x[i], t.mean[c], t.invstd[c], t.gamma[c], t.beta[c]), relu);
   }
 }
 
@@ -122,23 +123,28 @@ __global__ void normalize_kernel(const float* x, float* y, int64_t count, int64_
 // element, and nothing to write per channel, so evaluation leaves the training's saved
 // statistics alone.
 __global__ void normalize_eval_kernel(const float* x, float* y, int64_t count, int64_t channels,
-                                      float eps, BatchNormTensors t) {
+                                      float eps, bool relu, BatchNormTensors t) {
   for (int64_t i = first_index(); i < count; i += grid_stride()) {
     const int64_t c = i % channels;
-    y[i] = km::norm_forward_element(x[i], t.running_mean[c], km::norm_invstd(t.running_var[c], eps),
-                                    t.gamma[c], t.beta[c]);
+    y[i] = km::norm_fused_output(
+        km::norm_forward_element(x[i], t.running_mean[c], km::norm_invstd(t.running_var[c], eps),
+                                 t.gamma[c], t.beta[c]),
+        relu);
   }
 }
 
-// dx over `rows` rows from sums over `samples` rows (rows × replicas when synchronized).
-__global__ void norm_backward_data_kernel(const float* x, const float* dy, float* dx,
-                                          const float* dgamma, const float* dbeta, int64_t rows,
-                                          int64_t samples, int64_t channels, BatchNormTensors t) {
+// dx over `rows` rows from sums over `samples` rows (rows × replicas when synchronized), dy
+// through the fused ReLU whose output is relu_y unless null.
+__global__ void norm_backward_data_kernel(const float* x, const float* dy, const float* relu_y,
+                                          float* dx, const float* dgamma, const float* dbeta,
+                                          int64_t rows, int64_t samples, int64_t channels,
+                                          BatchNormTensors t) {
   const int64_t count = rows * channels;
   for (int64_t i = first_index(); i < count; i += grid_stride()) {
     const int64_t c = i % channels;
-    dx[i] = km::norm_backward_element(dy[i], km::norm_xhat(x[i], t.mean[c], t.invstd[c]),
-                                      t.gamma[c], t.invstd[c], dbeta[c], dgamma[c], samples);
+    dx[i] = km::norm_backward_element(km::norm_output_gradient(dy, relu_y, i),
+                                      km::norm_xhat(x[i], t.mean[c], t.invstd[c]), t.gamma[c],
+                                      t.invstd[c], dbeta[c], dgamma[c], samples);
   }
 }
 
@@ -165,7 +171,8 @@ int64_t batch_norm_scratch(int64_t rows, int64_t channels) {
 }
 
 void batch_norm_forward_train(const float* x, float* y, int64_t rows, int64_t channels, float eps,
-                              float momentum, const BatchNormTensors& t, cudaStream_t stream) {
+                              float momentum, bool relu, const BatchNormTensors& t,
+                              cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
   const int64_t parts = km::bias_grad_plan(rows).parts;
   launch_channel_sums(km::SumTerm{x, channels}, rows, channels, t.scratch, nullptr, stream);
@@ -178,33 +185,34 @@ void batch_norm_forward_train(const float* x, float* y, int64_t rows, int64_t ch
                                                                       channels, eps, momentum, t);
   check_launch("variance_finish_kernel");
   const int64_t count = rows * channels;
-  normalize_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, count, channels, t);
+  normalize_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, count, channels, relu, t);
   check_launch("normalize_kernel");
 }
 
 void batch_norm_forward_eval(const float* x, float* y, int64_t rows, int64_t channels, float eps,
-                             const BatchNormTensors& t, cudaStream_t stream) {
+                             bool relu, const BatchNormTensors& t, cudaStream_t stream) {
   const int64_t count = rows * channels;
   if (count == 0) return;
-  normalize_eval_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, count, channels, eps, t);
+  normalize_eval_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, count, channels, eps, relu,
+                                                                  t);
   check_launch("normalize_eval_kernel");
 }
 
-void batch_norm_backward(const float* x, const float* dy, float* dx, float* dgamma, float* dbeta,
-                         int64_t rows, int64_t channels, const BatchNormTensors& t,
-                         cudaStream_t stream) {
+void batch_norm_backward(const float* x, const float* dy, const float* relu_y, float* dx,
+                         float* dgamma, float* dbeta, int64_t rows, int64_t channels,
+                         const BatchNormTensors& t, cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
   const int64_t parts = km::bias_grad_plan(rows).parts;
   float* partial_a = t.scratch;
   float* partial_b = t.scratch + parts * channels;
-  launch_channel_sums(km::BackwardTerm{x, dy, t.mean, t.invstd, channels}, rows, channels,
+  launch_channel_sums(km::BackwardTerm{x, dy, t.mean, t.invstd, channels, relu_y}, rows, channels,
                       partial_a, partial_b, stream);
   backward_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
       partial_a, partial_b, parts, channels, dbeta, dgamma, nullptr);
   check_launch("backward_finish_kernel");
   if (dx == nullptr) return;
   norm_backward_data_kernel<<<grid_for(rows * channels), kThreads, 0, stream>>>(
-      x, dy, dx, dgamma, dbeta, rows, rows, channels, t);
+      x, dy, relu_y, dx, dgamma, dbeta, rows, rows, channels, t);
   check_launch("norm_backward_data_kernel");
 }
 
@@ -213,7 +221,7 @@ void batch_norm_backward(const float* x, const float* dy, float* dx, float* dgam
 // sum itself, as sums of ordered_sum's results are never -0 (round to nearest), so that one
 // replica's stages give the unsynchronized passes' bits (checked on the host).
 void batch_norm_forward_stage(int stage, int replicas, const float* x, float* y, int64_t rows,
-                              int64_t channels, float eps, float momentum,
+                              int64_t channels, float eps, float momentum, bool relu,
                               const BatchNormTensors& t, cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
   const int64_t parts = km::bias_grad_plan(rows).parts;
@@ -235,20 +243,21 @@ void batch_norm_forward_stage(int stage, int replicas, const float* x, float* y,
                                                           momentum, t);
     check_launch("variance_finish_kernel");
     const int64_t count = rows * channels;
-    normalize_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, count, channels, t);
+    normalize_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, count, channels, relu, t);
     check_launch("normalize_kernel");
   }
 }
 
-void batch_norm_backward_stage(int stage, int replicas, const float* x, const float* dy, float* dx,
-                               float* dgamma, float* dbeta, int64_t rows, int64_t channels,
-                               const BatchNormTensors& t, cudaStream_t stream) {
+void batch_norm_backward_stage(int stage, int replicas, const float* x, const float* dy,
+                               const float* relu_y, float* dx, float* dgamma, float* dbeta,
+                               int64_t rows, int64_t channels, const BatchNormTensors& t,
+                               cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
   if (stage == 0) {
     const int64_t parts = km::bias_grad_plan(rows).parts;
     float* partial_a = t.scratch;
     float* partial_b = t.scratch + parts * channels;
-    launch_channel_sums(km::BackwardTerm{x, dy, t.mean, t.invstd, channels}, rows, channels,
+    launch_channel_sums(km::BackwardTerm{x, dy, t.mean, t.invstd, channels, relu_y}, rows, channels,
                         partial_a, partial_b, stream);
     backward_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
         partial_a, partial_b, parts, channels, dbeta, dgamma, t.sync);
@@ -258,7 +267,7 @@ void batch_norm_backward_stage(int stage, int replicas, const float* x, const fl
   if (dx == nullptr) return;
   // Σdy·x̂ over every replica is what dgamma is over one: invstd is the same on every replica.
   norm_backward_data_kernel<<<grid_for(rows * channels), kThreads, 0, stream>>>(
-      x, dy, dx, t.sync + channels, t.sync, rows, rows * replicas, channels, t);
+      x, dy, relu_y, dx, t.sync + channels, t.sync, rows, rows * replicas, channels, t);
   check_launch("norm_backward_data_kernel");
 }
 

@@ -10,6 +10,9 @@
 //   running_var = (1 - m)·running_var + m·Σ(x - mean)² / (rows - 1) (unbiased).
 // Backward, from the mean and invstd of that forward, with x̂ = (x - mean)·invstd:
 //   dbeta = Σdy; dgamma = Σdy·x̂; dx = (gamma·invstd)·((dy - dbeta/rows) - (x̂·dgamma)/rows).
+// A ReLU after the batch norm may run inside it (LayerBinding::activation and relu_backward):
+// forward writes the ReLU's output, and backward's dy is the ReLU's backward of the gradient it
+// is given (the ReLU layer's functions, so the same bits as the two layers unfused).
 //
 // Every sum is added in bias_math.h's order (the rows split into parts, each part among
 // kBiasTileRows row-threads, then thread sums and part sums added in order), fixed by the
@@ -22,6 +25,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "models/kernel_math/activation_math.h"
 #include "models/kernel_math/bias_math.h"
 #include "models/kernel_math/host_device.h"
 
@@ -69,15 +73,28 @@ SS_HOST_DEVICE inline float norm_xhat(float x, float mean, float invstd) {
   return (x - mean) * invstd;
 }
 
+// Backward's dy at element i: the gradient it is given, or with a fused ReLU (relu_y its output,
+// else null) that gradient through the ReLU's backward.
+SS_HOST_DEVICE inline float norm_output_gradient(const float* dy, const float* relu_y, int64_t i) {
+  return relu_y != nullptr ? relu_gradient(relu_y[i], dy[i]) : dy[i];
+}
+
+// Forward's output from y = norm_forward_element(...): y, or with a fused ReLU its output.
+SS_HOST_DEVICE inline float norm_fused_output(float y, bool relu) {
+  return relu ? activation_forward(Activation::kRelu, y) : y;
+}
+
 struct BackwardTerm {  // Σdy and Σdy·x̂
   const float* x;
   const float* dy;
   const float* mean;
   const float* invstd;
   int64_t channels;
+  const float* relu_y = nullptr;  // a fused ReLU's output (norm_output_gradient)
   SS_HOST_DEVICE SumPair operator()(int64_t r, int64_t c) const {
     const int64_t i = r * channels + c;
-    return {dy[i], dy[i] * norm_xhat(x[i], mean[c], invstd[c])};
+    const float g = norm_output_gradient(dy, relu_y, i);
+    return {g, g * norm_xhat(x[i], mean[c], invstd[c])};
   }
 };
 
@@ -141,13 +158,15 @@ SumPair norm_channel_sum_on_host(const Term& term, int64_t rows, int64_t c) {
 
 // The end of the training forward, from each channel's Σ(x - mean)² squares(c) over `samples`
 // rows (this batch's, or every replica's): saves invstd, updates the running statistics and
-// num_batches_tracked, and writes y over this batch's `rows` rows.
+// num_batches_tracked, and writes y (with `relu`, the fused ReLU's output) over this batch's
+// `rows` rows.
 template <class Squares>
 void norm_finish_forward_on_host(const Squares& squares, const float* x, int64_t rows,
                                  int64_t channels, int64_t samples, const float* gamma,
                                  const float* beta, float eps, float momentum, float* y,
                                  float* running_mean, float* running_var,
-                                 float* num_batches_tracked, const float* mean, float* invstd) {
+                                 float* num_batches_tracked, const float* mean, float* invstd,
+                                 bool relu = false) {
   for (int64_t c = 0; c < channels; ++c) {
     const NormVariance v = norm_variance(squares(c), samples, eps);
     invstd[c] = v.invstd;
@@ -157,51 +176,58 @@ void norm_finish_forward_on_host(const Squares& squares, const float* x, int64_t
   *num_batches_tracked += 1.0f;
   for (int64_t i = 0; i < rows * channels; ++i) {
     const int64_t c = i % channels;
-    y[i] = norm_forward_element(x[i], mean[c], invstd[c], gamma[c], beta[c]);
+    y[i] =
+        norm_fused_output(norm_forward_element(x[i], mean[c], invstd[c], gamma[c], beta[c]), relu);
   }
 }
 
 // The training forward on the host, as the CUDA kernels compute it: y, the updated running
-// statistics and num_batches_tracked, and the saved mean and invstd (each [channels]).
-// REQUIRES: rows >= 2.
+// statistics and num_batches_tracked, and the saved mean and invstd (each [channels]); with
+// `relu`, y is the fused ReLU's output. REQUIRES: rows >= 2.
 inline void norm_forward_on_host(const float* x, int64_t rows, int64_t channels, const float* gamma,
                                  const float* beta, float eps, float momentum, float* y,
                                  float* running_mean, float* running_var,
-                                 float* num_batches_tracked, float* mean, float* invstd) {
+                                 float* num_batches_tracked, float* mean, float* invstd,
+                                 bool relu = false) {
   for (int64_t c = 0; c < channels; ++c)
     mean[c] = norm_mean(norm_channel_sum_on_host(SumTerm{x, channels}, rows, c).a, rows);
   const auto squares = [&](int64_t c) {
     return norm_channel_sum_on_host(SquaredDeviationTerm{x, mean, channels}, rows, c).a;
   };
   norm_finish_forward_on_host(squares, x, rows, channels, rows, gamma, beta, eps, momentum, y,
-                              running_mean, running_var, num_batches_tracked, mean, invstd);
+                              running_mean, running_var, num_batches_tracked, mean, invstd, relu);
 }
 
-// dx over `rows` rows from the sums dbeta = Σdy and dgamma = Σdy·x̂ over `samples` rows.
+// dx over `rows` rows from the sums dbeta = Σdy and dgamma = Σdy·x̂ over `samples` rows (dy
+// through the fused ReLU whose output is relu_y, unless null).
 inline void norm_backward_data_on_host(const float* x, const float* dy, int64_t rows,
                                        int64_t channels, int64_t samples, const float* gamma,
                                        const float* mean, const float* invstd, const float* dgamma,
-                                       const float* dbeta, float* dx) {
+                                       const float* dbeta, float* dx,
+                                       const float* relu_y = nullptr) {
   for (int64_t i = 0; i < rows * channels; ++i) {
     const int64_t c = i % channels;
-    dx[i] = norm_backward_element(dy[i], norm_xhat(x[i], mean[c], invstd[c]), gamma[c], invstd[c],
+    dx[i] = norm_backward_element(norm_output_gradient(dy, relu_y, i),
+                                  norm_xhat(x[i], mean[c], invstd[c]), gamma[c], invstd[c],
                                   dbeta[c], dgamma[c], samples);
   }
 }
 
 // The backward on the host, as the CUDA kernels compute it, from the forward's mean and
-// invstd; dx may be null.
+// invstd (dy through the fused ReLU whose output is relu_y, unless null); dx may be null.
 inline void norm_backward_on_host(const float* x, const float* dy, int64_t rows, int64_t channels,
                                   const float* gamma, const float* mean, const float* invstd,
-                                  float* dgamma, float* dbeta, float* dx) {
+                                  float* dgamma, float* dbeta, float* dx,
+                                  const float* relu_y = nullptr) {
   for (int64_t c = 0; c < channels; ++c) {
     const SumPair s =
-        norm_channel_sum_on_host(BackwardTerm{x, dy, mean, invstd, channels}, rows, c);
+        norm_channel_sum_on_host(BackwardTerm{x, dy, mean, invstd, channels, relu_y}, rows, c);
     dbeta[c] = s.a;
     dgamma[c] = s.b;
   }
   if (dx == nullptr) return;
-  norm_backward_data_on_host(x, dy, rows, channels, rows, gamma, mean, invstd, dgamma, dbeta, dx);
+  norm_backward_data_on_host(x, dy, rows, channels, rows, gamma, mean, invstd, dgamma, dbeta, dx,
+                             relu_y);
 }
 
 // ---- the synchronized passes on the host (--sync-batchnorm), as the CUDA stages compute them

@@ -105,6 +105,9 @@ std::vector<LayerCase> layer_cases() {
       {"batch_norm", BatchNorm2DSpec{}, Shape{2, 5, 7, 3}},
       // N·H·W = 1024 rows: the per-channel sums split into parts; 40 channels: two tiles.
       {"batch_norm_parts", BatchNorm2DSpec{1e-3f, 0.2f}, Shape{4, 16, 16, 40}},
+      // With the ReLU after it inside it both ways, as in every ResNet.
+      {"batch_norm_relu", BatchNorm2DSpec{}, Shape{2, 5, 7, 3}, false, true},
+      {"batch_norm_relu_parts", BatchNorm2DSpec{1e-3f, 0.2f}, Shape{4, 16, 16, 40}, false, true},
       {"pad_shortcut", PadShortcutSpec{2, 8}, Shape{2, 8, 8, 4}},
       {"pad_shortcut_odd", PadShortcutSpec{2, 6}, Shape{2, 7, 5, 2}},
       // Causal self-attention on [N, S, 3D]: one head; rows longer than a warp (S 40, so lanes

@@ -37,6 +37,8 @@ std::vector<LayerCase> batch_norm_cases() {
       {"batch_norm", BatchNorm2DSpec{}, Shape{2, 5, 7, 3}},
       // N·H·W = 1024 rows: the per-channel sums split into parts; 40 channels: two tiles.
       {"batch_norm_parts", BatchNorm2DSpec{1e-3f, 0.2f}, Shape{4, 16, 16, 40}},
+      {"batch_norm_relu", BatchNorm2DSpec{}, Shape{2, 5, 7, 3}, false, true},
+      {"batch_norm_relu_parts", BatchNorm2DSpec{1e-3f, 0.2f}, Shape{4, 16, 16, 40}, false, true},
   };
 }
 
@@ -64,10 +66,10 @@ TEST_F(CudaKernelsTest, BatchNormMatchesItsHostMirrorBitForBit) {
     kernel_math::norm_forward_on_host(inputs.x.data(), rows, channels, inputs.params[0].data(),
                                       inputs.params[1].data(), spec.eps, spec.momentum, y.data(),
                                       buffers[0].data(), buffers[1].data(), buffers[2].data(),
-                                      mean.data(), invstd.data());
-    kernel_math::norm_backward_on_host(inputs.x.data(), inputs.dout.data(), rows, channels,
-                                       inputs.params[0].data(), mean.data(), invstd.data(),
-                                       dgamma.data(), dbeta.data(), dx.data());
+                                      mean.data(), invstd.data(), c.fuse_relu);
+    kernel_math::norm_backward_on_host(
+        inputs.x.data(), inputs.dout.data(), rows, channels, inputs.params[0].data(), mean.data(),
+        invstd.data(), dgamma.data(), dbeta.data(), dx.data(), c.fuse_relu ? y.data() : nullptr);
     EXPECT_EQ(got.out, y);
     EXPECT_EQ(got.buffers, buffers);
     ASSERT_EQ(got.grads.size(), 2u);

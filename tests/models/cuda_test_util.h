@@ -93,6 +93,9 @@ struct LayerCase {
   Shape in;  // batch included; images NHWC
   // Inputs drawn from a few values only, so that max pooling meets ties.
   bool coarse = false;
+  // The ReLU after the layer runs inside it both ways (LayerBinding::activation and
+  // relu_backward), where the backend fuses it.
+  bool fuse_relu = false;
 };
 
 struct LayerInputs {
@@ -152,6 +155,10 @@ inline BoundLayer bind_layer(Device& device, const LayerCase& c, const LayerInpu
   b.in.copy_from_host(inputs.x);
   b.dout.copy_from_host(inputs.dout);
   LayerBinding binding{c.in, out_shape, {}, {}, {}, {}, false, nullptr};
+  if (c.fuse_relu) {
+    binding.activation = Activation::kRelu;
+    binding.relu_backward = true;
+  }
   const std::vector<ParamSpec> specs = param_specs(c.spec, c.in.without_batch());
   b.params.reserve(specs.size());
   b.grads.reserve(specs.size());

@@ -62,10 +62,14 @@ TEST_F(Fusion, CifarCnnRunsItsReluInsideTheConvolutionsThePoolsAndTheDenseLayer)
 }
 
 // In a ResNet the ReLU after each batch norm runs inside it both ways, and the ReLU after each
-// block's add inside the model's add (on every backend: the model runs the add).
+// block's add inside the model's add (on every backend: the model runs the add; the CUDA one,
+// in CUDA builds, needs no GPU to say so).
 TEST_F(Fusion, AResNetRunsEveryReluInsideTheBatchNormOrTheAddBeforeIt) {
   const ModelDef def = make_model("cifar-resnet:depth=20");
-  for (const DeviceKind kind : {DeviceKind::kCpu, DeviceKind::kSim}) {
+  std::vector<DeviceKind> kinds{DeviceKind::kCpu, DeviceKind::kSim};
+  if (SCALESCOPE_WITH_CUDA != 0) kinds.push_back(DeviceKind::kCuda);
+  for (const DeviceKind kind : kinds) {
+    SCOPED_TRACE(to_string(kind));
     const std::vector<LayerFusion> f = plan_fusions(def, kernel_backend(kind));
     ASSERT_EQ(f.size(), def.layers.size());
     int after_norm = 0;

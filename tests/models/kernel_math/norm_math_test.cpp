@@ -220,6 +220,41 @@ TEST(KernelMathNorm, TheReferenceBackwardIsTheForwardsDerivative) {
   EXPECT_LE(relative_error(got.dx, dx), 1e-5);
 }
 
+// A ReLU fused into the batch norm (the CUDA kernels' fusion) is the batch norm followed by the
+// ReLU layer's functions, bit for bit: forward writes the ReLU's output, and backward masks dy
+// with it in both the channel sums and dx. About half the outputs are zeroed, so a mask read in
+// one of the passes only would show.
+TEST(KernelMathNorm, AFusedReluIsTheBatchNormThenTheReluLayerBitForBit) {
+  const Case k = make_case(1300, 5, 0.3f, 23);
+  const Mirror unfused = mirror(k);
+  std::vector<float> relu_y(unfused.y.size());
+  std::vector<float> relu_dy(relu_y.size());
+  for (size_t i = 0; i < relu_y.size(); ++i) {
+    relu_y[i] = km::activation_forward(Activation::kRelu, unfused.y[i]);
+    relu_dy[i] = km::activation_backward(Activation::kRelu, 0.0f, relu_y[i], k.dy[i]);
+  }
+  EXPECT_GT(std::count(relu_y.begin(), relu_y.end(), 0.0f), k.rows);
+  Mirror want = unfused;
+  km::norm_backward_on_host(k.x.data(), relu_dy.data(), k.rows, k.channels, k.gamma.data(),
+                            unfused.mean.data(), unfused.invstd.data(), want.dgamma.data(),
+                            want.dbeta.data(), want.dx.data());
+  ASSERT_NE(want.dx, unfused.dx);
+
+  Mirror got = blank_mirror(k, k.rows);
+  km::norm_forward_on_host(k.x.data(), k.rows, k.channels, k.gamma.data(), k.beta.data(), kEps,
+                           kMomentum, got.y.data(), got.running_mean.data(), got.running_var.data(),
+                           &got.num_batches_tracked, got.mean.data(), got.invstd.data(), true);
+  km::norm_backward_on_host(k.x.data(), k.dy.data(), k.rows, k.channels, k.gamma.data(),
+                            got.mean.data(), got.invstd.data(), got.dgamma.data(), got.dbeta.data(),
+                            got.dx.data(), got.y.data());
+  EXPECT_EQ(got.y, relu_y);
+  EXPECT_EQ(got.running_mean, want.running_mean);
+  EXPECT_EQ(got.running_var, want.running_var);
+  EXPECT_EQ(got.dgamma, want.dgamma);
+  EXPECT_EQ(got.dbeta, want.dbeta);
+  EXPECT_EQ(got.dx, want.dx);
+}
+
 // Without dx, backward writes the parameter gradients alone.
 TEST(KernelMathNorm, BackwardWithoutTheInputsGradientWritesOnlyTheParameters) {
   const Case k = make_case(9, 2, 0.0f, 8);
