@@ -131,6 +131,20 @@ class LayerKernel {
   virtual void forward_saved(const uint16_t* /*in*/, float* /*out*/, Stream& /*stream*/) {
     throw_error("this kernel reads no saved 16-bit input");
   }
+  // And a kernel that can write its training forward's output straight into the model's saved
+  // copy of it in `format` says which input it then reads: the fp32 input, or the saved copy of
+  // it. Where every reader of the output reads only that copy in forward, the model writes no
+  // fp32 output (backward restores it where a kernel reads fp32) and calls forward_into_saved,
+  // `in` and `saved_in` the input as the kernel said it reads it, the other null.
+  enum class SavedOutput { kNo, kFromInput, kFromSavedInput };
+  virtual SavedOutput forwards_into_saved(kernel_math::HalfFormat /*format*/) const {
+    return SavedOutput::kNo;
+  }
+  virtual void forward_into_saved(const float* /*in*/, const uint16_t* /*saved_in*/,
+                                  uint16_t* /*out*/, kernel_math::HalfFormat /*format*/,
+                                  Stream& /*stream*/) {
+    throw_error("this kernel writes no saved 16-bit output");
+  }
   // Statistics over every replica's batch (batch norm under --sync-batchnorm, PyTorch's
   // SyncBatchNorm). A layer that needs them runs its training passes in stages: stage s of
   // a pass writes the sums this replica contributes into sync_values(pass), the model sums

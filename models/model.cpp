@@ -255,6 +255,13 @@ std::vector<std::vector<KernelChoice>> Model::kernel_choices(int64_t batch) cons
   return out;
 }
 
+std::vector<bool> Model::writes_saved_copies(int64_t batch) const {
+  const auto it = plans_.find(batch);
+  SS_CHECK(it != plans_.end(), "model '{}' has no kernels planned for batch size {}", def_.name,
+           batch);
+  return it->second->into_saved;
+}
+
 const float* Model::output_of(int layer) const {
   return layer == kModelInput ? input_ : current_->outputs[static_cast<size_t>(layer)];
 }
@@ -286,6 +293,8 @@ void Model::forward_layer(size_t layer, bool training, Stream& stream) {
     add_into(out, output_of(from[0]), output_of(from[1]), count, plan.fused_into(layer), stream);
   } else if (!training) {
     kernel->forward_eval(layer_input(static_cast<int>(layer)), out, stream);
+  } else if (plan.into_saved[layer]) {
+    forward_into_saved(*kernel, static_cast<int>(layer), stream);
   } else if (const uint16_t* saved = saved_input(*kernel, static_cast<int>(layer))) {
     kernel->forward_saved(saved, out, stream);
   } else {

@@ -126,6 +126,11 @@ class Model {
   // What the libraries chose for the kernels of batch size `batch` (LayerKernel::choices),
   // indexed by layer. Throws Error when no forward has planned that batch size.
   std::vector<std::vector<KernelChoice>> kernel_choices(int64_t batch) const;
+  // Under bf16 and fp16, which layers' training forward writes the 16-bit copy backward reads
+  // and no fp32 output (every reader of that output reads the copy in forward; LayerKernel::
+  // forwards_into_saved), indexed by layer; all false otherwise. Throws Error like
+  // kernel_choices.
+  std::vector<bool> writes_saved_copies(int64_t batch) const;
 
  private:
   struct Plan;
@@ -140,6 +145,11 @@ class Model {
   // copy where a backward reads it; before its backward, the saved copies it reads back into
   // their fp32 places (16-bit values: what autocast's saved tensors hold).
   void save_output(int layer, Stream& stream);
+  // Which layers write their saved copy themselves and no fp32 output (Plan::into_saved), and
+  // such a layer's training forward.
+  void plan_saved_outputs(Plan& plan) const;
+  bool reads_saved_input_only(const Plan& plan, int reader, int of) const;
+  void forward_into_saved(LayerKernel& kernel, int layer, Stream& stream);
   // The saved copy of layer `of`'s output, which layer `reader`'s backward reads.
   const uint16_t* saved_copy(int reader, int of) const;
   // The saved copy of `layer`'s input that its training forward reads instead of the input

@@ -4,8 +4,10 @@
 // sequence) or an arena of their own (a graph).
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "core/check.h"
+#include "models/fusion.h"
 #include "models/memory_plan.h"
 #include "models/model.h"
 #include "models/model_plan.h"
@@ -54,6 +56,7 @@ void Model::plan_memory(Plan& plan) {
     plan.activations.push_back(own ? Tensor(device_, Shape{sizes[layer]}) : Tensor());
   }
   place_outputs(plan, sizes, kept, reader_spans(inputs));
+  plan_saved_outputs(plan);
   if (def_.inputs.empty()) {  // ping-pong
     int64_t largest = shapes_.front().numel() * plan.batch;
     for (const int64_t s : sizes) largest = std::max(largest, s);
@@ -98,10 +101,74 @@ void Model::place_outputs(Plan& plan, const std::vector<int64_t>& sizes,
   }
 }
 
+// From the last layer back, so that each layer's readers have decided how they read it.
+void Model::plan_saved_outputs(Plan& plan) const {
+  const size_t layers = def_.layers.size();
+  plan.into_saved.assign(layers, false);
+  // Without fusion the model runs each pass on its own, the reference the fused passes are
+  // tested against.
+  if (!plan.saved_format || !fuse_layers()) return;
+  std::vector<std::vector<int>> readers(layers);
+  for (size_t r = 0; r < layers; ++r) {
+    for (const int from : layer_inputs(def_, static_cast<int>(r))) {
+      if (from != kModelInput) readers[static_cast<size_t>(from)].push_back(static_cast<int>(r));
+    }
+  }
+  // The last layer's output is the loss's input.
+  for (size_t i = layers - 1; i-- > 0;) {
+    LayerKernel* kernel = plan.kernels[i].get();
+    if (kernel == nullptr || plan.saved[i].data() == nullptr || plan.fused_into(i) ||
+        plan.fusions[i].forward_in_producer || readers[i].empty() ||
+        (sync_ && kernel->sync_points(LayerKernel::Pass::kForward) > 0)) {
+      continue;
+    }
+    const auto mode = kernel->forwards_into_saved(*plan.saved_format);
+    if (mode == LayerKernel::SavedOutput::kNo) continue;
+    const int from = layer_inputs(def_, static_cast<int>(i)).front();
+    if (mode == LayerKernel::SavedOutput::kFromSavedInput &&
+        (from == kModelInput ||
+         plan.saved[plan.holder(static_cast<size_t>(from))].data() == nullptr)) {
+      continue;
+    }
+    plan.into_saved[i] = std::all_of(readers[i].begin(), readers[i].end(), [&](int r) {
+      return reads_saved_input_only(plan, r, static_cast<int>(i));
+    });
+  }
+}
+
+// Whether `reader`'s training forward reads layer `of`'s output only through its saved copy.
+bool Model::reads_saved_input_only(const Plan& plan, int reader, int of) const {
+  const auto r = static_cast<size_t>(reader);
+  LayerKernel* kernel = plan.kernels[r].get();
+  if (kernel == nullptr || plan.fusions[r].forward_in_producer ||
+      layer_inputs(def_, reader) != std::vector<int>{of}) {
+    return false;
+  }
+  if (plan.into_saved[r]) {
+    return kernel->forwards_into_saved(*plan.saved_format) ==
+           LayerKernel::SavedOutput::kFromSavedInput;
+  }
+  return kernel->forwards_from_saved(*plan.saved_format) &&
+         !(sync_ && kernel->sync_points(LayerKernel::Pass::kForward) > 0);
+}
+
+void Model::forward_into_saved(LayerKernel& kernel, int layer, Stream& stream) {
+  const Plan& plan = *current_;
+  auto* out = static_cast<uint16_t*>(plan.saved[static_cast<size_t>(layer)].data());
+  if (kernel.forwards_into_saved(*plan.saved_format) == LayerKernel::SavedOutput::kFromInput) {
+    kernel.forward_into_saved(layer_input(layer), nullptr, out, *plan.saved_format, stream);
+    return;
+  }
+  const auto from = static_cast<size_t>(layer_inputs(def_, layer).front());
+  kernel.forward_into_saved(nullptr,
+                            static_cast<const uint16_t*>(plan.saved[plan.holder(from)].data()), out,
+                            *plan.saved_format, stream);
+}
+
 void Model::save_output(int layer, Stream& stream) {
   const Plan& plan = *current_;
   const auto i = static_cast<size_t>(layer);
-  if (!plan.saved_format || plan.saved[i].data() == nullptr) return;
+  if (!plan.saved_format || plan.saved[i].data() == nullptr || plan.into_saved[i]) return;
   compress_gradients(plan.outputs[i], static_cast<uint16_t*>(plan.saved[i].data()),
                      plan.batch * shapes_[i + 1].numel(), 1, *plan.saved_format, stream);
 }

@@ -35,6 +35,9 @@ struct Model::Plan {
   // place in `transient` just before a backward that reads it.
   std::optional<kernel_math::HalfFormat> saved_format;
   std::vector<DeviceBuffer> saved;
+  // Under bf16 and fp16, the layers whose training forward writes saved[i] itself and no fp32
+  // output (LayerKernel::forward_into_saved), every reader reading that copy in forward.
+  std::vector<bool> into_saved;
   // A sequence: ping-pong buffers for activation gradients. A graph: grad_a holds the
   // gradient of each layer's output while it is live (plan_gradient_arena; summed over its
   // readers: `filled` says whether a reader wrote it yet), grad_b the scratch a second reader

@@ -192,8 +192,8 @@ void add_training_options(OptionList& list, TrainOptions& o, const TrainingAxes*
            "Copy each batch to the device at the start of its step instead of during the step "
            "before (shows what overlapping the copy buys)");
   list.add("!--no-fusion", o.fusion,
-           "Run every activation as a layer of its own instead of inside the kernels next to it "
-           "(shows what fusion buys)");
+           "Run every activation as a layer of its own instead of inside the kernels next to it, "
+           "and save every 16-bit activation copy in a pass of its own (shows what fusion buys)");
   add_precision_options(list, o, axes);
   list.add("--deterministic,!--no-deterministic", o.deterministic,
            "GPU kernels deterministic, so that two runs give bit-identical weights: by default "

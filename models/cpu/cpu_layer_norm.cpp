@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/buffer.h"
+#include "models/cpu/cpu_half.h"
 #include "models/cpu/cpu_kernels.h"
 #include "models/kernel_math/layer_norm_math.h"
 
@@ -43,6 +45,29 @@ class LayerNormKernel final : public LayerKernel {
     for (int64_t r = 0; r < rows_; ++r) {
       km::layer_norm_forward_row_on_host(in + r * d, out + r * d, d, weight_, bias_, eps_, mean + r,
                                          rstd + r);
+    }
+  }
+
+  // Under bf16 and fp16 the rows go straight into the model's saved copy: each row normalized
+  // in fp32 and rounded as the model's save would round it, with no fp32 output written.
+  SavedOutput forwards_into_saved(km::HalfFormat) const override {
+    return SavedOutput::kFromInput;
+  }
+  void forward_into_saved(const float* in, const uint16_t*, uint16_t* out, km::HalfFormat format,
+                          Stream&) override {
+    const int64_t d = d_;
+    float* mean = saved_mean();
+    float* rstd = saved_rstd();
+#pragma omp parallel
+    {
+      thread_local std::vector<float> row;
+      row.resize(static_cast<size_t>(d));
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows_; ++r) {
+        km::layer_norm_forward_row_on_host(in + r * d, row.data(), d, weight_, bias_, eps_,
+                                           mean + r, rstd + r);
+        compress_half_span(row.data(), out + r * d, d, 1, format);
+      }
     }
   }
 

@@ -444,8 +444,37 @@ class EltwiseKernel final : public UnaryKernel {
         bwd_pd, {{from_src ? DNNL_ARG_SRC : DNNL_ARG_DST, from_src ? src_ : dst_},
                  {DNNL_ARG_DIFF_DST, diff_dst_},
                  {DNNL_ARG_DIFF_SRC, diff_src_}});
+    if (precision() == Precision::kBf16) plan_bf16_forward(algorithm, numel);
     allocate_scratchpad();
   }
+
+  // Under bf16, forward from the saved copy of the input into the saved copy of the output, as
+  // autocast runs an activation on a bf16 tensor: no fp32 read or written.
+  SavedOutput forwards_into_saved(kernel_math::HalfFormat format) const override {
+    return forward_bf16_ && format == kernel_math::HalfFormat::kBf16 ? SavedOutput::kFromSavedInput
+                                                                     : SavedOutput::kNo;
+  }
+  void forward_into_saved(const float*, const uint16_t* saved_in, uint16_t* out,
+                          kernel_math::HalfFormat, Stream&) override {
+    src_bf16_.set_data_handle(const_cast<uint16_t*>(saved_in));
+    dst_bf16_.set_data_handle(out);
+    forward_bf16_.run(stream_);
+  }
+
+ private:
+  void plan_bf16_forward(dnnl::algorithm algorithm, int64_t numel) {
+    const memory::desc data({numel}, memory::data_type::bf16, Tag::a);
+    const dnnl::eltwise_forward::desc fwd(dnnl::prop_kind::forward_training, algorithm, data, 0.0f,
+                                          0.0f);
+    const dnnl::eltwise_forward::primitive_desc pd(fwd, attr_, engine_);
+    src_bf16_ = unbound(data);
+    dst_bf16_ = unbound(data);
+    forward_bf16_ =
+        plan<dnnl::eltwise_forward>(pd, {{DNNL_ARG_SRC, src_bf16_}, {DNNL_ARG_DST, dst_bf16_}});
+  }
+
+  memory src_bf16_, dst_bf16_;
+  Call forward_bf16_;
 };
 
 // Flatten restores PyTorch's per-sample (C, H, W) order from NHWC: a real transpose (one

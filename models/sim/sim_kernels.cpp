@@ -42,6 +42,15 @@ class SimLayer final : public LayerKernel {
   void forward_saved(const uint16_t* in, float* out, Stream& stream) override {
     device_.launch(stream, [k = cpu_, in, out, &stream] { k->forward_saved(in, out, stream); });
   }
+  SavedOutput forwards_into_saved(kernel_math::HalfFormat format) const override {
+    return cpu_->forwards_into_saved(format);
+  }
+  void forward_into_saved(const float* in, const uint16_t* saved_in, uint16_t* out,
+                          kernel_math::HalfFormat format, Stream& stream) override {
+    device_.launch(stream, [k = cpu_, in, saved_in, out, format, &stream] {
+      k->forward_into_saved(in, saved_in, out, format, stream);
+    });
+  }
   void backward_saved(const uint16_t* in, const uint16_t* out, const float* dout, float* din,
                       Stream& stream) override {
     device_.launch(stream, [k = cpu_, in, out, dout, din, &stream] {

@@ -153,6 +153,7 @@ TEST_F(Fusion, NoneWhenOffNorForGelu) {
 struct Pass {
   std::vector<float> output, eval_output, grads;
   float loss = 0.0f;
+  std::vector<bool> writes_saved;  // Model::writes_saved_copies
 };
 
 // One training pass and one evaluation forward of `def` on a batch, fused or not.
@@ -177,15 +178,18 @@ Pass run(const ModelDef& def, bool fuse) {
     dev.copy_to_host(out.data(), m.output(), out.size() * sizeof(float), s);
     return out;
   };
+  // Training first: an evaluation forward before it would leave in memory the fp32 outputs a
+  // training forward may skip (Model::writes_saved_copies), hiding a reader that reads them.
   Pass p;
-  m.forward(x.data(), n, s, false);
-  p.eval_output = output();
   m.forward(x.data(), n, s);
   p.output = output();
   m.loss_forward_backward(y.data(), 1.0f / n, loss.data(), s);
   m.backward(s);
   p.loss = loss.to_host()[0];
   p.grads = m.grads().to_host();
+  m.forward(x.data(), n, s, false);
+  p.eval_output = output();
+  p.writes_saved = m.writes_saved_copies(n);
   return p;
 }
 
@@ -226,6 +230,66 @@ TEST_F(Fusion, FusedModelsComputeTheUnfusedOutputsLossAndGradients) {
     double norm = 0.0;
     for (const float g : plain.grads) norm += static_cast<double>(g) * g;
     EXPECT_GT(norm, 1e-6) << def.name;  // the comparison is of something
+  }
+}
+
+// |a - b| / |b| over whole vectors.
+double relative_distance(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0.0;
+  double norm = 0.0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    norm += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+// Under bf16 a layer writes its saved copy itself, and no fp32 output, only where every reader
+// reads that copy in forward: the GELU read by a dense layer does, the layer norm also read by
+// the add does not (the add reads fp32). The GELU then runs on its input's bf16 copy, as
+// autocast's does: the same results to bf16's rounding.
+TEST_F(Fusion, UnderBf16OnlyALayerWhoseReadersAllReadItsSavedCopyWritesNoFp32Output) {
+  const testing_util::PrecisionScope bf16(Precision::kBf16);
+  ModelDef def =
+      sequence("saved-graph",
+               {DenseSpec{8}, LayerNormSpec{}, DenseSpec{8}, ActivationSpec{Activation::kGelu},
+                DenseSpec{8}, AddSpec{}, DenseSpec{3}},
+               Shape{6});
+  def.inputs = {{-1}, {0}, {1}, {2}, {3}, {4, 1}, {5}};
+  const Pass fused = run(def, true);
+  const Pass plain = run(def, false);
+  EXPECT_EQ(fused.writes_saved,
+            (std::vector<bool>{false, false, false, true, false, false, false}));
+  EXPECT_EQ(plain.writes_saved, std::vector<bool>(def.layers.size(), false));
+  EXPECT_EQ(fused.eval_output, plain.eval_output);
+  EXPECT_LT(relative_distance(fused.output, plain.output), 1e-2);
+  EXPECT_LT(relative_distance(fused.grads, plain.grads), 2e-2);
+  EXPECT_NEAR(fused.loss, plain.loss, 1e-2 * std::abs(plain.loss));
+}
+
+// In a GPT decoder every layer norm and GELU writes its saved copy itself under bf16, read by
+// the dense layer after it; nothing does in fp32.
+TEST_F(Fusion, UnderBf16ADecodersNormsAndGelusWriteOnlyTheirSavedCopies) {
+  const ModelDef def = make_model("gpt:preset=micro");
+  for (const Precision precision : {Precision::kBf16, Precision::kFp32}) {
+    SCOPED_TRACE(to_string(precision));
+    const testing_util::PrecisionScope scope(precision);
+    CpuDevice dev(0, 1);
+    Model m(def, def.default_input, dev, 3);
+    m.memory(2);
+    const std::vector<bool> writes = m.writes_saved_copies(2);
+    ASSERT_EQ(writes.size(), def.layers.size());
+    int count = 0;
+    for (size_t i = 0; i < writes.size(); ++i) {
+      const auto* activation = std::get_if<ActivationSpec>(&def.layers[i]);
+      const bool expected = precision == Precision::kBf16 &&
+                            (std::holds_alternative<LayerNormSpec>(def.layers[i]) ||
+                             (activation != nullptr && activation->kind == Activation::kGelu));
+      EXPECT_EQ(writes[i], expected) << i << " " << describe(def.layers[i]);
+      count += writes[i] ? 1 : 0;
+    }
+    // Two blocks of two norms and a GELU, and the final norm.
+    EXPECT_EQ(count, precision == Precision::kBf16 ? 7 : 0);
   }
 }
 

@@ -1,0 +1,108 @@
+// The layers whose training forward writes the model's saved 16-bit copy of its output itself
+// (LayerKernel::forwards_into_saved): the CPU layer norm (from its fp32 input) and, under bf16,
+// the activations (from the saved copy of their input, as autocast runs them on bf16 tensors).
+// The copy is the one the model would have saved: the layer norm's the same bits as its fp32
+// forward rounded, an activation's the bits of its fp32 forward on the rounded input, rounded.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <variant>
+#include <vector>
+
+#include "core/buffer.h"
+#include "models/kernel_math/half_math.h"
+#include "models/kernels.h"
+#include "models/layer_spec.h"
+#include "tests/models/bound_layer.h"
+#include "tests/models/layer_cases.h"
+#include "tests/models/precision_scope.h"
+
+namespace scalescope {
+namespace {
+
+using namespace testing_util;  // NOLINT(google-build-using-namespace): the layer tests' kit
+namespace km = kernel_math;
+using SavedOutput = LayerKernel::SavedOutput;
+
+std::vector<uint16_t> to_half(const std::vector<float>& v, km::HalfFormat format) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = km::to_half(v[i], format);
+  return out;
+}
+
+std::vector<float> widened(const std::vector<uint16_t>& v, km::HalfFormat format) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = km::from_half(v[i], format);
+  return out;
+}
+
+// Runs forward_into_saved on the layer's device and returns the copy it wrote.
+std::vector<uint16_t> forward_into_saved(BoundLayer& layer, const std::vector<uint16_t>* saved_in,
+                                         km::HalfFormat format) {
+  DeviceBuffer in16(layer.device, layer.in_shape.numel() * sizeof(uint16_t));
+  if (saved_in != nullptr) {
+    std::copy(saved_in->begin(), saved_in->end(), static_cast<uint16_t*>(in16.data()));
+  }
+  DeviceBuffer out16(layer.device, layer.out_shape.numel() * sizeof(uint16_t));
+  layer.kernel->forward_into_saved(
+      saved_in != nullptr ? nullptr : layer.in.data(),
+      saved_in != nullptr ? static_cast<const uint16_t*>(in16.data()) : nullptr,
+      static_cast<uint16_t*>(out16.data()), format, layer.device.default_stream());
+  layer.device.default_stream().synchronize();
+  const auto* out = static_cast<const uint16_t*>(out16.data());
+  return std::vector<uint16_t>(out, out + layer.out_shape.numel());
+}
+
+TEST(SavedForward, ALayerNormWritesItsRoundedForwardAndKeepsItsStatisticsForBackward) {
+  for (const km::HalfFormat format : {km::HalfFormat::kBf16, km::HalfFormat::kFp16}) {
+    for (const LayerCase& c : layer_cases()) {
+      if (!std::holds_alternative<LayerNormSpec>(c.spec)) continue;
+      SCOPED_TRACE(c.name);
+      BoundLayer layer(c);
+      ASSERT_EQ(layer.kernel->forwards_into_saved(format), SavedOutput::kFromInput);
+      fill_random_params(layer, 3);
+      layer.in.copy_from_host(layer_input(c, 4));
+      layer.dout.copy_from_host(random_values(layer.out_shape.numel(), 5));
+      layer.forward();
+      const std::vector<uint16_t> want = to_half(layer.out.to_host(), format);
+      layer.backward(true);
+      const std::vector<float> din = layer.din.to_host();
+      const std::vector<float> dw = layer.grads[0].to_host();
+      // Another forward first: forward_into_saved must save its own statistics.
+      layer.in.copy_from_host(layer_input(c, 6));
+      layer.forward();
+      layer.in.copy_from_host(layer_input(c, 4));
+      EXPECT_EQ(forward_into_saved(layer, nullptr, format), want);
+      layer.backward(true);
+      EXPECT_EQ(layer.din.to_host(), din);
+      EXPECT_EQ(layer.grads[0].to_host(), dw);
+    }
+  }
+}
+
+TEST(SavedForward, UnderBf16AnActivationRunsOnTheSavedCopiesOfItsInputAndOutput) {
+  const km::HalfFormat bf16 = km::HalfFormat::kBf16;
+  for (const LayerCase& c : layer_cases()) {
+    if (!std::holds_alternative<ActivationSpec>(c.spec)) continue;
+    SCOPED_TRACE(c.name);
+    const BoundLayer fp32(c);
+    EXPECT_EQ(fp32.kernel->forwards_into_saved(bf16), SavedOutput::kNo);
+    std::optional<BoundLayer> layer;
+    {
+      const testing_util::PrecisionScope scope(Precision::kBf16);
+      layer.emplace(c);
+    }
+    ASSERT_EQ(layer->kernel->forwards_into_saved(bf16), SavedOutput::kFromSavedInput);
+    EXPECT_EQ(layer->kernel->forwards_into_saved(km::HalfFormat::kFp16), SavedOutput::kNo);
+    const std::vector<uint16_t> saved_in = to_half(layer_input(c, 7), bf16);
+    layer->in.copy_from_host(widened(saved_in, bf16));
+    layer->forward();
+    const std::vector<uint16_t> want = to_half(layer->out.to_host(), bf16);
+    EXPECT_EQ(forward_into_saved(*layer, &saved_in, bf16), want);
+  }
+}
+
+}  // namespace
+}  // namespace scalescope
