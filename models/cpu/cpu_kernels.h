@@ -44,6 +44,11 @@ std::unique_ptr<LayerKernel> make_cpu_embedding(const EmbeddingSpec& spec,
 std::unique_ptr<LayerKernel> make_cpu_position_embedding(const PositionEmbeddingSpec& spec,
                                                          const LayerBinding& binding,
                                                          Device& device);
+// cpu_unary.cpp: activations (oneDNN eltwise), flatten and global average pooling; called by
+// make_cpu_layer, which checks the binding.
+std::unique_ptr<LayerKernel> make_cpu_eltwise(Activation kind, int64_t numel, Device& device);
+std::unique_ptr<LayerKernel> make_cpu_flatten(const Shape& in, Device& device);
+std::unique_ptr<LayerKernel> make_cpu_global_avg_pool(const Shape& in, Device& device);
 // cpu_dropout.cpp: called by make_cpu_layer, which checks the binding.
 std::unique_ptr<LayerKernel> make_cpu_dropout(const DropoutSpec& spec, const LayerBinding& binding);
 // cpu_losses.cpp

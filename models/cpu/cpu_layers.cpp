@@ -1,4 +1,6 @@
-// The CPU layer kernels: one oneDNN primitive (or a few) per layer, planned once per shape.
+// The CPU layer kernels: one oneDNN primitive (or a few) per layer, planned once per shape;
+// here convolutions and dense layers and the backend's choice of kernel per layer (those
+// without parameters in cpu_unary.cpp).
 //
 // Every kernel is planned completely in its constructor: primitive descriptors, primitives,
 // memory objects, internal weight copies and one scratchpad shared by the kernel's
@@ -34,29 +36,18 @@ namespace {
 
 using cpu_dnnl::Call;
 using cpu_dnnl::DnnlKernel;
+using cpu_dnnl::eltwise_algorithm;
 using cpu_dnnl::emulates_fp16;
+using cpu_dnnl::f32_desc;
+using cpu_dnnl::image_dims;
+using cpu_dnnl::set_handle;
 using dnnl::memory;
 using Tag = memory::format_tag;
-
-memory::desc f32_desc(const memory::dims& dims, Tag tag) {
-  return memory::desc(dims, memory::data_type::f32, tag);
-}
 
 // The data type convolutions and dense layers multiply in (models/kernels.h set_precision):
 // bf16 under Precision::kBf16, fp32 under every other (TF32 is a GPU format).
 memory::data_type compute_type() {
   return precision() == Precision::kBf16 ? memory::data_type::bf16 : memory::data_type::f32;
-}
-
-// An image batch [N, H, W, C] as oneDNN's logical dims (N, C, H, W); the nhwc tag below
-// says the memory itself is channels-last.
-memory::dims image_dims(const Shape& nhwc) {
-  return {nhwc[0], nhwc[3], nhwc[1], nhwc[2]};
-}
-
-void set_handle(const memory& m, const float* data) {
-  // oneDNN takes void* for inputs and outputs alike; inputs are only read.
-  m.set_data_handle(const_cast<float*>(data));
 }
 
 // The descriptors of a layer with weights and a bias: convolution or inner product.
@@ -83,27 +74,10 @@ struct WeightedDescs {
   std::optional<dnnl::matmul::desc> matmul;
   memory::desc matmul_weights;
   memory::desc matmul_bias;
+  // Under bf16, the same matmul writing bf16: into the model's saved copy of the output
+  // (forward_into_saved).
+  std::optional<dnnl::matmul::desc> matmul_to_bf16;
 };
-
-// oneDNN's algorithm for an activation. As a layer of its own, the *_use_dst_for_bwd form:
-// its backward reads the output, which the model keeps (GELU's reads the input). As a post-op
-// (a fused activation, LayerBinding::activation), the plain form of the same function; GELU
-// is never fused, as fusing never writes the input its backward needs.
-dnnl::algorithm eltwise_algorithm(Activation kind, bool post_op) {
-  using dnnl::algorithm;
-  switch (kind) {
-    case Activation::kRelu:
-      return post_op ? algorithm::eltwise_relu : algorithm::eltwise_relu_use_dst_for_bwd;
-    case Activation::kTanh:
-      return post_op ? algorithm::eltwise_tanh : algorithm::eltwise_tanh_use_dst_for_bwd;
-    case Activation::kSigmoid:
-      return post_op ? algorithm::eltwise_logistic : algorithm::eltwise_logistic_use_dst_for_bwd;
-    case Activation::kGelu:
-      SS_CHECK(!post_op, "GELU cannot be fused into the layer before it");
-      return algorithm::eltwise_gelu_tanh;
-  }
-  throw_error(fmt::format("unknown activation {}", static_cast<int>(kind)));
-}
 
 // Convolution and dense layers: y = W·x + b, with the weights in whatever layout (and type)
 // the primitive descriptors ask for, reordered from and to PyTorch's fp32 when it differs.
@@ -163,6 +137,21 @@ class WeightedKernel final : public DnnlKernel {
     bind_pass_local();
     src_compute_.set_data_handle(const_cast<uint16_t*>(in));
     forward_from_copies(out);
+  }
+
+  // Under bf16 a dense layer's forward may also write its output as the bf16 copy the model
+  // saves (the fp32 result rounded, as the save rounds it) instead of fp32.
+  SavedOutput forwards_into_saved(kernel_math::HalfFormat format) const override {
+    return forward_to_bf16_ && reads_saved(format) ? SavedOutput::kFromSavedInput
+                                                   : SavedOutput::kNo;
+  }
+  void forward_into_saved(const float*, const uint16_t* saved_in, uint16_t* out,
+                          kernel_math::HalfFormat, Stream&) override {
+    bind_pass_local();
+    src_compute_.set_data_handle(const_cast<uint16_t*>(saved_in));
+    dst_bf16_.set_data_handle(out);
+    if (weights_to_fwd_) weights_to_fwd_.run(stream_);
+    forward_to_bf16_.run(stream_);
   }
 
   // REQUIRES (beyond LayerKernel's): the weights unchanged since the last forward, which the
@@ -242,8 +231,14 @@ class WeightedKernel final : public DnnlKernel {
       args.emplace_back(DNNL_ARG_WEIGHTS,
                         memory(pd.weights_desc(), engine_, read.get_data_handle()));
       if (bias != nullptr) args.emplace_back(DNNL_ARG_BIAS, over(d.matmul_bias, bias));
-      forward_ = plan<dnnl::matmul>(pd, std::move(args));
+      forward_ = plan<dnnl::matmul>(pd, args);
       choices_.push_back(choice("forward", pd, d.layout));
+      if (d.matmul_to_bf16 && !activation) {
+        const dnnl::matmul::primitive_desc to_bf16(*d.matmul_to_bf16, attr_, engine_);
+        dst_bf16_ = unbound(to_bf16.dst_desc());
+        args[1] = {DNNL_ARG_DST, dst_bf16_};
+        forward_to_bf16_ = plan<dnnl::matmul>(to_bf16, std::move(args));
+      }
       return read;
     }
     const memory fwd_weights = adopt_operand(weights, fwd_pd.weights_desc(), weights_to_fwd_);
@@ -283,6 +278,8 @@ class WeightedKernel final : public DnnlKernel {
   Call src_to_compute_, diff_dst_to_compute_;
   Call weights_to_fwd_, bias_to_fwd_, weights_to_bwd_, diff_weights_back_, diff_bias_back_;
   Call forward_, backward_data_, backward_weights_;
+  memory dst_bf16_;  // the saved bf16 copy forward_to_bf16_ writes
+  Call forward_to_bf16_;
 };
 
 using ConvKernel = WeightedKernel<dnnl::convolution_forward, dnnl::convolution_backward_data,
@@ -325,6 +322,7 @@ std::unique_ptr<LayerKernel> make_conv(const Conv2DSpec& c, const LayerBinding& 
       std::nullopt,
       {},
       {},
+      std::nullopt,
   };
   return std::make_unique<ConvKernel>(device, b, descs);
 }
@@ -347,7 +345,10 @@ std::unique_ptr<LayerKernel> make_dense(const DenseSpec& d, const LayerBinding& 
   const memory::desc plain_weights_t(weight_dims, t, Tag::ab);
   // A zero descriptor is oneDNN's "no bias".
   const memory::desc bias = d.bias ? f32_desc({d.units}, Tag::a) : memory::desc();
-  const DenseKernel::Descs descs{
+  // The matmul reads the [out, in] weights as [in, out] through strides.
+  const memory::desc weights_read({features, d.units}, t, memory::dims{1, features});
+  const memory::desc matmul_bias = d.bias ? f32_desc({1, d.units}, Tag::ab) : memory::desc();
+  DenseKernel::Descs descs{
       "NC",
       src,
       dst,
@@ -358,146 +359,17 @@ std::unique_ptr<LayerKernel> make_dense(const DenseSpec& d, const LayerBinding& 
       {dnnl::prop_kind::forward_training, src_t, plain_weights_t, bias, dst},
       {src, plain_weights_t, diff_dst_t},
       {src_t, plain_weights, bias, diff_dst_t},
-      dnnl::matmul::desc(src_t, memory::desc({features, d.units}, t, memory::dims{1, features}),
-                         d.bias ? f32_desc({1, d.units}, Tag::ab) : memory::desc(), dst),
+      dnnl::matmul::desc(src_t, weights_read, matmul_bias, dst),
       plain_weights_t,
       f32_desc({1, d.units}, Tag::ab),
+      std::nullopt,
   };
+  if (t == memory::data_type::bf16) {
+    descs.matmul_to_bf16 = dnnl::matmul::desc(src_t, weights_read, matmul_bias,
+                                              memory::desc({rows, d.units}, t, Tag::ab));
+  }
   return std::make_unique<DenseKernel>(device, b, descs);
 }
-
-// A layer without parameters: one primitive forward (src -> dst) and one backward
-// (diff_dst, and src or dst where the primitive wants it -> diff_src). Subclasses plan forward_
-// and backward_ over the four memory objects.
-class UnaryKernel : public DnnlKernel {
- public:
-  void forward(const float* in, float* out, Stream&) override {
-    set_handle(src_, in);
-    set_handle(dst_, out);
-    forward_.run(stream_);
-  }
-
-  void backward(const float* in, const float* out, const float* dout, float* din,
-                Stream&) override {
-    if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
-    set_handle(src_, in);
-    set_handle(dst_, out);
-    set_handle(diff_dst_, dout);
-    set_handle(diff_src_, din);
-    backward_.run(stream_);
-  }
-
- protected:
-  using DnnlKernel::DnnlKernel;
-
-  memory src_, dst_, diff_src_, diff_dst_;
-  Call forward_, backward_;
-};
-
-// Global average pooling: one oneDNN average-pooling window over the whole image, so the
-// [N, 1, 1, C] result is exactly the [N, C] output. No padding, so excluding it or not is
-// the same; pooling_avg_exclude_padding is oneDNN's plain average.
-class GlobalAvgPoolKernel final : public UnaryKernel {
- public:
-  GlobalAvgPoolKernel(Device& device, const Shape& in) : UnaryKernel(device) {
-    const memory::desc src = f32_desc(image_dims(in), Tag::nhwc);
-    const memory::desc dst = f32_desc({in[0], in[3], 1, 1}, Tag::nhwc);
-    const memory::dims window = {in[1], in[2]};
-    const memory::dims no_padding = {0, 0};
-    const auto average = dnnl::algorithm::pooling_avg_exclude_padding;
-    const dnnl::pooling_forward::desc fwd(dnnl::prop_kind::forward_training, average, src, dst,
-                                          window, window, no_padding, no_padding);
-    const dnnl::pooling_forward::primitive_desc fwd_pd(fwd, attr_, engine_);
-    const dnnl::pooling_backward::desc bwd(average, src, dst, window, window, no_padding,
-                                           no_padding);
-    const dnnl::pooling_backward::primitive_desc bwd_pd(bwd, attr_, engine_, fwd_pd);
-    src_ = unbound(src);
-    dst_ = unbound(dst);
-    diff_src_ = unbound(src);
-    diff_dst_ = unbound(dst);
-    forward_ = plan<dnnl::pooling_forward>(fwd_pd, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}});
-    backward_ = plan<dnnl::pooling_backward>(
-        bwd_pd, {{DNNL_ARG_DIFF_DST, diff_dst_}, {DNNL_ARG_DIFF_SRC, diff_src_}});
-    allocate_scratchpad();
-  }
-};
-
-// Element-wise activations over the flat tensor (any layout). Backward computes the
-// derivative from the output (the *_use_dst_for_bwd algorithms), which the caller keeps, except
-// GELU's, which oneDNN computes from the input.
-class EltwiseKernel final : public UnaryKernel {
- public:
-  EltwiseKernel(Device& device, dnnl::algorithm algorithm, int64_t numel) : UnaryKernel(device) {
-    const memory::desc data = f32_desc({numel}, Tag::a);
-    const dnnl::eltwise_forward::desc fwd(dnnl::prop_kind::forward_training, algorithm, data, 0.0f,
-                                          0.0f);
-    const dnnl::eltwise_forward::primitive_desc fwd_pd(fwd, attr_, engine_);
-    const dnnl::eltwise_backward::desc bwd(algorithm, data, data, 0.0f, 0.0f);
-    const dnnl::eltwise_backward::primitive_desc bwd_pd(bwd, attr_, engine_, fwd_pd);
-    src_ = unbound(data);
-    dst_ = unbound(data);
-    diff_src_ = unbound(data);
-    diff_dst_ = unbound(data);
-    const bool from_src = algorithm == dnnl::algorithm::eltwise_gelu_tanh;
-    forward_ = plan<dnnl::eltwise_forward>(fwd_pd, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}});
-    backward_ = plan<dnnl::eltwise_backward>(
-        bwd_pd, {{from_src ? DNNL_ARG_SRC : DNNL_ARG_DST, from_src ? src_ : dst_},
-                 {DNNL_ARG_DIFF_DST, diff_dst_},
-                 {DNNL_ARG_DIFF_SRC, diff_src_}});
-    if (precision() == Precision::kBf16) plan_bf16_forward(algorithm, numel);
-    allocate_scratchpad();
-  }
-
-  // Under bf16, forward from the saved copy of the input into the saved copy of the output, as
-  // autocast runs an activation on a bf16 tensor: no fp32 read or written.
-  SavedOutput forwards_into_saved(kernel_math::HalfFormat format) const override {
-    return forward_bf16_ && format == kernel_math::HalfFormat::kBf16 ? SavedOutput::kFromSavedInput
-                                                                     : SavedOutput::kNo;
-  }
-  void forward_into_saved(const float*, const uint16_t* saved_in, uint16_t* out,
-                          kernel_math::HalfFormat, Stream&) override {
-    src_bf16_.set_data_handle(const_cast<uint16_t*>(saved_in));
-    dst_bf16_.set_data_handle(out);
-    forward_bf16_.run(stream_);
-  }
-
- private:
-  void plan_bf16_forward(dnnl::algorithm algorithm, int64_t numel) {
-    const memory::desc data({numel}, memory::data_type::bf16, Tag::a);
-    const dnnl::eltwise_forward::desc fwd(dnnl::prop_kind::forward_training, algorithm, data, 0.0f,
-                                          0.0f);
-    const dnnl::eltwise_forward::primitive_desc pd(fwd, attr_, engine_);
-    src_bf16_ = unbound(data);
-    dst_bf16_ = unbound(data);
-    forward_bf16_ =
-        plan<dnnl::eltwise_forward>(pd, {{DNNL_ARG_SRC, src_bf16_}, {DNNL_ARG_DST, dst_bf16_}});
-  }
-
-  memory src_bf16_, dst_bf16_;
-  Call forward_bf16_;
-};
-
-// Flatten restores PyTorch's per-sample (C, H, W) order from NHWC: a real transpose (one
-// reorder between the two layouts of the same logical tensor), and its inverse backward.
-// Inputs that are not images are already in order and are copied.
-class FlattenKernel final : public UnaryKernel {
- public:
-  FlattenKernel(Device& device, const Shape& in) : UnaryKernel(device) {
-    memory::desc nhwc = f32_desc({in.numel()}, Tag::a);
-    memory::desc nchw = nhwc;
-    if (in.rank() == 4) {
-      nhwc = f32_desc(image_dims(in), Tag::nhwc);
-      nchw = f32_desc(image_dims(in), Tag::nchw);
-    }
-    src_ = unbound(nhwc);
-    dst_ = unbound(nchw);
-    diff_src_ = unbound(nhwc);
-    diff_dst_ = unbound(nchw);
-    forward_ = reorder(src_, dst_);
-    backward_ = reorder(diff_dst_, diff_src_);
-    allocate_scratchpad();
-  }
-};
 
 std::unique_ptr<LayerKernel> build(const LayerSpec& spec, const LayerBinding& b, Device& device) {
   return std::visit(
@@ -505,16 +377,9 @@ std::unique_ptr<LayerKernel> build(const LayerSpec& spec, const LayerBinding& b,
           [&](const Conv2DSpec& c) { return make_conv(c, b, device); },
           [&](const MaxPool2DSpec& p) { return make_cpu_max_pool(p, b); },
           [&](const DenseSpec& d) { return make_dense(d, b, device); },
-          [&](const ActivationSpec& a) -> std::unique_ptr<LayerKernel> {
-            return std::make_unique<EltwiseKernel>(device, eltwise_algorithm(a.kind, false),
-                                                   b.in.numel());
-          },
-          [&](const FlattenSpec&) -> std::unique_ptr<LayerKernel> {
-            return std::make_unique<FlattenKernel>(device, b.in);
-          },
-          [&](const GlobalAvgPoolSpec&) -> std::unique_ptr<LayerKernel> {
-            return std::make_unique<GlobalAvgPoolKernel>(device, b.in);
-          },
+          [&](const ActivationSpec& a) { return make_cpu_eltwise(a.kind, b.in.numel(), device); },
+          [&](const FlattenSpec&) { return make_cpu_flatten(b.in, device); },
+          [&](const GlobalAvgPoolSpec&) { return make_cpu_global_avg_pool(b.in, device); },
           [&](const BatchNorm2DSpec& n) { return make_cpu_batch_norm(n, b, device); },
           [&](const PadShortcutSpec& p) { return make_cpu_pad_shortcut(p, b); },
           [&](const AddSpec&) -> std::unique_ptr<LayerKernel> {

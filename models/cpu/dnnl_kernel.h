@@ -3,6 +3,7 @@
 // memory a kernel owns and the copies its primitives read (DnnlKernel).
 #pragma once
 
+#include <fmt/format.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include "core/buffer.h"
 #include "core/check.h"
+#include "core/error.h"
 #include "models/cpu/cpu_kernels.h"
 #include "models/kernels.h"
 
@@ -27,6 +29,41 @@ using dnnl::memory;
 // an operand beyond fp16's range becomes infinity, as on a GPU.
 inline bool emulates_fp16() {
   return precision() == Precision::kFp16;
+}
+
+inline memory::desc f32_desc(const memory::dims& dims, memory::format_tag tag) {
+  return memory::desc(dims, memory::data_type::f32, tag);
+}
+
+// An image batch [N, H, W, C] as oneDNN's logical dims (N, C, H, W); the nhwc tag below
+// says the memory itself is channels-last.
+inline memory::dims image_dims(const Shape& nhwc) {
+  return {nhwc[0], nhwc[3], nhwc[1], nhwc[2]};
+}
+
+inline void set_handle(const memory& m, const float* data) {
+  // oneDNN takes void* for inputs and outputs alike; inputs are only read.
+  m.set_data_handle(const_cast<float*>(data));
+}
+
+// oneDNN's algorithm for an activation. As a layer of its own, the *_use_dst_for_bwd form:
+// its backward reads the output, which the model keeps (GELU's reads the input). As a post-op
+// (a fused activation, LayerBinding::activation), the plain form of the same function; GELU
+// is never fused, as fusing never writes the input its backward needs.
+inline dnnl::algorithm eltwise_algorithm(Activation kind, bool post_op) {
+  using dnnl::algorithm;
+  switch (kind) {
+    case Activation::kRelu:
+      return post_op ? algorithm::eltwise_relu : algorithm::eltwise_relu_use_dst_for_bwd;
+    case Activation::kTanh:
+      return post_op ? algorithm::eltwise_tanh : algorithm::eltwise_tanh_use_dst_for_bwd;
+    case Activation::kSigmoid:
+      return post_op ? algorithm::eltwise_logistic : algorithm::eltwise_logistic_use_dst_for_bwd;
+    case Activation::kGelu:
+      SS_CHECK(!post_op, "GELU cannot be fused into the layer before it");
+      return algorithm::eltwise_gelu_tanh;
+  }
+  throw_error(fmt::format("unknown activation {}", static_cast<int>(kind)));
 }
 
 // One primitive with its arguments bound once. Running passes the stored C handles straight

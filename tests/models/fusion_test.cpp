@@ -245,9 +245,10 @@ double relative_distance(const std::vector<float>& a, const std::vector<float>& 
 }
 
 // Under bf16 a layer writes its saved copy itself, and no fp32 output, only where every reader
-// reads that copy in forward: the GELU read by a dense layer does, the layer norm also read by
-// the add does not (the add reads fp32). The GELU then runs on its input's bf16 copy, as
-// autocast's does: the same results to bf16's rounding.
+// reads that copy in forward: the GELU read by a dense layer does, and so does the dense layer
+// before it, which the GELU reads as that copy; the layer norm also read by the add does not
+// (the add reads fp32), nor the dense layer the layer norm reads in fp32. The GELU then runs on
+// its input's bf16 copy, as autocast's does: the same results to bf16's rounding.
 TEST_F(Fusion, UnderBf16OnlyALayerWhoseReadersAllReadItsSavedCopyWritesNoFp32Output) {
   const testing_util::PrecisionScope bf16(Precision::kBf16);
   ModelDef def =
@@ -258,8 +259,7 @@ TEST_F(Fusion, UnderBf16OnlyALayerWhoseReadersAllReadItsSavedCopyWritesNoFp32Out
   def.inputs = {{-1}, {0}, {1}, {2}, {3}, {4, 1}, {5}};
   const Pass fused = run(def, true);
   const Pass plain = run(def, false);
-  EXPECT_EQ(fused.writes_saved,
-            (std::vector<bool>{false, false, false, true, false, false, false}));
+  EXPECT_EQ(fused.writes_saved, (std::vector<bool>{false, false, true, true, false, false, false}));
   EXPECT_EQ(plain.writes_saved, std::vector<bool>(def.layers.size(), false));
   EXPECT_EQ(fused.eval_output, plain.eval_output);
   EXPECT_LT(relative_distance(fused.output, plain.output), 1e-2);
@@ -268,8 +268,8 @@ TEST_F(Fusion, UnderBf16OnlyALayerWhoseReadersAllReadItsSavedCopyWritesNoFp32Out
 }
 
 // In a GPT decoder every layer norm and GELU writes its saved copy itself under bf16, read by
-// the dense layer after it; nothing does in fp32.
-TEST_F(Fusion, UnderBf16ADecodersNormsAndGelusWriteOnlyTheirSavedCopies) {
+// the dense layer after it, and so does the dense layer before each GELU; nothing does in fp32.
+TEST_F(Fusion, UnderBf16ADecodersNormsAndMlpsWriteOnlyTheirSavedCopies) {
   const ModelDef def = make_model("gpt:preset=micro");
   for (const Precision precision : {Precision::kBf16, Precision::kFp32}) {
     SCOPED_TRACE(to_string(precision));
@@ -281,15 +281,18 @@ TEST_F(Fusion, UnderBf16ADecodersNormsAndGelusWriteOnlyTheirSavedCopies) {
     ASSERT_EQ(writes.size(), def.layers.size());
     int count = 0;
     for (size_t i = 0; i < writes.size(); ++i) {
-      const auto* activation = std::get_if<ActivationSpec>(&def.layers[i]);
+      const auto is_gelu = [&](size_t layer) {
+        const auto* activation = std::get_if<ActivationSpec>(&def.layers[layer]);
+        return activation != nullptr && activation->kind == Activation::kGelu;
+      };
       const bool expected = precision == Precision::kBf16 &&
-                            (std::holds_alternative<LayerNormSpec>(def.layers[i]) ||
-                             (activation != nullptr && activation->kind == Activation::kGelu));
+                            (std::holds_alternative<LayerNormSpec>(def.layers[i]) || is_gelu(i) ||
+                             (i + 1 < writes.size() && is_gelu(i + 1)));
       EXPECT_EQ(writes[i], expected) << i << " " << describe(def.layers[i]);
       count += writes[i] ? 1 : 0;
     }
-    // Two blocks of two norms and a GELU, and the final norm.
-    EXPECT_EQ(count, precision == Precision::kBf16 ? 7 : 0);
+    // Two blocks of two norms, a GELU and the dense layer before it, and the final norm.
+    EXPECT_EQ(count, precision == Precision::kBf16 ? 9 : 0);
   }
 }
 

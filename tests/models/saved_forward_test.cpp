@@ -1,12 +1,14 @@
 // The layers whose training forward writes the model's saved 16-bit copy of its output itself
 // (LayerKernel::forwards_into_saved): the CPU layer norm (from its fp32 input) and, under bf16,
-// the activations (from the saved copy of their input, as autocast runs them on bf16 tensors).
+// the activations and dense layers (from the saved copy of their input, as autocast runs them
+// on bf16 tensors).
 // The copy is the one the model would have saved: the layer norm's the same bits as its fp32
 // forward rounded, an activation's the bits of its fp32 forward on the rounded input, rounded.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <variant>
 #include <vector>
@@ -97,6 +99,30 @@ TEST(SavedForward, UnderBf16AnActivationRunsOnTheSavedCopiesOfItsInputAndOutput)
     ASSERT_EQ(layer->kernel->forwards_into_saved(bf16), SavedOutput::kFromSavedInput);
     EXPECT_EQ(layer->kernel->forwards_into_saved(km::HalfFormat::kFp16), SavedOutput::kNo);
     const std::vector<uint16_t> saved_in = to_half(layer_input(c, 7), bf16);
+    layer->in.copy_from_host(widened(saved_in, bf16));
+    layer->forward();
+    const std::vector<uint16_t> want = to_half(layer->out.to_host(), bf16);
+    EXPECT_EQ(forward_into_saved(*layer, &saved_in, bf16), want);
+  }
+}
+
+// Under bf16 a dense layer (reading its input's saved copy, as a model binds it with a pool)
+// writes its output's saved copy: its fp32 forward rounded, bit for bit.
+TEST(SavedForward, UnderBf16ADenseLayerWritesItsForwardRounded) {
+  const km::HalfFormat bf16 = km::HalfFormat::kBf16;
+  for (const LayerCase& c : layer_cases()) {
+    if (!std::holds_alternative<DenseSpec>(c.spec)) continue;
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(BoundLayer(c, std::make_shared<TransientPool>()).kernel->forwards_into_saved(bf16),
+              SavedOutput::kNo);
+    std::optional<BoundLayer> layer;
+    {
+      const testing_util::PrecisionScope scope(Precision::kBf16);
+      layer.emplace(c, std::make_shared<TransientPool>());
+    }
+    ASSERT_EQ(layer->kernel->forwards_into_saved(bf16), SavedOutput::kFromSavedInput);
+    fill_random_params(*layer, 3);
+    const std::vector<uint16_t> saved_in = to_half(layer_input(c, 8), bf16);
     layer->in.copy_from_host(widened(saved_in, bf16));
     layer->forward();
     const std::vector<uint16_t> want = to_half(layer->out.to_host(), bf16);
