@@ -149,6 +149,9 @@ class Model {
   // such a layer's training forward.
   void plan_saved_outputs(Plan& plan) const;
   bool reads_saved_input_only(const Plan& plan, int reader, int of) const;
+  // Whether `kernel` runs `pass` in stages around the model's all-reduces (set_sync): such a
+  // pass reads fp32 only.
+  bool staged(const LayerKernel& kernel, LayerKernel::Pass pass) const;
   void forward_into_saved(LayerKernel& kernel, int layer, Stream& stream);
   // The saved copy of layer `of`'s output, which layer `reader`'s backward reads.
   const uint16_t* saved_copy(int reader, int of) const;

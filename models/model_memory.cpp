@@ -101,6 +101,10 @@ void Model::place_outputs(Plan& plan, const std::vector<int64_t>& sizes,
   }
 }
 
+bool Model::staged(const LayerKernel& kernel, LayerKernel::Pass pass) const {
+  return sync_ && kernel.sync_points(pass) > 0;
+}
+
 // From the last layer back, so that each layer's readers have decided how they read it.
 void Model::plan_saved_outputs(Plan& plan) const {
   const size_t layers = def_.layers.size();
@@ -119,7 +123,7 @@ void Model::plan_saved_outputs(Plan& plan) const {
     LayerKernel* kernel = plan.kernels[i].get();
     if (kernel == nullptr || plan.saved[i].data() == nullptr || plan.fused_into(i) ||
         plan.fusions[i].forward_in_producer || readers[i].empty() ||
-        (sync_ && kernel->sync_points(LayerKernel::Pass::kForward) > 0)) {
+        staged(*kernel, LayerKernel::Pass::kForward)) {
       continue;
     }
     const auto mode = kernel->forwards_into_saved(*plan.saved_format);
@@ -149,7 +153,7 @@ bool Model::reads_saved_input_only(const Plan& plan, int reader, int of) const {
            LayerKernel::SavedOutput::kFromSavedInput;
   }
   return kernel->forwards_from_saved(*plan.saved_format) &&
-         !(sync_ && kernel->sync_points(LayerKernel::Pass::kForward) > 0);
+         !staged(*kernel, LayerKernel::Pass::kForward);
 }
 
 void Model::forward_into_saved(LayerKernel& kernel, int layer, Stream& stream) {
@@ -186,7 +190,7 @@ const uint16_t* Model::saved_input(LayerKernel& kernel, int layer) const {
   const Plan& plan = *current_;
   // Asked of every layer of every training forward: fp32's answer costs no lookup.
   if (!plan.saved_format || !kernel.forwards_from_saved(*plan.saved_format) ||
-      (sync_ && kernel.sync_points(LayerKernel::Pass::kForward) > 0)) {
+      staged(kernel, LayerKernel::Pass::kForward)) {
     return nullptr;
   }
   const int from = layer_inputs(def_, layer).front();
@@ -218,7 +222,7 @@ void Model::backward_layer(LayerKernel& kernel, int layer, const float* dout, fl
   // does, and the model's input has no saved copy).
   const bool as_saved = (reads_input || reads.output) && !(reads.input && !reads_input) &&
                         kernel.reads_saved(*plan.saved_format) &&
-                        !(sync_ && kernel.sync_points(LayerKernel::Pass::kBackward) > 0);
+                        !staged(kernel, LayerKernel::Pass::kBackward);
   if (as_saved) {
     kernel.backward_saved(reads_input ? saved_copy(layer, from) : nullptr,
                           reads.output ? saved_copy(layer, layer) : nullptr, dout, din, stream);
