@@ -60,7 +60,8 @@ class AttentionKernel final : public LayerKernel {
         scale_(km::attention_scale(shape_.head_dim)),
         // Chosen per kernel, not on the shared handle: see CublasHandle.
         compute_(half_ ? CUBLAS_COMPUTE_32F : gemm_compute_type(precision_)) {
-    // cuBLAS's strides are 64-bit, but m, n and k are ints: S·S and S·hd must fit as well.
+    // cuBLAS's m, n and k are ints (S and hd, checked above) and its strides 64-bit; one
+    // head's scores (S·S) are held to an int too.
     to_int(shape_.seq * shape_.seq, "the scores of one head (S·S)", layer);
     const int64_t half_heads = half_ ? kHalfHeadBuffers * shape_.head_elements() : 0;
     libraries_->reserve_workspace(

@@ -192,7 +192,8 @@ void unscale_gradients(float* grads, int64_t n, float inv_scale, float* found_in
 // acc += grads.
 void accumulate(float* acc, const float* grads, int64_t n, cudaStream_t stream);
 
-// half[i] = compress_gradient(grads[i], replicas, format); grads[i] = from_half(half[i]).
+// half[i] = compress_gradient(grads[i], replicas, format); grads is only read.
+// decompress_gradients: grads[i] = from_half(half[i]).
 void compress_gradients(const float* grads, uint16_t* half, int64_t n, int replicas,
                         kernel_math::HalfFormat format, cudaStream_t stream);
 void decompress_gradients(const uint16_t* half, float* grads, int64_t n,
