@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "models/kernel_math/exp_math.h"
 #include "models/kernel_math/host_device.h"
 #include "models/kernel_math/row_reduce.h"
 
@@ -107,40 +108,12 @@ SS_HOST_DEVICE void causal_softmax_backward_row(const float* p, const float* dp,
 // as one tile, so it never rescales; a kernel with less room per row, a GPU's, would.)
 //
 // The tile functions are written for compilers to vectorise: no library call or branch per
-// element (tile_exp below; masked columns are computed and then replaced, as a vector
+// element (vector_exp, exp_math.h; masked columns are computed and then replaced, as a vector
 // would), and a tile row's maximum and sum taken in kTileLanes interleaved partial results
 // combined in a fixed order, so that the bits depend on neither the vector width nor the
 // thread count. A row is `width` columns, a multiple of kTileLanes: the
 // caller's storage past the tile's keys (padding), which the functions set to 0.
 inline constexpr int64_t kTileLanes = 8;
-
-// exp(x) for the tiles: Cephes' expf (Cody and Waite's reduction by n·ln 2 in two parts, a
-// degree-5 polynomial on the rest, 2^n put into the exponent bits), within 2 ulp of expf over
-// its normal range; 0 below −87.3 (where expf gives subnormals or 0), +inf above 88.0 (expf's
-// own overflow is at 88.72), NaN for NaN.
-SS_HOST_DEVICE inline float tile_exp(float x) {
-  // Into the range the reduction takes; NaN, which fails every comparison, to its bottom, so
-  // that the conversion to int below always has an int to give.
-  const float low = x > -87.3f ? x : -87.3f;
-  const float clamped = low < 88.0f ? low : 88.0f;
-  // Round to nearest by adding and taking away 1.5·2^23 (no rounding instruction in
-  // baseline x86-64); exact for |n| < 2^22.
-  const float n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = clamped - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float y = p * (r * r) + r + 1.0f;
-  const float two_n = bits_float(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
-  const float e = y * two_n;
-  const float high = x > 88.0f ? INFINITY : e;
-  const float result = x < -87.3f ? 0.0f : high;
-  return x == x ? result : x;  // NaN stays NaN
-}
 
 // The fixed order in which a row's kTileLanes partial sums are combined.
 SS_HOST_DEVICE inline float sum_lanes(const float* lane) {
@@ -180,8 +153,8 @@ SS_HOST_DEVICE inline float online_softmax_tile(float* s, int64_t cols, int64_t 
   float max = row.max;
   for (int64_t l = 0; l < kTileLanes; ++l) max = lane[l] > max ? lane[l] : max;
   const float rescale = max == row.max ? 1.0f : expf(row.max - max);
-  // Masked columns hold −inf: tile_exp gives them 0.
-  for (int64_t j = 0; j < width; ++j) s[j] = tile_exp(s[j] - max);
+  // Masked columns hold −inf: vector_exp gives them 0.
+  for (int64_t j = 0; j < width; ++j) s[j] = vector_exp(s[j] - max);
   for (int64_t l = 0; l < kTileLanes; ++l) lane[l] = 0.0f;
   for (int64_t j0 = 0; j0 < width; j0 += kTileLanes) {
     for (int64_t l = 0; l < kTileLanes; ++l) lane[l] += s[j0 + l];
@@ -208,7 +181,7 @@ SS_HOST_DEVICE inline void attention_tile_backward_row(float* s, float* dp, int6
                                                        float scale, float lse, float delta) {
   const int64_t visible = causal_visible(cols, key0, query);
   for (int64_t j = 0; j < width; ++j) {
-    const float p = tile_exp(s[j] * scale - lse);
+    const float p = vector_exp(s[j] * scale - lse);
     const float ds = (p * (dp[j] - delta)) * scale;
     s[j] = j < visible ? p : 0.0f;
     dp[j] = j < visible ? ds : 0.0f;
