@@ -44,9 +44,12 @@ std::unique_ptr<LayerKernel> make_cpu_embedding(const EmbeddingSpec& spec,
 std::unique_ptr<LayerKernel> make_cpu_position_embedding(const PositionEmbeddingSpec& spec,
                                                          const LayerBinding& binding,
                                                          Device& device);
-// cpu_unary.cpp: activations (oneDNN eltwise), flatten and global average pooling; called by
-// make_cpu_layer, which checks the binding.
+// cpu_unary.cpp: activations (oneDNN eltwise; GELU's make_cpu_gelu), flatten and global average
+// pooling; called by make_cpu_layer, which checks the binding.
 std::unique_ptr<LayerKernel> make_cpu_eltwise(Activation kind, int64_t numel, Device& device);
+// cpu_gelu.cpp: GELU over `numel` floats, reading and writing 16-bit saved copies under the
+// precision current when it is made (bf16, fp16).
+std::unique_ptr<LayerKernel> make_cpu_gelu(int64_t numel);
 std::unique_ptr<LayerKernel> make_cpu_flatten(const Shape& in, Device& device);
 std::unique_ptr<LayerKernel> make_cpu_global_avg_pool(const Shape& in, Device& device);
 // cpu_dropout.cpp: called by make_cpu_layer, which checks the binding.

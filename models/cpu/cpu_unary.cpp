@@ -75,9 +75,9 @@ class GlobalAvgPoolKernel final : public UnaryKernel {
   }
 };
 
-// Element-wise activations over the flat tensor (any layout). Backward computes the
-// derivative from the output (the *_use_dst_for_bwd algorithms), which the caller keeps, except
-// GELU's, which oneDNN computes from the input.
+// Element-wise activations over the flat tensor (any layout) but GELU (cpu_gelu.cpp). Backward
+// computes the derivative from the output (the *_use_dst_for_bwd algorithms), which the caller
+// keeps.
 class EltwiseKernel final : public UnaryKernel {
  public:
   EltwiseKernel(Device& device, dnnl::algorithm algorithm, int64_t numel) : UnaryKernel(device) {
@@ -91,12 +91,10 @@ class EltwiseKernel final : public UnaryKernel {
     dst_ = unbound(data);
     diff_src_ = unbound(data);
     diff_dst_ = unbound(data);
-    const bool from_src = algorithm == dnnl::algorithm::eltwise_gelu_tanh;
     forward_ = plan<dnnl::eltwise_forward>(fwd_pd, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}});
     backward_ = plan<dnnl::eltwise_backward>(
-        bwd_pd, {{from_src ? DNNL_ARG_SRC : DNNL_ARG_DST, from_src ? src_ : dst_},
-                 {DNNL_ARG_DIFF_DST, diff_dst_},
-                 {DNNL_ARG_DIFF_SRC, diff_src_}});
+        bwd_pd,
+        {{DNNL_ARG_DST, dst_}, {DNNL_ARG_DIFF_DST, diff_dst_}, {DNNL_ARG_DIFF_SRC, diff_src_}});
     if (precision() == Precision::kBf16) plan_bf16_forward(algorithm, numel);
     allocate_scratchpad();
   }
@@ -155,6 +153,7 @@ class FlattenKernel final : public UnaryKernel {
 }  // namespace
 
 std::unique_ptr<LayerKernel> make_cpu_eltwise(Activation kind, int64_t numel, Device& device) {
+  if (kind == Activation::kGelu) return make_cpu_gelu(numel);
   return std::make_unique<EltwiseKernel>(device, cpu_dnnl::eltwise_algorithm(kind, false), numel);
 }
 

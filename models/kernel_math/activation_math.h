@@ -9,19 +9,22 @@
 //   hardware: rounding y² first would lose most digits of 1 - y² near saturation.
 // - sigmoid' = (y · (1 - y)) · dy, in that order.
 // - tanh and sigmoid give NaN for NaN, forward and backward.
-// - GELU is GPT-2's tanh approximation, in PyTorch's operations and order (its CPU and CUDA
-//   kernels for F.gelu(x, approximate="tanh")): 0.5·x·(1 + tanh(k·(x + 0.044715·x³))), k =
-//   sqrt(2/pi), and its derivative as PyTorch's backward forms it from x.
+// - GELU is GPT-2's tanh approximation (PyTorch's F.gelu(x, approximate="tanh")),
+//   0.5·x·(1 + tanh(u)) with u = k·(x + 0.044715·x³), k = sqrt(2/pi), computed as the same
+//   function x·σ(2u) = x / (1 + exp(−2u)) (1 + tanh(u) = 2·σ(2u)): one vector_exp and one
+//   division, which compilers vectorise, and no 1 + tanh(u) cancelling to nothing in the
+//   negative tail. Its derivative is σ(2u)·(1 + 2·x·σ(−2u)·u'), σ(−2u) = exp(−2u)·σ(2u).
+//   The CPU and CUDA kernels both run these functions: the same bits on both.
 //
-// Backward of ReLU, tanh and sigmoid is therefore the CPU's bits. Forward tanh, sigmoid and GELU,
-// and GELU's backward, agree with the CPU to a few ulps only (away from GELU's zeros): oneDNN
-// evaluates its own approximations of tanh and exp, the host and the GPU their math libraries'
-// tanhf and expf.
+// Backward of ReLU, tanh and sigmoid is therefore the CPU's bits, and GELU both ways. Forward
+// tanh and sigmoid agree with the CPU to a few ulps only: oneDNN evaluates its own
+// approximations of tanh and exp, the host and the GPU their math libraries' tanhf and expf.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
+#include "models/kernel_math/exp_math.h"
 #include "models/kernel_math/half_math.h"
 #include "models/kernel_math/host_device.h"
 #include "models/layer_spec.h"
@@ -32,24 +35,22 @@ namespace scalescope::kernel_math {
 constexpr float kGeluBeta = 0.7978845608028654f;
 constexpr float kGeluKappa = 0.044715f;
 
+// exp(−2u): +inf where x is so negative that σ(2u) is 0 in float.
+SS_HOST_DEVICE inline float gelu_exp_minus_2u(float x) {
+  const float u = kGeluBeta * (x + kGeluKappa * (x * x * x));
+  return vector_exp(-2.0f * u);
+}
+
 SS_HOST_DEVICE inline float gelu_forward(float x) {
-  const float x_cube = x * x * x;
-  const float inner = kGeluBeta * (x + kGeluKappa * x_cube);
-  return 0.5f * x * (1.0f + tanhf(inner));
+  return x / (1.0f + gelu_exp_minus_2u(x));
 }
 
 SS_HOST_DEVICE inline float gelu_backward(float x, float dy) {
-  const float x_sq = x * x;
-  const float x_cube = x_sq * x;
-  const float inner = kGeluBeta * (x + kGeluKappa * x_cube);
-  const float tanh_inner = tanhf(inner);
-  const float left = 0.5f * x;
-  const float right = 1.0f + tanh_inner;
-  const float left_derivative = 0.5f * right;
-  const float tanh_derivative = 1.0f - tanh_inner * tanh_inner;
-  const float inner_derivative = kGeluBeta * (1.0f + 3.0f * kGeluKappa * x_sq);
-  const float right_derivative = left * tanh_derivative * inner_derivative;
-  return dy * (left_derivative + right_derivative);
+  const float e = gelu_exp_minus_2u(x);
+  const float s = 1.0f / (1.0f + e);                  // σ(2u)
+  const float s_minus = e < INFINITY ? e * s : 1.0f;  // σ(−2u), not inf · 0
+  const float u_derivative = kGeluBeta * (1.0f + 3.0f * kGeluKappa * (x * x));
+  return dy * (s * (1.0f + 2.0f * x * s_minus * u_derivative));
 }
 
 SS_HOST_DEVICE inline float activation_forward(Activation kind, float x) {

@@ -71,6 +71,8 @@ std::vector<LayerCase> elementwise_cases() {
       {"sigmoid", ActivationSpec{Activation::kSigmoid}, Shape{3, 7}},
       {"gelu_sequence", ActivationSpec{Activation::kGelu}, Shape{2, 3, 5}},
       {"gelu_flat", ActivationSpec{Activation::kGelu}, Shape{3, 7}},
+      // The CPU kernel's tasks are 4096 values: a whole one and the rest, on two threads.
+      {"gelu_two_tasks_2threads", ActivationSpec{Activation::kGelu}, Shape{1, 4099}, 2},
       {"flatten_image", FlattenSpec{}, Shape{2, 3, 4, 5}},
       {"flatten_c1", FlattenSpec{}, Shape{2, 3, 5, 1}},
       {"flatten_vector", FlattenSpec{}, Shape{2, 6}},
