@@ -199,9 +199,12 @@ ConvWorkspaceLimit conv_workspace_limit(const ConvMemory& memory) {
       source = fmt::format("({} limit - {} in use)", memory.limit, memory.in_use);
     }
   }
-  const size_t bytes = std::max(memory.shared, available / kConvWorkspaceShare);
-  return {bytes, fmt::format("{} = max(shared {}, {} / {})", bytes, memory.shared, source,
-                             kConvWorkspaceShare)};
+  const size_t total = std::max(memory.shared, available / kConvWorkspaceShare);
+  const size_t bytes = total > memory.own ? total - memory.own : 0;
+  std::string rule = fmt::format("{} = max(shared {}, {} / {})", bytes, memory.shared, source,
+                                 kConvWorkspaceShare);
+  if (memory.own > 0) rule += fmt::format(" - {} of its own", memory.own);
+  return {bytes, rule};
 }
 
 namespace {

@@ -85,6 +85,7 @@ struct ConvMemory {
   int64_t limit = 0;   // the device's emulated size (--memory-limit-mb; 0: none)
   int64_t in_use = 0;  // what the device's allocator has handed out (counted by the limit)
   size_t shared = 0;   // the workspace the replica's convolutions already share
+  size_t own = 0;      // what the convolution keeps there beside cuDNN's (its 16-bit copies)
 };
 
 // The divisor of the free memory: what the convolutions may take together (they share one
@@ -96,10 +97,11 @@ struct ConvWorkspaceLimit {
   std::string rule;  // how: "17500000000 = max(shared 0, 140000000000 free / 8)"
 };
 
-// The most workspace one pass of a convolution may take: max(W, F / 8), with W the workspace
-// the replica's convolutions already share (an algorithm within it costs nothing more) and F
-// the device's free memory, or what the memory limit leaves (limit - in use) when that is
-// less. No fixed cap: on a large device a layer's fastest deterministic algorithm fits.
+// The most workspace one pass of a convolution may take: max(W, F / 8) less what the
+// convolution keeps in the workspace itself, with W the workspace the replica's convolutions
+// already share (an algorithm within it costs nothing more) and F the device's free memory, or
+// what the memory limit leaves (limit - in use) when that is less. No fixed cap: on a large
+// device a layer's fastest deterministic algorithm fits.
 ConvWorkspaceLimit conv_workspace_limit(const ConvMemory& memory);
 
 struct ConvPolicy {

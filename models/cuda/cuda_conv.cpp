@@ -46,14 +46,15 @@ namespace scalescope {
 namespace {
 
 // The memory the workspace limit is taken from, now. REQUIRES: the device current.
-ConvMemory memory_now(CudaDevice& device, size_t shared) {
+ConvMemory memory_now(CudaDevice& device, size_t shared, size_t own) {
   size_t free = 0;
   size_t total = 0;
   SS_CHECK_CUDA(cudaMemGetInfo(&free, &total));
   return {.free = free,
           .limit = device.memory_limit(),
           .in_use = device.memory_in_use(),
-          .shared = shared};
+          .shared = shared,
+          .own = own};
 }
 
 struct ConvShape {
@@ -218,7 +219,9 @@ class ConvKernel final : public LayerKernel {
         bias_(c.bias ? b.params[1].data : nullptr),
         weight_grad_(b.grads[0].data),
         bias_grad_(c.bias ? b.grads[1].data : nullptr) {
-    limit_ = conv_workspace_limit(memory_now(device, libraries_->workspace_bytes()));
+    // Before planning cuDNN's region is empty: the offset of the end is the 16-bit copies'.
+    limit_ = conv_workspace_limit(
+        memory_now(device, libraries_->workspace_bytes(), region_offset(kRegions)));
     const ConvPolicy policy{precision_, determinism(), limit_.bytes};
     plan_ = plan_convolution(descriptors_, policy, describe(spec));
     descriptors_.apply(plan_);

@@ -334,6 +334,20 @@ TEST(ConvWorkspace, TheLimitIsAnEighthOfTheFreeMemoryOrOfWhatTheMemoryLimitLeave
   EXPECT_EQ(conv_workspace_limit(over).bytes, 0u);
 }
 
+// Under bf16 and fp16 a convolution keeps its 16-bit copies in the same workspace after cuDNN's
+// region (ResNet-50 at 64: about 0.2 GB): they come off what cuDNN may take, so that the whole
+// reservation stays within an eighth of the free memory.
+TEST(ConvWorkspace, TheConvolutionsOwnCopiesComeOffTheLimit) {
+  ConvMemory copies = kH200;
+  copies.own = 200'000'000;
+  const ConvWorkspaceLimit limit = conv_workspace_limit(copies);
+  EXPECT_EQ(limit.bytes, size_t{17'175'000'000});
+  EXPECT_EQ(limit.rule,
+            "17175000000 = max(shared 0, 139000000000 free / 8) - 200000000 of its own");
+  copies.own = 18'000'000'000;  // more than the share: cuDNN gets nothing, no wrap-around
+  EXPECT_EQ(conv_workspace_limit(copies).bytes, 0u);
+}
+
 TEST(ConvWorkspace, AWorkspaceAlreadySharedIsAlwaysWithinTheLimit) {
   ConvMemory full = kH200At2GiB;
   full.in_use = full.limit;  // the layers planned so far took everything
