@@ -23,6 +23,27 @@ ScopedCudaDevice::~ScopedCudaDevice() {
   if (previous_ >= 0 && current != previous_) SS_CHECK_CUDA_LOG(cudaSetDevice(previous_));
 }
 
+CurrentDevice::CurrentDevice(int device) noexcept {
+  if (cudaGetDevice(&previous_) != cudaSuccess) {
+    previous_ = -1;
+    (void)cudaGetLastError();  // not sticky: keep it from surfacing in a later check
+  }
+  if (previous_ == device) {
+    ok_ = true;
+    return;
+  }
+  const cudaError_t status = cudaSetDevice(device);
+  ok_ = status == cudaSuccess;
+  if (!ok_) {
+    SS_LOG_ERROR("CUDA error: cannot make cuda device {} current: {}", device,
+                 cudaGetErrorString(status));
+  }
+}
+
+CurrentDevice::~CurrentDevice() {
+  if (ok_ && previous_ >= 0) SS_CHECK_CUDA_LOG(cudaSetDevice(previous_));
+}
+
 CudaStream::CudaStream(CudaDevice& device) : device_(device) {
   ScopedCudaDevice scope(device.id().index);
   SS_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -37,7 +58,7 @@ CudaStream::CudaStream(CudaDevice& device) : device_(device) {
 CudaStream::~CudaStream() {
   if (stream_ == nullptr) return;
   device_.allocator().unregister_stream(*this);
-  SS_CHECK_CUDA_LOG(cudaSetDevice(device_.id().index));
+  const CurrentDevice current(device_.id().index);
   SS_CHECK_CUDA_LOG(cudaStreamDestroy(stream_));
 }
 
@@ -73,7 +94,7 @@ CudaEvent::CudaEvent(int device, bool timing) : device_(device), timing_(timing)
 
 CudaEvent::~CudaEvent() {
   if (event_ == nullptr) return;
-  SS_CHECK_CUDA_LOG(cudaSetDevice(device_));
+  const CurrentDevice current(device_);
   SS_CHECK_CUDA_LOG(cudaEventDestroy(event_));
 }
 
@@ -95,7 +116,10 @@ bool CudaEvent::synchronize_for(std::chrono::milliseconds timeout) const {
   while (true) {
     const cudaError_t status = cudaEventQuery(event_);
     if (status == cudaSuccess) return true;
-    if (status != cudaErrorNotReady) SS_CHECK_CUDA(status);
+    if (status != cudaErrorNotReady) {
+      (void)cudaGetLastError();  // thrown here: not left pending for an unrelated later check
+      SS_CHECK_CUDA(status);
+    }
     if (std::chrono::steady_clock::now() >= deadline) return false;
     backoff.pause();
   }
@@ -116,52 +140,18 @@ double CudaEvent::elapsed_ms_since(const Event& start) const {
   return static_cast<double>(ms);
 }
 
-namespace {
-
-// Makes `device` current for a scope and restores the previous one, for paths that must not
-// throw (memory is given back from destructors): failures are logged, and ok() says whether
-// the device could be made current.
-class CurrentDevice {
- public:
-  explicit CurrentDevice(int device) noexcept {
-    if (cudaGetDevice(&previous_) != cudaSuccess) {
-      previous_ = -1;
-      (void)cudaGetLastError();  // not sticky: keep it from surfacing in a later check
-    }
-    if (previous_ == device) {
-      ok_ = true;
-      return;
-    }
-    const cudaError_t status = cudaSetDevice(device);
-    ok_ = status == cudaSuccess;
-    if (!ok_) {
-      SS_LOG_ERROR("CUDA error: cannot make cuda device {} current: {}", device,
-                   cudaGetErrorString(status));
-    }
-  }
-  ~CurrentDevice() {
-    if (ok_ && previous_ >= 0) SS_CHECK_CUDA_LOG(cudaSetDevice(previous_));
-  }
-  CurrentDevice(const CurrentDevice&) = delete;
-  CurrentDevice& operator=(const CurrentDevice&) = delete;
-
-  bool ok() const { return ok_; }
-
- private:
-  int previous_ = -1;
-  bool ok_ = false;
-};
-
-}  // namespace
+namespace {}  // namespace
 
 // The GPU's memory from cudaMalloc, and its fences: the device's ordering events.
 class CudaDevice::Memory final : public CachingAllocator::Source {
  public:
-  explicit Memory(CudaDevice& device) : device_(device) {}
+  // The index is its own: memory is given back while the allocator is destroyed, after
+  // CudaDevice's members are gone.
+  Memory(CudaDevice& device, int index) : device_(device), index_(index) {}
   void* allocate(size_t bytes, std::string& error) noexcept override {
-    const CurrentDevice current(device_.index_);
+    const CurrentDevice current(index_);
     if (!current.ok()) {
-      error = fmt::format("cannot make cuda device {} current", device_.index_);
+      error = fmt::format("cannot make cuda device {} current", index_);
       return nullptr;
     }
     void* ptr = nullptr;
@@ -174,18 +164,19 @@ class CudaDevice::Memory final : public CachingAllocator::Source {
     return nullptr;
   }
   void free(void* ptr, size_t) noexcept override {
-    const CurrentDevice current(device_.index_);
+    const CurrentDevice current(index_);
     SS_CHECK_CUDA_LOG(cudaFree(ptr));
   }
   std::unique_ptr<Event> make_fence() override { return device_.create_ordering_event(); }
 
  private:
   CudaDevice& device_;
+  int index_;
 };
 
 CudaDevice::CudaDevice(int index)
     : CachingDevice("CUDA", to_string(DeviceId{DeviceKind::kCuda, index}),
-                    std::make_unique<Memory>(*this)),
+                    std::make_unique<Memory>(*this, index)),
       index_(index) {
   ScopedCudaDevice scope(index);
   default_stream_ = std::make_unique<CudaStream>(*this);

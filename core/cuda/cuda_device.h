@@ -1,5 +1,6 @@
 // The CUDA backend of core: one Device per GPU, streams and events mapping one to one on
-// cudaStream_t / cudaEvent_t. Every destructor makes its device current first. Device
+// cudaStream_t / cudaEvent_t. Every destructor makes its device current for its calls and
+// restores the thread's previous one. Device
 // memory comes from the caching allocator (core/caching_allocator.h) over cudaMalloc.
 #pragma once
 
@@ -23,6 +24,23 @@ class ScopedCudaDevice {
 
  private:
   int previous_ = -1;
+};
+
+// The same for paths that must not throw (destructors, memory given back): failures are
+// logged, and ok() says whether the device could be made current. A destructor that left its
+// own device current would move a thread that drives several GPUs onto the wrong one.
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int device) noexcept;
+  ~CurrentDevice();
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+  bool ok() const { return ok_; }
+
+ private:
+  int previous_ = -1;
+  bool ok_ = false;
 };
 
 class CudaDevice;

@@ -50,7 +50,7 @@ CudnnHandle::CudnnHandle(int device) : device_(device) {
 
 CudnnHandle::~CudnnHandle() {
   if (handle_ == nullptr) return;
-  SS_CHECK_CUDA_LOG(cudaSetDevice(device_));
+  const CurrentDevice current(device_);
   SS_CHECK_CUDNN_LOG(cudnnDestroy(handle_));
 }
 
@@ -65,7 +65,7 @@ CublasHandle::CublasHandle(int device) : device_(device) {
 
 CublasHandle::~CublasHandle() {
   if (handle_ == nullptr) return;
-  SS_CHECK_CUDA_LOG(cudaSetDevice(device_));
+  const CurrentDevice current(device_);
   SS_CHECK_CUBLAS_LOG(cublasDestroy(handle_));
 }
 
