@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <source_location>
 #include <string_view>
@@ -29,6 +30,24 @@ std::string describe(ncclResult_t result, ncclComm_t comm) {
   const char* last = ncclGetLastError(comm);
   if (last == nullptr || *last == '\0') return ncclGetErrorString(result);
   return fmt::format("{} ({})", ncclGetErrorString(result), last);
+}
+
+// A non-blocking communicator's configuration: its calls return at once and we poll them
+// against the collective timeout.
+ncclConfig_t non_blocking_config() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+// NCCL_COMM_BLOCKING=1 overrides that setting (NCCL 2.28's envConfigOverride) and makes
+// every call block with no timeout, so that a lost peer would hang the run.
+void refuse_blocking_environment() {
+  const char* env = std::getenv("NCCL_COMM_BLOCKING");
+  SS_CHECK(env == nullptr || std::strtol(env, nullptr, 10) != 1,
+           "NCCL_COMM_BLOCKING=1 is set: NCCL's calls would block with no timeout and a lost "
+           "replica would hang the run; unset it (scalescope's NCCL communicators are "
+           "non-blocking and give up after --collective-timeout-ms)");
 }
 
 }  // namespace
@@ -205,6 +224,7 @@ NcclGroup::NcclGroup(int size, std::chrono::milliseconds timeout, ShareId share_
   SS_CHECK(share_id || first_global_rank == 0,
            "NcclGroup: the ranks from {} on need share_id to receive global rank 0's unique id",
            first_global_rank);
+  refuse_blocking_environment();
   shared_ = std::make_shared<Shared>();
 
   std::vector<char> mine;
@@ -283,8 +303,7 @@ std::unique_ptr<NcclCommunicator> NcclGroup::connect(int rank, int device_index,
 
   // Non-blocking: the call returns at once and NCCL connects in the background, which lets
   // this thread give up at the timeout (or on abort) instead of waiting for a peer forever.
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
+  ncclConfig_t config = non_blocking_config();
   const ncclResult_t result =
       ncclCommInitRankConfig(&state->comm, world_size, shared_->id, global_rank, &config);
   const std::string what =
@@ -406,8 +425,7 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::split(int color, int key,
   state->host = std::move(host_comm);
   const ScopedCudaDevice scope(s.device);
   SS_CHECK_CUDA(cudaEventCreateWithFlags(&state->done, cudaEventDisableTiming));
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
+  ncclConfig_t config = non_blocking_config();
   const std::string what = fmt::format("splitting the NCCL communicator (colour {})", color);
   const ncclResult_t result = ncclCommSplit(s.comm, color, key, &state->comm, &config);
   if (result != ncclSuccess && result != ncclInProgress) {

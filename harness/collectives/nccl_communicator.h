@@ -4,9 +4,10 @@
 // all_gather of doubles) go through a host communicator that the NCCL communicator owns
 // alongside, created by the caller from a GlooGroup of the same ranks.
 //
-// Never hang: NCCL communicators are created non-blocking, and every wait on NCCL (the
-// creation, an enqueue that reports ncclInProgress, wait() on a stream) polls
-// ncclCommGetAsyncError against the timeout. On an error or at the timeout the communicator
+// Never hang: NCCL communicators are created non-blocking (NcclGroup refuses
+// NCCL_COMM_BLOCKING=1, which would override that), and every wait on NCCL (the creation, an
+// enqueue that reports ncclInProgress, wait() on a stream) polls ncclCommGetAsyncError
+// against the timeout. On an error or at the timeout the communicator
 // is aborted (ncclCommAbort, which also makes its kernels still on the GPU return) and Error
 // (library "NCCL") is thrown naming the rank, the collective and NCCL's message. A dead
 // peer thus costs at most one timeout, never a hung process.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -82,6 +83,18 @@ TEST(NcclGroupTest, RefusesBadGroupArguments) {
   // An id of the wrong size from the bootstrap.
   EXPECT_NE(error_of([] { NcclGroup(1, kTimeout, fixed_id(5), 1); }).find("5 bytes"),
             std::string::npos);
+}
+
+// NCCL_COMM_BLOCKING=1 would make NCCL's calls block past every timeout: refused when the
+// group is made, before any NCCL call; 0 (what scalescope asks for anyway) is fine.
+TEST(NcclGroupTest, RefusesNcclCommBlockingWhichWouldOutlastTheTimeout) {
+  ASSERT_EQ(setenv("NCCL_COMM_BLOCKING", "1", 1), 0);
+  const std::string what = error_of([] { NcclGroup(1, kTimeout, fixed_id(), 1); });
+  ASSERT_EQ(setenv("NCCL_COMM_BLOCKING", "0", 1), 0);
+  EXPECT_NO_THROW(NcclGroup(1, kTimeout, fixed_id(), 1));
+  ASSERT_EQ(unsetenv("NCCL_COMM_BLOCKING"), 0);
+  EXPECT_NE(what.find("NCCL_COMM_BLOCKING=1"), std::string::npos) << what;
+  EXPECT_NE(what.find("--collective-timeout-ms"), std::string::npos) << what;
 }
 
 TEST(NcclGroupTest, RefusesBadConnectArgumentsBeforeTouchingNccl) {
