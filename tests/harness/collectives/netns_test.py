@@ -228,14 +228,19 @@ def killed_node(work):
     check(elapsed < timeout_ms / 1000, f"the run took {elapsed:.0f} s to end after the kill")
     # Two correct endings race: rank 0's own error (its exchange with node2 fails), or mpirun,
     # which lost node2's launch daemon at the same moment, naming node2 and stopping rank 0
-    # with SIGTERM, whose message says where the finished points are. Under load mpirun wins
-    # now and then; either way the user is told which node was lost and keeps the results.
+    # with SIGTERM (whose message says where the finished points are) and, when rank 0 has not
+    # ended within ORTE's grace period, SIGKILL: under load (a CI run on 2 cores) that
+    # message is then never printed (seen once in a rehearsal). Either way the user is told
+    # which node was lost, and the report below keeps the finished points.
     ours = re.search(r"lost (contact with )?process rank 1 \(node2\)", err) is not None
     mpirun = (re.search(r"lost communication with a remote daemon", err) is not None and
-              re.search(r"Remote daemon: .* on node node2", err) is not None and
-              re.search(r"interrupted by SIGTERM: the sweep stopped; its \d+ finished points are "
-                        rf"in {re.escape(out)}", err) is not None)
+              re.search(r"Remote daemon: .* on node node2", err) is not None)
     check(ours or mpirun, f"the error does not name node2: {err[-1500:]}")
+    if mpirun and not ours:
+        said = re.search(r"interrupted by SIGTERM: the sweep stopped; its \d+ finished points "
+                         rf"are in {re.escape(out)}", err) is not None
+        print(f"  mpirun named node2; rank 0 {'said' if said else 'did not say'} where the "
+              "finished points are")
     r = json.load(open(out))
     ok = [x for x in r["points"] if x["status"] == "ok"]
     check(len(ok) >= 2 and any(x["devices"] == 4 for x in ok),
