@@ -140,8 +140,6 @@ double CudaEvent::elapsed_ms_since(const Event& start) const {
   return static_cast<double>(ms);
 }
 
-namespace {}  // namespace
-
 // The GPU's memory from cudaMalloc, and its fences: the device's ordering events.
 class CudaDevice::Memory final : public CachingAllocator::Source {
  public:
