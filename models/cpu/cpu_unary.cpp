@@ -43,6 +43,15 @@ class UnaryKernel : public DnnlKernel {
  protected:
   using DnnlKernel::DnnlKernel;
 
+  // The four memory objects, unbound: the input and its gradient in `in`'s layout, the output
+  // and its gradient in `out`'s.
+  void unbound_data(const memory::desc& in, const memory::desc& out) {
+    src_ = unbound(in);
+    diff_src_ = unbound(in);
+    dst_ = unbound(out);
+    diff_dst_ = unbound(out);
+  }
+
   memory src_, dst_, diff_src_, diff_dst_;
   Call forward_, backward_;
 };
@@ -64,10 +73,7 @@ class GlobalAvgPoolKernel final : public UnaryKernel {
     const dnnl::pooling_backward::desc bwd(average, src, dst, window, window, no_padding,
                                            no_padding);
     const dnnl::pooling_backward::primitive_desc bwd_pd(bwd, attr_, engine_, fwd_pd);
-    src_ = unbound(src);
-    dst_ = unbound(dst);
-    diff_src_ = unbound(src);
-    diff_dst_ = unbound(dst);
+    unbound_data(src, dst);
     forward_ = plan<dnnl::pooling_forward>(fwd_pd, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}});
     backward_ = plan<dnnl::pooling_backward>(
         bwd_pd, {{DNNL_ARG_DIFF_DST, diff_dst_}, {DNNL_ARG_DIFF_SRC, diff_src_}});
@@ -87,10 +93,7 @@ class EltwiseKernel final : public UnaryKernel {
     const dnnl::eltwise_forward::primitive_desc fwd_pd(fwd, attr_, engine_);
     const dnnl::eltwise_backward::desc bwd(algorithm, data, data, 0.0f, 0.0f);
     const dnnl::eltwise_backward::primitive_desc bwd_pd(bwd, attr_, engine_, fwd_pd);
-    src_ = unbound(data);
-    dst_ = unbound(data);
-    diff_src_ = unbound(data);
-    diff_dst_ = unbound(data);
+    unbound_data(data, data);
     forward_ = plan<dnnl::eltwise_forward>(fwd_pd, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}});
     backward_ = plan<dnnl::eltwise_backward>(
         bwd_pd,
@@ -140,10 +143,7 @@ class FlattenKernel final : public UnaryKernel {
       nhwc = f32_desc(image_dims(in), Tag::nhwc);
       nchw = f32_desc(image_dims(in), Tag::nchw);
     }
-    src_ = unbound(nhwc);
-    dst_ = unbound(nchw);
-    diff_src_ = unbound(nhwc);
-    diff_dst_ = unbound(nchw);
+    unbound_data(nhwc, nchw);
     forward_ = reorder(src_, dst_);
     backward_ = reorder(diff_dst_, diff_src_);
     allocate_scratchpad();

@@ -219,9 +219,9 @@ class ConvKernel final : public LayerKernel {
         bias_(c.bias ? b.params[1].data : nullptr),
         weight_grad_(b.grads[0].data),
         bias_grad_(c.bias ? b.grads[1].data : nullptr) {
-    // Before planning cuDNN's region is empty: the offset of the end is the 16-bit copies'.
-    limit_ = conv_workspace_limit(
-        memory_now(device, libraries_->workspace_bytes(), region_offset(kRegions)));
+    // The 16-bit copies' regions, which follow cuDNN's.
+    const size_t copies = region_offset(kRegions) - region_offset(kX16);
+    limit_ = conv_workspace_limit(memory_now(device, libraries_->workspace_bytes(), copies));
     const ConvPolicy policy{precision_, determinism(), limit_.bytes};
     plan_ = plan_convolution(descriptors_, policy, describe(spec));
     descriptors_.apply(plan_);

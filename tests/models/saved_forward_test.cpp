@@ -1,7 +1,7 @@
 // The layers whose training forward writes the model's saved 16-bit copy of its output itself
 // (LayerKernel::forwards_into_saved): the CPU layer norm (from its fp32 input) and, under bf16,
 // the activations and dense layers (from the saved copy of their input, as autocast runs them
-// on bf16 tensors).
+// on bf16 tensors; GELU under fp16 too).
 // The copy is the one the model would have saved: the layer norm's the same bits as its fp32
 // forward rounded, an activation's the bits of its fp32 forward on the rounded input, rounded.
 #include <gtest/gtest.h>
