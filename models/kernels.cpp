@@ -24,10 +24,16 @@ std::atomic<Precision>& precision_flag() {
 }
 
 constexpr auto kDeterminismNames = enum_names<Determinism>("preferred", "required", "off");
+constexpr auto kConvSearchNames = enum_names<ConvSearch>("heuristic", "benchmark");
 
 std::atomic<Determinism>& determinism_flag() {
   static std::atomic<Determinism> determinism{Determinism::kPreferred};
   return determinism;
+}
+
+std::atomic<ConvSearch>& conv_search_flag() {
+  static std::atomic<ConvSearch> search{ConvSearch::kHeuristic};
+  return search;
 }
 
 std::vector<std::unique_ptr<KernelBackend>> make_kernel_backends() {
@@ -82,6 +88,25 @@ void set_determinism(Determinism determinism) {
 
 Determinism determinism() {
   return determinism_flag().load(std::memory_order_relaxed);
+}
+
+std::string to_string(ConvSearch search) {
+  return std::string(kConvSearchNames(search));
+}
+
+ConvSearch parse_conv_search(const std::string& name) {
+  const std::optional<ConvSearch> search = kConvSearchNames.parse(name);
+  SS_CHECK_INPUT(search.has_value(), "convolution algorithm search '{}': unknown; use {}", name,
+                 kConvSearchNames.accepted());
+  return *search;
+}
+
+void set_conv_search(ConvSearch search) {
+  conv_search_flag().store(search, std::memory_order_relaxed);
+}
+
+ConvSearch conv_search() {
+  return conv_search_flag().load(std::memory_order_relaxed);
 }
 
 const std::vector<KernelBackend*>& kernel_backends() {

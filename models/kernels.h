@@ -91,6 +91,9 @@ struct KernelChoice {
   // Why this pass is not deterministic although deterministic algorithms were preferred (none
   // fitted the workspace limit); "" when it is, or when determinism was not asked for.
   std::string fallback{};
+  // Where the library timed its candidates (cuDNN's convolutions under --conv-search
+  // benchmark): what this pass's algorithm took when timed, ms; -1 elsewhere.
+  double measured_ms = -1;
 };
 
 class LayerKernel {
@@ -343,6 +346,19 @@ std::string to_string(Determinism determinism);  // "preferred", "required", "of
 // Thread-safe.
 void set_determinism(Determinism determinism);
 Determinism determinism();
+
+// How GPU kernels choose among a library's algorithms for a layer: by the library's heuristics
+// (cuDNN's cudnnGetConvolution*Algorithm_v7 ranking, the default), or by timing each candidate
+// once on buffers of the layer's shapes when the layer is planned (cudnnFind*AlgorithmEx,
+// PyTorch's torch.backends.cudnn.benchmark), the fastest measured first. Either way the
+// precision's math, the determinism policy and the workspace limit decide which candidates are
+// allowed. Timings vary from run to run, so under kBenchmark two runs may choose differently.
+enum class ConvSearch { kHeuristic, kBenchmark };
+std::string to_string(ConvSearch search);               // "heuristic", "benchmark"
+ConvSearch parse_conv_search(const std::string& name);  // throws Error naming the choices
+// Process-wide, kHeuristic by default; read when a kernel is constructed. Thread-safe.
+void set_conv_search(ConvSearch search);
+ConvSearch conv_search();
 
 // Gradient accumulation over micro-batches: acc = grads when `first`, else acc += grads, over
 // `count` floats of device memory of stream.device(). Element-wise, so the result does not

@@ -147,6 +147,8 @@ KernelChoiceRecord kernel_choice_from_json(const JsonReader& r) {
 void JsonFields<KernelChoiceRecord>::check(const KernelChoiceRecord& k, const JsonReader& r) {
   if (r.has("workspace_limit_rule")) (void)r.int64("workspace_limit_bytes");
   if (r.has("workspace_limit_bytes")) (void)r.string("workspace_limit_rule");
+  SS_CHECK(!r.has("measured_ms") || k.measured_ms >= 0, "{} {} must not be negative",
+           r.name("measured_ms"), k.measured_ms);
   SS_CHECK(k.layer >= 0, "{} {} must not be negative", r.name("layer"), k.layer);
   SS_CHECK(k.workspace_bytes >= 0 && k.workspace_limit_bytes >= 0,
            "{} {} and {} {} must not be negative", r.name("workspace_bytes"), k.workspace_bytes,
@@ -227,6 +229,7 @@ nlohmann::json run_json(const RunReport& r) {
   if (r.tf32) j["tf32"] = *r.tf32;
   if (r.deterministic) j["deterministic"] = *r.deterministic;
   if (r.determinism) j["determinism"] = *r.determinism;
+  if (r.conv_search) j["conv_search"] = *r.conv_search;
   return j;
 }
 

@@ -21,7 +21,7 @@ namespace scalescope {
 // 2.0: the config block holds the options as a config file does (train --config reads it back);
 // the run's facts (replicas, batch per device, buckets...) moved to a block of their own, "run".
 // 2.1: "layer_profile" (--profile-layers).
-inline constexpr const char* kRunSchemaVersion = "2.3";
+inline constexpr const char* kRunSchemaVersion = "2.4";
 
 // With --noise-scale: a step's squared gradient norms (reports/analysis/noise_scale.h).
 struct StepGradNorms {
@@ -135,6 +135,9 @@ struct KernelChoiceRecord {
   // Why the pass is not deterministic although deterministic algorithms were preferred ("" when
   // it is, or when determinism was not asked for).
   std::string fallback{};
+  // Where the library timed its candidates (--conv-search benchmark): what this pass's
+  // algorithm took when timed, ms; -1 elsewhere.
+  double measured_ms = -1;
 };
 
 // --profile-layers: one layer of replica 0's model, its mean times per measured step (the
@@ -229,7 +232,9 @@ struct JsonFields<KernelChoiceRecord> {
           "workspace_limit_bytes", &K::workspace_limit_bytes,
           +[](const K& k) { return !k.workspace_limit_rule.empty(); }),
       optional_field("workspace_limit_rule", &K::workspace_limit_rule),
-      optional_field("fallback", &K::fallback));
+      optional_field("fallback", &K::fallback),
+      optional_field(
+          "measured_ms", &K::measured_ms, +[](const K& k) { return k.measured_ms >= 0; }));
   static void check(const KernelChoiceRecord& k, const JsonReader& r);
 };
 
@@ -327,6 +332,8 @@ struct RunReport {
   // strictly: "preferred" (where one fits the workspace limit), "required" or "off".
   std::optional<bool> deterministic;
   std::optional<std::string> determinism;
+  // GPU runs: how cuDNN's convolution algorithms were chosen, "heuristic" or "benchmark".
+  std::optional<std::string> conv_search;
   // Layer by layer, what the libraries chose; empty where no kernel chose (our own kernels).
   std::vector<KernelChoiceRecord> kernels;
   // --profile-layers: each layer's times, in layer order; empty without.

@@ -200,6 +200,14 @@ void add_training_options(OptionList& list, TrainOptions& o, const TrainingAxes*
            "wherever a deterministic cuDNN algorithm fits the workspace limit, elsewhere the "
            "fastest (the run report names each such layer); --deterministic requires it (a layer "
            "without one is an error), --no-deterministic allows cuDNN's faster atomics anywhere");
+  list.add("--conv-search",
+           Choice{{to_string(ConvSearch::kHeuristic), to_string(ConvSearch::kBenchmark)},
+                  [&o] { return to_string(o.conv_search); },
+                  [&o](const std::string& name) { o.conv_search = parse_conv_search(name); }},
+           "How GPU convolutions choose their cuDNN algorithms: heuristic (cuDNN's ranking, the "
+           "default) or benchmark (each allowed candidate timed once when the layer is planned, "
+           "as PyTorch's cudnn.benchmark; runs may then choose differently); the run report "
+           "records which, and the time measured for each choice");
   add_collective_options(list, o);
   list.add("--memory-limit-mb", o.memory_limit_mb,
            "Device memory per replica in MiB (0: all), libraries' own buffers (NCCL's) included; "

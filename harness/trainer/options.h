@@ -122,6 +122,9 @@ struct TrainOptions {
   // algorithms where they fit, true requires them, false allows any (determinism_of; set for
   // the whole process with the precision).
   std::optional<bool> deterministic;
+  // How cuDNN's convolution algorithms are chosen (models/kernels.h ConvSearch; set for the
+  // whole process with the precision).
+  ConvSearch conv_search = ConvSearch::kHeuristic;
   // Models run activations inside the kernels next to them (models/fusion.h
   // set_fuse_layers; set with the precision).
   bool fusion = true;

@@ -112,7 +112,8 @@ std::vector<KernelChoiceRecord> kernel_records(const Model& model, int64_t batch
                      .workspace_bytes = c.workspace_bytes,
                      .workspace_limit_bytes = c.workspace_limit_bytes,
                      .workspace_limit_rule = c.workspace_limit_rule,
-                     .fallback = c.fallback});
+                     .fallback = c.fallback,
+                     .measured_ms = c.measured_ms});
     }
   }
   return out;

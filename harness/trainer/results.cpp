@@ -205,6 +205,7 @@ RunReport assemble_report(const TrainOptions& o, const RunPlan& plan, RunResults
   if (kernel_backend(plan.spec.kind).has_nondeterministic()) {
     report.deterministic = determinism_of(o) != Determinism::kOff;
     report.determinism = to_string(determinism_of(o));
+    report.conv_search = to_string(o.conv_search);
   }
   report.kernels = g.kernels;
   report.layer_profile = g.layer_profile;

@@ -102,6 +102,7 @@ class LocalRun {
     validate(o);
     // Process-wide and read when kernels are built: every replica's kernels alike.
     set_determinism(determinism_of(o));
+    set_conv_search(o.conv_search);
     set_fuse_layers(o.fusion);
     return o;
   }

@@ -252,7 +252,7 @@ std::optional<ConvChoice> first_fitting(ConvQueries& queries, ConvPass pass,
       }
       continue;
     }
-    return ConvChoice{c.algo, *math, deterministic, bytes, ""};
+    return ConvChoice{c.algo, *math, deterministic, bytes, "", c.time_ms};
   }
   if (proposed.empty()) refusals.text = "none proposed";
   return std::nullopt;

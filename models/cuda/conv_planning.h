@@ -65,17 +65,18 @@ const char* tensor_format_name(cudnnTensorFormat_t f);  // "NHWC", "NCHW", ...
 // backward-filter ALGO_0 and ALGO_3), whatever the proposal says.
 bool conv_deterministic(ConvPass pass, int algo, cudnnDeterminism_t reported);
 
-// One algorithm cuDNN's heuristics propose for a pass (the fields of the three
-// cudnnConvolution*AlgoPerf_t structs that planning reads).
+// One algorithm cuDNN proposes for a pass, by its heuristics or timed (the fields of the
+// three cudnnConvolution*AlgoPerf_t structs that planning reads).
 struct ConvCandidate {
   int algo = 0;
   cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   cudnnDeterminism_t determinism = CUDNN_DETERMINISTIC;
+  float time_ms = -1;  // what it took when cuDNN timed it (cudnnFind*); the heuristics' -1
 };
 template <class Perf>
 ConvCandidate candidate_of(const Perf& perf) {
-  return {static_cast<int>(perf.algo), perf.status, perf.mathType, perf.determinism};
+  return {static_cast<int>(perf.algo), perf.status, perf.mathType, perf.determinism, perf.time};
 }
 
 // The memory a convolution's workspace limit is taken from, as it is when the convolution is
@@ -115,8 +116,8 @@ struct ConvPolicy {
 class ConvQueries {
  public:
   virtual ~ConvQueries() = default;
-  // The heuristics' proposals, fastest first, for descriptors in `layout` asking for
-  // `requested` math.
+  // The proposals, fastest first (by cuDNN's heuristics, or as timed under --conv-search
+  // benchmark), for descriptors in `layout` asking for `requested` math.
   virtual std::vector<ConvCandidate> candidates(ConvPass pass, cudnnTensorFormat_t layout,
                                                 cudnnMathType_t requested) = 0;
   // The workspace `algo` needs under `math`; a status other than success when cuDNN cannot
@@ -132,6 +133,7 @@ struct ConvChoice {
   size_t workspace = 0;
   // Determinism preferred but no deterministic algorithm fitted: why ("" otherwise).
   std::string fallback{};
+  float time_ms = -1;  // the candidate's (timed, or -1)
 };
 
 // Why a pass has no algorithm under a policy.
@@ -150,11 +152,11 @@ struct ConvPlan {
   const ConvChoice& operator[](ConvPass pass) const { return passes[static_cast<size_t>(pass)]; }
 };
 
-// The first (fastest, by the heuristics) proposal of `pass` in `layout` that succeeded, has
-// its math allowed and fits the workspace limit, deterministic unless the policy's
-// determinism is off; when preferred and no deterministic one fits, the first that fits
-// with ConvChoice::fallback saying why. nullopt when none does, with `refusals` saying why
-// each proposal was passed over.
+// The first (fastest, by the heuristics or as timed) proposal of `pass` in `layout` that succeeded,
+// has its math allowed and fits the workspace limit, deterministic unless the policy's determinism
+// is off; when preferred and no deterministic one fits, the first that fits with
+// ConvChoice::fallback saying why. nullopt when none does, with `refusals` saying why each proposal
+// was passed over.
 std::optional<ConvChoice> pick_conv_algorithm(ConvQueries& queries, ConvPass pass,
                                               cudnnTensorFormat_t layout, const ConvPolicy& policy,
                                               ConvRefusals* refusals = nullptr);

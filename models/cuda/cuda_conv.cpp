@@ -27,6 +27,7 @@
 #include <cudnn.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -36,6 +37,7 @@
 #include "core/buffer.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "models/cuda/conv_benchmark.h"
 #include "models/cuda/conv_planning.h"
 #include "models/cuda/cuda_kernels.h"
 #include "models/cuda/cuda_layer_util.h"
@@ -86,13 +88,13 @@ class ConvDescriptors final : public ConvQueries {
     out_h_ = to_int(s.out_h, "the output height", spec);
     out_w_ = to_int(s.out_w, "the output width", spec);
     k_ = to_int(s.kernel, "the kernel", spec);
-    const int stride = to_int(c.stride, "the stride", spec);
-    const Pads pad_h = conv_padding(c, s.in_h);
-    const Pads pad_w = conv_padding(c, s.in_w);
+    stride_ = to_int(c.stride, "the stride", spec);
+    pad_h_ = static_cast<int>(conv_padding(c, s.in_h).before);
+    pad_w_ = static_cast<int>(conv_padding(c, s.in_w).before);
     for (const ConvPass pass : kConvPasses) {
-      SS_CHECK_CUDNN(cudnnSetConvolution2dDescriptor(
-          conv(pass), static_cast<int>(pad_h.before), static_cast<int>(pad_w.before), stride,
-          stride, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+      SS_CHECK_CUDNN(cudnnSetConvolution2dDescriptor(conv(pass), pad_h_, pad_w_, stride_, stride_,
+                                                     1, 1, CUDNN_CROSS_CORRELATION,
+                                                     CUDNN_DATA_FLOAT));
     }
     set_layout(CUDNN_TENSOR_NHWC);
     int dims[4] = {};
@@ -118,31 +120,26 @@ class ConvDescriptors final : public ConvQueries {
       SS_CHECK_CUDNN(cudnnSetConvolutionMathType(conv(pass), plan[pass].math));
   }
 
+  // Under --conv-search benchmark: what candidates() times the passes with, set while the
+  // kernel plans (null: the heuristics' ranking).
+  struct Timing {
+    int gpu = 0;
+    Precision precision = Precision::kTf32;
+    size_t workspace_limit = 0;
+    void* x = nullptr;  // device buffers of the tensors' sizes
+    void* w = nullptr;
+    void* y = nullptr;
+    std::function<void*(size_t)> workspace;  // a device buffer of at least that many bytes
+  };
+  void time_with(const Timing* timing) { timing_ = timing; }
+
   std::vector<ConvCandidate> candidates(ConvPass pass, cudnnTensorFormat_t layout,
                                         cudnnMathType_t requested) override {
     set_layout(layout);
     SS_CHECK_CUDNN(cudnnSetConvolutionMathType(conv(pass), requested));
-    switch (pass) {
-      case ConvPass::kForward:
-        return proposals<cudnnConvolutionFwdAlgoPerf_t>(
-            cudnnGetConvolutionForwardAlgorithmMaxCount, [&](int n, int* got, auto* perf) {
-              return cudnnGetConvolutionForwardAlgorithm_v7(planning_, x(), w(), conv(pass), y(), n,
-                                                            got, perf);
-            });
-      case ConvPass::kBackwardData:
-        return proposals<cudnnConvolutionBwdDataAlgoPerf_t>(
-            cudnnGetConvolutionBackwardDataAlgorithmMaxCount, [&](int n, int* got, auto* perf) {
-              return cudnnGetConvolutionBackwardDataAlgorithm_v7(planning_, w(), y(), conv(pass),
-                                                                 x(), n, got, perf);
-            });
-      case ConvPass::kBackwardFilter:
-        return proposals<cudnnConvolutionBwdFilterAlgoPerf_t>(
-            cudnnGetConvolutionBackwardFilterAlgorithmMaxCount, [&](int n, int* got, auto* perf) {
-              return cudnnGetConvolutionBackwardFilterAlgorithm_v7(planning_, x(), y(), conv(pass),
-                                                                   w(), n, got, perf);
-            });
-    }
-    return {};
+    std::vector<ConvCandidate> proposed = heuristics(pass);
+    if (timing_ == nullptr) return proposed;
+    return timed(pass, layout, requested, proposed);
   }
 
   cudnnStatus_t workspace(ConvPass pass, cudnnTensorFormat_t layout, int algo, cudnnMathType_t math,
@@ -175,23 +172,70 @@ class ConvDescriptors final : public ConvQueries {
   }
 
  private:
-  // The heuristics' proposals of one pass through its Get*MaxCount and Get*_v7 calls.
-  template <class Perf, class MaxCount, class Get>
-  std::vector<ConvCandidate> proposals(MaxCount max_count_of, Get get) {
-    int max_count = 0;
-    SS_CHECK_CUDNN(max_count_of(planning_, &max_count));
-    std::vector<Perf> perf(static_cast<size_t>(std::max(max_count, 0)));
-    int returned = 0;
-    SS_CHECK_CUDNN(get(max_count, &returned, perf.data()));
-    std::vector<ConvCandidate> out;
-    for (int i = 0; i < returned && i < max_count; ++i)
-      out.push_back(candidate_of(perf[static_cast<size_t>(i)]));
-    return out;
+  // The heuristics' proposals of one pass, for the descriptors as they are set.
+  std::vector<ConvCandidate> heuristics(ConvPass pass) {
+    switch (pass) {
+      case ConvPass::kForward:
+        return conv_candidates_from<cudnnConvolutionFwdAlgoPerf_t>(
+            planning_, cudnnGetConvolutionForwardAlgorithmMaxCount,
+            [&](int n, int* got, auto* perf) {
+              return cudnnGetConvolutionForwardAlgorithm_v7(planning_, x(), w(), conv(pass), y(), n,
+                                                            got, perf);
+            });
+      case ConvPass::kBackwardData:
+        return conv_candidates_from<cudnnConvolutionBwdDataAlgoPerf_t>(
+            planning_, cudnnGetConvolutionBackwardDataAlgorithmMaxCount,
+            [&](int n, int* got, auto* perf) {
+              return cudnnGetConvolutionBackwardDataAlgorithm_v7(planning_, w(), y(), conv(pass),
+                                                                 x(), n, got, perf);
+            });
+      case ConvPass::kBackwardFilter:
+        return conv_candidates_from<cudnnConvolutionBwdFilterAlgoPerf_t>(
+            planning_, cudnnGetConvolutionBackwardFilterAlgorithmMaxCount,
+            [&](int n, int* got, auto* perf) {
+              return cudnnGetConvolutionBackwardFilterAlgorithm_v7(planning_, x(), y(), conv(pass),
+                                                                   w(), n, got, perf);
+            });
+    }
+    return {};
+  }
+
+  // The pass's algorithms as cuDNN times them (cached per shape: conv_benchmark.h), offered
+  // the largest workspace any allowed proposal of the heuristics needs within the limit, so
+  // that every algorithm planning could choose is timed and none beyond it allocates.
+  std::vector<ConvCandidate> timed(ConvPass pass, cudnnTensorFormat_t layout,
+                                   cudnnMathType_t requested,
+                                   const std::vector<ConvCandidate>& proposed) {
+    size_t offered = 0;
+    for (const ConvCandidate& c : proposed) {
+      const std::optional<cudnnMathType_t> math = conv_math_for(c.math, timing_->precision);
+      size_t bytes = 0;
+      if (c.status == CUDNN_STATUS_SUCCESS && math &&
+          workspace(pass, layout, c.algo, *math, &bytes) == CUDNN_STATUS_SUCCESS &&
+          bytes <= timing_->workspace_limit)
+        offered = std::max(offered, bytes);
+    }
+    SS_CHECK_CUDNN(cudnnSetConvolutionMathType(conv(pass), requested));  // workspace() set others
+    const std::string key = fmt::format(
+        "gpu {} {} {} math {} data {} n {} c {} in {}x{} f {} k {} out {}x{} stride {} pad {},{} "
+        "workspace {}",
+        timing_->gpu, to_string(pass), tensor_format_name(layout), math_type_name(requested),
+        static_cast<int>(data_), n_, c_, x_h_, x_w_, f_, k_, out_h_, out_w_, stride_, pad_h_,
+        pad_w_, offered);
+    return cached_conv_timing(key, [&] {
+      const ConvFindArgs args{planning_,  x(),        w(),
+                              conv(pass), y(),        timing_->x,
+                              timing_->w, timing_->y, timing_->workspace(offered),
+                              offered};
+      return find_conv_algorithms(pass, args);
+    });
   }
 
   cudnnHandle_t planning_;
   cudnnDataType_t data_;  // the tensors' (the convolution computes in float)
   int n_ = 0, c_ = 0, x_h_ = 0, x_w_ = 0, f_ = 0, out_h_ = 0, out_w_ = 0, k_ = 0;
+  int stride_ = 1, pad_h_ = 0, pad_w_ = 0;
+  const Timing* timing_ = nullptr;
   std::optional<cudnnTensorFormat_t> layout_;
   TensorDescriptor x_;  // the input as cuDNN sees it (extended where padding is asymmetric)
   TensorDescriptor y_;
@@ -223,7 +267,7 @@ class ConvKernel final : public LayerKernel {
     const size_t copies = region_offset(kRegions) - region_offset(kX16);
     limit_ = conv_workspace_limit(memory_now(device, libraries_->workspace_bytes(), copies));
     const ConvPolicy policy{precision_, determinism(), limit_.bytes};
-    plan_ = plan_convolution(descriptors_, policy, describe(spec));
+    plan_ = plan_passes(policy, describe(spec), device);
     descriptors_.apply(plan_);
     if (nchw())
       SS_LOG_DEBUG("{}: planned in NCHW, NHWC refused: {}", describe(spec), plan_.nhwc_refusals);
@@ -286,6 +330,48 @@ class ConvKernel final : public LayerKernel {
     backward_from(operand(x, kX16, s), dy, dout, din, s);
   }
 
+  // The plan of the three passes: by cuDNN's heuristics, or under --conv-search benchmark from
+  // cuDNN's timings on buffers of this layer's sizes, held only while it plans.
+  ConvPlan plan_passes(const ConvPolicy& policy, const std::string& layer, CudaDevice& device) {
+    if (conv_search() != ConvSearch::kBenchmark)
+      return plan_convolution(descriptors_, policy, layer);
+    const size_t element = half_ ? 2 : sizeof(float);
+    const auto filled = [&](int64_t count) {
+      // Small finite values, not zeros, which some kernels run faster on than on real data.
+      DeviceBuffer buffer(device, static_cast<size_t>(count) * element);
+      SS_CHECK_CUDA(cudaMemset(buffer.data(), 0x3c, buffer.bytes()));
+      return buffer;
+    };
+    const DeviceBuffer x = filled(shape_.x_numel());
+    const DeviceBuffer w = filled(shape_.filters * shape_.channels * area());
+    const DeviceBuffer y = filled(rows() * shape_.filters);
+    DeviceBuffer workspace;
+    const ConvDescriptors::Timing timing{.gpu = device.id().index,
+                                         .precision = precision_,
+                                         .workspace_limit = policy.workspace_limit,
+                                         .x = x.data(),
+                                         .w = w.data(),
+                                         .y = y.data(),
+                                         .workspace = [&](size_t bytes) -> void* {
+                                           if (workspace.bytes() < bytes)
+                                             workspace = DeviceBuffer(device, bytes);
+                                           return bytes > 0 ? workspace.data() : nullptr;
+                                         }};
+    // The timing runs on the planning handle's stream: done before its buffers are freed,
+    // also when planning throws.
+    struct Untimed {
+      ConvDescriptors& descriptors;
+      ~Untimed() {
+        descriptors.time_with(nullptr);
+        (void)cudaDeviceSynchronize();
+      }
+    } untimed{descriptors_};
+    descriptors_.time_with(&timing);
+    ConvPlan plan = plan_convolution(descriptors_, policy, layer);
+    SS_CHECK_CUDA(cudaDeviceSynchronize());
+    return plan;
+  }
+
   std::vector<KernelChoice> choices() const override {
     std::vector<KernelChoice> out;
     for (const ConvPass pass : kConvPasses) {
@@ -302,7 +388,8 @@ class ConvKernel final : public LayerKernel {
                      .workspace_bytes = static_cast<int64_t>(c.workspace),
                      .workspace_limit_bytes = static_cast<int64_t>(limit_.bytes),
                      .workspace_limit_rule = limit_.rule,
-                     .fallback = c.fallback});
+                     .fallback = c.fallback,
+                     .measured_ms = c.time_ms});
     }
     return out;
   }

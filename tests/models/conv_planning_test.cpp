@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "models/cuda/conv_benchmark.h"
 #include "models/cuda/conv_planning.h"
 
 namespace scalescope {
@@ -94,7 +95,7 @@ constexpr ConvPolicy kStrict{Precision::kFp32, Determinism::kRequired, size_t{1}
 ConvCandidate proposal(int algo, cudnnMathType_t math = CUDNN_DEFAULT_MATH,
                        cudnnDeterminism_t determinism = CUDNN_DETERMINISTIC,
                        cudnnStatus_t status = CUDNN_STATUS_SUCCESS) {
-  return {algo, status, math, determinism};
+  return {algo, status, math, determinism, -1};
 }
 
 std::optional<ConvChoice> pick(FakeCudnn& fake, ConvPass pass, const ConvPolicy& policy,
@@ -434,6 +435,75 @@ TEST(ConvWorkspace, PreferredDeterminismTakesNchwBeforeFallingBackInNhwc) {
     EXPECT_TRUE(c.deterministic);
     EXPECT_EQ(c.fallback, "");
   }
+}
+
+// --conv-search benchmark: cuDNN's timed list (fastest first) goes through the same rules as
+// the heuristics' proposals, and the choice keeps the time its algorithm was measured at.
+TEST(ConvBenchmark, TimedCandidatesArePickedInTheirMeasuredOrderUnderTheSameRules) {
+  FakeCudnn fake;
+  const auto timed = [](int algo, float ms, cudnnMathType_t math = CUDNN_DEFAULT_MATH,
+                        cudnnStatus_t status = CUDNN_STATUS_SUCCESS) {
+    ConvCandidate c = proposal(algo, math, CUDNN_DETERMINISTIC, status);
+    c.time_ms = ms;
+    return c;
+  };
+  fake.proposals[{ConvPass::kBackwardData, CUDNN_TENSOR_NHWC}] = {
+      timed(CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD, 0.31f, CUDNN_DEFAULT_MATH,
+            CUDNN_STATUS_ALLOC_FAILED),  // needed more workspace than offered: not timed
+      timed(CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, 0.42f),
+      timed(CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT, 0.57f, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION),
+      timed(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, 0.93f)};
+  ConvPolicy policy = kTf32;
+  policy.determinism = Determinism::kPreferred;
+  std::optional<ConvChoice> choice = pick(fake, ConvPass::kBackwardData, policy);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->algo, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1);
+  EXPECT_FLOAT_EQ(choice->time_ms, 0.93f);
+  policy.determinism = Determinism::kOff;
+  choice = pick(fake, ConvPass::kBackwardData, policy);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->algo, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0);
+  EXPECT_FLOAT_EQ(choice->time_ms, 0.42f);
+}
+
+TEST(ConvBenchmark, TheTimeIsCudnnsAndTheHeuristicsHaveNone) {
+  cudnnConvolutionFwdAlgoPerf_t perf{};
+  perf.algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  perf.status = CUDNN_STATUS_SUCCESS;
+  perf.time = 0.125f;
+  perf.mathType = CUDNN_TENSOR_OP_MATH;
+  perf.determinism = CUDNN_DETERMINISTIC;
+  const ConvCandidate c = candidate_of(perf);
+  EXPECT_EQ(c.algo, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+  EXPECT_EQ(c.math, CUDNN_TENSOR_OP_MATH);
+  EXPECT_FLOAT_EQ(c.time_ms, 0.125f);
+  // What the heuristics' fake proposes carries no time, nor does the choice made from it.
+  FakeCudnn fake;
+  fake.offer_everywhere(CUDNN_TENSOR_NHWC, proposal(CUDNN_CONVOLUTION_FWD_ALGO_GEMM));
+  const std::optional<ConvChoice> choice = pick(fake, ConvPass::kForward, kTf32);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_LT(choice->time_ms, 0.0f);
+}
+
+// A shape is timed once per process: a model's repeated blocks and a sweep's later points
+// reuse the timings; another key (another shape, GPU or workspace) is timed anew.
+TEST(ConvBenchmark, EachKeyIsTimedOnceAndItsTimingsReused) {
+  int timings = 0;
+  const auto find = [&timings] {
+    ++timings;
+    ConvCandidate c = proposal(CUDNN_CONVOLUTION_FWD_ALGO_GEMM);
+    c.time_ms = static_cast<float>(timings);
+    return std::vector<ConvCandidate>{c};
+  };
+  const std::string key = "ConvBenchmark test: gpu 0 forward NHWC n 8";
+  const std::vector<ConvCandidate> first = cached_conv_timing(key, find);
+  const std::vector<ConvCandidate> again = cached_conv_timing(key, find);
+  EXPECT_EQ(timings, 1);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_FLOAT_EQ(again[0].time_ms, first[0].time_ms);
+  const std::vector<ConvCandidate> other = cached_conv_timing(key + " on gpu 1", find);
+  EXPECT_EQ(timings, 2);
+  EXPECT_FLOAT_EQ(other[0].time_ms, 2.0f);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "reports/analysis/stats.h"
 #include "reports/run_report.h"
 #include "tests/reports/json_round_trip.h"
+#include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
@@ -64,6 +65,7 @@ TEST(RunReport, AFallbackToANonDeterministicAlgorithmIsListedAndPrinted) {
   r.model = "resnet-50";
   r.deterministic = true;
   r.determinism = "preferred";
+  r.conv_search = "benchmark";
   const std::string rule = "255328256 = max(shared 0, (2147483648 limit - 104857600 in use) / 8)";
   const KernelChoiceRecord data{.layer = 0,
                                 .layer_name = "conv2d(64, 7x7)",
@@ -81,6 +83,7 @@ TEST(RunReport, AFallbackToANonDeterministicAlgorithmIsListedAndPrinted) {
   forward.algorithm = "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM";
   forward.deterministic = true;
   forward.fallback = "";
+  forward.measured_ms = 0.25;  // as cuDNN timed it (--conv-search benchmark)
   KernelChoiceRecord dense{.layer = 3,
                            .layer_name = "dense(10)",
                            .pass = "forward",
@@ -95,6 +98,9 @@ TEST(RunReport, AFallbackToANonDeterministicAlgorithmIsListedAndPrinted) {
   EXPECT_EQ(j["kernels"][1]["workspace_limit_bytes"], 255328256);
   EXPECT_EQ(j["kernels"][1]["workspace_limit_rule"], rule);
   EXPECT_FALSE(j["kernels"][0].contains("fallback"));
+  EXPECT_EQ(j["run"]["conv_search"], "benchmark");
+  EXPECT_EQ(j["kernels"][0]["measured_ms"], 0.25);
+  EXPECT_FALSE(j["kernels"][1].contains("measured_ms"));           // never timed
   EXPECT_FALSE(j["kernels"][2].contains("workspace_limit_rule"));  // no limit applied
   EXPECT_EQ(j["nondeterministic_fallbacks"],
             nlohmann::json::parse(R"j([{"layer": 0, "layer_name": "conv2d(64, 7x7)",
@@ -106,7 +112,13 @@ TEST(RunReport, AFallbackToANonDeterministicAlgorithmIsListedAndPrinted) {
     EXPECT_EQ(back.fallback, r.kernels[i].fallback);
     EXPECT_EQ(back.workspace_limit_bytes, r.kernels[i].workspace_limit_bytes);
     EXPECT_EQ(back.workspace_limit_rule, r.kernels[i].workspace_limit_rule);
+    EXPECT_EQ(back.measured_ms, r.kernels[i].measured_ms);
   }
+  nlohmann::json negative = j["kernels"][0];
+  negative["measured_ms"] = -0.5;
+  EXPECT_CONTAINS(
+      testing_util::error_of([&] { kernel_choice_from_json(JsonReader(negative, "kernels")); }),
+      "measured_ms");
   EXPECT_EQ(fallback_line(r),
             "not deterministic where no deterministic algorithm fits the workspace limit: "
             "conv2d(64, 7x7) backward-data (CUDNN_CONVOLUTION_BWD_DATA_ALGO_0) (the run report "

@@ -216,6 +216,25 @@ TEST(OptionSchema, DeterminismIsPreferredUnlessAFlagOrTheFileSaysOtherwise) {
   }
 }
 
+// --conv-search: heuristic by default, benchmark on request, from the flag or a config's key,
+// and written back into a report's config; any other name is refused naming both.
+TEST(OptionSchema, ConvolutionSearchIsHeuristicUnlessAskedAndTravelsInTheConfig) {
+  EXPECT_EQ(parse_sweep({}).options.train.conv_search, ConvSearch::kHeuristic);
+  EXPECT_EQ(parse_sweep({"--conv-search", "benchmark"}).options.train.conv_search,
+            ConvSearch::kBenchmark);
+  EXPECT_CONTAINS(error_of([] { parse_sweep({"--conv-search", "timed"}); }), "heuristic");
+  SweepOptions o;
+  o.train.conv_search = ConvSearch::kBenchmark;
+  const nlohmann::json config = sweep_config_json(o);
+  EXPECT_EQ(config.at("conv_search"), "benchmark");
+  EXPECT_EQ(parse_sweep({}, &config).options.train.conv_search, ConvSearch::kBenchmark);
+  const std::string path = write_config("conv-search.json", R"({"conv_search": "heuristic"})");
+  EXPECT_EQ(parse_sweep({"--config", path, "--conv-search", "benchmark"}).options.train.conv_search,
+            ConvSearch::kBenchmark);
+  EXPECT_EQ(parse_sweep({"--config", path}).options.train.conv_search, ConvSearch::kHeuristic);
+  std::remove(path.c_str());
+}
+
 TEST(OptionSchema, TheLearningRateDefaultsToTheOptimizers) {
   EXPECT_FLOAT_EQ(parse_sweep({}).options.train.optimizer.lr, 1e-3f);
   EXPECT_FLOAT_EQ(parse_sweep({"--optimizer", "sgd"}).options.train.optimizer.lr, 0.01f);
