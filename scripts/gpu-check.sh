@@ -65,6 +65,7 @@ step_table=(
   "h2d-overlap|90|required|both"
   "devices|60|required|both"
   "profile-layers|120|required|both"
+  "conv-search|180|required|both"
   "memory-plan|240|informational|both"
   "gpt-profile|150|required|both"
   "compare-16bit|360|required|both"
@@ -345,6 +346,7 @@ run_step resnet50-b128 "$out/resnet50-b128.log" note_run step_resnet50_b128
 run_step h2d-overlap "$out/h2d-overlap.log" note_h2d step_h2d_overlap
 run_step devices "$out/devices.log" note_devices step_devices
 run_step profile-layers "$out/profile-layers.log" note_profile_layers step_profile_layers
+run_step conv-search "$out/conv-search.log" note_conv_search step_conv_search
 run_step memory-plan "$out/memory-plan.log" note_memory_plan step_memory_plan
 run_step gpt-profile "$out/gpt-profile.log" note_gpt_profile step_gpt_profile
 if wanted compare-16bit && ! python3 -c 'import torch' >/dev/null 2>&1; then

@@ -158,6 +158,27 @@ note_profile_layers() {
     awk '{printf "step ms without/with --profile-layers: %s/%s, %s/%s\n", $1, $2, $3, $4}'
 }
 
+# ResNet-50 with cuDNN's algorithms chosen by its heuristics and by timing each candidate
+# (--conv-search benchmark, PyTorch's cudnn.benchmark), in alternation, at 64 and 128 in tf32 and
+# at 64 in bf16: issue 39's first candidate for the convolutions' gap to PyTorch.
+step_conv_search() {
+  local point batch precision search
+  for point in 64:tf32 128:tf32 64:bf16; do
+    batch=${point%%:*}
+    precision=${point##*:}
+    for search in heuristic benchmark heuristic benchmark; do
+      echo "conv-search: b$batch $precision $search"
+      "$bin" train --devices cuda:1 --model resnet:depth=50 --batch "$batch" --steps 30 --no-eval \
+        --data synthetic:device --precision "$precision" --conv-search "$search" \
+        -o "$out/conv-search-b$batch-$precision-$search.json" || return 1
+    done
+  done
+}
+note_conv_search() {
+  grep -E 'median step' "$1" | sed -E 's/.*median step ([0-9.]+) ms.*/\1/' | paste -sd' ' |
+    awk '{printf "ResNet-50 step ms heuristic/benchmark twice: b64 tf32 %s/%s %s/%s, b128 tf32 %s/%s %s/%s, b64 bf16 %s/%s %s/%s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12}'
+}
+
 # The planned peak (`models SPEC --batch B`) against what three steps of training measured, on
 # the GPU: GPT-2 small at 8 (the attention's workspace shared since 79a1d79) in tf32 and in bf16
 # (its saved activations in 16 bits), and ResNet-50 at 64 in tf32 and in bf16 (its convolutions'
@@ -393,6 +414,7 @@ step_ctest() {  # STOP_EPOCH: ctest starts no test after it
 note_ctest() { grep -m1 -E 'tests passed|No tests were found' "$1" || echo "no ctest summary line"; }
 
 export -f step_env step_nvidia_smi step_bundle step_main_command step_resnet50_b128 step_profile_layers \
+  step_conv_search \
   step_memory_plan step_gpt_profile step_compare_16bit \
   step_h2d_overlap step_devices step_sanitizer summarize_sanitizer step_nccl_hostid \
   step_nccl_hostid_control two_ranks step_nccl_2proc_train step_nccl_2proc_collectives \

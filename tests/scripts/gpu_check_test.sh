@@ -14,12 +14,12 @@ fail() { echo "FAIL: $*"; exit 1; }
 order_of() { awk 'NR > 1 {print $1}' <<<"$1" | paste -sd' '; }
 plan=$("$script" --dry-run) || fail "--dry-run exited $?"
 echo "$plan"
-expected="env nvidia-smi configure build main-command resnet50-b128 h2d-overlap devices profile-layers memory-plan gpt-profile compare-16bit sanitizer-memcheck sanitizer-racecheck nccl_hostid nccl-2proc-train nccl-2proc-collectives nccl-2proc-abort test_models_cuda test_core_cuda test_harness_gpu sweep-gpu sweep-cpu compare-pytorch ctest nccl_hostid_control"
+expected="env nvidia-smi configure build main-command resnet50-b128 h2d-overlap devices profile-layers conv-search memory-plan gpt-profile compare-16bit sanitizer-memcheck sanitizer-racecheck nccl_hostid nccl-2proc-train nccl-2proc-collectives nccl-2proc-abort test_models_cuda test_core_cuda test_harness_gpu sweep-gpu sweep-cpu compare-pytorch ctest nccl_hostid_control"
 [[ "$(order_of "$plan")" == "$expected" ]] || fail "steps in the order '$(order_of "$plan")', expected '$expected'"
 grep -qE '^nccl_hostid +[0-9]+ s +informational$' <<<"$plan" || fail "the probe is not informational"
 grep -qE '^build +[0-9]+ s +required$' <<<"$plan" || fail "build is not required"
 plan=$("$script" --dry-run --bundle /nonexistent.tar.gz) || fail "--dry-run --bundle exited $?"
-expected="env nvidia-smi bundle main-command resnet50-b128 h2d-overlap devices profile-layers memory-plan gpt-profile compare-16bit sanitizer-memcheck sanitizer-racecheck nccl_hostid nccl-2proc-train nccl-2proc-collectives nccl-2proc-abort test_models_cuda test_core_cuda test_harness_gpu sweep-gpu sweep-cpu compare-pytorch nccl_hostid_control"
+expected="env nvidia-smi bundle main-command resnet50-b128 h2d-overlap devices profile-layers conv-search memory-plan gpt-profile compare-16bit sanitizer-memcheck sanitizer-racecheck nccl_hostid nccl-2proc-train nccl-2proc-collectives nccl-2proc-abort test_models_cuda test_core_cuda test_harness_gpu sweep-gpu sweep-cpu compare-pytorch nccl_hostid_control"
 [[ "$(order_of "$plan")" == "$expected" ]] || fail "bundle steps in the order '$(order_of "$plan")', expected '$expected'"
 "$script" --dry-run --bundle x.tar.gz --steps build >/dev/null 2>&1 && fail "--bundle accepted the build step"
 
