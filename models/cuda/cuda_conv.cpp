@@ -346,17 +346,20 @@ class ConvKernel final : public LayerKernel {
     const DeviceBuffer w = filled(shape_.filters * shape_.channels * area());
     const DeviceBuffer y = filled(rows() * shape_.filters);
     DeviceBuffer workspace;
+    const auto workspace_of = [&](size_t bytes) -> void* {
+      if (workspace.bytes() < bytes) {
+        SS_CHECK_CUDA(cudaDeviceSynchronize());  // an earlier timing may still be using it
+        workspace = DeviceBuffer(device, bytes);
+      }
+      return bytes > 0 ? workspace.data() : nullptr;
+    };
     const ConvDescriptors::Timing timing{.gpu = device.id().index,
                                          .precision = precision_,
                                          .workspace_limit = policy.workspace_limit,
                                          .x = x.data(),
                                          .w = w.data(),
                                          .y = y.data(),
-                                         .workspace = [&](size_t bytes) -> void* {
-                                           if (workspace.bytes() < bytes)
-                                             workspace = DeviceBuffer(device, bytes);
-                                           return bytes > 0 ? workspace.data() : nullptr;
-                                         }};
+                                         .workspace = workspace_of};
     // The timing runs on the planning handle's stream: done before its buffers are freed,
     // also when planning throws.
     struct Untimed {
