@@ -66,19 +66,59 @@ std::vector<LiveSpan> reader_spans(const std::vector<std::vector<int>>& inputs) 
   return spans;
 }
 
+std::vector<int> gradient_aliases(const std::vector<std::vector<int>>& inputs,
+                                  const std::vector<bool>& passes_unchanged) {
+  const size_t layers = inputs.size();
+  SS_CHECK(passes_unchanged.size() == layers, "{} flags for {} layers", passes_unchanged.size(),
+           layers);
+  std::vector<int> readers(layers, 0);
+  for (const std::vector<int>& from : inputs) {
+    for (const int layer : from) {
+      if (layer >= 0) ++readers.at(static_cast<size_t>(layer));
+    }
+  }
+  std::vector<int> alias(layers, -1);
+  for (size_t reader = 0; reader < layers; ++reader) {
+    if (!passes_unchanged[reader]) continue;
+    for (const int from : inputs[reader]) {
+      if (from >= 0 && readers[static_cast<size_t>(from)] == 1)
+        alias[static_cast<size_t>(from)] = static_cast<int>(reader);
+    }
+  }
+  // Last to first: an Add's own alias is resolved before its inputs take it.
+  for (size_t layer = layers; layer-- > 0;) {
+    const int to = alias[layer];
+    if (to >= 0 && alias[static_cast<size_t>(to)] >= 0)
+      alias[layer] = alias[static_cast<size_t>(to)];
+  }
+  return alias;
+}
+
 MemoryArena plan_gradient_arena(const std::vector<int64_t>& sizes,
                                 const std::vector<std::vector<int>>& inputs,
-                                const std::vector<bool>& in_producer, int64_t alignment) {
+                                const std::vector<bool>& in_producer, int64_t alignment,
+                                const std::vector<int>& aliases) {
   SS_CHECK(sizes.size() == inputs.size(), "{} gradient sizes for {} layers", sizes.size(),
            inputs.size());
   SS_CHECK(in_producer.empty() || in_producer.size() == sizes.size(),
            "{} fusion flags for {} layers", in_producer.size(), sizes.size());
+  SS_CHECK(aliases.empty() || aliases.size() == sizes.size(), "{} aliases for {} layers",
+           aliases.size(), sizes.size());
   std::vector<LiveSpan> spans = reader_spans(inputs);
   std::vector<int64_t> live = sizes;
   for (size_t layer = 1; layer < in_producer.size(); ++layer) {
     if (!in_producer[layer]) continue;
     live[layer - 1] = 0;
     spans[layer].first = static_cast<int>(layer) - 1;
+  }
+  for (size_t layer = 0; layer < aliases.size(); ++layer) {
+    const int holder = aliases[layer];
+    if (holder < 0) continue;
+    SS_CHECK(static_cast<size_t>(holder) > layer && static_cast<size_t>(holder) < sizes.size(),
+             "layer {}'s gradient held by layer {}, which does not come after it", layer, holder);
+    live[layer] = 0;
+    LiveSpan& held = spans[static_cast<size_t>(holder)];
+    held.first = std::min(held.first, spans[layer].first);
   }
   return plan_arena(live, spans, alignment);
 }

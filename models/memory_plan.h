@@ -18,6 +18,9 @@ struct LiveSpan {
   bool meets(const LiveSpan& other) const { return first <= other.last && other.first <= last; }
 };
 
+// The arenas' offsets are multiples of this many floats (256 bytes) unless told otherwise.
+inline constexpr int64_t kArenaAlignment = 64;
+
 struct MemoryArena {
   std::vector<int64_t> offsets;  // per tensor, floats from the arena's start
   int64_t size = 0;              // floats
@@ -27,7 +30,7 @@ struct MemoryArena {
 // float, every offset a multiple of `alignment` floats: greedy, largest first, at the lowest
 // offset free over the tensor's span, which on residual stacks keeps an arena to a few tensors.
 MemoryArena plan_arena(const std::vector<int64_t>& sizes, const std::vector<LiveSpan>& spans,
-                       int64_t alignment = 64);
+                       int64_t alignment = kArenaAlignment);
 
 // Per layer, [layer, its last reader], given each layer's inputs (a negative index is the
 // model's input). Forward writes layer i's output at i and its readers read it up to the last;
@@ -36,12 +39,25 @@ MemoryArena plan_arena(const std::vector<int64_t>& sizes, const std::vector<Live
 // Throws Error for a layer that reads one that does not come before it.
 std::vector<LiveSpan> reader_spans(const std::vector<std::vector<int>>& inputs);
 
+// Per layer, the later layer whose gradient buffer holds its gradient, or -1 for its own: an
+// Add passes its gradient unchanged to its inputs, so the gradient of an input that Add alone
+// reads is the Add's, and backward reads it there instead of the Add copying it (a GPT's
+// attention and MLP projections, each read only by its residual add). `passes_unchanged[k]`:
+// layer k is an Add without a fused ReLU, whose mask would change the gradient. An Add whose
+// own gradient is another's resolves to that one.
+std::vector<int> gradient_aliases(const std::vector<std::vector<int>>& inputs,
+                                  const std::vector<bool>& passes_unchanged);
+
 // The arena of a graph's activation gradients (`sizes[i]` floats for layer i's).
 // `in_producer[i]`: layer i's backward runs inside layer i − 1's (a ReLU fused into its
 // producer), which reads layer i's gradient and never writes its own. Empty: none.
+// `aliases` (gradient_aliases; empty: none): a layer with an alias takes no memory, and the
+// gradient holding its gradient lives until its backward.
 MemoryArena plan_gradient_arena(const std::vector<int64_t>& sizes,
                                 const std::vector<std::vector<int>>& inputs,
-                                const std::vector<bool>& in_producer = {}, int64_t alignment = 64);
+                                const std::vector<bool>& in_producer = {},
+                                int64_t alignment = kArenaAlignment,
+                                const std::vector<int>& aliases = {});
 
 // Floats of the scratch where a reader writes the gradient of an input whose gradient another
 // reader already wrote, before it is added: the largest output read by two layers or more (a

@@ -439,7 +439,13 @@ void Model::backward_graph_layer(int layer, Stream& stream) {
       }
     }
     for (const int input : from) {
-      if (input != kModelInput) add_gradient(input, dout, stream, relu ? &*relu : nullptr);
+      if (input == kModelInput) continue;
+      // An input only this Add reads has its gradient in this Add's buffer already.
+      if (plan.grad_alias[static_cast<size_t>(input)] >= 0) {
+        plan.filled[static_cast<size_t>(input)] = true;
+        continue;
+      }
+      add_gradient(input, dout, stream, relu ? &*relu : nullptr);
     }
     return;
   }

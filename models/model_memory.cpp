@@ -4,6 +4,7 @@
 // sequence) or an arena of their own (a graph).
 #include <algorithm>
 #include <cstdint>
+#include <variant>
 #include <vector>
 
 #include "core/check.h"
@@ -68,7 +69,14 @@ void Model::plan_memory(Plan& plan) {
   for (size_t layer = 0; layer + 1 < layers; ++layer) {
     in_producer[layer + 1] = plan.runs_relu_backward(layer);
   }
-  MemoryArena arena = plan_gradient_arena(sizes, inputs, in_producer);
+  std::vector<bool> unchanged(layers, false);
+  for (size_t layer = 0; layer < layers; ++layer) {
+    unchanged[layer] =
+        std::holds_alternative<AddSpec>(def_.layers[layer]) && !plan.runs_relu_backward(layer);
+  }
+  plan.grad_alias = gradient_aliases(inputs, unchanged);
+  MemoryArena arena =
+      plan_gradient_arena(sizes, inputs, in_producer, kArenaAlignment, plan.grad_alias);
   plan.grad_offsets = std::move(arena.offsets);
   plan.grad_a = Tensor(device_, Shape{arena.size});
   const int64_t scratch = second_reader_scratch(sizes, inputs);

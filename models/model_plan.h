@@ -61,9 +61,13 @@ struct Model::Plan {
   bool runs_relu_backward(size_t layer) const {
     return layer + 1 < fusions.size() && fusions[layer + 1].backward_in_producer;
   }
+  // Graphs: per layer, the Add whose gradient is this layer's too (gradient_aliases), or -1.
+  std::vector<int> grad_alias;
   // The layer whose output gradient `layer`'s backward starts from.
   size_t gradient_holder(size_t layer) const {
-    return runs_relu_backward(layer) ? layer + 1 : layer;
+    const size_t own = runs_relu_backward(layer) ? layer + 1 : layer;
+    return own < grad_alias.size() && grad_alias[own] >= 0 ? static_cast<size_t>(grad_alias[own])
+                                                           : own;
   }
 };
 
