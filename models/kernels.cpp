@@ -101,6 +101,11 @@ ConvSearch parse_conv_search(const std::string& name) {
   return *search;
 }
 
+std::vector<std::string> conv_search_names() {
+  const auto& names = kConvSearchNames.names();
+  return {names.begin(), names.end()};
+}
+
 void set_conv_search(ConvSearch search) {
   conv_search_flag().store(search, std::memory_order_relaxed);
 }

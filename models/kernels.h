@@ -356,6 +356,7 @@ Determinism determinism();
 enum class ConvSearch { kHeuristic, kBenchmark };
 std::string to_string(ConvSearch search);               // "heuristic", "benchmark"
 ConvSearch parse_conv_search(const std::string& name);  // throws Error naming the choices
+std::vector<std::string> conv_search_names();
 // Process-wide, kHeuristic by default; read when a kernel is constructed. Thread-safe.
 void set_conv_search(ConvSearch search);
 ConvSearch conv_search();

@@ -201,8 +201,7 @@ void add_training_options(OptionList& list, TrainOptions& o, const TrainingAxes*
            "fastest (the run report names each such layer); --deterministic requires it (a layer "
            "without one is an error), --no-deterministic allows cuDNN's faster atomics anywhere");
   list.add("--conv-search",
-           Choice{{to_string(ConvSearch::kHeuristic), to_string(ConvSearch::kBenchmark)},
-                  [&o] { return to_string(o.conv_search); },
+           Choice{conv_search_names(), [&o] { return to_string(o.conv_search); },
                   [&o](const std::string& name) { o.conv_search = parse_conv_search(name); }},
            "How GPU convolutions choose their cuDNN algorithms: heuristic (cuDNN's ranking, the "
            "default) or benchmark (each allowed candidate timed once when the layer is planned, "

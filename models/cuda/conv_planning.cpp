@@ -284,6 +284,20 @@ std::optional<ConvChoice> pick_conv_algorithm(ConvQueries& queries, ConvPass pas
   return choice;
 }
 
+size_t conv_timing_workspace(ConvQueries& queries, ConvPass pass, cudnnTensorFormat_t layout,
+                             const std::vector<ConvCandidate>& proposed, const ConvPolicy& policy) {
+  size_t offered = 0;
+  for (const ConvCandidate& c : proposed) {
+    const std::optional<cudnnMathType_t> math = conv_math_for(c.math, policy.precision);
+    size_t bytes = 0;
+    if (c.status == CUDNN_STATUS_SUCCESS && math &&
+        queries.workspace(pass, layout, c.algo, *math, &bytes) == CUDNN_STATUS_SUCCESS &&
+        bytes <= policy.workspace_limit)
+      offered = std::max(offered, bytes);
+  }
+  return offered;
+}
+
 namespace {
 
 // Why a layout has no plan: its first pass without an algorithm.

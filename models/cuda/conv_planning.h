@@ -161,6 +161,13 @@ std::optional<ConvChoice> pick_conv_algorithm(ConvQueries& queries, ConvPass pas
                                               cudnnTensorFormat_t layout, const ConvPolicy& policy,
                                               ConvRefusals* refusals = nullptr);
 
+// Under --conv-search benchmark, the workspace to time `pass`'s algorithms with: the most any
+// of the heuristics' `proposed` that `policy` would allow (succeeded, math allowed) needs within
+// its limit, so that every algorithm planning could choose is timed and none beyond the limit
+// allocates.
+size_t conv_timing_workspace(ConvQueries& queries, ConvPass pass, cudnnTensorFormat_t layout,
+                             const std::vector<ConvCandidate>& proposed, const ConvPolicy& policy);
+
 // Every pass in NHWC when each has a deterministic algorithm there, else every pass in NCHW
 // when each has one there; with determinism preferred, then NHWC and then NCHW where the
 // passes without a deterministic algorithm run the fastest that fits (determinism off: the

@@ -124,8 +124,7 @@ class ConvDescriptors final : public ConvQueries {
   // kernel plans (null: the heuristics' ranking).
   struct Timing {
     int gpu = 0;
-    Precision precision = Precision::kTf32;
-    size_t workspace_limit = 0;
+    ConvPolicy policy;
     void* x = nullptr;  // device buffers of the tensors' sizes
     void* w = nullptr;
     void* y = nullptr;
@@ -200,21 +199,12 @@ class ConvDescriptors final : public ConvQueries {
     return {};
   }
 
-  // The pass's algorithms as cuDNN times them (cached per shape: conv_benchmark.h), offered
-  // the largest workspace any allowed proposal of the heuristics needs within the limit, so
-  // that every algorithm planning could choose is timed and none beyond it allocates.
+  // The pass's algorithms as cuDNN times them (cached per shape: conv_benchmark.h) with the
+  // workspace conv_timing_workspace offers.
   std::vector<ConvCandidate> timed(ConvPass pass, cudnnTensorFormat_t layout,
                                    cudnnMathType_t requested,
                                    const std::vector<ConvCandidate>& proposed) {
-    size_t offered = 0;
-    for (const ConvCandidate& c : proposed) {
-      const std::optional<cudnnMathType_t> math = conv_math_for(c.math, timing_->precision);
-      size_t bytes = 0;
-      if (c.status == CUDNN_STATUS_SUCCESS && math &&
-          workspace(pass, layout, c.algo, *math, &bytes) == CUDNN_STATUS_SUCCESS &&
-          bytes <= timing_->workspace_limit)
-        offered = std::max(offered, bytes);
-    }
+    const size_t offered = conv_timing_workspace(*this, pass, layout, proposed, timing_->policy);
     SS_CHECK_CUDNN(cudnnSetConvolutionMathType(conv(pass), requested));  // workspace() set others
     const std::string key = fmt::format(
         "gpu {} {} {} math {} data {} n {} c {} in {}x{} f {} k {} out {}x{} stride {} pad {},{} "
@@ -354,8 +344,7 @@ class ConvKernel final : public LayerKernel {
       return bytes > 0 ? workspace.data() : nullptr;
     };
     const ConvDescriptors::Timing timing{.gpu = device.id().index,
-                                         .precision = precision_,
-                                         .workspace_limit = policy.workspace_limit,
+                                         .policy = policy,
                                          .x = x.data(),
                                          .w = w.data(),
                                          .y = y.data(),

@@ -162,15 +162,17 @@ note_profile_layers() {
 # (--conv-search benchmark, PyTorch's cudnn.benchmark), in alternation, at 64 and 128 in tf32 and
 # at 64 in bf16: issue 39's first candidate for the convolutions' gap to PyTorch.
 step_conv_search() {
-  local point batch precision search
+  local point batch precision round search
   for point in 64:tf32 128:tf32 64:bf16; do
     batch=${point%%:*}
     precision=${point##*:}
-    for search in heuristic benchmark heuristic benchmark; do
-      echo "conv-search: b$batch $precision $search"
-      "$bin" train --devices cuda:1 --model resnet:depth=50 --batch "$batch" --steps 30 --no-eval \
-        --data synthetic:device --precision "$precision" --conv-search "$search" \
-        -o "$out/conv-search-b$batch-$precision-$search.json" || return 1
+    for round in 1 2; do
+      for search in heuristic benchmark; do
+        echo "conv-search: b$batch $precision $search, round $round"
+        "$bin" train --devices cuda:1 --model resnet:depth=50 --batch "$batch" --steps 30 \
+          --no-eval --data synthetic:device --precision "$precision" --conv-search "$search" \
+          -o "$out/conv-search-b$batch-$precision-$search-$round.json" || return 1
+      done
     done
   done
 }

@@ -466,7 +466,7 @@ TEST(ConvBenchmark, TimedCandidatesArePickedInTheirMeasuredOrderUnderTheSameRule
   EXPECT_FLOAT_EQ(choice->time_ms, 0.42f);
 }
 
-TEST(ConvBenchmark, TheTimeIsCudnnsAndTheHeuristicsHaveNone) {
+TEST(ConvBenchmark, TheTimeIsCudnns) {
   cudnnConvolutionFwdAlgoPerf_t perf{};
   perf.algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
   perf.status = CUDNN_STATUS_SUCCESS;
@@ -477,12 +477,31 @@ TEST(ConvBenchmark, TheTimeIsCudnnsAndTheHeuristicsHaveNone) {
   EXPECT_EQ(c.algo, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
   EXPECT_EQ(c.math, CUDNN_TENSOR_OP_MATH);
   EXPECT_FLOAT_EQ(c.time_ms, 0.125f);
-  // What the heuristics' fake proposes carries no time, nor does the choice made from it.
+}
+
+// The timing is offered the most workspace an algorithm planning could choose needs: not a
+// failed proposal's, a converting one's or one beyond the limit.
+TEST(ConvBenchmark, TheTimingIsOfferedTheLargestWorkspacePlanningCouldChoose) {
   FakeCudnn fake;
-  fake.offer_everywhere(CUDNN_TENSOR_NHWC, proposal(CUDNN_CONVOLUTION_FWD_ALGO_GEMM));
-  const std::optional<ConvChoice> choice = pick(fake, ConvPass::kForward, kTf32);
-  ASSERT_TRUE(choice.has_value());
-  EXPECT_LT(choice->time_ms, 0.0f);
+  const std::vector<ConvCandidate> proposed = {
+      proposal(CUDNN_CONVOLUTION_FWD_ALGO_FFT, CUDNN_DEFAULT_MATH, CUDNN_DETERMINISTIC,
+               CUDNN_STATUS_NOT_SUPPORTED),
+      proposal(CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION),
+      proposal(CUDNN_CONVOLUTION_FWD_ALGO_GEMM),
+      proposal(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM),
+      proposal(CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING)};
+  fake.workspace_bytes = {{CUDNN_CONVOLUTION_FWD_ALGO_FFT, 900},
+                          {CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, 800},
+                          {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, 300},
+                          {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, 500},
+                          {CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING, 700}};
+  ConvPolicy policy = kTf32;
+  policy.workspace_limit = 600;
+  EXPECT_EQ(conv_timing_workspace(fake, ConvPass::kForward, CUDNN_TENSOR_NHWC, proposed, policy),
+            500u);
+  policy.workspace_limit = 200;
+  EXPECT_EQ(conv_timing_workspace(fake, ConvPass::kForward, CUDNN_TENSOR_NHWC, proposed, policy),
+            0u);
 }
 
 // A shape is timed once per process: a model's repeated blocks and a sweep's later points
