@@ -62,6 +62,13 @@ class Communicator {
     (void)what;
     stream.synchronize();
   }
+  // Makes the collectives this rank has enqueued on its device return unfinished, and every
+  // later call fail. An enqueued collective whose peer is gone waits on the device until
+  // then (NCCL's kernels stop only at their own communicator's ncclCommAbort), and so does
+  // whatever synchronizes that device (cudaFreeHost, cublasDestroy): a replica that fails
+  // aborts its communicators before tearing anything else down. Nothing to do where the
+  // calling thread runs the collectives (Gloo). Idempotent; never throws.
+  virtual void abort(const std::string& why) noexcept { (void)why; }
 };
 
 // The rendezvous of a group of replicas, shared by the threads of this process, each of

@@ -150,8 +150,8 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<NcclCommunicator> split(int color, int key,
                                           std::unique_ptr<Communicator> host_comm);
 
-  // Aborts the NCCL communicator now (idempotent); later collectives throw.
-  void abort(const std::string& why) noexcept;
+  // ncclCommAbort now (idempotent): its kernels on the GPU return; later collectives throw.
+  void abort(const std::string& why) noexcept override;
 
  private:
   friend class NcclGroup;

@@ -11,11 +11,13 @@
 namespace scalescope {
 
 SharedMemoryWorld::SharedMemoryWorld(int size, std::chrono::milliseconds timeout,
-                                     std::string library)
+                                     std::string library, SharedMemoryWaits waits)
     : size_(size),
       timeout_(timeout),
       library_(std::move(library)),
-      data_(static_cast<size_t>(size)) {
+      device_(waits == SharedMemoryWaits::kDevice),
+      data_(static_cast<size_t>(size)),
+      left_(static_cast<size_t>(size)) {
   SS_CHECK(size >= 1, "a shared-memory group of {} ranks", size);
 }
 
@@ -53,6 +55,21 @@ void SharedMemoryWorld::abort(const std::string& why) {
   {
     std::lock_guard lock(mutex_);
     if (broken_.empty()) broken_ = why.empty() ? "aborted" : why;
+  }
+  changed_.notify_all();
+}
+
+std::string SharedMemoryWorld::aborted() const {
+  const std::lock_guard lock(mutex_);
+  return broken_;
+}
+
+void SharedMemoryWorld::abandon(int rank, const std::string& why) {
+  {
+    const std::lock_guard lock(mutex_);
+    std::string& left = left_.at(static_cast<size_t>(rank));
+    if (left.empty()) left = why.empty() ? "abandoned" : why;
+    any_left_ = true;
   }
   changed_.notify_all();
 }
@@ -117,9 +134,13 @@ std::vector<SharedMemoryWorld::Buffer> SharedMemoryWorld::post(int rank, void* d
 // A barrier of every rank, with the timeout.
 void SharedMemoryWorld::wait_all(int rank, const char* what) {
   std::unique_lock lock(mutex_);
-  if (!broken_.empty()) fail(rank, fmt::format("{}: {}", what, broken_));
+  // Why this rank's waits end now ("" while they go on).
+  const auto stop = [&]() -> const std::string& {
+    return device_ ? left_[static_cast<size_t>(rank)] : broken_;
+  };
+  if (!stop().empty()) fail(rank, fmt::format("{}: {}", what, stop()));
   const uint64_t generation = generation_;
-  if (++arrived_ == size_) {
+  if (++arrived_ == size_ && !any_left_) {
     arrived_ = 0;
     ++generation_;
     lock.unlock();
@@ -127,14 +148,19 @@ void SharedMemoryWorld::wait_all(int rank, const char* what) {
     return;
   }
   const bool passed = changed_.wait_for(
-      lock, timeout_, [&] { return generation_ != generation || !broken_.empty(); });
+      lock, timeout_, [&] { return generation_ != generation || !stop().empty(); });
   if (passed && generation_ != generation) return;
-  if (broken_.empty()) {
-    broken_ =
+  if (stop().empty()) {
+    const std::string why =
         fmt::format("rank {} waited {} ms in {} for the other ranks", rank, timeout_.count(), what);
+    if (device_) {
+      left_[static_cast<size_t>(rank)] = why;
+      any_left_ = true;
+    }
+    if (broken_.empty()) broken_ = why;
     changed_.notify_all();
   }
-  fail(rank, fmt::format("{}: {}", what, broken_));
+  fail(rank, fmt::format("{}: {}", what, stop()));
 }
 
 namespace {

@@ -24,12 +24,24 @@ namespace scalescope {
 // The library named by errors of CPU replicas' shared-memory collectives.
 inline constexpr const char* kSharedMemoryLibrary = "shared-memory collectives";
 
-// The ranks of one group. Every wait gives up at `timeout`; a rank that gives up, or abort(),
-// breaks the world, so that the others fail at once instead of each waiting out its own
-// timeout. Errors name `library`.
+// Who runs a world's collectives, which decides what ends their waits.
+enum class SharedMemoryWaits {
+  // The ranks' own threads (CPU replicas): a rank that gives up, or abort(), breaks the
+  // world, so that the others fail at once instead of each waiting out its own timeout.
+  kHost,
+  // The ranks' stream workers (sim devices), as NCCL's kernels on a GPU: a rank's waits end
+  // only when the others come, when that rank is abandoned (its communicator's abort, as
+  // ncclCommAbort stops that communicator's kernels and no other's) or at the timeout (a
+  // safety net a GPU does not have). abort() ends none of them: it is what the host waits
+  // poll (aborted()). Once a rank has left, no collective completes any more.
+  kDevice,
+};
+
+// The ranks of one group. Every wait gives up at `timeout`. Errors name `library`.
 class SharedMemoryWorld {
  public:
-  SharedMemoryWorld(int size, std::chrono::milliseconds timeout, std::string library);
+  SharedMemoryWorld(int size, std::chrono::milliseconds timeout, std::string library,
+                    SharedMemoryWaits waits = SharedMemoryWaits::kHost);
 
   int size() const { return size_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
@@ -39,8 +51,14 @@ class SharedMemoryWorld {
   // Each partial sum rounded to `format`, as NCCL's half sums do.
   void all_reduce_half(int rank, uint16_t* data, int64_t count, kernel_math::HalfFormat format);
   void broadcast(int rank, float* data, int64_t count, int root);
-  // Makes every collective, waiting now or later, throw Error with `why`. Thread-safe.
+  // kHost: makes every collective, waiting now or later, throw Error with `why`. kDevice:
+  // records `why` for aborted(). Thread-safe.
   void abort(const std::string& why);
+  // Why the world was aborted or broken ("" while it was not). Thread-safe.
+  std::string aborted() const;
+  // kDevice: makes rank `rank`'s collectives, waiting now or later, throw Error with `why`,
+  // and no other collective complete. Thread-safe.
+  void abandon(int rank, const std::string& why);
   [[noreturn]] void fail(int rank, const std::string& message) const;
 
  private:
@@ -59,12 +77,15 @@ class SharedMemoryWorld {
   const int size_;
   const std::chrono::milliseconds timeout_;
   const std::string library_;
-  std::mutex mutex_;
+  const bool device_;  // SharedMemoryWaits::kDevice
+  mutable std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<Buffer> data_;  // guarded by mutex_, as are the three below
+  std::vector<Buffer> data_;  // guarded by mutex_, as are the members below
   int arrived_ = 0;
   uint64_t generation_ = 0;
-  std::string broken_;  // why every later collective fails
+  std::string broken_;             // kHost: why every later collective fails; kDevice: aborted()
+  std::vector<std::string> left_;  // kDevice: why each rank was abandoned ("" while it was not)
+  bool any_left_ = false;
 };
 
 // CPU rank `rank` of `world`: all_reduce, all_reduce_half and broadcast through the world,

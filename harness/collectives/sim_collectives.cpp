@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -12,11 +14,23 @@
 namespace scalescope {
 namespace {
 
+// How often a host wait looks at the group's abort and the timeout.
+constexpr std::chrono::milliseconds kPoll{1};
+
 class SimCommunicator final : public Communicator {
  public:
   SimCommunicator(std::shared_ptr<SharedMemoryWorld> world, int rank,
                   std::unique_ptr<Communicator> host)
       : world_(std::move(world)), rank_(rank), host_(std::move(host)) {}
+  // As NCCL's communicator closes: aborted when the run failed, so that what it left queued
+  // returns before the device's streams drain.
+  ~SimCommunicator() override {
+    const std::string why = world_->aborted();
+    if (!why.empty()) abort(why);
+    if (std::uncaught_exceptions() > 0) abort(fmt::format("rank {} left", rank_));
+  }
+  SimCommunicator(const SimCommunicator&) = delete;
+  SimCommunicator& operator=(const SimCommunicator&) = delete;
 
   int rank() const override { return rank_; }
   int size() const override { return world_->size(); }
@@ -48,13 +62,31 @@ class SimCommunicator final : public Communicator {
   std::vector<double> all_gather(std::span<const double> mine) override {
     return host_->all_gather(mine);
   }
-  // Waits at most the collective timeout: work behind a collective whose peer is gone would
-  // never finish.
+  // Polls the stream, the group's abort and the collective timeout, as NCCL's wait() does:
+  // work behind a collective whose peer is gone would never finish. Giving up aborts this
+  // rank (its queued collectives return) and the group.
   void synchronize(Stream& stream, const std::string& what) override {
-    if (!sim_stream(stream).synchronize_for(world_->timeout())) {
-      world_->abort(fmt::format("rank {} gave up waiting for {}", rank_, what));
-      world_->fail(rank_,
-                   fmt::format("{} did not finish within {} ms", what, world_->timeout().count()));
+    const auto deadline = std::chrono::steady_clock::now() + world_->timeout();
+    SimStream& s = sim_stream(stream);
+    while (!s.synchronize_for(kPoll)) {
+      std::string why = world_->aborted();
+      if (!why.empty()) {
+        why = fmt::format("{}: the group was aborted: {}", what, why);
+      } else if (std::chrono::steady_clock::now() >= deadline) {
+        why = fmt::format("{} did not finish within {} ms", what, world_->timeout().count());
+        world_->abort(fmt::format("rank {} gave up waiting for {}", rank_, what));
+      } else {
+        continue;
+      }
+      abort(why);
+      world_->fail(rank_, why);
+    }
+  }
+  void abort(const std::string& why) noexcept override {
+    try {
+      world_->abandon(rank_, why);
+    } catch (...) {
+      world_->abandon(rank_, "");  // out of memory for the reason: still abandoned
     }
   }
 
@@ -67,7 +99,8 @@ class SimCommunicator final : public Communicator {
 class SimDeviceGroup final : public DeviceCollectiveGroup {
  public:
   SimDeviceGroup(int size, std::chrono::milliseconds timeout)
-      : world_(std::make_shared<SharedMemoryWorld>(size, timeout, kSimCollectivesLibrary)) {}
+      : world_(std::make_shared<SharedMemoryWorld>(size, timeout, kSimCollectivesLibrary,
+                                                   SharedMemoryWaits::kDevice)) {}
   std::unique_ptr<Communicator> connect(int rank, int /*device_index*/, int global_rank,
                                         int world_size,
                                         std::unique_ptr<Communicator> host_comm) override {

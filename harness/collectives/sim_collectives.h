@@ -2,8 +2,12 @@
 // is work on the stream it is given, run by that stream's worker when its turn comes; the
 // reduction itself is shared memory between the replica threads of this process, summed in
 // rank order (so every rank ends with the same bits). Host values (barrier, all_gather) go
-// through the replicas' Gloo communicators. As with NCCL, every host wait gives up at the
-// collective timeout, and an abort makes every waiting collective fail at once.
+// through the replicas' Gloo communicators. As with NCCL, a queued collective whose peer is
+// gone waits on its stream until its own communicator is aborted (SharedMemoryWaits::kDevice),
+// so that a device synchronized before that (freeing pinned memory, a library's handle) waits
+// too; every host wait (synchronize) gives up at the collective timeout or the group's abort,
+// and then aborts its communicator. (The queued waits also give up at the timeout, which a
+// GPU's do not: a missing abort costs a test the timeout instead of hanging it.)
 #pragma once
 
 #include <memory>

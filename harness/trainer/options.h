@@ -201,6 +201,10 @@ struct TrainHooks {
   // with the replica's weights (on devices whose memory the host cannot read, a host copy
   // written back after the call).
   std::function<void(int rank, int64_t step, std::span<float> weights)> after_step;
+  // Fault injection (tests): called on every replica's thread in each step after its work
+  // (the gradients' all-reduce included) is queued, just before the step's host wait, where
+  // an error other than the collectives' (the next batch's prefetch) leaves them queued.
+  std::function<void(int rank, int64_t step)> before_step_wait;
   // Fault injection (tests), fp16 runs: replica `rank`'s loss at step `step` is scaled by what
   // this returns on top of the loss scale (1: as the scaler says), so that its gradients
   // overflow fp16 where a real model's would.

@@ -129,6 +129,24 @@ Replica::Replica(ReplicaShared& run, int rank)
       device_(open_device(run, replica_device_index(run, rank))),
       compute_(device_->default_stream()),
       record_(run.results.replicas[static_cast<size_t>(rank)]) {
+  try {
+    setup();
+  } catch (...) {
+    // Before the members' destructors, which may synchronize the device (freeing pinned
+    // memory, the libraries' handles) behind a broadcast that peers will never match.
+    abort_collectives(fmt::format("replica {} failed to start", rank));
+    throw;
+  }
+}
+
+Replica::~Replica() = default;
+
+void Replica::abort_collectives(const std::string& why) noexcept {
+  if (node_comm_ != nullptr) node_comm_->abort(why);
+  if (comm_ != nullptr) comm_->abort(why);
+}
+
+void Replica::setup() {
   const RunPlan& plan = run_.plan;
   run_.sampling.add(local_, *device_);
   if (rank_ == 0) run_.results.group.threads_per_device = device_->threads();
@@ -197,8 +215,6 @@ Replica::Replica(ReplicaShared& run, int rank)
   host_weights_ = std::make_unique<HostWeights>(*model_);
 }
 
-Replica::~Replica() = default;
-
 // Replica 0's buffers (batch norm's running statistics) to every replica, as DDP's
 // broadcast_buffers does before each forward: each replica's own batches would move them
 // apart, and the replicas must stay identical.
@@ -258,6 +274,7 @@ PhaseTimes Replica::step(int64_t n, double lr) {
   timer_->end();
   // The next batch's copy runs while this step's work does.
   input_->prefetch();
+  if (run_.hooks.before_step_wait) run_.hooks.before_step_wait(rank_, n);
   comm_->synchronize(compute_, fmt::format("step {}", n));
   // The device idles from the step's end until the host returns and enqueues the next step.
   // The anchor's own wait was late by as much at most, so this is a lower bound.

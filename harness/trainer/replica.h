@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 
 #include "core/buffer.h"
 #include "core/nvtx.h"
@@ -55,7 +56,14 @@ class Replica {
   // step (the all-reduce split across nodes, the last evaluation, the checkpoint).
   void train();
 
+  // After a failure (this replica's or another's): aborts its communicators, so that the
+  // collectives it left queued on its device return (a GPU's NCCL kernels wait for a lost
+  // peer until then) before its destructor frees anything that synchronizes the device.
+  void abort_collectives(const std::string& why) noexcept;
+
  private:
+  // The constructor's work: communicators, model, weights broadcast, reducer, input.
+  void setup();
   // One step: input → copy → forward → backward → all-reduce → optimizer, timed by phase.
   // Ends with the step's one host wait.
   PhaseTimes step(int64_t n, double lr);

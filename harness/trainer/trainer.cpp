@@ -128,8 +128,10 @@ class LocalRun {
         replica.train();
       } catch (...) {
         // Before the replica's destructors run: they may wait for work that peers will
-        // never match, which the abort makes return.
+        // never match, which the aborts make return (the group's: the peers' host waits;
+        // the replica's own: its queued collectives).
         fail(rank, std::current_exception());
+        replica.abort_collectives(fmt::format("replica {} stopped: the run failed", rank));
       }
     } catch (...) {
       fail(rank, std::current_exception());

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <future>
 #include <memory>
 #include <random>
 #include <string>
@@ -160,6 +161,39 @@ TEST(SharedMemoryCollectives, APeerThatNeverComesTimesOutNamingTheWait) {
   // The world stays broken: the late rank fails at once instead of waiting for rank 0.
   EXPECT_CONTAINS(error_of([&] { world.all_reduce(1, v.data(), 4, ReduceOp::kSum); }),
                   "rank 0 waited 200 ms");
+}
+
+// The sim devices' collectives wait on their streams as NCCL's kernels do on a GPU: the
+// group's abort (what the host waits poll) ends none of them; a rank's own abandonment (its
+// communicator's abort) ends its own, and once a rank has left nothing completes any more.
+TEST(SharedMemoryCollectives, OnStreamsOnlyARanksOwnAbortEndsItsWait) {
+  SharedMemoryWorld world(2, std::chrono::minutes(10), kSharedMemoryLibrary,
+                          SharedMemoryWaits::kDevice);
+  std::vector<float> v(4);
+  std::promise<std::string> waited;
+  std::thread rank0([&] {
+    waited.set_value(error_of([&] { world.all_reduce(0, v.data(), 4, ReduceOp::kSum); }));
+  });
+  std::future<std::string> error = waited.get_future();
+  world.abort("replica 1 failed");
+  EXPECT_EQ(world.aborted(), "replica 1 failed");
+  EXPECT_EQ(error.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+      << "the group's abort ended a queued collective";
+  world.abandon(0, "rank 0's communicator was aborted");
+  rank0.join();
+  EXPECT_CONTAINS(error.get(), "rank 0 of 2: all_reduce: rank 0's communicator was aborted");
+  // Later collectives of rank 0 fail at once, and rank 1's finds nobody.
+  EXPECT_CONTAINS(error_of([&] { world.broadcast(0, v.data(), 4, 0); }), "was aborted");
+
+  SharedMemoryWorld left(2, std::chrono::milliseconds(200), kSharedMemoryLibrary,
+                         SharedMemoryWaits::kDevice);
+  std::thread gone(
+      [&] { (void)error_of([&] { left.all_reduce(0, v.data(), 4, ReduceOp::kSum); }); });
+  left.abandon(0, "rank 0 left");
+  gone.join();
+  std::vector<float> w(4);
+  EXPECT_CONTAINS(error_of([&] { left.all_reduce(1, w.data(), 4, ReduceOp::kSum); }),
+                  "rank 1 waited 200 ms in all_reduce");
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "harness/trainer/trainer.h"
 #include "tests/harness/trainer/train_helpers.h"
+#include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
@@ -74,16 +75,26 @@ INSTANTIATE_TEST_SUITE_P(Cases, SimEquivalence,
                                          SimCase{4, OptimizerKind::kAdam, true, 2, 200}),
                          name);
 
-// Replica 1 fails after step 2 while the others are already inside step 3, their collectives
-// enqueued and waiting for it: the abort stops them long before the collective timeout, the
-// run's error is replica 1's own, and the streams and communicators tear down without hanging.
-TEST(SimTrainer, AFailingReplicaStopsItsPeersAtOnce) {
-  TrainOptions o = testing_util::short_run("dense-100", "sim:3", 8, 10);
+// A collective timeout far longer than the tests' runs: waiting it out shows.
+TrainOptions with_long_timeout(TrainOptions o) {
   o.collective_timeout_ms = 30000;
+  return o;
+}
+
+TrainHooks replica_1_fails_after_step_2() {
   TrainHooks hooks;
   hooks.after_step = [](int rank, int64_t step, std::span<float>) {
     if (rank == 1 && step == 2) throw_error("injected fault");
   };
+  return hooks;
+}
+
+// Replica 1 fails after step 2 while the others are already inside step 3, their collectives
+// enqueued and waiting for it: the abort stops them long before the collective timeout, the
+// run's error is replica 1's own, and the streams and communicators tear down without hanging.
+TEST(SimTrainer, AFailingReplicaStopsItsPeersAtOnce) {
+  const TrainOptions o = with_long_timeout(testing_util::short_run("dense-100", "sim:3", 8, 10));
+  const TrainHooks hooks = replica_1_fails_after_step_2();
   const auto start = std::chrono::steady_clock::now();
   try {
     train(o, hooks);
@@ -95,6 +106,26 @@ TEST(SimTrainer, AFailingReplicaStopsItsPeersAtOnce) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 10.0) << "the peers waited for the collective timeout";
+}
+
+// Replica 1 fails after step 2, and replica 0 fails in step 3 after queueing its gradients'
+// all-reduce (which replica 1 never joins), by an error of its own before the step's host
+// wait. Like an NCCL kernel, that all-reduce waits on replica 0's stream until replica 0's
+// communicator is aborted; tearing the replica down frees pinned memory, which waits for the
+// device as cudaFreeHost does. So the communicators must be aborted before the teardown, or
+// the run would stall until the collective timeout (on a GPU, forever).
+TEST(SimTrainer, AReplicaThatFailsWithCollectivesQueuedAbortsThemBeforeItsTeardown) {
+  const TrainOptions o = with_long_timeout(testing_util::short_run("dense-100", "sim:2", 8, 10));
+  TrainHooks hooks = replica_1_fails_after_step_2();
+  hooks.before_step_wait = [](int rank, int64_t step) {
+    if (rank == 0 && step == 3) throw_error("second fault, with the all-reduce queued");
+  };
+  const auto start = std::chrono::steady_clock::now();
+  const std::string e = testing_util::error_of([&] { train(o, hooks); });
+  EXPECT_NE(e.find("fault"), std::string::npos) << e;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 10.0) << "a replica's teardown waited for its queued all-reduce";
 }
 
 // Libraries' own device memory (NCCL's buffers on a GPU; on sim, what
