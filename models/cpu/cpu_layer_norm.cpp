@@ -11,6 +11,7 @@
 #include "core/buffer.h"
 #include "models/cpu/cpu_half.h"
 #include "models/cpu/cpu_kernels.h"
+#include "models/cpu/vector_clones.h"
 #include "models/kernel_math/layer_norm_math.h"
 
 namespace scalescope {
@@ -21,6 +22,26 @@ namespace km = kernel_math;
 // Columns one task of the parameter gradients sums: a few kilobytes of partial sums, and
 // enough tasks for the threads when a part is wide.
 constexpr int64_t kColumnBlock = 256;
+
+// The loops over a row and over a column block are vector clones (vector_clones.h): the 32
+// lanes of a row sum and the columns of a block are independent sums, so running 16 of them
+// at a time changes no addition's order, and this file is compiled without contraction: the
+// baseline's bits (KernelMathLayerNorm's tests hold the CPU kernel to them).
+SCALESCOPE_VECTOR_CLONES void forward_row(const float* x, float* y, int64_t d, const float* w,
+                                          const float* b, float eps, float* mean, float* rstd) {
+  km::layer_norm_forward_row_on_host(x, y, d, w, b, eps, mean, rstd);
+}
+
+SCALESCOPE_VECTOR_CLONES void backward_row(const float* x, const float* dy, float* dx, int64_t d,
+                                           const float* w, float mean, float rstd) {
+  km::layer_norm_backward_row_on_host(x, dy, dx, d, w, mean, rstd);
+}
+
+SCALESCOPE_VECTOR_CLONES void part_sums(const km::ColumnGradTerm& term, int64_t rows,
+                                        const km::BiasGradPlan& plan, int64_t part, int64_t c0,
+                                        int64_t c1, float* acc, float* part_dw, float* part_db) {
+  km::layer_norm_part_sums_on_host(term, rows, plan, part, c0, c1, acc, part_dw, part_db);
+}
 
 class LayerNormKernel final : public LayerKernel {
  public:
@@ -43,8 +64,7 @@ class LayerNormKernel final : public LayerKernel {
     float* rstd = saved_rstd();
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows_; ++r) {
-      km::layer_norm_forward_row_on_host(in + r * d, out + r * d, d, weight_, bias_, eps_, mean + r,
-                                         rstd + r);
+      forward_row(in + r * d, out + r * d, d, weight_, bias_, eps_, mean + r, rstd + r);
     }
   }
 
@@ -64,8 +84,7 @@ class LayerNormKernel final : public LayerKernel {
       row.resize(static_cast<size_t>(d));
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows_; ++r) {
-        km::layer_norm_forward_row_on_host(in + r * d, row.data(), d, weight_, bias_, eps_,
-                                           mean + r, rstd + r);
+        forward_row(in + r * d, row.data(), d, weight_, bias_, eps_, mean + r, rstd + r);
         compress_half_span(row.data(), out + r * d, d, 1, format);
       }
     }
@@ -79,8 +98,7 @@ class LayerNormKernel final : public LayerKernel {
     const float* rstd = saved_rstd();
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows_; ++r) {
-      km::layer_norm_backward_row_on_host(in + r * d, dout + r * d, din + r * d, d, weight_,
-                                          mean[r], rstd[r]);
+      backward_row(in + r * d, dout + r * d, din + r * d, d, weight_, mean[r], rstd[r]);
     }
   }
 
@@ -99,8 +117,8 @@ class LayerNormKernel final : public LayerKernel {
       for (int64_t k = 0; k < blocks; ++k) {
         float acc[2 * kColumnBlock];
         const int64_t c0 = k * kColumnBlock;
-        km::layer_norm_part_sums_on_host(term, rows_, plan_, p, c0, std::min(d, c0 + kColumnBlock),
-                                         acc, parts_dw + p * d, parts_db + p * d);
+        part_sums(term, rows_, plan_, p, c0, std::min(d, c0 + kColumnBlock), acc, parts_dw + p * d,
+                  parts_db + p * d);
       }
     }
     if (parts == 1) return;
