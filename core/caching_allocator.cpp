@@ -97,7 +97,15 @@ void CachingAllocator::wait_for_streams_locked() noexcept {
     try {
       stream->synchronize();
     } catch (const std::exception& e) {
-      SS_LOG_ERROR("{}: waiting for a stream's work failed: {}", name_, e.what());
+      // A device's fault fails every later wait of its streams alike: said once.
+      if (last_wait_failure_ != e.what()) {
+        SS_LOG_ERROR("{}: waiting for a stream's work failed: {}", name_, e.what());
+        try {
+          last_wait_failure_ = e.what();
+        } catch (...) {
+          // Out of host memory: the next failure is logged again.
+        }
+      }
     }
   }
 }

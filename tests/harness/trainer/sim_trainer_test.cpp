@@ -121,11 +121,17 @@ TEST(SimTrainer, AReplicaThatFailsWithCollectivesQueuedAbortsThemBeforeItsTeardo
     if (rank == 0 && step == 3) throw_error("second fault, with the all-reduce queued");
   };
   const auto start = std::chrono::steady_clock::now();
+  testing::internal::CaptureStderr();
   const std::string e = testing_util::error_of([&] { train(o, hooks); });
+  const std::string log = testing::internal::GetCapturedStderr();
   EXPECT_NE(e.find("fault"), std::string::npos) << e;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 10.0) << "a replica's teardown waited for its queued all-reduce";
+  // The aborted all-reduce faults replica 0's device, which every later wait of its three
+  // streams then reports: the log says so once.
+  EXPECT_EQ(testing_util::count_of(log, "sim device 0: waiting for a stream's work failed"), 1u)
+      << log;
 }
 
 // Libraries' own device memory (NCCL's buffers on a GPU; on sim, what
