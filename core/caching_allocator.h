@@ -128,7 +128,7 @@ class CachingAllocator {
   std::unordered_map<void*, size_t> live_;  // handed out: block size
   std::vector<Stream*> streams_;
   std::vector<std::unique_ptr<Event>> spare_fences_;  // reached, for reuse
-  std::string last_wait_failure_;  // what wait_for_streams_locked last logged
+  std::string last_wait_failure_;                     // what wait_for_streams_locked last logged
   std::chrono::milliseconds wait_timeout_{std::chrono::minutes(5)};
   std::atomic<int64_t> device_allocations_{0};
   std::atomic<int64_t> reserved_{0};

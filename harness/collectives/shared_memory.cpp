@@ -69,7 +69,6 @@ void SharedMemoryWorld::abandon(int rank, const std::string& why) {
     const std::lock_guard lock(mutex_);
     std::string& left = left_.at(static_cast<size_t>(rank));
     if (left.empty()) left = why.empty() ? "abandoned" : why;
-    any_left_ = true;
   }
   changed_.notify_all();
 }
@@ -131,6 +130,11 @@ std::vector<SharedMemoryWorld::Buffer> SharedMemoryWorld::post(int rank, void* d
   return all;
 }
 
+bool SharedMemoryWorld::anyone_left() const {
+  return std::any_of(left_.begin(), left_.end(),
+                     [](const std::string& why) { return !why.empty(); });
+}
+
 // A barrier of every rank, with the timeout.
 void SharedMemoryWorld::wait_all(int rank, const char* what) {
   std::unique_lock lock(mutex_);
@@ -140,7 +144,7 @@ void SharedMemoryWorld::wait_all(int rank, const char* what) {
   };
   if (!stop().empty()) fail(rank, fmt::format("{}: {}", what, stop()));
   const uint64_t generation = generation_;
-  if (++arrived_ == size_ && !any_left_) {
+  if (++arrived_ == size_ && !anyone_left()) {
     arrived_ = 0;
     ++generation_;
     lock.unlock();
@@ -153,10 +157,7 @@ void SharedMemoryWorld::wait_all(int rank, const char* what) {
   if (stop().empty()) {
     const std::string why =
         fmt::format("rank {} waited {} ms in {} for the other ranks", rank, timeout_.count(), what);
-    if (device_) {
-      left_[static_cast<size_t>(rank)] = why;
-      any_left_ = true;
-    }
+    if (device_) left_[static_cast<size_t>(rank)] = why;
     if (broken_.empty()) broken_ = why;
     changed_.notify_all();
   }

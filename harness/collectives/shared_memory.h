@@ -73,6 +73,7 @@ class SharedMemoryWorld {
   std::pair<int64_t, int64_t> slice(int rank, int64_t count) const;
   std::vector<Buffer> post(int rank, void* data, int64_t count, size_t element, const char* what);
   void wait_all(int rank, const char* what);
+  bool anyone_left() const;  // REQUIRES: mutex_ held
 
   const int size_;
   const std::chrono::milliseconds timeout_;
@@ -85,7 +86,6 @@ class SharedMemoryWorld {
   uint64_t generation_ = 0;
   std::string broken_;             // kHost: why every later collective fails; kDevice: aborted()
   std::vector<std::string> left_;  // kDevice: why each rank was abandoned ("" while it was not)
-  bool any_left_ = false;
 };
 
 // CPU rank `rank` of `world`: all_reduce, all_reduce_half and broadcast through the world,

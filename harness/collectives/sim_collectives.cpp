@@ -26,8 +26,11 @@ class SimCommunicator final : public Communicator {
   // returns before the device's streams drain.
   ~SimCommunicator() override {
     const std::string why = world_->aborted();
-    if (!why.empty()) abort(why);
-    if (std::uncaught_exceptions() > 0) abort(fmt::format("rank {} left", rank_));
+    if (!why.empty()) {
+      abort(why);
+    } else if (std::uncaught_exceptions() > 0) {
+      abort(fmt::format("rank {} left", rank_));
+    }
   }
   SimCommunicator(const SimCommunicator&) = delete;
   SimCommunicator& operator=(const SimCommunicator&) = delete;
