@@ -33,21 +33,21 @@ __global__ void from_heads_kernel(km::AttentionShape s, const float* heads, floa
   }
 }
 
-__global__ void softmax_forward_kernel(km::AttentionShape s, const float* scores, float* probs,
+__global__ void softmax_forward_kernel(km::ScoreBlock b, const float* scores, float* probs,
                                        float scale) {
   const km::RowShare share{lane(), kWarp};
-  for (int64_t r = first_warp(); r < s.score_rows(); r += warp_stride()) {
-    km::causal_softmax_row(scores + r * s.seq, probs + r * s.seq, r % s.seq, s.seq, scale, share,
+  for (int64_t r = first_warp(); r < b.count(); r += warp_stride()) {
+    km::causal_softmax_row(scores + r * b.len, probs + r * b.len, b.query(r), b.len, scale, share,
                            WarpReduce{});
   }
 }
 
-__global__ void softmax_backward_kernel(km::AttentionShape s, const float* probs,
+__global__ void softmax_backward_kernel(km::ScoreBlock b, const float* probs,
                                         const float* grad_probs, float* grad_scores, float scale) {
   const km::RowShare share{lane(), kWarp};
-  for (int64_t r = first_warp(); r < s.score_rows(); r += warp_stride()) {
-    km::causal_softmax_backward_row(probs + r * s.seq, grad_probs + r * s.seq,
-                                    grad_scores + r * s.seq, r % s.seq, s.seq, scale, share,
+  for (int64_t r = first_warp(); r < b.count(); r += warp_stride()) {
+    km::causal_softmax_backward_row(probs + r * b.len, grad_probs + r * b.len,
+                                    grad_scores + r * b.len, b.query(r), b.len, scale, share,
                                     WarpReduce{});
   }
 }
@@ -75,20 +75,19 @@ void from_heads(const km::AttentionShape& s, const float* heads, float* rows, in
   check_launch("from_heads_kernel");
 }
 
-void causal_softmax_forward(const km::AttentionShape& s, const float* scores, float* probs,
-                            float scale, cudaStream_t stream) {
-  if (s.score_rows() == 0) return;
-  softmax_forward_kernel<<<grid_for_rows(s.score_rows()), kThreads, 0, stream>>>(s, scores, probs,
-                                                                                 scale);
+void causal_softmax_forward(const km::ScoreBlock& b, const float* scores, float* probs, float scale,
+                            cudaStream_t stream) {
+  if (b.count() == 0) return;
+  softmax_forward_kernel<<<grid_for_rows(b.count()), kThreads, 0, stream>>>(b, scores, probs,
+                                                                            scale);
   check_launch("softmax_forward_kernel");
 }
 
-void causal_softmax_backward(const km::AttentionShape& s, const float* probs,
-                             const float* grad_probs, float* grad_scores, float scale,
-                             cudaStream_t stream) {
-  if (s.score_rows() == 0) return;
-  softmax_backward_kernel<<<grid_for_rows(s.score_rows()), kThreads, 0, stream>>>(
-      s, probs, grad_probs, grad_scores, scale);
+void causal_softmax_backward(const km::ScoreBlock& b, const float* probs, const float* grad_probs,
+                             float* grad_scores, float scale, cudaStream_t stream) {
+  if (b.count() == 0) return;
+  softmax_backward_kernel<<<grid_for_rows(b.count()), kThreads, 0, stream>>>(b, probs, grad_probs,
+                                                                             grad_scores, scale);
   check_launch("softmax_backward_kernel");
 }
 

@@ -23,13 +23,14 @@ void to_heads(const kernel_math::AttentionShape& s, const float* rows, int64_t w
 void from_heads(const kernel_math::AttentionShape& s, const float* heads, float* rows,
                 int64_t width, int64_t column, cudaStream_t stream);
 
-// Over the s.score_rows() rows of [N·H, S, S], row r being query position r mod S: unscaled
-// scores into probabilities (in place allowed), and the probabilities' gradient dp into the
-// scores' gradient ds (in place allowed), with causal_softmax_row and
-// causal_softmax_backward_row. One warp per row; every column is written (masked ones 0).
-void causal_softmax_forward(const kernel_math::AttentionShape& s, const float* scores, float* probs,
+// Over the b.count() rows of a block of score matrices (b.query(r) is row r's query
+// position, b.len its length): unscaled scores into probabilities (in place allowed), and the
+// probabilities' gradient dp into the scores' gradient ds (in place allowed), with
+// causal_softmax_row and causal_softmax_backward_row. One warp per row; every column is
+// written (masked ones 0).
+void causal_softmax_forward(const kernel_math::ScoreBlock& b, const float* scores, float* probs,
                             float scale, cudaStream_t stream);
-void causal_softmax_backward(const kernel_math::AttentionShape& s, const float* probs,
+void causal_softmax_backward(const kernel_math::ScoreBlock& b, const float* probs,
                              const float* grad_probs, float* grad_scores, float scale,
                              cudaStream_t stream);
 

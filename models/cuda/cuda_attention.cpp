@@ -1,22 +1,16 @@
 // GPT-2's causal self-attention on CUDA: cuBLAS strided-batched GEMMs for the products, on
 // head-major copies [N·H, S, hd] of q, k and v made by our kernels, and our kernels for the
-// causal scaled softmax (attention_ops.cu, math in kernel_math/attention_math.h).
+// causal scaled softmax (attention_ops.cu, math in kernel_math/attention_math.h), over chunks
+// of query rows in the order attention_chunks.h gives (why chunks: there).
 //
 // It keeps nothing from forward for backward: backward makes the head-major copies again from
-// its input (which the model keeps for it) and recomputes the probabilities P [N·H, S, S] with
-// the forward's product and softmax, the same bits where the input is the same (fp32, tf32;
-// under 16 bits the model's restored input, as autocast's saved tensors). Every buffer of a
-// pass, P and dP included, lives in the stream's workspace that every layer shares
-// (CudaLibraries): quadratic in S, but once per stream rather than once per layer, as keeping
-// P was. A fused kernel (flash attention's scheme, as the CPU kernel's) would need no S × S
-// buffer at all.
-//
-// Under bf16 and fp16 every product multiplies 16-bit copies of its operands (q, k, v, dout's
-// heads, P and dS; autocast's casts, as the dense layers) with fp32 accumulation into fp32
-// results; the softmax and its backward stay fp32. P's copy lies in dP's buffer until dP is
-// computed, dS's in P's once the softmax's backward has read P: only the four head copies take
-// memory of their own.
+// its input (which the model keeps for it) and recomputes each chunk's probabilities with the
+// forward's product and softmax, the same bits where the input is the same (fp32, tf32; under
+// 16 bits the model's restored input, as autocast's saved tensors). Every buffer of a pass
+// lives in the stream's workspace that every layer shares (CudaLibraries): the head buffers and
+// two chunks of scores, linear in S.
 #include <cublas_v2.h>
+#include <fmt/format.h>
 
 #include <memory>
 #include <optional>
@@ -24,6 +18,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "models/cuda/attention_chunks.h"
 #include "models/cuda/attention_ops.h"
 #include "models/cuda/cuda_kernels.h"
 #include "models/cuda/cuda_layer_util.h"
@@ -36,17 +31,7 @@ namespace {
 
 namespace km = kernel_math;
 
-// C[b] = op(A[b])·op(B[b]) over the N·H batches, row-major, C [m, n], op(A) [m, k] and op(B)
-// [k, n]; a transposed operand is stored as the untransposed one ([k, m] for A, [n, k] for B).
-// A and B are fp32, or both 16-bit copies; C is fp32.
-struct Product {
-  const void* a;
-  bool transpose_a;
-  const void* b;
-  bool transpose_b;
-  float* c;
-  int m, n, k;
-};
+namespace ac = attention_chunks;
 
 class AttentionKernel final : public LayerKernel {
  public:
@@ -55,28 +40,28 @@ class AttentionKernel final : public LayerKernel {
       : libraries_(cuda_libraries(device)),
         shape_{b.in[0], b.in[1], spec.heads, b.in[2] / (3 * spec.heads)},
         batches_(to_int(shape_.batch * shape_.heads, "the batch times the heads", layer)),
-        seq_(to_int(shape_.seq, "the sequence", layer)),
-        head_dim_(to_int(shape_.head_dim, "the head size", layer)),
+        chunk_rows_(ac::default_chunk_rows(shape_)),
+        score_elements_(ac::score_elements(shape_, chunk_rows_)),
         scale_(km::attention_scale(shape_.head_dim)),
         // Chosen per kernel, not on the shared handle: see CublasHandle.
         compute_(half_ ? CUBLAS_COMPUTE_32F : gemm_compute_type(precision_)) {
-    // cuBLAS's m, n and k are ints (S and hd, checked above) and its strides 64-bit; one
-    // head's scores (S·S) are held to an int too.
-    to_int(shape_.seq * shape_.seq, "the scores of one head (S·S)", layer);
+    // cuBLAS's m, n, k and leading dimensions are ints (at most S and hd) and its strides
+    // 64-bit.
+    to_int(shape_.seq, "the sequence", layer);
+    to_int(shape_.head_dim, "the head size", layer);
     const int64_t half_heads = half_ ? kHalfHeadBuffers * shape_.head_elements() : 0;
     libraries_->reserve_workspace(
-        static_cast<size_t>(kHeadBuffers * shape_.head_elements() + 2 * score_elements()) *
+        static_cast<size_t>(kHeadBuffers * shape_.head_elements() + 2 * score_elements_) *
             sizeof(float) +
         static_cast<size_t>(half_heads) * sizeof(uint16_t));
   }
 
   void forward(const float* in, float* out, Stream& stream) override {
     const cudaStream_t s = cuda_stream(stream);
-    float* y_heads = head(s, kOutputHeads);
-    probabilities(in, s);
-    const void* probs = operand(scores(s, 0), score_elements(), scores(s, 1), s);
-    gemm(s, {probs, false, head_operand(s, 2), false, y_heads, seq_, head_dim_, seq_});  // P·V
-    cuda_ops::from_heads(shape_, y_heads, out, shape_.model_dim(), 0, s);
+    to_heads(in, s);
+    Exec exec{*this, s};
+    ac::Passes<Exec>(shape_, chunk_rows_, exec).forward();
+    cuda_ops::from_heads(shape_, buffer(s, ac::Buffer::kOut), out, shape_.model_dim(), 0, s);
   }
 
   // Reads the input of the last forward (q, k and v), from which it recomputes P.
@@ -85,107 +70,104 @@ class AttentionKernel final : public LayerKernel {
     if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
     const cudaStream_t s = cuda_stream(stream);
     const int64_t d = shape_.model_dim();
-    probabilities(in, s);
-    const float* probs = scores(s, 0);
-    float* grad_probs = scores(s, 1);
-    cuda_ops::to_heads(shape_, dout, d, 0, head(s, kOutputHeads), s);
-    round_head(s, kOutputHeads);
-    const void* dout_heads = head_operand(s, kOutputHeads);
-    const void* v = head_operand(s, 2);
-    // P's 16-bit copy in dP's place, read before dP is written there.
-    const void* probs_operand = operand(probs, score_elements(), grad_probs, s);
-    gemm(s, {probs_operand, true, dout_heads, false, head(s, kGradHeads + 2), seq_, head_dim_,
-             seq_});                                                           // dV
-    gemm(s, {dout_heads, false, v, true, grad_probs, seq_, seq_, head_dim_});  // dO·Vᵀ
-    cuda_ops::causal_softmax_backward(shape_, probs, grad_probs, grad_probs, scale_, s);
-    // dS's 16-bit copy in P's place, which the softmax's backward was the last to read.
-    const void* grad_scores = operand(grad_probs, score_elements(), scores(s, 0), s);
-    gemm(s, {grad_scores, false, head_operand(s, 1), false, head(s, kGradHeads), seq_, head_dim_,
-             seq_});  // dS·K
-    gemm(s, {grad_scores, true, head_operand(s, 0), false, head(s, kGradHeads + 1), seq_, head_dim_,
-             seq_});  // dSᵀ·Q
+    to_heads(in, s);
+    cuda_ops::to_heads(shape_, dout, d, 0, buffer(s, ac::Buffer::kOut), s);
+    round_head(s, ac::Buffer::kOut);
+    Exec exec{*this, s};
+    ac::Passes<Exec>(shape_, chunk_rows_, exec).backward();
+    const ac::Buffer grads[] = {ac::Buffer::kGradQ, ac::Buffer::kGradK, ac::Buffer::kGradV};
     for (int64_t part = 0; part < 3; ++part) {
-      cuda_ops::from_heads(shape_, head(s, kGradHeads + part), din, 3 * d, part * d, s);
+      cuda_ops::from_heads(shape_, buffer(s, grads[part]), din, 3 * d, part * d, s);
     }
   }
 
   // With atomics not allowed (a handle's default), cuBLAS's results are bit-identical run after
-  // run on one GPU; our softmax kernels add in a fixed order.
-  // 16-bit math named as the CPU kernels name it ("bf16").
+  // run on one GPU; our softmax kernels add in a fixed order, and the chunks' shares of dK and
+  // dV are added in a fixed order. 16-bit math named as the CPU kernels name it ("bf16").
   std::vector<KernelChoice> choices() const override {
     const std::string math = half_ ? to_string(precision_) : compute_type_name(compute_);
-    const std::string algorithm =
-        "cublasGemmStridedBatchedEx CUBLAS_GEMM_DEFAULT + causal softmax kernels";
+    const std::string algorithm = fmt::format(
+        "cublasGemmStridedBatchedEx CUBLAS_GEMM_DEFAULT + causal softmax kernels, {} query rows "
+        "a chunk",
+        chunk_rows_);
     return {{"forward", algorithm, math, "NSC", true, 0},
             {"backward-data", algorithm, math, "NSC", true, 0}};
   }
 
  private:
-  // The stream's workspace during a pass: head-major buffers [N, H, S, hd], q, k and v (0-2),
-  // the heads' outputs in forward or dout's in backward (kOutputHeads), dq, dk and dv in
-  // backward (kGradHeads on); then two of [N·H, S, S], P (0) and backward's dP (1), turned into
-  // dS in place; then in 16 bits the copies of the first four heads (kHalfHeadBuffers).
-  static constexpr int64_t kOutputHeads = 3;
-  static constexpr int64_t kGradHeads = 4;
+  // attention_chunks.h's steps on stream s.
+  struct Exec {
+    const AttentionKernel& kernel;
+    cudaStream_t s;
+    bool half() const { return kernel.half_.has_value(); }
+    void gemm(const ac::Product& p) const { kernel.gemm(s, ac::column_major(p)); }
+    void round(ac::Buffer from, int64_t count, ac::Buffer to) const {
+      sixteen_bit_operand(kernel.buffer(s, from), count, kernel.buffer(s, to), kernel.half_, s);
+    }
+    void softmax_forward(const km::ScoreBlock& b, ac::Buffer scores) const {
+      float* p = kernel.buffer(s, scores);
+      cuda_ops::causal_softmax_forward(b, p, p, kernel.scale_, s);
+    }
+    void softmax_backward(const km::ScoreBlock& b, ac::Buffer probs, ac::Buffer grads) const {
+      float* g = kernel.buffer(s, grads);
+      cuda_ops::causal_softmax_backward(b, kernel.buffer(s, probs), g, g, kernel.scale_, s);
+    }
+  };
+
+  // The stream's workspace during a pass: the seven fp32 head buffers [N, H, S, hd] in
+  // ac::Buffer's order (kQ to kGradV), the two score buffers, then under 16 bits the four
+  // head copies (kHalfQ to kHalfOut).
   static constexpr int64_t kHeadBuffers = 7;
   static constexpr int64_t kHalfHeadBuffers = 4;
-  int64_t score_elements() const { return shape_.score_rows() * shape_.seq; }
-  float* head(cudaStream_t s, int64_t i) const {
-    return static_cast<float*>(libraries_->workspace(s)) + i * shape_.head_elements();
+  static int64_t index(ac::Buffer b) { return static_cast<int64_t>(b); }
+  // Buffer b's start, as floats (a 16-bit buffer's bytes start there too).
+  float* buffer(cudaStream_t s, ac::Buffer b) const {
+    float* base = static_cast<float*>(libraries_->workspace(s));
+    const int64_t i = index(b);
+    if (i < kHeadBuffers) return base + i * shape_.head_elements();
+    float* scores = base + kHeadBuffers * shape_.head_elements();
+    if (b == ac::Buffer::kScores) return scores;
+    if (b == ac::Buffer::kGradScores) return scores + score_elements_;
+    uint16_t* halves = reinterpret_cast<uint16_t*>(scores + 2 * score_elements_);
+    return reinterpret_cast<float*>(halves +
+                                    (i - index(ac::Buffer::kHalfQ)) * shape_.head_elements());
   }
-  float* scores(cudaStream_t s, int64_t i) const {
-    return head(s, kHeadBuffers) + i * score_elements();
+  // Head buffer b's 16-bit copy made from it (nothing without 16 bits): kQ to kOut.
+  void round_head(cudaStream_t s, ac::Buffer b) const {
+    const auto copy = static_cast<ac::Buffer>(index(b) + index(ac::Buffer::kHalfQ));
+    sixteen_bit_operand(buffer(s, b), shape_.head_elements(), buffer(s, copy), half_, s);
   }
-  // Head buffer i's 16-bit copy (i < kHalfHeadBuffers; 16 bits only).
-  uint16_t* half_head(cudaStream_t s, int64_t i) const {
-    return reinterpret_cast<uint16_t*>(scores(s, 2)) + i * shape_.head_elements();
-  }
-  // What the products read of head buffer i: the buffer itself, or its 16-bit copy once
-  // round_head() has made it.
-  const void* head_operand(cudaStream_t s, int64_t i) const {
-    return half_ ? static_cast<const void*>(half_head(s, i)) : head(s, i);
-  }
-  // `count` values as the products read them: themselves, or in 16 bits their copy in `to`.
-  const void* operand(const float* values, int64_t count, void* to, cudaStream_t s) const {
-    return sixteen_bit_operand(values, count, to, half_, s);
-  }
-  // Head buffer i's 16-bit copy made from it (nothing without 16 bits).
-  void round_head(cudaStream_t s, int64_t i) const {
-    if (half_) operand(head(s, i), shape_.head_elements(), half_head(s, i), s);
-  }
-  // q, k and v head-major from the input rows [N, S, 3D] (and their 16-bit copies), and
-  // P = softmax(scale·Q·Kᵀ), causal.
-  void probabilities(const float* in, cudaStream_t s) const {
+  // q, k and v head-major from the input rows [N, S, 3D], and their 16-bit copies.
+  void to_heads(const float* in, cudaStream_t s) const {
     const int64_t d = shape_.model_dim();
+    const ac::Buffer parts[] = {ac::Buffer::kQ, ac::Buffer::kK, ac::Buffer::kV};
     for (int64_t part = 0; part < 3; ++part) {
-      cuda_ops::to_heads(shape_, in, 3 * d, part * d, head(s, part), s);
-      round_head(s, part);
+      cuda_ops::to_heads(shape_, in, 3 * d, part * d, buffer(s, parts[part]), s);
+      round_head(s, parts[part]);
     }
-    float* probs = scores(s, 0);
-    gemm(s, {head_operand(s, 0), false, head_operand(s, 1), true, probs, seq_, seq_,
-             head_dim_});  // Q·Kᵀ
-    cuda_ops::causal_softmax_forward(shape_, probs, probs, scale_, s);
   }
-
-  // cuBLAS is column-major, where a row-major [r, c] buffer reads as its transpose [c, r] with
-  // leading dimension c. So C = op(A)·op(B) row-major is Cᵀ = op(B)ᵀ·op(A)ᵀ column-major: B
-  // goes first, transposed by cuBLAS exactly when it is transposed here.
-  void gemm(cudaStream_t s, const Product& p) const {
+  // Operand m's batch 0, its offset in elements of the operand type.
+  const void* operand(cudaStream_t s, const ac::Matrix& m) const {
+    if (half_) return reinterpret_cast<const uint16_t*>(buffer(s, m.buffer)) + m.offset;
+    return buffer(s, m.buffer) + m.offset;
+  }
+  // p in column-major terms (ac::column_major).
+  void gemm(cudaStream_t s, const ac::Product& p) const {
     const float one = 1.0f;
-    const float zero = 0.0f;
-    const long long stride_a = static_cast<long long>(p.m) * p.k;
-    const long long stride_b = static_cast<long long>(p.k) * p.n;
-    const long long stride_c = static_cast<long long>(p.m) * p.n;
     SS_CHECK_CUBLAS(cublasGemmStridedBatchedEx(
-        libraries_->cublas(s), p.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-        p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, p.n, p.m, p.k, &one, p.b, operand_type_,
-        p.transpose_b ? p.k : p.n, stride_b, p.a, operand_type_, p.transpose_a ? p.m : p.k,
-        stride_a, &zero, p.c, CUDA_R_32F, p.n, stride_c, batches_, compute_, CUBLAS_GEMM_DEFAULT));
+        libraries_->cublas(s), p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+        p.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(p.m), static_cast<int>(p.n),
+        static_cast<int>(p.k), &one, operand(s, p.a), operand_type_, static_cast<int>(p.a.ld),
+        p.a.batch_stride, operand(s, p.b), operand_type_, static_cast<int>(p.b.ld),
+        p.b.batch_stride, &p.beta, buffer(s, p.c.buffer) + p.c.offset, CUDA_R_32F,
+        static_cast<int>(p.c.ld), p.c.batch_stride, batches_, compute_, CUBLAS_GEMM_DEFAULT));
   }
 
   std::shared_ptr<CudaLibraries> libraries_;
   km::AttentionShape shape_;
-  int batches_, seq_, head_dim_;
+  int batches_;
+  int64_t chunk_rows_;
+  int64_t score_elements_;
   float scale_;
   Precision precision_ = precision();  // at construction, as every kernel reads it
   std::optional<km::HalfFormat> half_ = half_format(precision_);  // the operands', if 16-bit

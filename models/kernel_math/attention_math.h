@@ -45,6 +45,18 @@ struct AttentionShape {
   SS_HOST_DEVICE int64_t score_rows() const { return batch * heads * seq; }
 };
 
+// Score rows of `batches` matrices [rows, len], rows of query positions [first_query,
+// first_query + rows) against keys [0, len): row r of the block is query first_query + r mod
+// rows. The whole [N·H, S, S] is {N·H, S, 0, S}; a chunk of queries sees fewer keys.
+struct ScoreBlock {
+  int64_t batches = 0;
+  int64_t rows = 0;
+  int64_t first_query = 0;
+  int64_t len = 0;
+  SS_HOST_DEVICE int64_t count() const { return batches * rows; }
+  SS_HOST_DEVICE int64_t query(int64_t r) const { return first_query + r % rows; }
+};
+
 // Where element `e` of a head-major buffer [N, H, S, hd] sits in a row-major [N, S, width]
 // tensor whose columns [column, column + D) hold the heads side by side: q, k and v of the
 // input are column 0, D and 2·D of width 3·D; the output is column 0 of width D.

@@ -1,0 +1,219 @@
+// The CUDA attention's passes as a sequence of batched products and softmax calls over chunks
+// of query rows (cuda_attention.cpp runs them with cuBLAS and our kernels). Plain C++ with no
+// CUDA in it, so that tests run the same sequence on CPU (attention_chunks_test.cpp).
+//
+// Why chunks: the scores of all S queries against all S keys, [N·H, S, S] in fp32, are what
+// made the attention's memory quadratic in S (two such buffers, 805 MB for GPT-2 small at 8
+// sequences of 1024), and under the causal mask half of every such product is of masked
+// entries. A chunk of C query rows [first, first + C) sees only the keys [0, first + C), so
+// its scores are [N·H, C, first + C]: the buffers hold C·S values per head instead of S·S
+// (C = 2·hd by default, so the attention's workspace is a fixed multiple of its heads', linear
+// in S), and the products skip the keys no query of the chunk sees, about (S − C)/2S of the
+// work of the whole-matrix products (44% for GPT-2 small's S = 1024, C = 128).
+//
+// Forward, per chunk: scores = Q_c·K[:keys]ᵀ, their causal softmax in place, O_c = P·V[:keys].
+// Backward recomputes each chunk's P the same way (the kernel keeps nothing between passes)
+// and adds the chunk's share of dK and dV, the chunks taken last first: the last chunk sees
+// every key, so its products write all of dK and dV (β = 0) and the others add to them (β = 1)
+// and nothing is read before it is written. The order is fixed: deterministic.
+//
+// Under bf16 and fp16 every product reads 16-bit operands (the heads' copies, and copies of P
+// and dS) with fp32 results, as the whole-matrix kernel did; the 16-bit copy of P lies in dP's
+// buffer until dP is written there, dS's in P's once the softmax's backward has read P.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/check.h"
+#include "models/kernel_math/attention_math.h"
+
+namespace scalescope::attention_chunks {
+
+namespace km = kernel_math;
+
+// The buffers of a pass in the kernel's workspace: the head-major [N, H, S, hd] copies of q, k
+// and v, the heads' outputs (forward) or dout's (backward), the gradients of q, k and v, the
+// 16-bit copies of the first four, and two score buffers of score_elements().
+enum class Buffer {
+  kQ,
+  kK,
+  kV,
+  kOut,
+  kGradQ,
+  kGradK,
+  kGradV,
+  kHalfQ,
+  kHalfK,
+  kHalfV,
+  kHalfOut,
+  kScores,
+  kGradScores
+};
+
+// Query rows [first, first + rows), which see keys [0, keys).
+struct Chunk {
+  int64_t first = 0;
+  int64_t rows = 0;
+  int64_t keys = 0;
+};
+
+// The default chunk: 2·hd rows (a multiple of 8, so that a chunk's 16-bit rows start 16-byte
+// aligned as cuBLAS's fastest kernels want), at least 8 and at most S.
+inline int64_t default_chunk_rows(const km::AttentionShape& s) {
+  return std::min(s.seq, std::max<int64_t>(8, (2 * s.head_dim) / 8 * 8));
+}
+
+inline int64_t chunk_count(int64_t seq, int64_t chunk_rows) {
+  return seq == 0 ? 0 : (seq + chunk_rows - 1) / chunk_rows;
+}
+
+inline Chunk chunk(int64_t seq, int64_t chunk_rows, int64_t i) {
+  const int64_t first = i * chunk_rows;
+  const int64_t rows = std::min(chunk_rows, seq - first);
+  return {first, rows, first + rows};
+}
+
+// Floats of each score buffer: the largest chunk's [N·H, rows, keys], which is at most
+// N·H·C·S (the last chunk, or any full one).
+inline int64_t score_elements(const km::AttentionShape& s, int64_t chunk_rows) {
+  int64_t most = 0;
+  for (int64_t i = 0; i < chunk_count(s.seq, chunk_rows); ++i) {
+    const Chunk c = chunk(s.seq, chunk_rows, i);
+    most = std::max(most, c.rows * c.keys);
+  }
+  return s.batch * s.heads * most;
+}
+
+// Batch b of a row-major matrix: its element (i, j) at buffer + offset + b·batch_stride +
+// i·ld + j, in elements of the buffer's type.
+struct Matrix {
+  Buffer buffer;
+  int64_t offset = 0;
+  int64_t ld = 0;
+  int64_t batch_stride = 0;
+};
+
+// C[b] = op(A[b])·op(B[b]) + β·C[b] over the N·H batches, row-major: C [m, n], op(A) [m, k],
+// op(B) [k, n]; a transposed operand is stored untransposed ([k, m] for A, [n, k] for B). A and
+// B are in the products' operand type (16-bit under bf16 and fp16), C is fp32. β is 0 or 1;
+// with 0, C is not read.
+struct Product {
+  Matrix a;
+  bool transpose_a = false;
+  Matrix b;
+  bool transpose_b = false;
+  Matrix c;
+  int64_t m = 0, n = 0, k = 0;
+  float beta = 0.0f;
+};
+
+// The same product in cuBLAS's column-major terms, where a row-major [r, c] matrix reads as its
+// transpose [c, r] with the same leading dimension: Cᵀ = op(B)ᵀ·op(A)ᵀ, so B becomes cuBLAS's A,
+// transposed by cuBLAS exactly when it is transposed here, and m and n swap.
+inline Product column_major(const Product& p) {
+  return {p.b, p.transpose_b, p.a, p.transpose_a, p.c, p.n, p.m, p.k, p.beta};
+}
+
+// Head buffer b's rows from position `first` on, as an operand of a product over the N·H
+// batches ([S, hd] each).
+inline Matrix head_rows(Buffer b, const km::AttentionShape& s, int64_t first) {
+  return {b, first * s.head_dim, s.head_dim, s.seq * s.head_dim};
+}
+
+// A chunk's scores [N·H, rows, keys], compact.
+inline Matrix chunk_scores(Buffer b, const Chunk& c) {
+  return {b, 0, c.keys, c.rows * c.keys};
+}
+
+inline km::ScoreBlock score_block(const km::AttentionShape& s, const Chunk& c) {
+  return {s.batch * s.heads, c.rows, c.first, c.keys};
+}
+
+// What an Exec does (cuda_attention.cpp's on a stream; the test's on host vectors):
+//   bool half() const: whether the products' operands are 16-bit;
+//   void gemm(const Product&);
+//   void round(Buffer from, int64_t count, Buffer to): the 16-bit copy of from's first count
+//     values into to's memory (16-bit only);
+//   void softmax_forward(const km::ScoreBlock&, Buffer scores): in place;
+//   void softmax_backward(const km::ScoreBlock&, Buffer probs, Buffer grads): dP into dS in
+//     place.
+template <class Exec>
+class Passes {
+ public:
+  Passes(const km::AttentionShape& shape, int64_t chunk_rows, Exec& exec)
+      : s_(shape), chunk_rows_(chunk_rows), exec_(exec) {
+    SS_CHECK(chunk_rows > 0, "attention: chunks of {} query rows", chunk_rows);
+  }
+
+  // From q, k and v (and their 16-bit copies) to the heads' outputs in kOut.
+  void forward() {
+    for (int64_t i = 0; i < chunk_count(s_.seq, chunk_rows_); ++i) {
+      const Chunk c = chunk(s_.seq, chunk_rows_, i);
+      const Buffer probs = probabilities(c);
+      exec_.gemm({chunk_scores(probs, c), false, head_rows(head(Buffer::kV), s_, 0), false,
+                  head_rows(Buffer::kOut, s_, c.first), c.rows, s_.head_dim, c.keys, 0.0f});
+    }
+  }
+
+  // From q, k, v and dout's heads in kOut (and the 16-bit copies) to dq, dk and dv.
+  void backward() {
+    const int64_t last = chunk_count(s_.seq, chunk_rows_) - 1;
+    for (int64_t i = last; i >= 0; --i) {
+      const Chunk c = chunk(s_.seq, chunk_rows_, i);
+      const float beta = i == last ? 0.0f : 1.0f;
+      const Matrix dout = head_rows(head(Buffer::kOut), s_, c.first);
+      const Buffer probs = probabilities(c);
+      exec_.gemm({chunk_scores(probs, c), true, dout, false, head_rows(Buffer::kGradV, s_, 0),
+                  c.keys, s_.head_dim, c.rows, beta});  // dV += Pᵀ·dO
+      exec_.gemm({dout, false, head_rows(head(Buffer::kV), s_, 0), true,
+                  chunk_scores(Buffer::kGradScores, c), c.rows, c.keys, s_.head_dim,
+                  0.0f});  // dP = dO·Vᵀ
+      exec_.softmax_backward(score_block(s_, c), Buffer::kScores, Buffer::kGradScores);
+      const Buffer grads = operand(Buffer::kGradScores, c, Buffer::kScores);
+      exec_.gemm({chunk_scores(grads, c), false, head_rows(head(Buffer::kK), s_, 0), false,
+                  head_rows(Buffer::kGradQ, s_, c.first), c.rows, s_.head_dim, c.keys,
+                  0.0f});  // dQ = dS·K
+      exec_.gemm({chunk_scores(grads, c), true, head_rows(head(Buffer::kQ), s_, c.first), false,
+                  head_rows(Buffer::kGradK, s_, 0), c.keys, s_.head_dim, c.rows,
+                  beta});  // dK += dSᵀ·Q
+    }
+  }
+
+ private:
+  // Head buffer b as the products read it.
+  Buffer head(Buffer b) const {
+    if (!exec_.half()) return b;
+    switch (b) {
+      case Buffer::kQ:
+        return Buffer::kHalfQ;
+      case Buffer::kK:
+        return Buffer::kHalfK;
+      case Buffer::kV:
+        return Buffer::kHalfV;
+      default:
+        return Buffer::kHalfOut;
+    }
+  }
+  // A chunk's values in `values` as the products read them: themselves, or their 16-bit copy
+  // made in `to`.
+  Buffer operand(Buffer values, const Chunk& c, Buffer to) {
+    if (!exec_.half()) return values;
+    exec_.round(values, s_.batch * s_.heads * c.rows * c.keys, to);
+    return to;
+  }
+  // The chunk's P in kScores; returns where the products read it (kGradScores under 16 bits).
+  Buffer probabilities(const Chunk& c) {
+    exec_.gemm({head_rows(head(Buffer::kQ), s_, c.first), false, head_rows(head(Buffer::kK), s_, 0),
+                true, chunk_scores(Buffer::kScores, c), c.rows, c.keys, s_.head_dim,
+                0.0f});  // Q·Kᵀ
+    exec_.softmax_forward(score_block(s_, c), Buffer::kScores);
+    return operand(Buffer::kScores, c, Buffer::kGradScores);
+  }
+
+  km::AttentionShape s_;
+  int64_t chunk_rows_;
+  Exec& exec_;
+};
+
+}  // namespace scalescope::attention_chunks

@@ -1,0 +1,278 @@
+// models/cuda/attention_chunks.h: the CUDA attention's passes over chunks of query rows, run on
+// host vectors by an Exec that does what the CUDA one asks cuBLAS and the softmax kernels for:
+// each product through column_major() and a column-major strided-batched GEMM as cuBLAS
+// defines it (β = 0 never reading C), every access bounds-checked, and every buffer but the
+// pass's inputs filled with NaN first, so that a value read before it is written, a stride or
+// offset off by one, or a chunk that misses keys shows up as NaN or a wrong number. The results
+// are compared with the CPU attention kernel (flash attention's scheme, exact fp32 sums).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "core/check.h"
+#include "models/cuda/attention_chunks.h"
+#include "models/kernel_math/half_math.h"
+#include "tests/models/kernel_math/cpu_kernels_on_host.h"
+
+namespace scalescope::kernel_math_test {
+namespace {
+
+namespace km = kernel_math;
+namespace ac = attention_chunks;
+using ac::Buffer;
+
+class HostExec {
+ public:
+  HostExec(const km::AttentionShape& s, int64_t chunk_rows, std::optional<km::HalfFormat> half)
+      : s_(s), half_(half) {
+    for (int b = 0; b <= static_cast<int>(Buffer::kGradScores); ++b) {
+      const auto id = static_cast<Buffer>(b);
+      const bool scores = id == Buffer::kScores || id == Buffer::kGradScores;
+      buffers_[id].assign(
+          static_cast<size_t>(scores ? ac::score_elements(s, chunk_rows) : s.head_elements()),
+          kNan);
+    }
+  }
+
+  bool half() const { return half_.has_value(); }
+
+  void gemm(const ac::Product& product) {
+    ++products_;
+    const ac::Product p = ac::column_major(product);
+    // Column-major: element (i, j) of a matrix with leading dimension ld at i + j·ld.
+    for (int64_t batch = 0; batch < s_.batch * s_.heads; ++batch) {
+      for (int64_t i = 0; i < p.m; ++i) {
+        for (int64_t j = 0; j < p.n; ++j) {
+          float sum = 0.0f;
+          for (int64_t l = 0; l < p.k; ++l) {
+            const float a = p.transpose_a ? at(p.a, batch, l, i) : at(p.a, batch, i, l);
+            const float b = p.transpose_b ? at(p.b, batch, j, l) : at(p.b, batch, l, j);
+            sum += a * b;
+          }
+          float& c = ref(p.c, batch, i, j);
+          c = p.beta == 0.0f ? sum : sum + p.beta * c;
+        }
+      }
+    }
+    rounded_[p.c.buffer] = false;
+  }
+
+  void round(Buffer from, int64_t count, Buffer to) {
+    SS_CHECK(half_, "round without 16 bits");
+    for (int64_t e = 0; e < count; ++e) {
+      ref(to, e) = km::from_half(km::to_half(ref(from, e), *half_), *half_);
+    }
+    rounded_[to] = true;
+  }
+
+  void softmax_forward(const km::ScoreBlock& b, Buffer scores) {
+    for (int64_t r = 0; r < b.count(); ++r) {
+      float* row = &ref(scores, r * b.len + b.len - 1) - (b.len - 1);  // bounds-checked
+      km::causal_softmax_row(row, row, b.query(r), b.len, scale(), km::RowShare{},
+                             km::SerialReduce{});
+    }
+    rounded_[scores] = false;
+  }
+
+  void softmax_backward(const km::ScoreBlock& b, Buffer probs, Buffer grads) {
+    for (int64_t r = 0; r < b.count(); ++r) {
+      const int64_t last = r * b.len + b.len - 1;
+      float* g = &ref(grads, last) - (b.len - 1);
+      km::causal_softmax_backward_row(&ref(probs, last) - (b.len - 1), g, g, b.query(r), b.len,
+                                      scale(), km::RowShare{}, km::SerialReduce{});
+    }
+    rounded_[grads] = false;
+  }
+
+  std::vector<float>& buffer(Buffer b) { return buffers_.at(b); }
+  int64_t products() const { return products_; }
+
+ private:
+  float scale() const { return km::attention_scale(s_.head_dim); }
+  float& ref(Buffer b, int64_t e) {
+    std::vector<float>& v = buffers_.at(b);
+    SS_CHECK(e >= 0 && e < static_cast<int64_t>(v.size()), "buffer {} element {} of {}",
+             static_cast<int>(b), e, v.size());
+    return v[static_cast<size_t>(e)];
+  }
+  // Element (i, j) of batch `batch` of column-major matrix m.
+  float& ref(const ac::Matrix& m, int64_t batch, int64_t i, int64_t j) {
+    SS_CHECK(i >= 0 && j >= 0 && i < m.ld, "matrix row {} outside leading dimension {}", i, m.ld);
+    return ref(m.buffer, m.offset + batch * m.batch_stride + i + j * m.ld);
+  }
+  // An operand's element: in a 16-bit pass what round() last wrote, never in fp32.
+  float at(const ac::Matrix& m, int64_t batch, int64_t i, int64_t j) {
+    SS_CHECK(rounded_[m.buffer] == half(), "operand buffer {} {} in a {} pass",
+             static_cast<int>(m.buffer), rounded_[m.buffer] ? "16-bit" : "fp32",
+             half() ? "16-bit" : "fp32");
+    return ref(m, batch, i, j);
+  }
+
+  km::AttentionShape s_;
+  std::optional<km::HalfFormat> half_;
+  std::map<Buffer, std::vector<float>> buffers_;
+  std::map<Buffer, bool> rounded_;  // whether a buffer holds a 16-bit copy
+  int64_t products_ = 0;
+};
+
+struct Result {
+  std::vector<float> y, din;
+  int64_t products = 0;
+};
+
+const Buffer kHeadParts[] = {Buffer::kQ, Buffer::kK, Buffer::kV};
+
+// The chunked passes on host for input x [N, S, 3D] and output gradient dout [N, S, D].
+Result chunked_attention(const km::AttentionShape& s, int64_t chunk_rows,
+                         std::optional<km::HalfFormat> half, const std::vector<float>& x,
+                         const std::vector<float>& dout) {
+  const int64_t d = s.model_dim();
+  // Each pass starts from fresh NaN buffers, as another layer may have used the workspace.
+  const auto heads = [&](HostExec& exec, const std::vector<float>& rows, int64_t width,
+                         int64_t column, Buffer to) {
+    for (int64_t e = 0; e < s.head_elements(); ++e) {
+      exec.buffer(to)[static_cast<size_t>(e)] =
+          rows[static_cast<size_t>(km::head_major_to_rows(s, e, width, column))];
+    }
+    if (half) exec.round(to, s.head_elements(), static_cast<Buffer>(static_cast<int>(to) + 7));
+  };
+  Result r;
+  r.y.assign(static_cast<size_t>(s.head_elements()), kNan);
+  r.din.assign(static_cast<size_t>(3 * s.head_elements()), kNan);
+  HostExec forward(s, chunk_rows, half);
+  for (int64_t part = 0; part < 3; ++part) heads(forward, x, 3 * d, part * d, kHeadParts[part]);
+  ac::Passes<HostExec>(s, chunk_rows, forward).forward();
+  HostExec backward(s, chunk_rows, half);
+  for (int64_t part = 0; part < 3; ++part) heads(backward, x, 3 * d, part * d, kHeadParts[part]);
+  heads(backward, dout, d, 0, Buffer::kOut);
+  ac::Passes<HostExec>(s, chunk_rows, backward).backward();
+  const Buffer grads[] = {Buffer::kGradQ, Buffer::kGradK, Buffer::kGradV};
+  for (int64_t e = 0; e < s.head_elements(); ++e) {
+    const auto at = static_cast<size_t>(e);
+    r.y[static_cast<size_t>(km::head_major_to_rows(s, e, d, 0))] = forward.buffer(Buffer::kOut)[at];
+    for (int64_t part = 0; part < 3; ++part) {
+      r.din[static_cast<size_t>(km::head_major_to_rows(s, e, 3 * d, part * d))] =
+          backward.buffer(grads[part])[at];
+    }
+  }
+  r.products = forward.products() + backward.products();
+  return r;
+}
+
+// The largest |got − want| over the largest |want| (NaN if any value is NaN).
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double error = 0.0, scale = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double diff = std::abs(static_cast<double>(got[i]) - want[i]);
+    if (std::isnan(diff)) return NAN;
+    error = std::max(error, diff);
+    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+  }
+  return error / scale;
+}
+
+struct Reference {
+  std::vector<float> x, dout, y, din;
+};
+
+// The CPU attention kernel's forward and backward on random inputs.
+Reference cpu_attention(const km::AttentionShape& s) {
+  const int64_t d = s.model_dim();
+  CpuLayer layer(CausalSelfAttentionSpec{s.heads}, Shape{s.batch, s.seq, 3 * d});
+  Reference r;
+  r.x = random_floats(s.batch * s.seq * 3 * d, 70, -2.0f, 2.0f);
+  r.dout = random_floats(s.batch * s.seq * d, 71);
+  r.y = layer.forward(r.x);
+  r.din = layer.backward(r.x, r.y, r.dout);
+  return r;
+}
+
+// N = 2, S = 11, H = 2, hd = 4: chunks of 11 (the whole matrix, as the kernel was before
+// chunks), 8 (the default for hd = 4: a full chunk and a partial one), 4, 3 and 1.
+TEST(AttentionChunks, Fp32PassesOverAnyChunkSizeAreTheCpuKernelsAttention) {
+  const km::AttentionShape s{2, 11, 2, 4};
+  ASSERT_EQ(ac::default_chunk_rows(s), 8);
+  const Reference want = cpu_attention(s);
+  const Result whole = chunked_attention(s, s.seq, std::nullopt, want.x, want.dout);
+  for (int64_t rows : {s.seq, int64_t{8}, int64_t{4}, int64_t{3}, int64_t{1}}) {
+    SCOPED_TRACE(::testing::Message() << rows << " rows a chunk");
+    const Result got = chunked_attention(s, rows, std::nullopt, want.x, want.dout);
+    EXPECT_LT(relative_error(got.y, want.y), 1e-6);
+    EXPECT_LT(relative_error(got.din, want.din), 1e-6);
+    // Forward only re-slices the whole matrix's products: the keys a chunk skips are masked,
+    // exact zeros in P, so every sum and every output bit is the same.
+    EXPECT_EQ(bit_mismatches(got.y, whole.y), "");
+    // Two products a chunk forward, five backward.
+    EXPECT_EQ(got.products, 7 * ac::chunk_count(s.seq, rows));
+  }
+}
+
+// The CUDA layer tests' attention_4heads_s40 (hd = 8): chunks of 16, 16 and 8 rows.
+TEST(AttentionChunks, TheLayerTestsShapeRunsInThreeChunks) {
+  const km::AttentionShape s{2, 40, 4, 8};
+  ASSERT_EQ(ac::default_chunk_rows(s), 16);
+  const Reference want = cpu_attention(s);
+  const Result got = chunked_attention(s, 16, std::nullopt, want.x, want.dout);
+  EXPECT_LT(relative_error(got.y, want.y), 1e-6);
+  EXPECT_LT(relative_error(got.din, want.din), 1e-6);
+  EXPECT_EQ(got.products, 7 * 3);
+}
+
+// 16-bit operands with fp32 results: within 2 (forward) and 3 (backward) units of the 16-bit
+// type's roundoff of the fp32 attention (0.6 to 1 seen), for any chunk.
+TEST(AttentionChunks, SixteenBitPassesStayWithinTheirRoundoffOfFp32) {
+  const km::AttentionShape s{2, 11, 2, 4};
+  const Reference want = cpu_attention(s);
+  for (km::HalfFormat format : {km::HalfFormat::kBf16, km::HalfFormat::kFp16}) {
+    for (int64_t rows : {s.seq, ac::default_chunk_rows(s), int64_t{3}}) {
+      SCOPED_TRACE(::testing::Message() << (format == km::HalfFormat::kBf16 ? "bf16 " : "fp16 ")
+                                        << rows << " rows a chunk");
+      const Result got = chunked_attention(s, rows, format, want.x, want.dout);
+      const double u = km::unit_roundoff(format);
+      EXPECT_LT(relative_error(got.y, want.y), 2 * u);
+      EXPECT_LT(relative_error(got.din, want.din), 3 * u);
+    }
+  }
+}
+
+// The chunks cover every query once and each sees every key up to its last query.
+TEST(AttentionChunks, ChunksPartitionTheQueriesAndSeeTheirKeys) {
+  for (int64_t seq : {1, 7, 8, 9, 1024}) {
+    for (int64_t rows : {1, 3, 8, 128}) {
+      int64_t next = 0;
+      for (int64_t i = 0; i < ac::chunk_count(seq, rows); ++i) {
+        const ac::Chunk c = ac::chunk(seq, rows, i);
+        EXPECT_EQ(c.first, next);
+        EXPECT_GT(c.rows, 0);
+        EXPECT_LE(c.rows, rows);
+        EXPECT_EQ(c.keys, c.first + c.rows);
+        next = c.first + c.rows;
+      }
+      EXPECT_EQ(next, seq) << seq << " queries in chunks of " << rows;
+    }
+  }
+}
+
+// GPT-2 small at 8 sequences of 1024: chunks of 128 rows, each score buffer an eighth of the
+// whole [N·H, S, S] (50 MB instead of 403), and the score buffers linear in S.
+TEST(AttentionChunks, ScoreBuffersAreLinearInTheSequence) {
+  const km::AttentionShape gpt2{8, 1024, 12, 64};
+  EXPECT_EQ(ac::default_chunk_rows(gpt2), 128);
+  EXPECT_EQ(ac::score_elements(gpt2, 128), 8 * 12 * 128 * 1024);
+  EXPECT_EQ(ac::score_elements(gpt2, 1024), 8 * 12 * 1024 * 1024);
+  const km::AttentionShape longer{8, 4096, 12, 64};
+  EXPECT_EQ(ac::score_elements(longer, ac::default_chunk_rows(longer)),
+            4 * ac::score_elements(gpt2, 128));
+  // Short sequences and narrow heads: at least 8 rows, at most S.
+  EXPECT_EQ(ac::default_chunk_rows({1, 5, 2, 2}), 5);
+  EXPECT_EQ(ac::default_chunk_rows({1, 64, 2, 2}), 8);
+  EXPECT_EQ(ac::default_chunk_rows({1, 64, 2, 13}), 24);
+}
+
+}  // namespace
+}  // namespace scalescope::kernel_math_test
