@@ -23,7 +23,7 @@ cmake --build "$build"
 asan="detect_leaks=1 abort_on_error=0 exitcode=66 strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1"
 status=0
-# Ten tests stay out; the README's suite runs them. Three convergence tests train 937, 200
+# Thirteen tests stay out; the README's suite runs them. Three convergence tests train 937, 200
 # and 3 x 200 steps through the code the suite's other training tests run for a few steps
 # each (155 s and 48 s of 395 s under the sanitizers; the compressed one trains three times
 # the second's steps, two replicas each). Three more train hundreds of steps for their
@@ -32,12 +32,18 @@ status=0
 # repeat, at a size that costs 19-24 s each under the sanitizers, paths that smaller tests
 # here run too: the 41M-float Gloo all-reduce (the other Gloo tests), the killed and resumed
 # sweep (the other SweepFaults tests), and two of the convolution gradient checks (the other
-# LayerCheck cases).
+# LayerCheck cases). GptTrainer.LearnsTextBelowItsUnigramEntropy trains a GPT on text until
+# its loss is low, the GPT trainer's short tests here. Two more train the zoo's models beside
+# PyTorch for 30 steps each
+# (models.torch_training, models.gpt_torch_training: 74 s under the sanitizers, most of it
+# PyTorch's, uninstrumented), through the training paths that the Precision, Train and
+# GpuTrainer tests here run.
 long='Train\.CifarCnnLearnsFashionMnistInOneEpoch|Train\.CifarCnnLossFallsClearlyWithin200Steps'
 long+='|GradCompression\.CifarCnnTracksUncompressedTrainingOver200Steps'
 long+='|GlooCommunicatorLargeTest\.AllReduceOf41MFloats|Sweep\.AKilledSweepKeepsItsFinishedPointsAndResumes'
 long+='|Layers/LayerCheck\.GradientsMatchFiniteDifferences/conv_blocked_(s2_valid|2threads)'
 long+='|NoiseScaleTraining\.ConvergesToTheExactFiguresAtFixedWeights|NoiseScaleTraining\.DoesNotDependOnTheDeviceCount'
+long+='|models\.torch_training|models\.gpt_torch_training'
 long+='|Target\.ASweepToAccuracySplitsItsSpeedupIntoHardwareAndStatistics|GptTrainer\.LearnsTextBelowItsUnigramEntropy'
 ASAN_OPTIONS=$asan ctest --test-dir "$build" --output-on-failure \
   -E "^(harness\.multiprocess|harness\.netns_.*|$long)\$" || status=1
