@@ -67,7 +67,7 @@ step_table=(
   "profile-layers|120|required|both"
   "conv-search|180|required|both"
   "memory-plan|240|informational|both"
-  "gpt-profile|150|required|both"
+  "gpt-profile|200|required|both"
   "compare-16bit|360|required|both"
   "sanitizer-memcheck|150|required|both"
   "sanitizer-racecheck|120|required|both"

@@ -2,14 +2,13 @@
 
 #include <omp.h>
 
-#include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
 
 #include "core/check.h"
+#include "core/env.h"
 
 namespace scalescope {
 namespace {
@@ -149,22 +148,6 @@ void SimDevice::fill_zero(void* dst, size_t bytes, Stream& stream) {
     if (bytes > 0) std::memset(dst, 0, bytes);
   });
 }
-
-namespace {
-
-// A whole number from 0 to `max` in the environment variable `name` (0 when unset).
-int64_t whole_number_from_environment(const char* name, int64_t max, const char* unit) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return 0;
-  char* end = nullptr;
-  errno = 0;
-  const long long value = std::strtoll(text, &end, 10);
-  SS_CHECK(errno == 0 && *end == '\0' && value >= 0 && value <= max,
-           "{}={}: give a whole number of {} from 0 to {}", name, text, unit, max);
-  return value;
-}
-
-}  // namespace
 
 int64_t sim_jitter_from_environment() {
   return whole_number_from_environment("SCALESCOPE_SIM_JITTER_US", kMaxJitterUs, "microseconds");

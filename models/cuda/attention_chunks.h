@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "core/check.h"
+#include "core/env.h"
 #include "models/kernel_math/attention_math.h"
 
 namespace scalescope::attention_chunks {
@@ -62,6 +63,19 @@ struct Chunk {
 // aligned as cuBLAS's fastest kernels want), at least 8 and at most S.
 inline int64_t default_chunk_rows(const km::AttentionShape& s) {
   return std::min(s.seq, std::max<int64_t>(8, (2 * s.head_dim) / 8 * 8));
+}
+
+// The chunk the CUDA kernel takes: `requested` rows (at most S), or the default for 0.
+inline int64_t chunk_rows(const km::AttentionShape& s, int64_t requested) {
+  return requested == 0 ? default_chunk_rows(s) : std::min(s.seq, requested);
+}
+
+// SCALESCOPE_ATTENTION_CHUNK_ROWS: the rows of a chunk when set (a number at least S gives
+// the whole matrices of the kernel before chunks, for comparing the two on a GPU), 0 or unset
+// for the default. Throws Error naming the variable for anything but a whole number.
+inline int64_t chunk_rows_from_environment() {
+  constexpr int64_t kMostRows = int64_t{1} << 30;
+  return whole_number_from_environment("SCALESCOPE_ATTENTION_CHUNK_ROWS", kMostRows, "rows");
 }
 
 inline int64_t chunk_count(int64_t seq, int64_t chunk_rows) {

@@ -40,7 +40,7 @@ class AttentionKernel final : public LayerKernel {
       : libraries_(cuda_libraries(device)),
         shape_{b.in[0], b.in[1], spec.heads, b.in[2] / (3 * spec.heads)},
         batches_(to_int(shape_.batch * shape_.heads, "the batch times the heads", layer)),
-        chunk_rows_(ac::default_chunk_rows(shape_)),
+        chunk_rows_(ac::chunk_rows(shape_, ac::chunk_rows_from_environment())),
         score_elements_(ac::score_elements(shape_, chunk_rows_)),
         scale_(km::attention_scale(shape_.head_dim)),
         // Chosen per kernel, not on the shared handle: see CublasHandle.

@@ -10,11 +10,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <vector>
 
 #include "core/check.h"
+#include "core/error.h"
 #include "models/cuda/attention_chunks.h"
 #include "models/kernel_math/half_math.h"
 #include "tests/models/kernel_math/cpu_kernels_on_host.h"
@@ -272,6 +274,33 @@ TEST(AttentionChunks, ScoreBuffersAreLinearInTheSequence) {
   EXPECT_EQ(ac::default_chunk_rows({1, 5, 2, 2}), 5);
   EXPECT_EQ(ac::default_chunk_rows({1, 64, 2, 2}), 8);
   EXPECT_EQ(ac::default_chunk_rows({1, 64, 2, 13}), 24);
+}
+
+// SCALESCOPE_ATTENTION_CHUNK_ROWS: unset or 0 the default, a number of rows up to S, past S
+// the whole matrices; anything else an error naming the variable.
+TEST(AttentionChunks, TheEnvironmentChoosesTheChunk) {
+  const km::AttentionShape s{2, 1024, 12, 64};
+  struct Unset {
+    ~Unset() { unsetenv("SCALESCOPE_ATTENTION_CHUNK_ROWS"); }
+  };
+  const auto rows = [&](const char* value) {
+    const Unset unset;
+    setenv("SCALESCOPE_ATTENTION_CHUNK_ROWS", value, 1);
+    return ac::chunk_rows(s, ac::chunk_rows_from_environment());
+  };
+  EXPECT_EQ(ac::chunk_rows(s, ac::chunk_rows_from_environment()), 128);
+  EXPECT_EQ(rows("0"), 128);
+  EXPECT_EQ(rows("64"), 64);
+  EXPECT_EQ(rows("4096"), 1024);
+  for (const char* bad : {"-8", "12x", "lots", "99999999999999999999"}) {
+    try {
+      rows(bad);
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("SCALESCOPE_ATTENTION_CHUNK_ROWS"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace
