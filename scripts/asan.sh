@@ -35,9 +35,8 @@ status=0
 # LayerCheck cases). GptTrainer.LearnsTextBelowItsUnigramEntropy trains a GPT on text until
 # its loss is low, the GPT trainer's short tests here. Two more train the zoo's models beside
 # PyTorch for 30 steps each
-# (models.torch_training, models.gpt_torch_training: 74 s under the sanitizers, most of it
-# PyTorch's, uninstrumented), through the training paths that the Precision, Train and
-# GpuTrainer tests here run.
+# (models.torch_training, models.gpt_torch_training: 74 s under the sanitizers, 37 s without),
+# through the training paths that the Precision, Train and GpuTrainer tests here run.
 long='Train\.CifarCnnLearnsFashionMnistInOneEpoch|Train\.CifarCnnLossFallsClearlyWithin200Steps'
 long+='|GradCompression\.CifarCnnTracksUncompressedTrainingOver200Steps'
 long+='|GlooCommunicatorLargeTest\.AllReduceOf41MFloats|Sweep\.AKilledSweepKeepsItsFinishedPointsAndResumes'
