@@ -18,12 +18,14 @@
 // and nothing is read before it is written. The order is fixed: deterministic.
 //
 // Under bf16 and fp16 every product reads 16-bit operands (the heads' copies, and copies of P
-// and dS) with fp32 results, as the whole-matrix kernel did; the 16-bit copy of P lies in dP's
-// buffer until dP is written there, dS's in P's once the softmax's backward has read P.
+// and dS) with fp32 results, as the whole-matrix kernel did. The softmax kernels write P's and
+// dS's copies in the same pass as their fp32 values (the bits a rounding pass would give), into
+// a score buffer of 16-bit values: P's copy until dV's product has read it, then dS's.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
 #include "core/check.h"
 #include "core/env.h"
@@ -35,7 +37,8 @@ namespace km = kernel_math;
 
 // The buffers of a pass in the kernel's workspace: the head-major [N, H, S, hd] copies of q, k
 // and v, the heads' outputs (forward) or dout's (backward), the gradients of q, k and v, the
-// 16-bit copies of the first four, and two score buffers of score_elements().
+// 16-bit copies of the first four, two score buffers of score_elements() floats and, under 16
+// bits, one of as many 16-bit values.
 enum class Buffer {
   kQ,
   kK,
@@ -49,7 +52,8 @@ enum class Buffer {
   kHalfV,
   kHalfOut,
   kScores,
-  kGradScores
+  kGradScores,
+  kHalfScores
 };
 
 // Query rows [first, first + rows), which see keys [0, keys).
@@ -147,11 +151,10 @@ inline km::ScoreBlock score_block(const km::AttentionShape& s, const Chunk& c) {
 // What an Exec does (cuda_attention.cpp's on a stream; the test's on host vectors):
 //   bool half() const: whether the products' operands are 16-bit;
 //   void gemm(const Product&);
-//   void round(Buffer from, int64_t count, Buffer to): the 16-bit copy of from's first count
-//     values into to's memory (16-bit only);
-//   void softmax_forward(const km::ScoreBlock&, Buffer scores): in place;
-//   void softmax_backward(const km::ScoreBlock&, Buffer probs, Buffer grads): dP into dS in
-//     place.
+//   void softmax_forward(const km::ScoreBlock&, Buffer scores, std::optional<Buffer> half): in
+//     place, and the probabilities' 16-bit copy into `half` if given;
+//   void softmax_backward(const km::ScoreBlock&, Buffer probs, Buffer grads,
+//     std::optional<Buffer> half): dP into dS in place, and dS's 16-bit copy into `half`.
 template <class Exec>
 class Passes {
  public:
@@ -183,8 +186,8 @@ class Passes {
       exec_.gemm({dout, false, head_rows(head(Buffer::kV), s_, 0), true,
                   chunk_scores(Buffer::kGradScores, c), c.rows, c.keys, s_.head_dim,
                   0.0f});  // dP = dO·Vᵀ
-      exec_.softmax_backward(score_block(s_, c), Buffer::kScores, Buffer::kGradScores);
-      const Buffer grads = operand(Buffer::kGradScores, c, Buffer::kScores);
+      exec_.softmax_backward(score_block(s_, c), Buffer::kScores, Buffer::kGradScores, copies());
+      const Buffer grads = copies().value_or(Buffer::kGradScores);
       exec_.gemm({chunk_scores(grads, c), false, head_rows(head(Buffer::kK), s_, 0), false,
                   head_rows(Buffer::kGradQ, s_, c.first), c.rows, s_.head_dim, c.keys,
                   0.0f});  // dQ = dS·K
@@ -209,20 +212,17 @@ class Passes {
         return Buffer::kHalfOut;
     }
   }
-  // A chunk's values in `values` as the products read them: themselves, or their 16-bit copy
-  // made in `to`.
-  Buffer operand(Buffer values, const Chunk& c, Buffer to) {
-    if (!exec_.half()) return values;
-    exec_.round(values, s_.batch * s_.heads * c.rows * c.keys, to);
-    return to;
+  // Where the softmax kernels write the 16-bit copies the products read: under 16 bits only.
+  std::optional<Buffer> copies() const {
+    return exec_.half() ? std::optional<Buffer>(Buffer::kHalfScores) : std::nullopt;
   }
-  // The chunk's P in kScores; returns where the products read it (kGradScores under 16 bits).
+  // The chunk's P in kScores; returns where the products read it (its copy under 16 bits).
   Buffer probabilities(const Chunk& c) {
     exec_.gemm({head_rows(head(Buffer::kQ), s_, c.first), false, head_rows(head(Buffer::kK), s_, 0),
                 true, chunk_scores(Buffer::kScores, c), c.rows, c.keys, s_.head_dim,
                 0.0f});  // Q·Kᵀ
-    exec_.softmax_forward(score_block(s_, c), Buffer::kScores);
-    return operand(Buffer::kScores, c, Buffer::kGradScores);
+    exec_.softmax_forward(score_block(s_, c), Buffer::kScores, copies());
+    return copies().value_or(Buffer::kScores);
   }
 
   km::AttentionShape s_;

@@ -33,22 +33,28 @@ __global__ void from_heads_kernel(km::AttentionShape s, const float* heads, floa
   }
 }
 
+// Row r's share of a block's 16-bit copy.
+__device__ km::HalfRow half_row(const km::HalfRow& block, int64_t r, int64_t len) {
+  return {block.at == nullptr ? nullptr : block.at + r * len, block.format};
+}
+
 __global__ void softmax_forward_kernel(km::ScoreBlock b, const float* scores, float* probs,
-                                       float scale) {
+                                       float scale, km::HalfRow half) {
   const km::RowShare share{lane(), kWarp};
   for (int64_t r = first_warp(); r < b.count(); r += warp_stride()) {
     km::causal_softmax_row(scores + r * b.len, probs + r * b.len, b.query(r), b.len, scale, share,
-                           WarpReduce{});
+                           WarpReduce{}, half_row(half, r, b.len));
   }
 }
 
 __global__ void softmax_backward_kernel(km::ScoreBlock b, const float* probs,
-                                        const float* grad_probs, float* grad_scores, float scale) {
+                                        const float* grad_probs, float* grad_scores, float scale,
+                                        km::HalfRow half) {
   const km::RowShare share{lane(), kWarp};
   for (int64_t r = first_warp(); r < b.count(); r += warp_stride()) {
     km::causal_softmax_backward_row(probs + r * b.len, grad_probs + r * b.len,
                                     grad_scores + r * b.len, b.query(r), b.len, scale, share,
-                                    WarpReduce{});
+                                    WarpReduce{}, half_row(half, r, b.len));
   }
 }
 
@@ -76,18 +82,19 @@ void from_heads(const km::AttentionShape& s, const float* heads, float* rows, in
 }
 
 void causal_softmax_forward(const km::ScoreBlock& b, const float* scores, float* probs, float scale,
-                            cudaStream_t stream) {
+                            const km::HalfRow& half, cudaStream_t stream) {
   if (b.count() == 0) return;
-  softmax_forward_kernel<<<grid_for_rows(b.count()), kThreads, 0, stream>>>(b, scores, probs,
-                                                                            scale);
+  softmax_forward_kernel<<<grid_for_rows(b.count()), kThreads, 0, stream>>>(b, scores, probs, scale,
+                                                                            half);
   check_launch("softmax_forward_kernel");
 }
 
 void causal_softmax_backward(const km::ScoreBlock& b, const float* probs, const float* grad_probs,
-                             float* grad_scores, float scale, cudaStream_t stream) {
+                             float* grad_scores, float scale, const km::HalfRow& half,
+                             cudaStream_t stream) {
   if (b.count() == 0) return;
-  softmax_backward_kernel<<<grid_for_rows(b.count()), kThreads, 0, stream>>>(b, probs, grad_probs,
-                                                                             grad_scores, scale);
+  softmax_backward_kernel<<<grid_for_rows(b.count()), kThreads, 0, stream>>>(
+      b, probs, grad_probs, grad_scores, scale, half);
   check_launch("softmax_backward_kernel");
 }
 

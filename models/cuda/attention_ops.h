@@ -26,12 +26,13 @@ void from_heads(const kernel_math::AttentionShape& s, const float* heads, float*
 // Over the b.count() rows of a block of score matrices (b.query(r) is row r's query
 // position, b.len its length): unscaled scores into probabilities (in place allowed), and the
 // probabilities' gradient dp into the scores' gradient ds (in place allowed), with
-// causal_softmax_row and causal_softmax_backward_row. One warp per row; every column is
-// written (masked ones 0).
+// causal_softmax_row and causal_softmax_backward_row; each also writes its results' 16-bit
+// copy in the block's layout where half.at is not null (not overlapping what it reads). One
+// warp per row; every column is written (masked ones 0).
 void causal_softmax_forward(const kernel_math::ScoreBlock& b, const float* scores, float* probs,
-                            float scale, cudaStream_t stream);
+                            float scale, const kernel_math::HalfRow& half, cudaStream_t stream);
 void causal_softmax_backward(const kernel_math::ScoreBlock& b, const float* probs,
                              const float* grad_probs, float* grad_scores, float scale,
-                             cudaStream_t stream);
+                             const kernel_math::HalfRow& half, cudaStream_t stream);
 
 }  // namespace scalescope::cuda_ops

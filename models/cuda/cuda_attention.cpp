@@ -8,7 +8,7 @@
 // forward's product and softmax, the same bits where the input is the same (fp32, tf32; under
 // 16 bits the model's restored input, as autocast's saved tensors). Every buffer of a pass
 // lives in the stream's workspace that every layer shares (CudaLibraries): the head buffers and
-// two chunks of scores, linear in S.
+// two chunks of scores (under 16 bits also the scores' and heads' 16-bit copies), linear in S.
 #include <cublas_v2.h>
 #include <fmt/format.h>
 
@@ -49,11 +49,12 @@ class AttentionKernel final : public LayerKernel {
     // 64-bit.
     to_int(shape_.seq, "the sequence", layer);
     to_int(shape_.head_dim, "the head size", layer);
-    const int64_t half_heads = half_ ? kHalfHeadBuffers * shape_.head_elements() : 0;
+    const int64_t halves =
+        half_ ? half_score_elements() + kHalfHeadBuffers * shape_.head_elements() : 0;
     libraries_->reserve_workspace(
         static_cast<size_t>(kHeadBuffers * shape_.head_elements() + 2 * score_elements_) *
             sizeof(float) +
-        static_cast<size_t>(half_heads) * sizeof(uint16_t));
+        static_cast<size_t>(halves) * sizeof(uint16_t));
   }
 
   void forward(const float* in, float* out, Stream& stream) override {
@@ -101,25 +102,32 @@ class AttentionKernel final : public LayerKernel {
     cudaStream_t s;
     bool half() const { return kernel.half_.has_value(); }
     void gemm(const ac::Product& p) const { kernel.gemm(s, ac::column_major(p)); }
-    void round(ac::Buffer from, int64_t count, ac::Buffer to) const {
-      sixteen_bit_operand(kernel.buffer(s, from), count, kernel.buffer(s, to), kernel.half_, s);
-    }
-    void softmax_forward(const km::ScoreBlock& b, ac::Buffer scores) const {
+    void softmax_forward(const km::ScoreBlock& b, ac::Buffer scores,
+                         std::optional<ac::Buffer> half) const {
       float* p = kernel.buffer(s, scores);
-      cuda_ops::causal_softmax_forward(b, p, p, kernel.scale_, s);
+      cuda_ops::causal_softmax_forward(b, p, p, kernel.scale_, copy(half), s);
     }
-    void softmax_backward(const km::ScoreBlock& b, ac::Buffer probs, ac::Buffer grads) const {
+    void softmax_backward(const km::ScoreBlock& b, ac::Buffer probs, ac::Buffer grads,
+                          std::optional<ac::Buffer> half) const {
       float* g = kernel.buffer(s, grads);
-      cuda_ops::causal_softmax_backward(b, kernel.buffer(s, probs), g, g, kernel.scale_, s);
+      cuda_ops::causal_softmax_backward(b, kernel.buffer(s, probs), g, g, kernel.scale_, copy(half),
+                                        s);
+    }
+    // Where a softmax kernel writes its results' 16-bit copy (nowhere without one).
+    km::HalfRow copy(std::optional<ac::Buffer> half) const {
+      if (!half) return {};
+      return {reinterpret_cast<uint16_t*>(kernel.buffer(s, *half)), *kernel.half_};
     }
   };
 
   // The stream's workspace during a pass: the seven fp32 head buffers [N, H, S, hd] in
-  // ac::Buffer's order (kQ to kGradV), the two score buffers, then under 16 bits the four
-  // head copies (kHalfQ to kHalfOut).
+  // ac::Buffer's order (kQ to kGradV), the two score buffers, then under 16 bits the scores'
+  // copies (kHalfScores) and the four head copies (kHalfQ to kHalfOut).
   static constexpr int64_t kHeadBuffers = 7;
   static constexpr int64_t kHalfHeadBuffers = 4;
   static int64_t index(ac::Buffer b) { return static_cast<int64_t>(b); }
+  // kHalfScores's length, so that the head copies after it start 16-byte aligned.
+  int64_t half_score_elements() const { return (score_elements_ + 7) / 8 * 8; }
   // Buffer b's start, as floats (a 16-bit buffer's bytes start there too).
   float* buffer(cudaStream_t s, ac::Buffer b) const {
     float* base = static_cast<float*>(libraries_->workspace(s));
@@ -129,6 +137,8 @@ class AttentionKernel final : public LayerKernel {
     if (b == ac::Buffer::kScores) return scores;
     if (b == ac::Buffer::kGradScores) return scores + score_elements_;
     uint16_t* halves = reinterpret_cast<uint16_t*>(scores + 2 * score_elements_);
+    if (b == ac::Buffer::kHalfScores) return reinterpret_cast<float*>(halves);
+    halves += half_score_elements();
     return reinterpret_cast<float*>(halves +
                                     (i - index(ac::Buffer::kHalfQ)) * shape_.head_elements());
   }

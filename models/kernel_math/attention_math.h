@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "models/kernel_math/exp_math.h"
+#include "models/kernel_math/half_math.h"
 #include "models/kernel_math/host_device.h"
 #include "models/kernel_math/row_reduce.h"
 
@@ -74,12 +75,25 @@ SS_HOST_DEVICE inline float attention_scale(int64_t head_dim) {
   return static_cast<float>(1.0 / sqrt(static_cast<double>(head_dim)));
 }
 
+// Where a row function also writes its results rounded to 16 bits (the operand of the product
+// that reads them), in the same pass: to_half of each fp32 result, the bits a separate rounding
+// pass would give. `at` null: nowhere.
+struct HalfRow {
+  uint16_t* at = nullptr;
+  HalfFormat format = HalfFormat::kBf16;
+  SS_HOST_DEVICE void store(int64_t j, float v) const {
+    if (at != nullptr) at[j] = to_half(v, format);
+  }
+};
+
 // Row `row` (the query position i) of the causal scaled softmax: scores s[len] (unscaled) into
-// probabilities p[len], this thread's share of the columns; s and p may be the same memory.
+// probabilities p[len] (and their 16-bit copy `half`), this thread's share of the columns; s
+// and p may be the same memory.
 // REQUIRES: every thread sharing the row calls this with the same arguments but its share.
 template <class Reduce>
 SS_HOST_DEVICE void causal_softmax_row(const float* s, float* p, int64_t row, int64_t len,
-                                       float scale, RowShare share, const Reduce& reduce) {
+                                       float scale, RowShare share, const Reduce& reduce,
+                                       HalfRow half = {}) {
   const int64_t valid = row + 1 < len ? row + 1 : len;
   float m = -INFINITY;
   for (int64_t j = share.first; j < valid; j += share.step) m = fmaxf(m, s[j] * scale);
@@ -91,23 +105,29 @@ SS_HOST_DEVICE void causal_softmax_row(const float* s, float* p, int64_t row, in
     sum += e;
   }
   sum = reduce.sum(sum);
-  for (int64_t j = share.first; j < len; j += share.step) p[j] = j < valid ? p[j] / sum : 0.0f;
+  for (int64_t j = share.first; j < len; j += share.step) {
+    p[j] = j < valid ? p[j] / sum : 0.0f;
+    half.store(j, p[j]);
+  }
 }
 
 // Backward of causal_softmax_row for row `row`: from the probabilities p[len] of the forward
-// and their gradient dp[len], the gradient ds[len] of the unscaled scores; dp and ds may be
-// the same memory. Masked columns get 0 whatever dp holds there.
+// and their gradient dp[len], the gradient ds[len] of the unscaled scores (and its 16-bit copy
+// `half`, which must not overlap p); dp and ds may be the same memory. Masked columns get 0
+// whatever dp holds there.
 // REQUIRES: every thread sharing the row calls this with the same arguments but its share.
 template <class Reduce>
 SS_HOST_DEVICE void causal_softmax_backward_row(const float* p, const float* dp, float* ds,
                                                 int64_t row, int64_t len, float scale,
-                                                RowShare share, const Reduce& reduce) {
+                                                RowShare share, const Reduce& reduce,
+                                                HalfRow half = {}) {
   const int64_t valid = row + 1 < len ? row + 1 : len;
   float dot = 0.0f;
   for (int64_t j = share.first; j < valid; j += share.step) dot += p[j] * dp[j];
   dot = reduce.sum(dot);
   for (int64_t j = share.first; j < len; j += share.step) {
     ds[j] = j < valid ? (p[j] * (dp[j] - dot)) * scale : 0.0f;
+    half.store(j, ds[j]);
   }
 }
 

@@ -32,9 +32,9 @@ class HostExec {
  public:
   HostExec(const km::AttentionShape& s, int64_t chunk_rows, std::optional<km::HalfFormat> half)
       : s_(s), half_(half) {
-    for (int b = 0; b <= static_cast<int>(Buffer::kGradScores); ++b) {
+    for (int b = 0; b <= static_cast<int>(Buffer::kHalfScores); ++b) {
       const auto id = static_cast<Buffer>(b);
-      const bool scores = id == Buffer::kScores || id == Buffer::kGradScores;
+      const bool scores = id >= Buffer::kScores;
       buffers_[id].assign(
           static_cast<size_t>(scores ? ac::score_elements(s, chunk_rows) : s.head_elements()),
           kNan);
@@ -72,21 +72,24 @@ class HostExec {
     rounded_[to] = true;
   }
 
-  void softmax_forward(const km::ScoreBlock& b, Buffer scores) {
+  void softmax_forward(const km::ScoreBlock& b, Buffer scores, std::optional<Buffer> half) {
     for (int64_t r = 0; r < b.count(); ++r) {
       float* row = &ref(scores, r * b.len + b.len - 1) - (b.len - 1);  // bounds-checked
       km::causal_softmax_row(row, row, b.query(r), b.len, scale(), km::RowShare{},
-                             km::SerialReduce{});
+                             km::SerialReduce{}, half_row(b.len));
+      copy_row(half, r, b.len);
     }
     rounded_[scores] = false;
   }
 
-  void softmax_backward(const km::ScoreBlock& b, Buffer probs, Buffer grads) {
+  void softmax_backward(const km::ScoreBlock& b, Buffer probs, Buffer grads,
+                        std::optional<Buffer> half) {
     for (int64_t r = 0; r < b.count(); ++r) {
       const int64_t last = r * b.len + b.len - 1;
       float* g = &ref(grads, last) - (b.len - 1);
       km::causal_softmax_backward_row(&ref(probs, last) - (b.len - 1), g, g, b.query(r), b.len,
-                                      scale(), km::RowShare{}, km::SerialReduce{});
+                                      scale(), km::RowShare{}, km::SerialReduce{}, half_row(b.len));
+      copy_row(half, r, b.len);
     }
     rounded_[grads] = false;
   }
@@ -96,6 +99,20 @@ class HostExec {
 
  private:
   float scale() const { return km::attention_scale(s_.head_dim); }
+  // A row's 16-bit copy as the kernels write it, here into row_copy_ (nowhere in fp32).
+  km::HalfRow half_row(int64_t len) {
+    row_copy_.assign(static_cast<size_t>(len), 0);
+    return half_ ? km::HalfRow{row_copy_.data(), *half_} : km::HalfRow{};
+  }
+  // Row r of the copy into buffer `to` (as floats of the 16-bit values), if one is asked for.
+  void copy_row(std::optional<Buffer> to, int64_t r, int64_t len) {
+    if (!to) return;
+    SS_CHECK(half_, "a 16-bit copy asked of an fp32 pass");
+    for (int64_t j = 0; j < len; ++j) {
+      ref(*to, r * len + j) = km::from_half(row_copy_[static_cast<size_t>(j)], *half_);
+    }
+    rounded_[*to] = true;
+  }
   float& ref(Buffer b, int64_t e) {
     std::vector<float>& v = buffers_.at(b);
     SS_CHECK(e >= 0 && e < static_cast<int64_t>(v.size()), "buffer {} element {} of {}",
@@ -107,7 +124,8 @@ class HostExec {
     SS_CHECK(i >= 0 && j >= 0 && i < m.ld, "matrix row {} outside leading dimension {}", i, m.ld);
     return ref(m.buffer, m.offset + batch * m.batch_stride + i + j * m.ld);
   }
-  // An operand's element: in a 16-bit pass what round() last wrote, never in fp32.
+  // An operand's element: in a 16-bit pass a 16-bit copy (round()'s or a softmax's), never in
+  // fp32.
   float at(const ac::Matrix& m, int64_t batch, int64_t i, int64_t j) {
     SS_CHECK(rounded_[m.buffer] == half(), "operand buffer {} {} in a {} pass",
              static_cast<int>(m.buffer), rounded_[m.buffer] ? "16-bit" : "fp32",
@@ -119,6 +137,7 @@ class HostExec {
   std::optional<km::HalfFormat> half_;
   std::map<Buffer, std::vector<float>> buffers_;
   std::map<Buffer, bool> rounded_;  // whether a buffer holds a 16-bit copy
+  std::vector<uint16_t> row_copy_;
   int64_t products_ = 0;
 };
 

@@ -127,6 +127,33 @@ TEST(KernelMathAttention, SoftmaxBackwardRowIsTheForwardsDerivative) {
   }
 }
 
+// The 16-bit copies the rows write beside their fp32 results (what the CUDA attention's
+// products read under bf16 and fp16) are to_half of those results, bit for bit, masked
+// columns included; without a copy the rows write nothing else.
+TEST(KernelMathAttention, SoftmaxRowsWriteTheir16BitCopyInTheSamePass) {
+  const int64_t len = 9;
+  const float scale = 0.35f;
+  for (const km::HalfFormat format : {km::HalfFormat::kBf16, km::HalfFormat::kFp16}) {
+    for (const int64_t row : {0, 4, 8}) {
+      const std::vector<float> s = random_floats(len, 60 + static_cast<uint64_t>(row), -3.0f, 3.0f);
+      const std::vector<float> dp = random_floats(len, 61 + static_cast<uint64_t>(row));
+      std::vector<float> p(s.size()), ds(s.size());
+      std::vector<uint16_t> p16(s.size(), 0xffff), ds16(s.size(), 0xffff);
+      km::causal_softmax_row(s.data(), p.data(), row, len, scale, km::RowShare{},
+                             km::SerialReduce{}, km::HalfRow{p16.data(), format});
+      km::causal_softmax_backward_row(p.data(), dp.data(), ds.data(), row, len, scale,
+                                      km::RowShare{}, km::SerialReduce{},
+                                      km::HalfRow{ds16.data(), format});
+      EXPECT_EQ(bit_mismatches(p, forward_row(s, row, scale)), "");
+      EXPECT_EQ(bit_mismatches(ds, backward_row(p, dp, row, scale)), "");
+      for (size_t j = 0; j < s.size(); ++j) {
+        EXPECT_EQ(p16[j], km::to_half(p[j], format)) << "row " << row << " column " << j;
+        EXPECT_EQ(ds16[j], km::to_half(ds[j], format)) << "row " << row << " column " << j;
+      }
+    }
+  }
+}
+
 TEST(KernelMathAttention, HeadMajorIndexFollowsTheSplitOfQKV) {
   const km::AttentionShape s{2, 3, 4, 5};  // N, S, H, hd: D = 20
   EXPECT_EQ(s.model_dim(), 20);
