@@ -25,6 +25,15 @@ __global__ void to_heads_kernel(km::AttentionShape s, const float* rows, int64_t
   }
 }
 
+// to_heads_kernel's copy rounded to 16 bits, where the products read only that.
+__global__ void to_half_heads_kernel(km::AttentionShape s, const float* rows, int64_t width,
+                                     int64_t column, km::HalfRow heads) {
+  const int64_t count = s.head_elements();
+  for (int64_t e = first_index(); e < count; e += grid_stride()) {
+    heads.store(e, rows[km::head_major_to_rows(s, e, width, column)]);
+  }
+}
+
 __global__ void from_heads_kernel(km::AttentionShape s, const float* heads, float* rows,
                                   int64_t width, int64_t column) {
   const int64_t count = s.head_elements();
@@ -71,6 +80,14 @@ void to_heads(const km::AttentionShape& s, const float* rows, int64_t width, int
   to_heads_kernel<<<grid_for(s.head_elements()), kThreads, 0, stream>>>(s, rows, width, column,
                                                                         heads);
   check_launch("to_heads_kernel");
+}
+
+void to_half_heads(const km::AttentionShape& s, const float* rows, int64_t width, int64_t column,
+                   const km::HalfRow& heads, cudaStream_t stream) {
+  if (s.head_elements() == 0) return;
+  to_half_heads_kernel<<<grid_for(s.head_elements()), kThreads, 0, stream>>>(s, rows, width, column,
+                                                                             heads);
+  check_launch("to_half_heads_kernel");
 }
 
 void from_heads(const km::AttentionShape& s, const float* heads, float* rows, int64_t width,

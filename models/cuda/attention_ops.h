@@ -20,6 +20,9 @@ namespace scalescope::cuda_ops {
 // head-major buffer; from_heads writes the other way.
 void to_heads(const kernel_math::AttentionShape& s, const float* rows, int64_t width,
               int64_t column, float* heads, cudaStream_t stream);
+// to_heads with each element rounded to 16 bits into heads.at (as HalfRow::store does).
+void to_half_heads(const kernel_math::AttentionShape& s, const float* rows, int64_t width,
+                   int64_t column, const kernel_math::HalfRow& heads, cudaStream_t stream);
 void from_heads(const kernel_math::AttentionShape& s, const float* heads, float* rows,
                 int64_t width, int64_t column, cudaStream_t stream);
 

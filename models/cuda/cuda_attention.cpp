@@ -52,7 +52,7 @@ class AttentionKernel final : public LayerKernel {
     const int64_t halves =
         half_ ? half_score_elements() + kHalfHeadBuffers * shape_.head_elements() : 0;
     libraries_->reserve_workspace(
-        static_cast<size_t>(kHeadBuffers * shape_.head_elements() + 2 * score_elements_) *
+        static_cast<size_t>(fp32_heads() * shape_.head_elements() + 2 * score_elements_) *
             sizeof(float) +
         static_cast<size_t>(halves) * sizeof(uint16_t));
   }
@@ -72,8 +72,7 @@ class AttentionKernel final : public LayerKernel {
     const cudaStream_t s = cuda_stream(stream);
     const int64_t d = shape_.model_dim();
     to_heads(in, s);
-    cuda_ops::to_heads(shape_, dout, d, 0, buffer(s, ac::Buffer::kOut), s);
-    round_head(s, ac::Buffer::kOut);
+    to_heads(dout, d, 0, ac::Buffer::kOut, s);
     Exec exec{*this, s};
     ac::Passes<Exec>(shape_, chunk_rows_, exec).backward();
     const ac::Buffer grads[] = {ac::Buffer::kGradQ, ac::Buffer::kGradK, ac::Buffer::kGradV};
@@ -120,20 +119,26 @@ class AttentionKernel final : public LayerKernel {
     }
   };
 
-  // The stream's workspace during a pass: the seven fp32 head buffers [N, H, S, hd] in
-  // ac::Buffer's order (kQ to kGradV), the two score buffers, then under 16 bits the scores'
-  // copies (kHalfScores) and the four head copies (kHalfQ to kHalfOut).
+  // The stream's workspace during a pass: the fp32 head buffers [N, H, S, hd] in ac::Buffer's
+  // order (kQ to kGradV; under 16 bits from kOut on, q, k and v being only 16-bit copies), the
+  // two score buffers, then under 16 bits the scores' copies (kHalfScores) and the four head
+  // copies (kHalfQ to kHalfOut).
   static constexpr int64_t kHeadBuffers = 7;
   static constexpr int64_t kHalfHeadBuffers = 4;
   static int64_t index(ac::Buffer b) { return static_cast<int64_t>(b); }
+  int64_t first_fp32_head() const { return half_ ? index(ac::Buffer::kOut) : 0; }
+  int64_t fp32_heads() const { return kHeadBuffers - first_fp32_head(); }
   // kHalfScores's length, so that the head copies after it start 16-byte aligned.
   int64_t half_score_elements() const { return (score_elements_ + 7) / 8 * 8; }
   // Buffer b's start, as floats (a 16-bit buffer's bytes start there too).
   float* buffer(cudaStream_t s, ac::Buffer b) const {
     float* base = static_cast<float*>(libraries_->workspace(s));
     const int64_t i = index(b);
-    if (i < kHeadBuffers) return base + i * shape_.head_elements();
-    float* scores = base + kHeadBuffers * shape_.head_elements();
+    if (i < kHeadBuffers) {
+      SS_CHECK(i >= first_fp32_head(), "attention: no fp32 head buffer {} under 16 bits", i);
+      return base + (i - first_fp32_head()) * shape_.head_elements();
+    }
+    float* scores = base + fp32_heads() * shape_.head_elements();
     if (b == ac::Buffer::kScores) return scores;
     if (b == ac::Buffer::kGradScores) return scores + score_elements_;
     uint16_t* halves = reinterpret_cast<uint16_t*>(scores + 2 * score_elements_);
@@ -142,19 +147,23 @@ class AttentionKernel final : public LayerKernel {
     return reinterpret_cast<float*>(halves +
                                     (i - index(ac::Buffer::kHalfQ)) * shape_.head_elements());
   }
-  // Head buffer b's 16-bit copy made from it (nothing without 16 bits): kQ to kOut.
-  void round_head(cudaStream_t s, ac::Buffer b) const {
-    const auto copy = static_cast<ac::Buffer>(index(b) + index(ac::Buffer::kHalfQ));
-    sixteen_bit_operand(buffer(s, b), shape_.head_elements(), buffer(s, copy), half_, s);
+  // Columns [column, column + D) of rows [N, S, width] head-major into head buffer b (kQ to
+  // kOut), or under 16 bits into its 16-bit copy only: what the products read.
+  void to_heads(const float* rows, int64_t width, int64_t column, ac::Buffer b,
+                cudaStream_t s) const {
+    if (half_) {
+      const auto copy = static_cast<ac::Buffer>(index(b) + index(ac::Buffer::kHalfQ));
+      const km::HalfRow heads{reinterpret_cast<uint16_t*>(buffer(s, copy)), *half_};
+      cuda_ops::to_half_heads(shape_, rows, width, column, heads, s);
+    } else {
+      cuda_ops::to_heads(shape_, rows, width, column, buffer(s, b), s);
+    }
   }
-  // q, k and v head-major from the input rows [N, S, 3D], and their 16-bit copies.
+  // q, k and v head-major from the input rows [N, S, 3D] (16-bit copies only under 16 bits).
   void to_heads(const float* in, cudaStream_t s) const {
     const int64_t d = shape_.model_dim();
     const ac::Buffer parts[] = {ac::Buffer::kQ, ac::Buffer::kK, ac::Buffer::kV};
-    for (int64_t part = 0; part < 3; ++part) {
-      cuda_ops::to_heads(shape_, in, 3 * d, part * d, buffer(s, parts[part]), s);
-      round_head(s, parts[part]);
-    }
+    for (int64_t part = 0; part < 3; ++part) to_heads(in, 3 * d, part * d, parts[part], s);
   }
   // Operand m's batch 0, its offset in elements of the operand type.
   const void* operand(cudaStream_t s, const ac::Matrix& m) const {
