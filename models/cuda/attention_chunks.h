@@ -56,6 +56,12 @@ enum class Buffer {
   kHalfScores
 };
 
+// The 16-bit copy of head buffer b (kQ, kK, kV or kOut): the same order, kHalfQ on.
+inline Buffer half_copy(Buffer b) {
+  SS_CHECK(b <= Buffer::kOut, "attention: buffer {} has no 16-bit copy", static_cast<int>(b));
+  return static_cast<Buffer>(static_cast<int>(b) + static_cast<int>(Buffer::kHalfQ));
+}
+
 // Query rows [first, first + rows), which see keys [0, keys).
 struct Chunk {
   int64_t first = 0;
@@ -199,19 +205,7 @@ class Passes {
 
  private:
   // Head buffer b as the products read it.
-  Buffer head(Buffer b) const {
-    if (!exec_.half()) return b;
-    switch (b) {
-      case Buffer::kQ:
-        return Buffer::kHalfQ;
-      case Buffer::kK:
-        return Buffer::kHalfK;
-      case Buffer::kV:
-        return Buffer::kHalfV;
-      default:
-        return Buffer::kHalfOut;
-    }
-  }
+  Buffer head(Buffer b) const { return exec_.half() ? half_copy(b) : b; }
   // Where the softmax kernels write the 16-bit copies the products read: under 16 bits only.
   std::optional<Buffer> copies() const {
     return exec_.half() ? std::optional<Buffer>(Buffer::kHalfScores) : std::nullopt;

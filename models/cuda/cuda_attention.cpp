@@ -152,8 +152,7 @@ class AttentionKernel final : public LayerKernel {
   void to_heads(const float* rows, int64_t width, int64_t column, ac::Buffer b,
                 cudaStream_t s) const {
     if (half_) {
-      const auto copy = static_cast<ac::Buffer>(index(b) + index(ac::Buffer::kHalfQ));
-      const km::HalfRow heads{reinterpret_cast<uint16_t*>(buffer(s, copy)), *half_};
+      const km::HalfRow heads{reinterpret_cast<uint16_t*>(buffer(s, ac::half_copy(b))), *half_};
       cuda_ops::to_half_heads(shape_, rows, width, column, heads, s);
     } else {
       cuda_ops::to_heads(shape_, rows, width, column, buffer(s, b), s);

@@ -152,7 +152,7 @@ Result chunked_attention(const km::AttentionShape& s, int64_t chunk_rows,
   // As the kernel: under 16 bits only the 16-bit copy (its fp32 buffer stays NaN).
   const auto heads = [&](HostExec& exec, const std::vector<float>& rows, int64_t width,
                          int64_t column, Buffer to) {
-    if (half) to = static_cast<Buffer>(static_cast<int>(to) + static_cast<int>(Buffer::kHalfQ));
+    if (half) to = ac::half_copy(to);
     for (int64_t e = 0; e < s.head_elements(); ++e) {
       const float x = rows[static_cast<size_t>(km::head_major_to_rows(s, e, width, column))];
       exec.buffer(to)[static_cast<size_t>(e)] =
