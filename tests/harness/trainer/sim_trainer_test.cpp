@@ -129,8 +129,10 @@ TEST(SimTrainer, AReplicaThatFailsWithCollectivesQueuedAbortsThemBeforeItsTeardo
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 10.0) << "a replica's teardown waited for its queued all-reduce";
   // The aborted all-reduce faults replica 0's device, which every later wait of its three
-  // streams then reports: the log says so once.
-  EXPECT_EQ(testing_util::count_of(log, "sim device 0: waiting for a stream's work failed"), 1u)
+  // streams and its freed buffers then rethrows: the log says so once at most (not at all when
+  // no wait of the teardown comes after the fault, as a ThreadSanitizer run's timing once had
+  // it), not once per stream and buffer.
+  EXPECT_LE(testing_util::count_of(log, "sim device 0: waiting for a stream's work failed"), 1u)
       << log;
 }
 
