@@ -24,6 +24,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
 
@@ -108,6 +109,50 @@ inline int64_t score_elements(const km::AttentionShape& s, int64_t chunk_rows) {
   }
   return s.batch * s.heads * most;
 }
+
+// Where each buffer of a pass lies in the kernel's workspace, in bytes from its start (which
+// the caching allocator aligns to 512), in Buffer's order. Under 16 bits q, k and v are only their
+// 16-bit copies; in fp32 and tf32 there is no 16-bit buffer. Each buffer starts on a multiple
+// of kAlignment bytes, as the dense layers' and convolutions' regions do: cuBLAS's fastest
+// kernels want 16-byte aligned operands, which packed buffers are not where N·S·hd or a
+// chunk's scores count no multiple of 8.
+class Workspace {
+ public:
+  static constexpr int64_t kAlignment = 256;
+  static constexpr int kBuffers = static_cast<int>(Buffer::kHalfScores) + 1;
+
+  Workspace(const km::AttentionShape& s, int64_t chunk_rows, bool half) {
+    bytes_.fill(-1);
+    for (int i = 0; i < kBuffers; ++i) {
+      const auto b = static_cast<Buffer>(i);
+      const bool fp32_score = b == Buffer::kScores || b == Buffer::kGradScores;
+      const bool sixteen_bit = b >= Buffer::kHalfQ && !fp32_score;
+      const bool present = sixteen_bit ? half : !(half && b < Buffer::kOut);
+      if (!present) continue;
+      const bool score = fp32_score || b == Buffer::kHalfScores;
+      const int64_t elements = score ? score_elements(s, chunk_rows) : s.head_elements();
+      bytes_[static_cast<size_t>(i)] = elements * (sixteen_bit ? 2 : 4);
+      offset_[static_cast<size_t>(i)] = size_;
+      size_ += (bytes_[static_cast<size_t>(i)] + kAlignment - 1) / kAlignment * kAlignment;
+    }
+  }
+
+  bool has(Buffer b) const { return bytes_[static_cast<size_t>(b)] >= 0; }
+  // Buffer b's first byte; throws for one the pass does not have.
+  int64_t offset(Buffer b) const {
+    SS_CHECK(has(b), "attention: no buffer {} in this precision's workspace", static_cast<int>(b));
+    return offset_[static_cast<size_t>(b)];
+  }
+  // Buffer b's bytes, unpadded (0 for one the pass does not have).
+  int64_t bytes(Buffer b) const { return std::max<int64_t>(0, bytes_[static_cast<size_t>(b)]); }
+  // The bytes the kernel reserves: every buffer, padded.
+  int64_t size() const { return size_; }
+
+ private:
+  std::array<int64_t, kBuffers> offset_{};
+  std::array<int64_t, kBuffers> bytes_{};
+  int64_t size_ = 0;
+};
 
 // Batch b of a row-major matrix: its element (i, j) at buffer + offset + b·batch_stride +
 // i·ld + j, in elements of the buffer's type.

@@ -41,20 +41,15 @@ class AttentionKernel final : public LayerKernel {
         shape_{b.in[0], b.in[1], spec.heads, b.in[2] / (3 * spec.heads)},
         batches_(to_int(shape_.batch * shape_.heads, "the batch times the heads", layer)),
         chunk_rows_(ac::chunk_rows(shape_, ac::chunk_rows_from_environment())),
-        score_elements_(ac::score_elements(shape_, chunk_rows_)),
         scale_(km::attention_scale(shape_.head_dim)),
         // Chosen per kernel, not on the shared handle: see CublasHandle.
-        compute_(half_ ? CUBLAS_COMPUTE_32F : gemm_compute_type(precision_)) {
+        compute_(half_ ? CUBLAS_COMPUTE_32F : gemm_compute_type(precision_)),
+        workspace_(shape_, chunk_rows_, half_.has_value()) {
     // cuBLAS's m, n, k and leading dimensions are ints (at most S and hd) and its strides
     // 64-bit.
     to_int(shape_.seq, "the sequence", layer);
     to_int(shape_.head_dim, "the head size", layer);
-    const int64_t halves =
-        half_ ? half_score_elements() + kHalfHeadBuffers * shape_.head_elements() : 0;
-    libraries_->reserve_workspace(
-        static_cast<size_t>(fp32_heads() * shape_.head_elements() + 2 * score_elements_) *
-            sizeof(float) +
-        static_cast<size_t>(halves) * sizeof(uint16_t));
+    libraries_->reserve_workspace(static_cast<size_t>(workspace_.size()));
   }
 
   void forward(const float* in, float* out, Stream& stream) override {
@@ -119,33 +114,11 @@ class AttentionKernel final : public LayerKernel {
     }
   };
 
-  // The stream's workspace during a pass: the fp32 head buffers [N, H, S, hd] in ac::Buffer's
-  // order (kQ to kGradV; under 16 bits from kOut on, q, k and v being only 16-bit copies), the
-  // two score buffers, then under 16 bits the scores' copies (kHalfScores) and the four head
-  // copies (kHalfQ to kHalfOut).
-  static constexpr int64_t kHeadBuffers = 7;
-  static constexpr int64_t kHalfHeadBuffers = 4;
-  static int64_t index(ac::Buffer b) { return static_cast<int64_t>(b); }
-  int64_t first_fp32_head() const { return half_ ? index(ac::Buffer::kOut) : 0; }
-  int64_t fp32_heads() const { return kHeadBuffers - first_fp32_head(); }
-  // kHalfScores's length, so that the head copies after it start 16-byte aligned.
-  int64_t half_score_elements() const { return (score_elements_ + 7) / 8 * 8; }
-  // Buffer b's start, as floats (a 16-bit buffer's bytes start there too).
+  // Buffer b's start in the stream's workspace (ac::Workspace), as floats (a 16-bit buffer's
+  // bytes start there too).
   float* buffer(cudaStream_t s, ac::Buffer b) const {
-    float* base = static_cast<float*>(libraries_->workspace(s));
-    const int64_t i = index(b);
-    if (i < kHeadBuffers) {
-      SS_CHECK(i >= first_fp32_head(), "attention: no fp32 head buffer {} under 16 bits", i);
-      return base + (i - first_fp32_head()) * shape_.head_elements();
-    }
-    float* scores = base + fp32_heads() * shape_.head_elements();
-    if (b == ac::Buffer::kScores) return scores;
-    if (b == ac::Buffer::kGradScores) return scores + score_elements_;
-    uint16_t* halves = reinterpret_cast<uint16_t*>(scores + 2 * score_elements_);
-    if (b == ac::Buffer::kHalfScores) return reinterpret_cast<float*>(halves);
-    halves += half_score_elements();
-    return reinterpret_cast<float*>(halves +
-                                    (i - index(ac::Buffer::kHalfQ)) * shape_.head_elements());
+    char* base = static_cast<char*>(libraries_->workspace(s));
+    return reinterpret_cast<float*>(base + workspace_.offset(b));
   }
   // Columns [column, column + D) of rows [N, S, width] head-major into head buffer b (kQ to
   // kOut), or under 16 bits into its 16-bit copy only: what the products read.
@@ -185,12 +158,12 @@ class AttentionKernel final : public LayerKernel {
   km::AttentionShape shape_;
   int batches_;
   int64_t chunk_rows_;
-  int64_t score_elements_;
   float scale_;
   Precision precision_ = precision();  // at construction, as every kernel reads it
   std::optional<km::HalfFormat> half_ = half_format(precision_);  // the operands', if 16-bit
   cublasComputeType_t compute_;
   cudaDataType_t operand_type_ = gemm_operand_type(half_);
+  ac::Workspace workspace_;
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
@@ -32,12 +33,16 @@ class HostExec {
  public:
   HostExec(const km::AttentionShape& s, int64_t chunk_rows, std::optional<km::HalfFormat> half)
       : s_(s), half_(half) {
-    for (int b = 0; b <= static_cast<int>(Buffer::kHalfScores); ++b) {
+    // Only the buffers the kernel's workspace has, of its sizes: a pass that touches another
+    // throws.
+    const ac::Workspace workspace(s, chunk_rows, half.has_value());
+    for (int b = 0; b < ac::Workspace::kBuffers; ++b) {
       const auto id = static_cast<Buffer>(b);
-      const bool scores = id >= Buffer::kScores;
-      buffers_[id].assign(
-          static_cast<size_t>(scores ? ac::score_elements(s, chunk_rows) : s.head_elements()),
-          kNan);
+      if (!workspace.has(id)) continue;
+      const bool sixteen_bit =
+          id >= Buffer::kHalfQ && id != Buffer::kScores && id != Buffer::kGradScores;
+      const int64_t bytes = workspace.bytes(id);
+      buffers_[id].assign(static_cast<size_t>(bytes / (sixteen_bit ? 2 : 4)), kNan);
     }
   }
 
@@ -291,6 +296,44 @@ TEST(AttentionChunks, ScoreBuffersAreLinearInTheSequence) {
   EXPECT_EQ(ac::default_chunk_rows({1, 5, 2, 2}), 5);
   EXPECT_EQ(ac::default_chunk_rows({1, 64, 2, 2}), 8);
   EXPECT_EQ(ac::default_chunk_rows({1, 64, 2, 13}), 24);
+}
+
+// The workspace's buffers: which each precision has, of what sizes, each starting 256-byte
+// aligned, none overlapping another, the whole no larger than their padded sum. Shapes whose
+// packed buffers would be misaligned (N·S·hd = 165, scores of 33 and 99 values) and GPT-2
+// small's.
+TEST(AttentionChunks, WorkspaceBuffersAreAlignedAndApart) {
+  for (const km::AttentionShape& s : {km::AttentionShape{1, 11, 3, 5}, {8, 1024, 12, 64}}) {
+    for (const bool half : {false, true}) {
+      SCOPED_TRACE(::testing::Message()
+                   << s.head_elements() << " head elements, " << (half ? "16" : "32") << " bits");
+      const int64_t rows = ac::default_chunk_rows(s);
+      const ac::Workspace w(s, rows, half);
+      std::vector<std::pair<int64_t, int64_t>> spans;
+      int64_t padded = 0;
+      for (int i = 0; i < ac::Workspace::kBuffers; ++i) {
+        const auto b = static_cast<Buffer>(i);
+        const bool score = b >= Buffer::kScores;
+        const bool sixteen_bit = (b >= Buffer::kHalfQ && !score) || b == Buffer::kHalfScores;
+        const bool fp32_qkv = b < Buffer::kOut;
+        EXPECT_EQ(w.has(b), sixteen_bit ? half : !(half && fp32_qkv)) << "buffer " << i;
+        if (!w.has(b)) {
+          EXPECT_EQ(w.bytes(b), 0);
+          EXPECT_THROW(w.offset(b), Error);
+          continue;
+        }
+        const int64_t elements = score ? ac::score_elements(s, rows) : s.head_elements();
+        EXPECT_EQ(w.bytes(b), elements * (sixteen_bit ? 2 : 4)) << "buffer " << i;
+        EXPECT_EQ(w.offset(b) % ac::Workspace::kAlignment, 0) << "buffer " << i;
+        spans.emplace_back(w.offset(b), w.offset(b) + w.bytes(b));
+        padded += (w.bytes(b) + 255) / 256 * 256;
+      }
+      std::sort(spans.begin(), spans.end());
+      for (size_t i = 1; i < spans.size(); ++i) EXPECT_LE(spans[i - 1].second, spans[i].first);
+      EXPECT_LE(spans.back().second, w.size());
+      EXPECT_EQ(w.size(), padded);
+    }
+  }
 }
 
 // SCALESCOPE_ATTENTION_CHUNK_ROWS: unset or 0 the default, a number of rows up to S, past S
