@@ -421,7 +421,8 @@ class ConvKernel final : public LayerKernel {
     const void* dy_operand = operand(dy, kY16, s);
     backward_filter(x, dy_operand, s);
     if (bias_grad_ != nullptr)
-      cuda_ops::bias_grad(dout, bias_grad_, rows(), shape_.filters, floats(bias_scratch_), s);
+      cuda_ops::bias_grad(dout, bias_grad_, rows(), shape_.filters, floats(bias_scratch_),
+                          bias_grad_read(half_), s);
     if (din == nullptr) return;  // first layer: nobody needs the input's gradient
     backward_data(dy_operand, din, s);
   }

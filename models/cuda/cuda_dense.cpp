@@ -172,7 +172,8 @@ class DenseKernel final : public LayerKernel {
       }
     }
     if (bias_grad_ != nullptr) {
-      cuda_ops::bias_grad(dout, bias_grad_, rows_, units_, floats(bias_scratch_), s);
+      cuda_ops::bias_grad(dout, bias_grad_, rows_, units_, floats(bias_scratch_),
+                          bias_grad_read(half_), s);
     }
   }
 

@@ -53,4 +53,10 @@ inline const void* sixteen_bit_operand(const float* values, int64_t count, void*
   return to;
 }
 
+// How the bias gradient reads dy: with a 16-bit format, rounded to it, the values of the copy
+// sixteen_bit_operand gives the weights' products.
+inline kernel_math::BiasGradRead bias_grad_read(std::optional<kernel_math::HalfFormat> half) {
+  return {half.has_value(), half.value_or(kernel_math::HalfFormat::kBf16)};
+}
+
 }  // namespace scalescope

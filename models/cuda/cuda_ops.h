@@ -21,6 +21,7 @@
 #include <source_location>
 
 #include "models/kernel_math/activation_math.h"
+#include "models/kernel_math/bias_math.h"
 #include "models/kernel_math/half_math.h"
 #include "models/kernel_math/optimizer_math.h"
 #include "models/kernel_math/pool_math.h"
@@ -44,9 +45,10 @@ void bias_add(float* y, const float* bias, int64_t rows, int64_t channels, cudaS
 // split into parts whose partial sums are added in a fixed order (kernel_math/bias_math.h), so
 // the result does not vary from run to run as atomics would make it.
 int64_t bias_grad_scratch(int64_t rows, int64_t channels);
-// db[c] = sum over r of dy[r, c]. `scratch` holds bias_grad_scratch(rows, channels) floats.
+// db[c] = sum over r of read(dy[r, c]) (under 16 bits dy's rounding: kernel_math::BiasGradRead).
+// `scratch` holds bias_grad_scratch(rows, channels) floats.
 void bias_grad(const float* dy, float* db, int64_t rows, int64_t channels, float* scratch,
-               cudaStream_t stream);
+               kernel_math::BiasGradRead read, cudaStream_t stream);
 
 // Element-wise activation; backward takes the forward's input x and output y, and reads y (as the
 // CPU kernels' *_use_dst_for_bwd) except for GELU, which reads x. The CPU kernels' rules

@@ -35,14 +35,14 @@ constexpr int kTileC = km::kBiasTileChannels;
 constexpr int kTileR = km::kBiasTileRows;
 
 __global__ void bias_grad_kernel(const float* dy, float* out, int64_t rows, int64_t channels,
-                                 km::BiasGradPlan plan) {
+                                 km::BiasGradPlan plan, km::BiasGradRead read) {
   __shared__ float sums[kTileR][kTileC + 1];  // one padding column avoids bank conflicts
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kTileC + threadIdx.x;
   const km::IndexRange part = km::bias_grad_part_rows(plan, rows, blockIdx.y);
   sums[threadIdx.y][threadIdx.x] =
-      c < channels
-          ? km::strided_column_sum(dy, channels, c, part.begin + threadIdx.y, part.end, kTileR)
-          : 0.0f;
+      c < channels ? km::strided_column_sum(dy, channels, c, part.begin + threadIdx.y, part.end,
+                                            kTileR, read)
+                   : 0.0f;
   __syncthreads();
   if (threadIdx.y == 0 && c < channels) {
     out[static_cast<int64_t>(blockIdx.y) * channels + c] =
@@ -207,14 +207,14 @@ int64_t bias_grad_scratch(int64_t rows, int64_t channels) {
 }
 
 void bias_grad(const float* dy, float* db, int64_t rows, int64_t channels, float* scratch,
-               cudaStream_t stream) {
+               km::BiasGradRead read, cudaStream_t stream) {
   if (channels == 0) return;
   const km::BiasGradPlan plan = km::bias_grad_plan(rows);
   const dim3 grid(static_cast<unsigned>((channels + kTileC - 1) / kTileC),
                   static_cast<unsigned>(plan.parts));
   const dim3 block(kTileC, kTileR);
   bias_grad_kernel<<<grid, block, 0, stream>>>(dy, plan.parts > 1 ? scratch : db, rows, channels,
-                                               plan);
+                                               plan, read);
   check_launch("bias_grad_kernel");
   if (plan.parts == 1) return;
   bias_grad_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(scratch, db, plan.parts,

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "models/kernel_math/half_math.h"
 #include "models/kernel_math/host_device.h"
 #include "models/kernel_math/layout_math.h"
 
@@ -47,11 +48,23 @@ SS_HOST_DEVICE inline IndexRange bias_grad_part_rows(const BiasGradPlan& plan, i
   return {min_i64(rows, begin), min_i64(rows, begin + plan.rows_per_part)};
 }
 
+// What the bias gradient adds of each dy: the value, or under bf16 and fp16 its 16-bit
+// rounding, the value the 16-bit copy of dy holds that the weights' products read (as the CPU's
+// oneDNN kernels sum their bf16 diff_dst, and autocast its 16-bit gradient).
+struct BiasGradRead {
+  bool rounded = false;
+  HalfFormat format = HalfFormat::kBf16;
+  SS_HOST_DEVICE float operator()(float v) const {
+    return rounded ? from_half(to_half(v, format), format) : v;
+  }
+};
+
 // dy[first, c] + dy[first + step, c] + ... over the rows below `end`, in that order.
 SS_HOST_DEVICE inline float strided_column_sum(const float* dy, int64_t channels, int64_t c,
-                                               int64_t first, int64_t end, int64_t step) {
+                                               int64_t first, int64_t end, int64_t step,
+                                               BiasGradRead read = {}) {
   float sum = 0.0f;
-  for (int64_t r = first; r < end; r += step) sum += dy[r * channels + c];
+  for (int64_t r = first; r < end; r += step) sum += read(dy[r * channels + c]);
   return sum;
 }
 
