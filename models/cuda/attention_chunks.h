@@ -202,10 +202,14 @@ inline km::ScoreBlock score_block(const km::AttentionShape& s, const Chunk& c) {
 // What an Exec does (cuda_attention.cpp's on a stream; the test's on host vectors):
 //   bool half() const: whether the products' operands are 16-bit;
 //   void gemm(const Product&);
-//   void softmax_forward(const km::ScoreBlock&, Buffer scores, std::optional<Buffer> half): in
-//     place, and the probabilities' 16-bit copy into `half` if given;
-//   void softmax_backward(const km::ScoreBlock&, Buffer probs, Buffer grads,
-//     std::optional<Buffer> half): dP into dS in place, and dS's 16-bit copy into `half`.
+//   void softmax_forward(const km::ScoreBlock&, Buffer scores, bool fp32,
+//     std::optional<Buffer> half): the probabilities in place if `fp32`, and their 16-bit copy
+//     into `half` if given;
+//   void softmax_backward(const km::ScoreBlock&, Buffer probs, Buffer grads, bool fp32,
+//     std::optional<Buffer> half): dP into dS in place if `fp32`, and dS's 16-bit copy into
+//     `half` if given.
+// Under 16 bits the products read only the copies, so no fp32 result is written but forward's
+// P in backward, which dS is computed from.
 template <class Exec>
 class Passes {
  public:
@@ -218,7 +222,7 @@ class Passes {
   void forward() {
     for (int64_t i = 0; i < chunk_count(s_.seq, chunk_rows_); ++i) {
       const Chunk c = chunk(s_.seq, chunk_rows_, i);
-      const Buffer probs = probabilities(c);
+      const Buffer probs = probabilities(c, false);
       exec_.gemm({chunk_scores(probs, c), false, head_rows(head(Buffer::kV), s_, 0), false,
                   head_rows(Buffer::kOut, s_, c.first), c.rows, s_.head_dim, c.keys, 0.0f});
     }
@@ -231,13 +235,14 @@ class Passes {
       const Chunk c = chunk(s_.seq, chunk_rows_, i);
       const float beta = i == last ? 0.0f : 1.0f;
       const Matrix dout = head_rows(head(Buffer::kOut), s_, c.first);
-      const Buffer probs = probabilities(c);
+      const Buffer probs = probabilities(c, true);
       exec_.gemm({chunk_scores(probs, c), true, dout, false, head_rows(Buffer::kGradV, s_, 0),
                   c.keys, s_.head_dim, c.rows, beta});  // dV += Pᵀ·dO
       exec_.gemm({dout, false, head_rows(head(Buffer::kV), s_, 0), true,
                   chunk_scores(Buffer::kGradScores, c), c.rows, c.keys, s_.head_dim,
                   0.0f});  // dP = dO·Vᵀ
-      exec_.softmax_backward(score_block(s_, c), Buffer::kScores, Buffer::kGradScores, copies());
+      exec_.softmax_backward(score_block(s_, c), Buffer::kScores, Buffer::kGradScores,
+                             !exec_.half(), copies());
       const Buffer grads = copies().value_or(Buffer::kGradScores);
       exec_.gemm({chunk_scores(grads, c), false, head_rows(head(Buffer::kK), s_, 0), false,
                   head_rows(Buffer::kGradQ, s_, c.first), c.rows, s_.head_dim, c.keys,
@@ -255,12 +260,13 @@ class Passes {
   std::optional<Buffer> copies() const {
     return exec_.half() ? std::optional<Buffer>(Buffer::kHalfScores) : std::nullopt;
   }
-  // The chunk's P in kScores; returns where the products read it (its copy under 16 bits).
-  Buffer probabilities(const Chunk& c) {
+  // The chunk's P, in kScores where fp32 or `backward` (whose softmax reads it); returns where
+  // the products read it (its copy under 16 bits).
+  Buffer probabilities(const Chunk& c, bool backward) {
     exec_.gemm({head_rows(head(Buffer::kQ), s_, c.first), false, head_rows(head(Buffer::kK), s_, 0),
                 true, chunk_scores(Buffer::kScores, c), c.rows, c.keys, s_.head_dim,
                 0.0f});  // Q·Kᵀ
-    exec_.softmax_forward(score_block(s_, c), Buffer::kScores, copies());
+    exec_.softmax_forward(score_block(s_, c), Buffer::kScores, !exec_.half() || backward, copies());
     return copies().value_or(Buffer::kScores);
   }
 

@@ -42,17 +42,20 @@ __global__ void from_heads_kernel(km::AttentionShape s, const float* heads, floa
   }
 }
 
-// Row r's share of a block's 16-bit copy.
+// Row r's share of a block's 16-bit copy, and of its fp32 results (none where null).
 __device__ km::HalfRow half_row(const km::HalfRow& block, int64_t r, int64_t len) {
   return {block.at == nullptr ? nullptr : block.at + r * len, block.format};
+}
+__device__ float* fp32_row(float* block, int64_t r, int64_t len) {
+  return block == nullptr ? nullptr : block + r * len;
 }
 
 __global__ void softmax_forward_kernel(km::ScoreBlock b, const float* scores, float* probs,
                                        float scale, km::HalfRow half) {
   const km::RowShare share{lane(), kWarp};
   for (int64_t r = first_warp(); r < b.count(); r += warp_stride()) {
-    km::causal_softmax_row(scores + r * b.len, probs + r * b.len, b.query(r), b.len, scale, share,
-                           WarpReduce{}, half_row(half, r, b.len));
+    km::causal_softmax_row(scores + r * b.len, fp32_row(probs, r, b.len), b.query(r), b.len, scale,
+                           share, WarpReduce{}, half_row(half, r, b.len));
   }
 }
 
@@ -62,8 +65,8 @@ __global__ void softmax_backward_kernel(km::ScoreBlock b, const float* probs,
   const km::RowShare share{lane(), kWarp};
   for (int64_t r = first_warp(); r < b.count(); r += warp_stride()) {
     km::causal_softmax_backward_row(probs + r * b.len, grad_probs + r * b.len,
-                                    grad_scores + r * b.len, b.query(r), b.len, scale, share,
-                                    WarpReduce{}, half_row(half, r, b.len));
+                                    fp32_row(grad_scores, r, b.len), b.query(r), b.len, scale,
+                                    share, WarpReduce{}, half_row(half, r, b.len));
   }
 }
 

@@ -30,8 +30,9 @@ void from_heads(const kernel_math::AttentionShape& s, const float* heads, float*
 // position, b.len its length): unscaled scores into probabilities (in place allowed), and the
 // probabilities' gradient dp into the scores' gradient ds (in place allowed), with
 // causal_softmax_row and causal_softmax_backward_row; each also writes its results' 16-bit
-// copy in the block's layout where half.at is not null (not overlapping what it reads). One
-// warp per row; every column is written (masked ones 0).
+// copy in the block's layout where half.at is not null (not overlapping what it reads), and
+// with probs or grad_scores null only that copy. One warp per row; every column is written
+// (masked ones 0).
 void causal_softmax_forward(const kernel_math::ScoreBlock& b, const float* scores, float* probs,
                             float scale, const kernel_math::HalfRow& half, cudaStream_t stream);
 void causal_softmax_backward(const kernel_math::ScoreBlock& b, const float* probs,

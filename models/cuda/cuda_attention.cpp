@@ -96,16 +96,16 @@ class AttentionKernel final : public LayerKernel {
     cudaStream_t s;
     bool half() const { return kernel.half_.has_value(); }
     void gemm(const ac::Product& p) const { kernel.gemm(s, ac::column_major(p)); }
-    void softmax_forward(const km::ScoreBlock& b, ac::Buffer scores,
+    void softmax_forward(const km::ScoreBlock& b, ac::Buffer scores, bool fp32,
                          std::optional<ac::Buffer> half) const {
       float* p = kernel.buffer(s, scores);
-      cuda_ops::causal_softmax_forward(b, p, p, kernel.scale_, copy(half), s);
+      cuda_ops::causal_softmax_forward(b, p, fp32 ? p : nullptr, kernel.scale_, copy(half), s);
     }
-    void softmax_backward(const km::ScoreBlock& b, ac::Buffer probs, ac::Buffer grads,
+    void softmax_backward(const km::ScoreBlock& b, ac::Buffer probs, ac::Buffer grads, bool fp32,
                           std::optional<ac::Buffer> half) const {
       float* g = kernel.buffer(s, grads);
-      cuda_ops::causal_softmax_backward(b, kernel.buffer(s, probs), g, g, kernel.scale_, copy(half),
-                                        s);
+      cuda_ops::causal_softmax_backward(b, kernel.buffer(s, probs), g, fp32 ? g : nullptr,
+                                        kernel.scale_, copy(half), s);
     }
     // Where a softmax kernel writes its results' 16-bit copy (nowhere without one).
     km::HalfRow copy(std::optional<ac::Buffer> half) const {

@@ -87,8 +87,10 @@ struct HalfRow {
 };
 
 // Row `row` (the query position i) of the causal scaled softmax: scores s[len] (unscaled) into
-// probabilities p[len] (and their 16-bit copy `half`), this thread's share of the columns; s
-// and p may be the same memory.
+// probabilities p[len] and their 16-bit copy `half`, this thread's share of the columns; s and p
+// may be the same memory. With p null only the copy is written (what the products of a 16-bit
+// forward read), and s is left as it was: the exponentials are then computed again instead of
+// kept in p, the same bits.
 // REQUIRES: every thread sharing the row calls this with the same arguments but its share.
 template <class Reduce>
 SS_HOST_DEVICE void causal_softmax_row(const float* s, float* p, int64_t row, int64_t len,
@@ -101,20 +103,22 @@ SS_HOST_DEVICE void causal_softmax_row(const float* s, float* p, int64_t row, in
   float sum = 0.0f;
   for (int64_t j = share.first; j < valid; j += share.step) {
     const float e = expf(s[j] * scale - m);
-    p[j] = e;
+    if (p != nullptr) p[j] = e;
     sum += e;
   }
   sum = reduce.sum(sum);
   for (int64_t j = share.first; j < len; j += share.step) {
-    p[j] = j < valid ? p[j] / sum : 0.0f;
-    half.store(j, p[j]);
+    const float e = j >= valid ? 0.0f : p != nullptr ? p[j] : expf(s[j] * scale - m);
+    const float v = j < valid ? e / sum : 0.0f;
+    if (p != nullptr) p[j] = v;
+    half.store(j, v);
   }
 }
 
 // Backward of causal_softmax_row for row `row`: from the probabilities p[len] of the forward
-// and their gradient dp[len], the gradient ds[len] of the unscaled scores (and its 16-bit copy
-// `half`, which must not overlap p); dp and ds may be the same memory. Masked columns get 0
-// whatever dp holds there.
+// and their gradient dp[len], the gradient ds[len] of the unscaled scores and its 16-bit copy
+// `half` (which must not overlap p); dp and ds may be the same memory, and with ds null only
+// the copy is written. Masked columns get 0 whatever dp holds there.
 // REQUIRES: every thread sharing the row calls this with the same arguments but its share.
 template <class Reduce>
 SS_HOST_DEVICE void causal_softmax_backward_row(const float* p, const float* dp, float* ds,
@@ -126,8 +130,9 @@ SS_HOST_DEVICE void causal_softmax_backward_row(const float* p, const float* dp,
   for (int64_t j = share.first; j < valid; j += share.step) dot += p[j] * dp[j];
   dot = reduce.sum(dot);
   for (int64_t j = share.first; j < len; j += share.step) {
-    ds[j] = j < valid ? (p[j] * (dp[j] - dot)) * scale : 0.0f;
-    half.store(j, ds[j]);
+    const float v = j < valid ? (p[j] * (dp[j] - dot)) * scale : 0.0f;
+    if (ds != nullptr) ds[j] = v;
+    half.store(j, v);
   }
 }
 

@@ -67,31 +67,37 @@ class HostExec {
       }
     }
     rounded_[p.c.buffer] = false;
+    stale_[p.c.buffer] = false;
   }
 
   // Marks buffer b as holding a 16-bit copy (or not), as the test's heads are written in.
   void set_rounded(Buffer b, bool rounded) { rounded_[b] = rounded; }
 
-  void softmax_forward(const km::ScoreBlock& b, Buffer scores, std::optional<Buffer> half) {
+  // Without `fp32` the scores stay as they are: marked as neither probabilities nor a 16-bit
+  // copy, so that a product reading them fails.
+  void softmax_forward(const km::ScoreBlock& b, Buffer scores, bool fp32,
+                       std::optional<Buffer> half) {
     for (int64_t r = 0; r < b.count(); ++r) {
       float* row = &ref(scores, r * b.len + b.len - 1) - (b.len - 1);  // bounds-checked
-      km::causal_softmax_row(row, row, b.query(r), b.len, scale(), km::RowShare{},
+      km::causal_softmax_row(row, fp32 ? row : nullptr, b.query(r), b.len, scale(), km::RowShare{},
                              km::SerialReduce{}, half_row(b.len));
       copy_row(half, r, b.len);
     }
-    rounded_[scores] = false;
+    mark_result(scores, fp32);
   }
 
-  void softmax_backward(const km::ScoreBlock& b, Buffer probs, Buffer grads,
+  void softmax_backward(const km::ScoreBlock& b, Buffer probs, Buffer grads, bool fp32,
                         std::optional<Buffer> half) {
+    SS_CHECK(!stale_[probs], "softmax backward read scores that hold no probabilities");
     for (int64_t r = 0; r < b.count(); ++r) {
       const int64_t last = r * b.len + b.len - 1;
       float* g = &ref(grads, last) - (b.len - 1);
-      km::causal_softmax_backward_row(&ref(probs, last) - (b.len - 1), g, g, b.query(r), b.len,
-                                      scale(), km::RowShare{}, km::SerialReduce{}, half_row(b.len));
+      km::causal_softmax_backward_row(&ref(probs, last) - (b.len - 1), g, fp32 ? g : nullptr,
+                                      b.query(r), b.len, scale(), km::RowShare{},
+                                      km::SerialReduce{}, half_row(b.len));
       copy_row(half, r, b.len);
     }
-    rounded_[grads] = false;
+    mark_result(grads, fp32);
   }
 
   std::vector<float>& buffer(Buffer b) { return buffers_.at(b); }
@@ -99,6 +105,11 @@ class HostExec {
 
  private:
   float scale() const { return km::attention_scale(s_.head_dim); }
+  // After a softmax in place: buffer b holds its fp32 results, or (not written) stale values.
+  void mark_result(Buffer b, bool written) {
+    rounded_[b] = false;
+    stale_[b] = !written;
+  }
   // A row's 16-bit copy as the kernels write it, here into row_copy_ (nowhere in fp32).
   km::HalfRow half_row(int64_t len) {
     row_copy_.assign(static_cast<size_t>(len), 0);
@@ -130,6 +141,8 @@ class HostExec {
     SS_CHECK(rounded_[m.buffer] == half(), "operand buffer {} {} in a {} pass",
              static_cast<int>(m.buffer), rounded_[m.buffer] ? "16-bit" : "fp32",
              half() ? "16-bit" : "fp32");
+    SS_CHECK(!stale_[m.buffer], "operand buffer {} holds no softmax result",
+             static_cast<int>(m.buffer));
     return ref(m, batch, i, j);
   }
 
@@ -137,6 +150,7 @@ class HostExec {
   std::optional<km::HalfFormat> half_;
   std::map<Buffer, std::vector<float>> buffers_;
   std::map<Buffer, bool> rounded_;  // whether a buffer holds a 16-bit copy
+  std::map<Buffer, bool> stale_;    // whether a softmax left a buffer without its results
   std::vector<uint16_t> row_copy_;
   int64_t products_ = 0;
 };

@@ -150,6 +150,19 @@ TEST(KernelMathAttention, SoftmaxRowsWriteTheir16BitCopyInTheSamePass) {
         EXPECT_EQ(p16[j], km::to_half(p[j], format)) << "row " << row << " column " << j;
         EXPECT_EQ(ds16[j], km::to_half(ds[j], format)) << "row " << row << " column " << j;
       }
+      // With no fp32 result asked for (what a 16-bit pass's products do not read), the same
+      // copies alone, the scores and dp left as they were.
+      std::vector<float> s_alone = s, dp_alone = dp;
+      std::vector<uint16_t> p16_alone(s.size(), 0xffff), ds16_alone(s.size(), 0xffff);
+      km::causal_softmax_row(s_alone.data(), nullptr, row, len, scale, km::RowShare{},
+                             km::SerialReduce{}, km::HalfRow{p16_alone.data(), format});
+      km::causal_softmax_backward_row(p.data(), dp_alone.data(), nullptr, row, len, scale,
+                                      km::RowShare{}, km::SerialReduce{},
+                                      km::HalfRow{ds16_alone.data(), format});
+      EXPECT_EQ(p16_alone, p16) << "row " << row;
+      EXPECT_EQ(ds16_alone, ds16) << "row " << row;
+      EXPECT_EQ(bit_mismatches(s_alone, s), "");
+      EXPECT_EQ(bit_mismatches(dp_alone, dp), "");
     }
   }
 }
