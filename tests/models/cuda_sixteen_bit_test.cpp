@@ -57,10 +57,11 @@ class CudaSixteenBitTest : public CudaKernelsTest,
 
 // Dense layers and convolutions against the CPU's in the same precision (oneDNN's bf16; fp16
 // emulated on operands rounded to fp16): the same products of the same rounded operands, summed
-// in another order, within the format's unit roundoff, which the bias gradient needs: oneDNN
-// sums it from the rounded output gradient, the GPU from the fp32 one (an H100 showed up to
-// 1.6e-3 in bf16, under 1e-3 everywhere else). cuDNN also rounds a convolution's results to the
-// format (oneDNN writes them in fp32): one more unit roundoff. Attention computes in fp32 on
+// in another order, within the format's unit roundoff (an H100 showed up to 1.6e-3 in bf16,
+// under 1e-3 everywhere else, when the GPU's bias gradient still summed the fp32 output
+// gradient where oneDNN sums the rounded one; SixteenBitBiasGradientsSumTheRoundedOutputGradient
+// holds that now). cuDNN also rounds a convolution's results to the format (oneDNN writes them
+// in fp32): one more unit roundoff. Attention computes in fp32 on
 // CPUs, on 16-bit copies of q, k, v, P, dout and dS on GPUs: an emulation of those roundings
 // (float64 otherwise, 30 draws of these shapes' inputs) differed from float64 by up to 0.92
 // unit roundoff in bf16 and fp16, so twice it too.
@@ -189,6 +190,37 @@ TEST_F(CudaKernelsTest, SixteenBitConvolutionsRoundTheirOperandsToThatFormat) {
   EXPECT_EQ(conv_of(*gpu_, Sixteen::kFp32, 1.0f + 0x1p-12f, nullptr), 64.0f + 0x1p-6f);
   EXPECT_TRUE(std::isinf(conv_of(*gpu_, Sixteen::kFp16, 70000.0f, nullptr)));
   EXPECT_TRUE(std::isfinite(conv_of(*gpu_, Sixteen::kBf16, 70000.0f, nullptr)));
+}
+
+// The bias gradient of `c` (one output channel over two rows) for dy = g on both: 2·g as the
+// precision rounds g.
+float bias_grad_of(Device& gpu, Sixteen precision, const LayerCase& c, float g) {
+  const testing_util::PrecisionScope scope(precision);
+  const LayerInputs inputs{std::vector<float>(128, 1.0f),
+                           std::vector<float>(2, g),
+                           {std::vector<float>(64, 1.0f), {0.0f}},
+                           {}};
+  cuda_test::BoundLayer b = bind_layer(gpu, c, inputs);
+  Stream& stream = gpu.default_stream();
+  b.kernel->forward(b.in.data(), b.out.data(), stream);
+  b.kernel->backward(b.in.data(), b.out.data(), b.dout.data(), b.din.data(), stream);
+  stream.synchronize();
+  return b.grads.at(1).to_host().at(0);
+}
+
+// As the CPU's kernels and autocast, the 16-bit layers sum their bias gradient from the output
+// gradient rounded to the format (the copy the weights' products read): g = 1 + 2^-10 is 1 in
+// bf16 and itself in fp16; fp32 keeps 1 + 2^-12.
+TEST_F(CudaKernelsTest, SixteenBitBiasGradientsSumTheRoundedOutputGradient) {
+  const float g = 1.0f + 0x1p-10f;
+  for (const LayerCase& c : {LayerCase{"dense_bias", DenseSpec{1, true}, Shape{2, 64}},
+                             LayerCase{"conv_bias", Conv2DSpec{1, 1, 1, Padding::kValid, 0, true},
+                                       Shape{2, 1, 1, 64}}}) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(bias_grad_of(*gpu_, Sixteen::kBf16, c, g), 2.0f);
+    EXPECT_EQ(bias_grad_of(*gpu_, Sixteen::kFp16, c, g), 2.0f + 0x1p-9f);
+    EXPECT_EQ(bias_grad_of(*gpu_, Sixteen::kFp32, c, 1.0f + 0x1p-12f), 2.0f + 0x1p-11f);
+  }
 }
 
 }  // namespace
