@@ -432,8 +432,14 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::split(int color, int key,
     state->fail(kLibrary, "ncclCommSplit", what, describe(result, s.comm));
   }
   // Both the parent (non-blocking: the split runs in its background) and the child must be
-  // ready before either is used.
-  s.wait_ready(what, s.timeout);
+  // ready before either is used. A parent that fails leaves a child NCCL may never finish
+  // making: it is aborted at its destruction, not finalized (which would wait out the timeout).
+  try {
+    s.wait_ready(what, s.timeout);
+  } catch (...) {
+    state->broken = true;
+    throw;
+  }
   state->wait_ready(what, s.timeout);
   int nccl_rank = -1;
   int nccl_size = 0;
