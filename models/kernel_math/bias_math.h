@@ -59,12 +59,27 @@ struct BiasGradRead {
   }
 };
 
-// dy[first, c] + dy[first + step, c] + ... over the rows below `end`, in that order.
+// How many of dy's values strided_column_sum loads before it rounds and adds them. nvcc
+// pipelines the loads of a plain sum on its own (10 or more in flight in its SASS for sm_90),
+// but not those of a sum that rounds each value first (one at a time: the loop is latency
+// bound); loading a batch first gives it the same.
+constexpr int kColumnLoadsAhead = 8;
+
+// dy[first, c] + dy[first + step, c] + ... over the rows below `end`, in that order, each value
+// as `read` takes it.
 SS_HOST_DEVICE inline float strided_column_sum(const float* dy, int64_t channels, int64_t c,
                                                int64_t first, int64_t end, int64_t step,
                                                BiasGradRead read = {}) {
   float sum = 0.0f;
-  for (int64_t r = first; r < end; r += step) sum += read(dy[r * channels + c]);
+  int64_t r = first;
+  for (; r + (kColumnLoadsAhead - 1) * step < end; r += kColumnLoadsAhead * step) {
+    float v[kColumnLoadsAhead];
+    SS_UNROLL
+    for (int u = 0; u < kColumnLoadsAhead; ++u) v[u] = dy[(r + u * step) * channels + c];
+    SS_UNROLL
+    for (int u = 0; u < kColumnLoadsAhead; ++u) sum += read(v[u]);
+  }
+  for (; r < end; r += step) sum += read(dy[r * channels + c]);
   return sum;
 }
 

@@ -15,6 +15,14 @@
 #define SS_HOST_DEVICE
 #endif
 
+// Unrolls the loop after it fully in GPU code (its trip count a constant), so that an array the
+// loop indexes stays in registers; nothing in host code, whose compiler knows no such pragma.
+#if defined(__CUDA_ARCH__)
+#define SS_UNROLL _Pragma("unroll")
+#else
+#define SS_UNROLL
+#endif
+
 #include <cstdint>
 #include <cstring>
 

@@ -71,6 +71,29 @@ void expect_each_row_added_once(int64_t rows, const std::vector<int64_t>& probe_
   }
 }
 
+// strided_column_sum loads its values in batches before it adds them: the sum is still each
+// value, as `read` takes it, added in row order, bit for bit, whatever the rows' count against
+// the batch.
+TEST(KernelMathBias, ColumnSumsAddInRowOrderWhateverTheBatching) {
+  const int64_t channels = 3, c = 1;
+  const std::vector<float> dy = random_floats(100 * channels, 78, -1e3f, 1e3f);
+  for (const km::BiasGradRead read :
+       {km::BiasGradRead{}, km::BiasGradRead{true, km::HalfFormat::kBf16},
+        km::BiasGradRead{true, km::HalfFormat::kFp16}}) {
+    for (int64_t first = 0; first < 3; ++first) {
+      for (int64_t end = first; end <= 100; ++end) {
+        for (const int64_t step : {1, 3, 8}) {
+          float want = 0.0f;
+          for (int64_t r = first; r < end; r += step) want += read(dy[r * channels + c]);
+          const float got = km::strided_column_sum(dy.data(), channels, c, first, end, step, read);
+          ASSERT_EQ(km::float_bits(got), km::float_bits(want))
+              << "rows [" << first << ", " << end << ") step " << step;
+        }
+      }
+    }
+  }
+}
+
 TEST(KernelMathBias, EveryRowIsAddedExactlyOnce) {
   for (const int64_t rows : {1, 7, 8, 9, 511, 512, 513, 1025, 4097}) {
     std::vector<int64_t> all(static_cast<size_t>(rows));
