@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "models/kernel_math/element_loop.h"
+
 namespace scalescope::cuda_ops {
 
 inline constexpr int kThreads = 256;
@@ -22,6 +24,18 @@ __device__ inline int64_t first_index() {
 }
 __device__ inline int64_t grid_stride() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+// The element-wise kernels' loop (kernel_math/element_loop.h): this thread's grid-stride
+// elements, kElementsAhead at a time, all read before any is written.
+template <class Load, class Store>
+__device__ void for_each_element(int64_t count, const Load& load, const Store& store) {
+  kernel_math::for_each_element(first_index(), grid_stride(), count, load, store);
+}
+
+// The grid of a for_each_element kernel over `count` elements: kElementsAhead a thread.
+inline unsigned grid_for_elements(int64_t count) {
+  return grid_for(kernel_math::element_threads(count));
 }
 
 // Kernels that give each row to a warp: warps stride over the rows, and all lanes of a warp stay

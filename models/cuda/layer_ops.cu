@@ -24,9 +24,15 @@ namespace km = kernel_math;
 // ---- bias
 
 __global__ void bias_add_kernel(float* y, const float* bias, int64_t count, int64_t channels) {
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    y[i] += bias[km::bias_channel(i, channels)];
-  }
+  struct In {
+    float y, bias;
+  };
+  for_each_element(
+      count,
+      [&](int64_t i) {
+        return In{y[i], bias[km::bias_channel(i, channels)]};
+      },
+      [&](int64_t i, const In& in) { y[i] = in.y + in.bias; });
 }
 
 // Bias gradient in bias_math.h's order: a block of kBiasTileChannels × kBiasTileRows threads owns
@@ -61,9 +67,9 @@ __global__ void bias_grad_finish_kernel(const float* partial, float* db, int64_t
 
 template <Activation kKind>
 __global__ void activation_forward_kernel(const float* x, float* y, int64_t count) {
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    y[i] = km::activation_forward(kKind, x[i]);
-  }
+  for_each_element(
+      count, [&](int64_t i) { return x[i]; },
+      [&](int64_t i, float v) { y[i] = km::activation_forward(kKind, v); });
 }
 
 // GELU's gradient reads x, the others' y; the kind being a constant, the unread one is never
@@ -71,25 +77,47 @@ __global__ void activation_forward_kernel(const float* x, float* y, int64_t coun
 template <Activation kKind>
 __global__ void activation_backward_kernel(const float* x, const float* y, const float* dy,
                                            float* dx, int64_t count) {
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    const bool reads_x = kKind == Activation::kGelu;
-    dx[i] = km::activation_backward(kKind, reads_x ? x[i] : 0.0f, reads_x ? 0.0f : y[i], dy[i]);
-  }
+  constexpr bool kReadsX = kKind == Activation::kGelu;
+  struct In {
+    float x, y, dy;
+  };
+  for_each_element(
+      count,
+      [&](int64_t i) {
+        return In{kReadsX ? x[i] : 0.0f, kReadsX ? 0.0f : y[i], dy[i]};
+      },
+      [&](int64_t i, const In& in) { dx[i] = km::activation_backward(kKind, in.x, in.y, in.dy); });
 }
 
 __global__ void add_kernel(float* out, const float* a, const float* b, int64_t count, bool relu) {
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    out[i] = relu ? km::add_relu_forward(a[i], b[i]) : a[i] + b[i];
-  }
+  struct In {
+    float a, b;
+  };
+  for_each_element(
+      count,
+      [&](int64_t i) {
+        return In{a[i], b[i]};
+      },
+      [&](int64_t i, const In& in) {
+        out[i] = relu ? km::add_relu_forward(in.a, in.b) : in.a + in.b;
+      });
 }
 
 __global__ void accumulate_relu_gradient_kernel(float* acc, const float* grads,
                                                 km::ReluOutput relu_output, int64_t count,
                                                 bool first) {
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    const float g = km::relu_gradient(relu_output[i], grads[i]);
-    acc[i] = first ? g : acc[i] + g;
-  }
+  struct In {
+    float relu_output, grad, acc;
+  };
+  for_each_element(
+      count,
+      [&](int64_t i) {
+        return In{relu_output[i], grads[i], first ? 0.0f : acc[i]};
+      },
+      [&](int64_t i, const In& in) {
+        const float g = km::relu_gradient(in.relu_output, in.grad);
+        acc[i] = first ? g : in.acc + g;
+      });
 }
 
 __global__ void dropout_kernel(const float* x, float* y, int64_t count, float rate, float scale,
@@ -197,7 +225,7 @@ __global__ void global_avg_pool_backward_kernel(const float* dy, float* dx, int6
 void bias_add(float* y, const float* bias, int64_t rows, int64_t channels, cudaStream_t stream) {
   const int64_t count = rows * channels;
   if (count == 0) return;
-  bias_add_kernel<<<grid_for(count), kThreads, 0, stream>>>(y, bias, count, channels);
+  bias_add_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(y, bias, count, channels);
   check_launch("bias_add_kernel");
 }
 
@@ -224,7 +252,7 @@ void bias_grad(const float* dy, float* db, int64_t rows, int64_t channels, float
 
 void add(float* out, const float* a, const float* b, int64_t n, bool relu, cudaStream_t stream) {
   if (n == 0) return;
-  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, a, b, n, relu);
+  add_kernel<<<grid_for_elements(n), kThreads, 0, stream>>>(out, a, b, n, relu);
   check_launch("add_kernel");
 }
 
@@ -232,8 +260,8 @@ void accumulate_relu_gradient(float* acc, const float* grads,
                               const kernel_math::ReluOutput& relu_output, int64_t n, bool first,
                               cudaStream_t stream) {
   if (n == 0) return;
-  accumulate_relu_gradient_kernel<<<grid_for(n), kThreads, 0, stream>>>(acc, grads, relu_output, n,
-                                                                        first);
+  accumulate_relu_gradient_kernel<<<grid_for_elements(n), kThreads, 0, stream>>>(
+      acc, grads, relu_output, n, first);
   check_launch("accumulate_relu_gradient_kernel");
 }
 
@@ -241,7 +269,7 @@ void activation_forward(Activation kind, const float* x, float* y, int64_t count
                         cudaStream_t stream) {
   if (count == 0) return;
   const auto launch = [&](auto kernel) {
-    kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, count);
+    kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(x, y, count);
   };
   switch (kind) {
     case Activation::kRelu:
@@ -264,7 +292,7 @@ void activation_backward(Activation kind, const float* x, const float* y, const 
                          float* dx, int64_t count, cudaStream_t stream) {
   if (count == 0) return;
   const auto launch = [&](auto kernel) {
-    kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, dy, dx, count);
+    kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(x, y, dy, dx, count);
   };
   switch (kind) {
     case Activation::kRelu:

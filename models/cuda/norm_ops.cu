@@ -110,27 +110,35 @@ __global__ void sum_finish_kernel(const float* partial, int64_t parts, int64_t c
 
 // ---- element-wise
 
+// y from x with the batch's statistics (training: the mean and invstd it saved) or, with `eval`,
+// the running ones (invstd from the running variance per element: a division and a square root
+// more per element, and nothing to write per channel, so evaluation leaves the training's saved
+// statistics alone).
 __global__ void normalize_kernel(const float* x, float* y, int64_t count, int64_t channels,
-                                 bool relu, BatchNormTensors t) {
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    const int64_t c = i % channels;
-    y[i] = km::norm_fused_output(
-        km::norm_forward_element(x[i], t.mean[c], t.invstd[c], t.gamma[c], t.beta[c]), relu);
-  }
+                                 bool relu, bool eval, float eps, BatchNormTensors t) {
+  struct In {
+    float x, mean, spread, gamma, beta;  // spread: invstd, or the running variance
+  };
+  const float* mean = eval ? t.running_mean : t.mean;
+  const float* spread = eval ? t.running_var : t.invstd;
+  for_each_element(
+      count,
+      [&](int64_t i) {
+        const int64_t c = i % channels;
+        return In{x[i], mean[c], spread[c], t.gamma[c], t.beta[c]};
+      },
+      [&](int64_t i, const In& in) {
+        const float invstd = eval ? km::norm_invstd(in.spread, eps) : in.spread;
+        y[i] = km::norm_fused_output(
+            km::norm_forward_element(in.x, in.mean, invstd, in.gamma, in.beta), relu);
+      });
 }
 
-// invstd from the running variance per element: a division and a square root more per
-// element, and nothing to write per channel, so evaluation leaves the training's saved
-// statistics alone.
-__global__ void normalize_eval_kernel(const float* x, float* y, int64_t count, int64_t channels,
-                                      float eps, bool relu, BatchNormTensors t) {
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    const int64_t c = i % channels;
-    y[i] = km::norm_fused_output(
-        km::norm_forward_element(x[i], t.running_mean[c], km::norm_invstd(t.running_var[c], eps),
-                                 t.gamma[c], t.beta[c]),
-        relu);
-  }
+void normalize(const float* x, float* y, int64_t count, int64_t channels, bool relu, bool eval,
+               float eps, const BatchNormTensors& t, cudaStream_t stream) {
+  normalize_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(x, y, count, channels, relu,
+                                                                      eval, eps, t);
+  check_launch("normalize_kernel");
 }
 
 // dx over `rows` rows from sums over `samples` rows (rows × replicas when synchronized), dy
@@ -139,13 +147,24 @@ __global__ void norm_backward_data_kernel(const float* x, const float* dy, const
                                           float* dx, const float* dgamma, const float* dbeta,
                                           int64_t rows, int64_t samples, int64_t channels,
                                           BatchNormTensors t) {
-  const int64_t count = rows * channels;
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    const int64_t c = i % channels;
-    dx[i] = km::norm_backward_element(km::norm_output_gradient(dy, relu_y, i),
-                                      km::norm_xhat(x[i], t.mean[c], t.invstd[c]), t.gamma[c],
-                                      t.invstd[c], dbeta[c], dgamma[c], samples);
-  }
+  struct In {
+    float dy, relu_y, x, mean, invstd, gamma, dbeta, dgamma;
+  };
+  for_each_element(
+      rows * channels,
+      [&](int64_t i) {
+        const int64_t c = i % channels;
+        return In{dy[i],       relu_y != nullptr ? relu_y[i] : 0.0f,
+                  x[i],        t.mean[c],
+                  t.invstd[c], t.gamma[c],
+                  dbeta[c],    dgamma[c]};
+      },
+      [&](int64_t i, const In& in) {
+        const float g =
+            km::norm_output_gradient(&in.dy, relu_y != nullptr ? &in.relu_y : nullptr, 0);
+        dx[i] = km::norm_backward_element(g, km::norm_xhat(in.x, in.mean, in.invstd), in.gamma,
+                                          in.invstd, in.dbeta, in.dgamma, samples);
+      });
 }
 
 __global__ void pad_shortcut_forward_kernel(km::ShortcutShape s, int64_t count, const float* in,
@@ -184,18 +203,14 @@ void batch_norm_forward_train(const float* x, float* y, int64_t rows, int64_t ch
   variance_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(t.scratch, parts, rows,
                                                                       channels, eps, momentum, t);
   check_launch("variance_finish_kernel");
-  const int64_t count = rows * channels;
-  normalize_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, count, channels, relu, t);
-  check_launch("normalize_kernel");
+  normalize(x, y, rows * channels, channels, relu, false, eps, t, stream);
 }
 
 void batch_norm_forward_eval(const float* x, float* y, int64_t rows, int64_t channels, float eps,
                              bool relu, const BatchNormTensors& t, cudaStream_t stream) {
   const int64_t count = rows * channels;
   if (count == 0) return;
-  normalize_eval_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, count, channels, eps, relu,
-                                                                  t);
-  check_launch("normalize_eval_kernel");
+  normalize(x, y, count, channels, relu, true, eps, t, stream);
 }
 
 void batch_norm_backward(const float* x, const float* dy, const float* relu_y, float* dx,
@@ -211,7 +226,7 @@ void batch_norm_backward(const float* x, const float* dy, const float* relu_y, f
       partial_a, partial_b, parts, channels, dbeta, dgamma, nullptr);
   check_launch("backward_finish_kernel");
   if (dx == nullptr) return;
-  norm_backward_data_kernel<<<grid_for(rows * channels), kThreads, 0, stream>>>(
+  norm_backward_data_kernel<<<grid_for_elements(rows * channels), kThreads, 0, stream>>>(
       x, dy, relu_y, dx, dgamma, dbeta, rows, rows, channels, t);
   check_launch("norm_backward_data_kernel");
 }
@@ -242,9 +257,7 @@ void batch_norm_forward_stage(int stage, int replicas, const float* x, float* y,
     variance_finish_kernel<<<grid, kThreads, 0, stream>>>(t.sync, 1, samples, channels, eps,
                                                           momentum, t);
     check_launch("variance_finish_kernel");
-    const int64_t count = rows * channels;
-    normalize_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, count, channels, relu, t);
-    check_launch("normalize_kernel");
+    normalize(x, y, rows * channels, channels, relu, false, eps, t, stream);
   }
 }
 
@@ -266,7 +279,7 @@ void batch_norm_backward_stage(int stage, int replicas, const float* x, const fl
   }
   if (dx == nullptr) return;
   // Σdy·x̂ over every replica is what dgamma is over one: invstd is the same on every replica.
-  norm_backward_data_kernel<<<grid_for(rows * channels), kThreads, 0, stream>>>(
+  norm_backward_data_kernel<<<grid_for_elements(rows * channels), kThreads, 0, stream>>>(
       x, dy, relu_y, dx, t.sync + channels, t.sync, rows, rows * replicas, channels, t);
   check_launch("norm_backward_data_kernel");
 }

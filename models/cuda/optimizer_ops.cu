@@ -71,18 +71,16 @@ __global__ void accumulate_kernel(float* __restrict__ acc, const float* __restri
 
 __global__ void compress_kernel(const float* __restrict__ grads, uint16_t* __restrict__ half,
                                 int64_t n, int replicas, km::HalfFormat format) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    half[i] = km::compress_gradient(grads[i], replicas, format);
-  }
+  for_each_element(
+      n, [&](int64_t i) { return grads[i]; },
+      [&](int64_t i, float g) { half[i] = km::compress_gradient(g, replicas, format); });
 }
 
 __global__ void decompress_kernel(const uint16_t* __restrict__ half, float* __restrict__ grads,
                                   int64_t n, km::HalfFormat format) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    grads[i] = km::from_half(half[i], format);
-  }
+  for_each_element(
+      n, [&](int64_t i) { return half[i]; },
+      [&](int64_t i, uint16_t h) { grads[i] = km::from_half(h, format); });
 }
 
 // found_inf was zeroed before the launch; any thread that sees an overflow sets it (all write
@@ -151,14 +149,14 @@ void accumulate(float* acc, const float* grads, int64_t n, cudaStream_t stream) 
 void compress_gradients(const float* grads, uint16_t* half, int64_t n, int replicas,
                         km::HalfFormat format, cudaStream_t stream) {
   if (n == 0) return;
-  compress_kernel<<<grid_for(n), kThreads, 0, stream>>>(grads, half, n, replicas, format);
+  compress_kernel<<<grid_for_elements(n), kThreads, 0, stream>>>(grads, half, n, replicas, format);
   check_launch("compress_kernel");
 }
 
 void decompress_gradients(const uint16_t* half, float* grads, int64_t n, km::HalfFormat format,
                           cudaStream_t stream) {
   if (n == 0) return;
-  decompress_kernel<<<grid_for(n), kThreads, 0, stream>>>(half, grads, n, format);
+  decompress_kernel<<<grid_for_elements(n), kThreads, 0, stream>>>(half, grads, n, format);
   check_launch("decompress_kernel");
 }
 
