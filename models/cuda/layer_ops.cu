@@ -193,14 +193,15 @@ __global__ void max_pool_forward_kernel(PoolShape s, const float* x, float* y, u
 }
 
 // One thread per input value, gathering from the windows that contain it: no atomics, so the
-// result is deterministic.
-__global__ void max_pool_backward_kernel(PoolShape s, const uint16_t* choices, const float* dy,
-                                         float* dx) {
-  const int64_t count = s.batch * s.in_h * s.in_w * s.channels;
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    const km::Nhwc p = km::nhwc_coords(i, s.in_h, s.in_w, s.channels);
-    dx[i] = km::max_pool_input_grad(s, choices, dy, p.n, p.h, p.w, p.c);
-  }
+// result is deterministic. Each element's gradient is found before any is written
+// (for_each_element), its index arithmetic with `Divider`'s divisions.
+template <class Divider>
+__global__ void max_pool_backward_kernel(PoolShape s, km::PoolDividers<Divider> d,
+                                         const uint16_t* choices, const float* dy, float* dx) {
+  for_each_element(
+      s.batch * s.in_h * s.in_w * s.channels,
+      [&](int64_t i) { return km::max_pool_input_grad(s, d, choices, dy, i); },
+      [&](int64_t i, float grad) { dx[i] = grad; });
 }
 
 // One thread per (sample, channel): consecutive threads read consecutive channels.
@@ -361,7 +362,14 @@ void max_pool_backward(const PoolShape& s, const uint16_t* choices, const float*
                        cudaStream_t stream) {
   const int64_t count = s.batch * s.in_h * s.in_w * s.channels;
   if (count == 0) return;
-  max_pool_backward_kernel<<<grid_for(count), kThreads, 0, stream>>>(s, choices, dy, dx);
+  const unsigned grid = grid_for_elements(count);
+  if (count < km::IntDivider::kLimit) {
+    max_pool_backward_kernel<<<grid, kThreads, 0, stream>>>(s, km::pool_dividers<km::IntDivider>(s),
+                                                            choices, dy, dx);
+  } else {
+    max_pool_backward_kernel<<<grid, kThreads, 0, stream>>>(
+        s, km::pool_dividers<km::PlainDivider>(s), choices, dy, dx);
+  }
   check_launch("max_pool_backward_kernel");
 }
 

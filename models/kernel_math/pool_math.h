@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "models/kernel_math/host_device.h"
+#include "models/kernel_math/int_divider.h"
 #include "models/kernel_math/layout_math.h"
 
 namespace scalescope::kernel_math {
@@ -29,12 +30,15 @@ struct PoolShape {
 };
 
 // The windows o (< out) along one axis that contain input position i of an axis padded by
-// `pad`: those with o·stride - pad <= i < o·stride - pad + pool.
-SS_HOST_DEVICE inline IndexRange pool_windows_covering(int64_t i, int64_t pool, int64_t stride,
-                                                       int64_t out, int64_t pad = 0) {
+// `pad`: those with o·stride - pad <= i < o·stride - pad + pool. `by_stride(v)` is v / stride
+// (an IntDivider or a PlainDivider).
+template <class Divider>
+SS_HOST_DEVICE inline IndexRange pool_windows_covering(int64_t i, int64_t pool,
+                                                       const Divider& by_stride, int64_t out,
+                                                       int64_t pad = 0) {
   const int64_t p = i + pad;  // the position in the padded axis, where windows start at o·stride
-  const int64_t begin = p < pool ? 0 : (p - pool) / stride + 1;
-  return {begin, min_i64(out, p / stride + 1)};
+  const int64_t begin = p < pool ? 0 : by_stride(p - pool) + 1;
+  return {begin, min_i64(out, by_stride(p) + 1)};
 }
 
 // The part of window (oh, ow) inside the image: rows [h0, h1), columns [w0, w1). Without
@@ -104,13 +108,32 @@ SS_HOST_DEVICE inline uint16_t max_pool_window_choice(const PoolShape& s, const 
   return static_cast<uint16_t>(pool_window_offset(s, oh, ow, at.h, at.w));
 }
 
-// dx at input (n, h, w, c), gathered from the windows that contain it and chose it: `choices`
-// holds max_pool_window_choice of every output of the forward.
-SS_HOST_DEVICE inline float max_pool_input_grad(const PoolShape& s, const uint16_t* choices,
-                                                const float* dy, int64_t n, int64_t h, int64_t w,
-                                                int64_t c) {
-  const IndexRange rows = pool_windows_covering(h, s.pool, s.stride, s.out_h, s.pad);
-  const IndexRange cols = pool_windows_covering(w, s.pool, s.stride, s.out_w, s.pad);
+// The divisions of max pooling's backward per input element: by the channels, the input's
+// width and height (its flat index into coordinates) and the stride (the windows covering
+// it). IntDivider where every index is below IntDivider::kLimit, PlainDivider otherwise.
+template <class Divider>
+struct PoolDividers {
+  Divider channels, in_w, in_h, stride;
+};
+template <class Divider>
+inline PoolDividers<Divider> pool_dividers(const PoolShape& s) {
+  return {Divider{s.channels}, Divider{s.in_w}, Divider{s.in_h}, Divider{s.stride}};
+}
+
+// dx at flat input index i (NHWC), gathered from the windows that contain it and chose it:
+// `choices` holds max_pool_window_choice of every output of the forward.
+template <class Divider>
+SS_HOST_DEVICE inline float max_pool_input_grad(const PoolShape& s, const PoolDividers<Divider>& d,
+                                                const uint16_t* choices, const float* dy,
+                                                int64_t i) {
+  const int64_t pixel = d.channels(i);
+  const int64_t c = i - pixel * s.channels;
+  const int64_t image_row = d.in_w(pixel);
+  const int64_t w = pixel - image_row * s.in_w;
+  const int64_t n = d.in_h(image_row);
+  const int64_t h = image_row - n * s.in_h;
+  const IndexRange rows = pool_windows_covering(h, s.pool, d.stride, s.out_h, s.pad);
+  const IndexRange cols = pool_windows_covering(w, s.pool, d.stride, s.out_w, s.pad);
   float grad = 0.0f;
   for (int64_t oh = rows.begin; oh < rows.end; ++oh) {
     for (int64_t ow = cols.begin; ow < cols.end; ++ow) {

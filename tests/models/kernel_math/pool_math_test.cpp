@@ -42,7 +42,11 @@ TEST(KernelMathPool, WindowsCoveringAnInputAreExactlyThoseThatContainIt) {
           if (in + 2 * pad < pool) continue;
           const int64_t out = (in + 2 * pad - pool) / stride + 1;
           for (int64_t i = 0; i < in; ++i) {
-            const km::IndexRange r = km::pool_windows_covering(i, pool, stride, out, pad);
+            const km::IndexRange r =
+                km::pool_windows_covering(i, pool, km::PlainDivider{stride}, out, pad);
+            const km::IndexRange fast =
+                km::pool_windows_covering(i, pool, km::IntDivider{stride}, out, pad);
+            ASSERT_TRUE(fast.begin == r.begin && fast.end == r.end);
             for (int64_t o = 0; o < out; ++o) {
               const int64_t start = o * stride - pad;
               const bool contains = start <= i && i < start + pool;
@@ -146,12 +150,18 @@ void expect_max_pool_matches_cpu(const PoolCase& c, const std::vector<float>& x)
   }
 
   const std::vector<float> dy = random_floats(o.numel(), 41);
-  std::vector<float> dx(x.size());
+  const std::vector<float> cpu_dx = cpu.backward(x, cpu_y, dy);
+  // With either division: the GPU takes IntDivider's below 2^31 elements.
+  std::vector<float> dx(x.size()), fast_dx(x.size());
+  const auto plain = km::pool_dividers<km::PlainDivider>(s);
+  const auto fast = km::pool_dividers<km::IntDivider>(s);
   for (size_t i = 0; i < dx.size(); ++i) {
-    const km::Nhwc p = km::nhwc_coords(static_cast<int64_t>(i), s.in_h, s.in_w, s.channels);
-    dx[i] = km::max_pool_input_grad(s, choices.data(), dy.data(), p.n, p.h, p.w, p.c);
+    const auto at = static_cast<int64_t>(i);
+    dx[i] = km::max_pool_input_grad(s, plain, choices.data(), dy.data(), at);
+    fast_dx[i] = km::max_pool_input_grad(s, fast, choices.data(), dy.data(), at);
   }
-  EXPECT_EQ(bit_mismatches(dx, cpu.backward(x, cpu_y, dy)), "") << describe(c.spec) << " backward";
+  EXPECT_EQ(bit_mismatches(dx, cpu_dx), "") << describe(c.spec) << " backward";
+  EXPECT_EQ(bit_mismatches(fast_dx, cpu_dx), "") << describe(c.spec) << " backward, IntDivider";
 }
 
 std::vector<PoolCase> pool_cases() {
