@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "models/kernel_math/element_loop.h"
+#include "models/kernel_math/int_divider.h"
 
 namespace scalescope::cuda_ops {
 
@@ -36,6 +37,18 @@ __device__ void for_each_element(int64_t count, const Load& load, const Store& s
 // The grid of a for_each_element kernel over `count` elements: kElementsAhead a thread.
 inline unsigned grid_for_elements(int64_t count) {
   return grid_for(kernel_math::element_threads(count));
+}
+
+// Calls launch(by) with `by` dividing by `divisor`: a kernel_math::IntDivider where every index
+// below `count` is within its limit (a multiply-high where nvcc divides in about 20
+// instructions), plain division otherwise.
+template <class Launch>
+void with_divider(int64_t count, int64_t divisor, const Launch& launch) {
+  if (count < kernel_math::IntDivider::kLimit) {
+    launch(kernel_math::IntDivider{divisor});
+  } else {
+    launch(kernel_math::PlainDivider{divisor});
+  }
 }
 
 // Kernels that give each row to a warp: warps stride over the rows, and all lanes of a warp stay

@@ -114,7 +114,8 @@ __global__ void sum_finish_kernel(const float* partial, int64_t parts, int64_t c
 // the running ones (invstd from the running variance per element: a division and a square root
 // more per element, and nothing to write per channel, so evaluation leaves the training's saved
 // statistics alone).
-__global__ void normalize_kernel(const float* x, float* y, int64_t count, int64_t channels,
+template <class Divider>
+__global__ void normalize_kernel(const float* x, float* y, int64_t count, Divider by_channels,
                                  bool relu, bool eval, float eps, BatchNormTensors t) {
   struct In {
     float x, mean, spread, gamma, beta;  // spread: invstd, or the running variance
@@ -124,7 +125,7 @@ __global__ void normalize_kernel(const float* x, float* y, int64_t count, int64_
   for_each_element(
       count,
       [&](int64_t i) {
-        const int64_t c = i % channels;
+        const int64_t c = by_channels.remainder(i);
         return In{x[i], mean[c], spread[c], t.gamma[c], t.beta[c]};
       },
       [&](int64_t i, const In& in) {
@@ -136,24 +137,27 @@ __global__ void normalize_kernel(const float* x, float* y, int64_t count, int64_
 
 void normalize(const float* x, float* y, int64_t count, int64_t channels, bool relu, bool eval,
                float eps, const BatchNormTensors& t, cudaStream_t stream) {
-  normalize_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(x, y, count, channels, relu,
-                                                                      eval, eps, t);
+  with_divider(count, channels, [&](auto by_channels) {
+    normalize_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(x, y, count, by_channels,
+                                                                        relu, eval, eps, t);
+  });
   check_launch("normalize_kernel");
 }
 
 // dx over `rows` rows from sums over `samples` rows (rows × replicas when synchronized), dy
 // through the fused ReLU whose output is relu_y unless null.
+template <class Divider>
 __global__ void norm_backward_data_kernel(const float* x, const float* dy, const float* relu_y,
                                           float* dx, const float* dgamma, const float* dbeta,
-                                          int64_t rows, int64_t samples, int64_t channels,
+                                          int64_t count, int64_t samples, Divider by_channels,
                                           BatchNormTensors t) {
   struct In {
     float dy, relu_y, x, mean, invstd, gamma, dbeta, dgamma;
   };
   for_each_element(
-      rows * channels,
+      count,
       [&](int64_t i) {
-        const int64_t c = i % channels;
+        const int64_t c = by_channels.remainder(i);
         return In{dy[i],       relu_y != nullptr ? relu_y[i] : 0.0f,
                   x[i],        t.mean[c],
                   t.invstd[c], t.gamma[c],
@@ -165,6 +169,17 @@ __global__ void norm_backward_data_kernel(const float* x, const float* dy, const
         dx[i] = km::norm_backward_element(g, km::norm_xhat(in.x, in.mean, in.invstd), in.gamma,
                                           in.invstd, in.dbeta, in.dgamma, samples);
       });
+}
+
+void backward_data(const float* x, const float* dy, const float* relu_y, float* dx,
+                   const float* dgamma, const float* dbeta, int64_t rows, int64_t samples,
+                   int64_t channels, const BatchNormTensors& t, cudaStream_t stream) {
+  const int64_t count = rows * channels;
+  with_divider(count, channels, [&](auto by_channels) {
+    norm_backward_data_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(
+        x, dy, relu_y, dx, dgamma, dbeta, count, samples, by_channels, t);
+  });
+  check_launch("norm_backward_data_kernel");
 }
 
 __global__ void pad_shortcut_forward_kernel(km::ShortcutShape s, int64_t count, const float* in,
@@ -226,9 +241,7 @@ void batch_norm_backward(const float* x, const float* dy, const float* relu_y, f
       partial_a, partial_b, parts, channels, dbeta, dgamma, nullptr);
   check_launch("backward_finish_kernel");
   if (dx == nullptr) return;
-  norm_backward_data_kernel<<<grid_for_elements(rows * channels), kThreads, 0, stream>>>(
-      x, dy, relu_y, dx, dgamma, dbeta, rows, rows, channels, t);
-  check_launch("norm_backward_data_kernel");
+  backward_data(x, dy, relu_y, dx, dgamma, dbeta, rows, rows, channels, t, stream);
 }
 
 // The synchronized passes reuse the kernels above; the sums of every replica reach a finish
@@ -279,9 +292,8 @@ void batch_norm_backward_stage(int stage, int replicas, const float* x, const fl
   }
   if (dx == nullptr) return;
   // Σdy·x̂ over every replica is what dgamma is over one: invstd is the same on every replica.
-  norm_backward_data_kernel<<<grid_for_elements(rows * channels), kThreads, 0, stream>>>(
-      x, dy, relu_y, dx, t.sync + channels, t.sync, rows, rows * replicas, channels, t);
-  check_launch("norm_backward_data_kernel");
+  backward_data(x, dy, relu_y, dx, t.sync + channels, t.sync, rows, rows * replicas, channels, t,
+                stream);
 }
 
 void pad_shortcut_forward(const kernel_math::ShortcutShape& s, int64_t batch, const float* in,

@@ -39,6 +39,10 @@ class IntDivider {
   SS_HOST_DEVICE int64_t divisor() const {
     return divisor_;
   }
+  // n % divisor, for 0 <= n < kLimit.
+  SS_HOST_DEVICE int64_t remainder(int64_t n) const {
+    return n - (*this)(n)*divisor_;
+  }
 
  private:
   uint32_t divisor_ = 1;
@@ -50,6 +54,7 @@ class IntDivider {
 struct PlainDivider {
   int64_t divisor = 1;
   SS_HOST_DEVICE int64_t operator()(int64_t n) const { return n / divisor; }
+  SS_HOST_DEVICE int64_t remainder(int64_t n) const { return n % divisor; }
 };
 
 }  // namespace scalescope::kernel_math

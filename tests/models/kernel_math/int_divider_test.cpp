@@ -20,6 +20,7 @@ void expect_divides(int64_t d, const std::vector<int64_t>& values) {
   for (const int64_t n : values) {
     if (n < 0 || n >= km::IntDivider::kLimit) continue;
     ASSERT_EQ(divide(n), n / d) << n << " / " << d;
+    ASSERT_EQ(divide.remainder(n), n % d) << n << " % " << d;
   }
 }
 
