@@ -362,14 +362,11 @@ void max_pool_backward(const PoolShape& s, const uint16_t* choices, const float*
                        cudaStream_t stream) {
   const int64_t count = s.batch * s.in_h * s.in_w * s.channels;
   if (count == 0) return;
-  const unsigned grid = grid_for_elements(count);
-  if (count < km::IntDivider::kLimit) {
-    max_pool_backward_kernel<<<grid, kThreads, 0, stream>>>(s, km::pool_dividers<km::IntDivider>(s),
-                                                            choices, dy, dx);
-  } else {
-    max_pool_backward_kernel<<<grid, kThreads, 0, stream>>>(
-        s, km::pool_dividers<km::PlainDivider>(s), choices, dy, dx);
-  }
+  // with_divider picks the kind of division by the tensor's size; every divider is of that kind.
+  with_divider(count, s.stride, [&](auto by_stride) {
+    max_pool_backward_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(
+        s, km::pool_dividers<decltype(by_stride)>(s), choices, dy, dx);
+  });
   check_launch("max_pool_backward_kernel");
 }
 

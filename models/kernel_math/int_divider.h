@@ -36,9 +36,6 @@ class IntDivider {
 #endif
     return static_cast<int64_t>((high + u) >> shift_);
   }
-  SS_HOST_DEVICE int64_t divisor() const {
-    return divisor_;
-  }
   // n % divisor, for 0 <= n < kLimit.
   SS_HOST_DEVICE int64_t remainder(int64_t n) const {
     return n - (*this)(n)*divisor_;
