@@ -1,5 +1,5 @@
 // Kernels of GPT-2's causal self-attention (attention_ops.h): the copies between rows and
-// head-major buffers, one thread per element of the head-major buffer (its reads and writes
+// head-major buffers, one element of the head-major buffer at a time (its reads and writes
 // are runs of hd consecutive floats), and the causal softmax, one warp per score row, its
 // lanes sharing the columns. The row reductions are a warp's shuffle tree, fixed by the launch
 // shape alone: deterministic, and different from the CPU's serial sums only in the last bits.
@@ -17,29 +17,43 @@ namespace {
 
 namespace km = kernel_math;
 
-__global__ void to_heads_kernel(km::AttentionShape s, const float* rows, int64_t width,
-                                int64_t column, float* heads) {
-  const int64_t count = s.head_elements();
-  for (int64_t e = first_index(); e < count; e += grid_stride()) {
-    heads[e] = rows[km::head_major_to_rows(s, e, width, column)];
-  }
+// One element of the head-major buffer a thread, kElementsAhead read before any is written
+// (for_each_element), the index split with `Divider`'s divisions.
+template <class Divider>
+__global__ void to_heads_kernel(km::AttentionShape s, km::HeadDividers<Divider> d,
+                                const float* rows, int64_t width, int64_t column, float* heads) {
+  for_each_element(
+      s.head_elements(),
+      [&](int64_t e) { return rows[km::head_major_to_rows(s, d, e, width, column)]; },
+      [&](int64_t e, float v) { heads[e] = v; });
 }
 
 // to_heads_kernel's copy rounded to 16 bits, where the products read only that.
-__global__ void to_half_heads_kernel(km::AttentionShape s, const float* rows, int64_t width,
-                                     int64_t column, km::HalfRow heads) {
-  const int64_t count = s.head_elements();
-  for (int64_t e = first_index(); e < count; e += grid_stride()) {
-    heads.store(e, rows[km::head_major_to_rows(s, e, width, column)]);
-  }
+template <class Divider>
+__global__ void to_half_heads_kernel(km::AttentionShape s, km::HeadDividers<Divider> d,
+                                     const float* rows, int64_t width, int64_t column,
+                                     km::HalfRow heads) {
+  for_each_element(
+      s.head_elements(),
+      [&](int64_t e) { return rows[km::head_major_to_rows(s, d, e, width, column)]; },
+      [&](int64_t e, float v) { heads.store(e, v); });
 }
 
-__global__ void from_heads_kernel(km::AttentionShape s, const float* heads, float* rows,
-                                  int64_t width, int64_t column) {
-  const int64_t count = s.head_elements();
-  for (int64_t e = first_index(); e < count; e += grid_stride()) {
-    rows[km::head_major_to_rows(s, e, width, column)] = heads[e];
-  }
+template <class Divider>
+__global__ void from_heads_kernel(km::AttentionShape s, km::HeadDividers<Divider> d,
+                                  const float* heads, float* rows, int64_t width, int64_t column) {
+  for_each_element(
+      s.head_elements(), [&](int64_t e) { return heads[e]; },
+      [&](int64_t e, float v) { rows[km::head_major_to_rows(s, d, e, width, column)] = v; });
+}
+
+// Calls launch(dividers, grid) for a for_each_element kernel over the head-major buffer, with
+// the kind of division with_divider picks for its size.
+template <class Launch>
+void over_head_elements(const km::AttentionShape& s, const Launch& launch) {
+  with_divider(s.head_elements(), s.head_dim, [&](auto by) {
+    launch(km::head_dividers<decltype(by)>(s), grid_for_elements(s.head_elements()));
+  });
 }
 
 // Row r's share of a block's 16-bit copy, and of its fp32 results (none where null).
@@ -80,24 +94,27 @@ unsigned grid_for_rows(int64_t rows) {
 void to_heads(const km::AttentionShape& s, const float* rows, int64_t width, int64_t column,
               float* heads, cudaStream_t stream) {
   if (s.head_elements() == 0) return;
-  to_heads_kernel<<<grid_for(s.head_elements()), kThreads, 0, stream>>>(s, rows, width, column,
-                                                                        heads);
+  over_head_elements(s, [&](auto d, unsigned grid) {
+    to_heads_kernel<<<grid, kThreads, 0, stream>>>(s, d, rows, width, column, heads);
+  });
   check_launch("to_heads_kernel");
 }
 
 void to_half_heads(const km::AttentionShape& s, const float* rows, int64_t width, int64_t column,
                    const km::HalfRow& heads, cudaStream_t stream) {
   if (s.head_elements() == 0) return;
-  to_half_heads_kernel<<<grid_for(s.head_elements()), kThreads, 0, stream>>>(s, rows, width, column,
-                                                                             heads);
+  over_head_elements(s, [&](auto d, unsigned grid) {
+    to_half_heads_kernel<<<grid, kThreads, 0, stream>>>(s, d, rows, width, column, heads);
+  });
   check_launch("to_half_heads_kernel");
 }
 
 void from_heads(const km::AttentionShape& s, const float* heads, float* rows, int64_t width,
                 int64_t column, cudaStream_t stream) {
   if (s.head_elements() == 0) return;
-  from_heads_kernel<<<grid_for(s.head_elements()), kThreads, 0, stream>>>(s, heads, rows, width,
-                                                                          column);
+  over_head_elements(s, [&](auto d, unsigned grid) {
+    from_heads_kernel<<<grid, kThreads, 0, stream>>>(s, d, heads, rows, width, column);
+  });
   check_launch("from_heads_kernel");
 }
 

@@ -15,12 +15,19 @@ namespace {
 
 namespace km = kernel_math;
 
+// Element i of the [tokens, dim] output: its token t = i / dim and column i − t·dim by
+// `Divider`'s division (int_divider.h), as the element-wise kernels (for_each_element).
+template <class Divider>
 __global__ void embedding_forward_kernel(const float* ids, const float* weight, float* out,
-                                         int64_t tokens, int64_t vocab, int64_t dim) {
-  for (int64_t i = first_index(); i < tokens * dim; i += grid_stride()) {
-    const int64_t t = i / dim;
-    out[i] = weight[km::token_row(ids[t], vocab) * dim + i % dim];
-  }
+                                         int64_t tokens, int64_t vocab, int64_t dim,
+                                         Divider by_dim) {
+  for_each_element(
+      tokens * dim,
+      [&](int64_t i) {
+        const int64_t t = by_dim(i);
+        return weight[km::token_row(ids[t], vocab) * dim + (i - t * dim)];
+      },
+      [&](int64_t i, float v) { out[i] = v; });
 }
 
 // The sort's keys (token rows) and values (positions).
@@ -34,11 +41,12 @@ __global__ void token_keys_kernel(const float* ids, int* keys, int* positions, i
 
 // Thread (sorted index i, column c): where a run of one token starts at i, the run's rows are
 // added in position order (the sort is stable) into that token's gradient row.
+template <class Divider>
 __global__ void embedding_grad_kernel(const int* keys, const int* positions, const float* dout,
-                                      float* grad, int64_t tokens, int64_t dim) {
+                                      float* grad, int64_t tokens, int64_t dim, Divider by_dim) {
   for (int64_t i = first_index(); i < tokens * dim; i += grid_stride()) {
-    const int64_t sorted = i / dim;
-    const int64_t c = i % dim;
+    const int64_t sorted = by_dim(i);
+    const int64_t c = i - sorted * dim;
     const int key = keys[sorted];
     if (sorted > 0 && keys[sorted - 1] == key) continue;
     float sum = 0.0f;
@@ -49,11 +57,12 @@ __global__ void embedding_grad_kernel(const int* keys, const int* positions, con
   }
 }
 
+template <class Divider>
 __global__ void position_forward_kernel(const float* in, const float* weight, float* out,
-                                        int64_t batch, int64_t row) {
-  for (int64_t i = first_index(); i < batch * row; i += grid_stride()) {
-    out[i] = in[i] + weight[i % row];
-  }
+                                        int64_t batch, int64_t row, Divider by_row) {
+  for_each_element(
+      batch * row, [&](int64_t i) { return in[i] + weight[by_row.remainder(i)]; },
+      [&](int64_t i, float v) { out[i] = v; });
 }
 
 __global__ void position_backward_kernel(const float* dout, float* grad, int64_t batch,
@@ -83,8 +92,10 @@ size_t int_arrays_bytes(int64_t tokens) {
 void embedding_forward(const float* ids, const float* weight, float* out, int64_t tokens,
                        int64_t vocab, int64_t dim, cudaStream_t stream) {
   if (tokens == 0) return;
-  embedding_forward_kernel<<<grid_for(tokens * dim), kThreads, 0, stream>>>(ids, weight, out,
-                                                                            tokens, vocab, dim);
+  with_divider(tokens * dim, dim, [&](auto by_dim) {
+    embedding_forward_kernel<<<grid_for_elements(tokens * dim), kThreads, 0, stream>>>(
+        ids, weight, out, tokens, vocab, dim, by_dim);
+  });
   check_launch("embedding_forward_kernel");
 }
 
@@ -113,8 +124,10 @@ cudaError_t embedding_backward(const float* ids, const float* dout, float* grad,
       cub_storage, cub_bytes, keys, sorted_keys, positions, sorted_positions,
       static_cast<int>(tokens), 0, key_bits(vocab), stream);
   if (sorted != cudaSuccess) return sorted;
-  embedding_grad_kernel<<<grid_for(tokens * dim), kThreads, 0, stream>>>(
-      sorted_keys, sorted_positions, dout, grad, tokens, dim);
+  with_divider(tokens * dim, dim, [&](auto by_dim) {
+    embedding_grad_kernel<<<grid_for(tokens * dim), kThreads, 0, stream>>>(
+        sorted_keys, sorted_positions, dout, grad, tokens, dim, by_dim);
+  });
   check_launch("embedding_grad_kernel");
   return cudaSuccess;
 }
@@ -122,8 +135,10 @@ cudaError_t embedding_backward(const float* ids, const float* dout, float* grad,
 void position_embedding_forward(const float* in, const float* weight, float* out, int64_t batch,
                                 int64_t row, cudaStream_t stream) {
   if (batch * row == 0) return;
-  position_forward_kernel<<<grid_for(batch * row), kThreads, 0, stream>>>(in, weight, out, batch,
-                                                                          row);
+  with_divider(batch * row, row, [&](auto by_row) {
+    position_forward_kernel<<<grid_for_elements(batch * row), kThreads, 0, stream>>>(
+        in, weight, out, batch, row, by_row);
+  });
   check_launch("position_forward_kernel");
 }
 

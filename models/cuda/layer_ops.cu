@@ -23,14 +23,15 @@ namespace km = kernel_math;
 
 // ---- bias
 
-__global__ void bias_add_kernel(float* y, const float* bias, int64_t count, int64_t channels) {
+template <class Divider>
+__global__ void bias_add_kernel(float* y, const float* bias, int64_t count, Divider by_channels) {
   struct In {
     float y, bias;
   };
   for_each_element(
       count,
       [&](int64_t i) {
-        return In{y[i], bias[km::bias_channel(i, channels)]};
+        return In{y[i], bias[km::bias_channel(i, by_channels)]};
       },
       [&](int64_t i, const In& in) { y[i] = in.y + in.bias; });
 }
@@ -122,10 +123,13 @@ __global__ void accumulate_relu_gradient_kernel(float* acc, const float* grads,
 
 __global__ void dropout_kernel(const float* x, float* y, int64_t count, float rate, float scale,
                                uint64_t seed, uint64_t pass) {
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    const bool keep = km::dropout_keep(seed, pass, static_cast<uint64_t>(i), rate);
-    y[i] = km::dropout_apply(x[i], keep, scale);
-  }
+  for_each_element(
+      count,
+      [&](int64_t i) {
+        const bool keep = km::dropout_keep(seed, pass, static_cast<uint64_t>(i), rate);
+        return km::dropout_apply(x[i], keep, scale);
+      },
+      [&](int64_t i, float v) { y[i] = v; });
 }
 
 // ---- layout
@@ -226,7 +230,9 @@ __global__ void global_avg_pool_backward_kernel(const float* dy, float* dx, int6
 void bias_add(float* y, const float* bias, int64_t rows, int64_t channels, cudaStream_t stream) {
   const int64_t count = rows * channels;
   if (count == 0) return;
-  bias_add_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(y, bias, count, channels);
+  with_divider(count, channels, [&](auto by_channels) {
+    bias_add_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(y, bias, count, by_channels);
+  });
   check_launch("bias_add_kernel");
 }
 
@@ -315,7 +321,8 @@ void activation_backward(Activation kind, const float* x, const float* y, const 
 void dropout(const float* x, float* y, int64_t count, float rate, float scale, uint64_t seed,
              uint64_t pass, cudaStream_t stream) {
   if (count == 0) return;
-  dropout_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, y, count, rate, scale, seed, pass);
+  dropout_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(x, y, count, rate, scale, seed,
+                                                                    pass);
   check_launch("dropout_kernel");
 }
 

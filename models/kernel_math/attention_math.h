@@ -29,6 +29,7 @@
 #include "models/kernel_math/exp_math.h"
 #include "models/kernel_math/half_math.h"
 #include "models/kernel_math/host_device.h"
+#include "models/kernel_math/int_divider.h"
 #include "models/kernel_math/row_reduce.h"
 
 namespace scalescope::kernel_math {
@@ -58,16 +59,37 @@ struct ScoreBlock {
   SS_HOST_DEVICE int64_t query(int64_t r) const { return first_query + r % rows; }
 };
 
+// The divisions that split a head-major index into (n, h, pos, c): by hd, S and H, each of kind
+// `Divider` (int_divider.h; the GPU kernels take IntDivider, which multiplies where nvcc would
+// call a 64-bit division routine and a 32-bit sequence of about 20 instructions for each).
+template <class Divider>
+struct HeadDividers {
+  Divider head_dim, seq, heads;
+};
+template <class Divider>
+inline HeadDividers<Divider> head_dividers(const AttentionShape& s) {
+  return {Divider{s.head_dim}, Divider{s.seq}, Divider{s.heads}};
+}
+
 // Where element `e` of a head-major buffer [N, H, S, hd] sits in a row-major [N, S, width]
 // tensor whose columns [column, column + D) hold the heads side by side: q, k and v of the
 // input are column 0, D and 2·D of width 3·D; the output is column 0 of width D.
-SS_HOST_DEVICE inline int64_t head_major_to_rows(const AttentionShape& s, int64_t e, int64_t width,
-                                                 int64_t column) {
-  const int64_t c = e % s.head_dim;
-  const int64_t pos = (e / s.head_dim) % s.seq;
-  const int64_t h = (e / (s.head_dim * s.seq)) % s.heads;
-  const int64_t n = e / (s.head_dim * s.seq * s.heads);
+template <class Divider>
+SS_HOST_DEVICE inline int64_t head_major_to_rows(const AttentionShape& s,
+                                                 const HeadDividers<Divider>& d, int64_t e,
+                                                 int64_t width, int64_t column) {
+  const int64_t head_row = d.head_dim(e);  // (n, h, pos) flattened
+  const int64_t c = e - head_row * s.head_dim;
+  const int64_t head = d.seq(head_row);  // (n, h) flattened
+  const int64_t pos = head_row - head * s.seq;
+  const int64_t n = d.heads(head);
+  const int64_t h = head - n * s.heads;
   return (n * s.seq + pos) * width + column + h * s.head_dim + c;
+}
+// The same with plain division (host code and tests).
+inline int64_t head_major_to_rows(const AttentionShape& s, int64_t e, int64_t width,
+                                  int64_t column) {
+  return head_major_to_rows(s, head_dividers<PlainDivider>(s), e, width, column);
 }
 
 // 1 / sqrt(hd), as nanoGPT's 1.0 / math.sqrt(k.size(-1)) rounded to float.

@@ -15,6 +15,7 @@
 
 #include "models/kernel_math/half_math.h"
 #include "models/kernel_math/host_device.h"
+#include "models/kernel_math/int_divider.h"
 #include "models/kernel_math/layout_math.h"
 
 namespace scalescope::kernel_math {
@@ -27,8 +28,10 @@ constexpr int kBiasTileRows = 8;
 constexpr int64_t kBiasMinRowsPerPart = 512;
 constexpr int64_t kBiasMaxParts = 128;
 
-SS_HOST_DEVICE inline int64_t bias_channel(int64_t i, int64_t channels) {
-  return i % channels;
+// The channel of element i, by a divider of the channel count (int_divider.h).
+template <class Divider>
+SS_HOST_DEVICE inline int64_t bias_channel(int64_t i, const Divider& by_channels) {
+  return by_channels.remainder(i);
 }
 
 struct BiasGradPlan {

@@ -183,6 +183,35 @@ TEST(KernelMathAttention, HeadMajorIndexFollowsTheSplitOfQKV) {
         }
 }
 
+// The GPU kernels split the index with IntDivider's multiplications: the same place as plain
+// division for every element of small shapes (odd sizes, one head, one position), and for
+// GPT-2 small's and a wide preset's heads at their first and last elements and a stride through.
+TEST(KernelMathAttention, HeadMajorIndexIsTheSameWithTheMultiplyingDivider) {
+  const km::AttentionShape small[] = {{2, 3, 4, 5}, {1, 1, 1, 1}, {3, 7, 1, 13}, {2, 1, 6, 4}};
+  for (const km::AttentionShape& s : small) {
+    const auto d = km::head_dividers<km::IntDivider>(s);
+    for (int64_t e = 0; e < s.head_elements(); ++e) {
+      ASSERT_EQ(km::head_major_to_rows(s, d, e, 3 * s.model_dim(), s.model_dim()),
+                km::head_major_to_rows(s, e, 3 * s.model_dim(), s.model_dim()))
+          << "shape " << s.batch << "x" << s.seq << "x" << s.heads << "x" << s.head_dim << " e "
+          << e;
+    }
+  }
+  const km::AttentionShape large[] = {{8, 1024, 12, 64}, {16, 2048, 25, 64}, {3, 777, 7, 96}};
+  for (const km::AttentionShape& s : large) {
+    const auto d = km::head_dividers<km::IntDivider>(s);
+    const int64_t count = s.head_elements();
+    std::vector<int64_t> elements;
+    for (int64_t e = 0; e < 4096; ++e) elements.insert(elements.end(), {e, count - 1 - e});
+    for (int64_t e = 4096; e < count; e += 9973) elements.push_back(e);
+    for (int64_t e : elements) {
+      ASSERT_EQ(km::head_major_to_rows(s, d, e, 3 * s.model_dim(), s.model_dim()),
+                km::head_major_to_rows(s, e, 3 * s.model_dim(), s.model_dim()))
+          << "e " << e;
+    }
+  }
+}
+
 // The attention layer's input: per head, q and v rows unit vectors, k random (see the top).
 std::vector<float> unit_qv_input(const km::AttentionShape& s, uint64_t seed) {
   const int64_t d = s.model_dim();

@@ -177,9 +177,15 @@ TEST(KernelMathBias, BiasAddIsTheCpuBroadcast) {
   const std::vector<float> bias = random_floats(channels, 76);
   CpuLayer dense(DenseSpec{channels}, Shape{rows, 2},
                  {std::vector<float>(channels * 2, 0.0f), bias});
+  const std::vector<float> expected = dense.forward(random_floats(rows * 2, 77));
   std::vector<float> y(rows * channels, 0.0f);
-  for (int64_t i = 0; i < rows * channels; ++i) y[i] += bias[km::bias_channel(i, channels)];
-  EXPECT_EQ(bit_mismatches(y, dense.forward(random_floats(rows * 2, 77))), "");
+  for (int64_t i = 0; i < rows * channels; ++i)
+    y[i] += bias[km::bias_channel(i, km::PlainDivider{channels})];
+  EXPECT_EQ(bit_mismatches(y, expected), "");
+  std::vector<float> y_int(rows * channels, 0.0f);
+  const km::IntDivider by_channels(channels);
+  for (int64_t i = 0; i < rows * channels; ++i) y_int[i] += bias[km::bias_channel(i, by_channels)];
+  EXPECT_EQ(bit_mismatches(y_int, expected), "");
 }
 
 }  // namespace
