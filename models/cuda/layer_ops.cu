@@ -167,33 +167,41 @@ __global__ void transpose_kernel(const float* in, float* out, km::TransposeShape
   }
 }
 
-__global__ void extend_kernel(const float* in, float* out, km::ExtendShape s) {
-  const int64_t count = s.batch * s.extended_height * s.extended_width * s.channels;
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    const int64_t from = km::extend_source(s, i);
-    out[i] = from < 0 ? 0.0f : in[from];
-  }
+template <class Divider>
+__global__ void extend_kernel(const float* in, float* out, km::ExtendShape s,
+                              km::NhwcDividers<Divider> d) {
+  for_each_element(
+      s.batch * s.extended_height * s.extended_width * s.channels,
+      [&](int64_t i) {
+        const int64_t from = km::extend_source(s, d, i);
+        return from < 0 ? 0.0f : in[from];
+      },
+      [&](int64_t i, float v) { out[i] = v; });
 }
 
-__global__ void crop_kernel(const float* extended, float* out, km::ExtendShape s) {
-  const int64_t count = s.batch * s.height * s.width * s.channels;
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    out[i] = extended[km::crop_source(s, i)];
-  }
+template <class Divider>
+__global__ void crop_kernel(const float* extended, float* out, km::ExtendShape s,
+                            km::NhwcDividers<Divider> d) {
+  for_each_element(
+      s.batch * s.height * s.width * s.channels,
+      [&](int64_t i) { return extended[km::crop_source(s, d, i)]; },
+      [&](int64_t i, float v) { out[i] = v; });
 }
 
 // ---- pooling
 
-// One thread per output value; each window's choice too where `choices` is given.
-__global__ void max_pool_forward_kernel(PoolShape s, const float* x, float* y, uint16_t* choices) {
-  const int64_t count = s.batch * s.out_h * s.out_w * s.channels;
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    const km::Nhwc o = km::nhwc_coords(i, s.out_h, s.out_w, s.channels);
-    const float maximum = km::max_pool_window_max(s, x, o.n, o.h, o.w, o.c);
-    y[i] = maximum;
-    if (choices != nullptr)
-      choices[i] = km::max_pool_window_choice(s, x, o.n, o.h, o.w, o.c, maximum);
-  }
+// One output value at a time, kElementsAhead found before any is written (for_each_element);
+// each window's choice too where `choices` is given.
+template <class Divider>
+__global__ void max_pool_forward_kernel(PoolShape s, km::PoolDividers<Divider> d, const float* x,
+                                        float* y, uint16_t* choices) {
+  for_each_element(
+      s.batch * s.out_h * s.out_w * s.channels,
+      [&](int64_t i) { return km::max_pool_output(s, d, x, i, choices != nullptr); },
+      [&](int64_t i, const km::PoolOutput& out) {
+        y[i] = out.maximum;
+        if (choices != nullptr) choices[i] = out.choice;
+      });
 }
 
 // One thread per input value, gathering from the windows that contain it: no atomics, so the
@@ -217,12 +225,14 @@ __global__ void global_avg_pool_forward_kernel(const float* x, float* y, int64_t
   }
 }
 
+template <class Divider>
 __global__ void global_avg_pool_backward_kernel(const float* dy, float* dx, int64_t n,
-                                                int64_t pixels, int64_t c) {
-  const int64_t count = n * pixels * c;
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    dx[i] = km::global_avg_pool_grad(dy, pixels, c, i);
-  }
+                                                int64_t pixels, int64_t c, Divider by_channels,
+                                                Divider by_pixels) {
+  for_each_element(
+      n * pixels * c,
+      [&](int64_t i) { return km::global_avg_pool_grad(dy, pixels, c, by_channels, by_pixels, i); },
+      [&](int64_t i, float grad) { dx[i] = grad; });
 }
 
 }  // namespace
@@ -343,8 +353,11 @@ void extend_nhwc(const float* in, float* out, int64_t n, int64_t h, int64_t w, i
                  int64_t extra_h, int64_t extra_w, cudaStream_t stream) {
   const int64_t count = n * (h + extra_h) * (w + extra_w) * c;
   if (count == 0) return;
-  extend_kernel<<<grid_for(count), kThreads, 0, stream>>>(
-      in, out, km::ExtendShape{n, h, w, c, h + extra_h, w + extra_w});
+  const km::ExtendShape s{n, h, w, c, h + extra_h, w + extra_w};
+  with_divider(count, c, [&](auto by) {
+    extend_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(
+        in, out, s, km::extended_dividers<decltype(by)>(s));
+  });
   check_launch("extend_kernel");
 }
 
@@ -352,8 +365,11 @@ void crop_nhwc(const float* extended, float* out, int64_t n, int64_t h, int64_t 
                int64_t extra_h, int64_t extra_w, cudaStream_t stream) {
   const int64_t count = n * h * w * c;
   if (count == 0) return;
-  crop_kernel<<<grid_for(count), kThreads, 0, stream>>>(
-      extended, out, km::ExtendShape{n, h, w, c, h + extra_h, w + extra_w});
+  const km::ExtendShape s{n, h, w, c, h + extra_h, w + extra_w};
+  with_divider(count, c, [&](auto by) {
+    crop_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(
+        extended, out, s, km::image_dividers<decltype(by)>(s));
+  });
   check_launch("crop_kernel");
 }
 
@@ -361,7 +377,12 @@ void max_pool_forward(const PoolShape& s, const float* x, float* y, uint16_t* ch
                       cudaStream_t stream) {
   const int64_t count = s.batch * s.out_h * s.out_w * s.channels;
   if (count == 0) return;
-  max_pool_forward_kernel<<<grid_for(count), kThreads, 0, stream>>>(s, x, y, choices);
+  // One kind of division for both tensors' indices, picked by the larger.
+  const int64_t in_count = s.batch * s.in_h * s.in_w * s.channels;
+  with_divider(std::max(count, in_count), s.stride, [&](auto by_stride) {
+    max_pool_forward_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(
+        s, km::pool_dividers<decltype(by_stride)>(s), x, y, choices);
+  });
   check_launch("max_pool_forward_kernel");
 }
 
@@ -389,7 +410,11 @@ void global_avg_pool_backward(const float* dy, float* dx, int64_t n, int64_t pix
                               cudaStream_t stream) {
   const int64_t count = n * pixels * c;
   if (count == 0) return;
-  global_avg_pool_backward_kernel<<<grid_for(count), kThreads, 0, stream>>>(dy, dx, n, pixels, c);
+  with_divider(count, c, [&](auto by_channels) {
+    using Divider = decltype(by_channels);
+    global_avg_pool_backward_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(
+        dy, dx, n, pixels, c, by_channels, Divider{pixels});
+  });
   check_launch("global_avg_pool_backward_kernel");
 }
 

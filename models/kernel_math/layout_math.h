@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "models/kernel_math/host_device.h"
+#include "models/kernel_math/int_divider.h"
 
 namespace scalescope::kernel_math {
 
@@ -23,10 +24,30 @@ struct Nhwc {
   int64_t n, h, w, c;
 };
 
+// The divisions that split a flat index of an NHWC tensor [?, height, width, channels]: by the
+// channels, the width and the height, each of kind `Divider` (int_divider.h: the GPU kernels
+// take IntDivider where the tensor is below its limit).
+template <class Divider>
+struct NhwcDividers {
+  Divider channels, width, height;
+};
+template <class Divider>
+inline NhwcDividers<Divider> nhwc_dividers(int64_t height, int64_t width, int64_t channels) {
+  return {Divider{channels}, Divider{width}, Divider{height}};
+}
+
 // The coordinates of flat index `i` of an NHWC tensor [?, height, width, channels], and back.
+template <class Divider>
+SS_HOST_DEVICE inline Nhwc nhwc_coords(int64_t i, const NhwcDividers<Divider>& d, int64_t height,
+                                       int64_t width, int64_t channels) {
+  const int64_t pixel = d.channels(i);
+  const int64_t image_row = d.width(pixel);
+  const int64_t n = d.height(image_row);
+  return {n, image_row - n * height, pixel - image_row * width, i - pixel * channels};
+}
 SS_HOST_DEVICE inline Nhwc nhwc_coords(int64_t i, int64_t height, int64_t width, int64_t channels) {
-  return {i / (channels * width * height), (i / (channels * width)) % height,
-          (i / channels) % width, i % channels};
+  const NhwcDividers<PlainDivider> plain{{channels}, {width}, {height}};
+  return nhwc_coords(i, plain, height, width, channels);
 }
 SS_HOST_DEVICE inline int64_t nhwc_index(const Nhwc& p, int64_t height, int64_t width,
                                          int64_t channels) {
@@ -39,16 +60,32 @@ struct ExtendShape {
   int64_t batch, height, width, channels, extended_height, extended_width;
 };
 
-// Where element `i` of the extended tensor comes from in the image, or -1 where it is a zero.
-SS_HOST_DEVICE inline int64_t extend_source(const ExtendShape& s, int64_t i) {
-  const Nhwc p = nhwc_coords(i, s.extended_height, s.extended_width, s.channels);
+// The divisions of the extended tensor's indices, and of the image's.
+template <class Divider>
+inline NhwcDividers<Divider> extended_dividers(const ExtendShape& s) {
+  return nhwc_dividers<Divider>(s.extended_height, s.extended_width, s.channels);
+}
+template <class Divider>
+inline NhwcDividers<Divider> image_dividers(const ExtendShape& s) {
+  return nhwc_dividers<Divider>(s.height, s.width, s.channels);
+}
+
+// Where element `i` of the extended tensor comes from in the image, or -1 where it is a zero;
+// `d` divides the extended tensor's indices.
+template <class Divider>
+SS_HOST_DEVICE inline int64_t extend_source(const ExtendShape& s, const NhwcDividers<Divider>& d,
+                                            int64_t i) {
+  const Nhwc p = nhwc_coords(i, d, s.extended_height, s.extended_width, s.channels);
   if (p.h >= s.height || p.w >= s.width) return -1;
   return nhwc_index(p, s.height, s.width, s.channels);
 }
 
-// Where element `i` of the cropped image comes from in the extended tensor.
-SS_HOST_DEVICE inline int64_t crop_source(const ExtendShape& s, int64_t i) {
-  const Nhwc p = nhwc_coords(i, s.height, s.width, s.channels);
+// Where element `i` of the cropped image comes from in the extended tensor; `d` divides the
+// image's indices.
+template <class Divider>
+SS_HOST_DEVICE inline int64_t crop_source(const ExtendShape& s, const NhwcDividers<Divider>& d,
+                                          int64_t i) {
+  const Nhwc p = nhwc_coords(i, d, s.height, s.width, s.channels);
   return nhwc_index(p, s.extended_height, s.extended_width, s.channels);
 }
 

@@ -108,16 +108,32 @@ SS_HOST_DEVICE inline uint16_t max_pool_window_choice(const PoolShape& s, const 
   return static_cast<uint16_t>(pool_window_offset(s, oh, ow, at.h, at.w));
 }
 
-// The divisions of max pooling's backward per input element: by the channels, the input's
-// width and height (its flat index into coordinates) and the stride (the windows covering
-// it). IntDivider where every index is below IntDivider::kLimit, PlainDivider otherwise.
+// The divisions of max pooling's index arithmetic: the input's and the output's flat indices
+// into coordinates (backward's and forward's) and the stride (the windows covering an input
+// position). IntDivider where every index is below IntDivider::kLimit, PlainDivider otherwise.
 template <class Divider>
 struct PoolDividers {
-  Divider channels, in_w, in_h, stride;
+  NhwcDividers<Divider> in, out;
+  Divider stride;
 };
 template <class Divider>
 inline PoolDividers<Divider> pool_dividers(const PoolShape& s) {
-  return {Divider{s.channels}, Divider{s.in_w}, Divider{s.in_h}, Divider{s.stride}};
+  return {nhwc_dividers<Divider>(s.in_h, s.in_w, s.channels),
+          nhwc_dividers<Divider>(s.out_h, s.out_w, s.channels), Divider{s.stride}};
+}
+
+// y at flat output index i (NHWC), max_pool_window_max of its window, and where `choose` the
+// window's max_pool_window_choice (else kNoChoice).
+struct PoolOutput {
+  float maximum;
+  uint16_t choice;
+};
+template <class Divider>
+SS_HOST_DEVICE inline PoolOutput max_pool_output(const PoolShape& s, const PoolDividers<Divider>& d,
+                                                 const float* x, int64_t i, bool choose) {
+  const Nhwc o = nhwc_coords(i, d.out, s.out_h, s.out_w, s.channels);
+  const float maximum = max_pool_window_max(s, x, o.n, o.h, o.w, o.c);
+  return {maximum, choose ? max_pool_window_choice(s, x, o.n, o.h, o.w, o.c, maximum) : kNoChoice};
 }
 
 // dx at flat input index i (NHWC), gathered from the windows that contain it and chose it:
@@ -126,12 +142,8 @@ template <class Divider>
 SS_HOST_DEVICE inline float max_pool_input_grad(const PoolShape& s, const PoolDividers<Divider>& d,
                                                 const uint16_t* choices, const float* dy,
                                                 int64_t i) {
-  const int64_t pixel = d.channels(i);
-  const int64_t c = i - pixel * s.channels;
-  const int64_t image_row = d.in_w(pixel);
-  const int64_t w = pixel - image_row * s.in_w;
-  const int64_t n = d.in_h(image_row);
-  const int64_t h = image_row - n * s.in_h;
+  const Nhwc p = nhwc_coords(i, d.in, s.in_h, s.in_w, s.channels);
+  const int64_t n = p.n, h = p.h, w = p.w, c = p.c;
   const IndexRange rows = pool_windows_covering(h, s.pool, d.stride, s.out_h, s.pad);
   const IndexRange cols = pool_windows_covering(w, s.pool, d.stride, s.out_w, s.pad);
   float grad = 0.0f;
@@ -153,10 +165,15 @@ SS_HOST_DEVICE inline float global_avg_pool_mean(const float* x, int64_t pixels,
   return sum / static_cast<float>(pixels);
 }
 
-// dx at flat index i of [batch, pixels, channels], from dy [batch, channels].
+// dx at flat index i of [batch, pixels, channels], from dy [batch, channels]; by_channels and
+// by_pixels divide by the channels and the pixels (int_divider.h).
+template <class Divider>
 SS_HOST_DEVICE inline float global_avg_pool_grad(const float* dy, int64_t pixels, int64_t channels,
-                                                 int64_t i) {
-  return dy[(i / (pixels * channels)) * channels + i % channels] / static_cast<float>(pixels);
+                                                 const Divider& by_channels,
+                                                 const Divider& by_pixels, int64_t i) {
+  const int64_t pixel = by_channels(i);  // n·pixels + p
+  const int64_t c = i - pixel * channels;
+  return dy[by_pixels(pixel) * channels + c] / static_cast<float>(pixels);
 }
 
 }  // namespace scalescope::kernel_math

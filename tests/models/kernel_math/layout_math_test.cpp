@@ -34,12 +34,16 @@ std::vector<float> transposed(const std::vector<float>& in, const km::TransposeS
   return out;
 }
 
+// With plain division and with the GPU kernels' IntDivider alike.
 TEST(KernelMathLayout, NhwcCoordinatesInvertTheIndex) {
   const int64_t n = 3, h = 4, w = 5, c = 6;
+  const auto by = km::nhwc_dividers<km::IntDivider>(h, w, c);
   for (int64_t i = 0; i < n * h * w * c; ++i) {
     const km::Nhwc p = km::nhwc_coords(i, h, w, c);
     ASSERT_TRUE(p.n < n && p.h < h && p.w < w && p.c < c) << i;
     ASSERT_EQ(km::nhwc_index(p, h, w, c), i);
+    const km::Nhwc q = km::nhwc_coords(i, by, h, w, c);
+    ASSERT_TRUE(q.n == p.n && q.h == p.h && q.w == p.w && q.c == p.c) << i;
   }
 }
 
@@ -74,38 +78,47 @@ TEST(KernelMathLayout, TransposesConvertOihwAndOhwi) {
   EXPECT_EQ(transposed(ohwi, {o_size, kh_size * kw_size, i_size}), oihw);
 }
 
+template <class Divider>
 std::vector<float> extended(const std::vector<float>& in, const km::ExtendShape& s) {
   std::vector<float> out(
       static_cast<size_t>(s.batch * s.extended_height * s.extended_width * s.channels));
+  const auto by = km::extended_dividers<Divider>(s);
   for (size_t i = 0; i < out.size(); ++i) {
-    const int64_t from = km::extend_source(s, static_cast<int64_t>(i));
+    const int64_t from = km::extend_source(s, by, static_cast<int64_t>(i));
     out[i] = from < 0 ? 0.0f : in.at(static_cast<size_t>(from));
   }
   return out;
 }
 
+template <class Divider>
 std::vector<float> cropped(const std::vector<float>& ext, const km::ExtendShape& s) {
   std::vector<float> out(static_cast<size_t>(s.batch * s.height * s.width * s.channels));
+  const auto by = km::image_dividers<Divider>(s);
   for (size_t i = 0; i < out.size(); ++i)
-    out[i] = ext.at(km::crop_source(s, static_cast<int64_t>(i)));
+    out[i] = ext.at(km::crop_source(s, by, static_cast<int64_t>(i)));
   return out;
 }
 
-TEST(KernelMathLayout, ExtendAddsZerosBottomAndRightAndCropUndoesIt) {
+template <class Divider>
+class KernelMathExtend : public ::testing::Test {};
+using Dividers = ::testing::Types<km::PlainDivider, km::IntDivider>;
+TYPED_TEST_SUITE(KernelMathExtend, Dividers);
+
+TYPED_TEST(KernelMathExtend, AddsZerosBottomAndRightAndCropUndoesIt) {
   const km::ExtendShape s{2, 3, 4, 5, 4, 6};
   std::vector<float> x;
   for (int64_t n = 0; n < s.batch; ++n)
     for (int64_t h = 0; h < s.height; ++h)
       for (int64_t w = 0; w < s.width; ++w)
         for (int64_t c = 0; c < s.channels; ++c) x.push_back(code(n, h, w, c) + 1.0f);
-  const std::vector<float> ext = extended(x, s);
+  const std::vector<float> ext = extended<TypeParam>(x, s);
   for (size_t i = 0; i < ext.size(); ++i) {
     const km::Nhwc p =
         km::nhwc_coords(static_cast<int64_t>(i), s.extended_height, s.extended_width, s.channels);
     const bool inside = p.h < s.height && p.w < s.width;
     ASSERT_EQ(ext[i], inside ? code(p.n, p.h, p.w, p.c) + 1.0f : 0.0f) << i;
   }
-  EXPECT_EQ(cropped(ext, s), x);
+  EXPECT_EQ(cropped<TypeParam>(ext, s), x);
 }
 
 // out[n, h, w, c] = in[n, h - top, w - left, c] where that is inside `in`, else 0: pads the
@@ -155,8 +168,8 @@ TEST(KernelMathLayout, ExtendAndCropGiveTheCpuSamePadding) {
     ASSERT_EQ(valid.out_shape(), same.out_shape()) << describe(spec);
 
     const std::vector<float> x = random_floats(in.numel(), 33);
-    const std::vector<float> x_padded =
-        shifted(extended(x, ext), ext_shape, padded[1], padded[2], ph.before, pw.before);
+    const std::vector<float> x_padded = shifted(extended<km::IntDivider>(x, ext), ext_shape,
+                                                padded[1], padded[2], ph.before, pw.before);
     const std::vector<float> y = same.forward(x);
     expect_near(valid.forward(x_padded), y, "forward");
 
@@ -164,7 +177,7 @@ TEST(KernelMathLayout, ExtendAndCropGiveTheCpuSamePadding) {
     const std::vector<float> dx_padded = valid.backward(x_padded, y, dy);
     const std::vector<float> dx_ext =
         shifted(dx_padded, padded, ext.extended_height, ext.extended_width, -ph.before, -pw.before);
-    expect_near(cropped(dx_ext, ext), same.backward(x, y, dy), "input gradient");
+    expect_near(cropped<km::IntDivider>(dx_ext, ext), same.backward(x, y, dy), "input gradient");
   }
 }
 

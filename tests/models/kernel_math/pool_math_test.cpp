@@ -132,10 +132,19 @@ void expect_max_pool_matches_cpu(const PoolCase& c, const std::vector<float>& x)
                         o[2],    c.spec.pool, c.spec.stride, c.spec.pad};
   std::vector<float> y(static_cast<size_t>(o.numel()));
   std::vector<uint16_t> choices(y.size());
+  const auto plain = km::pool_dividers<km::PlainDivider>(s);
+  const auto fast = km::pool_dividers<km::IntDivider>(s);
   for (size_t i = 0; i < y.size(); ++i) {
-    const km::Nhwc p = km::nhwc_coords(static_cast<int64_t>(i), s.out_h, s.out_w, s.channels);
-    y[i] = km::max_pool_window_max(s, x.data(), p.n, p.h, p.w, p.c);
-    choices[i] = km::max_pool_window_choice(s, x.data(), p.n, p.h, p.w, p.c, y[i]);
+    const auto at = static_cast<int64_t>(i);
+    const km::PoolOutput out = km::max_pool_output(s, plain, x.data(), at, true);
+    // With IntDivider's division (the GPU's below 2^31 elements), and without recording.
+    const km::PoolOutput fast_out = km::max_pool_output(s, fast, x.data(), at, true);
+    ASSERT_EQ(std::bit_cast<uint32_t>(fast_out.maximum), std::bit_cast<uint32_t>(out.maximum));
+    ASSERT_EQ(fast_out.choice, out.choice) << "window " << i;
+    ASSERT_EQ(km::max_pool_output(s, fast, x.data(), at, false).choice, km::kNoChoice);
+    y[i] = out.maximum;
+    choices[i] = out.choice;
+    const km::Nhwc p = km::nhwc_coords(at, s.out_h, s.out_w, s.channels);
     // An offset inside the window, of an element inside the image.
     ASSERT_LT(choices[i], s.pool * s.pool) << "window " << i;
     const int64_t h = p.h * s.stride - s.pad + choices[i] / s.pool;
@@ -153,8 +162,6 @@ void expect_max_pool_matches_cpu(const PoolCase& c, const std::vector<float>& x)
   const std::vector<float> cpu_dx = cpu.backward(x, cpu_y, dy);
   // With either division: the GPU takes IntDivider's below 2^31 elements.
   std::vector<float> dx(x.size()), fast_dx(x.size());
-  const auto plain = km::pool_dividers<km::PlainDivider>(s);
-  const auto fast = km::pool_dividers<km::IntDivider>(s);
   for (size_t i = 0; i < dx.size(); ++i) {
     const auto at = static_cast<int64_t>(i);
     dx[i] = km::max_pool_input_grad(s, plain, choices.data(), dy.data(), at);
@@ -210,11 +217,18 @@ TEST(KernelMathPool, GlobalAveragePoolIsTheCpuKernelBitForBit) {
     EXPECT_EQ(bit_mismatches(y, cpu_y), "") << in.to_string();
 
     const std::vector<float> dy = random_floats(in[0] * in[3], 45);
-    std::vector<float> dx;
+    // With either division: the GPU takes IntDivider's below 2^31 elements.
+    std::vector<float> dx, fast_dx;
+    const km::IntDivider by_channels(in[3]), by_pixels(pixels);
     for (int64_t i = 0; i < in.numel(); ++i) {
-      dx.push_back(km::global_avg_pool_grad(dy.data(), pixels, in[3], i));
+      dx.push_back(km::global_avg_pool_grad(dy.data(), pixels, in[3], km::PlainDivider{in[3]},
+                                            km::PlainDivider{pixels}, i));
+      fast_dx.push_back(
+          km::global_avg_pool_grad(dy.data(), pixels, in[3], by_channels, by_pixels, i));
     }
-    EXPECT_EQ(bit_mismatches(dx, cpu.backward(x, cpu_y, dy)), "") << in.to_string();
+    const std::vector<float> cpu_dx = cpu.backward(x, cpu_y, dy);
+    EXPECT_EQ(bit_mismatches(dx, cpu_dx), "") << in.to_string();
+    EXPECT_EQ(bit_mismatches(fast_dx, cpu_dx), "") << in.to_string() << ", IntDivider";
   }
 }
 
