@@ -182,20 +182,41 @@ void backward_data(const float* x, const float* dy, const float* relu_y, float* 
   check_launch("norm_backward_data_kernel");
 }
 
-__global__ void pad_shortcut_forward_kernel(km::ShortcutShape s, int64_t count, const float* in,
-                                            float* out) {
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    const int64_t from = km::shortcut_source(s, i);
-    out[i] = from < 0 ? 0.0f : in[from];
-  }
+// The shortcut's forward (shortcut_source) and its transpose (shortcut_reader), as the index
+// an element copies or -1 for a zero.
+template <class Divider>
+struct ShortcutSource {
+  km::ShortcutShape s;
+  km::StridedDividers<Divider> d;
+  __device__ int64_t operator()(int64_t i) const { return km::shortcut_source(s, d, i); }
+};
+template <class Divider>
+struct ShortcutReader {
+  km::ShortcutShape s;
+  km::StridedDividers<Divider> d;
+  __device__ int64_t operator()(int64_t i) const { return km::shortcut_reader(s, d, i); }
+};
+
+// out[i] = in[from(i)], 0 where from(i) < 0; one element at a time, kElementsAhead read before
+// any is written (for_each_element).
+template <class From>
+__global__ void gather_or_zero_kernel(From from, int64_t count, const float* in, float* out) {
+  for_each_element(
+      count,
+      [&](int64_t i) {
+        const int64_t at = from(i);
+        return at < 0 ? 0.0f : in[at];
+      },
+      [&](int64_t i, float v) { out[i] = v; });
 }
 
-__global__ void pad_shortcut_backward_kernel(km::ShortcutShape s, int64_t count, const float* dout,
-                                             float* din) {
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    const int64_t from = km::shortcut_reader(s, i);
-    din[i] = from < 0 ? 0.0f : dout[from];
-  }
+// Calls launch(dividers) with the kind of division the larger of the shortcut's tensors
+// allows (with_divider).
+template <class Launch>
+void with_shortcut_dividers(const km::ShortcutShape& s, int64_t batch, const Launch& launch) {
+  const int64_t larger =
+      std::max(batch * s.in_h * s.in_w * s.in_c, batch * s.out_h * s.out_w * s.out_c);
+  with_divider(larger, s.stride, [&](auto by) { launch(km::shortcut_dividers<decltype(by)>(s)); });
 }
 
 }  // namespace
@@ -300,16 +321,24 @@ void pad_shortcut_forward(const kernel_math::ShortcutShape& s, int64_t batch, co
                           float* out, cudaStream_t stream) {
   const int64_t count = batch * s.out_h * s.out_w * s.out_c;
   if (count == 0) return;
-  pad_shortcut_forward_kernel<<<grid_for(count), kThreads, 0, stream>>>(s, count, in, out);
-  check_launch("pad_shortcut_forward_kernel");
+  with_shortcut_dividers(s, batch, [&](auto d) {
+    using Divider = decltype(d.stride);
+    gather_or_zero_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(
+        ShortcutSource<Divider>{s, d}, count, in, out);
+  });
+  check_launch("gather_or_zero_kernel (pad shortcut forward)");
 }
 
 void pad_shortcut_backward(const kernel_math::ShortcutShape& s, int64_t batch, const float* dout,
                            float* din, cudaStream_t stream) {
   const int64_t count = batch * s.in_h * s.in_w * s.in_c;
   if (count == 0) return;
-  pad_shortcut_backward_kernel<<<grid_for(count), kThreads, 0, stream>>>(s, count, dout, din);
-  check_launch("pad_shortcut_backward_kernel");
+  with_shortcut_dividers(s, batch, [&](auto d) {
+    using Divider = decltype(d.stride);
+    gather_or_zero_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(
+        ShortcutReader<Divider>{s, d}, count, dout, din);
+  });
+  check_launch("gather_or_zero_kernel (pad shortcut backward)");
 }
 
 }  // namespace scalescope::cuda_ops

@@ -36,6 +36,14 @@ inline NhwcDividers<Divider> nhwc_dividers(int64_t height, int64_t width, int64_
   return {Divider{channels}, Divider{width}, Divider{height}};
 }
 
+// The divisions of a strided layer's index arithmetic (pooling, the CIFAR ResNets' shortcut):
+// its input's and output's flat indices into coordinates, and by its stride.
+template <class Divider>
+struct StridedDividers {
+  NhwcDividers<Divider> in, out;
+  Divider stride;
+};
+
 // The coordinates of flat index `i` of an NHWC tensor [?, height, width, channels], and back.
 template <class Divider>
 SS_HOST_DEVICE inline Nhwc nhwc_coords(int64_t i, const NhwcDividers<Divider>& d, int64_t height,

@@ -108,14 +108,11 @@ SS_HOST_DEVICE inline uint16_t max_pool_window_choice(const PoolShape& s, const 
   return static_cast<uint16_t>(pool_window_offset(s, oh, ow, at.h, at.w));
 }
 
-// The divisions of max pooling's index arithmetic: the input's and the output's flat indices
-// into coordinates (backward's and forward's) and the stride (the windows covering an input
-// position). IntDivider where every index is below IntDivider::kLimit, PlainDivider otherwise.
+// The divisions of max pooling's index arithmetic (the output's indices forward, the input's
+// and the windows covering an input position backward). IntDivider where every index is below
+// IntDivider::kLimit, PlainDivider otherwise.
 template <class Divider>
-struct PoolDividers {
-  NhwcDividers<Divider> in, out;
-  Divider stride;
-};
+using PoolDividers = StridedDividers<Divider>;
 template <class Divider>
 inline PoolDividers<Divider> pool_dividers(const PoolShape& s) {
   return {nhwc_dividers<Divider>(s.in_h, s.in_w, s.channels),

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "models/kernel_math/host_device.h"
+#include "models/kernel_math/layout_math.h"
 
 namespace scalescope::kernel_math {
 
@@ -16,27 +17,33 @@ struct ShortcutShape {
   SS_HOST_DEVICE int64_t before() const { return (out_c - in_c) / 2; }
 };
 
+// The divisions of the shortcut's index arithmetic, each of kind `Divider` (int_divider.h).
+template <class Divider>
+inline StridedDividers<Divider> shortcut_dividers(const ShortcutShape& s) {
+  return {nhwc_dividers<Divider>(s.in_h, s.in_w, s.in_c),
+          nhwc_dividers<Divider>(s.out_h, s.out_w, s.out_c), Divider{s.stride}};
+}
+
 // The input index an output element copies, or -1 for the zero channels.
-SS_HOST_DEVICE inline int64_t shortcut_source(const ShortcutShape& s, int64_t out_index) {
-  const int64_t c = out_index % s.out_c;
-  const int64_t pixel = out_index / s.out_c;
-  const int64_t ow = pixel % s.out_w;
-  const int64_t oh = pixel / s.out_w % s.out_h;
-  const int64_t n = pixel / (s.out_w * s.out_h);
-  const int64_t ic = c - s.before();
+template <class Divider>
+SS_HOST_DEVICE inline int64_t shortcut_source(const ShortcutShape& s,
+                                              const StridedDividers<Divider>& d,
+                                              int64_t out_index) {
+  const Nhwc o = nhwc_coords(out_index, d.out, s.out_h, s.out_w, s.out_c);
+  const int64_t ic = o.c - s.before();
   if (ic < 0 || ic >= s.in_c) return -1;
-  return ((n * s.in_h + oh * s.stride) * s.in_w + ow * s.stride) * s.in_c + ic;
+  return nhwc_index({o.n, o.h * s.stride, o.w * s.stride, ic}, s.in_h, s.in_w, s.in_c);
 }
 
 // The output index whose gradient an input element takes, or -1 when none reads it.
-SS_HOST_DEVICE inline int64_t shortcut_reader(const ShortcutShape& s, int64_t in_index) {
-  const int64_t c = in_index % s.in_c;
-  const int64_t pixel = in_index / s.in_c;
-  const int64_t iw = pixel % s.in_w;
-  const int64_t ih = pixel / s.in_w % s.in_h;
-  const int64_t n = pixel / (s.in_w * s.in_h);
-  if (ih % s.stride != 0 || iw % s.stride != 0) return -1;
-  return ((n * s.out_h + ih / s.stride) * s.out_w + iw / s.stride) * s.out_c + c + s.before();
+template <class Divider>
+SS_HOST_DEVICE inline int64_t shortcut_reader(const ShortcutShape& s,
+                                              const StridedDividers<Divider>& d, int64_t in_index) {
+  const Nhwc p = nhwc_coords(in_index, d.in, s.in_h, s.in_w, s.in_c);
+  const int64_t oh = d.stride(p.h);
+  const int64_t ow = d.stride(p.w);
+  if (oh * s.stride != p.h || ow * s.stride != p.w) return -1;
+  return nhwc_index({p.n, oh, ow, p.c + s.before()}, s.out_h, s.out_w, s.out_c);
 }
 
 }  // namespace scalescope::kernel_math

@@ -44,15 +44,22 @@ std::vector<Sizes> sizes() {
           {3, 5, 5, 16, 32, 2}, {1, 1, 1, 1, 3, 2}, {2, 4, 6, 2, 6, 1}};
 }
 
-TEST(KernelMathShortcut, ForwardCopiesTheStridedPixelsIntoTheMiddleChannels) {
+template <class Divider>
+class KernelMathShortcut : public ::testing::Test {};
+// Plain division, and the GPU kernels' IntDivider.
+using Dividers = ::testing::Types<km::PlainDivider, km::IntDivider>;
+TYPED_TEST_SUITE(KernelMathShortcut, Dividers);
+
+TYPED_TEST(KernelMathShortcut, ForwardCopiesTheStridedPixelsIntoTheMiddleChannels) {
   for (const Sizes& z : sizes()) {
     const km::ShortcutShape s = shape_of(z);
+    const auto d = km::shortcut_dividers<TypeParam>(s);
     int64_t i = 0;
     for (int64_t n = 0; n < z.batch; ++n)
       for (int64_t oh = 0; oh < s.out_h; ++oh)
         for (int64_t ow = 0; ow < s.out_w; ++ow)
           for (int64_t c = 0; c < s.out_c; ++c, ++i)
-            ASSERT_EQ(km::shortcut_source(s, i), defined_source(s, n, oh, ow, c))
+            ASSERT_EQ(km::shortcut_source(s, d, i), defined_source(s, n, oh, ow, c))
                 << "in " << z.in_h << "x" << z.in_w << "x" << z.in_c << " -> " << z.out_c
                 << " stride " << z.stride << ", output " << i;
   }
@@ -60,21 +67,22 @@ TEST(KernelMathShortcut, ForwardCopiesTheStridedPixelsIntoTheMiddleChannels) {
 
 // Every input element is read by at most one output element (forward is a partial
 // permutation), and shortcut_reader names exactly that element: the transpose of forward.
-TEST(KernelMathShortcut, BackwardIsTheTransposeOfForward) {
+TYPED_TEST(KernelMathShortcut, BackwardIsTheTransposeOfForward) {
   for (const Sizes& z : sizes()) {
     const km::ShortcutShape s = shape_of(z);
+    const auto d = km::shortcut_dividers<TypeParam>(s);
     const int64_t in_count = z.batch * s.in_h * s.in_w * s.in_c;
     const int64_t out_count = z.batch * s.out_h * s.out_w * s.out_c;
     std::vector<int64_t> reader(static_cast<size_t>(in_count), -1);
     for (int64_t o = 0; o < out_count; ++o) {
-      const int64_t from = km::shortcut_source(s, o);
+      const int64_t from = km::shortcut_source(s, d, o);
       if (from < 0) continue;
       ASSERT_LT(from, in_count);
       ASSERT_EQ(reader[static_cast<size_t>(from)], -1) << "input " << from << " read twice";
       reader[static_cast<size_t>(from)] = o;
     }
     for (int64_t i = 0; i < in_count; ++i) {
-      ASSERT_EQ(km::shortcut_reader(s, i), reader[static_cast<size_t>(i)])
+      ASSERT_EQ(km::shortcut_reader(s, d, i), reader[static_cast<size_t>(i)])
           << "in " << z.in_h << "x" << z.in_w << "x" << z.in_c << " stride " << z.stride
           << ", input " << i;
     }
