@@ -1,8 +1,10 @@
 // The launch shape of our element-wise kernels (models/cuda/*.cu): blocks of kThreads, and
 // grid-stride loops with 64-bit indices (activations may pass 2^31 elements) over a grid
 // capped at kMaxBlocks: more blocks than the GPU holds at once buy nothing for memory-bound
-// loops.
+// loops. And the one gather kernel that the layout copies of several .cu files share.
 #pragma once
+
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -37,6 +39,35 @@ __device__ void for_each_element(int64_t count, const Load& load, const Store& s
 // The grid of a for_each_element kernel over `count` elements: kElementsAhead a thread.
 inline unsigned grid_for_elements(int64_t count) {
   return grid_for(kernel_math::element_threads(count));
+}
+
+// out[i] = in[from(i)], 0 where from(i) < 0, for i below count: the copies that move elements
+// between layouts (zero extension, crop, the pad shortcut both ways), each `from` a functor
+// over its kernel_math index function.
+template <class From>
+__global__ void gather_or_zero_kernel(From from, int64_t count, const float* in, float* out) {
+  for_each_element(
+      count,
+      [&](int64_t i) {
+        const int64_t at = from(i);
+        return at < 0 ? 0.0f : in[at];
+      },
+      [&](int64_t i, float v) { out[i] = v; });
+}
+
+// A gather's `from`: element i's source index by a kernel_math index function of a shape and
+// its dividers (extend_source, shortcut_reader, ...), resolved at compile time.
+template <class Shape, class Dividers, auto Index>
+struct IndexFrom {
+  Shape s;
+  Dividers d;
+  __device__ int64_t operator()(int64_t i) const { return Index(s, d, i); }
+};
+
+// Launches gather_or_zero_kernel over count elements on stream.
+template <class From>
+void gather_or_zero(From from, int64_t count, const float* in, float* out, cudaStream_t stream) {
+  gather_or_zero_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(from, count, in, out);
 }
 
 // Calls launch(by) with `by` dividing by `divisor`: a kernel_math::IntDivider where every index

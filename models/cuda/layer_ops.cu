@@ -167,27 +167,6 @@ __global__ void transpose_kernel(const float* in, float* out, km::TransposeShape
   }
 }
 
-template <class Divider>
-__global__ void extend_kernel(const float* in, float* out, km::ExtendShape s,
-                              km::NhwcDividers<Divider> d) {
-  for_each_element(
-      s.batch * s.extended_height * s.extended_width * s.channels,
-      [&](int64_t i) {
-        const int64_t from = km::extend_source(s, d, i);
-        return from < 0 ? 0.0f : in[from];
-      },
-      [&](int64_t i, float v) { out[i] = v; });
-}
-
-template <class Divider>
-__global__ void crop_kernel(const float* extended, float* out, km::ExtendShape s,
-                            km::NhwcDividers<Divider> d) {
-  for_each_element(
-      s.batch * s.height * s.width * s.channels,
-      [&](int64_t i) { return extended[km::crop_source(s, d, i)]; },
-      [&](int64_t i, float v) { out[i] = v; });
-}
-
 // ---- pooling
 
 // One output value at a time, kElementsAhead found before any is written (for_each_element);
@@ -355,10 +334,11 @@ void extend_nhwc(const float* in, float* out, int64_t n, int64_t h, int64_t w, i
   if (count == 0) return;
   const km::ExtendShape s{n, h, w, c, h + extra_h, w + extra_w};
   with_divider(count, c, [&](auto by) {
-    extend_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(
-        in, out, s, km::extended_dividers<decltype(by)>(s));
+    using Divider = decltype(by);
+    using From = IndexFrom<km::ExtendShape, km::NhwcDividers<Divider>, km::extend_source<Divider>>;
+    gather_or_zero(From{s, km::extended_dividers<Divider>(s)}, count, in, out, stream);
   });
-  check_launch("extend_kernel");
+  check_launch("gather_or_zero_kernel (zero extension)");
 }
 
 void crop_nhwc(const float* extended, float* out, int64_t n, int64_t h, int64_t w, int64_t c,
@@ -367,10 +347,11 @@ void crop_nhwc(const float* extended, float* out, int64_t n, int64_t h, int64_t 
   if (count == 0) return;
   const km::ExtendShape s{n, h, w, c, h + extra_h, w + extra_w};
   with_divider(count, c, [&](auto by) {
-    crop_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(
-        extended, out, s, km::image_dividers<decltype(by)>(s));
+    using Divider = decltype(by);
+    using From = IndexFrom<km::ExtendShape, km::NhwcDividers<Divider>, km::crop_source<Divider>>;
+    gather_or_zero(From{s, km::image_dividers<Divider>(s)}, count, extended, out, stream);
   });
-  check_launch("crop_kernel");
+  check_launch("gather_or_zero_kernel (crop)");
 }
 
 void max_pool_forward(const PoolShape& s, const float* x, float* y, uint16_t* choices,

@@ -182,34 +182,6 @@ void backward_data(const float* x, const float* dy, const float* relu_y, float* 
   check_launch("norm_backward_data_kernel");
 }
 
-// The shortcut's forward (shortcut_source) and its transpose (shortcut_reader), as the index
-// an element copies or -1 for a zero.
-template <class Divider>
-struct ShortcutSource {
-  km::ShortcutShape s;
-  km::StridedDividers<Divider> d;
-  __device__ int64_t operator()(int64_t i) const { return km::shortcut_source(s, d, i); }
-};
-template <class Divider>
-struct ShortcutReader {
-  km::ShortcutShape s;
-  km::StridedDividers<Divider> d;
-  __device__ int64_t operator()(int64_t i) const { return km::shortcut_reader(s, d, i); }
-};
-
-// out[i] = in[from(i)], 0 where from(i) < 0; one element at a time, kElementsAhead read before
-// any is written (for_each_element).
-template <class From>
-__global__ void gather_or_zero_kernel(From from, int64_t count, const float* in, float* out) {
-  for_each_element(
-      count,
-      [&](int64_t i) {
-        const int64_t at = from(i);
-        return at < 0 ? 0.0f : in[at];
-      },
-      [&](int64_t i, float v) { out[i] = v; });
-}
-
 // Calls launch(dividers) with the kind of division the larger of the shortcut's tensors
 // allows (with_divider).
 template <class Launch>
@@ -323,8 +295,9 @@ void pad_shortcut_forward(const kernel_math::ShortcutShape& s, int64_t batch, co
   if (count == 0) return;
   with_shortcut_dividers(s, batch, [&](auto d) {
     using Divider = decltype(d.stride);
-    gather_or_zero_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(
-        ShortcutSource<Divider>{s, d}, count, in, out);
+    using From =
+        IndexFrom<km::ShortcutShape, km::StridedDividers<Divider>, km::shortcut_source<Divider>>;
+    gather_or_zero(From{s, d}, count, in, out, stream);
   });
   check_launch("gather_or_zero_kernel (pad shortcut forward)");
 }
@@ -335,8 +308,9 @@ void pad_shortcut_backward(const kernel_math::ShortcutShape& s, int64_t batch, c
   if (count == 0) return;
   with_shortcut_dividers(s, batch, [&](auto d) {
     using Divider = decltype(d.stride);
-    gather_or_zero_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(
-        ShortcutReader<Divider>{s, d}, count, dout, din);
+    using From =
+        IndexFrom<km::ShortcutShape, km::StridedDividers<Divider>, km::shortcut_reader<Divider>>;
+    gather_or_zero(From{s, d}, count, dout, din, stream);
   });
   check_launch("gather_or_zero_kernel (pad shortcut backward)");
 }
