@@ -363,8 +363,12 @@ int64_t forward_flops(const LayerSpec& layer, const Shape& in) {
           [&](const PositionEmbeddingSpec&) { return in.numel(); },
           // Per element: the mean and variance (2), normalizing and scaling (4).
           [&](const LayerNormSpec&) { return 6 * in.numel(); },
-          // q·kᵀ and its product with v as the dense products they run as (2·S·S·D each, the
-          // masked half included), and the softmax's ~5 operations per score.
+          // q·kᵀ and its product with v as full products (2·S·S·D each), the masked half
+          // included as PaLM's and nanoGPT's model FLOPs count it (bench/gpt_spec.py), so that
+          // a model's FLOP/s compares with published MFU; and the softmax's ~5 operations per
+          // score. Both backends skip most of the masked half (cpu_attention.cpp,
+          // attention_chunks.h), so an attention layer's profiled GFLOP/s is about twice what
+          // its kernels execute.
           [&](const CausalSelfAttentionSpec& a) {
             const int64_t s = in[0];
             const int64_t d = in[1] / 3;
