@@ -18,8 +18,11 @@ CXX=${CXX:-clang++-16} cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWit
   -DSCALESCOPE_TEST_CXX_FLAGS=-O0 -DSCALESCOPE_WITH_CUDA=OFF -DSCALESCOPE_BUILD_BENCH=OFF \
   >/dev/null
 [[ "${1:-}" == "--configure-only" ]] && exit 0
+began=$SECONDS
 cmake --build "$build"
+echo "asan: build took $((SECONDS - began)) s"
 [[ "${1:-}" == "--build-only" ]] && exit 0
+began=$SECONDS
 asan="detect_leaks=1 abort_on_error=0 exitcode=66 strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1"
 status=0
@@ -53,4 +56,5 @@ ASAN_OPTIONS=$asan ctest --test-dir "$build" --output-on-failure \
 # harness.netns_nodes and compares times with a link rate, which the suite does unsanitized.
 ASAN_OPTIONS="$asan detect_leaks=0" ctest --test-dir "$build" --output-on-failure \
   -R '^harness\.(multiprocess|netns_nodes|netns_slurm)$' || status=1
+echo "asan: tests took $((SECONDS - began)) s"
 exit $status

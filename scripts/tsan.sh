@@ -17,17 +17,21 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCALESCOPE_W
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
   -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread \
   >/dev/null
+began=$SECONDS
 cmake --build "$build" --target test_core test_pipelines test_harness
+echo "tsan: build took $((SECONDS - began)) s"
 export OMP_NUM_THREADS=1 DNNL_PRIMITIVE_CACHE_CAPACITY=0 ONEDNN_PRIMITIVE_CACHE_CAPACITY=0
 export TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1"
 status=0
 run() {
   local binary=$1 filter=$2
+  local began=$SECONDS
   echo "tsan: $binary --gtest_filter=$filter"
   if ! "$build/tests/$binary" --gtest_brief=1 --gtest_filter="$filter"; then
     echo "tsan: $binary FAILED (a test failed or ThreadSanitizer reported a race above)"
     status=1
   fi
+  echo "tsan: $binary took $((SECONDS - began)) s"
 }
 run test_core 'SimDevice.*:CpuDevice.*:Interrupt.*'
 run test_pipelines 'Stager.*:*Pipeline*:*WorkersAndDepths*'
