@@ -332,6 +332,23 @@ def fitted_rate(samples):
     return 1e3 / beta if beta > 0 else 0
 
 
+def refit_with_another_sweep(work, mbit, samples):
+    """The fit over `samples` and those of a second sweep at the same rate. Four samples of two
+    sizes are few for this 2-core machine: a clean-clone CI rehearsal saw the smaller model's
+    two all-reduces at 400 Mbit/s take 14.5 and 10.2 ms, and the fit fall to 0.699 of the
+    rate. Twice the samples, all of them kept (none dropped for being far off), still miss
+    the range when the bus factor or the link's shaping is wrong."""
+    nodes("shape", f"{mbit}mbit")
+    again = sweep_at(work, mbit)
+    if again is None:
+        return 0
+    both = samples + again["samples"]
+    got = fitted_rate(both)
+    print(f"  again at {mbit} Mbit/s, samples {again['samples']}: fit over all {len(both)} "
+          f"{got * 8 / 1e6:.1f} Mbit/s ({got / (mbit * 1e6 / 8):.3f}×)")
+    return got
+
+
 def part_link(work):
     nodes("shape", f"{BENCH_RATE}mbit")
     collectives_at(work, BENCH_RATE)
@@ -349,6 +366,8 @@ def part_link(work):
         print(f"  {mbit} Mbit/s: inter-node share of the loss {s['inter_share']:.3f} (intra "
               f"{s['intra_share']:.3f}), inter-node ms {s['inter_ms']:.1f}, fit "
               f"{got * 8 / 1e6:.1f} Mbit/s ({got / rate:.3f}×)")
+        if not FIT_RANGE[0] <= got / rate <= FIT_RANGE[1]:
+            got = refit_with_another_sweep(work, mbit, s["samples"])
         check(FIT_RANGE[0] <= got / rate <= FIT_RANGE[1],
               f"the fit over the cross-node all-reduces gives {got * 8 / 1e6:.1f} Mbit/s at "
               f"{mbit} Mbit/s, outside {FIT_RANGE}")
