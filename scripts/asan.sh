@@ -26,7 +26,7 @@ began=$SECONDS
 asan="detect_leaks=1 abort_on_error=0 exitcode=66 strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1"
 status=0
-# Thirteen tests stay out; the README's suite runs them. Three convergence tests train 937, 200
+# Fifteen tests stay out; the README's suite runs them. Three convergence tests train 937, 200
 # and 3 x 200 steps through the code the suite's other training tests run for a few steps
 # each (155 s and 48 s of 395 s under the sanitizers; the compressed one trains three times
 # the second's steps, two replicas each). Three more train hundreds of steps for their
@@ -39,7 +39,9 @@ status=0
 # its loss is low, the GPT trainer's short tests here. Two more train the zoo's models beside
 # PyTorch for 30 steps each
 # (models.torch_training, models.gpt_torch_training: 74 s under the sanitizers, 37 s without),
-# through the training paths that the Precision, Train and GpuTrainer tests here run.
+# through the training paths that the Precision, Train and GpuTrainer tests here run. And two
+# that run none of our code sanitized: models.gpt_torch_reference is PyTorch alone (16 s), and
+# scripts.bundle_layout packages the build (25 s), which matters for the README's build only.
 long='Train\.CifarCnnLearnsFashionMnistInOneEpoch|Train\.CifarCnnLossFallsClearlyWithin200Steps'
 long+='|GradCompression\.CifarCnnTracksUncompressedTrainingOver200Steps'
 long+='|GlooCommunicatorLargeTest\.AllReduceOf41MFloats|Sweep\.AKilledSweepKeepsItsFinishedPointsAndResumes'
@@ -47,6 +49,7 @@ long+='|Layers/LayerCheck\.GradientsMatchFiniteDifferences/conv_blocked_(s2_vali
 long+='|NoiseScaleTraining\.ConvergesToTheExactFiguresAtFixedWeights|NoiseScaleTraining\.DoesNotDependOnTheDeviceCount'
 long+='|models\.torch_training|models\.gpt_torch_training'
 long+='|Target\.ASweepToAccuracySplitsItsSpeedupIntoHardwareAndStatistics|GptTrainer\.LearnsTextBelowItsUnigramEntropy'
+long+='|models\.gpt_torch_reference|scripts\.bundle_layout'
 ASAN_OPTIONS=$asan ctest --test-dir "$build" --output-on-failure \
   -E "^(harness\.multiprocess|harness\.netns_.*|$long)\$" || status=1
 # Under mpirun and srun, leak checking is off: OpenMPI's MPI_Init allocations are never freed,
