@@ -366,9 +366,9 @@ int64_t forward_flops(const LayerSpec& layer, const Shape& in) {
           // q·kᵀ and its product with v as full products (2·S·S·D each), the masked half
           // included as PaLM's and nanoGPT's model FLOPs count it (bench/gpt_spec.py), so that
           // a model's FLOP/s compares with published MFU; and the softmax's ~5 operations per
-          // score. Both backends skip most of the masked half (cpu_attention.cpp,
-          // attention_chunks.h), so an attention layer's profiled GFLOP/s is about twice what
-          // its kernels execute.
+          // score. Both backends skip the keys after a block's last query (cpu_attention.cpp,
+          // attention_chunks.h): blocks of B queries execute (S + B)/2S of this count, so an
+          // attention layer's profiled GFLOP/s reads 2S/(S + B) times what they execute.
           [&](const CausalSelfAttentionSpec& a) {
             const int64_t s = in[0];
             const int64_t d = in[1] / 3;
