@@ -48,12 +48,7 @@ why_not() {
 
 down() {
   local node ns
-  if [[ -f $state/munge/munged.pid ]]; then
-    kill "$(cat "$state/munge/munged.pid")" 2>/dev/null || true
-  fi
-  # --one-file-system: never into a mount (a node's view of the host's /tmp lives under it,
-  # though only inside the node's own mount namespace).
-  rm -rf --one-file-system "$state"
+  # The nodes' processes first: slurmctld and slurmd write under $state until they die.
   for node in "${nodes[@]}"; do
     ns=$(ns_of "$node")
     if ip netns list | grep -qw "$ns"; then
@@ -69,6 +64,24 @@ down() {
     rm -rf "/etc/netns/$ns"
   done
   rmdir /etc/netns 2>/dev/null || true  # made by `up` when missing; kept when not empty
+  stop_munged
+  # --one-file-system: never into a mount (a node's view of the host's /tmp lives under it,
+  # though only inside the node's own mount namespace).
+  rm -rf --one-file-system "$state"
+}
+
+# munged writes its seed file as it exits, after SIGTERM returns: removing its directory
+# before it has gone fails with "Directory not empty" (seen in CI).
+stop_munged() {
+  local pid
+  [[ -f $state/munge/munged.pid ]] || return 0
+  pid=$(cat "$state/munge/munged.pid")
+  [[ $pid =~ ^[0-9]+$ ]] && kill "$pid" 2>/dev/null || return 0
+  for _ in $(seq 50); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  kill -9 "$pid" 2>/dev/null || true
 }
 
 up() {
