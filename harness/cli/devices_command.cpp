@@ -102,7 +102,7 @@ void print_gpus(const DeviceInventory& inv) {
 int run_devices(bool as_json, double bandwidth_mb) {
   DeviceInventory inv = inventory();
   if (bandwidth_mb > 0.0) {
-    measure_host_links(inv, static_cast<size_t>(bandwidth_mb * 1024 * 1024), kLinkRepeats);
+    measure_host_links(inv, static_cast<size_t>(mib_to_bytes(bandwidth_mb)), kLinkRepeats);
   }
   if (as_json) {
     fmt::print("{}\n", to_json(inv).dump(2));
@@ -142,7 +142,7 @@ void add_devices_command(CLI::App& app, Action& action) {
   list.add("--bandwidth-mb", args->bandwidth_mb,
            "Measure each GPU's host link with copies of this many MiB, from pinned and from "
            "pageable memory (0: do not measure)",
-           finite_above(0.0, true, "must be 0 (do not measure) or a positive size"));
+           mib_size(true, "must be 0 (do not measure) or a positive size"));
   CLI::App* cmd = app.add_subcommand(
       "devices",
       "List the CPU and GPU devices, GPU peer access, NVLink and host-link bandwidth, and "

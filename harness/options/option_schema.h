@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/overloaded.h"
+#include "core/units.h"
 
 namespace scalescope {
 
@@ -223,6 +224,15 @@ template <class T>
 OptionCheck<T> finite_above(T bound, bool or_equal, std::string accepted) {
   return [=](const T& v) {
     return std::isfinite(v) && (v > bound || (or_equal && v == bound)) ? std::string() : accepted;
+  };
+}
+// A size in MiB: finite, positive (or 0 with `zero_allowed`) and at most kMaxMiB, so that its
+// bytes are a number (core/units.h mib_to_bytes). The message is `accepted` and the bound.
+inline OptionCheck<double> mib_size(bool zero_allowed, const std::string& accepted) {
+  const std::string message = accepted + " of at most 2^40 MiB (1 EiB)";
+  return [=](const double& v) {
+    const bool positive = v > 0.0 || (zero_allowed && v == 0.0);
+    return std::isfinite(v) && positive && v <= kMaxMiB ? std::string() : message;
   };
 }
 // Accepted when `parse` does not throw; the message is the Error's.

@@ -157,7 +157,7 @@ void add_training_options(OptionList& list, TrainOptions& o, const TrainingAxes*
            in_range(1, 4096, "must be between 1 and 4096 micro-batches per step"));
   const char* cap_help = "Gradient bucket size cap (MiB)";
   const char* first_help = "Cap of the first bucket, which starts communication early (MiB)";
-  const OptionCheck<double> size = finite_above(0.0, false, "must be a positive size");
+  const OptionCheck<double> size = mib_size(false, "must be a positive size");
   if (axes != nullptr) {
     list.add("--bucket-cap-mb", *axes->caps_mb, fmt::format("{}; a list is a sweep axis", cap_help),
              size);
@@ -211,7 +211,7 @@ void add_training_options(OptionList& list, TrainOptions& o, const TrainingAxes*
   list.add("--memory-limit-mb", o.memory_limit_mb,
            "Device memory per replica in MiB (0: all), libraries' own buffers (NCCL's) included; "
            "more fails as out of memory",
-           finite_above(0.0, true, "must be 0 (no limit) or a positive size"));
+           mib_size(true, "must be 0 (no limit) or a positive size"));
   add_seed_option(list, o.seed);
 }
 

@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/interrupt.h"
+#include "core/units.h"
 #include "harness/collectives/benchmark.h"
 #include "harness/trainer/evaluate.h"
 #include "models/checkpoint.h"
@@ -18,10 +19,6 @@
 
 namespace scalescope {
 namespace {
-
-int64_t mb_to_bytes(double mb) {
-  return std::max<int64_t>(1, std::llround(mb * 1024 * 1024));
-}
 
 std::unique_ptr<Device> open_device(const ReplicaShared& run, int index) {
   BackendOptions backend_options;
@@ -32,7 +29,7 @@ std::unique_ptr<Device> open_device(const ReplicaShared& run, int index) {
   device->make_current();
   device->set_wait_timeout(std::chrono::milliseconds(run.options.collective_timeout_ms));
   if (run.options.memory_limit_mb > 0.0) {
-    device->set_memory_limit(mb_to_bytes(run.options.memory_limit_mb));
+    device->set_memory_limit(mib_to_bytes(run.options.memory_limit_mb));
   }
   return device;
 }
@@ -177,8 +174,8 @@ void Replica::setup() {
   const int micro = options_.accumulation;
   const GradCompression compression = effective_compression(options_, comm_->size());
   reducer_ = make_reducer(*comm_, *device_, compute_, model_->grads().data(),
-                          {.buckets = plan_buckets(*model_, mb_to_bytes(options_.bucket_cap_mb),
-                                                   mb_to_bytes(options_.first_bucket_mb)),
+                          {.buckets = plan_buckets(*model_, mib_to_bytes(options_.bucket_cap_mb),
+                                                   mib_to_bytes(options_.first_bucket_mb)),
                            .micro_batches = micro,
                            .overlap = options_.overlap,
                            .compression = half_format(compression),

@@ -107,6 +107,8 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroStatus) {
       {"frobnicate", "frobnicate"},
       {"train --data nowhere", "nowhere"},
       {"train --bucket-cap-mb 0", "--bucket-cap-mb 0"},
+      {"train --memory-limit-mb 1e300", "--memory-limit-mb 1e+300 must be 0 (no limit) or a"},
+      {"devices --bandwidth-mb 1e30", "at most 2^40 MiB"},
       {"train --devices cpu:0", "cpu:0"},
       // cuda:N counts GPUs in every command; the old index lists say what to write instead.
       {"train --devices cuda:0", "cuda:N means N GPUs"},

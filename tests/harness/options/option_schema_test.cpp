@@ -280,6 +280,9 @@ TEST(OptionSchema, BadValuesAreRefusedNamingTheOptionAsGiven) {
   EXPECT_CONTAINS(file_error(R"({"bucket_cap_mb": [25, 0]})"),
                   "'bucket_cap_mb': 0 must be a positive size");
   EXPECT_CONTAINS(file_error(R"({"bucket_cap_mb": ["big"]})"), "bucket_cap_mb");
+  // A size whose bytes an int64_t cannot hold was read as 1 byte: buckets of one tensor each.
+  EXPECT_CONTAINS(file_error(R"({"bucket_cap_mb": [25, 1e300]})"),
+                  "must be a positive size of at most 2^40 MiB (1 EiB)");
   EXPECT_CONTAINS(file_error(R"({"first_bucket_mb": []})"), "'first_bucket_mb' is empty");
   EXPECT_CONTAINS(file_error(R"([1, 2])"), "must be an object");
   EXPECT_CONTAINS(file_error("{"), "is not valid JSON");
@@ -329,6 +332,18 @@ TEST(OptionSchema, ProfilesSweepArgumentsParseBackToTheSameOptions) {
   // Every option away from its default comes back too.
   const SweepOptions all = unusual();
   EXPECT_EQ(sweep_config_json(parse_sweep(sweep_arguments(all)).options), sweep_config_json(all));
+}
+
+TEST(OptionSchema, SizesInMiBBecomeTheirBytesUpToTheLargestAccepted) {
+  EXPECT_EQ(mib_to_bytes(25.0), 25 * (int64_t{1} << 20));
+  EXPECT_EQ(mib_to_bytes(1e-9), 1);  // a positive size is at least a byte
+  EXPECT_EQ(mib_to_bytes(kMaxMiB), int64_t{1} << 60);
+  const OptionCheck<double> check = mib_size(true, "must be a size");
+  EXPECT_EQ(check(0.0), "");
+  EXPECT_EQ(check(kMaxMiB), "");
+  EXPECT_EQ(check(kMaxMiB * 2), "must be a size of at most 2^40 MiB (1 EiB)");
+  EXPECT_NE(check(-1.0), "");
+  EXPECT_NE(mib_size(false, "must be a size")(0.0), "");
 }
 
 }  // namespace
