@@ -3,8 +3,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <iterator>
+#include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "core/check.h"
 #include "reports/json_reader.h"
@@ -27,6 +31,51 @@ std::vector<std::string> not_empty(std::vector<std::string> values, const std::s
                                    const std::string& key) {
   SS_CHECK(!values.empty(), "{}: '{}' is empty: give at least one value", file, key);
   return values;
+}
+
+// CLI11 2.1 converts 64-bit integers with strtoll and strtoull (base 0) without checking for
+// overflow: `--steps 99999999999999999999` trained for 2^63 - 1 steps and `--seed -1` seeded
+// 2^64 - 1. This check refuses such text before the conversion, read the way CLI11 reads it.
+template <class T>
+CLI::Validator within_type() {
+  return {[](std::string& text) -> std::string {
+            const char* begin = text.c_str();
+            while (*begin == ' ') ++begin;
+            char* end = nullptr;
+            errno = 0;
+            bool outside = false;
+            if constexpr (std::is_signed_v<T>) {
+              const long long v = std::strtoll(begin, &end, 0);
+              outside = v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max();
+            } else {
+              const unsigned long long v = std::strtoull(begin, &end, 0);
+              outside = *begin == '-' || v > std::numeric_limits<T>::max();
+            }
+            if (end == begin || !(outside || errno == ERANGE)) return {};  // CLI11 judges the rest
+            return fmt::format("{} is not a whole number from {} to {}", text,
+                               std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+          },
+          ""};
+}
+
+template <class T>
+struct ItemOf {
+  using type = T;
+};
+template <class T>
+struct ItemOf<std::vector<T>> {
+  using type = T;
+};
+
+// Registers an option bound to `value` (or to a list), integers checked to fit their type.
+template <class T>
+CLI::Option* add_bound(CLI::App& app, const OptionDecl& d, T& value) {
+  CLI::Option* option = app.add_option(d.names, value, d.help);
+  using Item = typename ItemOf<T>::type;
+  if constexpr (std::is_integral_v<Item> && !std::is_same_v<Item, bool>) {
+    option->check(within_type<Item>());
+  }
+  return option;
 }
 
 // The file's value of `d` as the command line would give it (CLI11 converts it from there).
@@ -112,9 +161,9 @@ void add_options(CLI::App& app, OptionList& list) {
                          return d.comma_separated ? o->delimiter(',') : o;
                        },
                        [&]<class T>(Bound<std::vector<T>>& b) {
-                         return app.add_option(d.names, *b.value, d.help)->delimiter(',');
+                         return add_bound(app, d, *b.value)->delimiter(',');
                        },
-                       [&](auto& b) { return app.add_option(d.names, *b.value, d.help); },
+                       [&](auto& b) { return add_bound(app, d, *b.value); },
                    },
                    d.value);
     const std::string shown = d.default_text.empty() ? value_text(d) : d.default_text;
