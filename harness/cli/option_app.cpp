@@ -58,20 +58,11 @@ CLI::Validator within_type() {
           ""};
 }
 
-template <class T>
-struct ItemOf {
-  using type = T;
-};
-template <class T>
-struct ItemOf<std::vector<T>> {
-  using type = T;
-};
-
 // Registers an option bound to `value` (or to a list), integers checked to fit their type.
 template <class T>
 CLI::Option* add_bound(CLI::App& app, const OptionDecl& d, T& value) {
   CLI::Option* option = app.add_option(d.names, value, d.help);
-  using Item = typename ItemOf<T>::type;
+  using Item = typename ElementOf<T>::type;
   if constexpr (std::is_integral_v<Item> && !std::is_same_v<Item, bool>) {
     option->check(within_type<Item>());
   }

@@ -107,13 +107,6 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroStatus) {
       {"frobnicate", "frobnicate"},
       {"train --data nowhere", "nowhere"},
       {"train --bucket-cap-mb 0", "--bucket-cap-mb 0"},
-      // CLI11 2.1 read these as 2^63 - 1 steps, batch 2^63 - 1 and seed 2^64 - 1.
-      {"train --steps 99999999999999999999 --lr -1", "--steps: 99999999999999999999 is not"},
-      {"sweep --batch 8,99999999999999999999 --repeats 0", "--batch: 99999999999999999999 is not"},
-      {"train --seed -1 --lr -1",
-       "--seed: -1 is not a whole number from 0 to 18446744073709551615"},
-      {"train --memory-limit-mb 1e300", "--memory-limit-mb 1e+300 must be 0 (no limit) or a"},
-      {"devices --bandwidth-mb 1e30", "at most 2^40 MiB"},
       {"train --devices cpu:0", "cpu:0"},
       // cuda:N counts GPUs in every command; the old index lists say what to write instead.
       {"train --devices cuda:0", "cuda:N means N GPUs"},

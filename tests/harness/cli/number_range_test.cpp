@@ -1,0 +1,37 @@
+// Numbers a flag's type cannot hold: refused with the option named, never read as another.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/harness/cli/run_cli.h"
+
+namespace {
+
+using scalescope::testing_util::contains;
+using scalescope::testing_util::run_cli;
+
+TEST(CliNumbers, ValuesPastWhatTheirOptionHoldsAreRefusedNamingIt) {
+  struct Case {
+    const char* args;
+    const char* message;
+  };
+  // Each was read as another number before: CLI11 2.1 saturated the 64-bit integers (2^63 - 1
+  // steps, a batch of 2^63 - 1) and wrapped a negative seed to 2^64 - 1; a size in MiB past
+  // what an int64_t of bytes holds became one byte. A second bad flag makes a regression fail
+  // at once instead of training for ever.
+  const Case cases[] = {
+      {"train --steps 99999999999999999999 --lr -1", "--steps: 99999999999999999999 is not"},
+      {"sweep --batch 8,99999999999999999999 --repeats 0", "--batch: 99999999999999999999 is not"},
+      {"train --seed -1 --lr -1", "--seed: -1 is not a whole number from 0 to 1844674407370955"},
+      {"train --memory-limit-mb 1e300", "--memory-limit-mb 1e+300 must be 0 (no limit) or a"},
+      {"train --bucket-cap-mb 1e300", "positive size of at most 2^40 MiB (1 EiB)"},
+      {"devices --bandwidth-mb 1e30", "--bandwidth-mb 1e+30 must be 0 (do not measure)"},
+  };
+  for (const Case& c : cases) {
+    const scalescope::testing_util::CliResult r = run_cli(c.args);
+    EXPECT_NE(r.status, 0) << c.args;
+    EXPECT_TRUE(contains(r.output, c.message)) << c.args << " gave: " << r.output;
+  }
+}
+
+}  // namespace
