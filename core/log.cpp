@@ -11,14 +11,16 @@
 namespace scalescope {
 namespace {
 
+constexpr const char* kNames[] = {"debug", "info", "warn", "error", "off"};
+
 LogLevel level_from_env() {
   const char* env = std::getenv("SCALESCOPE_LOG");
   if (env == nullptr) return LogLevel::kInfo;
-  const std::string value = env;
-  if (value == "debug") return LogLevel::kDebug;
-  if (value == "warn") return LogLevel::kWarn;
-  if (value == "error") return LogLevel::kError;
-  if (value == "off") return LogLevel::kOff;
+  if (const std::optional<LogLevel> level = parse_log_level(env)) return *level;
+  log_line(LogLevel::kWarn,
+           fmt::format("SCALESCOPE_LOG={}: not a level (debug, info, warn, error or off); "
+                       "logging at info",
+                       env));
   return LogLevel::kInfo;
 }
 
@@ -27,9 +29,14 @@ std::atomic<LogLevel>& level_ref() {
   return level;
 }
 
-constexpr const char* kNames[] = {"debug", "info", "warn", "error", "off"};
-
 }  // namespace
+
+std::optional<LogLevel> parse_log_level(std::string_view name) {
+  for (int i = 0; i < static_cast<int>(std::size(kNames)); ++i) {
+    if (name == kNames[i]) return static_cast<LogLevel>(i);
+  }
+  return std::nullopt;
+}
 
 LogLevel log_level() {
   return level_ref().load(std::memory_order_relaxed);

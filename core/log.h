@@ -3,14 +3,18 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <string_view>
 
 namespace scalescope {
 
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kOff = 4 };
 
-// Default kInfo, or SCALESCOPE_LOG=debug|info|warn|error|off from the environment.
+// Default kInfo, or SCALESCOPE_LOG=debug|info|warn|error|off from the environment; any other
+// value is named in a warning on stderr and logs at kInfo.
 LogLevel log_level();
+// The level a name (debug, info, warn, error, off) stands for; nullopt for any other text.
+std::optional<LogLevel> parse_log_level(std::string_view name);
 void set_log_level(LogLevel level);
 void log_line(LogLevel level, std::string_view text);
 

@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;  // a usage error, as every scalescope command reports bad input
   }
+  scalescope::log_level();  // reads SCALESCOPE_LOG: a bad value is named whatever the command logs
   if (verbose) scalescope::set_log_level(scalescope::LogLevel::kDebug);
   try {
     return action();

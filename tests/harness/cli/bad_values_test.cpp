@@ -1,7 +1,10 @@
-// Numbers a flag's type cannot hold: refused with the option named, never read as another.
+// Values the user gives that cannot be taken as given: named, never read as something else.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
+
+#include "core/log.h"
 
 #include "tests/harness/cli/run_cli.h"
 
@@ -10,7 +13,7 @@ namespace {
 using scalescope::testing_util::contains;
 using scalescope::testing_util::run_cli;
 
-TEST(CliNumbers, ValuesPastWhatTheirOptionHoldsAreRefusedNamingIt) {
+TEST(CliValues, NumbersPastWhatTheirOptionHoldsAreRefusedNamingIt) {
   struct Case {
     const char* args;
     const char* message;
@@ -32,6 +35,18 @@ TEST(CliNumbers, ValuesPastWhatTheirOptionHoldsAreRefusedNamingIt) {
     EXPECT_NE(r.status, 0) << c.args;
     EXPECT_TRUE(contains(r.output, c.message)) << c.args << " gave: " << r.output;
   }
+}
+
+TEST(CliValues, AnUnknownLogLevelIsNamedAndInfoIsUsed) {
+  ASSERT_EQ(setenv("SCALESCOPE_LOG", "shouty", 1), 0);
+  const scalescope::testing_util::CliResult r = run_cli("models cifar-cnn");
+  unsetenv("SCALESCOPE_LOG");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "SCALESCOPE_LOG=shouty: not a level (debug, info, warn, error"))
+      << r.output;
+  EXPECT_EQ(scalescope::parse_log_level("warn"), scalescope::LogLevel::kWarn);
+  EXPECT_EQ(scalescope::parse_log_level("off"), scalescope::LogLevel::kOff);
+  EXPECT_EQ(scalescope::parse_log_level("WARN"), std::nullopt);
 }
 
 }  // namespace
