@@ -36,11 +36,19 @@ std::optional<ActivityKind> kineto_kind(const std::string& cat) {
   return it->second;
 }
 
-// A pid or tid: Chrome traces allow numbers and strings ("Spans").
+// A pid or tid: Chrome traces allow numbers and strings ("Spans"). A number no int64_t holds
+// (1e99: converting it would be undefined) is a key like a string, by its text.
 int64_t lane_id(const json& v) {
   if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_number()) return static_cast<int64_t>(v.get<double>());
-  if (v.is_string()) return static_cast<int64_t>(std::hash<std::string>{}(v.get<std::string>()));
+  if (v.is_number()) {
+    const double d = v.get<double>();
+    if (std::abs(d) < 0x1p63) return static_cast<int64_t>(d);
+  }
+  const auto key = [](const std::string& text) {
+    return static_cast<int64_t>(std::hash<std::string>{}(text));
+  };
+  if (v.is_string()) return key(v.get<std::string>());
+  if (v.is_number()) return key(v.dump());
   return 0;
 }
 

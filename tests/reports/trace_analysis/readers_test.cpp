@@ -63,6 +63,22 @@ class TraceFiles : public ::testing::Test {
   std::vector<fs::path> dirs_;
 };
 
+// Found by tests/fuzz (trace_analysis): a tid of 2.7e99 was converted to int64_t, which is
+// undefined (UBSan stopped there); such a number is a lane of its own, as a string would be.
+TEST(ChromeReader, LaneNumbersPastInt64AreLanesOfTheirOwn) {
+  const std::string events = R"json({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 2.7e99, "ts": 0, "dur": 1},
+    {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": -2.7e99, "ts": 2, "dur": 1},
+    {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 5.0, "ts": 4, "dur": 1},
+    {"ph": "X", "cat": "cpu_op", "name": "d", "pid": 1, "tid": 5, "ts": 6, "dur": 1}]})json";
+  const std::vector<RankTrace> t = parse_chrome_trace(events, "rank-0.json");
+  ASSERT_EQ(t.size(), 1u);
+  ASSERT_EQ(t[0].activities.size(), 4u);
+  EXPECT_NE(t[0].activities[0].lane, t[0].activities[1].lane);
+  EXPECT_EQ(t[0].activities[2].lane, 5);
+  EXPECT_EQ(t[0].activities[3].lane, 5);
+}
+
 TEST(ChromeReader, KinetoEventsBecomeActivities) {
   const std::vector<RankTrace> t = parse_chrome_trace(kKineto, "rank-9.json");
   ASSERT_EQ(t.size(), 1u);
