@@ -32,6 +32,18 @@ class LayerNormKernel final : public LayerKernel {
     cuda_ops::layer_norm_forward(in, out, rows_, d_, eps_, tensors_, cuda_stream(stream));
   }
 
+  // Under bf16 and fp16 the rows go straight into the model's saved copy (its readers, dense
+  // layers, multiply that copy), as the CPU kernel does: no fp32 output written and read again
+  // by the model's save.
+  SavedOutput forwards_into_saved(kernel_math::HalfFormat) const override {
+    return SavedOutput::kFromInput;
+  }
+  void forward_into_saved(const float* in, const uint16_t*, uint16_t* out,
+                          kernel_math::HalfFormat format, Stream& stream) override {
+    cuda_ops::layer_norm_forward_half(in, out, format, rows_, d_, eps_, tensors_,
+                                      cuda_stream(stream));
+  }
+
   void backward(const float* in, const float*, const float* dout, float* din,
                 Stream& stream) override {
     cuda_ops::layer_norm_backward(in, dout, din, weight_grad_, bias_grad_, rows_, d_, tensors_,

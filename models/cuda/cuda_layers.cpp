@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <variant>
 #include <vector>
 
@@ -32,9 +33,16 @@ namespace {
 
 // Element-wise activations, in our kernels rather than cuDNN's so that the functions are the
 // CPU's exactly (relu passing NaN, derivatives taken from the output) and GELU is PyTorch's.
+// Under bf16 and fp16 GELU, as the CPU's, reads and writes the model's saved 16-bit copies
+// itself (`half_`, the format it was built under): forward from the saved input into the saved
+// output, backward from the saved input, where the model would otherwise write the fp32 output,
+// round it into its copy, and restore the input into fp32 before backward.
 class ActivationKernel final : public LayerKernel {
  public:
-  ActivationKernel(Activation kind, int64_t count) : kind_(kind), count_(count) {}
+  ActivationKernel(Activation kind, int64_t count)
+      : kind_(kind),
+        count_(count),
+        half_(kind == Activation::kGelu ? half_format(precision()) : std::nullopt) {}
 
   void forward(const float* in, float* out, Stream& stream) override {
     cuda_ops::activation_forward(kind_, in, out, count_, cuda_stream(stream));
@@ -45,9 +53,25 @@ class ActivationKernel final : public LayerKernel {
     cuda_ops::activation_backward(kind_, in, out, dout, din, count_, cuda_stream(stream));
   }
 
+  SavedOutput forwards_into_saved(kernel_math::HalfFormat format) const override {
+    return half_ == format ? SavedOutput::kFromSavedInput : SavedOutput::kNo;
+  }
+  void forward_into_saved(const float*, const uint16_t* saved_in, uint16_t* out,
+                          kernel_math::HalfFormat format, Stream& stream) override {
+    cuda_ops::gelu_forward_half(saved_in, out, count_, format, cuda_stream(stream));
+  }
+
+  bool reads_saved(kernel_math::HalfFormat format) const override { return half_ == format; }
+  void backward_saved(const uint16_t* in, const uint16_t*, const float* dout, float* din,
+                      Stream& stream) override {
+    if (din == nullptr) return;
+    cuda_ops::gelu_backward_half(in, dout, din, count_, *half_, cuda_stream(stream));
+  }
+
  private:
   Activation kind_;
   int64_t count_;
+  std::optional<kernel_math::HalfFormat> half_;  // GELU's saved copies' format, under 16 bits
 };
 
 // Dropout: each training forward draws the next pass's mask (kernel_math/dropout_math.h, the

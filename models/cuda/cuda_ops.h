@@ -57,6 +57,13 @@ void activation_forward(Activation kind, const float* x, float* y, int64_t count
                         cudaStream_t stream);
 void activation_backward(Activation kind, const float* x, const float* y, const float* dy,
                          float* dx, int64_t count, cudaStream_t stream);
+// GELU on the model's saved 16-bit copies under bf16 and fp16 (LayerKernel::forward_into_saved
+// and backward_saved): y = to_half(gelu(from_half(x))), the fp32 forward of the widened input
+// rounded as the model's save rounds it, and dx from the widened input: no fp32 x or y.
+void gelu_forward_half(const uint16_t* x, uint16_t* y, int64_t count,
+                       kernel_math::HalfFormat format, cudaStream_t stream);
+void gelu_backward_half(const uint16_t* x, const float* dy, float* dx, int64_t count,
+                        kernel_math::HalfFormat format, cudaStream_t stream);
 
 // y = kernel_math::dropout_apply(x, dropout_keep(seed, pass, i, rate), scale) element-wise.
 void dropout(const float* x, float* y, int64_t count, float rate, float scale, uint64_t seed,

@@ -24,7 +24,20 @@ __device__ float row_sum(const Term& term, int64_t d, int lane) {
   return WarpReduce{}.sum(km::layer_norm_lane_sum(term, lane, d));
 }
 
-__global__ void layer_norm_forward_kernel(const float* x, float* y, int64_t rows, int64_t d,
+// Where the forward writes its rows: fp32, or under bf16 and fp16 straight into the model's
+// saved 16-bit copy, rounded as the model's save rounds (no fp32 output written).
+struct FloatRows {
+  float* y;
+  __device__ void operator()(int64_t i, float v) const { y[i] = v; }
+};
+struct HalfRows {
+  uint16_t* y;
+  km::HalfFormat format;
+  __device__ void operator()(int64_t i, float v) const { y[i] = km::to_half(v, format); }
+};
+
+template <class Rows>
+__global__ void layer_norm_forward_kernel(const float* x, Rows y, int64_t rows, int64_t d,
                                           float eps, LayerNormTensors t) {
   const int lane = cuda_ops::lane();
   for (int64_t r = first_warp(); r < rows; r += warp_stride()) {
@@ -33,13 +46,22 @@ __global__ void layer_norm_forward_kernel(const float* x, float* y, int64_t rows
     const float rstd =
         km::layer_norm_rstd(row_sum(km::RowSquaredDeviationTerm{xr, mean}, d, lane), d, eps);
     for (int64_t i = lane; i < d; i += kLanes) {
-      y[r * d + i] = km::layer_norm_forward_element(xr[i], mean, rstd, t.weight[i], t.bias[i]);
+      y(r * d + i, km::layer_norm_forward_element(xr[i], mean, rstd, t.weight[i], t.bias[i]));
     }
     if (lane == 0) {
       t.mean[r] = mean;
       t.rstd[r] = rstd;
     }
   }
+}
+
+template <class Rows>
+void launch_layer_norm_forward(const float* x, Rows y, int64_t rows, int64_t d, float eps,
+                               const LayerNormTensors& t, cudaStream_t stream) {
+  if (rows == 0 || d == 0) return;
+  layer_norm_forward_kernel<<<grid_for(rows * kLanes), kThreads, 0, stream>>>(x, y, rows, d, eps,
+                                                                              t);
+  check_launch("layer_norm_forward_kernel");
 }
 
 __global__ void layer_norm_backward_data_kernel(const float* x, const float* dy, float* dx,
@@ -101,10 +123,13 @@ int64_t layer_norm_scratch(int64_t rows, int64_t d) {
 
 void layer_norm_forward(const float* x, float* y, int64_t rows, int64_t d, float eps,
                         const LayerNormTensors& t, cudaStream_t stream) {
-  if (rows == 0 || d == 0) return;
-  layer_norm_forward_kernel<<<grid_for(rows * kLanes), kThreads, 0, stream>>>(x, y, rows, d, eps,
-                                                                              t);
-  check_launch("layer_norm_forward_kernel");
+  launch_layer_norm_forward(x, FloatRows{y}, rows, d, eps, t, stream);
+}
+
+void layer_norm_forward_half(const float* x, uint16_t* y, kernel_math::HalfFormat format,
+                             int64_t rows, int64_t d, float eps, const LayerNormTensors& t,
+                             cudaStream_t stream) {
+  launch_layer_norm_forward(x, HalfRows{y, format}, rows, d, eps, t, stream);
 }
 
 void layer_norm_backward(const float* x, const float* dy, float* dx, float* dw, float* db,

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "models/kernel_math/half_math.h"
+
 namespace scalescope::cuda_ops {
 
 // Layer normalization over the last dimension of x [rows, d], with kernel_math/layer_norm_math.h's
@@ -25,6 +27,11 @@ int64_t layer_norm_scratch(int64_t rows, int64_t d);
 // y, and each row's mean and rstd.
 void layer_norm_forward(const float* x, float* y, int64_t rows, int64_t d, float eps,
                         const LayerNormTensors& t, cudaStream_t stream);
+// The same with y written as the model's saved copy in `format` under bf16 and fp16: each value
+// of layer_norm_forward rounded (to_half), no fp32 y.
+void layer_norm_forward_half(const float* x, uint16_t* y, kernel_math::HalfFormat format,
+                             int64_t rows, int64_t d, float eps, const LayerNormTensors& t,
+                             cudaStream_t stream);
 // Overwrites dw and db and, unless dx is null, writes dx, from the mean and rstd of the last
 // forward.
 void layer_norm_backward(const float* x, const float* dy, float* dx, float* dw, float* db,

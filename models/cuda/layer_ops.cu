@@ -90,6 +90,31 @@ __global__ void activation_backward_kernel(const float* x, const float* y, const
       [&](int64_t i, const In& in) { dx[i] = km::activation_backward(kKind, in.x, in.y, in.dy); });
 }
 
+__global__ void gelu_forward_half_kernel(const uint16_t* x, uint16_t* y, int64_t count,
+                                         km::HalfFormat format) {
+  for_each_element(
+      count, [&](int64_t i) { return x[i]; },
+      [&](int64_t i, uint16_t v) {
+        y[i] = km::to_half(km::gelu_forward(km::from_half(v, format)), format);
+      });
+}
+
+__global__ void gelu_backward_half_kernel(const uint16_t* x, const float* dy, float* dx,
+                                          int64_t count, km::HalfFormat format) {
+  struct In {
+    uint16_t x;
+    float dy;
+  };
+  for_each_element(
+      count,
+      [&](int64_t i) {
+        return In{x[i], dy[i]};
+      },
+      [&](int64_t i, const In& in) {
+        dx[i] = km::gelu_backward(km::from_half(in.x, format), in.dy);
+      });
+}
+
 __global__ void add_kernel(float* out, const float* a, const float* b, int64_t count, bool relu) {
   struct In {
     float a, b;
@@ -305,6 +330,21 @@ void activation_backward(Activation kind, const float* x, const float* y, const 
       break;
   }
   check_launch("activation_backward_kernel");
+}
+
+void gelu_forward_half(const uint16_t* x, uint16_t* y, int64_t count,
+                       kernel_math::HalfFormat format, cudaStream_t stream) {
+  if (count == 0) return;
+  gelu_forward_half_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(x, y, count, format);
+  check_launch("gelu_forward_half_kernel");
+}
+
+void gelu_backward_half(const uint16_t* x, const float* dy, float* dx, int64_t count,
+                        kernel_math::HalfFormat format, cudaStream_t stream) {
+  if (count == 0) return;
+  gelu_backward_half_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(x, dy, dx, count,
+                                                                               format);
+  check_launch("gelu_backward_half_kernel");
 }
 
 void dropout(const float* x, float* y, int64_t count, float rate, float scale, uint64_t seed,

@@ -134,6 +134,96 @@ TEST_P(CudaSixteenBitTest, PassesOnTheSavedInputAreThePassesOnTheInput) {
   EXPECT_EQ(b.grads.at(0).to_host(), dw);
 }
 
+// A device buffer of 16-bit values, two to a float of a tensor.
+class HalfTensor {
+ public:
+  HalfTensor(Device& device, const std::vector<uint16_t>& values)
+      : count_(values.size()), t_(device, Shape{static_cast<int64_t>((values.size() + 1) / 2)}) {
+    std::vector<float> packed(static_cast<size_t>(t_.numel()), 0.0f);
+    std::memcpy(packed.data(), values.data(), values.size() * sizeof(uint16_t));
+    t_.copy_from_host(packed);
+  }
+  uint16_t* data() { return reinterpret_cast<uint16_t*>(t_.data()); }
+  std::vector<uint16_t> to_host() const {
+    const std::vector<float> packed = t_.to_host();
+    std::vector<uint16_t> values(count_);
+    std::memcpy(values.data(), packed.data(), count_ * sizeof(uint16_t));
+    return values;
+  }
+
+ private:
+  size_t count_;
+  Tensor t_;
+};
+
+// What a kernel writing its output into the model's saved copy (forward_into_saved) and reading
+// its input from one (backward_saved) gave, and what its fp32 passes gave on the same values.
+struct SavedPasses {
+  std::vector<uint16_t> into_saved, rounded_forward;  // forward_into_saved; to_half(forward)
+  std::vector<float> din_saved, din;                  // backward_saved; backward (restored in)
+};
+
+SavedPasses saved_passes(Device& device, const LayerCase& c, kernel_math::HalfFormat format) {
+  const LayerInputs inputs = layer_inputs(c, 91);
+  BoundLayer b = bind_layer(device, c, inputs);
+  Stream& stream = device.default_stream();
+  std::vector<uint16_t> saved_x(inputs.x.size());
+  std::vector<float> restored(inputs.x.size());
+  for (size_t i = 0; i < saved_x.size(); ++i) {
+    saved_x[i] = kernel_math::to_half(inputs.x[i], format);
+    restored[i] = kernel_math::from_half(saved_x[i], format);
+  }
+  HalfTensor saved_in(device, saved_x);
+  HalfTensor saved_out(device, std::vector<uint16_t>(static_cast<size_t>(b.out.numel()), 0x7fff));
+  const auto reads = b.kernel->forwards_into_saved(format);
+  const bool from_saved = reads == LayerKernel::SavedOutput::kFromSavedInput;
+  if (from_saved) b.in.copy_from_host(restored);  // the values the saved input holds
+  b.kernel->forward(b.in.data(), b.out.data(), stream);
+  SavedPasses r;
+  for (const float y : b.out.to_host())
+    r.rounded_forward.push_back(kernel_math::to_half(y, format));
+  b.kernel->forward_into_saved(from_saved ? nullptr : b.in.data(),
+                               from_saved ? saved_in.data() : nullptr, saved_out.data(), format,
+                               stream);
+  r.into_saved = saved_out.to_host();
+  if (!b.kernel->reads_saved(format)) return r;
+  b.in.copy_from_host(restored);
+  b.kernel->backward(b.in.data(), b.out.data(), b.dout.data(), b.din.data(), stream);
+  r.din = b.din.to_host();
+  b.din.copy_from_host(std::vector<float>(restored.size(), NAN));
+  b.kernel->backward_saved(saved_in.data(), nullptr, b.dout.data(), b.din.data(), stream);
+  r.din_saved = b.din.to_host();
+  return r;
+}
+
+// GPT's GELU and layer norms under bf16 and fp16 write their output straight into the model's
+// saved 16-bit copy, and GELU's backward reads its saved input, as the CPU kernels do: the same
+// bits as rounding the fp32 forward and as backward on the restored input, and the CPU's bits
+// (both backends run kernel_math's functions in the same order).
+TEST_F(CudaKernelsTest, GeluAndLayerNormPassThroughTheSavedCopiesAsTheCpuKernels) {
+  using Saved = LayerKernel::SavedOutput;
+  const LayerCase gelu{"gelu", ActivationSpec{Activation::kGelu}, Shape{3, 37, 50}};
+  const LayerCase norm{"layer_norm", LayerNormSpec{1e-5f}, Shape{3, 37, 50}};
+  for (const Sixteen precision : {Sixteen::kBf16, Sixteen::kFp16}) {
+    const testing_util::PrecisionScope scope(precision);
+    const kernel_math::HalfFormat format = *half_format(precision);
+    for (const LayerCase& c : {gelu, norm}) {
+      SCOPED_TRACE(c.name + " in " + to_string(precision));
+      const bool is_gelu = c.name == "gelu";
+      const BoundLayer b = bind_layer(*gpu_, c, layer_inputs(c, 5));
+      EXPECT_EQ(b.kernel->forwards_into_saved(format),
+                is_gelu ? Saved::kFromSavedInput : Saved::kFromInput);
+      EXPECT_EQ(b.kernel->reads_saved(format), is_gelu);
+      const SavedPasses got = saved_passes(*gpu_, c, format);
+      EXPECT_EQ(got.into_saved, got.rounded_forward);
+      EXPECT_EQ(got.din_saved, got.din);
+      const SavedPasses cpu = saved_passes(*cpu_, c, format);
+      EXPECT_EQ(got.into_saved, cpu.into_saved);
+      EXPECT_EQ(got.din_saved, cpu.din_saved);
+    }
+  }
+}
+
 // The first output of `c`, a layer summing 64 inputs of `x` with weights of 1 (a dense layer
 // of one unit, or a 1x1 convolution of one filter over 64 channels), two samples of them: 64
 // times x as the precision rounds it. With x = 1 + ε, where the format rounds x to 1, y is
