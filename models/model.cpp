@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <limits>
 #include <optional>
 
 #include "core/check.h"
@@ -50,6 +51,28 @@ class ProbeScope {
   LayerProbe::Pass pass_;
   Stream& stream_;
 };
+
+// Refuses a batch past what the kernels' libraries index: cuBLAS and cuDNN take 32-bit sizes,
+// and oneDNN 2.6 stopped on SIGFPE planning a dense layer of 2^32 rows (mlp-41m at batch 2^32;
+// 2^31 planned, then failed as out of memory). So every layer's rows, its batch times the
+// positions of a sample (pixels, tokens), stay within 2^31 - 1, which no device's memory
+// reaches for a trainable model anyway.
+void check_batch_fits(const ModelDef& def, const std::vector<Shape>& shapes, int64_t batch) {
+  constexpr int64_t kMaxRows = std::numeric_limits<int32_t>::max();
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Shape& shape = shapes[i];
+    const int64_t width = shape.rank() == 0 ? 1 : shape[shape.rank() - 1];
+    const int64_t positions = width == 0 ? 0 : shape.numel() / width;
+    if (positions == 0 || batch <= kMaxRows / positions) continue;
+    const std::string what =
+        i == 0 ? std::string("its input")
+               : fmt::format("layer {} ({})'s output", i - 1, describe(def.layers[i - 1]));
+    throw_usage_error(fmt::format(
+        "batch size {} is too large for model '{}': {} would have {} x {} rows (of {} values), "
+        "more than the 2^31 - 1 rows the kernels' libraries index (cuBLAS, cuDNN, oneDNN)",
+        batch, def.name, what, batch, positions, width));
+  }
+}
 
 }  // namespace
 
@@ -209,6 +232,7 @@ Model::Plan& Model::plan_for(int64_t batch) {
   SS_CHECK(batch > 0, "batch size {} must be positive", batch);
   auto it = plans_.find(batch);
   if (it != plans_.end()) return *it->second;
+  check_batch_fits(def_, shapes_, batch);
 
   auto plan = std::make_unique<Plan>();
   plan->batch = batch;

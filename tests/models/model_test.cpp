@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -79,6 +82,39 @@ TEST(Model, KernelChoicesNameWhatEachPassOfTheWeightedLayersRuns) {
     }
   }
   EXPECT_THROW(m.kernel_choices(8), Error);
+}
+
+// A batch whose rows in some layer pass 2^31 - 1 is refused by name before any kernel is
+// planned: oneDNN stopped the process with SIGFPE planning mlp-41m's dense layers at batch 2^32,
+// and the plan's byte counts overflowed at 2^62. cifar-cnn's input has 1024 pixels a sample,
+// its flattened dense input one row; the batch 2^21 is the first whose pixels pass 2^31 - 1.
+TEST(Model, ABatchPastTheLibrariesRowsIsRefusedNamingTheLayer) {
+  CpuDevice dev(0, 1);
+  Model m(make_model("cifar-cnn"), Shape{32, 32, 3}, dev, 1);
+  const auto message = [&](int64_t batch) -> std::string {
+    try {
+      m.memory(batch);
+    } catch (const UsageError& e) {
+      return e.brief();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(message(int64_t{1} << 21),
+            "batch size 2097152 is too large for model 'cifar-cnn': its input would have "
+            "2097152 x 1024 rows (of 3 values), more than the 2^31 - 1 rows the kernels' "
+            "libraries index (cuBLAS, cuDNN, oneDNN)");
+  EXPECT_NE(message(int64_t{1} << 62).find("its input would have 4611686018427387904 x 1024"),
+            std::string::npos);
+  // A model whose input is one row a sample: the first layer with positions is named.
+  Model gpt(make_model("gpt:preset=micro"), make_model("gpt:preset=micro").default_input, dev, 1);
+  const int64_t tokens = gpt.input_shape().numel();
+  try {
+    gpt.memory(std::numeric_limits<int32_t>::max() / tokens + 1);
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.brief()).find("layer 0 (Embedding("), std::string::npos) << e.brief();
+  }
+  EXPECT_THROW(m.kernel_choices(int64_t{1} << 21), Error);  // nothing was planned
 }
 
 TEST(Model, GradientLayoutIsReverseLayerOrderAndContiguous) {

@@ -37,6 +37,19 @@ TEST(CliValues, NumbersPastWhatTheirOptionHoldsAreRefusedNamingIt) {
   }
 }
 
+// `models --batch` plans what it is given: a batch past the kernels' 2^31 - 1 rows stopped the
+// process with SIGFPE inside oneDNN (mlp-41m from 2^32, cifar-cnn at 2^40) or overflowed the
+// plan's sizes (2^62); it is refused by name, as a usage error.
+TEST(CliValues, ABatchPastTheKernelsRowsIsRefusedNotACrash) {
+  for (const char* args :
+       {"models mlp-41m --batch 4294967296", "models cifar-cnn --batch 4611686018427387904"}) {
+    const scalescope::testing_util::CliResult r = run_cli(args);
+    EXPECT_EQ(r.status, 1) << args;
+    EXPECT_TRUE(contains(r.output, "more than the 2^31 - 1 rows the kernels' libraries index"))
+        << args << " gave: " << r.output;
+  }
+}
+
 TEST(CliValues, AnUnknownLogLevelIsNamedAndInfoIsUsed) {
   ASSERT_EQ(setenv("SCALESCOPE_LOG", "shouty", 1), 0);
   const scalescope::testing_util::CliResult r = run_cli("models cifar-cnn");
