@@ -39,6 +39,18 @@ __global__ void to_half_heads_kernel(km::AttentionShape s, km::HeadDividers<Divi
       [&](int64_t e, float v) { heads.store(e, v); });
 }
 
+// The same copy from rows already rounded to 16 bits (the model's saved copy of the input):
+// their bits as they are, which is what to_half_heads_kernel makes of the widened values.
+template <class Divider>
+__global__ void half_rows_to_heads_kernel(km::AttentionShape s, km::HeadDividers<Divider> d,
+                                          const uint16_t* rows, int64_t width, int64_t column,
+                                          uint16_t* heads) {
+  for_each_element(
+      s.head_elements(),
+      [&](int64_t e) { return rows[km::head_major_to_rows(s, d, e, width, column)]; },
+      [&](int64_t e, uint16_t v) { heads[e] = v; });
+}
+
 template <class Divider>
 __global__ void from_heads_kernel(km::AttentionShape s, km::HeadDividers<Divider> d,
                                   const float* heads, float* rows, int64_t width, int64_t column) {
@@ -107,6 +119,15 @@ void to_half_heads(const km::AttentionShape& s, const float* rows, int64_t width
     to_half_heads_kernel<<<grid, kThreads, 0, stream>>>(s, d, rows, width, column, heads);
   });
   check_launch("to_half_heads_kernel");
+}
+
+void half_rows_to_heads(const km::AttentionShape& s, const uint16_t* rows, int64_t width,
+                        int64_t column, uint16_t* heads, cudaStream_t stream) {
+  if (s.head_elements() == 0) return;
+  over_head_elements(s, [&](auto d, unsigned grid) {
+    half_rows_to_heads_kernel<<<grid, kThreads, 0, stream>>>(s, d, rows, width, column, heads);
+  });
+  check_launch("half_rows_to_heads_kernel");
 }
 
 void from_heads(const km::AttentionShape& s, const float* heads, float* rows, int64_t width,

@@ -23,6 +23,9 @@ void to_heads(const kernel_math::AttentionShape& s, const float* rows, int64_t w
 // to_heads with each element rounded to 16 bits into heads.at (as HalfRow::store does).
 void to_half_heads(const kernel_math::AttentionShape& s, const float* rows, int64_t width,
                    int64_t column, const kernel_math::HalfRow& heads, cudaStream_t stream);
+// to_heads of rows held in 16 bits (the model's saved copy): their bits copied as they are.
+void half_rows_to_heads(const kernel_math::AttentionShape& s, const uint16_t* rows, int64_t width,
+                        int64_t column, uint16_t* heads, cudaStream_t stream);
 void from_heads(const kernel_math::AttentionShape& s, const float* heads, float* rows,
                 int64_t width, int64_t column, cudaStream_t stream);
 

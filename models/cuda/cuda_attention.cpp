@@ -6,7 +6,8 @@
 // It keeps nothing from forward for backward: backward makes the head-major copies again from
 // its input (which the model keeps for it) and recomputes each chunk's probabilities with the
 // forward's product and softmax, the same bits where the input is the same (fp32, tf32; under
-// 16 bits the model's restored input, as autocast's saved tensors). Every buffer of a pass
+// 16 bits the model's saved 16-bit copy of it, read as it is, as autocast's saved tensors).
+// Every buffer of a pass
 // lives in the stream's workspace that every layer shares (CudaLibraries): the head buffers and
 // two chunks of scores (under 16 bits also the scores' and heads' 16-bit copies), linear in S.
 #include <cublas_v2.h>
@@ -55,9 +56,7 @@ class AttentionKernel final : public LayerKernel {
   void forward(const float* in, float* out, Stream& stream) override {
     const cudaStream_t s = cuda_stream(stream);
     to_heads(in, s);
-    Exec exec{*this, s};
-    ac::Passes<Exec>(shape_, chunk_rows_, exec).forward();
-    cuda_ops::from_heads(shape_, buffer(s, ac::Buffer::kOut), out, shape_.model_dim(), 0, s);
+    forward_from_heads(out, s);
   }
 
   // Reads the input of the last forward (q, k and v), from which it recomputes P.
@@ -65,15 +64,26 @@ class AttentionKernel final : public LayerKernel {
                 Stream& stream) override {
     if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
     const cudaStream_t s = cuda_stream(stream);
-    const int64_t d = shape_.model_dim();
     to_heads(in, s);
-    to_heads(dout, d, 0, ac::Buffer::kOut, s);
-    Exec exec{*this, s};
-    ac::Passes<Exec>(shape_, chunk_rows_, exec).backward();
-    const ac::Buffer grads[] = {ac::Buffer::kGradQ, ac::Buffer::kGradK, ac::Buffer::kGradV};
-    for (int64_t part = 0; part < 3; ++part) {
-      cuda_ops::from_heads(shape_, buffer(s, grads[part]), din, 3 * d, part * d, s);
-    }
+    backward_from_heads(dout, din, s);
+  }
+
+  // Under 16 bits the products read 16-bit copies of q, k and v: the model's saved copy of the
+  // input holds those values already (rounded as to_half_heads rounds), so both passes may take
+  // their heads from it instead of from fp32 rows, and backward needs no restored input.
+  bool forwards_from_saved(km::HalfFormat format) const override { return reads_saved(format); }
+  void forward_saved(const uint16_t* in, float* out, Stream& stream) override {
+    const cudaStream_t s = cuda_stream(stream);
+    saved_to_heads(in, s);
+    forward_from_heads(out, s);
+  }
+  bool reads_saved(km::HalfFormat format) const override { return half_ == format; }
+  void backward_saved(const uint16_t* in, const uint16_t*, const float* dout, float* din,
+                      Stream& stream) override {
+    if (din == nullptr) return;
+    const cudaStream_t s = cuda_stream(stream);
+    saved_to_heads(in, s);
+    backward_from_heads(dout, din, s);
   }
 
   // With atomics not allowed (a handle's default), cuBLAS's results are bit-identical run after
@@ -114,6 +124,23 @@ class AttentionKernel final : public LayerKernel {
     }
   };
 
+  // The passes once q, k and v are in their head buffers (their 16-bit copies under 16 bits).
+  void forward_from_heads(float* out, cudaStream_t s) const {
+    Exec exec{*this, s};
+    ac::Passes<Exec>(shape_, chunk_rows_, exec).forward();
+    cuda_ops::from_heads(shape_, buffer(s, ac::Buffer::kOut), out, shape_.model_dim(), 0, s);
+  }
+  void backward_from_heads(const float* dout, float* din, cudaStream_t s) const {
+    const int64_t d = shape_.model_dim();
+    to_heads(dout, d, 0, ac::Buffer::kOut, s);
+    Exec exec{*this, s};
+    ac::Passes<Exec>(shape_, chunk_rows_, exec).backward();
+    const ac::Buffer grads[] = {ac::Buffer::kGradQ, ac::Buffer::kGradK, ac::Buffer::kGradV};
+    for (int64_t part = 0; part < 3; ++part) {
+      cuda_ops::from_heads(shape_, buffer(s, grads[part]), din, 3 * d, part * d, s);
+    }
+  }
+
   // Buffer b's start in the stream's workspace (ac::Workspace), as floats (a 16-bit buffer's
   // bytes start there too).
   float* buffer(cudaStream_t s, ac::Buffer b) const {
@@ -136,6 +163,15 @@ class AttentionKernel final : public LayerKernel {
     const int64_t d = shape_.model_dim();
     const ac::Buffer parts[] = {ac::Buffer::kQ, ac::Buffer::kK, ac::Buffer::kV};
     for (int64_t part = 0; part < 3; ++part) to_heads(in, 3 * d, part * d, parts[part], s);
+  }
+  // The same from the model's saved 16-bit copy of the input rows.
+  void saved_to_heads(const uint16_t* in, cudaStream_t s) const {
+    const int64_t d = shape_.model_dim();
+    const ac::Buffer parts[] = {ac::Buffer::kQ, ac::Buffer::kK, ac::Buffer::kV};
+    for (int64_t part = 0; part < 3; ++part) {
+      auto* heads = reinterpret_cast<uint16_t*>(buffer(s, ac::half_copy(parts[part])));
+      cuda_ops::half_rows_to_heads(shape_, in, 3 * d, part * d, heads, s);
+    }
   }
   // Operand m's batch 0, its offset in elements of the operand type.
   const void* operand(cudaStream_t s, const ac::Matrix& m) const {
