@@ -48,8 +48,8 @@ std::vector<float> random_floats(int64_t n, uint64_t seed, float lo, float hi) {
 }
 
 CpuLayer::CpuLayer(const LayerSpec& spec, const Shape& in,
-                   const std::vector<std::vector<float>>& params)
-    : device_(0, 1),
+                   const std::vector<std::vector<float>>& params, int threads)
+    : device_(0, threads),
       out_shape_(output_shape(spec, in.without_batch()).with_batch(in[0])),
       x_(device_, in),
       y_(device_, out_shape_),

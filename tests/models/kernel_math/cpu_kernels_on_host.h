@@ -21,12 +21,13 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 // Uniform in [lo, hi).
 std::vector<float> random_floats(int64_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
 
-// One CPU layer kernel for a batch of shape `in` (batch included), on a CPU device of its own.
+// One CPU layer kernel for a batch of shape `in` (batch included), on a CPU device of its own
+// (one thread unless told).
 class CpuLayer {
  public:
   // `params` in param_specs() order; zeros where not given.
   CpuLayer(const LayerSpec& spec, const Shape& in,
-           const std::vector<std::vector<float>>& params = {});
+           const std::vector<std::vector<float>>& params = {}, int threads = 1);
 
   const Shape& out_shape() const { return out_shape_; }
   std::vector<float> forward(const std::vector<float>& x);
