@@ -120,6 +120,25 @@ class DenseKernel final : public LayerKernel {
     backward_from(in, dout, din, cuda_stream(stream));
   }
 
+  // And where every reader of the output reads only its saved copy (GELU, attention: the model
+  // asks), forward writes that copy: the GEMMs' fp32 result in the workspace, then y + b rounded
+  // into the copy in one pass, where forward wrote y, added b in place, and the model read y
+  // again to round it. The same bits; not for a padded layer (GPT-2's head, read by the loss).
+  SavedOutput forwards_into_saved(km::HalfFormat format) const override {
+    return half_ == format && !padded() ? SavedOutput::kFromSavedInput : SavedOutput::kNo;
+  }
+  void forward_into_saved(const float*, const uint16_t* saved_in, uint16_t* out,
+                          km::HalfFormat format, Stream& stream) override {
+    const cudaStream_t s = cuda_stream(stream);
+    auto* y = static_cast<float*>(region(kOut, s));
+    products(saved_in, y, s);
+    if (bias_ != nullptr) {
+      cuda_ops::bias_add_to_half(y, bias_, out, rows_, units_, format, s);
+    } else {
+      cuda_ops::compress_gradients(y, out, int64_t{rows_} * units_, 1, format, s);
+    }
+  }
+
   // cuBLAS picks its GEMM kernel itself (CUBLAS_GEMM_DEFAULT); with atomics not allowed (a
   // handle's default) its results are bit-identical run after run on one GPU. The math of
   // 16-bit operands is named as the CPU kernels name it ("bf16").
@@ -139,6 +158,11 @@ class DenseKernel final : public LayerKernel {
  private:
   // The passes from x as the GEMMs read it (operand()'s, or the saved copy).
   void forward_from(const void* x, float* out, cudaStream_t s) {
+    products(x, out, s);
+    if (bias_ != nullptr) cuda_ops::bias_add(out, bias_, rows_, units_, s);
+  }
+  // out = x·Wᵀ, without the bias.
+  void products(const void* x, float* out, cudaStream_t s) {
     const void* w = operand(kWeight, weight_, s);
     float* pad = padded() ? static_cast<float*>(region(kPad, s)) : nullptr;
     for (int r = 0; r < rows_; r += chunk()) {
@@ -150,7 +174,6 @@ class DenseKernel final : public LayerKernel {
       }
       if (padded()) copy_rows(pad, pitch(), out + int64_t{r} * units_, units_, n, s);
     }
-    if (bias_ != nullptr) cuda_ops::bias_add(out, bias_, rows_, units_, s);
   }
   void backward_from(const void* x, const float* dout, float* din, cudaStream_t s) {
     // din null: the first layer, whose input's gradient nobody needs.
@@ -178,8 +201,9 @@ class DenseKernel final : public LayerKernel {
   }
 
   // What the kernel keeps in the stream's workspace, in this order: the 16-bit copies of x, W
-  // and (unpadded) dy, then the padded chunk and its 16-bit copy. Unused ones take no bytes.
-  enum Region { kInput, kWeight, kDout, kPad, kPad16, kRegions };
+  // and (unpadded) dy, then the padded chunk and its 16-bit copy, then (16-bit, unpadded) the
+  // fp32 y of forward_into_saved. Unused ones take no bytes.
+  enum Region { kInput, kWeight, kDout, kPad, kPad16, kOut, kRegions };
 
   bool padded() const { return rows_plan_.padded(units_); }
   // The GEMMs' column parts: the aligned ones, then those left (none when all are aligned).
@@ -206,13 +230,16 @@ class DenseKernel final : public LayerKernel {
         return padded() ? chunk_elements : 0;
       case kPad16:
         return half_ && padded() ? chunk_elements : 0;
+      case kOut:
+        return half_ && !padded() ? int64_t{rows_} * units_ : 0;
       case kRegions:
         break;
     }
     return 0;
   }
   size_t region_bytes(Region r) const {
-    return static_cast<size_t>(region_count(r)) * (r == kPad ? sizeof(float) : sizeof(uint16_t));
+    const bool fp32 = r == kPad || r == kOut;
+    return static_cast<size_t>(region_count(r)) * (fp32 ? sizeof(float) : sizeof(uint16_t));
   }
   size_t region_offset(Region r) const {
     return workspace_region_offset(r, [this](int i) { return region_bytes(Region(i)); });

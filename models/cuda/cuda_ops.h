@@ -40,6 +40,10 @@ namespace cuda_ops {
 
 // y[r, c] += bias[c] over a [rows, channels] tensor (NHWC images are [N·H·W, C]).
 void bias_add(float* y, const float* bias, int64_t rows, int64_t channels, cudaStream_t stream);
+// The same sums rounded into `out` (to_half), the model's saved 16-bit copy of y + bias under
+// bf16 and fp16, with y left as it is: the bits of bias_add then that copy's rounding.
+void bias_add_to_half(const float* y, const float* bias, uint16_t* out, int64_t rows,
+                      int64_t channels, kernel_math::HalfFormat format, cudaStream_t stream);
 
 // How many floats of scratch bias_grad needs for this shape (0: none). The sum over rows is
 // split into parts whose partial sums are added in a fixed order (kernel_math/bias_math.h), so

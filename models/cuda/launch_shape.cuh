@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "models/kernel_math/element_loop.h"
+#include "models/kernel_math/half_math.h"
 #include "models/kernel_math/int_divider.h"
 
 namespace scalescope::cuda_ops {
@@ -28,6 +29,18 @@ __device__ inline int64_t first_index() {
 __device__ inline int64_t grid_stride() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
 }
+
+// Where a kernel writes its fp32 results: as they are, or under bf16 and fp16 rounded into the
+// model's saved 16-bit copy (to_half, as the model's save rounds), with no fp32 written.
+struct FloatStore {
+  float* at;
+  __device__ void operator()(int64_t i, float v) const { at[i] = v; }
+};
+struct HalfStore {
+  uint16_t* at;
+  kernel_math::HalfFormat format;
+  __device__ void operator()(int64_t i, float v) const { at[i] = kernel_math::to_half(v, format); }
+};
 
 // The element-wise kernels' loop (kernel_math/element_loop.h): this thread's grid-stride
 // elements, kElementsAhead at a time, all read before any is written.

@@ -24,18 +24,8 @@ __device__ float row_sum(const Term& term, int64_t d, int lane) {
   return WarpReduce{}.sum(km::layer_norm_lane_sum(term, lane, d));
 }
 
-// Where the forward writes its rows: fp32, or under bf16 and fp16 straight into the model's
-// saved 16-bit copy, rounded as the model's save rounds (no fp32 output written).
-struct FloatRows {
-  float* y;
-  __device__ void operator()(int64_t i, float v) const { y[i] = v; }
-};
-struct HalfRows {
-  uint16_t* y;
-  km::HalfFormat format;
-  __device__ void operator()(int64_t i, float v) const { y[i] = km::to_half(v, format); }
-};
-
+// Writes its rows through `y`: fp32, or under bf16 and fp16 straight into the model's saved
+// 16-bit copy (launch_shape.cuh's stores).
 template <class Rows>
 __global__ void layer_norm_forward_kernel(const float* x, Rows y, int64_t rows, int64_t d,
                                           float eps, LayerNormTensors t) {
@@ -123,13 +113,13 @@ int64_t layer_norm_scratch(int64_t rows, int64_t d) {
 
 void layer_norm_forward(const float* x, float* y, int64_t rows, int64_t d, float eps,
                         const LayerNormTensors& t, cudaStream_t stream) {
-  launch_layer_norm_forward(x, FloatRows{y}, rows, d, eps, t, stream);
+  launch_layer_norm_forward(x, FloatStore{y}, rows, d, eps, t, stream);
 }
 
 void layer_norm_forward_half(const float* x, uint16_t* y, kernel_math::HalfFormat format,
                              int64_t rows, int64_t d, float eps, const LayerNormTensors& t,
                              cudaStream_t stream) {
-  launch_layer_norm_forward(x, HalfRows{y, format}, rows, d, eps, t, stream);
+  launch_layer_norm_forward(x, HalfStore{y, format}, rows, d, eps, t, stream);
 }
 
 void layer_norm_backward(const float* x, const float* dy, float* dx, float* dw, float* db,

@@ -23,8 +23,10 @@ namespace km = kernel_math;
 
 // ---- bias
 
-template <class Divider>
-__global__ void bias_add_kernel(float* y, const float* bias, int64_t count, Divider by_channels) {
+// y + bias into `out`: y itself (FloatStore), or its 16-bit copy (HalfStore).
+template <class Divider, class Out>
+__global__ void bias_add_kernel(const float* y, const float* bias, int64_t count,
+                                Divider by_channels, Out out) {
   struct In {
     float y, bias;
   };
@@ -33,7 +35,19 @@ __global__ void bias_add_kernel(float* y, const float* bias, int64_t count, Divi
       [&](int64_t i) {
         return In{y[i], bias[km::bias_channel(i, by_channels)]};
       },
-      [&](int64_t i, const In& in) { y[i] = in.y + in.bias; });
+      [&](int64_t i, const In& in) { out(i, in.y + in.bias); });
+}
+
+template <class Out>
+void launch_bias_add(const float* y, const float* bias, int64_t rows, int64_t channels, Out out,
+                     cudaStream_t stream) {
+  const int64_t count = rows * channels;
+  if (count == 0) return;
+  with_divider(count, channels, [&](auto by_channels) {
+    bias_add_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(y, bias, count, by_channels,
+                                                                       out);
+  });
+  check_launch("bias_add_kernel");
 }
 
 // Bias gradient in bias_math.h's order: a block of kBiasTileChannels × kBiasTileRows threads owns
@@ -242,12 +256,12 @@ __global__ void global_avg_pool_backward_kernel(const float* dy, float* dx, int6
 }  // namespace
 
 void bias_add(float* y, const float* bias, int64_t rows, int64_t channels, cudaStream_t stream) {
-  const int64_t count = rows * channels;
-  if (count == 0) return;
-  with_divider(count, channels, [&](auto by_channels) {
-    bias_add_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(y, bias, count, by_channels);
-  });
-  check_launch("bias_add_kernel");
+  launch_bias_add(y, bias, rows, channels, FloatStore{y}, stream);
+}
+
+void bias_add_to_half(const float* y, const float* bias, uint16_t* out, int64_t rows,
+                      int64_t channels, km::HalfFormat format, cudaStream_t stream) {
+  launch_bias_add(y, bias, rows, channels, HalfStore{out, format}, stream);
 }
 
 int64_t bias_grad_scratch(int64_t rows, int64_t channels) {

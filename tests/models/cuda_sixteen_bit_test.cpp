@@ -228,6 +228,25 @@ TEST_F(CudaKernelsTest, GeluAndLayerNormPassThroughTheSavedCopiesAsTheCpuKernels
   }
 }
 
+// A 16-bit dense layer whose output's readers all read its saved copy (GPT's c_fc and c_attn)
+// writes that copy in forward: y + b rounded in one pass from the GEMMs' fp32 result, the bits
+// of the fp32 forward rounded as the model's save rounds, with a bias or without. GPT-2's padded
+// head (dense_unaligned_rows's shape) does not: its reader, the loss, reads fp32.
+TEST_P(CudaSixteenBitTest, DenseLayersWriteTheirForwardIntoTheSavedCopyRoundedAsTheModelWould) {
+  const auto& [c, precision] = GetParam();
+  if (!std::holds_alternative<DenseSpec>(c.spec)) return;
+  const testing_util::PrecisionScope scope(precision);
+  const kernel_math::HalfFormat format = *half_format(precision);
+  const bool padded = c.name == "dense_unaligned_rows";
+  const BoundLayer b = bind_layer(*gpu_, c, layer_inputs(c, 5));
+  EXPECT_EQ(b.kernel->forwards_into_saved(format),
+            padded ? LayerKernel::SavedOutput::kNo : LayerKernel::SavedOutput::kFromSavedInput);
+  if (padded) return;
+  const SavedPasses got = saved_passes(*gpu_, c, format);
+  EXPECT_EQ(got.into_saved, got.rounded_forward);
+  EXPECT_EQ(got.din_saved, got.din);
+}
+
 // The first output of `c`, a layer summing 64 inputs of `x` with weights of 1 (a dense layer
 // of one unit, or a 1x1 convolution of one filter over 64 channels), two samples of them: 64
 // times x as the precision rounds it. With x = 1 + ε, where the format rounds x to 1, y is
