@@ -51,12 +51,23 @@ __global__ void half_rows_to_heads_kernel(km::AttentionShape s, km::HeadDividers
       [&](int64_t e, uint16_t v) { heads[e] = v; });
 }
 
-template <class Divider>
+// Into fp32 rows (FloatStore) or, under 16 bits, the model's saved copy of them (HalfStore).
+template <class Divider, class Rows>
 __global__ void from_heads_kernel(km::AttentionShape s, km::HeadDividers<Divider> d,
-                                  const float* heads, float* rows, int64_t width, int64_t column) {
+                                  const float* heads, Rows rows, int64_t width, int64_t column) {
   for_each_element(
       s.head_elements(), [&](int64_t e) { return heads[e]; },
-      [&](int64_t e, float v) { rows[km::head_major_to_rows(s, d, e, width, column)] = v; });
+      [&](int64_t e, float v) { rows(km::head_major_to_rows(s, d, e, width, column), v); });
+}
+
+template <class Rows>
+void launch_from_heads(const km::AttentionShape& s, const float* heads, Rows rows, int64_t width,
+                       int64_t column, cudaStream_t stream) {
+  if (s.head_elements() == 0) return;
+  over_head_elements(s, [&](auto d, unsigned grid) {
+    from_heads_kernel<<<grid, kThreads, 0, stream>>>(s, d, heads, rows, width, column);
+  });
+  check_launch("from_heads_kernel");
 }
 
 // Calls launch(dividers, grid) for a for_each_element kernel over the head-major buffer, with
@@ -132,11 +143,12 @@ void half_rows_to_heads(const km::AttentionShape& s, const uint16_t* rows, int64
 
 void from_heads(const km::AttentionShape& s, const float* heads, float* rows, int64_t width,
                 int64_t column, cudaStream_t stream) {
-  if (s.head_elements() == 0) return;
-  over_head_elements(s, [&](auto d, unsigned grid) {
-    from_heads_kernel<<<grid, kThreads, 0, stream>>>(s, d, heads, rows, width, column);
-  });
-  check_launch("from_heads_kernel");
+  launch_from_heads(s, heads, FloatStore{rows}, width, column, stream);
+}
+
+void from_heads_to_half(const km::AttentionShape& s, const float* heads, uint16_t* rows,
+                        km::HalfFormat format, int64_t width, int64_t column, cudaStream_t stream) {
+  launch_from_heads(s, heads, HalfStore{rows, format}, width, column, stream);
 }
 
 void causal_softmax_forward(const km::ScoreBlock& b, const float* scores, float* probs, float scale,

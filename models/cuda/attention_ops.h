@@ -28,6 +28,10 @@ void half_rows_to_heads(const kernel_math::AttentionShape& s, const uint16_t* ro
                         int64_t column, uint16_t* heads, cudaStream_t stream);
 void from_heads(const kernel_math::AttentionShape& s, const float* heads, float* rows,
                 int64_t width, int64_t column, cudaStream_t stream);
+// from_heads rounding each value into rows held in 16 bits (the model's saved copy).
+void from_heads_to_half(const kernel_math::AttentionShape& s, const float* heads, uint16_t* rows,
+                        kernel_math::HalfFormat format, int64_t width, int64_t column,
+                        cudaStream_t stream);
 
 // Over the b.count() rows of a block of score matrices (b.query(r) is row r's query
 // position, b.len its length): unscaled scores into probabilities (in place allowed), and the

@@ -77,6 +77,19 @@ class AttentionKernel final : public LayerKernel {
     saved_to_heads(in, s);
     forward_from_heads(out, s);
   }
+  // And its output straight into the saved copy where c_proj, its reader, reads only that: the
+  // heads' fp32 result rounded as the model's save rounds, no fp32 rows.
+  SavedOutput forwards_into_saved(km::HalfFormat format) const override {
+    return half_ == format ? SavedOutput::kFromSavedInput : SavedOutput::kNo;
+  }
+  void forward_into_saved(const float*, const uint16_t* saved_in, uint16_t* out,
+                          km::HalfFormat format, Stream& stream) override {
+    const cudaStream_t s = cuda_stream(stream);
+    saved_to_heads(saved_in, s);
+    products_forward(s);
+    cuda_ops::from_heads_to_half(shape_, buffer(s, ac::Buffer::kOut), out, format,
+                                 shape_.model_dim(), 0, s);
+  }
   bool reads_saved(km::HalfFormat format) const override { return half_ == format; }
   void backward_saved(const uint16_t* in, const uint16_t*, const float* dout, float* din,
                       Stream& stream) override {
@@ -126,9 +139,13 @@ class AttentionKernel final : public LayerKernel {
 
   // The passes once q, k and v are in their head buffers (their 16-bit copies under 16 bits).
   void forward_from_heads(float* out, cudaStream_t s) const {
+    products_forward(s);
+    cuda_ops::from_heads(shape_, buffer(s, ac::Buffer::kOut), out, shape_.model_dim(), 0, s);
+  }
+  // The forward's products and softmax, into the kOut head buffer.
+  void products_forward(cudaStream_t s) const {
     Exec exec{*this, s};
     ac::Passes<Exec>(shape_, chunk_rows_, exec).forward();
-    cuda_ops::from_heads(shape_, buffer(s, ac::Buffer::kOut), out, shape_.model_dim(), 0, s);
   }
   void backward_from_heads(const float* dout, float* din, cudaStream_t s) const {
     const int64_t d = shape_.model_dim();

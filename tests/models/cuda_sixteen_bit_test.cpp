@@ -228,13 +228,14 @@ TEST_F(CudaKernelsTest, GeluAndLayerNormPassThroughTheSavedCopiesAsTheCpuKernels
   }
 }
 
-// A 16-bit dense layer whose output's readers all read its saved copy (GPT's c_fc and c_attn)
-// writes that copy in forward: y + b rounded in one pass from the GEMMs' fp32 result, the bits
-// of the fp32 forward rounded as the model's save rounds, with a bias or without. GPT-2's padded
-// head (dense_unaligned_rows's shape) does not: its reader, the loss, reads fp32.
-TEST_P(CudaSixteenBitTest, DenseLayersWriteTheirForwardIntoTheSavedCopyRoundedAsTheModelWould) {
+// A 16-bit dense layer or attention whose output's readers all read its saved copy (GPT's c_fc,
+// c_attn and attention) writes that copy in forward: the dense layer's y + b rounded in one
+// pass from the GEMMs' fp32 result (with a bias or without), the attention's heads rounded into
+// the rows; the bits of the fp32 forward rounded as the model's save rounds. GPT-2's padded head
+// (dense_unaligned_rows's shape) does not: its reader, the loss, reads fp32.
+TEST_P(CudaSixteenBitTest, ForwardsIntoTheSavedCopyAreTheForwardsRoundedAsTheModelWould) {
   const auto& [c, precision] = GetParam();
-  if (!std::holds_alternative<DenseSpec>(c.spec)) return;
+  if (std::holds_alternative<Conv2DSpec>(c.spec)) return;
   const testing_util::PrecisionScope scope(precision);
   const kernel_math::HalfFormat format = *half_format(precision);
   const bool padded = c.name == "dense_unaligned_rows";
