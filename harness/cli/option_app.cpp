@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <iterator>
@@ -33,12 +34,29 @@ std::vector<std::string> not_empty(std::vector<std::string> values, const std::s
   return values;
 }
 
+// Leading zeros of a decimal integer dropped ("010" -> "10", "-007" -> "-7"): CLI11 2.1 reads
+// integers in base 0, where a leading zero means octal, so `--batch 010` ran a batch of 8 and
+// `--steps 09` was refused as not a number. Hexadecimal ("0x10") is left as it is.
+void drop_leading_zeros(std::string& text) {
+  const size_t sign = text.find_first_not_of(' ');
+  if (sign == std::string::npos) return;
+  const size_t digits = sign + (text[sign] == '-' || text[sign] == '+' ? 1 : 0);
+  size_t first = digits;
+  while (first + 1 < text.size() && text[first] == '0' &&
+         std::isdigit(static_cast<unsigned char>(text[first + 1]))) {
+    ++first;
+  }
+  text.erase(digits, first - digits);
+}
+
 // CLI11 2.1 converts 64-bit integers with strtoll and strtoull (base 0) without checking for
 // overflow: `--steps 99999999999999999999` trained for 2^63 - 1 steps and `--seed -1` seeded
-// 2^64 - 1. This check refuses such text before the conversion, read the way CLI11 reads it.
+// 2^64 - 1. This transform refuses such text before the conversion, read the way CLI11 reads
+// it once drop_leading_zeros has made a decimal of it.
 template <class T>
-CLI::Validator within_type() {
+CLI::Validator whole_number() {
   return {[](std::string& text) -> std::string {
+            drop_leading_zeros(text);
             const char* begin = text.c_str();
             while (*begin == ' ') ++begin;
             char* end = nullptr;
@@ -64,7 +82,7 @@ CLI::Option* add_bound(CLI::App& app, const OptionDecl& d, T& value) {
   CLI::Option* option = app.add_option(d.names, value, d.help);
   using Item = typename ElementOf<T>::type;
   if constexpr (std::is_integral_v<Item> && !std::is_same_v<Item, bool>) {
-    option->check(within_type<Item>());
+    option->transform(whole_number<Item>());
   }
   return option;
 }

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "core/log.h"
 
@@ -47,6 +48,19 @@ TEST(CliValues, ABatchPastTheKernelsRowsIsRefusedNotACrash) {
     EXPECT_EQ(r.status, 1) << args;
     EXPECT_TRUE(contains(r.output, "more than the 2^31 - 1 rows the kernels' libraries index"))
         << args << " gave: " << r.output;
+  }
+}
+
+// Integers are decimal whatever zeros lead them, as users write them: CLI11 2.1 reads base 0,
+// where `--batch 010` was a batch of 8 and `--batch 09` not a number. Hexadecimal stays.
+TEST(CliValues, LeadingZerosDoNotMakeAnIntegerOctal) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"010", "at batch 10 "}, {"09", "at batch 9 "}, {"0x10", "at batch 16 "}};
+  for (const auto& [batch, planned] : cases) {
+    const scalescope::testing_util::CliResult r =
+        run_cli(std::string("models gpt:preset=micro --batch ") + batch);
+    EXPECT_EQ(r.status, 0) << batch << " gave: " << r.output;
+    EXPECT_TRUE(contains(r.output, planned)) << batch << " gave: " << r.output;
   }
 }
 
