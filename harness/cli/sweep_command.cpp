@@ -192,6 +192,7 @@ int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionL
         o.model_batches[m.spec] = m.batches;
     }
   }
+  drop_repeated_values(o);
   o.command_line = command_line();
   o.train.cluster = parsed.launch.cluster.get();
   as_usage_error([&] { validate(o, names); });  // every value, before anything runs

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <utility>
 
 #include "core/backend.h"
 #include "core/check.h"
@@ -91,6 +92,16 @@ void add_outputs(OptionList& list, SweepOptions& o) {
       .command_line_only();
 }
 
+// `values` with each value once, where it first appears.
+template <class T>
+void drop_repeats(std::vector<T>& values) {
+  std::vector<T> once;
+  for (const T& v : values) {
+    if (std::find(once.begin(), once.end(), v) == once.end()) once.push_back(v);
+  }
+  values = std::move(once);
+}
+
 }  // namespace
 
 void add_sweep_options(OptionList& list, SweepOptions& o) {
@@ -124,6 +135,13 @@ std::vector<std::string> sweep_arguments(const SweepOptions& o) {
 
 // A token with ':' starts a model; "key=value" adds a key to the one before; a bare value
 // repeats the one before with its last key set to that value.
+void drop_repeated_values(SweepOptions& o) {
+  drop_repeats(o.models);
+  drop_repeats(o.batches);
+  drop_repeats(o.global_batches);
+  for (auto& [model, batches] : o.model_batches) drop_repeats(batches);
+}
+
 std::vector<std::string> split_model_list(const std::string& text) {
   std::vector<std::string> out;
   size_t start = 0;

@@ -101,6 +101,11 @@ nlohmann::json sweep_config_json(const SweepOptions& options);
 // from the defaults.
 std::vector<std::string> sweep_arguments(const SweepOptions& options);
 
+// Each model and batch size of the grid once, in the order first given (`--batch 16,16` or
+// `--models cifar-cnn,cifar-cnn` ran every point twice, in a report that `compare` then cannot
+// match), as the device counts, precisions and bucket caps are taken.
+void drop_repeated_values(SweepOptions& options);
+
 // "cifar-cnn,cnn:width=1,2,4" → cifar-cnn, cnn:width=1, cnn:width=2, cnn:width=4. Throws
 // Error on an empty item.
 std::vector<std::string> split_model_list(const std::string& text);

@@ -64,6 +64,25 @@ TEST(CliValues, LeadingZerosDoNotMakeAnIntegerOctal) {
   }
 }
 
+// The sweep command takes each model and batch size once
+// (SweepGrid.AModelOrBatchGivenTwiceIsOnePoint): 010 and 10 are the same batch.
+TEST(CliValues, ASweepRunsAPointGivenTwiceOnce) {
+  const std::string report = ::testing::TempDir() + "/twice.json";
+  const scalescope::testing_util::CliResult r = run_cli(
+      "sweep --batch 010,10 --devices cpu:1 --steps 2 --repeats 1 --models "
+      "dense-100,dense-100 -o " +
+      report);
+  EXPECT_EQ(r.status, 0) << r.output;
+  size_t done = 0;
+  for (size_t at = r.output.find("done: "); at != std::string::npos;
+       at = r.output.find("done: ", at + 1)) {
+    ++done;
+  }
+  EXPECT_EQ(done, 1u) << r.output;
+  EXPECT_TRUE(contains(r.output, "done: dense-100 cpu:1 batch 10:")) << r.output;
+  EXPECT_TRUE(contains(r.output, "models: dense-100\n")) << r.output;
+}
+
 TEST(CliValues, AnUnknownLogLevelIsNamedAndInfoIsUsed) {
   ASSERT_EQ(setenv("SCALESCOPE_LOG", "shouty", 1), 0);
   const scalescope::testing_util::CliResult r = run_cli("models cifar-cnn");

@@ -130,6 +130,25 @@ TEST(SweepGrid, AModelsOwnBatchSizesReplaceTheSweeps) {
   EXPECT_EQ(kGpuDefaultModels[1].spec, "gpt:preset=small");
 }
 
+// A model or batch size given twice is one point: they ran twice, in a report `compare` then
+// refuses ("two points for dense-100 cpu:1 batch 10"), where device counts, precisions and
+// bucket caps were already taken once each.
+TEST(SweepGrid, AModelOrBatchGivenTwiceIsOnePoint) {
+  SweepOptions o = tiny("unused.json");
+  o.models = {"dense-100", "cifar-cnn", "dense-100"};
+  o.batches = {8, 4, 8};
+  o.devices = "cpu:1";
+  o.model_batches = {{"cifar-cnn", {3, 3}}};
+  drop_repeated_values(o);
+  std::vector<std::pair<std::string, int64_t>> seen;
+  for (const SweepPoint& p : sweep_grid(o, resolve_devices(o))) seen.emplace_back(p.model, p.batch);
+  EXPECT_EQ(seen, (std::vector<std::pair<std::string, int64_t>>{
+                      {"dense-100", 8}, {"dense-100", 4}, {"cifar-cnn", 3}}));
+  o.global_batches = {16, 16};
+  drop_repeated_values(o);
+  EXPECT_EQ(o.global_batches, std::vector<int64_t>{16});
+}
+
 // Each point's device list is what `train --devices` reads as that count: on the H200 every GPU
 // point of 75d88d7 failed, given the old index list "cuda:0" for one GPU.
 TEST(SweepGrid, EveryPointsDeviceListReadsBackAsItsCount) {
