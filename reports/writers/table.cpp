@@ -327,6 +327,8 @@ void loss_scaling_lines(std::string& out, const SweepReport& report) {
 }
 
 std::string format_sweep_tables(const SweepReport& report) {
+  // As the HTML page says it: printing nothing looked like a failure to read the file.
+  if (report.points.empty()) return "This report has no points yet.\n";
   std::string out;
   std::set<std::string> seen;
   for (const SweepPoint& p : report.points) {

@@ -173,6 +173,12 @@ TEST(SweepReport, NonDeterministicFallbacksAreALineOfTheTables) {
   EXPECT_TRUE(back.points[0].nondeterministic_fallbacks.empty());
 }
 
+// `scalescope report` of a report without points printed nothing at all; it says so, as the
+// HTML page does.
+TEST(SweepReport, AReportWithoutPointsSaysSoInItsTables) {
+  EXPECT_EQ(format_sweep_tables(report_of({})), "This report has no points yet.\n");
+}
+
 TEST(SweepReport, StrongScalingKeepsTheGlobalBatch) {
   SweepReport r = report_of({constant_point("m", 1, ScalingMode::kStrong, 64, 10.0),
                              constant_point("m", 2, ScalingMode::kStrong, 64, 6.25)});
