@@ -13,7 +13,7 @@ json parse_json(std::string_view text, const std::string& what) {
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
-    throw_error(fmt::format("{} is not valid JSON: {}", what, e.what()));
+    throw_usage_error(fmt::format("{} is not valid JSON: {}", what, e.what()));
   }
 }
 
@@ -38,8 +38,8 @@ bool is_int64(const json& v) {
 
 JsonReader::JsonReader(const json& j, std::string what, std::string path)
     : j_(j), what_(std::move(what)), path_(std::move(path)) {
-  SS_CHECK(j_.is_object(), "{}: '{}' must be an object, not {}", what_,
-           path_.empty() ? "<root>" : path_, j_.type_name());
+  SS_CHECK_INPUT(j_.is_object(), "{}: '{}' must be an object, not {}", what_,
+                 path_.empty() ? "<root>" : path_, j_.type_name());
 }
 
 std::string JsonReader::name(std::string_view key) const {
@@ -47,13 +47,13 @@ std::string JsonReader::name(std::string_view key) const {
 }
 
 void JsonReader::wrong_type(std::string_view key, const char* expected, const json& v) const {
-  throw_error(fmt::format("{}: '{}' must be {}, not {} ({})", what_, name(key), expected,
-                          v.type_name(), excerpt(v)));
+  throw_usage_error(fmt::format("{}: '{}' must be {}, not {} ({})", what_, name(key), expected,
+                                v.type_name(), excerpt(v)));
 }
 
 const json& JsonReader::at(std::string_view key) const {
   const auto it = j_.find(key);
-  SS_CHECK(it != j_.end(), "{}: missing key '{}'", what_, name(key));
+  SS_CHECK_INPUT(it != j_.end(), "{}: missing key '{}'", what_, name(key));
   return *it;
 }
 
@@ -66,14 +66,15 @@ std::string JsonReader::string(std::string_view key) const {
 int64_t JsonReader::int64(std::string_view key) const {
   const json& v = at(key);
   if (!v.is_number_integer()) wrong_type(key, "an integer", v);
-  SS_CHECK(is_int64(v), "{}: '{}' is out of range: {} (above 2^63-1)", what_, name(key),
-           excerpt(v));
+  SS_CHECK_INPUT(is_int64(v), "{}: '{}' is out of range: {} (above 2^63-1)", what_, name(key),
+                 excerpt(v));
   return v.get<int64_t>();
 }
 
 int JsonReader::int32(std::string_view key) const {
   const int64_t v = int64(key);
-  SS_CHECK(v >= INT32_MIN && v <= INT32_MAX, "{}: '{}' is out of range: {}", what_, name(key), v);
+  SS_CHECK_INPUT(v >= INT32_MIN && v <= INT32_MAX, "{}: '{}' is out of range: {}", what_, name(key),
+                 v);
   return static_cast<int>(v);
 }
 
@@ -81,7 +82,7 @@ double JsonReader::number(std::string_view key) const {
   const json& v = at(key);
   if (!v.is_number()) wrong_type(key, "a number", v);
   const double d = v.get<double>();
-  SS_CHECK(std::isfinite(d), "{}: '{}' must be finite, not {}", what_, name(key), d);
+  SS_CHECK_INPUT(std::isfinite(d), "{}: '{}' must be finite, not {}", what_, name(key), d);
   return d;
 }
 
@@ -97,7 +98,7 @@ JsonReader JsonReader::object(std::string_view key) const {
 
 JsonReader JsonReader::element(std::string_view key, size_t index) const {
   const json& a = array(key);
-  SS_CHECK(index < a.size(), "{}: '{}' has no element {}", what_, name(key), index);
+  SS_CHECK_INPUT(index < a.size(), "{}: '{}' has no element {}", what_, name(key), index);
   return JsonReader(a[index], what_, fmt::format("{}[{}]", name(key), index));
 }
 
@@ -110,8 +111,8 @@ const json& JsonReader::array(std::string_view key) const {
 std::vector<double> JsonReader::numbers(std::string_view key) const {
   std::vector<double> out;
   for (const json& v : array(key)) {
-    SS_CHECK(v.is_number() && std::isfinite(v.get<double>()),
-             "{}: '{}' must hold only finite numbers, not {}", what_, name(key), excerpt(v));
+    SS_CHECK_INPUT(v.is_number() && std::isfinite(v.get<double>()),
+                   "{}: '{}' must hold only finite numbers, not {}", what_, name(key), excerpt(v));
     out.push_back(v.get<double>());
   }
   return out;
@@ -120,8 +121,8 @@ std::vector<double> JsonReader::numbers(std::string_view key) const {
 std::vector<int64_t> JsonReader::int64s(std::string_view key) const {
   std::vector<int64_t> out;
   for (const json& v : array(key)) {
-    SS_CHECK(is_int64(v), "{}: '{}' must hold only integers (of at most 2^63-1), not {}", what_,
-             name(key), excerpt(v));
+    SS_CHECK_INPUT(is_int64(v), "{}: '{}' must hold only integers (of at most 2^63-1), not {}",
+                   what_, name(key), excerpt(v));
     out.push_back(v.get<int64_t>());
   }
   return out;
@@ -130,8 +131,8 @@ std::vector<int64_t> JsonReader::int64s(std::string_view key) const {
 std::vector<std::string> JsonReader::strings(std::string_view key) const {
   std::vector<std::string> out;
   for (const json& v : array(key)) {
-    SS_CHECK(v.is_string(), "{}: '{}' must hold only strings, not {}", what_, name(key),
-             excerpt(v));
+    SS_CHECK_INPUT(v.is_string(), "{}: '{}' must hold only strings, not {}", what_, name(key),
+                   excerpt(v));
     out.push_back(v.get<std::string>());
   }
   return out;
@@ -142,11 +143,12 @@ std::vector<std::vector<double>> JsonReader::number_rows(std::string_view key) c
   const json& rows = array(key);
   for (size_t i = 0; i < rows.size(); ++i) {
     const json& row = rows[i];
-    SS_CHECK(row.is_array() && std::all_of(row.begin(), row.end(),
-                                           [](const json& v) {
-                                             return v.is_number() && std::isfinite(v.get<double>());
-                                           }),
-             "{}: '{}[{}]' must be a list of numbers, not {}", what_, name(key), i, excerpt(row));
+    SS_CHECK_INPUT(
+        row.is_array() && std::all_of(row.begin(), row.end(),
+                                      [](const json& v) {
+                                        return v.is_number() && std::isfinite(v.get<double>());
+                                      }),
+        "{}: '{}[{}]' must be a list of numbers, not {}", what_, name(key), i, excerpt(row));
     out.push_back(row.get<std::vector<double>>());
   }
   return out;
@@ -155,8 +157,8 @@ std::vector<std::vector<double>> JsonReader::number_rows(std::string_view key) c
 void JsonReader::only(const std::set<std::string, std::less<>>& known) const {
   for (const auto& [key, value] : j_.items()) {
     if (!known.contains(key)) {
-      throw_error(fmt::format("{}: unknown key '{}'; known keys: {}", what_, name(key),
-                              fmt::join(known, ", ")));
+      throw_usage_error(fmt::format("{}: unknown key '{}'; known keys: {}", what_, name(key),
+                                    fmt::join(known, ", ")));
     }
   }
 }

@@ -41,8 +41,12 @@ int run_compare(const CompareArgs& a) {
   options.alpha = a.alpha;
   options.min_phase_change = parse_percent(a.min_phase_change, "--min-phase-change");
 
-  const SweepReport baseline = traces::read_comparable_report(a.baseline);
-  const SweepReport current = traces::read_comparable_report(a.current);
+  // What is wrong inside either file is the user's to fix: named without our source line.
+  SweepReport baseline, current;
+  as_usage_error([&] {
+    baseline = traces::read_comparable_report(a.baseline);
+    current = traces::read_comparable_report(a.current);
+  });
   const Comparison c = compare_reports(baseline, current, options, a.baseline, a.current);
   if (a.strict && !c.environment.empty()) {
     std::string list;
@@ -107,7 +111,9 @@ void add_compare_command(CLI::App& app, Action& action) {
         (void)settle_options(*cmd, args->list);
         return run_compare(*args);
       } catch (const Error& e) {
-        fmt::print(stderr, "scalescope: error: {}\n", e.what());
+        // As main prints errors: a usage error without its source line unless --verbose.
+        fmt::print(stderr, "scalescope: error: {}\n",
+                   error_text(e, log_level() <= LogLevel::kDebug));
         return kBadInput;
       }
     };

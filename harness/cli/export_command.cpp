@@ -31,7 +31,8 @@ int run_export(const ExportArgs& a) {
            a.metric);
   const GithubMetric metric =
       a.metric.empty() ? GithubMetric::kThroughput : parse_github_metric(a.metric);
-  const SweepReport report = read_sweep_report(a.file);
+  SweepReport report;
+  as_usage_error([&] { report = read_sweep_report(a.file); });  // the user's file to fix
   nlohmann::json j;
   switch (format) {
     case ExportFormat::kGbench:

@@ -91,8 +91,10 @@ void parse_sweep(const CLI::App& cmd, const SweepArgs& given, const OptionList& 
     // Rank 0 wrote the report; the other processes' nodes may not have it.
     const std::string text =
         read_on_rank0(*p.launch.cluster, given.resume, given.options.train.collective_timeout_ms);
-    p.resume = std::make_unique<SweepReport>(
-        sweep_report_from_json(parse_json_text(text, given.resume, "report"), given.resume));
+    as_usage_error([&] {
+      p.resume = std::make_unique<SweepReport>(
+          sweep_report_from_json(parse_json_text(text, given.resume, "report"), given.resume));
+    });
     config = p.resume->config;
     config["output"] = given.resume;
   }
@@ -261,7 +263,8 @@ void add_report_command(CLI::App& app, Action& action) {
   cmd->callback([&action, args, cmd] {
     action = [args, cmd] {
       (void)settle_options(*cmd, args->list);
-      const SweepReport report = read_sweep_report(args->file);
+      SweepReport report;
+      as_usage_error([&] { report = read_sweep_report(args->file); });
       fmt::print("{}", format_sweep_tables(report));
       if (!args->html.empty()) {
         write_sweep_html(args->html, report);

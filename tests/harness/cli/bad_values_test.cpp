@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <utility>
 
@@ -81,6 +82,22 @@ TEST(CliValues, ASweepRunsAPointGivenTwiceOnce) {
   EXPECT_EQ(done, 1u) << r.output;
   EXPECT_TRUE(contains(r.output, "done: dense-100 cpu:1 batch 10:")) << r.output;
   EXPECT_TRUE(contains(r.output, "models: dense-100\n")) << r.output;
+}
+
+// A report or config file with a wrong value is the user's input: the message names the file
+// and the key, without the source line that read it ("at json_reader.cpp:50" until now, in
+// `compare`'s status-2 message too); --verbose adds the line.
+TEST(CliValues, ABadFileIsNamedWithoutOurSourceLine) {
+  const std::string file = ::testing::TempDir() + "/bad-schema.json";
+  std::ofstream(file) << R"({"schema": "scalescope-sweep", "schema_version": 999, "points": []})";
+  for (const std::string& args : {"report " + file, "compare " + file + " " + file}) {
+    const scalescope::testing_util::CliResult r = run_cli(args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_TRUE(contains(r.output, "'schema_version' must be a string, not number (999)"))
+        << args << " gave: " << r.output;
+    EXPECT_FALSE(contains(r.output, ".cpp:")) << args << " gave: " << r.output;
+  }
+  EXPECT_TRUE(contains(run_cli("report " + file + " --verbose").output, "json_reader.cpp:"));
 }
 
 TEST(CliValues, AnUnknownLogLevelIsNamedAndInfoIsUsed) {
