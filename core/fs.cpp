@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -53,11 +54,15 @@ void check_can_write(const std::string& path) {
 }
 
 std::string read_file(const std::string& path) {
+  // A directory opens as a stream that reads nothing: it was then "not valid JSON".
+  std::error_code ignored;
+  SS_CHECK_INPUT(!std::filesystem::is_directory(path, ignored),
+                 "cannot read '{}': it is a directory; name the files in it", path);
   std::ifstream in(path, std::ios::binary);
-  SS_CHECK(in.good(), "cannot read '{}': {}", path, std::strerror(errno));
+  SS_CHECK_INPUT(in.good(), "cannot read '{}': {}", path, std::strerror(errno));
   std::ostringstream contents;
   contents << in.rdbuf();
-  SS_CHECK(!in.bad(), "cannot read '{}': read error", path);
+  SS_CHECK_INPUT(!in.bad(), "cannot read '{}': read error", path);
   return std::move(contents).str();
 }
 

@@ -15,7 +15,7 @@ void write_file_atomic(const std::string& path, std::string_view data);
 // a path that is not a directory). Throws Error naming the directory and the system's reason.
 // Run before work whose results would otherwise be lost when the write fails at its end.
 void check_can_write(const std::string& path);
-// Reads a whole file; throws Error naming the path and the reason.
+// Reads a whole file; throws a UsageError naming the path and the reason (a directory too).
 std::string read_file(const std::string& path);
 
 }  // namespace scalescope

@@ -41,9 +41,12 @@ int run_analyze(const AnalyzeArgs& a) {
   report.name = a.name;
   report.batch = a.batch;
   report.step_range = a.step_range;
-  report.job = traces::read_job(a.traces, a.step_range);
-  if (!a.baseline.empty()) report.baseline = traces::read_job({a.baseline}, a.step_range);
-  traces::analyze_report(report);
+  // What the traces hold or lack is the user's to fix: named without our source line.
+  as_usage_error([&] {
+    report.job = traces::read_job(a.traces, a.step_range);
+    if (!a.baseline.empty()) report.baseline = traces::read_job({a.baseline}, a.step_range);
+    traces::analyze_report(report);
+  });
   if (!a.quiet) fmt::print("{}", traces::format_analysis_tables(report));
   if (!a.output.empty()) {
     traces::write_analysis_report(a.output, report);

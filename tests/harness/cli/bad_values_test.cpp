@@ -98,6 +98,17 @@ TEST(CliValues, ABadFileIsNamedWithoutOurSourceLine) {
     EXPECT_FALSE(contains(r.output, ".cpp:")) << args << " gave: " << r.output;
   }
   EXPECT_TRUE(contains(run_cli("report " + file + " --verbose").output, "json_reader.cpp:"));
+  // analyze's traces the same way; a directory where a file is read says so (it read as empty
+  // text: "not valid JSON").
+  const std::pair<std::string, const char*> traces[] = {
+      {file, "not a Chrome trace: no 'traceEvents' array"},
+      {::testing::TempDir(), "it is a directory; name the files in it"}};
+  for (const auto& [trace, message] : traces) {
+    const scalescope::testing_util::CliResult r = run_cli("analyze " + trace);
+    EXPECT_NE(r.status, 0) << trace;
+    EXPECT_TRUE(contains(r.output, message)) << trace << " gave: " << r.output;
+    EXPECT_FALSE(contains(r.output, ".cpp:")) << trace << " gave: " << r.output;
+  }
 }
 
 TEST(CliValues, AnUnknownLogLevelIsNamedAndInfoIsUsed) {
