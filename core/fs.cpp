@@ -41,6 +41,11 @@ void write_file_atomic(const std::string& path, std::string_view data) {
 }
 
 void check_can_write(const std::string& path) {
+  // The write replaces `path` by renaming a new file onto it, which a directory refuses: at the
+  // end of the run, its results lost.
+  std::error_code ignored;
+  SS_CHECK(!std::filesystem::is_directory(path, ignored),
+           "cannot write '{}': it is a directory; name a file in it", path);
   const size_t slash = path.find_last_of('/');
   const std::string dir =
       slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));

@@ -103,6 +103,15 @@ TEST(Fs, ReadingADirectoryOrAMissingFileSaysWhich) {
   EXPECT_THROW((void)read_file(dir + "/missing.json"), UsageError);
 }
 
+// An output path that is a directory could not be replaced by the write at the end of a run
+// (`train -o DIR` trained, then failed, its results lost): refused before any work.
+TEST(Fs, AnOutputThatIsADirectoryIsFoundBeforeAnyWork) {
+  const std::string dir = temp_dir("_out");
+  EXPECT_CONTAINS(testing_util::error_of([&] { check_can_write(dir); }),
+                  "cannot write '" + dir + "': it is a directory; name a file in it");
+  EXPECT_NO_THROW(check_can_write(dir + "/run.json"));
+}
+
 TEST(Interrupt, ASignalIsRecordedAndStopsWorkWithTheShellsExitStatus) {
   clear_interrupt();
   install_interrupt_handlers();

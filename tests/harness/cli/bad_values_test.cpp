@@ -111,6 +111,18 @@ TEST(CliValues, ABadFileIsNamedWithoutOurSourceLine) {
   }
 }
 
+// `train -o DIR` and `--save DIR` trained and then failed to write, the run lost; now refused
+// before the first step.
+TEST(CliValues, AnOutputThatIsADirectoryIsRefusedBeforeTraining) {
+  for (const char* flag : {"-o", "--save", "--trace"}) {
+    const scalescope::testing_util::CliResult r = run_cli(
+        std::string("train --model dense-100 --steps 2 ") + flag + " " + ::testing::TempDir());
+    EXPECT_NE(r.status, 0) << flag;
+    EXPECT_TRUE(contains(r.output, "it is a directory; name a file in it")) << r.output;
+    EXPECT_FALSE(contains(r.output, "step      1")) << r.output;
+  }
+}
+
 TEST(CliValues, AnUnknownLogLevelIsNamedAndInfoIsUsed) {
   ASSERT_EQ(setenv("SCALESCOPE_LOG", "shouty", 1), 0);
   const scalescope::testing_util::CliResult r = run_cli("models cifar-cnn");
