@@ -63,7 +63,7 @@ std::string read_on_rank0(Cluster& cluster, const std::string& path, int64_t tim
   const std::vector<std::string> all = cluster.exchange(
       dump_json(mine), std::chrono::milliseconds(timeout_ms), fmt::format("sharing {}", path));
   const nlohmann::json first = nlohmann::json::parse(all.front());
-  if (first.contains("error")) throw_error(first.at("error").get<std::string>());
+  if (first.contains("error")) throw_usage_error(first.at("error").get<std::string>());
   return first.at("text").get<std::string>();
 }
 

@@ -109,6 +109,9 @@ TEST(CliValues, ABadFileIsNamedWithoutOurSourceLine) {
     EXPECT_TRUE(contains(r.output, message)) << trace << " gave: " << r.output;
     EXPECT_FALSE(contains(r.output, ".cpp:")) << trace << " gave: " << r.output;
   }
+  const scalescope::testing_util::CliResult resume = run_cli("sweep --resume " + file + "-gone");
+  EXPECT_TRUE(contains(resume.output, "-gone': No such file or directory")) << resume.output;
+  EXPECT_FALSE(contains(resume.output, ".cpp:")) << resume.output;
 }
 
 // `train -o DIR` and `--save DIR` trained and then failed to write, the run lost; now refused
