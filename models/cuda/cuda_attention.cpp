@@ -7,9 +7,9 @@
 // its input (which the model keeps for it) and recomputes each chunk's probabilities with the
 // forward's product and softmax, the same bits where the input is the same (fp32, tf32; under
 // 16 bits the model's saved 16-bit copy of it, read as it is, as autocast's saved tensors).
-// Every buffer of a pass
-// lives in the stream's workspace that every layer shares (CudaLibraries): the head buffers and
-// two chunks of scores (under 16 bits also the scores' and heads' 16-bit copies), linear in S.
+// Every buffer of a pass lives in the stream's workspace that every layer shares
+// (CudaLibraries): the head buffers and two chunks of scores (under 16 bits also the scores'
+// and heads' 16-bit copies), linear in S.
 #include <cublas_v2.h>
 #include <fmt/format.h>
 
