@@ -63,28 +63,30 @@ bool as_u64(const nlohmann::json& v, uint64_t& out) {
 
 Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& e,
                   uint64_t data_bytes) {
-  SS_CHECK(e.is_object(), "safetensors file '{}': entry '{}' is not an object but {}", path, name,
-           e.type_name());
+  SS_CHECK_INPUT(e.is_object(), "safetensors file '{}': entry '{}' is not an object but {}", path,
+                 name, e.type_name());
   for (const char* key : {"dtype", "shape", "data_offsets"}) {
-    SS_CHECK(e.contains(key), "safetensors file '{}': tensor '{}' has no '{}'", path, name, key);
+    SS_CHECK_INPUT(e.contains(key), "safetensors file '{}': tensor '{}' has no '{}'", path, name,
+                   key);
   }
   const nlohmann::json& dtype = e["dtype"];
-  SS_CHECK(dtype.is_string(), "safetensors file '{}': tensor '{}' has a dtype that is not a string",
-           path, name);
-  SS_CHECK(dtype.get<std::string>() == "F32",
-           "safetensors file '{}': tensor '{}' has dtype {}; only F32 is supported", path, name,
-           dtype.get<std::string>());
+  SS_CHECK_INPUT(dtype.is_string(),
+                 "safetensors file '{}': tensor '{}' has a dtype that is not a string", path, name);
+  SS_CHECK_INPUT(dtype.get<std::string>() == "F32",
+                 "safetensors file '{}': tensor '{}' has dtype {}; only F32 is supported", path,
+                 name, dtype.get<std::string>());
 
   const nlohmann::json& shape = e["shape"];
-  SS_CHECK(shape.is_array(), "safetensors file '{}': tensor '{}' has a shape that is not an array",
-           path, name);
+  SS_CHECK_INPUT(shape.is_array(),
+                 "safetensors file '{}': tensor '{}' has a shape that is not an array", path, name);
   std::vector<int64_t> dims;
   for (const nlohmann::json& d : shape) {
     uint64_t dim = 0;
-    SS_CHECK(as_u64(d, dim) && dim <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
-             "safetensors file '{}': tensor '{}' has shape {}, not a list of non-negative "
-             "integers",
-             path, name, text_of(shape));
+    SS_CHECK_INPUT(
+        as_u64(d, dim) && dim <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
+        "safetensors file '{}': tensor '{}' has shape {}, not a list of non-negative "
+        "integers",
+        path, name, text_of(shape));
     dims.push_back(static_cast<int64_t>(dim));
   }
   // The element count, guarded against overflow; whether the file holds that many bytes is
@@ -95,28 +97,31 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   for (int64_t d : dims) {
     if (numel == 0) break;
     const uint64_t dim = static_cast<uint64_t>(d);
-    SS_CHECK(numel <= kMaxNumel / dim,
-             "safetensors file '{}': tensor '{}' has shape {}, too many elements to be stored",
-             path, name, text_of(shape));
+    SS_CHECK_INPUT(
+        numel <= kMaxNumel / dim,
+        "safetensors file '{}': tensor '{}' has shape {}, too many elements to be stored", path,
+        name, text_of(shape));
     numel *= dim;
   }
 
   const nlohmann::json& offsets = e["data_offsets"];
   Entry entry{name, Shape(std::move(dims)), 0, 0};
-  SS_CHECK(offsets.is_array() && offsets.size() == 2 && as_u64(offsets[0], entry.begin) &&
-               as_u64(offsets[1], entry.end) && entry.begin <= entry.end,
-           "safetensors file '{}': tensor '{}' has data_offsets {}, not [begin, end] with "
-           "0 <= begin <= end",
-           path, name, text_of(offsets));
-  SS_CHECK(entry.end - entry.begin == numel * sizeof(float),
-           "safetensors file '{}': tensor '{}' has data_offsets [{}, {}] ({} bytes) but its shape "
-           "{} needs {} bytes of F32",
-           path, name, entry.begin, entry.end, entry.end - entry.begin, text_of(shape),
-           numel * sizeof(float));
-  SS_CHECK(entry.end <= data_bytes,
-           "safetensors file '{}': tensor '{}' has data_offsets [{}, {}] beyond the end of the "
-           "data section ({} bytes; the file is truncated?)",
-           path, name, entry.begin, entry.end, data_bytes);
+  SS_CHECK_INPUT(offsets.is_array() && offsets.size() == 2 && as_u64(offsets[0], entry.begin) &&
+                     as_u64(offsets[1], entry.end) && entry.begin <= entry.end,
+                 "safetensors file '{}': tensor '{}' has data_offsets {}, not [begin, end] with "
+                 "0 <= begin <= end",
+                 path, name, text_of(offsets));
+  SS_CHECK_INPUT(
+      entry.end - entry.begin == numel * sizeof(float),
+      "safetensors file '{}': tensor '{}' has data_offsets [{}, {}] ({} bytes) but its shape "
+      "{} needs {} bytes of F32",
+      path, name, entry.begin, entry.end, entry.end - entry.begin, text_of(shape),
+      numel * sizeof(float));
+  SS_CHECK_INPUT(
+      entry.end <= data_bytes,
+      "safetensors file '{}': tensor '{}' has data_offsets [{}, {}] beyond the end of the "
+      "data section ({} bytes; the file is truncated?)",
+      path, name, entry.begin, entry.end, data_bytes);
   return entry;
 }
 
@@ -124,9 +129,9 @@ void read_exactly(std::ifstream& in, const std::string& path, char* dst, uint64_
                   uint64_t bytes) {
   in.seekg(static_cast<std::streamoff>(offset));
   in.read(dst, static_cast<std::streamsize>(bytes));
-  SS_CHECK(in.good() && static_cast<uint64_t>(in.gcount()) == bytes,
-           "safetensors file '{}': cannot read {} bytes at offset {}: {}", path, bytes, offset,
-           in.eof() ? "unexpected end of file" : std::strerror(errno));
+  SS_CHECK_INPUT(in.good() && static_cast<uint64_t>(in.gcount()) == bytes,
+                 "safetensors file '{}': cannot read {} bytes at offset {}: {}", path, bytes,
+                 offset, in.eof() ? "unexpected end of file" : std::strerror(errno));
 }
 
 std::string param_state_name(const std::string& param, const std::string& state) {
@@ -144,11 +149,12 @@ std::map<std::string, const NamedTensor*> match_tensors(
   for (const auto& [name, shape] : expected) {
     wanted.insert(name);
     const auto it = by_name.find(name);
-    SS_CHECK(it != by_name.end(), "checkpoint '{}' has no tensor '{}', which model '{}' needs",
-             path, name, model_name);
-    SS_CHECK(it->second->shape == shape,
-             "checkpoint '{}': tensor '{}' has shape {} but model '{}' expects {}", path, name,
-             it->second->shape.to_string(), model_name, shape.to_string());
+    SS_CHECK_INPUT(it != by_name.end(),
+                   "checkpoint '{}' has no tensor '{}', which model '{}' needs", path, name,
+                   model_name);
+    SS_CHECK_INPUT(it->second->shape == shape,
+                   "checkpoint '{}': tensor '{}' has shape {} but model '{}' expects {}", path,
+                   name, it->second->shape.to_string(), model_name, shape.to_string());
   }
   std::string extra;
   size_t extras = 0;
@@ -156,8 +162,9 @@ std::map<std::string, const NamedTensor*> match_tensors(
     if (wanted.contains(t.name)) continue;
     if (++extras <= 10) extra += fmt::format("{}'{}'", extra.empty() ? "" : ", ", t.name);
   }
-  SS_CHECK(extras == 0, "checkpoint '{}' has {} tensor{} that model '{}' does not: {}{}", path,
-           extras, extras == 1 ? "" : "s", model_name, extra, extras > 10 ? ", ..." : "");
+  SS_CHECK_INPUT(extras == 0, "checkpoint '{}' has {} tensor{} that model '{}' does not: {}{}",
+                 path, extras, extras == 1 ? "" : "s", model_name, extra,
+                 extras > 10 ? ", ..." : "");
   return by_name;
 }
 
@@ -191,20 +198,21 @@ LoadedOptimizerState read_optimizer_state(const std::string& path, const Model& 
   const SafetensorsFile file = read_safetensors(path);
   const std::string kind = to_string(optimizer.config().kind);
   const auto found_kind = file.metadata.find("optimizer");
-  SS_CHECK(found_kind != file.metadata.end(),
-           "optimizer state '{}' has no 'optimizer' entry in its metadata", path);
-  SS_CHECK(found_kind->second == kind,
-           "optimizer state '{}' holds {} state but the optimizer is {}", path, found_kind->second,
-           kind);
+  SS_CHECK_INPUT(found_kind != file.metadata.end(),
+                 "optimizer state '{}' has no 'optimizer' entry in its metadata", path);
+  SS_CHECK_INPUT(found_kind->second == kind,
+                 "optimizer state '{}' holds {} state but the optimizer is {}", path,
+                 found_kind->second, kind);
   const auto found_step = file.metadata.find("step");
-  SS_CHECK(found_step != file.metadata.end(),
-           "optimizer state '{}' has no 'step' entry in its metadata", path);
+  SS_CHECK_INPUT(found_step != file.metadata.end(),
+                 "optimizer state '{}' has no 'step' entry in its metadata", path);
   const std::string& step_text = found_step->second;
   LoadedOptimizerState loaded;
   const auto [end, ec] =
       std::from_chars(step_text.data(), step_text.data() + step_text.size(), loaded.steps);
-  SS_CHECK(ec == std::errc() && end == step_text.data() + step_text.size() && loaded.steps >= 0,
-           "optimizer state '{}': step '{}' is not a non-negative integer", path, step_text);
+  SS_CHECK_INPUT(
+      ec == std::errc() && end == step_text.data() + step_text.size() && loaded.steps >= 0,
+      "optimizer state '{}': step '{}' is not a non-negative integer", path, step_text);
 
   const std::vector<std::string> names = optimizer_state_names(optimizer.config());
   std::vector<std::pair<std::string, Shape>> expected;
@@ -234,13 +242,13 @@ uint64_t safetensors_size(const std::string& path) {
   const auto status = std::filesystem::status(path, ec);
   SS_CHECK_INPUT(!ec && std::filesystem::exists(status), "cannot read safetensors file '{}': {}",
                  path, ec ? ec.message() : std::string("no such file"));
-  SS_CHECK(std::filesystem::is_regular_file(status),
-           "cannot read safetensors file '{}': not a regular file", path);
+  SS_CHECK_INPUT(std::filesystem::is_regular_file(status),
+                 "cannot read safetensors file '{}': not a regular file", path);
   const uint64_t file_bytes = std::filesystem::file_size(path, ec);
-  SS_CHECK(!ec, "cannot read safetensors file '{}': {}", path, ec.message());
-  SS_CHECK(file_bytes >= kHeaderLengthBytes,
-           "safetensors file '{}' is {} bytes long, shorter than the 8-byte header length", path,
-           file_bytes);
+  SS_CHECK_INPUT(!ec, "cannot read safetensors file '{}': {}", path, ec.message());
+  SS_CHECK_INPUT(file_bytes >= kHeaderLengthBytes,
+                 "safetensors file '{}' is {} bytes long, shorter than the 8-byte header length",
+                 path, file_bytes);
   return file_bytes;
 }
 
@@ -253,20 +261,21 @@ std::pair<nlohmann::json, uint64_t> read_header(std::ifstream& in, const std::st
   for (size_t i = 0; i < kHeaderLengthBytes; ++i) {
     header_bytes |= static_cast<uint64_t>(length_bytes[i]) << (8 * i);
   }
-  SS_CHECK(header_bytes <= file_bytes - kHeaderLengthBytes,
-           "safetensors file '{}': header length {} is larger than the {} bytes that follow it "
-           "(truncated, or not a safetensors file)",
-           path, header_bytes, file_bytes - kHeaderLengthBytes);
+  SS_CHECK_INPUT(
+      header_bytes <= file_bytes - kHeaderLengthBytes,
+      "safetensors file '{}': header length {} is larger than the {} bytes that follow it "
+      "(truncated, or not a safetensors file)",
+      path, header_bytes, file_bytes - kHeaderLengthBytes);
   std::string header_text(static_cast<size_t>(header_bytes), '\0');
   read_exactly(in, path, header_text.data(), kHeaderLengthBytes, header_bytes);
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(header_text);
   } catch (const nlohmann::json::exception& e) {
-    throw_error(fmt::format("safetensors file '{}': header is not JSON: {}", path, e.what()));
+    throw_usage_error(fmt::format("safetensors file '{}': header is not JSON: {}", path, e.what()));
   }
-  SS_CHECK(header.is_object(), "safetensors file '{}': header is not a JSON object but {}", path,
-           header.type_name());
+  SS_CHECK_INPUT(header.is_object(), "safetensors file '{}': header is not a JSON object but {}",
+                 path, header.type_name());
   return {std::move(header), header_bytes};
 }
 
@@ -279,12 +288,12 @@ std::vector<Entry> header_entries(const std::string& path, const nlohmann::json&
       entries.push_back(parse_entry(path, key, value, data_bytes));
       continue;
     }
-    SS_CHECK(value.is_object() || value.is_null(),
-             "safetensors file '{}': __metadata__ is not an object of strings", path);
+    SS_CHECK_INPUT(value.is_object() || value.is_null(),
+                   "safetensors file '{}': __metadata__ is not an object of strings", path);
     if (value.is_null()) continue;
     for (const auto& [mk, mv] : value.items()) {
-      SS_CHECK(mv.is_string(), "safetensors file '{}': metadata '{}' is not a string but {}", path,
-               mk, mv.type_name());
+      SS_CHECK_INPUT(mv.is_string(), "safetensors file '{}': metadata '{}' is not a string but {}",
+                     path, mk, mv.type_name());
       file.metadata.emplace(mk, mv.get<std::string>());
     }
   }
@@ -302,21 +311,22 @@ void check_tiling(const std::string& path, const std::vector<Entry>& entries, ui
   uint64_t expected_begin = 0;
   const Entry* previous = nullptr;
   for (const Entry& e : entries) {
-    SS_CHECK(e.begin >= expected_begin,
-             "safetensors file '{}': tensors '{}' [{}, {}] and '{}' [{}, {}] have overlapping "
-             "data_offsets",
-             path, previous ? previous->name : "", previous ? previous->begin : 0,
-             previous ? previous->end : 0, e.name, e.begin, e.end);
-    SS_CHECK(e.begin == expected_begin,
-             "safetensors file '{}': bytes [{}, {}) of the data section belong to no tensor "
-             "(before '{}')",
-             path, expected_begin, e.begin, e.name);
+    SS_CHECK_INPUT(
+        e.begin >= expected_begin,
+        "safetensors file '{}': tensors '{}' [{}, {}] and '{}' [{}, {}] have overlapping "
+        "data_offsets",
+        path, previous ? previous->name : "", previous ? previous->begin : 0,
+        previous ? previous->end : 0, e.name, e.begin, e.end);
+    SS_CHECK_INPUT(e.begin == expected_begin,
+                   "safetensors file '{}': bytes [{}, {}) of the data section belong to no tensor "
+                   "(before '{}')",
+                   path, expected_begin, e.begin, e.name);
     expected_begin = e.end;
     previous = &e;
   }
-  SS_CHECK(expected_begin == data_bytes,
-           "safetensors file '{}': the data section is {} bytes but its tensors cover {}", path,
-           data_bytes, expected_begin);
+  SS_CHECK_INPUT(expected_begin == data_bytes,
+                 "safetensors file '{}': the data section is {} bytes but its tensors cover {}",
+                 path, data_bytes, expected_begin);
 }
 
 }  // namespace
@@ -324,7 +334,7 @@ void check_tiling(const std::string& path, const std::vector<Entry>& entries, ui
 SafetensorsFile read_safetensors(const std::string& path) {
   const uint64_t file_bytes = safetensors_size(path);
   std::ifstream in(path, std::ios::binary);
-  SS_CHECK(in.is_open(), "cannot read safetensors file '{}': {}", path, std::strerror(errno));
+  SS_CHECK_INPUT(in.is_open(), "cannot read safetensors file '{}': {}", path, std::strerror(errno));
   const auto [header, header_bytes] = read_header(in, path, file_bytes);
   const uint64_t data_start = kHeaderLengthBytes + header_bytes;
   const uint64_t data_bytes = file_bytes - data_start;

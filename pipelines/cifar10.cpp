@@ -80,16 +80,17 @@ std::unique_ptr<Dataset> open_cifar10_dataset(const std::string& dir, Split spli
   for (const std::string& name : names) {
     const std::string path = (fs::path(dir) / name).string();
     const fs::file_status status = fs::status(path, ec);
-    SS_CHECK(fs::exists(status), "cifar10: missing file '{}' (the {} split needs {} in '{}')", path,
-             to_string(split), fmt::join(names, ", "), dir);
-    SS_CHECK(fs::is_regular_file(status), "cifar10 file '{}': not a regular file", path);
+    SS_CHECK_INPUT(fs::exists(status), "cifar10: missing file '{}' (the {} split needs {} in '{}')",
+                   path, to_string(split), fmt::join(names, ", "), dir);
+    SS_CHECK_INPUT(fs::is_regular_file(status), "cifar10 file '{}': not a regular file", path);
     const uint64_t bytes = fs::file_size(path, ec);
-    SS_CHECK(!ec, "cifar10 file '{}': cannot read its size: {}", path, ec.message());
-    SS_CHECK(bytes > 0, "cifar10 file '{}': empty (0 bytes)", path);
-    SS_CHECK(bytes % kCifarRecord == 0,
-             "cifar10 file '{}': truncated: {} bytes is not a whole number of {}-byte records "
-             "(its last record has only {} bytes)",
-             path, bytes, kCifarRecord, bytes % kCifarRecord);
+    SS_CHECK_INPUT(!ec, "cifar10 file '{}': cannot read its size: {}", path, ec.message());
+    SS_CHECK_INPUT(bytes > 0, "cifar10 file '{}': empty (0 bytes)", path);
+    SS_CHECK_INPUT(
+        bytes % kCifarRecord == 0,
+        "cifar10 file '{}': truncated: {} bytes is not a whole number of {}-byte records "
+        "(its last record has only {} bytes)",
+        path, bytes, kCifarRecord, bytes % kCifarRecord);
     paths.push_back(path);
     sizes.push_back(bytes);
     total += bytes;
@@ -99,17 +100,19 @@ std::unique_ptr<Dataset> open_cifar10_dataset(const std::string& dir, Split spli
   uint64_t offset = 0;
   for (size_t f = 0; f < paths.size(); ++f) {
     std::ifstream in(paths[f], std::ios::binary);
-    SS_CHECK(in.is_open(), "cifar10 file '{}': cannot open: {}", paths[f], std::strerror(errno));
+    SS_CHECK_INPUT(in.is_open(), "cifar10 file '{}': cannot open: {}", paths[f],
+                   std::strerror(errno));
     in.read(reinterpret_cast<char*>(records.data() + offset),
             static_cast<std::streamsize>(sizes[f]));
     const auto got = static_cast<uint64_t>(in.gcount());
-    SS_CHECK(got == sizes[f], "cifar10 file '{}': truncated: expected {} bytes, read {}", paths[f],
-             sizes[f], got);
+    SS_CHECK_INPUT(got == sizes[f], "cifar10 file '{}': truncated: expected {} bytes, read {}",
+                   paths[f], sizes[f], got);
     for (uint64_t r = 0; r < sizes[f] / kCifarRecord; ++r) {
       const uint8_t label = records[offset + r * kCifarRecord];
-      SS_CHECK(label < kClasses,
-               "cifar10 file '{}': label out of range: record {} has label {}, expected 0..{}",
-               paths[f], r, label, kClasses - 1);
+      SS_CHECK_INPUT(
+          label < kClasses,
+          "cifar10 file '{}': label out of range: record {} has label {}, expected 0..{}", paths[f],
+          r, label, kClasses - 1);
     }
     offset += sizes[f];
   }

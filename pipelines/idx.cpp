@@ -37,11 +37,11 @@ class ByteSource {
 class RawSource final : public ByteSource {
  public:
   explicit RawSource(const std::string& path) : path_(path), in_(path, std::ios::binary) {
-    SS_CHECK(in_.is_open(), "idx file '{}': cannot open: {}", path, std::strerror(errno));
+    SS_CHECK_INPUT(in_.is_open(), "idx file '{}': cannot open: {}", path, std::strerror(errno));
   }
   size_t read(uint8_t* dst, size_t n) override {
     in_.read(reinterpret_cast<char*>(dst), static_cast<std::streamsize>(n));
-    SS_CHECK(!in_.bad(), "idx file '{}': read error: {}", path_, std::strerror(errno));
+    SS_CHECK_INPUT(!in_.bad(), "idx file '{}': read error: {}", path_, std::strerror(errno));
     return static_cast<size_t>(in_.gcount());
   }
 
@@ -53,8 +53,8 @@ class RawSource final : public ByteSource {
 class GzSource final : public ByteSource {
  public:
   explicit GzSource(const std::string& path) : path_(path), file_(open(path)) {
-    SS_CHECK(file_ != nullptr, "idx file '{}': cannot open: {}", path,
-             errno != 0 ? std::strerror(errno) : "out of memory");
+    SS_CHECK_INPUT(file_ != nullptr, "idx file '{}': cannot open: {}", path,
+                   errno != 0 ? std::strerror(errno) : "out of memory");
     gzbuffer(file_, kGzBuffer);
   }
   ~GzSource() override { gzclose(file_); }
@@ -69,14 +69,15 @@ class GzSource final : public ByteSource {
       if (r < 0) {
         int code = Z_OK;
         const std::string_view message = zlib_message(&code);
-        throw_error(fmt::format("idx file '{}': corrupt gzip data: {}", path_, message));
+        throw_usage_error(fmt::format("idx file '{}': corrupt gzip data: {}", path_, message));
       }
       if (r == 0) {
         // zlib reports a stream cut short not as an error but as Z_BUF_ERROR at the end.
         int code = Z_OK;
         const std::string_view message = zlib_message(&code);
-        SS_CHECK(code != Z_BUF_ERROR, "idx file '{}': truncated gzip stream ({})", path_, message);
-        SS_CHECK(code == Z_OK, "idx file '{}': corrupt gzip data: {}", path_, message);
+        SS_CHECK_INPUT(code != Z_BUF_ERROR, "idx file '{}': truncated gzip stream ({})", path_,
+                       message);
+        SS_CHECK_INPUT(code == Z_OK, "idx file '{}': corrupt gzip data: {}", path_, message);
         break;
       }
       got += static_cast<size_t>(r);
@@ -111,15 +112,15 @@ uint64_t regular_file_size(const std::string& path) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   SS_CHECK_INPUT(fs::exists(status), "idx file '{}': cannot open: no such file", path);
-  SS_CHECK(fs::is_regular_file(status), "idx file '{}': not a regular file", path);
+  SS_CHECK_INPUT(fs::is_regular_file(status), "idx file '{}': not a regular file", path);
   const uint64_t size = fs::file_size(path, ec);
-  SS_CHECK(!ec, "idx file '{}': cannot read its size: {}", path, ec.message());
+  SS_CHECK_INPUT(!ec, "idx file '{}': cannot read its size: {}", path, ec.message());
   return size;
 }
 
 bool starts_with_gzip_magic(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  SS_CHECK(in.is_open(), "idx file '{}': cannot open: {}", path, std::strerror(errno));
+  SS_CHECK_INPUT(in.is_open(), "idx file '{}': cannot open: {}", path, std::strerror(errno));
   unsigned char magic[2] = {0, 0};
   in.read(reinterpret_cast<char*>(magic), 2);
   return in.gcount() == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
@@ -137,7 +138,7 @@ std::string find_idx_file(const std::string& dir, const std::string& stem, std::
   std::error_code ec;
   if (fs::exists(raw, ec)) return raw;
   if (fs::exists(gz, ec)) return gz;
-  throw_error(
+  throw_usage_error(
       fmt::format("idx: no {} file in '{}': looked for {} and {}.gz", what, dir, stem, stem));
 }
 
@@ -201,17 +202,19 @@ IdxArray read_idx_ubyte(const std::string& path, int rank) {
   const auto header_bytes = static_cast<size_t>(4 + 4 * rank);
   std::vector<uint8_t> header(header_bytes);
   const size_t got_header = source->read(header.data(), header_bytes);
-  SS_CHECK(got_header >= 4, "idx file '{}': truncated: {} bytes{}, too short for an IDX magic{}",
-           path, got_header, in_what, name_hint);
+  SS_CHECK_INPUT(got_header >= 4,
+                 "idx file '{}': truncated: {} bytes{}, too short for an IDX magic{}", path,
+                 got_header, in_what, name_hint);
   const uint32_t magic = big_endian(header.data());
   const uint32_t expected_magic = 0x800u + static_cast<uint32_t>(rank);
-  SS_CHECK(magic == expected_magic,
-           "idx file '{}': wrong magic number {:#010x}, expected {:#010x} (unsigned bytes, {} "
-           "dimensions){}",
-           path, magic, expected_magic, rank, name_hint);
-  SS_CHECK(got_header == header_bytes,
-           "idx file '{}': truncated: {} bytes{}, its header alone needs {}", path, got_header,
-           in_what, header_bytes);
+  SS_CHECK_INPUT(
+      magic == expected_magic,
+      "idx file '{}': wrong magic number {:#010x}, expected {:#010x} (unsigned bytes, {} "
+      "dimensions){}",
+      path, magic, expected_magic, rank, name_hint);
+  SS_CHECK_INPUT(got_header == header_bytes,
+                 "idx file '{}': truncated: {} bytes{}, its header alone needs {}", path,
+                 got_header, in_what, header_bytes);
 
   IdxArray array;
   int64_t payload = 1;
@@ -219,21 +222,22 @@ IdxArray read_idx_ubyte(const std::string& path, int rank) {
     array.dims.push_back(big_endian(header.data() + 4 + 4 * d));
   }
   for (const int64_t dim : array.dims) {
-    SS_CHECK(dim > 0, "idx file '{}': dims {} have a zero dimension", path, dims_text(array.dims));
+    SS_CHECK_INPUT(dim > 0, "idx file '{}': dims {} have a zero dimension", path,
+                   dims_text(array.dims));
     // payload <= 2^31 and dim < 2^32 before the product: no overflow.
     payload *= dim;
-    SS_CHECK(payload <= kMaxIdxBytes, "idx file '{}': dims {} exceed the {} byte limit", path,
-             dims_text(array.dims), kMaxIdxBytes);
+    SS_CHECK_INPUT(payload <= kMaxIdxBytes, "idx file '{}': dims {} exceed the {} byte limit", path,
+                   dims_text(array.dims), kMaxIdxBytes);
   }
   const auto expected_bytes = static_cast<uint64_t>(payload) + header_bytes;
   if (!gzip) {
     // The size is known up front: refuse before allocating anything.
-    SS_CHECK(file_bytes >= expected_bytes,
-             "idx file '{}': truncated: dims {} need {} bytes, the file has {}", path,
-             dims_text(array.dims), expected_bytes, file_bytes);
-    SS_CHECK(file_bytes == expected_bytes,
-             "idx file '{}': {} trailing bytes after the {} bytes that dims {} describe", path,
-             file_bytes - expected_bytes, expected_bytes, dims_text(array.dims));
+    SS_CHECK_INPUT(file_bytes >= expected_bytes,
+                   "idx file '{}': truncated: dims {} need {} bytes, the file has {}", path,
+                   dims_text(array.dims), expected_bytes, file_bytes);
+    SS_CHECK_INPUT(file_bytes == expected_bytes,
+                   "idx file '{}': {} trailing bytes after the {} bytes that dims {} describe",
+                   path, file_bytes - expected_bytes, expected_bytes, dims_text(array.dims));
   }
 
   // Grows with the bytes that actually arrive: a lying gzip header costs at most 64 MiB.
@@ -247,14 +251,14 @@ IdxArray read_idx_ubyte(const std::string& path, int rank) {
     total += got;
     if (got < want) break;
   }
-  SS_CHECK(total == static_cast<size_t>(payload),
-           "idx file '{}': truncated: dims {} need {} bytes of data{}, found {}", path,
-           dims_text(array.dims), payload, in_what, total);
+  SS_CHECK_INPUT(total == static_cast<size_t>(payload),
+                 "idx file '{}': truncated: dims {} need {} bytes of data{}, found {}", path,
+                 dims_text(array.dims), payload, in_what, total);
   // Reading past the end also makes zlib verify the gzip trailer (CRC and length).
   uint8_t extra = 0;
-  SS_CHECK(source->read(&extra, 1) == 0,
-           "idx file '{}': trailing bytes{} after the {} bytes of data that dims {} describe", path,
-           in_what, payload, dims_text(array.dims));
+  SS_CHECK_INPUT(source->read(&extra, 1) == 0,
+                 "idx file '{}': trailing bytes{} after the {} bytes of data that dims {} describe",
+                 path, in_what, payload, dims_text(array.dims));
   return array;
 }
 
@@ -270,12 +274,13 @@ std::unique_ptr<Dataset> open_idx_dataset(const std::string& dir, Split split) {
 
   IdxArray images = read_idx_ubyte(images_path, 3);
   IdxArray labels = read_idx_ubyte(labels_path, 1);
-  SS_CHECK(images.dims[0] == labels.dims[0], "idx: '{}' holds {} images but '{}' holds {} labels",
-           images_path, images.dims[0], labels_path, labels.dims[0]);
+  SS_CHECK_INPUT(images.dims[0] == labels.dims[0],
+                 "idx: '{}' holds {} images but '{}' holds {} labels", images_path, images.dims[0],
+                 labels_path, labels.dims[0]);
   for (size_t i = 0; i < labels.data.size(); ++i) {
-    SS_CHECK(labels.data[i] < kClasses,
-             "idx file '{}': label out of range: sample {} has label {}, expected 0..{}",
-             labels_path, i, labels.data[i], kClasses - 1);
+    SS_CHECK_INPUT(labels.data[i] < kClasses,
+                   "idx file '{}': label out of range: sample {} has label {}, expected 0..{}",
+                   labels_path, i, labels.data[i], kClasses - 1);
   }
   return std::make_unique<IdxDataset>(dir, split, std::move(images), std::move(labels));
 }

@@ -26,7 +26,7 @@ Sampler::Sampler(int64_t dataset_size, int64_t per_replica_batch, int replicas, 
     const std::string global = per_replica_batch <= std::numeric_limits<int64_t>::max() / replicas
                                    ? std::to_string(per_replica_batch * replicas)
                                    : std::string("beyond 2^63");
-    throw_error(fmt::format(
+    throw_usage_error(fmt::format(
         "global batch {} ({} per replica x {} replica{}) is larger than the dataset's {} samples",
         global, per_replica_batch, replicas, replicas == 1 ? "" : "s", dataset_size));
   }

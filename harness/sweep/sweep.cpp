@@ -251,7 +251,9 @@ void run_point(const SweepOptions& o, SweepPoint& p, const SweepProgress& progre
     p.error = "out of memory";
   } catch (const Error& e) {
     p.status = "failed";
-    p.error = e.what();
+    // As main prints an error: a usage error (the point's batch larger than the dataset) reads
+    // without our source line, which --verbose adds.
+    p.error = error_text(e, log_level() <= LogLevel::kDebug);
     // A lost process ends the sweep: every later point would fail the same way (or, worse,
     // wait for it). The caller records this point and rethrows.
     if (e.library() == kClusterLibrary) fatal = e.message();

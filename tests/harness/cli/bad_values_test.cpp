@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -112,6 +113,40 @@ TEST(CliValues, ABadFileIsNamedWithoutOurSourceLine) {
   const scalescope::testing_util::CliResult resume = run_cli("sweep --resume " + file + "-gone");
   EXPECT_TRUE(contains(resume.output, "-gone': No such file or directory")) << resume.output;
   EXPECT_FALSE(contains(resume.output, ".cpp:")) << resume.output;
+}
+
+// The data files and checkpoints the user names are their input too: what is wrong in them, or a
+// batch larger than their samples, reads without our source line ("at idx.cpp:204", "at
+// checkpoint.cpp:256", "at sampler.cpp:29" until now), in a sweep's failed point as well.
+TEST(CliValues, ABadDataFileOrCheckpointIsNamedWithoutOurSourceLine) {
+  const std::string dir = ::testing::TempDir() + "/bad-data";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/train-images-idx3-ubyte") << "abc";
+  std::ofstream(dir + "/train-labels-idx1-ubyte") << "abc";
+  std::ofstream(dir + "/data_batch_1.bin") << std::string(1000, 'x');
+  const std::string checkpoint = dir + "/bad.safetensors";
+  std::ofstream(checkpoint) << std::string(300, '\xff');
+  const std::pair<std::string, const char*> cases[] = {
+      {"--data idx:" + dir, "too short for an IDX magic"},
+      {"--data cifar10:" + dir, "not a whole number of 3073-byte records"},
+      {"--load " + checkpoint, "is larger than the 292 bytes that follow it"}};
+  for (const auto& [args, message] : cases) {
+    const scalescope::testing_util::CliResult r =
+        run_cli("train --model cifar-cnn --steps 1 -q " + args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_TRUE(contains(r.output, message)) << args << " gave: " << r.output;
+    EXPECT_FALSE(contains(r.output, ".cpp:")) << args << " gave: " << r.output;
+  }
+  const std::string mnist = "/usr/share/datasets/fashion-mnist";  // the README's setup's
+  if (!std::filesystem::exists(mnist)) GTEST_SKIP() << mnist << " is not installed";
+  const scalescope::testing_util::CliResult sweep = run_cli(
+      "sweep --models cifar-cnn --devices cpu:1 --batch 20 --steps 2 --train-samples 10 "
+      "--data idx:" +
+      mnist + " -o " + dir + "/sweep.json");
+  EXPECT_TRUE(contains(sweep.output, "FAILED: cifar-cnn cpu:1 batch 20: global batch 20"))
+      << sweep.output;
+  EXPECT_TRUE(contains(sweep.output, "larger than the dataset's 10 samples")) << sweep.output;
+  EXPECT_FALSE(contains(sweep.output, ".cpp:")) << sweep.output;
 }
 
 // `train -o DIR` and `--save DIR` trained and then failed to write, the run lost; now refused
