@@ -70,17 +70,18 @@ std::vector<uint8_t> read_text(const std::string& path) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   SS_CHECK_INPUT(fs::exists(status), "text file '{}' does not exist", path);
-  SS_CHECK(fs::is_regular_file(status), "text file '{}': not a regular file", path);
+  SS_CHECK_INPUT(fs::is_regular_file(status), "text file '{}': not a regular file", path);
   const uint64_t size = fs::file_size(path, ec);
-  SS_CHECK(!ec, "text file '{}': cannot read its size: {}", path, ec.message());
-  SS_CHECK(size <= kMaxTextBytes, "text file '{}': {} bytes, more than the {} read into memory",
-           path, size, kMaxTextBytes);
+  SS_CHECK_INPUT(!ec, "text file '{}': cannot read its size: {}", path, ec.message());
+  SS_CHECK_INPUT(size <= kMaxTextBytes,
+                 "text file '{}': {} bytes, more than the {} read into memory", path, size,
+                 kMaxTextBytes);
   std::vector<uint8_t> bytes(static_cast<size_t>(size));
   std::ifstream in(path, std::ios::binary);
-  SS_CHECK(in.is_open(), "text file '{}': cannot open: {}", path, std::strerror(errno));
+  SS_CHECK_INPUT(in.is_open(), "text file '{}': cannot open: {}", path, std::strerror(errno));
   in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
-  SS_CHECK(static_cast<uint64_t>(in.gcount()) == size, "text file '{}': expected {} bytes, read {}",
-           path, size, in.gcount());
+  SS_CHECK_INPUT(static_cast<uint64_t>(in.gcount()) == size,
+                 "text file '{}': expected {} bytes, read {}", path, size, in.gcount());
   return bytes;
 }
 
@@ -128,15 +129,17 @@ std::unique_ptr<Dataset> open_text_dataset(const std::string& path, Split split,
   std::vector<uint8_t> bytes = read_text(path);
   const int64_t windows =
       bytes.empty() ? 0 : static_cast<int64_t>(bytes.size() - 1) / shape.positions;
-  SS_CHECK(windows >= 2,
-           "text file '{}': {} bytes make {} sequence(s) of {} tokens and the next; at least 2 "
-           "are needed (one to train on, one to evaluate)",
-           path, bytes.size(), windows, shape.positions);
+  SS_CHECK_INPUT(
+      windows >= 2,
+      "text file '{}': {} bytes make {} sequence(s) of {} tokens and the next; at least 2 "
+      "are needed (one to train on, one to evaluate)",
+      path, bytes.size(), windows, shape.positions);
   const uint8_t top = *std::max_element(bytes.begin(), bytes.end());
-  SS_CHECK(top < shape.vocab,
-           "text file '{}' holds byte {}, which a vocabulary of {} tokens does not (byte-level "
-           "text needs vocab >= 256, or above its largest byte)",
-           path, top, shape.vocab);
+  SS_CHECK_INPUT(
+      top < shape.vocab,
+      "text file '{}' holds byte {}, which a vocabulary of {} tokens does not (byte-level "
+      "text needs vocab >= 256, or above its largest byte)",
+      path, top, shape.vocab);
   const int64_t eval = std::max<int64_t>(1, windows / 10);
   const int64_t train = windows - eval;
   return split == Split::kTrain

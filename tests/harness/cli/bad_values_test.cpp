@@ -126,13 +126,14 @@ TEST(CliValues, ABadDataFileOrCheckpointIsNamedWithoutOurSourceLine) {
   std::ofstream(dir + "/data_batch_1.bin") << std::string(1000, 'x');
   const std::string checkpoint = dir + "/bad.safetensors";
   std::ofstream(checkpoint) << std::string(300, '\xff');
+  std::ofstream(dir + "/tiny.txt") << "a";
   const std::pair<std::string, const char*> cases[] = {
       {"--data idx:" + dir, "too short for an IDX magic"},
       {"--data cifar10:" + dir, "not a whole number of 3073-byte records"},
-      {"--load " + checkpoint, "is larger than the 292 bytes that follow it"}};
+      {"--load " + checkpoint, "is larger than the 292 bytes that follow it"},
+      {"--data text:" + dir + "/tiny.txt --model gpt:preset=mini", "make 0 sequence(s) of 128"}};
   for (const auto& [args, message] : cases) {
-    const scalescope::testing_util::CliResult r =
-        run_cli("train --model cifar-cnn --steps 1 -q " + args);
+    const scalescope::testing_util::CliResult r = run_cli("train --steps 1 -q " + args);
     EXPECT_NE(r.status, 0) << args;
     EXPECT_TRUE(contains(r.output, message)) << args << " gave: " << r.output;
     EXPECT_FALSE(contains(r.output, ".cpp:")) << args << " gave: " << r.output;
