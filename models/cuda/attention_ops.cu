@@ -18,37 +18,17 @@ namespace {
 namespace km = kernel_math;
 
 // One element of the head-major buffer a thread, kElementsAhead read before any is written
-// (for_each_element), the index split with `Divider`'s divisions.
-template <class Divider>
-__global__ void to_heads_kernel(km::AttentionShape s, km::HeadDividers<Divider> d,
-                                const float* rows, int64_t width, int64_t column, float* heads) {
+// (for_each_element), the index split with `Divider`'s divisions. From fp32 rows or, under 16
+// bits, the model's saved copy of them (their bits as they are, which is what rounding the
+// widened values gives); into fp32 (FloatStore), rounded to 16 bits where the products read only
+// that (HalfStore), or the 16-bit bits as read (BitsStore).
+template <class Divider, class T, class Heads>
+__global__ void to_heads_kernel(km::AttentionShape s, km::HeadDividers<Divider> d, const T* rows,
+                                int64_t width, int64_t column, Heads heads) {
   for_each_element(
       s.head_elements(),
       [&](int64_t e) { return rows[km::head_major_to_rows(s, d, e, width, column)]; },
-      [&](int64_t e, float v) { heads[e] = v; });
-}
-
-// to_heads_kernel's copy rounded to 16 bits, where the products read only that.
-template <class Divider>
-__global__ void to_half_heads_kernel(km::AttentionShape s, km::HeadDividers<Divider> d,
-                                     const float* rows, int64_t width, int64_t column,
-                                     km::HalfRow heads) {
-  for_each_element(
-      s.head_elements(),
-      [&](int64_t e) { return rows[km::head_major_to_rows(s, d, e, width, column)]; },
-      [&](int64_t e, float v) { heads.store(e, v); });
-}
-
-// The same copy from rows already rounded to 16 bits (the model's saved copy of the input):
-// their bits as they are, which is what to_half_heads_kernel makes of the widened values.
-template <class Divider>
-__global__ void half_rows_to_heads_kernel(km::AttentionShape s, km::HeadDividers<Divider> d,
-                                          const uint16_t* rows, int64_t width, int64_t column,
-                                          uint16_t* heads) {
-  for_each_element(
-      s.head_elements(),
-      [&](int64_t e) { return rows[km::head_major_to_rows(s, d, e, width, column)]; },
-      [&](int64_t e, uint16_t v) { heads[e] = v; });
+      [&](int64_t e, T v) { heads(e, v); });
 }
 
 // Into fp32 rows (FloatStore) or, under 16 bits, the model's saved copy of them (HalfStore).
@@ -60,22 +40,30 @@ __global__ void from_heads_kernel(km::AttentionShape s, km::HeadDividers<Divider
       [&](int64_t e, float v) { rows(km::head_major_to_rows(s, d, e, width, column), v); });
 }
 
+// Calls launch(dividers, grid) for a for_each_element kernel over the head-major buffer, with
+// the kind of division with_divider picks for its size, and checks the launch of `kernel`.
+template <class Launch>
+void over_head_elements(const km::AttentionShape& s, const char* kernel, const Launch& launch) {
+  if (s.head_elements() == 0) return;
+  with_divider(s.head_elements(), s.head_dim, [&](auto by) {
+    launch(km::head_dividers<decltype(by)>(s), grid_for_elements(s.head_elements()));
+  });
+  check_launch(kernel);
+}
+
+template <class T, class Heads>
+void launch_to_heads(const km::AttentionShape& s, const T* rows, int64_t width, int64_t column,
+                     Heads heads, cudaStream_t stream) {
+  over_head_elements(s, "to_heads_kernel", [&](auto d, unsigned grid) {
+    to_heads_kernel<<<grid, kThreads, 0, stream>>>(s, d, rows, width, column, heads);
+  });
+}
+
 template <class Rows>
 void launch_from_heads(const km::AttentionShape& s, const float* heads, Rows rows, int64_t width,
                        int64_t column, cudaStream_t stream) {
-  if (s.head_elements() == 0) return;
-  over_head_elements(s, [&](auto d, unsigned grid) {
+  over_head_elements(s, "from_heads_kernel", [&](auto d, unsigned grid) {
     from_heads_kernel<<<grid, kThreads, 0, stream>>>(s, d, heads, rows, width, column);
-  });
-  check_launch("from_heads_kernel");
-}
-
-// Calls launch(dividers, grid) for a for_each_element kernel over the head-major buffer, with
-// the kind of division with_divider picks for its size.
-template <class Launch>
-void over_head_elements(const km::AttentionShape& s, const Launch& launch) {
-  with_divider(s.head_elements(), s.head_dim, [&](auto by) {
-    launch(km::head_dividers<decltype(by)>(s), grid_for_elements(s.head_elements()));
   });
 }
 
@@ -116,29 +104,17 @@ unsigned grid_for_rows(int64_t rows) {
 
 void to_heads(const km::AttentionShape& s, const float* rows, int64_t width, int64_t column,
               float* heads, cudaStream_t stream) {
-  if (s.head_elements() == 0) return;
-  over_head_elements(s, [&](auto d, unsigned grid) {
-    to_heads_kernel<<<grid, kThreads, 0, stream>>>(s, d, rows, width, column, heads);
-  });
-  check_launch("to_heads_kernel");
+  launch_to_heads(s, rows, width, column, FloatStore{heads}, stream);
 }
 
 void to_half_heads(const km::AttentionShape& s, const float* rows, int64_t width, int64_t column,
                    const km::HalfRow& heads, cudaStream_t stream) {
-  if (s.head_elements() == 0) return;
-  over_head_elements(s, [&](auto d, unsigned grid) {
-    to_half_heads_kernel<<<grid, kThreads, 0, stream>>>(s, d, rows, width, column, heads);
-  });
-  check_launch("to_half_heads_kernel");
+  launch_to_heads(s, rows, width, column, HalfStore{heads.at, heads.format}, stream);
 }
 
 void half_rows_to_heads(const km::AttentionShape& s, const uint16_t* rows, int64_t width,
                         int64_t column, uint16_t* heads, cudaStream_t stream) {
-  if (s.head_elements() == 0) return;
-  over_head_elements(s, [&](auto d, unsigned grid) {
-    half_rows_to_heads_kernel<<<grid, kThreads, 0, stream>>>(s, d, rows, width, column, heads);
-  });
-  check_launch("half_rows_to_heads_kernel");
+  launch_to_heads(s, rows, width, column, BitsStore{heads}, stream);
 }
 
 void from_heads(const km::AttentionShape& s, const float* heads, float* rows, int64_t width,

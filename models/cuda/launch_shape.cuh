@@ -32,10 +32,14 @@ __device__ inline int64_t grid_stride() {
 
 // Where a kernel writes its fp32 results: as they are, or under bf16 and fp16 rounded into the
 // model's saved 16-bit copy (to_half, as the model's save rounds), with no fp32 written.
-struct FloatStore {
-  float* at;
-  __device__ void operator()(int64_t i, float v) const { at[i] = v; }
+// BitsStore: 16-bit values already rounded (read from a saved copy), stored as they are.
+template <class T>
+struct PlainStore {
+  T* at;
+  __device__ void operator()(int64_t i, T v) const { at[i] = v; }
 };
+using FloatStore = PlainStore<float>;
+using BitsStore = PlainStore<uint16_t>;
 struct HalfStore {
   uint16_t* at;
   kernel_math::HalfFormat format;
