@@ -297,6 +297,18 @@ class ConvKernel final : public LayerKernel {
   bool reads_saved(kernel_math::HalfFormat format) const override {
     return half_ == format && !nchw() && !shape_.extended();
   }
+  // Such a plan without a bias (ResNets' convolutions) also writes cuDNN's 16-bit result
+  // straight into the model's saved copy of its output where every reader reads only that (a
+  // batch norm's): the bits widening it and the model's rounding would give, without the fp32
+  // output or either pass.
+  SavedOutput forwards_into_saved(kernel_math::HalfFormat format) const override {
+    return reads_saved(format) && bias_ == nullptr ? SavedOutput::kFromSavedInput
+                                                   : SavedOutput::kNo;
+  }
+  void forward_into_saved(const float*, const uint16_t* saved_in, uint16_t* out,
+                          kernel_math::HalfFormat, Stream& stream) override {
+    forward_from(saved_in, nullptr, cuda_stream(stream), out);
+  }
   void backward_saved(const uint16_t* in, const uint16_t*, const float* dout, float* din,
                       Stream& stream) override {
     backward_from(in, dout, dout, din, cuda_stream(stream));
@@ -387,8 +399,9 @@ class ConvKernel final : public LayerKernel {
   }
 
  private:
-  // The forward pass from x as cuDNN reads it (operand()'s, or the saved copy).
-  void forward_from(const void* x, float* out, cudaStream_t s) {
+  // The forward pass from x as cuDNN reads it (operand()'s, or the saved copy), into `out` or,
+  // given `out16` (forwards_into_saved's plans), cuDNN's 16-bit result into that alone.
+  void forward_from(const void* x, float* out, cudaStream_t s, uint16_t* out16 = nullptr) {
     const float* w = weight_;
     float* y = out;
     if (nchw()) {
@@ -401,12 +414,13 @@ class ConvKernel final : public LayerKernel {
     }
     const float one = 1.0f;
     const float zero = 0.0f;
-    void* y_result = result(y, kY16, s);
+    void* y_result = out16 != nullptr ? out16 : result(y, kY16, s);
     SS_CHECK_CUDNN(cudnnConvolutionForward(
         libraries_->cudnn(s), &one, descriptors_.x(), x, descriptors_.w(), operand(w, kW16, s),
         descriptors_.conv(ConvPass::kForward),
         static_cast<cudnnConvolutionFwdAlgo_t>(plan_[ConvPass::kForward].algo), cudnn_workspace(s),
         plan_[ConvPass::kForward].workspace, &zero, descriptors_.y(), y_result));
+    if (out16 != nullptr) return;
     widen(y_result, y, kY16, s);
     if (nchw()) cuda_ops::transpose(y, out, shape_.batch, shape_.filters, shape_.out_pixels(), s);
     if (bias_ != nullptr) cuda_ops::bias_add(out, bias_, rows(), shape_.filters, s);

@@ -8,6 +8,7 @@
 // (cuda_fuses_relu): its forward pass over the activations and its backward's are the batch
 // norm's own, and in ResNet-50 such a ReLU follows 33 of the 53 batch norms.
 #include <memory>
+#include <optional>
 
 #include "core/buffer.h"
 #include "core/check.h"
@@ -17,6 +18,8 @@
 
 namespace scalescope {
 namespace {
+
+namespace km = kernel_math;
 
 class BatchNormKernel final : public LayerKernel {
  public:
@@ -68,12 +71,41 @@ class BatchNormKernel final : public LayerKernel {
                                       cuda_stream(stream));
   }
 
-  // `out` is the fused ReLU's output where there is one (under bf16 and fp16 restored by the
-  // model from its saved copy).
+  // `out` is the fused ReLU's output where there is one.
   void backward(const float* in, const float* out, const float* dout, float* din,
                 Stream& stream) override {
     cuda_ops::batch_norm_backward(in, dout, relu_output(out), din, gamma_grad_, beta_grad_, rows_,
                                   channels_, tensors_, cuda_stream(stream));
+  }
+
+  // Under bf16 and fp16 the training passes read the model's saved 16-bit copies of the input
+  // and of the fused ReLU's output as they are, the values their restores would give, and
+  // forward may write its output only as its saved copy (where every reader reads that): no
+  // restores, no fp32 output, and 2 bytes an element where each pass read 4. The input a
+  // forward reads is then rounded to 16 bits; after a 16-bit convolution (ResNets'), whose
+  // results cuDNN rounds, that changes no value, and otherwise it is autocast's 16-bit input.
+  bool forwards_from_saved(km::HalfFormat format) const override { return half_ == format; }
+  void forward_saved(const uint16_t* in, float* out, Stream& stream) override {
+    check_rows();
+    cuda_ops::batch_norm_forward_train({in, *half_}, out, nullptr, rows_, channels_, spec_.eps,
+                                       spec_.momentum, relu_, tensors_, cuda_stream(stream));
+  }
+  SavedOutput forwards_into_saved(km::HalfFormat format) const override {
+    return half_ == format ? SavedOutput::kFromSavedInput : SavedOutput::kNo;
+  }
+  void forward_into_saved(const float*, const uint16_t* saved_in, uint16_t* out,
+                          km::HalfFormat format, Stream& stream) override {
+    check_rows();
+    cuda_ops::batch_norm_forward_train({saved_in, format}, nullptr, out, rows_, channels_,
+                                       spec_.eps, spec_.momentum, relu_, tensors_,
+                                       cuda_stream(stream));
+  }
+  bool reads_saved(km::HalfFormat format) const override { return half_ == format; }
+  void backward_saved(const uint16_t* in, const uint16_t* out, const float* dout, float* din,
+                      Stream& stream) override {
+    const km::HalfValues relu_y{relu_backward_ ? out : nullptr, *half_};
+    cuda_ops::batch_norm_backward(km::HalfValues{in, *half_}, dout, relu_y, din, gamma_grad_,
+                                  beta_grad_, rows_, channels_, tensors_, cuda_stream(stream));
   }
 
  private:
@@ -88,6 +120,7 @@ class BatchNormKernel final : public LayerKernel {
   const float* relu_output(const float* out) const { return relu_backward_ ? out : nullptr; }
 
   BatchNorm2DSpec spec_;
+  std::optional<km::HalfFormat> half_ = half_format(precision());  // the saved copies', if any
   bool relu_;           // forward applies the ReLU that follows
   bool relu_backward_;  // backward's dout is that ReLU's output gradient
   int64_t rows_;

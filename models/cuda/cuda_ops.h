@@ -136,6 +136,12 @@ int64_t batch_norm_scratch(int64_t rows, int64_t channels);
 void batch_norm_forward_train(const float* x, float* y, int64_t rows, int64_t channels, float eps,
                               float momentum, bool relu, const BatchNormTensors& t,
                               cudaStream_t stream);
+// Under bf16 and fp16, from the model's saved 16-bit copy of x (the values its restore would
+// give), into y or, y null, only into its saved copy y_saved in x's format (the fp32 output
+// rounded as the model's save rounds it).
+void batch_norm_forward_train(const kernel_math::HalfValues& x, float* y, uint16_t* y_saved,
+                              int64_t rows, int64_t channels, float eps, float momentum, bool relu,
+                              const BatchNormTensors& t, cudaStream_t stream);
 // Evaluation: normalizes with the running statistics and writes nothing else.
 void batch_norm_forward_eval(const float* x, float* y, int64_t rows, int64_t channels, float eps,
                              bool relu, const BatchNormTensors& t, cudaStream_t stream);
@@ -144,6 +150,11 @@ void batch_norm_forward_eval(const float* x, float* y, int64_t rows, int64_t cha
 void batch_norm_backward(const float* x, const float* dy, const float* relu_y, float* dx,
                          float* dgamma, float* dbeta, int64_t rows, int64_t channels,
                          const BatchNormTensors& t, cudaStream_t stream);
+// The same from the saved 16-bit copies of x and of the fused ReLU's output (none: no values).
+void batch_norm_backward(const kernel_math::HalfValues& x, const float* dy,
+                         const kernel_math::HalfValues& relu_y, float* dx, float* dgamma,
+                         float* dbeta, int64_t rows, int64_t channels, const BatchNormTensors& t,
+                         cudaStream_t stream);
 // The training passes with statistics over `replicas` batches of `rows` rows each
 // (--sync-batchnorm), in LayerKernel's stages; between two stages the caller sums t.sync over
 // the replicas. Forward: stage 0 writes Σx into t.sync[0, channels); stage 1 saves the mean of

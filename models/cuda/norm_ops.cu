@@ -113,10 +113,11 @@ __global__ void sum_finish_kernel(const float* partial, int64_t parts, int64_t c
 // y from x with the batch's statistics (training: the mean and invstd it saved) or, with `eval`,
 // the running ones (invstd from the running variance per element: a division and a square root
 // more per element, and nothing to write per channel, so evaluation leaves the training's saved
-// statistics alone).
-template <class Divider>
-__global__ void normalize_kernel(const float* x, float* y, int64_t count, Divider by_channels,
-                                 bool relu, bool eval, float eps, BatchNormTensors t) {
+// statistics alone). x read through X (norm_math.h's terms), y written through Y (FloatStore, or
+// HalfStore into the model's saved 16-bit copy).
+template <class Divider, class X, class Y>
+__global__ void normalize_kernel(X x, Y y, int64_t count, Divider by_channels, bool relu, bool eval,
+                                 float eps, BatchNormTensors t) {
   struct In {
     float x, mean, spread, gamma, beta;  // spread: invstd, or the running variance
   };
@@ -130,13 +131,14 @@ __global__ void normalize_kernel(const float* x, float* y, int64_t count, Divide
       },
       [&](int64_t i, const In& in) {
         const float invstd = eval ? km::norm_invstd(in.spread, eps) : in.spread;
-        y[i] = km::norm_fused_output(
-            km::norm_forward_element(in.x, in.mean, invstd, in.gamma, in.beta), relu);
+        y(i, km::norm_fused_output(
+                 km::norm_forward_element(in.x, in.mean, invstd, in.gamma, in.beta), relu));
       });
 }
 
-void normalize(const float* x, float* y, int64_t count, int64_t channels, bool relu, bool eval,
-               float eps, const BatchNormTensors& t, cudaStream_t stream) {
+template <class X, class Y>
+void normalize(X x, Y y, int64_t count, int64_t channels, bool relu, bool eval, float eps,
+               const BatchNormTensors& t, cudaStream_t stream) {
   with_divider(count, channels, [&](auto by_channels) {
     normalize_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(x, y, count, by_channels,
                                                                         relu, eval, eps, t);
@@ -145,41 +147,75 @@ void normalize(const float* x, float* y, int64_t count, int64_t channels, bool r
 }
 
 // dx over `rows` rows from sums over `samples` rows (rows × replicas when synchronized), dy
-// through the fused ReLU whose output is relu_y unless null.
-template <class Divider>
-__global__ void norm_backward_data_kernel(const float* x, const float* dy, const float* relu_y,
-                                          float* dx, const float* dgamma, const float* dbeta,
-                                          int64_t count, int64_t samples, Divider by_channels,
+// through the fused ReLU whose output is relu_y where it has values; both read through X.
+template <class Divider, class X>
+__global__ void norm_backward_data_kernel(X x, const float* dy, X relu_y, float* dx,
+                                          const float* dgamma, const float* dbeta, int64_t count,
+                                          int64_t samples, Divider by_channels,
                                           BatchNormTensors t) {
   struct In {
     float dy, relu_y, x, mean, invstd, gamma, dbeta, dgamma;
   };
+  const bool relu = km::has_values(relu_y);
   for_each_element(
       count,
       [&](int64_t i) {
         const int64_t c = by_channels.remainder(i);
-        return In{dy[i],       relu_y != nullptr ? relu_y[i] : 0.0f,
-                  x[i],        t.mean[c],
-                  t.invstd[c], t.gamma[c],
-                  dbeta[c],    dgamma[c]};
+        return In{
+            dy[i],    relu ? relu_y[i] : 0.0f, x[i], t.mean[c], t.invstd[c], t.gamma[c], dbeta[c],
+            dgamma[c]};
       },
       [&](int64_t i, const In& in) {
-        const float g =
-            km::norm_output_gradient(&in.dy, relu_y != nullptr ? &in.relu_y : nullptr, 0);
+        const float g = km::norm_output_gradient(&in.dy, relu ? &in.relu_y : nullptr, 0);
         dx[i] = km::norm_backward_element(g, km::norm_xhat(in.x, in.mean, in.invstd), in.gamma,
                                           in.invstd, in.dbeta, in.dgamma, samples);
       });
 }
 
-void backward_data(const float* x, const float* dy, const float* relu_y, float* dx,
-                   const float* dgamma, const float* dbeta, int64_t rows, int64_t samples,
-                   int64_t channels, const BatchNormTensors& t, cudaStream_t stream) {
+template <class X>
+void backward_data(X x, const float* dy, X relu_y, float* dx, const float* dgamma,
+                   const float* dbeta, int64_t rows, int64_t samples, int64_t channels,
+                   const BatchNormTensors& t, cudaStream_t stream) {
   const int64_t count = rows * channels;
   with_divider(count, channels, [&](auto by_channels) {
     norm_backward_data_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(
         x, dy, relu_y, dx, dgamma, dbeta, count, samples, by_channels, t);
   });
   check_launch("norm_backward_data_kernel");
+}
+
+// The unsynchronized training passes, x (and relu_y) read through X, y written through Y.
+template <class X, class Y>
+void forward_train(X x, Y y, int64_t rows, int64_t channels, float eps, float momentum, bool relu,
+                   const BatchNormTensors& t, cudaStream_t stream) {
+  if (rows == 0 || channels == 0) return;
+  const int64_t parts = km::bias_grad_plan(rows).parts;
+  launch_channel_sums(km::SumTermOf<X>{x, channels}, rows, channels, t.scratch, nullptr, stream);
+  mean_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(t.scratch, parts, rows, channels,
+                                                                  t.mean);
+  check_launch("mean_finish_kernel");
+  launch_channel_sums(km::SquaredDeviationTermOf<X>{x, t.mean, channels}, rows, channels, t.scratch,
+                      nullptr, stream);
+  variance_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(t.scratch, parts, rows,
+                                                                      channels, eps, momentum, t);
+  check_launch("variance_finish_kernel");
+  normalize(x, y, rows * channels, channels, relu, false, eps, t, stream);
+}
+
+template <class X>
+void backward(X x, const float* dy, X relu_y, float* dx, float* dgamma, float* dbeta, int64_t rows,
+              int64_t channels, const BatchNormTensors& t, cudaStream_t stream) {
+  if (rows == 0 || channels == 0) return;
+  const int64_t parts = km::bias_grad_plan(rows).parts;
+  float* partial_a = t.scratch;
+  float* partial_b = t.scratch + parts * channels;
+  launch_channel_sums(km::BackwardTermOf<X>{x, dy, t.mean, t.invstd, channels, relu_y}, rows,
+                      channels, partial_a, partial_b, stream);
+  backward_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
+      partial_a, partial_b, parts, channels, dbeta, dgamma, nullptr);
+  check_launch("backward_finish_kernel");
+  if (dx == nullptr) return;
+  backward_data(x, dy, relu_y, dx, dgamma, dbeta, rows, rows, channels, t, stream);
 }
 
 // Calls launch(dividers) with the kind of division the larger of the shortcut's tensors
@@ -200,41 +236,36 @@ int64_t batch_norm_scratch(int64_t rows, int64_t channels) {
 void batch_norm_forward_train(const float* x, float* y, int64_t rows, int64_t channels, float eps,
                               float momentum, bool relu, const BatchNormTensors& t,
                               cudaStream_t stream) {
-  if (rows == 0 || channels == 0) return;
-  const int64_t parts = km::bias_grad_plan(rows).parts;
-  launch_channel_sums(km::SumTerm{x, channels}, rows, channels, t.scratch, nullptr, stream);
-  mean_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(t.scratch, parts, rows, channels,
-                                                                  t.mean);
-  check_launch("mean_finish_kernel");
-  launch_channel_sums(km::SquaredDeviationTerm{x, t.mean, channels}, rows, channels, t.scratch,
-                      nullptr, stream);
-  variance_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(t.scratch, parts, rows,
-                                                                      channels, eps, momentum, t);
-  check_launch("variance_finish_kernel");
-  normalize(x, y, rows * channels, channels, relu, false, eps, t, stream);
+  forward_train(x, FloatStore{y}, rows, channels, eps, momentum, relu, t, stream);
+}
+
+void batch_norm_forward_train(const km::HalfValues& x, float* y, uint16_t* y_saved, int64_t rows,
+                              int64_t channels, float eps, float momentum, bool relu,
+                              const BatchNormTensors& t, cudaStream_t stream) {
+  if (y != nullptr) {
+    forward_train(x, FloatStore{y}, rows, channels, eps, momentum, relu, t, stream);
+  } else {
+    forward_train(x, HalfStore{y_saved, x.format}, rows, channels, eps, momentum, relu, t, stream);
+  }
 }
 
 void batch_norm_forward_eval(const float* x, float* y, int64_t rows, int64_t channels, float eps,
                              bool relu, const BatchNormTensors& t, cudaStream_t stream) {
   const int64_t count = rows * channels;
   if (count == 0) return;
-  normalize(x, y, count, channels, relu, true, eps, t, stream);
+  normalize(x, FloatStore{y}, count, channels, relu, true, eps, t, stream);
 }
 
 void batch_norm_backward(const float* x, const float* dy, const float* relu_y, float* dx,
                          float* dgamma, float* dbeta, int64_t rows, int64_t channels,
                          const BatchNormTensors& t, cudaStream_t stream) {
-  if (rows == 0 || channels == 0) return;
-  const int64_t parts = km::bias_grad_plan(rows).parts;
-  float* partial_a = t.scratch;
-  float* partial_b = t.scratch + parts * channels;
-  launch_channel_sums(km::BackwardTerm{x, dy, t.mean, t.invstd, channels, relu_y}, rows, channels,
-                      partial_a, partial_b, stream);
-  backward_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
-      partial_a, partial_b, parts, channels, dbeta, dgamma, nullptr);
-  check_launch("backward_finish_kernel");
-  if (dx == nullptr) return;
-  backward_data(x, dy, relu_y, dx, dgamma, dbeta, rows, rows, channels, t, stream);
+  backward(x, dy, relu_y, dx, dgamma, dbeta, rows, channels, t, stream);
+}
+
+void batch_norm_backward(const km::HalfValues& x, const float* dy, const km::HalfValues& relu_y,
+                         float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t channels,
+                         const BatchNormTensors& t, cudaStream_t stream) {
+  backward(x, dy, relu_y, dx, dgamma, dbeta, rows, channels, t, stream);
 }
 
 // The synchronized passes reuse the kernels above; the sums of every replica reach a finish
@@ -263,7 +294,7 @@ void batch_norm_forward_stage(int stage, int replicas, const float* x, float* y,
     variance_finish_kernel<<<grid, kThreads, 0, stream>>>(t.sync, 1, samples, channels, eps,
                                                           momentum, t);
     check_launch("variance_finish_kernel");
-    normalize(x, y, rows * channels, channels, relu, false, eps, t, stream);
+    normalize(x, FloatStore{y}, rows * channels, channels, relu, false, eps, t, stream);
   }
 }
 

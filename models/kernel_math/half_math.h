@@ -81,6 +81,21 @@ SS_HOST_DEVICE inline float from_half(uint16_t h, HalfFormat format) {
   return format == HalfFormat::kFp16 ? fp16_to_float(h) : bf16_to_float(h);
 }
 
+// The model's saved 16-bit copy of some values, read as the fp32 values it widens to (a
+// restore's): a kernel templated on how it reads them (a const float*, or this) reads the copy
+// in place, where a restore would first write the fp32 values out. `at` null: no values.
+struct HalfValues {
+  const uint16_t* at = nullptr;
+  HalfFormat format = HalfFormat::kBf16;
+  SS_HOST_DEVICE float operator[](int64_t i) const { return from_half(at[i], format); }
+};
+SS_HOST_DEVICE inline bool has_values(const float* values) {
+  return values != nullptr;
+}
+SS_HOST_DEVICE inline bool has_values(const HalfValues& values) {
+  return values.at != nullptr;
+}
+
 // One gradient element as compression sends it: divided by the replica count first (in
 // float), so that the sum over the replicas is the mean and cannot overflow where the
 // gradients themselves do not.

@@ -24,9 +24,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "models/kernel_math/activation_math.h"
 #include "models/kernel_math/bias_math.h"
+#include "models/kernel_math/half_math.h"
 #include "models/kernel_math/host_device.h"
 
 namespace scalescope::kernel_math {
@@ -51,16 +53,20 @@ SS_HOST_DEVICE inline SumPair strided_pair_sum(const Term& term, int64_t c, int6
   return sum;
 }
 
-// The terms of the three reductions. `x` and `dy` are [rows, channels].
-struct SumTerm {  // Σx
-  const float* x;
+// The terms of the three reductions. `x` and `dy` are [rows, channels]; x (and a fused ReLU's
+// output) read through `X`: fp32 memory (const float*), or the model's saved 16-bit copy
+// (HalfValues), the values a restore of it would give.
+template <class X>
+struct SumTermOf {  // Σx
+  X x;
   int64_t channels;
   SS_HOST_DEVICE SumPair operator()(int64_t r, int64_t c) const {
     return {x[r * channels + c], 0.0f};
   }
 };
-struct SquaredDeviationTerm {  // Σ(x - mean)²
-  const float* x;
+template <class X>
+struct SquaredDeviationTermOf {  // Σ(x - mean)²
+  X x;
   const float* mean;
   int64_t channels;
   SS_HOST_DEVICE SumPair operator()(int64_t r, int64_t c) const {
@@ -74,9 +80,10 @@ SS_HOST_DEVICE inline float norm_xhat(float x, float mean, float invstd) {
 }
 
 // Backward's dy at element i: the gradient it is given, or with a fused ReLU (relu_y its output,
-// else null) that gradient through the ReLU's backward.
-SS_HOST_DEVICE inline float norm_output_gradient(const float* dy, const float* relu_y, int64_t i) {
-  return relu_y != nullptr ? relu_gradient(relu_y[i], dy[i]) : dy[i];
+// else without values) that gradient through the ReLU's backward.
+template <class Y>
+SS_HOST_DEVICE inline float norm_output_gradient(const float* dy, const Y& relu_y, int64_t i) {
+  return has_values(relu_y) ? relu_gradient(relu_y[i], dy[i]) : dy[i];
 }
 
 // Forward's output from y = norm_forward_element(...): y, or with a fused ReLU its output.
@@ -84,19 +91,24 @@ SS_HOST_DEVICE inline float norm_fused_output(float y, bool relu) {
   return relu ? activation_forward(Activation::kRelu, y) : y;
 }
 
-struct BackwardTerm {  // Σdy and Σdy·x̂
-  const float* x;
+template <class X>
+struct BackwardTermOf {  // Σdy and Σdy·x̂
+  X x;
   const float* dy;
   const float* mean;
   const float* invstd;
   int64_t channels;
-  const float* relu_y = nullptr;  // a fused ReLU's output (norm_output_gradient)
+  X relu_y = {};  // a fused ReLU's output (norm_output_gradient)
   SS_HOST_DEVICE SumPair operator()(int64_t r, int64_t c) const {
     const int64_t i = r * channels + c;
     const float g = norm_output_gradient(dy, relu_y, i);
     return {g, g * norm_xhat(x[i], mean[c], invstd[c])};
   }
 };
+
+using SumTerm = SumTermOf<const float*>;
+using SquaredDeviationTerm = SquaredDeviationTermOf<const float*>;
+using BackwardTerm = BackwardTermOf<const float*>;
 
 SS_HOST_DEVICE inline float norm_mean(float sum, int64_t rows) {
   return sum / static_cast<float>(rows);
@@ -160,11 +172,10 @@ SumPair norm_channel_sum_on_host(const Term& term, int64_t rows, int64_t c) {
 // rows (this batch's, or every replica's): saves invstd, updates the running statistics and
 // num_batches_tracked, and writes y (with `relu`, the fused ReLU's output) over this batch's
 // `rows` rows.
-template <class Squares>
-void norm_finish_forward_on_host(const Squares& squares, const float* x, int64_t rows,
-                                 int64_t channels, int64_t samples, const float* gamma,
-                                 const float* beta, float eps, float momentum, float* y,
-                                 float* running_mean, float* running_var,
+template <class Squares, class X>
+void norm_finish_forward_on_host(const Squares& squares, X x, int64_t rows, int64_t channels,
+                                 int64_t samples, const float* gamma, const float* beta, float eps,
+                                 float momentum, float* y, float* running_mean, float* running_var,
                                  float* num_batches_tracked, const float* mean, float* invstd,
                                  bool relu = false) {
   for (int64_t c = 0; c < channels; ++c) {
@@ -183,28 +194,28 @@ void norm_finish_forward_on_host(const Squares& squares, const float* x, int64_t
 
 // The training forward on the host, as the CUDA kernels compute it: y, the updated running
 // statistics and num_batches_tracked, and the saved mean and invstd (each [channels]); with
-// `relu`, y is the fused ReLU's output. REQUIRES: rows >= 2.
-inline void norm_forward_on_host(const float* x, int64_t rows, int64_t channels, const float* gamma,
-                                 const float* beta, float eps, float momentum, float* y,
-                                 float* running_mean, float* running_var,
-                                 float* num_batches_tracked, float* mean, float* invstd,
-                                 bool relu = false) {
+// `relu`, y is the fused ReLU's output. x read through X (SumTermOf's). REQUIRES: rows >= 2.
+template <class X>
+void norm_forward_on_host(X x, int64_t rows, int64_t channels, const float* gamma,
+                          const float* beta, float eps, float momentum, float* y,
+                          float* running_mean, float* running_var, float* num_batches_tracked,
+                          float* mean, float* invstd, bool relu = false) {
   for (int64_t c = 0; c < channels; ++c)
-    mean[c] = norm_mean(norm_channel_sum_on_host(SumTerm{x, channels}, rows, c).a, rows);
+    mean[c] = norm_mean(norm_channel_sum_on_host(SumTermOf<X>{x, channels}, rows, c).a, rows);
   const auto squares = [&](int64_t c) {
-    return norm_channel_sum_on_host(SquaredDeviationTerm{x, mean, channels}, rows, c).a;
+    return norm_channel_sum_on_host(SquaredDeviationTermOf<X>{x, mean, channels}, rows, c).a;
   };
   norm_finish_forward_on_host(squares, x, rows, channels, rows, gamma, beta, eps, momentum, y,
                               running_mean, running_var, num_batches_tracked, mean, invstd, relu);
 }
 
 // dx over `rows` rows from the sums dbeta = Σdy and dgamma = Σdy·x̂ over `samples` rows (dy
-// through the fused ReLU whose output is relu_y, unless null).
-inline void norm_backward_data_on_host(const float* x, const float* dy, int64_t rows,
-                                       int64_t channels, int64_t samples, const float* gamma,
-                                       const float* mean, const float* invstd, const float* dgamma,
-                                       const float* dbeta, float* dx,
-                                       const float* relu_y = nullptr) {
+// through the fused ReLU whose output is relu_y, where it has values; both read through X).
+template <class X>
+void norm_backward_data_on_host(X x, const float* dy, int64_t rows, int64_t channels,
+                                int64_t samples, const float* gamma, const float* mean,
+                                const float* invstd, const float* dgamma, const float* dbeta,
+                                float* dx, std::type_identity_t<X> relu_y = {}) {
   for (int64_t i = 0; i < rows * channels; ++i) {
     const int64_t c = i % channels;
     dx[i] = norm_backward_element(norm_output_gradient(dy, relu_y, i),
@@ -214,14 +225,15 @@ inline void norm_backward_data_on_host(const float* x, const float* dy, int64_t 
 }
 
 // The backward on the host, as the CUDA kernels compute it, from the forward's mean and
-// invstd (dy through the fused ReLU whose output is relu_y, unless null); dx may be null.
-inline void norm_backward_on_host(const float* x, const float* dy, int64_t rows, int64_t channels,
-                                  const float* gamma, const float* mean, const float* invstd,
-                                  float* dgamma, float* dbeta, float* dx,
-                                  const float* relu_y = nullptr) {
+// invstd (dy through the fused ReLU whose output is relu_y, where it has values; both read
+// through X); dx may be null.
+template <class X>
+void norm_backward_on_host(X x, const float* dy, int64_t rows, int64_t channels, const float* gamma,
+                           const float* mean, const float* invstd, float* dgamma, float* dbeta,
+                           float* dx, std::type_identity_t<X> relu_y = {}) {
   for (int64_t c = 0; c < channels; ++c) {
     const SumPair s =
-        norm_channel_sum_on_host(BackwardTerm{x, dy, mean, invstd, channels, relu_y}, rows, c);
+        norm_channel_sum_on_host(BackwardTermOf<X>{x, dy, mean, invstd, channels, relu_y}, rows, c);
     dbeta[c] = s.a;
     dgamma[c] = s.b;
   }

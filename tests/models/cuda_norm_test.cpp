@@ -8,6 +8,7 @@
 // kernel everywhere too, which checks the test itself and the CPU kernel's stages.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -76,6 +77,60 @@ TEST_F(CudaKernelsTest, BatchNormMatchesItsHostMirrorBitForBit) {
     EXPECT_EQ(got.grads[0], dgamma);
     EXPECT_EQ(got.grads[1], dbeta);
     EXPECT_EQ(got.din, dx);
+  }
+}
+
+// Under bf16 and fp16 the training passes read the model's saved 16-bit copies of the input and
+// of the fused ReLU's output as they are, and forward writes only its output's saved copy where
+// the model asks: the bits of the fp32 passes on the restored values (and of that output rounded
+// as the model's save rounds it), with no restore.
+TEST_F(CudaKernelsTest, BatchNormPassesOnTheSavedCopiesAreThePassesOnTheRestoredValues) {
+  using Saved = LayerKernel::SavedOutput;
+  for (const Precision precision : {Precision::kBf16, Precision::kFp16}) {
+    const testing_util::PrecisionScope scope(precision);
+    const kernel_math::HalfFormat format = *half_format(precision);
+    const kernel_math::HalfFormat other = format == kernel_math::HalfFormat::kBf16
+                                              ? kernel_math::HalfFormat::kFp16
+                                              : kernel_math::HalfFormat::kBf16;
+    for (const LayerCase& c : batch_norm_cases()) {
+      SCOPED_TRACE(c.name + " in " + to_string(precision));
+      const LayerInputs inputs = layer_inputs(c, 4321);
+      BoundLayer b = bind_layer(*gpu_, c, inputs);
+      EXPECT_TRUE(b.kernel->forwards_from_saved(format));
+      EXPECT_TRUE(b.kernel->reads_saved(format));
+      EXPECT_EQ(b.kernel->forwards_into_saved(format), Saved::kFromSavedInput);
+      EXPECT_FALSE(b.kernel->reads_saved(other));
+      EXPECT_EQ(b.kernel->forwards_into_saved(other), Saved::kNo);
+      const SixteenBitCopy x(inputs.x, format);
+      HalfTensor saved_x(*gpu_, x.saved);
+      Stream& stream = gpu_->default_stream();
+      b.in.copy_from_host(x.restored);
+      b.kernel->forward(b.in.data(), b.out.data(), stream);
+      const SixteenBitCopy y(b.out.to_host(), format);
+      b.out.copy_from_host(std::vector<float>(y.restored.size(), NAN));
+      b.kernel->forward_saved(saved_x.data(), b.out.data(), stream);
+      EXPECT_EQ(b.out.to_host(), y.values);
+      HalfTensor saved_y(*gpu_, std::vector<uint16_t>(y.saved.size(), 0x7fff));
+      b.kernel->forward_into_saved(nullptr, saved_x.data(), saved_y.data(), format, stream);
+      EXPECT_EQ(saved_y.to_host(), y.saved);
+      // Backward from the mean and invstd those forwards saved (the same each time), the ReLU's
+      // mask read from its output as restored.
+      b.out.copy_from_host(y.restored);
+      b.kernel->backward(b.in.data(), b.out.data(), b.dout.data(), b.din.data(), stream);
+      const std::vector<float> din = b.din.to_host();
+      const std::vector<float> dgamma = b.grads[0].to_host();
+      const std::vector<float> dbeta = b.grads[1].to_host();
+      b.din.copy_from_host(std::vector<float>(din.size(), NAN));
+      b.grads[0].copy_from_host(std::vector<float>(dgamma.size(), NAN));
+      b.grads[1].copy_from_host(std::vector<float>(dbeta.size(), NAN));
+      b.in.copy_from_host(std::vector<float>(din.size(), NAN));  // read by neither
+      b.out.copy_from_host(std::vector<float>(y.restored.size(), NAN));
+      b.kernel->backward_saved(saved_x.data(), c.fuse_relu ? saved_y.data() : nullptr,
+                               b.dout.data(), b.din.data(), stream);
+      EXPECT_EQ(b.din.to_host(), din);
+      EXPECT_EQ(b.grads[0].to_host(), dgamma);
+      EXPECT_EQ(b.grads[1].to_host(), dbeta);
+    }
   }
 }
 

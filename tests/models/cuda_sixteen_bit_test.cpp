@@ -138,28 +138,6 @@ TEST_P(CudaSixteenBitTest, PassesOnTheSavedInputAreThePassesOnTheInput) {
   }
 }
 
-// A device buffer of 16-bit values, two to a float of a tensor.
-class HalfTensor {
- public:
-  HalfTensor(Device& device, const std::vector<uint16_t>& values)
-      : count_(values.size()), t_(device, Shape{static_cast<int64_t>((values.size() + 1) / 2)}) {
-    std::vector<float> packed(static_cast<size_t>(t_.numel()), 0.0f);
-    std::memcpy(packed.data(), values.data(), values.size() * sizeof(uint16_t));
-    t_.copy_from_host(packed);
-  }
-  uint16_t* data() { return reinterpret_cast<uint16_t*>(t_.data()); }
-  std::vector<uint16_t> to_host() const {
-    const std::vector<float> packed = t_.to_host();
-    std::vector<uint16_t> values(count_);
-    std::memcpy(values.data(), packed.data(), count_ * sizeof(uint16_t));
-    return values;
-  }
-
- private:
-  size_t count_;
-  Tensor t_;
-};
-
 // What a kernel writing its output into the model's saved copy (forward_into_saved) and reading
 // its input from one (backward_saved) gave, and what its fp32 passes gave on the same values.
 struct SavedPasses {
@@ -228,21 +206,27 @@ TEST_F(CudaKernelsTest, GeluAndLayerNormPassThroughTheSavedCopiesAsTheCpuKernels
   }
 }
 
-// A 16-bit dense layer or attention whose output's readers all read its saved copy (GPT's c_fc,
-// c_attn and attention) writes that copy in forward: the dense layer's y + b rounded in one
-// pass from the GEMMs' fp32 result (with a bias or without), the attention's heads rounded into
-// the rows; the bits of the fp32 forward rounded as the model's save rounds. GPT-2's padded head
-// (dense_unaligned_rows's shape) does not: its reader, the loss, reads fp32.
+// A 16-bit dense layer, attention or convolution whose output's readers all read its saved copy
+// (GPT's c_fc, c_attn and attention; a ResNet's convolutions, read by batch norms) writes that
+// copy in forward: the dense layer's y + b rounded in one pass from the GEMMs' fp32 result (with
+// a bias or without), the attention's heads rounded into the rows, the convolution's 16-bit
+// result as cuDNN wrote it; the bits of the fp32 forward rounded as the model's save rounds.
+// GPT-2's padded head (dense_unaligned_rows's shape) does not: its reader, the loss, reads fp32;
+// nor a convolution with a bias (added to the widened result) or one that reads no saved input.
 TEST_P(CudaSixteenBitTest, ForwardsIntoTheSavedCopyAreTheForwardsRoundedAsTheModelWould) {
   const auto& [c, precision] = GetParam();
-  if (std::holds_alternative<Conv2DSpec>(c.spec)) return;
   const testing_util::PrecisionScope scope(precision);
   const kernel_math::HalfFormat format = *half_format(precision);
-  const bool padded = c.name == "dense_unaligned_rows";
   const BoundLayer b = bind_layer(*gpu_, c, layer_inputs(c, 5));
+  const auto* conv = std::get_if<Conv2DSpec>(&c.spec);
+  const bool writes = conv != nullptr ? !conv->bias && b.kernel->reads_saved(format)
+                                      : c.name != "dense_unaligned_rows";
+  if (c.name == "conv_1x1_no_bias") {
+    EXPECT_TRUE(writes);
+  }
   EXPECT_EQ(b.kernel->forwards_into_saved(format),
-            padded ? LayerKernel::SavedOutput::kNo : LayerKernel::SavedOutput::kFromSavedInput);
-  if (padded) return;
+            writes ? LayerKernel::SavedOutput::kFromSavedInput : LayerKernel::SavedOutput::kNo);
+  if (!writes) return;
   const SavedPasses got = saved_passes(*gpu_, c, format);
   EXPECT_EQ(got.into_saved, got.rounded_forward);
   EXPECT_EQ(got.din_saved, got.din);

@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/backend.h"
@@ -18,6 +20,7 @@
 #include "core/device.h"
 #include "core/random.h"
 #include "core/tensor.h"
+#include "models/kernel_math/half_math.h"
 #include "models/kernels.h"
 #include "models/layer_spec.h"
 #include "tests/models/precision_scope.h"
@@ -243,5 +246,40 @@ inline LayerResult run_layer_unread_poisoned(Device& device, const LayerCase& c,
   for (const Tensor& g : b.grads) result.grads.push_back(g.to_host());
   return result;
 }
+
+// A device buffer of 16-bit values, two to a float of a tensor.
+class HalfTensor {
+ public:
+  HalfTensor(Device& device, const std::vector<uint16_t>& values)
+      : count_(values.size()), t_(device, Shape{static_cast<int64_t>((values.size() + 1) / 2)}) {
+    std::vector<float> packed(static_cast<size_t>(t_.numel()), 0.0f);
+    std::memcpy(packed.data(), values.data(), values.size() * sizeof(uint16_t));
+    t_.copy_from_host(packed);
+  }
+  uint16_t* data() { return reinterpret_cast<uint16_t*>(t_.data()); }
+  std::vector<uint16_t> to_host() const {
+    const std::vector<float> packed = t_.to_host();
+    std::vector<uint16_t> values(count_);
+    std::memcpy(values.data(), packed.data(), count_ * sizeof(uint16_t));
+    return values;
+  }
+
+ private:
+  size_t count_;
+  Tensor t_;
+};
+
+// Values, their 16-bit copy in `format` as the model's save rounds them, and that copy restored.
+struct SixteenBitCopy {
+  SixteenBitCopy(std::vector<float> v, kernel_math::HalfFormat format) : values(std::move(v)) {
+    for (const float x : values) {
+      saved.push_back(kernel_math::to_half(x, format));
+      restored.push_back(kernel_math::from_half(saved.back(), format));
+    }
+  }
+  std::vector<float> values;
+  std::vector<uint16_t> saved;
+  std::vector<float> restored;
+};
 
 }  // namespace scalescope::cuda_test

@@ -13,6 +13,7 @@
 
 #include "core/random.h"
 #include "models/kernel_math/bias_math.h"
+#include "models/kernel_math/half_math.h"
 #include "models/kernel_math/norm_math.h"
 
 namespace scalescope::kernel_math_test {
@@ -253,6 +254,54 @@ TEST(KernelMathNorm, AFusedReluIsTheBatchNormThenTheReluLayerBitForBit) {
   EXPECT_EQ(got.dgamma, want.dgamma);
   EXPECT_EQ(got.dbeta, want.dbeta);
   EXPECT_EQ(got.dx, want.dx);
+}
+
+// Under bf16 and fp16 the CUDA passes read the model's saved 16-bit copies of x and of the fused
+// ReLU's output in place (HalfValues): the bits of the same passes on their restores, with the
+// ReLU's mask and without it.
+TEST(KernelMathNorm, TheSavedSixteenBitCopiesAreReadAsTheirRestores) {
+  const Case k = make_case(1300, 5, 0.3f, 23);
+  for (const km::HalfFormat format : {km::HalfFormat::kBf16, km::HalfFormat::kFp16}) {
+    SCOPED_TRACE(format == km::HalfFormat::kBf16 ? "bf16" : "fp16");
+    std::vector<uint16_t> x16;
+    std::vector<float> x;
+    for (const float v : k.x) {
+      x16.push_back(km::to_half(v, format));
+      x.push_back(km::from_half(x16.back(), format));
+    }
+    for (const bool relu : {false, true}) {
+      SCOPED_TRACE(relu ? "with the ReLU" : "alone");
+      Mirror want = blank_mirror(k, k.rows);
+      km::norm_forward_on_host(x.data(), k.rows, k.channels, k.gamma.data(), k.beta.data(), kEps,
+                               kMomentum, want.y.data(), want.running_mean.data(),
+                               want.running_var.data(), &want.num_batches_tracked, want.mean.data(),
+                               want.invstd.data(), relu);
+      std::vector<uint16_t> y16;
+      std::vector<float> y;
+      for (const float v : want.y) {
+        y16.push_back(km::to_half(v, format));
+        y.push_back(km::from_half(y16.back(), format));
+      }
+      km::norm_backward_on_host(x.data(), k.dy.data(), k.rows, k.channels, k.gamma.data(),
+                                want.mean.data(), want.invstd.data(), want.dgamma.data(),
+                                want.dbeta.data(), want.dx.data(), relu ? y.data() : nullptr);
+      Mirror got = blank_mirror(k, k.rows);
+      const km::HalfValues saved_x{x16.data(), format};
+      km::norm_forward_on_host(saved_x, k.rows, k.channels, k.gamma.data(), k.beta.data(), kEps,
+                               kMomentum, got.y.data(), got.running_mean.data(),
+                               got.running_var.data(), &got.num_batches_tracked, got.mean.data(),
+                               got.invstd.data(), relu);
+      km::norm_backward_on_host(saved_x, k.dy.data(), k.rows, k.channels, k.gamma.data(),
+                                got.mean.data(), got.invstd.data(), got.dgamma.data(),
+                                got.dbeta.data(), got.dx.data(),
+                                km::HalfValues{relu ? y16.data() : nullptr, format});
+      EXPECT_EQ(got.y, want.y);
+      EXPECT_EQ(got.running_var, want.running_var);
+      EXPECT_EQ(got.dgamma, want.dgamma);
+      EXPECT_EQ(got.dbeta, want.dbeta);
+      EXPECT_EQ(got.dx, want.dx);
+    }
+  }
 }
 
 // Without dx, backward writes the parameter gradients alone.
