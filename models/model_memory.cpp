@@ -126,11 +126,14 @@ void Model::plan_saved_outputs(Plan& plan) const {
       if (from != kModelInput) readers[static_cast<size_t>(from)].push_back(static_cast<int>(r));
     }
   }
-  // The last layer's output is the loss's input.
+  // The last layer's output is the loss's input. A producer that applies the next layer's
+  // activation writes that layer's output: its readers and saved copy are the activation's,
+  // whose own save is skipped too.
   for (size_t i = layers - 1; i-- > 0;) {
     LayerKernel* kernel = plan.kernels[i].get();
-    if (kernel == nullptr || plan.saved[i].data() == nullptr || plan.fused_into(i) ||
-        plan.fusions[i].forward_in_producer || readers[i].empty() ||
+    const size_t o = plan.holder(i);
+    if (kernel == nullptr || o + 1 >= layers || plan.saved[o].data() == nullptr ||
+        plan.fusions[i].forward_in_producer || readers[o].empty() ||
         staged(*kernel, LayerKernel::Pass::kForward)) {
       continue;
     }
@@ -142,9 +145,10 @@ void Model::plan_saved_outputs(Plan& plan) const {
          plan.saved[plan.holder(static_cast<size_t>(from))].data() == nullptr)) {
       continue;
     }
-    plan.into_saved[i] = std::all_of(readers[i].begin(), readers[i].end(), [&](int r) {
-      return reads_saved_input_only(plan, r, static_cast<int>(i));
+    plan.into_saved[i] = std::all_of(readers[o].begin(), readers[o].end(), [&](int r) {
+      return reads_saved_input_only(plan, r, static_cast<int>(o));
     });
+    plan.into_saved[o] = plan.into_saved[i];
   }
 }
 
@@ -166,7 +170,7 @@ bool Model::reads_saved_input_only(const Plan& plan, int reader, int of) const {
 
 void Model::forward_into_saved(LayerKernel& kernel, int layer, Stream& stream) {
   const Plan& plan = *current_;
-  auto* out = static_cast<uint16_t*>(plan.saved[static_cast<size_t>(layer)].data());
+  auto* out = static_cast<uint16_t*>(plan.saved[plan.holder(static_cast<size_t>(layer))].data());
   if (kernel.forwards_into_saved(*plan.saved_format) == LayerKernel::SavedOutput::kFromInput) {
     kernel.forward_into_saved(layer_input(layer), nullptr, out, *plan.saved_format, stream);
     return;

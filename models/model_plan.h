@@ -36,7 +36,8 @@ struct Model::Plan {
   std::optional<kernel_math::HalfFormat> saved_format;
   std::vector<DeviceBuffer> saved;
   // Under bf16 and fp16, the layers whose training forward writes saved[i] itself and no fp32
-  // output (LayerKernel::forward_into_saved), every reader reading that copy in forward.
+  // output (LayerKernel::forward_into_saved), every reader reading that copy in forward; where
+  // the layer applies the next one's activation (fused_into), that one's entry too.
   std::vector<bool> into_saved;
   // A sequence: ping-pong buffers for activation gradients. A graph: grad_a holds the
   // gradient of each layer's output while it is live (plan_gradient_arena; summed over its

@@ -39,37 +39,9 @@ constexpr int64_t kChunkPixels = 16;
 // width, so every clone gives the same bits). `y` non-null: a fused ReLU's output, whose
 // backward multiplies the gradient by (y > 0) as oneDNN's does, without a branch.
 
-SCALESCOPE_VECTOR_CLONES
-void sum_row(double* __restrict acc, const float* __restrict x, int64_t cs) {
-  for (int64_t c = 0; c < cs; ++c) acc[c] += x[c];
-}
-
-SCALESCOPE_VECTOR_CLONES
-void sum_squares_row(double* __restrict acc, const float* __restrict x,
-                     const float* __restrict mean, int64_t cs) {
-  for (int64_t c = 0; c < cs; ++c) {
-    const double d = static_cast<double>(x[c]) - mean[c];
-    acc[c] += d * d;
-  }
-}
-
-// y = (x − shift)·scale + β, and with a fused ReLU max(y, 0) as oneDNN's (0 for NaN and −0).
-SCALESCOPE_VECTOR_CLONES
-void normalize_row(float* __restrict y, const float* __restrict x, const float* __restrict shift,
-                   const float* __restrict scale, const float* __restrict beta, bool relu,
-                   int64_t cs) {
-  if (relu) {
-    for (int64_t c = 0; c < cs; ++c) {
-      const float v = (x[c] - shift[c]) * scale[c] + beta[c];
-      y[c] = v > 0.0f ? v : 0.0f;
-    }
-  } else {
-    for (int64_t c = 0; c < cs; ++c) y[c] = (x[c] - shift[c]) * scale[c] + beta[c];
-  }
-}
-
-// Backward's rows read the input and a fused ReLU's output as fp32, or as the model's saved
-// bf16 copies (exactly the fp32 values a restore would give).
+// The rows read the input and a fused ReLU's output as fp32, or as the model's saved bf16
+// copies (exactly the fp32 values a restore would give), and forward writes its output as fp32
+// or only as its saved bf16 copy (rounded as the model's save rounds).
 template <class T>
 [[gnu::always_inline]] inline float value(const T* p, int64_t c) {
   if constexpr (std::is_same_v<T, uint16_t>) {
@@ -77,6 +49,76 @@ template <class T>
   } else {
     return p[c];
   }
+}
+template <class O>
+[[gnu::always_inline]] inline void store(O* p, int64_t c, float v) {
+  if constexpr (std::is_same_v<O, uint16_t>) {
+    p[c] = kernel_math::float_to_bf16(v);
+  } else {
+    p[c] = v;
+  }
+}
+
+template <class T>
+[[gnu::always_inline]] inline void channel_sums(double* __restrict acc, const T* __restrict x,
+                                                int64_t cs) {
+  for (int64_t c = 0; c < cs; ++c) acc[c] += value(x, c);
+}
+SCALESCOPE_VECTOR_CLONES
+void sum_row(double* acc, const float* x, int64_t cs) {
+  channel_sums(acc, x, cs);
+}
+SCALESCOPE_VECTOR_CLONES
+void sum_row(double* acc, const uint16_t* x, int64_t cs) {
+  channel_sums(acc, x, cs);
+}
+
+template <class T>
+[[gnu::always_inline]] inline void squared_deviations(double* __restrict acc, const T* __restrict x,
+                                                      const float* __restrict mean, int64_t cs) {
+  for (int64_t c = 0; c < cs; ++c) {
+    const double d = static_cast<double>(value(x, c)) - mean[c];
+    acc[c] += d * d;
+  }
+}
+SCALESCOPE_VECTOR_CLONES
+void sum_squares_row(double* acc, const float* x, const float* mean, int64_t cs) {
+  squared_deviations(acc, x, mean, cs);
+}
+SCALESCOPE_VECTOR_CLONES
+void sum_squares_row(double* acc, const uint16_t* x, const float* mean, int64_t cs) {
+  squared_deviations(acc, x, mean, cs);
+}
+
+// y = (x − shift)·scale + β, and with a fused ReLU max(y, 0) as oneDNN's (0 for NaN and −0).
+template <class T, class O>
+[[gnu::always_inline]] inline void normalized(O* __restrict y, const T* __restrict x,
+                                              const float* __restrict shift,
+                                              const float* __restrict scale,
+                                              const float* __restrict beta, bool relu, int64_t cs) {
+  if (relu) {
+    for (int64_t c = 0; c < cs; ++c) {
+      const float v = (value(x, c) - shift[c]) * scale[c] + beta[c];
+      store(y, c, v > 0.0f ? v : 0.0f);
+    }
+  } else {
+    for (int64_t c = 0; c < cs; ++c) store(y, c, (value(x, c) - shift[c]) * scale[c] + beta[c]);
+  }
+}
+SCALESCOPE_VECTOR_CLONES
+void normalize_row(float* y, const float* x, const float* shift, const float* scale,
+                   const float* beta, bool relu, int64_t cs) {
+  normalized(y, x, shift, scale, beta, relu, cs);
+}
+SCALESCOPE_VECTOR_CLONES
+void normalize_row(float* y, const uint16_t* x, const float* shift, const float* scale,
+                   const float* beta, bool relu, int64_t cs) {
+  normalized(y, x, shift, scale, beta, relu, cs);
+}
+SCALESCOPE_VECTOR_CLONES
+void normalize_row(uint16_t* y, const uint16_t* x, const float* shift, const float* scale,
+                   const float* beta, bool relu, int64_t cs) {
+  normalized(y, x, shift, scale, beta, relu, cs);
 }
 
 // Σdy and Σdy·(x − mean).
@@ -167,10 +209,21 @@ class BatchNormKernel final : public LayerKernel {
         coefficients_(device, static_cast<size_t>(5 * channels_) * sizeof(float)),
         sync_(device, static_cast<size_t>(2 * channels_) * sizeof(float)) {}
 
-  void forward(const float* in, float* out, Stream&) override {
-    const double* sums = sum_x(in);
-    const double* squares = sum_squares(in, sums, 1);
-    finish_forward(in, out, squares, 1);
+  void forward(const float* in, float* out, Stream&) override { forward_from(in, out); }
+
+  // Under bf16 forward may read the saved copy of its input too (the values backward reads),
+  // and write its output only as its saved copy where every reader reads only that (a
+  // convolution's): no fp32 output, nor the model's pass rounding it.
+  bool forwards_from_saved(kernel_math::HalfFormat format) const override {
+    return reads_saved(format);
+  }
+  void forward_saved(const uint16_t* in, float* out, Stream&) override { forward_from(in, out); }
+  SavedOutput forwards_into_saved(kernel_math::HalfFormat format) const override {
+    return reads_saved(format) ? SavedOutput::kFromSavedInput : SavedOutput::kNo;
+  }
+  void forward_into_saved(const float*, const uint16_t* saved_in, uint16_t* out,
+                          kernel_math::HalfFormat, Stream&) override {
+    forward_from(saved_in, out);
   }
 
   // Synchronized: stage 0 sums x, stage 1 (x − mean)² around the mean of every replica's
@@ -227,7 +280,8 @@ class BatchNormKernel final : public LayerKernel {
 
  private:
   // The per-channel sums of the passes, over this replica's pixels (in double).
-  const double* sum_x(const float* in) {
+  template <class T>
+  const double* sum_x(const T* in) {
     SS_CHECK(pixels_ > 1,
              "{}: batch norm in training needs more than one value per channel, got {} "
              "(batch × height × width)",
@@ -236,14 +290,16 @@ class BatchNormKernel final : public LayerKernel {
   }
   // Saves the mean of `sums` over `replicas` batches; returns Σ(x − mean)² over this one's
   // pixels (two passes, so no cancellation between Σx² and (Σx)²).
-  const double* sum_squares(const float* in, const double* sums, int replicas) {
+  template <class T>
+  const double* sum_squares(const T* in, const double* sums, int replicas) {
     float* mean = saved_mean();
     const double m = static_cast<double>(pixels_) * replicas;
     for (int64_t c = 0; c < channels_; ++c) mean[c] = static_cast<float>(sums[c] / m);
     return reduce(
         [&](double* acc, int64_t p) { sum_squares_row(acc, in + p * channels_, mean, channels_); });
   }
-  void finish_forward(const float* in, float* out, const double* squares, int replicas) {
+  template <class T, class O>
+  void finish_forward(const T* in, O* out, const double* squares, int replicas) {
     const double m = static_cast<double>(pixels_) * replicas;
     const float* mean = saved_mean();
     float* invstd = saved_invstd();
@@ -261,6 +317,13 @@ class BatchNormKernel final : public LayerKernel {
     batches_tracked_[0] += 1.0f;
     normalize(in, out, mean, scale);
   }
+  template <class T, class O>
+  void forward_from(const T* in, O* out) {
+    const double* sums = sum_x(in);
+    const double* squares = sum_squares(in, sums, 1);
+    finish_forward(in, out, squares, 1);
+  }
+
   // Σdy and Σdy·(x − mean) per channel, over this replica's pixels; writes dβ and dγ.
   template <class T>
   const double* backward_sums(const T* in, const T* out, const float* dout) {
@@ -334,7 +397,8 @@ class BatchNormKernel final : public LayerKernel {
   }
 
   // out = (x − shift)·scale + β, channel by channel (and the fused ReLU).
-  void normalize(const float* in, float* out, const float* shift, const float* scale) const {
+  template <class T, class O>
+  void normalize(const T* in, O* out, const float* shift, const float* scale) const {
     const int64_t cs = channels_;
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < pixels_; ++p) {

@@ -267,17 +267,22 @@ TEST_F(Fusion, UnderBf16OnlyALayerWhoseReadersAllReadItsSavedCopyWritesNoFp32Out
   EXPECT_NEAR(fused.loss, plain.loss, 1e-2 * std::abs(plain.loss));
 }
 
+// Which layers of `def` write their saved copy themselves, at batch 2 on a CPU device.
+std::vector<bool> writes_saved_copies(const ModelDef& def, Precision precision) {
+  const testing_util::PrecisionScope scope(precision);
+  CpuDevice dev(0, 1);
+  Model m(def, def.default_input, dev, 3);
+  m.memory(2);
+  return m.writes_saved_copies(2);
+}
+
 // In a GPT decoder every layer norm and GELU writes its saved copy itself under bf16, read by
 // the dense layer after it, and so does the dense layer before each GELU; nothing does in fp32.
 TEST_F(Fusion, UnderBf16ADecodersNormsAndMlpsWriteOnlyTheirSavedCopies) {
   const ModelDef def = make_model("gpt:preset=micro");
   for (const Precision precision : {Precision::kBf16, Precision::kFp32}) {
     SCOPED_TRACE(to_string(precision));
-    const testing_util::PrecisionScope scope(precision);
-    CpuDevice dev(0, 1);
-    Model m(def, def.default_input, dev, 3);
-    m.memory(2);
-    const std::vector<bool> writes = m.writes_saved_copies(2);
+    const std::vector<bool> writes = writes_saved_copies(def, precision);
     ASSERT_EQ(writes.size(), def.layers.size());
     int count = 0;
     for (size_t i = 0; i < writes.size(); ++i) {
@@ -293,6 +298,32 @@ TEST_F(Fusion, UnderBf16ADecodersNormsAndMlpsWriteOnlyTheirSavedCopies) {
     }
     // Two blocks of two norms, a GELU and the dense layer before it, and the final norm.
     EXPECT_EQ(count, precision == Precision::kBf16 ? 9 : 0);
+  }
+}
+
+// In a ResNet under bf16 a batch norm whose fused ReLU's output only convolutions read writes
+// that output's saved copy alone (each block's first, which the block's second convolution reads
+// from the copy); the stem's, also read by the first add, and those before an add do not; nothing
+// does in fp32. (FusedModelsComputeTheUnfusedOutputsLossAndGradients holds the bits to the
+// passes run one by one.)
+TEST_F(Fusion, UnderBf16AResNetsBatchNormsBeforeAConvolutionWriteOnlyTheSavedCopy) {
+  const ModelDef def = make_model("cifar-resnet:depth=8");
+  for (const Precision precision : {Precision::kBf16, Precision::kFp32}) {
+    SCOPED_TRACE(to_string(precision));
+    const std::vector<bool> writes = writes_saved_copies(def, precision);
+    std::vector<size_t> writing;
+    for (size_t i = 0; i < writes.size(); ++i) {
+      if (writes[i]) writing.push_back(i);
+    }
+    // Each block's first batch norm (4, 11, 19) and its ReLU (5, 12, 20).
+    const std::vector<size_t> expected = precision == Precision::kBf16
+                                             ? std::vector<size_t>{4, 5, 11, 12, 19, 20}
+                                             : std::vector<size_t>{};
+    EXPECT_EQ(writing, expected);
+    if (precision == Precision::kBf16) {
+      EXPECT_EQ(describe(def.layers[4]).substr(0, 11), "BatchNorm2D");
+      EXPECT_EQ(describe(def.layers[6]).substr(0, 6), "Conv2D");
+    }
   }
 }
 

@@ -4,6 +4,8 @@
 // count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -186,6 +188,42 @@ TEST(LayerBatchNorm, AFusedReluIsTheSeparateLayersAndBackwardReadsTheSavedBf16Co
     EXPECT_EQ(layer->din.to_host(), restored[0]);
     EXPECT_EQ(layer->grads[0].to_host(), restored[1]);
     EXPECT_EQ(layer->grads[1].to_host(), restored[2]);
+  }
+}
+
+// Under bf16 forward reads the model's saved copy of its input too (the values backward reads),
+// and writes only its output's saved copy where the model asks: the bits of forward on the
+// restored input, and of that output rounded as the model's save rounds it; with the fused ReLU
+// and without. 19 channels: the vector clones' tails too.
+TEST(LayerBatchNorm, UnderBf16ForwardReadsAndWritesTheSavedCopies) {
+  const LayerCase c{"batch_norm", BatchNorm2DSpec{}, Shape{3, 5, 4, 19}};
+  for (const bool relu : {true, false}) {
+    SCOPED_TRACE(relu ? "fused" : "plain");
+    BoundLayer layer(c, nullptr, relu);
+    EXPECT_TRUE(layer.kernel->forwards_from_saved(kernel_math::HalfFormat::kBf16));
+    EXPECT_FALSE(layer.kernel->forwards_from_saved(kernel_math::HalfFormat::kFp16));
+    EXPECT_EQ(layer.kernel->forwards_into_saved(kernel_math::HalfFormat::kBf16),
+              LayerKernel::SavedOutput::kFromSavedInput);
+    EXPECT_EQ(layer.kernel->forwards_into_saved(kernel_math::HalfFormat::kFp16),
+              LayerKernel::SavedOutput::kNo);
+    fill_random_params(layer, 31);
+    const SavedBf16 saved_x(layer.device, offset_values(c.in, 32));
+    layer.in.copy_from_host(saved_x.restored);
+    layer.forward();
+    const std::vector<float> y = layer.out.to_host();
+    const std::vector<float> running_var = layer.buffers[1].to_host();
+    layer.out.copy_from_host(std::vector<float>(y.size(), NAN));
+    layer.in.copy_from_host(std::vector<float>(y.size(), NAN));  // read by neither
+    Stream& stream = layer.device.default_stream();
+    layer.kernel->forward_saved(saved_x.data(), layer.out.data(), stream);
+    EXPECT_EQ(layer.out.to_host(), y);
+    const SavedBf16 rounded_y(layer.device, y);
+    DeviceBuffer out(layer.device, y.size() * sizeof(uint16_t));
+    layer.kernel->forward_into_saved(nullptr, saved_x.data(), static_cast<uint16_t*>(out.data()),
+                                     kernel_math::HalfFormat::kBf16, stream);
+    EXPECT_TRUE(std::equal(rounded_y.data(), rounded_y.data() + y.size(),
+                           static_cast<const uint16_t*>(out.data())));
+    EXPECT_NE(layer.buffers[1].to_host(), running_var);  // each training forward moved it
   }
 }
 
