@@ -148,6 +148,25 @@ class LayerKernel {
                                   Stream& /*stream*/) {
     throw_error("this kernel writes no saved 16-bit output");
   }
+  // And the gradients: a 16-bit backward (a convolution's) reads its output's gradient only as
+  // a 16-bit copy that it rounds first, as autocast's gradient of a 16-bit output is 16-bit.
+  // A kernel whose backward_saved can read `dout` as that copy in `format` says so
+  // (reads_half_gradient), and one whose backward_saved can write `din` as it, rounded to
+  // nearest even as the copy would be, says so (writes_half_gradient). Where a layer's output
+  // has one reader and both say so, the model keeps that gradient only as its 16-bit copy and
+  // calls backward_from_half_gradient on the layer and backward_into_half_gradient on the reader.
+  virtual bool reads_half_gradient(kernel_math::HalfFormat /*format*/) const { return false; }
+  virtual void backward_from_half_gradient(const uint16_t* /*in*/, const uint16_t* /*out*/,
+                                           const uint16_t* /*dout*/, float* /*din*/,
+                                           Stream& /*stream*/) {
+    throw_error("this kernel reads no 16-bit output gradient");
+  }
+  virtual bool writes_half_gradient(kernel_math::HalfFormat /*format*/) const { return false; }
+  virtual void backward_into_half_gradient(const uint16_t* /*in*/, const uint16_t* /*out*/,
+                                           const float* /*dout*/, uint16_t* /*din*/,
+                                           Stream& /*stream*/) {
+    throw_error("this kernel writes no 16-bit input gradient");
+  }
   // Statistics over every replica's batch (batch norm under --sync-batchnorm, PyTorch's
   // SyncBatchNorm). A layer that needs them runs its training passes in stages: stage s of
   // a pass writes the sums this replica contributes into sync_values(pass), the model sums

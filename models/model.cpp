@@ -269,21 +269,26 @@ Model::Plan& Model::plan_for(int64_t batch) {
   return *plans_.emplace(batch, std::move(plan)).first->second;
 }
 
-std::vector<std::vector<KernelChoice>> Model::kernel_choices(int64_t batch) const {
+const Model::Plan& Model::planned(int64_t batch) const {
   const auto it = plans_.find(batch);
   SS_CHECK(it != plans_.end(), "model '{}' has no kernels planned for batch size {}", def_.name,
            batch);
+  return *it->second;
+}
+
+std::vector<std::vector<KernelChoice>> Model::kernel_choices(int64_t batch) const {
   std::vector<std::vector<KernelChoice>> out;
-  for (const std::unique_ptr<LayerKernel>& kernel : it->second->kernels)
+  for (const std::unique_ptr<LayerKernel>& kernel : planned(batch).kernels)
     out.push_back(kernel ? kernel->choices() : std::vector<KernelChoice>{});
   return out;
 }
 
 std::vector<bool> Model::writes_saved_copies(int64_t batch) const {
-  const auto it = plans_.find(batch);
-  SS_CHECK(it != plans_.end(), "model '{}' has no kernels planned for batch size {}", def_.name,
-           batch);
-  return it->second->into_saved;
+  return planned(batch).into_saved;
+}
+
+std::vector<bool> Model::half_gradients(int64_t batch) const {
+  return planned(batch).half_gradient;
 }
 
 const float* Model::output_of(int layer) const {

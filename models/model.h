@@ -131,14 +131,23 @@ class Model {
   // forwards_into_saved), indexed by layer; all false otherwise. Throws Error like
   // kernel_choices.
   std::vector<bool> writes_saved_copies(int64_t batch) const;
+  // Under bf16 and fp16, which layers' output gradient is kept only as its 16-bit copy, written
+  // by its one reader's backward and read by the layer's (LayerKernel::reads_half_gradient),
+  // indexed by layer; all false otherwise. Throws Error like kernel_choices.
+  std::vector<bool> half_gradients(int64_t batch) const;
 
  private:
   struct Plan;
   Plan& plan_for(int64_t batch);
+  // The plan of `batch`; throws Error when no forward has planned it.
+  const Plan& planned(int64_t batch) const;
   // model_memory.cpp: the plan's tensors once its kernels are made: the outputs backward reads
   // (kept in fp32, or saved in 16 bits under bf16 and fp16), the forward arena of the others
   // (place_outputs, by the spans of their readers), the activation gradients.
   void plan_memory(Plan& plan);
+  // A graph's activation gradients: their arena (16-bit ones in half the floats) and scratch.
+  void plan_gradients(Plan& plan, std::vector<int64_t> sizes,
+                      const std::vector<std::vector<int>>& inputs) const;
   void place_outputs(Plan& plan, const std::vector<int64_t>& sizes, const std::vector<bool>& kept,
                      std::vector<LiveSpan> spans);
   // Under bf16 and fp16: after `layer`'s training forward, its output into its 16-bit saved
@@ -149,6 +158,14 @@ class Model {
   // such a layer's training forward.
   void plan_saved_outputs(Plan& plan) const;
   bool reads_saved_input_only(const Plan& plan, int reader, int of) const;
+  // Which gradients are kept in 16 bits only (Plan::half_gradient), once grad_alias is known.
+  void plan_half_gradients(Plan& plan) const;
+  // Whether `layer`'s backward reads the saved copies as they are (backward_saved), and which
+  // of its input and output it reads.
+  struct SavedReads {
+    bool input = false, output = false, as_saved = false;
+  };
+  SavedReads saved_reads(const Plan& plan, const LayerKernel& kernel, int layer) const;
   // Whether `kernel` runs `pass` in stages around the model's all-reduces (set_sync): such a
   // pass reads fp32 only.
   bool staged(const LayerKernel& kernel, LayerKernel::Pass pass) const;

@@ -14,6 +14,20 @@
 #include "models/model_plan.h"
 
 namespace scalescope {
+namespace {
+
+// Per layer, the layers that read its output (the model's input has none here).
+std::vector<std::vector<int>> layer_readers(const ModelDef& def) {
+  std::vector<std::vector<int>> readers(def.layers.size());
+  for (size_t r = 0; r < def.layers.size(); ++r) {
+    for (const int from : layer_inputs(def, static_cast<int>(r))) {
+      if (from != kModelInput) readers[static_cast<size_t>(from)].push_back(static_cast<int>(r));
+    }
+  }
+  return readers;
+}
+
+}  // namespace
 
 Model::Memory Model::memory(int64_t batch) {
   const Plan& plan = plan_for(batch);
@@ -59,12 +73,19 @@ void Model::plan_memory(Plan& plan) {
   place_outputs(plan, sizes, kept, reader_spans(inputs));
   plan_saved_outputs(plan);
   if (def_.inputs.empty()) {  // ping-pong
+    plan_half_gradients(plan);
     int64_t largest = shapes_.front().numel() * plan.batch;
     for (const int64_t s : sizes) largest = std::max(largest, s);
     plan.grad_a = Tensor(device_, Shape{largest});
     plan.grad_b = Tensor(device_, Shape{largest});
     return;
   }
+  plan_gradients(plan, sizes, inputs);
+}
+
+void Model::plan_gradients(Plan& plan, std::vector<int64_t> sizes,
+                           const std::vector<std::vector<int>>& inputs) const {
+  const size_t layers = sizes.size();
   std::vector<bool> in_producer(layers, false);
   for (size_t layer = 0; layer + 1 < layers; ++layer) {
     in_producer[layer + 1] = plan.runs_relu_backward(layer);
@@ -75,11 +96,17 @@ void Model::plan_memory(Plan& plan) {
         std::holds_alternative<AddSpec>(def_.layers[layer]) && !plan.runs_relu_backward(layer);
   }
   plan.grad_alias = gradient_aliases(inputs, unchanged);
+  plan_half_gradients(plan);
+  // A gradient kept in 16 bits takes half its floats (scratch is only for second readers).
+  const std::vector<int64_t> scratch_sizes = sizes;
+  for (size_t layer = 0; layer < layers; ++layer) {
+    if (plan.half_gradient[layer]) sizes[layer] = (sizes[layer] + 1) / 2;
+  }
   MemoryArena arena =
       plan_gradient_arena(sizes, inputs, in_producer, kArenaAlignment, plan.grad_alias);
   plan.grad_offsets = std::move(arena.offsets);
   plan.grad_a = Tensor(device_, Shape{arena.size});
-  const int64_t scratch = second_reader_scratch(sizes, inputs);
+  const int64_t scratch = second_reader_scratch(scratch_sizes, inputs);
   if (scratch > 0) plan.grad_b = Tensor(device_, Shape{scratch});
 }
 
@@ -120,12 +147,7 @@ void Model::plan_saved_outputs(Plan& plan) const {
   // Without fusion the model runs each pass on its own, the reference the fused passes are
   // tested against.
   if (!plan.saved_format || !fuse_layers()) return;
-  std::vector<std::vector<int>> readers(layers);
-  for (size_t r = 0; r < layers; ++r) {
-    for (const int from : layer_inputs(def_, static_cast<int>(r))) {
-      if (from != kModelInput) readers[static_cast<size_t>(from)].push_back(static_cast<int>(r));
-    }
-  }
+  const std::vector<std::vector<int>> readers = layer_readers(def_);
   // The last layer's output is the loss's input. A producer that applies the next layer's
   // activation writes that layer's output: its readers and saved copy are the activation's,
   // whose own save is skipped too.
@@ -217,6 +239,52 @@ void Model::restore_saved(int reader, int of, Stream& stream) {
                        *plan.saved_format, stream);
 }
 
+Model::SavedReads Model::saved_reads(const Plan& plan, const LayerKernel& kernel, int layer) const {
+  BackwardReads reads = backward_reads(def_.layers[static_cast<size_t>(layer)]);
+  // A fused ReLU's backward reads its output, which is this layer's.
+  reads.output = reads.output || plan.runs_relu_backward(static_cast<size_t>(layer));
+  const int from = layer_inputs(def_, layer).front();
+  SavedReads r;
+  r.input = reads.input && from != kModelInput;
+  r.output = reads.output;
+  // A kernel that reads the saved copies as they are needs no restore (a staged one always
+  // does, and the model's input has no saved copy).
+  r.as_saved = plan.saved_format && (r.input || r.output) && !(reads.input && !r.input) &&
+               kernel.reads_saved(*plan.saved_format) &&
+               !staged(kernel, LayerKernel::Pass::kBackward);
+  return r;
+}
+
+// A gradient stays 16-bit where the layer's backward reads it so and its one reader's writes
+// it so, both from the saved copies, neither fused with a neighbour's backward, and the reader
+// writing it first (no alias, no second reader adding to it). Without fusion every pass runs
+// on its own: the reference the fused passes are tested against.
+void Model::plan_half_gradients(Plan& plan) const {
+  const size_t layers = def_.layers.size();
+  plan.half_gradient.assign(layers, false);
+  if (!plan.saved_format || !fuse_layers()) return;
+  const std::vector<std::vector<int>> readers = layer_readers(def_);
+  // A layer with a backward of its own, which reads the saved copies as they are (the reader
+  // may run its ReLU's too).
+  const auto plain = [&](size_t layer) {
+    const LayerFusion& f = plan.fusions[layer];
+    return plan.kernels[layer] != nullptr && !f.forward_in_producer && !f.backward_in_reader &&
+           !f.backward_in_producer &&
+           saved_reads(plan, *plan.kernels[layer], static_cast<int>(layer)).as_saved;
+  };
+  // From the last layer back: a reader that reads its own gradient in 16 bits writes fp32.
+  for (size_t x = layers - 1; x-- > 0;) {
+    if (readers[x].size() != 1 || !plain(x) || plan.fused_into(x) || plan.runs_relu_backward(x) ||
+        (x < plan.grad_alias.size() && plan.grad_alias[x] >= 0)) {
+      continue;
+    }
+    const auto r = static_cast<size_t>(readers[x].front());
+    plan.half_gradient[x] = plain(r) && !plan.half_gradient[r] &&
+                            plan.kernels[x]->reads_half_gradient(*plan.saved_format) &&
+                            plan.kernels[r]->writes_half_gradient(*plan.saved_format);
+  }
+}
+
 void Model::backward_layer(LayerKernel& kernel, int layer, const float* dout, float* din,
                            Stream& stream) {
   const Plan& plan = *current_;
@@ -225,22 +293,24 @@ void Model::backward_layer(LayerKernel& kernel, int layer, const float* dout, fl
     run_backward(kernel, layer_input(layer), out, dout, din, stream);
     return;
   }
-  BackwardReads reads = backward_reads(def_.layers[static_cast<size_t>(layer)]);
-  // A fused ReLU's backward reads its output, which is this layer's.
-  reads.output = reads.output || plan.runs_relu_backward(static_cast<size_t>(layer));
+  const SavedReads reads = saved_reads(plan, kernel, layer);
   const int from = layer_inputs(def_, layer).front();
-  const bool reads_input = reads.input && from != kModelInput;
-  // A kernel that reads the saved copies as they are needs no restore (a staged one always
-  // does, and the model's input has no saved copy).
-  const bool as_saved = (reads_input || reads.output) && !(reads.input && !reads_input) &&
-                        kernel.reads_saved(*plan.saved_format) &&
-                        !staged(kernel, LayerKernel::Pass::kBackward);
-  if (as_saved) {
-    kernel.backward_saved(reads_input ? saved_copy(layer, from) : nullptr,
-                          reads.output ? saved_copy(layer, layer) : nullptr, dout, din, stream);
+  if (reads.as_saved) {
+    const uint16_t* in = reads.input ? saved_copy(layer, from) : nullptr;
+    const uint16_t* saved_out = reads.output ? saved_copy(layer, layer) : nullptr;
+    // Gradients kept in 16 bits live in their fp32 places (plan_half_gradients).
+    if (plan.half_gradient[static_cast<size_t>(layer)]) {
+      kernel.backward_from_half_gradient(in, saved_out, reinterpret_cast<const uint16_t*>(dout),
+                                         din, stream);
+    } else if (din != nullptr && plan.half_gradient[static_cast<size_t>(from)]) {
+      kernel.backward_into_half_gradient(in, saved_out, dout, reinterpret_cast<uint16_t*>(din),
+                                         stream);
+    } else {
+      kernel.backward_saved(in, saved_out, dout, din, stream);
+    }
     return;
   }
-  if (reads_input) restore_saved(layer, from, stream);
+  if (reads.input) restore_saved(layer, from, stream);
   if (reads.output) restore_saved(layer, layer, stream);
   run_backward(kernel, layer_input(layer), out, dout, din, stream);
 }

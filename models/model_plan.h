@@ -39,6 +39,10 @@ struct Model::Plan {
   // output (LayerKernel::forward_into_saved), every reader reading that copy in forward; where
   // the layer applies the next one's activation (fused_into), that one's entry too.
   std::vector<bool> into_saved;
+  // Under bf16 and fp16, the layers whose output's gradient is kept only as its 16-bit copy
+  // (LayerKernel::reads_half_gradient): its one reader's backward writes it so, in the
+  // gradient's place, and the layer's backward reads it so.
+  std::vector<bool> half_gradient;
   // A sequence: ping-pong buffers for activation gradients. A graph: grad_a holds the
   // gradient of each layer's output while it is live (plan_gradient_arena; summed over its
   // readers: `filled` says whether a reader wrote it yet), grad_b the scratch a second reader

@@ -174,6 +174,17 @@ class WeightedKernel final : public DnnlKernel {
     src_compute_.set_data_handle(const_cast<uint16_t*>(in));
     backward_from_copies(dout, din);
   }
+  // And the output's gradient as the plain bf16 copy the primitives read, rounded by its writer.
+  bool reads_half_gradient(kernel_math::HalfFormat format) const override {
+    return reads_saved(format);
+  }
+  void backward_from_half_gradient(const uint16_t* in, const uint16_t*, const uint16_t* dout,
+                                   float* din, Stream&) override {
+    bind_pass_local();
+    src_compute_.set_data_handle(const_cast<uint16_t*>(in));
+    diff_dst_compute_.set_data_handle(const_cast<uint16_t*>(dout));
+    backward_from_copies(nullptr, din);
+  }
 
   std::vector<KernelChoice> choices() const override { return choices_; }
 
@@ -185,10 +196,13 @@ class WeightedKernel final : public DnnlKernel {
     if (bias_to_fwd_) bias_to_fwd_.run(stream_);
     forward_.run(stream_);
   }
-  // Backward once src_compute_ holds the input as the primitives read it.
+  // Backward once src_compute_ holds the input as the primitives read it; `dout` null:
+  // diff_dst_compute_ holds its copy.
   void backward_from_copies(const float* dout, float* din) {
-    set_handle(diff_dst_, dout);
-    if (diff_dst_to_compute_) diff_dst_to_compute_.run(stream_);
+    if (dout != nullptr) {
+      set_handle(diff_dst_, dout);
+      if (diff_dst_to_compute_) diff_dst_to_compute_.run(stream_);
+    }
     backward_weights_.run(stream_);
     if (diff_weights_back_) diff_weights_back_.run(stream_);
     if (diff_bias_back_) diff_bias_back_.run(stream_);

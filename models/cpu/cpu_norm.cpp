@@ -153,9 +153,9 @@ void gradient_sums_row(double* sum_dy, double* sum_dyx, const uint16_t* x, const
   gradient_sums(sum_dy, sum_dyx, x, y, dy, mean, cs);
 }
 
-// dx = k·(dy − a − (x − mean)·b).
-template <class T>
-[[gnu::always_inline]] inline void input_gradient(float* __restrict dx, const T* __restrict x,
+// dx = k·(dy − a − (x − mean)·b), as fp32 or rounded into its bf16 copy.
+template <class T, class O>
+[[gnu::always_inline]] inline void input_gradient(O* __restrict dx, const T* __restrict x,
                                                   const T* __restrict y, const float* __restrict dy,
                                                   const float* __restrict mean,
                                                   const float* __restrict k,
@@ -164,11 +164,11 @@ template <class T>
   if (y != nullptr) {
     for (int64_t c = 0; c < cs; ++c) {
       const float g = dy[c] * (value(y, c) > 0.0f ? 1.0f : 0.0f);
-      dx[c] = k[c] * (g - a[c] - (value(x, c) - mean[c]) * b[c]);
+      store(dx, c, k[c] * (g - a[c] - (value(x, c) - mean[c]) * b[c]));
     }
   } else {
     for (int64_t c = 0; c < cs; ++c) {
-      dx[c] = k[c] * (dy[c] - a[c] - (value(x, c) - mean[c]) * b[c]);
+      store(dx, c, k[c] * (dy[c] - a[c] - (value(x, c) - mean[c]) * b[c]));
     }
   }
 }
@@ -182,6 +182,13 @@ void input_gradient_row(float* dx, const float* x, const float* y, const float* 
 
 SCALESCOPE_VECTOR_CLONES
 void input_gradient_row(float* dx, const uint16_t* x, const uint16_t* y, const float* dy,
+                        const float* mean, const float* k, const float* a, const float* b,
+                        int64_t cs) {
+  input_gradient(dx, x, y, dy, mean, k, a, b, cs);
+}
+
+SCALESCOPE_VECTOR_CLONES
+void input_gradient_row(uint16_t* dx, const uint16_t* x, const uint16_t* y, const float* dy,
                         const float* mean, const float* k, const float* a, const float* b,
                         int64_t cs) {
   input_gradient(dx, x, y, dy, mean, k, a, b, cs);
@@ -267,6 +274,15 @@ class BatchNormKernel final : public LayerKernel {
     const double* sums = backward_sums(in, out, dout);
     finish_backward(in, out, dout, din, sums, 1);
   }
+  // And may write its input's gradient as the bf16 copy a convolution's backward reads.
+  bool writes_half_gradient(kernel_math::HalfFormat format) const override {
+    return reads_saved(format);
+  }
+  void backward_into_half_gradient(const uint16_t* in, const uint16_t* out, const float* dout,
+                                   uint16_t* din, Stream&) override {
+    const double* sums = backward_sums(in, out, dout);
+    finish_backward(in, out, dout, din, sums, 1);
+  }
 
   // Synchronized: dβ and dγ stay this replica's; dx takes the sums of every replica's batch.
   void backward_stage(int stage, int replicas, const float* in, const float* out, const float* dout,
@@ -340,8 +356,8 @@ class BatchNormKernel final : public LayerKernel {
     }
     return sums;
   }
-  template <class T>
-  void finish_backward(const T* in, const T* out, const float* dout, float* din, const double* sums,
+  template <class T, class O>
+  void finish_backward(const T* in, const T* out, const float* dout, O* din, const double* sums,
                        int replicas) {
     const float* invstd = saved_invstd();
     const int64_t cs = channels_;

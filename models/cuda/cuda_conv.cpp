@@ -311,7 +311,18 @@ class ConvKernel final : public LayerKernel {
   }
   void backward_saved(const uint16_t* in, const uint16_t*, const float* dout, float* din,
                       Stream& stream) override {
-    backward_from(in, dout, dout, din, cuda_stream(stream));
+    const cudaStream_t s = cuda_stream(stream);
+    backward_passes(in, operand(dout, kY16, s), dout, din, s);
+  }
+  // Such a plan without a bias (whose gradient sums dy in fp32) reads its output's gradient as
+  // the 16-bit copy its reader's backward wrote (a batch norm's), which both passes read: no
+  // fp32 gradient, nor the pass rounding it into the workspace.
+  bool reads_half_gradient(kernel_math::HalfFormat format) const override {
+    return reads_saved(format) && bias_ == nullptr;
+  }
+  void backward_from_half_gradient(const uint16_t* in, const uint16_t*, const uint16_t* dout,
+                                   float* din, Stream& stream) override {
+    backward_passes(in, dout, nullptr, din, cuda_stream(stream));
   }
 
   // REQUIRES (beyond LayerKernel's): the weights unchanged since the last forward (the
@@ -329,7 +340,7 @@ class ConvKernel final : public LayerKernel {
       x = to_nchw(x, floats(x_nchw_), shape_.x_h() * shape_.x_w(), shape_.channels, s);
       dy = to_nchw(dout, floats(y_nchw_), shape_.out_pixels(), shape_.filters, s);
     }
-    backward_from(operand(x, kX16, s), dy, dout, din, s);
+    backward_passes(operand(x, kX16, s), operand(dy, kY16, s), dout, din, s);
   }
 
   // The plan of the three passes: by cuDNN's heuristics, or under --conv-search benchmark from
@@ -426,13 +437,12 @@ class ConvKernel final : public LayerKernel {
     if (bias_ != nullptr) cuda_ops::bias_add(out, bias_, rows(), shape_.filters, s);
   }
 
-  // The backward passes from x as cuDNN reads it and dy in the plan's layout; dout is dy in
-  // NHWC, for the bias.
-  void backward_from(const void* x, const float* dy, const float* dout, float* din,
-                     cudaStream_t s) {
+  // The backward passes from x and dy as cuDNN reads them (operand()'s, or the model's 16-bit
+  // copies) in the plan's layout; dout is dy in NHWC, for the bias.
+  void backward_passes(const void* x, const void* dy_operand, const float* dout, float* din,
+                       cudaStream_t s) {
     // In 16 bits both passes read one copy of dy; the filter pass the only copy of x, whose
     // place the data pass then writes its result in.
-    const void* dy_operand = operand(dy, kY16, s);
     backward_filter(x, dy_operand, s);
     if (bias_grad_ != nullptr)
       cuda_ops::bias_grad(dout, bias_grad_, rows(), shape_.filters, floats(bias_scratch_),

@@ -103,9 +103,15 @@ class BatchNormKernel final : public LayerKernel {
   bool reads_saved(km::HalfFormat format) const override { return half_ == format; }
   void backward_saved(const uint16_t* in, const uint16_t* out, const float* dout, float* din,
                       Stream& stream) override {
-    const km::HalfValues relu_y{relu_backward_ ? out : nullptr, *half_};
-    cuda_ops::batch_norm_backward(km::HalfValues{in, *half_}, dout, relu_y, din, gamma_grad_,
-                                  beta_grad_, rows_, channels_, tensors_, cuda_stream(stream));
+    backward_from_saved(in, out, dout, din, nullptr, stream);
+  }
+  // And backward may write its input's gradient only as the 16-bit copy a convolution's reads
+  // (rounded as the convolution's own copy would be): 2 bytes an element written where fp32
+  // wrote 4, and no rounding pass in the convolution's backward.
+  bool writes_half_gradient(km::HalfFormat format) const override { return half_ == format; }
+  void backward_into_half_gradient(const uint16_t* in, const uint16_t* out, const float* dout,
+                                   uint16_t* din, Stream& stream) override {
+    backward_from_saved(in, out, dout, nullptr, din, stream);
   }
 
  private:
@@ -114,6 +120,14 @@ class BatchNormKernel final : public LayerKernel {
     SS_CHECK(rows_ >= 2,
              "{}: training needs more than one value per channel, but the batch has N·H·W = {}",
              describe(LayerSpec{spec_}), rows_);
+  }
+
+  void backward_from_saved(const uint16_t* in, const uint16_t* out, const float* dout, float* din,
+                           uint16_t* din_half, Stream& stream) {
+    const km::HalfValues relu_y{relu_backward_ ? out : nullptr, *half_};
+    cuda_ops::batch_norm_backward(km::HalfValues{in, *half_}, dout, relu_y, din, din_half,
+                                  gamma_grad_, beta_grad_, rows_, channels_, tensors_,
+                                  cuda_stream(stream));
   }
 
   // What backward's masks read: the ReLU's output where its backward runs here.

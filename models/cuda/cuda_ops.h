@@ -150,11 +150,12 @@ void batch_norm_forward_eval(const float* x, float* y, int64_t rows, int64_t cha
 void batch_norm_backward(const float* x, const float* dy, const float* relu_y, float* dx,
                          float* dgamma, float* dbeta, int64_t rows, int64_t channels,
                          const BatchNormTensors& t, cudaStream_t stream);
-// The same from the saved 16-bit copies of x and of the fused ReLU's output (none: no values).
+// The same from the saved 16-bit copies of x and of the fused ReLU's output (none: no values),
+// dx written as fp32 or, given `dx_half`, only rounded into it in x's format.
 void batch_norm_backward(const kernel_math::HalfValues& x, const float* dy,
-                         const kernel_math::HalfValues& relu_y, float* dx, float* dgamma,
-                         float* dbeta, int64_t rows, int64_t channels, const BatchNormTensors& t,
-                         cudaStream_t stream);
+                         const kernel_math::HalfValues& relu_y, float* dx, uint16_t* dx_half,
+                         float* dgamma, float* dbeta, int64_t rows, int64_t channels,
+                         const BatchNormTensors& t, cudaStream_t stream);
 // The training passes with statistics over `replicas` batches of `rows` rows each
 // (--sync-batchnorm), in LayerKernel's stages; between two stages the caller sums t.sync over
 // the replicas. Forward: stage 0 writes Σx into t.sync[0, channels); stage 1 saves the mean of

@@ -147,9 +147,10 @@ void normalize(X x, Y y, int64_t count, int64_t channels, bool relu, bool eval, 
 }
 
 // dx over `rows` rows from sums over `samples` rows (rows × replicas when synchronized), dy
-// through the fused ReLU whose output is relu_y where it has values; both read through X.
-template <class Divider, class X>
-__global__ void norm_backward_data_kernel(X x, const float* dy, X relu_y, float* dx,
+// through the fused ReLU whose output is relu_y where it has values; both read through X, dx
+// written through DX (FloatStore, or HalfStore into the 16-bit gradient a convolution reads).
+template <class Divider, class X, class DX>
+__global__ void norm_backward_data_kernel(X x, const float* dy, X relu_y, DX dx,
                                           const float* dgamma, const float* dbeta, int64_t count,
                                           int64_t samples, Divider by_channels,
                                           BatchNormTensors t) {
@@ -167,15 +168,15 @@ __global__ void norm_backward_data_kernel(X x, const float* dy, X relu_y, float*
       },
       [&](int64_t i, const In& in) {
         const float g = km::norm_output_gradient(&in.dy, relu ? &in.relu_y : nullptr, 0);
-        dx[i] = km::norm_backward_element(g, km::norm_xhat(in.x, in.mean, in.invstd), in.gamma,
-                                          in.invstd, in.dbeta, in.dgamma, samples);
+        dx(i, km::norm_backward_element(g, km::norm_xhat(in.x, in.mean, in.invstd), in.gamma,
+                                        in.invstd, in.dbeta, in.dgamma, samples));
       });
 }
 
-template <class X>
-void backward_data(X x, const float* dy, X relu_y, float* dx, const float* dgamma,
-                   const float* dbeta, int64_t rows, int64_t samples, int64_t channels,
-                   const BatchNormTensors& t, cudaStream_t stream) {
+template <class X, class DX>
+void backward_data(X x, const float* dy, X relu_y, DX dx, const float* dgamma, const float* dbeta,
+                   int64_t rows, int64_t samples, int64_t channels, const BatchNormTensors& t,
+                   cudaStream_t stream) {
   const int64_t count = rows * channels;
   with_divider(count, channels, [&](auto by_channels) {
     norm_backward_data_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(
@@ -202,9 +203,10 @@ void forward_train(X x, Y y, int64_t rows, int64_t channels, float eps, float mo
   normalize(x, y, rows * channels, channels, relu, false, eps, t, stream);
 }
 
-template <class X>
-void backward(X x, const float* dy, X relu_y, float* dx, float* dgamma, float* dbeta, int64_t rows,
-              int64_t channels, const BatchNormTensors& t, cudaStream_t stream) {
+// dx written through DX where `has_dx` (null: the first layer's).
+template <class X, class DX>
+void backward(X x, const float* dy, X relu_y, DX dx, bool has_dx, float* dgamma, float* dbeta,
+              int64_t rows, int64_t channels, const BatchNormTensors& t, cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
   const int64_t parts = km::bias_grad_plan(rows).parts;
   float* partial_a = t.scratch;
@@ -214,7 +216,7 @@ void backward(X x, const float* dy, X relu_y, float* dx, float* dgamma, float* d
   backward_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
       partial_a, partial_b, parts, channels, dbeta, dgamma, nullptr);
   check_launch("backward_finish_kernel");
-  if (dx == nullptr) return;
+  if (!has_dx) return;
   backward_data(x, dy, relu_y, dx, dgamma, dbeta, rows, rows, channels, t, stream);
 }
 
@@ -259,13 +261,19 @@ void batch_norm_forward_eval(const float* x, float* y, int64_t rows, int64_t cha
 void batch_norm_backward(const float* x, const float* dy, const float* relu_y, float* dx,
                          float* dgamma, float* dbeta, int64_t rows, int64_t channels,
                          const BatchNormTensors& t, cudaStream_t stream) {
-  backward(x, dy, relu_y, dx, dgamma, dbeta, rows, channels, t, stream);
+  backward(x, dy, relu_y, FloatStore{dx}, dx != nullptr, dgamma, dbeta, rows, channels, t, stream);
 }
 
 void batch_norm_backward(const km::HalfValues& x, const float* dy, const km::HalfValues& relu_y,
-                         float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t channels,
-                         const BatchNormTensors& t, cudaStream_t stream) {
-  backward(x, dy, relu_y, dx, dgamma, dbeta, rows, channels, t, stream);
+                         float* dx, uint16_t* dx_half, float* dgamma, float* dbeta, int64_t rows,
+                         int64_t channels, const BatchNormTensors& t, cudaStream_t stream) {
+  if (dx_half != nullptr) {
+    backward(x, dy, relu_y, HalfStore{dx_half, x.format}, true, dgamma, dbeta, rows, channels, t,
+             stream);
+  } else {
+    backward(x, dy, relu_y, FloatStore{dx}, dx != nullptr, dgamma, dbeta, rows, channels, t,
+             stream);
+  }
 }
 
 // The synchronized passes reuse the kernels above; the sums of every replica reach a finish
@@ -316,8 +324,8 @@ void batch_norm_backward_stage(int stage, int replicas, const float* x, const fl
   }
   if (dx == nullptr) return;
   // Σdy·x̂ over every replica is what dgamma is over one: invstd is the same on every replica.
-  backward_data(x, dy, relu_y, dx, t.sync + channels, t.sync, rows, rows * replicas, channels, t,
-                stream);
+  backward_data(x, dy, relu_y, FloatStore{dx}, t.sync + channels, t.sync, rows, rows * replicas,
+                channels, t, stream);
 }
 
 void pad_shortcut_forward(const kernel_math::ShortcutShape& s, int64_t batch, const float* in,

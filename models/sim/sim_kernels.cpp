@@ -57,6 +57,24 @@ class SimLayer final : public LayerKernel {
       k->backward_saved(in, out, dout, din, stream);
     });
   }
+  bool reads_half_gradient(kernel_math::HalfFormat format) const override {
+    return cpu_->reads_half_gradient(format);
+  }
+  void backward_from_half_gradient(const uint16_t* in, const uint16_t* out, const uint16_t* dout,
+                                   float* din, Stream& stream) override {
+    device_.launch(stream, [k = cpu_, in, out, dout, din, &stream] {
+      k->backward_from_half_gradient(in, out, dout, din, stream);
+    });
+  }
+  bool writes_half_gradient(kernel_math::HalfFormat format) const override {
+    return cpu_->writes_half_gradient(format);
+  }
+  void backward_into_half_gradient(const uint16_t* in, const uint16_t* out, const float* dout,
+                                   uint16_t* din, Stream& stream) override {
+    device_.launch(stream, [k = cpu_, in, out, dout, din, &stream] {
+      k->backward_into_half_gradient(in, out, dout, din, stream);
+    });
+  }
   // The stages are launches like the passes; the model enqueues the all-reduce between them.
   int sync_points(Pass pass) const override { return cpu_->sync_points(pass); }
   TensorView sync_values(Pass pass) const override { return cpu_->sync_values(pass); }

@@ -82,8 +82,9 @@ TEST_F(CudaKernelsTest, BatchNormMatchesItsHostMirrorBitForBit) {
 
 // Under bf16 and fp16 the training passes read the model's saved 16-bit copies of the input and
 // of the fused ReLU's output as they are, and forward writes only its output's saved copy where
-// the model asks: the bits of the fp32 passes on the restored values (and of that output rounded
-// as the model's save rounds it), with no restore.
+// the model asks, and backward its input's gradient only as the 16-bit copy a convolution reads:
+// the bits of the fp32 passes on the restored values (and of those outputs rounded as the
+// model's save and the convolution's copy round them), with no restore.
 TEST_F(CudaKernelsTest, BatchNormPassesOnTheSavedCopiesAreThePassesOnTheRestoredValues) {
   using Saved = LayerKernel::SavedOutput;
   for (const Precision precision : {Precision::kBf16, Precision::kFp16}) {
@@ -128,6 +129,16 @@ TEST_F(CudaKernelsTest, BatchNormPassesOnTheSavedCopiesAreThePassesOnTheRestored
       b.kernel->backward_saved(saved_x.data(), c.fuse_relu ? saved_y.data() : nullptr,
                                b.dout.data(), b.din.data(), stream);
       EXPECT_EQ(b.din.to_host(), din);
+      EXPECT_EQ(b.grads[0].to_host(), dgamma);
+      EXPECT_EQ(b.grads[1].to_host(), dbeta);
+      // And its input's gradient only as the 16-bit copy a convolution's backward reads.
+      EXPECT_TRUE(b.kernel->writes_half_gradient(format));
+      EXPECT_FALSE(b.kernel->writes_half_gradient(other));
+      HalfTensor din_half(*gpu_, std::vector<uint16_t>(din.size(), 0x7fff));
+      b.din.copy_from_host(std::vector<float>(din.size(), NAN));
+      b.kernel->backward_into_half_gradient(saved_x.data(), c.fuse_relu ? saved_y.data() : nullptr,
+                                            b.dout.data(), din_half.data(), stream);
+      EXPECT_EQ(din_half.to_host(), SixteenBitCopy(din, format).saved);
       EXPECT_EQ(b.grads[0].to_host(), dgamma);
       EXPECT_EQ(b.grads[1].to_host(), dbeta);
     }

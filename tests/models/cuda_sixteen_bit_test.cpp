@@ -143,6 +143,9 @@ TEST_P(CudaSixteenBitTest, PassesOnTheSavedInputAreThePassesOnTheInput) {
 struct SavedPasses {
   std::vector<uint16_t> into_saved, rounded_forward;  // forward_into_saved; to_half(forward)
   std::vector<float> din_saved, din;                  // backward_saved; backward (restored in)
+  // Where the kernel reads its output's gradient in 16 bits: backward_from_half_gradient, and
+  // backward_saved from that gradient restored.
+  std::vector<float> din_half_dout, din_restored_dout;
 };
 
 SavedPasses saved_passes(Device& device, const LayerCase& c, kernel_math::HalfFormat format) {
@@ -175,6 +178,22 @@ SavedPasses saved_passes(Device& device, const LayerCase& c, kernel_math::HalfFo
   b.din.copy_from_host(std::vector<float>(restored.size(), NAN));
   b.kernel->backward_saved(saved_in.data(), nullptr, b.dout.data(), b.din.data(), stream);
   r.din_saved = b.din.to_host();
+  if (!b.kernel->reads_half_gradient(format)) return r;
+  const SixteenBitCopy dout(inputs.dout, format);
+  b.dout.copy_from_host(dout.restored);
+  b.kernel->backward_saved(saved_in.data(), nullptr, b.dout.data(), b.din.data(), stream);
+  r.din_restored_dout = b.din.to_host();
+  HalfTensor half_dout(device, dout.saved);
+  // Another gradient's copy left in the kernel's workspace, then dout's fp32 place not read.
+  std::vector<float> negated = dout.restored;
+  for (float& v : negated) v = -v;
+  b.dout.copy_from_host(negated);
+  b.kernel->backward_saved(saved_in.data(), nullptr, b.dout.data(), b.din.data(), stream);
+  b.din.copy_from_host(std::vector<float>(restored.size(), NAN));
+  b.dout.copy_from_host(std::vector<float>(dout.values.size(), NAN));
+  b.kernel->backward_from_half_gradient(saved_in.data(), nullptr, half_dout.data(), b.din.data(),
+                                        stream);
+  r.din_half_dout = b.din.to_host();
   return r;
 }
 
@@ -213,6 +232,8 @@ TEST_F(CudaKernelsTest, GeluAndLayerNormPassThroughTheSavedCopiesAsTheCpuKernels
 // result as cuDNN wrote it; the bits of the fp32 forward rounded as the model's save rounds.
 // GPT-2's padded head (dense_unaligned_rows's shape) does not: its reader, the loss, reads fp32;
 // nor a convolution with a bias (added to the widened result) or one that reads no saved input.
+// Such a convolution's backward also reads its output's gradient as the 16-bit copy its batch
+// norm's backward writes: the bits of backward from that gradient restored.
 TEST_P(CudaSixteenBitTest, ForwardsIntoTheSavedCopyAreTheForwardsRoundedAsTheModelWould) {
   const auto& [c, precision] = GetParam();
   const testing_util::PrecisionScope scope(precision);
@@ -226,10 +247,16 @@ TEST_P(CudaSixteenBitTest, ForwardsIntoTheSavedCopyAreTheForwardsRoundedAsTheMod
   }
   EXPECT_EQ(b.kernel->forwards_into_saved(format),
             writes ? LayerKernel::SavedOutput::kFromSavedInput : LayerKernel::SavedOutput::kNo);
+  // Such a convolution reads its output's gradient as the 16-bit copy a batch norm writes.
+  EXPECT_EQ(b.kernel->reads_half_gradient(format), conv != nullptr && writes);
   if (!writes) return;
   const SavedPasses got = saved_passes(*gpu_, c, format);
   EXPECT_EQ(got.into_saved, got.rounded_forward);
   EXPECT_EQ(got.din_saved, got.din);
+  EXPECT_EQ(got.din_half_dout, got.din_restored_dout);
+  if (conv != nullptr) {
+    EXPECT_FALSE(got.din_half_dout.empty());
+  }
 }
 
 // The first output of `c`, a layer summing 64 inputs of `x` with weights of 1 (a dense layer

@@ -267,13 +267,16 @@ TEST_F(Fusion, UnderBf16OnlyALayerWhoseReadersAllReadItsSavedCopyWritesNoFp32Out
   EXPECT_NEAR(fused.loss, plain.loss, 1e-2 * std::abs(plain.loss));
 }
 
-// Which layers of `def` write their saved copy themselves, at batch 2 on a CPU device.
-std::vector<bool> writes_saved_copies(const ModelDef& def, Precision precision) {
+// A per-layer answer of Model's plan of `def` at batch 2 on a CPU device: which layers write
+// their saved copy themselves (writes_saved_copies), or keep their gradient in 16 bits.
+using PlanFlags = std::vector<bool> (Model::*)(int64_t) const;
+std::vector<bool> planned_flags(const ModelDef& def, Precision precision,
+                                PlanFlags flags = &Model::writes_saved_copies) {
   const testing_util::PrecisionScope scope(precision);
   CpuDevice dev(0, 1);
   Model m(def, def.default_input, dev, 3);
   m.memory(2);
-  return m.writes_saved_copies(2);
+  return (m.*flags)(2);
 }
 
 // In a GPT decoder every layer norm and GELU writes its saved copy itself under bf16, read by
@@ -282,7 +285,7 @@ TEST_F(Fusion, UnderBf16ADecodersNormsAndMlpsWriteOnlyTheirSavedCopies) {
   const ModelDef def = make_model("gpt:preset=micro");
   for (const Precision precision : {Precision::kBf16, Precision::kFp32}) {
     SCOPED_TRACE(to_string(precision));
-    const std::vector<bool> writes = writes_saved_copies(def, precision);
+    const std::vector<bool> writes = planned_flags(def, precision);
     ASSERT_EQ(writes.size(), def.layers.size());
     int count = 0;
     for (size_t i = 0; i < writes.size(); ++i) {
@@ -310,7 +313,7 @@ TEST_F(Fusion, UnderBf16AResNetsBatchNormsBeforeAConvolutionWriteOnlyTheSavedCop
   const ModelDef def = make_model("cifar-resnet:depth=8");
   for (const Precision precision : {Precision::kBf16, Precision::kFp32}) {
     SCOPED_TRACE(to_string(precision));
-    const std::vector<bool> writes = writes_saved_copies(def, precision);
+    const std::vector<bool> writes = planned_flags(def, precision);
     std::vector<size_t> writing;
     for (size_t i = 0; i < writes.size(); ++i) {
       if (writes[i]) writing.push_back(i);
@@ -323,6 +326,32 @@ TEST_F(Fusion, UnderBf16AResNetsBatchNormsBeforeAConvolutionWriteOnlyTheSavedCop
     if (precision == Precision::kBf16) {
       EXPECT_EQ(describe(def.layers[4]).substr(0, 11), "BatchNorm2D");
       EXPECT_EQ(describe(def.layers[6]).substr(0, 6), "Conv2D");
+    }
+  }
+}
+
+// In a ResNet under bf16 the gradient of every convolution's output but the stem's is kept
+// only as its bf16 copy: its batch norm's backward writes it so and the convolution's reads it
+// (the stem's backward reads the model's input, which has no saved copy); not in fp32, nor
+// without fusion. (FusedModelsComputeTheUnfusedOutputsLossAndGradients holds the bits to the
+// passes run one by one.)
+TEST_F(Fusion, UnderBf16AResNetsConvolutionsKeepTheirOutputGradientInBf16) {
+  const ModelDef def = make_model("cifar-resnet:depth=8");
+  std::vector<size_t> convolutions;
+  for (size_t i = 1; i < def.layers.size(); ++i) {
+    if (std::holds_alternative<Conv2DSpec>(def.layers[i])) convolutions.push_back(i);
+  }
+  ASSERT_EQ(convolutions.size(), 6u);
+  for (const bool fuse : {true, false}) {
+    set_fuse_layers(fuse);
+    for (const Precision precision : {Precision::kBf16, Precision::kFp32}) {
+      SCOPED_TRACE(::testing::Message() << to_string(precision) << (fuse ? " fused" : ""));
+      const std::vector<bool> half = planned_flags(def, precision, &Model::half_gradients);
+      std::vector<size_t> kept;
+      for (size_t i = 0; i < half.size(); ++i) {
+        if (half[i]) kept.push_back(i);
+      }
+      EXPECT_EQ(kept, fuse && precision == Precision::kBf16 ? convolutions : std::vector<size_t>{});
     }
   }
 }
