@@ -127,6 +127,13 @@ class MaxPoolKernel final : public LayerKernel {
     if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
     cuda_ops::max_pool_backward(shape_, window_choices(), dout, din, cuda_stream(stream));
   }
+  // So under bf16 and fp16 the model need not restore the saved copies of either (which it
+  // keeps for the fused ReLU before and the convolution after): no pass over them.
+  bool reads_saved(kernel_math::HalfFormat) const override { return true; }
+  void backward_saved(const uint16_t*, const uint16_t*, const float* dout, float* din,
+                      Stream& stream) override {
+    backward(nullptr, nullptr, dout, din, stream);
+  }
 
  private:
   static int64_t checked_choices(const MaxPool2DSpec& p, int64_t outputs) {

@@ -184,6 +184,27 @@ TEST_F(CudaKernelsTest, ConvolutionsRecordAllowedDeterministicAlgorithms) {
   }
 }
 
+// A max pool's backward reads the choices its training forward recorded, not its input or
+// output: it says it reads the saved copies as they are (so the model restores neither under
+// bf16 and fp16) and, given none, gives backward's bits.
+TEST_F(CudaKernelsTest, MaxPoolBackwardNeedsNoRestoredValues) {
+  for (const LayerCase& c : layer_cases()) {
+    if (!std::holds_alternative<MaxPool2DSpec>(c.spec)) continue;
+    SCOPED_TRACE(c.name);
+    BoundLayer b = bind_layer(*gpu_, c, layer_inputs(c, 17));
+    Stream& stream = gpu_->default_stream();
+    b.kernel->forward(b.in.data(), b.out.data(), stream);
+    b.kernel->backward(b.in.data(), b.out.data(), b.dout.data(), b.din.data(), stream);
+    const std::vector<float> din = b.din.to_host();
+    b.din.copy_from_host(std::vector<float>(din.size(), NAN));
+    for (const auto format : {kernel_math::HalfFormat::kBf16, kernel_math::HalfFormat::kFp16}) {
+      EXPECT_TRUE(b.kernel->reads_saved(format));
+    }
+    b.kernel->backward_saved(nullptr, nullptr, b.dout.data(), b.din.data(), stream);
+    EXPECT_EQ(b.din.to_host(), din);
+  }
+}
+
 // The attention kernel's GEMMs and softmax rows add in orders fixed by the shape: two kernels
 // planned alike give the same bits, and the strict kernel says it computes in strict fp32.
 TEST_F(CudaKernelsTest, AttentionIsDeterministic) {
