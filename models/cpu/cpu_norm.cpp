@@ -33,11 +33,14 @@ namespace {
 // among the cores of a CPU device, few enough that adding the slots up costs nothing.
 constexpr int64_t kMaxChunks = 64;
 constexpr int64_t kChunkPixels = 16;
+// The element-wise passes' blocks of pixels: each thread's share in few calls of the row loops.
+constexpr int64_t kBlockPixels = 64;
 
 // The loops' rows: the C channels of one pixel, vectorised across channels (vector clones,
 // models/cpu/vector_clones.h; each channel's values are summed in pixel order whatever the
-// width, so every clone gives the same bits). `y` non-null: a fused ReLU's output, whose
-// backward multiplies the gradient by (y > 0) as oneDNN's does, without a branch.
+// width, so every clone gives the same bits), n consecutive rows a call. `y` non-null: a fused
+// ReLU's output, whose backward multiplies the gradient by (y > 0) as oneDNN's does, without a
+// branch.
 
 // The rows read the input and a fused ReLU's output as fp32, or as the model's saved bf16
 // copies (exactly the fp32 values a restore would give), and forward writes its output as fp32
@@ -65,12 +68,12 @@ template <class T>
   for (int64_t c = 0; c < cs; ++c) acc[c] += value(x, c);
 }
 SCALESCOPE_VECTOR_CLONES
-void sum_row(double* acc, const float* x, int64_t cs) {
-  channel_sums(acc, x, cs);
+void sum_rows(double* acc, const float* x, int64_t cs, int64_t n) {
+  for (int64_t p = 0; p < n; ++p) channel_sums(acc, x + p * cs, cs);
 }
 SCALESCOPE_VECTOR_CLONES
-void sum_row(double* acc, const uint16_t* x, int64_t cs) {
-  channel_sums(acc, x, cs);
+void sum_rows(double* acc, const uint16_t* x, int64_t cs, int64_t n) {
+  for (int64_t p = 0; p < n; ++p) channel_sums(acc, x + p * cs, cs);
 }
 
 template <class T>
@@ -82,12 +85,12 @@ template <class T>
   }
 }
 SCALESCOPE_VECTOR_CLONES
-void sum_squares_row(double* acc, const float* x, const float* mean, int64_t cs) {
-  squared_deviations(acc, x, mean, cs);
+void sum_squares_rows(double* acc, const float* x, const float* mean, int64_t cs, int64_t n) {
+  for (int64_t p = 0; p < n; ++p) squared_deviations(acc, x + p * cs, mean, cs);
 }
 SCALESCOPE_VECTOR_CLONES
-void sum_squares_row(double* acc, const uint16_t* x, const float* mean, int64_t cs) {
-  squared_deviations(acc, x, mean, cs);
+void sum_squares_rows(double* acc, const uint16_t* x, const float* mean, int64_t cs, int64_t n) {
+  for (int64_t p = 0; p < n; ++p) squared_deviations(acc, x + p * cs, mean, cs);
 }
 
 // y = (x − shift)·scale + β, and with a fused ReLU max(y, 0) as oneDNN's (0 for NaN and −0).
@@ -106,19 +109,19 @@ template <class T, class O>
   }
 }
 SCALESCOPE_VECTOR_CLONES
-void normalize_row(float* y, const float* x, const float* shift, const float* scale,
-                   const float* beta, bool relu, int64_t cs) {
-  normalized(y, x, shift, scale, beta, relu, cs);
+void normalize_rows(float* y, const float* x, const float* shift, const float* scale,
+                    const float* beta, bool relu, int64_t cs, int64_t n) {
+  for (int64_t p = 0; p < n; ++p) normalized(y + p * cs, x + p * cs, shift, scale, beta, relu, cs);
 }
 SCALESCOPE_VECTOR_CLONES
-void normalize_row(float* y, const uint16_t* x, const float* shift, const float* scale,
-                   const float* beta, bool relu, int64_t cs) {
-  normalized(y, x, shift, scale, beta, relu, cs);
+void normalize_rows(float* y, const uint16_t* x, const float* shift, const float* scale,
+                    const float* beta, bool relu, int64_t cs, int64_t n) {
+  for (int64_t p = 0; p < n; ++p) normalized(y + p * cs, x + p * cs, shift, scale, beta, relu, cs);
 }
 SCALESCOPE_VECTOR_CLONES
-void normalize_row(uint16_t* y, const uint16_t* x, const float* shift, const float* scale,
-                   const float* beta, bool relu, int64_t cs) {
-  normalized(y, x, shift, scale, beta, relu, cs);
+void normalize_rows(uint16_t* y, const uint16_t* x, const float* shift, const float* scale,
+                    const float* beta, bool relu, int64_t cs, int64_t n) {
+  for (int64_t p = 0; p < n; ++p) normalized(y + p * cs, x + p * cs, shift, scale, beta, relu, cs);
 }
 
 // Σdy and Σdy·(x − mean).
@@ -141,16 +144,24 @@ template <class T>
   }
 }
 
-SCALESCOPE_VECTOR_CLONES
-void gradient_sums_row(double* sum_dy, double* sum_dyx, const float* x, const float* y,
-                       const float* dy, const float* mean, int64_t cs) {
-  gradient_sums(sum_dy, sum_dyx, x, y, dy, mean, cs);
+// Over n rows.
+template <class T>
+[[gnu::always_inline]] inline void gradient_sums(double* sum_dy, double* sum_dyx, const T* x,
+                                                 const T* y, const float* dy, const float* mean,
+                                                 int64_t cs, int64_t n) {
+  for (int64_t o = 0; o < n * cs; o += cs) {
+    gradient_sums(sum_dy, sum_dyx, x + o, y != nullptr ? y + o : nullptr, dy + o, mean, cs);
+  }
 }
-
 SCALESCOPE_VECTOR_CLONES
-void gradient_sums_row(double* sum_dy, double* sum_dyx, const uint16_t* x, const uint16_t* y,
-                       const float* dy, const float* mean, int64_t cs) {
-  gradient_sums(sum_dy, sum_dyx, x, y, dy, mean, cs);
+void gradient_sums_rows(double* sum_dy, double* sum_dyx, const float* x, const float* y,
+                        const float* dy, const float* mean, int64_t cs, int64_t n) {
+  gradient_sums(sum_dy, sum_dyx, x, y, dy, mean, cs, n);
+}
+SCALESCOPE_VECTOR_CLONES
+void gradient_sums_rows(double* sum_dy, double* sum_dyx, const uint16_t* x, const uint16_t* y,
+                        const float* dy, const float* mean, int64_t cs, int64_t n) {
+  gradient_sums(sum_dy, sum_dyx, x, y, dy, mean, cs, n);
 }
 
 // dx = k·(dy − a − (x − mean)·b), as fp32 or rounded into its bf16 copy.
@@ -173,25 +184,32 @@ template <class T, class O>
   }
 }
 
-SCALESCOPE_VECTOR_CLONES
-void input_gradient_row(float* dx, const float* x, const float* y, const float* dy,
-                        const float* mean, const float* k, const float* a, const float* b,
-                        int64_t cs) {
-  input_gradient(dx, x, y, dy, mean, k, a, b, cs);
+// Over n rows.
+template <class T, class O>
+[[gnu::always_inline]] inline void input_gradient(O* dx, const T* x, const T* y, const float* dy,
+                                                  const float* mean, const float* k, const float* a,
+                                                  const float* b, int64_t cs, int64_t n) {
+  for (int64_t o = 0; o < n * cs; o += cs) {
+    input_gradient(dx + o, x + o, y != nullptr ? y + o : nullptr, dy + o, mean, k, a, b, cs);
+  }
 }
-
 SCALESCOPE_VECTOR_CLONES
-void input_gradient_row(float* dx, const uint16_t* x, const uint16_t* y, const float* dy,
-                        const float* mean, const float* k, const float* a, const float* b,
-                        int64_t cs) {
-  input_gradient(dx, x, y, dy, mean, k, a, b, cs);
+void input_gradient_rows(float* dx, const float* x, const float* y, const float* dy,
+                         const float* mean, const float* k, const float* a, const float* b,
+                         int64_t cs, int64_t n) {
+  input_gradient(dx, x, y, dy, mean, k, a, b, cs, n);
 }
-
 SCALESCOPE_VECTOR_CLONES
-void input_gradient_row(uint16_t* dx, const uint16_t* x, const uint16_t* y, const float* dy,
-                        const float* mean, const float* k, const float* a, const float* b,
-                        int64_t cs) {
-  input_gradient(dx, x, y, dy, mean, k, a, b, cs);
+void input_gradient_rows(float* dx, const uint16_t* x, const uint16_t* y, const float* dy,
+                         const float* mean, const float* k, const float* a, const float* b,
+                         int64_t cs, int64_t n) {
+  input_gradient(dx, x, y, dy, mean, k, a, b, cs, n);
+}
+SCALESCOPE_VECTOR_CLONES
+void input_gradient_rows(uint16_t* dx, const uint16_t* x, const uint16_t* y, const float* dy,
+                         const float* mean, const float* k, const float* a, const float* b,
+                         int64_t cs, int64_t n) {
+  input_gradient(dx, x, y, dy, mean, k, a, b, cs, n);
 }
 
 class BatchNormKernel final : public LayerKernel {
@@ -302,7 +320,9 @@ class BatchNormKernel final : public LayerKernel {
              "{}: batch norm in training needs more than one value per channel, got {} "
              "(batch × height × width)",
              name_, pixels_);
-    return reduce([&](double* acc, int64_t p) { sum_row(acc, in + p * channels_, channels_); });
+    return reduce([&](double* acc, int64_t p, int64_t n) {
+      sum_rows(acc, in + p * channels_, channels_, n);
+    });
   }
   // Saves the mean of `sums` over `replicas` batches; returns Σ(x − mean)² over this one's
   // pixels (two passes, so no cancellation between Σx² and (Σx)²).
@@ -311,8 +331,9 @@ class BatchNormKernel final : public LayerKernel {
     float* mean = saved_mean();
     const double m = static_cast<double>(pixels_) * replicas;
     for (int64_t c = 0; c < channels_; ++c) mean[c] = static_cast<float>(sums[c] / m);
-    return reduce(
-        [&](double* acc, int64_t p) { sum_squares_row(acc, in + p * channels_, mean, channels_); });
+    return reduce([&](double* acc, int64_t p, int64_t n) {
+      sum_squares_rows(acc, in + p * channels_, mean, channels_, n);
+    });
   }
   template <class T, class O>
   void finish_forward(const T* in, O* out, const double* squares, int replicas) {
@@ -346,9 +367,9 @@ class BatchNormKernel final : public LayerKernel {
     const float* mean = saved_mean();
     const float* invstd = saved_invstd();
     const int64_t cs = channels_;
-    double* sums = reduce([&](double* acc, int64_t p) {
-      gradient_sums_row(acc, acc + cs, in + p * cs, relu_backward_ ? out + p * cs : nullptr,
-                        dout + p * cs, mean, cs);
+    double* sums = reduce([&](double* acc, int64_t p, int64_t n) {
+      gradient_sums_rows(acc, acc + cs, in + p * cs, relu_backward_ ? out + p * cs : nullptr,
+                         dout + p * cs, mean, cs, n);
     });
     for (int64_t c = 0; c < cs; ++c) {
       dbeta_[c] = static_cast<float>(sums[c]);
@@ -372,17 +393,14 @@ class BatchNormKernel final : public LayerKernel {
     }
     if (din == nullptr) return;  // first layer: nobody needs the input's gradient
     const float* mean = saved_mean();
-#pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < pixels_; ++p) {
-      input_gradient_row(din + p * cs, in + p * cs, relu_backward_ ? out + p * cs : nullptr,
-                         dout + p * cs, mean, k, a, b, cs);
-    }
+    over_pixels([&](int64_t p, int64_t n) {
+      input_gradient_rows(din + p * cs, in + p * cs, relu_backward_ ? out + p * cs : nullptr,
+                          dout + p * cs, mean, k, a, b, cs, n);
+    });
   }
 
   // The sums a sync point all-reduces travel as floats (what the communicators carry).
-  float* sync_ptr() const {
-    return static_cast<float*>(sync_.data());
-  }
+  float* sync_ptr() const { return static_cast<float*>(sync_.data()); }
   void to_sync(const double* sums, int64_t count) {
     for (int64_t i = 0; i < count; ++i) sync_ptr()[i] = static_cast<float>(sums[i]);
   }
@@ -392,17 +410,19 @@ class BatchNormKernel final : public LayerKernel {
     return total;
   }
 
-  // Runs row(acc, p) for every pixel p, acc being the per-channel partial sums (2·C doubles,
-  // zeroed) of p's chunk, and returns the sums over all chunks, added in chunk order.
-  template <class Row>
-  double* reduce(const Row& row) {
+  // Runs rows(acc, p, n) over each chunk's n pixels from p, acc being the chunk's per-channel
+  // partial sums (2·C doubles, zeroed), and returns the sums over all chunks, added in chunk
+  // order.
+  template <class Rows>
+  double* reduce(const Rows& rows) {
     const int64_t width = 2 * channels_;
     double* slots = static_cast<double*>(partials_.data());
 #pragma omp parallel for schedule(static)
     for (int64_t s = 0; s < chunks_; ++s) {
       double* acc = slots + s * width;
       std::fill(acc, acc + width, 0.0);
-      for (int64_t p = pixels_ * s / chunks_; p < pixels_ * (s + 1) / chunks_; ++p) row(acc, p);
+      const int64_t begin = pixels_ * s / chunks_;
+      rows(acc, begin, pixels_ * (s + 1) / chunks_ - begin);
     }
     double* total = slots + chunks_ * width;
     std::copy(slots, slots + width, total);
@@ -416,9 +436,20 @@ class BatchNormKernel final : public LayerKernel {
   template <class T, class O>
   void normalize(const T* in, O* out, const float* shift, const float* scale) const {
     const int64_t cs = channels_;
+    over_pixels([&](int64_t p, int64_t n) {
+      normalize_rows(out + p * cs, in + p * cs, shift, scale, beta_, relu_, cs, n);
+    });
+  }
+
+  // Runs rows(p, n) over the pixels in blocks of n = kBlockPixels (the last one shorter), the
+  // blocks shared among the threads: one call of a row loop per block, not per pixel.
+  template <class Rows>
+  void over_pixels(const Rows& rows) const {
+    const int64_t blocks = (pixels_ + kBlockPixels - 1) / kBlockPixels;
 #pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < pixels_; ++p) {
-      normalize_row(out + p * cs, in + p * cs, shift, scale, beta_, relu_, cs);
+    for (int64_t block = 0; block < blocks; ++block) {
+      const int64_t p = block * kBlockPixels;
+      rows(p, std::min(kBlockPixels, pixels_ - p));
     }
   }
 
