@@ -127,10 +127,10 @@ void accumulate_into(float* acc, const float* grads, int64_t count, bool first, 
   kernel_backend(stream.device().id().kind).accumulate(acc, grads, count, first, stream);
 }
 
-void add_into(float* out, const float* a, const float* b, int64_t count, bool relu,
-              Stream& stream) {
+void add_into(float* out, const float* a, const float* b, int64_t count, bool relu, Stream& stream,
+              const kernel_math::HalfRow& saved) {
   SS_CHECK(count >= 0, "adding {} values", count);
-  kernel_backend(stream.device().id().kind).add(out, a, b, count, relu, stream);
+  kernel_backend(stream.device().id().kind).add(out, a, b, count, relu, saved, stream);
 }
 
 void accumulate_relu_gradient_into(float* acc, const float* grads,

@@ -292,7 +292,7 @@ class KernelBackend {
   // add_into() and accumulate_relu_gradient_into() (below) on memory of a device of this kind.
   // REQUIRES: count >= 0.
   virtual void add(float* out, const float* a, const float* b, int64_t count, bool relu,
-                   Stream& stream) = 0;
+                   const kernel_math::HalfRow& saved, Stream& stream) = 0;
   virtual void accumulate_relu_gradient(float* acc, const float* grads,
                                         const kernel_math::ReluOutput& relu_output, int64_t count,
                                         bool first, Stream& stream) = 0;
@@ -388,8 +388,10 @@ void accumulate_into(float* acc, const float* grads, int64_t count, bool first, 
 
 // A graph's add (a ResNet block's end): out = a + b over `count` floats of device memory of
 // stream.device(), and with `relu` the ReLU after it fused in, with the ReLU layer's bits
-// (kernel_math::activation_forward). Element-wise, as accumulate_into.
-void add_into(float* out, const float* a, const float* b, int64_t count, bool relu, Stream& stream);
+// (kernel_math::activation_forward). Element-wise, as accumulate_into. Where `saved` is set,
+// out is also written rounded into it (the model's saved copy of out) in the same pass.
+void add_into(float* out, const float* a, const float* b, int64_t count, bool relu, Stream& stream,
+              const kernel_math::HalfRow& saved = {});
 // The gradient through such a fused ReLU into one of the add's inputs: g = grads masked where
 // the ReLU's output (fp32, or its saved 16-bit copy as a restore reads it) is <= 0, as the
 // ReLU's backward masks it (kernel_math::activation_backward's bits), then acc = g when

@@ -291,6 +291,10 @@ std::vector<bool> Model::half_gradients(int64_t batch) const {
   return planned(batch).half_gradient;
 }
 
+std::vector<bool> Model::adds_writing_saved_copies(int64_t batch) const {
+  return planned(batch).saved_by_add;
+}
+
 const float* Model::output_of(int layer) const {
   return layer == kModelInput ? input_ : current_->outputs[static_cast<size_t>(layer)];
 }
@@ -319,7 +323,12 @@ void Model::forward_layer(size_t layer, bool training, Stream& stream) {
   if (kernel == nullptr) {  // Add: out = a + b (and the ReLU after it, fused), on the device
     const std::vector<int> from = layer_inputs(def_, static_cast<int>(layer));
     const int64_t count = plan.batch * shapes_[layer + 1].numel();
-    add_into(out, output_of(from[0]), output_of(from[1]), count, plan.fused_into(layer), stream);
+    kernel_math::HalfRow saved;
+    if (training && plan.saved_by_add[layer]) {
+      saved = {static_cast<uint16_t*>(plan.saved[plan.holder(layer)].data()), *plan.saved_format};
+    }
+    add_into(out, output_of(from[0]), output_of(from[1]), count, plan.fused_into(layer), stream,
+             saved);
   } else if (!training) {
     kernel->forward_eval(layer_input(static_cast<int>(layer)), out, stream);
   } else if (plan.into_saved[layer]) {

@@ -135,6 +135,9 @@ class Model {
   // by its one reader's backward and read by the layer's (LayerKernel::reads_half_gradient),
   // indexed by layer; all false otherwise. Throws Error like kernel_choices.
   std::vector<bool> half_gradients(int64_t batch) const;
+  // Under bf16 and fp16, which Adds write their output's saved 16-bit copy in their own pass
+  // (with the ReLU fused after them: that ReLU's output), indexed by layer; all false otherwise.
+  std::vector<bool> adds_writing_saved_copies(int64_t batch) const;
 
  private:
   struct Plan;

@@ -144,9 +144,14 @@ bool Model::staged(const LayerKernel& kernel, LayerKernel::Pass pass) const {
 void Model::plan_saved_outputs(Plan& plan) const {
   const size_t layers = def_.layers.size();
   plan.into_saved.assign(layers, false);
+  plan.saved_by_add.assign(layers, false);
   // Without fusion the model runs each pass on its own, the reference the fused passes are
   // tested against.
   if (!plan.saved_format || !fuse_layers()) return;
+  for (size_t i = 0; i < layers; ++i) {
+    plan.saved_by_add[i] = std::holds_alternative<AddSpec>(def_.layers[i]) &&
+                           plan.saved[plan.holder(i)].data() != nullptr;
+  }
   const std::vector<std::vector<int>> readers = layer_readers(def_);
   // The last layer's output is the loss's input. A producer that applies the next layer's
   // activation writes that layer's output: its readers and saved copy are the activation's,
@@ -207,6 +212,10 @@ void Model::save_output(int layer, Stream& stream) {
   const Plan& plan = *current_;
   const auto i = static_cast<size_t>(layer);
   if (!plan.saved_format || plan.saved[i].data() == nullptr || plan.into_saved[i]) return;
+  // An Add wrote it (its own output's, or the fused ReLU's after it).
+  if (plan.saved_by_add[i] || (i > 0 && plan.fused_into(i - 1) && plan.saved_by_add[i - 1])) {
+    return;
+  }
   compress_gradients(plan.outputs[i], static_cast<uint16_t*>(plan.saved[i].data()),
                      plan.batch * shapes_[i + 1].numel(), 1, *plan.saved_format, stream);
 }

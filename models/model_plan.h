@@ -43,6 +43,9 @@ struct Model::Plan {
   // (LayerKernel::reads_half_gradient): its one reader's backward writes it so, in the
   // gradient's place, and the layer's backward reads it so.
   std::vector<bool> half_gradient;
+  // Under bf16 and fp16 (with fusion), the Adds whose pass also writes their output's saved
+  // copy (add_into's `saved`): the model's save pass skips that output.
+  std::vector<bool> saved_by_add;
   // A sequence: ping-pong buffers for activation gradients. A graph: grad_a holds the
   // gradient of each layer's output while it is live (plan_gradient_arena; summed over its
   // readers: `filled` says whether a reader wrote it yet), grad_b the scratch a second reader

@@ -11,6 +11,7 @@
 
 #include "models/cpu/cpu_half.h"
 #include "models/cpu/cpu_kernels.h"
+#include "models/cpu/vector_clones.h"
 
 namespace scalescope {
 
@@ -42,20 +43,66 @@ void accumulate_into_cpu(float* acc, const float* grads, int64_t count, bool fir
   for (int64_t i = 0; i < count; ++i) acc[i] += grads[i];
 }
 
+namespace {
+
 // The ReLU's forward as oneDNN's x86 kernels compute it (max(v, 0): +0 for NaN and -0), and
 // its backward's mask as their multiply (dy · 0 where y <= 0: -0 for a negative dy, NaN for a
 // NaN one; a NaN y passes dy), written without branches so that both vectorize.
-void add_into_cpu(float* out, const float* a, const float* b, int64_t count, bool relu) {
+// out = a + b over n values on the calling thread, and with `relu` that ReLU's forward; each
+// value also given to save(i, v). In vector clones (the baseline build's SSE2 ran the rounding
+// a quarter as wide as the save's own pass).
+template <class Save>
+[[gnu::always_inline]] inline void add_values(float* __restrict out, const float* __restrict a,
+                                              const float* __restrict b, int64_t n, bool relu,
+                                              const Save& save) {
   if (!relu) {
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < count; ++i) out[i] = a[i] + b[i];
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = a[i] + b[i];
+      save(i, out[i]);
+    }
     return;
   }
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < count; ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     const float v = a[i] + b[i];
     out[i] = v > 0.0f ? v : 0.0f;
+    save(i, out[i]);
   }
+}
+SCALESCOPE_VECTOR_CLONES
+void add_span(float* out, const float* a, const float* b, int64_t n, bool relu) {
+  add_values(out, a, b, n, relu, [](int64_t, float) {});
+}
+// And rounded into `saved` in the same loop: the model's save's bits (kernel_math::float_to_bf16).
+SCALESCOPE_VECTOR_CLONES
+void add_span_bf16(float* out, uint16_t* saved, const float* a, const float* b, int64_t n,
+                   bool relu) {
+  add_values(out, a, b, n, relu,
+             [saved](int64_t i, float v) { saved[i] = kernel_math::float_to_bf16(v); });
+}
+
+// Values an add writes before rounding them into an fp16 saved copy: 16 KiB of floats.
+constexpr int64_t kSavedBlock = 4096;
+
+}  // namespace
+
+void add_into_cpu(float* out, const float* a, const float* b, int64_t count, bool relu,
+                  const kernel_math::HalfRow& saved) {
+  in_shares(count, [&](int64_t begin, int64_t end) {
+    float* o = out + begin;
+    const int64_t n = end - begin;
+    if (saved.at == nullptr) {
+      add_span(o, a + begin, b + begin, n, relu);
+    } else if (saved.format == kernel_math::HalfFormat::kBf16) {
+      add_span_bf16(o, saved.at + begin, a + begin, b + begin, n, relu);
+    } else {
+      // fp16 (simulated devices only): each block rounded while in cache, by the save's pass.
+      for (int64_t i = 0; i < n; i += kSavedBlock) {
+        const int64_t m = std::min(kSavedBlock, n - i);
+        add_span(o + i, a + begin + i, b + begin + i, m, relu);
+        compress_half_span(o + i, saved.at + begin + i, m, 1, saved.format);
+      }
+    }
+  });
 }
 
 namespace {

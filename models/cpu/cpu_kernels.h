@@ -64,7 +64,8 @@ std::unique_ptr<OptimizerKernel> make_cpu_optimizer(const OptimizerConfig& confi
 void accumulate_into_cpu(float* acc, const float* grads, int64_t count, bool first);
 // cpu_accumulate.cpp: add_into() and accumulate_relu_gradient_into() (models/kernels.h) on CPU
 // memory, across the calling thread's OpenMP team.
-void add_into_cpu(float* out, const float* a, const float* b, int64_t count, bool relu);
+void add_into_cpu(float* out, const float* a, const float* b, int64_t count, bool relu,
+                  const kernel_math::HalfRow& saved = {});
 void accumulate_relu_gradient_cpu(float* acc, const float* grads,
                                   const kernel_math::ReluOutput& relu_output, int64_t count,
                                   bool first);
@@ -130,8 +131,8 @@ class CpuKernelBackend final : public KernelBackend {
     accumulate_into_cpu(acc, grads, count, first);
   }
   void add(float* out, const float* a, const float* b, int64_t count, bool relu,
-           Stream& /*stream*/) override {
-    add_into_cpu(out, a, b, count, relu);
+           const kernel_math::HalfRow& saved, Stream& /*stream*/) override {
+    add_into_cpu(out, a, b, count, relu, saved);
   }
   void accumulate_relu_gradient(float* acc, const float* grads,
                                 const kernel_math::ReluOutput& relu_output, int64_t count,

@@ -61,7 +61,7 @@ void accumulate_into_cuda(float* acc, const float* grads, int64_t count, bool fi
 // cuda_optimizers.cpp: add_into() and accumulate_relu_gradient_into() (models/kernels.h) on
 // device memory, on `stream`.
 void add_into_cuda(float* out, const float* a, const float* b, int64_t count, bool relu,
-                   Stream& stream);
+                   const kernel_math::HalfRow& saved, Stream& stream);
 void accumulate_relu_gradient_cuda(float* acc, const float* grads,
                                    const kernel_math::ReluOutput& relu_output, int64_t count,
                                    bool first, Stream& stream);
@@ -109,8 +109,8 @@ class CudaKernelBackend final : public KernelBackend {
     accumulate_into_cuda(acc, grads, count, first, stream);
   }
   void add(float* out, const float* a, const float* b, int64_t count, bool relu,
-           Stream& stream) override {
-    add_into_cuda(out, a, b, count, relu, stream);
+           const kernel_math::HalfRow& saved, Stream& stream) override {
+    add_into_cuda(out, a, b, count, relu, saved, stream);
   }
   void accumulate_relu_gradient(float* acc, const float* grads,
                                 const kernel_math::ReluOutput& relu_output, int64_t count,

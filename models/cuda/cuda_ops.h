@@ -104,8 +104,10 @@ void global_avg_pool_backward(const float* dy, float* dx, int64_t n, int64_t pix
 
 // out = a + b, and with `relu` the ReLU of it (kernel_math::add_relu_forward); acc = g (first)
 // or acc += g with g the ReLU's backward of grads through relu_output
-// (kernel_math::relu_gradient): a graph's add with the ReLU after it fused in.
-void add(float* out, const float* a, const float* b, int64_t n, bool relu, cudaStream_t stream);
+// (kernel_math::relu_gradient): a graph's add with the ReLU after it fused in. Where `saved` is
+// set, out is also written rounded into it.
+void add(float* out, const float* a, const float* b, int64_t n, bool relu,
+         const kernel_math::HalfRow& saved, cudaStream_t stream);
 void accumulate_relu_gradient(float* acc, const float* grads,
                               const kernel_math::ReluOutput& relu_output, int64_t n, bool first,
                               cudaStream_t stream);

@@ -96,8 +96,8 @@ void accumulate_into_cuda(float* acc, const float* grads, int64_t count, bool fi
 }
 
 void add_into_cuda(float* out, const float* a, const float* b, int64_t count, bool relu,
-                   Stream& stream) {
-  cuda_ops::add(out, a, b, count, relu, cuda_stream(stream));
+                   const kernel_math::HalfRow& saved, Stream& stream) {
+  cuda_ops::add(out, a, b, count, relu, saved, cuda_stream(stream));
 }
 
 void accumulate_relu_gradient_cuda(float* acc, const float* grads,

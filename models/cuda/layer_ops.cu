@@ -129,7 +129,8 @@ __global__ void gelu_backward_half_kernel(const uint16_t* x, const float* dy, fl
       });
 }
 
-__global__ void add_kernel(float* out, const float* a, const float* b, int64_t count, bool relu) {
+__global__ void add_kernel(float* out, const float* a, const float* b, int64_t count, bool relu,
+                           km::HalfRow saved) {
   struct In {
     float a, b;
   };
@@ -139,7 +140,9 @@ __global__ void add_kernel(float* out, const float* a, const float* b, int64_t c
         return In{a[i], b[i]};
       },
       [&](int64_t i, const In& in) {
-        out[i] = relu ? km::add_relu_forward(in.a, in.b) : in.a + in.b;
+        const float v = relu ? km::add_relu_forward(in.a, in.b) : in.a + in.b;
+        out[i] = v;
+        saved.store(i, v);
       });
 }
 
@@ -285,9 +288,10 @@ void bias_grad(const float* dy, float* db, int64_t rows, int64_t channels, float
   check_launch("bias_grad_finish_kernel");
 }
 
-void add(float* out, const float* a, const float* b, int64_t n, bool relu, cudaStream_t stream) {
+void add(float* out, const float* a, const float* b, int64_t n, bool relu, const km::HalfRow& saved,
+         cudaStream_t stream) {
   if (n == 0) return;
-  add_kernel<<<grid_for_elements(n), kThreads, 0, stream>>>(out, a, b, n, relu);
+  add_kernel<<<grid_for_elements(n), kThreads, 0, stream>>>(out, a, b, n, relu, saved);
   check_launch("add_kernel");
 }
 

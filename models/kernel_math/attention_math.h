@@ -97,17 +97,6 @@ SS_HOST_DEVICE inline float attention_scale(int64_t head_dim) {
   return static_cast<float>(1.0 / sqrt(static_cast<double>(head_dim)));
 }
 
-// Where a row function also writes its results rounded to 16 bits (the operand of the product
-// that reads them), in the same pass: to_half of each fp32 result, the bits a separate rounding
-// pass would give. `at` null: nowhere.
-struct HalfRow {
-  uint16_t* at = nullptr;
-  HalfFormat format = HalfFormat::kBf16;
-  SS_HOST_DEVICE void store(int64_t j, float v) const {
-    if (at != nullptr) at[j] = to_half(v, format);
-  }
-};
-
 // Row `row` (the query position i) of the causal scaled softmax: scores s[len] (unscaled) into
 // probabilities p[len] and their 16-bit copy `half`, this thread's share of the columns; s and p
 // may be the same memory. With p null only the copy is written (what the products of a 16-bit

@@ -81,6 +81,17 @@ SS_HOST_DEVICE inline float from_half(uint16_t h, HalfFormat format) {
   return format == HalfFormat::kFp16 ? fp16_to_float(h) : bf16_to_float(h);
 }
 
+// Where a pass also writes its fp32 results rounded to 16 bits (the saved copy of an add's
+// output, the operand of the product that reads a softmax's), in the same pass: to_half of each
+// result, the bits a separate rounding pass would give. `at` null: nowhere.
+struct HalfRow {
+  uint16_t* at = nullptr;
+  HalfFormat format = HalfFormat::kBf16;
+  SS_HOST_DEVICE void store(int64_t j, float v) const {
+    if (at != nullptr) at[j] = to_half(v, format);
+  }
+};
+
 // The model's saved 16-bit copy of some values, read as the fp32 values it widens to (a
 // restore's): a kernel templated on how it reads them (a const float*, or this) reads the copy
 // in place, where a restore would first write the fp32 values out. `at` null: no values.

@@ -200,8 +200,8 @@ void SimKernelBackend::accumulate(float* acc, const float* grads, int64_t count,
 }
 
 void SimKernelBackend::add(float* out, const float* a, const float* b, int64_t count, bool relu,
-                           Stream& stream) {
-  sim(stream.device()).launch(stream, [=] { add_into_cpu(out, a, b, count, relu); });
+                           const kernel_math::HalfRow& saved, Stream& stream) {
+  sim(stream.device()).launch(stream, [=] { add_into_cpu(out, a, b, count, relu, saved); });
 }
 
 void SimKernelBackend::accumulate_relu_gradient(float* acc, const float* grads,

@@ -28,7 +28,7 @@ class SimKernelBackend final : public KernelBackend {
   std::unique_ptr<OptimizerKernel> make_optimizer(const OptimizerConfig& config, int64_t n,
                                                   Device& device) override;
   void add(float* out, const float* a, const float* b, int64_t count, bool relu,
-           Stream& stream) override;
+           const kernel_math::HalfRow& saved, Stream& stream) override;
   void accumulate_relu_gradient(float* acc, const float* grads,
                                 const kernel_math::ReluOutput& relu_output, int64_t count,
                                 bool first, Stream& stream) override;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,23 +56,46 @@ std::string bit_differences(const std::vector<float>& got, const std::vector<flo
   return report;
 }
 
-std::vector<float> add(Device& device, const std::vector<float>& a, const std::vector<float>& b,
-                       bool relu) {
+// The add's output and, given a format, the saved copy it writes of it in the same pass
+// (restored to floats, so that NaNs compare as NaNs).
+struct Added {
+  std::vector<float> out, saved;
+};
+Added add(Device& device, const std::vector<float>& a, const std::vector<float>& b, bool relu,
+          std::optional<km::HalfFormat> format = std::nullopt) {
   device.make_current();
   const auto n = static_cast<int64_t>(a.size());
   Tensor ta(device, Shape{n}), tb(device, Shape{n}), out(device, Shape{n});
+  DeviceBuffer saved(device, static_cast<size_t>(n) * sizeof(uint16_t));
   ta.copy_from_host(a);
   tb.copy_from_host(b);
-  add_into(out.data(), ta.data(), tb.data(), n, relu, device.default_stream());
+  km::HalfRow row;
+  if (format) row = {static_cast<uint16_t*>(saved.data()), *format};
+  add_into(out.data(), ta.data(), tb.data(), n, relu, device.default_stream(), row);
+  std::vector<uint16_t> half(static_cast<size_t>(n));
+  if (format) {
+    device.copy_to_host(half.data(), saved.data(), saved.bytes(), device.default_stream());
+  }
   device.default_stream().synchronize();
-  return out.to_host();
+  Added r{out.to_host(), {}};
+  if (format) {
+    for (const uint16_t h : half) r.saved.push_back(km::from_half(h, *format));
+  }
+  return r;
 }
 
 TEST_F(CudaKernelsTest, AGraphsAddWithAndWithoutItsReluIsTheCpusBits) {
   const std::vector<float> a = edge_values(1);
   const std::vector<float> b = edge_values(2);
   for (const bool relu : {false, true}) {
-    EXPECT_EQ(bit_differences(add(*gpu_, a, b, relu), add(*cpu_, a, b, relu)), "") << relu;
+    EXPECT_EQ(bit_differences(add(*gpu_, a, b, relu).out, add(*cpu_, a, b, relu).out), "") << relu;
+    // And with the saved 16-bit copy written in the same pass.
+    for (const auto format : {km::HalfFormat::kBf16, km::HalfFormat::kFp16}) {
+      const Added gpu = add(*gpu_, a, b, relu, format);
+      const Added cpu = add(*cpu_, a, b, relu, format);
+      EXPECT_EQ(bit_differences(gpu.out, cpu.out), "") << relu;
+      EXPECT_EQ(bit_differences(gpu.saved, cpu.saved), "") << relu;
+    }
   }
 }
 

@@ -279,6 +279,16 @@ std::vector<bool> planned_flags(const ModelDef& def, Precision precision,
   return (m.*flags)(2);
 }
 
+// The layers for which `flags` of the plan of `def` at batch 2 says true.
+std::vector<size_t> flagged_layers(const ModelDef& def, Precision precision, PlanFlags flags) {
+  const std::vector<bool> flagged = planned_flags(def, precision, flags);
+  std::vector<size_t> layers;
+  for (size_t i = 0; i < flagged.size(); ++i) {
+    if (flagged[i]) layers.push_back(i);
+  }
+  return layers;
+}
+
 // In a GPT decoder every layer norm and GELU writes its saved copy itself under bf16, read by
 // the dense layer after it, and so does the dense layer before each GELU; nothing does in fp32.
 TEST_F(Fusion, UnderBf16ADecodersNormsAndMlpsWriteOnlyTheirSavedCopies) {
@@ -313,11 +323,7 @@ TEST_F(Fusion, UnderBf16AResNetsBatchNormsBeforeAConvolutionWriteOnlyTheSavedCop
   const ModelDef def = make_model("cifar-resnet:depth=8");
   for (const Precision precision : {Precision::kBf16, Precision::kFp32}) {
     SCOPED_TRACE(to_string(precision));
-    const std::vector<bool> writes = planned_flags(def, precision);
-    std::vector<size_t> writing;
-    for (size_t i = 0; i < writes.size(); ++i) {
-      if (writes[i]) writing.push_back(i);
-    }
+    const std::vector<size_t> writing = flagged_layers(def, precision, &Model::writes_saved_copies);
     // Each block's first batch norm (4, 11, 19) and its ReLU (5, 12, 20).
     const std::vector<size_t> expected = precision == Precision::kBf16
                                              ? std::vector<size_t>{4, 5, 11, 12, 19, 20}
@@ -330,6 +336,29 @@ TEST_F(Fusion, UnderBf16AResNetsBatchNormsBeforeAConvolutionWriteOnlyTheSavedCop
   }
 }
 
+// `flags` names `expected` under bf16 with fusion, and no layer in fp32 or without fusion.
+void expect_only_in_fused_bf16(const ModelDef& def, PlanFlags flags,
+                               const std::vector<size_t>& expected) {
+  for (const bool fuse : {true, false}) {
+    set_fuse_layers(fuse);
+    for (const Precision precision : {Precision::kBf16, Precision::kFp32}) {
+      SCOPED_TRACE(::testing::Message() << to_string(precision) << (fuse ? " fused" : ""));
+      EXPECT_EQ(flagged_layers(def, precision, flags),
+                fuse && precision == Precision::kBf16 ? expected : std::vector<size_t>{});
+    }
+  }
+}
+
+// The layers of `def` of kind Spec.
+template <class Spec>
+std::vector<size_t> layers_of(const ModelDef& def) {
+  std::vector<size_t> layers;
+  for (size_t i = 0; i < def.layers.size(); ++i) {
+    if (std::holds_alternative<Spec>(def.layers[i])) layers.push_back(i);
+  }
+  return layers;
+}
+
 // In a ResNet under bf16 the gradient of every convolution's output but the stem's is kept
 // only as its bf16 copy: its batch norm's backward writes it so and the convolution's reads it
 // (the stem's backward reads the model's input, which has no saved copy); not in fp32, nor
@@ -337,23 +366,22 @@ TEST_F(Fusion, UnderBf16AResNetsBatchNormsBeforeAConvolutionWriteOnlyTheSavedCop
 // passes run one by one.)
 TEST_F(Fusion, UnderBf16AResNetsConvolutionsKeepTheirOutputGradientInBf16) {
   const ModelDef def = make_model("cifar-resnet:depth=8");
-  std::vector<size_t> convolutions;
-  for (size_t i = 1; i < def.layers.size(); ++i) {
-    if (std::holds_alternative<Conv2DSpec>(def.layers[i])) convolutions.push_back(i);
-  }
-  ASSERT_EQ(convolutions.size(), 6u);
-  for (const bool fuse : {true, false}) {
-    set_fuse_layers(fuse);
-    for (const Precision precision : {Precision::kBf16, Precision::kFp32}) {
-      SCOPED_TRACE(::testing::Message() << to_string(precision) << (fuse ? " fused" : ""));
-      const std::vector<bool> half = planned_flags(def, precision, &Model::half_gradients);
-      std::vector<size_t> kept;
-      for (size_t i = 0; i < half.size(); ++i) {
-        if (half[i]) kept.push_back(i);
-      }
-      EXPECT_EQ(kept, fuse && precision == Precision::kBf16 ? convolutions : std::vector<size_t>{});
-    }
-  }
+  std::vector<size_t> convolutions = layers_of<Conv2DSpec>(def);
+  ASSERT_EQ(convolutions.size(), 7u);
+  ASSERT_EQ(convolutions.front(), 0u);
+  convolutions.erase(convolutions.begin());
+  expect_only_in_fused_bf16(def, &Model::half_gradients, convolutions);
+}
+
+// Under bf16 each of a ResNet's adds writes the saved copy of its fused ReLU's output (which the
+// ReLU's mask in the add's backward reads, and the next block's convolution) in its own pass:
+// the model's save pass skips it. Not in fp32, nor without fusion.
+// (FusedModelsComputeTheUnfusedOutputsLossAndGradients holds the bits.)
+TEST_F(Fusion, UnderBf16AResNetsAddsWriteTheSavedCopyOfTheirOutput) {
+  const ModelDef def = make_model("cifar-resnet:depth=8");
+  const std::vector<size_t> adds = layers_of<AddSpec>(def);
+  ASSERT_EQ(adds.size(), 3u);
+  expect_only_in_fused_bf16(def, &Model::adds_writing_saved_copies, adds);
 }
 
 }  // namespace

@@ -127,6 +127,35 @@ TEST(KernelMathActivation, AnAddWithItsReluIsTheReluLayerBitForBit) {
   }
 }
 
+// Under bf16 and fp16 the add writes its output's saved copy in its own pass (kernels.h's
+// add_into with `saved`): the fp32 output as without, and the copy to_half of each value (the
+// model's save's bits, kernel_math::HalfRow's on a GPU), across the CPU's blocks of 4096 values.
+TEST(KernelMathActivation, AnAddWritesItsSavedCopyAsTheSaveWould) {
+  std::vector<float> a = random_floats(3 * 4096 + 17, 5, -70000.0f, 70000.0f);
+  const std::vector<float> b = random_floats(a.size(), 6, -2.0f, 2.0f);
+  a.insert(a.begin(), {kNan, 0.0f, -0.0f, kInf, -kInf, kDenormal, 65520.0f, 1.0f + 0x1p-9f});
+  a.resize(b.size());
+  const auto n = static_cast<int64_t>(a.size());
+  for (const auto format : {kernel_math::HalfFormat::kBf16, kernel_math::HalfFormat::kFp16}) {
+    for (const bool relu : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} relu {}",
+                               format == kernel_math::HalfFormat::kBf16 ? "bf16" : "fp16", relu));
+      std::vector<float> plain(a.size());
+      add_into_cpu(plain.data(), a.data(), b.data(), n, relu);
+      std::vector<float> out(a.size());
+      std::vector<uint16_t> saved(a.size(), 0x7fff);
+      add_into_cpu(out.data(), a.data(), b.data(), n, relu, {saved.data(), format});
+      EXPECT_EQ(bit_mismatches(out, plain), "");
+      std::vector<float> rounded, want;
+      for (size_t i = 0; i < a.size(); ++i) {
+        rounded.push_back(kernel_math::from_half(saved[i], format));
+        want.push_back(kernel_math::from_half(kernel_math::to_half(plain[i], format), format));
+      }
+      EXPECT_EQ(bit_mismatches(rounded, want), "");
+    }
+  }
+}
+
 // Under bf16 and fp16 the mask reads the saved 16-bit copy of the ReLU's output as it is: the
 // bits of the same op on the values a restore gives, NaNs and signed zeros included.
 TEST(KernelMathActivation, TheAddsReluMaskReadsASavedCopyAsItsRestore) {
