@@ -164,8 +164,9 @@ class Model {
   // Which gradients are kept in 16 bits only (Plan::half_gradient), once grad_alias is known.
   void plan_half_gradients(Plan& plan) const;
   // Whether `layer`'s backward reads the saved copies as they are (backward_saved), and which
-  // of its input and output it reads.
+  // of its input (layer `from`'s output) and output it reads.
   struct SavedReads {
+    int from = kModelInput;
     bool input = false, output = false, as_saved = false;
   };
   SavedReads saved_reads(const Plan& plan, const LayerKernel& kernel, int layer) const;

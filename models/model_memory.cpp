@@ -252,9 +252,9 @@ Model::SavedReads Model::saved_reads(const Plan& plan, const LayerKernel& kernel
   BackwardReads reads = backward_reads(def_.layers[static_cast<size_t>(layer)]);
   // A fused ReLU's backward reads its output, which is this layer's.
   reads.output = reads.output || plan.runs_relu_backward(static_cast<size_t>(layer));
-  const int from = layer_inputs(def_, layer).front();
   SavedReads r;
-  r.input = reads.input && from != kModelInput;
+  r.from = layer_inputs(def_, layer).front();
+  r.input = reads.input && r.from != kModelInput;
   r.output = reads.output;
   // A kernel that reads the saved copies as they are needs no restore (a staged one always
   // does, and the model's input has no saved copy).
@@ -303,7 +303,7 @@ void Model::backward_layer(LayerKernel& kernel, int layer, const float* dout, fl
     return;
   }
   const SavedReads reads = saved_reads(plan, kernel, layer);
-  const int from = layer_inputs(def_, layer).front();
+  const int from = reads.from;
   if (reads.as_saved) {
     const uint16_t* in = reads.input ? saved_copy(layer, from) : nullptr;
     const uint16_t* saved_out = reads.output ? saved_copy(layer, layer) : nullptr;
@@ -311,7 +311,8 @@ void Model::backward_layer(LayerKernel& kernel, int layer, const float* dout, fl
     if (plan.half_gradient[static_cast<size_t>(layer)]) {
       kernel.backward_from_half_gradient(in, saved_out, reinterpret_cast<const uint16_t*>(dout),
                                          din, stream);
-    } else if (din != nullptr && plan.half_gradient[static_cast<size_t>(from)]) {
+    } else if (din != nullptr && from != kModelInput &&
+               plan.half_gradient[static_cast<size_t>(from)]) {
       kernel.backward_into_half_gradient(in, saved_out, dout, reinterpret_cast<uint16_t*>(din),
                                          stream);
     } else {
