@@ -26,7 +26,7 @@ began=$SECONDS
 asan="detect_leaks=1 abort_on_error=0 exitcode=66 strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1"
 status=0
-# Fifteen tests stay out; the README's suite runs them. Three convergence tests train 937, 200
+# Seventeen tests stay out; the README's suite runs them. Three convergence tests train 937, 200
 # and 3 x 200 steps through the code the suite's other training tests run for a few steps
 # each (155 s and 48 s of 395 s under the sanitizers; the compressed one trains three times
 # the second's steps, two replicas each). Three more train hundreds of steps for their
@@ -42,6 +42,10 @@ status=0
 # through the training paths that the Precision, Train and GpuTrainer tests here run. And two
 # that run none of our code sanitized: models.gpt_torch_reference is PyTorch alone (16 s), and
 # scripts.bundle_layout packages the build (25 s), which matters for the README's build only.
+# And the two sweeps of every convolution and dense case in bf16 and emulated fp16 against
+# float64 (LayerBf16/LayerFp16.ConvolutionsAndDenseLayersComputeOn*Copies, 29 and 30 s here):
+# their kernels' 16-bit paths run here in the short LayerBf16, LayerFp16, Fusion and Precision
+# tests, and the float64 references are the test's own loops.
 long='Train\.CifarCnnLearnsFashionMnistInOneEpoch|Train\.CifarCnnLossFallsClearlyWithin200Steps'
 long+='|GradCompression\.CifarCnnTracksUncompressedTrainingOver200Steps'
 long+='|GlooCommunicatorLargeTest\.AllReduceOf41MFloats|Sweep\.AKilledSweepKeepsItsFinishedPointsAndResumes'
@@ -50,6 +54,7 @@ long+='|NoiseScaleTraining\.ConvergesToTheExactFiguresAtFixedWeights|NoiseScaleT
 long+='|models\.torch_training|models\.gpt_torch_training'
 long+='|Target\.ASweepToAccuracySplitsItsSpeedupIntoHardwareAndStatistics|GptTrainer\.LearnsTextBelowItsUnigramEntropy'
 long+='|models\.gpt_torch_reference|scripts\.bundle_layout'
+long+='|LayerBf16\.ConvolutionsAndDenseLayersComputeOnBf16Copies|LayerFp16\.ConvolutionsAndDenseLayersComputeOnFp16Copies'
 ASAN_OPTIONS=$asan ctest --test-dir "$build" --output-on-failure \
   -E "^(harness\.multiprocess|harness\.netns_.*|$long)\$" || status=1
 # Under mpirun and srun, leak checking is off: OpenMPI's MPI_Init allocations are never freed,
