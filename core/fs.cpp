@@ -14,8 +14,52 @@
 
 namespace scalescope {
 
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string kind_of(fs::file_type type) {
+  switch (type) {
+    case fs::file_type::character:
+      return "character device";
+    case fs::file_type::block:
+      return "block device";
+    case fs::file_type::fifo:
+      return "pipe";
+    case fs::file_type::socket:
+      return "socket";
+    default:
+      return "special file";
+  }
+}
+
+// The file a write to `path` replaces. A new file is renamed onto it, which would replace a
+// device or a pipe (as root, `-o /dev/null` made /dev/null a regular file holding the report)
+// and a symbolic link instead of writing through them: such outputs are refused, and a link
+// (to a regular file, or to none yet) is followed so that it stays a link.
+std::string output_target(const std::string& path) {
+  std::error_code ignored;
+  const fs::file_status status = fs::status(path, ignored);  // through links, /proc's too
+  SS_CHECK(!fs::is_directory(status), "cannot write '{}': it is a directory; name a file in it",
+           path);
+  SS_CHECK(!fs::exists(status) || fs::is_regular_file(status),
+           "cannot write '{}': it is a {}, not a regular file; name a regular file (a result "
+           "replaces its file whole, by renaming a new file onto it)",
+           path, kind_of(status.type()));
+  fs::path target = path;
+  for (int hops = 0; hops < 40 && fs::is_symlink(target, ignored); ++hops) {
+    const fs::path next = fs::read_symlink(target, ignored);
+    if (next.empty()) break;
+    target = next.is_absolute() ? next : target.parent_path() / next;
+  }
+  return target.string();
+}
+
+}  // namespace
+
 void write_file_atomic(const std::string& path, std::string_view data) {
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  const std::string target = output_target(path);
+  const std::string tmp = fmt::format("{}.tmp.{}", target, ::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   SS_CHECK(fd >= 0, "cannot write '{}': {}", path, std::strerror(errno));
   size_t done = 0;
@@ -33,7 +77,7 @@ void write_file_atomic(const std::string& path, std::string_view data) {
   const bool synced = ::fsync(fd) == 0;
   const int sync_err = errno;
   ::close(fd);
-  if (!synced || ::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!synced || ::rename(tmp.c_str(), target.c_str()) != 0) {
     const int err = synced ? errno : sync_err;
     ::unlink(tmp.c_str());
     throw_error(fmt::format("cannot write '{}': {}", path, std::strerror(err)));
@@ -41,14 +85,12 @@ void write_file_atomic(const std::string& path, std::string_view data) {
 }
 
 void check_can_write(const std::string& path) {
-  // The write replaces `path` by renaming a new file onto it, which a directory refuses: at the
-  // end of the run, its results lost.
-  std::error_code ignored;
-  SS_CHECK(!std::filesystem::is_directory(path, ignored),
-           "cannot write '{}': it is a directory; name a file in it", path);
-  const size_t slash = path.find_last_of('/');
+  // The write at the end of the run would fail on what output_target refuses, or in a
+  // directory that takes no files: its results lost.
+  const std::string target = output_target(path);
+  const size_t slash = target.find_last_of('/');
   const std::string dir =
-      slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));
+      slash == std::string::npos ? "." : target.substr(0, std::max<size_t>(slash, 1));
   const std::string probe = fmt::format("{}/.scalescope-probe.{}", dir, ::getpid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0 && errno == EEXIST) return;  // another probe of ours: creating files works

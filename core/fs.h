@@ -7,13 +7,15 @@
 namespace scalescope {
 
 // Writes `data` to `path` atomically: a temporary file in the same directory, flushed, then
-// renamed over `path`. A reader sees the old file or the new one, never a torn one.
-// Throws Error naming the path and the system's reason.
+// renamed over `path`. A reader sees the old file or the new one, never a torn one. A
+// symbolic link is written through (the link stays); a path that is a directory, a device or
+// a pipe is refused. Throws Error naming the path and the system's reason.
 void write_file_atomic(const std::string& path, std::string_view data);
 // Checks, by creating and removing a file there, that a file can be written at `path`: its
 // directory exists and this process may create files in it (permissions, a read-only mount,
-// a path that is not a directory). Throws Error naming the directory and the system's reason.
-// Run before work whose results would otherwise be lost when the write fails at its end.
+// a path that is not a directory) and that `path` is not one write_file_atomic refuses. Throws
+// Error naming the directory and the system's reason. Run before work whose results would otherwise
+// be lost when the write fails at its end.
 void check_can_write(const std::string& path);
 // Reads a whole file; throws a UsageError naming the path and the reason (a directory too).
 std::string read_file(const std::string& path);

@@ -112,6 +112,34 @@ TEST(Fs, AnOutputThatIsADirectoryIsFoundBeforeAnyWork) {
   EXPECT_NO_THROW(check_can_write(dir + "/run.json"));
 }
 
+// A result is written by renaming a new file onto its path. Onto a device or a pipe that
+// replaced them (as root, `sweep -o /dev/full` made /dev/full a regular file holding the
+// report, where a disk-full error was due), and onto a link it replaced the link.
+TEST(Fs, AnOutputThatIsADeviceOrAPipeIsRefusedAndALinkIsWrittenThrough) {
+  const std::string dir = temp_dir("_special");
+  const std::string pipe = dir + "/pipe";
+  ASSERT_EQ(::mkfifo(pipe.c_str(), 0600), 0);
+  const std::string refused = "cannot write '" + pipe + "': it is a pipe, not a regular file";
+  EXPECT_CONTAINS(testing_util::error_of([&] { check_can_write(pipe); }), refused);
+  EXPECT_CONTAINS(testing_util::error_of([&] { write_file_atomic(pipe, "x"); }), refused);
+  EXPECT_TRUE(std::filesystem::is_fifo(pipe));
+  // Only probed, never written: the check cannot harm /dev/null if it lets it through.
+  EXPECT_CONTAINS(testing_util::error_of([] { check_can_write("/dev/null"); }),
+                  "cannot write '/dev/null': it is a character device, not a regular file");
+
+  write_file_atomic(dir + "/real.json", "old");
+  std::filesystem::create_symlink("real.json", dir + "/link.json");
+  EXPECT_NO_THROW(check_can_write(dir + "/link.json"));
+  write_file_atomic(dir + "/link.json", "new");
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/link.json"));
+  EXPECT_EQ(read_file(dir + "/real.json"), "new");
+  // A link to a file not there yet creates that file, as a shell's `>` does.
+  std::filesystem::create_symlink(dir + "/later.json", dir + "/dangling.json");
+  write_file_atomic(dir + "/dangling.json", "made");
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/dangling.json"));
+  EXPECT_EQ(read_file(dir + "/later.json"), "made");
+}
+
 TEST(Interrupt, ASignalIsRecordedAndStopsWorkWithTheShellsExitStatus) {
   clear_interrupt();
   install_interrupt_handlers();
