@@ -10,7 +10,6 @@
 
 #include "core/build_info.h"
 #include "core/check.h"
-#include "core/fs.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/option_app.h"
 #include "reports/trace_analysis/analysis_output.h"
@@ -32,9 +31,6 @@ struct AnalyzeArgs {
 
 int run_analyze(const AnalyzeArgs& a) {
   SS_CHECK(!a.traces.empty(), "give at least one trace (TRACE...: one per rank)");
-  // Outputs are checked before any trace is read: reading large traces takes a while.
-  if (!a.output.empty()) check_can_write(a.output);
-  if (!a.html.empty()) check_can_write(a.html);
   traces::AnalysisReport report;
   report.tool_version = build_info::kScalescopeVersion;
   report.created = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time(nullptr)));
@@ -71,9 +67,12 @@ void declare(AnalyzeArgs& a) {
            "A one-rank trace of the same job (same per-rank batch): speedup, efficiency and the "
            "efficiency-loss split against it")
       .command_line_only();
-  list.add("-o,--output", a.output, "Write the analysis as JSON (analysis-report.schema.json)")
+  // Checked when settled, before any trace is read: reading large traces takes a while.
+  list.add("-o,--output", a.output, "Write the analysis as JSON (analysis-report.schema.json)",
+           writable_file())
       .command_line_only();
-  list.add("--html", a.html, "Write the analysis as an HTML page").command_line_only();
+  list.add("--html", a.html, "Write the analysis as an HTML page", writable_file())
+      .command_line_only();
   list.add("--step-range", a.step_range,
            "Name of the range that marks a step (an NVTX range, a record_function): ranges with "
            "that name, or that name followed by a non-word character ('train_step' takes "

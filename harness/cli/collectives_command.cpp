@@ -205,7 +205,8 @@ void add_collectives_command(CLI::App& app, Action& action) {
                                         : std::string("must be more than 0 and at most 86400");
            });
   list.add("--json", args->json,
-           "Also write the results, the α-β fit and the environment as JSON to this file");
+           "Also write the results, the α-β fit and the environment as JSON to this file",
+           writable_file());
   add_launch_options(list, args->launch);
   CLI::App* cmd = app.add_subcommand(
       "collectives",

@@ -87,7 +87,8 @@ void declare(CompareArgs& a) {
            "A phase counts only when its median moved by at least this share of the baseline's "
            "step time");
   list.add("--markdown", a.markdown,
-           "Also write the comparison as Markdown (a pull-request comment) to this file");
+           "Also write the comparison as Markdown (a pull-request comment) to this file",
+           writable_file());
   list.add("--strict", a.strict,
            "Refuse (exit status 2) when the environments differ (GPUs, driver, libraries, build "
            "type, CPU, cores)");

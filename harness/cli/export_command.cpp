@@ -71,7 +71,8 @@ void declare(ExportArgs& a) {
            "(customBiggerIsBetter; customSmallerIsBetter with --metric step-time) or bencher "
            "(Bencher Metric Format)")
       .require();
-  list.add("-o,--output", a.output, "Output file; - for standard output");
+  list.add("-o,--output", a.output, "Output file; - for standard output",
+           writable_file(/*dash_is_stdout=*/true));
   list.add("--metric",
            Choice{github_metric_names(), [&a] { return a.metric; },
                   [&a](const std::string& name) { a.metric = name; }},

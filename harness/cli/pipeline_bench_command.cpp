@@ -106,7 +106,7 @@ void add_pipeline_bench_command(CLI::App& app, Action& action) {
   list.add("--warmup", args->warmup, "Batches before measuring",
            at_least<int64_t>(0, "must not be negative"));
   add_seed_option(list, args->seed);
-  list.add("-o,--output", args->output, "Write the results as JSON");
+  list.add("-o,--output", args->output, "Write the results as JSON", writable_file());
   CLI::App* cmd = app.add_subcommand(
       "pipeline-bench", "Measure the input pipeline alone (samples/s per worker count)");
   add_options(*cmd, list);

@@ -256,7 +256,8 @@ void add_report_command(CLI::App& app, Action& action) {
   args->list.add("FILE", args->file, "A report written by `scalescope sweep`").require();
   args->list.add("--html", args->html,
                  "Also write the report as one self-contained HTML page (charts, verdicts, "
-                 "environment)");
+                 "environment)",
+                 writable_file());
   CLI::App* cmd = app.add_subcommand(
       "report", "Print the tables of a sweep report again; --html writes its HTML page");
   add_options(*cmd, args->list);

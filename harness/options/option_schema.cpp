@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "core/check.h"
+#include "core/fs.h"
 #include "core/interrupt.h"
 
 namespace scalescope {
@@ -197,6 +198,12 @@ OptionCheck<std::string> parses(std::function<void(const std::string&)> parse) {
       return ": " + e.message();
     }
   };
+}
+
+OptionCheck<std::string> writable_file(bool dash_is_stdout) {
+  return parses([dash_is_stdout](const std::string& path) {
+    if (!path.empty() && !(dash_is_stdout && path == "-")) check_can_write(path);
+  });
 }
 
 void naming(const OptionSources& names, std::string_view key, const std::string& value,

@@ -237,6 +237,10 @@ inline OptionCheck<double> mib_size(bool zero_allowed, const std::string& accept
 }
 // Accepted when `parse` does not throw; the message is the Error's.
 OptionCheck<std::string> parses(std::function<void(const std::string&)> parse);
+// A file that results will be written to (empty: none; "-": standard output where
+// `dash_is_stdout`), checked by check_can_write (core/fs.h) when the options are settled,
+// before any work: a measurement is not lost to a write that fails at its end.
+OptionCheck<std::string> writable_file(bool dash_is_stdout = false);
 
 // Runs `f`; an Error it throws is thrown again with the option and its value first (a
 // UsageError unless a library's: the value is at fault).

@@ -305,6 +305,24 @@ TEST(OptionSchema, BadValuesAreRefusedNamingTheOptionAsGiven) {
   EXPECT_CONTAINS(error_of([] { parse_sweep({"--repeats"}); }), "--repeats");  // usage
 }
 
+// `collectives --json DIR/x` measured for minutes, then lost it all to the write at the end.
+TEST(OptionSchema, AnOutputThatCannotBeWrittenIsRefusedWhenTheOptionsSettle) {
+  std::string output;
+  OptionList list;
+  list.add("-o,--output", output, "results", writable_file(/*dash_is_stdout=*/true));
+  EXPECT_CONTAINS(error_of([&] {
+                    cli::parse_with_config(list, {"-o", "/nonexistent/r.json"});
+                  }),
+                  "--output /nonexistent/r.json: cannot write '/nonexistent/r.json': cannot create "
+                  "files in directory '/nonexistent': No such file or directory");
+  EXPECT_CONTAINS(error_of([&] {
+                    cli::parse_with_config(list, {"-o", "/dev/null"});
+                  }),
+                  "--output /dev/null: cannot write '/dev/null': it is a character device");
+  EXPECT_EQ(error_of([&] { cli::parse_with_config(list, {"-o", "-"}); }), "<no error thrown>");
+  EXPECT_EQ(error_of([&] { cli::parse_with_config(list, {}); }), "<no error thrown>");
+}
+
 TEST(OptionSchema, ProfilesSweepArgumentsParseBackToTheSameOptions) {
   SweepOptions point;  // as `scalescope profile` builds it: one value on each axis
   point.models = {"dense-100"};
