@@ -55,6 +55,11 @@ struct PeerAccess {
   std::string error;  // why the answer is unknown (the query failed); empty otherwise
 };
 
+// The most CPU threads one process's devices may use together: far past any core count (for
+// oversubscribed runs), below where the system refuses new threads (libgomp then exits the
+// process, naming nothing of ours).
+constexpr int kMaxCpuThreads = 4096;
+
 struct BackendOptions {
   // CPU: threads each device's kernels use (0: all cores divided by the replica count).
   int cpu_threads = 0;

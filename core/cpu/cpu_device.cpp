@@ -90,6 +90,11 @@ class CpuBackend final : public Backend {
     const int threads = options.cpu_threads > 0
                             ? options.cpu_threads
                             : std::max(1, hardware_threads() / options.cpu_devices);
+    SS_CHECK(static_cast<int64_t>(threads) * options.cpu_devices <= kMaxCpuThreads,
+             "{} CPU devices × {} threads each need {} threads; one process may use at most {} "
+             "(ask for fewer devices or threads per device)",
+             options.cpu_devices, threads, static_cast<int64_t>(threads) * options.cpu_devices,
+             kMaxCpuThreads);
     return std::make_unique<CpuDevice>(index, threads);
   }
   std::vector<LibraryVersion> library_versions() const override {

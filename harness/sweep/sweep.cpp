@@ -347,6 +347,10 @@ void validate(const SweepOptions& o, const OptionSources& names) {
     const int cores = backend(DeviceKind::kCpu).device_count();
     const int threads = cpu_threads_per_device(o, axis);
     const int most = devices_per_node(o, axis);
+    SS_CHECK(static_cast<int64_t>(most) * threads <= kMaxCpuThreads,
+             "{}: {} {} devices × {} threads need {} threads; one process may use at most {}",
+             names.subject("threads", threads), most, to_string(axis.kind), threads,
+             static_cast<int64_t>(most) * threads, kMaxCpuThreads);
     SS_CHECK(o.oversubscribe || most * threads <= cores,
              "{}: {} {} devices × {} thread{} need {} cores; this node may use {} (ask for fewer "
              "devices or threads, or {} to share cores, which makes the scaling figures "

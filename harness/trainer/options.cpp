@@ -344,6 +344,11 @@ void validate(const TrainOptions& o, const OptionSources& names) {
   } else {
     check_devices_available(spec);
   }
+  const int64_t threads = static_cast<int64_t>(layout.local) * o.threads;
+  SS_CHECK(!backend(spec.kind).logical() || threads <= kMaxCpuThreads,
+           "{}: {} devices in this process × {} threads need {} threads; one process may use at "
+           "most {}",
+           names.subject("threads", o.threads), layout.local, o.threads, threads, kMaxCpuThreads);
   (void)replica_batch(o, spec.count(), names);
   const Precision precision = run_precision(o, spec.kind, names);
   // A skipped step has no gradients to measure; the noise scale is the gradients', whatever

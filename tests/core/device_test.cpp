@@ -219,6 +219,12 @@ TEST(CpuBackend, ThreadsDefaultToCoresPerDevice) {
   EXPECT_EQ(dynamic_cast<CpuDevice&>(*cpu.open(1, options)).threads(), 1);
   options.cpu_threads = -1;
   EXPECT_THROW(cpu.open(0, options), Error);
+  // Past what a process may start: refused by name, not left to libgomp's exit.
+  options.cpu_threads = 3;
+  options.cpu_devices = 1366;
+  EXPECT_CONTAINS(testing_util::error_of([&] { (void)cpu.open(0, options); }),
+                  "1366 CPU devices × 3 threads each need 4098 threads; one process may use at "
+                  "most 4096");
 }
 
 TEST(Rng, DeterministicAndInRange) {

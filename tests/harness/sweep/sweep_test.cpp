@@ -67,6 +67,14 @@ TEST(SweepValidation, BadInputIsRefusedNamingTheValue) {
               o.oversubscribe = true;
             }),
             "<no error thrown>");
+  // Past the threads a process may start even then (libgomp exited the process).
+  EXPECT_CONTAINS(error([](SweepOptions& o) {
+                    o.devices = "cpu:1,512";
+                    o.threads = 9;
+                    o.oversubscribe = true;
+                  }),
+                  "threads 9: 512 cpu devices × 9 threads need 4608 threads; one process may use "
+                  "at most 4096");
   EXPECT_CONTAINS(error([](SweepOptions& o) { o.global_batches = {31}; }),
                   "global_batch 31 does not split evenly over 2 devices");
   EXPECT_CONTAINS(error([](SweepOptions& o) { o.repeats = 0; }), "repeats 0");

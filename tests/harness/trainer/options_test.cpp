@@ -38,6 +38,18 @@ TEST(TrainOptions, BadValuesAreRefusedBeforeWorkNamingThem) {
   o = TrainOptions{};
   o.threads = -2;
   refused(o, "threads -2");
+  o = TrainOptions{};
+  o.threads = 5000;  // libgomp exited the process, "Thread creation failed"
+  refused(o, "threads 5000 must be 0 (automatic) or between 1 and 4096");
+  o = TrainOptions{};
+  o.devices = "cpu:2";
+  o.threads = 2049;
+  refused(o, "threads 2049: 2 devices in this process × 2049 threads need 4098 threads");
+  o.threads = 2048;
+  EXPECT_NO_THROW(validate(o));
+  o = TrainOptions{};
+  o.optimizer.momentum = 1.0f;  // refused only inside the replicas, after the data was read
+  refused(o, "momentum 1 must be in [0, 1)");
 }
 
 // Unset by default: deterministic algorithms preferred, not required, so that a layer without
