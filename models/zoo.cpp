@@ -132,15 +132,15 @@ ModelDef gpt_family(const Params& p) {
   }
   SS_CHECK_INPUT(base != nullptr, "model 'gpt': no preset '{}' (presets: {})", preset, names);
   GptConfig c = base->config;
-  const auto set = [&](const char* key, int64_t& field, int64_t max) {
+  const auto set = [&](const char* key, int64_t& field, int64_t max, int64_t min = 1) {
     const auto it = p.find(key);
-    if (it != p.end()) field = whole_number("gpt", key, it->second, max);
+    if (it != p.end()) field = whole_number("gpt", key, it->second, max, min);
   };
   set("layers", c.layers, 1000);
   set("d", c.d, 100000);
   set("heads", c.heads, 1000);
   set("seq", c.seq, 1000000);
-  set("vocab", c.vocab, 10000000);
+  set("vocab", c.vocab, 10000000, 2);  // next-token prediction over one token learns nothing
   const auto dropout_it = p.find("dropout");
   if (dropout_it != p.end()) {
     const double rate =

@@ -339,6 +339,8 @@ TEST(Zoo, BadGptSpecsNameTheProblem) {
   expect_error("gpt:d=100,heads=3", "d=100 is not a multiple of heads=3");
   expect_error("gpt:layers=0", "layers=0");
   expect_error("gpt:vocab=1.5", "vocab=1.5");
+  // Refused only by the synthetic tokens, with a message about positions.
+  expect_error("gpt:vocab=1", "model 'gpt': vocab=1 is not a whole number in [2, 10000000]");
   expect_error("gpt:width=2", "no parameter 'width'");
   const ModelDef def = make_model("gpt:layers=1,d=8,heads=2,seq=4,vocab=11");
   ModelDef bad = def;
