@@ -62,7 +62,13 @@ int run_compare(const CompareArgs& a) {
     write_file_atomic(a.markdown, format_comparison_markdown(c));
     fmt::print("markdown written to {}\n", a.markdown);
   }
-  return c.regressed() ? kRegression : kNoRegression;
+  if (c.regressed()) return kRegression;
+  // A gate that passed comparing nothing would pass a sweep that measured nothing.
+  SS_CHECK(!c.nothing_compared(),
+           "no point ran in both {} and {} (the points not compared are listed above), so "
+           "nothing could be found to have regressed",
+           a.baseline, a.current);
+  return kNoRegression;
 }
 
 void declare(CompareArgs& a) {

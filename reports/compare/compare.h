@@ -79,6 +79,9 @@ struct Comparison {
   bool weak() const;
   // The gate: a metric regressed or a point that ran before fails now.
   bool regressed() const;
+  // No point ran in both reports and none that ran before fails: the gate has nothing to
+  // vouch for (an empty or killed current sweep, grids with no point in common).
+  bool nothing_compared() const { return compared() == 0 && newly_failed() == 0; }
 };
 
 // REQUIRES: both reports analyzed (read_sweep_report and analyze() leave them so); names come

@@ -98,9 +98,11 @@ std::string summary_text(const Comparison& c) {
   const auto improved = points_with([](const PointComparison& p) { return p.improvements(); });
   std::string text = fmt::format(
       "{}: {} metric{} regressed in {} point{}, {} improved in {}, of {} point{} compared",
-      c.regressed() ? "REGRESSION" : "no regression", c.regressions(),
-      c.regressions() == 1 ? "" : "s", regressed, regressed == 1 ? "" : "s", c.improvements(),
-      improved, c.compared(), c.compared() == 1 ? "" : "s");
+      c.regressed()          ? "REGRESSION"
+      : c.nothing_compared() ? "NOTHING COMPARED"
+                             : "no regression",
+      c.regressions(), c.regressions() == 1 ? "" : "s", regressed, regressed == 1 ? "" : "s",
+      c.improvements(), improved, c.compared(), c.compared() == 1 ? "" : "s");
   if (c.newly_failed() > 0) {
     text += fmt::format("; {} point{} that ran in the baseline failed", c.newly_failed(),
                         c.newly_failed() == 1 ? "" : "s");
@@ -187,9 +189,11 @@ std::string markdown_row(const MetricComparison& m, const std::string& first) {
 // The verdict, the counts and the reports compared.
 void markdown_heading(std::string& out, const Comparison& c) {
   auto it = std::back_inserter(out);
-  fmt::format_to(
-      it, "## {} scalescope compare: {}\n\n",
-      c.regressed() ? ":x:" : ":white_check_mark:", c.regressed() ? "regression" : "no regression");
+  const char* verdict = c.regressed() ? ":x: scalescope compare: regression"
+                        : c.nothing_compared()
+                            ? ":warning: scalescope compare: nothing compared"
+                            : ":white_check_mark: scalescope compare: no regression";
+  fmt::format_to(it, "## {}\n\n", verdict);
   fmt::format_to(it,
                  "**{} regression{}**, {} improvement{} in {} compared point{}{} · threshold {} "
                  "· α = {:g}\n\n",

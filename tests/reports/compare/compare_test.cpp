@@ -177,6 +177,34 @@ TEST(Compare, MissingAndFailedPointsAreListed) {
   EXPECT_FALSE(fixed.regressed());
 }
 
+// A current report with no point in common with the baseline (a sweep killed before its
+// first point, another grid) passed the gate as "no regression ... of 0 points compared".
+TEST(Compare, NothingComparedIsSaidSoAndIsNotAPass) {
+  PointSpec one;
+  one.devices = 1;
+  PointSpec two;
+  two.devices = 2;
+  const Comparison empty = compare(report_of({make_point(one)}), report_of({}));
+  EXPECT_TRUE(empty.nothing_compared());
+  EXPECT_FALSE(empty.regressed());
+  EXPECT_CONTAINS(format_comparison_table(empty), "NOTHING COMPARED: 0 metrics regressed");
+  EXPECT_CONTAINS(format_comparison_markdown(empty),
+                  "## :warning: scalescope compare: nothing compared");
+  EXPECT_TRUE(
+      compare(report_of({make_point(one)}), report_of({make_point(two)})).nothing_compared());
+  // A point that ran before and fails now is a regression, not "nothing compared".
+  SweepPoint failed = make_point(one);
+  failed.status = "failed";
+  failed.repeats.clear();
+  const Comparison broke = compare(report_of({make_point(one)}), report_of({failed}));
+  EXPECT_FALSE(broke.nothing_compared());
+  EXPECT_TRUE(broke.regressed());
+  const Comparison same = compare(report_of({make_point(one)}), report_of({make_point(one)}));
+  EXPECT_FALSE(same.nothing_compared());
+  EXPECT_CONTAINS(format_comparison_markdown(same),
+                  "## :white_check_mark: scalescope compare: no regression");
+}
+
 TEST(Compare, WeakTestsAreFlagged) {
   PointSpec spec;
   spec.repeats = 1;
