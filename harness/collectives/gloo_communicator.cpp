@@ -12,10 +12,13 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cctype>
 #include <condition_variable>
 #include <exception>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
@@ -258,6 +261,36 @@ class GlooCommunicator final : public Communicator {
   std::string broken_reason_;
 };
 
+// Each of this process's `local` ranks holds a socket to every other rank, and its TCP device a
+// listening socket and an epoll descriptor. Past the open-file limit a rank failed with "Too
+// many open files" while the others waited out the timeout (cpu:142 in one process here, where
+// `ulimit -n` is 20000): the soft limit is raised to what the mesh needs where the hard limit
+// allows, else the group is refused at once.
+void reserve_descriptors(int size, int local) {
+  std::error_code ignored;
+  int64_t open_now = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ignored);
+       it != std::filesystem::directory_iterator(); it.increment(ignored)) {
+    ++open_now;
+  }
+  constexpr int64_t kSpare = 64;  // files the run opens besides (data, reports, libraries')
+  const int64_t needed = open_now + static_cast<int64_t>(local) * (size + 2) + kSpare;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || needed <= static_cast<int64_t>(limit.rlim_cur))
+    return;
+  const bool unlimited = limit.rlim_max == RLIM_INFINITY;
+  if (unlimited || needed <= static_cast<int64_t>(limit.rlim_max)) {
+    limit.rlim_cur = static_cast<rlim_t>(needed);
+    if (::setrlimit(RLIMIT_NOFILE, &limit) == 0) return;
+  }
+  throw_error(fmt::format(
+      "{} rank{} of this process connect to {} ranks over Gloo's TCP: about {} open files with "
+      "the {} already open, more than this process may open ({}, the hard limit of `ulimit -n`). "
+      "Run fewer devices per process (across processes under mpirun: --ranks-per-node), or raise "
+      "the limit",
+      local, local == 1 ? "" : "s", size, needed, open_now, limit.rlim_max));
+}
+
 }  // namespace
 
 // The rendezvous store of a group: in memory, shared by the threads of this process. Each
@@ -371,6 +404,7 @@ GlooGroup::GlooGroup(int size, int first, int local, std::chrono::milliseconds t
            "GlooGroup: local ranks [{}, {}) are not inside a group of {}", first, first + local,
            size);
   SS_CHECK(timeout.count() > 0, "GlooGroup: timeout must be > 0 ms, got {} ms", timeout.count());
+  reserve_descriptors(size, local);
   store_ = std::make_unique<Store>(local, timeout);
   connected_.assign(static_cast<size_t>(size), false);
 }

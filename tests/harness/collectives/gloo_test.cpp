@@ -1,6 +1,9 @@
 // The Gloo communicator: replicas as threads of this process, connected over loopback.
 // Parameterized suites are instantiated as Gloo/... so that --gtest_filter=Gloo* runs them.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <atomic>
@@ -20,6 +23,7 @@
 #include "core/cpu/cpu_device.h"
 #include "core/error.h"
 #include "harness/collectives/communicator.h"
+#include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
@@ -289,6 +293,63 @@ TEST(GlooGroupTest, RefusesBadArguments) {
   float x = 3.0f;
   EXPECT_THROW(comm->broadcast(&x, 1, 1, device.default_stream()), Error);
   EXPECT_THROW(comm->all_reduce(&x, -1, ReduceOp::kSum, device.default_stream()), Error);
+}
+
+// Run in a child process, whose open-file limit it changes: "ok", or what failed.
+std::string in_child_with_open_files(rlim_t soft, rlim_t hard,
+                                     const std::function<std::string()>& f) {
+  int fds[2];
+  if (::pipe(fds) != 0) return "pipe failed";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    const rlimit limit{soft, hard};
+    const std::string out = ::setrlimit(RLIMIT_NOFILE, &limit) == 0 ? f() : "setrlimit failed";
+    (void)!::write(fds[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buffer[512];
+  ssize_t n;
+  while ((n = ::read(fds[0], buffer, sizeof buffer)) > 0) out.append(buffer, n);
+  ::close(fds[0]);
+  ::waitpid(pid, nullptr, 0);
+  return out;
+}
+
+// cpu:142 in one process, where `ulimit -n` was 20000, failed after the whole timeout with
+// "Too many open files" from the rank that ran out.
+TEST(GlooGroupTest, AMeshPastTheOpenFileLimitIsRefusedAtOnceAndTheSoftLimitRaised) {
+  const std::string refused = in_child_with_open_files(
+      1024, 1024, [] { return testing_util::error_of([] { GlooGroup group(300, kTimeout); }); });
+  EXPECT_NE(refused.find("300 ranks of this process connect to 300 ranks over Gloo's TCP"),
+            std::string::npos)
+      << refused;
+  EXPECT_NE(refused.find("more than this process may open (1024"), std::string::npos) << refused;
+  // Under the hard limit the soft one is raised, and the group connects (12 ranks need ~170
+  // descriptors of their own, which a soft limit of 32 would not give).
+  const std::string raised = in_child_with_open_files(32, 4096, [] {
+    GlooGroup group(12, kTimeout);
+    rlimit now{};
+    ::getrlimit(RLIMIT_NOFILE, &now);
+    if (now.rlim_cur < 12 * 14) return "soft limit " + std::to_string(now.rlim_cur);
+    std::vector<std::unique_ptr<Communicator>> comms(12);
+    std::vector<std::thread> threads;
+    std::atomic<int> failed{0};
+    for (int r = 0; r < 12; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          comms[r] = group.connect(r);
+        } catch (const Error&) {
+          ++failed;
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    return failed == 0 ? std::string("ok") : std::to_string(failed.load()) + " ranks failed";
+  });
+  EXPECT_EQ(raised, "ok");
 }
 
 TEST(GlooGroupTest, RankOutOfRangeInALargerGroup) {
