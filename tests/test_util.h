@@ -2,7 +2,10 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,6 +27,28 @@ std::string error_of(F&& f) {
     return e.what();
   }
   return "<no error thrown>";
+}
+
+// What `f` returns when run in a child process, for a test that changes what only a process
+// can (its resource limits, a signal's disposition) without changing the test binary's.
+inline std::string in_child_process(const std::function<std::string()>& f) {
+  int fds[2];
+  if (::pipe(fds) != 0) return "pipe failed";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    const std::string out = f();
+    (void)!::write(fds[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buffer[512];
+  ssize_t n;
+  while ((n = ::read(fds[0], buffer, sizeof buffer)) > 0) out.append(buffer, n);
+  ::close(fds[0]);
+  ::waitpid(pid, nullptr, 0);
+  return out;
 }
 
 // How often `part` occurs in `text` (overlapping occurrences counted).

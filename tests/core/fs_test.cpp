@@ -29,27 +29,12 @@ std::string temp_dir(const std::string& name) {
 // a full disk: writes past it fail with EFBIG instead of raising SIGXFSZ). Returns the
 // child's output: "ok" or the error's message.
 std::string with_file_size_limit(rlim_t limit, const std::function<void()>& f) {
-  int pipe_fds[2];
-  if (::pipe(pipe_fds) != 0) return "pipe failed";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(pipe_fds[0]);
+  return testing_util::in_child_process([&] {
     ::signal(SIGXFSZ, SIG_IGN);
     const rlimit r{limit, limit};
-    std::string out = ::setrlimit(RLIMIT_FSIZE, &r) == 0 ? "ok" : "setrlimit failed";
-    if (out == "ok") out = testing_util::error_of(f);
-    (void)!::write(pipe_fds[1], out.data(), out.size());
-    ::_exit(0);
-  }
-  ::close(pipe_fds[1]);
-  std::string out;
-  char buffer[512];
-  ssize_t n;
-  while ((n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0) out.append(buffer, n);
-  ::close(pipe_fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return out;
+    return ::setrlimit(RLIMIT_FSIZE, &r) == 0 ? testing_util::error_of(f)
+                                              : std::string("setrlimit failed");
+  });
 }
 
 TEST(Fs, ADiskThatFillsWhileWritingLeavesThePreviousFileWhole) {

@@ -295,27 +295,13 @@ TEST(GlooGroupTest, RefusesBadArguments) {
   EXPECT_THROW(comm->all_reduce(&x, -1, ReduceOp::kSum, device.default_stream()), Error);
 }
 
-// Run in a child process, whose open-file limit it changes: "ok", or what failed.
+// `f` in a child process whose open-file limit is `soft` and `hard`.
 std::string in_child_with_open_files(rlim_t soft, rlim_t hard,
                                      const std::function<std::string()>& f) {
-  int fds[2];
-  if (::pipe(fds) != 0) return "pipe failed";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
+  return testing_util::in_child_process([&] {
     const rlimit limit{soft, hard};
-    const std::string out = ::setrlimit(RLIMIT_NOFILE, &limit) == 0 ? f() : "setrlimit failed";
-    (void)!::write(fds[1], out.data(), out.size());
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string out;
-  char buffer[512];
-  ssize_t n;
-  while ((n = ::read(fds[0], buffer, sizeof buffer)) > 0) out.append(buffer, n);
-  ::close(fds[0]);
-  ::waitpid(pid, nullptr, 0);
-  return out;
+    return ::setrlimit(RLIMIT_NOFILE, &limit) == 0 ? f() : std::string("setrlimit failed");
+  });
 }
 
 // cpu:142 in one process, where `ulimit -n` was 20000, failed after the whole timeout with
