@@ -263,9 +263,9 @@ class GlooCommunicator final : public Communicator {
 
 // Each of this process's `local` ranks holds a socket to every other rank, and its TCP device a
 // listening socket and an epoll descriptor. Past the open-file limit a rank failed with "Too
-// many open files" while the others waited out the timeout (cpu:142 in one process here, where
-// `ulimit -n` is 20000): the soft limit is raised to what the mesh needs where the hard limit
-// allows, else the group is refused at once.
+// many open files" while the others waited out the timeout (`sweep --devices cpu:1024` here,
+// where `ulimit -n` is 20000): the soft limit is raised to what the mesh needs where the hard
+// limit allows, else the group is refused at once.
 void reserve_descriptors(int size, int local) {
   std::error_code ignored;
   int64_t open_now = 0;

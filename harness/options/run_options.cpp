@@ -33,10 +33,11 @@ OptionDecl& add_devices_option(OptionList& list, std::string& devices) {
 }
 
 OptionDecl& add_threads_option(OptionList& list, int& threads) {
-  return list.add("--threads", threads,
-                  "CPU threads per device (0: the usable cores / the largest device count)",
-                  in_range(0, kMaxCpuThreads,
-                           fmt::format("must be 0 (automatic) or between 1 and {}", kMaxCpuThreads)));
+  return list.add(
+      "--threads", threads,
+      "CPU threads per device (0: the usable cores / the largest device count)",
+      in_range(0, kMaxCpuThreads,
+               fmt::format("must be 0 (automatic) or between 1 and {}", kMaxCpuThreads)));
 }
 
 OptionDecl& add_batch_option(OptionList& list, int64_t& batch) {
@@ -70,10 +71,9 @@ OptionDecl& add_optimizer_option(OptionList& list, OptimizerConfig& optimizer) {
 
 OptionDecl& add_momentum_option(OptionList& list, OptimizerConfig& optimizer) {
   // The optimizer's own range, checked here too so that it is refused before any work.
-  return list.add("--momentum", optimizer.momentum, "SGD momentum",
-                  [](const float& m) {
-                    return m >= 0.0f && m < 1.0f ? std::string() : "must be in [0, 1)";
-                  });
+  return list.add("--momentum", optimizer.momentum, "SGD momentum", [](const float& m) {
+    return m >= 0.0f && m < 1.0f ? std::string() : "must be in [0, 1)";
+  });
 }
 
 OptionDecl& add_seed_option(OptionList& list, uint64_t& seed) {

@@ -304,7 +304,7 @@ std::string in_child_with_open_files(rlim_t soft, rlim_t hard,
   });
 }
 
-// cpu:142 in one process, where `ulimit -n` was 20000, failed after the whole timeout with
+// cpu:1024 in one process, where `ulimit -n` was 20000, failed after the whole timeout with
 // "Too many open files" from the rank that ran out.
 TEST(GlooGroupTest, AMeshPastTheOpenFileLimitIsRefusedAtOnceAndTheSoftLimitRaised) {
   const std::string refused = in_child_with_open_files(
