@@ -17,8 +17,8 @@ nodes: a train across the nodes (4 replicas, 2 per node) ends with the same weig
        naming node2, keeping the finished points.
 link:  the link shaped with tc tbf: `scalescope collectives` across the nodes measures the
        configured rate; sweeps at two rates show the inter-node share of the all-reduce loss
-       grow as the rate falls, and an α-β fit over the cross-node all-reduces recovers each
-       rate.
+       grow as the rate falls, and an α-β fit over the cross-node all-reduces recovers what
+       the link adds per byte from the faster rate to the slower.
 slurm: a Slurm cluster of the two nodes (slurmctld on node1, slurmd on each, munge):
        srun --mpi=pmix (the default there) runs a train, bit for bit equal to one process,
        and a sweep across the nodes; srun --mpi=none fails at once with Open MPI's reason.
@@ -29,6 +29,7 @@ nodes are removed whatever happens (finally, SIGTERM, SIGINT, an overall alarm);
 harness.netns_cleanup removes them too should this process be killed outright.
 """
 import json
+import math
 import os
 import re
 import shutil
@@ -272,9 +273,13 @@ RATES = (400, 50)
 # factor (×2 or ×0.5) or an unshaped link (GB/s) falls far outside.
 BUS_RANGE = (0.80, 1.05)
 # The α-β fit over the sweeps' cross-node all-reduces: two message sizes (two models), each
-# timed after the measured steps with nothing else running (the split), so the same reasons
-# hold. Wider below: these 4-rank rings cross the link in 6 synchronous steps rather than 2,
-# and came out at 0.82-0.90 of the rate here against the 2-rank measurement's 0.92-0.94.
+# timed after the measured steps with nothing else running (the split). These 4-rank rings
+# cross the link in 6 synchronous steps rather than 2, and the ranks' own work per byte
+# (4 ranks on 2 cores) is a large part of the time at 400 Mbit/s: the fit there came out at
+# 0.68-0.93 of the rate in ten runs here (some beside a busy process) and 0.607 in a
+# clean-clone CI run, while at 50 Mbit/s it stayed at 0.86-0.90, two busy processes or none. So each rate's fit is held only to the upper bound (the ranks' work can
+# only slow the link), and the lower bound applies to what the link adds from the fast rate
+# to the slow one, in which that work cancels.
 FIT_RANGE = (0.70, 1.15)
 
 
@@ -323,17 +328,24 @@ def sweep_at(work, mbit):
             "inter_ms": inter_ms, "samples": [(s["bytes"] * 1.5, s["global_ms"]) for s in splits]}
 
 
-def fitted_rate(samples):
-    """Bytes per second from ms = α + β·bytes·2(N-1)/N (N = 4), least squares."""
+def fitted_slope(samples):
+    """β in ms per byte from ms = α + β·bytes·2(N-1)/N (N = 4), least squares."""
     n = len(samples)
     mx = sum(x for x, _ in samples) / n
     my = sum(y for _, y in samples) / n
-    beta = sum((x - mx) * (y - my) for x, y in samples) / sum((x - mx) ** 2 for x, _ in samples)
-    return 1e3 / beta if beta > 0 else 0
+    return sum((x - mx) * (y - my) for x, y in samples) / sum((x - mx) ** 2 for x, _ in samples)
 
 
-def refit_with_another_sweep(work, mbit, samples):
-    """The fit over `samples` and those of a second sweep at the same rate. Four samples of two
+def bytes_per_s(ms_per_byte):
+    return 1e3 / ms_per_byte if ms_per_byte > 0 else math.inf
+
+
+def ms_per_byte(mbit):
+    return 1e3 * 8 / (mbit * 1e6)
+
+
+def sweep_again(work, mbit, seen):
+    """`seen` with the samples of a second sweep at the same rate added. Four samples of two
     sizes are few for this 2-core machine: a clean-clone CI rehearsal saw the smaller model's
     two all-reduces at 400 Mbit/s take 14.5 and 10.2 ms, and the fit fall to 0.699 of the
     rate. Twice the samples, all of them kept (none dropped for being far off), still miss
@@ -341,12 +353,45 @@ def refit_with_another_sweep(work, mbit, samples):
     nodes("shape", f"{mbit}mbit")
     again = sweep_at(work, mbit)
     if again is None:
-        return 0
-    both = samples + again["samples"]
-    got = fitted_rate(both)
-    print(f"  again at {mbit} Mbit/s, samples {again['samples']}: fit over all {len(both)} "
-          f"{got * 8 / 1e6:.1f} Mbit/s ({got / (mbit * 1e6 / 8):.3f}×)")
-    return got
+        return seen
+    print(f"  again at {mbit} Mbit/s, samples {again['samples']}")
+    return dict(seen, samples=seen["samples"] + again["samples"])
+
+
+def link_fits(seen):
+    """Each rate's fit against the rate, and the link's added time per byte from the fast
+    rate to the slow one against what the two rates give."""
+    fast, slow = seen
+    slopes = {mbit: fitted_slope(v["samples"]) for mbit, v in seen.items()}
+    each = {mbit: bytes_per_s(b) / (mbit * 1e6 / 8) for mbit, b in slopes.items()}
+    added = (ms_per_byte(slow) - ms_per_byte(fast)) / (slopes[slow] - slopes[fast])
+    return each, added
+
+
+def fits_hold(each, added):
+    return all(x <= FIT_RANGE[1] for x in each.values()) and \
+        FIT_RANGE[0] <= added <= FIT_RANGE[1]
+
+
+def check_fits(work, seen):
+    each, added = link_fits(seen)
+    for mbit, s in seen.items():
+        print(f"  samples (bytes·2(N-1)/N, ms): {s['samples']}")
+        print(f"  {mbit} Mbit/s: inter-node share of the loss {s['inter_share']:.3f} (intra "
+              f"{s['intra_share']:.3f}), inter-node ms {s['inter_ms']:.1f}, fit "
+              f"{each[mbit]:.3f}× the rate")
+    print(f"  from {RATES[0]} to {RATES[1]} Mbit/s the link added {added:.3f}× what the rates give")
+    for mbit in RATES:
+        if not fits_hold(each, added):
+            seen[mbit] = sweep_again(work, mbit, seen[mbit])
+            each, added = link_fits(seen)
+            print(f"  fits over all samples: {', '.join(f'{m}: {x:.3f}×' for m, x in each.items())}"
+                  f", added {added:.3f}×")
+    check(all(x <= FIT_RANGE[1] for x in each.values()),
+          f"a fit over the cross-node all-reduces exceeds {FIT_RANGE[1]}× its rate: {each}")
+    check(FIT_RANGE[0] <= added <= FIT_RANGE[1],
+          f"from {RATES[0]} to {RATES[1]} Mbit/s the all-reduces' time per byte grew "
+          f"{added:.3f}× of what the rates give, outside {FIT_RANGE}")
 
 
 def part_link(work):
@@ -359,26 +404,19 @@ def part_link(work):
     if any(v is None for v in seen.values()):
         return
     fast, slow = seen[RATES[0]], seen[RATES[1]]
-    for mbit, s in seen.items():
-        rate = mbit * 1e6 / 8
-        got = fitted_rate(s["samples"])
-        print(f"  samples (bytes·2(N-1)/N, ms): {s['samples']}")
-        print(f"  {mbit} Mbit/s: inter-node share of the loss {s['inter_share']:.3f} (intra "
-              f"{s['intra_share']:.3f}), inter-node ms {s['inter_ms']:.1f}, fit "
-              f"{got * 8 / 1e6:.1f} Mbit/s ({got / rate:.3f}×)")
-        if not FIT_RANGE[0] <= got / rate <= FIT_RANGE[1]:
-            got = refit_with_another_sweep(work, mbit, s["samples"])
-        check(FIT_RANGE[0] <= got / rate <= FIT_RANGE[1],
-              f"the fit over the cross-node all-reduces gives {got * 8 / 1e6:.1f} Mbit/s at "
-              f"{mbit} Mbit/s, outside {FIT_RANGE}")
     check(slow["inter_share"] > fast["inter_share"],
           f"the inter-node share did not grow from {RATES[0]} to {RATES[1]} Mbit/s: "
           f"{fast['inter_share']:.3f} -> {slow['inter_share']:.3f}")
-    # Half the rate, twice the time on the link (within the bus tolerance both ways).
-    ratio = slow["inter_ms"] / fast["inter_ms"]
-    expected = RATES[0] / RATES[1]
-    check(expected * 0.75 <= ratio <= expected * 1.25,
-          f"inter-node time grew {ratio:.2f}× for a {expected:.1f}× slower link")
+    # The inter-node part of the larger model's all-reduce grows by the link's time for its
+    # bytes at the slow rate less that at the fast one (the ranks' own work cancels).
+    link_ms = fast["samples"][0][0] * (ms_per_byte(RATES[1]) - ms_per_byte(RATES[0]))
+    diff = slow["inter_ms"] - fast["inter_ms"]
+    grew = link_ms / diff if diff > 0 else math.inf
+    check(FIT_RANGE[0] <= grew <= FIT_RANGE[1],
+          f"inter-node time grew {diff:.1f} ms from {RATES[0]} "
+          f"to {RATES[1]} Mbit/s where the link adds {link_ms:.1f} ms: {grew:.3f} of the growth, "
+          f"outside {FIT_RANGE}")
+    check_fits(work, seen)
 
 
 class Skip(Exception):
