@@ -269,9 +269,10 @@ RATES = (400, 50)
 # Bus bandwidth against the configured rate. TCP/IP and Ethernet headers take ~4.4% of each
 # 1514-byte frame tbf counts, so a saturated link moves ~0.956 of the rate in payload; tbf's
 # 64 KB burst lets at most that much more through per message (1.5% of 4 MiB). The lower
-# bound leaves room for this 2-core machine's other load delaying the ranks; a wrong bus
-# factor (×2 or ×0.5) or an unshaped link (GB/s) falls far outside.
-BUS_RANGE = (0.80, 1.05)
+# bound leaves room for the ranks' own work and other load on 2 cores: 0.91-0.94 here, 0.841
+# in a clean-clone CI run; a wrong bus factor (×2 or ×0.5) or an unshaped link (GB/s) falls
+# far outside.
+BUS_RANGE = (0.70, 1.05)
 # The α-β fit over the sweeps' cross-node all-reduces: two message sizes (two models), each
 # timed after the measured steps with nothing else running (the split). These 4-rank rings
 # cross the link in 6 synchronous steps rather than 2, and the ranks' own work per byte
