@@ -28,6 +28,7 @@ Root only: exits 77 (skipped), saying why, without root, iproute2, unshare or mp
 nodes are removed whatever happens (finally, SIGTERM, SIGINT, an overall alarm); ctest's
 harness.netns_cleanup removes them too should this process be killed outright.
 """
+import glob
 import json
 import math
 import os
@@ -91,9 +92,17 @@ def across_nodes(args, extra=()):
 
 
 def run(cmd, timeout=120):
+    """`cmd`'s result; one that runs past `timeout` is killed and ends with status 124, what it
+    printed so far kept (a hang must still show where it was)."""
     print("$", " ".join(cmd), flush=True)
     began = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=ENV)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=ENV)
+    except subprocess.TimeoutExpired as e:
+        def text(b):
+            return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+        print(f"  killed: still running after {timeout} s", flush=True)
+        p = subprocess.CompletedProcess(cmd, 124, text(e.stdout), text(e.stderr))
     print(f"  ({time.time() - began:.1f} s, status {p.returncode})", flush=True)
     if p.returncode != 0:
         print(p.stdout[-3000:], p.stderr[-3000:])
@@ -430,6 +439,17 @@ def srun(args, extra=()):
             "--cpus-per-task=2", *extra, SCALESCOPE, *args]
 
 
+def print_slurm_state(conf):
+    """What Slurm made of a job that failed or hung: its queue, its nodes, its daemons' logs."""
+    for what in (["squeue"], ["sinfo", "-N", "-l"]):
+        p = subprocess.run([NODES, "exec", "node1", *what], capture_output=True, text=True,
+                           timeout=30, env=ENV)
+        print(f"$ {' '.join(what)}\n{p.stdout}{p.stderr}")
+    for log in sorted(glob.glob(os.path.join(os.path.dirname(conf), "slurm*.log"))):
+        print(f"--- the last lines of {log}")
+        print("".join(open(log, errors="replace").readlines()[-15:]))
+
+
 def part_slurm(work):
     """Slurm's srun through PMIx (Debian's slurm-wlm and Open MPI share it)."""
     up = nodes("slurm-up")
@@ -442,9 +462,11 @@ def part_slurm(work):
     single = run([SCALESCOPE, "train", "--devices", "cpu:4", "--cpu-collectives", "gloo", *TRAIN,
                   "--save", f"{work}/single.safetensors"])
     multi = run(srun(["train", "--devices", "cpu:4", *TRAIN, "--network-interface", "ss-link",
-                      "--save", f"{work}/srun.safetensors"]))
+                      "--save", f"{work}/srun.safetensors"]), timeout=60)
     check(multi.returncode == 0 and "over 2 processes on 2 nodes" in multi.stdout,
           "srun train did not run over the 2 nodes")
+    if multi.returncode != 0:
+        print_slurm_state(up.stdout.strip())
     if single.returncode == 0 and multi.returncode == 0:
         check(open(f"{work}/single.safetensors", "rb").read() ==
               open(f"{work}/srun.safetensors", "rb").read(),
