@@ -109,25 +109,26 @@ void validate(const TransformConfig& config, const Shape& sample_shape) {
                "normalisation stddev[{}] = {} must be positive and finite", c, config.stddev[c]);
     }
   }
-  SS_CHECK(config.crop_padding >= 0, "crop padding {} must not be negative", config.crop_padding);
+  SS_CHECK_INPUT(config.crop_padding >= 0, "crop padding {} must not be negative",
+                 config.crop_padding);
   if (config.crop_padding > 0) {
-    SS_CHECK(rank == 3,
-             "a random crop (padding {}) needs images [H, W, C], not samples of shape {}",
-             config.crop_padding, sample_shape.to_string());
+    SS_CHECK_INPUT(rank == 3,
+                   "a random crop (padding {}) needs images [H, W, C], not samples of shape {}",
+                   config.crop_padding, sample_shape.to_string());
     // With padding >= H (or W) a crop can miss the image entirely and come out all zeros.
-    SS_CHECK(config.crop_padding < sample_shape[0] && config.crop_padding < sample_shape[1],
-             "crop padding {} must be smaller than the image's height and width (shape {})",
-             config.crop_padding, sample_shape.to_string());
+    SS_CHECK_INPUT(config.crop_padding < sample_shape[0] && config.crop_padding < sample_shape[1],
+                   "crop padding {} must be smaller than the image's height and width (shape {})",
+                   config.crop_padding, sample_shape.to_string());
   }
-  SS_CHECK(!config.flip || rank == 3,
-           "a random flip needs images [H, W, C], not samples of shape {}",
-           sample_shape.to_string());
-  SS_CHECK(config.decode_cost_us >= 0, "decode cost {} us must not be negative",
-           config.decode_cost_us);
-  SS_CHECK(config.decode_cost_us <= kMaxDecodeCostUs,
-           "decode cost {} us per sample is more than a second (at most {} us is accepted; "
-           "the value is in microseconds)",
-           config.decode_cost_us, kMaxDecodeCostUs);
+  SS_CHECK_INPUT(!config.flip || rank == 3,
+                 "a random flip needs images [H, W, C], not samples of shape {}",
+                 sample_shape.to_string());
+  SS_CHECK_INPUT(config.decode_cost_us >= 0, "decode cost {} us must not be negative",
+                 config.decode_cost_us);
+  SS_CHECK_INPUT(config.decode_cost_us <= kMaxDecodeCostUs,
+                 "decode cost {} us per sample is more than a second (at most {} us is accepted; "
+                 "the value is in microseconds)",
+                 config.decode_cost_us, kMaxDecodeCostUs);
 }
 
 void apply_transforms(const TransformConfig& config, const Shape& sample_shape, uint64_t seed,

@@ -26,14 +26,15 @@ void check_model_takes(const ModelDef& model, const RunData& data) {
   try {
     output = summarize(model, data.sample_shape).output;
   } catch (const Error& e) {
-    throw_error(fmt::format("model '{}' cannot take the samples of {} (shape {}): {}", model.name,
-                            data.train->describe(), data.sample_shape.to_string(), e.message()));
+    throw_usage_error(fmt::format("model '{}' cannot take the samples of {} (shape {}): {}",
+                                  model.name, data.train->describe(), data.sample_shape.to_string(),
+                                  e.message()));
   }
   const LabelSpec wanted = label_spec_for(model.loss, output);
   const LabelSpec have = data.train->labels();
   if (wanted.format == have.format && wanted.classes == have.classes) return;
   const std::string fix = wanted.format == have.format ? with_classes(model, have.classes) : "";
-  throw_error(fmt::format(
+  throw_usage_error(fmt::format(
       "model '{}' ({} loss) needs {} labels over {} classes, but {} has {} labels over {} "
       "classes{}",
       model.name, to_string(model.loss), format_name(wanted.format), wanted.classes,
@@ -69,31 +70,31 @@ RunData open_run_data(const DataOptions& o, const ModelDef& model, uint64_t seed
         std::make_shared<SubsetDataset>(all, kSyntheticTrain, kSyntheticEval, "synthetic eval");
     data.device_resident = data.spec.kind == DataSpec::Kind::kSyntheticDevice;
   } else if (data.spec.kind == DataSpec::Kind::kText) {
-    SS_CHECK(vocab > 0,
-             "data source '{}' is text, read as byte tokens, but model '{}' takes samples of "
-             "shape {}, not token ids (text is for sequence models such as gpt)",
-             data.spec.text, model.name, model.default_input.to_string());
+    SS_CHECK_INPUT(vocab > 0,
+                   "data source '{}' is text, read as byte tokens, but model '{}' takes samples of "
+                   "shape {}, not token ids (text is for sequence models such as gpt)",
+                   data.spec.text, model.name, model.default_input.to_string());
     data.train = open_text_dataset(data.spec.path, Split::kTrain, tokens);
     data.eval = open_text_dataset(data.spec.path, Split::kEval, tokens);
     data.sample_shape = model.default_input;
   } else {
-    SS_CHECK(vocab == 0,
-             "model '{}' reads token ids; data source '{}' holds images or features (use "
-             "text:FILE or synthetic)",
-             model.name, data.spec.text);
+    SS_CHECK_INPUT(vocab == 0,
+                   "model '{}' reads token ids; data source '{}' holds images or features (use "
+                   "text:FILE or synthetic)",
+                   model.name, data.spec.text);
     data.train = open_dataset(data.spec, Split::kTrain);
     data.eval = open_dataset(data.spec, Split::kEval);
     data.sample_shape = data.train->sample_shape();
-    SS_CHECK(data.eval->sample_shape() == data.sample_shape,
-             "{} has samples of shape {} but {} of shape {}", data.train->describe(),
-             data.sample_shape.to_string(), data.eval->describe(),
-             data.eval->sample_shape().to_string());
+    SS_CHECK_INPUT(data.eval->sample_shape() == data.sample_shape,
+                   "{} has samples of shape {} but {} of shape {}", data.train->describe(),
+                   data.sample_shape.to_string(), data.eval->describe(),
+                   data.eval->sample_shape().to_string());
   }
 
   if (o.train_samples > 0) {
-    SS_CHECK(o.train_samples <= data.train->size(),
-             "train_samples {} is more than the {} samples of {}", o.train_samples,
-             data.train->size(), data.train->describe());
+    SS_CHECK_INPUT(o.train_samples <= data.train->size(),
+                   "train_samples {} is more than the {} samples of {}", o.train_samples,
+                   data.train->size(), data.train->describe());
     data.train = std::make_shared<SubsetDataset>(data.train, 0, o.train_samples, "first samples");
   }
 

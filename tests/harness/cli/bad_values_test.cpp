@@ -115,9 +115,11 @@ TEST(CliValues, ABadFileIsNamedWithoutOurSourceLine) {
   EXPECT_FALSE(contains(resume.output, ".cpp:")) << resume.output;
 }
 
-// The data files and checkpoints the user names are their input too: what is wrong in them, or a
-// batch larger than their samples, reads without our source line ("at idx.cpp:204", "at
-// checkpoint.cpp:256", "at sampler.cpp:29" until now), in a sweep's failed point as well.
+// The data files and checkpoints the user names are their input too: what is wrong in them, a
+// batch larger than their samples, data the model cannot take, or a crop or flip the samples
+// cannot take, reads without our source line ("at idx.cpp:204", "at checkpoint.cpp:256", "at
+// sampler.cpp:29", "at data.cpp:29", "at transforms.cpp:118" until now), in a sweep's failed
+// point as well.
 TEST(CliValues, ABadDataFileOrCheckpointIsNamedWithoutOurSourceLine) {
   const std::string dir = ::testing::TempDir() + "/bad-data";
   std::filesystem::create_directories(dir);
@@ -131,7 +133,10 @@ TEST(CliValues, ABadDataFileOrCheckpointIsNamedWithoutOurSourceLine) {
       {"--data idx:" + dir, "too short for an IDX magic"},
       {"--data cifar10:" + dir, "not a whole number of 3073-byte records"},
       {"--load " + checkpoint, "is larger than the 292 bytes that follow it"},
-      {"--data text:" + dir + "/tiny.txt --model gpt:preset=mini", "make 0 sequence(s) of 128"}};
+      {"--data text:" + dir + "/tiny.txt --model gpt:preset=mini", "make 0 sequence(s) of 128"},
+      {"--data text:" + dir + "/tiny.txt --model cifar-cnn", "is text, read as byte tokens"},
+      {"--model cifar-cnn --crop-padding 40", "crop padding 40 must be smaller than the image's"},
+      {"--model mlp --flip", "a random flip needs images [H, W, C]"}};
   for (const auto& [args, message] : cases) {
     const scalescope::testing_util::CliResult r = run_cli("train --steps 1 -q " + args);
     EXPECT_NE(r.status, 0) << args;
@@ -148,6 +153,10 @@ TEST(CliValues, ABadDataFileOrCheckpointIsNamedWithoutOurSourceLine) {
       << sweep.output;
   EXPECT_TRUE(contains(sweep.output, "larger than the dataset's 10 samples")) << sweep.output;
   EXPECT_FALSE(contains(sweep.output, ".cpp:")) << sweep.output;
+  const scalescope::testing_util::CliResult wide =
+      run_cli("train --steps 1 -q --model mlp-41m --data idx:" + mnist);
+  EXPECT_TRUE(contains(wide.output, "cannot take the samples")) << wide.output;
+  EXPECT_FALSE(contains(wide.output, ".cpp:")) << wide.output;
 }
 
 // `train -o DIR` and `--save DIR` trained and then failed to write, the run lost; now refused
