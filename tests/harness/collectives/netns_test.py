@@ -286,7 +286,7 @@ BUS_RANGE = (0.70, 1.05)
 # timed after the measured steps with nothing else running (the split). These 4-rank rings
 # cross the link in 6 synchronous steps rather than 2, and the ranks' own work per byte
 # (4 ranks on 2 cores) is a large part of the time at 400 Mbit/s: the fit there came out at
-# 0.68-0.93 of the rate in ten runs here (some beside a busy process) and 0.607 in a
+# 0.68-0.93 of the rate in ten runs here (eight beside 2-3 busy processes) and 0.607 in a
 # clean-clone CI run, while at 50 Mbit/s it stayed at 0.86-0.90, two busy processes or none. So each rate's fit is held only to the upper bound (the ranks' work can
 # only slow the link), and the lower bound applies to what the link adds from the fast rate
 # to the slow one, in which that work cancels.
