@@ -374,7 +374,8 @@ def link_fits(seen):
     fast, slow = seen
     slopes = {mbit: fitted_slope(v["samples"]) for mbit, v in seen.items()}
     each = {mbit: bytes_per_s(b) / (mbit * 1e6 / 8) for mbit, b in slopes.items()}
-    added = (ms_per_byte(slow) - ms_per_byte(fast)) / (slopes[slow] - slopes[fast])
+    grew = slopes[slow] - slopes[fast]
+    added = (ms_per_byte(slow) - ms_per_byte(fast)) / grew if grew > 0 else math.inf
     return each, added
 
 
