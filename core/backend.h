@@ -65,6 +65,11 @@ struct BackendOptions {
   int cpu_threads = 0;
   // CPU: how many devices share the machine (divides the default thread count).
   int cpu_devices = 1;
+  // CPU and sim: a device that only plans (`models --batch`): its memory is address space with
+  // nothing behind it (core/address_space.h) and its copies, fills and kernels do nothing, so
+  // that planning a batch takes neither the batch's memory nor the time to fill it. CUDA
+  // refuses it (its kernels' planning runs on the GPU).
+  bool plan_only = false;
 };
 
 class Backend {

@@ -97,6 +97,9 @@ class Device {
   // Whether the host may read and write this device's memory directly (CPU devices, whose
   // memory is host memory); otherwise only copies reach it.
   virtual bool host_accessible() const { return false; }
+  // Whether the device only plans (BackendOptions::plan_only): nothing may read or write its
+  // memory, and nothing enqueued on it runs.
+  virtual bool plans_only() const { return false; }
   // Host threads this device's kernels run on (a CPU device's share of the cores); 0 for a
   // device whose kernels run elsewhere.
   virtual int threads() const { return 0; }

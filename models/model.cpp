@@ -109,8 +109,9 @@ Model::Model(ModelDef def, Shape input, Device& device, uint64_t seed)
   weights_ = Tensor(device_, Shape{total});
   grads_ = Tensor(device_, Shape{total});
   device_.fill_zero(grads_.data(), grads_.bytes(), device_.default_stream());
-
-  weights_from_host(initial_values(params_, seed));
+  // A device that only plans holds no values: drawing them would be most of a plan's time.
+  const bool values = !device_.plans_only();
+  if (values) weights_from_host(initial_values(params_, seed));
 
   aliases_ = scalescope::param_aliases(def_, input);
   int64_t tied_total = 0;
@@ -129,7 +130,7 @@ Model::Model(ModelDef def, Shape input, Device& device, uint64_t seed)
   buffer_count_ = buffer_total;
   if (buffer_total > 0) {
     buffers_ = Tensor(device_, Shape{buffer_total});
-    buffers_from_host(initial_values(buffer_infos_, seed));
+    if (values) buffers_from_host(initial_values(buffer_infos_, seed));
   }
 }
 

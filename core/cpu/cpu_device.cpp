@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/address_space.h"
 #include "core/check.h"
 #include "core/clock.h"
 
@@ -95,7 +96,7 @@ class CpuBackend final : public Backend {
              "(ask for fewer devices or threads per device)",
              options.cpu_devices, threads, static_cast<int64_t>(threads) * options.cpu_devices,
              kMaxCpuThreads);
-    return std::make_unique<CpuDevice>(index, threads);
+    return std::make_unique<CpuDevice>(index, threads, options.plan_only);
   }
   std::vector<LibraryVersion> library_versions() const override {
     return {{"openmp", openmp_version()}};
@@ -104,8 +105,11 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-CpuDevice::CpuDevice(int index, int threads)
-    : index_(index), threads_(threads), default_stream_(std::make_unique<CpuStream>(*this)) {}
+CpuDevice::CpuDevice(int index, int threads, bool plan_only)
+    : index_(index),
+      threads_(threads),
+      plan_only_(plan_only),
+      default_stream_(std::make_unique<CpuStream>(*this)) {}
 
 CpuDevice::~CpuDevice() = default;
 
@@ -120,7 +124,8 @@ void CpuDevice::make_current() {
 void* CpuDevice::allocate(size_t bytes) {
   count_allocation(bytes);
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* ptr = std::aligned_alloc(kAlignment, std::max(rounded, kAlignment));
+  void* ptr = plan_only_ ? reserve_address_space(rounded)
+                         : std::aligned_alloc(kAlignment, std::max(rounded, kAlignment));
   if (ptr == nullptr) {
     count_deallocation(bytes);
     throw_error(
@@ -132,7 +137,11 @@ void* CpuDevice::allocate(size_t bytes) {
 
 void CpuDevice::deallocate(void* ptr, size_t bytes) noexcept {
   if (ptr == nullptr) return;
-  std::free(ptr);
+  if (plan_only_) {
+    release_address_space(ptr, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  } else {
+    std::free(ptr);
+  }
   count_deallocation(bytes);
 }
 
@@ -156,16 +165,16 @@ std::unique_ptr<Event> CpuDevice::create_event() {
 }
 
 void CpuDevice::copy_to_device(void* dst, const void* host_src, size_t bytes, Stream&) {
-  if (bytes > 0) std::memcpy(dst, host_src, bytes);
+  if (bytes > 0 && !plan_only_) std::memcpy(dst, host_src, bytes);
 }
 void CpuDevice::copy_to_host(void* host_dst, const void* src, size_t bytes, Stream&) {
-  if (bytes > 0) std::memcpy(host_dst, src, bytes);
+  if (bytes > 0 && !plan_only_) std::memcpy(host_dst, src, bytes);
 }
 void CpuDevice::copy_on_device(void* dst, const void* src, size_t bytes, Stream&) {
-  if (bytes > 0) std::memmove(dst, src, bytes);
+  if (bytes > 0 && !plan_only_) std::memmove(dst, src, bytes);
 }
 void CpuDevice::fill_zero(void* dst, size_t bytes, Stream&) {
-  if (bytes > 0) std::memset(dst, 0, bytes);
+  if (bytes > 0 && !plan_only_) std::memset(dst, 0, bytes);
 }
 
 std::unique_ptr<Backend> make_cpu_backend() {

@@ -14,7 +14,8 @@ namespace scalescope {
 
 class CpuDevice final : public Device {
  public:
-  CpuDevice(int index, int threads);
+  // `plan_only`: BackendOptions::plan_only.
+  CpuDevice(int index, int threads, bool plan_only = false);
   ~CpuDevice() override;
 
   DeviceId id() const override { return DeviceId{DeviceKind::kCpu, index_}; }
@@ -22,6 +23,7 @@ class CpuDevice final : public Device {
   void make_current() override;
   int threads() const override { return threads_; }
   bool host_accessible() const override { return true; }
+  bool plans_only() const override { return plan_only_; }
 
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) noexcept override;
@@ -43,6 +45,7 @@ class CpuDevice final : public Device {
  private:
   int index_;
   int threads_;
+  bool plan_only_;
   std::atomic<int64_t> allocations_{0};
   // The compute, copy and communication stream at once (Device's defaults): work runs
   // inline on the calling thread, so separate streams would order nothing differently.

@@ -78,7 +78,8 @@ class CudaBackend final : public Backend {
       return fmt::format("cudaGetDeviceCount: {}", cudaGetErrorString(status));
     return n == 0 ? "no GPU found" : "";
   }
-  std::unique_ptr<Device> open(int index, const BackendOptions&) override {
+  std::unique_ptr<Device> open(int index, const BackendOptions& options) override {
+    SS_CHECK(!options.plan_only, "a GPU cannot open as a device that only plans");
     const int n = device_count();
     SS_CHECK(index >= 0 && index < n, "GPU {} does not exist ({} usable{})", index, n,
              n == 0 ? ": " + unavailable_reason() : std::string());

@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "core/address_space.h"
 #include "core/check.h"
 #include "core/env.h"
 
@@ -29,29 +30,37 @@ int hardware_threads() {
 
 }  // namespace
 
-// The device's memory from the system (aligned_alloc), and its fences.
+// The device's memory from the system (aligned_alloc; address space when it only plans), and
+// its fences.
 class SimDevice::Memory final : public CachingAllocator::Source {
  public:
   explicit Memory(SimDevice& device) : device_(device) {}
   void* allocate(size_t bytes, std::string& error) noexcept override {
-    void* ptr = aligned(bytes);
+    void* ptr = device_.plans_only() ? reserve_address_space(bytes) : aligned(bytes);
     if (ptr == nullptr) error = std::strerror(ENOMEM);
     return ptr;
   }
-  void free(void* ptr, size_t) noexcept override { std::free(ptr); }
+  void free(void* ptr, size_t bytes) noexcept override {
+    if (device_.plans_only()) {
+      release_address_space(ptr, bytes);
+    } else {
+      std::free(ptr);
+    }
+  }
   std::unique_ptr<Event> make_fence() override { return device_.create_ordering_event(); }
 
  private:
   SimDevice& device_;
 };
 
-SimDevice::SimDevice(int index, int threads, int64_t jitter_us, uint64_t seed)
+SimDevice::SimDevice(int index, int threads, int64_t jitter_us, uint64_t seed, bool plan_only)
     : CachingDevice("", to_string(DeviceId{DeviceKind::kSim, index}),
                     std::make_unique<Memory>(*this)),
       index_(index),
       threads_(threads),
       jitter_us_(jitter_us),
-      seed_(seed) {
+      seed_(seed),
+      plan_only_(plan_only) {
   SS_CHECK(threads >= 1, "a simulated device needs at least one thread, not {}", threads);
   SS_CHECK(jitter_us >= 0 && jitter_us <= kMaxJitterUs, "sim jitter {} µs must be from 0 to {} µs",
            jitter_us, kMaxJitterUs);
@@ -114,7 +123,7 @@ void SimDevice::launch(Stream& stream, std::function<void()> work) {
   SimStream& sim = sim_stream(stream);
   SS_CHECK(&sim.device() == this, "work for {} launched on a stream of {}", to_string(id()),
            to_string(sim.device().id()));
-  sim.enqueue(std::move(work));
+  if (!plan_only_) sim.enqueue(std::move(work));
 }
 
 void SimDevice::copy_across_link(void* dst, const void* src, size_t bytes, Stream& stream) {
@@ -183,7 +192,7 @@ class SimBackend final : public Backend {
                             ? options.cpu_threads
                             : std::max(1, hardware_threads() / options.cpu_devices);
     auto device = std::make_unique<SimDevice>(index, threads, sim_jitter_from_environment(),
-                                              static_cast<uint64_t>(index) + 1);
+                                              static_cast<uint64_t>(index) + 1, options.plan_only);
     device->set_memory_outside_allocator(sim_library_memory_from_environment());
     device->set_link_bytes_per_second(sim_link_rate_from_environment());
     return device;

@@ -21,8 +21,9 @@ namespace scalescope {
 class SimDevice final : public CachingDevice {
  public:
   // `threads`: the CPU threads each stream's kernels use; `jitter_us`: chaos mode's largest
-  // delay per operation (0: off), seeded by `seed` and the device and stream.
-  SimDevice(int index, int threads, int64_t jitter_us, uint64_t seed);
+  // delay per operation (0: off), seeded by `seed` and the device and stream; `plan_only`:
+  // BackendOptions::plan_only (launches then do nothing).
+  SimDevice(int index, int threads, int64_t jitter_us, uint64_t seed, bool plan_only = false);
   ~SimDevice() override;
 
   DeviceId id() const override { return DeviceId{DeviceKind::kSim, index_}; }
@@ -31,6 +32,7 @@ class SimDevice final : public CachingDevice {
   // kernel, but it plans them (oneDNN sizes its primitives by the threads it sees then).
   void make_current() override;
   int threads() const override { return threads_; }
+  bool plans_only() const override { return plan_only_; }
   int64_t jitter_us() const { return jitter_us_; }
   // Memory the device reports as held by libraries outside its allocator (a GPU's NCCL
   // buffers; none of the sim's own collectives allocate any).
@@ -63,7 +65,7 @@ class SimDevice final : public CachingDevice {
   void launch(Stream& stream, std::function<void()> work);
 
  private:
-  class Memory;  // aligned_alloc and free, for the caching allocator
+  class Memory;  // aligned_alloc and free (or address space), for the caching allocator
   std::unique_ptr<SimStream> make_stream();
   // Enqueues a copy across the host link (memcpy, then the rest of its time on the link).
   void copy_across_link(void* dst, const void* src, size_t bytes, Stream& stream);
@@ -72,6 +74,7 @@ class SimDevice final : public CachingDevice {
   int threads_;
   int64_t jitter_us_;
   uint64_t seed_;
+  bool plan_only_;
   int64_t outside_bytes_ = 0;
   int64_t link_bytes_per_second_ = 0;
   int streams_made_ = 0;

@@ -78,8 +78,12 @@ std::string memory_text(int64_t bytes) {
 nlohmann::json planned_memory(const ModelDef& def, const MemoryRequest& r) {
   const DeviceSpec spec = parse_device_spec(r.devices);
   check_devices_available(spec);
+  // CPU and sim devices plan in address space alone: a batch past this machine's memory plans
+  // too, in a fraction of a second.
   const std::unique_ptr<Device> device =
-      backend(spec.kind).open(0, BackendOptions{.cpu_threads = r.threads, .cpu_devices = 1});
+      backend(spec.kind).open(0, BackendOptions{.cpu_threads = r.threads,
+                                                .cpu_devices = 1,
+                                                .plan_only = spec.kind != DeviceKind::kCuda});
   device->make_current();
   // The kernels the plan measures compute in it (process-wide, so restored after).
   const Precision precision = run_precision(r.precision, spec.kind);

@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,15 +38,26 @@ std::vector<MemoryCase> cases() {
           {"gpt:preset=micro", 4, OptimizerKind::kSgd, 0.9f}};       // attention, tied weights
 }
 
-// The plan of training case `c` on one device of `kind`, in the precision in effect.
-TrainingMemory planned(const MemoryCase& c, DeviceKind kind, const OptimizerConfig& optimizer) {
+// The plan of training case `c` on one device of `kind`, in the precision in effect: on a
+// device that only plans, as `models --batch` makes it, unless `plan_only` is false.
+TrainingMemory planned(const MemoryCase& c, DeviceKind kind, const OptimizerConfig& optimizer,
+                       bool plan_only = true) {
   // One thread, as the runs: oneDNN's scratchpads grow with the threads.
-  const std::unique_ptr<Device> device =
-      backend(kind).open(0, BackendOptions{.cpu_threads = 1, .cpu_devices = 1});
+  const std::unique_ptr<Device> device = backend(kind).open(
+      0, BackendOptions{.cpu_threads = 1, .cpu_devices = 1, .plan_only = plan_only});
   device->make_current();
   const ModelDef def = make_model(c.model);
   Model model(def, def.default_input, *device, 1);
   return training_memory(model, c.batch, optimizer, /*staged=*/true);
+}
+
+// The process's resident memory, from /proc/self/statm.
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0;
+  int64_t resident = 0;
+  statm >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
 }
 
 // In every precision the device offers: fp32, bf16 (whose kernels hold bf16 copies of their
@@ -93,6 +107,45 @@ TEST(TrainingMemory, SixteenBitPrecisionsSaveActivationsInHalfTheBytes) {
         }
       }
     }
+  }
+}
+
+// A device that only plans hands out address space and runs nothing; what it plans is, part
+// by part, what a device that allocates every tensor plans.
+TEST(TrainingMemory, APlanOnlyDevicePlansWhatAnAllocatingOneDoes) {
+  for (const DeviceKind kind : {DeviceKind::kCpu, DeviceKind::kSim}) {
+    for (const Precision precision : kernel_backend(kind).precisions()) {
+      for (const MemoryCase& c : cases()) {
+        SCOPED_TRACE(c.model + " on " + to_string(kind) + " in " + to_string(precision));
+        const testing_util::PrecisionScope scope(precision);
+        const TrainingMemory a = planned(c, kind, OptimizerConfig{}, /*plan_only=*/false);
+        const TrainingMemory p = planned(c, kind, OptimizerConfig{}, /*plan_only=*/true);
+        EXPECT_EQ(p.model.parameters, a.model.parameters);
+        EXPECT_EQ(p.model.kept, a.model.kept);
+        EXPECT_EQ(p.model.transient, a.model.transient);
+        EXPECT_EQ(p.model.gradients, a.model.gradients);
+        EXPECT_EQ(p.model.kernels, a.model.kernels);
+        EXPECT_EQ(p.optimizer, a.optimizer);
+        EXPECT_EQ(p.input, a.input);
+        EXPECT_GT(p.total(), 0);
+      }
+    }
+  }
+}
+
+// So a batch past this machine's memory plans (allocating it would fail), and planning it
+// takes none of that memory.
+TEST(TrainingMemory, APlanPastTheMachinesMemoryTakesNoneOfIt) {
+  const int64_t machine = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  for (const DeviceKind kind : {DeviceKind::kCpu, DeviceKind::kSim}) {
+    SCOPED_TRACE(to_string(kind));
+    MemoryCase c{"gpt:preset=mini", 64, OptimizerKind::kAdam, 0.0f};
+    const int64_t at_64 = planned(c, kind, OptimizerConfig{}).total();
+    c.batch = 64 * (2 * machine / at_64 + 1);  // about twice the machine
+    const int64_t before = resident_bytes();
+    const int64_t plan = planned(c, kind, OptimizerConfig{}).total();
+    EXPECT_GT(plan, machine) << "batch " << c.batch;
+    EXPECT_LT(resident_bytes() - before, int64_t{256} << 20);
   }
 }
 
