@@ -63,7 +63,7 @@ std::string outside_share(int64_t outside) {
 }  // namespace
 
 void Device::throw_memory_limit(size_t bytes, int64_t in_use) const {
-  throw_error(fmt::format(
+  throw OutOfMemoryError(fmt::format(
       "out of memory: allocating {} bytes on {} with {} in use{} would pass its limit of {} bytes",
       bytes, to_string(id()), in_use, outside_share(outside_.load(std::memory_order_relaxed)),
       limit_));
@@ -73,9 +73,11 @@ int64_t Device::count_outside_memory() {
   const int64_t outside = std::max<int64_t>(memory_outside_allocator(), 0);
   outside_.store(outside, std::memory_order_relaxed);
   const int64_t in_use = memory_in_use();
-  SS_CHECK(limit_ <= 0 || in_use + outside <= limit_,
-           "out of memory: {} holds {} bytes{}, more than its limit of {} bytes", to_string(id()),
-           in_use, outside_share(outside), limit_);
+  if (limit_ > 0 && in_use + outside > limit_) {
+    throw OutOfMemoryError(
+        fmt::format("out of memory: {} holds {} bytes{}, more than its limit of {} bytes",
+                    to_string(id()), in_use, outside_share(outside), limit_));
+  }
   return outside;
 }
 

@@ -24,11 +24,12 @@ void* CachingDevice::allocate(size_t bytes) {
   }
   if (ptr != nullptr) return ptr;
   count_deallocation(bytes);
-  throw Error(library_, "allocate",
-              fmt::format("out of memory: cannot allocate {} bytes (a block of {}) on {}: {}; {} "
-                          "bytes in use, {} reserved{}",
-                          bytes, CachingAllocator::round_size(bytes), to_string(id()), error,
-                          memory_in_use(), allocator_->reserved_bytes(), out_of_memory_details()));
+  throw OutOfMemoryError(
+      fmt::format("out of memory: cannot allocate {} bytes (a block of {}) on {}: {}; {} bytes in "
+                  "use, {} reserved{}",
+                  bytes, CachingAllocator::round_size(bytes), to_string(id()), error,
+                  memory_in_use(), allocator_->reserved_bytes(), out_of_memory_details()),
+      library_, "allocate");
 }
 
 void CachingDevice::deallocate(void* ptr, size_t bytes) noexcept {

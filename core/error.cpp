@@ -51,6 +51,17 @@ UsageError::UsageError(std::string message, std::source_location where)
 UsageError::UsageError(const Error& cause, std::string message)
     : Error(cause, message.empty() ? cause.message() : std::move(message)) {}
 
+UsageError::UsageError(std::string library, std::string expression, std::string message,
+                       std::source_location where)
+    : Error(std::move(library), std::move(expression), std::move(message), where) {}
+
+OutOfMemoryError::OutOfMemoryError(std::string message, std::string library, std::string expression,
+                                   std::source_location where)
+    : UsageError(std::move(library), std::move(expression), std::move(message), where) {}
+
+OutOfMemoryError::OutOfMemoryError(const OutOfMemoryError& cause, std::string message)
+    : UsageError(cause, std::move(message)) {}
+
 void set_thread_rank(int rank) {
   t_rank = rank;
 }

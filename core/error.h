@@ -52,6 +52,22 @@ class UsageError : public Error {
                       std::source_location where = std::source_location::current());
   // The cause's message (replaced by `message` when given), location and rank.
   explicit UsageError(const Error& cause, std::string message = "");
+
+ protected:
+  UsageError(std::string library, std::string expression, std::string message,
+             std::source_location where);
+};
+
+// Device memory ran out: an allocation past what the device has or past the run's memory
+// limit. Which model and batch fit is the user's to choose (a sweep's largest batch failing so
+// is a finding, not a fault), so it reads as bad input does, without our source location.
+class OutOfMemoryError : public UsageError {
+ public:
+  explicit OutOfMemoryError(std::string message, std::string library = "",
+                            std::string expression = "",
+                            std::source_location where = std::source_location::current());
+  // The cause's location and rank with `message`.
+  OutOfMemoryError(const OutOfMemoryError& cause, std::string message);
 };
 
 // The rank recorded in errors thrown from the calling thread (a replica sets its own).

@@ -15,6 +15,16 @@ inline std::string gib(int64_t bytes) {
   return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
 }
 
+// "10.27 GiB", "23.8 MiB", "192.1 KiB": planned and measured memory, where a tenth of a GiB
+// is too coarse.
+inline std::string memory_size(int64_t bytes) {
+  const auto b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024.0 * 1024.0)
+    return fmt::format("{:.2f} GiB", b / (1024.0 * 1024.0 * 1024.0));
+  if (b >= 1024.0 * 1024.0) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024.0));
+  return fmt::format("{:.1f} KiB", b / 1024.0);
+}
+
 // The largest size in MiB an option takes, 2^40 MiB (1 EiB): its bytes, 2^60, fit an int64_t,
 // which a double of MiB past 2^43 would not (llround then returns a meaningless value).
 inline constexpr double kMaxMiB = 1099511627776.0;

@@ -128,7 +128,7 @@ void* CpuDevice::allocate(size_t bytes) {
                          : std::aligned_alloc(kAlignment, std::max(rounded, kAlignment));
   if (ptr == nullptr) {
     count_deallocation(bytes);
-    throw_error(
+    throw OutOfMemoryError(
         fmt::format("out of memory: cannot allocate {} bytes on {}", bytes, to_string(id())));
   }
   allocations_.fetch_add(1, std::memory_order_relaxed);

@@ -8,6 +8,7 @@
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/device_spec.h"
+#include "core/units.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/option_app.h"
 #include "harness/options/run_options.h"
@@ -64,32 +65,17 @@ struct MemoryRequest {
   std::string precision;  // "" the device's default
 };
 
-// "10.27 GiB", "23.8 MiB", "192.1 KiB".
-std::string memory_text(int64_t bytes) {
-  const auto b = static_cast<double>(bytes);
-  if (b >= 1024.0 * 1024.0 * 1024.0)
-    return fmt::format("{:.2f} GiB", b / (1024.0 * 1024.0 * 1024.0));
-  if (b >= 1024.0 * 1024.0) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024.0));
-  return fmt::format("{:.1f} KiB", b / 1024.0);
-}
-
 // The model built on a device of the requested kind, its batch planned, and the memory each
 // part of training holds there.
 nlohmann::json planned_memory(const ModelDef& def, const MemoryRequest& r) {
   const DeviceSpec spec = parse_device_spec(r.devices);
   check_devices_available(spec);
-  // CPU and sim devices plan in address space alone: a batch past this machine's memory plans
-  // too, in a fraction of a second.
-  const std::unique_ptr<Device> device =
-      backend(spec.kind).open(0, BackendOptions{.cpu_threads = r.threads,
-                                                .cpu_devices = 1,
-                                                .plan_only = spec.kind != DeviceKind::kCuda});
-  device->make_current();
   // The kernels the plan measures compute in it (process-wide, so restored after).
   const Precision precision = run_precision(r.precision, spec.kind);
   const ScopedPrecision scope(precision);
-  Model model(def, def.default_input, *device, 1);
-  const TrainingMemory m = training_memory(model, r.batch, r.optimizer, /*staged=*/true);
+  const TrainingMemory m = plan_training(def, def.default_input, spec.kind,
+                                         BackendOptions{.cpu_threads = r.threads, .cpu_devices = 1},
+                                         r.batch, r.optimizer, /*staged=*/true);
   return {{"device", to_string(spec.kind)},
           {"batch", r.batch},
           {"precision", to_string(precision)},
@@ -108,7 +94,7 @@ void print_memory(const std::string& name, const nlohmann::json& m) {
   fmt::print("\n{} at batch {} on one {} device in {}, {}: planned peak {}\n", name,
              m["batch"].get<int64_t>(), m["device"].get<std::string>(),
              m["precision"].get<std::string>(), m["optimizer"].get<std::string>(),
-             memory_text(m["planned_peak_bytes"].get<int64_t>()));
+             memory_size(m["planned_peak_bytes"].get<int64_t>()));
   const std::pair<const char*, const char*> rows[] = {
       {"parameters_bytes", "weights, their gradients, the layers' buffers"},
       {"optimizer_state_bytes", "optimizer state"},
@@ -118,7 +104,7 @@ void print_memory(const std::string& name, const nlohmann::json& m) {
       {"kernels_bytes", "the kernels' own (workspaces, scratch, statistics)"},
       {"batch_bytes", "the batch on the device and the loss"}};
   for (const auto& [key, what] : rows)
-    fmt::print("  {:<52} {:>12}\n", what, memory_text(m[key].get<int64_t>()));
+    fmt::print("  {:<52} {:>12}\n", what, memory_size(m[key].get<int64_t>()));
 }
 
 // The given specs, or with none the list above. A bad spec fails the command with the

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/nvtx.h"
+#include "core/units.h"
 #include "harness/collectives/cluster.h"
 #include "harness/collectives/failures.h"
 #include "harness/collectives/rendezvous.h"
@@ -22,6 +23,7 @@
 #include "harness/trainer/replica.h"
 #include "harness/trainer/results.h"
 #include "harness/trainer/run_plan.h"
+#include "harness/trainer/training_memory.h"
 #include "models/fusion.h"
 #include "models/kernels.h"
 
@@ -50,6 +52,51 @@ std::unique_ptr<ReplicaComms> make_comms(const TrainOptions& o, const RunPlan& p
       std::chrono::milliseconds(o.collective_timeout_ms), l.processes,
       cluster != nullptr ? cluster->gloo_hostname() : std::string(),
       cluster != nullptr ? cluster->gloo_interface() : std::string(), node, o.cpu_shared_memory);
+}
+
+// What training at the run's batch plans per device, for an out-of-memory error: how far off
+// the batch is, and the command that shows what holds it (when the run's samples are the
+// model's default input, which the command plans).
+std::string planned_peak_note(const RunPlan& plan, const TrainOptions& o) {
+  int threads = 0;
+  const TrainingMemory m =
+      plan_training(plan.def, plan.data.sample_shape, plan.spec.kind,
+                    BackendOptions{.cpu_threads = o.threads, .cpu_devices = plan.layout.on_node},
+                    plan.batch, o.optimizer, !plan.data.device_resident, &threads);
+  std::string note = fmt::format("; training at {} samples per device plans a peak of {} on each",
+                                 plan.batch, memory_size(m.total()));
+  if (plan.data.sample_shape == plan.def.default_input) {
+    note += fmt::format(
+        " (`scalescope models {} --batch {} --devices {}:1 --threads {} --precision {} "
+        "--optimizer {}{}` shows what holds it)",
+        o.model, plan.batch, to_string(plan.spec.kind), threads, to_string(plan.precision),
+        to_string(o.optimizer.kind),
+        o.optimizer.momentum > 0.0f ? fmt::format(" --momentum {}", o.optimizer.momentum) : "");
+  }
+  return note;
+}
+
+// An out-of-memory error with planned_peak_note; any other error as it is. Only cpu and sim
+// devices add it: they plan without memory, where a GPU's plan would need what just ran out.
+std::exception_ptr with_planned_peak(std::exception_ptr error, const RunPlan& plan,
+                                     const TrainOptions& o) {
+  if (plan.spec.kind == DeviceKind::kCuda) return error;
+  try {
+    std::rethrow_exception(error);
+  } catch (const OutOfMemoryError& e) {
+    std::string note;
+    // On a thread of its own: planning sets the OpenMP threads of the thread it runs on.
+    std::thread([&] {
+      try {
+        note = planned_peak_note(plan, o);
+      } catch (const std::exception&) {  // the error as it came, then
+      }
+    }).join();
+    if (note.empty()) return error;
+    return std::make_exception_ptr(OutOfMemoryError(e, e.message() + note));
+  } catch (...) {
+    return error;
+  }
 }
 
 // This process's replicas of a run: each a thread, their shared state and their errors.
@@ -167,7 +214,9 @@ RunReport train_alone(const TrainOptions& o, const TrainHooks& hooks) {
   nvtx::initialize();  // before threads make ranges: NVTX's own initialisation is unguarded
   run.start();
   run.join();
-  if (const std::exception_ptr error = run.error()) std::rethrow_exception(error);
+  if (const std::exception_ptr error = run.error()) {
+    std::rethrow_exception(with_planned_peak(error, run.plan(), o));
+  }
   return assemble_report(o, run.plan(), run.results(), nullptr);
 }
 
@@ -192,7 +241,7 @@ RunReport train_across(const TrainOptions& o, const TrainHooks& hooks, Cluster& 
   if (setup_error) {
     mine = error_message(setup_error);
   } else if (const std::exception_ptr error = run->error()) {
-    mine = error_message(error);
+    mine = error_message(with_planned_peak(error, run->plan(), o));
   } else if (comms != nullptr) {
     const ProcessLayout& l = run->plan().layout;
     mine = results_to_json(run->results(), l.first, l.local, l.first == 0);

@@ -1,5 +1,7 @@
 #include "harness/trainer/training_memory.h"
 
+#include <memory>
+
 #include "models/layer_spec.h"
 #include "pipelines/stager.h"
 
@@ -18,6 +20,17 @@ TrainingMemory training_memory(Model& model, int64_t batch, const OptimizerConfi
                    : batch * (sample + labels) * kFloat;
   m.loss = kFloat;  // one value per micro-batch; one micro-batch a step here
   return m;
+}
+
+TrainingMemory plan_training(const ModelDef& def, const Shape& sample, DeviceKind kind,
+                             BackendOptions options, int64_t batch,
+                             const OptimizerConfig& optimizer, bool staged, int* threads) {
+  options.plan_only = kind != DeviceKind::kCuda;
+  const std::unique_ptr<Device> device = backend(kind).open(0, options);
+  device->make_current();
+  if (threads != nullptr) *threads = device->threads();
+  Model model(def, sample, *device, 1);
+  return training_memory(model, batch, optimizer, staged);
 }
 
 }  // namespace scalescope

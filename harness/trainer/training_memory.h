@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "core/backend.h"
 #include "models/model.h"
 #include "models/optimizer.h"
 
@@ -25,5 +26,13 @@ struct TrainingMemory {
 // Stager::device_bytes; otherwise one batch resident on the device.
 TrainingMemory training_memory(Model& model, int64_t batch, const OptimizerConfig& optimizer,
                                bool staged);
+
+// training_memory of `def` for samples of `sample` on a device of `kind` opened with `options`
+// (made current on the calling thread), in the precision in effect: cpu and sim devices only
+// plan (BackendOptions::plan_only), a GPU allocates what it plans. `threads` (when not null)
+// gets the device's CPU threads, which size oneDNN's scratchpads.
+TrainingMemory plan_training(const ModelDef& def, const Shape& sample, DeviceKind kind,
+                             BackendOptions options, int64_t batch,
+                             const OptimizerConfig& optimizer, bool staged, int* threads = nullptr);
 
 }  // namespace scalescope

@@ -385,6 +385,9 @@ TEST(Sweep, AFailingPointIsRecordedAndTheSweepGoesOn) {
   ASSERT_EQ(r.points.size(), 2u);
   EXPECT_FALSE(r.points[0].ok());
   EXPECT_CONTAINS(r.points[0].error, "out of memory");
+  // What the batch would need, and no source line of ours: a finding, not a fault.
+  EXPECT_CONTAINS(r.points[0].error, "plans a peak of");
+  EXPECT_EQ(r.points[0].error.find(".cpp:"), std::string::npos) << r.points[0].error;
   EXPECT_TRUE(r.points[0].repeats.empty());
   EXPECT_TRUE(r.points[1].ok()) << r.points[1].error;
   const SweepReport back = read_sweep_report(o.output);

@@ -15,11 +15,13 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/units.h"
 #include "harness/trainer/trainer.h"
 #include "models/kernels.h"
 #include "models/zoo.h"
 #include "tests/harness/trainer/train_helpers.h"
 #include "tests/models/precision_scope.h"
+#include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
@@ -146,6 +148,37 @@ TEST(TrainingMemory, APlanPastTheMachinesMemoryTakesNoneOfIt) {
     const int64_t plan = planned(c, kind, OptimizerConfig{}).total();
     EXPECT_GT(plan, machine) << "batch " << c.batch;
     EXPECT_LT(resident_bytes() - before, int64_t{256} << 20);
+  }
+}
+
+// A run that runs out of memory says what its batch plans (the plan above), so the user sees
+// how far off the batch is; the error reads as the user's, without our source line.
+TEST(TrainingMemory, OutOfMemorySaysWhatTheBatchPlans) {
+  for (const DeviceKind kind : {DeviceKind::kCpu, DeviceKind::kSim}) {
+    SCOPED_TRACE(to_string(kind));
+    const MemoryCase c{"dense-100", 2000, OptimizerKind::kSgd, 0.9f};
+    TrainOptions o =
+        testing_util::short_run(c.model, std::string(to_string(kind)) + ":1", c.batch, 1);
+    o.optimizer.kind = c.optimizer;
+    o.optimizer.momentum = c.momentum;
+    o.memory_limit_mb = 0.5;  // dense-100's weights fit, its batch of 2000 does not
+    std::string plan;
+    {
+      const testing_util::PrecisionScope scope(Precision::kFp32);  // the run's
+      plan = memory_size(planned(c, kind, o.optimizer).total());
+    }
+    try {
+      train(o);
+      ADD_FAILURE() << "dense-100 at 2000 fit in 0.5 MiB";
+    } catch (const OutOfMemoryError& e) {
+      EXPECT_CONTAINS(e.brief(), "out of memory");
+      EXPECT_CONTAINS(e.brief(), fmt::format("plans a peak of {} on each", plan)) << e.brief();
+      EXPECT_CONTAINS(e.brief(), fmt::format("`scalescope models dense-100 --batch 2000 --devices "
+                                             "{}:1 --threads 1 --precision fp32 --optimizer sgd "
+                                             "--momentum 0.9`",
+                                             to_string(kind)));
+      EXPECT_EQ(error_text(e, false), e.brief());
+    }
   }
 }
 
