@@ -34,14 +34,16 @@ int hardware_threads() {
 // its fences.
 class SimDevice::Memory final : public CachingAllocator::Source {
  public:
-  explicit Memory(SimDevice& device) : device_(device) {}
+  // `plan_only` held here, not asked of the device: the allocator gives its blocks back while
+  // CachingDevice is destroyed, when the SimDevice part of the object is gone already.
+  Memory(SimDevice& device, bool plan_only) : device_(device), plan_only_(plan_only) {}
   void* allocate(size_t bytes, std::string& error) noexcept override {
-    void* ptr = device_.plans_only() ? reserve_address_space(bytes) : aligned(bytes);
+    void* ptr = plan_only_ ? reserve_address_space(bytes) : aligned(bytes);
     if (ptr == nullptr) error = std::strerror(ENOMEM);
     return ptr;
   }
   void free(void* ptr, size_t bytes) noexcept override {
-    if (device_.plans_only()) {
+    if (plan_only_) {
       release_address_space(ptr, bytes);
     } else {
       std::free(ptr);
@@ -51,11 +53,12 @@ class SimDevice::Memory final : public CachingAllocator::Source {
 
  private:
   SimDevice& device_;
+  bool plan_only_;
 };
 
 SimDevice::SimDevice(int index, int threads, int64_t jitter_us, uint64_t seed, bool plan_only)
     : CachingDevice("", to_string(DeviceId{DeviceKind::kSim, index}),
-                    std::make_unique<Memory>(*this)),
+                    std::make_unique<Memory>(*this, plan_only)),
       index_(index),
       threads_(threads),
       jitter_us_(jitter_us),
