@@ -72,6 +72,11 @@ struct BackendOptions {
   bool plan_only = false;
 };
 
+// Whether devices of `kind` can open as devices that only plan (BackendOptions::plan_only).
+inline bool can_plan_only(DeviceKind kind) {
+  return kind != DeviceKind::kCuda;
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;

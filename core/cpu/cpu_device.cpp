@@ -17,6 +17,12 @@ namespace {
 
 constexpr size_t kAlignment = 64;
 
+// `bytes` rounded up to kAlignment, at least one alignment (aligned_alloc's size must be a
+// positive multiple of it).
+size_t aligned_size(size_t bytes) {
+  return std::max((bytes + kAlignment - 1) / kAlignment * kAlignment, kAlignment);
+}
+
 class CpuStream final : public Stream {
  public:
   explicit CpuStream(CpuDevice& device) : device_(device) {}
@@ -123,9 +129,8 @@ void CpuDevice::make_current() {
 
 void* CpuDevice::allocate(size_t bytes) {
   count_allocation(bytes);
-  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* ptr = plan_only_ ? reserve_address_space(rounded)
-                         : std::aligned_alloc(kAlignment, std::max(rounded, kAlignment));
+  void* ptr = plan_only_ ? reserve_address_space(aligned_size(bytes))
+                         : std::aligned_alloc(kAlignment, aligned_size(bytes));
   if (ptr == nullptr) {
     count_deallocation(bytes);
     throw OutOfMemoryError(
@@ -138,7 +143,7 @@ void* CpuDevice::allocate(size_t bytes) {
 void CpuDevice::deallocate(void* ptr, size_t bytes) noexcept {
   if (ptr == nullptr) return;
   if (plan_only_) {
-    release_address_space(ptr, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+    release_address_space(ptr, aligned_size(bytes));
   } else {
     std::free(ptr);
   }
@@ -147,8 +152,7 @@ void CpuDevice::deallocate(void* ptr, size_t bytes) noexcept {
 
 void* CpuDevice::allocate_host(size_t bytes) {
   // Host staging memory is not the device's: not counted.
-  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* ptr = std::aligned_alloc(kAlignment, std::max(rounded, kAlignment));
+  void* ptr = std::aligned_alloc(kAlignment, aligned_size(bytes));
   SS_CHECK(ptr != nullptr, "out of host memory allocating {} bytes", bytes);
   return ptr;
 }

@@ -1,7 +1,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -15,7 +14,6 @@
 #include "harness/trainer/options.h"
 #include "harness/trainer/training_memory.h"
 #include "models/kernels.h"
-#include "models/model.h"
 #include "models/zoo.h"
 #include "models/zoo_families.h"
 
@@ -73,9 +71,11 @@ nlohmann::json planned_memory(const ModelDef& def, const MemoryRequest& r) {
   // The kernels the plan measures compute in it (process-wide, so restored after).
   const Precision precision = run_precision(r.precision, spec.kind);
   const ScopedPrecision scope(precision);
-  const TrainingMemory m = plan_training(def, def.default_input, spec.kind,
-                                         BackendOptions{.cpu_threads = r.threads, .cpu_devices = 1},
-                                         r.batch, r.optimizer, /*staged=*/true);
+  const TrainingMemory m = plan_training(
+      def, def.default_input, spec.kind,
+      BackendOptions{
+          .cpu_threads = r.threads, .cpu_devices = 1, .plan_only = can_plan_only(spec.kind)},
+      r.batch, r.optimizer, /*staged=*/true);
   return {{"device", to_string(spec.kind)},
           {"batch", r.batch},
           {"precision", to_string(precision)},

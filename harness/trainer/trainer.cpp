@@ -59,10 +59,11 @@ std::unique_ptr<ReplicaComms> make_comms(const TrainOptions& o, const RunPlan& p
 // model's default input, which the command plans).
 std::string planned_peak_note(const RunPlan& plan, const TrainOptions& o) {
   int threads = 0;
-  const TrainingMemory m =
-      plan_training(plan.def, plan.data.sample_shape, plan.spec.kind,
-                    BackendOptions{.cpu_threads = o.threads, .cpu_devices = plan.layout.on_node},
-                    plan.batch, o.optimizer, !plan.data.device_resident, &threads);
+  const TrainingMemory m = plan_training(
+      plan.def, plan.data.sample_shape, plan.spec.kind,
+      BackendOptions{
+          .cpu_threads = o.threads, .cpu_devices = plan.layout.on_node, .plan_only = true},
+      plan.batch, o.optimizer, !plan.data.device_resident, &threads);
   std::string note = fmt::format("; training at {} samples per device plans a peak of {} on each",
                                  plan.batch, memory_size(m.total()));
   if (plan.data.sample_shape == plan.def.default_input) {
@@ -76,11 +77,11 @@ std::string planned_peak_note(const RunPlan& plan, const TrainOptions& o) {
   return note;
 }
 
-// An out-of-memory error with planned_peak_note; any other error as it is. Only cpu and sim
-// devices add it: they plan without memory, where a GPU's plan would need what just ran out.
+// An out-of-memory error with planned_peak_note; any other error as it is. Only devices that
+// plan without memory add it: a GPU's plan would need what just ran out.
 std::exception_ptr with_planned_peak(std::exception_ptr error, const RunPlan& plan,
                                      const TrainOptions& o) {
-  if (plan.spec.kind == DeviceKind::kCuda) return error;
+  if (!can_plan_only(plan.spec.kind)) return error;
   try {
     std::rethrow_exception(error);
   } catch (const OutOfMemoryError& e) {

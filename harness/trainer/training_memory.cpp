@@ -23,9 +23,8 @@ TrainingMemory training_memory(Model& model, int64_t batch, const OptimizerConfi
 }
 
 TrainingMemory plan_training(const ModelDef& def, const Shape& sample, DeviceKind kind,
-                             BackendOptions options, int64_t batch,
+                             const BackendOptions& options, int64_t batch,
                              const OptimizerConfig& optimizer, bool staged, int* threads) {
-  options.plan_only = kind != DeviceKind::kCuda;
   const std::unique_ptr<Device> device = backend(kind).open(0, options);
   device->make_current();
   if (threads != nullptr) *threads = device->threads();

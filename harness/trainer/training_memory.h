@@ -28,11 +28,11 @@ TrainingMemory training_memory(Model& model, int64_t batch, const OptimizerConfi
                                bool staged);
 
 // training_memory of `def` for samples of `sample` on a device of `kind` opened with `options`
-// (made current on the calling thread), in the precision in effect: cpu and sim devices only
-// plan (BackendOptions::plan_only), a GPU allocates what it plans. `threads` (when not null)
-// gets the device's CPU threads, which size oneDNN's scratchpads.
+// (made current on the calling thread), in the precision in effect. With `options.plan_only`
+// (where can_plan_only) nothing is allocated; otherwise the device allocates what it plans.
+// `threads` (when not null) gets the device's CPU threads, which size oneDNN's scratchpads.
 TrainingMemory plan_training(const ModelDef& def, const Shape& sample, DeviceKind kind,
-                             BackendOptions options, int64_t batch,
+                             const BackendOptions& options, int64_t batch,
                              const OptimizerConfig& optimizer, bool staged, int* threads = nullptr);
 
 }  // namespace scalescope

@@ -45,12 +45,10 @@ std::vector<MemoryCase> cases() {
 TrainingMemory planned(const MemoryCase& c, DeviceKind kind, const OptimizerConfig& optimizer,
                        bool plan_only = true) {
   // One thread, as the runs: oneDNN's scratchpads grow with the threads.
-  const std::unique_ptr<Device> device = backend(kind).open(
-      0, BackendOptions{.cpu_threads = 1, .cpu_devices = 1, .plan_only = plan_only});
-  device->make_current();
   const ModelDef def = make_model(c.model);
-  Model model(def, def.default_input, *device, 1);
-  return training_memory(model, c.batch, optimizer, /*staged=*/true);
+  return plan_training(def, def.default_input, kind,
+                       BackendOptions{.cpu_threads = 1, .cpu_devices = 1, .plan_only = plan_only},
+                       c.batch, optimizer, /*staged=*/true);
 }
 
 // The process's resident memory, from /proc/self/statm.
