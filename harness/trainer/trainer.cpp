@@ -24,7 +24,7 @@
 #include "harness/trainer/results.h"
 #include "harness/trainer/run_plan.h"
 #include "harness/trainer/training_memory.h"
-#include "models/fusion.h"
+#include "models/kernel_settings.h"
 #include "models/kernels.h"
 
 namespace scalescope {
@@ -109,11 +109,13 @@ class LocalRun {
       : plan_(checked(o)),
         results_(plan_.replicas),
         sampling_(plan_.layout.local),
+        kernel_settings_(KernelSettings{.precision = plan_.precision,
+                                        .determinism = determinism_of(o),
+                                        .conv_search = o.conv_search,
+                                        .fuse_layers = o.fusion}),
         comms_(make_comms(o, plan_, cluster)),
         options_(o),
         hooks_(hooks) {
-    // Process-wide and read when kernels are built: every replica's kernels alike.
-    set_precision(plan_.precision);
     const std::string note = kernel_backend(plan_.spec.kind).precision_note(plan_.precision);
     if (!note.empty()) SS_LOG_WARN("{}: {}", to_string(plan_.precision), note);
   }
@@ -148,10 +150,6 @@ class LocalRun {
  private:
   static const TrainOptions& checked(const TrainOptions& o) {
     validate(o);
-    // Process-wide and read when kernels are built: every replica's kernels alike.
-    set_determinism(determinism_of(o));
-    set_conv_search(o.conv_search);
-    set_fuse_layers(o.fusion);
     return o;
   }
 
@@ -201,6 +199,9 @@ class LocalRun {
   RunPlan plan_;
   RunResults results_;
   UtilizationSampling sampling_;
+  // Process-wide and read when kernels are built: every replica's kernels alike, and what
+  // the process had before once the run is over.
+  ScopedKernelSettings kernel_settings_;
   std::unique_ptr<ReplicaComms> comms_;
   const TrainOptions& options_;
   const TrainHooks& hooks_;

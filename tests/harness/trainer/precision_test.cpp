@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <ostream>
 #include <span>
 #include <string>
 #include <vector>
@@ -14,11 +15,19 @@
 #include "harness/trainer/options.h"
 #include "harness/trainer/trainer.h"
 #include "models/checkpoint.h"
+#include "models/kernel_settings.h"
 #include "models/kernels.h"
 #include "tests/harness/trainer/train_helpers.h"
 #include "tests/test_util.h"
 
 namespace scalescope {
+
+// How gtest shows the kernel settings a test compares (found by argument-dependent lookup).
+void PrintTo(const KernelSettings& s, std::ostream* os) {
+  *os << to_string(s.precision) << ", determinism " << to_string(s.determinism) << ", search "
+      << to_string(s.conv_search) << ", fusion " << (s.fuse_layers ? "on" : "off");
+}
+
 namespace {
 
 using testing_util::error_of;
@@ -75,6 +84,39 @@ TEST(Precision, Bf16TrainsCifarCnnLikeFp32OnCpu) {
 // Two simulated accelerators in bf16: the GPU path's orchestration with 16-bit compute; the
 // trainer's consistency check holds their weights equal after the last step (it throws
 // otherwise), and their mean gradient trains like one device's whole batch.
+// Kernels read the precision and the other kernel settings when they are built, so a run sets
+// them process-wide; once it ends, whatever the process builds next must not get its settings.
+TEST(Precision, ARunSetsTheKernelSettingsItRunsWithAndGivesBackTheOnesItFound) {
+  const KernelSettings before{.precision = Precision::kTf32,
+                              .determinism = Determinism::kRequired,
+                              .conv_search = ConvSearch::kBenchmark,
+                              .fuse_layers = false};
+  const ScopedKernelSettings scope(before);
+  TrainOptions o = cnn_run("sim:2", "bf16");
+  o.steps = 2;
+  std::mutex mutex;
+  std::vector<KernelSettings> during;
+  TrainHooks hooks;
+  hooks.on_step = [&](const StepRecord&) {
+    const std::lock_guard lock(mutex);
+    during.push_back(kernel_settings());
+  };
+  (void)train(o, hooks);
+  const KernelSettings run{.precision = Precision::kBf16,
+                           .determinism = Determinism::kPreferred,
+                           .conv_search = ConvSearch::kHeuristic,
+                           .fuse_layers = true};
+  ASSERT_EQ(during.size(), 2u);
+  for (const KernelSettings& s : during) EXPECT_EQ(s, run);
+  EXPECT_EQ(kernel_settings(), before);
+
+  // A run whose replicas fail gives them back too.
+  TrainHooks failing;
+  failing.before_step_wait = [](int, int64_t) { throw Error("test", "", "planted failure"); };
+  EXPECT_CONTAINS(error_of([&] { (void)train(o, failing); }), "planted failure");
+  EXPECT_EQ(kernel_settings(), before);
+}
+
 TEST(Precision, Bf16ReplicasOnSimulatedAcceleratorsStayIdentical) {
   TrainOptions two = cnn_run("sim:2", "bf16");
   two.batch = 8;
