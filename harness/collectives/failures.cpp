@@ -22,6 +22,12 @@ bool is_collective_failure(const std::exception_ptr& error) {
   }
 }
 
+// What error_message sends: `text` is the error as its process would print it (a usage error's
+// without our source line, --verbose or not: that line would name the sending process's code).
+nlohmann::json remote_error(const char* kind, const std::string& library, const std::string& text) {
+  return {{"status", "error"}, {"kind", kind}, {"library", library}, {"message", text}};
+}
+
 }  // namespace
 
 bool is_collective_library(const std::string& library) {
@@ -39,12 +45,16 @@ std::exception_ptr cause_of(const std::vector<std::exception_ptr>& errors) {
 nlohmann::json error_message(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
+  } catch (const OutOfMemoryError& e) {
+    return remote_error("out_of_memory", e.library(), e.brief());
+  } catch (const UsageError& e) {
+    return remote_error("usage", e.library(), e.brief());
   } catch (const Error& e) {
-    return {{"status", "error"}, {"library", e.library()}, {"message", e.what()}};
+    return remote_error("internal", e.library(), e.what());
   } catch (const std::bad_alloc&) {
-    return {{"status", "error"}, {"library", ""}, {"message", "out of memory"}};
+    return remote_error("out_of_memory", "", "out of memory");
   } catch (const std::exception& e) {
-    return {{"status", "error"}, {"library", ""}, {"message", e.what()}};
+    return remote_error("internal", "", e.what());
   }
 }
 
@@ -61,9 +71,14 @@ void throw_first_error(const std::vector<nlohmann::json>& messages, const Cluste
     }
   }
   if (cause == nullptr) return;
-  throw Error(cause->at("library").get<std::string>(), "train",
-              fmt::format("on process {}: {}", cluster.describe(from),
-                          cause->at("message").get<std::string>()));
+  const std::string text = fmt::format("on process {}: {}", cluster.describe(from),
+                                       cause->at("message").get<std::string>());
+  // Of the class it had where it was thrown: a usage error or an out-of-memory error reads
+  // as it would in one process, and a sweep records its point alike.
+  const std::string kind = cause->value("kind", "internal");
+  if (kind == "out_of_memory") throw OutOfMemoryError(text);
+  if (kind == "usage") throw UsageError(text);
+  throw Error(cause->at("library").get<std::string>(), "train", text);
 }
 
 }  // namespace scalescope

@@ -7,13 +7,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/cpu/cpu_device.h"
+#include "core/error.h"
 #include "harness/collectives/cluster.h"
 #include "harness/collectives/communicator.h"
+#include "harness/collectives/failures.h"
 #include "harness/collectives/network.h"
 #include "harness/trainer/trainer.h"
 #include "reports/environment.h"
@@ -86,6 +89,45 @@ TEST(Cluster, AloneWithoutALauncher) {
   EXPECT_EQ(cluster->local_size(), 1);
   EXPECT_EQ(cluster->exchange("mine", milliseconds(10), "a test"),
             std::vector<std::string>{"mine"});
+}
+
+// A process's error crosses to the others as a message; the error they throw must read as it
+// would in one process: a usage or out-of-memory error without our source line (the sender's
+// line would name code the user did not write), an internal one with the sender's.
+TEST(Cluster, AnotherProcesssErrorKeepsItsClassAndItsText) {
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  const auto cluster = Cluster::join(milliseconds(1000));
+  const std::string from = "on process " + cluster->describe(0) + ": ";
+  const auto thrown = [&](const std::exception_ptr& error) -> std::exception_ptr {
+    try {
+      throw_first_error({error_message(error)}, *cluster);
+    } catch (...) {
+      return std::current_exception();
+    }
+    return nullptr;
+  };
+  try {
+    std::rethrow_exception(thrown(std::make_exception_ptr(
+        OutOfMemoryError("out of memory: 2 GiB on cpu device 0; plans a peak of 3 GiB"))));
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_EQ(error_text(e, false),
+              from + "out of memory: 2 GiB on cpu device 0; plans a peak of 3 GiB");
+  }
+  try {
+    std::rethrow_exception(thrown(std::make_exception_ptr(UsageError("--data: no such file"))));
+  } catch (const OutOfMemoryError&) {
+    ADD_FAILURE() << "a usage error came back as out of memory";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(error_text(e, false), from + "--data: no such file");
+  }
+  try {
+    std::rethrow_exception(thrown(std::make_exception_ptr(Error("", "", "an invariant broke"))));
+  } catch (const UsageError&) {
+    ADD_FAILURE() << "an internal error came back as a usage error";
+  } catch (const Error& e) {
+    EXPECT_CONTAINS(error_text(e, false), from + "an invariant broke at cluster_test.cpp:");
+  }
+  EXPECT_NO_THROW(throw_first_error({{{"status", "idle"}}}, *cluster));  // nothing failed
 }
 
 // Runs `body` on each of `ranks` replica threads of a group spanning two simulated

@@ -12,7 +12,8 @@
    lists both processes and both environments, and it validates against the schema.
 3. Killing one rank mid-sweep: the survivor exits within the collective timeout with an
    error naming the lost rank, and the report keeps the points finished before.
-Also: `collectives` under mpirun counts the GPUs each process needs, not the total.
+Also: `collectives` under mpirun counts the GPUs each process needs, not the total, and an
+out-of-memory error on a process reads as it does in one process.
 
 Exits 77 (skipped) when mpirun is missing.
 """
@@ -168,6 +169,20 @@ said = coll.stdout + coll.stderr
 check(coll.returncode == 0 or "hosts 1 replica(s) on cuda devices but sees 0" in said
       or "built without the cuda backend" in said,
       "collectives under mpirun -np 2 counted cuda:2 on one machine, not per process")
+
+
+# 2d. Out of memory on a process: the error every process prints reads as in one process, with
+# the batch's planned peak and without our source lines.
+oom = run(mpirun(2, ["train", "--devices", "cpu:2", "--model", "dense-100", "--data", "synthetic",
+                     "--batch", "2000", "--steps", "2", "--no-eval", "--memory-limit-mb", "0.5",
+                     "-q"]))
+said = oom.stdout + oom.stderr
+check(oom.returncode != 0, "a run past its memory limit under mpirun succeeded")
+check("out of memory" in said and "plans a peak of" in said
+      and "`scalescope models dense-100 --batch 2000" in said,
+      "the out-of-memory error under mpirun does not say what the batch plans")
+check(re.search(r"error: .*\.cpp:\d", said) is None,
+      "the out-of-memory error under mpirun carries source lines")
 
 
 # 3. Kill rank 1 in the middle of a sweep.
