@@ -342,8 +342,11 @@ CommunicationAnalysis analyze_communication(const std::string& model, const Swee
   });
   std::vector<AllReduceSample> samples;
   bool compressed = false;
+  bool failed = false;  // a point on more than one device that did not run
   for (const SweepPoint& p : points) {
-    if (!p.ok() || p.model != model || p.devices < 2) continue;
+    if (p.model != model || p.devices < 2) continue;
+    failed = failed || !p.ok();
+    if (!p.ok()) continue;
     // The fit describes the float all-reduce: a 16-bit one sums with other code.
     compressed = compressed || p.compressed();
     if (p.compressed() || (c.across_nodes && !spans_nodes(p))) continue;
@@ -354,6 +357,12 @@ CommunicationAnalysis analyze_communication(const std::string& model, const Swee
     c.fit_error =
         "every point on more than one device compressed its gradients, and the model describes "
         "the float all-reduce; add none to --grad-compression";
+    return c;
+  }
+  if (samples.empty() && failed) {
+    c.fit_error =
+        "every point on more than one device failed, so none measured the all-reduce; each one's "
+        "error is in its row";
     return c;
   }
   const auto first = std::find_if(points.begin(), points.end(),

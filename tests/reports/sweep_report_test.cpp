@@ -215,6 +215,17 @@ TEST(SweepReport, TheAllReduceModelIsFittedAndProjected) {
   EXPECT_FALSE(one.communication[0].fit.has_value());
   EXPECT_CONTAINS(one.communication[0].fit_error, "no point ran on more than one device");
   EXPECT_CONTAINS(one.communication[0].fit_error, "--devices cpu:1,2)");
+  // A point on two devices that failed: the advice is not to add what the sweep had.
+  SweepPoint failed = constant_point("m", 2, ScalingMode::kWeak, 32, 12.0);
+  failed.status = "failed";
+  failed.error = "out of memory";
+  failed.repeats.clear();
+  const SweepReport lost =
+      report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0), std::move(failed)});
+  EXPECT_FALSE(lost.communication[0].fit.has_value());
+  EXPECT_EQ(lost.communication[0].fit_error,
+            "every point on more than one device failed, so none measured the all-reduce; each "
+            "one's error is in its row");
   // One bucket size on one device count: the advice names what gives a second size.
   const SweepReport same = report_of({make_point({.devices = 1, .bucket_bytes = {3 << 19}}),
                                       make_point({.devices = 2, .bucket_bytes = {3 << 19}})});
