@@ -86,16 +86,21 @@ int main(int argc, char** argv) {
   }
   scalescope::log_level();  // reads SCALESCOPE_LOG: a bad value is named whatever the command logs
   if (verbose) scalescope::set_log_level(scalescope::LogLevel::kDebug);
+  // What a command printed before it failed comes first, also through a pipe.
+  const auto flushed = [] {
+    std::fflush(stdout);
+    return stderr;
+  };
   try {
     return action();
   } catch (const scalescope::Interrupted& e) {
-    fmt::print(stderr, "scalescope: {}\n", e.message());  // a stop, not a fault: no source line
+    fmt::print(flushed(), "scalescope: {}\n", e.message());  // a stop, not a fault: no source line
     return e.exit_status();
   } catch (const scalescope::Error& e) {
     const bool debug = scalescope::log_level() <= scalescope::LogLevel::kDebug;
-    fmt::print(stderr, "scalescope: error: {}\n", scalescope::error_text(e, debug));
+    fmt::print(flushed(), "scalescope: error: {}\n", scalescope::error_text(e, debug));
   } catch (const std::exception& e) {
-    fmt::print(stderr, "scalescope: internal error: {}\n", e.what());
+    fmt::print(flushed(), "scalescope: internal error: {}\n", e.what());
   }
   return 1;
 }

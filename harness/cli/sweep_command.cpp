@@ -170,9 +170,10 @@ int sweep_exit_status(const SweepReport& report) {
   const auto ran = std::count_if(report.points.begin(), report.points.end(),
                                  [](const SweepPoint& p) { return p.ok(); });
   if (ran > 0 || report.points.empty()) return 0;
+  std::fflush(stdout);  // the tables this points to come first, also through a pipe
   fmt::print(stderr,
-             "error: none of the sweep's {} points ran (each one's error is in its table "
-             "row above and in the report)\n",
+             "scalescope: error: none of the sweep's {} points ran (each one's error is in its "
+             "table row above and in the report)\n",
              report.points.size());
   return 1;
 }

@@ -164,7 +164,11 @@ TEST(Cli, ASweepWhosePointsAllFailedExitsOneAndKeepsItsReport) {
   // 0.5 MiB holds dense-100 at batch 8 but not its activations at batch 2000.
   const Result failed = run(common + " --batch 2000");
   EXPECT_EQ(failed.status, 1) << failed.output;
-  EXPECT_TRUE(contains(failed.output, "none of the sweep's 1 points ran")) << failed.output;
+  EXPECT_TRUE(contains(failed.output, "scalescope: error: none of the sweep's 1 points ran"))
+      << failed.output;
+  // After the table whose rows it points to, also where stdout is a pipe.
+  EXPECT_LT(failed.output.find("FAILED"), failed.output.find("none of the sweep's"))
+      << failed.output;
   EXPECT_EQ(read_json_file(out)["points"][0]["status"], "failed");
   const Result some = run(common + " --batch 2000,8");
   EXPECT_EQ(some.status, 0) << some.output;
