@@ -274,10 +274,50 @@ void compare_with_baseline(SweepPoint& p, const SweepPoint& one,
   }
 }
 
+bool spans_nodes(const SweepPoint& p) {
+  return std::any_of(p.repeats.begin(), p.repeats.end(), [](const RepeatRecord& r) {
+    return r.allreduce_split && r.allreduce_split->nodes > 1;
+  });
+}
+
+// A model's all-reduce samples: each bucket's median time on each point on more than one
+// device that ran with float gradients (across nodes, only the points that span them).
+struct AllReduceSamples {
+  std::vector<AllReduceSample> samples;
+  bool compressed = false;  // a point left out because it compressed its gradients
+  bool failed = false;      // a point on more than one device that did not run
+};
+
+AllReduceSamples allreduce_samples(const std::string& model, const std::vector<SweepPoint>& points,
+                                   bool across_nodes) {
+  AllReduceSamples r;
+  for (const SweepPoint& p : points) {
+    if (p.model != model || p.devices < 2) continue;
+    r.failed = r.failed || !p.ok();
+    if (!p.ok()) continue;
+    // The fit describes the float all-reduce: a 16-bit one sums with other code.
+    r.compressed = r.compressed || p.compressed();
+    if (p.compressed() || (across_nodes && !spans_nodes(p))) continue;
+    const std::vector<double> ms = bucket_medians(p);
+    for (size_t b = 0; b < ms.size(); ++b) {
+      r.samples.push_back({p.bucket_bytes[b], p.devices, ms[b]});
+    }
+  }
+  return r;
+}
+
 // When the samples cannot give an alpha-beta fit, one sentence on what to run so that they do,
 // on the kind of device the sweep ran on ("cuda", "sim", "cpu").
-std::optional<std::string> fit_advice(const std::vector<AllReduceSample>& samples,
-                                      const std::string& device_kind) {
+std::optional<std::string> fit_advice(const AllReduceSamples& all, const std::string& device_kind) {
+  const std::vector<AllReduceSample>& samples = all.samples;
+  if (samples.empty() && all.compressed) {
+    return "every point on more than one device compressed its gradients, and the model "
+           "describes the float all-reduce; add none to --grad-compression";
+  }
+  if (samples.empty() && all.failed) {
+    return "every point on more than one device failed, so none measured the all-reduce; each "
+           "one's error is in its row";
+  }
   if (samples.empty()) {
     return fmt::format(
         "no point ran on more than one device; add one (e.g. --devices {}:1,2) to measure the "
@@ -295,12 +335,6 @@ std::optional<std::string> fit_advice(const std::vector<AllReduceSample>& sample
       "--bucket-cap-mb below {:.3g} (buckets of other sizes)",
       samples.front().bytes, samples.front().devices,
       static_cast<double>(samples.front().bytes) / (1 << 20));
-}
-
-bool spans_nodes(const SweepPoint& p) {
-  return std::any_of(p.repeats.begin(), p.repeats.end(), [](const RepeatRecord& r) {
-    return r.allreduce_split && r.allreduce_split->nodes > 1;
-  });
 }
 
 // The device counts to project point `p` to: 2, 4 and 8 times its own, without those whose
@@ -340,31 +374,7 @@ CommunicationAnalysis analyze_communication(const std::string& model, const Swee
   c.across_nodes = std::any_of(points.begin(), points.end(), [&](const SweepPoint& p) {
     return p.ok() && p.model == model && !p.compressed() && spans_nodes(p);
   });
-  std::vector<AllReduceSample> samples;
-  bool compressed = false;
-  bool failed = false;  // a point on more than one device that did not run
-  for (const SweepPoint& p : points) {
-    if (p.model != model || p.devices < 2) continue;
-    failed = failed || !p.ok();
-    if (!p.ok()) continue;
-    // The fit describes the float all-reduce: a 16-bit one sums with other code.
-    compressed = compressed || p.compressed();
-    if (p.compressed() || (c.across_nodes && !spans_nodes(p))) continue;
-    const std::vector<double> ms = bucket_medians(p);
-    for (size_t b = 0; b < ms.size(); ++b) samples.push_back({p.bucket_bytes[b], p.devices, ms[b]});
-  }
-  if (samples.empty() && compressed) {
-    c.fit_error =
-        "every point on more than one device compressed its gradients, and the model describes "
-        "the float all-reduce; add none to --grad-compression";
-    return c;
-  }
-  if (samples.empty() && failed) {
-    c.fit_error =
-        "every point on more than one device failed, so none measured the all-reduce; each one's "
-        "error is in its row";
-    return c;
-  }
+  const AllReduceSamples samples = allreduce_samples(model, points, c.across_nodes);
   const auto first = std::find_if(points.begin(), points.end(),
                                   [&](const SweepPoint& p) { return p.model == model; });
   const std::string kind = first != points.end() ? first->device_kind : "cpu";
@@ -373,7 +383,7 @@ CommunicationAnalysis analyze_communication(const std::string& model, const Swee
     return c;
   }
   try {
-    c.fit = fit_alpha_beta(samples);
+    c.fit = fit_alpha_beta(samples.samples);
   } catch (const Error& e) {
     c.fit_error = e.message();
     return c;
