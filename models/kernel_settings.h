@@ -9,11 +9,12 @@
 
 namespace scalescope {
 
+// Each setting's default is its setter's (kernel_settings() reads them); none is repeated here.
 struct KernelSettings {
-  Precision precision = Precision::kTf32;             // set_precision
-  Determinism determinism = Determinism::kPreferred;  // set_determinism
-  ConvSearch conv_search = ConvSearch::kHeuristic;    // set_conv_search
-  bool fuse_layers = true;                            // set_fuse_layers
+  Precision precision;      // set_precision
+  Determinism determinism;  // set_determinism
+  ConvSearch conv_search;   // set_conv_search
+  bool fuse_layers;         // set_fuse_layers
   bool operator==(const KernelSettings&) const = default;
 };
 

@@ -75,7 +75,7 @@ void throw_first_error(const std::vector<nlohmann::json>& messages, const Cluste
                                        cause->at("message").get<std::string>());
   // Of the class it had where it was thrown: a usage error or an out-of-memory error reads
   // as it would in one process, and a sweep records its point alike.
-  const std::string kind = cause->value("kind", "internal");
+  const std::string kind = cause->at("kind").get<std::string>();
   if (kind == "out_of_memory") throw OutOfMemoryError(text);
   if (kind == "usage") throw UsageError(text);
   throw Error(cause->at("library").get<std::string>(), "train", text);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -104,7 +105,7 @@ TEST(Cluster, AnotherProcesssErrorKeepsItsClassAndItsText) {
     } catch (...) {
       return std::current_exception();
     }
-    return nullptr;
+    return std::make_exception_ptr(std::runtime_error("throw_first_error threw nothing"));
   };
   try {
     std::rethrow_exception(thrown(std::make_exception_ptr(

@@ -81,9 +81,6 @@ TEST(Precision, Bf16TrainsCifarCnnLikeFp32OnCpu) {
   for (const KernelChoiceRecord& k : fp32.kernels) EXPECT_EQ(k.math, "fp32") << k.layer_name;
 }
 
-// Two simulated accelerators in bf16: the GPU path's orchestration with 16-bit compute; the
-// trainer's consistency check holds their weights equal after the last step (it throws
-// otherwise), and their mean gradient trains like one device's whole batch.
 // Kernels read the precision and the other kernel settings when they are built, so a run sets
 // them process-wide; once it ends, whatever the process builds next must not get its settings.
 TEST(Precision, ARunSetsTheKernelSettingsItRunsWithAndGivesBackTheOnesItFound) {
@@ -117,6 +114,9 @@ TEST(Precision, ARunSetsTheKernelSettingsItRunsWithAndGivesBackTheOnesItFound) {
   EXPECT_EQ(kernel_settings(), before);
 }
 
+// Two simulated accelerators in bf16: the GPU path's orchestration with 16-bit compute; the
+// trainer's consistency check holds their weights equal after the last step (it throws
+// otherwise), and their mean gradient trains like one device's whole batch.
 TEST(Precision, Bf16ReplicasOnSimulatedAcceleratorsStayIdentical) {
   TrainOptions two = cnn_run("sim:2", "bf16");
   two.batch = 8;
