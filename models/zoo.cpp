@@ -298,7 +298,8 @@ ModelSpec parse_model_spec(std::string_view text) {
 ModelDef make_model(const ModelSpec& spec) {
   const Builder* family = find_builder(spec.name);
   if (family == nullptr) {
-    throw_error(fmt::format("unknown model '{}' (known models: {})", spec.name, known_models()));
+    throw_usage_error(
+        fmt::format("unknown model '{}' (known models: {})", spec.name, known_models()));
   }
   std::vector<const char*> keys = family->keys;
   if (family->classes > 0) keys.push_back("classes");

@@ -34,12 +34,12 @@ int decoder_block(GraphBuilder& g, const std::string& prefix, const GptConfig& c
 }  // namespace
 
 ModelDef gpt(const std::string& name, const GptConfig& c) {
-  SS_CHECK(c.layers > 0 && c.d > 0 && c.heads > 0 && c.seq > 0 && c.vocab > 0,
-           "model '{}': layers, d, heads, seq and vocab must be positive", name);
-  SS_CHECK(c.dropout >= 0.0f && c.dropout < 1.0f, "model '{}': dropout={} is not in [0, 1)", name,
-           c.dropout);
-  SS_CHECK(c.d % c.heads == 0, "model '{}': d={} is not a multiple of heads={}", name, c.d,
-           c.heads);
+  SS_CHECK_INPUT(c.layers > 0 && c.d > 0 && c.heads > 0 && c.seq > 0 && c.vocab > 0,
+                 "model '{}': layers, d, heads, seq and vocab must be positive", name);
+  SS_CHECK_INPUT(c.dropout >= 0.0f && c.dropout < 1.0f, "model '{}': dropout={} is not in [0, 1)",
+                 name, c.dropout);
+  SS_CHECK_INPUT(c.d % c.heads == 0, "model '{}': d={} is not a multiple of heads={}", name, c.d,
+                 c.heads);
   ModelDef def{name, {}, LossKind::kSoftmaxCrossEntropy, Shape{c.seq}, {}, {}, {}};
   GraphBuilder g(def);
   const int wte = g.add(EmbeddingSpec{c.vocab, c.d}, "transformer.wte", {kModelInput});

@@ -88,8 +88,8 @@ const ImageNetDepth& imagenet_depth(const std::string& name, int64_t depth) {
   for (const ImageNetDepth& d : kImageNetDepths) {
     if (d.depth == depth) return d;
   }
-  throw_error(fmt::format("model '{}': depth {} is not one of torchvision's 18, 34, 50, 101, 152",
-                          name, depth));
+  throw_usage_error(fmt::format(
+      "model '{}': depth {} is not one of torchvision's 18, 34, 50, 101, 152", name, depth));
 }
 
 }  // namespace
@@ -100,10 +100,11 @@ ModelDef imagenet_resnet(const std::string& name, int64_t depth, int64_t image,
   // The stem and stages 2-4 halve the image five times (padding rounds up): below 32 pixels
   // the last stages would run on 1x1 images made mostly of padding, which no ImageNet ResNet
   // is meant for.
-  SS_CHECK(image >= kMinImageNetResNetImage,
-           "model '{}': image={} is too small for the stem and 4 stages, which divide it by 32 "
-           "(at least {})",
-           name, image, kMinImageNetResNetImage);
+  SS_CHECK_INPUT(
+      image >= kMinImageNetResNetImage,
+      "model '{}': image={} is too small for the stem and 4 stages, which divide it by 32 "
+      "(at least {})",
+      name, image, kMinImageNetResNetImage);
   ModelDef def{name, {}, LossKind::kSoftmaxCrossEntropy, Shape{image, image, 3}, {}, {}, {}};
   GraphBuilder g(def);
   g.add(Conv2DSpec{stage_planes[0], 7, 2, Padding::kExplicit, 3, false}, "conv1", {kModelInput});
@@ -131,8 +132,9 @@ ModelDef imagenet_resnet(const std::string& name, int64_t depth, int64_t image,
 }
 
 ModelDef cifar_resnet(const std::string& name, int64_t depth) {
-  SS_CHECK(depth >= 8 && (depth - 2) % 6 == 0,
-           "model '{}': depth {} is not 6n+2 with n >= 1 (20, 32, 44, 56, 110, ...)", name, depth);
+  SS_CHECK_INPUT(depth >= 8 && (depth - 2) % 6 == 0,
+                 "model '{}': depth {} is not 6n+2 with n >= 1 (20, 32, 44, 56, 110, ...)", name,
+                 depth);
   const int64_t blocks = (depth - 2) / 6;
   ModelDef def{name, {}, LossKind::kSoftmaxCrossEntropy, Shape{32, 32, 3}, {}, {}, {}};
   GraphBuilder g(def);

@@ -28,27 +28,28 @@ DataSpec parse_data_spec(std::string_view text) {
       spec.kind = DataSpec::Kind::kSynthetic;
       return spec;
     }
-    SS_CHECK(argument == "device",
-             "data source '{}': synthetic takes no argument or 'device', not '{}'; {}", text,
-             argument, kAcceptedForms);
+    SS_CHECK_INPUT(argument == "device",
+                   "data source '{}': synthetic takes no argument or 'device', not '{}'; {}", text,
+                   argument, kAcceptedForms);
     spec.kind = DataSpec::Kind::kSyntheticDevice;
     return spec;
   }
   if (kind == "idx" || kind == "cifar10") {
-    SS_CHECK(!argument.empty(), "data source '{}': {} needs a directory, as in {}:DIR; {}", text,
-             kind, kind, kAcceptedForms);
+    SS_CHECK_INPUT(!argument.empty(), "data source '{}': {} needs a directory, as in {}:DIR; {}",
+                   text, kind, kind, kAcceptedForms);
     spec.kind = kind == "idx" ? DataSpec::Kind::kIdx : DataSpec::Kind::kCifar10;
     spec.path = std::string(argument);
     return spec;
   }
   if (kind == "text") {
-    SS_CHECK(!argument.empty(), "data source '{}': text needs a file, as in text:FILE; {}", text,
-             kAcceptedForms);
+    SS_CHECK_INPUT(!argument.empty(), "data source '{}': text needs a file, as in text:FILE; {}",
+                   text, kAcceptedForms);
     spec.kind = DataSpec::Kind::kText;
     spec.path = std::string(argument);
     return spec;
   }
-  throw_error(fmt::format("data source '{}': unknown kind '{}'; {}", text, kind, kAcceptedForms));
+  throw_usage_error(
+      fmt::format("data source '{}': unknown kind '{}'; {}", text, kind, kAcceptedForms));
 }
 
 std::unique_ptr<Dataset> open_dataset(const DataSpec& spec, Split split) {
@@ -58,7 +59,7 @@ std::unique_ptr<Dataset> open_dataset(const DataSpec& spec, Split split) {
     case DataSpec::Kind::kCifar10:
       return open_cifar10_dataset(spec.path, split);
     case DataSpec::Kind::kText:
-      throw_error(fmt::format(
+      throw_usage_error(fmt::format(
           "data source '{}' is text, read as tokens of a sequence model's shape: open it with "
           "open_text_dataset()",
           spec.text));
@@ -66,7 +67,7 @@ std::unique_ptr<Dataset> open_dataset(const DataSpec& spec, Split split) {
     case DataSpec::Kind::kSyntheticDevice:
       break;
   }
-  throw_error(fmt::format(
+  throw_usage_error(fmt::format(
       "data source '{}' is generated, not opened from files: make it with "
       "make_synthetic_dataset(), which takes the sample shape and labels of the model it feeds",
       spec.text));

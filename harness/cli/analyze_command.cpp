@@ -30,7 +30,7 @@ struct AnalyzeArgs {
 };
 
 int run_analyze(const AnalyzeArgs& a) {
-  SS_CHECK(!a.traces.empty(), "give at least one trace (TRACE...: one per rank)");
+  SS_CHECK_INPUT(!a.traces.empty(), "give at least one trace (TRACE...: one per rank)");
   traces::AnalysisReport report;
   report.tool_version = build_info::kScalescopeVersion;
   report.created = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time(nullptr)));

@@ -54,8 +54,8 @@ int run_compare(const CompareArgs& a) {
       list +=
           fmt::format("{}{} '{}' vs '{}'", list.empty() ? "" : "; ", d.what, d.baseline, d.current);
     }
-    throw_error(fmt::format("--strict: the environments of {} and {} differ: {}", a.baseline,
-                            a.current, list));
+    throw_usage_error(fmt::format("--strict: the environments of {} and {} differ: {}", a.baseline,
+                                  a.current, list));
   }
   fmt::print("{}", format_comparison_table(c));
   if (!a.markdown.empty()) {
@@ -64,10 +64,10 @@ int run_compare(const CompareArgs& a) {
   }
   if (c.regressed()) return kRegression;
   // A gate that passed comparing nothing would pass a sweep that measured nothing.
-  SS_CHECK(!c.nothing_compared(),
-           "no point ran in both {} and {} (the points not compared are listed above), so "
-           "nothing could be found to have regressed",
-           a.baseline, a.current);
+  SS_CHECK_INPUT(!c.nothing_compared(),
+                 "no point ran in both {} and {} (the points not compared are listed above), so "
+                 "nothing could be found to have regressed",
+                 a.baseline, a.current);
   return kNoRegression;
 }
 
@@ -118,7 +118,9 @@ void add_compare_command(CLI::App& app, Action& action) {
         (void)settle_options(*cmd, args->list);
         return run_compare(*args);
       } catch (const Error& e) {
-        // As main prints errors: a usage error without its source line unless --verbose.
+        // As main prints errors: after what was printed before it (the table), and a usage
+        // error without its source line unless --verbose.
+        std::fflush(stdout);
         fmt::print(stderr, "scalescope: error: {}\n",
                    error_text(e, log_level() <= LogLevel::kDebug));
         return kBadInput;

@@ -25,10 +25,10 @@ struct ExportArgs {
 
 int run_export(const ExportArgs& a) {
   const ExportFormat format = parse_export_format(a.format);
-  SS_CHECK(a.metric.empty() || format == ExportFormat::kGithubActionBenchmark,
-           "--metric {} applies to --format github-action-benchmark only (the other formats "
-           "hold every metric)",
-           a.metric);
+  SS_CHECK_INPUT(a.metric.empty() || format == ExportFormat::kGithubActionBenchmark,
+                 "--metric {} applies to --format github-action-benchmark only (the other formats "
+                 "hold every metric)",
+                 a.metric);
   const GithubMetric metric =
       a.metric.empty() ? GithubMetric::kThroughput : parse_github_metric(a.metric);
   SweepReport report;

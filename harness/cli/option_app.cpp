@@ -30,7 +30,7 @@ std::vector<std::string> integers(const JsonReader& r, const std::string& key) {
 
 std::vector<std::string> not_empty(std::vector<std::string> values, const std::string& file,
                                    const std::string& key) {
-  SS_CHECK(!values.empty(), "{}: '{}' is empty: give at least one value", file, key);
+  SS_CHECK_INPUT(!values.empty(), "{}: '{}' is empty: give at least one value", file, key);
   return values;
 }
 
@@ -100,7 +100,7 @@ std::vector<std::string> file_inputs(const OptionDecl& d, const JsonReader& r,
           [&](const Bound<int64_t>&) { return one(r.int64(key)); },
           [&](const Bound<uint64_t>&) {
             const int64_t v = r.int64(key);
-            SS_CHECK(v >= 0, "{}: '{}' must be a non-negative integer, not {}", file, key, v);
+            SS_CHECK_INPUT(v >= 0, "{}: '{}' must be a non-negative integer, not {}", file, key, v);
             return one(v);
           },
           [&](const Bound<float>&) { return one(r.number(key)); },
@@ -127,8 +127,9 @@ std::vector<std::string> file_inputs(const OptionDecl& d, const JsonReader& r,
           },
           [&](const Choice& c) {
             const std::string name = r.string(key);
-            SS_CHECK(std::find(c.names.begin(), c.names.end(), name) != c.names.end(),
-                     "{}: '{}' is '{}', not one of {}", file, key, name, fmt::join(c.names, ", "));
+            SS_CHECK_INPUT(std::find(c.names.begin(), c.names.end(), name) != c.names.end(),
+                           "{}: '{}' is '{}', not one of {}", file, key, name,
+                           fmt::join(c.names, ", "));
             return one(name);
           },
       },
@@ -252,7 +253,7 @@ OptionSources parse_with_config(OptionList& list, const std::vector<std::string>
       app.parse_from_stream(text);
     }
   } catch (const CLI::ParseError& e) {
-    throw_error(e.what());
+    throw_usage_error(e.what());
   }
   return settle_options(app, list, record);
 }

@@ -40,12 +40,12 @@ struct BenchPoint {
 };
 
 int run_bench(const BenchArgs& a, const OptionSources& names) {
-  SS_CHECK(!a.workers.empty(), "{} needs at least one worker count", names.name("workers"));
+  SS_CHECK_INPUT(!a.workers.empty(), "{} needs at least one worker count", names.name("workers"));
   const ModelDef def = make_model(a.model);
   const RunData data = open_run_data(a.data, def, a.seed);
-  SS_CHECK(!data.device_resident,
-           "--data synthetic:device has no input pipeline to measure (its batch stays on the "
-           "device); use --data synthetic");
+  SS_CHECK_INPUT(!data.device_resident,
+                 "--data synthetic:device has no input pipeline to measure (its batch stays on the "
+                 "device); use --data synthetic");
   const Sampler sampler(data.train->size(), a.batch, 1, a.seed);
   fmt::print("{}: batch {}, {} batches after {} warm-up, transforms: {}\n", data.train->describe(),
              a.batch, a.batches, a.warmup, data.train_transforms.any() ? "yes" : "none");

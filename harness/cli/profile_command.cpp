@@ -106,29 +106,30 @@ void run_under_nsys(const std::vector<std::string>& argv) {
 
 int run_profile(ProfileArgs& a, const OptionSources& names) {
   const std::string nsys = a.nsys.empty() ? find_on_path("nsys") : a.nsys;
-  SS_CHECK(!nsys.empty() && access(nsys.c_str(), X_OK) == 0,
-           "{} is not {}: `scalescope profile` runs the point under NVIDIA Nsight Systems. "
-           "Install it (NVIDIA's nsight-systems package, or the copy that comes with the CUDA "
-           "toolkit under /usr/local/cuda/nsight-systems-*/bin) and put nsys on PATH or name it "
-           "with --nsys. Without it, `scalescope sweep --trace PREFIX` writes Chrome traces that "
-           "Perfetto opens.",
-           a.nsys.empty() ? "nsys" : a.nsys, a.nsys.empty() ? "on PATH" : "an executable file");
+  SS_CHECK_INPUT(
+      !nsys.empty() && access(nsys.c_str(), X_OK) == 0,
+      "{} is not {}: `scalescope profile` runs the point under NVIDIA Nsight Systems. "
+      "Install it (NVIDIA's nsight-systems package, or the copy that comes with the CUDA "
+      "toolkit under /usr/local/cuda/nsight-systems-*/bin) and put nsys on PATH or name it "
+      "with --nsys. Without it, `scalescope sweep --trace PREFIX` writes Chrome traces that "
+      "Perfetto opens.",
+      a.nsys.empty() ? "nsys" : a.nsys, a.nsys.empty() ? "on PATH" : "an executable file");
   // The point, checked as the sweep will check it, before nsys starts.
   SweepOptions& o = a.sweep;
   o.models = {a.model};
   const DeviceAxis axis = resolve_devices(o, names);
-  SS_CHECK(axis.counts.size() == 1, "{}: profile runs one point; give one device count",
-           names.subject("devices", o.devices));
-  SS_CHECK(o.batches.size() == 1, "{}: profile runs one point; give one batch size",
-           names.subject("batch", fmt::format("{}", fmt::join(o.batches, ","))));
-  SS_CHECK(o.bucket_caps_mb.size() == 1 && o.first_buckets_mb.size() == 1,
-           "{} and {}: profile runs one point; give one bucket cap and one first-bucket cap",
-           names.name("bucket_cap_mb"), names.name("first_bucket_mb"));
-  SS_CHECK(
+  SS_CHECK_INPUT(axis.counts.size() == 1, "{}: profile runs one point; give one device count",
+                 names.subject("devices", o.devices));
+  SS_CHECK_INPUT(o.batches.size() == 1, "{}: profile runs one point; give one batch size",
+                 names.subject("batch", fmt::format("{}", fmt::join(o.batches, ","))));
+  SS_CHECK_INPUT(o.bucket_caps_mb.size() == 1 && o.first_buckets_mb.size() == 1,
+                 "{} and {}: profile runs one point; give one bucket cap and one first-bucket cap",
+                 names.name("bucket_cap_mb"), names.name("first_bucket_mb"));
+  SS_CHECK_INPUT(
       o.grad_compressions.size() == 1, "{}: profile runs one point; give one compression",
       names.subject("grad_compression", fmt::format("{}", fmt::join(o.grad_compressions, ","))));
-  SS_CHECK(o.precisions.size() <= 1, "{}: profile runs one point; give one precision",
-           names.subject("precision", fmt::format("{}", fmt::join(o.precisions, ","))));
+  SS_CHECK_INPUT(o.precisions.size() <= 1, "{}: profile runs one point; give one precision",
+                 names.subject("precision", fmt::format("{}", fmt::join(o.precisions, ","))));
   validate(o, names);
   SweepPoint point;
   point.model = a.model;

@@ -83,8 +83,8 @@ struct Parsed {
 void parse_sweep(const CLI::App& cmd, const SweepArgs& given, const OptionList& given_list,
                  Parsed& p) {
   (void)settle_options(cmd, given_list);  // the flags alone, checked before joining
-  SS_CHECK(cmd.get_config_ptr()->count() == 0 || given.resume.empty(),
-           "--resume continues a report with its own options; do not give --config too");
+  SS_CHECK_INPUT(cmd.get_config_ptr()->count() == 0 || given.resume.empty(),
+                 "--resume continues a report with its own options; do not give --config too");
   p.launch = join_launch(given.launch, given.options.train.collective_timeout_ms);
   nlohmann::json config;
   if (!given.resume.empty()) {
@@ -199,9 +199,9 @@ int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionL
   o.command_line = command_line();
   o.train.cluster = parsed.launch.cluster.get();
   as_usage_error([&] { validate(o, names); });  // every value, before anything runs
-  SS_CHECK(args.html.empty() || args.html != o.output,
-           "{}: the same file as the JSON report ({}); give the page its own name",
-           names.subject("html", args.html), names.name("output"));
+  SS_CHECK_INPUT(args.html.empty() || args.html != o.output,
+                 "{}: the same file as the JSON report ({}); give the page its own name",
+                 names.subject("html", args.html), names.name("output"));
   if (lead) {  // found now, not after the sweep has run
     naming(names, "output", o.output, [&] { check_can_write(o.output); });
     if (!args.html.empty()) naming(names, "html", args.html, [&] { check_can_write(args.html); });

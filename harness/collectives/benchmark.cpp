@@ -25,16 +25,17 @@ constexpr int64_t kMaxMessageBytes = int64_t{8} << 30;
 constexpr int64_t kFloatBytes = static_cast<int64_t>(sizeof(float));
 
 void check_options(const AllReduceBenchOptions& options) {
-  SS_CHECK(!options.sizes.empty(), "all-reduce benchmark: no message sizes given");
+  SS_CHECK_INPUT(!options.sizes.empty(), "all-reduce benchmark: no message sizes given");
   for (const int64_t bytes : options.sizes) {
-    SS_CHECK(bytes > 0 && bytes % kFloatBytes == 0 && bytes <= kMaxMessageBytes,
-             "all-reduce benchmark: message size {} bytes must be a positive multiple of {} "
-             "(whole floats) of at most {} bytes",
-             bytes, kFloatBytes, kMaxMessageBytes);
+    SS_CHECK_INPUT(bytes > 0 && bytes % kFloatBytes == 0 && bytes <= kMaxMessageBytes,
+                   "all-reduce benchmark: message size {} bytes must be a positive multiple of {} "
+                   "(whole floats) of at most {} bytes",
+                   bytes, kFloatBytes, kMaxMessageBytes);
   }
-  SS_CHECK(options.warmup_iters >= 0, "all-reduce benchmark: --warmup-iters {} must be >= 0",
-           options.warmup_iters);
-  SS_CHECK(options.iters >= 1, "all-reduce benchmark: --iters {} must be >= 1", options.iters);
+  SS_CHECK_INPUT(options.warmup_iters >= 0, "all-reduce benchmark: --warmup-iters {} must be >= 0",
+                 options.warmup_iters);
+  SS_CHECK_INPUT(options.iters >= 1, "all-reduce benchmark: --iters {} must be >= 1",
+                 options.iters);
 }
 
 // The size multiple of check_input: 1..16, from the top bits of a multiplicative hash, so that
@@ -67,8 +68,8 @@ int64_t parse_byte_size(std::string_view text, std::string_view flag) {
   const char* first = text.data();
   const char* last = text.data() + text.size();
   const auto [end, ec] = std::from_chars(first, last, value);
-  SS_CHECK(ec == std::errc() && end != first, "{} '{}' is not a size in bytes ({})", flag, text,
-           kAccepted);
+  SS_CHECK_INPUT(ec == std::errc() && end != first, "{} '{}' is not a size in bytes ({})", flag,
+                 text, kAccepted);
   std::string suffix(end, last);
   std::transform(suffix.begin(), suffix.end(), suffix.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -86,24 +87,25 @@ int64_t parse_byte_size(std::string_view text, std::string_view flag) {
                                    {"gib", 30}}) {
     if (suffix == unit) shift = bits;
   }
-  SS_CHECK(shift >= 0, "{} '{}': unknown unit '{}' ({})", flag, text, suffix, kAccepted);
-  SS_CHECK(value > 0, "{} '{}' must be positive ({})", flag, text, kAccepted);
-  SS_CHECK(value <= (std::numeric_limits<int64_t>::max() >> shift), "{} '{}' is too large", flag,
-           text);
+  SS_CHECK_INPUT(shift >= 0, "{} '{}': unknown unit '{}' ({})", flag, text, suffix, kAccepted);
+  SS_CHECK_INPUT(value > 0, "{} '{}' must be positive ({})", flag, text, kAccepted);
+  SS_CHECK_INPUT(value <= (std::numeric_limits<int64_t>::max() >> shift), "{} '{}' is too large",
+                 flag, text);
   return value << shift;
 }
 
 std::vector<int64_t> message_sizes(int64_t min_bytes, int64_t max_bytes, int64_t factor) {
-  SS_CHECK(min_bytes > 0 && min_bytes % kFloatBytes == 0,
-           "--min-bytes {} must be a positive multiple of {} (the all-reduce moves whole floats)",
-           min_bytes, kFloatBytes);
-  SS_CHECK(max_bytes >= min_bytes, "--max-bytes {} must be at least --min-bytes {}", max_bytes,
-           min_bytes);
-  SS_CHECK(max_bytes <= kMaxMessageBytes,
-           "--max-bytes {} exceeds the {} bytes (8G) a rank may allocate here", max_bytes,
-           kMaxMessageBytes);
-  SS_CHECK(factor >= 2, "--factor {} must be at least 2 (each size is the previous times it)",
-           factor);
+  SS_CHECK_INPUT(
+      min_bytes > 0 && min_bytes % kFloatBytes == 0,
+      "--min-bytes {} must be a positive multiple of {} (the all-reduce moves whole floats)",
+      min_bytes, kFloatBytes);
+  SS_CHECK_INPUT(max_bytes >= min_bytes, "--max-bytes {} must be at least --min-bytes {}",
+                 max_bytes, min_bytes);
+  SS_CHECK_INPUT(max_bytes <= kMaxMessageBytes,
+                 "--max-bytes {} exceeds the {} bytes (8G) a rank may allocate here", max_bytes,
+                 kMaxMessageBytes);
+  SS_CHECK_INPUT(factor >= 2, "--factor {} must be at least 2 (each size is the previous times it)",
+                 factor);
   std::vector<int64_t> sizes;
   for (int64_t bytes = min_bytes;; bytes *= factor) {
     sizes.push_back(bytes);
@@ -124,8 +126,8 @@ const char* to_string(ReduceOp op) {
 
 ReduceOp parse_reduce_op(std::string_view text) {
   const std::optional<ReduceOp> op = kReduceOpNames.parse(text);
-  SS_CHECK(op.has_value(), "--op '{}' is not a reduction (accepted: {})", text,
-           kReduceOpNames.accepted());
+  SS_CHECK_INPUT(op.has_value(), "--op '{}' is not a reduction (accepted: {})", text,
+                 kReduceOpNames.accepted());
   return *op;
 }
 
@@ -306,10 +308,11 @@ AllReduceBenchResult benchmark_all_reduce_on(const DeviceSpec& spec,
 
 int ranks_per_process(const DeviceSpec& spec, int processes) {
   const int ranks = spec.count();
-  SS_CHECK(ranks >= processes && ranks % processes == 0,
-           "--devices {}: {} ranks cannot be shared evenly by {} processes; give a multiple of "
-           "{} (each process runs the same number of ranks)",
-           to_string(spec), ranks, processes, processes);
+  SS_CHECK_INPUT(
+      ranks >= processes && ranks % processes == 0,
+      "--devices {}: {} ranks cannot be shared evenly by {} processes; give a multiple of "
+      "{} (each process runs the same number of ranks)",
+      to_string(spec), ranks, processes, processes);
   return ranks / processes;
 }
 

@@ -35,8 +35,8 @@ std::string env_or_empty(const char* name) {
 int parse_env_int(const std::string& name, const std::string& text) {
   char* end = nullptr;
   const long v = std::strtol(text.c_str(), &end, 10);
-  SS_CHECK(!text.empty() && *end == '\0' && v >= 0 && v < (1 << 24),
-           "the launcher's variable {}={} is not a process count or rank", name, text);
+  SS_CHECK_INPUT(!text.empty() && *end == '\0' && v >= 0 && v < (1 << 24),
+                 "the launcher's variable {}={} is not a process count or rank", name, text);
   return static_cast<int>(v);
 }
 
@@ -99,9 +99,9 @@ LaunchInfo launch_info_from_environment() {
     info.size = parse_env_int(size_name, size);
     info.rank = parse_env_int(rank_name, env_or_empty(rank_name));
     info.variable = size_name;
-    SS_CHECK(info.size >= 1 && info.rank < info.size,
-             "the launcher says this is rank {} of {} ({}, {}), which is not a valid rank",
-             info.rank, info.size, size_name, rank_name);
+    SS_CHECK_INPUT(info.size >= 1 && info.rank < info.size,
+                   "the launcher says this is rank {} of {} ({}, {}), which is not a valid rank",
+                   info.rank, info.size, size_name, rank_name);
     return info;
   }
   return {};
@@ -232,11 +232,12 @@ std::unique_ptr<Cluster> Cluster::join(std::chrono::milliseconds timeout,
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
   // An MPI that does not speak the launcher's process-management interface may start each
   // process as a job of its own, which would then run the whole work alone.
-  SS_CHECK(size == launch.size,
-           "the launcher started {} processes ({}={}), but MPI sees {}: the launcher and this "
-           "MPI share no process-management interface (under srun, give --mpi=pmix; srun "
-           "--mpi=list shows what Slurm offers)",
-           launch.size, launch.variable, launch.size, size);
+  SS_CHECK_INPUT(
+      size == launch.size,
+      "the launcher started {} processes ({}={}), but MPI sees {}: the launcher and this "
+      "MPI share no process-management interface (under srun, give --mpi=pmix; srun "
+      "--mpi=list shows what Slurm offers)",
+      launch.size, launch.variable, launch.size, size);
   if (size == 1) {
     (void)single(network_interface);  // the same check as a process alone
     c->members_ = layout({this_hostname()});
@@ -276,8 +277,8 @@ void Cluster::choose_network(const std::string& network_interface) {
     const std::string& text = refusals[static_cast<size_t>(r)];
     if (!text.empty()) lines.push_back(fmt::format("process {}: {}", describe(r), text));
   }
-  SS_CHECK(lines.empty(), "the processes cannot all use the network they were given: {}",
-           fmt::join(lines, "; "));
+  SS_CHECK_INPUT(lines.empty(), "the processes cannot all use the network they were given: {}",
+                 fmt::join(lines, "; "));
 }
 
 void Cluster::connect_control(std::chrono::milliseconds timeout) {
@@ -342,10 +343,10 @@ void Cluster::check_ranks_per_node(int expected) const {
   for (const auto& [host, count] : per_node) {
     if (count != expected) wrong.push_back(fmt::format("{} runs {}", host, count));
   }
-  SS_CHECK(wrong.empty(),
-           "--ranks-per-node {}: {}; launch that many per node (mpirun --map-by ppr:{}:node, "
-           "srun --ntasks-per-node={})",
-           expected, fmt::join(wrong, ", "), expected, expected);
+  SS_CHECK_INPUT(wrong.empty(),
+                 "--ranks-per-node {}: {}; launch that many per node (mpirun --map-by ppr:{}:node, "
+                 "srun --ntasks-per-node={})",
+                 expected, fmt::join(wrong, ", "), expected, expected);
 }
 
 std::string Cluster::describe(int rank) const {

@@ -102,10 +102,10 @@ NetworkChoice resolve_network_choice(const std::string& choice, const std::strin
                                   [&](const LocalInterface& i) { return i.name == choice; });
   if (named != interfaces.end()) {
     // Gloo binds to the interface's first address; without one it could not bind at all.
-    SS_CHECK(!named->addresses.empty(),
-             "{} {}: the interface exists on {} but has no IPv4 or IPv6 address; interfaces "
-             "there: {}",
-             chosen_by, choice, host, describe_interfaces(interfaces));
+    SS_CHECK_INPUT(!named->addresses.empty(),
+                   "{} {}: the interface exists on {} but has no IPv4 or IPv6 address; interfaces "
+                   "there: {}",
+                   chosen_by, choice, host, describe_interfaces(interfaces));
     out.iface = choice;
     out.info.interface = choice;
     out.info.address = named->addresses.front();
@@ -113,11 +113,11 @@ NetworkChoice resolve_network_choice(const std::string& choice, const std::strin
   }
   const std::optional<std::string> address = canonical_address(choice);
   const LocalInterface* holder = address ? holder_of(*address, interfaces) : nullptr;
-  SS_CHECK(holder != nullptr,
-           "{} {}: {} has no network interface {} '{}'; interfaces there: {} (name one of "
-           "them or one of their addresses)",
-           chosen_by, choice, host, address ? "with the address" : "named", choice,
-           describe_interfaces(interfaces));
+  SS_CHECK_INPUT(holder != nullptr,
+                 "{} {}: {} has no network interface {} '{}'; interfaces there: {} (name one of "
+                 "them or one of their addresses)",
+                 chosen_by, choice, host, address ? "with the address" : "named", choice,
+                 describe_interfaces(interfaces));
   out.hostname = *address;
   out.info.interface = holder->name;
   out.info.address = *address;

@@ -38,9 +38,9 @@ void add_axes(OptionList& list, SweepOptions& o) {
     naming(given, "models", text, [&] { o.models = split_model_list(text); });
     using Source = OptionSources::Source;
     const Source batch = given.of("batch");
-    SS_CHECK(batch == Source::kDefault || batch != given.of("global_batch"),
-             "give {} (weak scaling) or {} (strong scaling), not both", given.name("batch"),
-             given.name("global_batch"));
+    SS_CHECK_INPUT(batch == Source::kDefault || batch != given.of("global_batch"),
+                   "give {} (weak scaling) or {} (strong scaling), not both", given.name("batch"),
+                   given.name("global_batch"));
     if (batch == Source::kCommandLine) o.global_batches.clear();
   });
   add_threads_option(list, o.threads);
@@ -148,7 +148,7 @@ std::vector<std::string> split_model_list(const std::string& text) {
   while (start <= text.size()) {
     const size_t end = std::min(text.find(',', start), text.size());
     const std::string item = text.substr(start, end - start);
-    SS_CHECK(!item.empty(), "an empty model name");
+    SS_CHECK_INPUT(!item.empty(), "an empty model name");
     const bool is_value = item.find(':') == std::string::npos &&
                           item.find_first_not_of("0123456789.") == std::string::npos;
     if (!out.empty() && item.find(':') == std::string::npos &&

@@ -38,10 +38,10 @@ int replicas_per_process(const SweepOptions& o, const DeviceAxis& axis,
   const Cluster* cluster = cluster_of(o);
   const int most = axis.counts.back();
   if (cluster == nullptr) return most;
-  SS_CHECK(most % cluster->size() == 0,
-           "{}: the largest count, {}, does not spread evenly over the {} processes of this "
-           "launch (each process hosts the same number of devices)",
-           names.subject("devices", o.devices), most, cluster->size());
+  SS_CHECK_INPUT(most % cluster->size() == 0,
+                 "{}: the largest count, {}, does not spread evenly over the {} processes of this "
+                 "launch (each process hosts the same number of devices)",
+                 names.subject("devices", o.devices), most, cluster->size());
   return most / cluster->size();
 }
 
@@ -84,9 +84,10 @@ std::vector<GradientSetting> gradient_settings(const SweepOptions& o, int device
   const std::vector<double> caps = ascending_unique(o.bucket_caps_mb);
   const std::vector<double> firsts = ascending_unique(o.first_buckets_mb);
   const std::vector<GradCompression> compressions = compression_axis(o.grad_compressions);
-  SS_CHECK(!caps.empty() && !firsts.empty() && !compressions.empty(),
-           "bucket_cap_mb, first_bucket_mb and grad_compression need a value each (the grid has "
-           "no points)");
+  SS_CHECK_INPUT(
+      !caps.empty() && !firsts.empty() && !compressions.empty(),
+      "bucket_cap_mb, first_bucket_mb and grad_compression need a value each (the grid has "
+      "no points)");
   if (devices == 1) return {{caps.front(), firsts.front(), GradCompression::kNone}};
   std::vector<GradientSetting> out;
   for (double cap : caps) {
@@ -311,10 +312,10 @@ DeviceAxis resolve_devices(const SweepOptions& o, const OptionSources& names) {
   if (axis.kind == DeviceKind::kCuda) {
     const Backend& b = backend(DeviceKind::kCuda);
     const int here = devices_per_node(o, axis);
-    SS_CHECK(here <= b.device_count(), "{}: {} GPUs asked for{}, this machine has {}{}",
-             names.subject("devices", o.devices), here,
-             cluster_of(o) != nullptr ? " on this node" : "", b.device_count(),
-             b.device_count() == 0 ? fmt::format(" ({})", b.unavailable_reason()) : "");
+    SS_CHECK_INPUT(here <= b.device_count(), "{}: {} GPUs asked for{}, this machine has {}{}",
+                   names.subject("devices", o.devices), here,
+                   cluster_of(o) != nullptr ? " on this node" : "", b.device_count(),
+                   b.device_count() == 0 ? fmt::format(" ({})", b.unavailable_reason()) : "");
   }
   return axis;
 }
@@ -324,49 +325,52 @@ void validate(const SweepOptions& o, const OptionSources& names) {
   OptionList list;
   add_sweep_options(list, checked);
   check_options(list, names);
-  SS_CHECK(!o.models.empty(), "{} is empty: give at least one model (see `scalescope models`)",
-           names.name("models"));
+  SS_CHECK_INPUT(!o.models.empty(),
+                 "{} is empty: give at least one model (see `scalescope models`)",
+                 names.name("models"));
   const char* batch_key = o.mode() == ScalingMode::kWeak ? "batch" : "global_batch";
-  SS_CHECK(!o.axis_batches().empty(), "{} is empty: give at least one batch size",
-           names.name(batch_key));
-  SS_CHECK(!o.bucket_caps_mb.empty(), "{} is empty: give at least one size",
-           names.name("bucket_cap_mb"));
-  SS_CHECK(!o.first_buckets_mb.empty(), "{} is empty: give at least one size",
-           names.name("first_bucket_mb"));
-  SS_CHECK(!o.grad_compressions.empty(), "{} is empty: give none, fp16 or bf16",
-           names.name("grad_compression"));
-  SS_CHECK(o.train.until_accuracy == 0.0 || o.train.until_loss == 0.0, "give {} or {}, not both",
-           names.name("until_accuracy"), names.name("until_loss"));
-  SS_CHECK(!o.train.has_target() || o.max_epochs > 0,
-           "{} needs {}: the most epochs each run may train before it counts as not reached",
-           names.name(o.train.until_accuracy > 0.0 ? "until_accuracy" : "until_loss"),
-           names.name("max_epochs"));
+  SS_CHECK_INPUT(!o.axis_batches().empty(), "{} is empty: give at least one batch size",
+                 names.name(batch_key));
+  SS_CHECK_INPUT(!o.bucket_caps_mb.empty(), "{} is empty: give at least one size",
+                 names.name("bucket_cap_mb"));
+  SS_CHECK_INPUT(!o.first_buckets_mb.empty(), "{} is empty: give at least one size",
+                 names.name("first_bucket_mb"));
+  SS_CHECK_INPUT(!o.grad_compressions.empty(), "{} is empty: give none, fp16 or bf16",
+                 names.name("grad_compression"));
+  SS_CHECK_INPUT(o.train.until_accuracy == 0.0 || o.train.until_loss == 0.0,
+                 "give {} or {}, not both", names.name("until_accuracy"), names.name("until_loss"));
+  SS_CHECK_INPUT(!o.train.has_target() || o.max_epochs > 0,
+                 "{} needs {}: the most epochs each run may train before it counts as not reached",
+                 names.name(o.train.until_accuracy > 0.0 ? "until_accuracy" : "until_loss"),
+                 names.name("max_epochs"));
   const DeviceAxis axis = resolve_devices(o, names);
   for (const std::string& name : o.precisions) (void)run_precision(name, axis.kind, names);
   if (backend(axis.kind).logical()) {
     const int cores = backend(DeviceKind::kCpu).device_count();
     const int threads = cpu_threads_per_device(o, axis);
     const int most = devices_per_node(o, axis);
-    SS_CHECK(static_cast<int64_t>(most) * threads <= kMaxCpuThreads,
-             "{}: {} {} devices × {} threads need {} threads; one process may use at most {}",
-             names.subject("threads", threads), most, to_string(axis.kind), threads,
-             static_cast<int64_t>(most) * threads, kMaxCpuThreads);
-    SS_CHECK(o.oversubscribe || most * threads <= cores,
-             "{}: {} {} devices × {} thread{} need {} cores; this node may use {} (ask for fewer "
-             "devices or threads, or {} to share cores, which makes the scaling figures "
-             "meaningless)",
-             names.subject("devices", o.devices.empty() ? to_string(axis) : o.devices), most,
-             to_string(axis.kind), threads, threads == 1 ? "" : "s", most * threads, cores,
-             names.name("oversubscribe"));
+    SS_CHECK_INPUT(static_cast<int64_t>(most) * threads <= kMaxCpuThreads,
+                   "{}: {} {} devices × {} threads need {} threads; one process may use at most {}",
+                   names.subject("threads", threads), most, to_string(axis.kind), threads,
+                   static_cast<int64_t>(most) * threads, kMaxCpuThreads);
+    SS_CHECK_INPUT(
+        o.oversubscribe || most * threads <= cores,
+        "{}: {} {} devices × {} thread{} need {} cores; this node may use {} (ask for fewer "
+        "devices or threads, or {} to share cores, which makes the scaling figures "
+        "meaningless)",
+        names.subject("devices", o.devices.empty() ? to_string(axis) : o.devices), most,
+        to_string(axis.kind), threads, threads == 1 ? "" : "s", most * threads, cores,
+        names.name("oversubscribe"));
   }
   const int64_t accumulation = o.train.accumulation;
   for (int64_t g : o.global_batches) {
     for (int n : axis.counts) {
       const int64_t parts = static_cast<int64_t>(n) * accumulation;
-      SS_CHECK(g % parts == 0, "{} does not split evenly over {} devices{}: use multiples of {}",
-               names.subject("global_batch", g), n,
-               accumulation > 1 ? fmt::format(" × {} accumulated micro-batches", accumulation) : "",
-               parts);
+      SS_CHECK_INPUT(
+          g % parts == 0, "{} does not split evenly over {} devices{}: use multiples of {}",
+          names.subject("global_batch", g), n,
+          accumulation > 1 ? fmt::format(" × {} accumulated micro-batches", accumulation) : "",
+          parts);
     }
   }
   // The data, opened once per model: a missing file or a model that cannot train on it is

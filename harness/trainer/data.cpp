@@ -45,12 +45,13 @@ void check_model_takes(const ModelDef& model, const RunData& data) {
 }  // namespace
 
 RunData open_run_data(const DataOptions& o, const ModelDef& model, uint64_t seed) {
-  SS_CHECK(o.workers >= 1 && o.workers <= 256, "workers {} must be between 1 and 256", o.workers);
-  SS_CHECK(o.queue_depth >= 1 && o.queue_depth <= 1024, "queue_depth {} must be between 1 and 1024",
-           o.queue_depth);
-  SS_CHECK(o.crop_padding >= 0, "crop_padding {} must not be negative", o.crop_padding);
-  SS_CHECK(o.decode_cost_us >= 0, "decode_cost_us {} must not be negative", o.decode_cost_us);
-  SS_CHECK(o.train_samples >= 0, "train_samples {} must not be negative", o.train_samples);
+  SS_CHECK_INPUT(o.workers >= 1 && o.workers <= 256, "workers {} must be between 1 and 256",
+                 o.workers);
+  SS_CHECK_INPUT(o.queue_depth >= 1 && o.queue_depth <= 1024,
+                 "queue_depth {} must be between 1 and 1024", o.queue_depth);
+  SS_CHECK_INPUT(o.crop_padding >= 0, "crop_padding {} must not be negative", o.crop_padding);
+  SS_CHECK_INPUT(o.decode_cost_us >= 0, "decode_cost_us {} must not be negative", o.decode_cost_us);
+  SS_CHECK_INPUT(o.train_samples >= 0, "train_samples {} must not be negative", o.train_samples);
   RunData data;
   data.spec = parse_data_spec(o.spec);
   const bool synthetic = data.spec.kind == DataSpec::Kind::kSynthetic ||

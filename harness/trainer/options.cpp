@@ -23,8 +23,8 @@ constexpr auto kLrScalingNames = enum_names<LrScaling>("none", "linear", "sqrt")
 
 LrScaling parse_lr_scaling(const std::string& name) {
   const std::optional<LrScaling> scaling = kLrScalingNames.parse(name);
-  SS_CHECK(scaling.has_value(), "lr_scaling '{}': unknown rule; use {}", name,
-           kLrScalingNames.accepted());
+  SS_CHECK_INPUT(scaling.has_value(), "lr_scaling '{}': unknown rule; use {}", name,
+                 kLrScalingNames.accepted());
   return *scaling;
 }
 
@@ -51,39 +51,41 @@ namespace {
 int64_t replica_batch(const TrainOptions& o, int replicas, const OptionSources& names) {
   if (o.global_batch <= 0) return o.batch;
   const int64_t parts = static_cast<int64_t>(replicas) * o.accumulation;
-  SS_CHECK(o.global_batch % parts == 0,
-           "{} does not divide over {} device(s){}: use a multiple of {}",
-           names.subject("global_batch", o.global_batch), replicas,
-           o.accumulation > 1 ? fmt::format(" × {} accumulated micro-batches", o.accumulation)
-                              : std::string(),
-           parts);
+  SS_CHECK_INPUT(o.global_batch % parts == 0,
+                 "{} does not divide over {} device(s){}: use a multiple of {}",
+                 names.subject("global_batch", o.global_batch), replicas,
+                 o.accumulation > 1 ? fmt::format(" × {} accumulated micro-batches", o.accumulation)
+                                    : std::string(),
+                 parts);
   return o.global_batch / parts;
 }
 
 // The checks across options.
 void check_length(const TrainOptions& o, const OptionSources& names) {
-  SS_CHECK(o.profile_first >= 0 && o.profile_last >= o.profile_first &&
-               (o.profile_first > 0) == (o.profile_last > 0),
-           "{} must be FIRST:LAST with 1 <= FIRST <= LAST",
-           names.subject("profile_steps", fmt::format("{}:{}", o.profile_first, o.profile_last)));
-  SS_CHECK(o.profile_first == 0 || o.profile_last <= o.steps || o.epochs > 0,
-           "{} goes past the {} measured steps",
-           names.subject("profile_steps", fmt::format("{}:{}", o.profile_first, o.profile_last)),
-           o.steps);
+  SS_CHECK_INPUT(
+      o.profile_first >= 0 && o.profile_last >= o.profile_first &&
+          (o.profile_first > 0) == (o.profile_last > 0),
+      "{} must be FIRST:LAST with 1 <= FIRST <= LAST",
+      names.subject("profile_steps", fmt::format("{}:{}", o.profile_first, o.profile_last)));
+  SS_CHECK_INPUT(
+      o.profile_first == 0 || o.profile_last <= o.steps || o.epochs > 0,
+      "{} goes past the {} measured steps",
+      names.subject("profile_steps", fmt::format("{}:{}", o.profile_first, o.profile_last)),
+      o.steps);
   if (o.adaptive_warmup.enabled) {
-    SS_CHECK(o.epochs == 0, "an adaptive warm-up needs {} (measured steps), not {}",
-             names.name("steps"), names.name("epochs"));
-    SS_CHECK(o.adaptive_warmup.max_steps >= 1, "{} must be at least one step",
-             names.subject("max_warmup_steps", o.adaptive_warmup.max_steps));
+    SS_CHECK_INPUT(o.epochs == 0, "an adaptive warm-up needs {} (measured steps), not {}",
+                   names.name("steps"), names.name("epochs"));
+    SS_CHECK_INPUT(o.adaptive_warmup.max_steps >= 1, "{} must be at least one step",
+                   names.subject("max_warmup_steps", o.adaptive_warmup.max_steps));
   }
-  SS_CHECK(o.epochs == 0 || o.steps == 0, "give {} or {}, not both", names.name("steps"),
-           names.name("epochs"));
-  SS_CHECK(o.until_accuracy == 0.0 || o.until_loss == 0.0, "give {} or {}, not both",
-           names.name("until_accuracy"), names.name("until_loss"));
-  SS_CHECK(!o.has_target() || o.eval, "{} needs evaluations (not --no-eval)",
-           names.name(o.until_accuracy > 0.0 ? "until_accuracy" : "until_loss"));
-  SS_CHECK(o.epochs > 0 || o.steps > 0, "{} must be a positive number of steps",
-           names.subject("steps", o.steps));
+  SS_CHECK_INPUT(o.epochs == 0 || o.steps == 0, "give {} or {}, not both", names.name("steps"),
+                 names.name("epochs"));
+  SS_CHECK_INPUT(o.until_accuracy == 0.0 || o.until_loss == 0.0, "give {} or {}, not both",
+                 names.name("until_accuracy"), names.name("until_loss"));
+  SS_CHECK_INPUT(!o.has_target() || o.eval, "{} needs evaluations (not --no-eval)",
+                 names.name(o.until_accuracy > 0.0 ? "until_accuracy" : "until_loss"));
+  SS_CHECK_INPUT(o.epochs > 0 || o.steps > 0, "{} must be a positive number of steps",
+                 names.subject("steps", o.steps));
 }
 
 // How replicas reach each other: a lost one must not hang the others, which transport CPU
@@ -345,10 +347,11 @@ void validate(const TrainOptions& o, const OptionSources& names) {
     check_devices_available(spec);
   }
   const int64_t threads = static_cast<int64_t>(layout.local) * o.threads;
-  SS_CHECK(!backend(spec.kind).logical() || threads <= kMaxCpuThreads,
-           "{}: {} devices in this process × {} threads need {} threads; one process may use at "
-           "most {}",
-           names.subject("threads", o.threads), layout.local, o.threads, threads, kMaxCpuThreads);
+  SS_CHECK_INPUT(
+      !backend(spec.kind).logical() || threads <= kMaxCpuThreads,
+      "{}: {} devices in this process × {} threads need {} threads; one process may use at "
+      "most {}",
+      names.subject("threads", o.threads), layout.local, o.threads, threads, kMaxCpuThreads);
   (void)replica_batch(o, spec.count(), names);
   const Precision precision = run_precision(o, spec.kind, names);
   // A skipped step has no gradients to measure; the noise scale is the gradients', whatever

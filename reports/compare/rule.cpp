@@ -91,51 +91,52 @@ double Thresholds::of(Metric m) const {
 
 double parse_percent(std::string_view text, std::string_view what) {
   const std::string_view t = trim(text);
-  SS_CHECK(!t.empty() && t.back() == '%',
-           "{} '{}': a threshold is a percentage with a % sign, like 5% or 2.5%", what, text);
+  SS_CHECK_INPUT(!t.empty() && t.back() == '%',
+                 "{} '{}': a threshold is a percentage with a % sign, like 5% or 2.5%", what, text);
   const std::string_view number = t.substr(0, t.size() - 1);
   double value = 0;
   const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), value);
-  SS_CHECK(!number.empty() && error == std::errc() && end == number.data() + number.size(),
-           "{} '{}': '{}' is not a number (accepted: a percentage like 5% or 2.5%)", what, text,
-           number);
-  SS_CHECK(std::isfinite(value) && value >= 0.0 && value <= 1000.0,
-           "{} '{}': the percentage must be between 0% and 1000%", what, text);
+  SS_CHECK_INPUT(!number.empty() && error == std::errc() && end == number.data() + number.size(),
+                 "{} '{}': '{}' is not a number (accepted: a percentage like 5% or 2.5%)", what,
+                 text, number);
+  SS_CHECK_INPUT(std::isfinite(value) && value >= 0.0 && value <= 1000.0,
+                 "{} '{}': the percentage must be between 0% and 1000%", what, text);
   return value / 100.0;
 }
 
 Thresholds parse_thresholds(std::string_view text) {
   Thresholds out;
   bool fallback_given = false;
-  SS_CHECK(!trim(text).empty(),
-           "--threshold is empty (accepted: 5%, or NAME=PERCENT items like throughput=3%)");
+  SS_CHECK_INPUT(!trim(text).empty(),
+                 "--threshold is empty (accepted: 5%, or NAME=PERCENT items like throughput=3%)");
   size_t start = 0;
   while (start <= text.size()) {
     const size_t end = std::min(text.find(',', start), text.size());
     const std::string_view item = trim(text.substr(start, end - start));
     start = end + 1;
     const std::string what = fmt::format("--threshold item '{}'", item);
-    SS_CHECK(!item.empty(),
-             "--threshold '{}' has an empty item (items are separated by single commas)", text);
+    SS_CHECK_INPUT(!item.empty(),
+                   "--threshold '{}' has an empty item (items are separated by single commas)",
+                   text);
     const size_t equals = item.find('=');
     if (equals == std::string_view::npos) {
-      SS_CHECK(!fallback_given, "--threshold '{}' gives the default threshold twice", text);
-      out.fallback = parse_percent(item, what);
+      SS_CHECK_INPUT(!fallback_given, "--threshold '{}' gives the default threshold twice", text);
+      out.fallback = parse_percent(item, "--threshold item");  // named once, not twice
       fallback_given = true;
       continue;
     }
     const std::string_view name = trim(item.substr(0, equals));
     const double value = parse_percent(item.substr(equals + 1), what);
     if (name == kPhasesName) {
-      SS_CHECK(!out.phases, "--threshold '{}' names '{}' twice", text, name);
+      SS_CHECK_INPUT(!out.phases, "--threshold '{}' names '{}' twice", text, name);
       out.phases = value;
       continue;
     }
     const std::optional<Metric> metric = metric_named(name);
-    SS_CHECK(metric.has_value(), "{}: '{}' is not a metric (accepted: {})", what, name,
-             metric_names());
+    SS_CHECK_INPUT(metric.has_value(), "{}: '{}' is not a metric (accepted: {})", what, name,
+                   metric_names());
     std::optional<double>& slot = out.metric[metric->index()];
-    SS_CHECK(!slot, "--threshold '{}' names '{}' twice", text, name);
+    SS_CHECK_INPUT(!slot, "--threshold '{}' names '{}' twice", text, name);
     slot = value;
   }
   return out;

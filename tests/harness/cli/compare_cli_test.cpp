@@ -105,6 +105,7 @@ TEST(Cli, CompareBadInputIsStatusTwo) {
     EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
     EXPECT_TRUE(contains(r.output, message)) << args << "\n" << r.output;
     EXPECT_FALSE(contains(r.output, "internal error")) << args << "\n" << r.output;
+    EXPECT_FALSE(contains(r.output, ".cpp:")) << args << "\n" << r.output;
   };
   fails(base + " /nonexistent/cur.json", "/nonexistent/cur.json");
   fails(base + " " + std::string(SCALESCOPE_BINARY), "is not valid JSON");

@@ -29,6 +29,7 @@ TEST(CompareRule, ThresholdSyntax) {
   };
   EXPECT_CONTAINS(error("5"), "--threshold item '5'");
   EXPECT_CONTAINS(error("5"), "with a % sign");
+  EXPECT_EQ(error("5").find("'5' '5'"), std::string::npos) << "the item named twice";
   EXPECT_CONTAINS(error("latency=3%"), "'latency' is not a metric (accepted: throughput, ");
   EXPECT_CONTAINS(error("latency=3%"), "phases");
   EXPECT_CONTAINS(error("throughput=abc%"), "'abc' is not a number");
