@@ -118,6 +118,11 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroStatus) {
       {"train --ranks-per-node -1", "--ranks-per-node"},
       {"train --network-interface nope0 --steps 1", "--network-interface nope0: "},
       {"collectives --network-interface nope0", "interfaces there: lo (127.0.0.1"},
+      {"models nosuchnet", "unknown model 'nosuchnet'"},
+      {"models resnet:depth=19", "depth 19 is not one of torchvision's"},
+      {"collectives --min-bytes 0", "--min-bytes '0' must be positive"},
+      {"collectives --factor 1", "--factor 1 must be at least 2"},
+      {"collectives --op max", "--op 'max' is not a reduction"},
       {"pipeline-bench --workers 0", "--workers 0"},
       {"pipeline-bench --data synthetic:device", "synthetic:device"},
   };
@@ -216,6 +221,7 @@ TEST(Cli, SweepBadInputIsRefusedBeforeAnythingRuns) {
   fails("--config /nonexistent/ci.json", "/nonexistent/ci.json");
   fails("--resume /nonexistent/report.json", "/nonexistent/report.json");
   fails("--repeats 0", "--repeats 0");
+  fails("--html " + out, "the same file as the JSON report");
   // Nothing ran, so nothing was written.
   EXPECT_FALSE(std::ifstream(out).good());
   const Result bad_report = run("report " + std::string(SCALESCOPE_BINARY));

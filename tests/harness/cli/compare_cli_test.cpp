@@ -123,6 +123,9 @@ TEST(Cli, CompareBadInputIsStatusTwo) {
   fails(base + " " + none, "no point ran in both");
   const Result nothing = run("compare " + base + " " + none);
   EXPECT_TRUE(contains(nothing.output, "NOTHING COMPARED")) << nothing.output;
+  // The error after the table it points to, also through a pipe.
+  EXPECT_LT(nothing.output.find("NOTHING COMPARED"), nothing.output.find("no point ran in both"))
+      << nothing.output;
   // Environments: a warning at the top, or with --strict an error.
   const Result warned = run("compare " + base + " " + other);
   EXPECT_EQ(warned.status, 0) << warned.output;
