@@ -24,6 +24,10 @@ class Error : public std::runtime_error {
   // -1 outside a replica thread.
   int rank() const { return rank_; }
   const std::string& brief() const { return brief_; }
+  // Raised alike on every process of a launch, where process 0 prints it: another process
+  // that printed it too would only repeat the line (once per process under mpirun).
+  bool printed_by_process_zero() const { return printed_by_process_zero_; }
+  void set_printed_by_process_zero() { printed_by_process_zero_ = true; }
 
  protected:
   // Another error's library, expression, location and rank with `message`, for a subclass
@@ -41,6 +45,7 @@ class Error : public std::runtime_error {
   std::string file_;
   int line_;
   int rank_;
+  bool printed_by_process_zero_ = false;
 };
 
 // Bad input from the user (an option's value, a combination of options, a path to write):

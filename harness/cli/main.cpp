@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
     return e.exit_status();
   } catch (const scalescope::Error& e) {
     const bool debug = scalescope::log_level() <= scalescope::LogLevel::kDebug;
+    if (e.printed_by_process_zero() && !debug) return 1;
     fmt::print(flushed(), "scalescope: error: {}\n", scalescope::error_text(e, debug));
   } catch (const std::exception& e) {
     fmt::print(flushed(), "scalescope: internal error: {}\n", e.what());

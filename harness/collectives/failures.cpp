@@ -76,9 +76,13 @@ void throw_first_error(const std::vector<nlohmann::json>& messages, const Cluste
   // Of the class it had where it was thrown: a usage error or an out-of-memory error reads
   // as it would in one process, and a sweep records its point alike.
   const std::string kind = cause->at("kind").get<std::string>();
-  if (kind == "out_of_memory") throw OutOfMemoryError(text);
-  if (kind == "usage") throw UsageError(text);
-  throw Error(cause->at("library").get<std::string>(), "train", text);
+  const auto throw_it = [&cluster](auto error) {
+    if (cluster.rank() != 0) error.set_printed_by_process_zero();  // every process throws it
+    throw error;
+  };
+  if (kind == "out_of_memory") throw_it(OutOfMemoryError(text));
+  if (kind == "usage") throw_it(UsageError(text));
+  throw_it(Error(cause->at("library").get<std::string>(), "train", text));
 }
 
 }  // namespace scalescope

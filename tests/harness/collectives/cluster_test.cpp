@@ -120,6 +120,7 @@ TEST(Cluster, AnotherProcesssErrorKeepsItsClassAndItsText) {
     ADD_FAILURE() << "a usage error came back as out of memory";
   } catch (const UsageError& e) {
     EXPECT_EQ(error_text(e, false), from + "--data: no such file");
+    EXPECT_FALSE(e.printed_by_process_zero()) << "process 0 is the one that prints it";
   }
   try {
     std::rethrow_exception(thrown(std::make_exception_ptr(Error("", "", "an invariant broke"))));

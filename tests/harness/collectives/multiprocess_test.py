@@ -171,8 +171,8 @@ check(coll.returncode == 0 or "hosts 1 replica(s) on cuda devices but sees 0" in
       "collectives under mpirun -np 2 counted cuda:2 on one machine, not per process")
 
 
-# 2d. Out of memory on a process: the error every process prints reads as in one process, with
-# the batch's planned peak and without our source lines.
+# 2d. Out of memory on a process: the error, which every process raises and process 0 prints,
+# reads as in one process, with the batch's planned peak and without our source lines.
 oom = run(mpirun(2, ["train", "--devices", "cpu:2", "--model", "dense-100", "--data", "synthetic",
                      "--batch", "2000", "--steps", "2", "--no-eval", "--memory-limit-mb", "0.5",
                      "-q"]))
@@ -183,6 +183,8 @@ check("out of memory" in said and "plans a peak of" in said
       "the out-of-memory error under mpirun does not say what the batch plans")
 check(re.search(r"error: .*\.cpp:\d", said) is None,
       "the out-of-memory error under mpirun carries source lines")
+check(said.count("scalescope: error:") == 1,
+      "the error every process raised alike is not printed once (by process 0)")
 
 
 # 3. Kill rank 1 in the middle of a sweep.
