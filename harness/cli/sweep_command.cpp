@@ -206,7 +206,9 @@ int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionL
     naming(names, "output", o.output, [&] { check_can_write(o.output); });
     if (!args.html.empty()) naming(names, "html", args.html, [&] { check_can_write(args.html); });
     if (!o.trace_prefix.empty()) {
-      naming(names, "trace", o.trace_prefix, [&] { check_can_write(o.trace_prefix + "x"); });
+      // As the traces will be named (sweep.cpp), so that the error shows the pattern.
+      naming(names, "trace", o.trace_prefix,
+             [&] { check_can_write(o.trace_prefix + "<point>.trace.json"); });
     }
   }
   if (lead && !args.quiet) {

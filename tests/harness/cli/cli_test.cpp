@@ -222,6 +222,7 @@ TEST(Cli, SweepBadInputIsRefusedBeforeAnythingRuns) {
   fails("--resume /nonexistent/report.json", "/nonexistent/report.json");
   fails("--repeats 0", "--repeats 0");
   fails("--html " + out, "the same file as the JSON report");
+  fails("--trace /nonexistent/dir/run-", "'/nonexistent/dir/run-<point>.trace.json'");
   // Nothing ran, so nothing was written.
   EXPECT_FALSE(std::ifstream(out).good());
   const Result bad_report = run("report " + std::string(SCALESCOPE_BINARY));
