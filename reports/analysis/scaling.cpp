@@ -207,6 +207,26 @@ std::vector<Finding> loss_findings(const ScalingInput& in) {
   return out;
 }
 
+// Replicas whose compute threads outnumber the cores take turns on them: what the point lost
+// is that sharing's first. The threshold is the one by which a sweep refuses such a point
+// unless --oversubscribe is given.
+std::optional<Finding> oversubscription_finding(const ScalingInput& in) {
+  if (!in.threads || in.threads->usable_cores <= 0) return std::nullopt;
+  const ThreadBudget& t = *in.threads;
+  const int compute = t.replicas * t.compute_per_replica;
+  if (compute <= t.usable_cores) return std::nullopt;
+  Finding f = loss_finding(
+      "oversubscribed", in.loss.lost,
+      fmt::format("{} replicas x {} compute threads = {} threads on {} usable cores: the "
+                  "replicas take turns on the cores, so this point measures that sharing more "
+                  "than how the devices scale, and every other share of its loss is partly the "
+                  "sharing's (a sweep runs it only with --oversubscribe)",
+                  t.replicas, t.compute_per_replica, compute, t.usable_cores),
+      {{"threads", compute}, {"usable_cores", t.usable_cores}, {"step_ms", in.step_ms}});
+  f.severity = kSeverityHigh;  // whatever it lost: its figures are not the devices'
+  return f;
+}
+
 }  // namespace
 
 Verdict explain_scaling(const Verdict& step_verdict, const ScalingInput& input) {
@@ -220,6 +240,9 @@ Verdict explain_scaling(const Verdict& step_verdict, const ScalingInput& input) 
   for (const Finding& f : step_verdict.findings) {
     if (f.kind == "compute-bound" && from_loss > 0) continue;
     if (!named(f.kind)) v.findings.push_back(f);
+  }
+  if (std::optional<Finding> f = oversubscription_finding(input)) {
+    v.findings.insert(v.findings.begin(), std::move(*f));
   }
   return v;
 }

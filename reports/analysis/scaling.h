@@ -49,7 +49,8 @@ inline constexpr const char* kSeverityInfo = "info";
 
 struct Finding {
   std::string kind;         // "input-bound", "communication-bound", "straggler", "host-bound",
-                            // "compute-bound"; at N devices also "contention", "unattributed"
+                            // "compute-bound"; at N devices also "contention", "unattributed",
+                            // "oversubscribed", "statistically-limited"
   std::string severity;     // kSeverityHigh, kSeverityModerate, kSeverityInfo
   std::string explanation;  // one line with the numbers, for a terminal or a report
   double share = 0;         // fraction of the step this finding explains (the ranking key)
@@ -219,7 +220,9 @@ struct ScalingInput {
 // slower than one device alone) says by how much, and with a thread budget, why.
 // The findings of the step rules (`step_verdict`, from diagnose) of kinds not already named
 // follow in their order (an input pipeline already slow on one device, a host-bound GPU);
-// compute-bound stays only when nothing else is left.
+// compute-bound stays only when nothing else is left. With a thread budget whose replicas run
+// more compute threads than there are usable cores, an "oversubscribed" finding (high, its
+// share all that was lost) goes first: the other shares are then partly the cores' sharing.
 Verdict explain_scaling(const Verdict& step_verdict, const ScalingInput& input);
 
 // Time to accuracy: when the statistical efficiency of the point's larger global batch

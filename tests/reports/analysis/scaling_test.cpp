@@ -299,6 +299,36 @@ TEST(ScalingVerdict, ContentionOnCpuCountsThreadsAgainstCores) {
   EXPECT_DOUBLE_EQ(f.numbers.at("usable_cores"), 2);
 }
 
+// A sweep runs more compute threads than cores only with --oversubscribe; such a point's
+// verdict says so first, whatever its shares, and one within the cores does not.
+TEST(ScalingVerdict, ComputeThreadsBeyondTheCoresAreTheFirstFinding) {
+  ScalingInput in = contended_point();
+  in.loss.lost = 0.4;
+  in.threads = ThreadBudget{.replicas = 2,
+                            .compute_per_replica = 2,
+                            .input_per_replica = 1,
+                            .communication_per_replica = 1,
+                            .usable_cores = 2};
+  const Verdict v = explain_scaling(step_verdict_of(12.4), in);
+  ASSERT_GE(v.findings.size(), 2u);
+  EXPECT_EQ(v.top().kind, "oversubscribed");
+  EXPECT_EQ(v.top().severity, kSeverityHigh);
+  EXPECT_DOUBLE_EQ(v.top().share, 0.4);
+  EXPECT_DOUBLE_EQ(v.top().numbers.at("threads"), 4);
+  EXPECT_DOUBLE_EQ(v.top().numbers.at("usable_cores"), 2);
+  EXPECT_NE(v.top().explanation.find("2 replicas x 2 compute threads = 4 threads on 2 usable "
+                                     "cores"),
+            std::string::npos)
+      << v.top().explanation;
+  EXPECT_EQ(v.findings[1].kind, "contention");  // the rest as before
+  // Input and communication threads beyond the cores do not count: the sweep allows them.
+  in.threads->compute_per_replica = 1;
+  EXPECT_FALSE(find(explain_scaling(step_verdict_of(12.4), in), "oversubscribed"));
+  in.threads->usable_cores = 0;  // not recorded
+  in.threads->compute_per_replica = 8;
+  EXPECT_FALSE(find(explain_scaling(step_verdict_of(12.4), in), "oversubscribed"));
+}
+
 TEST(EfficiencyLoss, WeakScalingSplitsTheLossIntoKnownShares) {
   // 1 device: input 2 + h2d 1, compute 30, exposed 0, step 34 (1 ms unattributed).
   PhaseMedians one;
