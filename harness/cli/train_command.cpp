@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "core/backend.h"
 #include "core/device_spec.h"
 #include "core/fs.h"
 #include "core/interrupt.h"
@@ -33,6 +34,22 @@ std::string threads_text(const RunReport& report) {
   if (parse_device_spec(report.devices).kind != DeviceKind::kCpu) return "";
   const int n = report.threads_per_device;
   return fmt::format(" ({} thread{}/device)", n, n == 1 ? "" : "s");
+}
+
+// A note where the CPU replicas of this process ran more compute threads than its usable cores
+// (a sweep refuses that without --oversubscribe): they took turns on the cores, so the step
+// time is the sharing's. Nothing across processes: another host's cores are not known here.
+std::string shared_cores_line(const RunReport& report) {
+  const DeviceSpec spec = parse_device_spec(report.devices);
+  if (report.cluster || spec.kind != DeviceKind::kCpu) return "";
+  const int threads = spec.devices * report.threads_per_device;
+  const int cores = backend(DeviceKind::kCpu).device_count();
+  if (threads <= cores) return "";
+  return fmt::format(
+      "note: {} devices x {} thread{} = {} compute threads on {} usable cores: the replicas took "
+      "turns on the cores, so the step time measures that sharing, not the devices\n",
+      spec.devices, report.threads_per_device, report.threads_per_device == 1 ? "" : "s", threads,
+      cores);
 }
 
 // --noise-scale: B_noise over the measured steps, or why the run could not estimate it.
@@ -107,6 +124,7 @@ int run_train(TrainArgs& args, const OptionSources& names) {
       report.model, report.devices, processes, threads_text(report), report.global_batch(),
       report.optimizer, compression, s.step_ms_median, s.step_ms_p10, s.step_ms_p90,
       s.measured_steps, s.samples_per_second, s.first_loss, s.last_loss);
+  fmt::print("{}", shared_cores_line(report));
   fmt::print("{}", fallback_line(report));
   fmt::print("{}", format_layer_profile(report));
   if (report.target) fmt::print("{}\n", target_text(*report.target));

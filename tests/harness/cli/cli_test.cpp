@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/backend.h"
 #include "tests/harness/cli/run_cli.h"
 
 namespace {
@@ -72,6 +73,23 @@ TEST(Cli, TrainProfilesLayersWhenAsked) {
   ASSERT_EQ(doc["layer_profile"].size(), 3u);  // dense, ReLU, dense
   EXPECT_EQ(doc["layer_profile"][0]["forward_flops"], 8 * (2 * 100 * 64 + 64));
   EXPECT_GT(doc["layer_profile"][0]["backward_ms"].get<double>(), 0.0);
+}
+
+// CPU replicas with more compute threads than the process's cores took turns on them: the
+// summary says so, and says nothing within the cores.
+TEST(Cli, TrainSaysWhenItsReplicasSharedTheCores) {
+  const int cores = scalescope::backend(scalescope::DeviceKind::kCpu).device_count();
+  const std::string run_on = "train --model dense-100 --batch 8 --steps 2 --no-eval -q --devices ";
+  const Result shared = run(run_on + "cpu:2 --threads " + std::to_string(cores));
+  ASSERT_EQ(shared.status, 0) << shared.output;
+  EXPECT_TRUE(contains(shared.output, "note: 2 devices x " + std::to_string(cores) + " thread" +
+                                          (cores == 1 ? "" : "s") + " = " +
+                                          std::to_string(2 * cores) + " compute threads on " +
+                                          std::to_string(cores) + " usable cores"))
+      << shared.output;
+  const Result alone = run(run_on + "cpu:1 --threads 1");
+  ASSERT_EQ(alone.status, 0) << alone.output;
+  EXPECT_FALSE(contains(alone.output, "usable cores")) << alone.output;
 }
 
 TEST(Cli, PipelineBenchReportsEachWorkerCount) {
