@@ -17,6 +17,31 @@ json parse_json(std::string_view text, const std::string& what) {
   }
 }
 
+json parse_json_unique_keys(std::string_view text, const std::string& what) {
+  std::vector<std::set<std::string>> open;  // the keys of each object being read, innermost last
+  std::string twice;
+  const json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) open.emplace_back();
+    if (event == json::parse_event_t::object_end) open.pop_back();
+    if (event == json::parse_event_t::key &&
+        !open.back().insert(parsed.get<std::string>()).second && twice.empty()) {
+      twice = parsed.get<std::string>();
+    }
+    return true;
+  };
+  json j;
+  try {
+    j = json::parse(text, check);
+  } catch (const json::exception& e) {
+    throw_usage_error(fmt::format("{} is not valid JSON: {}", what, e.what()));
+  }
+  SS_CHECK_INPUT(twice.empty(),
+                 "{} gives the key '{}' twice in one object; say it once (a JSON reader keeps "
+                 "one of the two, so which one was meant is not known)",
+                 what, twice);
+  return j;
+}
+
 std::string dump_json(const json& j, int indent) {
   return j.dump(indent, ' ', false, json::error_handler_t::replace);
 }

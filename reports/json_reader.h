@@ -16,6 +16,9 @@ namespace scalescope {
 // Parses JSON text; any nlohmann exception (syntax, depth...) becomes an Error naming `what`
 // ("report run.json is not valid JSON: ..."), the only exception our readers let out.
 nlohmann::json parse_json(std::string_view text, const std::string& what);
+// parse_json for a file a person wrote (a config file): an object that names a key twice is
+// refused too, where parse_json keeps the last value and so silently drops the other.
+nlohmann::json parse_json_unique_keys(std::string_view text, const std::string& what);
 // JSON text of `j`; bytes of strings that are not valid UTF-8 (user text: labels, paths,
 // messages) are replaced by U+FFFD instead of throwing. indent -1: one line.
 std::string dump_json(const nlohmann::json& j, int indent = -1);

@@ -198,7 +198,7 @@ std::string JsonConfig::to_config(const CLI::App*, bool, bool, std::string) cons
 std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const {
   const std::string file = name_.empty() ? app_.get_config_ptr()->as<std::string>() : name_;
   const std::string text(std::istreambuf_iterator<char>(input), {});
-  const nlohmann::json j = parse_json(text, "config file " + file);
+  const nlohmann::json j = parse_json_unique_keys(text, "config file " + file);
   const JsonReader r(j, file);
   std::set<std::string, std::less<>> known;
   for (const OptionDecl& d : list_.decls()) {

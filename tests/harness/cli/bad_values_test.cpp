@@ -115,6 +115,18 @@ TEST(CliValues, ABadFileIsNamedWithoutOurSourceLine) {
   EXPECT_FALSE(contains(resume.output, ".cpp:")) << resume.output;
 }
 
+// A config file that names an option twice ran with the last of the two, silently; now it is
+// refused, naming the key (this config ran 2 steps).
+TEST(CliValues, AConfigFileThatGivesAKeyTwiceIsRefused) {
+  const std::string file = ::testing::TempDir() + "/twice.json";
+  std::ofstream(file) << R"({"model": "dense-100", "steps": 1, "batch": 8, "steps": 2})";
+  const scalescope::testing_util::CliResult r = run_cli("train -q --no-eval --config " + file);
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "config file " + file + " gives the key 'steps' twice"))
+      << r.output;
+  EXPECT_FALSE(contains(r.output, ".cpp:")) << r.output;
+}
+
 // The data files and checkpoints the user names are their input too: what is wrong in them, a
 // batch larger than their samples, data the model cannot take, or a crop or flip the samples
 // cannot take, reads without our source line ("at idx.cpp:204", "at checkpoint.cpp:256", "at
