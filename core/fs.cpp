@@ -100,6 +100,25 @@ void check_can_write(const std::string& path) {
   ::unlink(probe.c_str());
 }
 
+std::string previous_path(const std::string& path) {
+  const fs::path p(path);
+  if (!p.has_extension()) return path + ".old";
+  return (p.parent_path() / (p.stem().string() + ".old" + p.extension().string())).string();
+}
+
+std::string keep_previous(const std::string& path) {
+  const std::string target = output_target(path);
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::symlink_status(target, ec))) return "";
+  const uintmax_t bytes = fs::file_size(target, ec);
+  if (ec || bytes == 0) return "";
+  const std::string old = previous_path(target);
+  SS_CHECK(::rename(target.c_str(), old.c_str()) == 0,
+           "cannot keep '{}' as '{}' before writing it anew: {}", target, old,
+           std::strerror(errno));
+  return old;
+}
+
 std::string read_file(const std::string& path) {
   // A directory opens as a stream that reads nothing: it was then "not valid JSON".
   std::error_code ignored;

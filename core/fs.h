@@ -17,6 +17,14 @@ void write_file_atomic(const std::string& path, std::string_view data);
 // Error naming the directory and the system's reason. Run before work whose results would otherwise
 // be lost when the write fails at its end.
 void check_can_write(const std::string& path);
+// Where keep_previous moves a file: "run.json" -> "run.old.json", "run" -> "run.old".
+std::string previous_path(const std::string& path);
+// Before a new result replaces the file at `path` (through a link, the file it names): moves
+// a non-empty regular file there to previous_path, replacing an older one (one generation, as
+// perf keeps perf.data.old), so that a run writing to the same name as the last loses nothing
+// of the last one's. Returns where it moved the file, "" when there was none. Throws Error
+// naming both paths when the rename fails.
+std::string keep_previous(const std::string& path);
 // Reads a whole file; throws a UsageError naming the path and the reason (a directory too).
 std::string read_file(const std::string& path);
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "core/check.h"
@@ -69,6 +70,12 @@ std::string read_on_rank0(Cluster& cluster, const std::string& path, int64_t tim
 
 nlohmann::json parse_json_text(const std::string& text, const std::string& path, const char* what) {
   return parse_json(text, fmt::format("{} {}", what, path));
+}
+
+// Whether the report is written where --resume read it: that file is continued, not replaced.
+bool continues_in_place(const std::string& output, const std::string& resume) {
+  std::error_code ec;
+  return !resume.empty() && std::filesystem::equivalent(output, resume, ec);
 }
 
 // The command line's options, joined to the processes of the launch. Precedence: defaults
@@ -210,6 +217,11 @@ int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionL
       naming(names, "trace", o.trace_prefix,
              [&] { check_can_write(o.trace_prefix + "<point>.trace.json"); });
     }
+  }
+  if (lead && !continues_in_place(o.output, args.resume)) {
+    std::string kept;
+    naming(names, "output", o.output, [&] { kept = keep_previous(o.output); });
+    if (!kept.empty()) fmt::print("the report already in {} is kept as {}\n", o.output, kept);
   }
   if (lead && !args.quiet) {
     fmt::print("{}\n", sweep_choice_line(o, axis, names));

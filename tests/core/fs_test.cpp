@@ -125,6 +125,36 @@ TEST(Fs, AnOutputThatIsADeviceOrAPipeIsRefusedAndALinkIsWrittenThrough) {
   EXPECT_EQ(read_file(dir + "/later.json"), "made");
 }
 
+// A result written where the last run wrote one keeps the last one beside it, once.
+TEST(Fs, ThePreviousFileIsKeptOneGenerationBack) {
+  EXPECT_EQ(previous_path("runs/sweep.json"), "runs/sweep.old.json");
+  EXPECT_EQ(previous_path("sweep"), "sweep.old");
+  EXPECT_EQ(previous_path("a.b/.json"), "a.b/.json.old");
+  const std::string dir = temp_dir("keep");
+  const std::string path = dir + "/report.json";
+  const std::string old = dir + "/report.old.json";
+  std::filesystem::remove(path);
+  std::filesystem::remove(old);
+  EXPECT_EQ(keep_previous(path), "");  // nothing there
+  write_file_atomic(path, "");
+  EXPECT_EQ(keep_previous(path), "");  // nothing in it
+  write_file_atomic(path, "first");
+  EXPECT_EQ(keep_previous(path), old);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_EQ(read_file(old), "first");
+  write_file_atomic(path, "second");
+  EXPECT_EQ(keep_previous(path), old);
+  EXPECT_EQ(read_file(old), "second");  // the older one replaced
+  // Through a link, the file it names moves and the link stays for the new result.
+  const std::string link = dir + "/latest.json";
+  std::filesystem::remove(link);
+  write_file_atomic(path, "third");
+  std::filesystem::create_symlink("report.json", link);
+  EXPECT_EQ(keep_previous(link), old);
+  EXPECT_EQ(read_file(old), "third");
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+}
+
 TEST(Interrupt, ASignalIsRecordedAndStopsWorkWithTheShellsExitStatus) {
   clear_interrupt();
   install_interrupt_handlers();

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/backend.h"
+#include "core/fs.h"
 #include "tests/harness/cli/run_cli.h"
 
 namespace {
@@ -90,6 +91,32 @@ TEST(Cli, TrainSaysWhenItsReplicasSharedTheCores) {
   const Result alone = run(run_on + "cpu:1 --threads 1");
   ASSERT_EQ(alone.status, 0) << alone.output;
   EXPECT_FALSE(contains(alone.output, "usable cores")) << alone.output;
+}
+
+// A sweep writing where the last one wrote keeps that report as NAME.old.json (the README's
+// main job, run twice, replaced its first report); --resume continues its file in place.
+TEST(Cli, ASweepKeepsTheReportItWouldReplace) {
+  const std::string out = testing::TempDir() + "/cli_kept.json";
+  const std::string old = scalescope::previous_path(out);  // cli_kept.old.json
+  std::remove(out.c_str());
+  std::remove(old.c_str());
+  const std::string sweep =
+      "sweep --models dense-100 --devices cpu:1 --steps 2 --repeats 1 "
+      "--max-warmup-steps 1 -q -o " +
+      out + " --batch ";
+  ASSERT_EQ(run(sweep + "4").status, 0);
+  const std::string first = scalescope::read_file(out);
+  const Result again = run(sweep + "8");
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_TRUE(contains(again.output, "the report already in " + out + " is kept as " + old))
+      << again.output;
+  EXPECT_EQ(scalescope::read_file(old), first);
+  EXPECT_EQ(read_json_file(out)["points"][0]["batch"], 8);
+  std::remove(old.c_str());
+  const Result resumed = run("sweep -q --resume " + out);
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_FALSE(contains(resumed.output, "kept as")) << resumed.output;
+  EXPECT_FALSE(std::filesystem::exists(old));
 }
 
 TEST(Cli, PipelineBenchReportsEachWorkerCount) {
