@@ -218,15 +218,13 @@ int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionL
              [&] { check_can_write(o.trace_prefix + "<point>.trace.json"); });
     }
   }
+  if (lead && !args.quiet) fmt::print("{}\n", sweep_choice_line(o, axis, names));
   if (lead && !continues_in_place(o.output, args.resume)) {
     std::string kept;
     naming(names, "output", o.output, [&] { kept = keep_previous(o.output); });
     if (!kept.empty()) fmt::print("the report already in {} is kept as {}\n", o.output, kept);
   }
-  if (lead && !args.quiet) {
-    fmt::print("{}\n", sweep_choice_line(o, axis, names));
-    std::fflush(stdout);  // before the progress lines on standard error
-  }
+  std::fflush(stdout);           // before the progress lines on standard error
   install_interrupt_handlers();  // run_sweep stops between steps and keeps finished points
   const SweepProgress progress = !args.quiet && lead ? progress_printer() : SweepProgress{};
   Environment env = capture_environment(o.command_line);
