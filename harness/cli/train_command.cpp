@@ -101,7 +101,7 @@ int run_train(TrainArgs& args, const OptionSources& names) {
       }
     };
   }
-  if (lead)
+  if (!args.quiet && lead)
     hooks.on_eval = [&](const EvalRecord& e) {
       fmt::print("eval after epoch {} (step {}): loss {:.4f}, accuracy {:.2f}%\n", e.epoch, e.step,
                  e.loss, 100.0 * e.accuracy);

@@ -119,6 +119,19 @@ TEST(Cli, ASweepKeepsTheReportItWouldReplace) {
   EXPECT_FALSE(std::filesystem::exists(old));
 }
 
+// -q prints only the summary: no step lines and no evaluation lines (those came through).
+TEST(Cli, QuietTrainingPrintsOnlyItsSummary) {
+  const std::string run_on = "train --model dense-100 --batch 8 --steps 4 --eval-every 2";
+  const Result loud = run(run_on);
+  ASSERT_EQ(loud.status, 0) << loud.output;
+  EXPECT_TRUE(contains(loud.output, "eval after epoch")) << loud.output;
+  const Result quiet = run(run_on + " -q");
+  ASSERT_EQ(quiet.status, 0) << quiet.output;
+  EXPECT_FALSE(contains(quiet.output, "eval after")) << quiet.output;
+  EXPECT_FALSE(contains(quiet.output, "step      1")) << quiet.output;
+  EXPECT_TRUE(contains(quiet.output, "median step")) << quiet.output;
+}
+
 TEST(Cli, PipelineBenchReportsEachWorkerCount) {
   const std::string out = testing::TempDir() + "/cli_pipeline_bench.json";
   const Result r =
