@@ -8,6 +8,7 @@
 // "cpu:1,2", "1,2,4,8").
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,5 +52,16 @@ DefaultDevices default_device_axis(int visible_gpus, int usable_cores,
                                    std::string_view no_gpu_reason);
 // The same, asking this machine's backends.
 DefaultDevices default_device_axis();
+
+// CPU replicas that together run more compute threads than the cores their process may use
+// take turns on those cores, so their step times measure that sharing, not the devices. The
+// one rule behind a sweep's refusal without --oversubscribe, train's note and the scaling
+// verdict's "oversubscribed" finding. Unknown cores (0) are never oversubscribed.
+inline int64_t compute_threads(int replicas, int threads_per_replica) {
+  return static_cast<int64_t>(replicas) * threads_per_replica;
+}
+inline bool oversubscribed(int replicas, int threads_per_replica, int usable_cores) {
+  return usable_cores > 0 && compute_threads(replicas, threads_per_replica) > usable_cores;
+}
 
 }  // namespace scalescope

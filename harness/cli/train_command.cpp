@@ -42,14 +42,13 @@ std::string threads_text(const RunReport& report) {
 std::string shared_cores_line(const RunReport& report) {
   const DeviceSpec spec = parse_device_spec(report.devices);
   if (report.cluster || spec.kind != DeviceKind::kCpu) return "";
-  const int threads = spec.devices * report.threads_per_device;
   const int cores = backend(DeviceKind::kCpu).device_count();
-  if (threads <= cores) return "";
+  if (!oversubscribed(spec.devices, report.threads_per_device, cores)) return "";
   return fmt::format(
       "note: {} devices x {} thread{} = {} compute threads on {} usable cores: the replicas took "
       "turns on the cores, so the step time measures that sharing, not the devices\n",
-      spec.devices, report.threads_per_device, report.threads_per_device == 1 ? "" : "s", threads,
-      cores);
+      spec.devices, report.threads_per_device, report.threads_per_device == 1 ? "" : "s",
+      compute_threads(spec.devices, report.threads_per_device), cores);
 }
 
 // --noise-scale: B_noise over the measured steps, or why the run could not estimate it.

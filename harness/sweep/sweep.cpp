@@ -12,6 +12,7 @@
 
 #include "core/backend.h"
 #include "core/check.h"
+#include "core/device_spec.h"
 #include "core/interrupt.h"
 #include "core/log.h"
 #include "harness/collectives/cluster.h"
@@ -349,17 +350,18 @@ void validate(const SweepOptions& o, const OptionSources& names) {
     const int cores = backend(DeviceKind::kCpu).device_count();
     const int threads = cpu_threads_per_device(o, axis);
     const int most = devices_per_node(o, axis);
-    SS_CHECK_INPUT(static_cast<int64_t>(most) * threads <= kMaxCpuThreads,
+    const int64_t need = compute_threads(most, threads);
+    SS_CHECK_INPUT(need <= kMaxCpuThreads,
                    "{}: {} {} devices × {} threads need {} threads; one process may use at most {}",
-                   names.subject("threads", threads), most, to_string(axis.kind), threads,
-                   static_cast<int64_t>(most) * threads, kMaxCpuThreads);
+                   names.subject("threads", threads), most, to_string(axis.kind), threads, need,
+                   kMaxCpuThreads);
     SS_CHECK_INPUT(
-        o.oversubscribe || most * threads <= cores,
+        o.oversubscribe || !oversubscribed(most, threads, cores),
         "{}: {} {} devices × {} thread{} need {} cores; this node may use {} (ask for fewer "
         "devices or threads, or {} to share cores, which makes the scaling figures "
         "meaningless)",
         names.subject("devices", o.devices.empty() ? to_string(axis) : o.devices), most,
-        to_string(axis.kind), threads, threads == 1 ? "" : "s", most * threads, cores,
+        to_string(axis.kind), threads, threads == 1 ? "" : "s", need, cores,
         names.name("oversubscribe"));
   }
   const int64_t accumulation = o.train.accumulation;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/device_spec.h"
 #include "reports/analysis/stats.h"
 
 namespace scalescope {
@@ -211,10 +212,10 @@ std::vector<Finding> loss_findings(const ScalingInput& in) {
 // is that sharing's first. The threshold is the one by which a sweep refuses such a point
 // unless --oversubscribe is given.
 std::optional<Finding> oversubscription_finding(const ScalingInput& in) {
-  if (!in.threads || in.threads->usable_cores <= 0) return std::nullopt;
+  if (!in.threads) return std::nullopt;
   const ThreadBudget& t = *in.threads;
-  const int compute = t.replicas * t.compute_per_replica;
-  if (compute <= t.usable_cores) return std::nullopt;
+  if (!oversubscribed(t.replicas, t.compute_per_replica, t.usable_cores)) return std::nullopt;
+  const int64_t compute = compute_threads(t.replicas, t.compute_per_replica);
   Finding f = loss_finding(
       "oversubscribed", in.loss.lost,
       fmt::format("{} replicas x {} compute threads = {} threads on {} usable cores: the "

@@ -227,6 +227,17 @@ TEST(CpuBackend, ThreadsDefaultToCoresPerDevice) {
                   "most 4096");
 }
 
+TEST(DeviceSpec, OversubscribedWhenComputeThreadsOutnumberUsableCores) {
+  EXPECT_FALSE(oversubscribed(2, 1, 2));  // the default sweep on a 2-core machine
+  EXPECT_FALSE(oversubscribed(2, 2, 4));
+  EXPECT_TRUE(oversubscribed(2, 2, 3));
+  EXPECT_TRUE(oversubscribed(3, 1, 2));
+  EXPECT_FALSE(oversubscribed(64, 64, 0));  // cores unknown: nothing to say
+  // No int overflow for the largest flag values a user can type.
+  EXPECT_EQ(compute_threads(1 << 20, 1 << 20), int64_t{1} << 40);
+  EXPECT_TRUE(oversubscribed(1 << 20, 1 << 20, 1 << 30));
+}
+
 TEST(Rng, DeterministicAndInRange) {
   Rng a(42, 7);
   Rng b(42, 7);
