@@ -331,7 +331,11 @@ void check_tiling(const std::string& path, const std::vector<Entry>& entries, ui
 
 }  // namespace
 
-SafetensorsFile read_safetensors(const std::string& path) {
+namespace {
+
+// Reads the file's header and checks it against the file; with `with_data`, the tensors' data
+// too.
+SafetensorsFile read_safetensors(const std::string& path, bool with_data) {
   const uint64_t file_bytes = safetensors_size(path);
   std::ifstream in(path, std::ios::binary);
   SS_CHECK_INPUT(in.is_open(), "cannot read safetensors file '{}': {}", path, std::strerror(errno));
@@ -343,14 +347,25 @@ SafetensorsFile read_safetensors(const std::string& path) {
   check_tiling(path, entries, data_bytes);
   // Every size is now bounded by the file's: allocation and reads are safe.
   for (const Entry& e : entries) {
-    NamedTensor t{e.name, e.shape, std::vector<float>(static_cast<size_t>(e.shape.numel()))};
-    if (!t.data.empty()) {
+    NamedTensor t{e.name, e.shape, {}};
+    if (with_data && e.end > e.begin) {
+      t.data.resize(static_cast<size_t>(e.shape.numel()));
       read_exactly(in, path, reinterpret_cast<char*>(t.data.data()), data_start + e.begin,
                    e.end - e.begin);
     }
     file.tensors.push_back(std::move(t));
   }
   return file;
+}
+
+}  // namespace
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  return read_safetensors(path, true);
+}
+
+SafetensorsFile read_safetensors_index(const std::string& path) {
+  return read_safetensors(path, false);
 }
 
 void write_safetensors(const std::string& path, const SafetensorsFile& file) {
@@ -466,6 +481,13 @@ TrainerState load_trainer_state(const std::string& path) {
     if (key.starts_with(kTrainerPrefix)) state.emplace(key.substr(kTrainerPrefix.size()), value);
   }
   return state;
+}
+
+void check_checkpoint_files(const std::string& path) {
+  (void)read_safetensors_index(path);
+  const std::string optim_path = optimizer_state_path(path);
+  std::error_code ec;
+  if (std::filesystem::exists(optim_path, ec)) (void)read_safetensors_index(optim_path);
 }
 
 void load_checkpoint(const std::string& path, Model& model, Optimizer* optimizer) {

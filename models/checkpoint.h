@@ -30,6 +30,9 @@ struct SafetensorsFile {
 // Throws Error naming the path and the problem (unreadable, truncated, bad header, a dtype
 // other than F32, overlapping or out-of-range offsets...).
 SafetensorsFile read_safetensors(const std::string& path);
+// The same checks, reading only the header: the tensors' names and shapes (their data left
+// empty) and the metadata. What a run checks before it starts.
+SafetensorsFile read_safetensors_index(const std::string& path);
 void write_safetensors(const std::string& path, const SafetensorsFile& file);
 
 // "<path without .safetensors>.optim.safetensors"
@@ -49,5 +52,8 @@ TrainerState load_trainer_state(const std::string& path);
 // Loads weights (and, with an optimizer, its state when the state file exists). Throws Error
 // naming the file and the tensor when names, shapes or sizes do not match the model.
 void load_checkpoint(const std::string& path, Model& model, Optimizer* optimizer = nullptr);
+// Reads the headers of the files load_checkpoint would read (the weights, and the optimizer
+// state where it exists), throwing what a load of a broken file would throw.
+void check_checkpoint_files(const std::string& path);
 
 }  // namespace scalescope

@@ -10,6 +10,7 @@
 #include "core/enum_names.h"
 #include "harness/options/run_options.h"
 #include "harness/trainer/layout.h"
+#include "models/checkpoint.h"
 #include "models/zoo.h"
 #include "pipelines/dataset.h"
 
@@ -346,6 +347,9 @@ void validate(const TrainOptions& o, const OptionSources& names) {
   } else {
     check_devices_available(spec);
   }
+  // Replica 0 loads the checkpoint; the process running it reads the files' headers now, so
+  // that a missing or broken file is named before any work starts.
+  if (!o.load.empty() && layout.local > 0 && layout.first == 0) check_checkpoint_files(o.load);
   const int64_t threads = static_cast<int64_t>(layout.local) * o.threads;
   SS_CHECK_INPUT(
       !backend(spec.kind).logical() || threads <= kMaxCpuThreads,

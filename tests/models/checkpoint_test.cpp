@@ -93,6 +93,13 @@ TEST(Safetensors, ReadsAHandBuiltFile) {
   EXPECT_EQ(file.tensors[1].shape, Shape{2});
   EXPECT_EQ(file.tensors[1].data, (std::vector<float>{1.0f, -2.5f}));
   EXPECT_EQ(file.metadata.at("k"), "v");
+
+  const SafetensorsFile index = read_safetensors_index(path);
+  ASSERT_EQ(index.tensors.size(), 2u);
+  EXPECT_EQ(index.tensors[1].name, "w");
+  EXPECT_EQ(index.tensors[1].shape, Shape{2});
+  EXPECT_TRUE(index.tensors[1].data.empty());
+  EXPECT_EQ(index.metadata, file.metadata);
 }
 
 struct Malformed {
@@ -110,6 +117,8 @@ TEST_P(MalformedSafetensors, GivesAnErrorNamingPathAndProblem) {
   const std::string msg = error_of([&] { read_safetensors(path); });
   EXPECT_CONTAINS(msg, path);
   EXPECT_CONTAINS(msg, GetParam().problem);
+  // What a run checks before it starts finds the same problem, reading only the header.
+  EXPECT_EQ(error_of([&] { read_safetensors_index(path); }), msg);
 }
 
 std::string entry(const std::string& name, const std::string& shape, uint64_t begin, uint64_t end,

@@ -171,6 +171,26 @@ TEST(CliValues, ABadDataFileOrCheckpointIsNamedWithoutOurSourceLine) {
   EXPECT_FALSE(contains(wide.output, ".cpp:")) << wide.output;
 }
 
+// A checkpoint was read by replica 0 once the run had set up its data, model and
+// communicators, and its problems read "[rank 0] ..."; now the files' headers are read before.
+TEST(CliValues, ABrokenCheckpointIsRefusedBeforeTheRunStarts) {
+  const std::string dir = ::testing::TempDir() + "/broken-checkpoint";
+  std::filesystem::create_directories(dir);
+  const std::string weights = dir + "/ckpt.safetensors";
+  const std::string state = dir + "/ckpt.optim.safetensors";
+  const std::string train = "train --model dense-100 --batch 8 --steps 1 --no-eval ";
+  ASSERT_EQ(run_cli(train + "-q --save " + weights).status, 0);
+  ASSERT_EQ(run_cli(train + "-q --load " + weights).status, 0);
+  std::ofstream(state, std::ios::trunc) << "abc";
+  for (const std::string devices : {"cpu:1", "cpu:2"}) {
+    const scalescope::testing_util::CliResult r =
+        run_cli(train + "--devices " + devices + " --load " + weights);
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_EQ(r.output, "scalescope: error: safetensors file '" + state +
+                            "' is 3 bytes long, shorter than the 8-byte header length\n");
+  }
+}
+
 // `train -o DIR` and `--save DIR` trained and then failed to write, the run lost; now refused
 // before the first step.
 TEST(CliValues, AnOutputThatIsADirectoryIsRefusedBeforeTraining) {
