@@ -1,6 +1,10 @@
 #include "harness/cli/launch.h"
 
 #include <chrono>
+#include <exception>
+
+#include "harness/collectives/failures.h"
+#include "harness/collectives/rendezvous.h"
 
 namespace scalescope::cli {
 
@@ -25,6 +29,23 @@ Launch join_launch(const LaunchOptions& o, int64_t timeout_ms) {
   if (o.ranks_per_node > 0) launch.cluster->check_ranks_per_node(o.ranks_per_node);
   launch.lead = launch.cluster->rank() == 0;
   return launch;
+}
+
+void check_together(const Launch& launch, int64_t timeout_ms, const std::function<void()>& checks) {
+  Cluster& cluster = *launch.cluster;
+  if (!cluster.multi_process()) {
+    checks();
+    return;
+  }
+  nlohmann::json mine = {{"status", "ok"}};
+  try {
+    checks();
+  } catch (...) {
+    mine = error_message(std::current_exception());
+  }
+  throw_first_error(exchange_messages(cluster, mine, std::chrono::milliseconds(timeout_ms),
+                                      "checking the options"),
+                    cluster);
 }
 
 }  // namespace scalescope::cli

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -29,5 +30,11 @@ struct Launch {
 // Joins the launch's processes, giving up on a lost one after `timeout_ms`, and refuses a
 // launch whose processes per node differ from --ranks-per-node (when given).
 Launch join_launch(const LaunchOptions& options, int64_t timeout_ms);
+
+// Runs a command's checks before its work (the options' validation, the lead's check that it
+// can write its files) in every process of the launch and has the processes agree: where one
+// process's checks failed, every process throws that error, which the lead alone prints. A
+// process that stopped alone would leave the others to report only that it was lost.
+void check_together(const Launch& launch, int64_t timeout_ms, const std::function<void()>& checks);
 
 }  // namespace scalescope::cli

@@ -205,11 +205,12 @@ int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionL
   drop_repeated_values(o);
   o.command_line = command_line();
   o.train.cluster = parsed.launch.cluster.get();
-  as_usage_error([&] { validate(o, names); });  // every value, before anything runs
-  SS_CHECK_INPUT(args.html.empty() || args.html != o.output,
-                 "{}: the same file as the JSON report ({}); give the page its own name",
-                 names.subject("html", args.html), names.name("output"));
-  if (lead) {  // found now, not after the sweep has run
+  check_together(parsed.launch, o.train.collective_timeout_ms, [&] {
+    as_usage_error([&] { validate(o, names); });  // every value, before anything runs
+    SS_CHECK_INPUT(args.html.empty() || args.html != o.output,
+                   "{}: the same file as the JSON report ({}); give the page its own name",
+                   names.subject("html", args.html), names.name("output"));
+    if (!lead) return;  // the files it writes: found now, not after the sweep has run
     naming(names, "output", o.output, [&] { check_can_write(o.output); });
     if (!args.html.empty()) naming(names, "html", args.html, [&] { check_can_write(args.html); });
     if (!o.trace_prefix.empty()) {
@@ -217,7 +218,7 @@ int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionL
       naming(names, "trace", o.trace_prefix,
              [&] { check_can_write(o.trace_prefix + "<point>.trace.json"); });
     }
-  }
+  });
   if (lead && !args.quiet) fmt::print("{}\n", sweep_choice_line(o, axis, names));
   if (lead && !continues_in_place(o.output, args.resume)) {
     std::string kept;

@@ -76,9 +76,11 @@ int run_train(TrainArgs& args, const OptionSources& names) {
   o.command_line = command_line();
   const Launch launch = join_launch(args.launch, o.collective_timeout_ms);
   o.cluster = launch.cluster.get();
-  as_usage_error([&] { validate(o, names); });  // every value checked before any work starts
   const bool lead = launch.lead;
-  if (lead) {  // a result that cannot be written is found now, not after the run
+  check_together(launch, o.collective_timeout_ms, [&] {
+    as_usage_error([&] { validate(o, names); });  // every value checked before any work starts
+    if (!lead) return;
+    // A result that cannot be written is found now, not after the run.
     for (const auto& [key, path] :
          {std::pair<const char*, const std::string&>{"output", args.output},
           {"trace", args.trace},
@@ -86,7 +88,7 @@ int run_train(TrainArgs& args, const OptionSources& names) {
       // An init-capture: clang 16 cannot capture a structured binding under -fopenmp.
       if (!path.empty()) naming(names, key, path, [&p = path] { check_can_write(p); });
     }
-  }
+  });
   install_interrupt_handlers();  // the run stops between steps
   const int64_t every = std::max<int64_t>(1, o.steps / 10);
   TrainHooks hooks;

@@ -186,6 +186,23 @@ check(re.search(r"error: .*\.cpp:\d", said) is None,
 check(said.count("scalescope: error:") == 1,
       "the error every process raised alike is not printed once (by process 0)")
 
+# 2e. What only process 0 checks (the files it will write, the checkpoint replica 0 loads)
+# stops every process with its error, printed once: before, process 0 stopped alone and
+# process 1 said only that it had lost process 0.
+broken = f"{work}/broken.safetensors"
+open(broken, "w").write("abc")
+for args, problem in [(["-o", f"{work}/no-such-dir/r.json"], "cannot create files in directory"),
+                      (["--load", broken], "shorter than the 8-byte header length")]:
+    refused = run(mpirun(2, ["train", "--devices", "cpu:2", "--model", "dense-100", "--data",
+                             "synthetic", "--batch", "8", "--steps", "1", "--no-eval", "-q",
+                             *args]))
+    said = refused.stdout + refused.stderr
+    check(refused.returncode != 0, f"train {args} under mpirun succeeded")
+    check(problem in said and "lost" not in said,
+          f"train {args} under mpirun did not say what process 0 found: {said[-500:]}")
+    check(said.count("scalescope: error:") == 1,
+          f"train {args} under mpirun printed its error other than once")
+
 
 # 3. Kill rank 1 in the middle of a sweep.
 def rank_pids(parent):
