@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "harness/trainer/results.h"
 #include "harness/trainer/trainer.h"
+#include "models/checkpoint.h"
 #include "models/zoo.h"
 #include "tests/harness/trainer/train_helpers.h"
 #include "tests/test_util.h"
@@ -264,13 +265,18 @@ TEST(Mirrored, AFailingReplicaStopsTheOthersWithItsError) {
   o.model = "dense-100";
   o.devices = "cpu:3";
   o.steps = 5;
-  o.load = "/nonexistent/checkpoint.safetensors";  // only replica 0 loads
+  // Only replica 0 loads: a whole file (which the checks before the run pass) of another
+  // model's tensors fails it alone.
+  o.load = ::testing::TempDir() + "/another-model.safetensors";
+  write_safetensors(o.load,
+                    {.tensors = {{"other.weight", Shape{2}, {1.0f, 2.0f}}}, .metadata = {}});
   try {
     train(o);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.rank(), 0);
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/checkpoint.safetensors"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find(o.load + "' has no tensor"), std::string::npos)
+        << e.what();
   }
 }
 
