@@ -71,6 +71,10 @@ struct LayerBinding {
   // null: the kernel owns it. Kernels hold it: their launches may outlive the model.
   std::shared_ptr<TransientPool> transient;
   bool relu_backward = false;  // the fusion above (last, for the tests' aggregate initializers)
+  // False where the layer reads the model's input (reads_model_input): backward is then always
+  // called with `din` null, so a kernel need not prepare that part of its backward (cuDNN's
+  // backward-data plan and its workspace, oneDNN's backward-data primitive).
+  bool input_gradient = true;
 };
 
 // How a kernel computes one pass where a library chose among implementations (cuDNN's

@@ -248,6 +248,7 @@ Model::Plan& Model::plan_for(int64_t batch) {
     }
     b.relu_backward = plan->runs_relu_backward(layer);
     b.relu_gradient = layer > 0 && plan->fusions[layer - 1].backward_in_reader;
+    b.input_gradient = !reads_model_input(def_, static_cast<int>(layer));
     const bool add = std::holds_alternative<AddSpec>(def_.layers[layer]);
     const int64_t before = device_.memory_in_use();
     plan->kernels.push_back(add || plan->fusions[layer].idle()

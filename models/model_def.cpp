@@ -111,6 +111,11 @@ std::vector<int> layer_inputs(const ModelDef& def, int layer) {
   return def.inputs.at(static_cast<size_t>(layer));
 }
 
+bool reads_model_input(const ModelDef& def, int layer) {
+  const std::vector<int> inputs = layer_inputs(def, layer);
+  return std::find(inputs.begin(), inputs.end(), kModelInput) != inputs.end();
+}
+
 const Shape& layer_input_shape(const ModelDef& def, const std::vector<Shape>& shapes, int layer) {
   return shapes.at(static_cast<size_t>(layer_inputs(def, layer).front() + 1));
 }

@@ -41,6 +41,9 @@ struct ModelDef {
 constexpr int kModelInput = -1;
 // The layers `layer` reads (kModelInput for the model's input), whatever the form of `def`.
 std::vector<int> layer_inputs(const ModelDef& def, int layer);
+// Whether `layer` reads the model's input, whose gradient nobody takes: its backward is
+// always called without an input gradient to write.
+bool reads_model_input(const ModelDef& def, int layer);
 
 struct ModelSpec {
   std::string name;

@@ -88,7 +88,6 @@ class WeightedKernel final : public DnnlKernel {
 
   WeightedKernel(Device& device, const LayerBinding& binding, const Descs& d) : DnnlKernel(device) {
     const typename Fwd::primitive_desc fwd_pd(d.fwd, forward_attr(binding.activation), engine_);
-    const typename BwdData::primitive_desc bwd_data_pd(d.bwd_data, attr_, engine_, fwd_pd);
     const typename BwdWeights::primitive_desc bwd_weights_pd(d.bwd_weights, attr_, engine_, fwd_pd);
     math_ = emulates_fp16() ? "fp16-emulated" : d.src_compute == d.src ? "fp32" : "bf16";
     src_ = unbound(d.src);
@@ -106,18 +105,10 @@ class WeightedKernel final : public DnnlKernel {
     const float* bias = binding.params.size() > 1 ? binding.params[1].data : nullptr;
     const memory fwd_weights = plan_forward(fwd_pd, d, binding.activation, weights, bias);
     plan_backward_weights(bwd_weights_pd, d, binding);
-
-    // Backward data reads the weights of the last forward; when it wants the layout the
-    // forward already produced, it shares that copy and backward reorders nothing.
-    const memory::desc bwd_weights_desc = bwd_data_pd.weights_desc();
-    const memory data_weights = bwd_weights_desc == fwd_weights.get_desc()
-                                    ? fwd_weights
-                                    : adopt_operand(weights, bwd_weights_desc, weights_to_bwd_);
-    backward_data_ = plan<BwdData>(bwd_data_pd, {{DNNL_ARG_DIFF_DST, diff_dst_compute_},
-                                                 {DNNL_ARG_WEIGHTS, data_weights},
-                                                 {DNNL_ARG_DIFF_SRC, diff_src_}});
+    // A layer on the model's input never computes its input's gradient: no primitive for it,
+    // nor its copy of the weights or its scratchpad.
+    if (binding.input_gradient) plan_backward_data(fwd_pd, d, weights, fwd_weights);
     allocate_scratchpad();
-    choices_.push_back(choice("backward-data", bwd_data_pd, d.layout));
     choices_.push_back(choice("backward-weights", bwd_weights_pd, d.layout));
   }
 
@@ -207,6 +198,8 @@ class WeightedKernel final : public DnnlKernel {
     if (diff_weights_back_) diff_weights_back_.run(stream_);
     if (diff_bias_back_) diff_bias_back_.run(stream_);
     if (din == nullptr) return;  // first layer: nobody needs the input's gradient
+    SS_CHECK(static_cast<bool>(backward_data_),
+             "a layer on the model's input asked for its input's gradient");
     set_handle(diff_src_, din);
     if (weights_to_bwd_) weights_to_bwd_.run(stream_);
     backward_data_.run(stream_);
@@ -264,6 +257,21 @@ class WeightedKernel final : public DnnlKernel {
     forward_ = plan<Fwd>(fwd_pd, std::move(args));
     choices_.push_back(choice("forward", fwd_pd, d.layout));
     return fwd_weights;
+  }
+
+  // Plans backward_data_. Backward data reads the weights of the last forward; when it wants the
+  // layout the forward already produced, it shares that copy and backward reorders nothing.
+  void plan_backward_data(const typename Fwd::primitive_desc& fwd_pd, const Descs& d,
+                          const memory& weights, const memory& fwd_weights) {
+    const typename BwdData::primitive_desc pd(d.bwd_data, attr_, engine_, fwd_pd);
+    const memory::desc wanted = pd.weights_desc();
+    const memory data_weights = wanted == fwd_weights.get_desc()
+                                    ? fwd_weights
+                                    : adopt_operand(weights, wanted, weights_to_bwd_);
+    backward_data_ = plan<BwdData>(pd, {{DNNL_ARG_DIFF_DST, diff_dst_compute_},
+                                        {DNNL_ARG_WEIGHTS, data_weights},
+                                        {DNNL_ARG_DIFF_SRC, diff_src_}});
+    choices_.push_back(choice("backward-data", pd, d.layout));
   }
 
   // Plans backward_weights_, writing the gradients in PyTorch's layout (through a copy where

@@ -314,6 +314,10 @@ std::optional<ConvPlan> plan_in(ConvQueries& queries, const ConvPolicy& policy,
   ConvPlan plan;
   plan.layout = layout;
   for (const ConvPass pass : kConvPasses) {
+    if (!policy.plans(pass)) {
+      plan.passes[static_cast<size_t>(pass)].planned = false;
+      continue;
+    }
     ConvRefusals refusals;
     std::optional<ConvChoice> choice =
         pick_conv_algorithm(queries, pass, layout, policy, &refusals);

@@ -256,7 +256,7 @@ class ConvKernel final : public LayerKernel {
     // The 16-bit copies' regions, which follow cuDNN's.
     const size_t copies = region_offset(kRegions) - region_offset(kX16);
     limit_ = conv_workspace_limit(memory_now(device, libraries_->workspace_bytes(), copies));
-    const ConvPolicy policy{precision_, determinism(), limit_.bytes};
+    const ConvPolicy policy{precision_, determinism(), limit_.bytes, b.input_gradient};
     plan_ = plan_passes(policy, describe(spec), device);
     descriptors_.apply(plan_);
     if (nchw())
@@ -391,6 +391,7 @@ class ConvKernel final : public LayerKernel {
     std::vector<KernelChoice> out;
     for (const ConvPass pass : kConvPasses) {
       const ConvChoice& c = plan_[pass];
+      if (!c.planned) continue;  // never runs: nothing to report
       // 16-bit math named as the CPU kernels name it, with cuDNN's math type after.
       const std::string math =
           half_ ? fmt::format("{} {}", to_string(precision_), math_type_name(c.math))
@@ -448,6 +449,8 @@ class ConvKernel final : public LayerKernel {
       cuda_ops::bias_grad(dout, bias_grad_, rows(), shape_.filters, floats(bias_scratch_),
                           bias_grad_read(half_), s);
     if (din == nullptr) return;  // first layer: nobody needs the input's gradient
+    SS_CHECK(plan_[ConvPass::kBackwardData].planned,
+             "convolution on the model's input asked for its input's gradient");
     backward_data(dy_operand, din, s);
   }
 

@@ -372,6 +372,29 @@ TEST(ConvWorkspace, ABigGpuRunsResNet50sFirstLayerDeterministicAt128ImagesPerGpu
   }
 }
 
+// ResNet-50's first layer reads the model's input, whose gradient nobody takes: its
+// backward-data is neither asked about nor planned, so the 521 MB it took on the H200 at 128
+// images is not reserved, and required determinism plans it on a small device too.
+TEST(ConvWorkspace, ALayerOnTheModelsInputPlansNoBackwardData) {
+  for (const Determinism d : {Determinism::kPreferred, Determinism::kRequired}) {
+    FakeCudnn fake = resnet50_conv1_at_128();
+    ConvPolicy policy = resnet_policy(kH200At2GiB, d);
+    policy.input_gradient = false;
+    const ConvPlan plan = plan_convolution(fake, policy, "Conv2D(64, 7x7)");
+    EXPECT_EQ(plan.layout, CUDNN_TENSOR_NHWC) << to_string(d);
+    EXPECT_FALSE(plan[ConvPass::kBackwardData].planned);
+    EXPECT_EQ(plan[ConvPass::kBackwardData].workspace, 0u);
+    for (const ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardFilter}) {
+      EXPECT_TRUE(plan[pass].planned) << to_string(pass);
+      EXPECT_TRUE(plan[pass].deterministic) << to_string(pass);
+      EXPECT_EQ(plan[pass].fallback, "") << to_string(pass);
+    }
+    EXPECT_EQ(fake.requested.size(), 2u) << "asked about a pass that never runs";
+    for (const auto& [pass, algo, math] : fake.workspace_asked)
+      EXPECT_NE(pass, ConvPass::kBackwardData) << algo;
+  }
+}
+
 TEST(ConvWorkspace, ASmallDeviceFallsBackToTheFastestAlgorithmThatFitsAndSaysWhy) {
   FakeCudnn fake = resnet50_conv1_at_128();
   const ConvPolicy policy = resnet_policy(kH200At2GiB, Determinism::kPreferred);

@@ -14,6 +14,25 @@ int64_t params_of(const std::string& spec) {
   return summarize(def, def.default_input).params;
 }
 
+// The layers whose input gradient nobody takes (LayerBinding::input_gradient): those on the
+// model's input, in sequential models and in graphs (a ResNet's stem, a GPT's embedding).
+TEST(Zoo, OnlyTheLayersOnTheModelsInputReadIt) {
+  for (const char* spec :
+       {"cifar-cnn", "mlp", "cifar-resnet", "resnet:depth=18", "gpt:preset=mini"}) {
+    const ModelDef def = make_model(spec);
+    std::vector<int> readers;
+    for (int layer = 0; layer < static_cast<int>(def.layers.size()); ++layer) {
+      if (reads_model_input(def, layer)) readers.push_back(layer);
+    }
+    EXPECT_EQ(readers, std::vector<int>{0}) << spec;
+  }
+  ModelDef two;  // a graph whose second layer reads the model's input beside the first's output
+  two.layers = {ActivationSpec{}, AddSpec{}};
+  two.inputs = {{kModelInput}, {0, kModelInput}};
+  EXPECT_TRUE(reads_model_input(two, 0));
+  EXPECT_TRUE(reads_model_input(two, 1));
+}
+
 TEST(Zoo, ParameterCountsOfTheIssue) {
   EXPECT_EQ(params_of("cifar-cnn"), 282250);
   EXPECT_EQ(params_of("mlp-41m"), 41157101);
