@@ -130,7 +130,9 @@ class CudaLibraries {
 
   // The handle, bound to `stream` (cudnnSetStream / cublasSetStream when it changed). The
   // cuBLAS handle also gets our workspace again: cublasSetStream resets a handle to cuBLAS's
-  // own workspace pool, which could allocate during a step.
+  // own workspace pool, which could allocate during a step. That one workspace serves every
+  // stream: the layers' GEMMs run on the compute stream alone. GEMMs overlapping on two streams
+  // would need one each (PyTorch keeps one per handle and stream).
   cudnnHandle_t cudnn(cudaStream_t stream);
   cublasHandle_t cublas(cudaStream_t stream);
   // The cuDNN handle as it is, for planning calls that enqueue no work (algorithm heuristics,
