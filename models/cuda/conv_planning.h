@@ -110,8 +110,8 @@ struct ConvPolicy {
   Determinism determinism = Determinism::kPreferred;
   size_t workspace_limit = 0;  // bytes one pass may take
   // False for a layer on the model's input (LayerBinding::input_gradient): its backward-data
-  // never runs, so it is not planned (ResNet-50's first layer at 128 images took 521 MB for it
-  // on the H200, and a pass without an NHWC algorithm moves the whole layer to NCHW).
+  // is not planned, so its workspace is not reserved and a lack of NHWC algorithms for it
+  // cannot move the layer to NCHW.
   bool input_gradient = true;
   bool plans(ConvPass pass) const { return input_gradient || pass != ConvPass::kBackwardData; }
 };
@@ -139,7 +139,7 @@ struct ConvChoice {
   // Determinism preferred but no deterministic algorithm fitted: why ("" otherwise).
   std::string fallback{};
   float time_ms = -1;   // the candidate's (timed, or -1)
-  bool planned = true;  // false: a pass that never runs (ConvPolicy::plans)
+  bool planned = true;  // false: the policy leaves this pass out (ConvPolicy::plans)
 };
 
 // Why a pass has no algorithm under a policy.

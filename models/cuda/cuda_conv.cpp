@@ -399,7 +399,7 @@ class ConvKernel final : public LayerKernel {
     std::vector<KernelChoice> out;
     for (const ConvPass pass : kConvPasses) {
       const ConvChoice& c = plan_[pass];
-      if (!c.planned) continue;  // never runs: nothing to report
+      if (!c.planned) continue;  // the report lists the passes the layer runs
       // 16-bit math named as the CPU kernels name it, with cuDNN's math type after.
       const std::string math =
           half_ ? fmt::format("{} {}", to_string(precision_), math_type_name(c.math))

@@ -171,8 +171,8 @@ TEST(CliValues, ABadDataFileOrCheckpointIsNamedWithoutOurSourceLine) {
   EXPECT_FALSE(contains(wide.output, ".cpp:")) << wide.output;
 }
 
-// A checkpoint was read by replica 0 once the run had set up its data, model and
-// communicators, and its problems read "[rank 0] ..."; now the files' headers are read before.
+// A broken checkpoint is refused before the run sets up its data, model and communicators,
+// by the process that checks its options, without a replica's "[rank 0]".
 TEST(CliValues, ABrokenCheckpointIsRefusedBeforeTheRunStarts) {
   const std::string dir = ::testing::TempDir() + "/broken-checkpoint";
   std::filesystem::create_directories(dir);
