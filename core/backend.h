@@ -61,9 +61,10 @@ struct PeerAccess {
 constexpr int kMaxCpuThreads = 4096;
 
 struct BackendOptions {
-  // CPU: threads each device's kernels use (0: all cores divided by the replica count).
+  // CPU: threads each device's kernels use (0: the usable cores divided by the replica count).
   int cpu_threads = 0;
-  // CPU: how many devices share the machine (divides the default thread count).
+  // CPU: how many devices share this process's usable cores (core/cpu_affinity.h), its own and
+  // those of other processes running on the same cores (divides the default thread count).
   int cpu_devices = 1;
   // CPU and sim: a device that only plans (`models --batch`): its memory is address space with
   // nothing behind it (core/address_space.h) and its copies, fills and kernels do nothing, so

@@ -163,7 +163,7 @@ std::string to_string(const DeviceAxis& axis) {
 }
 
 DefaultDevices default_device_axis(int visible_gpus, int usable_cores,
-                                   std::string_view no_gpu_reason) {
+                                   std::string_view no_gpu_reason, int processes) {
   DefaultDevices d;
   if (visible_gpus > 0) {
     d.axis.kind = DeviceKind::kCuda;
@@ -173,19 +173,28 @@ DefaultDevices default_device_axis(int visible_gpus, int usable_cores,
     return d;
   }
   d.axis.kind = DeviceKind::kCpu;
+  if (processes > 1) {
+    for (int n = 1; n < processes; n *= 2) d.axis.counts.push_back(n);
+    d.axis.counts.push_back(processes);
+    d.reason = fmt::format(
+        "no GPU is visible ({}); one CPU device per process, up to the {} of "
+        "this launch",
+        no_gpu_reason, processes);
+    return d;
+  }
   d.axis.counts = usable_cores >= 2 ? std::vector<int>{1, 2} : std::vector<int>{1};
   d.reason = fmt::format("no GPU is visible ({}){}", no_gpu_reason,
                          usable_cores >= 2 ? "" : " and this machine has one usable core");
   return d;
 }
 
-DefaultDevices default_device_axis() {
+DefaultDevices default_device_axis(int processes) {
   const Backend* cuda = find_backend(DeviceKind::kCuda);
   const int gpus = cuda != nullptr ? cuda->device_count() : 0;
   const std::string reason = cuda == nullptr ? missing_backend_message(DeviceKind::kCuda)
                              : gpus == 0     ? cuda->unavailable_reason()
                                              : std::string();
-  return default_device_axis(gpus, backend(DeviceKind::kCpu).device_count(), reason);
+  return default_device_axis(gpus, backend(DeviceKind::kCpu).device_count(), reason, processes);
 }
 
 }  // namespace scalescope

@@ -43,15 +43,17 @@ std::string to_string(const DeviceAxis& axis);  // "cuda:1,2,4"
 
 // The axis of a sweep given no list, and why, in words for its first line: the GPUs where any
 // are visible (1, 2, 4, ... up to and including all of them), else CPU devices 1 and 2 (1
-// alone on one core). A plain function of what the backends report.
+// alone on one usable core); in a launch of several processes, CPU devices 1, 2, 4, ... up to
+// one per process (each process's cores are its own or its node's, whichever its binding
+// gives it: core/cpu_affinity.h). A plain function of what the backends report.
 struct DefaultDevices {
   DeviceAxis axis;
   std::string reason;
 };
 DefaultDevices default_device_axis(int visible_gpus, int usable_cores,
-                                   std::string_view no_gpu_reason);
+                                   std::string_view no_gpu_reason, int processes = 1);
 // The same, asking this machine's backends.
-DefaultDevices default_device_axis();
+DefaultDevices default_device_axis(int processes = 1);
 
 // CPU replicas that together run more compute threads than the cores their process may use
 // take turns on those cores, so their step times measure that sharing, not the devices. The

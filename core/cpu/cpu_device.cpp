@@ -6,11 +6,11 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include "core/address_space.h"
 #include "core/check.h"
 #include "core/clock.h"
+#include "core/cpu_affinity.h"
 
 namespace scalescope {
 namespace {
@@ -80,14 +80,10 @@ std::string openmp_version() {
 #endif
 }
 
-int hardware_threads() {
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
-
 class CpuBackend final : public Backend {
  public:
   DeviceKind kind() const override { return DeviceKind::kCpu; }
-  int device_count() const override { return hardware_threads(); }
+  int device_count() const override { return usable_core_count(); }
   bool logical() const override { return true; }
   std::string unavailable_reason() const override { return ""; }
   std::unique_ptr<Device> open(int index, const BackendOptions& options) override {
@@ -96,7 +92,7 @@ class CpuBackend final : public Backend {
              options.cpu_devices);
     const int threads = options.cpu_threads > 0
                             ? options.cpu_threads
-                            : std::max(1, hardware_threads() / options.cpu_devices);
+                            : std::max(1, usable_core_count() / options.cpu_devices);
     SS_CHECK(static_cast<int64_t>(threads) * options.cpu_devices <= kMaxCpuThreads,
              "{} CPU devices × {} threads each need {} threads; one process may use at most {} "
              "(ask for fewer devices or threads per device)",

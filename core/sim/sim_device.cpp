@@ -5,10 +5,10 @@
 #include <chrono>
 #include <cstring>
 #include <string>
-#include <thread>
 
 #include "core/address_space.h"
 #include "core/check.h"
+#include "core/cpu_affinity.h"
 #include "core/env.h"
 
 namespace scalescope {
@@ -22,10 +22,6 @@ constexpr int64_t kMaxJitterUs = 1000000;
 void* aligned(size_t bytes) {
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   return std::aligned_alloc(kAlignment, std::max(rounded, kAlignment));
-}
-
-int hardware_threads() {
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 }  // namespace
@@ -181,7 +177,7 @@ class SimBackend final : public Backend {
  public:
   DeviceKind kind() const override { return DeviceKind::kSim; }
   // Logical devices, like CPU ones: as many as there are cores to give them.
-  int device_count() const override { return hardware_threads(); }
+  int device_count() const override { return usable_core_count(); }
   bool logical() const override { return true; }
   std::string unavailable_reason() const override { return ""; }
   // The CPU's: a simulated device computes with the CPU backend's kernels.
@@ -193,7 +189,7 @@ class SimBackend final : public Backend {
     SS_CHECK(options.cpu_devices >= 1, "device count {} must be at least 1", options.cpu_devices);
     const int threads = options.cpu_threads > 0
                             ? options.cpu_threads
-                            : std::max(1, hardware_threads() / options.cpu_devices);
+                            : std::max(1, usable_core_count() / options.cpu_devices);
     auto device = std::make_unique<SimDevice>(index, threads, sim_jitter_from_environment(),
                                               static_cast<uint64_t>(index) + 1, options.plan_only);
     device->set_memory_outside_allocator(sim_library_memory_from_environment());

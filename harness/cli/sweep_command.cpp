@@ -154,10 +154,12 @@ SweepProgress progress_printer() {
 // The sweep's first line: what it runs on and with which models, and why when it chose.
 std::string sweep_choice_line(const SweepOptions& o, const DeviceAxis& axis,
                               const OptionSources& names) {
+  const int processes = o.train.cluster != nullptr ? o.train.cluster->size() : 1;
   const std::string devices =
-      names.given("devices") ? to_string(axis)
-                             : fmt::format("{} (no {} given, and {})", to_string(axis),
-                                           names.name("devices"), default_device_axis().reason);
+      names.given("devices")
+          ? to_string(axis)
+          : fmt::format("{} (no {} given, and {})", to_string(axis), names.name("devices"),
+                        default_device_axis(processes).reason);
   std::vector<std::string> models;
   for (const std::string& m : o.models) {
     const auto batches = o.model_batches.find(m);
@@ -219,7 +221,9 @@ int run_sweep_command(const CLI::App& cmd, const SweepArgs& given, const OptionL
              [&] { check_can_write(o.trace_prefix + "<point>.trace.json"); });
     }
   });
-  if (lead && !args.quiet) fmt::print("{}\n", sweep_choice_line(o, axis, names));
+  // Resolved again with the launch's processes, which the default axis counts (validated now).
+  if (lead && !args.quiet)
+    fmt::print("{}\n", sweep_choice_line(o, resolve_devices(o, names), names));
   if (lead && !continues_in_place(o.output, args.resume)) {
     std::string kept;
     naming(names, "output", o.output, [&] { kept = keep_previous(o.output); });

@@ -19,6 +19,7 @@
 #include <mutex>
 
 #include "core/check.h"
+#include "core/cpu_affinity.h"
 #include "core/log.h"
 #include "harness/collectives/gloo_connect.h"
 #include "harness/collectives/network.h"
@@ -200,6 +201,7 @@ Cluster::Cluster() = default;
 std::unique_ptr<Cluster> Cluster::single(const std::string& network_interface) {
   std::unique_ptr<Cluster> c(new Cluster());
   c->members_ = layout({this_hostname()});
+  c->cpu_sets_ = {usable_cpus()};
   // Checked though unused (one process talks over loopback): a typo shows on the first try
   // on one machine rather than on the cluster.
   if (!network_interface.empty()) {
@@ -241,6 +243,7 @@ std::unique_ptr<Cluster> Cluster::join(std::chrono::milliseconds timeout,
   if (size == 1) {
     (void)single(network_interface);  // the same check as a process alone
     c->members_ = layout({this_hostname()});
+    c->cpu_sets_ = {usable_cpus()};
     return c;
   }
   const std::string host = this_hostname();
@@ -250,6 +253,10 @@ std::unique_ptr<Cluster> Cluster::join(std::chrono::milliseconds timeout,
   const std::string node_name =
       env_or_empty("SCALESCOPE_NODE_NAME").empty() ? host : env_or_empty("SCALESCOPE_NODE_NAME");
   c->members_ = layout(mpi_all_gather(std::vector<char>(node_name.begin(), node_name.end())));
+  const std::string cpus = format_cpu_set(usable_cpus());
+  for (const std::string& set : mpi_all_gather(std::vector<char>(cpus.begin(), cpus.end()))) {
+    c->cpu_sets_.push_back(parse_cpu_set(set));
+  }
   c->choose_network(network_interface);
   c->connect_control(timeout);
   return c;
@@ -322,6 +329,19 @@ Cluster::~Cluster() {
 #if SCALESCOPE_WITH_MPI
   if (mpi_initialized_ && !lost_peer_) MPI_Finalize();
 #endif
+}
+
+bool Cluster::shares_cores_with(int rank) const {
+  const auto r = static_cast<size_t>(rank);
+  const auto me = static_cast<size_t>(rank_);
+  return members_.at(r).node == members_[me].node &&
+         cpu_sets_intersect(cpu_sets_.at(r), cpu_sets_[me]);
+}
+
+int Cluster::processes_sharing_cores() const {
+  int n = 0;
+  for (int r = 0; r < size(); ++r) n += shares_cores_with(r) ? 1 : 0;
+  return n;
 }
 
 int Cluster::local_size() const {

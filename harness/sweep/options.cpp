@@ -180,8 +180,8 @@ std::optional<std::pair<int64_t, int64_t>> parse_profile_steps(const std::string
   return std::pair{first, last};
 }
 
-DeviceAxis sweep_device_axis(const std::string& devices) {
-  return devices.empty() ? default_device_axis().axis : parse_device_axis(devices);
+DeviceAxis sweep_device_axis(const std::string& devices, int processes) {
+  return devices.empty() ? default_device_axis(processes).axis : parse_device_axis(devices);
 }
 
 }  // namespace scalescope

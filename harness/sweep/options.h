@@ -115,7 +115,8 @@ std::vector<std::string> split_model_list(const std::string& text);
 std::optional<std::pair<int64_t, int64_t>> parse_profile_steps(const std::string& text);
 
 // The axis `devices` spells; "" is the default axis (default_device_axis: the visible GPUs,
-// else CPU devices 1 and 2). Throws Error naming a malformed count.
-DeviceAxis sweep_device_axis(const std::string& devices);
+// else CPU devices 1 and 2, or one per process of a launch of `processes`). Throws Error
+// naming a malformed count.
+DeviceAxis sweep_device_axis(const std::string& devices, int processes = 1);
 
 }  // namespace scalescope

@@ -46,17 +46,25 @@ int replicas_per_process(const SweepOptions& o, const DeviceAxis& axis,
   return most / cluster->size();
 }
 
-// Devices that share one node's cores (or GPUs) at the sweep's largest point.
+// Devices on this process's node at the sweep's largest point.
 int devices_per_node(const SweepOptions& o, const DeviceAxis& axis) {
   const Cluster* cluster = cluster_of(o);
   if (cluster == nullptr) return axis.counts.back();
   return replicas_per_process(o, axis) * cluster->local_size();
 }
 
+// Devices that share this process's cores at the sweep's largest point: its own and those of
+// the processes running on the same cores (Cluster::shares_cores_with).
+int devices_sharing_cores(const SweepOptions& o, const DeviceAxis& axis) {
+  const Cluster* cluster = cluster_of(o);
+  if (cluster == nullptr) return axis.counts.back();
+  return replicas_per_process(o, axis) * cluster->processes_sharing_cores();
+}
+
 int cpu_threads_per_device(const SweepOptions& o, const DeviceAxis& axis) {
   if (o.threads > 0) return o.threads;
   const int cores = backend(DeviceKind::kCpu).device_count();
-  return std::max(1, cores / devices_per_node(o, axis));
+  return std::max(1, cores / devices_sharing_cores(o, axis));
 }
 
 std::vector<double> ascending_unique(std::vector<double> v) {
@@ -308,7 +316,9 @@ std::string point_file_name(const SweepPoint& p) {
 
 DeviceAxis resolve_devices(const SweepOptions& o, const OptionSources& names) {
   DeviceAxis axis;
-  naming(names, "devices", o.devices, [&] { axis = sweep_device_axis(o.devices); });
+  naming(names, "devices", o.devices, [&] {
+    axis = sweep_device_axis(o.devices, cluster_of(o) != nullptr ? cluster_of(o)->size() : 1);
+  });
   (void)replicas_per_process(o, axis, names);
   if (axis.kind == DeviceKind::kCuda) {
     const Backend& b = backend(DeviceKind::kCuda);
@@ -349,7 +359,7 @@ void validate(const SweepOptions& o, const OptionSources& names) {
   if (backend(axis.kind).logical()) {
     const int cores = backend(DeviceKind::kCpu).device_count();
     const int threads = cpu_threads_per_device(o, axis);
-    const int most = devices_per_node(o, axis);
+    const int most = devices_sharing_cores(o, axis);
     const int64_t need = compute_threads(most, threads);
     SS_CHECK_INPUT(need <= kMaxCpuThreads,
                    "{}: {} {} devices × {} threads need {} threads; one process may use at most {}",
@@ -357,7 +367,7 @@ void validate(const SweepOptions& o, const OptionSources& names) {
                    kMaxCpuThreads);
     SS_CHECK_INPUT(
         o.oversubscribe || !oversubscribed(most, threads, cores),
-        "{}: {} {} devices × {} thread{} need {} cores; this node may use {} (ask for fewer "
+        "{}: {} {} devices × {} thread{} need {} cores; this process may use {} (ask for fewer "
         "devices or threads, or {} to share cores, which makes the scaling figures "
         "meaningless)",
         names.subject("devices", o.devices.empty() ? to_string(axis) : o.devices), most,

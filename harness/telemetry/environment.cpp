@@ -1,7 +1,6 @@
 #include "harness/telemetry/environment.h"
 
 #include <fmt/format.h>
-#include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include "core/backend.h"
 #include "core/build_info.h"
 #include "core/check.h"
+#include "core/cpu_affinity.h"
 #include "harness/collectives/collective_backends.h"
 #include "models/kernels.h"
 
@@ -74,10 +74,7 @@ HostInfo capture_host() {
   // What std::thread::hardware_concurrency() reports: CPUs online, whatever the affinity.
   h.logical_cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   // A job scheduler or taskset may confine us to fewer; replicas' threads share those.
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  h.usable_cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
-  if (h.usable_cores <= 0) h.usable_cores = h.logical_cores;
+  h.usable_cores = usable_core_count();
 
   // "MemTotal:  131072000 kB"
   const std::string mem = proc_field("/proc/meminfo", "MemTotal");

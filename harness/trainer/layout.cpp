@@ -17,7 +17,7 @@ ProcessLayout process_layout(const Cluster* cluster, int replicas_per_process, i
   SS_CHECK(replicas_per_process >= 0, "replicas per process {} must not be negative",
            replicas_per_process);
   if (processes == 1) {
-    l.replicas_per_process = l.local = l.on_node = devices;
+    l.replicas_per_process = l.local = l.on_node = l.sharing_cores = devices;
     return l;
   }
   int per = replicas_per_process;
@@ -40,11 +40,13 @@ ProcessLayout process_layout(const Cluster* cluster, int replicas_per_process, i
   l.first = std::min(rank * per, devices);
   l.local = rank < l.processes ? per : 0;
   l.on_node = 0;
+  l.sharing_cores = 0;
   const int node = cluster->members()[static_cast<size_t>(rank)].node;
   std::vector<bool> used(cluster->members().size(), false);
   for (const ClusterMember& m : cluster->members()) {
     if (m.rank >= l.processes) continue;
     used[static_cast<size_t>(m.node)] = true;
+    if (cluster->shares_cores_with(m.rank)) l.sharing_cores += per;
     if (m.node != node) continue;
     if (m.rank < rank) l.node_first += per;
     l.on_node += per;

@@ -16,8 +16,11 @@ struct ProcessLayout {
   int first = 0;                 // this process's first replica's rank
   int local = 1;                 // replicas in this process (0: this process waits)
   int on_node = 1;               // replicas of the run on this process's node
-  int node_first = 0;            // this process's first replica's index among them
-  int nodes = 1;                 // nodes the run spans
+  // Replicas of the run on this process's cores: its own and those of the processes running
+  // on cores it runs on (Cluster::shares_cores_with); what divides its CPU threads.
+  int sharing_cores = 1;
+  int node_first = 0;  // this process's first replica's index among them
+  int nodes = 1;       // nodes the run spans
 };
 // Throws Error naming the counts when `devices` does not spread evenly.
 ProcessLayout process_layout(const Cluster* cluster, int replicas_per_process, int devices);

@@ -24,7 +24,7 @@ std::unique_ptr<Device> open_device(const ReplicaShared& run, int index) {
   BackendOptions backend_options;
   backend_options.cpu_threads = run.options.threads;
   // The replicas that share this node's cores (all of them, in one process).
-  backend_options.cpu_devices = run.plan.layout.on_node;
+  backend_options.cpu_devices = std::max(1, run.plan.layout.sharing_cores);
   std::unique_ptr<Device> device = backend(run.plan.spec.kind).open(index, backend_options);
   device->make_current();
   device->set_wait_timeout(std::chrono::milliseconds(run.options.collective_timeout_ms));

@@ -59,11 +59,12 @@ std::unique_ptr<ReplicaComms> make_comms(const TrainOptions& o, const RunPlan& p
 // model's default input, which the command plans).
 std::string planned_peak_note(const RunPlan& plan, const TrainOptions& o) {
   int threads = 0;
-  const TrainingMemory m = plan_training(
-      plan.def, plan.data.sample_shape, plan.spec.kind,
-      BackendOptions{
-          .cpu_threads = o.threads, .cpu_devices = plan.layout.on_node, .plan_only = true},
-      plan.batch, o.optimizer, !plan.data.device_resident, &threads);
+  const TrainingMemory m =
+      plan_training(plan.def, plan.data.sample_shape, plan.spec.kind,
+                    BackendOptions{.cpu_threads = o.threads,
+                                   .cpu_devices = std::max(1, plan.layout.sharing_cores),
+                                   .plan_only = true},
+                    plan.batch, o.optimizer, !plan.data.device_resident, &threads);
   std::string note = fmt::format("; training at {} samples per device plans a peak of {} on each",
                                  plan.batch, memory_size(m.total()));
   if (plan.data.sample_shape == plan.def.default_input) {

@@ -9,6 +9,7 @@
 #include "core/backend.h"
 #include "core/buffer.h"
 #include "core/cpu/cpu_device.h"
+#include "core/cpu_affinity.h"
 #include "core/device_spec.h"
 #include "core/error.h"
 #include "core/random.h"
@@ -112,6 +113,13 @@ TEST(DefaultDevices, GpusWhereAnyAreVisibleElseCpuDevices) {
     EXPECT_EQ(d.axis.counts, c.counts) << c.gpus << " GPUs";
     EXPECT_CONTAINS(d.reason, c.gpus > 0 ? "visible" : "no GPU is visible (no GPU found)");
   }
+  // Across the processes of a launch, one CPU device per process: each may have been bound to
+  // one core (mpirun's default for two processes), and more nodes bring more cores.
+  EXPECT_EQ(default_device_axis(0, 1, "none", 2).axis.counts, (std::vector<int>{1, 2}));
+  EXPECT_EQ(default_device_axis(0, 64, "none", 6).axis.counts, (std::vector<int>{1, 2, 4, 6}));
+  EXPECT_CONTAINS(default_device_axis(0, 1, "none", 2).reason,
+                  "one CPU device per process, up to the 2 of this launch");
+  EXPECT_EQ(default_device_axis(4, 64, "", 2).axis.counts, (std::vector<int>{1, 2, 4}));
 }
 
 TEST(CpuDevice, TensorRoundTripAndCopies) {
@@ -213,8 +221,7 @@ TEST(CpuBackend, ThreadsDefaultToCoresPerDevice) {
   auto dev = cpu.open(0, options);
   auto* cpu_dev = dynamic_cast<CpuDevice*>(dev.get());
   ASSERT_NE(cpu_dev, nullptr);
-  EXPECT_EQ(cpu_dev->threads(),
-            static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  EXPECT_EQ(cpu_dev->threads(), usable_core_count());
   options.cpu_threads = 1;
   EXPECT_EQ(dynamic_cast<CpuDevice&>(*cpu.open(1, options)).threads(), 1);
   options.cpu_threads = -1;

@@ -204,6 +204,36 @@ for args, problem in [(["-o", f"{work}/no-such-dir/r.json"], "cannot create file
           f"train {args} under mpirun printed its error other than once")
 
 
+# 2f. The cores a process may use are its affinity's (taskset, a launcher's binding), and the
+# processes running on the same cores share them: two confined to one core refuse a sweep of
+# a device each (it would oversubscribe that core, as it would in one process); two confined
+# to a core each run it, one thread per device, and without --devices sweep one device per
+# process.
+cpus = sorted(os.sched_getaffinity(0))
+if len(cpus) >= 2 and shutil.which("taskset"):
+    tiny = ["--models", "dense-100", "--batch", "8", "--repeats", "1", "--steps", "2",
+            "--max-warmup-steps", "1", "--data", "synthetic", "-q"]
+    same = run(mpirun(2, ["sh", "-c", f'exec taskset -c {cpus[0]} scalescope "$@"', "sh",
+                          "sweep", "--devices", "cpu:2", *tiny, "-o", f"{work}/same.json"]))
+    said = same.stdout + same.stderr
+    check(same.returncode != 0 and
+          "2 cpu devices × 1 thread need 2 cores; this process may use 1" in said,
+          f"two processes on one core did not refuse to share it: {said[-500:]}")
+    own_report = f"{work}/own.json"
+    own = run(mpirun(2, ["sh", "-c",
+                         f'case $OMPI_COMM_WORLD_RANK in 0) c={cpus[0]};; *) c={cpus[1]};; esac; '
+                         'exec taskset -c $c scalescope "$@"', "sh", "sweep", *tiny,
+                         "-o", own_report]))
+    check(own.returncode == 0, "two processes on a core each could not sweep")
+    if own.returncode == 0:
+        r = json.load(open(own_report))
+        check([p["devices"] for p in r["points"]] == [1, 2] and
+              all(p["threads_per_device"] == 1 for p in r["points"]),
+              f"the points on a core per process are {[(p['devices'], p['threads_per_device']) for p in r['points']]}")
+        check([e["host"]["usable_cores"] for e in r["cluster"]["environments"]] == [1, 1],
+              "the processes' environments do not say each may use one core")
+
+
 # 3. Kill rank 1 in the middle of a sweep.
 def rank_pids(parent):
     """The pids of the scalescope processes under `parent`, by their MPI rank."""
