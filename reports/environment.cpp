@@ -1,6 +1,7 @@
 #include "reports/environment.h"
 
 #include "core/check.h"
+#include "core/cpu_affinity.h"
 #include "reports/json_fields.h"
 
 namespace scalescope {
@@ -67,7 +68,8 @@ template <>
 struct JsonFields<ClusterMember> {
   static constexpr auto kFields = std::make_tuple(
       field("rank", &ClusterMember::rank), field("hostname", &ClusterMember::hostname),
-      field("node", &ClusterMember::node), field("local_rank", &ClusterMember::local_rank));
+      field("node", &ClusterMember::node), field("local_rank", &ClusterMember::local_rank),
+      optional_field("cpus", &ClusterMember::cpus));
 };
 
 template <>
@@ -99,6 +101,15 @@ ClusterInfo cluster_from_json(const JsonReader& r) {
   SS_CHECK(c.processes >= 2 && static_cast<int>(c.members.size()) == c.processes,
            "{}: a cluster of {} processes lists {} members", r.name("members"), c.processes,
            c.members.size());
+  for (size_t i = 0; i < c.members.size(); ++i) {
+    const std::string& cpus = c.members[i].cpus;
+    if (cpus.empty()) continue;
+    try {
+      (void)parse_cpu_set(cpus);
+    } catch (const Error& e) {
+      throw_error(fmt::format("{}: {}", r.element("members", i).name("cpus"), e.message()));
+    }
+  }
   return c;
 }
 

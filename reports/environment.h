@@ -105,6 +105,9 @@ struct ClusterMember {
   std::string hostname;
   int node = 0;        // its host's index among the run's hosts, numbered by lowest rank
   int local_rank = 0;  // its index among the processes on its host
+  // The CPUs it could run on ("0-3,8": core/cpu_affinity.h); empty in sweep reports before 1.20 and
+  // run reports before 2.5.
+  std::string cpus;
   bool operator==(const ClusterMember&) const = default;
 };
 

@@ -21,7 +21,7 @@ namespace scalescope {
 // 2.0: the config block holds the options as a config file does (train --config reads it back);
 // the run's facts (replicas, batch per device, buckets...) moved to a block of their own, "run".
 // 2.1: "layer_profile" (--profile-layers).
-inline constexpr const char* kRunSchemaVersion = "2.4";
+inline constexpr const char* kRunSchemaVersion = "2.5";
 
 // With --noise-scale: a step's squared gradient norms (reports/analysis/noise_scale.h).
 struct StepGradNorms {

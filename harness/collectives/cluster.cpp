@@ -79,7 +79,8 @@ std::vector<ClusterMember> layout(const std::vector<std::string>& hostnames) {
     members.push_back({.rank = static_cast<int>(r),
                        .hostname = hostnames[r],
                        .node = it->second.first,
-                       .local_rank = it->second.second++});
+                       .local_rank = it->second.second++,
+                       .cpus = ""});  // filled in by join() from every process's CPU set
   }
   return members;
 }
@@ -254,8 +255,10 @@ std::unique_ptr<Cluster> Cluster::join(std::chrono::milliseconds timeout,
       env_or_empty("SCALESCOPE_NODE_NAME").empty() ? host : env_or_empty("SCALESCOPE_NODE_NAME");
   c->members_ = layout(mpi_all_gather(std::vector<char>(node_name.begin(), node_name.end())));
   const std::string cpus = format_cpu_set(usable_cpus());
-  for (const std::string& set : mpi_all_gather(std::vector<char>(cpus.begin(), cpus.end()))) {
-    c->cpu_sets_.push_back(parse_cpu_set(set));
+  const std::vector<std::string> sets = mpi_all_gather(std::vector<char>(cpus.begin(), cpus.end()));
+  for (size_t r = 0; r < sets.size(); ++r) {
+    c->cpu_sets_.push_back(parse_cpu_set(sets[r]));
+    c->members_[r].cpus = sets[r];
   }
   c->choose_network(network_interface);
   c->connect_control(timeout);

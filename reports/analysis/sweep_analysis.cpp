@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/cpu_affinity.h"
 #include "core/random.h"
 #include "reports/analysis/scaling.h"
 #include "reports/analysis/stats.h"
@@ -147,20 +148,58 @@ const SweepPoint* baseline_of(const std::vector<SweepPoint>& points, const Sweep
   return nullptr;
 }
 
-// What the replicas of a single-process CPU point run on: its threads against the cores of
-// the process. None when the report does not say how many input workers ran.
+struct SharedCores {
+  int replicas = 0;
+  int cores = 0;
+};
+
+// Across the processes of a launch, the replicas of a point that run on the same cores: per
+// process taking part, those of its node's processes whose CPU sets intersect its own, and
+// the union of their CPUs; the group with the most replicas per core. None where the report
+// does not record the processes' CPUs (before 1.20).
+std::optional<SharedCores> busiest_cores(const ClusterInfo& c, int devices) {
+  const int per = std::min(std::max(c.replicas_per_process, 1), devices);
+  const auto processes = std::min(static_cast<size_t>(devices / per), c.members.size());
+  std::vector<std::vector<int>> sets;
+  for (size_t i = 0; i < processes; ++i) {
+    if (c.members[i].cpus.empty()) return std::nullopt;
+    sets.push_back(parse_cpu_set(c.members[i].cpus));
+  }
+  std::optional<SharedCores> busiest;
+  for (size_t i = 0; i < processes; ++i) {
+    std::set<int> cores;
+    int replicas = 0;
+    for (size_t j = 0; j < processes; ++j) {
+      if (c.members[j].node != c.members[i].node || !cpu_sets_intersect(sets[i], sets[j])) continue;
+      replicas += per;
+      cores.insert(sets[j].begin(), sets[j].end());
+    }
+    const SharedCores group{replicas, static_cast<int>(cores.size())};
+    if (!busiest || static_cast<int64_t>(group.replicas) * busiest->cores >
+                        static_cast<int64_t>(busiest->replicas) * group.cores) {
+      busiest = group;
+    }
+  }
+  return busiest;
+}
+
+// What the replicas of a CPU point run on: their threads against the cores of the process
+// (across processes: of the processes running on the same cores, busiest_cores). None when
+// the report does not say how many input workers ran.
 std::optional<ThreadBudget> thread_budget(const SweepReport& report, const SweepPoint& p) {
   if (p.device_kind != "cpu" || p.threads_per_device <= 0) return std::nullopt;
-  // Across processes the replicas share other hosts' cores, which rank 0's environment does
-  // not describe.
-  if (report.cluster && report.cluster->processes > 1) return std::nullopt;
+  std::optional<SharedCores> shared;
+  if (report.cluster && report.cluster->processes > 1) {
+    shared = busiest_cores(*report.cluster, p.devices);
+    if (!shared) return std::nullopt;
+  }
   const json& c = report.config;
   if (!c.is_object() || !c.contains("workers") || !c["workers"].is_number_integer()) {
     return std::nullopt;
   }
   const bool resident = c.contains("data") && c["data"] == "synthetic:device";
   ThreadBudget t;
-  t.replicas = p.devices;
+  t.replicas = shared ? shared->replicas : p.devices;
   t.compute_per_replica = p.threads_per_device;
   t.input_per_replica = resident ? 0 : c["workers"].get<int>();
   // As the run counted them. Sweeps before 1.14 did not count: they are read as before, with a
@@ -168,7 +207,7 @@ std::optional<ThreadBudget> thread_budget(const SweepReport& report, const Sweep
   t.communication_per_replica = p.communication_threads_per_device >= 0
                                     ? p.communication_threads_per_device
                                     : (p.devices > 1 ? 2 : 0);
-  t.usable_cores = report.environment.host.usable_cores;
+  t.usable_cores = shared ? shared->cores : report.environment.host.usable_cores;
   return t;
 }
 

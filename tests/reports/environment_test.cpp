@@ -65,12 +65,13 @@ TEST(Environment, EveryKeyRoundTrips) {
   testing_util::expect_round_trip(to_json(env), to_json(defaults),
                                   to_json(environment_from_json(to_json(env))));
 
-  ClusterInfo cluster{.processes = 2,
-                      .nodes = 2,
-                      .replicas_per_process = 4,
-                      .members = {{.rank = 0, .hostname = "node7", .node = 0, .local_rank = 0},
-                                  {.rank = 1, .hostname = "node8", .node = 1, .local_rank = 1}},
-                      .environments = {env, env}};
+  ClusterInfo cluster{
+      .processes = 2,
+      .nodes = 2,
+      .replicas_per_process = 4,
+      .members = {{.rank = 0, .hostname = "node7", .node = 0, .local_rank = 0, .cpus = ""},
+                  {.rank = 1, .hostname = "node8", .node = 1, .local_rank = 1, .cpus = "0-3,8"}},
+      .environments = {env, env}};
   ClusterInfo default_cluster;
   default_cluster.members = {ClusterMember{}};
   default_cluster.environments = {defaults};

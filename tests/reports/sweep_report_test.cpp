@@ -271,7 +271,7 @@ TEST(SweepReport, JsonRoundTripKeepsSamplesAndAnalysis) {
   r.points.push_back(failed);
   analyze(r);
   const nlohmann::json j = to_json(r);
-  EXPECT_EQ(j["schema_version"], "1.19");
+  EXPECT_EQ(j["schema_version"], "1.20");
   EXPECT_TRUE(j["points"][2]["summary"].is_null());
   const SweepReport back = sweep_report_from_json(nlohmann::json::parse(j.dump()), "r.json");
   ASSERT_EQ(back.points.size(), 3u);

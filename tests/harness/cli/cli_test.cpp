@@ -51,7 +51,7 @@ TEST(Cli, TrainWritesARunFile) {
   ASSERT_EQ(r.status, 0) << r.output;
   std::ifstream in(out);
   const auto doc = nlohmann::json::parse(in);
-  EXPECT_EQ(doc["schema_version"], "2.4");
+  EXPECT_EQ(doc["schema_version"], "2.5");
   EXPECT_FALSE(doc.contains("layer_profile"));
   EXPECT_EQ(doc["model"]["name"], "dense-100");
   EXPECT_EQ(doc["model"]["params"], 7114);

@@ -304,8 +304,8 @@ TEST(ClusterInfo, RoundTripsThroughJson) {
   c.processes = 2;
   c.nodes = 2;
   c.replicas_per_process = 4;
-  c.members = {{.rank = 0, .hostname = "a", .node = 0, .local_rank = 0},
-               {.rank = 1, .hostname = "b", .node = 1, .local_rank = 0}};
+  c.members = {{.rank = 0, .hostname = "a", .node = 0, .local_rank = 0, .cpus = "0"},
+               {.rank = 1, .hostname = "b", .node = 1, .local_rank = 0, .cpus = "0"}};
   c.environments.resize(2);
   c.environments[1].host.hostname = "b";
   const nlohmann::json j = to_json(c);

@@ -232,6 +232,9 @@ if len(cpus) >= 2 and shutil.which("taskset"):
               f"the points on a core per process are {[(p['devices'], p['threads_per_device']) for p in r['points']]}")
         check([e["host"]["usable_cores"] for e in r["cluster"]["environments"]] == [1, 1],
               "the processes' environments do not say each may use one core")
+        check([m.get("cpus") for m in r["cluster"]["members"]] == [str(c) for c in cpus[:2]],
+              f"the report's members record CPUs {[m.get('cpus') for m in r['cluster']['members']]}")
+        validate(r, "sweep-report.schema.json", "the sweep report of processes on a core each")
 
 
 # 3. Kill rank 1 in the middle of a sweep.
