@@ -96,6 +96,11 @@ nlohmann::json to_json(const ClusterInfo& c) {
   return write_fields(c);
 }
 
+bool share_cores(const ClusterMember& a, const ClusterMember& b) {
+  if (a.node != b.node || a.cpus.empty() || b.cpus.empty()) return false;
+  return cpu_sets_intersect(parse_cpu_set(a.cpus), parse_cpu_set(b.cpus));
+}
+
 ClusterInfo cluster_from_json(const JsonReader& r) {
   const ClusterInfo c = read_fields<ClusterInfo>(r);
   SS_CHECK(c.processes >= 2 && static_cast<int>(c.members.size()) == c.processes,

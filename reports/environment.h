@@ -110,6 +110,11 @@ struct ClusterMember {
   std::string cpus;
   bool operator==(const ClusterMember&) const = default;
 };
+// Whether two processes of a launch run on a core in common: on the same node, their CPU
+// sets intersect (core/cpu_affinity.h). Processes an MPI launcher bound to cores of their own
+// do not; unbound processes of a node share all of its cores. False where either records no
+// CPUs.
+bool share_cores(const ClusterMember& a, const ClusterMember& b);
 
 // How a multi-process run was laid out; single-process reports have none.
 struct ClusterInfo {

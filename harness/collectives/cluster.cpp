@@ -70,8 +70,10 @@ Error lost_peer_error(int rank, int size, const std::string& peer,
                                        rank, size, peer, what, failure));
 }
 
-// Numbers hosts by their lowest rank and processes within a host by rank.
-std::vector<ClusterMember> layout(const std::vector<std::string>& hostnames) {
+// Numbers hosts by their lowest rank and processes within a host by rank; `cpus`, each
+// process's CPU set (format_cpu_set), in the same order.
+std::vector<ClusterMember> layout(const std::vector<std::string>& hostnames,
+                                  const std::vector<std::string>& cpus) {
   std::vector<ClusterMember> members;
   std::map<std::string, std::pair<int, int>> hosts;  // hostname → (node, processes so far)
   for (size_t r = 0; r < hostnames.size(); ++r) {
@@ -80,9 +82,14 @@ std::vector<ClusterMember> layout(const std::vector<std::string>& hostnames) {
                        .hostname = hostnames[r],
                        .node = it->second.first,
                        .local_rank = it->second.second++,
-                       .cpus = ""});  // filled in by join() from every process's CPU set
+                       .cpus = cpus.at(r)});
   }
   return members;
+}
+
+// This process alone.
+std::vector<ClusterMember> layout_alone() {
+  return layout({this_hostname()}, {format_cpu_set(usable_cpus())});
 }
 
 }  // namespace
@@ -201,8 +208,7 @@ Cluster::Cluster() = default;
 
 std::unique_ptr<Cluster> Cluster::single(const std::string& network_interface) {
   std::unique_ptr<Cluster> c(new Cluster());
-  c->members_ = layout({this_hostname()});
-  c->cpu_sets_ = {usable_cpus()};
+  c->members_ = layout_alone();
   // Checked though unused (one process talks over loopback): a typo shows on the first try
   // on one machine rather than on the cluster.
   if (!network_interface.empty()) {
@@ -243,8 +249,7 @@ std::unique_ptr<Cluster> Cluster::join(std::chrono::milliseconds timeout,
       launch.size, launch.variable, launch.size, size);
   if (size == 1) {
     (void)single(network_interface);  // the same check as a process alone
-    c->members_ = layout({this_hostname()});
-    c->cpu_sets_ = {usable_cpus()};
+    c->members_ = layout_alone();
     return c;
   }
   const std::string host = this_hostname();
@@ -253,13 +258,9 @@ std::unique_ptr<Cluster> Cluster::join(std::chrono::milliseconds timeout,
   // the inter-node paths tried out on one machine).
   const std::string node_name =
       env_or_empty("SCALESCOPE_NODE_NAME").empty() ? host : env_or_empty("SCALESCOPE_NODE_NAME");
-  c->members_ = layout(mpi_all_gather(std::vector<char>(node_name.begin(), node_name.end())));
   const std::string cpus = format_cpu_set(usable_cpus());
-  const std::vector<std::string> sets = mpi_all_gather(std::vector<char>(cpus.begin(), cpus.end()));
-  for (size_t r = 0; r < sets.size(); ++r) {
-    c->cpu_sets_.push_back(parse_cpu_set(sets[r]));
-    c->members_[r].cpus = sets[r];
-  }
+  c->members_ = layout(mpi_all_gather(std::vector<char>(node_name.begin(), node_name.end())),
+                       mpi_all_gather(std::vector<char>(cpus.begin(), cpus.end())));
   c->choose_network(network_interface);
   c->connect_control(timeout);
   return c;
@@ -335,10 +336,7 @@ Cluster::~Cluster() {
 }
 
 bool Cluster::shares_cores_with(int rank) const {
-  const auto r = static_cast<size_t>(rank);
-  const auto me = static_cast<size_t>(rank_);
-  return members_.at(r).node == members_[me].node &&
-         cpu_sets_intersect(cpu_sets_.at(r), cpu_sets_[me]);
+  return share_cores(members_.at(static_cast<size_t>(rank)), members_[static_cast<size_t>(rank_)]);
 }
 
 int Cluster::processes_sharing_cores() const {

@@ -52,10 +52,8 @@ class Cluster {
   int local_rank() const { return members_[static_cast<size_t>(rank_)].local_rank; }
   int local_size() const;
   int node_count() const;
-  // Whether process `rank` runs on a core this one also runs on (core/cpu_affinity.h): on the
-  // same node, their CPU sets intersect. An MPI launcher that binds each process to cores of
-  // its own (mpirun's default for a few processes) gives processes that do not, unbound
-  // processes of a node share all of its cores. True for this process itself.
+  // Whether process `rank` runs on a core this one also runs on (share_cores in
+  // reports/environment.h); true for this process itself.
   bool shares_cores_with(int rank) const;
   // How many processes do (this one included).
   int processes_sharing_cores() const;
@@ -90,7 +88,6 @@ class Cluster {
   struct Control;  // the Gloo control context
   int rank_ = 0;
   std::vector<ClusterMember> members_;
-  std::vector<std::vector<int>> cpu_sets_;  // each process's usable CPUs, rank order
   std::string interface_;
   std::string hostname_for_gloo_ = "127.0.0.1";
   std::optional<NetworkInfo> network_;

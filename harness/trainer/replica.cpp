@@ -23,7 +23,7 @@ namespace {
 std::unique_ptr<Device> open_device(const ReplicaShared& run, int index) {
   BackendOptions backend_options;
   backend_options.cpu_threads = run.options.threads;
-  // The replicas that share this node's cores (all of them, in one process).
+  // The replicas that share this process's cores (all of them, in one process).
   backend_options.cpu_devices = std::max(1, run.plan.layout.sharing_cores);
   std::unique_ptr<Device> device = backend(run.plan.spec.kind).open(index, backend_options);
   device->make_current();

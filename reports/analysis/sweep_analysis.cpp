@@ -154,25 +154,24 @@ struct SharedCores {
 };
 
 // Across the processes of a launch, the replicas of a point that run on the same cores: per
-// process taking part, those of its node's processes whose CPU sets intersect its own, and
-// the union of their CPUs; the group with the most replicas per core. None where the report
-// does not record the processes' CPUs (before 1.20).
+// process taking part, those of the processes that share its cores (share_cores) and the
+// union of their CPUs; the group with the most replicas per core. None where the report does
+// not record the processes' CPUs (before 1.20).
 std::optional<SharedCores> busiest_cores(const ClusterInfo& c, int devices) {
   const int per = std::min(std::max(c.replicas_per_process, 1), devices);
   const auto processes = std::min(static_cast<size_t>(devices / per), c.members.size());
-  std::vector<std::vector<int>> sets;
   for (size_t i = 0; i < processes; ++i) {
     if (c.members[i].cpus.empty()) return std::nullopt;
-    sets.push_back(parse_cpu_set(c.members[i].cpus));
   }
   std::optional<SharedCores> busiest;
   for (size_t i = 0; i < processes; ++i) {
     std::set<int> cores;
     int replicas = 0;
     for (size_t j = 0; j < processes; ++j) {
-      if (c.members[j].node != c.members[i].node || !cpu_sets_intersect(sets[i], sets[j])) continue;
+      if (!share_cores(c.members[i], c.members[j])) continue;
       replicas += per;
-      cores.insert(sets[j].begin(), sets[j].end());
+      const std::vector<int> cpus = parse_cpu_set(c.members[j].cpus);
+      cores.insert(cpus.begin(), cpus.end());
     }
     const SharedCores group{replicas, static_cast<int>(cores.size())};
     if (!busiest || static_cast<int64_t>(group.replicas) * busiest->cores >
