@@ -28,6 +28,7 @@
 
 #include "core/buffer.h"
 #include "core/check.h"
+#include "models/cpu/cpu_attention.h"
 #include "models/cpu/cpu_kernels.h"
 #include "models/cpu/vector_clones.h"
 #include "models/kernel_math/attention_math.h"
@@ -37,51 +38,12 @@ namespace {
 
 namespace km = kernel_math;
 
-// Keys and queries per tile: sgemm's 64 × 64 products of head size 64 ran at 76-82 GFLOP/s on
-// one core here, 32 × 32 at 52-59; a tile of scores (16 KiB) stays in L2 with its gradient.
-constexpr int64_t kTile = 64;
-
-static_assert(kTile % km::kTileLanes == 0);
-
-// A tile row's columns as the tile functions take them: `cols` keys, then zeros up to a
-// multiple of their lanes (within the kTile columns of storage).
-int64_t lane_width(int64_t cols) {
-  return (cols + km::kTileLanes - 1) / km::kTileLanes * km::kTileLanes;
-}
-
-// The rows' loops are vector clones (vector_clones.h): 16 floats at a time where the baseline
-// has 4. Their bits are the baseline's (no contraction of a multiply and an add, a fixed order
-// of the lanes' sums: KernelMathAttention.CpuKernelsSoftmaxIsTheTileMathBitForBit holds the
-// clone the CPU runs to the baseline's).
-
-// Rows [q0, q0 + rows) of a query tile against keys [k0, k0 + cols), their scores in rows of
-// kTile floats.
-struct TileRows {
-  int64_t q0, rows, k0, cols;
-};
-
-// Forward: each row's softmax over the keys it sees, the rows `ld` floats apart: the
-// exponentials in place and each row's maximum and sum in `softmax`.
-SCALESCOPE_VECTOR_CLONES void softmax_rows(const TileRows& t, float scale, float* scores,
-                                           int64_t ld, km::OnlineSoftmaxRow* softmax) {
-  for (int64_t r = 0; r < t.rows; ++r) {
-    softmax[r] = km::OnlineSoftmaxRow{};
-    km::online_softmax_tile(scores + r * ld, t.cols, lane_width(t.cols), t.k0, t.q0 + r, scale,
-                            softmax[r]);
-  }
-}
-
-// Backward: each row's probabilities and the gradient of its scores, in place, from the rows'
-// log-sum-exp and delta (indexed by query position).
-SCALESCOPE_VECTOR_CLONES void backward_tile_rows(const TileRows& t, float scale, float* probs,
-                                                 float* grads, const float* lse,
-                                                 const float* deltas) {
-  for (int64_t r = 0; r < t.rows; ++r) {
-    km::attention_tile_backward_row(probs + r * kTile, grads + r * kTile, t.cols,
-                                    lane_width(t.cols), t.k0, t.q0 + r, scale, lse[t.q0 + r],
-                                    deltas[t.q0 + r]);
-  }
-}
+using cpu_attention::kTile;
+using cpu_attention::lane_width;
+using cpu_attention::out_offset;
+using cpu_attention::qkv_offset;
+using cpu_attention::tile_count;
+using cpu_attention::tile_size;
 
 // A row-major matrix where it lies: `ld` floats from one row to the next.
 struct Rows {
@@ -103,17 +65,14 @@ void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, R
   if (status != dnnl_success) failures.fetch_add(1, std::memory_order_relaxed);
 }
 
-class AttentionKernel final : public LayerKernel {
+class AttentionKernel final : public LayerKernel, private cpu_attention::AttentionBase {
  public:
   AttentionKernel(const CausalSelfAttentionSpec& spec, const LayerBinding& b, Device& device)
-      : shape_{b.in[0], b.in[1], spec.heads, b.in[2] / (3 * spec.heads)},
-        scale_(km::attention_scale(shape_.head_dim)),
-        threads_(std::max(1, device.threads())),
-        log_sum_exp_(device, static_cast<size_t>(shape_.score_rows()) * sizeof(float)),
+      : AttentionBase(spec, b, device),
         scratch_(device, static_cast<size_t>(threads_ * scratch_floats()) * sizeof(float)) {}
 
   void forward(const float* in, float* out, Stream&) override {
-    const int64_t tiles = tile_count();
+    const int64_t tiles = tile_count(shape_);
     const int64_t tasks = shape_.batch * shape_.heads * tiles;
     std::atomic<int> failures{0};
     // Later query tiles see more keys: dynamic, so that the threads end together.
@@ -121,7 +80,7 @@ class AttentionKernel final : public LayerKernel {
     for (int64_t task = 0; task < tasks; ++task) {
       forward_tile(in, out, task / tiles, task % tiles, failures);
     }
-    check(failures, "forward");
+    check(failures, "forward", "sgemm");
   }
 
   // Reads the forward's input and output (backward_reads: both) and the log-sum-exp that
@@ -130,13 +89,9 @@ class AttentionKernel final : public LayerKernel {
   void backward(const float* in, const float* out, const float* dout, float* din,
                 Stream&) override {
     if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
-    const int64_t tasks = shape_.batch * shape_.heads;
-    std::atomic<int> failures{0};
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
-    for (int64_t task = 0; task < tasks; ++task) {
-      backward_head(in, out, dout, din, task, failures);
-    }
-    check(failures, "backward");
+    for_each_head("backward", "sgemm", [&](int64_t head_task, std::atomic<int>& failures) {
+      backward_head(in, out, dout, din, head_task, failures);
+    });
   }
 
   // oneDNN's gemm is deterministic for a fixed thread count (one, here), and so are our loops.
@@ -148,12 +103,6 @@ class AttentionKernel final : public LayerKernel {
   }
 
  private:
-  int64_t tile_count() const {
-    return (shape_.seq + kTile - 1) / kTile;
-  }
-  int64_t tile_size(int64_t tile) const {
-    return std::min(kTile, shape_.seq - tile * kTile);
-  }
   int64_t scratch_bytes() const {
     return static_cast<int64_t>(scratch_.bytes());
   }
@@ -174,20 +123,6 @@ class AttentionKernel final : public LayerKernel {
   float* thread_scratch(int thread) const {
     return static_cast<float*>(scratch_.data()) + thread * scratch_floats();
   }
-  float* log_sum_exp(int64_t head_task) const {
-    return static_cast<float*>(log_sum_exp_.data()) + head_task * shape_.seq;
-  }
-
-  // Where the tensors of (sample, head) `head_task` start: q, k, v in the input rows (k and v
-  // D and 2·D further), the output and its gradient in [N, S, D].
-  int64_t qkv_offset(int64_t head_task) const {
-    const int64_t n = head_task / shape_.heads, h = head_task % shape_.heads;
-    return n * shape_.seq * 3 * shape_.model_dim() + h * shape_.head_dim;
-  }
-  int64_t out_offset(int64_t head_task) const {
-    const int64_t n = head_task / shape_.heads, h = head_task % shape_.heads;
-    return n * shape_.seq * shape_.model_dim() + h * shape_.head_dim;
-  }
 
   void forward_tile(const float* in, float* out, int64_t head_task, int64_t tile,
                     std::atomic<int>& failures) const;
@@ -196,16 +131,7 @@ class AttentionKernel final : public LayerKernel {
   void backward_key_tile(const float* in, const float* dout, float* din, int64_t head_task,
                          int64_t key_tile, const float* deltas, std::atomic<int>& failures) const;
 
-  void check(const std::atomic<int>& failures, const char* pass) const {
-    SS_CHECK(failures.load() == 0, "attention {}: {} oneDNN sgemm calls failed", pass,
-             failures.load());
-  }
-
-  km::AttentionShape shape_;
-  float scale_;
-  int threads_;
-  DeviceBuffer log_sum_exp_;  // [N·H, S]: each query row's, from forward for backward
-  DeviceBuffer scratch_;      // threads_ × scratch_floats()
+  DeviceBuffer scratch_;  // threads_ × scratch_floats()
 };
 
 // Query tile `tile` of (sample, head) `head_task` against every key up to its last query in
@@ -214,16 +140,16 @@ class AttentionKernel final : public LayerKernel {
 void AttentionKernel::forward_tile(const float* in, float* out, int64_t head_task, int64_t tile,
                                    std::atomic<int>& failures) const {
   const int64_t d = shape_.model_dim(), hd = shape_.head_dim, ld_in = 3 * d;
-  const int64_t q0 = tile * kTile, rows = tile_size(tile), keys = q0 + rows;
-  const float* q = in + qkv_offset(head_task) + q0 * ld_in;
-  const float* k = in + qkv_offset(head_task) + d;
-  const float* v = in + qkv_offset(head_task) + 2 * d;
-  float* o = out + out_offset(head_task) + q0 * d;
+  const int64_t q0 = tile * kTile, rows = tile_size(shape_, tile), keys = q0 + rows;
+  const float* q = in + qkv_offset(shape_, head_task) + q0 * ld_in;
+  const float* k = in + qkv_offset(shape_, head_task) + d;
+  const float* v = in + qkv_offset(shape_, head_task) + 2 * d;
+  float* o = out + out_offset(shape_, head_task) + q0 * d;
   float* scores = thread_scratch(omp_get_thread_num());
   auto* softmax = reinterpret_cast<km::OnlineSoftmaxRow*>(scores + 2 * block_floats());
   static_assert(sizeof(km::OnlineSoftmaxRow) == 2 * sizeof(float));
   gemm(false, true, rows, keys, hd, {q, ld_in}, {k, ld_in}, 0.0f, {scores, score_ld()}, failures);
-  softmax_rows({q0, rows, 0, keys}, scale_, scores, score_ld(), softmax);
+  cpu_attention::softmax_rows({q0, rows, 0, keys, score_ld()}, scale_, scores, softmax);
   gemm(false, false, rows, hd, keys, {scores, score_ld()}, {v, ld_in}, 0.0f, {o, d}, failures);
   float* lse = log_sum_exp(head_task) + q0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -242,14 +168,14 @@ void AttentionKernel::backward_head(const float* in, const float* out, const flo
   // delta_i = Σ_j p_ij·dp_ij = Σ_c dout_ic·out_ic: the softmax backward's row sum, from the
   // output instead of the probabilities no one kept.
   float* deltas = thread_scratch(omp_get_thread_num()) + 2 * block_floats();
-  const float* o = out + out_offset(head_task);
-  const float* dout_rows = dout + out_offset(head_task);
-  float* dq = din + qkv_offset(head_task);
+  const float* o = out + out_offset(shape_, head_task);
+  const float* dout_rows = dout + out_offset(shape_, head_task);
+  float* dq = din + qkv_offset(shape_, head_task);
   for (int64_t i = 0; i < shape_.seq; ++i) {
     deltas[i] = km::attention_row_delta(dout_rows + i * d, o + i * d, hd);
     std::fill(dq + i * ld_in, dq + i * ld_in + hd, 0.0f);
   }
-  for (int64_t key_tile = 0; key_tile < tile_count(); ++key_tile) {
+  for (int64_t key_tile = 0; key_tile < tile_count(shape_); ++key_tile) {
     backward_key_tile(in, dout, din, head_task, key_tile, deltas, failures);
   }
 }
@@ -261,19 +187,20 @@ void AttentionKernel::backward_key_tile(const float* in, const float* dout, floa
                                         int64_t head_task, int64_t key_tile, const float* deltas,
                                         std::atomic<int>& failures) const {
   const int64_t d = shape_.model_dim(), hd = shape_.head_dim, ld_in = 3 * d;
-  const int64_t k0 = key_tile * kTile, cols = tile_size(key_tile), rows = shape_.seq - k0;
-  const float* q = in + qkv_offset(head_task) + k0 * ld_in;  // the queries from k0 on
-  const float* k = in + qkv_offset(head_task) + d + k0 * ld_in;
-  const float* v = in + qkv_offset(head_task) + 2 * d + k0 * ld_in;
-  float* dq = din + qkv_offset(head_task) + k0 * ld_in;
+  const int64_t k0 = key_tile * kTile, cols = tile_size(shape_, key_tile), rows = shape_.seq - k0;
+  const float* q = in + qkv_offset(shape_, head_task) + k0 * ld_in;  // the queries from k0 on
+  const float* k = in + qkv_offset(shape_, head_task) + d + k0 * ld_in;
+  const float* v = in + qkv_offset(shape_, head_task) + 2 * d + k0 * ld_in;
+  float* dq = din + qkv_offset(shape_, head_task) + k0 * ld_in;
   float* dk = dq + d;
   float* dv = dq + 2 * d;
-  const float* dout_rows = dout + out_offset(head_task) + k0 * d;
+  const float* dout_rows = dout + out_offset(shape_, head_task) + k0 * d;
   float* probs = thread_scratch(omp_get_thread_num());
   float* grads = probs + block_floats();
   gemm(false, true, rows, cols, hd, {q, ld_in}, {k, ld_in}, 0.0f, {probs, kTile}, failures);
   gemm(false, true, rows, cols, hd, {dout_rows, d}, {v, ld_in}, 0.0f, {grads, kTile}, failures);
-  backward_tile_rows({k0, rows, k0, cols}, scale_, probs, grads, log_sum_exp(head_task), deltas);
+  cpu_attention::backward_tile_rows({k0, rows, k0, cols, kTile}, scale_, probs, grads,
+                                    log_sum_exp(head_task), deltas);
   // dv = Pᵀ·dout, dk = dSᵀ·q, dq += dS·k.
   gemm(true, false, cols, hd, rows, {probs, kTile}, {dout_rows, d}, 0.0f, {dv, ld_in}, failures);
   gemm(true, false, cols, hd, rows, {grads, kTile}, {q, ld_in}, 0.0f, {dk, ld_in}, failures);
@@ -282,8 +209,37 @@ void AttentionKernel::backward_key_tile(const float* in, const float* dout, floa
 
 }  // namespace
 
+namespace cpu_attention {
+
+// The rows' loops are vector clones (vector_clones.h): 16 floats at a time where the baseline
+// has 4. Their bits are the baseline's (no contraction of a multiply and an add, a fixed order
+// of the lanes' sums: KernelMathAttention.CpuKernelsSoftmaxIsTheTileMathBitForBit holds the
+// clone the CPU runs to the baseline's).
+SCALESCOPE_VECTOR_CLONES void softmax_rows(const TileRows& t, float scale, float* scores,
+                                           km::OnlineSoftmaxRow* softmax) {
+  for (int64_t r = 0; r < t.rows; ++r) {
+    softmax[r] = km::OnlineSoftmaxRow{};
+    km::online_softmax_tile(scores + r * t.ld, t.cols, lane_width(t.cols), t.k0, t.q0 + r, scale,
+                            softmax[r]);
+  }
+}
+
+SCALESCOPE_VECTOR_CLONES void backward_tile_rows(const TileRows& t, float scale, float* probs,
+                                                 float* grads, const float* lse,
+                                                 const float* deltas) {
+  for (int64_t r = 0; r < t.rows; ++r) {
+    km::attention_tile_backward_row(probs + r * t.ld, grads + r * t.ld, t.cols, lane_width(t.cols),
+                                    t.k0, t.q0 + r, scale, lse[t.q0 + r], deltas[t.q0 + r]);
+  }
+}
+
+}  // namespace cpu_attention
+
 std::unique_ptr<LayerKernel> make_cpu_attention(const CausalSelfAttentionSpec& spec,
                                                 const LayerBinding& binding, Device& device) {
+  if (precision() == Precision::kBf16) {
+    return cpu_attention::make_bf16_attention(spec, binding, device);
+  }
   return std::make_unique<AttentionKernel>(spec, binding, device);
 }
 

@@ -61,10 +61,12 @@ class CudaSixteenBitTest : public CudaKernelsTest,
 // under 1e-3 everywhere else, when the GPU's bias gradient still summed the fp32 output
 // gradient where oneDNN sums the rounded one; SixteenBitBiasGradientsSumTheRoundedOutputGradient
 // holds that now). cuDNN also rounds a convolution's results to the format (oneDNN writes them
-// in fp32): one more unit roundoff. Attention computes in fp32 on
-// CPUs, on 16-bit copies of q, k, v, P, dout and dS on GPUs: an emulation of those roundings
-// (float64 otherwise, 30 draws of these shapes' inputs) differed from float64 by up to 0.92
-// unit roundoff in bf16 and fp16, so twice it too.
+// in fp32): one more unit roundoff. Attention computes on 16-bit copies of q, k, v, P, dout
+// and dS on GPUs, and on CPUs in bf16 (in fp32 under emulated fp16; P rounded before the
+// division by its sum on CPUs, after it on GPUs): an emulation of the GPU's roundings (float64
+// otherwise, 30 draws of these shapes' inputs) differed from float64 by up to 0.92 unit
+// roundoff in bf16 and fp16, so twice it too (the CPU's bf16 kernel and that emulation of the
+// GPU's, 10 draws of uniform inputs on these shapes: up to 1.1 unit roundoff apart).
 TEST_P(CudaSixteenBitTest, MatchesCpuKernels) {
   const auto& [c, precision] = GetParam();
   const testing_util::PrecisionScope scope(precision);

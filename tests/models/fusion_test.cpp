@@ -290,7 +290,8 @@ std::vector<size_t> flagged_layers(const ModelDef& def, Precision precision, Pla
 }
 
 // In a GPT decoder every layer norm and GELU writes its saved copy itself under bf16, read by
-// the dense layer after it, and so does the dense layer before each GELU; nothing does in fp32.
+// the dense layer after it, and so do the dense layers before each GELU and each attention
+// (which reads only the copy); nothing does in fp32.
 TEST_F(Fusion, UnderBf16ADecodersNormsAndMlpsWriteOnlyTheirSavedCopies) {
   const ModelDef def = make_model("gpt:preset=micro");
   for (const Precision precision : {Precision::kBf16, Precision::kFp32}) {
@@ -303,14 +304,19 @@ TEST_F(Fusion, UnderBf16ADecodersNormsAndMlpsWriteOnlyTheirSavedCopies) {
         const auto* activation = std::get_if<ActivationSpec>(&def.layers[layer]);
         return activation != nullptr && activation->kind == Activation::kGelu;
       };
+      const auto before_attention = [&](size_t layer) {
+        return layer + 1 < writes.size() &&
+               std::holds_alternative<CausalSelfAttentionSpec>(def.layers[layer + 1]);
+      };
       const bool expected = precision == Precision::kBf16 &&
                             (std::holds_alternative<LayerNormSpec>(def.layers[i]) || is_gelu(i) ||
-                             (i + 1 < writes.size() && is_gelu(i + 1)));
+                             (i + 1 < writes.size() && is_gelu(i + 1)) || before_attention(i));
       EXPECT_EQ(writes[i], expected) << i << " " << describe(def.layers[i]);
       count += writes[i] ? 1 : 0;
     }
-    // Two blocks of two norms, a GELU and the dense layer before it, and the final norm.
-    EXPECT_EQ(count, precision == Precision::kBf16 ? 9 : 0);
+    // Two blocks of two norms, a GELU and the dense layers before it and the attention, and the
+    // final norm.
+    EXPECT_EQ(count, precision == Precision::kBf16 ? 11 : 0);
   }
 }
 

@@ -37,7 +37,8 @@ is another stretch of the text), so "falls" compares step 20 with step 1.
 Mixed precision, on 1 replica: scalescope --precision bf16 against PyTorch's CPU autocast to
 bf16 from the same weights and batches, losses within 2e-2 relative, and within 5e-2 of
 scalescope's fp32 without being equal to them. Autocast runs the attention's matmuls and GELU in
-bf16 and rounds every matmul's output; scalescope rounds only the dense layers' operands.
+bf16 and rounds every matmul's output; scalescope rounds the dense layers' and the attention's
+operands (its products' outputs stay fp32) and keeps GELU in fp32.
 
 Skips (exit 77), saying why, when torch or numpy is missing or TEXT does not exist; any failure
 of SCALESCOPE fails the test.
