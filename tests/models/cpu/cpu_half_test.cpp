@@ -81,17 +81,19 @@ TEST_P(HalfSpan, DecompressAndSumGiveTheScalarBits) {
 // written.
 TEST_P(HalfSpan, EveryLengthDoesExactlyItsElements) {
   const km::HalfFormat f = GetParam();
-  for (int64_t n = 0; n <= 19; ++n) {
+  for (int64_t n = 0; n <= 35; ++n) {
     std::vector<float> in(static_cast<size_t>(n) + 1);
     for (int64_t i = 0; i <= n; ++i) in[static_cast<size_t>(i)] = 0.1f * static_cast<float>(i + 1);
-    std::vector<uint16_t> out(static_cast<size_t>(n) + 1, 0xabcd);
-    compress_half_span(in.data(), out.data(), n, 2, f);
-    for (int64_t i = 0; i < n; ++i) {
-      EXPECT_EQ(out[static_cast<size_t>(i)],
-                km::compress_gradient(in[static_cast<size_t>(i)], 2, f))
-          << "n " << n << " element " << i;
+    for (const int replicas : {1, 2}) {
+      std::vector<uint16_t> out(static_cast<size_t>(n) + 1, 0xabcd);
+      compress_half_span(in.data(), out.data(), n, replicas, f);
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_EQ(out[static_cast<size_t>(i)],
+                  km::compress_gradient(in[static_cast<size_t>(i)], replicas, f))
+            << "n " << n << " element " << i << " replicas " << replicas;
+      }
+      EXPECT_EQ(out[static_cast<size_t>(n)], 0xabcd) << "n " << n << " replicas " << replicas;
     }
-    EXPECT_EQ(out[static_cast<size_t>(n)], 0xabcd) << "n " << n;
   }
 }
 
