@@ -68,8 +68,9 @@ void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, R
 class AttentionKernel final : public LayerKernel, private cpu_attention::AttentionBase {
  public:
   AttentionKernel(const CausalSelfAttentionSpec& spec, const LayerBinding& b, Device& device)
-      : AttentionBase(spec, b, device),
-        scratch_(device, static_cast<size_t>(threads_ * scratch_floats()) * sizeof(float)) {}
+      : AttentionBase(spec, b, device) {
+    reserve_scratch(static_cast<size_t>(scratch_bytes()));
+  }
 
   void forward(const float* in, float* out, Stream&) override {
     const int64_t tiles = tile_count(shape_);
@@ -104,7 +105,7 @@ class AttentionKernel final : public LayerKernel, private cpu_attention::Attenti
 
  private:
   int64_t scratch_bytes() const {
-    return static_cast<int64_t>(scratch_.bytes());
+    return threads_ * scratch_floats() * static_cast<int64_t>(sizeof(float));
   }
   // Forward's rows of scores: every key a query tile sees, padded to the tile functions' lanes.
   int64_t score_ld() const {
@@ -121,7 +122,7 @@ class AttentionKernel final : public LayerKernel, private cpu_attention::Attenti
     return 2 * block_floats() + std::max(shape_.seq, 2 * kTile);
   }
   float* thread_scratch(int thread) const {
-    return static_cast<float*>(scratch_.data()) + thread * scratch_floats();
+    return reinterpret_cast<float*>(scratch()) + thread * scratch_floats();
   }
 
   void forward_tile(const float* in, float* out, int64_t head_task, int64_t tile,
@@ -130,8 +131,6 @@ class AttentionKernel final : public LayerKernel, private cpu_attention::Attenti
                      int64_t head_task, std::atomic<int>& failures) const;
   void backward_key_tile(const float* in, const float* dout, float* din, int64_t head_task,
                          int64_t key_tile, const float* deltas, std::atomic<int>& failures) const;
-
-  DeviceBuffer scratch_;  // threads_ × scratch_floats()
 };
 
 // Query tile `tile` of (sample, head) `head_task` against every key up to its last query in

@@ -74,7 +74,23 @@ class AttentionBase {
       : shape_{b.in[0], b.in[1], spec.heads, b.in[2] / (3 * spec.heads)},
         scale_(kernel_math::attention_scale(shape_.head_dim)),
         threads_(std::max(1, device.threads())),
+        device_(device),
+        pool_(b.transient),
         log_sum_exp_(device, static_cast<size_t>(shape_.score_rows()) * sizeof(float)) {}
+
+  // The threads' scratch, which lasts one pass: in the model's transient pool where the
+  // binding has one (its layers run one at a time, so they share it), else owned.
+  // REQUIRES: reserve_scratch called once, in the constructor; scratch() only in a pass.
+  void reserve_scratch(size_t bytes) {
+    if (pool_) {
+      pool_->reserve(bytes);
+    } else {
+      owned_scratch_ = DeviceBuffer(device_, bytes);
+    }
+  }
+  char* scratch() const {
+    return static_cast<char*>(pool_ ? pool_->data() : owned_scratch_.data());
+  }
 
   float* log_sum_exp(int64_t head_task) const {
     return static_cast<float*>(log_sum_exp_.data()) + head_task * shape_.seq;
@@ -101,6 +117,9 @@ class AttentionBase {
   int threads_;
 
  private:
+  Device& device_;
+  std::shared_ptr<TransientPool> pool_;
+  DeviceBuffer owned_scratch_;
   DeviceBuffer log_sum_exp_;
 };
 

@@ -88,12 +88,12 @@ class Bf16AttentionKernel final : public LayerKernel, private AttentionBase {
         engine_(dnnl::engine::kind::cpu, 0) {
     make_products();
     layout_ = scratch_layout();
-    scratch_ = DeviceBuffer(device, static_cast<size_t>(threads_ * layout_.bytes));
+    reserve_scratch(static_cast<size_t>(threads_ * layout_.bytes));
     const memory::desc library({std::max<int64_t>(library_bytes_, 1)}, memory::data_type::u8,
                                Tag::a);
     for (int t = 0; t < threads_; ++t) {
       streams_.emplace_back(engine_);
-      library_scratch_.emplace_back(library, engine_, at<char>(t, layout_.library));
+      library_scratch_.push_back(memory(library, engine_, DNNL_MEMORY_NONE));
     }
   }
 
@@ -145,6 +145,8 @@ class Bf16AttentionKernel final : public LayerKernel, private AttentionBase {
   void run(const Product& p, int thread, const void* a, const void* b, void* c,
            std::atomic<int>& failures) const;
 
+  // At the start of each pass: oneDNN's scratchpads into the threads' scratch.
+  void bind_library_scratch() const;
   void run_forward(Values in, float* out);
   void run_backward(Values in, Values out, const float* dout, float* din);
   void forward_head(Values in, float* out, int64_t head_task, std::atomic<int>& failures) const;
@@ -155,8 +157,7 @@ class Bf16AttentionKernel final : public LayerKernel, private AttentionBase {
 
   template <class T>
   T* at(int thread, int64_t offset) const {
-    return reinterpret_cast<T*>(static_cast<char*>(scratch_.data()) + thread * layout_.bytes +
-                                offset);
+    return reinterpret_cast<T*>(scratch() + thread * layout_.bytes + offset);
   }
   // Packs part `part` (0 q, 1 k, 2 v) of (sample, head) `head_task` into a dense [S, hd] bf16
   // matrix, zero rows up to padded_seq_.
@@ -170,8 +171,7 @@ class Bf16AttentionKernel final : public LayerKernel, private AttentionBase {
   int64_t library_bytes_ = 0;  // the largest scratchpad a product asks for
   ScratchLayout layout_{};
   std::vector<dnnl::stream> streams_;    // one per thread
-  std::vector<memory> library_scratch_;  // per thread, over its scratch's library region
-  DeviceBuffer scratch_;                 // threads_ × layout_.bytes
+  std::vector<memory> library_scratch_;  // per thread, bound to its scratch's library region
 };
 
 Product Bf16AttentionKernel::product(const memory::desc& a, const memory::desc& b,
@@ -277,7 +277,14 @@ void Bf16AttentionKernel::pack(Values in, int64_t head_task, int part, uint16_t*
   std::fill(to + shape_.seq * hd, to + padded_seq_ * hd, uint16_t{0});
 }
 
+void Bf16AttentionKernel::bind_library_scratch() const {
+  for (int t = 0; t < threads_; ++t) {
+    library_scratch_[static_cast<size_t>(t)].set_data_handle(at<char>(t, layout_.library));
+  }
+}
+
 void Bf16AttentionKernel::run_forward(Values in, float* out) {
+  bind_library_scratch();
   for_each_head("forward", "matmul", [&](int64_t head_task, std::atomic<int>& failures) {
     forward_head(in, out, head_task, failures);
   });
@@ -319,6 +326,7 @@ void Bf16AttentionKernel::forward_head(Values in, float* out, int64_t head_task,
 
 void Bf16AttentionKernel::run_backward(Values in, Values out, const float* dout, float* din) {
   if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
+  bind_library_scratch();
   for_each_head("backward", "matmul", [&](int64_t head_task, std::atomic<int>& failures) {
     backward_head(in, out, dout, din, head_task, failures);
   });

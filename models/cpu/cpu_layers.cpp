@@ -50,6 +50,20 @@ memory::data_type compute_type() {
   return precision() == Precision::kBf16 ? memory::data_type::bf16 : memory::data_type::f32;
 }
 
+// A dense layer's backward as three matmuls on the bf16 copies, where oneDNN 2.6's inner
+// product with PyTorch's [out, in] weights runs gemm:jit: gpt:preset=mini's backward passes
+// took 1.5-1.9 ms there for each of the MLP's projections at 2048 rows against 0.6-0.9 ms as
+// matmuls on AMX (brg:avx512_core_amx_bf16, 2 threads). dx = dy·W, reading the forward's bf16
+// copy of W as [out, in]; dW = dyᵀ·x, dy read as [out, rows] through strides, written in
+// PyTorch's layout; db = 1ᵀ·dy, a row of bf16 ones (exact) against dy, summed in fp32.
+struct MatmulBackward {
+  dnnl::matmul::desc data, weights;
+  std::optional<dnnl::matmul::desc> bias;
+  memory::desc weights_rows;  // the forward's copy of W as [out, in]
+  memory::desc dy_columns;    // dy as [out, rows]
+  memory::desc ones;          // [1, rows] bf16
+};
+
 // The descriptors of a layer with weights and a bias: convolution or inner product.
 // Under bf16 the primitives read bf16 copies of the input, the weights and the output's
 // gradient (`src_compute`, `diff_dst_compute`, weights in the type of `fwd`'s) and write fp32
@@ -69,14 +83,16 @@ struct WeightedDescs {
   // strides, plus the bias as one [1, out] row; `matmul_weights` is the [out, in] buffer it
   // reads through them (the weights themselves, or their bf16 copy). oneDNN 2.6's inner product
   // with those weights runs gemm:jit, measured 2.4x slower on cifar-cnn's 4096->64 layer and 1.8x
-  // on mlp-41m's 8000->4000 (batch 64 and 32, 2 threads); its backward passes are as fast as
-  // matmul's.
+  // on mlp-41m's 8000->4000 (batch 64 and 32, 2 threads); its fp32 backward passes are as fast
+  // as matmul's (its bf16 ones are not: matmul_backward).
   std::optional<dnnl::matmul::desc> matmul;
   memory::desc matmul_weights;
   memory::desc matmul_bias;
   // Under bf16, the same matmul writing bf16: into the model's saved copy of the output
   // (forward_into_saved).
   std::optional<dnnl::matmul::desc> matmul_to_bf16;
+  // Under bf16, the dense layers' backward as matmuls too (MatmulBackward).
+  std::optional<MatmulBackward> matmul_backward;
 };
 
 // Convolution and dense layers: y = W·x + b, with the weights in whatever layout (and type)
@@ -104,12 +120,16 @@ class WeightedKernel final : public DnnlKernel {
     // A bias: convolutions and dense layers may have none.
     const float* bias = binding.params.size() > 1 ? binding.params[1].data : nullptr;
     const memory fwd_weights = plan_forward(fwd_pd, d, binding.activation, weights, bias);
-    plan_backward_weights(bwd_weights_pd, d, binding);
-    // A layer on the model's input never computes its input's gradient: no primitive for it,
-    // nor its copy of the weights or its scratchpad.
-    if (binding.input_gradient) plan_backward_data(fwd_pd, d, weights, fwd_weights);
+    if (d.matmul_backward) {
+      plan_matmul_backward(*d.matmul_backward, binding, fwd_weights);
+    } else {
+      plan_backward_weights(bwd_weights_pd, d, binding);
+      // A layer on the model's input never computes its input's gradient: no primitive for
+      // it, nor its copy of the weights or its scratchpad.
+      if (binding.input_gradient) plan_backward_data(fwd_pd, d, weights, fwd_weights);
+      choices_.push_back(choice("backward-weights", bwd_weights_pd, d.layout));
+    }
     allocate_scratchpad();
-    choices_.push_back(choice("backward-weights", bwd_weights_pd, d.layout));
   }
 
   void forward(const float* in, float* out, Stream&) override {
@@ -292,6 +312,42 @@ class WeightedKernel final : public DnnlKernel {
     backward_weights_ = plan<BwdWeights>(pd, std::move(args));
   }
 
+  // Plans backward_weights_ (dW, then db) and backward_data_ as MatmulBackward's matmuls.
+  void plan_matmul_backward(const MatmulBackward& m, const LayerBinding& binding,
+                            const memory& fwd_weights) {
+    dy_columns_ = unbound(m.dy_columns);
+    const dnnl::matmul::primitive_desc weights_pd(m.weights, attr_, engine_);
+    Call weights = plan<dnnl::matmul>(
+        weights_pd, {{DNNL_ARG_SRC, dy_columns_},
+                     {DNNL_ARG_WEIGHTS, src_compute_},
+                     {DNNL_ARG_DST, over(weights_pd.dst_desc(), binding.grads[0].data)}});
+    Call bias;
+    if (binding.grads.size() > 1) {
+      const dnnl::matmul::primitive_desc bias_pd(*m.bias, attr_, engine_);
+      ones_.assign(static_cast<size_t>(m.ones.get_size() / sizeof(uint16_t)),
+                   kernel_math::float_to_bf16(1.0f));
+      bias = plan<dnnl::matmul>(bias_pd,
+                                {{DNNL_ARG_SRC, memory(m.ones, engine_, ones_.data())},
+                                 {DNNL_ARG_WEIGHTS, diff_dst_compute_},
+                                 {DNNL_ARG_DST, over(bias_pd.dst_desc(), binding.grads[1].data)}});
+    }
+    backward_weights_ = Call([this, weights, bias](const dnnl::stream& stream) {
+      dy_columns_.set_data_handle(diff_dst_compute_.get_data_handle());
+      weights.run(stream);
+      if (bias) bias.run(stream);
+    });
+    if (binding.input_gradient) {
+      const dnnl::matmul::primitive_desc data_pd(m.data, attr_, engine_);
+      backward_data_ = plan<dnnl::matmul>(
+          data_pd,
+          {{DNNL_ARG_SRC, diff_dst_compute_},
+           {DNNL_ARG_WEIGHTS, memory(m.weights_rows, engine_, fwd_weights.get_data_handle())},
+           {DNNL_ARG_DST, diff_src_}});
+      choices_.push_back(choice("backward-data", data_pd, "NC"));
+    }
+    choices_.push_back(choice("backward-weights", weights_pd, "NC"));
+  }
+
   std::vector<KernelChoice> choices_;
   std::string math_;  // "fp32", "bf16" or "fp16-emulated", as reported
   memory src_, dst_, diff_src_, diff_dst_;
@@ -302,6 +358,8 @@ class WeightedKernel final : public DnnlKernel {
   Call forward_, backward_data_, backward_weights_;
   memory dst_bf16_;  // the saved bf16 copy forward_to_bf16_ writes
   Call forward_to_bf16_;
+  memory dy_columns_;           // MatmulBackward's view of diff_dst_compute_
+  std::vector<uint16_t> ones_;  // MatmulBackward's ones (host memory: a plan reads none)
 };
 
 using ConvKernel = WeightedKernel<dnnl::convolution_forward, dnnl::convolution_backward_data,
@@ -345,6 +403,7 @@ std::unique_ptr<LayerKernel> make_conv(const Conv2DSpec& c, const LayerBinding& 
       {},
       {},
       std::nullopt,
+      std::nullopt,
   };
   return std::make_unique<ConvKernel>(device, b, descs);
 }
@@ -385,10 +444,20 @@ std::unique_ptr<LayerKernel> make_dense(const DenseSpec& d, const LayerBinding& 
       plain_weights_t,
       f32_desc({1, d.units}, Tag::ab),
       std::nullopt,
+      std::nullopt,
   };
   if (t == memory::data_type::bf16) {
     descs.matmul_to_bf16 = dnnl::matmul::desc(src_t, weights_read, matmul_bias,
                                               memory::desc({rows, d.units}, t, Tag::ab));
+    const memory::desc dy_columns({d.units, rows}, t, Tag::ba);
+    const memory::desc ones({1, rows}, t, Tag::ab);
+    descs.matmul_backward = MatmulBackward{
+        dnnl::matmul::desc(diff_dst_t, plain_weights_t, src),
+        dnnl::matmul::desc(dy_columns, src_t, plain_weights),
+        d.bias ? std::optional(dnnl::matmul::desc(ones, diff_dst_t, matmul_bias)) : std::nullopt,
+        plain_weights_t,
+        dy_columns,
+        ones};
   }
   return std::make_unique<DenseKernel>(device, b, descs);
 }

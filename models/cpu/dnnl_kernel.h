@@ -208,11 +208,20 @@ class DnnlKernel : public LayerKernel {
   }
 
   // Allocates the scratchpad shared by the primitives planned so far (they run one after
-  // another, never at once). REQUIRES: called once, at the end of the constructor.
+  // another, never at once): with a pool, in it as one more pass-local region (what the
+  // scratchpads hold lasts one primitive, so the model's kernels share that memory too), else
+  // owned. REQUIRES: called once, at the end of the constructor.
   void allocate_scratchpad() {
     size_t bytes = 0;
     for (const memory& m : scratchpads_) bytes = std::max(bytes, m.get_desc().get_size());
     if (bytes == 0) return;
+    if (pool_) {
+      pass_local(memory::desc({static_cast<int64_t>(bytes)}, memory::data_type::u8,
+                              memory::format_tag::a));
+      const size_t offset = pass_local_.back().second;
+      for (const memory& m : scratchpads_) pass_local_.emplace_back(m, offset);
+      return;
+    }
     scratch_buffer_ = DeviceBuffer(device_, bytes);
     for (const memory& m : scratchpads_) m.set_data_handle(scratch_buffer_.data());
   }

@@ -32,7 +32,8 @@ std::vector<float> values(int64_t n, uint64_t seed) {
 // of `threads` threads, computing in `precision`: its input, output and their gradients.
 struct AttentionLayer {
   AttentionLayer(int64_t batch, int64_t seq, int64_t heads, int threads,
-                 Precision precision = Precision::kFp32, int64_t head_dim = 8)
+                 Precision precision = Precision::kFp32, int64_t head_dim = 8,
+                 std::shared_ptr<TransientPool> pool = nullptr)
       : device(0, threads),
         in_shape{batch, seq, 3 * head_dim * heads},
         out_shape{batch, seq, head_dim * heads},
@@ -42,10 +43,12 @@ struct AttentionLayer {
         din(device, in_shape) {
     device.make_current();
     before_kernel = device.memory_in_use();
-    const LayerBinding binding{in_shape, out_shape, {}, {}, {}, {}, false, nullptr};
+    const LayerBinding binding{in_shape, out_shape, {}, {}, {}, {}, false, pool};
     const testing_util::PrecisionScope scope(precision);
     kernel = kernel_backend(DeviceKind::kCpu)
                  .make_layer(CausalSelfAttentionSpec{heads}, binding, device);
+    made_kernel = device.memory_in_use();
+    if (pool) pool->allocate(device);
   }
   // Forward and backward of `x` and `dy`: the output and the input's gradient.
   std::vector<std::vector<float>> run(const std::vector<float>& x, const std::vector<float>& dy) {
@@ -58,12 +61,12 @@ struct AttentionLayer {
     return {out.to_host(), din.to_host()};
   }
   // What the kernel holds of its own: from forward to backward, and its scratch.
-  int64_t kernel_bytes() const { return device.memory_in_use() - before_kernel; }
+  int64_t kernel_bytes() const { return made_kernel - before_kernel; }
 
   CpuDevice device;
   Shape in_shape, out_shape;
   Tensor in, out, dout, din;
-  int64_t before_kernel = 0;
+  int64_t before_kernel = 0, made_kernel = 0;
   std::unique_ptr<LayerKernel> kernel;
 };
 
@@ -98,6 +101,20 @@ TEST_P(CpuAttention, ResultsDoNotDependOnTheThreadCount) {
         layer.run(values(layer.in_shape.numel(), 5), values(layer.out_shape.numel(), 6));
   }
   for (size_t i = 0; i < results[0].size(); ++i) EXPECT_EQ(results[0][i], results[1][i]) << i;
+}
+
+// In a model the threads' scratch lives in the model's transient pool, which its layers share
+// (they run one at a time): the kernel keeps only the log-sum-exps, and computes the same bits.
+TEST_P(CpuAttention, KeepsItsScratchInTheModelsTransientPool) {
+  const auto pool = std::make_shared<TransientPool>();
+  AttentionLayer pooled(3, 150, 2, 2, GetParam(), 8, pool);
+  AttentionLayer owning(3, 150, 2, 2, GetParam(), 8);
+  EXPECT_EQ(pooled.kernel_bytes(), 3 * 2 * 150 * static_cast<int64_t>(sizeof(float)));
+  EXPECT_GT(owning.kernel_bytes(), pooled.kernel_bytes());
+  EXPECT_NE(pool->data(), nullptr);
+  const std::vector<float> x = values(pooled.in_shape.numel(), 7);
+  const std::vector<float> dy = values(pooled.out_shape.numel(), 8);
+  EXPECT_EQ(pooled.run(x, dy), owning.run(x, dy));
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, CpuAttention,
