@@ -29,18 +29,19 @@ std::vector<float> values(int64_t n, uint64_t seed) {
 }
 
 // One attention layer of `heads` heads of `head_dim` channels over [batch, seq] on a CPU device
-// of `threads` threads, computing in `precision`: its input, output and their gradients.
+// of `threads` threads, computing in `precision`: its input, output and their gradients; with
+// `pooled`, bound to a transient pool of its own as a model's layers are.
 struct AttentionLayer {
   AttentionLayer(int64_t batch, int64_t seq, int64_t heads, int threads,
-                 Precision precision = Precision::kFp32, int64_t head_dim = 8,
-                 std::shared_ptr<TransientPool> pool = nullptr)
+                 Precision precision = Precision::kFp32, int64_t head_dim = 8, bool pooled = false)
       : device(0, threads),
         in_shape{batch, seq, 3 * head_dim * heads},
         out_shape{batch, seq, head_dim * heads},
         in(device, in_shape),
         out(device, out_shape),
         dout(device, out_shape),
-        din(device, in_shape) {
+        din(device, in_shape),
+        pool(pooled ? std::make_shared<TransientPool>() : nullptr) {
     device.make_current();
     before_kernel = device.memory_in_use();
     const LayerBinding binding{in_shape, out_shape, {}, {}, {}, {}, false, pool};
@@ -66,6 +67,7 @@ struct AttentionLayer {
   CpuDevice device;
   Shape in_shape, out_shape;
   Tensor in, out, dout, din;
+  std::shared_ptr<TransientPool> pool;  // released before the device it allocated on
   int64_t before_kernel = 0, made_kernel = 0;
   std::unique_ptr<LayerKernel> kernel;
 };
@@ -106,12 +108,11 @@ TEST_P(CpuAttention, ResultsDoNotDependOnTheThreadCount) {
 // In a model the threads' scratch lives in the model's transient pool, which its layers share
 // (they run one at a time): the kernel keeps only the log-sum-exps, and computes the same bits.
 TEST_P(CpuAttention, KeepsItsScratchInTheModelsTransientPool) {
-  const auto pool = std::make_shared<TransientPool>();
-  AttentionLayer pooled(3, 150, 2, 2, GetParam(), 8, pool);
+  AttentionLayer pooled(3, 150, 2, 2, GetParam(), 8, true);
   AttentionLayer owning(3, 150, 2, 2, GetParam(), 8);
   EXPECT_EQ(pooled.kernel_bytes(), 3 * 2 * 150 * static_cast<int64_t>(sizeof(float)));
   EXPECT_GT(owning.kernel_bytes(), pooled.kernel_bytes());
-  EXPECT_NE(pool->data(), nullptr);
+  EXPECT_NE(pooled.pool->data(), nullptr);
   const std::vector<float> x = values(pooled.in_shape.numel(), 7);
   const std::vector<float> dy = values(pooled.out_shape.numel(), 8);
   EXPECT_EQ(pooled.run(x, dy), owning.run(x, dy));
