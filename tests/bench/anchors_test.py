@@ -23,7 +23,7 @@ scalescope; at 1e-4 the two arrangements agree to 8e-5 (docs/performance.md, "An
 its matmul forward sums in another, a rounding apart at first (1e-7 relative), and Adam grows
 that to 3e-4 by step 17 and 6e-3 by step 21, where at 1e-4 the runs stay within 2e-5.
 
-Skips (exit 77) when bench/anchors/setup.sh's virtual environment is absent.
+Skips (exit 77) when bench/anchors/setup.sh's virtual environment is absent or lacks a package.
 """
 import json
 import os
@@ -50,6 +50,18 @@ def in_venv():
         sys.exit(SKIP)
     if os.path.realpath(sys.prefix) != os.path.realpath(os.path.dirname(os.path.dirname(python))):
         os.execv(python, [python, os.path.abspath(__file__), *sys.argv[1:]])
+
+
+def require_packages():
+    """Skips, naming them, where the environment lacks packages the runners import: a partial
+    setup (setup.sh installs them all) is not a failure of scalescope."""
+    import importlib.util
+    missing = [p for p in ("numpy", "torch", "tensorflow", "tf_keras")
+               if importlib.util.find_spec(p) is None]
+    if missing:
+        print(f"SKIPPED: {sys.executable} has no {', '.join(missing)}; "
+              "run bench/anchors/setup.sh to install them")
+        sys.exit(SKIP)
 
 
 def scalescope_losses(binary, tmp, data, weights, n, lr):
@@ -100,6 +112,7 @@ def check_claims(name, system, n, checks, failures):
 
 def main():
     in_venv()
+    require_packages()
     import anchor_common  # noqa: E402 (numpy: only inside the virtual environment)
     binary = sys.argv[1]
     failures = []
