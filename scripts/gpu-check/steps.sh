@@ -214,7 +214,7 @@ note_memory_plan() { grep -E '^memory-plan: ' "$1" | sed -E 's/^memory-plan: //'
 # bf16 copies), in tf32 with the vocabulary padded to 50304 (a multiple of 64, as nanoGPT pads
 # it): what the lm_head's unaligned 50257 columns cost its GEMMs; and in tf32 with the
 # attention's whole score matrices (SCALESCOPE_ATTENTION_CHUNK_ROWS=1024, the kernel before its
-# chunks of 128 query rows): what the chunks gain or lose per attention layer.
+# chunks of 8·hd query rows): what the chunks gain or lose per attention layer.
 step_gpt_profile() {
   local run extra rows
   for run in tf32:: bf16:: tf32:,vocab=50304: tf32::1024; do

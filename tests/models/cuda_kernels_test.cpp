@@ -111,9 +111,10 @@ std::vector<LayerCase> layer_cases() {
       {"pad_shortcut", PadShortcutSpec{2, 8}, Shape{2, 8, 8, 4}},
       {"pad_shortcut_odd", PadShortcutSpec{2, 6}, Shape{2, 7, 5, 2}},
       // Causal self-attention on [N, S, 3D]: one head; rows longer than a warp (S 40, so lanes
-      // take several columns and the longest rows several per lane); GPT-small-like heads.
+      // take several columns and the longest rows several per lane), in two chunks of query
+      // rows (32 and 8: hd = 4); GPT-small-like heads (hd = 32), in one chunk.
       {"attention_1head", CausalSelfAttentionSpec{1}, Shape{2, 4, 12}},
-      {"attention_4heads_s40", CausalSelfAttentionSpec{4}, Shape{2, 40, 96}},
+      {"attention_4heads_s40", CausalSelfAttentionSpec{4}, Shape{2, 40, 48}},
       {"attention_4heads_s128", CausalSelfAttentionSpec{4}, Shape{2, 128, 384}},
       // The rest of a GPT decoder: GELU; dense layers over a sequence's last dimension and
       // without a bias (4·300 rows split the bias gradient's sum into parts); token embeddings

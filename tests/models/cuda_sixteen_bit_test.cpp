@@ -47,7 +47,7 @@ std::vector<LayerCase> sixteen_bit_cases() {
       {"dense_many_rows", DenseSpec{40}, Shape{1100, 33}},
       {"dense_sequence_no_bias", DenseSpec{40, false}, Shape{2, 12, 33}},
       {"dense_unaligned_rows", DenseSpec{1001}, Shape{4200, 8}},
-      {"attention_4heads_s40", CausalSelfAttentionSpec{4}, Shape{2, 40, 96}},
+      {"attention_4heads_s40", CausalSelfAttentionSpec{4}, Shape{2, 40, 48}},
       {"attention_4heads_s128", CausalSelfAttentionSpec{4}, Shape{2, 128, 384}},
   };
 }

@@ -231,10 +231,11 @@ Reference cpu_attention(const km::AttentionShape& s) {
 }
 
 // N = 2, S = 11, H = 2, hd = 4: chunks of 11 (the whole matrix, as the kernel was before
-// chunks), 8 (the default for hd = 4: a full chunk and a partial one), 4, 3 and 1.
+// chunks, and the default for hd = 4: 32 rows past S), 8 (a full chunk and a partial one), 4, 3
+// and 1.
 TEST(AttentionChunks, Fp32PassesOverAnyChunkSizeAreTheCpuKernelsAttention) {
   const km::AttentionShape s{2, 11, 2, 4};
-  ASSERT_EQ(ac::default_chunk_rows(s), 8);
+  ASSERT_EQ(ac::default_chunk_rows(s), 11);
   const Reference want = cpu_attention(s);
   const Result whole = chunked_attention(s, s.seq, std::nullopt, want.x, want.dout);
   for (int64_t rows : {s.seq, int64_t{8}, int64_t{4}, int64_t{3}, int64_t{1}}) {
@@ -250,15 +251,15 @@ TEST(AttentionChunks, Fp32PassesOverAnyChunkSizeAreTheCpuKernelsAttention) {
   }
 }
 
-// The CUDA layer tests' attention_4heads_s40 (hd = 8): chunks of 16, 16 and 8 rows.
-TEST(AttentionChunks, TheLayerTestsShapeRunsInThreeChunks) {
-  const km::AttentionShape s{2, 40, 4, 8};
-  ASSERT_EQ(ac::default_chunk_rows(s), 16);
+// The CUDA layer tests' attention_4heads_s40 (hd = 4): chunks of 32 and 8 rows.
+TEST(AttentionChunks, TheLayerTestsShapeRunsInTwoChunks) {
+  const km::AttentionShape s{2, 40, 4, 4};
+  ASSERT_EQ(ac::default_chunk_rows(s), 32);
   const Reference want = cpu_attention(s);
-  const Result got = chunked_attention(s, 16, std::nullopt, want.x, want.dout);
+  const Result got = chunked_attention(s, 32, std::nullopt, want.x, want.dout);
   EXPECT_LT(relative_error(got.y, want.y), 1e-6);
   EXPECT_LT(relative_error(got.din, want.din), 1e-6);
-  EXPECT_EQ(got.products, 7 * 3);
+  EXPECT_EQ(got.products, 7 * 2);
 }
 
 // 16-bit operands with fp32 results: within 2 (forward) and 3 (backward) units of the 16-bit
@@ -296,20 +297,23 @@ TEST(AttentionChunks, ChunksPartitionTheQueriesAndSeeTheirKeys) {
   }
 }
 
-// GPT-2 small at 8 sequences of 1024: chunks of 128 rows, each score buffer an eighth of the
-// whole [N·H, S, S] (50 MB instead of 403), and the score buffers linear in S.
+// GPT-2 small at 8 sequences of 1024: chunks of 512 rows, each score buffer half the whole
+// [N·H, S, S] (201 MB instead of 403), and the score buffers linear in S: an eighth of the
+// whole at 4096.
 TEST(AttentionChunks, ScoreBuffersAreLinearInTheSequence) {
   const km::AttentionShape gpt2{8, 1024, 12, 64};
-  EXPECT_EQ(ac::default_chunk_rows(gpt2), 128);
-  EXPECT_EQ(ac::score_elements(gpt2, 128), 8 * 12 * 128 * 1024);
+  EXPECT_EQ(ac::default_chunk_rows(gpt2), 512);
+  EXPECT_EQ(ac::score_elements(gpt2, 512), 8 * 12 * 512 * 1024);
   EXPECT_EQ(ac::score_elements(gpt2, 1024), 8 * 12 * 1024 * 1024);
   const km::AttentionShape longer{8, 4096, 12, 64};
   EXPECT_EQ(ac::score_elements(longer, ac::default_chunk_rows(longer)),
-            4 * ac::score_elements(gpt2, 128));
-  // Short sequences and narrow heads: at least 8 rows, at most S.
+            4 * ac::score_elements(gpt2, 512));
+  EXPECT_EQ(8 * ac::score_elements(longer, ac::default_chunk_rows(longer)),
+            ac::score_elements(longer, longer.seq));
+  // Short sequences and narrow heads: 8·hd rows, a multiple of 8, at most S.
   EXPECT_EQ(ac::default_chunk_rows({1, 5, 2, 2}), 5);
-  EXPECT_EQ(ac::default_chunk_rows({1, 64, 2, 2}), 8);
-  EXPECT_EQ(ac::default_chunk_rows({1, 64, 2, 13}), 24);
+  EXPECT_EQ(ac::default_chunk_rows({1, 64, 2, 1}), 8);
+  EXPECT_EQ(ac::default_chunk_rows({1, 200, 2, 13}), 104);
 }
 
 // The workspace's buffers: which each precision has, of what sizes, each starting 256-byte
@@ -362,8 +366,8 @@ TEST(AttentionChunks, TheEnvironmentChoosesTheChunk) {
     setenv("SCALESCOPE_ATTENTION_CHUNK_ROWS", value, 1);
     return ac::chunk_rows(s, ac::chunk_rows_from_environment());
   };
-  EXPECT_EQ(ac::chunk_rows(s, ac::chunk_rows_from_environment()), 128);
-  EXPECT_EQ(rows("0"), 128);
+  EXPECT_EQ(ac::chunk_rows(s, ac::chunk_rows_from_environment()), 512);
+  EXPECT_EQ(rows("0"), 512);
   EXPECT_EQ(rows("64"), 64);
   EXPECT_EQ(rows("4096"), 1024);
   for (const char* bad : {"-8", "12x", "lots", "99999999999999999999"}) {
