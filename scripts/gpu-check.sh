@@ -31,6 +31,13 @@
 # Environment (all optional):
 #   GPU_CHECK_BUDGET_S seconds for the whole call (default 480 with --bundle, 570 without); a
 #                      step never runs past it, and steps that find no time are recorded so
+#   GPU_CHECK_BEFORE   a scalescope binary of the commit to compare with (e.g. the previous
+#                      bundle's bin/scalescope, carried beside this one): the side-by-side step
+#                      runs it and this check's binary alternately; unset, that step is skipped
+#   GPU_CHECK_CASES    side-by-side's cases, MODEL:BATCH:PRECISION separated by spaces (default
+#                      GPT-2 small at 8 and ResNet-50 at 64, each in tf32 and bf16)
+#   NCU                the Nsight Compute the kernels step runs (default: on PATH or in the
+#                      CUDA toolkit; none: the step is skipped)
 #   COMPUTE_SANITIZER  the compute-sanitizer to use (default: on PATH, in the CUDA toolkit or
 #                      in python3's nvidia wheels)
 #   Without --bundle: GPU_DEPS_ROOT (the unpacked debs, default third_party/gpu-debs/root),
@@ -64,10 +71,13 @@ step_table=(
   "resnet50-b128|120|required|both"
   "h2d-overlap|90|required|both"
   "devices|60|required|both"
+  "side-by-side|240|required|both"
   "profile-layers|120|required|both"
   "conv-search|180|required|both"
   "memory-plan|240|informational|both"
   "gpt-profile|200|required|both"
+  "kernels|180|informational|both"
+  "head-copies|60|informational|both"
   "compare-16bit|360|required|both"
   "sanitizer-memcheck|150|required|both"
   "sanitizer-racecheck|120|required|both"
@@ -103,6 +113,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ -n "$out" || $dry_run == 1 ]] || usage
+before_file=""
+[[ -n "${GPU_CHECK_BEFORE:-}" ]] && before_file=$(realpath -m "$GPU_CHECK_BEFORE")
 mode=build
 [[ -n "$bundle_file" ]] && mode=bundle
 
@@ -321,6 +333,19 @@ for s in "$cuda_home/bin/compute-sanitizer" /usr/local/cuda/bin/compute-sanitize
   [[ -z "$sanitizer" && -x "$s" ]] && sanitizer=$s
 done
 printf -v two_rank_env_q '%q ' "${two_rank_env[@]}"
+# The binary to compare with: in bundle mode beside the bundle's, whose libraries it then loads
+# through its RPATH ($ORIGIN/../lib).
+before_bin=$before_file
+if [[ -n "$before_file" && "$mode" == bundle ]]; then
+  before_bin="$bundle_root/bin/scalescope-before"
+  cp "$before_file" "$before_bin" 2>/dev/null || before_bin=$before_file
+fi
+side_by_side_cases=${GPU_CHECK_CASES:-gpt:preset=small:8:tf32 gpt:preset=small:8:bf16 resnet:depth=50:64:tf32 resnet:depth=50:64:bf16}
+ncu=${NCU:-$(command -v ncu || true)}
+for n in "$cuda_home/bin/ncu" /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
+  [[ -z "$ncu" && -x "$n" ]] && ncu=$n
+done
+export before_bin side_by_side_cases ncu
 export out repo mode bin tests_dir probe bench_dir mpirun nvcc cuda_home sanitizer two_rank_env_q
 export SCALESCOPE_SOURCE_DIR="$repo"  # tests that read the source tree's data files
 
@@ -329,6 +354,8 @@ export SCALESCOPE_SOURCE_DIR="$repo"  # tests that read the source tree's data f
 # it found.
 # shellcheck source=scripts/gpu-check/steps.sh
 source "$repo/scripts/gpu-check/steps.sh"
+# shellcheck source=scripts/gpu-check/compare_steps.sh
+source "$repo/scripts/gpu-check/compare_steps.sh"
 
 # ---------------------------------------------------------------------------------------------
 
@@ -345,10 +372,28 @@ run_step main-command "$out/main-command.log" note_main_command step_main_comman
 run_step resnet50-b128 "$out/resnet50-b128.log" note_run step_resnet50_b128
 run_step h2d-overlap "$out/h2d-overlap.log" note_h2d step_h2d_overlap
 run_step devices "$out/devices.log" note_devices step_devices
+if [[ -z "$before_file" ]]; then
+  record_skip side-by-side "GPU_CHECK_BEFORE unset (a scalescope binary of the commit to compare with)"
+elif wanted side-by-side && [[ ! -x "$before_file" ]]; then
+  record "side-by-side" 1 0 "GPU_CHECK_BEFORE: no executable $before_file"
+  failures=$((failures + 1))
+else
+  run_step side-by-side "$out/side-by-side.log" note_side_by_side step_side_by_side
+fi
 run_step profile-layers "$out/profile-layers.log" note_profile_layers step_profile_layers
 run_step conv-search "$out/conv-search.log" note_conv_search step_conv_search
 run_step memory-plan "$out/memory-plan.log" note_memory_plan step_memory_plan
 run_step gpt-profile "$out/gpt-profile.log" note_gpt_profile step_gpt_profile
+if [[ -z "$ncu" ]]; then
+  record_skip kernels "no Nsight Compute (ncu on PATH, in the toolkit, or NCU)"
+else
+  run_step kernels "$out/kernels.log" note_kernels step_kernels
+fi
+if wanted head-copies && ! python3 -c 'import torch, cupy' >/dev/null 2>&1; then
+  record_skip head-copies "python3 has no torch or no cupy"
+else
+  run_step head-copies "$out/head-copies.log" note_head_copies step_head_copies
+fi
 if wanted compare-16bit && ! python3 -c 'import torch' >/dev/null 2>&1; then
   record_skip compare-16bit "python3 has no torch"
 else

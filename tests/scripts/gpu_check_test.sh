@@ -14,12 +14,12 @@ fail() { echo "FAIL: $*"; exit 1; }
 order_of() { awk 'NR > 1 {print $1}' <<<"$1" | paste -sd' '; }
 plan=$("$script" --dry-run) || fail "--dry-run exited $?"
 echo "$plan"
-expected="env nvidia-smi configure build main-command resnet50-b128 h2d-overlap devices profile-layers conv-search memory-plan gpt-profile compare-16bit sanitizer-memcheck sanitizer-racecheck nccl_hostid nccl-2proc-train nccl-2proc-collectives nccl-2proc-abort test_models_cuda test_core_cuda test_harness_gpu sweep-gpu sweep-cpu compare-pytorch ctest nccl_hostid_control"
+expected="env nvidia-smi configure build main-command resnet50-b128 h2d-overlap devices side-by-side profile-layers conv-search memory-plan gpt-profile kernels head-copies compare-16bit sanitizer-memcheck sanitizer-racecheck nccl_hostid nccl-2proc-train nccl-2proc-collectives nccl-2proc-abort test_models_cuda test_core_cuda test_harness_gpu sweep-gpu sweep-cpu compare-pytorch ctest nccl_hostid_control"
 [[ "$(order_of "$plan")" == "$expected" ]] || fail "steps in the order '$(order_of "$plan")', expected '$expected'"
 grep -qE '^nccl_hostid +[0-9]+ s +informational$' <<<"$plan" || fail "the probe is not informational"
 grep -qE '^build +[0-9]+ s +required$' <<<"$plan" || fail "build is not required"
 plan=$("$script" --dry-run --bundle /nonexistent.tar.gz) || fail "--dry-run --bundle exited $?"
-expected="env nvidia-smi bundle main-command resnet50-b128 h2d-overlap devices profile-layers conv-search memory-plan gpt-profile compare-16bit sanitizer-memcheck sanitizer-racecheck nccl_hostid nccl-2proc-train nccl-2proc-collectives nccl-2proc-abort test_models_cuda test_core_cuda test_harness_gpu sweep-gpu sweep-cpu compare-pytorch nccl_hostid_control"
+expected="env nvidia-smi bundle main-command resnet50-b128 h2d-overlap devices side-by-side profile-layers conv-search memory-plan gpt-profile kernels head-copies compare-16bit sanitizer-memcheck sanitizer-racecheck nccl_hostid nccl-2proc-train nccl-2proc-collectives nccl-2proc-abort test_models_cuda test_core_cuda test_harness_gpu sweep-gpu sweep-cpu compare-pytorch nccl_hostid_control"
 [[ "$(order_of "$plan")" == "$expected" ]] || fail "bundle steps in the order '$(order_of "$plan")', expected '$expected'"
 "$script" --dry-run --bundle x.tar.gz --steps build >/dev/null 2>&1 && fail "--bundle accepted the build step"
 
@@ -91,6 +91,40 @@ make_bundle "$out/new-glibc.tar.gz" "sweep on cuda:1" 99.0
 GPU_CHECK_BUDGET_S=60 "$script" --bundle "$out/new-glibc.tar.gz" "$out/g" --steps bundle >"$out/g.log" 2>&1 &&
   fail "a bundle needing glibc 99.0 passed"
 grep -qE '^bundle +1 .*MISSING: glibc 99.0' "$out/g/summary.txt" || fail "the bundle step does not name the glibc it needs"
+
+# side-by-side: the same runs by the binary GPU_CHECK_BEFORE names, copied beside the bundle's,
+# and the bundle's, alternating; skipped, saying why, without it.
+make_bundle "$out/sbs.tar.gz" "run: median step 10.00 ms (p10 9.9)"
+printf '#!/bin/sh\necho "$0 $*" >>"%s"\necho "run: median step 11.50 ms (p10 11.4)"\n' "$out/before-args.txt" >"$out/before"
+chmod +x "$out/before"
+rm -f "$out/args.txt" "$out/before-args.txt"
+GPU_CHECK_BEFORE="$out/before" GPU_CHECK_CASES="gpt:preset=small:8:bf16" GPU_CHECK_BUDGET_S=60 \
+  "$script" --bundle "$out/sbs.tar.gz" "$out/s" --steps side-by-side >"$out/s.log" 2>&1 ||
+  { cat "$out/s.log"; fail "side-by-side with two stand-ins failed"; }
+grep -qE '^side-by-side +0 .*gpt:preset=small:8:bf16 ms before/after: 11.50,11.50/10.00,10.00' \
+  "$out/s/summary.txt" || { cat "$out/s/summary.txt"; fail "side-by-side's note"; }
+[[ "$(wc -l <"$out/args.txt")" == 2 && "$(wc -l <"$out/before-args.txt")" == 2 ]] ||
+  fail "not two runs of each binary"
+grep -q 'scalescope-bundle/bin/scalescope-before train ' "$out/before-args.txt" ||
+  fail "the binary before did not run from the bundle's bin/: $(head -1 "$out/before-args.txt")"
+[[ "$(sed 's/^[^ ]* //; s/-before\.json/.json/' "$out/before-args.txt")" == "$(sed 's/-after\.json/.json/' "$out/args.txt")" ]] ||
+  fail "the two binaries ran different commands"
+grep -q -- '--model gpt:preset=small --batch 8 --precision bf16' "$out/args.txt" || fail "the case was not split: $(head -1 "$out/args.txt")"
+GPU_CHECK_BUDGET_S=60 "$script" --bundle "$out/sbs.tar.gz" "$out/s2" --steps side-by-side >"$out/s2.log" 2>&1
+grep -qE '^side-by-side +skip .*GPU_CHECK_BEFORE unset' "$out/s2/summary.txt" || fail "side-by-side not skipped without GPU_CHECK_BEFORE"
+
+# Nsight Compute's raw page summed by kernel name; a page without launches fails.
+summary="$repo/scripts/gpu-check/kernel_summary.py"
+printf '%s\n' '==PROF== Connected to process 1' \
+  '"ID","Kernel Name","dram__bytes_read.sum","dram__bytes_write.sum","gpu__time_duration.sum"' \
+  '"","","byte","byte","ns"' '"0","sums(...)","1,000,000","0","2,000"' \
+  '"1","data(...)","3000000","1000000","5000"' '"2","sums(...)","1000000","0","2000"' >"$out/ncu.csv"
+table=$(python3 "$summary" "$out/ncu.csv") || fail "kernel_summary.py failed: $table"
+grep -qE '^ +1 +0\.005 +5\.00 +0\.004 +800\.0  data' <<<"$table" || fail "data's row: $table"
+grep -qE '^ +2 +0\.004 +2\.00 +0\.002 +500\.0  sums' <<<"$table" || fail "sums' row: $table"
+grep -qx 'top: data(...) 0.01 ms (55.6%)' <<<"$table" || fail "top line: $table"
+echo '==PROF== nothing' >"$out/none.csv"
+python3 "$summary" "$out/none.csv" >/dev/null && fail "a page without launches passed"
 
 # compute-sanitizer: API errors raised inside NCCL are not ours; anything else is.
 sanitized() {  # extra record lines...
