@@ -16,8 +16,9 @@ With --device cuda both run on GPU 0 (PyTorch eager with cudnn.benchmark, TF32 a
 default: allowed for matrix products and convolutions) on the GPU cases: cifar-cnn at batch 64
 and 512, mlp-41m at 256 and 2048, torchvision's ResNet-50 at 64 and 128, GPT-2 small at 8 (its
 attention PyTorch's fused scaled_dot_product_attention where PyTorch has it); beside the step
-times, each one's peak device memory: PyTorch's max_memory_allocated, scalescope's
-peak_memory_bytes. --cases NAME:BATCH,... picks cases.
+times, each one's peak device memory: PyTorch's max_memory_allocated over the whole run and
+over its measured steps alone (the warm-up's holds cudnn.benchmark's trial workspaces),
+scalescope's peak_memory_bytes. --cases NAME:BATCH,... picks cases.
 
 --precision bf16|fp16 runs scalescope with that --precision and PyTorch's step under
 torch.autocast in that type (fp16 with torch.amp.GradScaler, as its users run it); fp32 is
@@ -62,6 +63,7 @@ def torch_steps(name, batch, steps, warmup, device, precision):
     dtype = AUTOCAST.get(precision)
     scaler = torch.amp.GradScaler(device) if precision == "fp16" else None
     times = []
+    warm_peak = 0
     for i in range(warmup + steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
@@ -78,9 +80,17 @@ def torch_steps(name, batch, steps, warmup, device, precision):
         t1 = time.perf_counter()
         if i >= warmup:
             times.append((t1 - t0) * 1e3)
-    peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
+        elif i == warmup - 1 and device == "cuda":
+            # The warm-up's peak holds cudnn.benchmark's trial workspaces; the steps' own is
+            # reported beside the whole run's.
+            warm_peak = torch.cuda.max_memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+    peaks = None
+    if device == "cuda":
+        steps_peak = torch.cuda.max_memory_allocated()
+        peaks = (max(warm_peak, steps_peak), steps_peak)
     del model, opt, x, y
-    return times, peak
+    return times, peaks
 
 
 def scalescope_steps(binary, name, batch, steps, warmup, threads, device, precision):
@@ -141,14 +151,16 @@ def main():
           f"precision {args.precision or 'default'}, "
           f"{args.rounds} rounds x {args.steps} steps (+{args.warmup} warm-up)")
     print(f"{'model':<16} {'batch':>5} {'pytorch ms':>11} {'scalescope ms':>14} {'ratio':>6}"
-          f" {'pytorch GiB':>12} {'scalescope GiB':>15} {'ratio':>6}")
+          f" {'pytorch GiB':>12} {'scalescope GiB':>15} {'ratio':>6} {'pytorch steps GiB':>18}")
     for name, batch in cases:
-        ours, theirs, their_peak, our_peak = [], [], 0, 0
+        ours, theirs, their_peak, their_steps_peak, our_peak = [], [], 0, 0, 0
         for _ in range(args.rounds):
-            times, peak = torch_steps(name, batch, args.steps, args.warmup, args.device,
-                                      args.precision)
+            times, peaks = torch_steps(name, batch, args.steps, args.warmup, args.device,
+                                       args.precision)
             theirs += times
-            their_peak = max(their_peak, peak or 0)
+            if peaks:
+                their_peak = max(their_peak, peaks[0])
+                their_steps_peak = max(their_steps_peak, peaks[1])
             times, peak = scalescope_steps(args.binary, name, batch, args.steps, args.warmup,
                                            args.threads, args.device, args.precision)
             ours += times
@@ -156,7 +168,8 @@ def main():
         t, o = statistics.median(theirs), statistics.median(ours)
         memory_ratio = f"{our_peak / their_peak:>6.2f}" if our_peak and their_peak else "     -"
         print(f"{name:<16} {batch:>5} {t:>11.2f} {o:>14.2f} {o / t:>6.2f}"
-              f" {gib(their_peak):>12} {gib(our_peak):>15} {memory_ratio}")
+              f" {gib(their_peak):>12} {gib(our_peak):>15} {memory_ratio}"
+              f" {gib(their_steps_peak):>18}")
         sys.stdout.flush()
 
 
