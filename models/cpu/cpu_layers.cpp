@@ -121,7 +121,7 @@ class WeightedKernel final : public DnnlKernel {
     const float* bias = binding.params.size() > 1 ? binding.params[1].data : nullptr;
     const memory fwd_weights = plan_forward(fwd_pd, d, binding.activation, weights, bias);
     if (d.matmul_backward) {
-      plan_matmul_backward(*d.matmul_backward, binding, fwd_weights);
+      plan_matmul_backward(*d.matmul_backward, d.layout, binding, fwd_weights);
     } else {
       plan_backward_weights(bwd_weights_pd, d, binding);
       // A layer on the model's input never computes its input's gradient: no primitive for
@@ -313,8 +313,8 @@ class WeightedKernel final : public DnnlKernel {
   }
 
   // Plans backward_weights_ (dW, then db) and backward_data_ as MatmulBackward's matmuls.
-  void plan_matmul_backward(const MatmulBackward& m, const LayerBinding& binding,
-                            const memory& fwd_weights) {
+  void plan_matmul_backward(const MatmulBackward& m, const char* layout,
+                            const LayerBinding& binding, const memory& fwd_weights) {
     dy_columns_ = unbound(m.dy_columns);
     const dnnl::matmul::primitive_desc weights_pd(m.weights, attr_, engine_);
     Call weights = plan<dnnl::matmul>(
@@ -343,9 +343,9 @@ class WeightedKernel final : public DnnlKernel {
           {{DNNL_ARG_SRC, diff_dst_compute_},
            {DNNL_ARG_WEIGHTS, memory(m.weights_rows, engine_, fwd_weights.get_data_handle())},
            {DNNL_ARG_DST, diff_src_}});
-      choices_.push_back(choice("backward-data", data_pd, "NC"));
+      choices_.push_back(choice("backward-data", data_pd, layout));
     }
-    choices_.push_back(choice("backward-weights", weights_pd, "NC"));
+    choices_.push_back(choice("backward-weights", weights_pd, layout));
   }
 
   std::vector<KernelChoice> choices_;
