@@ -55,7 +55,8 @@ note_side_by_side() {
        END { for (i = 1; i <= n; ++i) printf "%s ms before/after: %s/%s; ", order[i], b[order[i]], a[order[i]] }' "$1"
 }
 
-# Nsight Compute over 3 training steps of ResNet-50 at 64 and GPT-2 small at 8 in bf16: each
+# Nsight Compute over 3 training steps of ResNet-50 at 64 and GPT-2 small at 8 in bf16 (their
+# first 3000 launches at most, so that ncu's serialised replay fits the step's time): each
 # kernel's duration and DRAM bytes, summed by kernel name (kernels/*.csv, its raw pages).
 step_kernels() {
   local spec model batch
@@ -64,7 +65,8 @@ step_kernels() {
     model=${spec%:*}
     batch=${spec##*:}
     echo "== $model at $batch, bf16"
-    "$ncu" --clock-control none --cache-control none --csv --page raw --print-units base \
+    "$ncu" --clock-control none --cache-control none --launch-count 3000 --csv --page raw \
+      --print-units base \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
       --log-file "$out/kernels/${model//[:=]/-}.csv" "$bin" train --devices cuda:1 \
       --model "$model" --batch "$batch" --precision bf16 --steps 3 --no-eval \
