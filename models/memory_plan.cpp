@@ -94,33 +94,57 @@ std::vector<int> gradient_aliases(const std::vector<std::vector<int>>& inputs,
   return alias;
 }
 
-MemoryArena plan_gradient_arena(const std::vector<int64_t>& sizes,
-                                const std::vector<std::vector<int>>& inputs,
-                                const std::vector<bool>& in_producer, int64_t alignment,
-                                const std::vector<int>& aliases) {
+GradientTensors gradient_tensors(const std::vector<int64_t>& sizes,
+                                 const std::vector<std::vector<int>>& inputs,
+                                 const std::vector<bool>& in_producer,
+                                 const std::vector<int>& aliases) {
   SS_CHECK(sizes.size() == inputs.size(), "{} gradient sizes for {} layers", sizes.size(),
            inputs.size());
   SS_CHECK(in_producer.empty() || in_producer.size() == sizes.size(),
            "{} fusion flags for {} layers", in_producer.size(), sizes.size());
   SS_CHECK(aliases.empty() || aliases.size() == sizes.size(), "{} aliases for {} layers",
            aliases.size(), sizes.size());
-  std::vector<LiveSpan> spans = reader_spans(inputs);
-  std::vector<int64_t> live = sizes;
+  GradientTensors g{sizes, reader_spans(inputs)};
   for (size_t layer = 1; layer < in_producer.size(); ++layer) {
     if (!in_producer[layer]) continue;
-    live[layer - 1] = 0;
-    spans[layer].first = static_cast<int>(layer) - 1;
+    g.sizes[layer - 1] = 0;
+    g.spans[layer].first = static_cast<int>(layer) - 1;
   }
   for (size_t layer = 0; layer < aliases.size(); ++layer) {
     const int holder = aliases[layer];
     if (holder < 0) continue;
     SS_CHECK(static_cast<size_t>(holder) > layer && static_cast<size_t>(holder) < sizes.size(),
              "layer {}'s gradient held by layer {}, which does not come after it", layer, holder);
-    live[layer] = 0;
-    LiveSpan& held = spans[static_cast<size_t>(holder)];
-    held.first = std::min(held.first, spans[layer].first);
+    g.sizes[layer] = 0;
+    LiveSpan& held = g.spans[static_cast<size_t>(holder)];
+    held.first = std::min(held.first, g.spans[layer].first);
   }
-  return plan_arena(live, spans, alignment);
+  return g;
+}
+
+MemoryArena plan_step_arena(const std::vector<int64_t>& step_sizes,
+                            const std::vector<LiveSpan>& step_spans,
+                            const GradientTensors& gradients, int64_t alignment) {
+  const size_t layers = gradients.sizes.size();
+  SS_CHECK(step_spans.size() == step_sizes.size() && gradients.spans.size() == layers,
+           "{} step tensors with {} spans, {} gradients with {} spans", step_sizes.size(),
+           step_spans.size(), layers, gradients.spans.size());
+  const int end = 2 * static_cast<int>(layers);
+  std::vector<int64_t> sizes = step_sizes;
+  std::vector<LiveSpan> spans = step_spans;
+  sizes.insert(sizes.end(), gradients.sizes.begin(), gradients.sizes.end());
+  for (const LiveSpan& s : gradients.spans) spans.push_back({end - s.last, end - s.first});
+  // The loss writes the model output's gradient as it reads the output.
+  if (layers > 0) spans.back().first = static_cast<int>(layers);
+  return plan_arena(sizes, spans, alignment);
+}
+
+MemoryArena plan_gradient_arena(const std::vector<int64_t>& sizes,
+                                const std::vector<std::vector<int>>& inputs,
+                                const std::vector<bool>& in_producer, int64_t alignment,
+                                const std::vector<int>& aliases) {
+  const GradientTensors g = gradient_tensors(sizes, inputs, in_producer, aliases);
+  return plan_arena(g.sizes, g.spans, alignment);
 }
 
 int64_t second_reader_scratch(const std::vector<int64_t>& sizes,

@@ -48,6 +48,30 @@ std::vector<LiveSpan> reader_spans(const std::vector<std::vector<int>>& inputs);
 std::vector<int> gradient_aliases(const std::vector<std::vector<int>>& inputs,
                                   const std::vector<bool>& passes_unchanged);
 
+// A graph's activation gradients as tensors of an arena: per layer, the floats its gradient
+// takes where it has memory of its own (0 where a fused producer's or an Add's holds it) and the
+// span it is live in, in layer indices read backwards (written at the pass over `last`, read at
+// the pass over `first`). Arguments as plan_gradient_arena's.
+struct GradientTensors {
+  std::vector<int64_t> sizes;
+  std::vector<LiveSpan> spans;
+};
+GradientTensors gradient_tensors(const std::vector<int64_t>& sizes,
+                                 const std::vector<std::vector<int>>& inputs,
+                                 const std::vector<bool>& in_producer = {},
+                                 const std::vector<int>& aliases = {});
+
+// One arena for a graph's whole step: tensors of the step's time, then the activation
+// gradients, on one timeline of its passes (forward over layer i at i, the loss at L for L
+// layers, backward over layer i at 2L − i). `step_sizes` and `step_spans` are in that time
+// already (the transient outputs by their readers', the model's output until the loss, a
+// restored output's slot at the backwards that restore it), any number of them; the L
+// `gradients` (gradient_tensors') map to [2L − last, 2L − first], the model output's from the
+// loss on. Offsets: the step tensors', then the gradients'.
+MemoryArena plan_step_arena(const std::vector<int64_t>& step_sizes,
+                            const std::vector<LiveSpan>& step_spans,
+                            const GradientTensors& gradients, int64_t alignment = kArenaAlignment);
+
 // The arena of a graph's activation gradients (`sizes[i]` floats for layer i's).
 // `in_producer[i]`: layer i's backward runs inside layer i − 1's (a ReLU fused into its
 // producer), which reads layer i's gradient and never writes its own. Empty: none.

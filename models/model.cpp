@@ -350,8 +350,8 @@ const float* Model::output() const {
 void Model::loss_forward_backward(const float* labels, float scale, float* loss, Stream& stream) {
   SS_CHECK(current_ != nullptr, "loss computed before any forward");
   // A graph keeps each layer's output gradient in place: the last layer's is the loss's.
-  current_->dout =
-      current_->grad_a.data() + (def_.inputs.empty() ? 0 : current_->grad_offsets.back());
+  current_->dout = def_.inputs.empty() ? current_->grad_a.data()
+                                       : current_->gradient(current_->grad_offsets.size() - 1);
   current_->loss->forward_backward(output(), labels, scale, loss, current_->dout, stream);
 }
 
@@ -435,7 +435,7 @@ void Model::run_backward(LayerKernel& kernel, const float* in, const float* out,
 void Model::add_gradient(int layer, const float* gradient, Stream& stream,
                          const kernel_math::ReluOutput* relu_output) {
   Plan& plan = *current_;
-  float* target = plan.grad_a.data() + plan.grad_offsets[static_cast<size_t>(layer)];
+  float* target = plan.gradient(static_cast<size_t>(layer));
   const int64_t count = plan.batch * shapes_[static_cast<size_t>(layer) + 1].numel();
   const bool first = !plan.filled[static_cast<size_t>(layer)];
   if (relu_output != nullptr) {
@@ -460,8 +460,7 @@ void Model::backward_graph_layer(int layer, Stream& stream) {
   Plan& plan = *current_;
   // A ReLU fused both ways has no backward of its own: its producer's starts from its gradient.
   if (plan.fusions[static_cast<size_t>(layer)].idle()) return;
-  const float* dout =
-      plan.grad_a.data() + plan.grad_offsets[plan.gradient_holder(static_cast<size_t>(layer))];
+  const float* dout = plan.gradient(plan.gradient_holder(static_cast<size_t>(layer)));
   const std::vector<int> from = layer_inputs(def_, layer);
   LayerKernel* kernel = plan.kernels[static_cast<size_t>(layer)].get();
   if (kernel == nullptr) {
@@ -494,7 +493,7 @@ void Model::backward_graph_layer(int layer, Stream& stream) {
   // The first reader writes the input's gradient in place; a later one into scratch.
   const bool in_place = needs_din && !plan.filled[static_cast<size_t>(input)];
   float* din = !needs_din ? nullptr
-               : in_place ? plan.grad_a.data() + plan.grad_offsets[static_cast<size_t>(input)]
+               : in_place ? plan.gradient(static_cast<size_t>(input))
                           : plan.grad_b.data();
   backward_layer(*kernel, layer, dout, din, stream);
   if (in_place) plan.filled[static_cast<size_t>(input)] = true;

@@ -116,8 +116,10 @@ class Model {
     int64_t parameters = 0;  // weights, their gradients (tied weights' too), the layers' buffers
     int64_t kept = 0;        // the outputs some backward reads, the whole step long (bf16, fp16:
                              // in 16 bits)
-    int64_t transient = 0;   // the forward arena of the other outputs (bf16, fp16: of all)
-    int64_t gradients = 0;   // activation gradients: the arena and its scratch, or ping-pong
+    int64_t transient = 0;   // the arena of the other outputs (bf16, fp16: of all), and of a
+                             // graph's activation gradients once those outputs are done
+    int64_t gradients = 0;   // activation gradients beyond it: ping-pong, or a second reader's
+                             // scratch
     int64_t kernels = 0;     // the layers' and the loss's own: workspaces, scratch, statistics
     int64_t total() const { return parameters + kept + transient + gradients + kernels; }
   };
@@ -145,14 +147,23 @@ class Model {
   // The plan of `batch`; throws Error when no forward has planned it.
   const Plan& planned(int64_t batch) const;
   // model_memory.cpp: the plan's tensors once its kernels are made: the outputs backward reads
-  // (kept in fp32, or saved in 16 bits under bf16 and fp16), the forward arena of the others
-  // (place_outputs, by the spans of their readers), the activation gradients.
+  // (kept in fp32, or saved in 16 bits under bf16 and fp16), the arena of the others (by the
+  // spans of their readers), the activation gradients (a graph's in that arena too).
   void plan_memory(Plan& plan);
-  // A graph's activation gradients: their arena (16-bit ones in half the floats) and scratch.
-  void plan_gradients(Plan& plan, std::vector<int64_t> sizes,
-                      const std::vector<std::vector<int>>& inputs) const;
-  void place_outputs(Plan& plan, const std::vector<int64_t>& sizes, const std::vector<bool>& kept,
-                     std::vector<LiveSpan> spans);
+  // A graph's one arena of transient outputs and activation gradients (plan_step_arena), and
+  // its second readers' scratch.
+  void plan_step_arena_of(Plan& plan, std::vector<int64_t> sizes,
+                          const std::vector<std::vector<int>>& inputs,
+                          std::vector<int64_t> step_sizes, std::vector<LiveSpan> spans);
+  std::vector<LiveSpan> restore_spans(const Plan& plan) const;
+  // The floats of each output that is not kept (0 for the others and for fused producers,
+  // whose activation's tensor then starts at the producer: `spans` says so).
+  std::vector<int64_t> transient_outputs(const Plan& plan, const std::vector<int64_t>& sizes,
+                                         const std::vector<bool>& kept,
+                                         std::vector<LiveSpan>& spans) const;
+  // plan.outputs: in its own tensor where `kept`, else at its offset in plan.transient.
+  void place_outputs(Plan& plan, const std::vector<bool>& kept,
+                     const std::vector<int64_t>& offsets);
   // Under bf16 and fp16: after `layer`'s training forward, its output into its 16-bit saved
   // copy where a backward reads it; before its backward, the saved copies it reads back into
   // their fp32 places (16-bit values: what autocast's saved tensors hold).

@@ -1,9 +1,10 @@
 // Where a Model's step keeps its tensors (DESIGN.md "Memory"): the outputs some backward reads
-// for the whole step (in fp32, or in 16 bits under bf16 and fp16), the others in a forward
-// arena only while their readers run, and the activation gradients in ping-pong buffers (a
-// sequence) or an arena of their own (a graph).
+// for the whole step (in fp32, or in 16 bits under bf16 and fp16), the others in an arena only
+// while their readers run; the activation gradients in ping-pong buffers (a sequence) or, in a
+// graph, in the same arena as the outputs, once those are done.
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <variant>
 #include <vector>
 
@@ -70,22 +71,41 @@ void Model::plan_memory(Plan& plan) {
     const bool own = kept[layer] && !plan.fused_into(layer);
     plan.activations.push_back(own ? Tensor(device_, Shape{sizes[layer]}) : Tensor());
   }
-  place_outputs(plan, sizes, kept, reader_spans(inputs));
+  std::vector<LiveSpan> spans = reader_spans(inputs);
+  const std::vector<int64_t> transient = transient_outputs(plan, sizes, kept, spans);
   plan_saved_outputs(plan);
-  if (def_.inputs.empty()) {  // ping-pong
-    plan_half_gradients(plan);
-    int64_t largest = shapes_.front().numel() * plan.batch;
-    for (const int64_t s : sizes) largest = std::max(largest, s);
-    plan.grad_a = Tensor(device_, Shape{largest});
-    plan.grad_b = Tensor(device_, Shape{largest});
+  if (!def_.inputs.empty()) {
+    plan_step_arena_of(plan, sizes, inputs, transient, std::move(spans));
     return;
   }
-  plan_gradients(plan, sizes, inputs);
+  // A sequence: the forward arena, and ping-pong buffers for the gradients.
+  const MemoryArena arena = plan_arena(transient, spans);
+  if (arena.size > 0) plan.transient = Tensor(device_, Shape{arena.size});
+  place_outputs(plan, kept, arena.offsets);
+  plan_half_gradients(plan);
+  int64_t largest = shapes_.front().numel() * plan.batch;
+  for (const int64_t s : sizes) largest = std::max(largest, s);
+  plan.grad_a = Tensor(device_, Shape{largest});
+  plan.grad_b = Tensor(device_, Shape{largest});
 }
 
-void Model::plan_gradients(Plan& plan, std::vector<int64_t> sizes,
-                           const std::vector<std::vector<int>>& inputs) const {
+// A graph's step arena: the transient outputs while their readers run, then the activation
+// gradients (16-bit ones in half the floats) while they are live, and under bf16 and fp16 a
+// slot for each output a backward restores, at the backwards that restore it: memory shared
+// wherever their times do not meet.
+void Model::plan_step_arena_of(Plan& plan, std::vector<int64_t> sizes,
+                               const std::vector<std::vector<int>>& inputs,
+                               std::vector<int64_t> step_sizes, std::vector<LiveSpan> spans) {
   const size_t layers = sizes.size();
+  if (!spans.empty()) spans.back().last = static_cast<int>(layers);  // the loss reads it
+  const std::vector<LiveSpan> restores = restore_spans(plan);
+  std::vector<size_t> slot(layers, 0);  // index of layer i's restore slot among the step's
+  for (size_t i = 0; i < layers; ++i) {
+    if (restores[i].last < 0) continue;
+    slot[i] = step_sizes.size();
+    step_sizes.push_back(sizes[i]);
+    spans.push_back(restores[i]);
+  }
   std::vector<bool> in_producer(layers, false);
   for (size_t layer = 0; layer + 1 < layers; ++layer) {
     in_producer[layer + 1] = plan.runs_relu_backward(layer);
@@ -97,24 +117,57 @@ void Model::plan_gradients(Plan& plan, std::vector<int64_t> sizes,
   }
   plan.grad_alias = gradient_aliases(inputs, unchanged);
   plan_half_gradients(plan);
-  // A gradient kept in 16 bits takes half its floats (scratch is only for second readers).
-  const std::vector<int64_t> scratch_sizes = sizes;
+  const int64_t scratch = second_reader_scratch(sizes, inputs);
+  if (scratch > 0) plan.grad_b = Tensor(device_, Shape{scratch});
   for (size_t layer = 0; layer < layers; ++layer) {
     if (plan.half_gradient[layer]) sizes[layer] = (sizes[layer] + 1) / 2;
   }
-  MemoryArena arena =
-      plan_gradient_arena(sizes, inputs, in_producer, kArenaAlignment, plan.grad_alias);
-  plan.grad_offsets = std::move(arena.offsets);
-  plan.grad_a = Tensor(device_, Shape{arena.size});
-  const int64_t scratch = second_reader_scratch(scratch_sizes, inputs);
-  if (scratch > 0) plan.grad_b = Tensor(device_, Shape{scratch});
+  const MemoryArena arena = plan_step_arena(
+      step_sizes, spans, gradient_tensors(sizes, inputs, in_producer, plan.grad_alias));
+  if (arena.size > 0) plan.transient = Tensor(device_, Shape{arena.size});
+  std::vector<bool> own(layers);
+  for (size_t layer = 0; layer < layers; ++layer) {
+    own[layer] = plan.activations[layer].data() != nullptr;
+  }
+  place_outputs(plan, own, arena.offsets);
+  for (size_t i = layers; i-- > 0;) {
+    if (plan.fused_into(i)) {
+      plan.restored[i] = plan.restored[i + 1];
+    } else if (restores[i].last >= 0) {
+      plan.restored[i] = plan.transient.data() + arena.offsets[slot[i]];
+    }
+  }
+  plan.grad_offsets.assign(arena.offsets.end() - static_cast<std::ptrdiff_t>(layers),
+                           arena.offsets.end());
 }
 
-void Model::place_outputs(Plan& plan, const std::vector<int64_t>& sizes,
-                          const std::vector<bool>& kept, std::vector<LiveSpan> spans) {
-  const size_t layers = sizes.size();
-  std::vector<int64_t> transient(layers, 0);
+// Per layer (a fused producer's in its activation's), the step times of the backwards that
+// restore its output from its saved copy (2L − k for layer k's), as a span; last < 0: none.
+std::vector<LiveSpan> Model::restore_spans(const Plan& plan) const {
+  const size_t layers = def_.layers.size();
+  std::vector<LiveSpan> spans(layers, {std::numeric_limits<int>::max(), -1});
+  if (!plan.saved_format) return spans;
+  const auto restored_at = [&](size_t of, int at) {
+    LiveSpan& s = spans[plan.holder(of)];
+    s = {std::min(s.first, at), std::max(s.last, at)};
+  };
   for (size_t layer = 0; layer < layers; ++layer) {
+    const LayerKernel* kernel = plan.kernels[layer].get();
+    if (kernel == nullptr) continue;
+    const SavedReads r = saved_reads(plan, *kernel, static_cast<int>(layer));
+    if (r.as_saved) continue;
+    const int at = 2 * static_cast<int>(layers) - static_cast<int>(layer);
+    if (r.input) restored_at(static_cast<size_t>(r.from), at);
+    if (r.output) restored_at(layer, at);
+  }
+  return spans;
+}
+
+std::vector<int64_t> Model::transient_outputs(const Plan& plan, const std::vector<int64_t>& sizes,
+                                              const std::vector<bool>& kept,
+                                              std::vector<LiveSpan>& spans) const {
+  std::vector<int64_t> transient(sizes.size(), 0);
+  for (size_t layer = 0; layer < sizes.size(); ++layer) {
     // A fused producer writes its activation's output: that one is live from the producer on.
     if (plan.fused_into(layer)) {
       spans[layer + 1].first = static_cast<int>(layer);
@@ -122,17 +175,23 @@ void Model::place_outputs(Plan& plan, const std::vector<int64_t>& sizes,
       transient[layer] = sizes[layer];
     }
   }
-  const MemoryArena arena = plan_arena(transient, spans);
-  if (arena.size > 0) plan.transient = Tensor(device_, Shape{arena.size});
+  return transient;
+}
+
+void Model::place_outputs(Plan& plan, const std::vector<bool>& kept,
+                          const std::vector<int64_t>& offsets) {
+  const size_t layers = kept.size();
   plan.outputs.assign(layers, nullptr);
+  plan.restored.assign(layers, nullptr);
   for (size_t layer = layers; layer-- > 0;) {
     if (plan.fused_into(layer)) {
       plan.outputs[layer] = plan.outputs[layer + 1];
     } else if (kept[layer]) {
       plan.outputs[layer] = plan.activations[layer].data();
     } else {
-      plan.outputs[layer] = plan.transient.data() + arena.offsets[layer];
+      plan.outputs[layer] = plan.transient.data() + offsets[layer];
     }
+    plan.restored[layer] = plan.outputs[layer];
   }
 }
 
@@ -244,8 +303,8 @@ const uint16_t* Model::saved_input(LayerKernel& kernel, int layer) const {
 void Model::restore_saved(int reader, int of, Stream& stream) {
   const Plan& plan = *current_;
   const size_t i = plan.holder(static_cast<size_t>(of));
-  decompress_gradients(saved_copy(reader, of), plan.outputs[i], plan.batch * shapes_[i + 1].numel(),
-                       *plan.saved_format, stream);
+  decompress_gradients(saved_copy(reader, of), plan.restored[i],
+                       plan.batch * shapes_[i + 1].numel(), *plan.saved_format, stream);
 }
 
 Model::SavedReads Model::saved_reads(const Plan& plan, const LayerKernel& kernel, int layer) const {
@@ -322,7 +381,8 @@ void Model::backward_layer(LayerKernel& kernel, int layer, const float* dout, fl
   }
   if (reads.input) restore_saved(layer, from, stream);
   if (reads.output) restore_saved(layer, layer, stream);
-  run_backward(kernel, layer_input(layer), out, dout, din, stream);
+  run_backward(kernel, from == kModelInput ? input_ : plan.restored[static_cast<size_t>(from)],
+               plan.restored[static_cast<size_t>(layer)], dout, din, stream);
 }
 
 }  // namespace scalescope

@@ -26,8 +26,12 @@ struct Model::Plan {
   // that applies the next one's activation (fused_into), in that layer's, its own unallocated.
   std::vector<Tensor> activations;
   std::vector<float*> outputs;
+  // Where backward finds layer i's output: outputs[i], or in a graph under bf16 and fp16 the
+  // slot of the step's arena its restore writes (a fused producer's: its activation's).
+  std::vector<float*> restored;
   // The outputs no backward reads in fp32 (all of them under bf16 and fp16), each in here
-  // only until its last reader's forward: `outputs` points into it.
+  // only until its last reader's forward: `outputs` points into it. A graph's activation
+  // gradients live in it too (grad_offsets), in the memory of outputs done with.
   Tensor transient;
   // Under bf16 and fp16 (autocast's saved tensors): the outputs some backward reads, in that
   // format, saved[i] layer i's (empty where none, and for fused_into layers, whose output is
@@ -46,19 +50,21 @@ struct Model::Plan {
   // Under bf16 and fp16 (with fusion), the Adds whose pass also writes their output's saved
   // copy (add_into's `saved`): the model's save pass skips that output.
   std::vector<bool> saved_by_add;
-  // A sequence: ping-pong buffers for activation gradients. A graph: grad_a holds the
-  // gradient of each layer's output while it is live (plan_gradient_arena; summed over its
+  // A sequence: ping-pong buffers for activation gradients. A graph: `transient` holds the
+  // gradient of each layer's output while it is live (plan_step_arena; summed over its
   // readers: `filled` says whether a reader wrote it yet), grad_b the scratch a second reader
   // writes into before adding.
   Tensor grad_a;
   Tensor grad_b;
-  std::vector<int64_t> grad_offsets;  // graph only: each layer's gradient inside grad_a
+  std::vector<int64_t> grad_offsets;  // graph only: each layer's gradient inside `transient`
   std::vector<bool> filled;
   std::unique_ptr<LossKernel> loss;
   float* dout = nullptr;  // gradient w.r.t. the model output, set by the loss
   // What the kernels allocated as they were made: the device's memory in use before and after.
   int64_t kernel_bytes = 0;
 
+  // A graph: the gradient of layer i's output (the one it holds itself).
+  float* gradient(size_t layer) { return transient.data() + grad_offsets[layer]; }
   // Whether layer i applies the next layer's activation, writing that layer's output.
   bool fused_into(size_t layer) const {
     return layer + 1 < fusions.size() && fusions[layer + 1].forward_in_producer;

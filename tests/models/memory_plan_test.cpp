@@ -112,6 +112,66 @@ TEST(MemoryArena, AnInputOnlyItsAddReadsHasTheAddsGradient) {
   EXPECT_ANY_THROW(plan_gradient_arena(sizes, block, {}, 1, {-1, -1, 1, -1, -1, -1, -1, -1}));
 }
 
+// The step's one arena, a chain of 3 layers (L = 3: forward at 0..2, the loss at 3, backward
+// over layer i at 6 − i). The outputs are done before backward starts, so the gradients take
+// their memory: one arena of 300 floats (greedy, largest first) where the forward's and the
+// gradients' apart take 200 each.
+TEST(StepArena, GradientsReuseTheMemoryOfOutputsDoneWith) {
+  const std::vector<std::vector<int>> inputs = {{-1}, {0}, {1}};
+  const std::vector<int64_t> sizes = {100, 100, 100};
+  const GradientTensors g = gradient_tensors(sizes, inputs);
+  const std::vector<LiveSpan> outputs = {{0, 1}, {1, 2}, {2, 3}};  // the model's to the loss
+  const MemoryArena a = plan_step_arena(sizes, outputs, g, 1);
+  ASSERT_EQ(a.offsets.size(), 6u);
+  EXPECT_EQ(a.size, 300);
+  EXPECT_EQ(plan_arena(sizes, outputs, 1).size + plan_gradient_arena(sizes, inputs, {}, 1).size,
+            400);
+  // At the loss (time 3) the model's output and its gradient, which the loss writes as it
+  // reads the output, are both live: apart.
+  EXPECT_NE(a.offsets[2], a.offsets[5]);
+  // Layer 1's gradient (written at 4, read at 5) and layer 2's (3 to 4) meet at 4.
+  EXPECT_NE(a.offsets[4], a.offsets[5]);
+}
+
+// A restored output's slot lives at the backwards that restore it (here time 5, layer 1's
+// backward restoring its input, layer 0's output), and no gradient live then shares it.
+TEST(StepArena, ARestoreSlotStaysApartFromTheGradientsLiveThen) {
+  const std::vector<std::vector<int>> inputs = {{-1}, {0}, {1}};
+  const std::vector<int64_t> sizes = {100, 100, 100};
+  const GradientTensors g = gradient_tensors(sizes, inputs);
+  const std::vector<int64_t> step = {100, 100, 100, 100};
+  const std::vector<LiveSpan> spans = {{0, 1}, {1, 2}, {2, 3}, {5, 5}};
+  const MemoryArena a = plan_step_arena(step, spans, g, 1);
+  ASSERT_EQ(a.offsets.size(), 7u);
+  const auto meet = [&](size_t i, size_t j) {
+    return a.offsets[i] < a.offsets[j] + 100 && a.offsets[j] < a.offsets[i] + 100;
+  };
+  EXPECT_FALSE(meet(3, 4 + 0));  // layer 0's gradient, written at 5 by layer 1's backward
+  EXPECT_FALSE(meet(3, 4 + 1));  // layer 1's, read at 5
+  EXPECT_EQ(a.size, 300);
+  EXPECT_ANY_THROW(plan_step_arena(step, {{0, 1}}, g, 1));
+}
+
+// The zoo's graphs: one arena for outputs and gradients is smaller than the two apart.
+TEST(StepArena, TheZoosGraphsNeedLessThanTwoArenas) {
+  for (const std::string spec : {"resnet:depth=50", "cifar-resnet:depth=20"}) {
+    SCOPED_TRACE(spec);
+    const ModelDef def = make_model(spec);
+    const std::vector<Shape> shapes = layer_shapes(def, def.default_input);
+    std::vector<int64_t> sizes;
+    std::vector<std::vector<int>> inputs;
+    for (size_t layer = 0; layer < def.layers.size(); ++layer) {
+      sizes.push_back(shapes[layer + 1].numel());
+      inputs.push_back(layer_inputs(def, static_cast<int>(layer)));
+    }
+    std::vector<LiveSpan> spans = reader_spans(inputs);
+    spans.back().last = static_cast<int>(sizes.size());
+    const int64_t apart = plan_arena(sizes, spans).size + plan_gradient_arena(sizes, inputs).size;
+    const MemoryArena one = plan_step_arena(sizes, spans, gradient_tensors(sizes, inputs));
+    EXPECT_LT(one.size * 10, apart * 7) << one.size << " against " << apart;
+  }
+}
+
 TEST(MemoryArena, RefusesAReaderBeforeWhatItReads) {
   EXPECT_ANY_THROW(plan_gradient_arena({1, 1}, {{1}, {-1}}));
   EXPECT_ANY_THROW(plan_gradient_arena({1}, {{-1}, {0}}));
