@@ -22,6 +22,18 @@ std::pair<int, int> span_of(const std::vector<std::vector<int>>& inputs, int lay
   return {layer, last};
 }
 
+// Per layer of `def`, its output's floats (at its default input) and the layers it reads.
+std::pair<std::vector<int64_t>, std::vector<std::vector<int>>> graph_of(const ModelDef& def) {
+  const std::vector<Shape> shapes = layer_shapes(def, def.default_input);
+  std::vector<int64_t> sizes;
+  std::vector<std::vector<int>> inputs;
+  for (size_t layer = 0; layer < def.layers.size(); ++layer) {
+    sizes.push_back(shapes[layer + 1].numel());
+    inputs.push_back(layer_inputs(def, static_cast<int>(layer)));
+  }
+  return {sizes, inputs};
+}
+
 // No two gradients that are live at once share a float, and every offset is aligned.
 void expect_disjoint_while_live(const MemoryArena& a, const std::vector<int64_t>& sizes,
                                 const std::vector<std::vector<int>>& inputs, int64_t alignment) {
@@ -157,13 +169,7 @@ TEST(StepArena, TheZoosGraphsNeedLessThanTwoArenas) {
   for (const std::string spec : {"resnet:depth=50", "cifar-resnet:depth=20"}) {
     SCOPED_TRACE(spec);
     const ModelDef def = make_model(spec);
-    const std::vector<Shape> shapes = layer_shapes(def, def.default_input);
-    std::vector<int64_t> sizes;
-    std::vector<std::vector<int>> inputs;
-    for (size_t layer = 0; layer < def.layers.size(); ++layer) {
-      sizes.push_back(shapes[layer + 1].numel());
-      inputs.push_back(layer_inputs(def, static_cast<int>(layer)));
-    }
+    const auto [sizes, inputs] = graph_of(def);
     std::vector<LiveSpan> spans = reader_spans(inputs);
     spans.back().last = static_cast<int>(sizes.size());
     const int64_t apart = plan_arena(sizes, spans).size + plan_gradient_arena(sizes, inputs).size;
@@ -185,13 +191,7 @@ TEST(MemoryArena, TheZoosGraphsKeepAFewGradientsLive) {
     SCOPED_TRACE(spec);
     const ModelDef def = make_model(spec);
     ASSERT_FALSE(def.inputs.empty());
-    const std::vector<Shape> shapes = layer_shapes(def, def.default_input);
-    std::vector<int64_t> sizes;
-    std::vector<std::vector<int>> inputs;
-    for (size_t layer = 0; layer < def.layers.size(); ++layer) {
-      sizes.push_back(shapes[layer + 1].numel());
-      inputs.push_back(layer_inputs(def, static_cast<int>(layer)));
-    }
+    const auto [sizes, inputs] = graph_of(def);
     const MemoryArena a = plan_gradient_arena(sizes, inputs);
     expect_disjoint_while_live(a, sizes, inputs, 64);
     int64_t sum = 0;
