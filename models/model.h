@@ -154,7 +154,8 @@ class Model {
   // its second readers' scratch.
   void plan_step_arena_of(Plan& plan, std::vector<int64_t> sizes,
                           const std::vector<std::vector<int>>& inputs,
-                          std::vector<int64_t> step_sizes, std::vector<LiveSpan> spans);
+                          const std::vector<bool>& kept, std::vector<int64_t> step_sizes,
+                          std::vector<LiveSpan> spans);
   std::vector<LiveSpan> restore_spans(const Plan& plan) const;
   // The floats of each output that is not kept (0 for the others and for fused producers,
   // whose activation's tensor then starts at the producer: `spans` says so).

@@ -75,7 +75,7 @@ void Model::plan_memory(Plan& plan) {
   const std::vector<int64_t> transient = transient_outputs(plan, sizes, kept, spans);
   plan_saved_outputs(plan);
   if (!def_.inputs.empty()) {
-    plan_step_arena_of(plan, sizes, inputs, transient, std::move(spans));
+    plan_step_arena_of(plan, sizes, inputs, kept, transient, std::move(spans));
     return;
   }
   // A sequence: the forward arena, and ping-pong buffers for the gradients.
@@ -95,7 +95,8 @@ void Model::plan_memory(Plan& plan) {
 // wherever their times do not meet.
 void Model::plan_step_arena_of(Plan& plan, std::vector<int64_t> sizes,
                                const std::vector<std::vector<int>>& inputs,
-                               std::vector<int64_t> step_sizes, std::vector<LiveSpan> spans) {
+                               const std::vector<bool>& kept, std::vector<int64_t> step_sizes,
+                               std::vector<LiveSpan> spans) {
   const size_t layers = sizes.size();
   if (!spans.empty()) spans.back().last = static_cast<int>(layers);  // the loss reads it
   const std::vector<LiveSpan> restores = restore_spans(plan);
@@ -125,11 +126,7 @@ void Model::plan_step_arena_of(Plan& plan, std::vector<int64_t> sizes,
   const MemoryArena arena = plan_step_arena(
       step_sizes, spans, gradient_tensors(sizes, inputs, in_producer, plan.grad_alias));
   if (arena.size > 0) plan.transient = Tensor(device_, Shape{arena.size});
-  std::vector<bool> own(layers);
-  for (size_t layer = 0; layer < layers; ++layer) {
-    own[layer] = plan.activations[layer].data() != nullptr;
-  }
-  place_outputs(plan, own, arena.offsets);
+  place_outputs(plan, kept, arena.offsets);
   for (size_t i = layers; i-- > 0;) {
     if (plan.fused_into(i)) {
       plan.restored[i] = plan.restored[i + 1];
