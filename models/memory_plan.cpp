@@ -1,6 +1,7 @@
 #include "models/memory_plan.h"
 
 #include <algorithm>
+#include <atomic>
 #include <numeric>
 #include <utility>
 
@@ -14,7 +15,17 @@ int64_t aligned(int64_t floats, int64_t alignment) {
   return (floats + alignment - 1) / alignment * alignment;
 }
 
+std::atomic<bool> g_arena_sharing{true};
+
 }  // namespace
+
+void set_arena_sharing(bool share) {
+  g_arena_sharing.store(share);
+}
+
+bool arena_sharing() {
+  return g_arena_sharing.load();
+}
 
 MemoryArena plan_arena(const std::vector<int64_t>& sizes, const std::vector<LiveSpan>& spans,
                        int64_t alignment) {
@@ -25,6 +36,7 @@ MemoryArena plan_arena(const std::vector<int64_t>& sizes, const std::vector<Live
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+  const bool share = arena_sharing();
   MemoryArena arena;
   arena.offsets.assign(sizes.size(), 0);
   std::vector<size_t> placed;
@@ -33,7 +45,7 @@ MemoryArena plan_arena(const std::vector<int64_t>& sizes, const std::vector<Live
     // The ranges of the placed tensors live at the same time as t, by offset.
     std::vector<std::pair<int64_t, int64_t>> taken;
     for (const size_t p : placed) {
-      if (spans[p].meets(spans[t])) {
+      if (!share || spans[p].meets(spans[t])) {
         taken.emplace_back(arena.offsets[p], arena.offsets[p] + sizes[p]);
       }
     }

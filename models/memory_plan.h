@@ -26,6 +26,12 @@ struct MemoryArena {
   int64_t size = 0;              // floats
 };
 
+// Whether the arenas place tensors whose spans do not meet in the same memory (true, the
+// default) or each apart: the reference a shared plan's results are tested against, whatever
+// spans it got wrong. Process-wide, read when a plan is made; thread-safe.
+void set_arena_sharing(bool share);
+bool arena_sharing();
+
 // Places tensors of `sizes` floats (0: no tensor) so that two whose spans meet never share a
 // float, every offset a multiple of `alignment` floats: greedy, largest first, at the lowest
 // offset free over the tensor's span, which on residual stacks keeps an arena to a few tensors.

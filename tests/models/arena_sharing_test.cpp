@@ -1,0 +1,97 @@
+// A step's arena gives memory to a tensor only while it is live (models/memory_plan.h): a span
+// planned too short lets a later tensor overwrite one still to be read. The same step planned
+// with every tensor apart is the reference: it must compute the same bits.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/cpu/cpu_device.h"
+#include "core/random.h"
+#include "core/tensor.h"
+#include "models/fusion.h"
+#include "models/layer_spec.h"
+#include "models/memory_plan.h"
+#include "models/model.h"
+#include "models/zoo.h"
+#include "tests/models/precision_scope.h"
+
+namespace scalescope {
+namespace {
+
+// The switches are process-wide: each test leaves them as it found them.
+class ArenaSharing : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    set_arena_sharing(true);
+    set_fuse_layers(true);
+  }
+};
+
+struct Step {
+  std::vector<float> output, grads;
+  float loss = 0.0f;
+  int64_t arena_bytes = 0;  // Model::Memory's kept and transient: what the arena holds
+};
+
+// Two training steps of `spec` on one batch (the second reusing the first's plan, as a run
+// does), from the same weights, with or without shared arena memory.
+Step train(const std::string& spec, bool share) {
+  set_arena_sharing(share);
+  const ModelDef def = make_model(spec);
+  CpuDevice dev(0, 2);
+  Stream& s = dev.default_stream();
+  Model m(def, def.default_input, dev, 7);
+  const int64_t n = 3;
+  Tensor x(dev, def.default_input.with_batch(n));
+  Rng rng(5);
+  std::vector<float> input(static_cast<size_t>(x.numel()));
+  const int64_t vocab = input_vocab(def);
+  for (float& v : input) v = vocab > 0 ? static_cast<float>(rng.below(vocab)) : rng.normal();
+  x.copy_from_host(input);
+  const Shape labels_shape = label_shape(def.loss, m.output_shape()).with_batch(n);
+  std::vector<float> labels(static_cast<size_t>(labels_shape.numel()));
+  for (float& v : labels) v = static_cast<float>(rng.below(vocab > 0 ? vocab : 10));
+  Tensor y(dev, Shape{static_cast<int64_t>(labels.size())});
+  y.copy_from_host(labels);
+  Tensor loss(dev, Shape{1});
+  Step step;
+  for (int i = 0; i < 2; ++i) {
+    m.forward(x.data(), n, s);
+    // Backward may reuse the output's memory once the loss has read it.
+    step.output.resize(static_cast<size_t>(n * m.output_shape().numel()));
+    dev.copy_to_host(step.output.data(), m.output(), step.output.size() * sizeof(float), s);
+    m.loss_forward_backward(y.data(), 1.0f / n, loss.data(), s);
+    m.backward(s);
+  }
+  step.loss = loss.to_host()[0];
+  step.grads = m.grads().to_host();
+  const Model::Memory memory = m.memory(n);
+  step.arena_bytes = memory.kept + memory.transient;
+  return step;
+}
+
+TEST_F(ArenaSharing, SharedArenasComputeWhatTensorsApartDo) {
+  for (const std::string spec : {"cifar-resnet:depth=8", "gpt:preset=micro,seq=16",
+                                 "resnet:depth=18,image=32,width=0.125,classes=10"}) {
+    for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
+      for (const bool fuse : {true, false}) {
+        SCOPED_TRACE(spec + " " + to_string(precision) + (fuse ? " fused" : " unfused"));
+        const testing_util::PrecisionScope scope(precision);
+        set_fuse_layers(fuse);
+        const Step shared = train(spec, true);
+        const Step apart = train(spec, false);
+        EXPECT_LT(shared.arena_bytes, apart.arena_bytes);  // the sharing is of something
+        EXPECT_EQ(shared.output, apart.output);
+        EXPECT_EQ(shared.loss, apart.loss);
+        ASSERT_EQ(shared.grads.size(), apart.grads.size());
+        for (size_t i = 0; i < apart.grads.size(); ++i) {
+          ASSERT_EQ(shared.grads[i], apart.grads[i]) << "gradient " << i;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace scalescope
