@@ -106,17 +106,17 @@ std::vector<int> gradient_aliases(const std::vector<std::vector<int>>& inputs,
   return alias;
 }
 
-GradientTensors gradient_tensors(const std::vector<int64_t>& sizes,
-                                 const std::vector<std::vector<int>>& inputs,
-                                 const std::vector<bool>& in_producer,
-                                 const std::vector<int>& aliases) {
+ArenaTensors gradient_tensors(const std::vector<int64_t>& sizes,
+                              const std::vector<std::vector<int>>& inputs,
+                              const std::vector<bool>& in_producer,
+                              const std::vector<int>& aliases) {
   SS_CHECK(sizes.size() == inputs.size(), "{} gradient sizes for {} layers", sizes.size(),
            inputs.size());
   SS_CHECK(in_producer.empty() || in_producer.size() == sizes.size(),
            "{} fusion flags for {} layers", in_producer.size(), sizes.size());
   SS_CHECK(aliases.empty() || aliases.size() == sizes.size(), "{} aliases for {} layers",
            aliases.size(), sizes.size());
-  GradientTensors g{sizes, reader_spans(inputs)};
+  ArenaTensors g{sizes, reader_spans(inputs)};
   for (size_t layer = 1; layer < in_producer.size(); ++layer) {
     if (!in_producer[layer]) continue;
     g.sizes[layer - 1] = 0;
@@ -135,8 +135,8 @@ GradientTensors gradient_tensors(const std::vector<int64_t>& sizes,
 }
 
 MemoryArena plan_step_arena(const std::vector<int64_t>& step_sizes,
-                            const std::vector<LiveSpan>& step_spans,
-                            const GradientTensors& gradients, int64_t alignment) {
+                            const std::vector<LiveSpan>& step_spans, const ArenaTensors& gradients,
+                            int64_t alignment) {
   const size_t layers = gradients.sizes.size();
   SS_CHECK(step_spans.size() == step_sizes.size() && gradients.spans.size() == layers,
            "{} step tensors with {} spans, {} gradients with {} spans", step_sizes.size(),
@@ -155,21 +155,23 @@ MemoryArena plan_gradient_arena(const std::vector<int64_t>& sizes,
                                 const std::vector<std::vector<int>>& inputs,
                                 const std::vector<bool>& in_producer, int64_t alignment,
                                 const std::vector<int>& aliases) {
-  const GradientTensors g = gradient_tensors(sizes, inputs, in_producer, aliases);
+  const ArenaTensors g = gradient_tensors(sizes, inputs, in_producer, aliases);
   return plan_arena(g.sizes, g.spans, alignment);
 }
 
-int64_t second_reader_scratch(const std::vector<int64_t>& sizes,
-                              const std::vector<std::vector<int>>& inputs) {
-  std::vector<int> readers(sizes.size(), 0);
-  for (const std::vector<int>& from : inputs) {
-    for (const int layer : from) {
-      if (layer >= 0) ++readers.at(static_cast<size_t>(layer));
-    }
-  }
-  int64_t scratch = 0;
-  for (size_t layer = 0; layer < sizes.size(); ++layer) {
-    if (readers[layer] >= 2) scratch = std::max(scratch, sizes[layer]);
+ArenaTensors second_reader_scratch(const std::vector<int64_t>& sizes,
+                                   const std::vector<std::vector<int>>& inputs) {
+  SS_CHECK(sizes.size() == inputs.size(), "{} output sizes for {} layers", sizes.size(),
+           inputs.size());
+  const int layers = static_cast<int>(inputs.size());
+  const std::vector<LiveSpan> readers = reader_spans(inputs);
+  ArenaTensors scratch{std::vector<int64_t>(inputs.size(), 0), {}};
+  for (int layer = 0; layer < layers; ++layer) {
+    scratch.spans.push_back({2 * layers - layer, 2 * layers - layer});
+    const std::vector<int>& from = inputs[static_cast<size_t>(layer)];
+    if (from.size() != 1 || from.front() < 0) continue;
+    const auto input = static_cast<size_t>(from.front());
+    if (readers[input].last > layer) scratch.sizes[static_cast<size_t>(layer)] = sizes[input];
   }
   return scratch;
 }

@@ -54,18 +54,20 @@ std::vector<LiveSpan> reader_spans(const std::vector<std::vector<int>>& inputs);
 std::vector<int> gradient_aliases(const std::vector<std::vector<int>>& inputs,
                                   const std::vector<bool>& passes_unchanged);
 
+// Tensors to place in an arena: each one's floats (0: none) and span.
+struct ArenaTensors {
+  std::vector<int64_t> sizes;
+  std::vector<LiveSpan> spans;
+};
+
 // A graph's activation gradients as tensors of an arena: per layer, the floats its gradient
 // takes where it has memory of its own (0 where a fused producer's or an Add's holds it) and the
 // span it is live in, in layer indices read backwards (written at the pass over `last`, read at
 // the pass over `first`). Arguments as plan_gradient_arena's.
-struct GradientTensors {
-  std::vector<int64_t> sizes;
-  std::vector<LiveSpan> spans;
-};
-GradientTensors gradient_tensors(const std::vector<int64_t>& sizes,
-                                 const std::vector<std::vector<int>>& inputs,
-                                 const std::vector<bool>& in_producer = {},
-                                 const std::vector<int>& aliases = {});
+ArenaTensors gradient_tensors(const std::vector<int64_t>& sizes,
+                              const std::vector<std::vector<int>>& inputs,
+                              const std::vector<bool>& in_producer = {},
+                              const std::vector<int>& aliases = {});
 
 // One arena for a graph's whole step: tensors of the step's time, then the activation
 // gradients, on one timeline of its passes (forward over layer i at i, the loss at L for L
@@ -75,8 +77,8 @@ GradientTensors gradient_tensors(const std::vector<int64_t>& sizes,
 // `gradients` (gradient_tensors') map to [2L − last, 2L − first], the model output's from the
 // loss on. Offsets: the step tensors', then the gradients'.
 MemoryArena plan_step_arena(const std::vector<int64_t>& step_sizes,
-                            const std::vector<LiveSpan>& step_spans,
-                            const GradientTensors& gradients, int64_t alignment = kArenaAlignment);
+                            const std::vector<LiveSpan>& step_spans, const ArenaTensors& gradients,
+                            int64_t alignment = kArenaAlignment);
 
 // The arena of a graph's activation gradients (`sizes[i]` floats for layer i's).
 // `in_producer[i]`: layer i's backward runs inside layer i − 1's (a ReLU fused into its
@@ -89,11 +91,13 @@ MemoryArena plan_gradient_arena(const std::vector<int64_t>& sizes,
                                 int64_t alignment = kArenaAlignment,
                                 const std::vector<int>& aliases = {});
 
-// Floats of the scratch where a reader writes the gradient of an input whose gradient another
-// reader already wrote, before it is added: the largest output read by two layers or more (a
-// residual stream's), not the largest of all (a GPT's logits, 65 times as large). 0: none.
-int64_t second_reader_scratch(const std::vector<int64_t>& sizes,
-                              const std::vector<std::vector<int>>& inputs);
+// Per layer that reads one input, the scratch its backward writes that input's gradient into
+// before adding it to the gradient a later reader wrote already (backward runs the later reader
+// first): the input's floats where a later layer reads it too (a residual stream's), else 0
+// (and for the model's input). Each is live at its layer's backward alone: 2L − layer on
+// plan_step_arena's timeline, for L layers.
+ArenaTensors second_reader_scratch(const std::vector<int64_t>& sizes,
+                                   const std::vector<std::vector<int>>& inputs);
 
 // Per layer of `def`, whether a backward reads its output: its own (backward_reads' output)
 // or a reader's (backward_reads' input). The others need their memory only until their

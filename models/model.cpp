@@ -327,7 +327,7 @@ void Model::forward_layer(size_t layer, bool training, Stream& stream) {
     const int64_t count = plan.batch * shapes_[layer + 1].numel();
     kernel_math::HalfRow saved;
     if (training && plan.saved_by_add[layer]) {
-      saved = {static_cast<uint16_t*>(plan.saved[plan.holder(layer)].data()), *plan.saved_format};
+      saved = {plan.saved[plan.holder(layer)], *plan.saved_format};
     }
     add_into(out, output_of(from[0]), output_of(from[1]), count, plan.fused_into(layer), stream,
              saved);
@@ -494,7 +494,10 @@ void Model::backward_graph_layer(int layer, Stream& stream) {
   const bool in_place = needs_din && !plan.filled[static_cast<size_t>(input)];
   float* din = !needs_din ? nullptr
                : in_place ? plan.gradient(static_cast<size_t>(input))
-                          : plan.grad_b.data();
+                          : plan.scratch[static_cast<size_t>(layer)];
+  SS_CHECK(!needs_din || din != nullptr,
+           "model '{}': layer {}'s backward has no scratch planned for its input's gradient",
+           def_.name, layer);
   backward_layer(*kernel, layer, dout, din, stream);
   if (in_place) plan.filled[static_cast<size_t>(input)] = true;
   if (needs_din && !in_place) add_gradient(input, din, stream);

@@ -114,12 +114,13 @@ class Model {
   // allocates nothing more of the model's.
   struct Memory {
     int64_t parameters = 0;  // weights, their gradients (tied weights' too), the layers' buffers
-    int64_t kept = 0;        // the outputs some backward reads, the whole step long (bf16, fp16:
-                             // in 16 bits)
+    int64_t kept = 0;        // the outputs some backward reads (bf16, fp16: their 16-bit
+                             // copies), all live at the loss; a graph's 16-bit copies in its
+                             // arena, from the forward that writes each to its last backward
     int64_t transient = 0;   // the arena of the other outputs (bf16, fp16: of all), and of a
-                             // graph's activation gradients once those outputs are done
-    int64_t gradients = 0;   // activation gradients beyond it: ping-pong, or a second reader's
-                             // scratch
+                             // graph's activation gradients and scratch once those outputs are
+                             // done, beyond the copies it holds
+    int64_t gradients = 0;   // a sequence's activation gradients: two ping-pong buffers
     int64_t kernels = 0;     // the layers' and the loss's own: workspaces, scratch, statistics
     int64_t total() const { return parameters + kept + transient + gradients + kernels; }
   };
@@ -150,13 +151,18 @@ class Model {
   // (kept in fp32, or saved in 16 bits under bf16 and fp16), the arena of the others (by the
   // spans of their readers), the activation gradients (a graph's in that arena too).
   void plan_memory(Plan& plan);
-  // A graph's one arena of transient outputs and activation gradients (plan_step_arena), and
-  // its second readers' scratch.
+  // A graph's one arena of transient outputs, saved copies and activation gradients
+  // (plan_step_arena), and its second readers' scratch. `step`: the outputs by their readers'
+  // spans (transient_outputs); `saved_floats`: each layer's saved copy's floats (0: none).
   void plan_step_arena_of(Plan& plan, std::vector<int64_t> sizes,
                           const std::vector<std::vector<int>>& inputs,
-                          const std::vector<bool>& kept, std::vector<int64_t> step_sizes,
-                          std::vector<LiveSpan> spans);
+                          const std::vector<bool>& kept, ArenaTensors step,
+                          const std::vector<int64_t>& saved_floats);
+  static std::vector<size_t> add_step_tensors(ArenaTensors& step, const std::vector<int64_t>& sizes,
+                                              const std::vector<LiveSpan>& spans);
   std::vector<LiveSpan> restore_spans(const Plan& plan) const;
+  std::vector<LiveSpan> saved_copy_spans(const Plan& plan,
+                                         const std::vector<int64_t>& floats) const;
   // The floats of each output that is not kept (0 for the others and for fused producers,
   // whose activation's tensor then starts at the producer: `spans` says so).
   std::vector<int64_t> transient_outputs(const Plan& plan, const std::vector<int64_t>& sizes,

@@ -36,8 +36,10 @@ Model::Memory Model::memory(int64_t batch) {
   Memory m;
   m.parameters = bytes(weights_) + bytes(grads_) + bytes(tied_grads_) + bytes(buffers_);
   for (const Tensor& t : plan.activations) m.kept += bytes(t);
-  for (const DeviceBuffer& b : plan.saved) m.kept += static_cast<int64_t>(b.bytes());
-  m.transient = bytes(plan.transient);
+  for (const DeviceBuffer& b : plan.saved_buffers) m.kept += static_cast<int64_t>(b.bytes());
+  // A graph's saved copies are all live at the loss, side by side in its arena.
+  m.kept += plan.saved_in_arena;
+  m.transient = bytes(plan.transient) - plan.saved_in_arena;
   m.gradients = bytes(plan.grad_a) + bytes(plan.grad_b);
   m.kernels = plan.kernel_bytes;
   return m;
@@ -60,11 +62,12 @@ void Model::plan_memory(Plan& plan) {
   }
   plan.saved_format = half_format(precision());
   std::vector<bool> kept = read;
+  std::vector<int64_t> saved_floats(layers, 0);  // each saved copy's 16-bit values, in floats
+  plan.saved.assign(layers, nullptr);
   if (plan.saved_format) {
     kept.assign(layers, false);
     for (size_t layer = 0; layer < layers; ++layer) {
-      const size_t bytes = read[layer] ? static_cast<size_t>(sizes[layer]) * sizeof(uint16_t) : 0;
-      plan.saved.push_back(bytes == 0 ? DeviceBuffer() : DeviceBuffer(device_, bytes));
+      if (read[layer]) saved_floats[layer] = (sizes[layer] + 1) / 2;
     }
   }
   for (size_t layer = 0; layer < layers; ++layer) {
@@ -73,12 +76,19 @@ void Model::plan_memory(Plan& plan) {
   }
   std::vector<LiveSpan> spans = reader_spans(inputs);
   const std::vector<int64_t> transient = transient_outputs(plan, sizes, kept, spans);
-  plan_saved_outputs(plan);
   if (!def_.inputs.empty()) {
-    plan_step_arena_of(plan, sizes, inputs, kept, transient, std::move(spans));
+    plan_step_arena_of(plan, sizes, inputs, kept, {transient, std::move(spans)}, saved_floats);
+    plan_saved_outputs(plan);
     return;
   }
-  // A sequence: the forward arena, and ping-pong buffers for the gradients.
+  // A sequence: its saved copies apart, the forward arena, and ping-pong buffers for the
+  // gradients.
+  for (size_t layer = 0; layer < layers; ++layer) {
+    if (saved_floats[layer] == 0) continue;
+    plan.saved_buffers.emplace_back(device_, static_cast<size_t>(sizes[layer]) * sizeof(uint16_t));
+    plan.saved[layer] = static_cast<uint16_t*>(plan.saved_buffers.back().data());
+  }
+  plan_saved_outputs(plan);
   const MemoryArena arena = plan_arena(transient, spans);
   if (arena.size > 0) plan.transient = Tensor(device_, Shape{arena.size});
   place_outputs(plan, kept, arena.offsets);
@@ -90,23 +100,19 @@ void Model::plan_memory(Plan& plan) {
 }
 
 // A graph's step arena: the transient outputs while their readers run, then the activation
-// gradients (16-bit ones in half the floats) while they are live, and under bf16 and fp16 a
-// slot for each output a backward restores, at the backwards that restore it: memory shared
-// wherever their times do not meet.
+// gradients (16-bit ones in half the floats) while they are live, and under bf16 and fp16 the
+// saved copies from their forward to their last backward, and a slot for each output a
+// backward restores, at the backwards that restore it: memory shared wherever their times do
+// not meet.
 void Model::plan_step_arena_of(Plan& plan, std::vector<int64_t> sizes,
                                const std::vector<std::vector<int>>& inputs,
-                               const std::vector<bool>& kept, std::vector<int64_t> step_sizes,
-                               std::vector<LiveSpan> spans) {
+                               const std::vector<bool>& kept, ArenaTensors step,
+                               const std::vector<int64_t>& saved_floats) {
   const size_t layers = sizes.size();
-  if (!spans.empty()) spans.back().last = static_cast<int>(layers);  // the loss reads it
-  const std::vector<LiveSpan> restores = restore_spans(plan);
-  std::vector<size_t> slot(layers, 0);  // index of layer i's restore slot among the step's
-  for (size_t i = 0; i < layers; ++i) {
-    if (restores[i].last < 0) continue;
-    slot[i] = step_sizes.size();
-    step_sizes.push_back(sizes[i]);
-    spans.push_back(restores[i]);
-  }
+  if (!step.spans.empty()) step.spans.back().last = static_cast<int>(layers);  // the loss reads it
+  const std::vector<size_t> restore_slot = add_step_tensors(step, sizes, restore_spans(plan));
+  const std::vector<size_t> saved_slot =
+      add_step_tensors(step, saved_floats, saved_copy_spans(plan, saved_floats));
   std::vector<bool> in_producer(layers, false);
   for (size_t layer = 0; layer + 1 < layers; ++layer) {
     in_producer[layer + 1] = plan.runs_relu_backward(layer);
@@ -118,24 +124,46 @@ void Model::plan_step_arena_of(Plan& plan, std::vector<int64_t> sizes,
   }
   plan.grad_alias = gradient_aliases(inputs, unchanged);
   plan_half_gradients(plan);
-  const int64_t scratch = second_reader_scratch(sizes, inputs);
-  if (scratch > 0) plan.grad_b = Tensor(device_, Shape{scratch});
+  const ArenaTensors scratch = second_reader_scratch(sizes, inputs);
+  const std::vector<size_t> scratch_slot = add_step_tensors(step, scratch.sizes, scratch.spans);
   for (size_t layer = 0; layer < layers; ++layer) {
     if (plan.half_gradient[layer]) sizes[layer] = (sizes[layer] + 1) / 2;
   }
   const MemoryArena arena = plan_step_arena(
-      step_sizes, spans, gradient_tensors(sizes, inputs, in_producer, plan.grad_alias));
+      step.sizes, step.spans, gradient_tensors(sizes, inputs, in_producer, plan.grad_alias));
   if (arena.size > 0) plan.transient = Tensor(device_, Shape{arena.size});
   place_outputs(plan, kept, arena.offsets);
+  plan.scratch.assign(layers, nullptr);
   for (size_t i = layers; i-- > 0;) {
     if (plan.fused_into(i)) {
       plan.restored[i] = plan.restored[i + 1];
-    } else if (restores[i].last >= 0) {
-      plan.restored[i] = plan.transient.data() + arena.offsets[slot[i]];
+    } else if (restore_slot[i] > 0) {
+      plan.restored[i] = plan.transient.data() + arena.offsets[restore_slot[i]];
     }
+    if (scratch_slot[i] > 0)
+      plan.scratch[i] = plan.transient.data() + arena.offsets[scratch_slot[i]];
+    if (saved_slot[i] == 0) continue;
+    plan.saved[i] =
+        reinterpret_cast<uint16_t*>(plan.transient.data() + arena.offsets[saved_slot[i]]);
+    plan.saved_in_arena += saved_floats[i] * static_cast<int64_t>(sizeof(float));
   }
   plan.grad_offsets.assign(arena.offsets.end() - static_cast<std::ptrdiff_t>(layers),
                            arena.offsets.end());
+}
+
+// Appends to `step` a tensor of sizes[i] floats live over spans[i] for each layer i whose span
+// is not empty (last >= 0), and returns each one's index in `step` (0: none; the step's first
+// tensors are the layers' outputs).
+std::vector<size_t> Model::add_step_tensors(ArenaTensors& step, const std::vector<int64_t>& sizes,
+                                            const std::vector<LiveSpan>& spans) {
+  std::vector<size_t> index(sizes.size(), 0);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0 || spans[i].last < 0) continue;
+    index[i] = step.sizes.size();
+    step.sizes.push_back(sizes[i]);
+    step.spans.push_back(spans[i]);
+  }
+  return index;
 }
 
 // Per layer (a fused producer's in its activation's), the step times of the backwards that
@@ -156,6 +184,39 @@ std::vector<LiveSpan> Model::restore_spans(const Plan& plan) const {
     const int at = 2 * static_cast<int>(layers) - static_cast<int>(layer);
     if (r.input) restored_at(static_cast<size_t>(r.from), at);
     if (r.output) restored_at(layer, at);
+  }
+  return spans;
+}
+
+// Per layer with a saved copy (`floats` > 0), the step times it lives: from the forward that
+// writes it (its producer's, where that one applies the layer's activation) over the loss to
+// the last backward that reads it, as it is or to restore it; last < 0 for the others.
+std::vector<LiveSpan> Model::saved_copy_spans(const Plan& plan,
+                                              const std::vector<int64_t>& floats) const {
+  const int layers = static_cast<int>(def_.layers.size());
+  std::vector<LiveSpan> spans(floats.size(), {0, -1});
+  for (int o = 0; o < layers; ++o) {
+    const bool by_producer = o > 0 && plan.fused_into(static_cast<size_t>(o) - 1);
+    if (floats[static_cast<size_t>(o)] > 0)
+      spans[static_cast<size_t>(o)] = {o - by_producer, layers};
+  }
+  const auto read_at = [&](int of, int at) {
+    LiveSpan& s = spans[plan.holder(static_cast<size_t>(of))];
+    s.last = std::max(s.last, at);
+  };
+  for (int layer = 0; layer < layers; ++layer) {
+    const int at = 2 * layers - layer;
+    const LayerKernel* kernel = plan.kernels[static_cast<size_t>(layer)].get();
+    if (kernel == nullptr) {  // an Add, whose fused ReLU's mask reads its output's copy
+      if (plan.runs_relu_backward(static_cast<size_t>(layer))) read_at(layer, at);
+      continue;
+    }
+    const SavedReads r = saved_reads(plan, *kernel, layer);
+    if (r.input) read_at(r.from, at);
+    if (r.output) read_at(layer, at);
+  }
+  for (size_t o = 0; o < floats.size(); ++o) {
+    if (floats[o] == 0) spans[o].last = -1;
   }
   return spans;
 }
@@ -205,8 +266,8 @@ void Model::plan_saved_outputs(Plan& plan) const {
   // tested against.
   if (!plan.saved_format || !fuse_layers()) return;
   for (size_t i = 0; i < layers; ++i) {
-    plan.saved_by_add[i] = std::holds_alternative<AddSpec>(def_.layers[i]) &&
-                           plan.saved[plan.holder(i)].data() != nullptr;
+    plan.saved_by_add[i] =
+        std::holds_alternative<AddSpec>(def_.layers[i]) && plan.saved[plan.holder(i)] != nullptr;
   }
   const std::vector<std::vector<int>> readers = layer_readers(def_);
   // The last layer's output is the loss's input. A producer that applies the next layer's
@@ -215,7 +276,7 @@ void Model::plan_saved_outputs(Plan& plan) const {
   for (size_t i = layers - 1; i-- > 0;) {
     LayerKernel* kernel = plan.kernels[i].get();
     const size_t o = plan.holder(i);
-    if (kernel == nullptr || o + 1 >= layers || plan.saved[o].data() == nullptr ||
+    if (kernel == nullptr || o + 1 >= layers || plan.saved[o] == nullptr ||
         plan.fusions[i].forward_in_producer || readers[o].empty() ||
         staged(*kernel, LayerKernel::Pass::kForward)) {
       continue;
@@ -224,8 +285,7 @@ void Model::plan_saved_outputs(Plan& plan) const {
     if (mode == LayerKernel::SavedOutput::kNo) continue;
     const int from = layer_inputs(def_, static_cast<int>(i)).front();
     if (mode == LayerKernel::SavedOutput::kFromSavedInput &&
-        (from == kModelInput ||
-         plan.saved[plan.holder(static_cast<size_t>(from))].data() == nullptr)) {
+        (from == kModelInput || plan.saved[plan.holder(static_cast<size_t>(from))] == nullptr)) {
       continue;
     }
     plan.into_saved[i] = std::all_of(readers[o].begin(), readers[o].end(), [&](int r) {
@@ -253,36 +313,35 @@ bool Model::reads_saved_input_only(const Plan& plan, int reader, int of) const {
 
 void Model::forward_into_saved(LayerKernel& kernel, int layer, Stream& stream) {
   const Plan& plan = *current_;
-  auto* out = static_cast<uint16_t*>(plan.saved[plan.holder(static_cast<size_t>(layer))].data());
+  uint16_t* out = plan.saved[plan.holder(static_cast<size_t>(layer))];
   if (kernel.forwards_into_saved(*plan.saved_format) == LayerKernel::SavedOutput::kFromInput) {
     kernel.forward_into_saved(layer_input(layer), nullptr, out, *plan.saved_format, stream);
     return;
   }
   const auto from = static_cast<size_t>(layer_inputs(def_, layer).front());
-  kernel.forward_into_saved(nullptr,
-                            static_cast<const uint16_t*>(plan.saved[plan.holder(from)].data()), out,
-                            *plan.saved_format, stream);
+  kernel.forward_into_saved(nullptr, plan.saved[plan.holder(from)], out, *plan.saved_format,
+                            stream);
 }
 
 void Model::save_output(int layer, Stream& stream) {
   const Plan& plan = *current_;
   const auto i = static_cast<size_t>(layer);
-  if (!plan.saved_format || plan.saved[i].data() == nullptr || plan.into_saved[i]) return;
+  if (!plan.saved_format || plan.saved[i] == nullptr || plan.into_saved[i]) return;
   // An Add wrote it (its own output's, or the fused ReLU's after it).
   if (plan.saved_by_add[i] || (i > 0 && plan.fused_into(i - 1) && plan.saved_by_add[i - 1])) {
     return;
   }
-  compress_gradients(plan.outputs[i], static_cast<uint16_t*>(plan.saved[i].data()),
-                     plan.batch * shapes_[i + 1].numel(), 1, *plan.saved_format, stream);
+  compress_gradients(plan.outputs[i], plan.saved[i], plan.batch * shapes_[i + 1].numel(), 1,
+                     *plan.saved_format, stream);
 }
 
 const uint16_t* Model::saved_copy(int reader, int of) const {
   const Plan& plan = *current_;
-  const DeviceBuffer& saved = plan.saved[plan.holder(static_cast<size_t>(of))];
-  SS_CHECK(saved.data() != nullptr,
+  const uint16_t* saved = plan.saved[plan.holder(static_cast<size_t>(of))];
+  SS_CHECK(saved != nullptr,
            "model '{}': layer {}'s backward reads the output of layer {}, which was not saved",
            def_.name, reader, of);
-  return static_cast<const uint16_t*>(saved.data());
+  return saved;
 }
 
 const uint16_t* Model::saved_input(LayerKernel& kernel, int layer) const {
@@ -294,7 +353,7 @@ const uint16_t* Model::saved_input(LayerKernel& kernel, int layer) const {
   }
   const int from = layer_inputs(def_, layer).front();
   if (from == kModelInput) return nullptr;
-  return static_cast<const uint16_t*>(plan.saved[plan.holder(static_cast<size_t>(from))].data());
+  return plan.saved[plan.holder(static_cast<size_t>(from))];
 }
 
 void Model::restore_saved(int reader, int of, Stream& stream) {

@@ -34,11 +34,15 @@ struct Model::Plan {
   // gradients live in it too (grad_offsets), in the memory of outputs done with.
   Tensor transient;
   // Under bf16 and fp16 (autocast's saved tensors): the outputs some backward reads, in that
-  // format, saved[i] layer i's (empty where none, and for fused_into layers, whose output is
+  // format, saved[i] layer i's (null where none, and for fused_into layers, whose output is
   // the next layer's). Training's forward writes them; backward restores each into its fp32
-  // place in `transient` just before a backward that reads it.
+  // place in `transient` just before a backward that reads it. A graph's are in `transient`
+  // from the forward that writes them to their last backward (saved_in_arena bytes of it), a
+  // sequence's in saved_buffers.
   std::optional<kernel_math::HalfFormat> saved_format;
-  std::vector<DeviceBuffer> saved;
+  std::vector<uint16_t*> saved;
+  std::vector<DeviceBuffer> saved_buffers;
+  int64_t saved_in_arena = 0;
   // Under bf16 and fp16, the layers whose training forward writes saved[i] itself and no fp32
   // output (LayerKernel::forward_into_saved), every reader reading that copy in forward; where
   // the layer applies the next one's activation (fused_into), that one's entry too.
@@ -52,10 +56,12 @@ struct Model::Plan {
   std::vector<bool> saved_by_add;
   // A sequence: ping-pong buffers for activation gradients. A graph: `transient` holds the
   // gradient of each layer's output while it is live (plan_step_arena; summed over its
-  // readers: `filled` says whether a reader wrote it yet), grad_b the scratch a second reader
-  // writes into before adding.
+  // readers: `filled` says whether a reader wrote it yet), and per layer the scratch its
+  // backward writes into when a later reader wrote its input's gradient already (null: none),
+  // before adding it.
   Tensor grad_a;
   Tensor grad_b;
+  std::vector<float*> scratch;
   std::vector<int64_t> grad_offsets;  // graph only: each layer's gradient inside `transient`
   std::vector<bool> filled;
   std::unique_ptr<LossKernel> loss;

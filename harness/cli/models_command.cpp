@@ -99,8 +99,8 @@ void print_memory(const std::string& name, const nlohmann::json& m) {
       {"parameters_bytes", "weights, their gradients, the layers' buffers"},
       {"optimizer_state_bytes", "optimizer state"},
       {"kept_activations_bytes", "activations saved for backward (bf16/fp16: 16-bit)"},
-      {"forward_arena_bytes", "outputs in flight (and in graphs, then gradients)"},
-      {"activation_gradients_bytes", "activation gradients (ping-pong; graphs: scratch)"},
+      {"forward_arena_bytes", "outputs in flight (graphs: and activation gradients)"},
+      {"activation_gradients_bytes", "a sequence's activation gradients (ping-pong)"},
       {"kernels_bytes", "the kernels' own (workspaces, scratch, statistics)"},
       {"batch_bytes", "the batch on the device and the loss"}};
   for (const auto& [key, what] : rows)
