@@ -256,7 +256,7 @@ class ConvKernel final : public LayerKernel {
         bias_(c.bias ? b.params[1].data : nullptr),
         weight_grad_(b.grads[0].data),
         bias_grad_(c.bias ? b.grads[1].data : nullptr) {
-    // The 16-bit copies' regions, which follow cuDNN's.
+    // The regions after cuDNN's: the 16-bit copies and the weight gradient.
     const size_t copies = region_offset(kRegions) - region_offset(kX16);
     limit_ = conv_workspace_limit(memory_now(device, libraries_->workspace_bytes(), copies));
     const ConvPolicy policy{precision_, determinism(), limit_.bytes, b.input_gradient};
@@ -270,7 +270,6 @@ class ConvKernel final : public LayerKernel {
       y_nchw_ = float_buffer(device, b.out.numel());
     } else {
       weight_nhwc_ = float_buffer(device, weights);
-      weight_grad_nhwc_ = float_buffer(device, weights);
     }
     if (bias_ != nullptr)
       bias_scratch_ = float_buffer(device, cuda_ops::bias_grad_scratch(rows(), shape_.filters));
@@ -467,9 +466,12 @@ class ConvKernel final : public LayerKernel {
   int64_t area() const { return shape_.kernel * shape_.kernel; }
 
   // The stream's shared workspace, in this order: cuDNN's, then in 16 bits the copies of x (or
-  // dx), of w (or dw) and of y (or dy).
-  enum Region { kCudnn, kX16, kW16, kY16, kRegions };
+  // dx), of w (or dw) and of y (or dy), and an NHWC plan's OHWI weight gradient (fp32), which
+  // lives only from the filter pass to its transposition into the model's gradient.
+  enum Region { kCudnn, kX16, kW16, kY16, kDw, kRegions };
   int64_t region_count(Region r) const {
+    // Asked before the plan too (the workspace limit): then as an NHWC plan's.
+    if (r == kDw) return shape_.filters * shape_.channels * area();
     if (!half_) return 0;
     switch (r) {
       case kX16:
@@ -479,6 +481,7 @@ class ConvKernel final : public LayerKernel {
       case kY16:
         return rows() * shape_.filters;
       case kCudnn:
+      case kDw:
       case kRegions:
         break;
     }
@@ -486,7 +489,7 @@ class ConvKernel final : public LayerKernel {
   }
   size_t region_bytes(Region r) const {
     if (r == kCudnn) return cudnn_workspace_;
-    return static_cast<size_t>(region_count(r)) * sizeof(uint16_t);
+    return static_cast<size_t>(region_count(r)) * (r == kDw ? sizeof(float) : sizeof(uint16_t));
   }
   size_t region_offset(Region r) const {
     return workspace_region_offset(r, [this](int i) { return region_bytes(Region(i)); });
@@ -528,7 +531,7 @@ class ConvKernel final : public LayerKernel {
   void backward_filter(const void* x, const void* dy, cudaStream_t s) {
     const float one = 1.0f;
     const float zero = 0.0f;
-    float* dw = nchw() ? weight_grad_ : floats(weight_grad_nhwc_);
+    float* dw = nchw() ? weight_grad_ : static_cast<float*>(region(kDw, s));
     void* dw_result = result(dw, kW16, s);
     SS_CHECK_CUDNN(cudnnConvolutionBackwardFilter(
         libraries_->cudnn(s), &one, descriptors_.x(), x, descriptors_.y(), dy,
@@ -577,11 +580,10 @@ class ConvKernel final : public LayerKernel {
   const float* weight_;
   const float* bias_;  // null without a bias
   float* weight_grad_;
-  float* bias_grad_;               // null without a bias
-  DeviceBuffer weight_nhwc_;       // NHWC plans: the OHWI copy of the weights
-  DeviceBuffer weight_grad_nhwc_;  // and of their gradient
-  DeviceBuffer x_nchw_;            // NCHW plans: the input, then its gradient
-  DeviceBuffer y_nchw_;            // and the output, then its gradient
+  float* bias_grad_;          // null without a bias
+  DeviceBuffer weight_nhwc_;  // NHWC plans: the OHWI copy of the weights
+  DeviceBuffer x_nchw_;       // NCHW plans: the input, then its gradient
+  DeviceBuffer y_nchw_;       // and the output, then its gradient
   DeviceBuffer bias_scratch_;
   DeviceBuffer extended_;  // the extended input (asymmetric padding only)
   bool extended_holds_input_ = false;
