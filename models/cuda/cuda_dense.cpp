@@ -17,8 +17,8 @@
 // such a width splits each GEMM by columns into an aligned part (the first units - units % 8)
 // and the few columns left, and computes in chunks of rows through a buffer whose rows are
 // padded to a multiple of 8 (in the workspace, at most kChunkBytes), copying each chunk of y out
-// of it and each chunk of dy into it (cudaMemcpy2DAsync). dW and dx add up over the parts and
-// chunks in a fixed order, so they stay deterministic.
+// of it and each chunk of dy into it (cuda_ops::copy_pitched_rows). dW and dx add up over the parts
+// and chunks in a fixed order, so they stay deterministic.
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -271,10 +271,7 @@ class DenseKernel final : public LayerKernel {
   // `rows` rows of `width` floats from `from` (rows `from_pitch` apart) to `to` (`to_pitch`).
   void copy_rows(const float* from, int from_pitch, float* to, int to_pitch, int rows,
                  cudaStream_t s) const {
-    SS_CHECK_CUDA(cudaMemcpy2DAsync(to, static_cast<size_t>(to_pitch) * sizeof(float), from,
-                                    static_cast<size_t>(from_pitch) * sizeof(float),
-                                    static_cast<size_t>(units_) * sizeof(float),
-                                    static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, s));
+    cuda_ops::copy_pitched_rows(from, from_pitch, to, to_pitch, units_, rows, s);
   }
 
   // c = op(a)·op(b), overwriting c or adding to it; a and b fp32, or both 16-bit copies.

@@ -412,6 +412,19 @@ void crop_nhwc(const float* extended, float* out, int64_t n, int64_t h, int64_t 
   check_launch("gather_or_zero_kernel (crop)");
 }
 
+void copy_pitched_rows(const float* from, int64_t from_pitch, float* to, int64_t to_pitch,
+                       int64_t width, int64_t rows, cudaStream_t stream) {
+  const int64_t count = rows * to_pitch;
+  if (count == 0) return;
+  const km::PitchedRows s{width, from_pitch, to_pitch};
+  with_divider(count, to_pitch, [&](auto by) {
+    using Divider = decltype(by);
+    using From = IndexFrom<km::PitchedRows, Divider, km::pitched_row_source<Divider>>;
+    gather_or_zero(From{s, by}, count, from, to, stream);
+  });
+  check_launch("gather_or_zero_kernel (pitched rows)");
+}
+
 void max_pool_forward(const PoolShape& s, const float* x, float* y, uint16_t* choices,
                       cudaStream_t stream) {
   const int64_t count = s.batch * s.out_h * s.out_w * s.channels;

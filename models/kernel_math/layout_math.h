@@ -97,6 +97,24 @@ SS_HOST_DEVICE inline int64_t crop_source(const ExtendShape& s, const NhwcDivide
   return nhwc_index(p, s.extended_height, s.extended_width, s.channels);
 }
 
+// Rows of `width` values between two row pitches: a GEMM's buffer whose rows are padded to a
+// multiple of 8 values, and the tensor without the padding (either way round). The destination
+// holds its rows `to_pitch` values apart, the source `from_pitch` apart; both are >= width.
+struct PitchedRows {
+  int64_t width, from_pitch, to_pitch;
+};
+
+// Where element `i` of the destination comes from in the source, or -1 for a pad column of the
+// destination (which takes a zero: the GEMMs that read such a buffer never read its pads);
+// `by_pitch` divides by to_pitch.
+template <class Divider>
+SS_HOST_DEVICE inline int64_t pitched_row_source(const PitchedRows& s, const Divider& by_pitch,
+                                                 int64_t i) {
+  const int64_t row = by_pitch(i);
+  const int64_t column = i - row * s.to_pitch;
+  return column < s.width ? row * s.from_pitch + column : -1;
+}
+
 // A batch of row-major [rows, cols] matrices and their transposes [cols, rows]: NHWC -> NCHW is
 // (N, H·W, C), NCHW -> NHWC is (N, C, H·W), OIHW -> OHWI is (O, I, KH·KW), OHWI -> OIHW is
 // (O, KH·KW, I).

@@ -121,6 +121,32 @@ TYPED_TEST(KernelMathExtend, AddsZerosBottomAndRightAndCropUndoesIt) {
   EXPECT_EQ(cropped<TypeParam>(ext, s), x);
 }
 
+// The padded lm_head's copies: y's chunk out of the GEMM's padded buffer and dy's chunk into
+// it, as cudaMemcpy2D copies `width` values a row between the pitches (and the pads zero).
+TYPED_TEST(KernelMathExtend, PitchedRowsCopyEachRowsValuesAndZeroThePads) {
+  const int64_t rows = 3, width = 5, padded = 8;
+  std::vector<float> tight;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; ++c) tight.push_back(code(0, 0, r, c) + 1.0f);
+  const auto copy = [&](const std::vector<float>& from, const km::PitchedRows& s) {
+    std::vector<float> to(static_cast<size_t>(rows * s.to_pitch), NAN);
+    const TypeParam by_pitch{s.to_pitch};
+    for (size_t i = 0; i < to.size(); ++i) {
+      const int64_t at = km::pitched_row_source(s, by_pitch, static_cast<int64_t>(i));
+      to[i] = at < 0 ? 0.0f : from.at(static_cast<size_t>(at));
+    }
+    return to;
+  };
+  const std::vector<float> pad = copy(tight, {width, width, padded});
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < padded; ++c) {
+      ASSERT_EQ(pad[static_cast<size_t>(r * padded + c)], c < width ? code(0, 0, r, c) + 1.0f : 0)
+          << r << ", " << c;
+    }
+  }
+  EXPECT_EQ(copy(pad, {width, padded, width}), tight);
+}
+
 // out[n, h, w, c] = in[n, h - top, w - left, c] where that is inside `in`, else 0: pads the
 // top and left by `top` and `left` (and the rest up to out_h × out_w), or crops with negative ones.
 std::vector<float> shifted(const std::vector<float>& in, const Shape& from, int64_t out_h,
