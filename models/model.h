@@ -151,25 +151,24 @@ class Model {
   // (kept in fp32, or saved in 16 bits under bf16 and fp16), the arena of the others (by the
   // spans of their readers), the activation gradients (a graph's in that arena too).
   void plan_memory(Plan& plan);
-  // A graph's one arena of transient outputs, saved copies and activation gradients
-  // (plan_step_arena), and its second readers' scratch. `step`: the outputs by their readers'
-  // spans (transient_outputs); `saved_floats`: each layer's saved copy's floats (0: none).
+  // A graph's one arena of transient outputs, the outputs backward reads (or their saved
+  // copies), activation gradients and second readers' scratch (plan_step_arena). `step`: the
+  // outputs by their readers' spans (transient_outputs); `kept_floats`: each layer's kept
+  // output's floats (0: none).
   void plan_step_arena_of(Plan& plan, std::vector<int64_t> sizes,
-                          const std::vector<std::vector<int>>& inputs,
-                          const std::vector<bool>& kept, ArenaTensors step,
-                          const std::vector<int64_t>& saved_floats);
+                          const std::vector<std::vector<int>>& inputs, ArenaTensors step,
+                          const std::vector<int64_t>& kept_floats);
   static std::vector<size_t> add_step_tensors(ArenaTensors& step, const std::vector<int64_t>& sizes,
                                               const std::vector<LiveSpan>& spans);
   std::vector<LiveSpan> restore_spans(const Plan& plan) const;
-  std::vector<LiveSpan> saved_copy_spans(const Plan& plan,
-                                         const std::vector<int64_t>& floats) const;
+  std::vector<LiveSpan> kept_spans(const Plan& plan, const std::vector<int64_t>& floats) const;
   // The floats of each output that is not kept (0 for the others and for fused producers,
   // whose activation's tensor then starts at the producer: `spans` says so).
   std::vector<int64_t> transient_outputs(const Plan& plan, const std::vector<int64_t>& sizes,
                                          const std::vector<bool>& kept,
                                          std::vector<LiveSpan>& spans) const;
-  // plan.outputs: in its own tensor where `kept`, else at its offset in plan.transient.
-  void place_outputs(Plan& plan, const std::vector<bool>& kept,
+  // plan.outputs: at kept_at where that is set, else at its offset in plan.transient.
+  void place_outputs(Plan& plan, const std::vector<float*>& kept_at,
                      const std::vector<int64_t>& offsets);
   // Under bf16 and fp16: after `layer`'s training forward, its output into its 16-bit saved
   // copy where a backward reads it; before its backward, the saved copies it reads back into

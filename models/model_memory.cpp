@@ -35,11 +35,10 @@ Model::Memory Model::memory(int64_t batch) {
   const auto bytes = [](const Tensor& t) { return static_cast<int64_t>(t.bytes()); };
   Memory m;
   m.parameters = bytes(weights_) + bytes(grads_) + bytes(tied_grads_) + bytes(buffers_);
-  for (const Tensor& t : plan.activations) m.kept += bytes(t);
-  for (const DeviceBuffer& b : plan.saved_buffers) m.kept += static_cast<int64_t>(b.bytes());
-  // A graph's saved copies are all live at the loss, side by side in its arena.
-  m.kept += plan.saved_in_arena;
-  m.transient = bytes(plan.transient) - plan.saved_in_arena;
+  for (const DeviceBuffer& b : plan.kept_buffers) m.kept += static_cast<int64_t>(b.bytes());
+  // A graph's kept outputs are all live at the loss, side by side in its arena.
+  m.kept += plan.kept_in_arena;
+  m.transient = bytes(plan.transient) - plan.kept_in_arena;
   m.gradients = bytes(plan.grad_a) + bytes(plan.grad_b);
   m.kernels = plan.kernel_bytes;
   return m;
@@ -61,37 +60,40 @@ void Model::plan_memory(Plan& plan) {
     read[layer + 1] = true;
   }
   plan.saved_format = half_format(precision());
-  std::vector<bool> kept = read;
-  std::vector<int64_t> saved_floats(layers, 0);  // each saved copy's 16-bit values, in floats
-  plan.saved.assign(layers, nullptr);
-  if (plan.saved_format) {
-    kept.assign(layers, false);
-    for (size_t layer = 0; layer < layers; ++layer) {
-      if (read[layer]) saved_floats[layer] = (sizes[layer] + 1) / 2;
-    }
-  }
+  // What backward reads of each output (a fused producer's in its activation's), in floats: the
+  // fp32 values, or under bf16 and fp16 their 16-bit copy (and every fp32 output transient).
+  std::vector<int64_t> kept_floats(layers, 0);
   for (size_t layer = 0; layer < layers; ++layer) {
-    const bool own = kept[layer] && !plan.fused_into(layer);
-    plan.activations.push_back(own ? Tensor(device_, Shape{sizes[layer]}) : Tensor());
+    if (read[layer]) kept_floats[layer] = plan.saved_format ? (sizes[layer] + 1) / 2 : sizes[layer];
   }
+  std::vector<bool> kept = read;
+  if (plan.saved_format) kept.assign(layers, false);
+  plan.saved.assign(layers, nullptr);
   std::vector<LiveSpan> spans = reader_spans(inputs);
   const std::vector<int64_t> transient = transient_outputs(plan, sizes, kept, spans);
   if (!def_.inputs.empty()) {
-    plan_step_arena_of(plan, sizes, inputs, kept, {transient, std::move(spans)}, saved_floats);
+    plan_step_arena_of(plan, sizes, inputs, {transient, std::move(spans)}, kept_floats);
     plan_saved_outputs(plan);
     return;
   }
-  // A sequence: its saved copies apart, the forward arena, and ping-pong buffers for the
-  // gradients.
+  // A sequence: what backward reads in buffers of its own, the forward arena, and ping-pong
+  // buffers for the gradients.
+  std::vector<float*> kept_at(layers, nullptr);
   for (size_t layer = 0; layer < layers; ++layer) {
-    if (saved_floats[layer] == 0) continue;
-    plan.saved_buffers.emplace_back(device_, static_cast<size_t>(sizes[layer]) * sizeof(uint16_t));
-    plan.saved[layer] = static_cast<uint16_t*>(plan.saved_buffers.back().data());
+    if (kept_floats[layer] == 0) continue;
+    const size_t element = plan.saved_format ? sizeof(uint16_t) : sizeof(float);
+    plan.kept_buffers.emplace_back(device_, static_cast<size_t>(sizes[layer]) * element);
+    void* at = plan.kept_buffers.back().data();
+    if (plan.saved_format) {
+      plan.saved[layer] = static_cast<uint16_t*>(at);
+    } else {
+      kept_at[layer] = static_cast<float*>(at);
+    }
   }
   plan_saved_outputs(plan);
   const MemoryArena arena = plan_arena(transient, spans);
   if (arena.size > 0) plan.transient = Tensor(device_, Shape{arena.size});
-  place_outputs(plan, kept, arena.offsets);
+  place_outputs(plan, kept_at, arena.offsets);
   plan_half_gradients(plan);
   int64_t largest = shapes_.front().numel() * plan.batch;
   for (const int64_t s : sizes) largest = std::max(largest, s);
@@ -100,19 +102,18 @@ void Model::plan_memory(Plan& plan) {
 }
 
 // A graph's step arena: the transient outputs while their readers run, then the activation
-// gradients (16-bit ones in half the floats) while they are live, and under bf16 and fp16 the
-// saved copies from their forward to their last backward, and a slot for each output a
-// backward restores, at the backwards that restore it: memory shared wherever their times do
-// not meet.
+// gradients (16-bit ones in half the floats) while they are live, the outputs backward reads (or
+// under bf16 and fp16 their saved copies) from their forward to their last backward, and under
+// bf16 and fp16 a slot for each output a backward restores, at the backwards that restore it:
+// memory shared wherever their times do not meet.
 void Model::plan_step_arena_of(Plan& plan, std::vector<int64_t> sizes,
-                               const std::vector<std::vector<int>>& inputs,
-                               const std::vector<bool>& kept, ArenaTensors step,
-                               const std::vector<int64_t>& saved_floats) {
+                               const std::vector<std::vector<int>>& inputs, ArenaTensors step,
+                               const std::vector<int64_t>& kept_floats) {
   const size_t layers = sizes.size();
   if (!step.spans.empty()) step.spans.back().last = static_cast<int>(layers);  // the loss reads it
   const std::vector<size_t> restore_slot = add_step_tensors(step, sizes, restore_spans(plan));
-  const std::vector<size_t> saved_slot =
-      add_step_tensors(step, saved_floats, saved_copy_spans(plan, saved_floats));
+  const std::vector<size_t> kept_slot =
+      add_step_tensors(step, kept_floats, kept_spans(plan, kept_floats));
   std::vector<bool> in_producer(layers, false);
   for (size_t layer = 0; layer + 1 < layers; ++layer) {
     in_producer[layer + 1] = plan.runs_relu_backward(layer);
@@ -132,20 +133,26 @@ void Model::plan_step_arena_of(Plan& plan, std::vector<int64_t> sizes,
   const MemoryArena arena = plan_step_arena(
       step.sizes, step.spans, gradient_tensors(sizes, inputs, in_producer, plan.grad_alias));
   if (arena.size > 0) plan.transient = Tensor(device_, Shape{arena.size});
-  place_outputs(plan, kept, arena.offsets);
+  const auto at = [&](size_t slot) { return plan.transient.data() + arena.offsets[slot]; };
+  std::vector<float*> kept_at(layers, nullptr);
   plan.scratch.assign(layers, nullptr);
+  for (size_t i = 0; i < layers; ++i) {
+    if (scratch_slot[i] > 0) plan.scratch[i] = at(scratch_slot[i]);
+    if (kept_slot[i] == 0) continue;
+    plan.kept_in_arena += kept_floats[i] * static_cast<int64_t>(sizeof(float));
+    if (plan.saved_format) {
+      plan.saved[i] = reinterpret_cast<uint16_t*>(at(kept_slot[i]));
+    } else {
+      kept_at[i] = at(kept_slot[i]);
+    }
+  }
+  place_outputs(plan, kept_at, arena.offsets);
   for (size_t i = layers; i-- > 0;) {
     if (plan.fused_into(i)) {
       plan.restored[i] = plan.restored[i + 1];
     } else if (restore_slot[i] > 0) {
-      plan.restored[i] = plan.transient.data() + arena.offsets[restore_slot[i]];
+      plan.restored[i] = at(restore_slot[i]);
     }
-    if (scratch_slot[i] > 0)
-      plan.scratch[i] = plan.transient.data() + arena.offsets[scratch_slot[i]];
-    if (saved_slot[i] == 0) continue;
-    plan.saved[i] =
-        reinterpret_cast<uint16_t*>(plan.transient.data() + arena.offsets[saved_slot[i]]);
-    plan.saved_in_arena += saved_floats[i] * static_cast<int64_t>(sizeof(float));
   }
   plan.grad_offsets.assign(arena.offsets.end() - static_cast<std::ptrdiff_t>(layers),
                            arena.offsets.end());
@@ -188,11 +195,12 @@ std::vector<LiveSpan> Model::restore_spans(const Plan& plan) const {
   return spans;
 }
 
-// Per layer with a saved copy (`floats` > 0), the step times it lives: from the forward that
-// writes it (its producer's, where that one applies the layer's activation) over the loss to
-// the last backward that reads it, as it is or to restore it; last < 0 for the others.
-std::vector<LiveSpan> Model::saved_copy_spans(const Plan& plan,
-                                              const std::vector<int64_t>& floats) const {
+// Per layer whose output backward reads (`floats` > 0: the output, or its saved copy), the step
+// times that lives: from the forward that writes it (its producer's, where that one applies the
+// layer's activation) over the loss to the last backward that reads it (under bf16 and fp16, as
+// it is or to restore it); last < 0 for the others.
+std::vector<LiveSpan> Model::kept_spans(const Plan& plan,
+                                        const std::vector<int64_t>& floats) const {
   const int layers = static_cast<int>(def_.layers.size());
   std::vector<LiveSpan> spans(floats.size(), {0, -1});
   for (int o = 0; o < layers; ++o) {
@@ -236,16 +244,16 @@ std::vector<int64_t> Model::transient_outputs(const Plan& plan, const std::vecto
   return transient;
 }
 
-void Model::place_outputs(Plan& plan, const std::vector<bool>& kept,
+void Model::place_outputs(Plan& plan, const std::vector<float*>& kept_at,
                           const std::vector<int64_t>& offsets) {
-  const size_t layers = kept.size();
+  const size_t layers = kept_at.size();
   plan.outputs.assign(layers, nullptr);
   plan.restored.assign(layers, nullptr);
   for (size_t layer = layers; layer-- > 0;) {
     if (plan.fused_into(layer)) {
       plan.outputs[layer] = plan.outputs[layer + 1];
-    } else if (kept[layer]) {
-      plan.outputs[layer] = plan.activations[layer].data();
+    } else if (kept_at[layer] != nullptr) {
+      plan.outputs[layer] = kept_at[layer];
     } else {
       plan.outputs[layer] = plan.transient.data() + offsets[layer];
     }

@@ -22,10 +22,14 @@ struct Model::Plan {
   std::vector<LayerFusion> fusions;
   // The kernels' pass-local memory (LayerBinding::transient), counted in kernel_bytes.
   std::shared_ptr<TransientPool> pool;
-  // outputs[i]: the output of layer i, in activations[i] or in `transient`, or, for a layer
-  // that applies the next one's activation (fused_into), in that layer's, its own unallocated.
-  std::vector<Tensor> activations;
+  // outputs[i]: the output of layer i, in `transient` or (a sequence's that backward reads) in
+  // kept_buffers, or, for a layer that applies the next one's activation (fused_into), in that
+  // layer's, its own unallocated. A graph's outputs that backward reads are in `transient`
+  // from their forward to their last backward (kept_in_arena bytes of it, with the saved
+  // copies below).
   std::vector<float*> outputs;
+  std::vector<DeviceBuffer> kept_buffers;  // a sequence's kept outputs, or its saved copies
+  int64_t kept_in_arena = 0;
   // Where backward finds layer i's output: outputs[i], or in a graph under bf16 and fp16 the
   // slot of the step's arena its restore writes (a fused producer's: its activation's).
   std::vector<float*> restored;
@@ -36,13 +40,10 @@ struct Model::Plan {
   // Under bf16 and fp16 (autocast's saved tensors): the outputs some backward reads, in that
   // format, saved[i] layer i's (null where none, and for fused_into layers, whose output is
   // the next layer's). Training's forward writes them; backward restores each into its fp32
-  // place in `transient` just before a backward that reads it. A graph's are in `transient`
-  // from the forward that writes them to their last backward (saved_in_arena bytes of it), a
-  // sequence's in saved_buffers.
+  // place in `transient` just before a backward that reads it. A graph's are in `transient`,
+  // a sequence's in kept_buffers.
   std::optional<kernel_math::HalfFormat> saved_format;
   std::vector<uint16_t*> saved;
-  std::vector<DeviceBuffer> saved_buffers;
-  int64_t saved_in_arena = 0;
   // Under bf16 and fp16, the layers whose training forward writes saved[i] itself and no fp32
   // output (LayerKernel::forward_into_saved), every reader reading that copy in forward; where
   // the layer applies the next one's activation (fused_into), that one's entry too.
