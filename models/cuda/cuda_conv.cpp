@@ -1,9 +1,9 @@
 // Conv2D on cuDNN. Activations are NHWC and weights OIHW (PyTorch's layout), as everywhere.
 //
 // In NHWC (the plan whenever cuDNN allows it) cuDNN reads the activations as they are and an
-// OHWI copy of the weights, refreshed by a transpose every forward because the optimizer
-// updates the weights in place (cuDNN's NHWC kernels want the filter in the activations'
-// layout); the weight gradient is transposed back into OIHW. In NCHW (the fallback where
+// OHWI copy of the weights, made by a transpose in the shared workspace by each pass that reads
+// it (cuDNN's NHWC kernels want the filter in the activations' layout); the weight gradient is
+// transposed back into OIHW. In NCHW (the fallback where
 // cuDNN offers no allowed NHWC algorithm for some pass, conv_planning.h) the weights are used
 // as they are, and the activations and their gradients are transposed around each call into
 // two buffers of this kernel.
@@ -264,12 +264,9 @@ class ConvKernel final : public LayerKernel {
     descriptors_.apply(plan_);
     if (nchw())
       SS_LOG_DEBUG("{}: planned in NCHW, NHWC refused: {}", describe(spec), plan_.nhwc_refusals);
-    const int64_t weights = b.params[0].numel();
     if (nchw()) {
       x_nchw_ = float_buffer(device, shape_.x_numel());
       y_nchw_ = float_buffer(device, b.out.numel());
-    } else {
-      weight_nhwc_ = float_buffer(device, weights);
     }
     if (bias_ != nullptr)
       bias_scratch_ = float_buffer(device, cuda_ops::bias_grad_scratch(rows(), shape_.filters));
@@ -327,8 +324,6 @@ class ConvKernel final : public LayerKernel {
     backward_passes(in, dout, nullptr, din, cuda_stream(stream));
   }
 
-  // REQUIRES (beyond LayerKernel's): the weights unchanged since the last forward (the
-  // training step runs the optimizer after backward), whose OHWI copy backward reuses.
   void backward(const float* in, const float*, const float* dout, float* din,
                 Stream& stream) override {
     const cudaStream_t s = cuda_stream(stream);
@@ -426,10 +421,7 @@ class ConvKernel final : public LayerKernel {
     if (nchw()) {
       y = floats(y_nchw_);
     } else {
-      // OIHW [F][C][KH·KW] -> OHWI [F][KH·KW][C].
-      cuda_ops::transpose(weight_, floats(weight_nhwc_), shape_.filters, shape_.channels, area(),
-                          s);
-      w = floats(weight_nhwc_);
+      w = ohwi_weights(s);
     }
     const float one = 1.0f;
     const float zero = 0.0f;
@@ -466,12 +458,13 @@ class ConvKernel final : public LayerKernel {
   int64_t area() const { return shape_.kernel * shape_.kernel; }
 
   // The stream's shared workspace, in this order: cuDNN's, then in 16 bits the copies of x (or
-  // dx), of w (or dw) and of y (or dy), and an NHWC plan's OHWI weight gradient (fp32), which
-  // lives only from the filter pass to its transposition into the model's gradient.
-  enum Region { kCudnn, kX16, kW16, kY16, kDw, kRegions };
+  // dx), of w (or dw) and of y (or dy), and in fp32 an NHWC plan's OHWI weights (forward and
+  // backward-data each transpose them there) or weight gradient (the filter pass, up to its
+  // transposition into the model's): memory of one pass, like the others.
+  enum Region { kCudnn, kX16, kW16, kY16, kOhwi, kRegions };
   int64_t region_count(Region r) const {
     // Asked before the plan too (the workspace limit): then as an NHWC plan's.
-    if (r == kDw) return shape_.filters * shape_.channels * area();
+    if (r == kOhwi) return shape_.filters * shape_.channels * area();
     if (!half_) return 0;
     switch (r) {
       case kX16:
@@ -481,7 +474,7 @@ class ConvKernel final : public LayerKernel {
       case kY16:
         return rows() * shape_.filters;
       case kCudnn:
-      case kDw:
+      case kOhwi:
       case kRegions:
         break;
     }
@@ -489,7 +482,7 @@ class ConvKernel final : public LayerKernel {
   }
   size_t region_bytes(Region r) const {
     if (r == kCudnn) return cudnn_workspace_;
-    return static_cast<size_t>(region_count(r)) * (r == kDw ? sizeof(float) : sizeof(uint16_t));
+    return static_cast<size_t>(region_count(r)) * (r == kOhwi ? sizeof(float) : sizeof(uint16_t));
   }
   size_t region_offset(Region r) const {
     return workspace_region_offset(r, [this](int i) { return region_bytes(Region(i)); });
@@ -498,6 +491,12 @@ class ConvKernel final : public LayerKernel {
     return static_cast<char*>(libraries_->workspace(s)) + region_offset(r);
   }
   void* cudnn_workspace(cudaStream_t s) const { return region(kCudnn, s); }
+  // The weights OIHW [F][C][KH·KW] -> OHWI [F][KH·KW][C] in region kOhwi, for an NHWC pass.
+  const float* ohwi_weights(cudaStream_t s) const {
+    auto* to = static_cast<float*>(region(kOhwi, s));
+    cuda_ops::transpose(weight_, to, shape_.filters, shape_.channels, area(), s);
+    return to;
+  }
 
   // What cuDNN reads for `values`: the values themselves, or in 16 bits their copy in region `r`.
   const void* operand(const float* values, Region r, cudaStream_t s) const {
@@ -531,7 +530,7 @@ class ConvKernel final : public LayerKernel {
   void backward_filter(const void* x, const void* dy, cudaStream_t s) {
     const float one = 1.0f;
     const float zero = 0.0f;
-    float* dw = nchw() ? weight_grad_ : static_cast<float*>(region(kDw, s));
+    float* dw = nchw() ? weight_grad_ : static_cast<float*>(region(kOhwi, s));
     void* dw_result = result(dw, kW16, s);
     SS_CHECK_CUDNN(cudnnConvolutionBackwardFilter(
         libraries_->cudnn(s), &one, descriptors_.x(), x, descriptors_.y(), dy,
@@ -552,7 +551,7 @@ class ConvKernel final : public LayerKernel {
     const float zero = 0.0f;
     float* nhwc = shape_.extended() ? floats(extended_) : din;
     float* dx = nchw() ? floats(x_nchw_) : nhwc;
-    const float* w = nchw() ? weight_ : floats(weight_nhwc_);
+    const float* w = nchw() ? weight_ : ohwi_weights(s);
     void* dx_result = result(dx, kX16, s);
     SS_CHECK_CUDNN(cudnnConvolutionBackwardData(
         libraries_->cudnn(s), &one, descriptors_.w(), operand(w, kW16, s), descriptors_.y(), dy,
@@ -580,10 +579,9 @@ class ConvKernel final : public LayerKernel {
   const float* weight_;
   const float* bias_;  // null without a bias
   float* weight_grad_;
-  float* bias_grad_;          // null without a bias
-  DeviceBuffer weight_nhwc_;  // NHWC plans: the OHWI copy of the weights
-  DeviceBuffer x_nchw_;       // NCHW plans: the input, then its gradient
-  DeviceBuffer y_nchw_;       // and the output, then its gradient
+  float* bias_grad_;     // null without a bias
+  DeviceBuffer x_nchw_;  // NCHW plans: the input, then its gradient
+  DeviceBuffer y_nchw_;  // and the output, then its gradient
   DeviceBuffer bias_scratch_;
   DeviceBuffer extended_;  // the extended input (asymmetric padding only)
   bool extended_holds_input_ = false;
