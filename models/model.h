@@ -158,8 +158,6 @@ class Model {
   void plan_step_arena_of(Plan& plan, std::vector<int64_t> sizes,
                           const std::vector<std::vector<int>>& inputs, ArenaTensors step,
                           const std::vector<int64_t>& kept_floats);
-  static std::vector<size_t> add_step_tensors(ArenaTensors& step, const std::vector<int64_t>& sizes,
-                                              const std::vector<LiveSpan>& spans);
   std::vector<LiveSpan> restore_spans(const Plan& plan) const;
   std::vector<LiveSpan> kept_spans(const Plan& plan, const std::vector<int64_t>& floats) const;
   // The floats of each output that is not kept (0 for the others and for fused producers,

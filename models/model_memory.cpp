@@ -28,6 +28,21 @@ std::vector<std::vector<int>> layer_readers(const ModelDef& def) {
   return readers;
 }
 
+// Appends to `step` a tensor of sizes[i] floats live over spans[i] for each layer i whose span
+// is not empty (last >= 0), and returns each one's index in `step` (0: none; the step's first
+// tensors are the layers' outputs).
+std::vector<size_t> add_step_tensors(ArenaTensors& step, const std::vector<int64_t>& sizes,
+                                     const std::vector<LiveSpan>& spans) {
+  std::vector<size_t> index(sizes.size(), 0);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0 || spans[i].last < 0) continue;
+    index[i] = step.sizes.size();
+    step.sizes.push_back(sizes[i]);
+    step.spans.push_back(spans[i]);
+  }
+  return index;
+}
+
 }  // namespace
 
 Model::Memory Model::memory(int64_t batch) {
@@ -156,21 +171,6 @@ void Model::plan_step_arena_of(Plan& plan, std::vector<int64_t> sizes,
   }
   plan.grad_offsets.assign(arena.offsets.end() - static_cast<std::ptrdiff_t>(layers),
                            arena.offsets.end());
-}
-
-// Appends to `step` a tensor of sizes[i] floats live over spans[i] for each layer i whose span
-// is not empty (last >= 0), and returns each one's index in `step` (0: none; the step's first
-// tensors are the layers' outputs).
-std::vector<size_t> Model::add_step_tensors(ArenaTensors& step, const std::vector<int64_t>& sizes,
-                                            const std::vector<LiveSpan>& spans) {
-  std::vector<size_t> index(sizes.size(), 0);
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] == 0 || spans[i].last < 0) continue;
-    index[i] = step.sizes.size();
-    step.sizes.push_back(sizes[i]);
-    step.spans.push_back(spans[i]);
-  }
-  return index;
 }
 
 // Per layer (a fused producer's in its activation's), the step times of the backwards that
