@@ -82,7 +82,7 @@ TEST_F(ArenaSharing, SharedArenasComputeWhatTensorsApartDo) {
                                                    {DeviceKind::kCpu, Precision::kBf16},
                                                    {DeviceKind::kSim, Precision::kBf16},
                                                    {DeviceKind::kSim, Precision::kFp16}};
-  for (const std::string spec : {"cifar-resnet:depth=8", "gpt:preset=micro,seq=16",
+  for (const std::string spec : {"cifar-cnn", "cifar-resnet:depth=8", "gpt:preset=micro,seq=16",
                                  "resnet:depth=18,image=32,width=0.125,classes=10"}) {
     for (const auto& [kind, precision] : runs) {
       for (const bool fuse : {true, false}) {
@@ -92,7 +92,11 @@ TEST_F(ArenaSharing, SharedArenasComputeWhatTensorsApartDo) {
         set_fuse_layers(fuse);
         const Step shared = train(spec, kind, true);
         const Step apart = train(spec, kind, false);
-        EXPECT_LT(shared.arena_bytes, apart.arena_bytes);  // the sharing is of something
+        // The sharing is of something, but in cifar-cnn's fp32 step, where backward reads every
+        // output but the loss's input, which is all its forward arena holds.
+        if (spec != "cifar-cnn" || precision != Precision::kFp32) {
+          EXPECT_LT(shared.arena_bytes, apart.arena_bytes);
+        }
         EXPECT_EQ(shared.output, apart.output);
         EXPECT_EQ(shared.loss, apart.loss);
         ASSERT_EQ(shared.grads.size(), apart.grads.size());
