@@ -72,8 +72,9 @@ ArenaTensors gradient_tensors(const std::vector<int64_t>& sizes,
 // One arena for a graph's whole step: tensors of the step's time, then the activation
 // gradients, on one timeline of its passes (forward over layer i at i, the loss at L for L
 // layers, backward over layer i at 2L − i). `step_sizes` and `step_spans` are in that time
-// already (the transient outputs by their readers', the model's output until the loss, a
-// restored output's slot at the backwards that restore it), any number of them; the L
+// already (the transient outputs by their readers', the model's output until the loss, what
+// backward reads until its last reader, a restored output's slot at the backwards that restore
+// it, a second reader's scratch at its backward), any number of them; the L
 // `gradients` (gradient_tensors') map to [2L − last, 2L − first], the model output's from the
 // loss on. Offsets: the step tensors', then the gradients'.
 MemoryArena plan_step_arena(const std::vector<int64_t>& step_sizes,

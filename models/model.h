@@ -115,8 +115,8 @@ class Model {
   struct Memory {
     int64_t parameters = 0;  // weights, their gradients (tied weights' too), the layers' buffers
     int64_t kept = 0;        // the outputs some backward reads (bf16, fp16: their 16-bit
-                             // copies), all live at the loss; a graph's 16-bit copies in its
-                             // arena, from the forward that writes each to its last backward
+                             // copies), all live at the loss; a graph's in its arena, from the
+                             // forward that writes each to its last backward
     int64_t transient = 0;   // the arena of the other outputs (bf16, fp16: of all), and of a
                              // graph's activation gradients and scratch once those outputs are
                              // done, beyond the copies it holds
@@ -158,8 +158,15 @@ class Model {
   void plan_step_arena_of(Plan& plan, std::vector<int64_t> sizes,
                           const std::vector<std::vector<int>>& inputs, ArenaTensors step,
                           const std::vector<int64_t>& kept_floats);
-  std::vector<LiveSpan> restore_spans(const Plan& plan) const;
-  std::vector<LiveSpan> kept_spans(const Plan& plan, const std::vector<int64_t>& floats) const;
+  struct StepRead {
+    size_t holder;  // the layer whose output (or saved copy) is read
+    int at;         // step time of the backward that reads it
+    bool restored;  // restored from its saved copy first
+  };
+  std::vector<StepRead> step_reads(const Plan& plan) const;
+  std::vector<LiveSpan> restore_spans(const std::vector<StepRead>& reads) const;
+  std::vector<LiveSpan> kept_spans(const Plan& plan, const std::vector<StepRead>& reads,
+                                   const std::vector<int64_t>& floats) const;
   // The floats of each output that is not kept (0 for the others and for fused producers,
   // whose activation's tensor then starts at the producer: `spans` says so).
   std::vector<int64_t> transient_outputs(const Plan& plan, const std::vector<int64_t>& sizes,

@@ -1,7 +1,8 @@
 // Where a Model's step keeps its tensors (DESIGN.md "Memory"): the outputs some backward reads
-// for the whole step (in fp32, or in 16 bits under bf16 and fp16), the others in an arena only
-// while their readers run; the activation gradients in ping-pong buffers (a sequence) or, in a
-// graph, in the same arena as the outputs, once those are done.
+// (in fp32, or in 16 bits under bf16 and fp16), the others in an arena only while their readers
+// run; the activation gradients in ping-pong buffers (a sequence) or, in a graph, in the same
+// arena as the outputs, once those are done. A sequence keeps what backward reads for the whole
+// step, a graph in its arena only until the last backward that reads it.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -126,9 +127,10 @@ void Model::plan_step_arena_of(Plan& plan, std::vector<int64_t> sizes,
                                const std::vector<int64_t>& kept_floats) {
   const size_t layers = sizes.size();
   if (!step.spans.empty()) step.spans.back().last = static_cast<int>(layers);  // the loss reads it
-  const std::vector<size_t> restore_slot = add_step_tensors(step, sizes, restore_spans(plan));
+  const std::vector<StepRead> reads = step_reads(plan);
+  const std::vector<size_t> restore_slot = add_step_tensors(step, sizes, restore_spans(reads));
   const std::vector<size_t> kept_slot =
-      add_step_tensors(step, kept_floats, kept_spans(plan, kept_floats));
+      add_step_tensors(step, kept_floats, kept_spans(plan, reads, kept_floats));
   std::vector<bool> in_producer(layers, false);
   for (size_t layer = 0; layer + 1 < layers; ++layer) {
     in_producer[layer + 1] = plan.runs_relu_backward(layer);
@@ -173,24 +175,39 @@ void Model::plan_step_arena_of(Plan& plan, std::vector<int64_t> sizes,
                            arena.offsets.end());
 }
 
-// Per layer (a fused producer's in its activation's), the step times of the backwards that
-// restore its output from its saved copy (2L − k for layer k's), as a span; last < 0: none.
-std::vector<LiveSpan> Model::restore_spans(const Plan& plan) const {
-  const size_t layers = def_.layers.size();
-  std::vector<LiveSpan> spans(layers, {std::numeric_limits<int>::max(), -1});
-  if (!plan.saved_format) return spans;
-  const auto restored_at = [&](size_t of, int at) {
-    LiveSpan& s = spans[plan.holder(of)];
-    s = {std::min(s.first, at), std::max(s.last, at)};
+// Each output a backward reads, in layer order of the readers: its holder (a fused producer's
+// output is its activation's), the step time of the reading backward (2L − the reader's index)
+// and whether that backward restores it from its saved copy first (under bf16 and fp16, a kernel
+// that does not read the copy as it is).
+std::vector<Model::StepRead> Model::step_reads(const Plan& plan) const {
+  const int layers = static_cast<int>(def_.layers.size());
+  std::vector<StepRead> reads;
+  const auto read = [&](int of, int at, bool restored) {
+    reads.push_back({plan.holder(static_cast<size_t>(of)), at, restored});
   };
-  for (size_t layer = 0; layer < layers; ++layer) {
-    const LayerKernel* kernel = plan.kernels[layer].get();
-    if (kernel == nullptr) continue;
-    const SavedReads r = saved_reads(plan, *kernel, static_cast<int>(layer));
-    if (r.as_saved) continue;
-    const int at = 2 * static_cast<int>(layers) - static_cast<int>(layer);
-    if (r.input) restored_at(static_cast<size_t>(r.from), at);
-    if (r.output) restored_at(layer, at);
+  for (int layer = 0; layer < layers; ++layer) {
+    const int at = 2 * layers - layer;
+    const LayerKernel* kernel = plan.kernels[static_cast<size_t>(layer)].get();
+    if (kernel == nullptr) {  // an Add, whose fused ReLU's mask reads its output (or its copy)
+      if (plan.runs_relu_backward(static_cast<size_t>(layer))) read(layer, at, false);
+      continue;
+    }
+    const SavedReads r = saved_reads(plan, *kernel, layer);
+    const bool restored = plan.saved_format && !r.as_saved;
+    if (r.input) read(r.from, at, restored);
+    if (r.output) read(layer, at, restored);
+  }
+  return reads;
+}
+
+// Per layer (a fused producer's in its activation's), the step times of the backwards that
+// restore its output from its saved copy, as a span; last < 0: none.
+std::vector<LiveSpan> Model::restore_spans(const std::vector<StepRead>& reads) const {
+  std::vector<LiveSpan> spans(def_.layers.size(), {std::numeric_limits<int>::max(), -1});
+  for (const StepRead& r : reads) {
+    if (!r.restored) continue;
+    LiveSpan& s = spans[r.holder];
+    s = {std::min(s.first, r.at), std::max(s.last, r.at)};
   }
   return spans;
 }
@@ -198,8 +215,8 @@ std::vector<LiveSpan> Model::restore_spans(const Plan& plan) const {
 // Per layer whose output backward reads (`floats` > 0: the output, or its saved copy), the step
 // times that lives: from the forward that writes it (its producer's, where that one applies the
 // layer's activation) over the loss to the last backward that reads it (under bf16 and fp16, as
-// it is or to restore it); last < 0 for the others.
-std::vector<LiveSpan> Model::kept_spans(const Plan& plan,
+// it is or to restore it). The others' spans are of no tensor.
+std::vector<LiveSpan> Model::kept_spans(const Plan& plan, const std::vector<StepRead>& reads,
                                         const std::vector<int64_t>& floats) const {
   const int layers = static_cast<int>(def_.layers.size());
   std::vector<LiveSpan> spans(floats.size(), {0, -1});
@@ -208,24 +225,7 @@ std::vector<LiveSpan> Model::kept_spans(const Plan& plan,
     if (floats[static_cast<size_t>(o)] > 0)
       spans[static_cast<size_t>(o)] = {o - by_producer, layers};
   }
-  const auto read_at = [&](int of, int at) {
-    LiveSpan& s = spans[plan.holder(static_cast<size_t>(of))];
-    s.last = std::max(s.last, at);
-  };
-  for (int layer = 0; layer < layers; ++layer) {
-    const int at = 2 * layers - layer;
-    const LayerKernel* kernel = plan.kernels[static_cast<size_t>(layer)].get();
-    if (kernel == nullptr) {  // an Add, whose fused ReLU's mask reads its output's copy
-      if (plan.runs_relu_backward(static_cast<size_t>(layer))) read_at(layer, at);
-      continue;
-    }
-    const SavedReads r = saved_reads(plan, *kernel, layer);
-    if (r.input) read_at(r.from, at);
-    if (r.output) read_at(layer, at);
-  }
-  for (size_t o = 0; o < floats.size(); ++o) {
-    if (floats[o] == 0) spans[o].last = -1;
-  }
+  for (const StepRead& r : reads) spans[r.holder].last = std::max(spans[r.holder].last, r.at);
   return spans;
 }
 
