@@ -72,6 +72,31 @@ TEST(HalfMath, Fp16RoundsAsTheCompilersFloat16) {
 }
 #endif
 
+// Every fp16 value widens to the float it denotes: sign · 2^(e-15) · (1 + f/1024) for normals,
+// sign · f · 2^-24 for zeros and subnormals (ldexp in double, exact), and infinities and NaNs
+// keep their sign and fraction bits (a NaN's payload too).
+TEST(HalfMath, EveryFp16ValueWidensToTheFloatItDenotes) {
+  for (uint32_t h = 0; h <= 0xffffu; ++h) {
+    const uint32_t sign = h >> 15, exponent = (h >> 10) & 0x1fu, fraction = h & 0x3ffu;
+    const uint32_t got = km::float_bits(km::fp16_to_float(static_cast<uint16_t>(h)));
+    if (exponent == 0x1fu) {
+      ASSERT_EQ(got, (sign << 31) | 0x7f800000u | (fraction << 13)) << h;
+      continue;
+    }
+    const double magnitude =
+        exponent == 0 ? std::ldexp(static_cast<double>(fraction), -24)
+                      : std::ldexp(1.0 + fraction / 1024.0, static_cast<int>(exponent) - 15);
+    const auto want = static_cast<float>(sign != 0 ? -magnitude : magnitude);
+    ASSERT_EQ(got, km::float_bits(want)) << h;
+#if defined(__FLT16_MAX__)
+    _Float16 reference;
+    const auto bits = static_cast<uint16_t>(h);
+    std::memcpy(&reference, &bits, sizeof reference);
+    ASSERT_EQ(got, km::float_bits(static_cast<float>(reference))) << h;
+#endif
+  }
+}
+
 TEST(HalfMath, Fp16EdgesOfTheRange) {
   EXPECT_EQ(km::float_to_fp16(65504.0f), 0x7bffu);  // largest finite
   EXPECT_EQ(km::float_to_fp16(65519.99f), 0x7bffu);
