@@ -45,6 +45,12 @@ struct HalfStore {
   kernel_math::HalfFormat format;
   __device__ void operator()(int64_t i, float v) const { at[i] = kernel_math::to_half(v, format); }
 };
+// HalfStore with the format a template argument (kernel_math::HalfValuesIn's reason).
+template <kernel_math::HalfFormat F>
+struct HalfStoreIn {
+  uint16_t* at;
+  __device__ void operator()(int64_t i, float v) const { at[i] = kernel_math::to_half(v, F); }
+};
 
 // The element-wise kernels' loop (kernel_math/element_loop.h): this thread's grid-stride
 // elements, kElementsAhead at a time, all read before any is written.

@@ -244,11 +244,15 @@ void batch_norm_forward_train(const float* x, float* y, int64_t rows, int64_t ch
 void batch_norm_forward_train(const km::HalfValues& x, float* y, uint16_t* y_saved, int64_t rows,
                               int64_t channels, float eps, float momentum, bool relu,
                               const BatchNormTensors& t, cudaStream_t stream) {
-  if (y != nullptr) {
-    forward_train(x, FloatStore{y}, rows, channels, eps, momentum, relu, t, stream);
-  } else {
-    forward_train(x, HalfStore{y_saved, x.format}, rows, channels, eps, momentum, relu, t, stream);
-  }
+  km::with_half_format(x.format, [&](auto format) {
+    const km::HalfValuesIn<format()> from{x.at};
+    if (y != nullptr) {
+      forward_train(from, FloatStore{y}, rows, channels, eps, momentum, relu, t, stream);
+    } else {
+      forward_train(from, HalfStoreIn<format()>{y_saved}, rows, channels, eps, momentum, relu, t,
+                    stream);
+    }
+  });
 }
 
 void batch_norm_forward_eval(const float* x, float* y, int64_t rows, int64_t channels, float eps,
@@ -267,13 +271,17 @@ void batch_norm_backward(const float* x, const float* dy, const float* relu_y, f
 void batch_norm_backward(const km::HalfValues& x, const float* dy, const km::HalfValues& relu_y,
                          float* dx, uint16_t* dx_half, float* dgamma, float* dbeta, int64_t rows,
                          int64_t channels, const BatchNormTensors& t, cudaStream_t stream) {
-  if (dx_half != nullptr) {
-    backward(x, dy, relu_y, HalfStore{dx_half, x.format}, true, dgamma, dbeta, rows, channels, t,
-             stream);
-  } else {
-    backward(x, dy, relu_y, FloatStore{dx}, dx != nullptr, dgamma, dbeta, rows, channels, t,
-             stream);
-  }
+  // x and the fused ReLU's output are saved copies of one precision.
+  km::with_half_format(x.format, [&](auto format) {
+    const km::HalfValuesIn<format()> from{x.at}, relu_from{relu_y.at};
+    if (dx_half != nullptr) {
+      backward(from, dy, relu_from, HalfStoreIn<format()>{dx_half}, true, dgamma, dbeta, rows,
+               channels, t, stream);
+    } else {
+      backward(from, dy, relu_from, FloatStore{dx}, dx != nullptr, dgamma, dbeta, rows, channels, t,
+               stream);
+    }
+  });
 }
 
 // The synchronized passes reuse the kernels above; the sums of every replica reach a finish

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "models/kernel_math/host_device.h"
 
@@ -110,6 +111,30 @@ SS_HOST_DEVICE inline bool has_values(const float* values) {
 }
 SS_HOST_DEVICE inline bool has_values(const HalfValues& values) {
   return values.at != nullptr;
+}
+
+// HalfValues with the format a template argument: a GPU kernel instantiated for each format
+// converts each value in a few instructions, where testing the format per value kept the fp16
+// conversion's work (and, before it had no branches, its branches) in the bf16 kernels' loops.
+template <HalfFormat F>
+struct HalfValuesIn {
+  const uint16_t* at = nullptr;
+  SS_HOST_DEVICE float operator[](int64_t i) const { return from_half(at[i], F); }
+};
+template <HalfFormat F>
+SS_HOST_DEVICE inline bool has_values(const HalfValuesIn<F>& values) {
+  return values.at != nullptr;
+}
+
+// launch(std::integral_constant<HalfFormat, format>{}): the one place a launcher turns a
+// run-time format into the template argument of HalfValuesIn and its kin.
+template <class Launch>
+void with_half_format(HalfFormat format, const Launch& launch) {
+  if (format == HalfFormat::kFp16) {
+    launch(std::integral_constant<HalfFormat, HalfFormat::kFp16>{});
+  } else {
+    launch(std::integral_constant<HalfFormat, HalfFormat::kBf16>{});
+  }
 }
 
 // One gradient element as compression sends it: divided by the replica count first (in

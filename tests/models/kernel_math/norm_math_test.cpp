@@ -285,21 +285,28 @@ TEST(KernelMathNorm, TheSavedSixteenBitCopiesAreReadAsTheirRestores) {
       km::norm_backward_on_host(x.data(), k.dy.data(), k.rows, k.channels, k.gamma.data(),
                                 want.mean.data(), want.invstd.data(), want.dgamma.data(),
                                 want.dbeta.data(), want.dx.data(), relu ? y.data() : nullptr);
-      Mirror got = blank_mirror(k, k.rows);
-      const km::HalfValues saved_x{x16.data(), format};
-      km::norm_forward_on_host(saved_x, k.rows, k.channels, k.gamma.data(), k.beta.data(), kEps,
-                               kMomentum, got.y.data(), got.running_mean.data(),
-                               got.running_var.data(), &got.num_batches_tracked, got.mean.data(),
-                               got.invstd.data(), relu);
-      km::norm_backward_on_host(saved_x, k.dy.data(), k.rows, k.channels, k.gamma.data(),
-                                got.mean.data(), got.invstd.data(), got.dgamma.data(),
-                                got.dbeta.data(), got.dx.data(),
-                                km::HalfValues{relu ? y16.data() : nullptr, format});
-      EXPECT_EQ(got.y, want.y);
-      EXPECT_EQ(got.running_var, want.running_var);
-      EXPECT_EQ(got.dgamma, want.dgamma);
-      EXPECT_EQ(got.dbeta, want.dbeta);
-      EXPECT_EQ(got.dx, want.dx);
+      // Read with the format known at run time (HalfValues) and at compile time (HalfValuesIn,
+      // as the CUDA kernels read them).
+      const auto passes_on = [&](auto saved_x, auto saved_y) {
+        Mirror got = blank_mirror(k, k.rows);
+        km::norm_forward_on_host(saved_x, k.rows, k.channels, k.gamma.data(), k.beta.data(), kEps,
+                                 kMomentum, got.y.data(), got.running_mean.data(),
+                                 got.running_var.data(), &got.num_batches_tracked, got.mean.data(),
+                                 got.invstd.data(), relu);
+        km::norm_backward_on_host(saved_x, k.dy.data(), k.rows, k.channels, k.gamma.data(),
+                                  got.mean.data(), got.invstd.data(), got.dgamma.data(),
+                                  got.dbeta.data(), got.dx.data(), saved_y);
+        EXPECT_EQ(got.y, want.y);
+        EXPECT_EQ(got.running_var, want.running_var);
+        EXPECT_EQ(got.dgamma, want.dgamma);
+        EXPECT_EQ(got.dbeta, want.dbeta);
+        EXPECT_EQ(got.dx, want.dx);
+      };
+      const uint16_t* saved_y = relu ? y16.data() : nullptr;
+      passes_on(km::HalfValues{x16.data(), format}, km::HalfValues{saved_y, format});
+      km::with_half_format(format, [&](auto f) {
+        passes_on(km::HalfValuesIn<f()>{x16.data()}, km::HalfValuesIn<f()>{saved_y});
+      });
     }
   }
 }
