@@ -35,9 +35,18 @@ __global__ void layer_norm_forward_kernel(const float* x, Rows y, int64_t rows, 
     const float mean = km::layer_norm_mean(row_sum(km::RowValueTerm{xr}, d, lane), d);
     const float rstd =
         km::layer_norm_rstd(row_sum(km::RowSquaredDeviationTerm{xr, mean}, d, lane), d, eps);
-    for (int64_t i = lane; i < d; i += kLanes) {
-      y(r * d + i, km::layer_norm_forward_element(xr[i], mean, rstd, t.weight[i], t.bias[i]));
-    }
+    struct In {
+      float x, weight, bias;
+    };
+    // Reads before writes (element_loop.h's reason: y may be x).
+    km::for_each_element(
+        lane, kLanes, d,
+        [&](int64_t i) {
+          return In{xr[i], t.weight[i], t.bias[i]};
+        },
+        [&](int64_t i, const In& in) {
+          y(r * d + i, km::layer_norm_forward_element(in.x, mean, rstd, in.weight, in.bias));
+        });
     if (lane == 0) {
       t.mean[r] = mean;
       t.rstd[r] = rstd;
@@ -65,10 +74,18 @@ __global__ void layer_norm_backward_data_kernel(const float* x, const float* dy,
     const float mean_g = km::layer_norm_mean(row_sum(km::RowGradTerm{dyr, t.weight}, d, lane), d);
     const float mean_gxhat = km::layer_norm_mean(
         row_sum(km::RowGradXhatTerm{xr, dyr, t.weight, mean, rstd}, d, lane), d);
-    for (int64_t i = lane; i < d; i += kLanes) {
-      dx[r * d + i] = km::layer_norm_backward_element(
-          dyr[i] * t.weight[i], km::layer_norm_xhat(xr[i], mean, rstd), mean_g, mean_gxhat, rstd);
-    }
+    struct In {
+      float dy, weight, x;
+    };
+    km::for_each_element(  // reads before writes, as forward's (dx may be dy)
+        lane, kLanes, d,
+        [&](int64_t i) {
+          return In{dyr[i], t.weight[i], xr[i]};
+        },
+        [&](int64_t i, const In& in) {
+          dx[r * d + i] = km::layer_norm_backward_element(
+              in.dy * in.weight, km::layer_norm_xhat(in.x, mean, rstd), mean_g, mean_gxhat, rstd);
+        });
   }
 }
 

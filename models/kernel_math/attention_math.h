@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "models/kernel_math/element_loop.h"
 #include "models/kernel_math/exp_math.h"
 #include "models/kernel_math/half_math.h"
 #include "models/kernel_math/host_device.h"
@@ -111,19 +112,29 @@ SS_HOST_DEVICE void causal_softmax_row(const float* s, float* p, int64_t row, in
   float m = -INFINITY;
   for (int64_t j = share.first; j < valid; j += share.step) m = fmaxf(m, s[j] * scale);
   m = reduce.max(m);
+  // The passes that write read kElementsAhead columns before writing any (element_loop.h's
+  // reason: p may be s, so written as one loop a read could not pass the write before it).
   float sum = 0.0f;
-  for (int64_t j = share.first; j < valid; j += share.step) {
-    const float e = expf(s[j] * scale - m);
-    if (p != nullptr) p[j] = e;
-    sum += e;
-  }
+  for_each_element(
+      share.first, share.step, valid, [&](int64_t j) { return s[j]; },
+      [&](int64_t j, float score) {
+        const float e = expf(score * scale - m);
+        if (p != nullptr) p[j] = e;
+        sum += e;
+      });
   sum = reduce.sum(sum);
-  for (int64_t j = share.first; j < len; j += share.step) {
-    const float e = j >= valid ? 0.0f : p != nullptr ? p[j] : expf(s[j] * scale - m);
-    const float v = j < valid ? e / sum : 0.0f;
-    if (p != nullptr) p[j] = v;
-    half.store(j, v);
-  }
+  // In this pass p holds the exponentials, where there is a p.
+  for_each_element(
+      share.first, share.step, len,
+      [&](int64_t j) { return j >= valid     ? 0.0f
+                              : p != nullptr ? p[j]
+                                             : s[j]; },
+      [&](int64_t j, float read) {
+        const float e = j >= valid || p != nullptr ? read : expf(read * scale - m);
+        const float v = j < valid ? e / sum : 0.0f;
+        if (p != nullptr) p[j] = v;
+        half.store(j, v);
+      });
 }
 
 // Backward of causal_softmax_row for row `row`: from the probabilities p[len] of the forward
@@ -140,11 +151,19 @@ SS_HOST_DEVICE void causal_softmax_backward_row(const float* p, const float* dp,
   float dot = 0.0f;
   for (int64_t j = share.first; j < valid; j += share.step) dot += p[j] * dp[j];
   dot = reduce.sum(dot);
-  for (int64_t j = share.first; j < len; j += share.step) {
-    const float v = j < valid ? (p[j] * (dp[j] - dot)) * scale : 0.0f;
-    if (ds != nullptr) ds[j] = v;
-    half.store(j, v);
-  }
+  struct Read {
+    float p, dp;
+  };
+  for_each_element(  // reads before writes, as causal_softmax_row's passes (ds may be dp)
+      share.first, share.step, len,
+      [&](int64_t j) {
+        return j < valid ? Read{p[j], dp[j]} : Read{0.0f, 0.0f};
+      },
+      [&](int64_t j, const Read& r) {
+        const float v = j < valid ? (r.p * (r.dp - dot)) * scale : 0.0f;
+        if (ds != nullptr) ds[j] = v;
+        half.store(j, v);
+      });
 }
 
 // Flash attention's scheme: the keys may be taken a tile of columns at a time, no row of

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "models/kernel_math/element_loop.h"
 #include "models/kernel_math/host_device.h"
 #include "models/kernel_math/row_reduce.h"
 #include "models/layer_spec.h"
@@ -65,16 +66,25 @@ SS_HOST_DEVICE double softmax_ce_row(const float* z, const float* label, bool on
     loss = y < 0 ? NAN : lse - static_cast<double>(z[y]);
   }
   if (g == nullptr) return loss;
-  for (int64_t j = share.first; j < classes; j += share.step) {
-    const double p = exp(static_cast<double>(z[j]) - lse);
-    double d = 0.0;
-    if (one_hot) {
-      d = t_sum * p - static_cast<double>(label[j]);
-    } else {
-      d = y < 0 ? NAN : p - (j == y ? 1.0 : 0.0);
-    }
-    g[j] = static_cast<float>(scale * d);
-  }
+  struct Read {
+    float z, t;
+  };
+  // Reads kElementsAhead classes before writing any (element_loop.h's reason: g may be z).
+  for_each_element(
+      share.first, share.step, classes,
+      [&](int64_t j) {
+        return Read{z[j], one_hot ? label[j] : 0.0f};
+      },
+      [&](int64_t j, const Read& r) {
+        const double p = exp(static_cast<double>(r.z) - lse);
+        double d = 0.0;
+        if (one_hot) {
+          d = t_sum * p - static_cast<double>(r.t);
+        } else {
+          d = y < 0 ? NAN : p - (j == y ? 1.0 : 0.0);
+        }
+        g[j] = static_cast<float>(scale * d);
+      });
   return loss;
 }
 

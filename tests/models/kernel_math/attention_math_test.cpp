@@ -12,10 +12,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "models/kernel_math/attention_math.h"
 #include "tests/models/kernel_math/cpu_kernels_on_host.h"
+#include "tests/models/kernel_math/lane_reduce.h"
 
 namespace scalescope::kernel_math_test {
 namespace {
@@ -163,6 +166,77 @@ TEST(KernelMathAttention, SoftmaxRowsWriteTheir16BitCopyInTheSamePass) {
       EXPECT_EQ(ds16_alone, ds16) << "row " << row;
       EXPECT_EQ(bit_mismatches(s_alone, s), "");
       EXPECT_EQ(bit_mismatches(dp_alone, dp), "");
+    }
+  }
+}
+
+// After one lane's pass: its columns (lane, lane + kLanes, ...) hold `whole`'s values, every
+// other column still holds `before`'s.
+template <class T>
+void expect_lane_wrote_its_share(const std::vector<T>& got, const std::vector<T>& whole,
+                                 const std::vector<T>& before, int64_t lane, int64_t lanes) {
+  for (size_t j = 0; j < got.size(); ++j) {
+    const bool mine = static_cast<int64_t>(j) % lanes == lane;
+    const T& want = mine ? whole[j] : before[j];
+    EXPECT_EQ(std::memcmp(&got[j], &want, sizeof(T)), 0)
+        << "lane " << lane << " column " << j << (mine ? " (its own)" : " (another lane's)");
+  }
+}
+
+// 32 lanes each taking the columns lane, lane + 32, ... (a warp of the GPU's softmax kernels,
+// each lane's passes reading kElementsAhead of its columns before writing them): each lane
+// writes its columns, and only those, with the bits of one thread taking the whole row, in
+// place or not, and the 16-bit copies alone; its partial maximum and sums combine to the row's.
+TEST(KernelMathAttention, SoftmaxRowsSplitAmongLanesAreTheWholeRows) {
+  constexpr int64_t kLanes = 32, len = 150;  // 4 or 5 columns a lane: a whole batch and a part
+  const float scale = 0.3f;
+  const km::HalfFormat format = km::HalfFormat::kFp16;
+  for (const int64_t row : {0, 40, 149}) {
+    SCOPED_TRACE("row " + std::to_string(row));
+    const auto seed = static_cast<uint64_t>(row);
+    const std::vector<float> s = random_floats(len, 70 + seed, -4.0f, 4.0f);
+    const std::vector<float> dp = random_floats(len, 71 + seed);
+    std::vector<float> p(len), ds(len);
+    std::vector<uint16_t> p16(len), ds16(len);
+    RecordingReduce fwd, bwd;
+    km::causal_softmax_row(s.data(), p.data(), row, len, scale, km::RowShare{}, fwd,
+                           km::HalfRow{p16.data(), format});
+    km::causal_softmax_backward_row(p.data(), dp.data(), ds.data(), row, len, scale, km::RowShare{},
+                                    bwd, km::HalfRow{ds16.data(), format});
+    const std::vector<float> unwritten(len, 12345.0f);
+    const std::vector<uint16_t> unwritten16(len, 0xffff);
+    for (const bool in_place : {false, true}) {
+      for (const bool fp32 : {true, false}) {
+        if (in_place && !fp32) continue;
+        std::vector<double> fwd_partials(fwd.totals.size(), 0.0), bwd_partials(bwd.totals.size());
+        fwd_partials[0] = -INFINITY;
+        for (int64_t lane = 0; lane < kLanes; ++lane) {
+          const km::RowShare share{lane, kLanes};
+          std::vector<float> lane_s = s, lane_p = unwritten;
+          std::vector<uint16_t> lane_p16 = unwritten16, lane_ds16 = unwritten16;
+          float* out = !fp32 ? nullptr : in_place ? lane_s.data() : lane_p.data();
+          km::causal_softmax_row(lane_s.data(), out, row, len, scale, share,
+                                 ReplayingReduce{fwd.totals, fwd_partials},
+                                 km::HalfRow{lane_p16.data(), format});
+          std::vector<float> lane_dp = dp, lane_ds = unwritten;
+          float* grad = !fp32 ? nullptr : in_place ? lane_dp.data() : lane_ds.data();
+          km::causal_softmax_backward_row(p.data(), lane_dp.data(), grad, row, len, scale, share,
+                                          ReplayingReduce{bwd.totals, bwd_partials},
+                                          km::HalfRow{lane_ds16.data(), format});
+          expect_lane_wrote_its_share(lane_p16, p16, unwritten16, lane, kLanes);
+          expect_lane_wrote_its_share(lane_ds16, ds16, unwritten16, lane, kLanes);
+          expect_lane_wrote_its_share(in_place ? lane_s : lane_p, fp32 ? p : unwritten,
+                                      in_place ? s : unwritten, lane, kLanes);
+          expect_lane_wrote_its_share(in_place ? lane_dp : lane_ds, fp32 ? ds : unwritten,
+                                      in_place ? dp : unwritten, lane, kLanes);
+          if (!in_place) {
+            EXPECT_EQ(bit_mismatches(lane_s, s), "") << "lane " << lane;
+          }
+        }
+        EXPECT_EQ(fwd_partials[0], fwd.totals[0]) << "the maximum";
+        EXPECT_NEAR(fwd_partials[1], fwd.totals[1], 1e-6 * fwd.totals[1]) << "the sum";
+        EXPECT_NEAR(bwd_partials[0], bwd.totals[0], 1e-5) << "the dot product";
+      }
     }
   }
 }

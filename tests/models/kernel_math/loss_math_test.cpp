@@ -12,6 +12,7 @@
 #include "core/random.h"
 #include "models/kernel_math/loss_math.h"
 #include "tests/models/kernel_math/cpu_kernels_on_host.h"
+#include "tests/models/kernel_math/lane_reduce.h"
 
 namespace scalescope::kernel_math_test {
 namespace {
@@ -106,33 +107,6 @@ TEST(KernelMathLoss, BinaryCrossEntropyIsTheCpuLossBitForBitClipIncluded) {
   }
   expect_loss_matches_cpu(LossKind::kBinaryCrossEntropy, 40, 1, p, labels);
 }
-
-// Records a row's reductions in call order, or replays recorded totals while keeping each
-// thread's partial values: a warp's lanes emulated one after another.
-struct RecordingReduce {
-  mutable std::vector<double> totals;
-  float max(float v) const {
-    totals.push_back(v);
-    return v;
-  }
-  double sum(double v) const {
-    totals.push_back(v);
-    return v;
-  }
-};
-struct ReplayingReduce {
-  const std::vector<double>& totals;
-  std::vector<double>& partials;  // per reduction, summed (or maxed) over the lanes so far
-  mutable size_t next = 0;
-  float max(float v) const {
-    partials[next] = std::fmax(partials[next], v);
-    return static_cast<float>(totals[next++]);
-  }
-  double sum(double v) const {
-    partials[next] += v;
-    return totals[next++];
-  }
-};
 
 // 32 lanes each taking the classes lane, lane + 32, ... write each gradient exactly once, the
 // values of one thread with the whole row, and their partial values combine to its totals.
