@@ -17,6 +17,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 [[ $# -ge 1 && -f "$1" ]] || { echo "usage: $0 FILE.cu [FILTER]" >&2; exit 2; }
 source_file=$1
+# Includes from the checkout the file is in, so that another commit's worktree compiles as it was.
+include_root=$(git -C "$(dirname "$source_file")" rev-parse --show-toplevel 2>/dev/null || echo "$root")
 filter=${2:-.}
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 [[ -x "$nvcc" ]] || { echo "sass-loads: no nvcc (set NVCC)" >&2; exit 2; }
@@ -34,7 +36,7 @@ work=${SASS_KEEP:-$(mktemp -d)}
 mkdir -p "$work"
 [[ -n "${SASS_KEEP:-}" ]] || trap 'rm -rf "$work"' EXIT
 # The build's flags that change code generation (CMakeLists.txt): -O3, no FMA contraction.
-"$nvcc" -DSCALESCOPE_WITH_CUDA=1 -DNDEBUG -I"$root" -O3 --fmad=false -std=c++20 \
+"$nvcc" -DSCALESCOPE_WITH_CUDA=1 -DNDEBUG -I"$include_root" -O3 --fmad=false -std=c++20 \
   --generate-code="arch=compute_$arch,code=sm_$arch" -cubin -o "$work/kernels.cubin" "$source_file"
 "$cuobjdump" -sass "$work/kernels.cubin" >"$work/kernels.sass"
 awk -v filter="$filter" '
