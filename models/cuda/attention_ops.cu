@@ -76,22 +76,33 @@ __device__ float* fp32_row(float* block, int64_t r, int64_t len) {
 }
 
 __global__ void softmax_forward_kernel(km::ScoreBlock b, const float* scores, float* probs,
-                                       float scale, km::HalfRow half) {
+                                       float scale, km::HalfRow half, km::SoftmaxRowStats* stats) {
   const km::RowShare share{lane(), kWarp};
   for (int64_t r = first_warp(); r < b.count(); r += warp_stride()) {
     km::causal_softmax_row(scores + r * b.len, fp32_row(probs, r, b.len), b.query(r), b.len, scale,
-                           share, WarpReduce{}, half_row(half, r, b.len));
+                           share, WarpReduce{}, half_row(half, r, b.len),
+                           stats == nullptr ? nullptr : stats + r);
   }
 }
 
+// From the probabilities in `probs`, or (stats not null) from the scores there and the rows'
+// stats.
 __global__ void softmax_backward_kernel(km::ScoreBlock b, const float* probs,
                                         const float* grad_probs, float* grad_scores, float scale,
-                                        km::HalfRow half) {
+                                        km::HalfRow half, const km::SoftmaxRowStats* stats) {
   const km::RowShare share{lane(), kWarp};
   for (int64_t r = first_warp(); r < b.count(); r += warp_stride()) {
-    km::causal_softmax_backward_row(probs + r * b.len, grad_probs + r * b.len,
-                                    fp32_row(grad_scores, r, b.len), b.query(r), b.len, scale,
-                                    share, WarpReduce{}, half_row(half, r, b.len));
+    const float* row = probs + r * b.len;
+    const auto backward = [&](const auto& read) {
+      km::causal_softmax_backward_row_of(read, grad_probs + r * b.len,
+                                         fp32_row(grad_scores, r, b.len), b.query(r), b.len, scale,
+                                         share, WarpReduce{}, half_row(half, r, b.len));
+    };
+    if (stats != nullptr) {
+      backward(km::ProbabilitiesFromScores{row, scale, stats[r]});
+    } else {
+      backward(km::KeptProbabilities{row});
+    }
   }
 }
 
@@ -128,19 +139,20 @@ void from_heads_to_half(const km::AttentionShape& s, const float* heads, uint16_
 }
 
 void causal_softmax_forward(const km::ScoreBlock& b, const float* scores, float* probs, float scale,
-                            const km::HalfRow& half, cudaStream_t stream) {
+                            const km::HalfRow& half, km::SoftmaxRowStats* stats,
+                            cudaStream_t stream) {
   if (b.count() == 0) return;
   softmax_forward_kernel<<<grid_for_rows(b.count()), kThreads, 0, stream>>>(b, scores, probs, scale,
-                                                                            half);
+                                                                            half, stats);
   check_launch("softmax_forward_kernel");
 }
 
 void causal_softmax_backward(const km::ScoreBlock& b, const float* probs, const float* grad_probs,
                              float* grad_scores, float scale, const km::HalfRow& half,
-                             cudaStream_t stream) {
+                             const km::SoftmaxRowStats* stats, cudaStream_t stream) {
   if (b.count() == 0) return;
   softmax_backward_kernel<<<grid_for_rows(b.count()), kThreads, 0, stream>>>(
-      b, probs, grad_probs, grad_scores, scale, half);
+      b, probs, grad_probs, grad_scores, scale, half, stats);
   check_launch("softmax_backward_kernel");
 }
 

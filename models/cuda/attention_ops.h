@@ -38,12 +38,16 @@ void from_heads_to_half(const kernel_math::AttentionShape& s, const float* heads
 // probabilities' gradient dp into the scores' gradient ds (in place allowed), with
 // causal_softmax_row and causal_softmax_backward_row; each also writes its results' 16-bit
 // copy in the block's layout where half.at is not null (not overlapping what it reads), and
-// with probs or grad_scores null only that copy. One warp per row; every column is written
-// (masked ones 0).
+// with probs or grad_scores null only that copy. Forward writes row r's SoftmaxRowStats into
+// stats[r] where stats is not null; backward given stats reads the scores in `probs` and
+// recomputes the probabilities from them and stats[r]. One warp per row; every column is
+// written (masked ones 0).
 void causal_softmax_forward(const kernel_math::ScoreBlock& b, const float* scores, float* probs,
-                            float scale, const kernel_math::HalfRow& half, cudaStream_t stream);
+                            float scale, const kernel_math::HalfRow& half,
+                            kernel_math::SoftmaxRowStats* stats, cudaStream_t stream);
 void causal_softmax_backward(const kernel_math::ScoreBlock& b, const float* probs,
                              const float* grad_probs, float* grad_scores, float scale,
-                             const kernel_math::HalfRow& half, cudaStream_t stream);
+                             const kernel_math::HalfRow& half,
+                             const kernel_math::SoftmaxRowStats* stats, cudaStream_t stream);
 
 }  // namespace scalescope::cuda_ops

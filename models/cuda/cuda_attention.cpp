@@ -9,7 +9,7 @@
 // 16 bits the model's saved 16-bit copy of it, read as it is, as autocast's saved tensors).
 // Every buffer of a pass lives in the stream's workspace that every layer shares
 // (CudaLibraries): the head buffers and two chunks of scores (under 16 bits also the scores'
-// and heads' 16-bit copies), linear in S.
+// and heads' 16-bit copies and the softmax rows' stats), linear in S.
 #include <cublas_v2.h>
 #include <fmt/format.h>
 
@@ -120,15 +120,21 @@ class AttentionKernel final : public LayerKernel {
     bool half() const { return kernel.half_.has_value(); }
     void gemm(const ac::Product& p) const { kernel.gemm(s, ac::column_major(p)); }
     void softmax_forward(const km::ScoreBlock& b, ac::Buffer scores, bool fp32,
-                         std::optional<ac::Buffer> half) const {
+                         std::optional<ac::Buffer> half, std::optional<ac::Buffer> stats) const {
       float* p = kernel.buffer(s, scores);
-      cuda_ops::causal_softmax_forward(b, p, fp32 ? p : nullptr, kernel.scale_, copy(half), s);
+      cuda_ops::causal_softmax_forward(b, p, fp32 ? p : nullptr, kernel.scale_, copy(half),
+                                       rows(stats), s);
     }
     void softmax_backward(const km::ScoreBlock& b, ac::Buffer probs, ac::Buffer grads, bool fp32,
-                          std::optional<ac::Buffer> half) const {
+                          std::optional<ac::Buffer> half, std::optional<ac::Buffer> stats) const {
       float* g = kernel.buffer(s, grads);
       cuda_ops::causal_softmax_backward(b, kernel.buffer(s, probs), g, fp32 ? g : nullptr,
-                                        kernel.scale_, copy(half), s);
+                                        kernel.scale_, copy(half), rows(stats), s);
+    }
+    // The rows' stats in buffer `stats` (none without one).
+    km::SoftmaxRowStats* rows(std::optional<ac::Buffer> stats) const {
+      if (!stats) return nullptr;
+      return reinterpret_cast<km::SoftmaxRowStats*>(kernel.buffer(s, *stats));
     }
     // Where a softmax kernel writes its results' 16-bit copy (nowhere without one).
     km::HalfRow copy(std::optional<ac::Buffer> half) const {

@@ -98,16 +98,24 @@ SS_HOST_DEVICE inline float attention_scale(int64_t head_dim) {
   return static_cast<float>(1.0 / sqrt(static_cast<double>(head_dim)));
 }
 
+// What a row's probabilities are made of: p_j = exp(scale·s_j − max) / sum, max the largest
+// scaled score the query sees and sum that of the exponentials.
+struct SoftmaxRowStats {
+  float max = 0.0f;
+  float sum = 0.0f;
+};
+
 // Row `row` (the query position i) of the causal scaled softmax: scores s[len] (unscaled) into
 // probabilities p[len] and their 16-bit copy `half`, this thread's share of the columns; s and p
 // may be the same memory. With p null only the copy is written (what the products of a 16-bit
 // forward read), and s is left as it was: the exponentials are then computed again instead of
-// kept in p, the same bits.
+// kept in p, the same bits. With `stats`, the thread with the row's first column writes the
+// row's SoftmaxRowStats there (from which backward can recompute p from s).
 // REQUIRES: every thread sharing the row calls this with the same arguments but its share.
 template <class Reduce>
 SS_HOST_DEVICE void causal_softmax_row(const float* s, float* p, int64_t row, int64_t len,
                                        float scale, RowShare share, const Reduce& reduce,
-                                       HalfRow half = {}) {
+                                       HalfRow half = {}, SoftmaxRowStats* stats = nullptr) {
   const int64_t valid = row + 1 < len ? row + 1 : len;
   float m = -INFINITY;
   for (int64_t j = share.first; j < valid; j += share.step) m = fmaxf(m, s[j] * scale);
@@ -123,6 +131,7 @@ SS_HOST_DEVICE void causal_softmax_row(const float* s, float* p, int64_t row, in
         sum += e;
       });
   sum = reduce.sum(sum);
+  if (stats != nullptr && share.first == 0) *stats = {m, sum};
   // In this pass p holds the exponentials, where there is a p.
   for_each_element(
       share.first, share.step, len,
@@ -137,19 +146,38 @@ SS_HOST_DEVICE void causal_softmax_row(const float* s, float* p, int64_t row, in
       });
 }
 
-// Backward of causal_softmax_row for row `row`: from the probabilities p[len] of the forward
-// and their gradient dp[len], the gradient ds[len] of the unscaled scores and its 16-bit copy
-// `half` (which must not overlap p); dp and ds may be the same memory, and with ds null only
-// the copy is written. Masked columns get 0 whatever dp holds there.
+// How causal_softmax_backward_row_of reads a row's probabilities: `load(j)` reads column j,
+// and applying the reader to what it loaded gives p_j. KeptProbabilities reads p itself;
+// ProbabilitiesFromScores recomputes it from the unscaled scores and the row's stats with
+// causal_softmax_row's expression, so the same bits, without p ever written to memory.
+struct KeptProbabilities {
+  const float* p;
+  SS_HOST_DEVICE float load(int64_t j) const { return p[j]; }
+  SS_HOST_DEVICE float operator()(float loaded) const { return loaded; }
+};
+struct ProbabilitiesFromScores {
+  const float* s;
+  float scale;
+  SoftmaxRowStats stats;
+  SS_HOST_DEVICE float load(int64_t j) const { return s[j]; }
+  SS_HOST_DEVICE float operator()(float score) const {
+    return expf(score * scale - stats.max) / stats.sum;
+  }
+};
+
+// Backward of causal_softmax_row for row `row`: from the forward's probabilities (`probs`, a
+// reader above) and their gradient dp[len], the gradient ds[len] of the unscaled scores and its
+// 16-bit copy `half` (which must not overlap what probs reads); dp and ds may be the same memory,
+// and with ds null only the copy is written. Masked columns get 0 whatever dp holds there.
 // REQUIRES: every thread sharing the row calls this with the same arguments but its share.
-template <class Reduce>
-SS_HOST_DEVICE void causal_softmax_backward_row(const float* p, const float* dp, float* ds,
-                                                int64_t row, int64_t len, float scale,
-                                                RowShare share, const Reduce& reduce,
-                                                HalfRow half = {}) {
+template <class Probs, class Reduce>
+SS_HOST_DEVICE void causal_softmax_backward_row_of(const Probs& probs, const float* dp, float* ds,
+                                                   int64_t row, int64_t len, float scale,
+                                                   RowShare share, const Reduce& reduce,
+                                                   HalfRow half = {}) {
   const int64_t valid = row + 1 < len ? row + 1 : len;
   float dot = 0.0f;
-  for (int64_t j = share.first; j < valid; j += share.step) dot += p[j] * dp[j];
+  for (int64_t j = share.first; j < valid; j += share.step) dot += probs(probs.load(j)) * dp[j];
   dot = reduce.sum(dot);
   struct Read {
     float p, dp;
@@ -157,13 +185,23 @@ SS_HOST_DEVICE void causal_softmax_backward_row(const float* p, const float* dp,
   for_each_element(  // reads before writes, as causal_softmax_row's passes (ds may be dp)
       share.first, share.step, len,
       [&](int64_t j) {
-        return j < valid ? Read{p[j], dp[j]} : Read{0.0f, 0.0f};
+        return j < valid ? Read{probs.load(j), dp[j]} : Read{0.0f, 0.0f};
       },
       [&](int64_t j, const Read& r) {
-        const float v = j < valid ? (r.p * (r.dp - dot)) * scale : 0.0f;
+        const float v = j < valid ? (probs(r.p) * (r.dp - dot)) * scale : 0.0f;
         if (ds != nullptr) ds[j] = v;
         half.store(j, v);
       });
+}
+
+// The same from the probabilities p[len] themselves.
+template <class Reduce>
+SS_HOST_DEVICE void causal_softmax_backward_row(const float* p, const float* dp, float* ds,
+                                                int64_t row, int64_t len, float scale,
+                                                RowShare share, const Reduce& reduce,
+                                                HalfRow half = {}) {
+  causal_softmax_backward_row_of(KeptProbabilities{p}, dp, ds, row, len, scale, share, reduce,
+                                 half);
 }
 
 // Flash attention's scheme: the keys may be taken a tile of columns at a time, no row of

@@ -39,10 +39,8 @@ class HostExec {
     for (int b = 0; b < ac::Workspace::kBuffers; ++b) {
       const auto id = static_cast<Buffer>(b);
       if (!workspace.has(id)) continue;
-      const bool sixteen_bit =
-          id >= Buffer::kHalfQ && id != Buffer::kScores && id != Buffer::kGradScores;
       const int64_t bytes = workspace.bytes(id);
-      buffers_[id].assign(static_cast<size_t>(bytes / (sixteen_bit ? 2 : 4)), kNan);
+      buffers_[id].assign(static_cast<size_t>(bytes / (ac::sixteen_bit(id) ? 2 : 4)), kNan);
     }
   }
 
@@ -68,6 +66,7 @@ class HostExec {
     }
     rounded_[p.c.buffer] = false;
     stale_[p.c.buffer] = false;
+    scores_[p.c.buffer] = true;
   }
 
   // Marks buffer b as holding a 16-bit copy (or not), as the test's heads are written in.
@@ -76,28 +75,53 @@ class HostExec {
   // Without `fp32` the scores stay as they are: marked as neither probabilities nor a 16-bit
   // copy, so that a product reading them fails.
   void softmax_forward(const km::ScoreBlock& b, Buffer scores, bool fp32,
-                       std::optional<Buffer> half) {
+                       std::optional<Buffer> half, std::optional<Buffer> stats) {
+    SS_CHECK(scores_[scores], "softmax forward of a buffer that holds no scores");
     for (int64_t r = 0; r < b.count(); ++r) {
       float* row = &ref(scores, r * b.len + b.len - 1) - (b.len - 1);  // bounds-checked
+      km::SoftmaxRowStats row_stats;
       km::causal_softmax_row(row, fp32 ? row : nullptr, b.query(r), b.len, scale(), km::RowShare{},
-                             km::SerialReduce{}, half_row(b.len));
+                             km::SerialReduce{}, half_row(b.len), &row_stats);
       copy_row(half, r, b.len);
+      if (stats) {
+        ref(*stats, 2 * r) = row_stats.max;
+        ref(*stats, 2 * r + 1) = row_stats.sum;
+      }
     }
     mark_result(scores, fp32);
+    if (fp32) scores_[scores] = false;
   }
 
+  // With `stats`, P recomputed from the scores in `probs` and the rows' stats, which are then
+  // marked NaN: a backward must read the stats of its own chunk's forward.
   void softmax_backward(const km::ScoreBlock& b, Buffer probs, Buffer grads, bool fp32,
-                        std::optional<Buffer> half) {
-    SS_CHECK(!stale_[probs], "softmax backward read scores that hold no probabilities");
+                        std::optional<Buffer> half, std::optional<Buffer> stats) {
+    if (stats) {
+      SS_CHECK(scores_[probs], "softmax backward from scores read a buffer that holds none");
+    } else {
+      SS_CHECK(!stale_[probs], "softmax backward read scores that hold no probabilities");
+    }
     for (int64_t r = 0; r < b.count(); ++r) {
       const int64_t last = r * b.len + b.len - 1;
+      const float* row = &ref(probs, last) - (b.len - 1);
       float* g = &ref(grads, last) - (b.len - 1);
-      km::causal_softmax_backward_row(&ref(probs, last) - (b.len - 1), g, fp32 ? g : nullptr,
-                                      b.query(r), b.len, scale(), km::RowShare{},
-                                      km::SerialReduce{}, half_row(b.len));
+      const auto backward = [&](const auto& read) {
+        km::causal_softmax_backward_row_of(read, g, fp32 ? g : nullptr, b.query(r), b.len, scale(),
+                                           km::RowShare{}, km::SerialReduce{}, half_row(b.len));
+      };
+      if (stats) {
+        const km::SoftmaxRowStats row_stats{ref(*stats, 2 * r), ref(*stats, 2 * r + 1)};
+        SS_CHECK(!std::isnan(row_stats.max) && !std::isnan(row_stats.sum),
+                 "softmax backward read row {}'s stats before a forward wrote them", r);
+        backward(km::ProbabilitiesFromScores{row, scale(), row_stats});
+      } else {
+        backward(km::KeptProbabilities{row});
+      }
       copy_row(half, r, b.len);
     }
+    if (stats) std::fill(buffer(*stats).begin(), buffer(*stats).end(), kNan);
     mark_result(grads, fp32);
+    scores_[grads] = false;
   }
 
   std::vector<float>& buffer(Buffer b) { return buffers_.at(b); }
@@ -151,6 +175,7 @@ class HostExec {
   std::map<Buffer, std::vector<float>> buffers_;
   std::map<Buffer, bool> rounded_;  // whether a buffer holds a 16-bit copy
   std::map<Buffer, bool> stale_;    // whether a softmax left a buffer without its results
+  std::map<Buffer, bool> scores_;   // whether a buffer holds a product's unscaled scores
   std::vector<uint16_t> row_copy_;
   int64_t products_ = 0;
 };
@@ -331,16 +356,20 @@ TEST(AttentionChunks, WorkspaceBuffersAreAlignedAndApart) {
       int64_t padded = 0;
       for (int i = 0; i < ac::Workspace::kBuffers; ++i) {
         const auto b = static_cast<Buffer>(i);
-        const bool score = b >= Buffer::kScores;
-        const bool sixteen_bit = (b >= Buffer::kHalfQ && !score) || b == Buffer::kHalfScores;
+        const bool stats = b == Buffer::kStats;  // 16 bits only: a max and a sum a chunk's row
+        const bool score = b >= Buffer::kScores && !stats;
+        const bool sixteen_bit =
+            (b >= Buffer::kHalfQ && !score && !stats) || b == Buffer::kHalfScores;
         const bool fp32_qkv = b < Buffer::kOut;
-        EXPECT_EQ(w.has(b), sixteen_bit ? half : !(half && fp32_qkv)) << "buffer " << i;
+        EXPECT_EQ(w.has(b), sixteen_bit || stats ? half : !(half && fp32_qkv)) << "buffer " << i;
         if (!w.has(b)) {
           EXPECT_EQ(w.bytes(b), 0);
           EXPECT_THROW(w.offset(b), Error);
           continue;
         }
-        const int64_t elements = score ? ac::score_elements(s, rows) : s.head_elements();
+        const int64_t elements = stats   ? 2 * s.batch * s.heads * rows
+                                 : score ? ac::score_elements(s, rows)
+                                         : s.head_elements();
         EXPECT_EQ(w.bytes(b), elements * (sixteen_bit ? 2 : 4)) << "buffer " << i;
         EXPECT_EQ(w.offset(b) % ac::Workspace::kAlignment, 0) << "buffer " << i;
         spans.emplace_back(w.offset(b), w.offset(b) + w.bytes(b));

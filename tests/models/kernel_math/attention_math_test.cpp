@@ -170,6 +170,41 @@ TEST(KernelMathAttention, SoftmaxRowsWriteTheir16BitCopyInTheSamePass) {
   }
 }
 
+// Backward from the scores and the rows' stats (what the CUDA attention does under 16 bits, where
+// it writes no fp32 probabilities) is backward from the probabilities, bit for bit: each
+// recomputed p_j is the forward's, and so are dS and its 16-bit copy.
+TEST(KernelMathAttention, SoftmaxBackwardFromTheScoresIsTheBackwardFromTheProbabilities) {
+  const int64_t len = 37;
+  const float scale = 0.125f;
+  for (const km::HalfFormat format : {km::HalfFormat::kBf16, km::HalfFormat::kFp16}) {
+    for (const int64_t row : {0, 1, 17, 36}) {
+      const auto seed = static_cast<uint64_t>(row);
+      const std::vector<float> s = random_floats(len, 90 + seed, -20.0f, 20.0f);
+      const std::vector<float> dp = random_floats(len, 91 + seed);
+      std::vector<float> p(len);
+      km::SoftmaxRowStats stats;
+      km::causal_softmax_row(s.data(), p.data(), row, len, scale, km::RowShare{},
+                             km::SerialReduce{}, {}, &stats);
+      const km::ProbabilitiesFromScores from_scores{s.data(), scale, stats};
+      for (int64_t j = 0; j <= row; ++j) {
+        EXPECT_EQ(km::float_bits(from_scores(s[static_cast<size_t>(j)])),
+                  km::float_bits(p[static_cast<size_t>(j)]))
+            << "row " << row << " column " << j;
+      }
+      std::vector<float> want(len), got(len);
+      std::vector<uint16_t> want16(len), got16(len);
+      km::causal_softmax_backward_row(p.data(), dp.data(), want.data(), row, len, scale,
+                                      km::RowShare{}, km::SerialReduce{},
+                                      km::HalfRow{want16.data(), format});
+      km::causal_softmax_backward_row_of(from_scores, dp.data(), got.data(), row, len, scale,
+                                         km::RowShare{}, km::SerialReduce{},
+                                         km::HalfRow{got16.data(), format});
+      EXPECT_EQ(bit_mismatches(got, want), "") << "row " << row;
+      EXPECT_EQ(got16, want16) << "row " << row;
+    }
+  }
+}
+
 // After one lane's pass: its columns (lane, lane + kLanes, ...) hold `whole`'s values, every
 // other column still holds `before`'s.
 template <class T>
