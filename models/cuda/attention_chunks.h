@@ -12,8 +12,9 @@
 // work of the whole-matrix products (25% for GPT-2 small's S = 1024, C = 512).
 //
 // Forward, per chunk: scores = Q_c·K[:keys]ᵀ, their causal softmax in place, O_c = P·V[:keys].
-// Backward recomputes each chunk's P the same way (the kernel keeps nothing between passes)
-// and adds the chunk's share of dK and dV, the chunks taken last first: the last chunk sees
+// Backward recomputes each chunk's scores and, from them and the rows' softmax stats forward
+// kept (a max and a sum a query, [N·H, S] of them), its P; then it adds the chunk's share of dK
+// and dV, the chunks taken last first: the last chunk sees
 // every key, so its products write all of dK and dV (β = 0) and the others add to them (β = 1)
 // and nothing is read before it is written. The order is fixed: deterministic.
 //
@@ -39,7 +40,7 @@ namespace km = kernel_math;
 // The buffers of a pass in the kernel's workspace: the head-major [N, H, S, hd] copies of q, k
 // and v, the heads' outputs (forward) or dout's (backward), the gradients of q, k and v, the
 // 16-bit copies of the first four, two score buffers of score_elements() floats and, under 16
-// bits, one of as many 16-bit values and the softmax's SoftmaxRowStats of a chunk's rows.
+// bits, one of as many 16-bit values.
 enum class Buffer {
   kQ,
   kK,
@@ -54,14 +55,12 @@ enum class Buffer {
   kHalfOut,
   kScores,
   kGradScores,
-  kHalfScores,
-  kStats
+  kHalfScores
 };
 
 // Whether buffer b holds 16-bit values (the others hold floats).
 inline bool sixteen_bit(Buffer b) {
-  return b >= Buffer::kHalfQ && b != Buffer::kScores && b != Buffer::kGradScores &&
-         b != Buffer::kStats;
+  return b >= Buffer::kHalfQ && b != Buffer::kScores && b != Buffer::kGradScores;
 }
 
 // The 16-bit copy of head buffer b (kQ, kK, kV or kOut): the same order, kHalfQ on.
@@ -110,12 +109,6 @@ inline Chunk chunk(int64_t seq, int64_t chunk_rows, int64_t i) {
   return {first, rows, first + rows};
 }
 
-// Floats of the kStats buffer: a SoftmaxRowStats for each row of a chunk, N·H·C of them.
-inline int64_t stats_elements(const km::AttentionShape& s, int64_t chunk_rows) {
-  constexpr int64_t kFloats = sizeof(km::SoftmaxRowStats) / sizeof(float);
-  return s.batch * s.heads * std::min(s.seq, chunk_rows) * kFloats;
-}
-
 // Floats of each score buffer: the largest chunk's [N·H, rows, keys], which is at most
 // N·H·C·S (the last chunk, or any full one).
 inline int64_t score_elements(const km::AttentionShape& s, int64_t chunk_rows) {
@@ -136,20 +129,17 @@ inline int64_t score_elements(const km::AttentionShape& s, int64_t chunk_rows) {
 class Workspace {
  public:
   static constexpr int64_t kAlignment = 256;
-  static constexpr int kBuffers = static_cast<int>(Buffer::kStats) + 1;
+  static constexpr int kBuffers = static_cast<int>(Buffer::kHalfScores) + 1;
 
   Workspace(const km::AttentionShape& s, int64_t chunk_rows, bool half) {
     bytes_.fill(-1);
     for (int i = 0; i < kBuffers; ++i) {
       const auto b = static_cast<Buffer>(i);
-      const bool present =
-          sixteen_bit(b) || b == Buffer::kStats ? half : !(half && b < Buffer::kOut);
+      const bool present = sixteen_bit(b) ? half : !(half && b < Buffer::kOut);
       if (!present) continue;
       const bool score =
           b == Buffer::kScores || b == Buffer::kGradScores || b == Buffer::kHalfScores;
-      const int64_t elements = b == Buffer::kStats ? stats_elements(s, chunk_rows)
-                               : score             ? score_elements(s, chunk_rows)
-                                                   : s.head_elements();
+      const int64_t elements = score ? score_elements(s, chunk_rows) : s.head_elements();
       bytes_[static_cast<size_t>(i)] = elements * (sixteen_bit(b) ? 2 : 4);
       offset_[static_cast<size_t>(i)] = size_;
       size_ += (bytes_[static_cast<size_t>(i)] + kAlignment - 1) / kAlignment * kAlignment;
@@ -222,15 +212,18 @@ inline km::ScoreBlock score_block(const km::AttentionShape& s, const Chunk& c) {
 //   bool half() const: whether the products' operands are 16-bit;
 //   void gemm(const Product&);
 //   void softmax_forward(const km::ScoreBlock&, Buffer scores, bool fp32,
-//     std::optional<Buffer> half, std::optional<Buffer> stats): the probabilities in place if
-//     `fp32`, their 16-bit copy into `half` and each row's SoftmaxRowStats into `stats` if given;
+//     std::optional<Buffer> half): the probabilities in place if `fp32`, and their 16-bit copy
+//     into `half` if given; it keeps each row's SoftmaxRowStats, the layer's [N·H, S] of them,
+//     for backward;
+//   void softmax_from_stats(const km::ScoreBlock&, Buffer scores, bool fp32,
+//     std::optional<Buffer> half): the same probabilities from the scores and the kept stats,
+//     each score read once;
 //   void softmax_backward(const km::ScoreBlock&, Buffer probs, Buffer grads, bool fp32,
-//     std::optional<Buffer> half, std::optional<Buffer> stats): dP into dS in place if `fp32`,
-//     and dS's 16-bit copy into `half` if given; with `stats`, `probs` holds the scores, and P is
-//     recomputed from them and the rows' stats (ProbabilitiesFromScores).
-// Under 16 bits the products read only the copies, so no fp32 result is written at all: backward
-// recomputes P from the scores where it needs it in fp32 (dS), rather than write it and read
-// it back (8 bytes a score element).
+//     std::optional<Buffer> half, bool from_scores): dP into dS in place if `fp32`, and dS's
+//     16-bit copy into `half` if given; with `from_scores`, `probs` holds the scores and P is
+//     recomputed from them and the kept stats (ProbabilitiesFromScores).
+// Under 16 bits the products read only the copies, so no fp32 probability is written at all:
+// backward recomputes P from the scores where it needs it in fp32 (dS).
 template <class Exec>
 class Passes {
  public:
@@ -263,7 +256,7 @@ class Passes {
                   chunk_scores(Buffer::kGradScores, c), c.rows, c.keys, s_.head_dim,
                   0.0f});  // dP = dO·Vᵀ
       exec_.softmax_backward(score_block(s_, c), Buffer::kScores, Buffer::kGradScores,
-                             !exec_.half(), copies(), stats());
+                             !exec_.half(), copies(), exec_.half());
       const Buffer grads = copies().value_or(Buffer::kGradScores);
       exec_.gemm({chunk_scores(grads, c), false, head_rows(head(Buffer::kK), s_, 0), false,
                   head_rows(Buffer::kGradQ, s_, c.first), c.rows, s_.head_dim, c.keys,
@@ -281,19 +274,17 @@ class Passes {
   std::optional<Buffer> copies() const {
     return exec_.half() ? std::optional<Buffer>(Buffer::kHalfScores) : std::nullopt;
   }
-  // Where the softmax kernels keep the rows' stats from which backward recomputes P: under 16
-  // bits only (in fp32 the products read P itself).
-  std::optional<Buffer> stats() const {
-    return exec_.half() ? std::optional<Buffer>(Buffer::kStats) : std::nullopt;
-  }
-  // The chunk's P: in kScores in fp32; under 16 bits its copy, and in backward the rows' stats
-  // (the scores stay in kScores). Returns where the products read P.
+  // The chunk's P: in kScores in fp32, its copy under 16 bits (the scores left in kScores);
+  // backward's from the stats forward kept. Returns where the products read P.
   Buffer probabilities(const Chunk& c, bool backward) {
     exec_.gemm({head_rows(head(Buffer::kQ), s_, c.first), false, head_rows(head(Buffer::kK), s_, 0),
                 true, chunk_scores(Buffer::kScores, c), c.rows, c.keys, s_.head_dim,
                 0.0f});  // Q·Kᵀ
-    exec_.softmax_forward(score_block(s_, c), Buffer::kScores, !exec_.half(), copies(),
-                          backward ? stats() : std::nullopt);
+    if (backward) {
+      exec_.softmax_from_stats(score_block(s_, c), Buffer::kScores, !exec_.half(), copies());
+    } else {
+      exec_.softmax_forward(score_block(s_, c), Buffer::kScores, !exec_.half(), copies());
+    }
     return copies().value_or(Buffer::kScores);
   }
 

@@ -76,20 +76,30 @@ __device__ float* fp32_row(float* block, int64_t r, int64_t len) {
 }
 
 __global__ void softmax_forward_kernel(km::ScoreBlock b, const float* scores, float* probs,
-                                       float scale, km::HalfRow half, km::SoftmaxRowStats* stats) {
+                                       float scale, km::HalfRow half, km::RowStatsAt stats) {
   const km::RowShare share{lane(), kWarp};
   for (int64_t r = first_warp(); r < b.count(); r += warp_stride()) {
-    km::causal_softmax_row(scores + r * b.len, fp32_row(probs, r, b.len), b.query(r), b.len, scale,
-                           share, WarpReduce{}, half_row(half, r, b.len),
-                           stats == nullptr ? nullptr : stats + r);
+    const km::SoftmaxRowStats row =
+        km::causal_softmax_row(scores + r * b.len, fp32_row(probs, r, b.len), b.query(r), b.len,
+                               scale, share, WarpReduce{}, half_row(half, r, b.len));
+    if (stats.at != nullptr && share.first == 0) *stats(b, r) = row;
   }
 }
 
-// From the probabilities in `probs`, or (stats not null) from the scores there and the rows'
+__global__ void softmax_from_stats_kernel(km::ScoreBlock b, const float* scores, float* probs,
+                                          float scale, km::HalfRow half, km::RowStatsAt stats) {
+  const km::RowShare share{lane(), kWarp};
+  for (int64_t r = first_warp(); r < b.count(); r += warp_stride()) {
+    km::causal_softmax_from_stats_row(scores + r * b.len, fp32_row(probs, r, b.len), b.query(r),
+                                      b.len, scale, *stats(b, r), share, half_row(half, r, b.len));
+  }
+}
+
+// From the probabilities in `probs`, or (stats.at not null) from the scores there and the rows'
 // stats.
 __global__ void softmax_backward_kernel(km::ScoreBlock b, const float* probs,
                                         const float* grad_probs, float* grad_scores, float scale,
-                                        km::HalfRow half, const km::SoftmaxRowStats* stats) {
+                                        km::HalfRow half, km::RowStatsAt stats) {
   const km::RowShare share{lane(), kWarp};
   for (int64_t r = first_warp(); r < b.count(); r += warp_stride()) {
     const float* row = probs + r * b.len;
@@ -98,8 +108,8 @@ __global__ void softmax_backward_kernel(km::ScoreBlock b, const float* probs,
                                          fp32_row(grad_scores, r, b.len), b.query(r), b.len, scale,
                                          share, WarpReduce{}, half_row(half, r, b.len));
     };
-    if (stats != nullptr) {
-      backward(km::ProbabilitiesFromScores{row, scale, stats[r]});
+    if (stats.at != nullptr) {
+      backward(km::ProbabilitiesFromScores{row, scale, *stats(b, r)});
     } else {
       backward(km::KeptProbabilities{row});
     }
@@ -139,7 +149,7 @@ void from_heads_to_half(const km::AttentionShape& s, const float* heads, uint16_
 }
 
 void causal_softmax_forward(const km::ScoreBlock& b, const float* scores, float* probs, float scale,
-                            const km::HalfRow& half, km::SoftmaxRowStats* stats,
+                            const km::HalfRow& half, const km::RowStatsAt& stats,
                             cudaStream_t stream) {
   if (b.count() == 0) return;
   softmax_forward_kernel<<<grid_for_rows(b.count()), kThreads, 0, stream>>>(b, scores, probs, scale,
@@ -147,9 +157,18 @@ void causal_softmax_forward(const km::ScoreBlock& b, const float* scores, float*
   check_launch("softmax_forward_kernel");
 }
 
+void causal_softmax_from_stats(const km::ScoreBlock& b, const float* scores, float* probs,
+                               float scale, const km::HalfRow& half, const km::RowStatsAt& stats,
+                               cudaStream_t stream) {
+  if (b.count() == 0) return;
+  softmax_from_stats_kernel<<<grid_for_rows(b.count()), kThreads, 0, stream>>>(b, scores, probs,
+                                                                               scale, half, stats);
+  check_launch("softmax_from_stats_kernel");
+}
+
 void causal_softmax_backward(const km::ScoreBlock& b, const float* probs, const float* grad_probs,
                              float* grad_scores, float scale, const km::HalfRow& half,
-                             const km::SoftmaxRowStats* stats, cudaStream_t stream) {
+                             const km::RowStatsAt& stats, cudaStream_t stream) {
   if (b.count() == 0) return;
   softmax_backward_kernel<<<grid_for_rows(b.count()), kThreads, 0, stream>>>(
       b, probs, grad_probs, grad_scores, scale, half, stats);

@@ -36,18 +36,22 @@ void from_heads_to_half(const kernel_math::AttentionShape& s, const float* heads
 // Over the b.count() rows of a block of score matrices (b.query(r) is row r's query
 // position, b.len its length): unscaled scores into probabilities (in place allowed), and the
 // probabilities' gradient dp into the scores' gradient ds (in place allowed), with
-// causal_softmax_row and causal_softmax_backward_row; each also writes its results' 16-bit
+// causal_softmax_row and causal_softmax_backward_row_of; each also writes its results' 16-bit
 // copy in the block's layout where half.at is not null (not overlapping what it reads), and
-// with probs or grad_scores null only that copy. Forward writes row r's SoftmaxRowStats into
-// stats[r] where stats is not null; backward given stats reads the scores in `probs` and
-// recomputes the probabilities from them and stats[r]. One warp per row; every column is
-// written (masked ones 0).
+// with probs or grad_scores null only that copy. One warp per row; every column is written
+// (masked ones 0). Forward writes each row's SoftmaxRowStats at stats(b, r);
+// causal_softmax_from_stats computes the same probabilities from the scores and those stats;
+// backward with stats.at not null reads scores in `probs` and recomputes the probabilities from
+// them and the stats, else it reads the probabilities there.
 void causal_softmax_forward(const kernel_math::ScoreBlock& b, const float* scores, float* probs,
                             float scale, const kernel_math::HalfRow& half,
-                            kernel_math::SoftmaxRowStats* stats, cudaStream_t stream);
+                            const kernel_math::RowStatsAt& stats, cudaStream_t stream);
+void causal_softmax_from_stats(const kernel_math::ScoreBlock& b, const float* scores, float* probs,
+                               float scale, const kernel_math::HalfRow& half,
+                               const kernel_math::RowStatsAt& stats, cudaStream_t stream);
 void causal_softmax_backward(const kernel_math::ScoreBlock& b, const float* probs,
                              const float* grad_probs, float* grad_scores, float scale,
-                             const kernel_math::HalfRow& half,
-                             const kernel_math::SoftmaxRowStats* stats, cudaStream_t stream);
+                             const kernel_math::HalfRow& half, const kernel_math::RowStatsAt& stats,
+                             cudaStream_t stream);
 
 }  // namespace scalescope::cuda_ops

@@ -3,13 +3,14 @@
 // causal scaled softmax (attention_ops.cu, math in kernel_math/attention_math.h), over chunks
 // of query rows in the order attention_chunks.h gives (why chunks: there).
 //
-// It keeps nothing from forward for backward: backward makes the head-major copies again from
-// its input (which the model keeps for it) and recomputes each chunk's probabilities with the
-// forward's product and softmax, the same bits where the input is the same (fp32, tf32; under
-// 16 bits the model's saved 16-bit copy of it, read as it is, as autocast's saved tensors).
-// Every buffer of a pass lives in the stream's workspace that every layer shares
-// (CudaLibraries): the head buffers and two chunks of scores (under 16 bits also the scores'
-// and heads' 16-bit copies and the softmax rows' stats), linear in S.
+// It keeps from forward for backward only each query's softmax stats (a max and a sum, 8 bytes
+// a query and head): backward makes the head-major copies again from its input (which the
+// model keeps for it) and recomputes each chunk's scores with the forward's product, the same
+// bits where the input is the same (fp32, tf32; under 16 bits the model's saved 16-bit copy of
+// it, read as it is, as autocast's saved tensors), and the probabilities from them and the
+// stats, reading each score once. Every other buffer of a pass lives in the stream's workspace
+// that every layer shares (CudaLibraries): the head buffers and two chunks of scores (under 16
+// bits also the scores' and heads' 16-bit copies), linear in S.
 #include <cublas_v2.h>
 #include <fmt/format.h>
 
@@ -45,7 +46,8 @@ class AttentionKernel final : public LayerKernel {
         scale_(km::attention_scale(shape_.head_dim)),
         // Chosen per kernel, not on the shared handle: see CublasHandle.
         compute_(half_ ? CUBLAS_COMPUTE_32F : gemm_compute_type(precision_)),
-        workspace_(shape_, chunk_rows_, half_.has_value()) {
+        workspace_(shape_, chunk_rows_, half_.has_value()),
+        stats_(float_buffer(device, stats_floats(shape_))) {
     // cuBLAS's m, n, k and leading dimensions are ints (at most S and hd) and its strides
     // 64-bit.
     to_int(shape_.seq, "the sequence", layer);
@@ -120,21 +122,23 @@ class AttentionKernel final : public LayerKernel {
     bool half() const { return kernel.half_.has_value(); }
     void gemm(const ac::Product& p) const { kernel.gemm(s, ac::column_major(p)); }
     void softmax_forward(const km::ScoreBlock& b, ac::Buffer scores, bool fp32,
-                         std::optional<ac::Buffer> half, std::optional<ac::Buffer> stats) const {
+                         std::optional<ac::Buffer> half) const {
       float* p = kernel.buffer(s, scores);
       cuda_ops::causal_softmax_forward(b, p, fp32 ? p : nullptr, kernel.scale_, copy(half),
-                                       rows(stats), s);
+                                       kernel.row_stats(), s);
+    }
+    void softmax_from_stats(const km::ScoreBlock& b, ac::Buffer scores, bool fp32,
+                            std::optional<ac::Buffer> half) const {
+      float* p = kernel.buffer(s, scores);
+      cuda_ops::causal_softmax_from_stats(b, p, fp32 ? p : nullptr, kernel.scale_, copy(half),
+                                          kernel.row_stats(), s);
     }
     void softmax_backward(const km::ScoreBlock& b, ac::Buffer probs, ac::Buffer grads, bool fp32,
-                          std::optional<ac::Buffer> half, std::optional<ac::Buffer> stats) const {
+                          std::optional<ac::Buffer> half, bool from_scores) const {
       float* g = kernel.buffer(s, grads);
       cuda_ops::causal_softmax_backward(b, kernel.buffer(s, probs), g, fp32 ? g : nullptr,
-                                        kernel.scale_, copy(half), rows(stats), s);
-    }
-    // The rows' stats in buffer `stats` (none without one).
-    km::SoftmaxRowStats* rows(std::optional<ac::Buffer> stats) const {
-      if (!stats) return nullptr;
-      return reinterpret_cast<km::SoftmaxRowStats*>(kernel.buffer(s, *stats));
+                                        kernel.scale_, copy(half),
+                                        from_scores ? kernel.row_stats() : km::RowStatsAt{}, s);
     }
     // Where a softmax kernel writes its results' 16-bit copy (nowhere without one).
     km::HalfRow copy(std::optional<ac::Buffer> half) const {
@@ -162,6 +166,15 @@ class AttentionKernel final : public LayerKernel {
     for (int64_t part = 0; part < 3; ++part) {
       cuda_ops::from_heads(shape_, buffer(s, grads[part]), din, 3 * d, part * d, s);
     }
+  }
+
+  // Floats of the kept stats: a SoftmaxRowStats for each query of each sequence and head.
+  static int64_t stats_floats(const km::AttentionShape& s) {
+    return s.batch * s.heads * s.seq *
+           static_cast<int64_t>(sizeof(km::SoftmaxRowStats) / sizeof(float));
+  }
+  km::RowStatsAt row_stats() const {
+    return {reinterpret_cast<km::SoftmaxRowStats*>(floats(stats_)), shape_.seq};
   }
 
   // Buffer b's start in the stream's workspace (ac::Workspace), as floats (a 16-bit buffer's
@@ -223,6 +236,7 @@ class AttentionKernel final : public LayerKernel {
   cublasComputeType_t compute_;
   cudaDataType_t operand_type_ = gemm_operand_type(half_);
   ac::Workspace workspace_;
+  DeviceBuffer stats_;  // the last forward's softmax stats, [N·H, S], read by backward
 };
 
 }  // namespace

@@ -105,51 +105,95 @@ struct SoftmaxRowStats {
   float sum = 0.0f;
 };
 
-// Row `row` (the query position i) of the causal scaled softmax: scores s[len] (unscaled) into
-// probabilities p[len] and their 16-bit copy `half`, this thread's share of the columns; s and p
-// may be the same memory. With p null only the copy is written (what the products of a 16-bit
-// forward read), and s is left as it was: the exponentials are then computed again instead of
-// kept in p, the same bits. With `stats`, the thread with the row's first column writes the
-// row's SoftmaxRowStats there (from which backward can recompute p from s).
+// p_j from its unscaled score and the row's stats: the one expression forward and backward
+// compute it with, so that a p recomputed from the scores is the forward's to the bit.
+SS_HOST_DEVICE inline float softmax_probability(float score, float scale,
+                                                const SoftmaxRowStats& stats) {
+  return expf(score * scale - stats.max) / stats.sum;
+}
+
+// Row `row`'s (the query position i's) SoftmaxRowStats over the unscaled scores s[len], this
+// thread's share of the columns read once: a running maximum and the sum of exponentials
+// rescaled to it as it grows, 8 columns at a time (all read before their exponentials); then the
+// threads' maxima combined, and their sums rescaled to the row's.
 // REQUIRES: every thread sharing the row calls this with the same arguments but its share.
 template <class Reduce>
-SS_HOST_DEVICE void causal_softmax_row(const float* s, float* p, int64_t row, int64_t len,
-                                       float scale, RowShare share, const Reduce& reduce,
-                                       HalfRow half = {}, SoftmaxRowStats* stats = nullptr) {
+SS_HOST_DEVICE SoftmaxRowStats causal_softmax_stats(const float* s, int64_t row, int64_t len,
+                                                    float scale, RowShare share,
+                                                    const Reduce& reduce) {
+  // 8 loads a lane in flight, not element_loop.h's 4: the pass does little else than read.
+  constexpr int kStatsAhead = 8;
   const int64_t valid = row + 1 < len ? row + 1 : len;
   float m = -INFINITY;
-  for (int64_t j = share.first; j < valid; j += share.step) m = fmaxf(m, s[j] * scale);
-  m = reduce.max(m);
-  // The passes that write read kElementsAhead columns before writing any (element_loop.h's
-  // reason: p may be s, so written as one loop a read could not pass the write before it).
   float sum = 0.0f;
+  for (int64_t base = share.first; base < valid; base += kStatsAhead * share.step) {
+    float v[kStatsAhead];
+    SS_UNROLL
+    for (int u = 0; u < kStatsAhead; ++u) {
+      const int64_t j = base + u * share.step;
+      v[u] = j < valid ? s[j] * scale : -INFINITY;  // past the mask: exp gives 0
+    }
+    float top = m;
+    SS_UNROLL
+    for (int u = 0; u < kStatsAhead; ++u) top = fmaxf(top, v[u]);
+    sum = m == -INFINITY ? 0.0f : sum * expf(m - top);
+    SS_UNROLL
+    for (int u = 0; u < kStatsAhead; ++u) sum += expf(v[u] - top);
+    m = top;
+  }
+  const float row_max = reduce.max(m);
+  const float share_sum = m == -INFINITY ? 0.0f : sum * expf(m - row_max);
+  return {row_max, static_cast<float>(reduce.sum(share_sum))};
+}
+
+// Row `row`'s probabilities from its stats: p[j] (unless p is null) and their 16-bit copy
+// `half`, this thread's share of all len columns (masked ones 0); s and p may be the same
+// memory, and each share's columns are read kElementsAhead at a time before any is written
+// (element_loop.h's reason: written as one loop, a read could not pass the write before it).
+SS_HOST_DEVICE inline void causal_softmax_from_stats_row(const float* s, float* p, int64_t row,
+                                                         int64_t len, float scale,
+                                                         SoftmaxRowStats stats, RowShare share,
+                                                         HalfRow half = {}) {
+  const int64_t valid = row + 1 < len ? row + 1 : len;
   for_each_element(
-      share.first, share.step, valid, [&](int64_t j) { return s[j]; },
+      share.first, share.step, len, [&](int64_t j) { return j < valid ? s[j] : 0.0f; },
       [&](int64_t j, float score) {
-        const float e = expf(score * scale - m);
-        if (p != nullptr) p[j] = e;
-        sum += e;
-      });
-  sum = reduce.sum(sum);
-  if (stats != nullptr && share.first == 0) *stats = {m, sum};
-  // In this pass p holds the exponentials, where there is a p.
-  for_each_element(
-      share.first, share.step, len,
-      [&](int64_t j) { return j >= valid     ? 0.0f
-                              : p != nullptr ? p[j]
-                                             : s[j]; },
-      [&](int64_t j, float read) {
-        const float e = j >= valid || p != nullptr ? read : expf(read * scale - m);
-        const float v = j < valid ? e / sum : 0.0f;
+        const float v = j < valid ? softmax_probability(score, scale, stats) : 0.0f;
         if (p != nullptr) p[j] = v;
         half.store(j, v);
       });
 }
 
+// Row `row` of the causal scaled softmax: scores s[len] (unscaled) into probabilities p[len]
+// and their 16-bit copy `half`, this thread's share of the columns; s and p may be the same
+// memory, and with p null only the copy is written (what the products of a 16-bit forward
+// read), s left as it was. Returns the row's stats, from which p can be recomputed
+// (causal_softmax_from_stats_row, ProbabilitiesFromScores) with the same bits. The scores are
+// read twice.
+// REQUIRES: every thread sharing the row calls this with the same arguments but its share.
+template <class Reduce>
+SS_HOST_DEVICE SoftmaxRowStats causal_softmax_row(const float* s, float* p, int64_t row,
+                                                  int64_t len, float scale, RowShare share,
+                                                  const Reduce& reduce, HalfRow half = {}) {
+  const SoftmaxRowStats stats = causal_softmax_stats(s, row, len, scale, share, reduce);
+  causal_softmax_from_stats_row(s, p, row, len, scale, stats, share, half);
+  return stats;
+}
+
+// Where the stats of row r of a ScoreBlock lie among a layer's [N·H, S] of them (kept from
+// forward for backward: block row r is batch r / rows, query b.query(r)).
+struct RowStatsAt {
+  SoftmaxRowStats* at = nullptr;
+  int64_t seq = 0;
+  SS_HOST_DEVICE SoftmaxRowStats* operator()(const ScoreBlock& b, int64_t r) const {
+    return at + (r / b.rows) * seq + b.query(r);
+  }
+};
+
 // How causal_softmax_backward_row_of reads a row's probabilities: `load(j)` reads column j,
 // and applying the reader to what it loaded gives p_j. KeptProbabilities reads p itself;
-// ProbabilitiesFromScores recomputes it from the unscaled scores and the row's stats with
-// causal_softmax_row's expression, so the same bits, without p ever written to memory.
+// ProbabilitiesFromScores recomputes it from the unscaled scores and the row's stats
+// (softmax_probability: the forward's bits), without p ever written to memory.
 struct KeptProbabilities {
   const float* p;
   SS_HOST_DEVICE float load(int64_t j) const { return p[j]; }
@@ -161,7 +205,7 @@ struct ProbabilitiesFromScores {
   SoftmaxRowStats stats;
   SS_HOST_DEVICE float load(int64_t j) const { return s[j]; }
   SS_HOST_DEVICE float operator()(float score) const {
-    return expf(score * scale - stats.max) / stats.sum;
+    return softmax_probability(score, scale, stats);
   }
 };
 

@@ -31,8 +31,13 @@ using ac::Buffer;
 
 class HostExec {
  public:
-  HostExec(const km::AttentionShape& s, int64_t chunk_rows, std::optional<km::HalfFormat> half)
-      : s_(s), half_(half) {
+  // `stats`: the layer's kept softmax stats, [N·H, S] (NaN until a forward keeps them), which
+  // outlive a pass as the kernel's do.
+  HostExec(const km::AttentionShape& s, int64_t chunk_rows, std::optional<km::HalfFormat> half,
+           std::vector<km::SoftmaxRowStats>& stats)
+      : s_(s), half_(half), stats_(stats) {
+    SS_CHECK(static_cast<int64_t>(stats.size()) == s.batch * s.heads * s.seq, "stats of {} rows",
+             stats.size());
     // Only the buffers the kernel's workspace has, of its sizes: a pass that touches another
     // throws.
     const ac::Workspace workspace(s, chunk_rows, half.has_value());
@@ -74,29 +79,35 @@ class HostExec {
 
   // Without `fp32` the scores stay as they are: marked as neither probabilities nor a 16-bit
   // copy, so that a product reading them fails.
+  // Keeps each row's stats, as the kernel does for backward.
   void softmax_forward(const km::ScoreBlock& b, Buffer scores, bool fp32,
-                       std::optional<Buffer> half, std::optional<Buffer> stats) {
+                       std::optional<Buffer> half) {
     SS_CHECK(scores_[scores], "softmax forward of a buffer that holds no scores");
     for (int64_t r = 0; r < b.count(); ++r) {
       float* row = &ref(scores, r * b.len + b.len - 1) - (b.len - 1);  // bounds-checked
-      km::SoftmaxRowStats row_stats;
-      km::causal_softmax_row(row, fp32 ? row : nullptr, b.query(r), b.len, scale(), km::RowShare{},
-                             km::SerialReduce{}, half_row(b.len), &row_stats);
+      *stats(b, r) = km::causal_softmax_row(row, fp32 ? row : nullptr, b.query(r), b.len, scale(),
+                                            km::RowShare{}, km::SerialReduce{}, half_row(b.len));
       copy_row(half, r, b.len);
-      if (stats) {
-        ref(*stats, 2 * r) = row_stats.max;
-        ref(*stats, 2 * r + 1) = row_stats.sum;
-      }
     }
-    mark_result(scores, fp32);
-    if (fp32) scores_[scores] = false;
+    mark_softmax(scores, fp32);
   }
 
-  // With `stats`, P recomputed from the scores in `probs` and the rows' stats, which are then
-  // marked NaN: a backward must read the stats of its own chunk's forward.
+  void softmax_from_stats(const km::ScoreBlock& b, Buffer scores, bool fp32,
+                          std::optional<Buffer> half) {
+    SS_CHECK(scores_[scores], "softmax from stats of a buffer that holds no scores");
+    for (int64_t r = 0; r < b.count(); ++r) {
+      float* row = &ref(scores, r * b.len + b.len - 1) - (b.len - 1);
+      km::causal_softmax_from_stats_row(row, fp32 ? row : nullptr, b.query(r), b.len, scale(),
+                                        kept_stats(b, r), km::RowShare{}, half_row(b.len));
+      copy_row(half, r, b.len);
+    }
+    mark_softmax(scores, fp32);
+  }
+
+  // With `from_scores`, P recomputed from the scores in `probs` and the kept stats.
   void softmax_backward(const km::ScoreBlock& b, Buffer probs, Buffer grads, bool fp32,
-                        std::optional<Buffer> half, std::optional<Buffer> stats) {
-    if (stats) {
+                        std::optional<Buffer> half, bool from_scores) {
+    if (from_scores) {
       SS_CHECK(scores_[probs], "softmax backward from scores read a buffer that holds none");
     } else {
       SS_CHECK(!stale_[probs], "softmax backward read scores that hold no probabilities");
@@ -109,19 +120,14 @@ class HostExec {
         km::causal_softmax_backward_row_of(read, g, fp32 ? g : nullptr, b.query(r), b.len, scale(),
                                            km::RowShare{}, km::SerialReduce{}, half_row(b.len));
       };
-      if (stats) {
-        const km::SoftmaxRowStats row_stats{ref(*stats, 2 * r), ref(*stats, 2 * r + 1)};
-        SS_CHECK(!std::isnan(row_stats.max) && !std::isnan(row_stats.sum),
-                 "softmax backward read row {}'s stats before a forward wrote them", r);
-        backward(km::ProbabilitiesFromScores{row, scale(), row_stats});
+      if (from_scores) {
+        backward(km::ProbabilitiesFromScores{row, scale(), kept_stats(b, r)});
       } else {
         backward(km::KeptProbabilities{row});
       }
       copy_row(half, r, b.len);
     }
-    if (stats) std::fill(buffer(*stats).begin(), buffer(*stats).end(), kNan);
-    mark_result(grads, fp32);
-    scores_[grads] = false;
+    mark_softmax(grads, fp32);
   }
 
   std::vector<float>& buffer(Buffer b) { return buffers_.at(b); }
@@ -129,10 +135,24 @@ class HostExec {
 
  private:
   float scale() const { return km::attention_scale(s_.head_dim); }
-  // After a softmax in place: buffer b holds its fp32 results, or (not written) stale values.
-  void mark_result(Buffer b, bool written) {
+  // After a softmax in place: buffer b holds its fp32 results, or (not written) stale values
+  // (the scores a product wrote, where it was a forward's).
+  void mark_softmax(Buffer b, bool written) {
     rounded_[b] = false;
     stale_[b] = !written;
+    if (written) scores_[b] = false;
+  }
+  // Row r's place among the layer's kept stats, bounds-checked.
+  km::SoftmaxRowStats* stats(const km::ScoreBlock& b, int64_t r) {
+    km::SoftmaxRowStats* at = km::RowStatsAt{stats_.data(), s_.seq}(b, r);
+    SS_CHECK(at >= stats_.data() && at < stats_.data() + stats_.size(), "stats of row {}", r);
+    return at;
+  }
+  // Row r's stats as a forward kept them: a pass that reads them before one did fails.
+  km::SoftmaxRowStats kept_stats(const km::ScoreBlock& b, int64_t r) {
+    const km::SoftmaxRowStats kept = *stats(b, r);
+    SS_CHECK(!std::isnan(kept.max) && !std::isnan(kept.sum), "row {}'s stats read unkept", r);
+    return kept;
   }
   // A row's 16-bit copy as the kernels write it, here into row_copy_ (nowhere in fp32).
   km::HalfRow half_row(int64_t len) {
@@ -176,6 +196,7 @@ class HostExec {
   std::map<Buffer, bool> rounded_;  // whether a buffer holds a 16-bit copy
   std::map<Buffer, bool> stale_;    // whether a softmax left a buffer without its results
   std::map<Buffer, bool> scores_;   // whether a buffer holds a product's unscaled scores
+  std::vector<km::SoftmaxRowStats>& stats_;
   std::vector<uint16_t> row_copy_;
   int64_t products_ = 0;
 };
@@ -207,10 +228,12 @@ Result chunked_attention(const km::AttentionShape& s, int64_t chunk_rows,
   Result r;
   r.y.assign(static_cast<size_t>(s.head_elements()), kNan);
   r.din.assign(static_cast<size_t>(3 * s.head_elements()), kNan);
-  HostExec forward(s, chunk_rows, half);
+  std::vector<km::SoftmaxRowStats> kept(static_cast<size_t>(s.batch * s.heads * s.seq),
+                                        {kNan, kNan});
+  HostExec forward(s, chunk_rows, half, kept);
   for (int64_t part = 0; part < 3; ++part) heads(forward, x, 3 * d, part * d, kHeadParts[part]);
   ac::Passes<HostExec>(s, chunk_rows, forward).forward();
-  HostExec backward(s, chunk_rows, half);
+  HostExec backward(s, chunk_rows, half, kept);
   for (int64_t part = 0; part < 3; ++part) heads(backward, x, 3 * d, part * d, kHeadParts[part]);
   heads(backward, dout, d, 0, Buffer::kOut);
   ac::Passes<HostExec>(s, chunk_rows, backward).backward();
@@ -356,20 +379,16 @@ TEST(AttentionChunks, WorkspaceBuffersAreAlignedAndApart) {
       int64_t padded = 0;
       for (int i = 0; i < ac::Workspace::kBuffers; ++i) {
         const auto b = static_cast<Buffer>(i);
-        const bool stats = b == Buffer::kStats;  // 16 bits only: a max and a sum a chunk's row
-        const bool score = b >= Buffer::kScores && !stats;
-        const bool sixteen_bit =
-            (b >= Buffer::kHalfQ && !score && !stats) || b == Buffer::kHalfScores;
+        const bool score = b >= Buffer::kScores;
+        const bool sixteen_bit = (b >= Buffer::kHalfQ && !score) || b == Buffer::kHalfScores;
         const bool fp32_qkv = b < Buffer::kOut;
-        EXPECT_EQ(w.has(b), sixteen_bit || stats ? half : !(half && fp32_qkv)) << "buffer " << i;
+        EXPECT_EQ(w.has(b), sixteen_bit ? half : !(half && fp32_qkv)) << "buffer " << i;
         if (!w.has(b)) {
           EXPECT_EQ(w.bytes(b), 0);
           EXPECT_THROW(w.offset(b), Error);
           continue;
         }
-        const int64_t elements = stats   ? 2 * s.batch * s.heads * rows
-                                 : score ? ac::score_elements(s, rows)
-                                         : s.head_elements();
+        const int64_t elements = score ? ac::score_elements(s, rows) : s.head_elements();
         EXPECT_EQ(w.bytes(b), elements * (sixteen_bit ? 2 : 4)) << "buffer " << i;
         EXPECT_EQ(w.offset(b) % ac::Workspace::kAlignment, 0) << "buffer " << i;
         spans.emplace_back(w.offset(b), w.offset(b) + w.bytes(b));

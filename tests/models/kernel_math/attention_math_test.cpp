@@ -170,9 +170,9 @@ TEST(KernelMathAttention, SoftmaxRowsWriteTheir16BitCopyInTheSamePass) {
   }
 }
 
-// Backward from the scores and the rows' stats (what the CUDA attention does under 16 bits, where
-// it writes no fp32 probabilities) is backward from the probabilities, bit for bit: each
-// recomputed p_j is the forward's, and so are dS and its 16-bit copy.
+// What the CUDA attention's backward computes from the scores and the stats its forward kept is
+// what it would from the probabilities, bit for bit: the probabilities again and their 16-bit
+// copy (causal_softmax_from_stats_row), each p_j (ProbabilitiesFromScores), and dS and its copy.
 TEST(KernelMathAttention, SoftmaxBackwardFromTheScoresIsTheBackwardFromTheProbabilities) {
   const int64_t len = 37;
   const float scale = 0.125f;
@@ -181,10 +181,15 @@ TEST(KernelMathAttention, SoftmaxBackwardFromTheScoresIsTheBackwardFromTheProbab
       const auto seed = static_cast<uint64_t>(row);
       const std::vector<float> s = random_floats(len, 90 + seed, -20.0f, 20.0f);
       const std::vector<float> dp = random_floats(len, 91 + seed);
-      std::vector<float> p(len);
-      km::SoftmaxRowStats stats;
-      km::causal_softmax_row(s.data(), p.data(), row, len, scale, km::RowShare{},
-                             km::SerialReduce{}, {}, &stats);
+      std::vector<float> p(len), again(len, -1.0f);
+      std::vector<uint16_t> p16(len), again16(len);
+      const km::SoftmaxRowStats stats =
+          km::causal_softmax_row(s.data(), p.data(), row, len, scale, km::RowShare{},
+                                 km::SerialReduce{}, km::HalfRow{p16.data(), format});
+      km::causal_softmax_from_stats_row(s.data(), again.data(), row, len, scale, stats,
+                                        km::RowShare{}, km::HalfRow{again16.data(), format});
+      EXPECT_EQ(bit_mismatches(again, p), "") << "row " << row;
+      EXPECT_EQ(again16, p16) << "row " << row;
       const km::ProbabilitiesFromScores from_scores{s.data(), scale, stats};
       for (int64_t j = 0; j <= row; ++j) {
         EXPECT_EQ(km::float_bits(from_scores(s[static_cast<size_t>(j)])),
