@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/denormals.h"
 #include "core/error.h"
 #include "core/interrupt.h"
 #include "core/log.h"
@@ -92,6 +93,8 @@ int main(int argc, char** argv) {
     return stderr;
   };
   try {
+    // Before the command starts any thread: they inherit it (core/denormals.h).
+    scalescope::set_denormals(scalescope::denormals_from_environment());
     return action();
   } catch (const scalescope::Interrupted& e) {
     fmt::print(flushed(), "scalescope: {}\n", e.message());  // a stop, not a fault: no source line
