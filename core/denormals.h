@@ -1,8 +1,8 @@
 // Denormal (subnormal) floats on the CPU. An x86 core takes a microcode assist, many times an
 // ordinary operation's time, for arithmetic on or producing one. A model that memorizes its
 // batch (`--data synthetic:device` repeats one) drives its gradients and Adam's moments there,
-// and the steps slow down as it does: mlp-41m in fp32 on one CPU thread went from about 0.2 s a
-// step to 1.6 s within 25 steps, flat at 0.2 s with denormals flushed (docs/performance.md).
+// and the steps slow down as it does (docs/performance.md, "Denormal floats on CPU", has
+// mlp-41m's figures).
 // GPUs take denormals at full speed.
 //
 // SCALESCOPE_DENORMALS=flush sets MXCSR's flush-to-zero and denormals-are-zero for the process
