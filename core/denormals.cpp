@@ -1,9 +1,7 @@
 #include "core/denormals.h"
 
-#include <cstdlib>
-#include <string_view>
-
 #include "core/check.h"
+#include "core/env.h"
 
 #if defined(__SSE2__)
 #include <xmmintrin.h>
@@ -21,11 +19,8 @@ constexpr unsigned kBoth = kFlushToZero | kDenormalsAreZero;
 }  // namespace
 
 Denormals denormals_from_environment() {
-  const char* text = std::getenv("SCALESCOPE_DENORMALS");
-  const std::string_view value = text == nullptr ? "" : text;
-  if (value.empty() || value == "keep") return Denormals::kKeep;
-  SS_CHECK_INPUT(value == "flush", "SCALESCOPE_DENORMALS={}: give keep or flush", value);
-  return Denormals::kFlush;
+  return choice_from_environment("SCALESCOPE_DENORMALS", {"keep", "flush"}) == 1 ? Denormals::kFlush
+                                                                                 : Denormals::kKeep;
 }
 
 void set_denormals(Denormals denormals) {

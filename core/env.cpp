@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <string>
 
 #include "core/check.h"
 
@@ -16,6 +17,20 @@ int64_t whole_number_from_environment(const char* name, int64_t max, const char*
   SS_CHECK(errno == 0 && *end == '\0' && value >= 0 && value <= max,
            "{}={}: give a whole number of {} from 0 to {}", name, text, unit, max);
   return value;
+}
+
+int choice_from_environment(const char* name, std::initializer_list<std::string_view> words) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return 0;
+  std::string listed;
+  int index = 0;
+  for (const std::string_view word : words) {
+    if (word == text) return index;
+    const bool last = index + 1 == static_cast<int>(words.size());
+    listed += fmt::format("{}{}", index == 0 ? "" : (last ? " or " : ", "), word);
+    ++index;
+  }
+  throw_usage_error(fmt::format("{}={}: give {}", name, text, listed));
 }
 
 }  // namespace scalescope
