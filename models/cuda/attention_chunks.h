@@ -32,6 +32,7 @@
 #include "core/check.h"
 #include "core/env.h"
 #include "models/kernel_math/attention_math.h"
+#include "models/kernel_math/flash_attention_math.h"
 
 namespace scalescope::attention_chunks {
 
@@ -99,6 +100,29 @@ inline int64_t chunk_rows_from_environment() {
   return whole_number_from_environment("SCALESCOPE_ATTENTION_CHUNK_ROWS", kMostRows, "rows");
 }
 
+// How the CUDA attention's passes run: products and softmax over chunks (Passes), or under bf16
+// and fp16 fused (kernel_math/flash_attention_math.h): flash attention's forward and backward,
+// scores only in shared memory.
+enum class Kind { kChunks, kFlash };
+
+// SCALESCOPE_ATTENTION=chunks (the default while the fused passes have not run on a GPU) or
+// flash. Throws Error naming the variable for anything else.
+inline Kind kind_from_environment() {
+  return choice_from_environment("SCALESCOPE_ATTENTION", {"chunks", "flash"}) == 1 ? Kind::kFlash
+                                                                                   : Kind::kChunks;
+}
+
+// Whether a kernel asked to run `asked` runs the fused passes: under 16 bits, a head size they
+// take, N·H within a grid's y (65535), and the larger of their blocks' shared memory
+// (`shared_bytes`) within what the device lets a block opt in to. Anything else runs the chunks
+// (and the kernel's choices() say which ran).
+inline bool flash_runs(Kind asked, bool half, const km::AttentionShape& s, int64_t shared_bytes,
+                       int64_t device_shared_bytes) {
+  constexpr int64_t kMostGridY = 65535;
+  return asked == Kind::kFlash && half && km::flash_forward_supports(s.head_dim) &&
+         s.batch * s.heads <= kMostGridY && shared_bytes <= device_shared_bytes;
+}
+
 inline int64_t chunk_count(int64_t seq, int64_t chunk_rows) {
   return seq == 0 ? 0 : (seq + chunk_rows - 1) / chunk_rows;
 }
@@ -122,24 +146,26 @@ inline int64_t score_elements(const km::AttentionShape& s, int64_t chunk_rows) {
 
 // Where each buffer of a pass lies in the kernel's workspace, in bytes from its start (which
 // the caching allocator aligns to 512), in Buffer's order. Under 16 bits q, k and v are only their
-// 16-bit copies; in fp32 and tf32 there is no 16-bit buffer. Each buffer starts on a multiple
-// of kAlignment bytes, as the dense layers' and convolutions' regions do: cuBLAS's fastest
-// kernels want 16-byte aligned operands, which packed buffers are not where N·S·hd or a
-// chunk's scores count no multiple of 8.
+// 16-bit copies; in fp32 and tf32 there is no 16-bit buffer. With the fused passes (`flash`)
+// there are no chunks of scores: kScores holds each row's delta (N·H·S floats), and kGradScores
+// and kHalfScores are absent. Each buffer starts on a multiple of kAlignment bytes, as the dense
+// layers' and convolutions' regions do: cuBLAS's fastest kernels want 16-byte aligned operands,
+// which packed buffers are not where N·S·hd or a chunk's scores count no multiple of 8.
 class Workspace {
  public:
   static constexpr int64_t kAlignment = 256;
   static constexpr int kBuffers = static_cast<int>(Buffer::kHalfScores) + 1;
 
-  Workspace(const km::AttentionShape& s, int64_t chunk_rows, bool half) {
+  Workspace(const km::AttentionShape& s, int64_t chunk_rows, bool half, bool flash = false) {
     bytes_.fill(-1);
     for (int i = 0; i < kBuffers; ++i) {
       const auto b = static_cast<Buffer>(i);
       const bool present = sixteen_bit(b) ? half : !(half && b < Buffer::kOut);
-      if (!present) continue;
       const bool score =
           b == Buffer::kScores || b == Buffer::kGradScores || b == Buffer::kHalfScores;
-      const int64_t elements = score ? score_elements(s, chunk_rows) : s.head_elements();
+      if (!present || (flash && score && b != Buffer::kScores)) continue;
+      const int64_t elements =
+          score ? (flash ? s.score_rows() : score_elements(s, chunk_rows)) : s.head_elements();
       bytes_[static_cast<size_t>(i)] = elements * (sixteen_bit(b) ? 2 : 4);
       offset_[static_cast<size_t>(i)] = size_;
       size_ += (bytes_[static_cast<size_t>(i)] + kAlignment - 1) / kAlignment * kAlignment;

@@ -54,4 +54,43 @@ void causal_softmax_backward(const kernel_math::ScoreBlock& b, const float* prob
                              const kernel_math::HalfRow& half, const kernel_math::RowStatsAt& stats,
                              cudaStream_t stream);
 
+// ---- the fused passes under bf16 and fp16 (SCALESCOPE_ATTENTION=flash)
+
+// The fused forward (flash_attention.cu): from head-major 16-bit q, k and v,
+// the heads' outputs `out` (head-major fp32) and each row's SoftmaxRowStats into stats[N·H, S],
+// flash attention's scheme on tensor cores, no score in global memory (what is kept, and the
+// math: kernel_math/flash_attention_math.h). REQUIRES: flash_forward_supports(s.head_dim), N·H
+// at most 65535 (the grid's y), and flash_attention_shared_bytes(s.head_dim) within the
+// device's opt-in shared memory per block.
+void flash_attention_forward(const kernel_math::AttentionShape& s, const uint16_t* q,
+                             const uint16_t* k, const uint16_t* v, kernel_math::HalfFormat format,
+                             float scale, float* out, kernel_math::SoftmaxRowStats* stats,
+                             cudaStream_t stream);
+// The shared memory a block of flash_attention_forward takes for head size `head_dim`.
+int64_t flash_attention_shared_bytes(int64_t head_dim);
+
+// What the fused backward reads and writes, all head-major [N·H, S, hd] but the stats and delta
+// ([N·H, S]): q, k, v and dO's 16-bit copies, the output `out` of flash_attention_forward on
+// them (recomputed) and the stats it kept, delta its scratch, dq, dk and dv the gradients (fp32,
+// written whole).
+struct FlashBackwardTensors {
+  kernel_math::AttentionShape shape;
+  const uint16_t* q;
+  const uint16_t* k;
+  const uint16_t* v;
+  const uint16_t* dout;
+  const float* out;
+  const kernel_math::SoftmaxRowStats* stats;
+  float* delta;
+  float* dq;
+  float* dk;
+  float* dv;
+};
+// The fused backward under bf16 and fp16 (flash_attention_backward.cu). REQUIRES: as
+// flash_attention_forward, with flash_attention_backward_shared_bytes(hd) within the device's
+// opt-in shared memory.
+void flash_attention_backward(const FlashBackwardTensors& t, kernel_math::HalfFormat format,
+                              float scale, cudaStream_t stream);
+int64_t flash_attention_backward_shared_bytes(int64_t head_dim);
+
 }  // namespace scalescope::cuda_ops

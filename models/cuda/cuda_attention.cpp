@@ -11,9 +11,14 @@
 // stats, reading each score once. Every other buffer of a pass lives in the stream's workspace
 // that every layer shares (CudaLibraries): the head buffers and two chunks of scores (under 16
 // bits also the scores' and heads' 16-bit copies), linear in S.
+//
+// With SCALESCOPE_ATTENTION=flash, under bf16 and fp16, both passes run fused instead
+// (flash_attention.cu, flash_attention_backward.cu: no score in global memory) on the same head
+// buffers and kept stats; attention_chunks::flash_runs says where they can.
 #include <cublas_v2.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,7 +51,8 @@ class AttentionKernel final : public LayerKernel {
         scale_(km::attention_scale(shape_.head_dim)),
         // Chosen per kernel, not on the shared handle: see CublasHandle.
         compute_(half_ ? CUBLAS_COMPUTE_32F : gemm_compute_type(precision_)),
-        workspace_(shape_, chunk_rows_, half_.has_value()),
+        flash_(flash_runs(device)),
+        workspace_(shape_, chunk_rows_, half_.has_value(), flash_),
         stats_(float_buffer(device, stats_floats(shape_))) {
     // cuBLAS's m, n, k and leading dimensions are ints (at most S and hd) and its strides
     // 64-bit.
@@ -110,8 +116,11 @@ class AttentionKernel final : public LayerKernel {
         "cublasGemmStridedBatchedEx CUBLAS_GEMM_DEFAULT + causal softmax kernels, {} query rows "
         "a chunk",
         chunk_rows_);
-    return {{"forward", algorithm, math, "NSC", true, 0},
-            {"backward-data", algorithm, math, "NSC", true, 0}};
+    const std::string flash =
+        fmt::format("fused flash attention (WMMA tensor cores, {} queries by {} keys a tile)",
+                    km::FlashTiling::kQueryRows, km::FlashTiling::kKeyTile);
+    return {{"forward", flash_ ? flash : algorithm, math, "NSC", true, 0},
+            {"backward-data", flash_ ? flash : algorithm, math, "NSC", true, 0}};
   }
 
  private:
@@ -152,20 +161,66 @@ class AttentionKernel final : public LayerKernel {
     products_forward(s);
     cuda_ops::from_heads(shape_, buffer(s, ac::Buffer::kOut), out, shape_.model_dim(), 0, s);
   }
-  // The forward's products and softmax, into the kOut head buffer.
+  // The forward's products and softmax, into the kOut head buffer, keeping the rows' stats.
   void products_forward(cudaStream_t s) const {
+    if (flash_) {
+      cuda_ops::flash_attention_forward(shape_, half_heads(s, ac::Buffer::kQ),
+                                        half_heads(s, ac::Buffer::kK),
+                                        half_heads(s, ac::Buffer::kV), *half_, scale_,
+                                        buffer(s, ac::Buffer::kOut), row_stats().at, s);
+      return;
+    }
     Exec exec{*this, s};
     ac::Passes<Exec>(shape_, chunk_rows_, exec).forward();
   }
+
   void backward_from_heads(const float* dout, float* din, cudaStream_t s) const {
     const int64_t d = shape_.model_dim();
     to_heads(dout, d, 0, ac::Buffer::kOut, s);
-    Exec exec{*this, s};
-    ac::Passes<Exec>(shape_, chunk_rows_, exec).backward();
+    if (flash_) {
+      flash_backward(s);
+    } else {
+      Exec exec{*this, s};
+      ac::Passes<Exec>(shape_, chunk_rows_, exec).backward();
+    }
     const ac::Buffer grads[] = {ac::Buffer::kGradQ, ac::Buffer::kGradK, ac::Buffer::kGradV};
     for (int64_t part = 0; part < 3; ++part) {
       cuda_ops::from_heads(shape_, buffer(s, grads[part]), din, 3 * d, part * d, s);
     }
+  }
+
+  // The fused backward, with dO's heads in kOut's 16-bit copy: the forward again for its output
+  // (into kOut; each row's delta is dO·O), then the gradients, kScores the deltas' scratch.
+  void flash_backward(cudaStream_t s) const {
+    products_forward(s);
+    using B = ac::Buffer;
+    const cuda_ops::FlashBackwardTensors t{shape_,
+                                           half_heads(s, B::kQ),
+                                           half_heads(s, B::kK),
+                                           half_heads(s, B::kV),
+                                           half_heads(s, B::kOut),
+                                           buffer(s, B::kOut),
+                                           row_stats().at,
+                                           buffer(s, B::kScores),
+                                           buffer(s, B::kGradQ),
+                                           buffer(s, B::kGradK),
+                                           buffer(s, B::kGradV)};
+    cuda_ops::flash_attention_backward(t, *half_, scale_, s);
+  }
+  // Head buffer b's 16-bit copy.
+  const uint16_t* half_heads(cudaStream_t s, ac::Buffer b) const {
+    return reinterpret_cast<const uint16_t*>(buffer(s, ac::half_copy(b)));
+  }
+
+  // Whether the passes run fused (ac::flash_runs, SCALESCOPE_ATTENTION).
+  bool flash_runs(const CudaDevice& device) const {
+    int optin = 0;
+    SS_CHECK_CUDA(
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device.id().index));
+    const int64_t bytes =
+        std::max(cuda_ops::flash_attention_shared_bytes(shape_.head_dim),
+                 cuda_ops::flash_attention_backward_shared_bytes(shape_.head_dim));
+    return ac::flash_runs(ac::kind_from_environment(), half_.has_value(), shape_, bytes, optin);
   }
 
   // Floats of the kept stats: a SoftmaxRowStats for each query of each sequence and head.
@@ -235,6 +290,7 @@ class AttentionKernel final : public LayerKernel {
   std::optional<km::HalfFormat> half_ = half_format(precision_);  // the operands', if 16-bit
   cublasComputeType_t compute_;
   cudaDataType_t operand_type_ = gemm_operand_type(half_);
+  bool flash_;  // whether the passes run fused
   ac::Workspace workspace_;
   DeviceBuffer stats_;  // the last forward's softmax stats, [N·H, S], read by backward
 };

@@ -212,24 +212,24 @@ note_memory_plan() { grep -E '^memory-plan: ' "$1" | sed -E 's/^memory-plan: //'
 
 # GPT-2 small at 8 sequences of 1024, --profile-layers, in tf32 and in bf16 (the dense layers on
 # bf16 copies), in tf32 with the vocabulary padded to 50304 (a multiple of 64, as nanoGPT pads
-# it): what the lm_head's unaligned 50257 columns cost its GEMMs; and in tf32 with the
-# attention's whole score matrices (SCALESCOPE_ATTENTION_CHUNK_ROWS=1024, the kernel before its
-# chunks of 8·hd query rows): what the chunks gain or lose per attention layer.
+# it): what the lm_head's unaligned 50257 columns cost its GEMMs; and in bf16 with the
+# attention fused (SCALESCOPE_ATTENTION=flash, not the default until this shows it right and
+# faster): what it gains per attention layer against the chunks.
 step_gpt_profile() {
-  local run extra rows
-  for run in tf32:: bf16:: tf32:,vocab=50304: tf32::1024; do
-    rows=${run##*:}
+  local run extra kind
+  for run in tf32:: bf16:: tf32:,vocab=50304: bf16::flash; do
+    kind=${run##*:}
     run=${run%:*}
     extra=${run#*:}
-    SCALESCOPE_ATTENTION_CHUNK_ROWS=$rows "$bin" train --devices cuda:1 \
+    SCALESCOPE_ATTENTION=$kind "$bin" train --devices cuda:1 \
       --model "gpt:preset=small$extra" --batch 8 --steps 12 --no-eval --data synthetic:device \
       --precision "${run%%:*}" --profile-layers \
-      -o "$out/gpt-profile-${run%%:*}${extra:+-${extra#,}}${rows:+-rows$rows}.json" || return 1
+      -o "$out/gpt-profile-${run%%:*}${extra:+-${extra#,}}${kind:+-$kind}.json" || return 1
   done
 }
 note_gpt_profile() {
   grep -E 'median step' "$1" | sed -E 's/.*median step ([0-9.]+) ms.*/\1/' | paste -sd' ' |
-    awk '{printf "GPT-2 small b8 step ms, profiled, tf32/bf16/tf32 vocab 50304/tf32 whole attention: %s/%s/%s/%s\n", $1, $2, $3, $4}'
+    awk '{printf "GPT-2 small b8 step ms, profiled, tf32/bf16/tf32 vocab 50304/bf16 flash attention: %s/%s/%s/%s\n", $1, $2, $3, $4}'
 }
 
 # GPT-2 small and ResNet-50 beside PyTorch in tf32, bf16 and fp16 (PyTorch: torch.autocast,

@@ -225,6 +225,28 @@ TEST_P(GpuTrainer, SixteenBitPrecisionsTrainAGptDecoderLikeFp32) {
   EXPECT_EQ(planted.loss_scaling->final_scale, 32768.0);
 }
 
+// The attention's fused passes (SCALESCOPE_ATTENTION=flash, CUDA only) train the decoder above
+// in bf16 as the chunks do: the losses within expect_follows_fp32's 5% of the chunks' (they
+// round P at another point and recompute the scores with other products), and the run report
+// names them for every attention layer.
+TEST_P(GpuTrainer, FlashAttentionTrainsAGptDecoderLikeTheChunks) {
+  if (GetParam() != DeviceKind::kCuda) GTEST_SKIP() << "the fused attention is CUDA's";
+  DEVICES_OR_SKIP(one, 1);
+  TrainOptions o = small_run("gpt:layers=2,d=32,heads=2,seq=16,vocab=64", one);
+  o.steps = 8;
+  o.precision = "bf16";
+  const RunReport chunks = train(o);
+  setenv("SCALESCOPE_ATTENTION", "flash", 1);
+  const RunReport flash = train(o);
+  unsetenv("SCALESCOPE_ATTENTION");
+  testing_util::expect_follows_fp32(flash, chunks);
+  int fused = 0;
+  for (const KernelChoiceRecord& k : flash.kernels) {
+    fused += k.algorithm.starts_with("fused flash attention") ? 1 : 0;
+  }
+  EXPECT_EQ(fused, 4);  // forward and backward of 2 layers
+}
+
 // The median over the measured steps of replica 0's `phase`.
 double median_phase(const RunReport& r, Phase phase) {
   std::vector<double> v;

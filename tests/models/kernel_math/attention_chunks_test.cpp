@@ -402,6 +402,27 @@ TEST(AttentionChunks, WorkspaceBuffersAreAlignedAndApart) {
   }
 }
 
+// With the fused passes the workspace has no chunk of scores: kScores holds each row's delta,
+// the other score buffers are absent, the head buffers as with the chunks. For GPT-2 small at 8
+// in bf16 that leaves out 480 MiB of score chunks.
+TEST(AttentionChunks, TheFusedPassesWorkspaceHoldsDeltasNotScores) {
+  const km::AttentionShape s{8, 1024, 12, 64};
+  const int64_t rows = ac::default_chunk_rows(s);
+  const ac::Workspace chunks(s, rows, true);
+  const ac::Workspace flash(s, rows, true, true);
+  EXPECT_EQ(flash.bytes(Buffer::kScores), s.score_rows() * 4);
+  EXPECT_FALSE(flash.has(Buffer::kGradScores));
+  EXPECT_FALSE(flash.has(Buffer::kHalfScores));
+  for (const Buffer b : {Buffer::kOut, Buffer::kGradQ, Buffer::kGradK, Buffer::kGradV,
+                         Buffer::kHalfQ, Buffer::kHalfK, Buffer::kHalfV, Buffer::kHalfOut}) {
+    EXPECT_EQ(flash.bytes(b), chunks.bytes(b)) << static_cast<int>(b);
+    EXPECT_LE(flash.offset(b) + flash.bytes(b), flash.offset(Buffer::kScores));
+  }
+  EXPECT_EQ(flash.offset(Buffer::kScores) + s.score_rows() * 4, flash.size());
+  EXPECT_EQ(chunks.size() - flash.size(), ac::score_elements(s, rows) * 10 - s.score_rows() * 4);
+  EXPECT_EQ(ac::score_elements(s, rows) * 10, int64_t{480} << 20);
+}
+
 // SCALESCOPE_ATTENTION_CHUNK_ROWS: unset or 0 the default, a number of rows up to S, past S
 // the whole matrices; anything else an error naming the variable.
 TEST(AttentionChunks, TheEnvironmentChoosesTheChunk) {
@@ -424,6 +445,34 @@ TEST(AttentionChunks, TheEnvironmentChoosesTheChunk) {
       ADD_FAILURE() << bad << " was taken";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("SCALESCOPE_ATTENTION_CHUNK_ROWS"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// SCALESCOPE_ATTENTION: unset, empty or "chunks" the chunks, "flash" the fused passes; anything
+// else an error naming the variable and the two words.
+TEST(AttentionChunks, TheEnvironmentChoosesChunksOrFlash) {
+  struct Unset {
+    ~Unset() { unsetenv("SCALESCOPE_ATTENTION"); }
+  };
+  const auto kind = [&](const char* value) {
+    const Unset unset;
+    setenv("SCALESCOPE_ATTENTION", value, 1);
+    return ac::kind_from_environment();
+  };
+  EXPECT_EQ(ac::kind_from_environment(), ac::Kind::kChunks);
+  EXPECT_EQ(kind(""), ac::Kind::kChunks);
+  EXPECT_EQ(kind("chunks"), ac::Kind::kChunks);
+  EXPECT_EQ(kind("flash"), ac::Kind::kFlash);
+  for (const char* bad : {"Flash", "fused", "1"}) {
+    try {
+      kind(bad);
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("SCALESCOPE_ATTENTION=" + std::string(bad) +
+                                           ": give chunks or flash"),
+                std::string::npos)
           << e.what();
     }
   }
