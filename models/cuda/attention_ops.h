@@ -69,17 +69,20 @@ void flash_attention_forward(const kernel_math::AttentionShape& s, const uint16_
 // The shared memory a block of flash_attention_forward takes for head size `head_dim`.
 int64_t flash_attention_shared_bytes(int64_t head_dim);
 
-// What the fused backward reads and writes, all head-major [N·H, S, hd] but the stats and delta
-// ([N·H, S]): q, k, v and dO's 16-bit copies, the output `out` of flash_attention_forward on
-// them (recomputed) and the stats it kept, delta its scratch, dq, dk and dv the gradients (fp32,
-// written whole).
+// What the fused backward reads and writes: q, k, v and dO's 16-bit copies, head-major
+// [N·H, S, hd]; the layer's output gradient and output as rows [N, S, D] (dout_rows in fp32, the
+// output in fp32 as out_rows or as the model's saved 16-bit copy out_rows_half, whichever is not
+// null), from which each row's delta; the stats the forward kept and delta's scratch, [N·H, S];
+// and the gradients dq, dk and dv, head-major fp32, written whole.
 struct FlashBackwardTensors {
   kernel_math::AttentionShape shape;
   const uint16_t* q;
   const uint16_t* k;
   const uint16_t* v;
   const uint16_t* dout;
-  const float* out;
+  const float* dout_rows;
+  const float* out_rows;
+  const uint16_t* out_rows_half;
   const kernel_math::SoftmaxRowStats* stats;
   float* delta;
   float* dq;

@@ -67,13 +67,14 @@ class AttentionKernel final : public LayerKernel {
     forward_from_heads(out, s);
   }
 
-  // Reads the input of the last forward (q, k and v), from which it recomputes P.
-  void backward(const float* in, const float*, const float* dout, float* din,
+  // Reads the input of the last forward (q, k and v), from which it recomputes P; the fused
+  // passes also its output (backward_reads: both).
+  void backward(const float* in, const float* out, const float* dout, float* din,
                 Stream& stream) override {
     if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
     const cudaStream_t s = cuda_stream(stream);
     to_heads(in, s);
-    backward_from_heads(dout, din, s);
+    backward_from_heads(dout, din, {out, nullptr}, s);
   }
 
   // Under 16 bits the products read 16-bit copies of q, k and v: the model's saved copy of the
@@ -99,12 +100,12 @@ class AttentionKernel final : public LayerKernel {
                                  shape_.model_dim(), 0, s);
   }
   bool reads_saved(km::HalfFormat format) const override { return half_ == format; }
-  void backward_saved(const uint16_t* in, const uint16_t*, const float* dout, float* din,
+  void backward_saved(const uint16_t* in, const uint16_t* out, const float* dout, float* din,
                       Stream& stream) override {
     if (din == nullptr) return;
     const cudaStream_t s = cuda_stream(stream);
     saved_to_heads(in, s);
-    backward_from_heads(dout, din, s);
+    backward_from_heads(dout, din, {nullptr, out}, s);
   }
 
   // With atomics not allowed (a handle's default), cuBLAS's results are bit-identical run after
@@ -174,11 +175,16 @@ class AttentionKernel final : public LayerKernel {
     ac::Passes<Exec>(shape_, chunk_rows_, exec).forward();
   }
 
-  void backward_from_heads(const float* dout, float* din, cudaStream_t s) const {
+  // The layer's output as backward is given it: fp32 rows, or the model's saved 16-bit copy.
+  struct OutputRows {
+    const float* fp32;
+    const uint16_t* half;
+  };
+  void backward_from_heads(const float* dout, float* din, OutputRows out, cudaStream_t s) const {
     const int64_t d = shape_.model_dim();
     to_heads(dout, d, 0, ac::Buffer::kOut, s);
     if (flash_) {
-      flash_backward(s);
+      flash_backward(dout, out, s);
     } else {
       Exec exec{*this, s};
       ac::Passes<Exec>(shape_, chunk_rows_, exec).backward();
@@ -189,17 +195,18 @@ class AttentionKernel final : public LayerKernel {
     }
   }
 
-  // The fused backward, with dO's heads in kOut's 16-bit copy: the forward again for its output
-  // (into kOut; each row's delta is dO·O), then the gradients, kScores the deltas' scratch.
-  void flash_backward(cudaStream_t s) const {
-    products_forward(s);
+  // The fused backward, with dO's heads in kOut's 16-bit copy; each row's delta (dO·O) from the
+  // rows of dout and of the output, into kScores.
+  void flash_backward(const float* dout, OutputRows out, cudaStream_t s) const {
     using B = ac::Buffer;
     const cuda_ops::FlashBackwardTensors t{shape_,
                                            half_heads(s, B::kQ),
                                            half_heads(s, B::kK),
                                            half_heads(s, B::kV),
                                            half_heads(s, B::kOut),
-                                           buffer(s, B::kOut),
+                                           dout,
+                                           out.fp32,
+                                           out.half,
                                            row_stats().at,
                                            buffer(s, B::kScores),
                                            buffer(s, B::kGradQ),

@@ -1,7 +1,7 @@
 // The attention's fused backward under bf16 and fp16 (attention_ops.h): flash attention's
 // backward with the products on tensor cores (flash_tiles.cuh), its math and shared memory layout
 // kernel_math/flash_attention_math.h's, replayed by a host test. Three launches: each row's delta
-// from the output the fused forward recomputed; one block per key tile for dK and dV, over the
+// from the rows of dout and of the layer's output; one block per key tile for dK and dV, over the
 // query tiles that see it; one block per query tile for dQ, over the key tiles it sees. Each
 // recomputes its tiles' scores, and p and ds from them and the kept stats, in shared memory.
 #include <cuda_runtime.h>
@@ -34,12 +34,36 @@ struct BackwardArgs {
   float* dv;
 };
 
-template <km::HalfFormat F>
-__global__ void row_delta_kernel(int64_t rows, int64_t hd, const uint16_t* dout, const float* out,
-                                 float* delta) {
-  for (int64_t r = first_index(); r < rows; r += grid_stride()) {
-    delta[r] = km::attention_row_delta(km::HalfValuesIn<F>{dout + r * hd}, out + r * hd, hd);
+// fp32 rows read as row_delta_kernel's Out.
+struct PlainRows {
+  const float* at;
+  __device__ float operator[](int64_t i) const { return at[i]; }
+};
+
+// delta of each score row (n, h, position) from the rows [N, S, D] of dout and of the output,
+// read through Out (PlainRows or HalfValuesIn), their head's hd columns (head_major_to_rows).
+template <class Out>
+__global__ void row_delta_kernel(km::AttentionShape s, km::HeadDividers<km::PlainDivider> d,
+                                 const float* dout, Out out, float* delta) {
+  for (int64_t r = first_index(); r < s.score_rows(); r += grid_stride()) {
+    const int64_t at = km::head_major_to_rows(s, d, r * s.head_dim, s.model_dim(), 0);
+    delta[r] = km::attention_row_delta(dout + at, Out{out.at + at}, s.head_dim);
   }
+}
+
+// Each row's delta into t.delta, from the output in fp32 or its saved copy in format F.
+template <km::HalfFormat F>
+void row_deltas(const FlashBackwardTensors& t, cudaStream_t stream) {
+  const unsigned grid = grid_for(t.shape.score_rows());
+  const auto d = km::head_dividers<km::PlainDivider>(t.shape);
+  if (t.out_rows != nullptr) {
+    row_delta_kernel<<<grid, kThreads, 0, stream>>>(t.shape, d, t.dout_rows, PlainRows{t.out_rows},
+                                                    t.delta);
+  } else {
+    row_delta_kernel<<<grid, kThreads, 0, stream>>>(t.shape, d, t.dout_rows,
+                                                    km::HalfValuesIn<F>{t.out_rows_half}, t.delta);
+  }
+  check_launch("row_delta_kernel");
 }
 
 // The warp's [16][HD] accumulators into rows [first, first + 16) of head `head` of a head-major
@@ -222,10 +246,7 @@ void flash_attention_backward(const FlashBackwardTensors& t, km::HalfFormat form
   const km::AttentionShape& s = t.shape;
   if (s.head_elements() == 0) return;
   km::with_half_format(format, [&](auto f) {
-    const int64_t rows = s.score_rows();
-    row_delta_kernel<f()>
-        <<<grid_for(rows), kThreads, 0, stream>>>(rows, s.head_dim, t.dout, t.out, t.delta);
-    check_launch("row_delta_kernel");
+    row_deltas<f()>(t, stream);
     const BackwardArgs a{s, t.q, t.k, t.v, t.dout, t.stats, t.delta, scale, t.dq, t.dk, t.dv};
     with_head_dim(s.head_dim, [&](auto hd) { launch_backward<f(), hd()>(a, stream); });
   });

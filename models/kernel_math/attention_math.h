@@ -314,10 +314,10 @@ SS_HOST_DEVICE inline float online_softmax_tile(float* s, int64_t cols, int64_t 
 }
 
 // delta = Σ_c dout[c]·out[c] over a row's hd values, in column order: the Σ_j p[j]·dp[j] that
-// attention_tile_backward_row needs, from the output instead of the probabilities. dout read
-// through DOut (fp32 memory, or a 16-bit copy's HalfValuesIn).
-template <class DOut>
-SS_HOST_DEVICE inline float attention_row_delta(const DOut& dout, const float* out, int64_t hd) {
+// attention_tile_backward_row needs, from the output instead of the probabilities. Each read
+// through its type's operator[] (fp32 memory, or a 16-bit copy's HalfValues or HalfValuesIn).
+template <class DOut, class Out>
+SS_HOST_DEVICE inline float attention_row_delta(const DOut& dout, const Out& out, int64_t hd) {
   float delta = 0.0f;
   for (int64_t c = 0; c < hd; ++c) delta += dout[c] * out[c];
   return delta;

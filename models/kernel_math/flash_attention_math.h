@@ -143,8 +143,8 @@ SS_HOST_DEVICE inline SoftmaxRowStats flash_row_start() {
 
 // ---- backward (models/cuda/flash_attention_backward.cu)
 //
-// From q, k, v, dO, each row's stats and delta = Σ_c dO_c·O_c (attention_row_delta, with O
-// recomputed by the fused forward, as the chunked backward recomputes P):
+// From q, k, v, dO, each row's stats and delta = Σ_c dO_c·O_c (attention_row_delta, O the
+// layer's output as the model keeps it for backward: under 16 bits its saved copy):
 //   p = softmax_probability(s, scale, stats) (the chunked backward's expression), dp = dO·vᵀ,
 //   ds = (p·(dp − delta))·scale (causal_softmax_backward_row_of's), dV = Σ pᵀ·dO,
 //   dK = Σ dsᵀ·q, dQ = Σ ds·k,

@@ -289,17 +289,27 @@ class HostBackward {
   std::vector<unsigned char> smem_;
 };
 
-// The backward kernels' results on the host from the forward's (run_forward's out and stats):
-// each row's delta as row_delta_kernel computes it, then every block of both kernels.
+// The backward kernels' results on the host, as the CUDA kernel calls them from backward_saved:
+// each row's delta as row_delta_kernel computes it from the rows [N, S, D] of dout (here the
+// 16-bit values widened) and of the model's saved 16-bit copy of the output (the replayed
+// forward's, rounded), then every block of both kernels, with the stats the forward kept.
 template <int HD>
 void run_backward(const km::AttentionShape& s, const Heads& h, const std::vector<uint16_t>& dout,
                   const std::vector<float>& out, const std::vector<km::SoftmaxRowStats>& stats,
                   km::HalfFormat format, std::vector<float>& dq, std::vector<float>& dk,
                   std::vector<float>& dv) {
+  std::vector<float> dout_rows(dout.size());
+  std::vector<uint16_t> out_rows(out.size());
+  for (int64_t e = 0; e < s.head_elements(); ++e) {
+    const auto at = static_cast<size_t>(km::head_major_to_rows(s, e, s.model_dim(), 0));
+    dout_rows[at] = km::from_half(dout[static_cast<size_t>(e)], format);
+    out_rows[at] = km::to_half(out[static_cast<size_t>(e)], format);
+  }
   std::vector<float> delta(static_cast<size_t>(s.score_rows()));
   for (int64_t r = 0; r < s.score_rows(); ++r) {
+    const int64_t at = km::head_major_to_rows(s, r * HD, s.model_dim(), 0);
     delta[static_cast<size_t>(r)] = km::attention_row_delta(
-        km::HalfValues{dout.data() + r * HD, format}, out.data() + r * HD, HD);
+        dout_rows.data() + at, km::HalfValues{out_rows.data() + at, format}, HD);
   }
   for (auto* g : {&dq, &dk, &dv}) g->assign(static_cast<size_t>(s.head_elements()), NAN);
   HostBackward<HD> b(s, {h, dout, stats, delta}, format);
@@ -310,5 +320,4 @@ void run_backward(const km::AttentionShape& s, const Heads& h, const std::vector
     }
   }
 }
-
 }  // namespace scalescope::kernel_math_test::flash_replay
