@@ -119,7 +119,7 @@ inline Kind kind_from_environment() {
 inline bool flash_runs(Kind asked, bool half, const km::AttentionShape& s, int64_t shared_bytes,
                        int64_t device_shared_bytes) {
   constexpr int64_t kMostGridY = 65535;
-  return asked == Kind::kFlash && half && km::flash_forward_supports(s.head_dim) &&
+  return asked == Kind::kFlash && half && km::flash_supports(s.head_dim) &&
          s.batch * s.heads <= kMostGridY && shared_bytes <= device_shared_bytes;
 }
 

@@ -59,7 +59,7 @@ void causal_softmax_backward(const kernel_math::ScoreBlock& b, const float* prob
 // The fused forward (flash_attention.cu): from head-major 16-bit q, k and v,
 // the heads' outputs `out` (head-major fp32) and each row's SoftmaxRowStats into stats[N·H, S],
 // flash attention's scheme on tensor cores, no score in global memory (what is kept, and the
-// math: kernel_math/flash_attention_math.h). REQUIRES: flash_forward_supports(s.head_dim), N·H
+// math: kernel_math/flash_attention_math.h). REQUIRES: flash_supports(s.head_dim), N·H
 // at most 65535 (the grid's y), and flash_attention_shared_bytes(s.head_dim) within the
 // device's opt-in shared memory per block.
 void flash_attention_forward(const kernel_math::AttentionShape& s, const uint16_t* q,

@@ -37,7 +37,7 @@ struct FlashArgs {
 template <class T, int HD>
 __device__ void accumulate_output(const T* probs, const T* values, float* out) {
   using L = km::FlashLayout<HD>;
-  Accumulator<T> acc[HD / kTile];
+  Accumulator acc[HD / kTile];
 #pragma unroll
   for (int n = 0; n < HD / kTile; ++n) {
     wmma::load_matrix_sync(acc[n], out + n * kTile, L::kLdOut, wmma::mem_row_major);

@@ -69,9 +69,9 @@ void row_deltas(const FlashBackwardTensors& t, cudaStream_t stream) {
 // The warp's [16][HD] accumulators into rows [first, first + 16) of head `head` of a head-major
 // fp32 buffer, through its staging in shared memory: rows past the sequence are left out.
 template <class T, int HD>
-__device__ void store_rows(Accumulator<T> (&acc)[HD / kTile], float* staging, float* heads,
+__device__ void store_rows(Accumulator (&acc)[HD / kTile], float* staging, float* heads,
                            int64_t head, int64_t first, int64_t seq) {
-  constexpr int kLd = km::FlashBackwardLayout<HD>::kLdStaging;
+  constexpr int kLd = km::FlashBackwardLayout<HD>::kLdOut;
 #pragma unroll
   for (int n = 0; n < HD / kTile; ++n) {
     wmma::store_matrix_sync(staging + n * kTile, acc[n], kLd, wmma::mem_row_major);
@@ -86,7 +86,7 @@ __device__ void store_rows(Accumulator<T> (&acc)[HD / kTile], float* staging, fl
 }
 
 template <class T, int HD>
-__device__ void zero(Accumulator<T> (&acc)[HD / kTile]) {
+__device__ void zero(Accumulator (&acc)[HD / kTile]) {
 #pragma unroll
   for (int n = 0; n < HD / kTile; ++n) wmma::fill_fragment(acc[n], 0.0f);
 }
@@ -129,7 +129,7 @@ struct BackwardBlock {
                              km::flash_lane_share(lane()), column);
   }
   // The warp's rows of a result into a head-major buffer (store_rows).
-  __device__ void store(Accumulator<T> (&acc)[HD / kTile], float* heads) const {
+  __device__ void store(Accumulator (&acc)[HD / kTile], float* heads) const {
     store_rows<T, HD>(acc, w.scores(), heads, head, first + w.warp * Tiling::kWarpRows, seq);
   }
 };
@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(km::FlashTiling::kThreads) key_gradients_kerne
   const BackwardBlock<T, HD> b = backward_block<T, HD>(smem, a.shape);
   b.load(a.k, b.first, 0);
   b.load(a.v, b.first, 1);
-  Accumulator<T> dk[HD / kTile], dv[HD / kTile];
+  Accumulator dk[HD / kTile], dv[HD / kTile];
   zero<T, HD>(dk);
   zero<T, HD>(dv);
   const int64_t key = b.lane_position();
@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(km::FlashTiling::kThreads)
   const int64_t at = b.head * b.seq + query;
   const km::FlashColumn of_row{false, in ? a.stats[at] : km::SoftmaxRowStats{},
                                in ? a.delta[at] : 0.0f};
-  Accumulator<T> dq[HD / kTile];
+  Accumulator dq[HD / kTile];
   zero<T, HD>(dq);
   for (int64_t t = 0; t < km::flash_key_tiles(blockIdx.x, b.seq); ++t) {
     const int64_t key0 = t * Tiling::kKeyTile;

@@ -34,7 +34,6 @@ struct WmmaType<km::HalfFormat::kFp16> {
   using type = __half;
 };
 
-template <class T>
 using Accumulator = wmma::fragment<wmma::accumulator, kTile, kTile, kTile, float>;
 
 // Rows [first, first + kQueryRows) of head `head` of a head-major buffer [N·H, S, HD] into a
@@ -63,7 +62,7 @@ __device__ void warp_product_nt(const T* a, int lda, const T* b, int ldb, float*
   for (int kk = 0; kk < K / kTile; ++kk) wmma::load_matrix_sync(fa[kk], a + kk * kTile, lda);
 #pragma unroll
   for (int n = 0; n < Tiling::kKeyTile / kTile; ++n) {
-    Accumulator<T> acc;
+    Accumulator acc;
     wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
     for (int kk = 0; kk < K / kTile; ++kk) {
@@ -80,7 +79,7 @@ __device__ void warp_product_nt(const T* a, int lda, const T* b, int ldb, float*
 // b[kKeyTile][HD]: probabilities or score gradients times a head tile.
 template <class T, int HD>
 __device__ void warp_accumulate_nn(const T* a, int lda, const T* b, int ldb,
-                                   Accumulator<T> (&acc)[HD / kTile]) {
+                                   Accumulator (&acc)[HD / kTile]) {
 #pragma unroll
   for (int kk = 0; kk < Tiling::kKeyTile / kTile; ++kk) {
     wmma::fragment<wmma::matrix_a, kTile, kTile, kTile, T, wmma::row_major> fa;
@@ -94,7 +93,7 @@ __device__ void warp_accumulate_nn(const T* a, int lda, const T* b, int ldb,
   }
 }
 
-// Calls launch(hd) with hd an integral constant of head_dim (one flash_forward_supports takes;
+// Calls launch(hd) with hd an integral constant of head_dim (one flash_supports takes;
 // 128 for any other).
 template <class Launch>
 void with_head_dim(int64_t head_dim, const Launch& launch) {

@@ -35,9 +35,9 @@ struct FlashTiling {
   static constexpr int kLanesPerRow = 2;
 };
 
-// Head sizes the fused forward takes: a whole number of the tensor cores' k-steps of 16, at
+// Head sizes the fused passes take: a whole number of the tensor cores' k-steps of 16, at
 // most 128 (its shared memory grows with hd).
-SS_HOST_DEVICE inline bool flash_forward_supports(int64_t head_dim) {
+SS_HOST_DEVICE inline bool flash_supports(int64_t head_dim) {
   return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
 }
 
@@ -199,23 +199,24 @@ struct FlashBackwardLayout {
   static constexpr int kLdHeads = Forward::kLdHeads;
   static constexpr int kLdScores = Forward::kLdScores;
   static constexpr int kLdProbs = Forward::kLdProbs;
-  static constexpr int kLdStaging = HD + 4;
+  static constexpr int kLdOut = Forward::kLdOut;  // a warp's staged results, fp32
   static constexpr int64_t kHeadTileBytes = Forward::kHeadTileBytes;
   static constexpr int64_t kScoresWarp = Forward::kScoresWarp;
   static constexpr int64_t kProbsWarp = Forward::kProbsWarp;
   static constexpr int64_t kWarpBytes = 2 * kScoresWarp + 2 * kProbsWarp;
+  static constexpr int kHeadTiles = 4;
   static constexpr int64_t kHeads = 0;  // tile i at kHeads + i·kHeadTileBytes
-  static constexpr int64_t kWarps = 4 * kHeadTileBytes;
+  static constexpr int64_t kWarpTiles = kHeads + kHeadTiles * kHeadTileBytes;
   // Within a warp's bytes:
   static constexpr int64_t kScores = 0;
   static constexpr int64_t kGrads = kScoresWarp;
   static constexpr int64_t kProbs = 2 * kScoresWarp;
   static constexpr int64_t kGradProbs = 2 * kScoresWarp + kProbsWarp;
-  static constexpr int64_t kColumnStats = kWarps + FlashTiling::kWarps * kWarpBytes;
+  static constexpr int64_t kColumnStats = kWarpTiles + FlashTiling::kWarps * kWarpBytes;
   static constexpr int64_t kColumnDelta =
       kColumnStats + FlashTiling::kQueryRows * int64_t{sizeof(SoftmaxRowStats)};
   static constexpr int64_t kBytes = kColumnDelta + FlashTiling::kQueryRows * 4;
-  static_assert(int64_t{FlashTiling::kWarpRows} * kLdStaging * 4 <= 2 * kScoresWarp,
+  static_assert(int64_t{FlashTiling::kWarpRows} * kLdOut * 4 <= 2 * kScoresWarp,
                 "a warp's results staged in its scores and dp");
   static_assert(kWarpBytes % 32 == 0, "tiles on 32-byte boundaries");
 };
@@ -229,7 +230,7 @@ struct FlashBackwardTiles {
   SS_HOST_DEVICE uint16_t* head_tile(int i) const {
     return reinterpret_cast<uint16_t*>(smem + L::kHeads + i * L::kHeadTileBytes);
   }
-  SS_HOST_DEVICE unsigned char* mine() const { return smem + L::kWarps + warp * L::kWarpBytes; }
+  SS_HOST_DEVICE unsigned char* mine() const { return smem + L::kWarpTiles + warp * L::kWarpBytes; }
   SS_HOST_DEVICE float* scores() const { return reinterpret_cast<float*>(mine() + L::kScores); }
   SS_HOST_DEVICE float* grads() const { return reinterpret_cast<float*>(mine() + L::kGrads); }
   SS_HOST_DEVICE uint16_t* probs() const { return reinterpret_cast<uint16_t*>(mine() + L::kProbs); }

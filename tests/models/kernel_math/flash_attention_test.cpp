@@ -208,9 +208,9 @@ TEST(FlashAttention, SharedMemoryTilesFollowOneAnother) {
   EXPECT_EQ(L::kBytes, 71680);
   EXPECT_LE(km::FlashLayout<128>::kBytes, 227 * 1024);  // an H100's or H200's opt-in
   using B = km::FlashBackwardLayout<64>;
-  EXPECT_EQ(B::kWarps, 4 * 64 * 72 * 2);
+  EXPECT_EQ(B::kWarpTiles, 4 * 64 * 72 * 2);
   EXPECT_EQ(B::kWarpBytes, 2 * 16 * 68 * 4 + 2 * 16 * 72 * 2);
-  EXPECT_EQ(B::kColumnStats, B::kWarps + 4 * B::kWarpBytes);
+  EXPECT_EQ(B::kColumnStats, B::kWarpTiles + 4 * B::kWarpBytes);
   EXPECT_EQ(B::kBytes, 90880);
   EXPECT_EQ(km::FlashBackwardLayout<128>::kBytes, 123648);  // more than sm_86's 99 KiB
 }

@@ -45,7 +45,7 @@ class HostForward {
       }
     }
     hw::load_head_tile<HD, L::kLdHeads>(q_, head, q0, s_.seq, halves(L::kQ));
-    std::vector<km::SoftmaxRowStats> state(Tiling::kQueryRows * 2, km::flash_row_start());
+    std::vector<km::SoftmaxRowStats> state(Tiling::kThreads, km::flash_row_start());
     for (int64_t t = 0; t < km::flash_key_tiles(query_tile, s_.seq); ++t) {
       const int64_t key0 = t * Tiling::kKeyTile;
       hw::load_head_tile<HD, L::kLdHeads>(k_, head, key0, s_.seq, halves(L::kK));
@@ -273,12 +273,12 @@ class HostBackward {
   void store_rows(int w, const hw::Accumulator* acc, std::vector<float>& heads, int64_t head,
                   int64_t first) {
     float* staging = tiles(w).scores();
-    for (int n = 0; n < HD / kTile; ++n) hw::store(staging + n * kTile, acc[n], L::kLdStaging);
+    for (int n = 0; n < HD / kTile; ++n) hw::store(staging + n * kTile, acc[n], L::kLdOut);
     for (int row = 0; row < Tiling::kWarpRows; ++row) {
       if (first + row >= s_.seq) continue;
       for (int c = 0; c < HD; ++c) {
         heads.at(static_cast<size_t>((head * s_.seq + first + row) * HD + c)) =
-            staging[row * L::kLdStaging + c];
+            staging[row * L::kLdOut + c];
       }
     }
   }
