@@ -50,19 +50,32 @@ memory::data_type compute_type() {
   return precision() == Precision::kBf16 ? memory::data_type::bf16 : memory::data_type::f32;
 }
 
-// A dense layer's backward as three matmuls on the bf16 copies, where oneDNN 2.6's inner
-// product with PyTorch's [out, in] weights runs gemm:jit: gpt:preset=mini's backward passes
-// took 1.5-1.9 ms there for each of the MLP's projections at 2048 rows against 0.6-0.9 ms as
-// matmuls on AMX (brg:avx512_core_amx_bf16, 2 threads). dx = dy·W, reading the forward's bf16
-// copy of W as [out, in]; dW = dyᵀ·x, dy read as [out, rows] through strides, written in
-// PyTorch's layout; db = 1ᵀ·dy, a row of bf16 ones (exact) against dy, summed in fp32.
+// A dense layer's backward as matmuls, where oneDNN 2.6's inner product with PyTorch's [out, in]
+// weights runs gemm:jit. Under bf16 all three: gpt:preset=mini's backward passes took 1.5-1.9 ms
+// there for each of the MLP's projections at 2048 rows against 0.6-0.9 ms as matmuls on AMX
+// (brg:avx512_core_amx_bf16, 2 threads). Under fp32 the weight gradient alone, and only where
+// fp32_weight_gradient_by_matmul says so. dx = dy·W, reading the forward's copy of W as
+// [out, in]; dW = dyᵀ·x, dy read as [out, rows] through strides, written in PyTorch's layout;
+// db = 1ᵀ·dy, a row of ones (exact) against dy, summed in fp32.
 struct MatmulBackward {
-  dnnl::matmul::desc data, weights;
+  std::optional<dnnl::matmul::desc> data;  // none: the inner product's backward data
+  dnnl::matmul::desc weights;
   std::optional<dnnl::matmul::desc> bias;
   memory::desc weights_rows;  // the forward's copy of W as [out, in]
   memory::desc dy_columns;    // dy as [out, rows]
-  memory::desc ones;          // [1, rows] bf16
+  memory::desc ones;          // [1, rows] in the compute type
 };
+
+// Whether an fp32 dense layer computes its weight gradient as a matmul (brg:avx512_core) rather
+// than the inner product's gemm:jit: where the rows are many and the weights few. Measured with
+// oneDNN 2.6 on 2 threads of this project's Xeon (AVX-512), dW alone, ms: 2048 rows, 256 → 1024
+// (gpt:preset=mini's MLP) 3.69-3.93 against 4.64-5.13, 256 → 768 2.73 against 3.04; 4096 rows,
+// 256 → 1024 6.5-6.7 against 8.5-9.6; but 32 rows, 8000 → 4000 (mlp-41m) 21-25 against 8.7-9.8,
+// and 512 rows at 8000 → 4000 130 against 96. The backward data stays gemm:jit's, which matmul
+// did not beat at any of these shapes.
+bool fp32_weight_gradient_by_matmul(int64_t rows, int64_t features, int64_t units) {
+  return rows >= 1024 && features * units <= (int64_t{1} << 20);
+}
 
 // The descriptors of a layer with weights and a bias: convolution or inner product.
 // Under bf16 the primitives read bf16 copies of the input, the weights and the output's
@@ -91,7 +104,7 @@ struct WeightedDescs {
   // Under bf16, the same matmul writing bf16: into the model's saved copy of the output
   // (forward_into_saved).
   std::optional<dnnl::matmul::desc> matmul_to_bf16;
-  // Under bf16, the dense layers' backward as matmuls too (MatmulBackward).
+  // The dense layers' backward passes that run as matmuls (MatmulBackward).
   std::optional<MatmulBackward> matmul_backward;
 };
 
@@ -121,6 +134,9 @@ class WeightedKernel final : public DnnlKernel {
     const float* bias = binding.params.size() > 1 ? binding.params[1].data : nullptr;
     const memory fwd_weights = plan_forward(fwd_pd, d, binding.activation, weights, bias);
     if (d.matmul_backward) {
+      if (!d.matmul_backward->data && binding.input_gradient) {
+        plan_backward_data(fwd_pd, d, weights, fwd_weights);
+      }
       plan_matmul_backward(*d.matmul_backward, d.layout, binding, fwd_weights);
     } else {
       plan_backward_weights(bwd_weights_pd, d, binding);
@@ -312,7 +328,20 @@ class WeightedKernel final : public DnnlKernel {
     backward_weights_ = plan<BwdWeights>(pd, std::move(args));
   }
 
-  // Plans backward_weights_ (dW, then db) and backward_data_ as MatmulBackward's matmuls.
+  // ones_ as `ones` describes them: floats, or bf16 ones two to a float.
+  void fill_ones(const memory::desc& ones) {
+    const bool bf16 = ones.data_type() == memory::data_type::bf16;
+    const size_t count = ones.get_size() / (bf16 ? sizeof(uint16_t) : sizeof(float));
+    if (!bf16) {
+      ones_.assign(count, 1.0f);
+      return;
+    }
+    ones_.assign((count + 1) / 2, 0.0f);
+    std::fill_n(reinterpret_cast<uint16_t*>(ones_.data()), count, kernel_math::float_to_bf16(1.0f));
+  }
+
+  // Plans backward_weights_ (dW, then db) and, where it has one, backward_data_ as
+  // MatmulBackward's matmuls.
   void plan_matmul_backward(const MatmulBackward& m, const char* layout,
                             const LayerBinding& binding, const memory& fwd_weights) {
     dy_columns_ = unbound(m.dy_columns);
@@ -324,8 +353,7 @@ class WeightedKernel final : public DnnlKernel {
     Call bias;
     if (binding.grads.size() > 1) {
       const dnnl::matmul::primitive_desc bias_pd(*m.bias, attr_, engine_);
-      ones_.assign(static_cast<size_t>(m.ones.get_size() / sizeof(uint16_t)),
-                   kernel_math::float_to_bf16(1.0f));
+      fill_ones(m.ones);
       bias = plan<dnnl::matmul>(bias_pd,
                                 {{DNNL_ARG_SRC, memory(m.ones, engine_, ones_.data())},
                                  {DNNL_ARG_WEIGHTS, diff_dst_compute_},
@@ -336,8 +364,8 @@ class WeightedKernel final : public DnnlKernel {
       weights.run(stream);
       if (bias) bias.run(stream);
     });
-    if (binding.input_gradient) {
-      const dnnl::matmul::primitive_desc data_pd(m.data, attr_, engine_);
+    if (binding.input_gradient && m.data) {
+      const dnnl::matmul::primitive_desc data_pd(*m.data, attr_, engine_);
       backward_data_ = plan<dnnl::matmul>(
           data_pd,
           {{DNNL_ARG_SRC, diff_dst_compute_},
@@ -358,8 +386,8 @@ class WeightedKernel final : public DnnlKernel {
   Call forward_, backward_data_, backward_weights_;
   memory dst_bf16_;  // the saved bf16 copy forward_to_bf16_ writes
   Call forward_to_bf16_;
-  memory dy_columns_;           // MatmulBackward's view of diff_dst_compute_
-  std::vector<uint16_t> ones_;  // MatmulBackward's ones (host memory: a plan reads none)
+  memory dy_columns_;        // MatmulBackward's view of diff_dst_compute_
+  std::vector<float> ones_;  // MatmulBackward's ones (host memory: a plan reads none)
 };
 
 using ConvKernel = WeightedKernel<dnnl::convolution_forward, dnnl::convolution_backward_data,
@@ -446,13 +474,16 @@ std::unique_ptr<LayerKernel> make_dense(const DenseSpec& d, const LayerBinding& 
       std::nullopt,
       std::nullopt,
   };
-  if (t == memory::data_type::bf16) {
+  const bool bf16 = t == memory::data_type::bf16;
+  if (bf16) {
     descs.matmul_to_bf16 = dnnl::matmul::desc(src_t, weights_read, matmul_bias,
                                               memory::desc({rows, d.units}, t, Tag::ab));
+  }
+  if (bf16 || fp32_weight_gradient_by_matmul(rows, features, d.units)) {
     const memory::desc dy_columns({d.units, rows}, t, Tag::ba);
     const memory::desc ones({1, rows}, t, Tag::ab);
     descs.matmul_backward = MatmulBackward{
-        dnnl::matmul::desc(diff_dst_t, plain_weights_t, src),
+        bf16 ? std::optional(dnnl::matmul::desc(diff_dst_t, plain_weights_t, src)) : std::nullopt,
         dnnl::matmul::desc(dy_columns, src_t, plain_weights),
         d.bias ? std::optional(dnnl::matmul::desc(ones, diff_dst_t, matmul_bias)) : std::nullopt,
         plain_weights_t,
