@@ -238,12 +238,34 @@ if len(cpus) >= 2 and shutil.which("taskset"):
 
 
 # 3. Kill rank 1 in the middle of a sweep.
-def rank_pids(parent):
-    """The pids of the scalescope processes under `parent`, by their MPI rank."""
-    pids = {}
+def descendants(parent):
+    """The pids of every process under `parent` (children, theirs, ...), from /proc."""
+    children = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
+        try:
+            # The parent pid is the fourth field, after the name in parentheses (which may hold
+            # spaces or parentheses itself).
+            stat = open(f"/proc/{pid}/stat").read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(pid))
+    found, todo = [], [parent]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def rank_pids(parent):
+    """The pids of the scalescope processes under `parent`, by their MPI rank: only this test's,
+    not those of another mpirun running beside it (ctest -j runs harness.netns_nodes, whose
+    sweep has ranks of the same name and number, at the same time)."""
+    pids = {}
+    for pid in descendants(parent):
         try:
             cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
             env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
@@ -253,7 +275,7 @@ def rank_pids(parent):
             continue
         for e in env:
             if e.startswith(b"OMPI_COMM_WORLD_RANK="):
-                pids[int(e.split(b"=")[1])] = int(pid)
+                pids[int(e.split(b"=")[1])] = pid
     return pids
 
 
