@@ -363,6 +363,18 @@ AlphaBetaFit fit_alpha_beta(std::span<const AllReduceSample> samples) {
   AlphaBetaFit fit;
   fit.beta_ms_per_byte = sxy / sxx;
   fit.alpha_ms = y_mean - fit.beta_ms_per_byte * x_mean;
+  if (fit.alpha_ms < 0.0 && fit.beta_ms_per_byte > 0.0) {
+    // No call costs less than nothing: the best line through the origin instead (a negative
+    // alpha would make small buckets' projected times negative).
+    double sxx0 = 0;
+    double sxy0 = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      sxx0 += xs[i] * xs[i];
+      sxy0 += xs[i] * ys[i];
+    }
+    fit.alpha_ms = 0.0;
+    fit.beta_ms_per_byte = sxy0 / sxx0;
+  }
   double ss_res = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
     const double r = ys[i] - (fit.alpha_ms + fit.beta_ms_per_byte * xs[i]);

@@ -255,7 +255,9 @@ struct AlphaBetaFit {
 };
 
 // Ordinary least squares of ms on x = bytes * 2(N-1)/N over the samples with devices >= 2
-// (a one-device "all-reduce" moves nothing).
+// (a one-device "all-reduce" moves nothing), alpha at least 0: where the least-squares line
+// meets the time axis below 0 (noise on times that a per-byte cost dominates), the least-squares
+// line through the origin, r² that line's.
 // Throws Error when fewer than 2 distinct x values remain, or on negative bytes or a
 // non-finite time.
 AlphaBetaFit fit_alpha_beta(std::span<const AllReduceSample> samples);

@@ -492,6 +492,28 @@ TEST(AlphaBeta, FitsSmallMessagesWhereAlphaDominates) {
   EXPECT_NEAR(fit.beta_ms_per_byte, kBeta, 1e-15);
 }
 
+// Times that grow faster than their bytes (a bucket of 1 MB: 0.1 ms, of 4 MB: 0.9 ms) put the
+// least-squares line's intercept below 0, a negative cost per call; the fit takes the line
+// through the origin instead: beta = Σxy / Σx², alpha 0.
+TEST(AlphaBeta, AlphaIsNeverNegative) {
+  const std::vector<AllReduceSample> samples{
+      {1 << 20, 2, 0.1}, {2 << 20, 2, 0.35}, {4 << 20, 2, 0.9}};
+  const AlphaBetaFit fit = fit_alpha_beta(samples);
+  double sxx = 0, sxy = 0;
+  for (const AllReduceSample& s : samples) {
+    sxx += static_cast<double>(s.bytes) * static_cast<double>(s.bytes);
+    sxy += static_cast<double>(s.bytes) * s.ms;
+  }
+  EXPECT_EQ(fit.alpha_ms, 0.0);
+  EXPECT_DOUBLE_EQ(fit.beta_ms_per_byte, sxy / sxx);
+  EXPECT_NEAR(fit.bus_bandwidth_gbps, 1e-6 / (sxy / sxx), 1e-9);
+  EXPECT_GT(fit.r_squared, 0.9);
+  EXPECT_LT(fit.r_squared, 1.0);
+  // Projected from, no bucket's time is below 0.
+  const std::vector<int64_t> buckets{1024, 1 << 20};
+  EXPECT_GT(projected_allreduce_ms(fit, buckets, 8), 0.0);
+}
+
 TEST(AlphaBeta, DegenerateInputThrows) {
   EXPECT_THROW(fit_alpha_beta({}), Error);
   // One size only, however many samples.
