@@ -36,7 +36,7 @@ class HostForward {
 
   void run(int64_t query_tile, int64_t head, std::vector<float>& out,
            std::vector<km::SoftmaxRowStats>& stats) {
-    std::fill(smem_.begin(), smem_.end(), 0xFF);  // NaN as floats and as 16-bit values
+    smem_.fill(0xFF);  // NaN as floats and as 16-bit values
     const int64_t q0 = query_tile * Tiling::kQueryRows;
     for (int w = 0; w < Tiling::kWarps; ++w) {
       for (int lane = 0; lane < 32; ++lane) {
@@ -125,7 +125,7 @@ class HostForward {
   const std::vector<uint16_t>& k_;
   const std::vector<uint16_t>& v_;
   km::HalfFormat format_;
-  std::vector<unsigned char> smem_;
+  hw::SharedMemory smem_;
 };
 
 struct Heads {
@@ -173,7 +173,7 @@ class HostBackward {
       : s_(s), in_(in), format_(format), smem_(L::kBytes) {}
 
   void keys(int64_t key_tile, int64_t head, std::vector<float>& dk, std::vector<float>& dv) {
-    std::fill(smem_.begin(), smem_.end(), 0xFF);
+    smem_.fill(0xFF);
     const int64_t key0 = key_tile * Tiling::kKeyTile;
     load(in_.h.k, head, key0, 0);
     load(in_.h.v, head, key0, 1);
@@ -217,7 +217,7 @@ class HostBackward {
   }
 
   void queries(int64_t query_tile, int64_t head, std::vector<float>& dq) {
-    std::fill(smem_.begin(), smem_.end(), 0xFF);
+    smem_.fill(0xFF);
     const int64_t q0 = query_tile * Tiling::kQueryRows;
     load(in_.h.q, head, q0, 0);
     load(in_.dout, head, q0, 1);
@@ -286,7 +286,7 @@ class HostBackward {
   km::AttentionShape s_;
   Inputs in_;
   km::HalfFormat format_;
-  std::vector<unsigned char> smem_;
+  hw::SharedMemory smem_;
 };
 
 // The backward kernels' results on the host, as the CUDA kernel calls them from backward_saved:

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "models/kernel_math/flash_attention_math.h"
@@ -17,6 +19,40 @@ namespace scalescope::kernel_math_test::host_wmma {
 
 namespace km = kernel_math;
 inline constexpr int kTile = 16;
+
+// The kernels' dynamic shared memory: `bytes` bytes at an address aligned as their
+// `extern __shared__ __align__(128)` array is, so that operand_at's checks see the kernels'
+// own alignments.
+class SharedMemory {
+ public:
+  explicit SharedMemory(size_t bytes) : raw_(bytes + kAlign), bytes_(bytes) {
+    const auto address = reinterpret_cast<uintptr_t>(raw_.data());
+    data_ = raw_.data() + (kAlign - address % kAlign) % kAlign;
+  }
+  unsigned char* data() { return data_; }
+  void fill(unsigned char byte) { std::memset(data_, byte, bytes_); }
+
+ private:
+  static constexpr size_t kAlign = 128;
+  std::vector<unsigned char> raw_;
+  size_t bytes_;
+  unsigned char* data_;
+};
+
+// What the WMMA API requires of every load_matrix_sync and store_matrix_sync: a 256-bit
+// aligned pointer and a leading dimension of a multiple of 16 bytes (8 16-bit values, 4
+// floats). A kernel breaking either reads or writes wrong values, or faults, on a GPU, which
+// the arithmetic alone would not show. Returns `p`.
+template <class T>
+const T* operand_at(const T* p, int ld) {
+  if (reinterpret_cast<uintptr_t>(p) % 32 != 0 || (static_cast<size_t>(ld) * sizeof(T)) % 16 != 0) {
+    throw std::logic_error(
+        "a WMMA operand at " + std::to_string(reinterpret_cast<uintptr_t>(p) % 32) +
+        " bytes past a 32-byte boundary, or a leading dimension of " + std::to_string(ld) +
+        " elements of " + std::to_string(sizeof(T)) + " bytes");
+  }
+  return p;
+}
 
 // A 16 × 16 accumulator, row-major.
 struct Accumulator {
@@ -30,6 +66,8 @@ inline float operand(const uint16_t* at, km::HalfFormat format) {
 // acc += A[16][16]·B[16][16].
 inline void mma(Accumulator& acc, const uint16_t* a, int lda, const uint16_t* b, int ldb,
                 bool b_column_major, km::HalfFormat format) {
+  operand_at(a, lda);
+  operand_at(b, ldb);
   for (int i = 0; i < kTile; ++i) {
     for (int j = 0; j < kTile; ++j) {
       float sum = acc.at[i * kTile + j];
@@ -43,9 +81,11 @@ inline void mma(Accumulator& acc, const uint16_t* a, int lda, const uint16_t* b,
 }
 
 inline void load(Accumulator& acc, const float* from, int ld) {
+  operand_at(from, ld);
   for (int i = 0; i < kTile; ++i) std::memcpy(acc.at + i * kTile, from + i * ld, kTile * 4);
 }
 inline void store(float* to, const Accumulator& acc, int ld) {
+  operand_at(to, ld);
   for (int i = 0; i < kTile; ++i) std::memcpy(to + i * ld, acc.at + i * kTile, kTile * 4);
 }
 
