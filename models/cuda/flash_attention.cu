@@ -75,33 +75,31 @@ __global__ void __launch_bounds__(km::FlashTiling::kThreads) flash_forward_kerne
   const int64_t seq = a.shape.seq;
   const int64_t head = blockIdx.y;
   const int64_t q0 = static_cast<int64_t>(blockIdx.x) * Tiling::kQueryRows;
-  auto* q_tile = reinterpret_cast<uint16_t*>(smem + L::kQ);
-  auto* k_tile = reinterpret_cast<uint16_t*>(smem + L::kK);
-  auto* v_tile = reinterpret_cast<uint16_t*>(smem + L::kV);
-  auto* scores = reinterpret_cast<float*>(smem + L::kScores + warp * L::kScoresWarp);
-  auto* probs = reinterpret_cast<uint16_t*>(smem + L::kProbs + warp * L::kProbsWarp);
-  auto* out = reinterpret_cast<float*>(smem + L::kOut + warp * L::kOutWarp);
+  const km::FlashForwardTiles<HD> warp_tiles{smem, warp};
+  float* scores = warp_tiles.scores();
+  uint16_t* probs = warp_tiles.probs();
+  float* out = warp_tiles.out();
   const int row = km::flash_lane_row(lane);
   const int64_t query = q0 + warp * Tiling::kWarpRows + row;
   for (int c = lane % 2; c < HD; c += 2) out[row * L::kLdOut + c] = 0.0f;
-  load_head_tile<HD, L::kLdHeads>(a.q, head, q0, seq, q_tile);
+  load_head_tile<HD, L::kLdHeads>(a.q, head, q0, seq, warp_tiles.queries());
   km::SoftmaxRowStats state = km::flash_row_start();
   const int64_t tiles = km::flash_key_tiles(blockIdx.x, seq);
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t key0 = t * Tiling::kKeyTile;
     __syncthreads();  // the last tile's k and v read by every warp
-    load_head_tile<HD, L::kLdHeads>(a.k, head, key0, seq, k_tile);
-    load_head_tile<HD, L::kLdHeads>(a.v, head, key0, seq, v_tile);
+    load_head_tile<HD, L::kLdHeads>(a.k, head, key0, seq, warp_tiles.keys());
+    load_head_tile<HD, L::kLdHeads>(a.v, head, key0, seq, warp_tiles.values());
     __syncthreads();
-    warp_product_nt<T, HD>(
-        reinterpret_cast<const T*>(q_tile) + warp * Tiling::kWarpRows * L::kLdHeads, L::kLdHeads,
-        reinterpret_cast<const T*>(k_tile), L::kLdHeads, scores, L::kLdScores);
+    warp_product_nt<T, HD>(reinterpret_cast<const T*>(warp_tiles.warp_queries()), L::kLdHeads,
+                           reinterpret_cast<const T*>(warp_tiles.keys()), L::kLdHeads, scores,
+                           L::kLdScores);
     __syncwarp();
     take_tile<F, HD>(scores + row * L::kLdScores, probs + row * L::kLdProbs, out + row * L::kLdOut,
                      km::flash_visible(query, key0, seq), a.scale, state);
     __syncwarp();
-    accumulate_output<T, HD>(reinterpret_cast<const T*>(probs), reinterpret_cast<const T*>(v_tile),
-                             out);
+    accumulate_output<T, HD>(reinterpret_cast<const T*>(probs),
+                             reinterpret_cast<const T*>(warp_tiles.values()), out);
     __syncwarp();
   }
   if (query >= seq) return;

@@ -82,6 +82,31 @@ struct FlashLayout {
                 "tiles on 32-byte boundaries");
 };
 
+// A warp's tiles in the forward's shared memory `smem` (FlashLayout): the kernel takes its
+// pointers here and the host replay the same, so that the replay checks the kernel's own.
+template <int HD>
+struct FlashForwardTiles {
+  using L = FlashLayout<HD>;
+  unsigned char* smem;
+  int warp;
+  SS_HOST_DEVICE uint16_t* queries() const { return reinterpret_cast<uint16_t*>(smem + L::kQ); }
+  SS_HOST_DEVICE uint16_t* keys() const { return reinterpret_cast<uint16_t*>(smem + L::kK); }
+  SS_HOST_DEVICE uint16_t* values() const { return reinterpret_cast<uint16_t*>(smem + L::kV); }
+  // The warp's kWarpRows queries within the block's.
+  SS_HOST_DEVICE const uint16_t* warp_queries() const {
+    return queries() + warp * FlashTiling::kWarpRows * L::kLdHeads;
+  }
+  SS_HOST_DEVICE float* scores() const {
+    return reinterpret_cast<float*>(smem + L::kScores + warp * L::kScoresWarp);
+  }
+  SS_HOST_DEVICE uint16_t* probs() const {
+    return reinterpret_cast<uint16_t*>(smem + L::kProbs + warp * L::kProbsWarp);
+  }
+  SS_HOST_DEVICE float* out() const {
+    return reinterpret_cast<float*>(smem + L::kOut + warp * L::kOutWarp);
+  }
+};
+
 // Lane `lane`'s row of its warp's kWarpRows, and its share of that row's columns.
 SS_HOST_DEVICE inline int flash_lane_row(int lane) {
   return lane / FlashTiling::kLanesPerRow;

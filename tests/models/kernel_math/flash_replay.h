@@ -44,12 +44,12 @@ class HostForward {
         for (int c = lane % 2; c < HD; c += 2) out_tile(w)[row * L::kLdOut + c] = 0.0f;
       }
     }
-    hw::load_head_tile<HD, L::kLdHeads>(q_, head, q0, s_.seq, halves(L::kQ));
+    hw::load_head_tile<HD, L::kLdHeads>(q_, head, q0, s_.seq, tiles(0).queries());
     std::vector<km::SoftmaxRowStats> state(Tiling::kThreads, km::flash_row_start());
     for (int64_t t = 0; t < km::flash_key_tiles(query_tile, s_.seq); ++t) {
       const int64_t key0 = t * Tiling::kKeyTile;
-      hw::load_head_tile<HD, L::kLdHeads>(k_, head, key0, s_.seq, halves(L::kK));
-      hw::load_head_tile<HD, L::kLdHeads>(v_, head, key0, s_.seq, halves(L::kV));
+      hw::load_head_tile<HD, L::kLdHeads>(k_, head, key0, s_.seq, tiles(0).keys());
+      hw::load_head_tile<HD, L::kLdHeads>(v_, head, key0, s_.seq, tiles(0).values());
       for (int w = 0; w < Tiling::kWarps; ++w) {
         warp_scores(w);
         take_tile(w, q0, key0, state.data() + w * 32);
@@ -70,22 +70,21 @@ class HostForward {
   }
 
  private:
-  uint16_t* halves(int64_t at) { return reinterpret_cast<uint16_t*>(smem_.data() + at); }
-  float* floats(int64_t at) { return reinterpret_cast<float*>(smem_.data() + at); }
-  float* scores(int w) { return floats(L::kScores + w * L::kScoresWarp); }
-  uint16_t* probs(int w) { return halves(L::kProbs + w * L::kProbsWarp); }
-  float* out_tile(int w) { return floats(L::kOut + w * L::kOutWarp); }
+  km::FlashForwardTiles<HD> tiles(int w) { return {smem_.data(), w}; }
+  float* scores(int w) { return tiles(w).scores(); }
+  uint16_t* probs(int w) { return tiles(w).probs(); }
+  float* out_tile(int w) { return tiles(w).out(); }
 
   void warp_scores(int w) {
-    hw::product_nt<HD>(halves(L::kQ) + w * Tiling::kWarpRows * L::kLdHeads, L::kLdHeads,
-                       halves(L::kK), L::kLdHeads, scores(w), L::kLdScores, format_);
+    hw::product_nt<HD>(tiles(w).warp_queries(), L::kLdHeads, tiles(w).keys(), L::kLdHeads,
+                       scores(w), L::kLdScores, format_);
   }
 
   // The kernel's accumulate_output.
   void warp_accumulate(int w) {
     hw::Accumulator acc[HD / kTile];
     for (int n = 0; n < HD / kTile; ++n) hw::load(acc[n], out_tile(w) + n * kTile, L::kLdOut);
-    hw::accumulate_nn<HD>(probs(w), L::kLdProbs, halves(L::kV), L::kLdHeads, acc, format_);
+    hw::accumulate_nn<HD>(probs(w), L::kLdProbs, tiles(w).values(), L::kLdHeads, acc, format_);
     for (int n = 0; n < HD / kTile; ++n) hw::store(out_tile(w) + n * kTile, acc[n], L::kLdOut);
   }
 
