@@ -71,8 +71,8 @@ struct MatmulBackward {
 // oneDNN 2.6 on 2 threads of this project's Xeon (AVX-512), dW alone, ms: 2048 rows, 256 → 1024
 // (gpt:preset=mini's MLP) 3.69-3.93 against 4.64-5.13, 256 → 768 2.73 against 3.04; 4096 rows,
 // 256 → 1024 6.5-6.7 against 8.5-9.6; but 32 rows, 8000 → 4000 (mlp-41m) 21-25 against 8.7-9.8,
-// and 512 rows at 8000 → 4000 130 against 96. The backward data stays gemm:jit's, which matmul
-// did not beat at any of these shapes.
+// and 512 rows at 8000 → 4000 130 against 96. The backward data stays gemm:jit's, which the
+// matmul beat by 4% at most at these shapes and lost to by up to 2.4× (32 rows, 4000 → 2000).
 bool fp32_weight_gradient_by_matmul(int64_t rows, int64_t features, int64_t units) {
   return rows >= 1024 && features * units <= (int64_t{1} << 20);
 }

@@ -42,16 +42,15 @@ class SharedMemory {
 // What the WMMA API requires of every load_matrix_sync and store_matrix_sync: a 256-bit
 // aligned pointer and a leading dimension of a multiple of 16 bytes (8 16-bit values, 4
 // floats). A kernel breaking either reads or writes wrong values, or faults, on a GPU, which
-// the arithmetic alone would not show. Returns `p`.
+// the arithmetic alone would not show.
 template <class T>
-const T* operand_at(const T* p, int ld) {
+void operand_at(const T* p, int ld) {
   if (reinterpret_cast<uintptr_t>(p) % 32 != 0 || (static_cast<size_t>(ld) * sizeof(T)) % 16 != 0) {
     throw std::logic_error(
         "a WMMA operand at " + std::to_string(reinterpret_cast<uintptr_t>(p) % 32) +
         " bytes past a 32-byte boundary, or a leading dimension of " + std::to_string(ld) +
         " elements of " + std::to_string(sizeof(T)) + " bytes");
   }
-  return p;
 }
 
 // A 16 × 16 accumulator, row-major.
