@@ -12,6 +12,7 @@
 
 #include "models/cpu/cpu_half.h"
 #include "models/cpu/cpu_kernels.h"
+#include "models/cpu/prefetch.h"
 #include "models/cpu/vector_clones.h"
 #include "models/kernel_math/activation_math.h"
 
@@ -24,25 +25,48 @@ namespace km = kernel_math;
 // conversion and the math.
 constexpr int64_t kChunk = 4096;
 
+// The spans read their inputs ahead of the loop (prefetch.h): a GELU's input was written by
+// the layer before long ago in backward, and its forward's input comes from a product.
 SCALESCOPE_VECTOR_CLONES void gelu_forward_span(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = km::gelu_forward(x[i]);
+  cpu_prefetch::in_prefetched_blocks(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) y[i] = km::gelu_forward(x[i]);
+      },
+      x);
 }
 
 SCALESCOPE_VECTOR_CLONES void gelu_backward_span(const float* x, const float* dy, float* dx,
                                                  int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dx[i] = km::gelu_backward(x[i], dy[i]);
+  cpu_prefetch::in_prefetched_blocks(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) dx[i] = km::gelu_backward(x[i], dy[i]);
+      },
+      x, dy);
 }
 
 // bf16's conversions are bit arithmetic, which vectorises with the math: one pass, no fp32 in
 // memory. (fp16's go through cpu_half.cpp's F16C loops a task at a time instead.)
 SCALESCOPE_VECTOR_CLONES void gelu_forward_bf16_span(const uint16_t* x, uint16_t* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = km::float_to_bf16(km::gelu_forward(km::bf16_to_float(x[i])));
+  cpu_prefetch::in_prefetched_blocks(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+          y[i] = km::float_to_bf16(km::gelu_forward(km::bf16_to_float(x[i])));
+      },
+      x);
 }
 
 SCALESCOPE_VECTOR_CLONES void gelu_backward_bf16_span(const uint16_t* x, const float* dy, float* dx,
                                                       int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dx[i] = km::gelu_backward(km::bf16_to_float(x[i]), dy[i]);
+  cpu_prefetch::in_prefetched_blocks(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+          dx[i] = km::gelu_backward(km::bf16_to_float(x[i]), dy[i]);
+      },
+      x, dy);
 }
 
 class GeluKernel final : public LayerKernel {

@@ -11,6 +11,7 @@
 #include "core/buffer.h"
 #include "models/cpu/cpu_half.h"
 #include "models/cpu/cpu_kernels.h"
+#include "models/cpu/prefetch.h"
 #include "models/cpu/vector_clones.h"
 #include "models/kernel_math/layer_norm_math.h"
 
@@ -64,6 +65,7 @@ class LayerNormKernel final : public LayerKernel {
     float* rstd = saved_rstd();
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows_; ++r) {
+      cpu_prefetch::prefetch_ahead(in + r * d, d);
       forward_row(in + r * d, out + r * d, d, weight_, bias_, eps_, mean + r, rstd + r);
     }
   }
@@ -84,6 +86,7 @@ class LayerNormKernel final : public LayerKernel {
       row.resize(static_cast<size_t>(d));
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows_; ++r) {
+        cpu_prefetch::prefetch_ahead(in + r * d, d);
         forward_row(in + r * d, row.data(), d, weight_, bias_, eps_, mean + r, rstd + r);
         compress_half_span(row.data(), out + r * d, d, 1, format);
       }
@@ -98,6 +101,8 @@ class LayerNormKernel final : public LayerKernel {
     const float* rstd = saved_rstd();
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows_; ++r) {
+      cpu_prefetch::prefetch_ahead(in + r * d, d);
+      cpu_prefetch::prefetch_ahead(dout + r * d, d);
       backward_row(in + r * d, dout + r * d, din + r * d, d, weight_, mean[r], rstd[r]);
     }
   }

@@ -14,6 +14,7 @@
 
 #include "core/check.h"
 #include "models/cpu/cpu_kernels.h"
+#include "models/cpu/prefetch.h"
 
 namespace scalescope {
 namespace {
@@ -125,6 +126,12 @@ class CpuAdam final : public OptimizerKernel {
 #pragma omp for schedule(static)
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t i = b * kLanes;
+        if (i % 16 == 0) {
+          cpu_prefetch::prefetch_ahead(w + i, 16);
+          cpu_prefetch::prefetch_ahead(g + i, 16);
+          cpu_prefetch::prefetch_ahead(m + i, 16);
+          cpu_prefetch::prefetch_ahead(v + i, 16);
+        }
         Vec wi(w + i, stdx::element_aligned);
         const Vec gi(g + i, stdx::element_aligned);
         Vec mi(m + i, stdx::element_aligned);

@@ -75,8 +75,9 @@ std::vector<LayerCase> elementwise_cases() {
       {"sigmoid", ActivationSpec{Activation::kSigmoid}, Shape{3, 7}},
       {"gelu_sequence", ActivationSpec{Activation::kGelu}, Shape{2, 3, 5}},
       {"gelu_flat", ActivationSpec{Activation::kGelu}, Shape{3, 7}},
-      // The CPU kernel's tasks are 4096 values: a whole one and the rest, on two threads.
-      {"gelu_two_tasks_2threads", ActivationSpec{Activation::kGelu}, Shape{1, 4099}, 2},
+      // The CPU kernel's tasks are 4096 values, its loops' blocks 256 (prefetch.h): a whole
+      // task and the rest, one whole block and part of another, on two threads.
+      {"gelu_two_tasks_2threads", ActivationSpec{Activation::kGelu}, Shape{1, 4396}, 2},
       {"flatten_image", FlattenSpec{}, Shape{2, 3, 4, 5}},
       {"flatten_c1", FlattenSpec{}, Shape{2, 3, 5, 1}},
       {"flatten_vector", FlattenSpec{}, Shape{2, 6}},
