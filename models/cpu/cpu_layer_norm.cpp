@@ -3,6 +3,8 @@
 // additions, the CUDA kernel's, so the two backends agree to the bit and the results do not
 // depend on the thread count (rows are independent; the parameter gradients' column sums run
 // over parts of the rows fixed by the shape, added in part order).
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -36,6 +38,13 @@ SCALESCOPE_VECTOR_CLONES void forward_row(const float* x, float* y, int64_t d, c
 SCALESCOPE_VECTOR_CLONES void backward_row(const float* x, const float* dy, float* dx, int64_t d,
                                            const float* w, float mean, float rstd) {
   km::layer_norm_backward_row_on_host(x, dy, dx, d, w, mean, rstd);
+}
+
+// Flattened: GCC would not inline the part's loops into the clones by itself.
+SCALESCOPE_VECTOR_CLONES [[gnu::flatten]] void backward_part(
+    const km::ColumnGradTerm& term, float* dx, const float* w, int64_t rows,
+    const km::BiasGradPlan& plan, int64_t part, float* acc, float* part_dw, float* part_db) {
+  km::layer_norm_backward_part_on_host(term, dx, w, rows, plan, part, acc, part_dw, part_db);
 }
 
 SCALESCOPE_VECTOR_CLONES void part_sums(const km::ColumnGradTerm& term, int64_t rows,
@@ -94,6 +103,10 @@ class LayerNormKernel final : public LayerKernel {
   }
 
   void backward(const float* in, const float*, const float* dout, float* din, Stream&) override {
+    if (din != nullptr && parts_share_out_evenly()) {
+      backward_in_parts(in, dout, din);
+      return;
+    }
     parameter_gradients(in, dout);
     if (din == nullptr) return;  // first layer: nobody needs the input's gradient
     const int64_t d = d_;
@@ -126,9 +139,43 @@ class LayerNormKernel final : public LayerKernel {
                   parts_db + p * d);
       }
     }
-    if (parts == 1) return;
-    for (int64_t c = 0; c < d; ++c) {
-      km::layer_norm_finish_sums(parts_dw, parts_db, parts, d, c, weight_grad_, bias_grad_);
+    finish_sums(parts_dw, parts_db);
+  }
+
+  // Whether the parts of the rows go evenly enough to the threads for backward_in_parts, whose
+  // threads each take whole parts.
+  bool parts_share_out_evenly() const {
+    const int64_t threads = omp_get_max_threads();
+    return plan_.parts % threads == 0 || plan_.parts >= 4 * threads;
+  }
+
+  // Each part of the rows in one pass (layer_norm_backward_part_on_host): the rows read once and
+  // in order, where parameter_gradients's column sums stride over them and the rows' pass reads
+  // them again. The same bits.
+  void backward_in_parts(const float* in, const float* dout, float* din) {
+    const km::ColumnGradTerm term{in, dout, saved_mean(), saved_rstd(), d_};
+    const int64_t d = d_;
+    const int64_t parts = plan_.parts;
+    float* parts_dw = parts > 1 ? static_cast<float*>(parts_.data()) : weight_grad_;
+    float* parts_db = parts > 1 ? parts_dw + parts * d : bias_grad_;
+#pragma omp parallel
+    {
+      thread_local std::vector<float> acc;
+      acc.resize(static_cast<size_t>(2 * km::kBiasTileRows * d));
+#pragma omp for schedule(static)
+      for (int64_t p = 0; p < parts; ++p) {
+        backward_part(term, din, weight_, rows_, plan_, p, acc.data(), parts_dw + p * d,
+                      parts_db + p * d);
+      }
+    }
+    finish_sums(parts_dw, parts_db);
+  }
+
+  // With several parts, dw and db from their sums, added in part order.
+  void finish_sums(const float* parts_dw, const float* parts_db) {
+    if (plan_.parts == 1) return;
+    for (int64_t c = 0; c < d_; ++c) {
+      km::layer_norm_finish_sums(parts_dw, parts_db, plan_.parts, d_, c, weight_grad_, bias_grad_);
     }
   }
 

@@ -1,16 +1,20 @@
-// Software prefetch for the CPU kernels' streaming loops (GELU, layer norm, adds). One core of
-// this project's Xeon kept 5-8 GB/s of such a loop's reads in flight by its hardware
+// Software prefetch for the CPU kernels' streaming loops (GELU, Adam, layer norm's rows). One
+// core of this project's Xeon moved 5.5 GB/s through such a loop on its hardware
 // prefetchers alone: GPT mini's GELU backward over a 2048×1024 activation written long before
-// (its forward's input) took 4.4 ms a layer inside a step, and the same loop 1.9 ms on data in
-// cache. Asking for the lines 4 KiB ahead of the loop (the streamer stops at each 4 KiB page,
-// which the software prefetch crosses) brought it to 2.3 ms on cold data in isolation and
-// 2.4-2.7 ms inside the step. Prefetches change no result: only when the lines arrive.
+// took 4.4 ms a layer inside a step, the same loop 1.9 ms on data in cache. Asking for the lines
+// 4 KiB ahead of the loop brought it to 2.3 ms on cold data in isolation and 2.4-2.7 ms inside
+// the step (why the hardware falls short was not established: madvise'd huge pages did not
+// change it). Prefetches change no result, only when the lines arrive.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
 namespace scalescope::cpu_prefetch {
+
+// Only inlined code prefetches: GCC deems a function whose one effect is a prefetch free of side
+// effects, and drops calls to it that are not inlined (a lambda passed down to a larger loop was).
+// Hence the always_inline below.
 
 // Elements a loop computes between two rounds of prefetches, and how far ahead of them the
 // prefetched elements lie (in elements of each stream: 4 KiB ahead for floats).

@@ -169,6 +169,38 @@ inline void layer_norm_part_sums_on_host(const ColumnGradTerm& term, int64_t row
   }
 }
 
+// The backward of `part` of the rows in one pass over them: each row's dx
+// (layer_norm_backward_row_on_host) and its terms of the column sums over all d columns, into
+// part_dw and part_db with layer_norm_part_sums_on_host's bits over [0, d). Row r's terms go to
+// the sums of row-thread (r - the part's begin) mod kBiasTileRows, which `acc` holds side by side
+// (2·kBiasTileRows·d floats: db's then dw's of each), added into the part's in thread order at
+// the end. The terms are taken before dx is written: dx may be dy's buffer.
+inline void layer_norm_backward_part_on_host(const ColumnGradTerm& term, float* dx, const float* w,
+                                             int64_t rows, const BiasGradPlan& plan, int64_t part,
+                                             float* acc, float* part_dw, float* part_db) {
+  const IndexRange range = bias_grad_part_rows(plan, rows, part);
+  const int64_t d = term.d;
+  for (int64_t i = 0; i < 2 * kBiasTileRows * d; ++i) acc[i] = 0.0f;
+  for (int64_t r = range.begin; r < range.end; ++r) {
+    float* acc_db = acc + 2 * ((r - range.begin) % kBiasTileRows) * d;
+    float* acc_dw = acc_db + d;
+    for (int64_t c = 0; c < d; ++c) {
+      const SumPair s = term(r, c);
+      acc_db[c] += s.a;
+      acc_dw[c] += s.b;
+    }
+    layer_norm_backward_row_on_host(term.x + r * d, term.dy + r * d, dx + r * d, d, w, term.mean[r],
+                                    term.rstd[r]);
+  }
+  for (int64_t c = 0; c < d; ++c) part_dw[c] = part_db[c] = 0.0f;
+  for (int64_t t = 0; t < kBiasTileRows; ++t) {
+    for (int64_t c = 0; c < d; ++c) {
+      part_db[c] += acc[2 * t * d + c];
+      part_dw[c] += acc[(2 * t + 1) * d + c];
+    }
+  }
+}
+
 // dw[c] and db[c] from the parts' sums, part p's at parts_dw[p·d + c]: with one part its sums
 // themselves, else the parts' added in part order.
 SS_HOST_DEVICE inline void layer_norm_finish_sums(const float* parts_dw, const float* parts_db,
