@@ -54,6 +54,11 @@ std::unique_ptr<LayerKernel> make_cpu_flatten(const Shape& in, Device& device);
 std::unique_ptr<LayerKernel> make_cpu_global_avg_pool(const Shape& in, Device& device);
 // cpu_dropout.cpp: called by make_cpu_layer, which checks the binding.
 std::unique_ptr<LayerKernel> make_cpu_dropout(const DropoutSpec& spec, const LayerBinding& binding);
+// cpu_bias_grad.cpp: a dense layer's bias gradient db from its output's gradient [rows,
+// channels], fp32 (`dy`) or its bf16 copy (`dy_bf16`, dy null), in kernel_math/bias_math.h's
+// order (the CUDA kernel's), across the calling thread's OpenMP team.
+void bias_grad_cpu(const float* dy, const uint16_t* dy_bf16, int64_t rows, int64_t channels,
+                   float* db);
 // cpu_losses.cpp
 std::unique_ptr<LossKernel> make_cpu_loss(LossKind kind, const Shape& output, Device& device);
 // cpu_optimizers.cpp

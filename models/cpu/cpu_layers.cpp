@@ -56,14 +56,12 @@ memory::data_type compute_type() {
 // (brg:avx512_core_amx_bf16, 2 threads). Under fp32 the weight gradient alone, and only where
 // fp32_weight_gradient_by_matmul says so. dx = dy·W, reading the forward's copy of W as
 // [out, in]; dW = dyᵀ·x, dy read as [out, rows] through strides, written in PyTorch's layout;
-// db = 1ᵀ·dy, a row of ones (exact) against dy, summed in fp32.
+// db by bias_grad_cpu, summed in fp32.
 struct MatmulBackward {
   std::optional<dnnl::matmul::desc> data;  // none: the inner product's backward data
   dnnl::matmul::desc weights;
-  std::optional<dnnl::matmul::desc> bias;
   memory::desc weights_rows;  // the forward's copy of W as [out, in]
   memory::desc dy_columns;    // dy as [out, rows]
-  memory::desc ones;          // [1, rows] in the compute type
 };
 
 // Whether an fp32 dense layer computes its weight gradient as a matmul (brg:avx512_core) rather
@@ -328,18 +326,6 @@ class WeightedKernel final : public DnnlKernel {
     backward_weights_ = plan<BwdWeights>(pd, std::move(args));
   }
 
-  // ones_ as `ones` describes them: floats, or bf16 ones two to a float.
-  void fill_ones(const memory::desc& ones) {
-    const bool bf16 = ones.data_type() == memory::data_type::bf16;
-    const size_t count = ones.get_size() / (bf16 ? sizeof(uint16_t) : sizeof(float));
-    if (!bf16) {
-      ones_.assign(count, 1.0f);
-      return;
-    }
-    ones_.assign((count + 1) / 2, 0.0f);
-    std::fill_n(reinterpret_cast<uint16_t*>(ones_.data()), count, kernel_math::float_to_bf16(1.0f));
-  }
-
   // Plans backward_weights_ (dW, then db) and, where it has one, backward_data_ as
   // MatmulBackward's matmuls.
   void plan_matmul_backward(const MatmulBackward& m, const char* layout,
@@ -350,19 +336,16 @@ class WeightedKernel final : public DnnlKernel {
         weights_pd, {{DNNL_ARG_SRC, dy_columns_},
                      {DNNL_ARG_WEIGHTS, src_compute_},
                      {DNNL_ARG_DST, over(weights_pd.dst_desc(), binding.grads[0].data)}});
-    Call bias;
-    if (binding.grads.size() > 1) {
-      const dnnl::matmul::primitive_desc bias_pd(*m.bias, attr_, engine_);
-      fill_ones(m.ones);
-      bias = plan<dnnl::matmul>(bias_pd,
-                                {{DNNL_ARG_SRC, memory(m.ones, engine_, ones_.data())},
-                                 {DNNL_ARG_WEIGHTS, diff_dst_compute_},
-                                 {DNNL_ARG_DST, over(bias_pd.dst_desc(), binding.grads[1].data)}});
-    }
-    backward_weights_ = Call([this, weights, bias](const dnnl::stream& stream) {
-      dy_columns_.set_data_handle(diff_dst_compute_.get_data_handle());
+    float* db = binding.grads.size() > 1 ? binding.grads[1].data : nullptr;
+    const memory::dims columns = m.dy_columns.dims();  // [out, rows]
+    const bool bf16 = m.dy_columns.data_type() == memory::data_type::bf16;
+    backward_weights_ = Call([this, weights, db, columns, bf16](const dnnl::stream& stream) {
+      void* dy = diff_dst_compute_.get_data_handle();
+      dy_columns_.set_data_handle(dy);
       weights.run(stream);
-      if (bias) bias.run(stream);
+      if (db == nullptr) return;
+      bias_grad_cpu(bf16 ? nullptr : static_cast<const float*>(dy),
+                    bf16 ? static_cast<const uint16_t*>(dy) : nullptr, columns[1], columns[0], db);
     });
     if (binding.input_gradient && m.data) {
       const dnnl::matmul::primitive_desc data_pd(*m.data, attr_, engine_);
@@ -386,8 +369,7 @@ class WeightedKernel final : public DnnlKernel {
   Call forward_, backward_data_, backward_weights_;
   memory dst_bf16_;  // the saved bf16 copy forward_to_bf16_ writes
   Call forward_to_bf16_;
-  memory dy_columns_;        // MatmulBackward's view of diff_dst_compute_
-  std::vector<float> ones_;  // MatmulBackward's ones (host memory: a plan reads none)
+  memory dy_columns_;  // MatmulBackward's view of diff_dst_compute_
 };
 
 using ConvKernel = WeightedKernel<dnnl::convolution_forward, dnnl::convolution_backward_data,
@@ -481,14 +463,9 @@ std::unique_ptr<LayerKernel> make_dense(const DenseSpec& d, const LayerBinding& 
   }
   if (bf16 || fp32_weight_gradient_by_matmul(rows, features, d.units)) {
     const memory::desc dy_columns({d.units, rows}, t, Tag::ba);
-    const memory::desc ones({1, rows}, t, Tag::ab);
     descs.matmul_backward = MatmulBackward{
         bf16 ? std::optional(dnnl::matmul::desc(diff_dst_t, plain_weights_t, src)) : std::nullopt,
-        dnnl::matmul::desc(dy_columns, src_t, plain_weights),
-        d.bias ? std::optional(dnnl::matmul::desc(ones, diff_dst_t, matmul_bias)) : std::nullopt,
-        plain_weights_t,
-        dy_columns,
-        ones};
+        dnnl::matmul::desc(dy_columns, src_t, plain_weights), plain_weights_t, dy_columns};
   }
   return std::make_unique<DenseKernel>(device, b, descs);
 }

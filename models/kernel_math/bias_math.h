@@ -93,4 +93,22 @@ SS_HOST_DEVICE inline float ordered_sum(const float* values, int64_t count, int6
   return sum;
 }
 
+// ---- the same order on the host, each part's rows read once and in order (the CPU dense layers)
+
+// value(r·channels + c) summed over the rows r of `part` into out[c] for every channel c, as
+// bias_grad_kernel adds them: row r joins row-thread (r − the part's begin) mod kBiasTileRows,
+// whose sums `acc` holds (kBiasTileRows·channels floats), and the threads' sums are added in
+// thread order at the end. The parts' sums then go through ordered_sum in part order.
+template <class Value>
+void bias_grad_part_on_host(const Value& value, int64_t rows, int64_t channels,
+                            const BiasGradPlan& plan, int64_t part, float* acc, float* out) {
+  const IndexRange range = bias_grad_part_rows(plan, rows, part);
+  for (int64_t i = 0; i < kBiasTileRows * channels; ++i) acc[i] = 0.0f;
+  for (int64_t r = range.begin; r < range.end; ++r) {
+    float* sums = acc + ((r - range.begin) % kBiasTileRows) * channels;
+    for (int64_t c = 0; c < channels; ++c) sums[c] += value(r * channels + c);
+  }
+  for (int64_t c = 0; c < channels; ++c) out[c] = ordered_sum(acc + c, kBiasTileRows, channels);
+}
+
 }  // namespace scalescope::kernel_math
