@@ -8,18 +8,21 @@
 //
 // The arithmetic follows PyTorch's single-tensor implementations (torch.optim.SGD, Adam with
 // foreach=False) operation by operation, so the two agree to rounding.
+#include <omp.h>
+
 #include <cmath>
 #include <cstdint>
-#include <experimental/simd>
 
 #include "core/check.h"
 #include "models/cpu/cpu_kernels.h"
 #include "models/cpu/prefetch.h"
+#include "models/cpu/vector_clones.h"
+#include "models/kernel_math/optimizer_math.h"
 
 namespace scalescope {
 namespace {
 
-namespace stdx = std::experimental;
+namespace km = kernel_math;
 
 // Below this many parameters the update runs on the calling thread (tests, tiny models).
 constexpr int64_t kParallelMinParams = int64_t{1} << 15;
@@ -28,6 +31,29 @@ Tensor zeroed_state(Device& device, int64_t n) {
   Tensor t(device, Shape{n});
   device.fill_zero(t.data(), t.bytes(), device.default_stream());
   return t;
+}
+
+// Adam over n values (kernel_math's adam_step, PyTorch's order of operations), in a vector
+// clone (vector_clones.h) of a file compiled without contraction: each value's bits whatever
+// the vector width or the threads' shares, and the CUDA kernel's. The AVX-512 clone runs the
+// two divisions and the square root 16 values at a time; std::experimental::simd's native
+// width, which this loop was written in before, is the baseline's SSE, 4. The scalars come by
+// value: read through a reference, they would be reloaded after every store (w, m or v might
+// alias them), which cost ~20% of the step.
+SCALESCOPE_VECTOR_CLONES void adam_span(float* __restrict__ w, const float* __restrict__ g,
+                                        float* __restrict__ m, float* __restrict__ v, int64_t n,
+                                        const km::AdamScalars s) {
+  cpu_prefetch::in_prefetched_blocks(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          const km::AdamStep next = km::adam_step(w[i], g[i], m[i], v[i], s);
+          w[i] = next.w;
+          m[i] = next.m;
+          v[i] = next.v;
+        }
+      },
+      w, g, m, v);
 }
 
 class CpuSgd final : public OptimizerKernel {
@@ -87,72 +113,16 @@ class CpuAdam final : public OptimizerKernel {
   void update(float* params, const float* grads, float lr, int64_t step, Stream&) override {
     SS_CHECK(step >= 1, "Adam step {} must count from 1", step);
     if (skips()) return;
-    // Bias corrections in double: beta2^t for t in the thousands loses most of its digits in
-    // float (1 - 0.999^t is a difference of nearly equal numbers for small t).
-    const double t = static_cast<double>(step);
-    const double bias_correction1 = 1.0 - std::pow(static_cast<double>(config_.beta1), t);
-    const double bias_correction2 = 1.0 - std::pow(static_cast<double>(config_.beta2), t);
-    const float step_size = static_cast<float>(static_cast<double>(lr) / bias_correction1);
-    const float bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-
-    float* __restrict__ w = params;
-    const float* __restrict__ g = grads;
-    float* __restrict__ m = exp_avg_.data();
-    float* __restrict__ v = exp_avg_sq_.data();
-    const float wd = config_.weight_decay;
-    const float beta1 = config_.beta1;
-    const float beta2 = config_.beta2;
-    const float one_minus_beta1 = 1.0f - beta1;
-    const float one_minus_beta2 = 1.0f - beta2;
-    const float eps = config_.epsilon;
+    const km::AdamScalars scalars = km::adam_scalars(lr, step, config_.weight_decay, config_.beta1,
+                                                     config_.beta2, config_.epsilon);
+    float* m = exp_avg_.data();
+    float* v = exp_avg_sq_.data();
     const int64_t n = n_;
-    // Written with std::experimental::simd rather than as a plain `omp simd` loop: with the
-    // default -fmath-errno, GCC keeps a scalar errno path for every sqrt and refuses to
-    // vectorize the loop, which made this step 3x slower (79 ms instead of 24 ms for 41M
-    // parameters on 2 cores). Both paths use IEEE sqrt and division, so the vector body and the
-    // scalar tail round identically; which path an element takes depends only on n, never on
-    // the thread count.
-    using Vec = stdx::native_simd<float>;
-    constexpr auto kLanes = static_cast<int64_t>(Vec::size());
-    const int64_t blocks = n / kLanes;
-    // The scalars are broadcast into locals of each thread: read through the region's shared
-    // references, they would be reloaded after every store (the compiler cannot rule out that
-    // w, m or v alias them), which cost ~20% of the step.
 #pragma omp parallel num_threads(threads_) if (n >= kParallelMinParams)
     {
-      const Vec wd_v(wd), beta1_v(beta1), beta2_v(beta2), one_minus_beta1_v(one_minus_beta1),
-          one_minus_beta2_v(one_minus_beta2), step_size_v(step_size),
-          bias_correction2_sqrt_v(bias_correction2_sqrt), eps_v(eps);
-#pragma omp for schedule(static)
-      for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t i = b * kLanes;
-        if (i % 16 == 0) {
-          cpu_prefetch::prefetch_ahead(w + i, 16);
-          cpu_prefetch::prefetch_ahead(g + i, 16);
-          cpu_prefetch::prefetch_ahead(m + i, 16);
-          cpu_prefetch::prefetch_ahead(v + i, 16);
-        }
-        Vec wi(w + i, stdx::element_aligned);
-        const Vec gi(g + i, stdx::element_aligned);
-        Vec mi(m + i, stdx::element_aligned);
-        Vec vi(v + i, stdx::element_aligned);
-        const Vec d = gi + wd_v * wi;
-        mi = beta1_v * mi + one_minus_beta1_v * d;
-        vi = beta2_v * vi + one_minus_beta2_v * d * d;
-        // w -= lr · (m / bc1) / (sqrt(v / bc2) + eps), written as PyTorch evaluates it.
-        wi -= step_size_v * (mi / (stdx::sqrt(vi) / bias_correction2_sqrt_v + eps_v));
-        mi.copy_to(m + i, stdx::element_aligned);
-        vi.copy_to(v + i, stdx::element_aligned);
-        wi.copy_to(w + i, stdx::element_aligned);
-      }
-    }
-    for (int64_t i = blocks * kLanes; i < n; ++i) {
-      const float d = g[i] + wd * w[i];
-      const float mi = beta1 * m[i] + one_minus_beta1 * d;
-      const float vi = beta2 * v[i] + one_minus_beta2 * d * d;
-      m[i] = mi;
-      v[i] = vi;
-      w[i] -= step_size * (mi / (std::sqrt(vi) / bias_correction2_sqrt + eps));
+      const int64_t share = omp_get_thread_num(), shares = omp_get_num_threads();
+      const int64_t begin = n * share / shares, end = n * (share + 1) / shares;
+      adam_span(params + begin, grads + begin, m + begin, v + begin, end - begin, scalars);
     }
   }
 
