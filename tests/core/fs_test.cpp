@@ -19,8 +19,12 @@
 namespace scalescope {
 namespace {
 
+// An empty directory of this test process's own: one an earlier process of the same pid left
+// (process ids come round again, and runs leave these behind) made mkfifo and create_symlink
+// fail on the names it still held.
 std::string temp_dir(const std::string& name) {
   const std::string dir = testing::TempDir() + "/fs_test_" + std::to_string(::getpid()) + name;
+  std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
 }
