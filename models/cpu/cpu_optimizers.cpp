@@ -56,6 +56,45 @@ SCALESCOPE_VECTOR_CLONES void adam_span(float* __restrict__ w, const float* __re
       w, g, m, v);
 }
 
+// SGD over n values, without and with momentum (kernel_math's sgd_step and sgd_momentum_step),
+// as Adam's span: in vector clones, the inputs fetched ahead. v starts at zero, so the first
+// step gives v = g' as PyTorch's clone of the gradient.
+SCALESCOPE_VECTOR_CLONES void sgd_span(float* __restrict__ w, const float* __restrict__ g,
+                                       int64_t n, float lr, float wd) {
+  cpu_prefetch::in_prefetched_blocks(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) w[i] = km::sgd_step(w[i], g[i], lr, wd);
+      },
+      w, g);
+}
+SCALESCOPE_VECTOR_CLONES void sgd_momentum_span(float* __restrict__ w, const float* __restrict__ g,
+                                                float* __restrict__ v, int64_t n, float lr,
+                                                float wd, float momentum) {
+  cpu_prefetch::in_prefetched_blocks(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          const km::SgdMomentumStep next =
+              km::sgd_momentum_step(w[i], g[i], v[i], lr, wd, momentum);
+          w[i] = next.w;
+          v[i] = next.v;
+        }
+      },
+      w, g, v);
+}
+
+// f(begin, end) over a contiguous share of [0, n) on each of `threads` threads (on the calling
+// thread alone below kParallelMinParams).
+template <class F>
+void in_shares(int64_t n, int threads, const F& f) {
+#pragma omp parallel num_threads(threads) if (n >= kParallelMinParams)
+  {
+    const int64_t share = omp_get_thread_num(), shares = omp_get_num_threads();
+    f(n * share / shares, n * (share + 1) / shares);
+  }
+}
+
 class CpuSgd final : public OptimizerKernel {
  public:
   CpuSgd(const OptimizerConfig& config, int64_t n, Device& device)
@@ -67,26 +106,16 @@ class CpuSgd final : public OptimizerKernel {
 
   void update(float* params, const float* grads, float lr, int64_t, Stream&) override {
     if (skips()) return;
-    float* __restrict__ w = params;
-    const float* __restrict__ g = grads;
     const float wd = config_.weight_decay;
-    const int64_t n = n_;
-    const bool parallel = n >= kParallelMinParams;
-    if (config_.momentum > 0.0f) {
-      // v starts at zero, so the first step gives v = g' as PyTorch's clone of the gradient.
-      float* __restrict__ v = momentum_.data();
-      const float m = config_.momentum;
-#pragma omp parallel for simd schedule(static) num_threads(threads_) if (parallel)
-      for (int64_t i = 0; i < n; ++i) {
-        const float d = g[i] + wd * w[i];
-        const float vi = m * v[i] + d;
-        v[i] = vi;
-        w[i] -= lr * vi;
+    float* v = config_.momentum > 0.0f ? momentum_.data() : nullptr;
+    const float momentum = config_.momentum;
+    in_shares(n_, threads_, [&](int64_t begin, int64_t end) {
+      if (v != nullptr) {
+        sgd_momentum_span(params + begin, grads + begin, v + begin, end - begin, lr, wd, momentum);
+      } else {
+        sgd_span(params + begin, grads + begin, end - begin, lr, wd);
       }
-    } else {
-#pragma omp parallel for simd schedule(static) num_threads(threads_) if (parallel)
-      for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
-    }
+    });
   }
 
   std::vector<TensorView> state() const override {
@@ -117,18 +146,12 @@ class CpuAdam final : public OptimizerKernel {
                                                      config_.beta2, config_.epsilon);
     float* m = exp_avg_.data();
     float* v = exp_avg_sq_.data();
-    const int64_t n = n_;
-#pragma omp parallel num_threads(threads_) if (n >= kParallelMinParams)
-    {
-      const int64_t share = omp_get_thread_num(), shares = omp_get_num_threads();
-      const int64_t begin = n * share / shares, end = n * (share + 1) / shares;
+    in_shares(n_, threads_, [&](int64_t begin, int64_t end) {
       adam_span(params + begin, grads + begin, m + begin, v + begin, end - begin, scalars);
-    }
+    });
   }
 
-  std::vector<TensorView> state() const override {
-    return {exp_avg_.view(), exp_avg_sq_.view()};
-  }
+  std::vector<TensorView> state() const override { return {exp_avg_.view(), exp_avg_sq_.view()}; }
 
  private:
   OptimizerConfig config_;
