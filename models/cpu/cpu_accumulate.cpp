@@ -11,24 +11,12 @@
 
 #include "models/cpu/cpu_half.h"
 #include "models/cpu/cpu_kernels.h"
+#include "models/cpu/in_shares.h"
 #include "models/cpu/vector_clones.h"
 
 namespace scalescope {
 
-namespace {
-
-// f(begin, end) over a contiguous share of [0, n) on each thread of the calling thread's team.
-template <class F>
-void in_shares(int64_t n, const F& f) {
-#pragma omp parallel
-  {
-    const int64_t t = omp_get_thread_num();
-    const int64_t k = omp_get_num_threads();
-    f(n * t / k, n * (t + 1) / k);
-  }
-}
-
-}  // namespace
+using cpu_shares::in_shares;
 
 void accumulate_into_cpu(float* acc, const float* grads, int64_t count, bool first) {
   // The team of the calling thread: a replica's device set its thread count (make_current).

@@ -41,8 +41,10 @@ void bias_grad_cpu(const float* dy, const uint16_t* dy_bf16, int64_t rows, int64
                    float* db) {
   const km::BiasGradPlan plan = km::bias_grad_plan(rows);
   const int64_t parts = plan.parts;
-  // With one part its sums are db; with more, each part's sums, then added in part order.
-  std::vector<float> partial(static_cast<size_t>(parts > 1 ? parts * channels : 0));
+  // With one part its sums are db; with more, each part's sums, then added in part order (in
+  // the calling thread's buffer, kept between calls: this runs in every backward).
+  thread_local std::vector<float> partial;
+  partial.resize(static_cast<size_t>(parts > 1 ? parts * channels : 0));
   float* out = parts > 1 ? partial.data() : db;
 #pragma omp parallel if (parts > 1)
   {

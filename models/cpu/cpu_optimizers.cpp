@@ -8,13 +8,12 @@
 //
 // The arithmetic follows PyTorch's single-tensor implementations (torch.optim.SGD, Adam with
 // foreach=False) operation by operation, so the two agree to rounding.
-#include <omp.h>
-
 #include <cmath>
 #include <cstdint>
 
 #include "core/check.h"
 #include "models/cpu/cpu_kernels.h"
+#include "models/cpu/in_shares.h"
 #include "models/cpu/prefetch.h"
 #include "models/cpu/vector_clones.h"
 #include "models/kernel_math/optimizer_math.h"
@@ -88,11 +87,7 @@ SCALESCOPE_VECTOR_CLONES void sgd_momentum_span(float* __restrict__ w, const flo
 // thread alone below kParallelMinParams).
 template <class F>
 void in_shares(int64_t n, int threads, const F& f) {
-#pragma omp parallel num_threads(threads) if (n >= kParallelMinParams)
-  {
-    const int64_t share = omp_get_thread_num(), shares = omp_get_num_threads();
-    f(n * share / shares, n * (share + 1) / shares);
-  }
+  cpu_shares::in_shares(n, f, threads, n >= kParallelMinParams);
 }
 
 class CpuSgd final : public OptimizerKernel {
