@@ -119,6 +119,17 @@ class LayerKernel {
   // reordered weights).
   virtual void backward(const float* in, const float* out, const float* dout, float* din,
                         Stream& stream) = 0;
+  // A kernel whose backward can add the input's gradient to what `din` holds (each value the
+  // old one + its own, as accumulate_into adds) says so: for a layer whose input a later layer
+  // reads too (a residual stream's layer norm), whose backward ran first and wrote that
+  // gradient, the model then calls backward_adding instead of backward into scratch and a pass
+  // that adds the scratch. `din` is not `dout` there. Only in the fp32 calls (backward, or
+  // backward after a restore): the 16-bit ones below write their `din`.
+  virtual bool adds_input_gradient() const { return false; }
+  virtual void backward_adding(const float* /*in*/, const float* /*out*/, const float* /*dout*/,
+                               float* /*din*/, Stream& /*stream*/) {
+    throw_error("this kernel's backward does not add to its input's gradient");
+  }
   // Under bf16 and fp16 the model saves the outputs a backward reads in 16 bits (autocast's
   // saved tensors) and restores them into fp32 before each backward that reads them. A kernel
   // that can compute its backward from the saved copies in `format` as they are (no restore,

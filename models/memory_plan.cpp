@@ -78,32 +78,100 @@ std::vector<LiveSpan> reader_spans(const std::vector<std::vector<int>>& inputs) 
   return spans;
 }
 
-std::vector<int> gradient_aliases(const std::vector<std::vector<int>>& inputs,
-                                  const std::vector<bool>& passes_unchanged) {
-  const size_t layers = inputs.size();
-  SS_CHECK(passes_unchanged.size() == layers, "{} flags for {} layers", passes_unchanged.size(),
-           layers);
-  std::vector<int> readers(layers, 0);
-  for (const std::vector<int>& from : inputs) {
-    for (const int layer : from) {
-      if (layer >= 0) ++readers.at(static_cast<size_t>(layer));
-    }
-  }
-  std::vector<int> alias(layers, -1);
-  for (size_t reader = 0; reader < layers; ++reader) {
-    if (!passes_unchanged[reader]) continue;
+namespace {
+
+// Per layer, the layers that read its output, in order (a layer reading it twice, twice).
+std::vector<std::vector<int>> readers_of(const std::vector<std::vector<int>>& inputs) {
+  std::vector<std::vector<int>> readers(inputs.size());
+  for (size_t reader = 0; reader < inputs.size(); ++reader) {
     for (const int from : inputs[reader]) {
-      if (from >= 0 && readers[static_cast<size_t>(from)] == 1)
-        alias[static_cast<size_t>(from)] = static_cast<int>(reader);
+      if (from >= 0) readers.at(static_cast<size_t>(from)).push_back(static_cast<int>(reader));
     }
   }
+  return readers;
+}
+
+// Per layer, the Add that takes its gradient (-1: none): each input an Add alone reads, and
+// with `shared_inputs` each input it reads once, after every other reader.
+std::vector<int> add_parents(const std::vector<std::vector<int>>& inputs,
+                             const std::vector<bool>& passes_unchanged,
+                             const std::vector<std::vector<int>>& readers, bool shared_inputs) {
+  std::vector<int> parent(inputs.size(), -1);
+  for (size_t add = 0; add < inputs.size(); ++add) {
+    if (!passes_unchanged[add]) continue;
+    const int a = static_cast<int>(add);
+    for (const int from : inputs[add]) {
+      if (from < 0) continue;
+      const std::vector<int>& r = readers[static_cast<size_t>(from)];
+      const bool last_once = r.back() == a && (r.size() == 1 || r[r.size() - 2] != a);
+      if (r.size() == 1 || (shared_inputs && last_once)) parent[static_cast<size_t>(from)] = a;
+    }
+  }
+  return parent;
+}
+
+// Each layer's holder: its last ancestor through `parent`, -1 for a layer without a parent.
+std::vector<int> resolve(const std::vector<int>& parent) {
+  std::vector<int> alias = parent;
   // Last to first: an Add's own alias is resolved before its inputs take it.
-  for (size_t layer = layers; layer-- > 0;) {
+  for (size_t layer = alias.size(); layer-- > 0;) {
     const int to = alias[layer];
     if (to >= 0 && alias[static_cast<size_t>(to)] >= 0)
       alias[layer] = alias[static_cast<size_t>(to)];
   }
   return alias;
+}
+
+// Whether every layer sharing a buffer finds its own gradient there when its backward reads
+// it (at its index, the backwards running down from the last layer). The other readers of an
+// input with several add their gradients into the buffer in their backwards; a sharer m must
+// see exactly those of the inputs on its way up to the holder (itself and the Adds it passes
+// through): a reader r of such an input comes before m (r > m) if and only if the input is on
+// m's way.
+bool sharers_read_their_own(const std::vector<int>& parent,
+                            const std::vector<std::vector<int>>& readers) {
+  const std::vector<int> alias = resolve(parent);
+  const size_t layers = parent.size();
+  const auto holder = [&](size_t layer) {
+    return alias[layer] >= 0 ? static_cast<size_t>(alias[layer]) : layer;
+  };
+  const auto on_way = [&](size_t from, size_t m) {
+    for (int x = static_cast<int>(m); x >= 0; x = parent[static_cast<size_t>(x)]) {
+      if (static_cast<size_t>(x) == from) return true;
+    }
+    return false;
+  };
+  // Whether m's gradient is in from's buffer.
+  const auto shares = [&](size_t m, size_t from) {
+    return holder(m) == holder(from) && (alias[m] >= 0 || m == holder(from));
+  };
+  for (size_t from = 0; from < layers; ++from) {
+    if (parent[from] < 0 || readers[from].size() < 2) continue;
+    for (const int r : readers[from]) {
+      // A reader adding into the buffer must not read its own gradient there.
+      if (r != parent[from] && shares(static_cast<size_t>(r), from)) return false;
+    }
+    for (size_t m = 0; m < layers; ++m) {
+      if (!shares(m, from)) continue;
+      for (const int r : readers[from]) {
+        if (r != parent[from] && (static_cast<size_t>(r) > m) != on_way(from, m)) return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<int> gradient_aliases(const std::vector<std::vector<int>>& inputs,
+                                  const std::vector<bool>& passes_unchanged) {
+  const size_t layers = inputs.size();
+  SS_CHECK(passes_unchanged.size() == layers, "{} flags for {} layers", passes_unchanged.size(),
+           layers);
+  const std::vector<std::vector<int>> readers = readers_of(inputs);
+  const std::vector<int> shared = add_parents(inputs, passes_unchanged, readers, true);
+  if (sharers_read_their_own(shared, readers)) return resolve(shared);
+  return resolve(add_parents(inputs, passes_unchanged, readers, false));
 }
 
 ArenaTensors gradient_tensors(const std::vector<int64_t>& sizes,

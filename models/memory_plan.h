@@ -48,9 +48,12 @@ std::vector<LiveSpan> reader_spans(const std::vector<std::vector<int>>& inputs);
 // Per layer, the later layer whose gradient buffer holds its gradient, or -1 for its own: an
 // Add passes its gradient unchanged to its inputs, so the gradient of an input that Add alone
 // reads is the Add's, and backward reads it there instead of the Add copying it (a GPT's
-// attention and MLP projections, each read only by its residual add). `passes_unchanged[k]`:
-// layer k is an Add without a fused ReLU, whose mask would change the gradient. An Add whose
-// own gradient is another's resolves to that one.
+// attention and MLP projections, each read only by its residual add). So is that of an input
+// the Add reads after every other reader (a residual stream, read by a layer norm first): the
+// other readers' backwards, which run after the Add's, add their gradients into the buffer, so
+// long as no layer sharing it reads it in between (else none such is shared).
+// `passes_unchanged[k]`: layer k is an Add without a fused ReLU, whose mask would change the
+// gradient. An Add whose own gradient is another's resolves to that one.
 std::vector<int> gradient_aliases(const std::vector<std::vector<int>>& inputs,
                                   const std::vector<bool>& passes_unchanged);
 

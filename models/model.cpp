@@ -416,8 +416,14 @@ void Model::run_forward(LayerKernel& kernel, const float* in, float* out, Stream
 }
 
 void Model::run_backward(LayerKernel& kernel, const float* in, const float* out, const float* dout,
-                         float* din, Stream& stream) {
+                         float* din, Stream& stream, bool adding) {
   const int points = sync_ ? kernel.sync_points(LayerKernel::Pass::kBackward) : 0;
+  if (adding) {
+    SS_CHECK(points == 0, "model '{}': a staged backward cannot add to its input's gradient",
+             def_.name);
+    kernel.backward_adding(in, out, dout, din, stream);
+    return;
+  }
   if (points == 0) {
     kernel.backward(in, out, dout, din, stream);
     return;
@@ -435,7 +441,7 @@ void Model::run_backward(LayerKernel& kernel, const float* in, const float* out,
 void Model::add_gradient(int layer, const float* gradient, Stream& stream,
                          const kernel_math::ReluOutput* relu_output) {
   Plan& plan = *current_;
-  float* target = plan.gradient(static_cast<size_t>(layer));
+  float* target = plan.output_gradient(static_cast<size_t>(layer));
   const int64_t count = plan.batch * shapes_[static_cast<size_t>(layer) + 1].numel();
   const bool first = !plan.filled[static_cast<size_t>(layer)];
   if (relu_output != nullptr) {
@@ -490,17 +496,19 @@ void Model::backward_graph_layer(int layer, Stream& stream) {
   }
   const int input = from.front();
   const bool needs_din = input != kModelInput;
-  // The first reader writes the input's gradient in place; a later one into scratch.
+  // The first reader writes the input's gradient in place; a later one adds to it, in its
+  // backward where the kernel can, else through scratch.
   const bool in_place = needs_din && !plan.filled[static_cast<size_t>(input)];
-  float* din = !needs_din ? nullptr
-               : in_place ? plan.gradient(static_cast<size_t>(input))
-                          : plan.scratch[static_cast<size_t>(layer)];
+  const bool adding = needs_din && !in_place && adds_to_input_gradient(*kernel, layer);
+  float* din = !needs_din           ? nullptr
+               : in_place || adding ? plan.output_gradient(static_cast<size_t>(input))
+                                    : plan.scratch[static_cast<size_t>(layer)];
   SS_CHECK(!needs_din || din != nullptr,
            "model '{}': layer {}'s backward has no scratch planned for its input's gradient",
            def_.name, layer);
-  backward_layer(*kernel, layer, dout, din, stream);
+  backward_layer(*kernel, layer, dout, din, stream, adding);
   if (in_place) plan.filled[static_cast<size_t>(input)] = true;
-  if (needs_din && !in_place) add_gradient(input, din, stream);
+  if (needs_din && !in_place && !adding) add_gradient(input, din, stream);
   add_tied_gradients(layer, stream);
 }
 

@@ -203,9 +203,13 @@ class Model {
   const uint16_t* saved_input(LayerKernel& kernel, int layer) const;
   void restore_saved(int reader, int of, Stream& stream);
   // A layer's backward (run_backward, its saved values restored first, or backward_saved where
-  // the kernel reads them as they are: LayerKernel::reads_saved).
-  void backward_layer(LayerKernel& kernel, int layer, const float* dout, float* din,
-                      Stream& stream);
+  // the kernel reads them as they are: LayerKernel::reads_saved). `adding`: backward_adding,
+  // where adds_to_input_gradient said it may.
+  void backward_layer(LayerKernel& kernel, int layer, const float* dout, float* din, Stream& stream,
+                      bool adding = false);
+  // Whether `layer`'s backward can add its input's gradient to the one a later reader wrote
+  // (LayerKernel::adds_input_gradient, in an fp32 call without sync stages).
+  bool adds_to_input_gradient(const LayerKernel& kernel, int layer) const;
   void forward_layer(size_t layer, bool training, Stream& stream);
   LayerBinding binding(size_t layer, int64_t batch) const;
   // The output of `layer` in the current plan (kModelInput: the model's input), and the
@@ -222,7 +226,7 @@ class Model {
   // A layer's training passes, in stages around the sync sums when set_sync asked for them.
   void run_forward(LayerKernel& kernel, const float* in, float* out, Stream& stream);
   void run_backward(LayerKernel& kernel, const float* in, const float* out, const float* dout,
-                    float* din, Stream& stream);
+                    float* din, Stream& stream, bool adding = false);
 
   ModelDef def_;
   Device& device_;

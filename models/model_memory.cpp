@@ -417,16 +417,26 @@ void Model::plan_half_gradients(Plan& plan) const {
   }
 }
 
+bool Model::adds_to_input_gradient(const LayerKernel& kernel, int layer) const {
+  const Plan& plan = *current_;
+  return kernel.adds_input_gradient() && !staged(kernel, LayerKernel::Pass::kBackward) &&
+         !(plan.saved_format && saved_reads(plan, kernel, layer).as_saved);
+}
+
 void Model::backward_layer(LayerKernel& kernel, int layer, const float* dout, float* din,
-                           Stream& stream) {
+                           Stream& stream, bool adding) {
   const Plan& plan = *current_;
   const float* out = plan.outputs[static_cast<size_t>(layer)];
   if (!plan.saved_format) {
-    run_backward(kernel, layer_input(layer), out, dout, din, stream);
+    run_backward(kernel, layer_input(layer), out, dout, din, stream, adding);
     return;
   }
   const SavedReads reads = saved_reads(plan, kernel, layer);
   const int from = reads.from;
+  SS_CHECK(!adding || !reads.as_saved,
+           "model '{}': layer {}'s backward reads 16-bit copies and cannot add to its input's "
+           "gradient",
+           def_.name, layer);
   if (reads.as_saved) {
     const uint16_t* in = reads.input ? saved_copy(layer, from) : nullptr;
     const uint16_t* saved_out = reads.output ? saved_copy(layer, layer) : nullptr;
@@ -446,7 +456,7 @@ void Model::backward_layer(LayerKernel& kernel, int layer, const float* dout, fl
   if (reads.input) restore_saved(layer, from, stream);
   if (reads.output) restore_saved(layer, layer, stream);
   run_backward(kernel, from == kModelInput ? input_ : plan.restored[static_cast<size_t>(from)],
-               plan.restored[static_cast<size_t>(layer)], dout, din, stream);
+               plan.restored[static_cast<size_t>(layer)], dout, din, stream, adding);
 }
 
 }  // namespace scalescope

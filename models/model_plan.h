@@ -84,6 +84,13 @@ struct Model::Plan {
   }
   // Graphs: per layer, the Add whose gradient is this layer's too (gradient_aliases), or -1.
   std::vector<int> grad_alias;
+  // The buffer that holds the gradient of layer i's output: an Add's where it takes it
+  // (grad_alias; its readers add theirs there), else its own.
+  float* output_gradient(size_t layer) {
+    return gradient(layer < grad_alias.size() && grad_alias[layer] >= 0
+                        ? static_cast<size_t>(grad_alias[layer])
+                        : layer);
+  }
   // The layer whose output gradient `layer`'s backward starts from.
   size_t gradient_holder(size_t layer) const {
     const size_t own = runs_relu_backward(layer) ? layer + 1 : layer;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "core/check.h"
 #include "models/cpu/cpu_half.h"
 #include "models/cpu/cpu_kernels.h"
 #include "models/cpu/prefetch.h"
@@ -35,16 +36,28 @@ SCALESCOPE_VECTOR_CLONES void forward_row(const float* x, float* y, int64_t d, c
   km::layer_norm_forward_row_on_host(x, y, d, w, b, eps, mean, rstd);
 }
 
+// `add`: dx added to what it holds (LayerKernel::backward_adding).
 SCALESCOPE_VECTOR_CLONES void backward_row(const float* x, const float* dy, float* dx, int64_t d,
-                                           const float* w, float mean, float rstd) {
-  km::layer_norm_backward_row_on_host(x, dy, dx, d, w, mean, rstd);
+                                           const float* w, float mean, float rstd, bool add) {
+  if (add) {
+    km::layer_norm_backward_row_on_host<true>(x, dy, dx, d, w, mean, rstd);
+  } else {
+    km::layer_norm_backward_row_on_host<false>(x, dy, dx, d, w, mean, rstd);
+  }
 }
 
 // Flattened: GCC would not inline the part's loops into the clones by itself.
 SCALESCOPE_VECTOR_CLONES [[gnu::flatten]] void backward_part(
     const km::ColumnGradTerm& term, float* dx, const float* w, int64_t rows,
-    const km::BiasGradPlan& plan, int64_t part, float* acc, float* part_dw, float* part_db) {
-  km::layer_norm_backward_part_on_host(term, dx, w, rows, plan, part, acc, part_dw, part_db);
+    const km::BiasGradPlan& plan, int64_t part, float* acc, float* part_dw, float* part_db,
+    bool add) {
+  if (add) {
+    km::layer_norm_backward_part_on_host<true>(term, dx, w, rows, plan, part, acc, part_dw,
+                                               part_db);
+  } else {
+    km::layer_norm_backward_part_on_host<false>(term, dx, w, rows, plan, part, acc, part_dw,
+                                                part_db);
+  }
 }
 
 SCALESCOPE_VECTOR_CLONES void part_sums(const km::ColumnGradTerm& term, int64_t rows,
@@ -103,8 +116,24 @@ class LayerNormKernel final : public LayerKernel {
   }
 
   void backward(const float* in, const float*, const float* dout, float* din, Stream&) override {
+    backward_into(in, dout, din, false);
+  }
+
+  // A residual stream's layer norm adds its dx in the same pass (no scratch, no second pass).
+  bool adds_input_gradient() const override {
+    return true;
+  }
+  void backward_adding(const float* in, const float*, const float* dout, float* din,
+                       Stream&) override {
+    SS_CHECK(din != nullptr && din != dout,
+             "layer norm: backward_adding needs an input gradient apart from dout");
+    backward_into(in, dout, din, true);
+  }
+
+ private:
+  void backward_into(const float* in, const float* dout, float* din, bool add) {
     if (din != nullptr && parts_share_out_evenly()) {
-      backward_in_parts(in, dout, din);
+      backward_in_parts(in, dout, din, add);
       return;
     }
     parameter_gradients(in, dout);
@@ -116,11 +145,10 @@ class LayerNormKernel final : public LayerKernel {
     for (int64_t r = 0; r < rows_; ++r) {
       cpu_prefetch::prefetch_ahead(in + r * d, d);
       cpu_prefetch::prefetch_ahead(dout + r * d, d);
-      backward_row(in + r * d, dout + r * d, din + r * d, d, weight_, mean[r], rstd[r]);
+      backward_row(in + r * d, dout + r * d, din + r * d, d, weight_, mean[r], rstd[r], add);
     }
   }
 
- private:
   // Overwrites dw and db: each (part, column block) task sums its own columns of its own rows;
   // with several parts, their sums are then added in part order.
   void parameter_gradients(const float* in, const float* dout) {
@@ -152,7 +180,7 @@ class LayerNormKernel final : public LayerKernel {
   // Each part of the rows in one pass (layer_norm_backward_part_on_host): the rows read once and
   // in order, where parameter_gradients's column sums stride over them and the rows' pass reads
   // them again. The same bits.
-  void backward_in_parts(const float* in, const float* dout, float* din) {
+  void backward_in_parts(const float* in, const float* dout, float* din, bool add) {
     const km::ColumnGradTerm term{in, dout, saved_mean(), saved_rstd(), d_};
     const int64_t d = d_;
     const int64_t parts = plan_.parts;
@@ -165,7 +193,7 @@ class LayerNormKernel final : public LayerKernel {
 #pragma omp for schedule(static)
       for (int64_t p = 0; p < parts; ++p) {
         backward_part(term, din, weight_, rows_, plan_, p, acc.data(), parts_dw + p * d,
-                      parts_db + p * d);
+                      parts_db + p * d, add);
       }
     }
     finish_sums(parts_dw, parts_db);

@@ -47,7 +47,17 @@ class LayerNormKernel final : public LayerKernel {
   void backward(const float* in, const float*, const float* dout, float* din,
                 Stream& stream) override {
     cuda_ops::layer_norm_backward(in, dout, din, weight_grad_, bias_grad_, rows_, d_, tensors_,
-                                  cuda_stream(stream));
+                                  false, cuda_stream(stream));
+  }
+
+  // A residual stream's layer norm adds its dx in the same kernel (no scratch, no second pass).
+  bool adds_input_gradient() const override { return true; }
+  void backward_adding(const float* in, const float*, const float* dout, float* din,
+                       Stream& stream) override {
+    SS_CHECK(din != nullptr && din != dout,
+             "layer norm: backward_adding needs an input gradient apart from dout");
+    cuda_ops::layer_norm_backward(in, dout, din, weight_grad_, bias_grad_, rows_, d_, tensors_,
+                                  true, cuda_stream(stream));
   }
 
  private:

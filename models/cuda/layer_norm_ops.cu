@@ -64,7 +64,8 @@ void launch_layer_norm_forward(const float* x, Rows y, int64_t rows, int64_t d, 
 }
 
 __global__ void layer_norm_backward_data_kernel(const float* x, const float* dy, float* dx,
-                                                int64_t rows, int64_t d, LayerNormTensors t) {
+                                                int64_t rows, int64_t d, LayerNormTensors t,
+                                                bool add_dx) {
   const int lane = cuda_ops::lane();
   for (int64_t r = first_warp(); r < rows; r += warp_stride()) {
     const float* xr = x + r * d;
@@ -83,8 +84,11 @@ __global__ void layer_norm_backward_data_kernel(const float* x, const float* dy,
           return In{dyr[i], t.weight[i], xr[i]};
         },
         [&](int64_t i, const In& in) {
-          dx[r * d + i] = km::layer_norm_backward_element(
-              in.dy * in.weight, km::layer_norm_xhat(in.x, mean, rstd), mean_g, mean_gxhat, rstd);
+          km::layer_norm_store_dx(dx + r * d + i,
+                                  km::layer_norm_backward_element(
+                                      in.dy * in.weight, km::layer_norm_xhat(in.x, mean, rstd),
+                                      mean_g, mean_gxhat, rstd),
+                                  add_dx);
         });
   }
 }
@@ -140,7 +144,8 @@ void layer_norm_forward_half(const float* x, uint16_t* y, kernel_math::HalfForma
 }
 
 void layer_norm_backward(const float* x, const float* dy, float* dx, float* dw, float* db,
-                         int64_t rows, int64_t d, const LayerNormTensors& t, cudaStream_t stream) {
+                         int64_t rows, int64_t d, const LayerNormTensors& t, bool add_dx,
+                         cudaStream_t stream) {
   if (rows == 0 || d == 0) return;
   const km::BiasGradPlan plan = km::bias_grad_plan(rows);
   float* parts_dw = plan.parts > 1 ? t.scratch : dw;
@@ -158,7 +163,7 @@ void layer_norm_backward(const float* x, const float* dy, float* dx, float* dw, 
   }
   if (dx == nullptr) return;  // first layer: nobody needs the input's gradient
   layer_norm_backward_data_kernel<<<grid_for(rows * kLanes), kThreads, 0, stream>>>(x, dy, dx, rows,
-                                                                                    d, t);
+                                                                                    d, t, add_dx);
   check_launch("layer_norm_backward_data_kernel");
 }
 

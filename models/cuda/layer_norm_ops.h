@@ -32,9 +32,10 @@ void layer_norm_forward(const float* x, float* y, int64_t rows, int64_t d, float
 void layer_norm_forward_half(const float* x, uint16_t* y, kernel_math::HalfFormat format,
                              int64_t rows, int64_t d, float eps, const LayerNormTensors& t,
                              cudaStream_t stream);
-// Overwrites dw and db and, unless dx is null, writes dx, from the mean and rstd of the last
-// forward.
+// Overwrites dw and db and, unless dx is null, writes dx (with `add_dx`, adds it to what dx
+// holds: kernel_math::layer_norm_store_dx), from the mean and rstd of the last forward.
 void layer_norm_backward(const float* x, const float* dy, float* dx, float* dw, float* db,
-                         int64_t rows, int64_t d, const LayerNormTensors& t, cudaStream_t stream);
+                         int64_t rows, int64_t d, const LayerNormTensors& t, bool add_dx,
+                         cudaStream_t stream);
 
 }  // namespace scalescope::cuda_ops

@@ -50,6 +50,12 @@ SS_HOST_DEVICE inline float layer_norm_backward_element(float g, float xhat, flo
   return ((g - mean_g) - xhat * mean_gxhat) * rstd;
 }
 
+// Stores dx's value, or with `add` adds it to what dx holds (the gradient a later reader of the
+// input wrote): old + new, as accumulate_into adds a gradient written elsewhere.
+SS_HOST_DEVICE inline void layer_norm_store_dx(float* dx, float value, bool add) {
+  *dx = add ? *dx + value : value;
+}
+
 // The terms of the row sums, for element i of a row.
 struct RowValueTerm {  // x
   const float* x;
@@ -130,15 +136,18 @@ inline void layer_norm_forward_row_on_host(const float* x, float* y, int64_t d, 
   *rstd = s;
 }
 
-// One row's dx from the forward's mean and rstd.
+// One row's dx from the forward's mean and rstd (kAdd: added to dx, layer_norm_store_dx).
+template <bool kAdd = false>
 inline void layer_norm_backward_row_on_host(const float* x, const float* dy, float* dx, int64_t d,
                                             const float* w, float mean, float rstd) {
   const float mean_g = layer_norm_mean(layer_norm_row_sum_on_host(RowGradTerm{dy, w}, d), d);
   const float mean_gxhat =
       layer_norm_mean(layer_norm_row_sum_on_host(RowGradXhatTerm{x, dy, w, mean, rstd}, d), d);
   for (int64_t i = 0; i < d; ++i) {
-    dx[i] = layer_norm_backward_element(dy[i] * w[i], layer_norm_xhat(x[i], mean, rstd), mean_g,
-                                        mean_gxhat, rstd);
+    layer_norm_store_dx(dx + i,
+                        layer_norm_backward_element(dy[i] * w[i], layer_norm_xhat(x[i], mean, rstd),
+                                                    mean_g, mean_gxhat, rstd),
+                        kAdd);
   }
 }
 
@@ -174,7 +183,9 @@ inline void layer_norm_part_sums_on_host(const ColumnGradTerm& term, int64_t row
 // part_dw and part_db with layer_norm_part_sums_on_host's bits over [0, d). Row r's terms go to
 // the sums of row-thread (r - the part's begin) mod kBiasTileRows, which `acc` holds side by side
 // (2·kBiasTileRows·d floats: db's then dw's of each), added into the part's in thread order at
-// the end. The terms are taken before dx is written: dx may be dy's buffer.
+// the end. The terms are taken before dx is written: dx may be dy's buffer (not with kAdd, where
+// dx is added to as layer_norm_backward_row_on_host's).
+template <bool kAdd = false>
 inline void layer_norm_backward_part_on_host(const ColumnGradTerm& term, float* dx, const float* w,
                                              int64_t rows, const BiasGradPlan& plan, int64_t part,
                                              float* acc, float* part_dw, float* part_db) {
@@ -189,8 +200,8 @@ inline void layer_norm_backward_part_on_host(const ColumnGradTerm& term, float* 
       acc_db[c] += s.a;
       acc_dw[c] += s.b;
     }
-    layer_norm_backward_row_on_host(term.x + r * d, term.dy + r * d, dx + r * d, d, w, term.mean[r],
-                                    term.rstd[r]);
+    layer_norm_backward_row_on_host<kAdd>(term.x + r * d, term.dy + r * d, dx + r * d, d, w,
+                                          term.mean[r], term.rstd[r]);
   }
   for (int64_t c = 0; c < d; ++c) part_dw[c] = part_db[c] = 0.0f;
   for (int64_t t = 0; t < kBiasTileRows; ++t) {

@@ -33,6 +33,13 @@ class SimLayer final : public LayerKernel {
       k->backward(in, out, dout, din, stream);
     });
   }
+  bool adds_input_gradient() const override { return cpu_->adds_input_gradient(); }
+  void backward_adding(const float* in, const float* out, const float* dout, float* din,
+                       Stream& stream) override {
+    device_.launch(stream, [k = cpu_, in, out, dout, din, &stream] {
+      k->backward_adding(in, out, dout, din, stream);
+    });
+  }
   bool reads_saved(kernel_math::HalfFormat format) const override {
     return cpu_->reads_saved(format);
   }

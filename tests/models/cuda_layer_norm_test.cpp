@@ -43,5 +43,29 @@ TEST_F(CudaKernelsTest, LayerNormIsTheCpuKernelBitForBit) {
   }
 }
 
+// backward_adding (a residual stream's layer norm adding its input's gradient to the one the
+// stream's later reader wrote): the same old values plus backward's, so the CPU kernel's bits.
+TEST_F(CudaKernelsTest, LayerNormBackwardAddingIsTheCpuKernelsBitForBit) {
+  for (const LayerCase& c : layer_norm_cases()) {
+    SCOPED_TRACE(c.name);
+    const LayerInputs inputs = layer_inputs(c, 41);
+    const std::vector<float> before = layer_inputs(c, 42).x;
+    std::vector<std::vector<float>> results[2];
+    for (Device* device : {gpu_.get(), static_cast<Device*>(cpu_.get())}) {
+      BoundLayer b = bind_layer(*device, c, inputs);
+      ASSERT_TRUE(b.kernel->adds_input_gradient());
+      Stream& stream = device->default_stream();
+      b.din.copy_from_host(before);
+      b.kernel->forward(b.in.data(), b.out.data(), stream);
+      b.kernel->backward_adding(b.in.data(), b.out.data(), b.dout.data(), b.din.data(), stream);
+      stream.synchronize();
+      std::vector<std::vector<float>>& r = results[device == gpu_.get() ? 0 : 1];
+      r.push_back(b.din.to_host());
+      for (const Tensor& g : b.grads) r.push_back(g.to_host());
+    }
+    EXPECT_EQ(results[0], results[1]);
+  }
+}
+
 }  // namespace
 }  // namespace scalescope

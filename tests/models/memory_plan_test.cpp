@@ -97,16 +97,28 @@ TEST(MemoryArena, AGradientReadByAFusedProducerLivesUntilItsBackward) {
 }
 
 // An Add passes its gradient on unchanged: an input it alone reads (a GPT block's projections)
-// has the Add's gradient, not a copy of it; one read elsewhere too (the residual stream) gets
-// its copy, and an Add with a fused ReLU (a ResNet block's) changes the gradient and shares it
-// with nobody.
+// has the Add's gradient, not a copy of it; so does one it reads after a layer norm (the
+// residual stream), whose backward then adds its own into that buffer; an Add with a fused
+// ReLU (a ResNet block's) changes the gradient and shares it with nobody.
 TEST(MemoryArena, AnInputOnlyItsAddReadsHasTheAddsGradient) {
   // 0 the stream, 1 = ln(0), 2 = proj(1), 3 = 0 + 2, 4 = ln(3), 5 = proj(4), 6 = 3 + 5, 7 =
-  // head(6).
+  // head(6): the whole stream's gradient in 6's buffer, which ln 4's backward (after 5 read
+  // it) and ln 1's (after 2 read it) add to.
   const std::vector<std::vector<int>> block = {{-1}, {0}, {1}, {0, 2}, {3}, {4}, {3, 5}, {6}};
   std::vector<bool> adds(8, false);
   adds[3] = adds[6] = true;
-  EXPECT_EQ(gradient_aliases(block, adds), (std::vector<int>{-1, -1, 3, -1, -1, 6, -1, -1}));
+  EXPECT_EQ(gradient_aliases(block, adds), (std::vector<int>{6, -1, 6, 6, -1, 6, -1, -1}));
+  // x + f(x) with f one layer: f's backward would read the buffer it adds x's gradient to, so
+  // x keeps its own (0 = x, 1 = f(0), 2 = 0 + 1, 3 = g(2), 4 = h(2), 5 = 3 + 4).
+  const std::vector<std::vector<int>> direct = {{-1}, {0}, {0, 1}, {2}, {2}, {3, 4}};
+  EXPECT_EQ(gradient_aliases(direct, {false, false, true, false, false, true}),
+            (std::vector<int>{-1, 2, -1, 5, 5, -1}));
+  // Two inputs of one Add that both reach its buffer, one read elsewhere too: 0 = m, 1 = q, 2 =
+  // p, 3 = 0 + 1, 4 = r(2), 5 = 3 + 2, 6 = relu(5 + 4). r's gradient would reach m and q
+  // through the shared buffer (their backwards run after r's), so p keeps its own.
+  const std::vector<std::vector<int>> siblings = {{-1}, {-1}, {-1}, {0, 1}, {2}, {3, 2}, {5, 4}};
+  EXPECT_EQ(gradient_aliases(siblings, {false, false, false, true, false, true, false}),
+            (std::vector<int>{5, 5, -1, 5, -1, -1, -1}));
   EXPECT_EQ(gradient_aliases(block, std::vector<bool>(8, false)), std::vector<int>(8, -1));
   // Chains resolve to the last Add: 2 = 0 + 1, 4 = 2 + 3 (each input read once).
   const std::vector<std::vector<int>> chain = {{-1}, {-1}, {0, 1}, {-1}, {2, 3}, {4}};
@@ -117,13 +129,13 @@ TEST(MemoryArena, AnInputOnlyItsAddReadsHasTheAddsGradient) {
 
   // In the arena, an aliased gradient takes nothing, and its holder's lives until the aliased
   // layer's backward: layer 1's gradient, which layer 2's backward writes while it reads layer
-  // 3's, must not share memory with it.
+  // 3's (6's buffer), must not share memory with it.
   const std::vector<int64_t> sizes(8, 100);
   const std::vector<int> aliases = gradient_aliases(block, adds);
   const MemoryArena plain = plan_gradient_arena(sizes, block, {}, 1);
   const MemoryArena shared = plan_gradient_arena(sizes, block, {}, 1, aliases);
   EXPECT_EQ(plain.offsets[1], plain.offsets[3]);  // without the alias 3 is dead by then
-  EXPECT_NE(shared.offsets[1], shared.offsets[3]);
+  EXPECT_NE(shared.offsets[1], shared.offsets[6]);
   EXPECT_NE(shared.offsets[4], shared.offsets[6]);
   EXPECT_LE(shared.size, plain.size);
   EXPECT_ANY_THROW(plan_gradient_arena(sizes, block, {}, 1, {-1, -1, 1, -1, -1, -1, -1, -1}));

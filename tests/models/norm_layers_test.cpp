@@ -270,5 +270,39 @@ TEST(LayerLayerNorm, ResultsDoNotDependOnTheThreadCount) {
   for (size_t i = 0; i < results[0].size(); ++i) EXPECT_EQ(results[0][i], results[1][i]) << i;
 }
 
+// A residual stream's layer norm adds its input's gradient to the one the stream's later
+// reader wrote (LayerKernel::backward_adding): each value that one + backward's, to the bit, and
+// the parameter gradients backward's. One thread takes the one-pass path (the parts share out
+// evenly), two the pass over rows after the column sums (three parts for two threads).
+TEST(LayerLayerNorm, BackwardAddingAddsBackwardsInputGradientToTheBit) {
+  for (const int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    const LayerCase c{"layer_norm", LayerNormSpec{}, Shape{2, 550, 300}, threads};
+    BoundLayer layer(c);
+    ASSERT_TRUE(layer.kernel->adds_input_gradient());
+    layer.in.copy_from_host(offset_values(c.in, 28));
+    layer.dout.copy_from_host(random_values(c.in.numel(), 29));
+    fill_random_params(layer, 28);
+    layer.forward();
+    layer.backward(/*with_din=*/true);
+    const std::vector<float> din = layer.din.to_host();
+    const std::vector<float> dw = layer.grads[0].to_host();
+    const std::vector<float> db = layer.grads[1].to_host();
+    const std::vector<float> before = random_values(c.in.numel(), 30);
+    layer.din.copy_from_host(before);
+    layer.kernel->backward_adding(layer.in.data(), layer.out.data(), layer.dout.data(),
+                                  layer.din.data(), layer.device.default_stream());
+    const std::vector<float> added = layer.din.to_host();
+    for (size_t i = 0; i < added.size(); ++i) {
+      ASSERT_EQ(added[i], before[i] + din[i]) << i;
+    }
+    EXPECT_EQ(layer.grads[0].to_host(), dw);
+    EXPECT_EQ(layer.grads[1].to_host(), db);
+    EXPECT_THROW(layer.kernel->backward_adding(layer.in.data(), layer.out.data(), layer.dout.data(),
+                                               layer.dout.data(), layer.device.default_stream()),
+                 Error);
+  }
+}
+
 }  // namespace
 }  // namespace scalescope
