@@ -73,15 +73,16 @@ void SharedMemoryWorld::abandon(int rank, const std::string& why) {
   changed_.notify_all();
 }
 
-// Nobody writes what another reads within a round. The sum runs over blocks held in a local
-// array, each rank's values added in rank order, so the float loops vectorise and the result
-// does not depend on which rank computes it; a block is read whole before this rank's own
-// buffer (one of the inputs) is written.
+// Rank r reads and writes slice r of every buffer and nothing else, so nobody writes what
+// another reads. The sum runs over blocks held in a local array, each rank's values added in
+// rank order, so the float loops vectorise and the result does not depend on which rank
+// computes it; a block is read whole from every buffer before it is written into every buffer
+// (one pass: no rank copies the others' slices afterwards).
 template <class T, class Sum, class Finish>
 void SharedMemoryWorld::reduce(int rank, T* data, int64_t count, const char* what, Sum sum,
                                Finish finish) {
   const std::vector<Buffer> all = post(rank, data, count, sizeof(T), what);
-  const auto at = [&](int r) { return static_cast<const T*>(all[static_cast<size_t>(r)].data); };
+  const auto at = [&](int r) { return static_cast<T*>(all[static_cast<size_t>(r)].data); };
   const auto [begin, end] = slice(rank, count);
   constexpr int64_t kBlock = 2048;
   T acc[kBlock];
@@ -92,15 +93,10 @@ void SharedMemoryWorld::reduce(int rank, T* data, int64_t count, const char* wha
       const T* in = at(r) + b;
       for (int64_t k = 0; k < n; ++k) acc[k] = sum(acc[k], in[k]);
     }
-    for (int64_t k = 0; k < n; ++k) data[b + k] = finish(acc[k]);
+    for (int64_t k = 0; k < n; ++k) acc[k] = finish(acc[k]);
+    for (int r = 0; r < size_; ++r) std::copy_n(acc, n, at(r) + b);
   }
-  wait_all(rank, what);
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank) continue;
-    const auto [b, e] = slice(r, count);
-    std::memcpy(data + b, at(r) + b, static_cast<size_t>(e - b) * sizeof(T));
-  }
-  wait_all(rank, what);  // no buffer changes while another rank still reads it
+  wait_all(rank, what);  // every slice written before any rank reads its buffer again
 }
 
 std::pair<int64_t, int64_t> SharedMemoryWorld::slice(int rank, int64_t count) const {

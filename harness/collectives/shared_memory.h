@@ -1,9 +1,9 @@
 // Collectives between the replica threads of one process through shared memory: every rank
 // reads the others' buffers where they lie, so nothing is copied through sockets. Each
 // collective is a few barrier rounds: for an all-reduce, rank r sums slice r over the ranks in
-// rank order into its own buffer (so every rank ends with the same bits), then copies every
-// other slice from its owner. Used by simulated devices (enqueued on their streams,
-// sim_collectives.h) and by CPU replicas of one process (blocking the calling thread, as
+// rank order and writes the sum into slice r of every rank's buffer (so every rank ends with
+// the same bits, in one pass over the memory). Used by simulated devices (enqueued on their
+// streams, sim_collectives.h) and by CPU replicas of one process (blocking the calling thread, as
 // Gloo's collectives do), where it is what NCCL's shared-memory transport is within a node.
 // Host values (barrier, all_gather) stay with the replicas' Gloo communicators.
 #pragma once
