@@ -124,7 +124,8 @@ class LayerKernel {
   // reads too (a residual stream's layer norm), whose backward ran first and wrote that
   // gradient, the model then calls backward_adding instead of backward into scratch and a pass
   // that adds the scratch. `din` is not `dout` there. Only in the fp32 calls (backward, or
-  // backward after a restore): the 16-bit ones below write their `din`.
+  // backward after a restore) and in backward_saved_adding below: the other 16-bit calls write
+  // their `din`.
   virtual bool adds_input_gradient() const { return false; }
   virtual void backward_adding(const float* /*in*/, const float* /*out*/, const float* /*dout*/,
                                float* /*din*/, Stream& /*stream*/) {
@@ -141,6 +142,17 @@ class LayerKernel {
   virtual void backward_saved(const uint16_t* /*in*/, const uint16_t* /*out*/,
                               const float* /*dout*/, float* /*din*/, Stream& /*stream*/) {
     throw_error("this kernel reads no saved 16-bit values");
+  }
+  // And both: a kernel whose backward_saved can also add its input's gradient (as
+  // backward_adding does) says so; the model then calls backward_saved_adding there.
+  virtual bool adds_input_gradient_from_saved(kernel_math::HalfFormat /*format*/) const {
+    return false;
+  }
+  virtual void backward_saved_adding(const uint16_t* /*in*/, const uint16_t* /*out*/,
+                                     const float* /*dout*/, float* /*din*/, Stream& /*stream*/) {
+    throw_error(
+        "this kernel's backward from saved 16-bit values does not add to its input's "
+        "gradient");
   }
   // The same in a training forward: a kernel that computes from a 16-bit copy of its input in
   // `format` may read the model's saved copy of it (written by the layer before, as backward

@@ -203,12 +203,13 @@ class Model {
   const uint16_t* saved_input(LayerKernel& kernel, int layer) const;
   void restore_saved(int reader, int of, Stream& stream);
   // A layer's backward (run_backward, its saved values restored first, or backward_saved where
-  // the kernel reads them as they are: LayerKernel::reads_saved). `adding`: backward_adding,
-  // where adds_to_input_gradient said it may.
+  // the kernel reads them as they are: LayerKernel::reads_saved). `adding`: backward_adding or
+  // backward_saved_adding, where adds_to_input_gradient said it may.
   void backward_layer(LayerKernel& kernel, int layer, const float* dout, float* din, Stream& stream,
                       bool adding = false);
   // Whether `layer`'s backward can add its input's gradient to the one a later reader wrote
-  // (LayerKernel::adds_input_gradient, in an fp32 call without sync stages).
+  // (LayerKernel::adds_input_gradient in an fp32 call, adds_input_gradient_from_saved in one
+  // from the saved copies; neither with sync stages).
   bool adds_to_input_gradient(const LayerKernel& kernel, int layer) const;
   void forward_layer(size_t layer, bool training, Stream& stream);
   LayerBinding binding(size_t layer, int64_t batch) const;

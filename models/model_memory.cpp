@@ -419,8 +419,11 @@ void Model::plan_half_gradients(Plan& plan) const {
 
 bool Model::adds_to_input_gradient(const LayerKernel& kernel, int layer) const {
   const Plan& plan = *current_;
-  return kernel.adds_input_gradient() && !staged(kernel, LayerKernel::Pass::kBackward) &&
-         !(plan.saved_format && saved_reads(plan, kernel, layer).as_saved);
+  if (staged(kernel, LayerKernel::Pass::kBackward)) return false;
+  if (plan.saved_format && saved_reads(plan, kernel, layer).as_saved) {
+    return kernel.adds_input_gradient_from_saved(*plan.saved_format);
+  }
+  return kernel.adds_input_gradient();
 }
 
 void Model::backward_layer(LayerKernel& kernel, int layer, const float* dout, float* din,
@@ -433,15 +436,18 @@ void Model::backward_layer(LayerKernel& kernel, int layer, const float* dout, fl
   }
   const SavedReads reads = saved_reads(plan, kernel, layer);
   const int from = reads.from;
-  SS_CHECK(!adding || !reads.as_saved,
+  SS_CHECK(!adding || !reads.as_saved || kernel.adds_input_gradient_from_saved(*plan.saved_format),
            "model '{}': layer {}'s backward reads 16-bit copies and cannot add to its input's "
            "gradient",
            def_.name, layer);
   if (reads.as_saved) {
     const uint16_t* in = reads.input ? saved_copy(layer, from) : nullptr;
     const uint16_t* saved_out = reads.output ? saved_copy(layer, layer) : nullptr;
-    // Gradients kept in 16 bits live in their fp32 places (plan_half_gradients).
-    if (plan.half_gradient[static_cast<size_t>(layer)]) {
+    // Gradients kept in 16 bits live in their fp32 places (plan_half_gradients); an input's
+    // gradient added to is an fp32 one (adds_to_input_gradient).
+    if (adding) {
+      kernel.backward_saved_adding(in, saved_out, dout, din, stream);
+    } else if (plan.half_gradient[static_cast<size_t>(layer)]) {
       kernel.backward_from_half_gradient(in, saved_out, reinterpret_cast<const uint16_t*>(dout),
                                          din, stream);
     } else if (din != nullptr && from != kModelInput &&

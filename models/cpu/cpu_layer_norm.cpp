@@ -36,8 +36,10 @@ SCALESCOPE_VECTOR_CLONES void forward_row(const float* x, float* y, int64_t d, c
   km::layer_norm_forward_row_on_host(x, y, d, w, b, eps, mean, rstd);
 }
 
-// `add`: dx added to what it holds (LayerKernel::backward_adding).
-SCALESCOPE_VECTOR_CLONES void backward_row(const float* x, const float* dy, float* dx, int64_t d,
+// `add`: dx added to what it holds (LayerKernel::backward_adding). X is how x is read: fp32, or
+// the model's saved bf16 copy (km::Bf16Values); each gets clones of its own.
+template <class X>
+SCALESCOPE_VECTOR_CLONES void backward_row(X x, const float* dy, float* dx, int64_t d,
                                            const float* w, float mean, float rstd, bool add) {
   if (add) {
     km::layer_norm_backward_row_on_host<true>(x, dy, dx, d, w, mean, rstd);
@@ -47,8 +49,9 @@ SCALESCOPE_VECTOR_CLONES void backward_row(const float* x, const float* dy, floa
 }
 
 // Flattened: GCC would not inline the part's loops into the clones by itself.
+template <class X>
 SCALESCOPE_VECTOR_CLONES [[gnu::flatten]] void backward_part(
-    const km::ColumnGradTerm& term, float* dx, const float* w, int64_t rows,
+    const km::ColumnGradTerm<X>& term, float* dx, const float* w, int64_t rows,
     const km::BiasGradPlan& plan, int64_t part, float* acc, float* part_dw, float* part_db,
     bool add) {
   if (add) {
@@ -60,10 +63,19 @@ SCALESCOPE_VECTOR_CLONES [[gnu::flatten]] void backward_part(
   }
 }
 
-SCALESCOPE_VECTOR_CLONES void part_sums(const km::ColumnGradTerm& term, int64_t rows,
+template <class X>
+SCALESCOPE_VECTOR_CLONES void part_sums(const km::ColumnGradTerm<X>& term, int64_t rows,
                                         const km::BiasGradPlan& plan, int64_t part, int64_t c0,
                                         int64_t c1, float* acc, float* part_dw, float* part_db) {
   km::layer_norm_part_sums_on_host(term, rows, plan, part, c0, c1, acc, part_dw, part_db);
+}
+
+// The row of x a prefetch reads ahead of.
+const float* row_values(const float* x) {
+  return x;
+}
+const uint16_t* row_values(km::Bf16Values x) {
+  return x.bits;
 }
 
 class LayerNormKernel final : public LayerKernel {
@@ -125,13 +137,36 @@ class LayerNormKernel final : public LayerKernel {
   }
   void backward_adding(const float* in, const float*, const float* dout, float* din,
                        Stream&) override {
-    SS_CHECK(din != nullptr && din != dout,
-             "layer norm: backward_adding needs an input gradient apart from dout");
+    check_adding(dout, din);
     backward_into(in, dout, din, true);
   }
 
+  // Under bf16 backward reads the model's saved bf16 copy of the input as it is (no restore
+  // into fp32 first): the same values, so the same bits.
+  bool reads_saved(km::HalfFormat format) const override {
+    return format == km::HalfFormat::kBf16;
+  }
+  void backward_saved(const uint16_t* in, const uint16_t*, const float* dout, float* din,
+                      Stream&) override {
+    backward_into(km::Bf16Values{in}, dout, din, false);
+  }
+  bool adds_input_gradient_from_saved(km::HalfFormat format) const override {
+    return reads_saved(format);
+  }
+  void backward_saved_adding(const uint16_t* in, const uint16_t*, const float* dout, float* din,
+                             Stream&) override {
+    check_adding(dout, din);
+    backward_into(km::Bf16Values{in}, dout, din, true);
+  }
+
  private:
-  void backward_into(const float* in, const float* dout, float* din, bool add) {
+  static void check_adding(const float* dout, const float* din) {
+    SS_CHECK(din != nullptr && din != dout,
+             "layer norm: backward_adding needs an input gradient apart from dout");
+  }
+
+  template <class X>
+  void backward_into(X in, const float* dout, float* din, bool add) {
     if (din != nullptr && parts_share_out_evenly()) {
       backward_in_parts(in, dout, din, add);
       return;
@@ -143,7 +178,7 @@ class LayerNormKernel final : public LayerKernel {
     const float* rstd = saved_rstd();
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows_; ++r) {
-      cpu_prefetch::prefetch_ahead(in + r * d, d);
+      cpu_prefetch::prefetch_ahead(row_values(in + r * d), d);
       cpu_prefetch::prefetch_ahead(dout + r * d, d);
       backward_row(in + r * d, dout + r * d, din + r * d, d, weight_, mean[r], rstd[r], add);
     }
@@ -151,7 +186,8 @@ class LayerNormKernel final : public LayerKernel {
 
   // Overwrites dw and db: each (part, column block) task sums its own columns of its own rows;
   // with several parts, their sums are then added in part order.
-  void parameter_gradients(const float* in, const float* dout) {
+  template <class X>
+  void parameter_gradients(X in, const float* dout) {
     const km::ColumnGradTerm term{in, dout, saved_mean(), saved_rstd(), d_};
     const int64_t d = d_;
     const int64_t parts = plan_.parts;
@@ -180,7 +216,8 @@ class LayerNormKernel final : public LayerKernel {
   // Each part of the rows in one pass (layer_norm_backward_part_on_host): the rows read once and
   // in order, where parameter_gradients's column sums stride over them and the rows' pass reads
   // them again. The same bits.
-  void backward_in_parts(const float* in, const float* dout, float* din, bool add) {
+  template <class X>
+  void backward_in_parts(X in, const float* dout, float* din, bool add) {
     const km::ColumnGradTerm term{in, dout, saved_mean(), saved_rstd(), d_};
     const int64_t d = d_;
     const int64_t parts = plan_.parts;

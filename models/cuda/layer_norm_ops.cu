@@ -99,7 +99,7 @@ __global__ void layer_norm_backward_data_kernel(const float* x, const float* dy,
 constexpr int kTileC = km::kBiasTileChannels;
 constexpr int kTileR = km::kBiasTileRows;
 
-__global__ void layer_norm_param_grad_kernel(km::ColumnGradTerm term, int64_t rows,
+__global__ void layer_norm_param_grad_kernel(km::ColumnGradTerm<> term, int64_t rows,
                                              km::BiasGradPlan plan, float* out_dw, float* out_db) {
   __shared__ float sums_db[kTileR][kTileC + 1];  // one padding column avoids bank conflicts
   __shared__ float sums_dw[kTileR][kTileC + 1];

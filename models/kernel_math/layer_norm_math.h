@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "models/kernel_math/bias_math.h"
+#include "models/kernel_math/half_math.h"
 #include "models/kernel_math/host_device.h"
 #include "models/kernel_math/norm_math.h"
 
@@ -74,8 +75,17 @@ struct RowGradTerm {  // g = dy·w
   const float* w;
   SS_HOST_DEVICE float operator()(int64_t i) const { return dy[i] * w[i]; }
 };
+// Backward's input x as it is read: fp32 (`const float*`), or the model's saved bf16 copy of it
+// (Bf16Values), whose values widen exactly: the same x, so the same bits either way.
+struct Bf16Values {
+  const uint16_t* bits;
+  SS_HOST_DEVICE float operator[](int64_t i) const { return bf16_to_float(bits[i]); }
+  SS_HOST_DEVICE Bf16Values operator+(int64_t offset) const { return {bits + offset}; }
+};
+
+template <class X = const float*>
 struct RowGradXhatTerm {  // g·x̂
-  const float* x;
+  X x;
   const float* dy;
   const float* w;
   float mean, rstd;
@@ -83,6 +93,8 @@ struct RowGradXhatTerm {  // g·x̂
     return (dy[i] * w[i]) * layer_norm_xhat(x[i], mean, rstd);
   }
 };
+template <class X>
+RowGradXhatTerm(X, const float*, const float*, float, float) -> RowGradXhatTerm<X>;
 
 // Lane `lane`'s share of a row sum: term(lane) + term(lane + 32) + ... below d, in order.
 template <class Term>
@@ -94,8 +106,9 @@ SS_HOST_DEVICE inline float layer_norm_lane_sum(const Term& term, int64_t lane, 
 
 // The term of the column sums: {dy, dy·x̂} at row r, column c of [rows, d], from the row's
 // mean and rstd.
+template <class X = const float*>
 struct ColumnGradTerm {
-  const float* x;
+  X x;
   const float* dy;
   const float* mean;
   const float* rstd;
@@ -105,6 +118,8 @@ struct ColumnGradTerm {
     return {dy[i], dy[i] * layer_norm_xhat(x[i], mean[r], rstd[r])};
   }
 };
+template <class X>
+ColumnGradTerm(X, const float*, const float*, const float*, int64_t) -> ColumnGradTerm<X>;
 
 // ---- the kernels' order of additions on the host (the CPU kernel runs these)
 
@@ -137,8 +152,8 @@ inline void layer_norm_forward_row_on_host(const float* x, float* y, int64_t d, 
 }
 
 // One row's dx from the forward's mean and rstd (kAdd: added to dx, layer_norm_store_dx).
-template <bool kAdd = false>
-inline void layer_norm_backward_row_on_host(const float* x, const float* dy, float* dx, int64_t d,
+template <bool kAdd = false, class X = const float*>
+inline void layer_norm_backward_row_on_host(X x, const float* dy, float* dx, int64_t d,
                                             const float* w, float mean, float rstd) {
   const float mean_g = layer_norm_mean(layer_norm_row_sum_on_host(RowGradTerm{dy, w}, d), d);
   const float mean_gxhat =
@@ -154,7 +169,8 @@ inline void layer_norm_backward_row_on_host(const float* x, const float* dy, flo
 // The column sums [Σdy·x̂, Σdy] of `part` of the rows (bias_grad_plan(rows)) for the columns
 // [c0, c1), into part_dw[c] and part_db[c] (c in [c0, c1)): the row-threads' sums added in
 // thread order. `acc` holds 2·(c1 - c0) floats of scratch.
-inline void layer_norm_part_sums_on_host(const ColumnGradTerm& term, int64_t rows,
+template <class X>
+inline void layer_norm_part_sums_on_host(const ColumnGradTerm<X>& term, int64_t rows,
                                          const BiasGradPlan& plan, int64_t part, int64_t c0,
                                          int64_t c1, float* acc, float* part_dw, float* part_db) {
   const IndexRange range = bias_grad_part_rows(plan, rows, part);
@@ -185,10 +201,11 @@ inline void layer_norm_part_sums_on_host(const ColumnGradTerm& term, int64_t row
 // (2·kBiasTileRows·d floats: db's then dw's of each), added into the part's in thread order at
 // the end. The terms are taken before dx is written: dx may be dy's buffer (not with kAdd, where
 // dx is added to as layer_norm_backward_row_on_host's).
-template <bool kAdd = false>
-inline void layer_norm_backward_part_on_host(const ColumnGradTerm& term, float* dx, const float* w,
-                                             int64_t rows, const BiasGradPlan& plan, int64_t part,
-                                             float* acc, float* part_dw, float* part_db) {
+template <bool kAdd = false, class X = const float*>
+inline void layer_norm_backward_part_on_host(const ColumnGradTerm<X>& term, float* dx,
+                                             const float* w, int64_t rows, const BiasGradPlan& plan,
+                                             int64_t part, float* acc, float* part_dw,
+                                             float* part_db) {
   const IndexRange range = bias_grad_part_rows(plan, rows, part);
   const int64_t d = term.d;
   for (int64_t i = 0; i < 2 * kBiasTileRows * d; ++i) acc[i] = 0.0f;

@@ -64,6 +64,15 @@ class SimLayer final : public LayerKernel {
       k->backward_saved(in, out, dout, din, stream);
     });
   }
+  bool adds_input_gradient_from_saved(kernel_math::HalfFormat format) const override {
+    return cpu_->adds_input_gradient_from_saved(format);
+  }
+  void backward_saved_adding(const uint16_t* in, const uint16_t* out, const float* dout, float* din,
+                             Stream& stream) override {
+    device_.launch(stream, [k = cpu_, in, out, dout, din, &stream] {
+      k->backward_saved_adding(in, out, dout, din, stream);
+    });
+  }
   bool reads_half_gradient(kernel_math::HalfFormat format) const override {
     return cpu_->reads_half_gradient(format);
   }

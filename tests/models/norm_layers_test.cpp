@@ -304,5 +304,49 @@ TEST(LayerLayerNorm, BackwardAddingAddsBackwardsInputGradientToTheBit) {
   }
 }
 
+// Under bf16 backward reads the model's saved copy of the input as it is: the bits of backward
+// on its restored fp32 values, adding to the input's gradient or not (the one-pass path on one
+// thread, the rows' pass after the column sums on two, as above); fp16's copies it does not read.
+TEST(LayerLayerNorm, BackwardFromTheSavedBf16CopyIsBackwardOfItsRestoredValues) {
+  for (const int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    const LayerCase c{"layer_norm", LayerNormSpec{}, Shape{2, 550, 300}, threads};
+    BoundLayer layer(c);
+    ASSERT_TRUE(layer.kernel->reads_saved(kernel_math::HalfFormat::kBf16));
+    ASSERT_TRUE(layer.kernel->adds_input_gradient_from_saved(kernel_math::HalfFormat::kBf16));
+    EXPECT_FALSE(layer.kernel->reads_saved(kernel_math::HalfFormat::kFp16));
+    const SavedBf16 saved(layer.device, offset_values(c.in, 31));
+    layer.in.copy_from_host(saved.restored);
+    layer.dout.copy_from_host(random_values(c.in.numel(), 32));
+    fill_random_params(layer, 31);
+    layer.forward();
+    layer.backward(/*with_din=*/true);
+    const std::vector<float> din = layer.din.to_host();
+    const std::vector<float> dw = layer.grads[0].to_host();
+    const std::vector<float> db = layer.grads[1].to_host();
+    const auto clear = [&] {
+      for (Tensor* t : {&layer.din, &layer.grads[0], &layer.grads[1]}) {
+        t->copy_from_host(std::vector<float>(static_cast<size_t>(t->numel()), 0.0f));
+      }
+    };
+    clear();
+    Stream& stream = layer.device.default_stream();
+    layer.kernel->backward_saved(saved.data(), nullptr, layer.dout.data(), layer.din.data(),
+                                 stream);
+    EXPECT_EQ(layer.din.to_host(), din);
+    EXPECT_EQ(layer.grads[0].to_host(), dw);
+    EXPECT_EQ(layer.grads[1].to_host(), db);
+    clear();
+    const std::vector<float> before = random_values(c.in.numel(), 33);
+    layer.din.copy_from_host(before);
+    layer.kernel->backward_saved_adding(saved.data(), nullptr, layer.dout.data(), layer.din.data(),
+                                        stream);
+    const std::vector<float> added = layer.din.to_host();
+    for (size_t i = 0; i < added.size(); ++i) ASSERT_EQ(added[i], before[i] + din[i]) << i;
+    EXPECT_EQ(layer.grads[0].to_host(), dw);
+    EXPECT_EQ(layer.grads[1].to_host(), db);
+  }
+}
+
 }  // namespace
 }  // namespace scalescope
