@@ -5,9 +5,11 @@
 // buffer planned at construction, and the slots are summed serially in sample order. The result
 // is therefore bit-identical for any thread count, which the replica-equivalence tests rely on.
 //
-// Precision: the per-sample arithmetic (log-sum-exp, logs of probabilities) runs in double.
-// Outputs are small ([N, K] with K the number of classes), so this costs nothing measurable and
-// keeps the loss exact to float precision even when the logits are large.
+// Precision: the per-sample arithmetic (log-sum-exp, logs of probabilities) runs in double,
+// which keeps the loss exact to float precision even when the logits are large. Softmax
+// cross-entropy is kernel_math/loss_math.h's, the CUDA kernel's math, its exponentials
+// vectorised (a GPT's rows are its vocabulary wide: gpt mini's 2048 × 256 logits took 1M calls
+// of libm's exp a step, about 2% of it).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +17,8 @@
 
 #include "core/check.h"
 #include "models/cpu/cpu_kernels.h"
+#include "models/cpu/vector_clones.h"
+#include "models/kernel_math/loss_math.h"
 
 namespace scalescope {
 namespace {
@@ -37,12 +41,24 @@ int64_t argmax(const float* v, int64_t n) {
   return best;
 }
 
-// log(sum_k exp(z_k)), stable for any finite z: the largest logit is subtracted before exp.
-double log_sum_exp(const float* z, int64_t k) {
-  const double m = *std::max_element(z, z + k);
-  double s = 0.0;
-  for (int64_t j = 0; j < k; ++j) s += std::exp(static_cast<double>(z[j]) - m);
-  return m + std::log(s);
+namespace km = kernel_math;
+
+// One row of softmax cross-entropy: its loss, and unless g is null scale × its gradient.
+// `label`: the class index, or the row's targets when one-hot (check_labels vetted both).
+// Flattened, so that kernel_math's loops are compiled as each clone (GCC inlined none on its own).
+SCALESCOPE_VECTOR_CLONES [[gnu::flatten]] double softmax_ce_row(const float* z, const float* label,
+                                                                bool one_hot, int64_t k,
+                                                                double scale, float* g) {
+  km::SoftmaxGradient grad;
+  const double loss =
+      km::softmax_ce_loss(z, label, one_hot, k, scale, km::RowShare{}, km::SerialReduce{}, grad);
+  if (g == nullptr) return loss;
+  if (one_hot) {
+    for (int64_t j = 0; j < k; ++j) g[j] = grad(j, z[j], label[j]);
+  } else {
+    for (int64_t j = 0; j < k; ++j) g[j] = grad(j, z[j], 0.0f);
+  }
+  return loss;
 }
 
 // A sequence's logits [S, K] are S rows of one sample: the kernel runs over rows, and a
@@ -148,37 +164,12 @@ class CpuLoss final : public LossKernel {
       const float* z = output + i * k;
       float* g = dout == nullptr ? nullptr : dout + i * k;
       switch (kind_) {
-        case LossKind::kSoftmaxCrossEntropy: {
-          // loss = lse(z) - z_y;  d/dz_j = softmax_j - [j == y]
-          const int64_t y = static_cast<int64_t>(labels[i]);
-          const double lse = log_sum_exp(z, k);
-          per_sample[i] = lse - static_cast<double>(z[y]);
-          if (g == nullptr) break;
-          for (int64_t j = 0; j < k; ++j) {
-            const double p = std::exp(static_cast<double>(z[j]) - lse);
-            g[j] = static_cast<float>(s * (p - (j == y ? 1.0 : 0.0)));
-          }
+        case LossKind::kSoftmaxCrossEntropy:
+          per_sample[i] = softmax_ce_row(z, labels + i, false, k, s, g);
           break;
-        }
-        case LossKind::kSoftmaxCrossEntropyOneHot: {
-          // loss = sum_j y_j (lse - z_j);  d/dz_j = (sum y) softmax_j - y_j. Targets need not
-          // sum to one (label smoothing, mixup), so the sum is kept rather than assumed.
-          const float* t = labels + i * k;
-          const double lse = log_sum_exp(z, k);
-          double loss = 0.0;
-          double t_sum = 0.0;
-          for (int64_t j = 0; j < k; ++j) {
-            loss += static_cast<double>(t[j]) * (lse - static_cast<double>(z[j]));
-            t_sum += t[j];
-          }
-          per_sample[i] = loss;
-          if (g == nullptr) break;
-          for (int64_t j = 0; j < k; ++j) {
-            const double p = std::exp(static_cast<double>(z[j]) - lse);
-            g[j] = static_cast<float>(s * (t_sum * p - static_cast<double>(t[j])));
-          }
+        case LossKind::kSoftmaxCrossEntropyOneHot:
+          per_sample[i] = softmax_ce_row(z, labels + i * k, true, k, s, g);
           break;
-        }
         case LossKind::kBinaryCrossEntropy: {
           // loss = -(y log p + (1-y) log(1-p)) on p clipped to [eps, 1-eps] (Keras, without
           // Keras's extra eps inside the logs). The gradient (p-y)/(p(1-p)) is evaluated at the

@@ -49,4 +49,25 @@ SS_HOST_DEVICE inline float bits_float(uint32_t bits) {
 #endif
 }
 
+// And a double's.
+SS_HOST_DEVICE inline uint64_t double_bits(double v) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint64_t>(__double_as_longlong(v));
+#else
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
+#endif
+}
+
+SS_HOST_DEVICE inline double bits_double(uint64_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(bits));
+#else
+  double v = 0.0;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+#endif
+}
+
 }  // namespace scalescope::kernel_math
