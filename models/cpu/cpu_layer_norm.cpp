@@ -23,6 +23,9 @@ namespace {
 
 namespace km = kernel_math;
 
+// The model's saved bf16 copy of the input, read as the values it widens to.
+using SavedBf16 = km::HalfValuesIn<km::HalfFormat::kBf16>;
+
 // Columns one task of the parameter gradients sums: a few kilobytes of partial sums, and
 // enough tasks for the threads when a part is wide.
 constexpr int64_t kColumnBlock = 256;
@@ -37,7 +40,7 @@ SCALESCOPE_VECTOR_CLONES void forward_row(const float* x, float* y, int64_t d, c
 }
 
 // `add`: dx added to what it holds (LayerKernel::backward_adding). X is how x is read: fp32, or
-// the model's saved bf16 copy (km::Bf16Values); each gets clones of its own.
+// the model's saved bf16 copy (SavedBf16); each gets clones of its own.
 template <class X>
 SCALESCOPE_VECTOR_CLONES void backward_row(X x, const float* dy, float* dx, int64_t d,
                                            const float* w, float mean, float rstd, bool add) {
@@ -74,8 +77,8 @@ SCALESCOPE_VECTOR_CLONES void part_sums(const km::ColumnGradTerm<X>& term, int64
 const float* row_values(const float* x) {
   return x;
 }
-const uint16_t* row_values(km::Bf16Values x) {
-  return x.bits;
+const uint16_t* row_values(SavedBf16 x) {
+  return x.at;
 }
 
 class LayerNormKernel final : public LayerKernel {
@@ -148,7 +151,7 @@ class LayerNormKernel final : public LayerKernel {
   }
   void backward_saved(const uint16_t* in, const uint16_t*, const float* dout, float* din,
                       Stream&) override {
-    backward_into(km::Bf16Values{in}, dout, din, false);
+    backward_into(SavedBf16{in}, dout, din, false);
   }
   bool adds_input_gradient_from_saved(km::HalfFormat format) const override {
     return reads_saved(format);
@@ -156,7 +159,7 @@ class LayerNormKernel final : public LayerKernel {
   void backward_saved_adding(const uint16_t* in, const uint16_t*, const float* dout, float* din,
                              Stream&) override {
     check_adding(dout, din);
-    backward_into(km::Bf16Values{in}, dout, din, true);
+    backward_into(SavedBf16{in}, dout, din, true);
   }
 
  private:

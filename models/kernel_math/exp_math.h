@@ -43,7 +43,7 @@ SS_HOST_DEVICE inline float vector_exp(float x) {
 
 // exp(x) in double, the same way: Cody and Waite's reduction by n·ln 2 in two parts (Cephes'
 // exp's), then exp of the rest, |r| <= ln 2 / 2, as its Taylor polynomial to degree 13 (the
-// first term left out is below 2^-57 of the result) by Horner's rule, no division; within 2 ulp
+// first term left out is below 2^-57 of the result) by Horner's rule, no division; within 1 ulp
 // of exp over [-708, 709]; 0 below -708 (where exp gives 3.3e-308 at most, subnormals or 0),
 // +inf above 709 (exp's own overflow is at 709.78), NaN for NaN. n comes out of the rounding's
 // bits, so no conversion to an integer: 64-bit integer lanes are all AVX2 needs.

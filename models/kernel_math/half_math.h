@@ -120,6 +120,8 @@ template <HalfFormat F>
 struct HalfValuesIn {
   const uint16_t* at = nullptr;
   SS_HOST_DEVICE float operator[](int64_t i) const { return from_half(at[i], F); }
+  // The values from `offset` on, as a pointer's + gives (a row of a matrix).
+  SS_HOST_DEVICE HalfValuesIn operator+(int64_t offset) const { return {at + offset}; }
 };
 template <HalfFormat F>
 SS_HOST_DEVICE inline bool has_values(const HalfValuesIn<F>& values) {

@@ -75,14 +75,8 @@ struct RowGradTerm {  // g = dy·w
   const float* w;
   SS_HOST_DEVICE float operator()(int64_t i) const { return dy[i] * w[i]; }
 };
-// Backward's input x as it is read: fp32 (`const float*`), or the model's saved bf16 copy of it
-// (Bf16Values), whose values widen exactly: the same x, so the same bits either way.
-struct Bf16Values {
-  const uint16_t* bits;
-  SS_HOST_DEVICE float operator[](int64_t i) const { return bf16_to_float(bits[i]); }
-  SS_HOST_DEVICE Bf16Values operator+(int64_t offset) const { return {bits + offset}; }
-};
-
+// X: how backward's input x is read, fp32 (`const float*`) or the model's saved bf16 copy
+// (HalfValuesIn<HalfFormat::kBf16>), whose values widen exactly: the same bits either way.
 template <class X = const float*>
 struct RowGradXhatTerm {  // g·x̂
   X x;
