@@ -13,6 +13,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/device.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -25,6 +26,16 @@ inline std::chrono::milliseconds gloo_pair_connect_timeout(std::chrono::millisec
   return std::max(std::chrono::milliseconds(1), timeout / 5);
 }
 
+// A Gloo TCP pair sends with writev, which raises SIGPIPE when the peer's process has died, and
+// SIGPIPE's default action killed the survivor (status 141) before Gloo could report the lost
+// peer. Ignored, the write fails with EPIPE and the collective throws, naming the peer.
+inline void ignore_broken_pipe_signal() {
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGPIPE, &ignore, nullptr);
+}
+
 // Returns once every rank has connected: connectFullMesh returns when this rank's pairs are
 // up, and a rank that then left at once (its replica done or failed) closed them while a peer
 // was still finishing its handshake, which failed with "Connection closed by peer" (one
@@ -35,6 +46,7 @@ inline void connect_full_mesh(const std::shared_ptr<gloo::rendezvous::Context>& 
                               gloo::rendezvous::Store& store,
                               std::shared_ptr<gloo::transport::Device> device,
                               std::chrono::milliseconds timeout) {
+  ignore_broken_pipe_signal();
   context->setTimeout(gloo_pair_connect_timeout(timeout));
   context->connectFullMesh(store, device);
   context->setTimeout(timeout);

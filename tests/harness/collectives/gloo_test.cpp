@@ -2,14 +2,17 @@
 // Parameterized suites are instantiated as Gloo/... so that --gtest_filter=Gloo* runs them.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -365,6 +368,26 @@ TEST(GlooGroupTest, ConnectTimesOutWhenAPeerNeverJoins) {
   const auto elapsed = std::chrono::steady_clock::now() - start;
   EXPECT_GE(elapsed, kShort * 9 / 10);
   EXPECT_LT(elapsed, kShort * 2);
+}
+
+// Gloo's pairs write with writev: a peer that died made the survivor's next write raise
+// SIGPIPE, whose default action killed it (status 141) before it could name the lost peer.
+// After a group connects, a write to a socket whose other end is gone fails with EPIPE.
+TEST(GlooGroupTest, AWriteToADeadPeerFailsInsteadOfKillingTheProcess) {
+  const std::string outcome = testing_util::in_child_process([] {
+    ::signal(SIGPIPE, SIG_DFL);
+    GlooGroup group(2, kTimeout);
+    std::thread peer([&] { group.connect(1); });
+    group.connect(0);
+    peer.join();
+    int ends[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM, 0, ends) != 0) return std::string("no socketpair");
+    ::close(ends[1]);
+    const char byte = 0;
+    const ssize_t written = ::write(ends[0], &byte, 1);
+    return written < 0 && errno == EPIPE ? std::string("EPIPE") : std::string("wrote");
+  });
+  EXPECT_EQ(outcome, "EPIPE") << "(empty: the process died, of SIGPIPE as it seems)";
 }
 
 // `keys` (CBOR of {key: bytes}, from GlooGroup::take_local_keys) without the pairs'

@@ -340,7 +340,10 @@ if killed_at is not None:
     elapsed = time.time() - killed_at
     print(f"survivor exited {elapsed:.1f} s after the kill, status {proc.returncode}")
     print(err[-2000:])
-    check("rank 0 exit 1" in err, "the surviving rank 0 did not exit with status 1")
+    # Exactly 1: "rank 0 exit 141" (killed by SIGPIPE writing to the dead peer) is a failure.
+    status = re.search(r"^rank 0 exit (\d+)$", err, re.MULTILINE)
+    check(status is not None and status.group(1) == "1",
+          f"the surviving rank 0 exited with {status.group(1) if status else 'no status'}, not 1")
     # scalescope's own words ("lost process rank 1 (host)" or "lost contact with process
     # rank 1 (host)"), not mpirun's "process rank 1 with PID ...".
     check(re.search(r"lost (contact with )?process rank 1 \(", err) is not None,
