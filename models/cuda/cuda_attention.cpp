@@ -67,8 +67,9 @@ class AttentionKernel final : public LayerKernel {
     forward_from_heads(out, s);
   }
 
-  // Reads the input of the last forward (q, k and v), from which it recomputes P; the fused
-  // passes also its output (backward_reads: both).
+  // Reads the input of the last forward (q, k and v), from which it recomputes P with the
+  // softmax stats that forward kept; the fused passes also its output (backward_reads: both).
+  // REQUIRES (beyond LayerKernel's): no forward_eval since the last forward.
   void backward(const float* in, const float* out, const float* dout, float* din,
                 Stream& stream) override {
     if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient

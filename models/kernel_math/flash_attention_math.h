@@ -31,7 +31,9 @@ struct FlashTiling {
   static constexpr int kKeyTile = 64;
   static constexpr int kThreads = kWarps * 32;
   // Each row of a warp's 16 is shared by two lanes: lane l takes row l / 2 and its columns
-  // l % 2, l % 2 + 2, ... (interleaved, so that the 32 lanes' reads fall in distinct banks).
+  // l % 2, l % 2 + 2, ... (interleaved). With scores kKeyTile + 4 floats apart, rows r and r + 8
+  // share their banks: two-way conflicts, which no leading dimension the tensor cores' stores
+  // allow (a multiple of 4 floats) avoids without skewing each row's columns.
   static constexpr int kLanesPerRow = 2;
 };
 

@@ -43,7 +43,12 @@ SS_HOST_DEVICE double lane_sum(RowShare share, int64_t count, const Term& term) 
     SS_UNROLL
     for (int l = 0; l < kRowLanes; ++l) part[l] += term(j + l * share.step);
   }
-  for (int l = 0; j < count; ++l, j += share.step) part[l] += term(j);
+  // The tail's lanes by constant index: a run-time one put part[] in a GPU thread's local
+  // memory (a 64-byte stack frame of the loss kernel).
+  SS_UNROLL
+  for (int l = 0; l < kRowLanes; ++l) {
+    if (j + l * share.step < count) part[l] += term(j + l * share.step);
+  }
   double sum = part[0];
   SS_UNROLL
   for (int l = 1; l < kRowLanes; ++l) sum += part[l];
@@ -66,7 +71,10 @@ SS_HOST_DEVICE inline float lane_max(const float* z, RowShare share, int64_t cou
     SS_UNROLL
     for (int l = 0; l < kRowLanes; ++l) part[l] = max_of(part[l], z[j + l * share.step]);
   }
-  for (int l = 0; j < count; ++l, j += share.step) part[l] = max_of(part[l], z[j]);
+  SS_UNROLL  // the tail as lane_sum's
+      for (int l = 0; l < kRowLanes; ++l) {
+    if (j + l * share.step < count) part[l] = max_of(part[l], z[j + l * share.step]);
+  }
   float m = part[0];
   SS_UNROLL
   for (int l = 1; l < kRowLanes; ++l) m = max_of(m, part[l]);
