@@ -122,7 +122,12 @@ SS_HOST_DEVICE double softmax_ce_loss(const float* z, const float* label, bool o
   grad = SoftmaxGradient{max_z + log(reduce.sum(s)), scale, 0.0, -1, one_hot};
   if (!one_hot) {
     grad.y = class_index(label[0], classes);
-    return grad.y < 0 ? NAN : grad.lse - static_cast<double>(z[grad.y]);
+    // The label's logit comes through the row's reduction from the thread whose share holds it
+    // (the others add an exact 0): no thread reads a column of another's, which that one may
+    // overwrite with its gradient (g may be z).
+    const bool holds_y = grad.y >= share.first && (grad.y - share.first) % share.step == 0;
+    const double z_y = reduce.sum(holds_y ? static_cast<double>(z[grad.y]) : 0.0);
+    return grad.y < 0 ? NAN : grad.lse - z_y;
   }
   const double lse = grad.lse;
   const double loss = lane_sum(share, classes, [&](int64_t j) {

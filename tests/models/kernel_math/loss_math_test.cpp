@@ -149,9 +149,17 @@ TEST(KernelMathLoss, ASoftmaxRowSplitAmongLanesIsTheWholeRow) {
     std::vector<double> partials(record.totals.size(), 0.0);
     partials[0] = -kInf;
     for (int64_t lane = 0; lane < kLanes; ++lane) {
+      // A lane sees NaN in the other lanes' columns: on a GPU those may already hold their
+      // gradients (g may be z), so reading one would be a race.
+      std::vector<float> seen_z(k, NAN), seen_label = label;
+      if (one_hot) std::fill(seen_label.begin(), seen_label.end(), NAN);
+      for (int64_t j = lane; j < k; j += kLanes) {
+        seen_z[j] = z[j];
+        if (one_hot) seen_label[j] = label[j];
+      }
       std::vector<float> mine(k, kUnwritten);
       const double lane_loss =
-          km::softmax_ce_row(z.data(), label.data(), one_hot, k, 0.5, mine.data(),
+          km::softmax_ce_row(seen_z.data(), seen_label.data(), one_hot, k, 0.5, mine.data(),
                              km::RowShare{lane, kLanes}, ReplayingReduce{record.totals, partials});
       EXPECT_EQ(lane_loss, loss) << "lane " << lane;
       for (int64_t j = 0; j < k; ++j) {
