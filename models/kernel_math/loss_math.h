@@ -71,8 +71,9 @@ SS_HOST_DEVICE inline float lane_max(const float* z, RowShare share, int64_t cou
     SS_UNROLL
     for (int l = 0; l < kRowLanes; ++l) part[l] = max_of(part[l], z[j + l * share.step]);
   }
-  SS_UNROLL  // the tail as lane_sum's
-      for (int l = 0; l < kRowLanes; ++l) {
+  // The tail as lane_sum's.
+  SS_UNROLL
+  for (int l = 0; l < kRowLanes; ++l) {
     if (j + l * share.step < count) part[l] = max_of(part[l], z[j + l * share.step]);
   }
   float m = part[0];
