@@ -2,9 +2,11 @@
 // in models/kernel_math/norm_math.h and shortcut_math.h (tested on CPU); the kernels here map
 // threads to elements and channels.
 //
-// Batch normalization's per-channel sums take two launches each: a block of kBiasTileChannels ×
-// kBiasTileRows threads sums one part of the rows of kBiasTileChannels channels into scratch,
-// and one thread per channel adds the parts in order and finishes the channel's statistics.
+// Batch normalization's per-channel reductions take two launches each: a block of
+// kBiasTileChannels × kBiasTileRows threads reduces one part of the rows of kBiasTileChannels
+// channels into scratch, and one thread per channel adds (or merges) the parts in order and
+// finishes the channel's statistics. The training forward reads x once for its statistics (its
+// moments, norm_math.h) and once to normalize; backward once for its sums and once for dx.
 // cuDNN's batch norm would do in fewer launches, but its reduction order is not documented
 // (nor promised to be fixed), where ours is norm_math.h's and checked on the host.
 #include <cuda_runtime.h>
@@ -61,6 +63,34 @@ void launch_channel_sums(const Term& term, int64_t rows, int64_t channels, float
   check_launch("channel_sums_kernel");
 }
 
+// Part blockIdx.y of the rows of kTileC channels: part_mean[part, c] and part_m2[part, c], the
+// part's moments (norm_math.h), its row-threads' merged in thread order.
+template <class X>
+__global__ void channel_moments_kernel(X x, int64_t rows, int64_t channels, km::BiasGradPlan plan,
+                                       float* part_mean, float* part_m2) {
+  __shared__ float means[kTileR][kTileC + 1];  // one padding column avoids bank conflicts
+  __shared__ float m2s[kTileR][kTileC + 1];
+  __shared__ int64_t counts[kTileR][kTileC + 1];
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kTileC + threadIdx.x;
+  const km::IndexRange part = km::bias_grad_part_rows(plan, rows, blockIdx.y);
+  const km::Moments m =
+      c < channels ? km::strided_moments(x, channels, c, part.begin + threadIdx.y, part.end, kTileR)
+                   : km::Moments{};
+  means[threadIdx.y][threadIdx.x] = m.mean;
+  m2s[threadIdx.y][threadIdx.x] = m.m2;
+  counts[threadIdx.y][threadIdx.x] = m.count;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= channels) return;
+  km::Moments total;
+  for (int t = 0; t < kTileR; ++t) {
+    total = km::merge_moments(total,
+                              {counts[t][threadIdx.x], means[t][threadIdx.x], m2s[t][threadIdx.x]});
+  }
+  const int64_t at = static_cast<int64_t>(blockIdx.y) * channels + c;
+  part_mean[at] = total.mean;
+  part_m2[at] = total.m2;
+}
+
 // ---- per-channel finishing: one thread per channel adds the parts in order.
 
 __global__ void mean_finish_kernel(const float* partial, int64_t parts, int64_t rows,
@@ -70,16 +100,34 @@ __global__ void mean_finish_kernel(const float* partial, int64_t parts, int64_t 
   }
 }
 
+// Channel c's invstd and running statistics from its mean (t.mean[c]) and Σ(x - mean)² over
+// `rows` values.
+__device__ void finish_statistics(int64_t c, float squared_deviations, int64_t rows, float eps,
+                                  float momentum, const BatchNormTensors& t) {
+  const km::NormVariance v = km::norm_variance(squared_deviations, rows, eps);
+  t.invstd[c] = v.invstd;
+  t.running_mean[c] = km::norm_running_update(t.running_mean[c], t.mean[c], momentum);
+  t.running_var[c] = km::norm_running_update(t.running_var[c], v.unbiased, momentum);
+  if (c == 0) *t.num_batches_tracked += 1.0f;
+}
+
 __global__ void variance_finish_kernel(const float* partial, int64_t parts, int64_t rows,
                                        int64_t channels, float eps, float momentum,
                                        BatchNormTensors t) {
   for (int64_t c = first_index(); c < channels; c += grid_stride()) {
-    const km::NormVariance v =
-        km::norm_variance(km::ordered_sum(partial + c, parts, channels), rows, eps);
-    t.invstd[c] = v.invstd;
-    t.running_mean[c] = km::norm_running_update(t.running_mean[c], t.mean[c], momentum);
-    t.running_var[c] = km::norm_running_update(t.running_var[c], v.unbiased, momentum);
-    if (c == 0) *t.num_batches_tracked += 1.0f;
+    finish_statistics(c, km::ordered_sum(partial + c, parts, channels), rows, eps, momentum, t);
+  }
+}
+
+// The parts' moments (channel_moments_kernel's) merged in part order: the mean, invstd and
+// running statistics.
+__global__ void moments_finish_kernel(const float* part_mean, const float* part_m2,
+                                      km::BiasGradPlan plan, int64_t rows, int64_t channels,
+                                      float eps, float momentum, BatchNormTensors t) {
+  for (int64_t c = first_index(); c < channels; c += grid_stride()) {
+    const km::Moments m = km::merge_part_moments(plan, rows, part_mean + c, part_m2 + c, channels);
+    t.mean[c] = m.mean;
+    finish_statistics(c, m.m2, rows, eps, momentum, t);
   }
 }
 
@@ -185,21 +233,23 @@ void backward_data(X x, const float* dy, X relu_y, DX dx, const float* dgamma, c
   check_launch("norm_backward_data_kernel");
 }
 
-// The unsynchronized training passes, x (and relu_y) read through X, y written through Y.
+// The unsynchronized training passes, x (and relu_y) read through X, y written through Y: the
+// statistics from one read of x (its moments), then y.
 template <class X, class Y>
 void forward_train(X x, Y y, int64_t rows, int64_t channels, float eps, float momentum, bool relu,
                    const BatchNormTensors& t, cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
-  const int64_t parts = km::bias_grad_plan(rows).parts;
-  launch_channel_sums(km::SumTermOf<X>{x, channels}, rows, channels, t.scratch, nullptr, stream);
-  mean_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(t.scratch, parts, rows, channels,
-                                                                  t.mean);
-  check_launch("mean_finish_kernel");
-  launch_channel_sums(km::SquaredDeviationTermOf<X>{x, t.mean, channels}, rows, channels, t.scratch,
-                      nullptr, stream);
-  variance_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(t.scratch, parts, rows,
-                                                                      channels, eps, momentum, t);
-  check_launch("variance_finish_kernel");
+  const km::BiasGradPlan plan = km::bias_grad_plan(rows);
+  float* part_mean = t.scratch;
+  float* part_m2 = t.scratch + plan.parts * channels;
+  const dim3 grid(static_cast<unsigned>((channels + kTileC - 1) / kTileC),
+                  static_cast<unsigned>(plan.parts));
+  channel_moments_kernel<<<grid, dim3(kTileC, kTileR), 0, stream>>>(x, rows, channels, plan,
+                                                                    part_mean, part_m2);
+  check_launch("channel_moments_kernel");
+  moments_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(part_mean, part_m2, plan, rows,
+                                                                     channels, eps, momentum, t);
+  check_launch("moments_finish_kernel");
   normalize(x, y, rows * channels, channels, relu, false, eps, t, stream);
 }
 

@@ -3,8 +3,10 @@
 // kernels, and the order in which they add up each channel's sums.
 //
 // Training forward, per channel over its `rows` values:
-//   mean = Σx / rows; var = Σ(x - mean)² / rows (biased; two passes, so that a large mean does
-//   not cancel the variance's digits); invstd = 1 / sqrt(var + eps);
+//   mean = Σx / rows; var = Σ(x - mean)² / rows (biased; from one read of x by merging
+//   moments, or with --sync-batchnorm in two passes over every replica's batch, Σx and then
+//   Σ(x - mean)²: either way a large mean does not cancel the variance's digits);
+//   invstd = 1 / sqrt(var + eps);
 //   y = gamma·((x - mean)·invstd) + beta;
 //   running_mean = (1 - m)·running_mean + m·mean;
 //   running_var = (1 - m)·running_var + m·Σ(x - mean)² / (rows - 1) (unbiased).
@@ -14,8 +16,8 @@
 // forward writes the ReLU's output, and backward's dy is the ReLU's backward of the gradient it
 // is given (the ReLU layer's functions, so the same bits as the two layers unfused).
 //
-// Every sum is added in bias_math.h's order (the rows split into parts, each part among
-// kBiasTileRows row-threads, then thread sums and part sums added in order), fixed by the
+// Every sum (and the moments) is added in bias_math.h's order (the rows split into parts, each part
+// among kBiasTileRows row-threads, then thread sums and part sums added in order), fixed by the
 // shape alone, so the result is the same run after run; norm_forward_on_host and
 // norm_backward_on_host follow that order on the host, so that CPU tests check the GPU's
 // algorithm to the bit, and the *_on_host functions of the synchronized stages
@@ -25,6 +27,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "models/kernel_math/activation_math.h"
 #include "models/kernel_math/bias_math.h"
@@ -70,20 +73,19 @@ SS_HOST_DEVICE inline SumPair strided_pair_sum(const Term& term, int64_t c, int6
   return sum;
 }
 
-// The terms of the three reductions. `x` and `dy` are [rows, channels]; x (and a fused ReLU's
-// output) read through `X`: fp32 memory (const float*), or the model's saved 16-bit copy
-// (HalfValues), the values a restore of it would give.
-template <class X>
-struct SumTermOf {  // Σx
-  X x;
+// The terms of the reductions. `x` and `dy` are [rows, channels]; in backward's, x (and a
+// fused ReLU's output) read through `X`: fp32 memory (const float*), or the model's saved 16-bit
+// copy (HalfValues), the values a restore of it would give. The synchronized forward's two sums
+// (the unsynchronized forward's statistics are its moments, below) read fp32 memory.
+struct SumTerm {  // Σx
+  const float* x;
   int64_t channels;
   SS_HOST_DEVICE SumPair operator()(int64_t r, int64_t c) const {
     return {x[r * channels + c], 0.0f};
   }
 };
-template <class X>
-struct SquaredDeviationTermOf {  // Σ(x - mean)²
-  X x;
+struct SquaredDeviationTerm {  // Σ(x - mean)²
+  const float* x;
   const float* mean;
   int64_t channels;
   SS_HOST_DEVICE SumPair operator()(int64_t r, int64_t c) const {
@@ -123,8 +125,6 @@ struct BackwardTermOf {  // Σdy and Σdy·x̂
   }
 };
 
-using SumTerm = SumTermOf<const float*>;
-using SquaredDeviationTerm = SquaredDeviationTermOf<const float*>;
 using BackwardTerm = BackwardTermOf<const float*>;
 
 SS_HOST_DEVICE inline float norm_mean(float sum, int64_t rows) {
@@ -163,6 +163,82 @@ SS_HOST_DEVICE inline float norm_backward_element(float dy, float xhat, float ga
   return (gamma * invstd) * ((dy - dbeta / count) - (xhat * dgamma) / count);
 }
 
+// ---- the training forward's statistics in one read of x
+//
+// Each channel's count, mean and M2 = Σ(x - mean)², built up by Chan, Golub and LeVeque's
+// pairwise update, so that the forward reads x once for its statistics where Σx and then
+// Σ(x - mean)² read it twice, and a large mean cancels none of the variance's digits (as
+// Σx² - (Σx)²/n would). A row-thread takes its rows kTermsAhead at a time (the loads in
+// flight together), merges each such batch's own mean and M2 into its running ones, and the
+// threads' and then the parts' moments are merged in bias_math.h's order.
+struct Moments {
+  int64_t count = 0;
+  float mean = 0.0f;
+  float m2 = 0.0f;
+};
+
+// The moments of a's values and then b's.
+SS_HOST_DEVICE inline Moments merge_moments(const Moments& a, const Moments& b) {
+  if (b.count == 0) return a;
+  if (a.count == 0) return b;
+  const int64_t count = a.count + b.count;
+  const float delta = b.mean - a.mean;
+  const float b_share = static_cast<float>(b.count) / static_cast<float>(count);
+  return {count, a.mean + delta * b_share,
+          a.m2 + b.m2 + delta * delta * (static_cast<float>(a.count) * b_share)};
+}
+
+// The moments of v[0, count), count <= kTermsAhead (constant indices: no local memory on GPUs).
+SS_HOST_DEVICE inline Moments batch_moments(const float (&v)[kTermsAhead], int count) {
+  float sum = 0.0f;
+  SS_UNROLL
+  for (int u = 0; u < kTermsAhead; ++u) {
+    if (u < count) sum += v[u];
+  }
+  // A full batch's division by a power of two is the multiplication's bits; a GPU divides slowly.
+  const float mean =
+      count == kTermsAhead ? sum * (1.0f / kTermsAhead) : sum / static_cast<float>(count);
+  float m2 = 0.0f;
+  SS_UNROLL
+  for (int u = 0; u < kTermsAhead; ++u) {
+    if (u < count) m2 += (v[u] - mean) * (v[u] - mean);
+  }
+  return {count, mean, m2};
+}
+
+// The moments of x[r·channels + c] over the rows first, first + step, ... below `end`; x read
+// through X (BackwardTermOf's).
+template <class X>
+SS_HOST_DEVICE inline Moments strided_moments(const X& x, int64_t channels, int64_t c,
+                                              int64_t first, int64_t end, int64_t step) {
+  Moments m;
+  for (int64_t r = first; r < end; r += kTermsAhead * step) {
+    float v[kTermsAhead];
+    int count = 0;
+    SS_UNROLL
+    for (int u = 0; u < kTermsAhead; ++u) {
+      const int64_t row = r + u * step;
+      v[u] = row < end ? static_cast<float>(x[row * channels + c]) : 0.0f;
+      count += row < end ? 1 : 0;
+    }
+    m = merge_moments(m, batch_moments(v, count));
+  }
+  return m;
+}
+
+// A channel's moments from its parts' means and M2s (part_mean[p·stride], part_m2[p·stride]),
+// merged in part order, each part as many values as its rows.
+SS_HOST_DEVICE inline Moments merge_part_moments(const BiasGradPlan& plan, int64_t rows,
+                                                 const float* part_mean, const float* part_m2,
+                                                 int64_t stride) {
+  Moments m;
+  for (int64_t p = 0; p < plan.parts; ++p) {
+    const IndexRange part = bias_grad_part_rows(plan, rows, p);
+    m = merge_moments(m, {part.end - part.begin, part_mean[p * stride], part_m2[p * stride]});
+  }
+  return m;
+}
+
 // ---- the GPU's reduction order and passes on the host (for tests)
 
 // Σ term over the rows of channel c, in the order of the CUDA reduction kernel: per part, the
@@ -183,6 +259,24 @@ SumPair norm_channel_sum_on_host(const Term& term, int64_t rows, int64_t c) {
     total.b += part_sum.b;
   }
   return total;
+}
+
+// A channel's moments in the order of the CUDA kernels: per part, the kBiasTileRows row-threads'
+// strided moments merged in thread order; then the parts' in part order.
+template <class X>
+Moments norm_channel_moments_on_host(const X& x, int64_t rows, int64_t channels, int64_t c) {
+  const BiasGradPlan plan = bias_grad_plan(rows);
+  std::vector<float> part_mean, part_m2;
+  for (int64_t p = 0; p < plan.parts; ++p) {
+    const IndexRange part = bias_grad_part_rows(plan, rows, p);
+    Moments m;
+    for (int64_t t = 0; t < kBiasTileRows; ++t)
+      m = merge_moments(m,
+                        strided_moments(x, channels, c, part.begin + t, part.end, kBiasTileRows));
+    part_mean.push_back(m.mean);
+    part_m2.push_back(m.m2);
+  }
+  return merge_part_moments(plan, rows, part_mean.data(), part_m2.data(), 1);
 }
 
 // The end of the training forward, from each channel's Σ(x - mean)² squares(c) over `samples`
@@ -211,17 +305,19 @@ void norm_finish_forward_on_host(const Squares& squares, X x, int64_t rows, int6
 
 // The training forward on the host, as the CUDA kernels compute it: y, the updated running
 // statistics and num_batches_tracked, and the saved mean and invstd (each [channels]); with
-// `relu`, y is the fused ReLU's output. x read through X (SumTermOf's). REQUIRES: rows >= 2.
+// `relu`, y is the fused ReLU's output. x read through X (BackwardTermOf's). REQUIRES: rows >= 2.
 template <class X>
 void norm_forward_on_host(X x, int64_t rows, int64_t channels, const float* gamma,
                           const float* beta, float eps, float momentum, float* y,
                           float* running_mean, float* running_var, float* num_batches_tracked,
                           float* mean, float* invstd, bool relu = false) {
-  for (int64_t c = 0; c < channels; ++c)
-    mean[c] = norm_mean(norm_channel_sum_on_host(SumTermOf<X>{x, channels}, rows, c).a, rows);
-  const auto squares = [&](int64_t c) {
-    return norm_channel_sum_on_host(SquaredDeviationTermOf<X>{x, mean, channels}, rows, c).a;
-  };
+  std::vector<float> m2(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    const Moments m = norm_channel_moments_on_host(x, rows, channels, c);
+    mean[c] = m.mean;
+    m2[static_cast<size_t>(c)] = m.m2;
+  }
+  const auto squares = [&](int64_t c) { return m2[static_cast<size_t>(c)]; };
   norm_finish_forward_on_host(squares, x, rows, channels, rows, gamma, beta, eps, momentum, y,
                               running_mean, running_var, num_batches_tracked, mean, invstd, relu);
 }

@@ -350,6 +350,33 @@ TEST(KernelMathNorm, ChannelSumsFollowTheBiasGradientsOrder) {
   }
 }
 
+// The forward's statistics from one read of x (norm_math.h's moments) at row counts where
+// row-threads have no rows (fewer than kBiasTileRows), where a thread's last batch is short of
+// kTermsAhead, and over many parts (bias_math.h's plan): the count, mean and Σ(x - mean)² of the
+// channel, against float64, around a mean far from zero.
+TEST(KernelMathNorm, TheMomentsOfAnyRowCountAreTheChannelsMeanAndSquaredDeviations) {
+  for (const int64_t rows : {1, 2, 7, 9, 65, 513, 5000, 70001}) {
+    const int64_t channels = 2;
+    const std::vector<float> x = uniform(rows * channels, 41, 49.0f, 51.0f);
+    for (int64_t c = 0; c < channels; ++c) {
+      SCOPED_TRACE(testing::Message() << rows << " rows, channel " << c);
+      double sum = 0.0;
+      for (int64_t r = 0; r < rows; ++r) sum += x[static_cast<size_t>(r * channels + c)];
+      const double mean = sum / static_cast<double>(rows);
+      double m2 = 0.0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const double d = x[static_cast<size_t>(r * channels + c)] - mean;
+        m2 += d * d;
+      }
+      const km::Moments got = km::norm_channel_moments_on_host(x.data(), rows, channels, c);
+      EXPECT_EQ(got.count, rows);
+      EXPECT_NEAR(got.mean, mean, 1e-6 * 50.0);
+      // M2 is n·var with var about 1/3: a few float roundings of x - mean, relative to it.
+      EXPECT_NEAR(got.m2, m2, 1e-5 * std::max(m2, 1.0));
+    }
+  }
+}
+
 // --sync-batchnorm on the host: the case's rows split into `replicas` equal batches, each
 // running the mirror of the CUDA stages, with the sync values summed over the replicas in rank
 // order between two stages, as the all-reduce does. One Mirror per replica.
@@ -449,23 +476,37 @@ TEST(KernelMathNorm, SynchronizedStagesOverReplicasAreTheWholeBatchsBatchNorm) {
   }
 }
 
-// One replica's stages are the unsynchronized passes to the bit: a summed value read as one
-// part (0 + the sum) is the sum, and dx reads the same Σdy and Σdy·x̂.
-TEST(KernelMathNorm, OneReplicasStagesAreTheUnsynchronizedPassesBitForBit) {
+// One replica's stages are the unsynchronized passes: the statistics (two passes there, merged
+// moments here) within float rounding, and from the same statistics the same bits: a summed
+// value read as one part (0 + the sum) is the sum, and dx reads the same Σdy and Σdy·x̂.
+TEST(KernelMathNorm, OneReplicasStagesAreTheUnsynchronizedPasses) {
   for (const int64_t rows : {2, 50, 1300}) {
+    SCOPED_TRACE(testing::Message() << rows << " rows");
     const Case k = make_case(rows, 5, 0.3f, 31);
-    const Mirror want = mirror(k);
+    const Mirror unsynchronized = mirror(k);
     const std::vector<Mirror> got = synchronized_mirrors(k, 1);
     ASSERT_EQ(got.size(), 1u);
-    EXPECT_EQ(got[0].y, want.y) << rows;
-    EXPECT_EQ(got[0].mean, want.mean) << rows;
-    EXPECT_EQ(got[0].invstd, want.invstd) << rows;
-    EXPECT_EQ(got[0].running_mean, want.running_mean) << rows;
-    EXPECT_EQ(got[0].running_var, want.running_var) << rows;
-    EXPECT_EQ(got[0].num_batches_tracked, want.num_batches_tracked) << rows;
-    EXPECT_EQ(got[0].dgamma, want.dgamma) << rows;
-    EXPECT_EQ(got[0].dbeta, want.dbeta) << rows;
-    EXPECT_EQ(got[0].dx, want.dx) << rows;
+    const auto near = [](const std::vector<float>& a, const std::vector<float>& b) {
+      return relative_error(a, std::vector<double>(b.begin(), b.end()));
+    };
+    EXPECT_LE(near(got[0].mean, unsynchronized.mean), 1e-6);
+    EXPECT_LE(near(got[0].invstd, unsynchronized.invstd), 1e-6);
+    EXPECT_LE(near(got[0].running_var, unsynchronized.running_var), 1e-6);
+    EXPECT_EQ(got[0].num_batches_tracked, unsynchronized.num_batches_tracked);
+
+    Mirror want = blank_mirror(k, rows);
+    for (int64_t i = 0; i < rows * k.channels; ++i) {
+      const auto c = static_cast<size_t>(i % k.channels);
+      want.y[static_cast<size_t>(i)] = km::norm_forward_element(
+          k.x[static_cast<size_t>(i)], got[0].mean[c], got[0].invstd[c], k.gamma[c], k.beta[c]);
+    }
+    km::norm_backward_on_host(k.x.data(), k.dy.data(), rows, k.channels, k.gamma.data(),
+                              got[0].mean.data(), got[0].invstd.data(), want.dgamma.data(),
+                              want.dbeta.data(), want.dx.data());
+    EXPECT_EQ(got[0].y, want.y);
+    EXPECT_EQ(got[0].dgamma, want.dgamma);
+    EXPECT_EQ(got[0].dbeta, want.dbeta);
+    EXPECT_EQ(got[0].dx, want.dx);
   }
 }
 
