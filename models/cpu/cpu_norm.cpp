@@ -12,7 +12,8 @@
 //
 // Reductions over the N·H·W pixels of each channel run over a number of pixel chunks fixed by
 // the shape alone (not the thread count): each chunk sums its pixels in order into its own
-// slot of per-channel partial sums, and the slots are then added in chunk order.
+// slot of per-channel partial sums, and the slots are then added (the training forward's
+// statistics: merged as moments) in chunk order.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -62,25 +63,22 @@ template <class O>
   }
 }
 
-template <class T>
-[[gnu::always_inline]] inline void channel_sums(double* __restrict acc, const T* __restrict x,
+// The synchronized forward's two passes, Σx and Σ(x − mean)² around every replica's mean (its
+// stages read fp32).
+[[gnu::always_inline]] inline void channel_sums(double* __restrict acc, const float* __restrict x,
                                                 int64_t cs) {
-  for (int64_t c = 0; c < cs; ++c) acc[c] += value(x, c);
+  for (int64_t c = 0; c < cs; ++c) acc[c] += x[c];
 }
 SCALESCOPE_VECTOR_CLONES
 void sum_rows(double* acc, const float* x, int64_t cs, int64_t n) {
   for (int64_t p = 0; p < n; ++p) channel_sums(acc, x + p * cs, cs);
 }
-SCALESCOPE_VECTOR_CLONES
-void sum_rows(double* acc, const uint16_t* x, int64_t cs, int64_t n) {
-  for (int64_t p = 0; p < n; ++p) channel_sums(acc, x + p * cs, cs);
-}
 
-template <class T>
-[[gnu::always_inline]] inline void squared_deviations(double* __restrict acc, const T* __restrict x,
+[[gnu::always_inline]] inline void squared_deviations(double* __restrict acc,
+                                                      const float* __restrict x,
                                                       const float* __restrict mean, int64_t cs) {
   for (int64_t c = 0; c < cs; ++c) {
-    const double d = static_cast<double>(value(x, c)) - mean[c];
+    const double d = static_cast<double>(x[c]) - mean[c];
     acc[c] += d * d;
   }
 }
@@ -88,9 +86,28 @@ SCALESCOPE_VECTOR_CLONES
 void sum_squares_rows(double* acc, const float* x, const float* mean, int64_t cs, int64_t n) {
   for (int64_t p = 0; p < n; ++p) squared_deviations(acc, x + p * cs, mean, cs);
 }
+
+// Σd and Σd² with d = x − shift, shift being the first row of the chunk: its moments from one
+// read (the forward's statistics), with no cancellation of a mean far from zero.
+// Sixteen channels a vector: GCC would take bf16 rows 32 channels at a time, so that the 16 of
+// a CIFAR ResNet's first stage ran scalar.
+template <class T>
+[[gnu::always_inline]] inline void shifted_sums(double* __restrict acc, const T* __restrict x,
+                                                const T* __restrict shift, int64_t cs) {
+#pragma omp simd simdlen(16)
+  for (int64_t c = 0; c < cs; ++c) {
+    const double d = static_cast<double>(value(x, c)) - value(shift, c);
+    acc[c] += d;
+    acc[cs + c] += d * d;
+  }
+}
 SCALESCOPE_VECTOR_CLONES
-void sum_squares_rows(double* acc, const uint16_t* x, const float* mean, int64_t cs, int64_t n) {
-  for (int64_t p = 0; p < n; ++p) squared_deviations(acc, x + p * cs, mean, cs);
+void shifted_sum_rows(double* acc, const float* x, int64_t cs, int64_t n) {
+  for (int64_t p = 0; p < n; ++p) shifted_sums(acc, x + p * cs, x, cs);
+}
+SCALESCOPE_VECTOR_CLONES
+void shifted_sum_rows(double* acc, const uint16_t* x, int64_t cs, int64_t n) {
+  for (int64_t p = 0; p < n; ++p) shifted_sums(acc, x + p * cs, x, cs);
 }
 
 // y = (x − shift)·scale + β, and with a fused ReLU max(y, 0) as oneDNN's (0 for NaN and −0).
@@ -316,13 +333,46 @@ class BatchNormKernel final : public LayerKernel {
   // The per-channel sums of the passes, over this replica's pixels (in double).
   template <class T>
   const double* sum_x(const T* in) {
+    check_training_pixels();
+    return reduce([&](double* acc, int64_t p, int64_t n) {
+      sum_rows(acc, in + p * channels_, channels_, n);
+    });
+  }
+  void check_training_pixels() const {
     SS_CHECK(pixels_ > 1,
              "{}: batch norm in training needs more than one value per channel, got {} "
              "(batch × height × width)",
              name_, pixels_);
-    return reduce([&](double* acc, int64_t p, int64_t n) {
-      sum_rows(acc, in + p * channels_, channels_, n);
-    });
+  }
+  // Saves the mean; returns Σ(x − mean)² over this replica's pixels, from one read of x: each
+  // chunk's sums of the deviations from its first pixel, the chunks' moments then merged in
+  // chunk order (Chan, Golub and LeVeque's pairwise update), all in double.
+  template <class T>
+  const double* moments(const T* in) {
+    check_training_pixels();
+    const int64_t cs = channels_;
+    const double* slots = fill_slots(
+        [&](double* acc, int64_t p, int64_t n) { shifted_sum_rows(acc, in + p * cs, cs, n); });
+    float* mean = saved_mean();
+    double* squares = static_cast<double*>(partials_.data()) + chunks_ * 2 * cs;
+    for (int64_t c = 0; c < cs; ++c) {
+      double count = 0.0, mu = 0.0, m2 = 0.0;
+      for (int64_t s = 0; s < chunks_; ++s) {
+        const int64_t begin = chunk_begin(s);
+        const double n = static_cast<double>(chunk_begin(s + 1) - begin);
+        const double d = slots[s * 2 * cs + c];
+        const double chunk_mean = value(in + begin * cs, c) + d / n;
+        const double chunk_m2 = slots[s * 2 * cs + cs + c] - d * d / n;
+        const double delta = chunk_mean - mu;
+        const double total = count + n;
+        mu += delta * (n / total);
+        m2 += chunk_m2 + delta * delta * (count * n / total);
+        count = total;
+      }
+      mean[c] = static_cast<float>(mu);
+      squares[c] = m2;
+    }
+    return squares;
   }
   // Saves the mean of `sums` over `replicas` batches; returns Σ(x − mean)² over this one's
   // pixels (two passes, so no cancellation between Σx² and (Σx)²).
@@ -356,9 +406,7 @@ class BatchNormKernel final : public LayerKernel {
   }
   template <class T, class O>
   void forward_from(const T* in, O* out) {
-    const double* sums = sum_x(in);
-    const double* squares = sum_squares(in, sums, 1);
-    finish_forward(in, out, squares, 1);
+    finish_forward(in, out, moments(in), 1);
   }
 
   // Σdy and Σdy·(x − mean) per channel, over this replica's pixels; writes dβ and dγ.
@@ -410,21 +458,30 @@ class BatchNormKernel final : public LayerKernel {
     return total;
   }
 
-  // Runs rows(acc, p, n) over each chunk's n pixels from p, acc being the chunk's per-channel
-  // partial sums (2·C doubles, zeroed), and returns the sums over all chunks, added in chunk
-  // order.
+  // Runs rows(acc, p, n) over each chunk's n pixels from p, acc being the chunk's slot of
+  // per-channel partial sums (2·C doubles, zeroed); returns the slots.
   template <class Rows>
-  double* reduce(const Rows& rows) {
+  double* fill_slots(const Rows& rows) {
     const int64_t width = 2 * channels_;
     double* slots = static_cast<double*>(partials_.data());
 #pragma omp parallel for schedule(static)
     for (int64_t s = 0; s < chunks_; ++s) {
       double* acc = slots + s * width;
       std::fill(acc, acc + width, 0.0);
-      const int64_t begin = pixels_ * s / chunks_;
-      rows(acc, begin, pixels_ * (s + 1) / chunks_ - begin);
+      rows(acc, chunk_begin(s), chunk_begin(s + 1) - chunk_begin(s));
     }
-    double* total = slots + chunks_ * width;
+    return slots;
+  }
+  int64_t chunk_begin(int64_t s) const {
+    return pixels_ * s / chunks_;
+  }
+
+  // fill_slots, and the sums over all chunks, added in chunk order.
+  template <class Rows>
+  double* reduce(const Rows& rows) {
+    const int64_t width = 2 * channels_;
+    const double* slots = fill_slots(rows);
+    double* total = static_cast<double*>(partials_.data()) + chunks_ * width;
     std::copy(slots, slots + width, total);
     for (int64_t s = 1; s < chunks_; ++s) {
       for (int64_t i = 0; i < width; ++i) total[i] += slots[s * width + i];

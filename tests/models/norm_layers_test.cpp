@@ -72,6 +72,24 @@ TEST(LayerBatchNorm, TrainingMovesTheRunningStatisticsAsPyTorchDoes) {
   EXPECT_EQ(layer.buffers[2].to_host(), std::vector<float>{2.0f}) << "num_batches_tracked";
 }
 
+// The training forward's statistics come from one read of x (each chunk's deviations from its
+// first pixel, merged as moments): around a mean of a million, where Σx² − (Σx)²/n would lose
+// the variance's digits even in double, they are the two-pass statistics of the same floats.
+TEST(LayerBatchNorm, TrainingStatisticsKeepTheirDigitsFarFromZero) {
+  const BatchNorm2DSpec spec{1e-5f, 1.0f};  // momentum 1: the running statistics are the batch's
+  const LayerCase c{"batch_norm", spec, Shape{4, 8, 8, 3}};
+  BoundLayer layer(c);
+  fill_random_params(layer, 8);
+  std::vector<float> x = offset_values(c.in, 12);
+  for (float& v : x) v += 1e6f;
+  layer.in.copy_from_host(x);
+  layer.forward();
+  std::vector<double> mean(3, 0.0), var(3, 1.0);
+  update_running_stats(spec, c.in, x, mean, var);
+  expect_close(layer.buffers[0].to_host(), mean, 0.0, 1e-7, "running_mean");  // a float's rounding
+  expect_close(layer.buffers[1].to_host(), var, 0.0, 1e-6, "running_var");
+}
+
 TEST(LayerBatchNorm, EvaluationNormalizesWithTheRunningStatisticsAndKeepsThem) {
   const BatchNorm2DSpec spec{1e-3f, 0.1f};
   const LayerCase c{"batch_norm", spec, Shape{2, 3, 4, 5}};
