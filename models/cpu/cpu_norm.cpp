@@ -88,7 +88,8 @@ void sum_squares_rows(double* acc, const float* x, const float* mean, int64_t cs
 }
 
 // Σd and Σd² with d = x − shift, shift being the first row of the chunk: its moments from one
-// read (the forward's statistics), with no cancellation of a mean far from zero.
+// read (the forward's statistics): as the shift is one of the chunk's values, a mean far from
+// zero cancels no more than the chunk's own spread does (in double).
 // Sixteen channels a vector: GCC would take bf16 rows 32 channels at a time, so that the 16 of
 // a CIFAR ResNet's first stage ran scalar.
 template <class T>

@@ -135,7 +135,8 @@ struct BatchNormTensors {
   float* scratch;  // batch_norm_scratch(rows, channels) floats
   float* sync;     // 2·channels floats: the sums the synchronized stages all-reduce
 };
-// How many floats of scratch the per-channel sums of this shape need.
+// How many floats of scratch the per-channel sums and the backward's per-channel factors of this
+// shape need (the allocation's alignment: the factors are read 16 bytes at a time).
 int64_t batch_norm_scratch(int64_t rows, int64_t channels);
 // With a ReLU fused after the batch norm (norm_math.h), forward passes write the ReLU's output
 // (`relu`) and backward passes start from the ReLU's backward of dy, reading its output relu_y

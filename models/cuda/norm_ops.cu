@@ -28,6 +28,17 @@ namespace km = kernel_math;
 constexpr int kTileC = km::kBiasTileChannels;
 constexpr int kTileR = km::kBiasTileRows;
 
+// The scratch (batch_norm_scratch floats): each channel's backward factors first (16 bytes
+// each, aligned as the allocation is), then a reduction's part sums or moments, two arrays of
+// parts·channels floats.
+static_assert(sizeof(km::NormBackwardCoefficients) == 4 * sizeof(float));
+__host__ __device__ km::NormBackwardCoefficients* backward_coefficients(const BatchNormTensors& t) {
+  return reinterpret_cast<km::NormBackwardCoefficients*>(t.scratch);
+}
+__host__ __device__ float* partials(const BatchNormTensors& t, int64_t channels) {
+  return t.scratch + 4 * channels;
+}
+
 // ---- per-channel sums in norm_math.h's order
 
 // Part blockIdx.y of the rows of kTileC channels: partial_a[part, c] (and partial_b unless
@@ -131,19 +142,33 @@ __global__ void moments_finish_kernel(const float* part_mean, const float* part_
   }
 }
 
-// dbeta and dgamma (the part sums of Σdy and Σdy·x̂) and, unless `sync` is null, the same
-// values into sync[0, channels) and sync[channels, 2·channels): the sums the synchronized
-// backward all-reduces while the gradients stay this replica's.
+// dbeta and dgamma (the part sums of Σdy and Σdy·x̂) and then, unless `sync` is null, the same
+// values into sync[0, channels) and sync[channels, 2·channels) (the sums the synchronized
+// backward all-reduces while the gradients stay this replica's), else dx's factors over this
+// batch's `rows` rows.
 __global__ void backward_finish_kernel(const float* partial_a, const float* partial_b,
-                                       int64_t parts, int64_t channels, float* dbeta, float* dgamma,
-                                       float* sync) {
+                                       int64_t parts, int64_t rows, int64_t channels, float* dbeta,
+                                       float* dgamma, float* sync, BatchNormTensors t) {
   for (int64_t c = first_index(); c < channels; c += grid_stride()) {
     dbeta[c] = km::ordered_sum(partial_a + c, parts, channels);
     dgamma[c] = km::ordered_sum(partial_b + c, parts, channels);
     if (sync != nullptr) {
       sync[c] = dbeta[c];
       sync[channels + c] = dgamma[c];
+    } else {
+      backward_coefficients(t)[c] = km::norm_backward_coefficients(
+          t.mean[c], t.invstd[c], t.gamma[c], dbeta[c], dgamma[c], rows);
     }
+  }
+}
+
+// dx's factors from the sums of every replica's batch (sync: Σdy, then Σdy·x̂) over `samples`
+// rows: the synchronized backward's.
+__global__ void synchronized_coefficients_kernel(int64_t samples, int64_t channels,
+                                                 BatchNormTensors t) {
+  for (int64_t c = first_index(); c < channels; c += grid_stride()) {
+    backward_coefficients(t)[c] = km::norm_backward_coefficients(
+        t.mean[c], t.invstd[c], t.gamma[c], t.sync[c], t.sync[channels + c], samples);
   }
 }
 
@@ -194,41 +219,37 @@ void normalize(X x, Y y, int64_t count, int64_t channels, bool relu, bool eval, 
   check_launch("normalize_kernel");
 }
 
-// dx over `rows` rows from sums over `samples` rows (rows × replicas when synchronized), dy
-// through the fused ReLU whose output is relu_y where it has values; both read through X, dx
-// written through DX (FloatStore, or HalfStore into the 16-bit gradient a convolution reads).
+// dx over `rows` rows from each channel's factors (backward_coefficients), dy through the fused
+// ReLU whose output is relu_y where it has values; both read through X, dx written through DX
+// (FloatStore, or HalfStore into the 16-bit gradient a convolution reads).
 template <class Divider, class X, class DX>
-__global__ void norm_backward_data_kernel(X x, const float* dy, X relu_y, DX dx,
-                                          const float* dgamma, const float* dbeta, int64_t count,
-                                          int64_t samples, Divider by_channels,
-                                          BatchNormTensors t) {
+__global__ void __launch_bounds__(kThreads, 4)
+    norm_backward_data_kernel(X x, const float* dy, X relu_y, DX dx, int64_t count,
+                              Divider by_channels, BatchNormTensors t) {
   struct In {
-    float dy, relu_y, x, mean, invstd, gamma, dbeta, dgamma;
+    float dy, relu_y, x;
+    km::NormBackwardCoefficients k;
   };
   const bool relu = km::has_values(relu_y);
+  const km::NormBackwardCoefficients* k = backward_coefficients(t);
   for_each_element(
       count,
       [&](int64_t i) {
-        const int64_t c = by_channels.remainder(i);
-        return In{
-            dy[i],    relu ? relu_y[i] : 0.0f, x[i], t.mean[c], t.invstd[c], t.gamma[c], dbeta[c],
-            dgamma[c]};
+        return In{dy[i], relu ? relu_y[i] : 0.0f, x[i], k[by_channels.remainder(i)]};
       },
       [&](int64_t i, const In& in) {
         const float g = km::norm_output_gradient(&in.dy, relu ? &in.relu_y : nullptr, 0);
-        dx(i, km::norm_backward_element(g, km::norm_xhat(in.x, in.mean, in.invstd), in.gamma,
-                                        in.invstd, in.dbeta, in.dgamma, samples));
+        dx(i, km::norm_backward_element(g, in.x, in.k));
       });
 }
 
 template <class X, class DX>
-void backward_data(X x, const float* dy, X relu_y, DX dx, const float* dgamma, const float* dbeta,
-                   int64_t rows, int64_t samples, int64_t channels, const BatchNormTensors& t,
-                   cudaStream_t stream) {
+void backward_data(X x, const float* dy, X relu_y, DX dx, int64_t rows, int64_t channels,
+                   const BatchNormTensors& t, cudaStream_t stream) {
   const int64_t count = rows * channels;
   with_divider(count, channels, [&](auto by_channels) {
     norm_backward_data_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(
-        x, dy, relu_y, dx, dgamma, dbeta, count, samples, by_channels, t);
+        x, dy, relu_y, dx, count, by_channels, t);
   });
   check_launch("norm_backward_data_kernel");
 }
@@ -240,8 +261,8 @@ void forward_train(X x, Y y, int64_t rows, int64_t channels, float eps, float mo
                    const BatchNormTensors& t, cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
   const km::BiasGradPlan plan = km::bias_grad_plan(rows);
-  float* part_mean = t.scratch;
-  float* part_m2 = t.scratch + plan.parts * channels;
+  float* part_mean = partials(t, channels);
+  float* part_m2 = part_mean + plan.parts * channels;
   const dim3 grid(static_cast<unsigned>((channels + kTileC - 1) / kTileC),
                   static_cast<unsigned>(plan.parts));
   channel_moments_kernel<<<grid, dim3(kTileC, kTileR), 0, stream>>>(x, rows, channels, plan,
@@ -259,15 +280,15 @@ void backward(X x, const float* dy, X relu_y, DX dx, bool has_dx, float* dgamma,
               int64_t rows, int64_t channels, const BatchNormTensors& t, cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
   const int64_t parts = km::bias_grad_plan(rows).parts;
-  float* partial_a = t.scratch;
-  float* partial_b = t.scratch + parts * channels;
+  float* partial_a = partials(t, channels);
+  float* partial_b = partial_a + parts * channels;
   launch_channel_sums(km::BackwardTermOf<X>{x, dy, t.mean, t.invstd, channels, relu_y}, rows,
                       channels, partial_a, partial_b, stream);
   backward_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
-      partial_a, partial_b, parts, channels, dbeta, dgamma, nullptr);
+      partial_a, partial_b, parts, rows, channels, dbeta, dgamma, nullptr, t);
   check_launch("backward_finish_kernel");
   if (!has_dx) return;
-  backward_data(x, dy, relu_y, dx, dgamma, dbeta, rows, rows, channels, t, stream);
+  backward_data(x, dy, relu_y, dx, rows, channels, t, stream);
 }
 
 // Calls launch(dividers) with the kind of division the larger of the shortcut's tensors
@@ -282,7 +303,7 @@ void with_shortcut_dividers(const km::ShortcutShape& s, int64_t batch, const Lau
 }  // namespace
 
 int64_t batch_norm_scratch(int64_t rows, int64_t channels) {
-  return 2 * km::bias_grad_plan(rows).parts * channels;
+  return (4 + 2 * km::bias_grad_plan(rows).parts) * channels;
 }
 
 void batch_norm_forward_train(const float* x, float* y, int64_t rows, int64_t channels, float eps,
@@ -336,8 +357,9 @@ void batch_norm_backward(const km::HalfValues& x, const float* dy, const km::Hal
 
 // The synchronized passes reuse the kernels above; the sums of every replica reach a finish
 // kernel as a single "part" (sync + c, stride channels), whose ordered_sum is 0 + the sum: the
-// sum itself, as sums of ordered_sum's results are never -0 (round to nearest), so that one
-// replica's stages give the unsynchronized passes' bits (checked on the host).
+// sum itself, as sums of ordered_sum's results are never -0 (round to nearest). One replica's
+// stages give the unsynchronized passes' statistics to float rounding (two passes here, merged
+// moments there) and, from the same statistics, their bits (checked on the host).
 void batch_norm_forward_stage(int stage, int replicas, const float* x, float* y, int64_t rows,
                               int64_t channels, float eps, float momentum, bool relu,
                               const BatchNormTensors& t, cudaStream_t stream) {
@@ -345,16 +367,17 @@ void batch_norm_forward_stage(int stage, int replicas, const float* x, float* y,
   const int64_t parts = km::bias_grad_plan(rows).parts;
   const int64_t samples = rows * replicas;
   const unsigned grid = grid_for(channels);
+  float* partial = partials(t, channels);
   if (stage == 0) {
-    launch_channel_sums(km::SumTerm{x, channels}, rows, channels, t.scratch, nullptr, stream);
-    sum_finish_kernel<<<grid, kThreads, 0, stream>>>(t.scratch, parts, channels, t.sync);
+    launch_channel_sums(km::SumTerm{x, channels}, rows, channels, partial, nullptr, stream);
+    sum_finish_kernel<<<grid, kThreads, 0, stream>>>(partial, parts, channels, t.sync);
     check_launch("sum_finish_kernel");
   } else if (stage == 1) {
     mean_finish_kernel<<<grid, kThreads, 0, stream>>>(t.sync, 1, samples, channels, t.mean);
     check_launch("mean_finish_kernel");
-    launch_channel_sums(km::SquaredDeviationTerm{x, t.mean, channels}, rows, channels, t.scratch,
+    launch_channel_sums(km::SquaredDeviationTerm{x, t.mean, channels}, rows, channels, partial,
                         nullptr, stream);
-    sum_finish_kernel<<<grid, kThreads, 0, stream>>>(t.scratch, parts, channels, t.sync);
+    sum_finish_kernel<<<grid, kThreads, 0, stream>>>(partial, parts, channels, t.sync);
     check_launch("sum_finish_kernel");
   } else {
     variance_finish_kernel<<<grid, kThreads, 0, stream>>>(t.sync, 1, samples, channels, eps,
@@ -371,19 +394,21 @@ void batch_norm_backward_stage(int stage, int replicas, const float* x, const fl
   if (rows == 0 || channels == 0) return;
   if (stage == 0) {
     const int64_t parts = km::bias_grad_plan(rows).parts;
-    float* partial_a = t.scratch;
-    float* partial_b = t.scratch + parts * channels;
+    float* partial_a = partials(t, channels);
+    float* partial_b = partial_a + parts * channels;
     launch_channel_sums(km::BackwardTerm{x, dy, t.mean, t.invstd, channels, relu_y}, rows, channels,
                         partial_a, partial_b, stream);
     backward_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
-        partial_a, partial_b, parts, channels, dbeta, dgamma, t.sync);
+        partial_a, partial_b, parts, rows, channels, dbeta, dgamma, t.sync, t);
     check_launch("backward_finish_kernel");
     return;
   }
   if (dx == nullptr) return;
   // Σdy·x̂ over every replica is what dgamma is over one: invstd is the same on every replica.
-  backward_data(x, dy, relu_y, FloatStore{dx}, t.sync + channels, t.sync, rows, rows * replicas,
-                channels, t, stream);
+  synchronized_coefficients_kernel<<<grid_for(channels), kThreads, 0, stream>>>(rows * replicas,
+                                                                                channels, t);
+  check_launch("synchronized_coefficients_kernel");
+  backward_data(x, dy, relu_y, FloatStore{dx}, rows, channels, t, stream);
 }
 
 void pad_shortcut_forward(const kernel_math::ShortcutShape& s, int64_t batch, const float* in,

@@ -32,7 +32,7 @@ using testing_util::error_of;
 
 constexpr double kTolerance = 1e-5;  // batch norm never computes in TF32
 
-// cuda_kernels_test.cpp's batch-norm cases, which it compares with the CPU kernel.
+// The batch-norm cases (cuda_kernels_test.cpp compares the first four with the CPU kernel).
 std::vector<LayerCase> batch_norm_cases() {
   return {
       {"batch_norm", BatchNorm2DSpec{}, Shape{2, 5, 7, 3}},
@@ -40,6 +40,9 @@ std::vector<LayerCase> batch_norm_cases() {
       {"batch_norm_parts", BatchNorm2DSpec{1e-3f, 0.2f}, Shape{4, 16, 16, 40}},
       {"batch_norm_relu", BatchNorm2DSpec{}, Shape{2, 5, 7, 3}, false, true},
       {"batch_norm_relu_parts", BatchNorm2DSpec{1e-3f, 0.2f}, Shape{4, 16, 16, 40}, false, true},
+      // 6 rows: two of a part's 8 row-threads have none; 1250 rows: parts of 417, 417 and 416.
+      {"batch_norm_few_rows", BatchNorm2DSpec{}, Shape{2, 1, 3, 3}},
+      {"batch_norm_uneven_parts", BatchNorm2DSpec{}, Shape{2, 25, 25, 5}, false, true},
   };
 }
 

@@ -491,6 +491,7 @@ TEST(KernelMathNorm, OneReplicasStagesAreTheUnsynchronizedPasses) {
     };
     EXPECT_LE(near(got[0].mean, unsynchronized.mean), 1e-6);
     EXPECT_LE(near(got[0].invstd, unsynchronized.invstd), 1e-6);
+    EXPECT_LE(near(got[0].running_mean, unsynchronized.running_mean), 1e-6);
     EXPECT_LE(near(got[0].running_var, unsynchronized.running_var), 1e-6);
     EXPECT_EQ(got[0].num_batches_tracked, unsynchronized.num_batches_tracked);
 
