@@ -212,13 +212,14 @@ __global__ void transpose_kernel(const float* in, float* out, km::TransposeShape
 // ---- pooling
 
 // One output value at a time, kElementsAhead found before any is written (for_each_element);
-// each window's choice too where `choices` is given.
-template <class Divider>
+// each window's choice too where `choices` is given. `kSmall`: windows of at most kSmallPool²
+// read at once (pool_math.h).
+template <bool kSmall, class Divider>
 __global__ void max_pool_forward_kernel(PoolShape s, km::PoolDividers<Divider> d, const float* x,
                                         float* y, uint16_t* choices) {
   for_each_element(
       s.batch * s.out_h * s.out_w * s.channels,
-      [&](int64_t i) { return km::max_pool_output(s, d, x, i, choices != nullptr); },
+      [&](int64_t i) { return km::max_pool_output_by<kSmall>(s, d, x, i, choices != nullptr); },
       [&](int64_t i, const km::PoolOutput& out) {
         y[i] = out.maximum;
         if (choices != nullptr) choices[i] = out.choice;
@@ -227,14 +228,23 @@ __global__ void max_pool_forward_kernel(PoolShape s, km::PoolDividers<Divider> d
 
 // One thread per input value, gathering from the windows that contain it: no atomics, so the
 // result is deterministic. Each element's gradient is found before any is written
-// (for_each_element), its index arithmetic with `Divider`'s divisions.
-template <class Divider>
-__global__ void max_pool_backward_kernel(PoolShape s, km::PoolDividers<Divider> d,
-                                         const uint16_t* choices, const float* dy, float* dx) {
-  for_each_element(
-      s.batch * s.in_h * s.in_w * s.channels,
-      [&](int64_t i) { return km::max_pool_input_grad(s, d, choices, dy, i); },
-      [&](int64_t i, float grad) { dx[i] = grad; });
+// (for_each_element), its index arithmetic with `Divider`'s divisions. `kTwo` (pool <=
+// 2·stride): the elements' four candidate windows read before any is summed (pool_math.h);
+// 80 registers a thread under the bound, nothing spilled (sm_90).
+template <bool kTwo, class Divider>
+__global__ void __launch_bounds__(kThreads, 3)
+    max_pool_backward_kernel(PoolShape s, km::PoolDividers<Divider> d, const uint16_t* choices,
+                             const float* dy, float* dx) {
+  const int64_t count = s.batch * s.in_h * s.in_w * s.channels;
+  if constexpr (kTwo) {
+    for_each_element(
+        count, [&](int64_t i) { return km::max_pool_candidates(s, d, choices, dy, i); },
+        [&](int64_t i, const km::CandidateWindows& w) { dx[i] = km::max_pool_chosen_sum(w); });
+  } else {
+    for_each_element(
+        count, [&](int64_t i) { return km::max_pool_input_grad(s, d, choices, dy, i); },
+        [&](int64_t i, float grad) { dx[i] = grad; });
+  }
 }
 
 // One thread per (sample, channel): consecutive threads read consecutive channels.
@@ -432,8 +442,13 @@ void max_pool_forward(const PoolShape& s, const float* x, float* y, uint16_t* ch
   // One kind of division for both tensors' indices, picked by the larger.
   const int64_t in_count = s.batch * s.in_h * s.in_w * s.channels;
   with_divider(std::max(count, in_count), s.stride, [&](auto by_stride) {
-    max_pool_forward_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(
-        s, km::pool_dividers<decltype(by_stride)>(s), x, y, choices);
+    const auto d = km::pool_dividers<decltype(by_stride)>(s);
+    const unsigned grid = grid_for_elements(count);
+    if (s.pool <= km::kSmallPool) {
+      max_pool_forward_kernel<true><<<grid, kThreads, 0, stream>>>(s, d, x, y, choices);
+    } else {
+      max_pool_forward_kernel<false><<<grid, kThreads, 0, stream>>>(s, d, x, y, choices);
+    }
   });
   check_launch("max_pool_forward_kernel");
 }
@@ -444,8 +459,13 @@ void max_pool_backward(const PoolShape& s, const uint16_t* choices, const float*
   if (count == 0) return;
   // with_divider picks the kind of division by the tensor's size; every divider is of that kind.
   with_divider(count, s.stride, [&](auto by_stride) {
-    max_pool_backward_kernel<<<grid_for_elements(count), kThreads, 0, stream>>>(
-        s, km::pool_dividers<decltype(by_stride)>(s), choices, dy, dx);
+    const auto d = km::pool_dividers<decltype(by_stride)>(s);
+    const unsigned grid = grid_for_elements(count);
+    if (s.pool <= 2 * s.stride) {
+      max_pool_backward_kernel<true><<<grid, kThreads, 0, stream>>>(s, d, choices, dy, dx);
+    } else {
+      max_pool_backward_kernel<false><<<grid, kThreads, 0, stream>>>(s, d, choices, dy, dx);
+    }
   });
   check_launch("max_pool_backward_kernel");
 }

@@ -125,29 +125,137 @@ struct PoolOutput {
   float maximum;
   uint16_t choice;
 };
+// The windows of at most kSmallPool² elements, read all at once: every load of the window in
+// flight together, and the maximum and the choice then found in registers in the loops' order,
+// so with the loops' bits. A GPU thread of the loops waited for each load in turn (their bounds
+// are the window's, known only at run time), the ImageNet ResNets' 3×3 stem pool among them.
+inline constexpr int64_t kSmallPool = 3;
+SS_HOST_DEVICE inline PoolOutput max_pool_small_window(const PoolShape& s, const float* x,
+                                                       const Nhwc& o, bool choose) {
+  const PoolWindow win = pool_window(s, o.h, o.w);
+  float v[kSmallPool][kSmallPool];
+  bool in[kSmallPool][kSmallPool];
+  SS_UNROLL
+  for (int a = 0; a < kSmallPool; ++a) {
+    SS_UNROLL
+    for (int b = 0; b < kSmallPool; ++b) {
+      const int64_t h = win.h0 + a, w = win.w0 + b;
+      in[a][b] = h < win.h1 && w < win.w1;
+      v[a][b] = in[a][b] ? x[nhwc_index({o.n, h, w, o.c}, s.in_h, s.in_w, s.channels)] : 0.0f;
+    }
+  }
+  float best = v[0][0];  // a window holds its corner (pad <= pool / 2)
+  SS_UNROLL
+  for (int a = 0; a < kSmallPool; ++a) {
+    SS_UNROLL
+    for (int b = 0; b < kSmallPool; ++b) {
+      if (in[a][b]) best = (v[a][b] > best || v[a][b] != v[a][b]) ? v[a][b] : best;
+    }
+  }
+  uint16_t choice = kNoChoice;
+  if (choose) {
+    const uint32_t target = float_bits(best);
+    SS_UNROLL
+    for (int a = kSmallPool - 1; a >= 0; --a) {  // backwards: the first equal one is kept
+      SS_UNROLL
+      for (int b = kSmallPool - 1; b >= 0; --b) {
+        if (in[a][b] && float_bits(v[a][b]) == target) {
+          choice = static_cast<uint16_t>(pool_window_offset(s, o.h, o.w, win.h0 + a, win.w0 + b));
+        }
+      }
+    }
+  }
+  return {best, choice};
+}
+
+// y at flat output index i (NHWC) through max_pool_small_window (REQUIRES: s.pool <=
+// kSmallPool) or the loops; max_pool_output takes whichever the shape allows. The GPU kernels
+// choose once per launch (`kSmall`), so that a thread's elements keep their loads together.
+template <bool kSmall, class Divider>
+SS_HOST_DEVICE inline PoolOutput max_pool_output_by(const PoolShape& s,
+                                                    const PoolDividers<Divider>& d, const float* x,
+                                                    int64_t i, bool choose) {
+  const Nhwc o = nhwc_coords(i, d.out, s.out_h, s.out_w, s.channels);
+  if constexpr (kSmall) {
+    return max_pool_small_window(s, x, o, choose);
+  } else {
+    const float maximum = max_pool_window_max(s, x, o.n, o.h, o.w, o.c);
+    return {maximum,
+            choose ? max_pool_window_choice(s, x, o.n, o.h, o.w, o.c, maximum) : kNoChoice};
+  }
+}
 template <class Divider>
 SS_HOST_DEVICE inline PoolOutput max_pool_output(const PoolShape& s, const PoolDividers<Divider>& d,
                                                  const float* x, int64_t i, bool choose) {
-  const Nhwc o = nhwc_coords(i, d.out, s.out_h, s.out_w, s.channels);
-  const float maximum = max_pool_window_max(s, x, o.n, o.h, o.w, o.c);
-  return {maximum, choose ? max_pool_window_choice(s, x, o.n, o.h, o.w, o.c, maximum) : kNoChoice};
+  return s.pool <= kSmallPool ? max_pool_output_by<true>(s, d, x, i, choose)
+                              : max_pool_output_by<false>(s, d, x, i, choose);
 }
 
 // dx at flat input index i (NHWC), gathered from the windows that contain it and chose it:
-// `choices` holds max_pool_window_choice of every output of the forward.
+// `choices` holds max_pool_window_choice of every output of the forward, and an input adds
+// the gradients of the windows that chose it in the loops' order.
+//
+// Where no position lies in more than two windows along an axis (pool <= 2·stride: the stem
+// pool's 3 and 2, and 2 and 2), max_pool_candidates reads the four candidate windows' choices
+// and gradients, all at once, and max_pool_chosen_sum adds the chosen ones in the loops' order:
+// a GPU thread of the loops waited for a choice and then a gradient, window after window. The
+// GPU kernel reads its elements' candidates before it sums any (for_each_element's load and
+// store) and chooses the way once per launch.
+struct CandidateWindows {
+  uint16_t choice[4];  // row-major over the 2×2 candidates
+  uint16_t want[4];    // the input's offset in each window; kNotCovering where it is not in it
+  float gradient[4];
+};
+// Never a choice: offsets are below kMaxRecordedPool² and a window without one has kNoChoice.
+inline constexpr uint16_t kNotCovering = 0xfffe;
+
+template <class Divider>
+SS_HOST_DEVICE inline CandidateWindows max_pool_candidates(const PoolShape& s,
+                                                           const PoolDividers<Divider>& d,
+                                                           const uint16_t* choices, const float* dy,
+                                                           int64_t i) {
+  const Nhwc p = nhwc_coords(i, d.in, s.in_h, s.in_w, s.channels);
+  const IndexRange rows = pool_windows_covering(p.h, s.pool, d.stride, s.out_h, s.pad);
+  const IndexRange cols = pool_windows_covering(p.w, s.pool, d.stride, s.out_w, s.pad);
+  CandidateWindows w;
+  SS_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    const int64_t oh = rows.begin + k / 2, ow = cols.begin + k % 2;
+    w.want[k] = oh < rows.end && ow < cols.end
+                    ? static_cast<uint16_t>(pool_window_offset(s, oh, ow, p.h, p.w))
+                    : kNotCovering;
+    // A candidate past the output's last row or column reads that one instead: a valid
+    // address, its values unused.
+    const int64_t o = nhwc_index({p.n, min_i64(oh, s.out_h - 1), min_i64(ow, s.out_w - 1), p.c},
+                                 s.out_h, s.out_w, s.channels);
+    w.choice[k] = choices[o];
+    w.gradient[k] = dy[o];
+  }
+  return w;
+}
+
+SS_HOST_DEVICE inline float max_pool_chosen_sum(const CandidateWindows& w) {
+  float grad = 0.0f;
+  SS_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    if (w.choice[k] == w.want[k]) grad += w.gradient[k];
+  }
+  return grad;
+}
+
 template <class Divider>
 SS_HOST_DEVICE inline float max_pool_input_grad(const PoolShape& s, const PoolDividers<Divider>& d,
                                                 const uint16_t* choices, const float* dy,
                                                 int64_t i) {
+  if (s.pool <= 2 * s.stride) return max_pool_chosen_sum(max_pool_candidates(s, d, choices, dy, i));
   const Nhwc p = nhwc_coords(i, d.in, s.in_h, s.in_w, s.channels);
-  const int64_t n = p.n, h = p.h, w = p.w, c = p.c;
-  const IndexRange rows = pool_windows_covering(h, s.pool, d.stride, s.out_h, s.pad);
-  const IndexRange cols = pool_windows_covering(w, s.pool, d.stride, s.out_w, s.pad);
+  const IndexRange rows = pool_windows_covering(p.h, s.pool, d.stride, s.out_h, s.pad);
+  const IndexRange cols = pool_windows_covering(p.w, s.pool, d.stride, s.out_w, s.pad);
   float grad = 0.0f;
   for (int64_t oh = rows.begin; oh < rows.end; ++oh) {
     for (int64_t ow = cols.begin; ow < cols.end; ++ow) {
-      const int64_t o = nhwc_index({n, oh, ow, c}, s.out_h, s.out_w, s.channels);
-      if (choices[o] == pool_window_offset(s, oh, ow, h, w)) grad += dy[o];
+      const int64_t o = nhwc_index({p.n, oh, ow, p.c}, s.out_h, s.out_w, s.channels);
+      if (choices[o] == pool_window_offset(s, oh, ow, p.h, p.w)) grad += dy[o];
     }
   }
   return grad;
