@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(kThreads, 3)
         [&](int64_t i, const km::CandidateWindows& w) { dx[i] = km::max_pool_chosen_sum(w); });
   } else {
     for_each_element(
-        count, [&](int64_t i) { return km::max_pool_input_grad(s, d, choices, dy, i); },
+        count, [&](int64_t i) { return km::max_pool_input_grad_loops(s, d, choices, dy, i); },
         [&](int64_t i, float grad) { dx[i] = grad; });
   }
 }

@@ -158,7 +158,7 @@ SS_HOST_DEVICE inline float norm_forward_element(float x, float mean, float invs
 }
 
 // dx = (gamma·invstd)·((dy - dbeta/rows) - (x - mean)·(invstd·dgamma/rows)): each channel's
-// four factors computed once, so that an element costs a load of 16 bytes and four operations
+// four factors computed once, so that an element costs a load of 16 bytes and five operations
 // (no division: on a GPU an element's two divisions and five loads of per-channel values had
 // the backward's element-wise kernel at 150 to 168 registers a thread, a block an SM).
 struct alignas(16) NormBackwardCoefficients {

@@ -209,6 +209,7 @@ struct CandidateWindows {
 // Never a choice: offsets are below kMaxRecordedPool² and a window without one has kNoChoice.
 inline constexpr uint16_t kNotCovering = 0xfffe;
 
+// REQUIRES: s.pool <= 2·s.stride (else windows past the first two an axis are left out).
 template <class Divider>
 SS_HOST_DEVICE inline CandidateWindows max_pool_candidates(const PoolShape& s,
                                                            const PoolDividers<Divider>& d,
@@ -243,11 +244,12 @@ SS_HOST_DEVICE inline float max_pool_chosen_sum(const CandidateWindows& w) {
   return grad;
 }
 
+// The loops: every shape.
 template <class Divider>
-SS_HOST_DEVICE inline float max_pool_input_grad(const PoolShape& s, const PoolDividers<Divider>& d,
-                                                const uint16_t* choices, const float* dy,
-                                                int64_t i) {
-  if (s.pool <= 2 * s.stride) return max_pool_chosen_sum(max_pool_candidates(s, d, choices, dy, i));
+SS_HOST_DEVICE inline float max_pool_input_grad_loops(const PoolShape& s,
+                                                      const PoolDividers<Divider>& d,
+                                                      const uint16_t* choices, const float* dy,
+                                                      int64_t i) {
   const Nhwc p = nhwc_coords(i, d.in, s.in_h, s.in_w, s.channels);
   const IndexRange rows = pool_windows_covering(p.h, s.pool, d.stride, s.out_h, s.pad);
   const IndexRange cols = pool_windows_covering(p.w, s.pool, d.stride, s.out_w, s.pad);
@@ -259,6 +261,14 @@ SS_HOST_DEVICE inline float max_pool_input_grad(const PoolShape& s, const PoolDi
     }
   }
   return grad;
+}
+
+template <class Divider>
+SS_HOST_DEVICE inline float max_pool_input_grad(const PoolShape& s, const PoolDividers<Divider>& d,
+                                                const uint16_t* choices, const float* dy,
+                                                int64_t i) {
+  return s.pool <= 2 * s.stride ? max_pool_chosen_sum(max_pool_candidates(s, d, choices, dy, i))
+                                : max_pool_input_grad_loops(s, d, choices, dy, i);
 }
 
 // The mean of channel c of sample n of x [batch, pixels, channels].

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -158,7 +159,11 @@ void expect_max_pool_matches_cpu(const PoolCase& c, const std::vector<float>& x)
     ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(cpu_y[i])) << "y[" << i << "]";
   }
 
-  const std::vector<float> dy = random_floats(o.numel(), 41);
+  // Gradients of exponents 2^-12 to 2^12 apart, so that sums of several of them round and the
+  // order of additions shows in the bits.
+  std::vector<float> dy = random_floats(o.numel(), 41);
+  for (size_t i = 0; i < dy.size(); ++i)
+    dy[i] = std::ldexp(dy[i], static_cast<int>(i * 7 % 25) - 12);
   const std::vector<float> cpu_dx = cpu.backward(x, cpu_y, dy);
   // With either division: the GPU takes IntDivider's below 2^31 elements.
   std::vector<float> dx(x.size()), fast_dx(x.size());
@@ -187,6 +192,13 @@ std::vector<PoolCase> pool_cases() {
       {{3, 3, 1}, Shape{1, 7, 8, 2}},   // gaps
       {{5, 2, 2}, Shape{1, 6, 7, 2}},   // padding two
       {{3, 2, 1}, Shape{1, 4, 5, 70}},  // chunks of channels
+      {{1, 1}, Shape{1, 3, 4, 2}},      // windows of one pixel
+      {{1, 2}, Shape{1, 5, 4, 2}},      // ... and a gap between them
+      {{2, 2}, Shape{1, 3, 2, 2}},      // one output row and column
+      {{3, 2, 1}, Shape{1, 2, 3, 2}},   // one output row
+      {{4, 2}, Shape{1, 7, 6, 2}},      // larger than 3×3, two windows an axis
+      {{5, 3, 2}, Shape{1, 8, 9, 2}},
+      {{4, 4}, Shape{1, 8, 9, 2}},
   };
 }
 
