@@ -201,6 +201,19 @@ SS_HOST_DEVICE inline PoolOutput max_pool_output(const PoolShape& s, const PoolD
 // a GPU thread of the loops waited for a choice and then a gradient, window after window. The
 // GPU kernel reads its elements' candidates before it sums any (for_each_element's load and
 // store) and chooses the way once per launch.
+// Input element i's coordinates and the ranges of output rows and columns whose windows hold it.
+struct CoveringWindows {
+  Nhwc at;
+  IndexRange rows, cols;
+};
+template <class Divider>
+SS_HOST_DEVICE inline CoveringWindows covering_windows(const PoolShape& s,
+                                                       const PoolDividers<Divider>& d, int64_t i) {
+  const Nhwc p = nhwc_coords(i, d.in, s.in_h, s.in_w, s.channels);
+  return {p, pool_windows_covering(p.h, s.pool, d.stride, s.out_h, s.pad),
+          pool_windows_covering(p.w, s.pool, d.stride, s.out_w, s.pad)};
+}
+
 struct CandidateWindows {
   uint16_t choice[4];  // row-major over the 2×2 candidates
   uint16_t want[4];    // the input's offset in each window; kNotCovering where it is not in it
@@ -215,9 +228,9 @@ SS_HOST_DEVICE inline CandidateWindows max_pool_candidates(const PoolShape& s,
                                                            const PoolDividers<Divider>& d,
                                                            const uint16_t* choices, const float* dy,
                                                            int64_t i) {
-  const Nhwc p = nhwc_coords(i, d.in, s.in_h, s.in_w, s.channels);
-  const IndexRange rows = pool_windows_covering(p.h, s.pool, d.stride, s.out_h, s.pad);
-  const IndexRange cols = pool_windows_covering(p.w, s.pool, d.stride, s.out_w, s.pad);
+  const CoveringWindows cover = covering_windows(s, d, i);
+  const Nhwc& p = cover.at;
+  const IndexRange &rows = cover.rows, &cols = cover.cols;
   CandidateWindows w;
   SS_UNROLL
   for (int k = 0; k < 4; ++k) {
@@ -250,9 +263,9 @@ SS_HOST_DEVICE inline float max_pool_input_grad_loops(const PoolShape& s,
                                                       const PoolDividers<Divider>& d,
                                                       const uint16_t* choices, const float* dy,
                                                       int64_t i) {
-  const Nhwc p = nhwc_coords(i, d.in, s.in_h, s.in_w, s.channels);
-  const IndexRange rows = pool_windows_covering(p.h, s.pool, d.stride, s.out_h, s.pad);
-  const IndexRange cols = pool_windows_covering(p.w, s.pool, d.stride, s.out_w, s.pad);
+  const CoveringWindows cover = covering_windows(s, d, i);
+  const Nhwc& p = cover.at;
+  const IndexRange &rows = cover.rows, &cols = cover.cols;
   float grad = 0.0f;
   for (int64_t oh = rows.begin; oh < rows.end; ++oh) {
     for (int64_t ow = cols.begin; ow < cols.end; ++ow) {
