@@ -43,6 +43,12 @@ class TransientPool {
 };
 
 // What a layer instance is bound to. Shapes include the batch dimension; images are NHWC.
+// A replica's place among those whose batch statistics are synchronized (--sync-batchnorm).
+struct SyncGroup {
+  int replicas = 1;
+  int rank = 0;
+};
+
 struct LayerBinding {
   Shape in;
   Shape out;
@@ -75,6 +81,9 @@ struct LayerBinding {
   // called with `din` null, so a kernel need not prepare that part of its backward (cuDNN's
   // backward-data plan and its workspace, oneDNN's backward-data primitive).
   bool input_gradient = true;
+  // The replicas whose batch statistics this layer's staged passes synchronize (Model::set_sync;
+  // one replica, rank 0, without): what sync_values holds depends on them.
+  SyncGroup sync = {};
 };
 
 // How a kernel computes one pass where a library chose among implementations (cuDNN's
@@ -196,27 +205,32 @@ class LayerKernel {
   }
   // Statistics over every replica's batch (batch norm under --sync-batchnorm, PyTorch's
   // SyncBatchNorm). A layer that needs them runs its training passes in stages: stage s of
-  // a pass writes the sums this replica contributes into sync_values(pass), the model sums
-  // them over the replicas (an all-reduce in stream order), and stage s + 1 reads the sums;
-  // the last stage writes the pass's outputs. `replicas` sets the number of samples the sums
-  // cover. Parameter gradients stay this replica's own (the gradient all-reduce averages
-  // them, as DDP does). Layers without such statistics have no sync points.
+  // a pass writes what this replica contributes into sync_values(pass), the model sums them
+  // over the replicas (an all-reduce in stream order), and stage s + 1 reads the sums; the last
+  // stage writes the pass's outputs. The replicas and this one's rank are the binding's `sync`.
+  // Parameter gradients stay this replica's own (the gradient all-reduce averages them, as DDP
+  // does). Layers without such statistics have no sync points.
   enum class Pass { kForward, kBackward };
   virtual int sync_points(Pass) const { return 0; }
   // Device memory of the floats each sync point sums (the same for every point of a pass).
   virtual TensorView sync_values(Pass) const { return {}; }
-  virtual void forward_stage(int /*stage*/, int /*replicas*/, const float* in, float* out,
-                             Stream& stream) {
+  virtual void forward_stage(int /*stage*/, const float* in, float* out, Stream& stream) {
     forward(in, out, stream);
   }
-  virtual void backward_stage(int /*stage*/, int /*replicas*/, const float* in, const float* out,
-                              const float* dout, float* din, Stream& stream) {
+  virtual void backward_stage(int /*stage*/, const float* in, const float* out, const float* dout,
+                              float* din, Stream& stream) {
     backward(in, out, dout, din, stream);
   }
   // What the library chose for each pass when the kernel was planned; empty for kernels of
   // our own, which have one implementation.
   virtual std::vector<KernelChoice> choices() const { return {}; }
 };
+
+// The sync points of a batch norm's training pass under --sync-batchnorm (every backend's
+// kernel): its moments gathered in forward, [Σdy, Σdy·x̂] summed in backward.
+constexpr int batch_norm_sync_points(LayerKernel::Pass /*pass*/) {
+  return 1;
+}
 
 class LossKernel {
  public:

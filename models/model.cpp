@@ -249,6 +249,7 @@ Model::Plan& Model::plan_for(int64_t batch) {
     b.relu_backward = plan->runs_relu_backward(layer);
     b.relu_gradient = layer > 0 && plan->fusions[layer - 1].backward_in_reader;
     b.input_gradient = !reads_model_input(def_, static_cast<int>(layer));
+    b.sync = sync_group_;
     const bool add = std::holds_alternative<AddSpec>(def_.layers[layer]);
     const int64_t before = device_.memory_in_use();
     plan->kernels.push_back(add || plan->fusions[layer].idle()
@@ -395,10 +396,11 @@ void Model::backward(Stream& stream, const std::function<void(int layer)>& on_la
   plan->dout = nullptr;
 }
 
-void Model::set_sync(int replicas, SyncSum sum) {
+void Model::set_sync(SyncGroup group, SyncSum sum) {
   SS_CHECK(plans_.empty(), "model '{}': set_sync after kernels were planned", def_.name);
-  SS_CHECK(replicas >= 1, "model '{}': {} replicas", def_.name, replicas);
-  sync_replicas_ = replicas;
+  SS_CHECK(group.replicas >= 1 && group.rank >= 0 && group.rank < group.replicas,
+           "model '{}': replica {} of {}", def_.name, group.rank, group.replicas);
+  sync_group_ = group;
   sync_ = std::move(sum);
 }
 
@@ -410,7 +412,7 @@ void Model::run_forward(LayerKernel& kernel, const float* in, float* out, Stream
   }
   const TensorView values = kernel.sync_values(LayerKernel::Pass::kForward);
   for (int stage = 0; stage <= points; ++stage) {
-    kernel.forward_stage(stage, sync_replicas_, in, out, stream);
+    kernel.forward_stage(stage, in, out, stream);
     if (stage < points) sync_(values.data, values.numel(), false);
   }
 }
@@ -430,7 +432,7 @@ void Model::run_backward(LayerKernel& kernel, const float* in, const float* out,
   }
   const TensorView values = kernel.sync_values(LayerKernel::Pass::kBackward);
   for (int stage = 0; stage <= points; ++stage) {
-    kernel.backward_stage(stage, sync_replicas_, in, out, dout, din, stream);
+    kernel.backward_stage(stage, in, out, dout, din, stream);
     if (stage < points) sync_(values.data, values.numel(), true);
   }
 }

@@ -100,12 +100,13 @@ class Model {
   // bucket from there).
   void backward(Stream& stream, const std::function<void(int layer)>& on_layer_done = {});
 
-  // Batch statistics over every replica (--sync-batchnorm): `sum(values, count, backward)`
-  // sums `count` floats of device memory over the `replicas` replicas, in stream order
-  // (`backward` says which pass asks). Set before the first forward; planning a layer whose
-  // kernels cannot synchronize their statistics then throws Error naming it.
+  // Batch statistics over every replica (--sync-batchnorm), this model being replica
+  // `group.rank`: `sum(values, count, backward)` sums `count` floats of device memory over the
+  // `group.replicas` replicas, in stream order (`backward` says which pass asks). Set before the
+  // first forward; planning a layer whose kernels cannot synchronize their statistics then
+  // throws Error naming it.
   using SyncSum = std::function<void(float* values, int64_t count, bool backward)>;
-  void set_sync(int replicas, SyncSum sum);
+  void set_sync(SyncGroup group, SyncSum sum);
   // Null: none. `probe` outlives the passes it is set for.
   void set_layer_probe(LayerProbe* probe) { probe_ = probe; }
 
@@ -246,7 +247,7 @@ class Model {
   Tensor buffers_;
   std::map<int64_t, std::unique_ptr<Plan>> plans_;
   Plan* current_ = nullptr;
-  int sync_replicas_ = 1;
+  SyncGroup sync_group_;
   SyncSum sync_;
   const float* input_ = nullptr;
   LayerProbe* probe_ = nullptr;

@@ -53,13 +53,15 @@ int replica_device_index(const ReplicaShared& run, int rank) {
   return device_index(run.plan.layout, rank, backend(run.plan.spec.kind).device_count());
 }
 
-// --sync-batchnorm's sync points in a step: two in each batch norm's forward and one in its
-// backward (the norm kernels' sync_points), in every micro-batch.
+// --sync-batchnorm's sync points in a step: each batch norm's forward and backward ones, in
+// every micro-batch.
 int64_t batch_norm_sync_points(const ModelDef& def, int micro_batches) {
   const int64_t layers =
       std::count_if(def.layers.begin(), def.layers.end(),
                     [](const LayerSpec& l) { return std::holds_alternative<BatchNorm2DSpec>(l); });
-  return 3 * layers * micro_batches;
+  using Pass = LayerKernel::Pass;
+  const int each = batch_norm_sync_points(Pass::kForward) + batch_norm_sync_points(Pass::kBackward);
+  return each * layers * micro_batches;
 }
 
 // Runs across nodes: the gradients' all-reduce timed over every replica, then over this
@@ -204,10 +206,11 @@ void Replica::setup() {
       StepTimer::ends_per_step(micro, sync ? batch_norm_sync_points(model_->def(), micro) : 0),
       *clock_);
   if (sync) {
-    model_->set_sync(plan.replicas, [this](float* values, int64_t count, bool backward) {
-      timer_->split(backward ? Phase::kBackward : Phase::kForward, Phase::kBatchNormSync,
-                    current_step_, [&] { reducer_->sync_sum(values, count); });
-    });
+    model_->set_sync(
+        {comm_->size(), comm_->rank()}, [this](float* values, int64_t count, bool backward) {
+          timer_->split(backward ? Phase::kBackward : Phase::kForward, Phase::kBatchNormSync,
+                        current_step_, [&] { reducer_->sync_sum(values, count); });
+        });
   }
   host_weights_ = std::make_unique<HostWeights>(*model_);
 }

@@ -26,6 +26,7 @@
 #include "models/cpu/cpu_kernels.h"
 #include "models/cpu/vector_clones.h"
 #include "models/kernel_math/half_math.h"
+#include "models/kernel_math/norm_math.h"
 
 namespace scalescope {
 namespace {
@@ -61,30 +62,6 @@ template <class O>
   } else {
     p[c] = v;
   }
-}
-
-// The synchronized forward's two passes, Σx and Σ(x − mean)² around every replica's mean (its
-// stages read fp32).
-[[gnu::always_inline]] inline void channel_sums(double* __restrict acc, const float* __restrict x,
-                                                int64_t cs) {
-  for (int64_t c = 0; c < cs; ++c) acc[c] += x[c];
-}
-SCALESCOPE_VECTOR_CLONES
-void sum_rows(double* acc, const float* x, int64_t cs, int64_t n) {
-  for (int64_t p = 0; p < n; ++p) channel_sums(acc, x + p * cs, cs);
-}
-
-[[gnu::always_inline]] inline void squared_deviations(double* __restrict acc,
-                                                      const float* __restrict x,
-                                                      const float* __restrict mean, int64_t cs) {
-  for (int64_t c = 0; c < cs; ++c) {
-    const double d = static_cast<double>(x[c]) - mean[c];
-    acc[c] += d * d;
-  }
-}
-SCALESCOPE_VECTOR_CLONES
-void sum_squares_rows(double* acc, const float* x, const float* mean, int64_t cs, int64_t n) {
-  for (int64_t p = 0; p < n; ++p) squared_deviations(acc, x + p * cs, mean, cs);
 }
 
 // Σd and Σd² with d = x − shift, shift being the first row of the chunk: its moments from one
@@ -230,6 +207,20 @@ void input_gradient_rows(uint16_t* dx, const uint16_t* x, const uint16_t* y, con
   input_gradient(dx, x, y, dy, mean, k, a, b, cs, n);
 }
 
+// A channel's count, mean and Σ(x − mean)² in double, merged a part at a time (Chan, Golub and
+// LeVeque's pairwise update): the chunks' moments of one replica, and with --sync-batchnorm
+// every replica's.
+struct Moments64 {
+  double count = 0.0, mean = 0.0, m2 = 0.0;
+  void merge(double n, double part_mean, double part_m2) {
+    const double delta = part_mean - mean;
+    const double total = count + n;
+    mean += delta * (n / total);
+    m2 += part_m2 + delta * delta * (count * n / total);
+    count = total;
+  }
+};
+
 class BatchNormKernel final : public LayerKernel {
  public:
   BatchNormKernel(const BatchNorm2DSpec& spec, const LayerBinding& b, Device& device)
@@ -250,7 +241,11 @@ class BatchNormKernel final : public LayerKernel {
         batches_tracked_(b.buffers[2].data),
         partials_(device, static_cast<size_t>((chunks_ + 1) * 2 * channels_) * sizeof(double)),
         coefficients_(device, static_cast<size_t>(5 * channels_) * sizeof(float)),
-        sync_(device, static_cast<size_t>(2 * channels_) * sizeof(float)) {}
+        sync_group_(b.sync),
+        sync_(device, static_cast<size_t>(std::max(
+                          kernel_math::norm_forward_sync_floats(channels_, b.sync.replicas),
+                          kernel_math::norm_backward_sync_floats(channels_))) *
+                          sizeof(float)) {}
 
   void forward(const float* in, float* out, Stream&) override { forward_from(in, out); }
 
@@ -269,20 +264,37 @@ class BatchNormKernel final : public LayerKernel {
     forward_from(saved_in, out);
   }
 
-  // Synchronized: stage 0 sums x, stage 1 (x − mean)² around the mean of every replica's
-  // batch, stage 2 normalizes with the variance of every replica's batch.
-  int sync_points(Pass pass) const override { return pass == Pass::kForward ? 2 : 1; }
+  // Synchronized: stage 0 gathers this replica's moments into its slot of the sync values
+  // (kernel_math/norm_math.h's layout), stage 1 merges every replica's in rank order and
+  // normalizes: one replica's stages are the unsynchronized forward.
+  int sync_points(Pass pass) const override { return batch_norm_sync_points(pass); }
   TensorView sync_values(Pass pass) const override {
-    return {sync_ptr(), Shape{pass == Pass::kForward ? channels_ : 2 * channels_}};
+    return {sync_ptr(),
+            Shape{pass == Pass::kForward
+                      ? kernel_math::norm_forward_sync_floats(channels_, sync_group_.replicas)
+                      : kernel_math::norm_backward_sync_floats(channels_)}};
   }
-  void forward_stage(int stage, int replicas, const float* in, float* out, Stream&) override {
+  void forward_stage(int stage, const float* in, float* out, Stream&) override {
+    const int replicas = sync_group_.replicas;
     if (stage == 0) {
-      to_sync(sum_x(in), channels_);
-    } else if (stage == 1) {
-      to_sync(sum_squares(in, from_sync(channels_), replicas), channels_);
-    } else {
-      finish_forward(in, out, from_sync(channels_), replicas);
+      float* slots = sync_ptr();
+      std::fill(slots, slots + 2 * channels_ * replicas, 0.0f);
+      float* mine = slots + 2 * channels_ * sync_group_.rank;
+      moments(in, mine, mine + channels_);
+      return;
     }
+    float* mean = saved_mean();
+    double* squares = total_slot();
+    for (int64_t c = 0; c < channels_; ++c) {
+      Moments64 m;
+      for (int q = 0; q < replicas; ++q) {
+        const float* slot = sync_ptr() + 2 * channels_ * q;
+        m.merge(static_cast<double>(pixels_), slot[c], slot[channels_ + c]);
+      }
+      mean[c] = static_cast<float>(m.mean);
+      squares[c] = m.m2;
+    }
+    finish_forward(in, out, squares, replicas);
   }
 
   void forward_eval(const float* in, float* out, Stream&) override {
@@ -321,70 +333,43 @@ class BatchNormKernel final : public LayerKernel {
   }
 
   // Synchronized: dβ and dγ stay this replica's; dx takes the sums of every replica's batch.
-  void backward_stage(int stage, int replicas, const float* in, const float* out, const float* dout,
-                      float* din, Stream&) override {
+  void backward_stage(int stage, const float* in, const float* out, const float* dout, float* din,
+                      Stream&) override {
     if (stage == 0) {
       to_sync(backward_sums(in, out, dout), 2 * channels_);
     } else {
-      finish_backward(in, out, dout, din, from_sync(2 * channels_), replicas);
+      finish_backward(in, out, dout, din, from_sync(2 * channels_), sync_group_.replicas);
     }
   }
 
  private:
-  // The per-channel sums of the passes, over this replica's pixels (in double).
-  template <class T>
-  const double* sum_x(const T* in) {
-    check_training_pixels();
-    return reduce([&](double* acc, int64_t p, int64_t n) {
-      sum_rows(acc, in + p * channels_, channels_, n);
-    });
-  }
   void check_training_pixels() const {
     SS_CHECK(pixels_ > 1,
              "{}: batch norm in training needs more than one value per channel, got {} "
              "(batch × height × width)",
              name_, pixels_);
   }
-  // Saves the mean; returns Σ(x − mean)² over this replica's pixels, from one read of x: each
-  // chunk's sums of the deviations from its first pixel, the chunks' moments then merged in
-  // chunk order (Chan, Golub and LeVeque's pairwise update), all in double.
+  // This replica's moments from one read of x: each chunk's sums of the deviations from its
+  // first pixel, the chunks' moments then merged in chunk order, all in double; written as the
+  // floats a sync point carries (mean[c], m2[c] = Σ(x − mean)²), which the unsynchronized
+  // forward takes too, so that one replica's synchronized stages are its bits.
   template <class T>
-  const double* moments(const T* in) {
+  void moments(const T* in, float* mean, float* m2) {
     check_training_pixels();
     const int64_t cs = channels_;
     const double* slots = fill_slots(
         [&](double* acc, int64_t p, int64_t n) { shifted_sum_rows(acc, in + p * cs, cs, n); });
-    float* mean = saved_mean();
-    double* squares = static_cast<double*>(partials_.data()) + chunks_ * 2 * cs;
     for (int64_t c = 0; c < cs; ++c) {
-      double count = 0.0, mu = 0.0, m2 = 0.0;
+      Moments64 m;
       for (int64_t s = 0; s < chunks_; ++s) {
         const int64_t begin = chunk_begin(s);
         const double n = static_cast<double>(chunk_begin(s + 1) - begin);
         const double d = slots[s * 2 * cs + c];
-        const double chunk_mean = value(in + begin * cs, c) + d / n;
-        const double chunk_m2 = slots[s * 2 * cs + cs + c] - d * d / n;
-        const double delta = chunk_mean - mu;
-        const double total = count + n;
-        mu += delta * (n / total);
-        m2 += chunk_m2 + delta * delta * (count * n / total);
-        count = total;
+        m.merge(n, value(in + begin * cs, c) + d / n, slots[s * 2 * cs + cs + c] - d * d / n);
       }
-      mean[c] = static_cast<float>(mu);
-      squares[c] = m2;
+      mean[c] = static_cast<float>(m.mean);
+      m2[c] = static_cast<float>(m.m2);
     }
-    return squares;
-  }
-  // Saves the mean of `sums` over `replicas` batches; returns Σ(x − mean)² over this one's
-  // pixels (two passes, so no cancellation between Σx² and (Σx)²).
-  template <class T>
-  const double* sum_squares(const T* in, const double* sums, int replicas) {
-    float* mean = saved_mean();
-    const double m = static_cast<double>(pixels_) * replicas;
-    for (int64_t c = 0; c < channels_; ++c) mean[c] = static_cast<float>(sums[c] / m);
-    return reduce([&](double* acc, int64_t p, int64_t n) {
-      sum_squares_rows(acc, in + p * channels_, mean, channels_, n);
-    });
   }
   template <class T, class O>
   void finish_forward(const T* in, O* out, const double* squares, int replicas) {
@@ -407,7 +392,11 @@ class BatchNormKernel final : public LayerKernel {
   }
   template <class T, class O>
   void forward_from(const T* in, O* out) {
-    finish_forward(in, out, moments(in), 1);
+    float* m2 = coefficient(1);
+    moments(in, saved_mean(), m2);
+    double* squares = total_slot();
+    for (int64_t c = 0; c < channels_; ++c) squares[c] = m2[c];
+    finish_forward(in, out, squares, 1);
   }
 
   // Σdy and Σdy·(x − mean) per channel, over this replica's pixels; writes dβ and dγ.
@@ -454,9 +443,13 @@ class BatchNormKernel final : public LayerKernel {
     for (int64_t i = 0; i < count; ++i) sync_ptr()[i] = static_cast<float>(sums[i]);
   }
   const double* from_sync(int64_t count) {
-    double* total = static_cast<double*>(partials_.data()) + chunks_ * 2 * channels_;
+    double* total = total_slot();
     for (int64_t i = 0; i < count; ++i) total[i] = sync_ptr()[i];
     return total;
+  }
+  // The 2·C doubles after the chunks' slots: a reduction's total.
+  double* total_slot() const {
+    return static_cast<double*>(partials_.data()) + chunks_ * 2 * channels_;
   }
 
   // Runs rows(acc, p, n) over each chunk's n pixels from p, acc being the chunk's slot of
@@ -482,7 +475,7 @@ class BatchNormKernel final : public LayerKernel {
   double* reduce(const Rows& rows) {
     const int64_t width = 2 * channels_;
     const double* slots = fill_slots(rows);
-    double* total = static_cast<double*>(partials_.data()) + chunks_ * width;
+    double* total = total_slot();
     std::copy(slots, slots + width, total);
     for (int64_t s = 1; s < chunks_; ++s) {
       for (int64_t i = 0; i < width; ++i) total[i] += slots[s * width + i];
@@ -537,7 +530,8 @@ class BatchNormKernel final : public LayerKernel {
   float* batches_tracked_;
   DeviceBuffer partials_;      // chunks_ + 1 slots of 2·C doubles: the chunks', then the total
   DeviceBuffer coefficients_;  // 5·C floats, see coefficient()
-  DeviceBuffer sync_;          // 2·C floats: the sums a sync point all-reduces
+  SyncGroup sync_group_;
+  DeviceBuffer sync_;  // what a sync point all-reduces (sync_values)
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 // (--sync-batchnorm), all allocated at construction. A ReLU after it runs inside it both ways
 // (cuda_fuses_relu): its forward pass over the activations and its backward's are the batch
 // norm's own, and in ResNet-50 such a ReLU follows 33 of the 53 batch norms.
+#include <algorithm>
 #include <memory>
 #include <optional>
 
@@ -15,6 +16,7 @@
 #include "models/cuda/cuda_kernels.h"
 #include "models/cuda/cuda_layer_util.h"
 #include "models/cuda/cuda_ops.h"
+#include "models/kernel_math/norm_math.h"
 
 namespace scalescope {
 namespace {
@@ -34,7 +36,10 @@ class BatchNormKernel final : public LayerKernel {
         mean_(float_buffer(device, channels_)),
         invstd_(float_buffer(device, channels_)),
         scratch_(float_buffer(device, cuda_ops::batch_norm_scratch(rows_, channels_))),
-        sync_(float_buffer(device, 2 * channels_)),
+        sync_group_(b.sync),
+        sync_(
+            float_buffer(device, std::max(km::norm_forward_sync_floats(channels_, b.sync.replicas),
+                                          km::norm_backward_sync_floats(channels_)))),
         tensors_{b.params[0].data,  b.params[1].data,  b.buffers[0].data,
                  b.buffers[1].data, b.buffers[2].data, floats(mean_),
                  floats(invstd_),   floats(scratch_),  floats(sync_)} {}
@@ -45,24 +50,26 @@ class BatchNormKernel final : public LayerKernel {
                                        tensors_, cuda_stream(stream));
   }
 
-  // Synchronized (cuda_ops.h): forward sums Σx, then Σ(x − mean)² around the mean of every
-  // replica's batch; backward sums Σdy and Σdy·x̂ once, its gradients staying this replica's.
-  int sync_points(Pass pass) const override { return pass == Pass::kForward ? 2 : 1; }
+  // Synchronized (cuda_ops.h): forward gathers every replica's moments, backward sums Σdy and
+  // Σdy·x̂, its gradients staying this replica's.
+  int sync_points(Pass pass) const override { return batch_norm_sync_points(pass); }
   TensorView sync_values(Pass pass) const override {
-    return {floats(sync_), Shape{pass == Pass::kForward ? channels_ : 2 * channels_}};
+    return {floats(sync_), Shape{pass == Pass::kForward
+                                     ? km::norm_forward_sync_floats(channels_, sync_group_.replicas)
+                                     : km::norm_backward_sync_floats(channels_)}};
   }
-  void forward_stage(int stage, int replicas, const float* in, float* out,
-                     Stream& stream) override {
+  void forward_stage(int stage, const float* in, float* out, Stream& stream) override {
     // Each replica checks its own batch, as the CPU kernel does (PyTorch's SyncBatchNorm would
     // take one value per replica when there are several; the two backends agree instead).
     if (stage == 0) check_rows();
-    cuda_ops::batch_norm_forward_stage(stage, replicas, in, out, rows_, channels_, spec_.eps,
-                                       spec_.momentum, relu_, tensors_, cuda_stream(stream));
+    cuda_ops::batch_norm_forward_stage(stage, sync_group_.rank, sync_group_.replicas, in, out,
+                                       rows_, channels_, spec_.eps, spec_.momentum, relu_, tensors_,
+                                       cuda_stream(stream));
   }
-  void backward_stage(int stage, int replicas, const float* in, const float* out, const float* dout,
-                      float* din, Stream& stream) override {
-    cuda_ops::batch_norm_backward_stage(stage, replicas, in, dout, relu_output(out), din,
-                                        gamma_grad_, beta_grad_, rows_, channels_, tensors_,
+  void backward_stage(int stage, const float* in, const float* out, const float* dout, float* din,
+                      Stream& stream) override {
+    cuda_ops::batch_norm_backward_stage(stage, sync_group_.replicas, in, dout, relu_output(out),
+                                        din, gamma_grad_, beta_grad_, rows_, channels_, tensors_,
                                         cuda_stream(stream));
   }
 
@@ -144,7 +151,8 @@ class BatchNormKernel final : public LayerKernel {
   DeviceBuffer mean_;    // the last training forward's, read by backward
   DeviceBuffer invstd_;  // (and its 1 / sqrt(var + eps))
   DeviceBuffer scratch_;
-  DeviceBuffer sync_;  // 2·C floats: the sums a sync point all-reduces
+  SyncGroup sync_group_;
+  DeviceBuffer sync_;  // what a sync point all-reduces (sync_values)
   cuda_ops::BatchNormTensors tensors_;
 };
 

@@ -133,7 +133,7 @@ struct BatchNormTensors {
   float* mean;                 // the last training forward's, which backward reads
   float* invstd;
   float* scratch;  // batch_norm_scratch(rows, channels) floats
-  float* sync;     // 2·channels floats: the sums the synchronized stages all-reduce
+  float* sync;     // what the synchronized stages all-reduce (norm_math.h's *_sync_floats)
 };
 // How many floats of scratch the per-channel sums and the backward's per-channel factors of this
 // shape need (the allocation's alignment: the factors are read 16 bytes at a time).
@@ -167,15 +167,16 @@ void batch_norm_backward(const kernel_math::HalfValues& x, const float* dy,
                          float* dgamma, float* dbeta, int64_t rows, int64_t channels,
                          const BatchNormTensors& t, cudaStream_t stream);
 // The training passes with statistics over `replicas` batches of `rows` rows each
-// (--sync-batchnorm), in LayerKernel's stages; between two stages the caller sums t.sync over
-// the replicas. Forward: stage 0 writes Σx into t.sync[0, channels); stage 1 saves the mean of
-// every batch and writes Σ(x - mean)² over this one; stage 2 saves invstd, updates the running
-// statistics (the unbiased variance divides by rows·replicas - 1) and writes y. Backward:
-// stage 0 overwrites dgamma and dbeta with this batch's (Σdy·x̂ and Σdy) and writes them into
-// t.sync [Σdy, Σdy·x̂]; stage 1 writes dx, unless null, from the sums of every batch.
+// (--sync-batchnorm), this one being batch `rank`, in LayerKernel's stages; between two stages
+// the caller sums t.sync over the replicas (norm_math.h). Forward: stage 0 gathers this batch's
+// moments into its slot of t.sync (norm_forward_sync_floats); stage 1 merges every batch's in
+// rank order, saves the mean and invstd, updates the running statistics (the unbiased variance
+// divides by rows·replicas - 1) and writes y. Backward: stage 0 overwrites dgamma and dbeta with
+// this batch's (Σdy·x̂ and Σdy) and writes them into t.sync [Σdy, Σdy·x̂]; stage 1 writes dx,
+// unless null, from the sums of every batch.
 // REQUIRES: rows·replicas >= 2.
-void batch_norm_forward_stage(int stage, int replicas, const float* x, float* y, int64_t rows,
-                              int64_t channels, float eps, float momentum, bool relu,
+void batch_norm_forward_stage(int stage, int rank, int replicas, const float* x, float* y,
+                              int64_t rows, int64_t channels, float eps, float momentum, bool relu,
                               const BatchNormTensors& t, cudaStream_t stream);
 void batch_norm_backward_stage(int stage, int replicas, const float* x, const float* dy,
                                const float* relu_y, float* dx, float* dgamma, float* dbeta,

@@ -104,13 +104,6 @@ __global__ void channel_moments_kernel(X x, int64_t rows, int64_t channels, km::
 
 // ---- per-channel finishing: one thread per channel adds the parts in order.
 
-__global__ void mean_finish_kernel(const float* partial, int64_t parts, int64_t rows,
-                                   int64_t channels, float* mean) {
-  for (int64_t c = first_index(); c < channels; c += grid_stride()) {
-    mean[c] = km::norm_mean(km::ordered_sum(partial + c, parts, channels), rows);
-  }
-}
-
 // Channel c's invstd and running statistics from its mean (t.mean[c]) and Σ(x - mean)² over
 // `rows` values.
 __device__ void finish_statistics(int64_t c, float squared_deviations, int64_t rows, float eps,
@@ -122,14 +115,6 @@ __device__ void finish_statistics(int64_t c, float squared_deviations, int64_t r
   if (c == 0) *t.num_batches_tracked += 1.0f;
 }
 
-__global__ void variance_finish_kernel(const float* partial, int64_t parts, int64_t rows,
-                                       int64_t channels, float eps, float momentum,
-                                       BatchNormTensors t) {
-  for (int64_t c = first_index(); c < channels; c += grid_stride()) {
-    finish_statistics(c, km::ordered_sum(partial + c, parts, channels), rows, eps, momentum, t);
-  }
-}
-
 // The parts' moments (channel_moments_kernel's) merged in part order: the mean, invstd and
 // running statistics.
 __global__ void moments_finish_kernel(const float* part_mean, const float* part_m2,
@@ -139,6 +124,29 @@ __global__ void moments_finish_kernel(const float* part_mean, const float* part_
     const km::Moments m = km::merge_part_moments(plan, rows, part_mean + c, part_m2 + c, channels);
     t.mean[c] = m.mean;
     finish_statistics(c, m.m2, rows, eps, momentum, t);
+  }
+}
+
+// The same parts' moments gathered into replica `rank`'s slot of `sync` (norm_math.h): the
+// synchronized forward's stage 0.
+__global__ void gather_moments_kernel(const float* part_mean, const float* part_m2,
+                                      km::BiasGradPlan plan, int64_t rows, int64_t channels,
+                                      int rank, int replicas, float* sync) {
+  for (int64_t c = first_index(); c < channels; c += grid_stride()) {
+    const km::Moments m = km::merge_part_moments(plan, rows, part_mean + c, part_m2 + c, channels);
+    km::norm_gather_moments(m, rank, replicas, channels, c, sync);
+  }
+}
+
+// Every replica's gathered moments (all-reduced `sync`) merged in rank order: the mean, invstd
+// and running statistics of the batches of `replicas` replicas of `rows` rows each.
+__global__ void gathered_moments_finish_kernel(const float* sync, int replicas, int64_t rows,
+                                               int64_t channels, float eps, float momentum,
+                                               BatchNormTensors t) {
+  for (int64_t c = first_index(); c < channels; c += grid_stride()) {
+    const km::Moments m = km::norm_merge_gathered_moments(sync, replicas, rows, channels, c);
+    t.mean[c] = m.mean;
+    finish_statistics(c, m.m2, rows * replicas, eps, momentum, t);
   }
 }
 
@@ -169,15 +177,6 @@ __global__ void synchronized_coefficients_kernel(int64_t samples, int64_t channe
   for (int64_t c = first_index(); c < channels; c += grid_stride()) {
     backward_coefficients(t)[c] = km::norm_backward_coefficients(
         t.mean[c], t.invstd[c], t.gamma[c], t.sync[c], t.sync[channels + c], samples);
-  }
-}
-
-// sums[c] = the part sums of one reduction added in order: a synchronized stage's
-// contribution to the all-reduce.
-__global__ void sum_finish_kernel(const float* partial, int64_t parts, int64_t channels,
-                                  float* sums) {
-  for (int64_t c = first_index(); c < channels; c += grid_stride()) {
-    sums[c] = km::ordered_sum(partial + c, parts, channels);
   }
 }
 
@@ -254,12 +253,15 @@ void backward_data(X x, const float* dy, X relu_y, DX dx, int64_t rows, int64_t 
   check_launch("norm_backward_data_kernel");
 }
 
-// The unsynchronized training passes, x (and relu_y) read through X, y written through Y: the
-// statistics from one read of x (its moments), then y.
-template <class X, class Y>
-void forward_train(X x, Y y, int64_t rows, int64_t channels, float eps, float momentum, bool relu,
-                   const BatchNormTensors& t, cudaStream_t stream) {
-  if (rows == 0 || channels == 0) return;
+// The moments of this batch's parts (channel_moments_kernel) into the scratch; returns where.
+struct PartMoments {
+  km::BiasGradPlan plan;
+  const float* mean;
+  const float* m2;
+};
+template <class X>
+PartMoments part_moments(X x, int64_t rows, int64_t channels, const BatchNormTensors& t,
+                         cudaStream_t stream) {
   const km::BiasGradPlan plan = km::bias_grad_plan(rows);
   float* part_mean = partials(t, channels);
   float* part_m2 = part_mean + plan.parts * channels;
@@ -268,7 +270,17 @@ void forward_train(X x, Y y, int64_t rows, int64_t channels, float eps, float mo
   channel_moments_kernel<<<grid, dim3(kTileC, kTileR), 0, stream>>>(x, rows, channels, plan,
                                                                     part_mean, part_m2);
   check_launch("channel_moments_kernel");
-  moments_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(part_mean, part_m2, plan, rows,
+  return {plan, part_mean, part_m2};
+}
+
+// The unsynchronized training passes, x (and relu_y) read through X, y written through Y: the
+// statistics from one read of x (its moments), then y.
+template <class X, class Y>
+void forward_train(X x, Y y, int64_t rows, int64_t channels, float eps, float momentum, bool relu,
+                   const BatchNormTensors& t, cudaStream_t stream) {
+  if (rows == 0 || channels == 0) return;
+  const PartMoments m = part_moments(x, rows, channels, t, stream);
+  moments_finish_kernel<<<grid_for(channels), kThreads, 0, stream>>>(m.mean, m.m2, m.plan, rows,
                                                                      channels, eps, momentum, t);
   check_launch("moments_finish_kernel");
   normalize(x, y, rows * channels, channels, relu, false, eps, t, stream);
@@ -355,36 +367,24 @@ void batch_norm_backward(const km::HalfValues& x, const float* dy, const km::Hal
   });
 }
 
-// The synchronized passes reuse the kernels above; the sums of every replica reach a finish
-// kernel as a single "part" (sync + c, stride channels), whose ordered_sum is 0 + the sum: the
-// sum itself, as sums of ordered_sum's results are never -0 (round to nearest). One replica's
-// stages give the unsynchronized passes' statistics to float rounding (two passes here, merged
-// moments there) and, from the same statistics, their bits (checked on the host).
-void batch_norm_forward_stage(int stage, int replicas, const float* x, float* y, int64_t rows,
-                              int64_t channels, float eps, float momentum, bool relu,
+// The synchronized passes reuse the kernels above. Forward's stages are the unsynchronized
+// forward's with its moments gathered and merged in between: one replica's are its bits.
+void batch_norm_forward_stage(int stage, int rank, int replicas, const float* x, float* y,
+                              int64_t rows, int64_t channels, float eps, float momentum, bool relu,
                               const BatchNormTensors& t, cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
-  const int64_t parts = km::bias_grad_plan(rows).parts;
-  const int64_t samples = rows * replicas;
   const unsigned grid = grid_for(channels);
-  float* partial = partials(t, channels);
   if (stage == 0) {
-    launch_channel_sums(km::SumTerm{x, channels}, rows, channels, partial, nullptr, stream);
-    sum_finish_kernel<<<grid, kThreads, 0, stream>>>(partial, parts, channels, t.sync);
-    check_launch("sum_finish_kernel");
-  } else if (stage == 1) {
-    mean_finish_kernel<<<grid, kThreads, 0, stream>>>(t.sync, 1, samples, channels, t.mean);
-    check_launch("mean_finish_kernel");
-    launch_channel_sums(km::SquaredDeviationTerm{x, t.mean, channels}, rows, channels, partial,
-                        nullptr, stream);
-    sum_finish_kernel<<<grid, kThreads, 0, stream>>>(partial, parts, channels, t.sync);
-    check_launch("sum_finish_kernel");
-  } else {
-    variance_finish_kernel<<<grid, kThreads, 0, stream>>>(t.sync, 1, samples, channels, eps,
-                                                          momentum, t);
-    check_launch("variance_finish_kernel");
-    normalize(x, FloatStore{y}, rows * channels, channels, relu, false, eps, t, stream);
+    const PartMoments m = part_moments(x, rows, channels, t, stream);
+    gather_moments_kernel<<<grid, kThreads, 0, stream>>>(m.mean, m.m2, m.plan, rows, channels, rank,
+                                                         replicas, t.sync);
+    check_launch("gather_moments_kernel");
+    return;
   }
+  gathered_moments_finish_kernel<<<grid, kThreads, 0, stream>>>(t.sync, replicas, rows, channels,
+                                                                eps, momentum, t);
+  check_launch("gathered_moments_finish_kernel");
+  normalize(x, FloatStore{y}, rows * channels, channels, relu, false, eps, t, stream);
 }
 
 void batch_norm_backward_stage(int stage, int replicas, const float* x, const float* dy,

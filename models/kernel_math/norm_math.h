@@ -4,8 +4,8 @@
 //
 // Training forward, per channel over its `rows` values:
 //   mean = Σx / rows; var = Σ(x - mean)² / rows (biased; from one read of x by merging
-//   moments, or with --sync-batchnorm in two passes over every replica's batch, Σx and then
-//   Σ(x - mean)²: either way a mean far from zero costs the variance few of its digits);
+//   moments, with --sync-batchnorm every replica's moments merged in rank order: a mean far
+//   from zero costs the variance few of its digits);
 //   invstd = 1 / sqrt(var + eps);
 //   y = gamma·((x - mean)·invstd) + beta;
 //   running_mean = (1 - m)·running_mean + m·mean;
@@ -73,27 +73,6 @@ SS_HOST_DEVICE inline SumPair strided_pair_sum(const Term& term, int64_t c, int6
   return sum;
 }
 
-// The terms of the reductions. `x` and `dy` are [rows, channels]; in backward's, x (and a
-// fused ReLU's output) read through `X`: fp32 memory (const float*), or the model's saved 16-bit
-// copy (HalfValues), the values a restore of it would give. The synchronized forward's two sums
-// (the unsynchronized forward's statistics are its moments, below) read fp32 memory.
-struct SumTerm {  // Σx
-  const float* x;
-  int64_t channels;
-  SS_HOST_DEVICE SumPair operator()(int64_t r, int64_t c) const {
-    return {x[r * channels + c], 0.0f};
-  }
-};
-struct SquaredDeviationTerm {  // Σ(x - mean)²
-  const float* x;
-  const float* mean;
-  int64_t channels;
-  SS_HOST_DEVICE SumPair operator()(int64_t r, int64_t c) const {
-    const float d = x[r * channels + c] - mean[c];
-    return {d * d, 0.0f};
-  }
-};
-
 SS_HOST_DEVICE inline float norm_xhat(float x, float mean, float invstd) {
   return (x - mean) * invstd;
 }
@@ -110,6 +89,9 @@ SS_HOST_DEVICE inline float norm_fused_output(float y, bool relu) {
   return relu ? activation_forward(Activation::kRelu, y) : y;
 }
 
+// The terms of backward's reductions. `x` and `dy` are [rows, channels], x (and a fused ReLU's
+// output) read through `X`: fp32 memory (const float*), or the model's saved 16-bit copy
+// (HalfValues), the values a restore of it would give.
 template <class X>
 struct BackwardTermOf {  // Σdy and Σdy·x̂
   X x;
@@ -375,42 +357,81 @@ void norm_backward_on_host(X x, const float* dy, int64_t rows, int64_t channels,
                              relu_y);
 }
 
-// ---- the synchronized passes on the host (--sync-batchnorm), as the CUDA stages compute them
+// ---- the synchronized passes (--sync-batchnorm)
 //
-// Each replica has `rows` rows. A stage writes this replica's sums into `sync` (channels floats
-// forward, 2·channels backward); before the next stage the caller sums `sync` over the
-// replicas, as the all-reduce does. The GPU's finish kernels read a summed value as a single
-// part, ordered_sum(sync + c, 1, channels), and so do these.
+// Forward has one sync point, as PyTorch's SyncBatchNorm (which all-gathers each replica's
+// mean, variance and count): each replica writes its own moments into its slot of the sync
+// values and zeros into every other replica's, so that the all-reduce's sum (x + 0 = x, in any
+// order) gathers them; then every replica merges the slots in rank order, the same floats in the
+// same order, so that all replicas normalize alike, and one replica's statistics are the
+// unsynchronized forward's bits. Every replica has the same number of rows (the batch is split
+// evenly). Backward sums [Σdy, Σdy·x̂] over the replicas at its one sync point.
 
-// Forward stage 0: sync = Σx over this replica's rows.
-inline void norm_forward_stage0_on_host(const float* x, int64_t rows, int64_t channels,
-                                        float* sync) {
-  for (int64_t c = 0; c < channels; ++c)
-    sync[c] = norm_channel_sum_on_host(SumTerm{x, channels}, rows, c).a;
+// How many floats a sync point of each pass sums: the forward's slots of [mean, M2] per channel
+// for each replica, the backward's [Σdy, Σdy·x̂].
+SS_HOST_DEVICE inline int64_t norm_forward_sync_floats(int64_t channels, int replicas) {
+  return 2 * channels * replicas;
+}
+SS_HOST_DEVICE inline int64_t norm_backward_sync_floats(int64_t channels) {
+  return 2 * channels;
 }
 
-// Forward stage 1: saves the mean of every replica's batch from the summed Σx, then
-// sync = Σ(x - mean)² over this replica's rows.
-inline void norm_forward_stage1_on_host(const float* x, int64_t rows, int64_t channels,
-                                        int replicas, float* mean, float* sync) {
-  for (int64_t c = 0; c < channels; ++c)
-    mean[c] = norm_mean(ordered_sum(sync + c, 1, channels), rows * replicas);
-  for (int64_t c = 0; c < channels; ++c)
-    sync[c] = norm_channel_sum_on_host(SquaredDeviationTerm{x, mean, channels}, rows, c).a;
+// Channel c's moments into replica `rank`'s slot of `sync`, zeros into the others' slots.
+SS_HOST_DEVICE inline void norm_gather_moments(const Moments& m, int rank, int replicas,
+                                               int64_t channels, int64_t c, float* sync) {
+  for (int q = 0; q < replicas; ++q) {
+    float* slot = sync + 2 * channels * q;
+    slot[c] = q == rank ? m.mean : 0.0f;
+    slot[channels + c] = q == rank ? m.m2 : 0.0f;
+  }
 }
 
-// Forward stage 2: norm_finish_forward_on_host from the summed Σ(x - mean)².
-// REQUIRES: rows·replicas >= 2.
-inline void norm_forward_stage2_on_host(const float* x, int64_t rows, int64_t channels,
-                                        int replicas, const float* gamma, const float* beta,
-                                        float eps, float momentum, const float* sync, float* y,
-                                        float* running_mean, float* running_var,
-                                        float* num_batches_tracked, const float* mean,
-                                        float* invstd) {
-  const auto squares = [&](int64_t c) { return ordered_sum(sync + c, 1, channels); };
+// Channel c's moments over every replica's `rows` rows, from the gathered slots in rank order.
+SS_HOST_DEVICE inline Moments norm_merge_gathered_moments(const float* sync, int replicas,
+                                                          int64_t rows, int64_t channels,
+                                                          int64_t c) {
+  Moments m;
+  for (int q = 0; q < replicas; ++q) {
+    const float* slot = sync + 2 * channels * q;
+    m = merge_moments(m, {rows, slot[c], slot[channels + c]});
+  }
+  return m;
+}
+
+// ---- the synchronized passes on the host, as the CUDA stages compute them
+//
+// Each replica has `rows` rows. A stage writes this replica's values into `sync`; before the
+// next stage the caller sums `sync` over the replicas, as the all-reduce does.
+
+// Forward stage 0: this replica's moments (the unsynchronized forward's, norm_forward_on_host)
+// gathered into its slot of sync (norm_forward_sync_floats).
+template <class X>
+void norm_forward_stage0_on_host(X x, int64_t rows, int64_t channels, int rank, int replicas,
+                                 float* sync) {
+  for (int64_t c = 0; c < channels; ++c) {
+    norm_gather_moments(norm_channel_moments_on_host(x, rows, channels, c), rank, replicas,
+                        channels, c, sync);
+  }
+}
+
+// Forward stage 1: the statistics of every replica's batch from the gathered moments, then
+// norm_finish_forward_on_host. REQUIRES: rows·replicas >= 2.
+template <class X>
+void norm_forward_stage1_on_host(X x, int64_t rows, int64_t channels, int replicas,
+                                 const float* gamma, const float* beta, float eps, float momentum,
+                                 const float* sync, float* y, float* running_mean,
+                                 float* running_var, float* num_batches_tracked, float* mean,
+                                 float* invstd, bool relu = false) {
+  std::vector<float> m2(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    const Moments m = norm_merge_gathered_moments(sync, replicas, rows, channels, c);
+    mean[c] = m.mean;
+    m2[static_cast<size_t>(c)] = m.m2;
+  }
+  const auto squares = [&](int64_t c) { return m2[static_cast<size_t>(c)]; };
   norm_finish_forward_on_host(squares, x, rows, channels, rows * replicas, gamma, beta, eps,
                               momentum, y, running_mean, running_var, num_batches_tracked, mean,
-                              invstd);
+                              invstd, relu);
 }
 
 // Backward stage 0: this replica's dgamma and dbeta (norm_backward_on_host's), and

@@ -94,16 +94,14 @@ class SimLayer final : public LayerKernel {
   // The stages are launches like the passes; the model enqueues the all-reduce between them.
   int sync_points(Pass pass) const override { return cpu_->sync_points(pass); }
   TensorView sync_values(Pass pass) const override { return cpu_->sync_values(pass); }
-  void forward_stage(int stage, int replicas, const float* in, float* out,
-                     Stream& stream) override {
-    device_.launch(stream, [k = cpu_, stage, replicas, in, out, &stream] {
-      k->forward_stage(stage, replicas, in, out, stream);
-    });
+  void forward_stage(int stage, const float* in, float* out, Stream& stream) override {
+    device_.launch(
+        stream, [k = cpu_, stage, in, out, &stream] { k->forward_stage(stage, in, out, stream); });
   }
-  void backward_stage(int stage, int replicas, const float* in, const float* out, const float* dout,
-                      float* din, Stream& stream) override {
-    device_.launch(stream, [k = cpu_, stage, replicas, in, out, dout, din, &stream] {
-      k->backward_stage(stage, replicas, in, out, dout, din, stream);
+  void backward_stage(int stage, const float* in, const float* out, const float* dout, float* din,
+                      Stream& stream) override {
+    device_.launch(stream, [k = cpu_, stage, in, out, dout, din, &stream] {
+      k->backward_stage(stage, in, out, dout, din, stream);
     });
   }
   // Fixed at construction, read on the host: no need to go through the stream.

@@ -157,9 +157,8 @@ TEST_F(CudaKernelsTest, BatchNormRefusesOneValuePerChannelInTraining) {
   Stream& stream = gpu_->default_stream();
   EXPECT_CONTAINS(error_of([&] { b.kernel->forward(b.in.data(), b.out.data(), stream); }),
                   describe(c.spec));
-  EXPECT_CONTAINS(
-      error_of([&] { b.kernel->forward_stage(0, 2, b.in.data(), b.out.data(), stream); }),
-      describe(c.spec));
+  EXPECT_CONTAINS(error_of([&] { b.kernel->forward_stage(0, b.in.data(), b.out.data(), stream); }),
+                  describe(c.spec));
   EXPECT_NO_THROW(b.kernel->forward_eval(b.in.data(), b.out.data(), stream));
   stream.synchronize();
 }
@@ -208,21 +207,20 @@ std::vector<BoundLayer> run_synchronized(Device& device, const LayerCase& whole,
   part.in = Shape{whole.in[0] / replicas, whole.in[1], whole.in[2], whole.in[3]};
   std::vector<BoundLayer> layers;
   for (int r = 0; r < replicas; ++r) {
-    layers.push_back(bind_layer(device, part, share(inputs, r, replicas)));
+    layers.push_back(bind_layer(device, part, share(inputs, r, replicas), SyncGroup{replicas, r}));
   }
   Stream& stream = device.default_stream();
   using Pass = LayerKernel::Pass;
   const int forward_points = layers[0].kernel->sync_points(Pass::kForward);
   for (int stage = 0; stage <= forward_points; ++stage) {
-    for (BoundLayer& b : layers)
-      b.kernel->forward_stage(stage, replicas, b.in.data(), b.out.data(), stream);
+    for (BoundLayer& b : layers) b.kernel->forward_stage(stage, b.in.data(), b.out.data(), stream);
     if (stage < forward_points) all_reduce(device, layers, Pass::kForward);
   }
   const int backward_points = layers[0].kernel->sync_points(Pass::kBackward);
   for (const bool with_din : {false, true}) {
     for (int stage = 0; stage <= backward_points; ++stage) {
       for (BoundLayer& b : layers) {
-        b.kernel->backward_stage(stage, replicas, b.in.data(), b.out.data(), b.dout.data(),
+        b.kernel->backward_stage(stage, b.in.data(), b.out.data(), b.dout.data(),
                                  with_din ? b.din.data() : nullptr, stream);
       }
       if (stage < backward_points) all_reduce(device, layers, Pass::kBackward);
@@ -243,7 +241,7 @@ void expect_synchronized_is_whole_batch(Device& device) {
       const LayerInputs inputs = layer_inputs(c, 99);
       const LayerResult want = run_layer(device, c, inputs);
       const std::vector<BoundLayer> got = run_synchronized(device, c, inputs, replicas);
-      ASSERT_EQ(got[0].kernel->sync_points(LayerKernel::Pass::kForward), 2);
+      ASSERT_EQ(got[0].kernel->sync_points(LayerKernel::Pass::kForward), 1);
       ASSERT_EQ(got[0].kernel->sync_points(LayerKernel::Pass::kBackward), 1);
       std::vector<float> out;
       std::vector<float> din;
@@ -272,13 +270,47 @@ void expect_synchronized_is_whole_batch(Device& device) {
   }
 }
 
+// One replica's stages against the unsynchronized passes: its moments gathered and merged alone
+// are its moments, so the output, the running statistics and the parameter gradients are the
+// same bits; dx too on the GPU, whose sums are floats either way, and on the CPU within float
+// rounding (its backward's double sums travel as floats).
+void expect_one_replica_is_unsynchronized(Device& device, double din_tolerance) {
+  for (const LayerCase& c : batch_norm_cases()) {
+    SCOPED_TRACE(c.name);
+    const LayerInputs inputs = layer_inputs(c, 98);
+    const LayerResult want = run_layer(device, c, inputs);
+    const std::vector<BoundLayer> got = run_synchronized(device, c, inputs, 1);
+    EXPECT_EQ(got[0].out.to_host(), want.out);
+    for (size_t i = 0; i < want.buffers.size(); ++i) {
+      EXPECT_EQ(got[0].buffers[i].to_host(), want.buffers[i]) << "buffer " << i;
+    }
+    for (size_t i = 0; i < want.grads.size(); ++i) {
+      EXPECT_EQ(got[0].grads[i].to_host(), want.grads[i]) << "gradient " << i;
+    }
+    if (din_tolerance == 0.0) {
+      EXPECT_EQ(got[0].din.to_host(), want.din);
+    } else {
+      EXPECT_CLOSE(got[0].din.to_host(), want.din, din_tolerance, "input gradient");
+    }
+  }
+}
+
 TEST_F(CudaKernelsTest, BatchNormSynchronizedOverReplicasIsTheWholeBatchs) {
   expect_synchronized_is_whole_batch(*gpu_);
+}
+
+TEST_F(CudaKernelsTest, BatchNormSynchronizedOverOneReplicaIsUnsynchronized) {
+  expect_one_replica_is_unsynchronized(*gpu_, 0.0);
 }
 
 TEST(CpuBatchNorm, SynchronizedOverReplicasIsTheWholeBatchs) {
   CpuDevice device(0, 2);
   expect_synchronized_is_whole_batch(device);
+}
+
+TEST(CpuBatchNorm, SynchronizedOverOneReplicaIsUnsynchronized) {
+  CpuDevice device(0, 2);
+  expect_one_replica_is_unsynchronized(device, 1e-6);
 }
 
 }  // namespace

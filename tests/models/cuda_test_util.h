@@ -144,7 +144,9 @@ struct BoundLayer {
   std::unique_ptr<LayerKernel> kernel;
 };
 
-inline BoundLayer bind_layer(Device& device, const LayerCase& c, const LayerInputs& inputs) {
+// `sync`: the replicas whose statistics the kernel's staged passes synchronize.
+inline BoundLayer bind_layer(Device& device, const LayerCase& c, const LayerInputs& inputs,
+                             SyncGroup sync = {}) {
   device.make_current();
   const Shape out_shape = output_shape(c.spec, c.in.without_batch()).with_batch(c.in[0]);
   BoundLayer b{Tensor(device, c.in),
@@ -158,6 +160,7 @@ inline BoundLayer bind_layer(Device& device, const LayerCase& c, const LayerInpu
   b.in.copy_from_host(inputs.x);
   b.dout.copy_from_host(inputs.dout);
   LayerBinding binding{c.in, out_shape, {}, {}, {}, {}, false, nullptr};
+  binding.sync = sync;
   if (c.fuse_relu) {
     binding.activation = Activation::kRelu;
     binding.relu_backward = true;

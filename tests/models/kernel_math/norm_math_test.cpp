@@ -324,8 +324,14 @@ TEST(KernelMathNorm, BackwardWithoutTheInputsGradientWritesOnlyTheParameters) {
 }
 
 // The host mirror adds a channel's values in the bias gradient's GPU order (bias_math.h), bit
-// for bit: the order norm_ops.cu's reduction kernel shares with bias_grad_kernel.
+// for bit: the order norm_ops.cu's reduction kernel shares with bias_grad_kernel (its terms
+// here x itself, as the bias gradient's are).
 TEST(KernelMathNorm, ChannelSumsFollowTheBiasGradientsOrder) {
+  struct ValueTerm {
+    const float* x;
+    int64_t channels;
+    km::SumPair operator()(int64_t r, int64_t c) const { return {x[r * channels + c], 0.0f}; }
+  };
   for (const int64_t rows : {1, 7, 512, 513, 5000, 70001}) {
     const int64_t channels = 3;
     const std::vector<float> x = uniform(rows * channels, 40, -1.0f, 1.0f);
@@ -342,8 +348,7 @@ TEST(KernelMathNorm, ChannelSumsFollowTheBiasGradientsOrder) {
         parts.push_back(km::ordered_sum(threads, km::kBiasTileRows, 1));
       }
       const float want = km::ordered_sum(parts.data(), plan.parts, 1);
-      const km::SumPair got =
-          km::norm_channel_sum_on_host(km::SumTerm{x.data(), channels}, rows, c);
+      const km::SumPair got = km::norm_channel_sum_on_host(ValueTerm{x.data(), channels}, rows, c);
       EXPECT_EQ(got.a, want) << rows << " rows, channel " << c;
       EXPECT_EQ(got.b, 0.0f);
     }
@@ -384,40 +389,40 @@ std::vector<Mirror> synchronized_mirrors(const Case& k, int replicas) {
   const int64_t rows = k.rows / replicas;
   const int64_t cs = k.channels;
   std::vector<Mirror> m(static_cast<size_t>(replicas), blank_mirror(k, rows));
-  std::vector<std::vector<float>> sync(m.size(), std::vector<float>(static_cast<size_t>(2 * cs)));
-  const auto all_reduce = [&] {
-    std::vector<float> total(sync[0].size(), 0.0f);
+  const int64_t floats =
+      std::max(km::norm_forward_sync_floats(cs, replicas), km::norm_backward_sync_floats(cs));
+  // NaN where no stage wrote: a value the all-reduce would sum without a replica writing it.
+  std::vector<std::vector<float>> sync(m.size(), std::vector<float>(static_cast<size_t>(floats)));
+  const auto all_reduce = [&](int64_t count) {
+    std::vector<float> total(static_cast<size_t>(count), 0.0f);
     for (const std::vector<float>& s : sync) {
       for (size_t i = 0; i < total.size(); ++i) total[i] += s[i];
     }
-    for (std::vector<float>& s : sync) s = total;
+    for (std::vector<float>& s : sync) std::copy(total.begin(), total.end(), s.begin());
   };
   const auto each = [&](const auto& stage) {
     for (size_t r = 0; r < m.size(); ++r) {
       const size_t first = r * static_cast<size_t>(rows * cs);
-      stage(k.x.data() + first, k.dy.data() + first, m[r], sync[r].data());
+      stage(static_cast<int>(r), k.x.data() + first, k.dy.data() + first, m[r], sync[r].data());
     }
   };
-  each([&](const float* x, const float*, Mirror&, float* s) {
-    km::norm_forward_stage0_on_host(x, rows, cs, s);
+  for (std::vector<float>& s : sync) std::fill(s.begin(), s.end(), NAN);
+  each([&](int rank, const float* x, const float*, Mirror&, float* s) {
+    km::norm_forward_stage0_on_host(x, rows, cs, rank, replicas, s);
   });
-  all_reduce();
-  each([&](const float* x, const float*, Mirror& r, float* s) {
-    km::norm_forward_stage1_on_host(x, rows, cs, replicas, r.mean.data(), s);
-  });
-  all_reduce();
-  each([&](const float* x, const float*, Mirror& r, float* s) {
-    km::norm_forward_stage2_on_host(x, rows, cs, replicas, k.gamma.data(), k.beta.data(), kEps,
+  all_reduce(km::norm_forward_sync_floats(cs, replicas));
+  each([&](int, const float* x, const float*, Mirror& r, float* s) {
+    km::norm_forward_stage1_on_host(x, rows, cs, replicas, k.gamma.data(), k.beta.data(), kEps,
                                     kMomentum, s, r.y.data(), r.running_mean.data(),
                                     r.running_var.data(), &r.num_batches_tracked, r.mean.data(),
                                     r.invstd.data());
   });
-  each([&](const float* x, const float* dy, Mirror& r, float* s) {
+  each([&](int, const float* x, const float* dy, Mirror& r, float* s) {
     km::norm_backward_stage0_on_host(x, dy, rows, cs, r.mean.data(), r.invstd.data(),
                                      r.dgamma.data(), r.dbeta.data(), s);
   });
-  all_reduce();
-  each([&](const float* x, const float* dy, Mirror& r, float* s) {
+  all_reduce(km::norm_backward_sync_floats(cs));
+  each([&](int, const float* x, const float* dy, Mirror& r, float* s) {
     km::norm_backward_stage1_on_host(x, dy, rows, cs, replicas, k.gamma.data(), r.mean.data(),
                                      r.invstd.data(), s, r.dx.data());
   });
@@ -476,39 +481,56 @@ TEST(KernelMathNorm, SynchronizedStagesOverReplicasAreTheWholeBatchsBatchNorm) {
   }
 }
 
-// One replica's stages are the unsynchronized passes: the statistics (two passes there, merged
-// moments here) within float rounding, and from the same statistics the same bits: a summed
-// value read as one part (0 + the sum) is the sum, and dx reads the same Σdy and Σdy·x̂.
+// One replica's stages are the unsynchronized passes, bit for bit: its moments gathered into
+// its slot and merged alone are the moments, and dx reads the same Σdy and Σdy·x̂.
 TEST(KernelMathNorm, OneReplicasStagesAreTheUnsynchronizedPasses) {
   for (const int64_t rows : {2, 50, 1300}) {
-    SCOPED_TRACE(testing::Message() << rows << " rows");
-    const Case k = make_case(rows, 5, 0.3f, 31);
-    const Mirror unsynchronized = mirror(k);
-    const std::vector<Mirror> got = synchronized_mirrors(k, 1);
-    ASSERT_EQ(got.size(), 1u);
-    const auto near = [](const std::vector<float>& a, const std::vector<float>& b) {
-      return relative_error(a, std::vector<double>(b.begin(), b.end()));
-    };
-    EXPECT_LE(near(got[0].mean, unsynchronized.mean), 1e-6);
-    EXPECT_LE(near(got[0].invstd, unsynchronized.invstd), 1e-6);
-    EXPECT_LE(near(got[0].running_mean, unsynchronized.running_mean), 1e-6);
-    EXPECT_LE(near(got[0].running_var, unsynchronized.running_var), 1e-6);
-    EXPECT_EQ(got[0].num_batches_tracked, unsynchronized.num_batches_tracked);
-
-    Mirror want = blank_mirror(k, rows);
-    for (int64_t i = 0; i < rows * k.channels; ++i) {
-      const auto c = static_cast<size_t>(i % k.channels);
-      want.y[static_cast<size_t>(i)] = km::norm_forward_element(
-          k.x[static_cast<size_t>(i)], got[0].mean[c], got[0].invstd[c], k.gamma[c], k.beta[c]);
+    for (const float offset : {0.3f, 100.0f}) {
+      SCOPED_TRACE(testing::Message() << rows << " rows, offset " << offset);
+      const Case k = make_case(rows, 5, offset, 31);
+      const Mirror want = mirror(k);
+      const std::vector<Mirror> got = synchronized_mirrors(k, 1);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_EQ(got[0].mean, want.mean);
+      EXPECT_EQ(got[0].invstd, want.invstd);
+      EXPECT_EQ(got[0].running_mean, want.running_mean);
+      EXPECT_EQ(got[0].running_var, want.running_var);
+      EXPECT_EQ(got[0].num_batches_tracked, want.num_batches_tracked);
+      EXPECT_EQ(got[0].y, want.y);
+      EXPECT_EQ(got[0].dgamma, want.dgamma);
+      EXPECT_EQ(got[0].dbeta, want.dbeta);
+      EXPECT_EQ(got[0].dx, want.dx);
     }
-    km::norm_backward_on_host(k.x.data(), k.dy.data(), rows, k.channels, k.gamma.data(),
-                              got[0].mean.data(), got[0].invstd.data(), want.dgamma.data(),
-                              want.dbeta.data(), want.dx.data());
-    EXPECT_EQ(got[0].y, want.y);
-    EXPECT_EQ(got[0].dgamma, want.dgamma);
-    EXPECT_EQ(got[0].dbeta, want.dbeta);
-    EXPECT_EQ(got[0].dx, want.dx);
   }
+}
+
+// The gathered moments: each replica's in its own slot and zeros in the others', so that the
+// all-reduce's sum holds every replica's as it wrote them; merged in rank order, the same on
+// every replica whatever order the all-reduce added in.
+TEST(KernelMathNorm, GatheredMomentsAreEachReplicasInItsSlot) {
+  const int replicas = 3;
+  const int64_t channels = 2;
+  std::vector<float> total(static_cast<size_t>(km::norm_forward_sync_floats(channels, replicas)),
+                           0.0f);
+  const km::Moments mine[replicas] = {{7, 1.5f, 2.25f}, {7, -3.0f, 0.5f}, {7, 4.0f, 8.0f}};
+  for (int rank = replicas - 1; rank >= 0; --rank) {  // the sum in reverse rank order
+    std::vector<float> slots(total.size(), NAN);
+    for (int64_t c = 0; c < channels; ++c) {
+      km::norm_gather_moments(mine[rank], rank, replicas, channels, c, slots.data());
+    }
+    for (size_t i = 0; i < total.size(); ++i) total[i] += slots[i];
+  }
+  for (int rank = 0; rank < replicas; ++rank) {
+    for (int64_t c = 0; c < channels; ++c) {
+      EXPECT_EQ(total[static_cast<size_t>(2 * channels * rank + c)], mine[rank].mean);
+      EXPECT_EQ(total[static_cast<size_t>(2 * channels * rank + channels + c)], mine[rank].m2);
+    }
+  }
+  const km::Moments want = km::merge_moments(km::merge_moments(mine[0], mine[1]), mine[2]);
+  const km::Moments got = km::norm_merge_gathered_moments(total.data(), replicas, 7, channels, 1);
+  EXPECT_EQ(got.count, 21);
+  EXPECT_EQ(got.mean, want.mean);
+  EXPECT_EQ(got.m2, want.m2);
 }
 
 // Evaluation normalizes with the running statistics: the same element function, fed them.
