@@ -42,13 +42,13 @@ class TransientPool {
   DeviceBuffer buffer_;
 };
 
-// What a layer instance is bound to. Shapes include the batch dimension; images are NHWC.
 // A replica's place among those whose batch statistics are synchronized (--sync-batchnorm).
 struct SyncGroup {
   int replicas = 1;
   int rank = 0;
 };
 
+// What a layer instance is bound to. Shapes include the batch dimension; images are NHWC.
 struct LayerBinding {
   Shape in;
   Shape out;

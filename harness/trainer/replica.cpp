@@ -55,7 +55,7 @@ int replica_device_index(const ReplicaShared& run, int rank) {
 
 // --sync-batchnorm's sync points in a step: each batch norm's forward and backward ones, in
 // every micro-batch.
-int64_t batch_norm_sync_points(const ModelDef& def, int micro_batches) {
+int64_t step_sync_points(const ModelDef& def, int micro_batches) {
   const int64_t layers =
       std::count_if(def.layers.begin(), def.layers.end(),
                     [](const LayerSpec& l) { return std::holds_alternative<BatchNorm2DSpec>(l); });
@@ -203,8 +203,7 @@ void Replica::setup() {
   const bool sync = options_.sync_batchnorm && plan.replicas > 1;
   timer_ = std::make_unique<StepTimer>(
       *device_, compute_,
-      StepTimer::ends_per_step(micro, sync ? batch_norm_sync_points(model_->def(), micro) : 0),
-      *clock_);
+      StepTimer::ends_per_step(micro, sync ? step_sync_points(model_->def(), micro) : 0), *clock_);
   if (sync) {
     model_->set_sync(
         {comm_->size(), comm_->rank()}, [this](float* values, int64_t count, bool backward) {

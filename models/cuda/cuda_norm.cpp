@@ -3,7 +3,7 @@
 // Batch normalization runs our kernels rather than cuDNN's so that its sums are added in an
 // order fixed by the shape (kernel_math/norm_math.h), checked on the host, with no atomics.
 // The kernel owns the batch's mean and invstd (saved by the training forward for backward),
-// the scratch of the per-channel sums and the sums a synchronized stage all-reduces
+// the scratch of the per-channel sums and what a synchronized stage all-reduces
 // (--sync-batchnorm), all allocated at construction. A ReLU after it runs inside it both ways
 // (cuda_fuses_relu): its forward pass over the activations and its backward's are the batch
 // norm's own, and in ResNet-50 such a ReLU follows 33 of the 53 batch norms.

@@ -434,26 +434,29 @@ void norm_forward_stage1_on_host(X x, int64_t rows, int64_t channels, int replic
                               invstd, relu);
 }
 
-// Backward stage 0: this replica's dgamma and dbeta (norm_backward_on_host's), and
-// sync = [Σdy, Σdy·x̂] = [dbeta, dgamma]: summed over the replicas, Σdy·x̂ is the whole
-// batch's, as every replica normalizes with the same invstd.
+// Backward stage 0: this replica's dgamma and dbeta (norm_backward_on_host's; dy through the
+// fused ReLU whose output is relu_y, unless null), and sync = [Σdy, Σdy·x̂] = [dbeta, dgamma]:
+// summed over the replicas, Σdy·x̂ is the whole batch's, as every replica normalizes with the
+// same invstd.
 inline void norm_backward_stage0_on_host(const float* x, const float* dy, int64_t rows,
                                          int64_t channels, const float* mean, const float* invstd,
-                                         float* dgamma, float* dbeta, float* sync) {
-  norm_backward_on_host(x, dy, rows, channels, nullptr, mean, invstd, dgamma, dbeta, nullptr);
+                                         float* dgamma, float* dbeta, float* sync,
+                                         const float* relu_y = nullptr) {
+  norm_backward_on_host(x, dy, rows, channels, nullptr, mean, invstd, dgamma, dbeta, nullptr,
+                        relu_y);
   for (int64_t c = 0; c < channels; ++c) {
     sync[c] = dbeta[c];
     sync[channels + c] = dgamma[c];
   }
 }
 
-// Backward stage 1: dx from the summed [Σdy, Σdy·x̂].
+// Backward stage 1: dx from the summed [Σdy, Σdy·x̂] (and relu_y as stage 0's).
 inline void norm_backward_stage1_on_host(const float* x, const float* dy, int64_t rows,
                                          int64_t channels, int replicas, const float* gamma,
                                          const float* mean, const float* invstd, const float* sync,
-                                         float* dx) {
+                                         float* dx, const float* relu_y = nullptr) {
   norm_backward_data_on_host(x, dy, rows, channels, rows * replicas, gamma, mean, invstd,
-                             sync + channels, sync, dx);
+                             sync + channels, sync, dx, relu_y);
 }
 
 }  // namespace scalescope::kernel_math

@@ -254,6 +254,8 @@ void expect_synchronized_is_whole_batch(Device& device) {
         for (size_t i = 0; i < b.buffers.size(); ++i) {
           EXPECT_CLOSE(b.buffers[i].to_host(), want.buffers[i], kTolerance,
                        "buffer " + std::to_string(i));
+          // Every replica merged the same gathered moments in the same order.
+          EXPECT_EQ(b.buffers[i].to_host(), got[0].buffers[i].to_host()) << "buffer " << i;
         }
         for (size_t i = 0; i < grads.size(); ++i) {
           const std::vector<float> g = b.grads[i].to_host();
@@ -297,6 +299,78 @@ void expect_one_replica_is_unsynchronized(Device& device, double din_tolerance) 
 
 TEST_F(CudaKernelsTest, BatchNormSynchronizedOverReplicasIsTheWholeBatchs) {
   expect_synchronized_is_whole_batch(*gpu_);
+}
+
+// The GPU's synchronized stages over 2 and 3 replicas against their host mirror
+// (norm_math.h's stage functions, the sync values summed in rank order between stages as
+// run_synchronized does), bit for bit: outputs, running statistics, gradients and dx.
+TEST_F(CudaKernelsTest, BatchNormSynchronizedStagesMatchTheirHostMirrorBitForBit) {
+  namespace km = kernel_math;
+  for (const int replicas : {2, 3}) {
+    for (LayerCase c : batch_norm_cases()) {
+      c.in = Shape{c.in[0] * 3, c.in[1], c.in[2], c.in[3]};
+      SCOPED_TRACE(c.name + ", " + std::to_string(replicas) + " replicas");
+      const auto& spec = std::get<BatchNorm2DSpec>(c.spec);
+      const LayerInputs inputs = layer_inputs(c, 97);
+      const std::vector<BoundLayer> got = run_synchronized(*gpu_, c, inputs, replicas);
+      const int64_t cs = c.in[3];
+      const int64_t rows = c.in.numel() / cs / replicas;
+      const auto n = static_cast<size_t>(rows * cs);
+      struct Mirror {
+        std::vector<float> y, dx, mean, invstd, dgamma, dbeta, sync;
+        std::vector<std::vector<float>> buffers;
+      };
+      std::vector<Mirror> m(static_cast<size_t>(replicas));
+      const auto all_reduce = [&](int64_t count) {
+        std::vector<float> sum(static_cast<size_t>(count), 0.0f);
+        for (const Mirror& r : m) {
+          for (size_t i = 0; i < sum.size(); ++i) sum[i] += r.sync[i];
+        }
+        for (Mirror& r : m) std::copy(sum.begin(), sum.end(), r.sync.begin());
+      };
+      for (int r = 0; r < replicas; ++r) {
+        Mirror& k = m[static_cast<size_t>(r)];
+        k = {std::vector<float>(n),
+             std::vector<float>(n),
+             std::vector<float>(cs),
+             std::vector<float>(cs),
+             std::vector<float>(cs),
+             std::vector<float>(cs),
+             std::vector<float>(static_cast<size_t>(km::norm_forward_sync_floats(cs, replicas))),
+             inputs.buffers};
+        km::norm_forward_stage0_on_host(inputs.x.data() + r * n, rows, cs, r, replicas,
+                                        k.sync.data());
+      }
+      all_reduce(km::norm_forward_sync_floats(cs, replicas));
+      for (int r = 0; r < replicas; ++r) {
+        Mirror& k = m[static_cast<size_t>(r)];
+        const float* x = inputs.x.data() + r * n;
+        km::norm_forward_stage1_on_host(
+            x, rows, cs, replicas, inputs.params[0].data(), inputs.params[1].data(), spec.eps,
+            spec.momentum, k.sync.data(), k.y.data(), k.buffers[0].data(), k.buffers[1].data(),
+            k.buffers[2].data(), k.mean.data(), k.invstd.data(), c.fuse_relu);
+        km::norm_backward_stage0_on_host(x, inputs.dout.data() + r * n, rows, cs, k.mean.data(),
+                                         k.invstd.data(), k.dgamma.data(), k.dbeta.data(),
+                                         k.sync.data(), c.fuse_relu ? k.y.data() : nullptr);
+      }
+      all_reduce(km::norm_backward_sync_floats(cs));
+      for (int r = 0; r < replicas; ++r) {
+        Mirror& k = m[static_cast<size_t>(r)];
+        km::norm_backward_stage1_on_host(inputs.x.data() + r * n, inputs.dout.data() + r * n, rows,
+                                         cs, replicas, inputs.params[0].data(), k.mean.data(),
+                                         k.invstd.data(), k.sync.data(), k.dx.data(),
+                                         c.fuse_relu ? k.y.data() : nullptr);
+        const BoundLayer& b = got[static_cast<size_t>(r)];
+        EXPECT_EQ(b.out.to_host(), k.y) << "replica " << r;
+        for (size_t i = 0; i < k.buffers.size(); ++i) {
+          EXPECT_EQ(b.buffers[i].to_host(), k.buffers[i]) << "replica " << r << ", buffer " << i;
+        }
+        EXPECT_EQ(b.grads[0].to_host(), k.dgamma) << "replica " << r;
+        EXPECT_EQ(b.grads[1].to_host(), k.dbeta) << "replica " << r;
+        EXPECT_EQ(b.din.to_host(), k.dx) << "replica " << r;
+      }
+    }
+  }
 }
 
 TEST_F(CudaKernelsTest, BatchNormSynchronizedOverOneReplicaIsUnsynchronized) {

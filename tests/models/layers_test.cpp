@@ -439,6 +439,15 @@ TEST(LayerShapes, KernelRejectsABindingThatDisagreesWithTheSpec) {
   LayerBinding too_small = good;
   too_small.in = Shape{2, 2, 2, 2};
   EXPECT_THROW(make_cpu_layer(Conv2DSpec{4, 3, 1, Padding::kValid}, too_small, device), Error);
+  // A replica outside its synchronized group would gather into another's slot, or past them.
+  for (const SyncGroup bad : {SyncGroup{2, 2}, SyncGroup{2, -1}, SyncGroup{0, 0}}) {
+    LayerBinding outside = good;
+    outside.sync = bad;
+    EXPECT_THROW(make_cpu_layer(spec, outside, device), Error);
+  }
+  LayerBinding last = good;
+  last.sync = SyncGroup{3, 2};
+  EXPECT_NO_THROW(make_cpu_layer(spec, last, device));
 }
 
 }  // namespace
