@@ -24,6 +24,7 @@
 #include "core/buffer.h"
 #include "core/check.h"
 #include "models/cpu/cpu_kernels.h"
+#include "models/cpu/prefetch.h"
 #include "models/cpu/vector_clones.h"
 #include "models/kernel_math/half_math.h"
 #include "models/kernel_math/norm_math.h"
@@ -64,28 +65,66 @@ template <class O>
   }
 }
 
+// Asks for the row kAhead values past offset o of each stream that is not null (the passes read
+// activations written long before: models/cpu/prefetch.h).
+template <class... T>
+[[gnu::always_inline]] inline void fetch_rows_ahead(int64_t o, int64_t cs, const T*... streams) {
+  ((streams != nullptr ? cpu_prefetch::prefetch_ahead(streams + o, cs) : void()), ...);
+}
+
+// The reductions' rows add two sums per channel, a and b (acc[c] and acc[cs + c]), row after
+// row. Sums in memory made each row wait for the store of the row before (the adds' chain
+// through acc: `perf annotate` of the bf16 passes), so full tiles of kTileChannels channels
+// keep theirs in registers over the rows and add them to acc at the end; the channels past the
+// last full tile add into acc row by row. The first pass over the rows asks for the rows ahead
+// of the streams it reads (fetch_rows_ahead); the others find them in cache. REQUIRES: acc zero,
+// so that adding a tile's sums once gives the bits of adding row by row (fill_slots zeroes each
+// chunk's slot and calls once).
+constexpr int64_t kTileChannels = 16;
+template <class Add, class... T>
+[[gnu::always_inline]] inline void tiled_row_sums(double* __restrict acc, int64_t cs, int64_t n,
+                                                  const Add& add, const T*... streams) {
+  int64_t c0 = 0;
+  for (; c0 + kTileChannels <= cs; c0 += kTileChannels) {
+    double a[kTileChannels] = {};
+    double b[kTileChannels] = {};
+    for (int64_t p = 0; p < n; ++p) {
+      if (c0 == 0) fetch_rows_ahead(p * cs, cs, streams...);
+#pragma omp simd
+      for (int64_t c = 0; c < kTileChannels; ++c) add(a[c], b[c], p * cs, c0 + c);
+    }
+    for (int64_t c = 0; c < kTileChannels; ++c) {
+      acc[c0 + c] += a[c];
+      acc[cs + c0 + c] += b[c];
+    }
+  }
+  for (int64_t p = 0; p < n; ++p) {
+    if (c0 == 0) fetch_rows_ahead(p * cs, cs, streams...);
+    for (int64_t c = c0; c < cs; ++c) add(acc[c], acc[cs + c], p * cs, c);
+  }
+}
+
 // Σd and Σd² with d = x − shift, shift being the first row of the chunk: its moments from one
 // read (the forward's statistics): as the shift is one of the chunk's values, a mean far from
 // zero cancels no more than the chunk's own spread does (in double).
-// Sixteen channels a vector: GCC would take bf16 rows 32 channels at a time, so that the 16 of
-// a CIFAR ResNet's first stage ran scalar.
 template <class T>
-[[gnu::always_inline]] inline void shifted_sums(double* __restrict acc, const T* __restrict x,
-                                                const T* __restrict shift, int64_t cs) {
-#pragma omp simd simdlen(16)
-  for (int64_t c = 0; c < cs; ++c) {
-    const double d = static_cast<double>(value(x, c)) - value(shift, c);
-    acc[c] += d;
-    acc[cs + c] += d * d;
-  }
+[[gnu::always_inline]] inline void shifted_sums(double* acc, const T* x, int64_t cs, int64_t n) {
+  tiled_row_sums(
+      acc, cs, n,
+      [x](double& sum, double& squares, int64_t o, int64_t c) {
+        const double d = static_cast<double>(value(x + o, c)) - value(x, c);
+        sum += d;
+        squares += d * d;
+      },
+      x);
 }
 SCALESCOPE_VECTOR_CLONES
 void shifted_sum_rows(double* acc, const float* x, int64_t cs, int64_t n) {
-  for (int64_t p = 0; p < n; ++p) shifted_sums(acc, x + p * cs, x, cs);
+  shifted_sums(acc, x, cs, n);
 }
 SCALESCOPE_VECTOR_CLONES
 void shifted_sum_rows(double* acc, const uint16_t* x, int64_t cs, int64_t n) {
-  for (int64_t p = 0; p < n; ++p) shifted_sums(acc, x + p * cs, x, cs);
+  shifted_sums(acc, x, cs, n);
 }
 
 // y = (x − shift)·scale + β, and with a fused ReLU max(y, 0) as oneDNN's (0 for NaN and −0).
@@ -106,57 +145,62 @@ template <class T, class O>
 SCALESCOPE_VECTOR_CLONES
 void normalize_rows(float* y, const float* x, const float* shift, const float* scale,
                     const float* beta, bool relu, int64_t cs, int64_t n) {
-  for (int64_t p = 0; p < n; ++p) normalized(y + p * cs, x + p * cs, shift, scale, beta, relu, cs);
+  for (int64_t p = 0; p < n; ++p) {
+    fetch_rows_ahead(p * cs, cs, x);
+    normalized(y + p * cs, x + p * cs, shift, scale, beta, relu, cs);
+  }
 }
 SCALESCOPE_VECTOR_CLONES
 void normalize_rows(float* y, const uint16_t* x, const float* shift, const float* scale,
                     const float* beta, bool relu, int64_t cs, int64_t n) {
-  for (int64_t p = 0; p < n; ++p) normalized(y + p * cs, x + p * cs, shift, scale, beta, relu, cs);
+  for (int64_t p = 0; p < n; ++p) {
+    fetch_rows_ahead(p * cs, cs, x);
+    normalized(y + p * cs, x + p * cs, shift, scale, beta, relu, cs);
+  }
 }
 SCALESCOPE_VECTOR_CLONES
 void normalize_rows(uint16_t* y, const uint16_t* x, const float* shift, const float* scale,
                     const float* beta, bool relu, int64_t cs, int64_t n) {
-  for (int64_t p = 0; p < n; ++p) normalized(y + p * cs, x + p * cs, shift, scale, beta, relu, cs);
+  for (int64_t p = 0; p < n; ++p) {
+    fetch_rows_ahead(p * cs, cs, x);
+    normalized(y + p * cs, x + p * cs, shift, scale, beta, relu, cs);
+  }
 }
 
-// Σdy and Σdy·(x − mean).
+// Σdy and Σdy·(x − mean) over n rows (dy through the fused ReLU whose output is y, unless null).
 template <class T>
-[[gnu::always_inline]] inline void gradient_sums(double* __restrict sum_dy,
-                                                 double* __restrict sum_dyx, const T* __restrict x,
-                                                 const T* __restrict y, const float* __restrict dy,
-                                                 const float* __restrict mean, int64_t cs) {
+[[gnu::always_inline]] inline void gradient_sums(double* acc, const T* x, const T* y,
+                                                 const float* dy, const float* mean, int64_t cs,
+                                                 int64_t n) {
   if (y != nullptr) {
-    for (int64_t c = 0; c < cs; ++c) {
-      const float g = dy[c] * (value(y, c) > 0.0f ? 1.0f : 0.0f);
-      sum_dy[c] += g;
-      sum_dyx[c] += static_cast<double>(g) * (static_cast<double>(value(x, c)) - mean[c]);
-    }
+    tiled_row_sums(
+        acc, cs, n,
+        [=](double& sum_dy, double& sum_dyx, int64_t o, int64_t c) {
+          const float g = dy[o + c] * (value(y + o, c) > 0.0f ? 1.0f : 0.0f);
+          sum_dy += g;
+          sum_dyx += static_cast<double>(g) * (static_cast<double>(value(x + o, c)) - mean[c]);
+        },
+        x, y, dy);
   } else {
-    for (int64_t c = 0; c < cs; ++c) {
-      sum_dy[c] += dy[c];
-      sum_dyx[c] += static_cast<double>(dy[c]) * (static_cast<double>(value(x, c)) - mean[c]);
-    }
-  }
-}
-
-// Over n rows.
-template <class T>
-[[gnu::always_inline]] inline void gradient_sums(double* sum_dy, double* sum_dyx, const T* x,
-                                                 const T* y, const float* dy, const float* mean,
-                                                 int64_t cs, int64_t n) {
-  for (int64_t o = 0; o < n * cs; o += cs) {
-    gradient_sums(sum_dy, sum_dyx, x + o, y != nullptr ? y + o : nullptr, dy + o, mean, cs);
+    tiled_row_sums(
+        acc, cs, n,
+        [=](double& sum_dy, double& sum_dyx, int64_t o, int64_t c) {
+          sum_dy += dy[o + c];
+          sum_dyx +=
+              static_cast<double>(dy[o + c]) * (static_cast<double>(value(x + o, c)) - mean[c]);
+        },
+        x, dy);
   }
 }
 SCALESCOPE_VECTOR_CLONES
-void gradient_sums_rows(double* sum_dy, double* sum_dyx, const float* x, const float* y,
-                        const float* dy, const float* mean, int64_t cs, int64_t n) {
-  gradient_sums(sum_dy, sum_dyx, x, y, dy, mean, cs, n);
+void gradient_sums_rows(double* acc, const float* x, const float* y, const float* dy,
+                        const float* mean, int64_t cs, int64_t n) {
+  gradient_sums(acc, x, y, dy, mean, cs, n);
 }
 SCALESCOPE_VECTOR_CLONES
-void gradient_sums_rows(double* sum_dy, double* sum_dyx, const uint16_t* x, const uint16_t* y,
-                        const float* dy, const float* mean, int64_t cs, int64_t n) {
-  gradient_sums(sum_dy, sum_dyx, x, y, dy, mean, cs, n);
+void gradient_sums_rows(double* acc, const uint16_t* x, const uint16_t* y, const float* dy,
+                        const float* mean, int64_t cs, int64_t n) {
+  gradient_sums(acc, x, y, dy, mean, cs, n);
 }
 
 // dx = k·(dy − a − (x − mean)·b), as fp32 or rounded into its bf16 copy.
@@ -185,6 +229,7 @@ template <class T, class O>
                                                   const float* mean, const float* k, const float* a,
                                                   const float* b, int64_t cs, int64_t n) {
   for (int64_t o = 0; o < n * cs; o += cs) {
+    fetch_rows_ahead(o, cs, x, y, dy);
     input_gradient(dx + o, x + o, y != nullptr ? y + o : nullptr, dy + o, mean, k, a, b, cs);
   }
 }
@@ -406,8 +451,8 @@ class BatchNormKernel final : public LayerKernel {
     const float* invstd = saved_invstd();
     const int64_t cs = channels_;
     double* sums = reduce([&](double* acc, int64_t p, int64_t n) {
-      gradient_sums_rows(acc, acc + cs, in + p * cs, relu_backward_ ? out + p * cs : nullptr,
-                         dout + p * cs, mean, cs, n);
+      gradient_sums_rows(acc, in + p * cs, relu_backward_ ? out + p * cs : nullptr, dout + p * cs,
+                         mean, cs, n);
     });
     for (int64_t c = 0; c < cs; ++c) {
       dbeta_[c] = static_cast<float>(sums[c]);
