@@ -190,9 +190,8 @@ void check_layer_binding(const LayerSpec& spec, const LayerBinding& b) {
              "{}: {} bound as {}, expected {}", describe(spec), buffers[i].suffix,
              b.buffers[i].shape.to_string(), buffers[i].shape.to_string());
   }
-  SS_CHECK(b.sync.replicas >= 1 && b.sync.rank >= 0 && b.sync.rank < b.sync.replicas,
-           "{}: bound as replica {} of {} synchronized replicas", describe(spec), b.sync.rank,
-           b.sync.replicas);
+  SS_CHECK(b.sync.valid(), "{}: bound as replica {} of {} synchronized replicas", describe(spec),
+           b.sync.rank, b.sync.replicas);
   SS_CHECK(!std::holds_alternative<AddSpec>(spec),
            "{}: a node of two inputs, computed by the model rather than a layer kernel",
            describe(spec));

@@ -46,6 +46,7 @@ class TransientPool {
 struct SyncGroup {
   int replicas = 1;
   int rank = 0;
+  bool valid() const { return replicas >= 1 && rank >= 0 && rank < replicas; }
 };
 
 // What a layer instance is bound to. Shapes include the batch dimension; images are NHWC.

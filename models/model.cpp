@@ -398,8 +398,7 @@ void Model::backward(Stream& stream, const std::function<void(int layer)>& on_la
 
 void Model::set_sync(SyncGroup group, SyncSum sum) {
   SS_CHECK(plans_.empty(), "model '{}': set_sync after kernels were planned", def_.name);
-  SS_CHECK(group.replicas >= 1 && group.rank >= 0 && group.rank < group.replicas,
-           "model '{}': replica {} of {}", def_.name, group.rank, group.replicas);
+  SS_CHECK(group.valid(), "model '{}': replica {} of {}", def_.name, group.rank, group.replicas);
   sync_group_ = group;
   sync_ = std::move(sum);
 }

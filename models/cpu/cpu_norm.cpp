@@ -287,9 +287,8 @@ class BatchNormKernel final : public LayerKernel {
         partials_(device, static_cast<size_t>((chunks_ + 1) * 2 * channels_) * sizeof(double)),
         coefficients_(device, static_cast<size_t>(5 * channels_) * sizeof(float)),
         sync_group_(b.sync),
-        sync_(device, static_cast<size_t>(std::max(
-                          kernel_math::norm_forward_sync_floats(channels_, b.sync.replicas),
-                          kernel_math::norm_backward_sync_floats(channels_))) *
+        sync_(device, static_cast<size_t>(
+                          kernel_math::norm_sync_buffer_floats(channels_, b.sync.replicas)) *
                           sizeof(float)) {}
 
   void forward(const float* in, float* out, Stream&) override { forward_from(in, out); }
@@ -323,8 +322,8 @@ class BatchNormKernel final : public LayerKernel {
     const int replicas = sync_group_.replicas;
     if (stage == 0) {
       float* slots = sync_ptr();
-      std::fill(slots, slots + 2 * channels_ * replicas, 0.0f);
-      float* mine = slots + 2 * channels_ * sync_group_.rank;
+      std::fill(slots, slots + kernel_math::norm_forward_sync_floats(channels_, replicas), 0.0f);
+      float* mine = kernel_math::norm_moments_slot(slots, channels_, sync_group_.rank);
       moments(in, mine, mine + channels_);
       return;
     }
@@ -333,7 +332,7 @@ class BatchNormKernel final : public LayerKernel {
     for (int64_t c = 0; c < channels_; ++c) {
       Moments64 m;
       for (int q = 0; q < replicas; ++q) {
-        const float* slot = sync_ptr() + 2 * channels_ * q;
+        const float* slot = kernel_math::norm_moments_slot(sync_ptr(), channels_, q);
         m.merge(static_cast<double>(pixels_), slot[c], slot[channels_ + c]);
       }
       mean[c] = static_cast<float>(m.mean);

@@ -7,7 +7,6 @@
 // (--sync-batchnorm), all allocated at construction. A ReLU after it runs inside it both ways
 // (cuda_fuses_relu): its forward pass over the activations and its backward's are the batch
 // norm's own, and in ResNet-50 such a ReLU follows 33 of the 53 batch norms.
-#include <algorithm>
 #include <memory>
 #include <optional>
 
@@ -37,9 +36,7 @@ class BatchNormKernel final : public LayerKernel {
         invstd_(float_buffer(device, channels_)),
         scratch_(float_buffer(device, cuda_ops::batch_norm_scratch(rows_, channels_))),
         sync_group_(b.sync),
-        sync_(
-            float_buffer(device, std::max(km::norm_forward_sync_floats(channels_, b.sync.replicas),
-                                          km::norm_backward_sync_floats(channels_)))),
+        sync_(float_buffer(device, km::norm_sync_buffer_floats(channels_, b.sync.replicas))),
         tensors_{b.params[0].data,  b.params[1].data,  b.buffers[0].data,
                  b.buffers[1].data, b.buffers[2].data, floats(mean_),
                  floats(invstd_),   floats(scratch_),  floats(sync_)} {}

@@ -375,12 +375,26 @@ SS_HOST_DEVICE inline int64_t norm_forward_sync_floats(int64_t channels, int rep
 SS_HOST_DEVICE inline int64_t norm_backward_sync_floats(int64_t channels) {
   return 2 * channels;
 }
+// The floats a kernel's sync values hold: the larger pass's.
+SS_HOST_DEVICE inline int64_t norm_sync_buffer_floats(int64_t channels, int replicas) {
+  const int64_t forward = norm_forward_sync_floats(channels, replicas);
+  const int64_t backward = norm_backward_sync_floats(channels);
+  return forward > backward ? forward : backward;
+}
+
+// Replica q's slot of the gathered moments: its channels' means, then their M2s.
+SS_HOST_DEVICE inline float* norm_moments_slot(float* sync, int64_t channels, int q) {
+  return sync + 2 * channels * q;
+}
+SS_HOST_DEVICE inline const float* norm_moments_slot(const float* sync, int64_t channels, int q) {
+  return sync + 2 * channels * q;
+}
 
 // Channel c's moments into replica `rank`'s slot of `sync`, zeros into the others' slots.
 SS_HOST_DEVICE inline void norm_gather_moments(const Moments& m, int rank, int replicas,
                                                int64_t channels, int64_t c, float* sync) {
   for (int q = 0; q < replicas; ++q) {
-    float* slot = sync + 2 * channels * q;
+    float* slot = norm_moments_slot(sync, channels, q);
     slot[c] = q == rank ? m.mean : 0.0f;
     slot[channels + c] = q == rank ? m.m2 : 0.0f;
   }
@@ -392,7 +406,7 @@ SS_HOST_DEVICE inline Moments norm_merge_gathered_moments(const float* sync, int
                                                           int64_t c) {
   Moments m;
   for (int q = 0; q < replicas; ++q) {
-    const float* slot = sync + 2 * channels * q;
+    const float* slot = norm_moments_slot(sync, channels, q);
     m = merge_moments(m, {rows, slot[c], slot[channels + c]});
   }
   return m;

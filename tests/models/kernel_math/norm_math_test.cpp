@@ -389,8 +389,7 @@ std::vector<Mirror> synchronized_mirrors(const Case& k, int replicas) {
   const int64_t rows = k.rows / replicas;
   const int64_t cs = k.channels;
   std::vector<Mirror> m(static_cast<size_t>(replicas), blank_mirror(k, rows));
-  const int64_t floats =
-      std::max(km::norm_forward_sync_floats(cs, replicas), km::norm_backward_sync_floats(cs));
+  const int64_t floats = km::norm_sync_buffer_floats(cs, replicas);
   // NaN where no stage wrote: a value the all-reduce would sum without a replica writing it.
   std::vector<std::vector<float>> sync(m.size(), std::vector<float>(static_cast<size_t>(floats)));
   const auto all_reduce = [&](int64_t count) {
