@@ -63,6 +63,22 @@ struct Values {
   }
 };
 
+// Where backward writes the input's gradient: fp32, or the bf16 copy the dense layer before
+// reads (writes_half_gradient), rounded as that layer would round the fp32 values.
+struct Gradient {
+  float* fp32 = nullptr;
+  uint16_t* bf16 = nullptr;
+
+  // `n` fp32 values into the gradient from `offset` on.
+  void write(int64_t offset, const float* from, int64_t n) const {
+    if (bf16 != nullptr) {
+      compress_half_span(from, bf16 + offset, n, 1, kBf16);
+    } else {
+      std::copy(from, from + n, fp32 + offset);
+    }
+  }
+};
+
 // One shape of product, C = op(A)·B (+ C), and per thread the memory objects its operands are
 // bound to at each call (dnnl::memory::set_data_handle: no allocation inside the loops).
 struct Product {
@@ -108,12 +124,19 @@ class Bf16AttentionKernel final : public LayerKernel, private AttentionBase {
   // REQUIRES (beyond LayerKernel's): no forward_eval since the last forward.
   void backward(const float* in, const float* out, const float* dout, float* din,
                 Stream&) override {
-    run_backward({in, nullptr}, {out, nullptr}, dout, din);
+    run_backward({in, nullptr}, {out, nullptr}, dout, {din, nullptr});
   }
   bool reads_saved(km::HalfFormat format) const override { return format == kBf16; }
   void backward_saved(const uint16_t* in, const uint16_t* out, const float* dout, float* din,
                       Stream&) override {
-    run_backward({nullptr, in}, {nullptr, out}, dout, din);
+    run_backward({nullptr, in}, {nullptr, out}, dout, {din, nullptr});
+  }
+  // And may write q's, k's and v's gradient as the bf16 copy the dense layer before (c_attn)
+  // reads, where that layer would round the fp32 gradient itself.
+  bool writes_half_gradient(km::HalfFormat format) const override { return format == kBf16; }
+  void backward_into_half_gradient(const uint16_t* in, const uint16_t* out, const float* dout,
+                                   uint16_t* din, Stream&) override {
+    run_backward({nullptr, in}, {nullptr, out}, dout, {nullptr, din});
   }
 
   // oneDNN's matmuls are deterministic for a fixed thread count (one, here), and so are our
@@ -148,11 +171,11 @@ class Bf16AttentionKernel final : public LayerKernel, private AttentionBase {
   // At the start of each pass: oneDNN's scratchpads into the threads' scratch.
   void bind_library_scratch() const;
   void run_forward(Values in, float* out);
-  void run_backward(Values in, Values out, const float* dout, float* din);
+  void run_backward(Values in, Values out, const float* dout, Gradient din);
   void forward_head(Values in, float* out, int64_t head_task, std::atomic<int>& failures) const;
-  void backward_head(Values in, Values out, const float* dout, float* din, int64_t head_task,
+  void backward_head(Values in, Values out, const float* dout, Gradient din, int64_t head_task,
                      std::atomic<int>& failures) const;
-  void backward_key_tile(float* din, int64_t head_task, int64_t key_tile, int thread,
+  void backward_key_tile(Gradient din, int64_t head_task, int64_t key_tile, int thread,
                          std::atomic<int>& failures) const;
 
   template <class T>
@@ -324,8 +347,9 @@ void Bf16AttentionKernel::forward_head(Values in, float* out, int64_t head_task,
   }
 }
 
-void Bf16AttentionKernel::run_backward(Values in, Values out, const float* dout, float* din) {
-  if (din == nullptr) return;  // no parameters: nothing to do without the input's gradient
+void Bf16AttentionKernel::run_backward(Values in, Values out, const float* dout, Gradient din) {
+  if (din.fp32 == nullptr && din.bf16 == nullptr)
+    return;  // no parameters: nothing to do without the input's gradient
   bind_library_scratch();
   for_each_head("backward", "matmul", [&](int64_t head_task, std::atomic<int>& failures) {
     backward_head(in, out, dout, din, head_task, failures);
@@ -334,7 +358,7 @@ void Bf16AttentionKernel::run_backward(Values in, Values out, const float* dout,
 
 // Every gradient of (sample, head) `head_task`: dq's rows accumulate in fp32 over the key
 // tiles and are written once at the end.
-void Bf16AttentionKernel::backward_head(Values in, Values out, const float* dout, float* din,
+void Bf16AttentionKernel::backward_head(Values in, Values out, const float* dout, Gradient din,
                                         int64_t head_task, std::atomic<int>& failures) const {
   const int thread = omp_get_thread_num();
   const int64_t d = shape_.model_dim(), hd = shape_.head_dim, seq = shape_.seq;
@@ -358,17 +382,15 @@ void Bf16AttentionKernel::backward_head(Values in, Values out, const float* dout
   for (int64_t key_tile = 0; key_tile < tile_count(shape_); ++key_tile) {
     backward_key_tile(din, head_task, key_tile, thread, failures);
   }
-  float* dq_rows = din + qkv_offset(shape_, head_task);
-  for (int64_t i = 0; i < seq; ++i) {
-    std::copy(dq + i * hd, dq + (i + 1) * hd, dq_rows + i * 3 * d);
-  }
+  const int64_t dq_rows = qkv_offset(shape_, head_task);
+  for (int64_t i = 0; i < seq; ++i) din.write(dq_rows + i * 3 * d, dq + i * hd, hd);
 }
 
 // Key tile `key_tile` against every query that sees it (from the tile's first key on): their
 // scores and dout's products with the tile's values, the probabilities and the scores'
 // gradient in fp32 and their bf16 copies, then the tile's rows of dv and dk, and its share of
 // dq.
-void Bf16AttentionKernel::backward_key_tile(float* din, int64_t head_task, int64_t key_tile,
+void Bf16AttentionKernel::backward_key_tile(Gradient din, int64_t head_task, int64_t key_tile,
                                             int thread, std::atomic<int>& failures) const {
   const int64_t d = shape_.model_dim(), hd = shape_.head_dim, ld_in = 3 * d;
   const int64_t k0 = key_tile * kTile, cols = tile_size(shape_, key_tile), rows = shape_.seq - k0;
@@ -390,16 +412,12 @@ void Bf16AttentionKernel::backward_key_tile(float* din, int64_t head_task, int64
   compress_half_span(probs, probs16, rows * width, 1, kBf16);
   compress_half_span(grads, grads16, rows * width, 1, kBf16);
   // dv = Pᵀ·dout and dk = dSᵀ·q, the tile's rows; dq += dS·k.
-  float* dk = din + qkv_offset(shape_, head_task) + d + k0 * ld_in;
-  float* dv = dk + d;
+  const int64_t dk = qkv_offset(shape_, head_task) + d + k0 * ld_in;
+  const int64_t dv = dk + d;
   run(backward_weights_[t], thread, probs16, dout16, tile_out, failures);
-  for (int64_t r = 0; r < cols; ++r) {
-    std::copy(tile_out + r * hd, tile_out + (r + 1) * hd, dv + r * ld_in);
-  }
+  for (int64_t r = 0; r < cols; ++r) din.write(dv + r * ld_in, tile_out + r * hd, hd);
   run(backward_weights_[t], thread, grads16, q, tile_out, failures);
-  for (int64_t r = 0; r < cols; ++r) {
-    std::copy(tile_out + r * hd, tile_out + (r + 1) * hd, dk + r * ld_in);
-  }
+  for (int64_t r = 0; r < cols; ++r) din.write(dk + r * ld_in, tile_out + r * hd, hd);
   run(backward_queries_[t], thread, grads16, k, at<float>(thread, layout_.dq) + k0 * hd, failures);
 }
 

@@ -69,6 +69,23 @@ SCALESCOPE_VECTOR_CLONES void gelu_backward_bf16_span(const uint16_t* x, const f
       x, dy);
 }
 
+// The same gradient rounded into the bf16 copy a dense layer's backward reads, as that copy's
+// own rounding would: the fp32 gradient never reaches memory. A block's fp32 values wait in
+// a buffer on the stack between two loops: the rounding inside the math's loop made it spill
+// registers and ran slower than the math and its fp32 stores.
+SCALESCOPE_VECTOR_CLONES void gelu_backward_bf16_to_bf16_span(const uint16_t* x, const float* dy,
+                                                              uint16_t* dx, int64_t n) {
+  alignas(64) float block[cpu_prefetch::kBlock];
+  cpu_prefetch::in_prefetched_blocks(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+          block[i - begin] = km::gelu_backward(km::bf16_to_float(x[i]), dy[i]);
+        for (int64_t i = begin; i < end; ++i) dx[i] = km::float_to_bf16(block[i - begin]);
+      },
+      x, dy);
+}
+
 class GeluKernel final : public LayerKernel {
  public:
   GeluKernel(int64_t numel, std::optional<km::HalfFormat> format)
@@ -116,6 +133,18 @@ class GeluKernel final : public LayerKernel {
     }
     each_widened_task(in, *format_, [&](int64_t at, int64_t len, const float* x) {
       gelu_backward_span(x, dout + at, din + at, len);
+    });
+  }
+
+  // Under bf16 the gradient may leave as the bf16 copy the layer before (a dense layer, c_fc)
+  // reads, where that layer would round the fp32 gradient itself.
+  bool writes_half_gradient(km::HalfFormat format) const override {
+    return format_ == format && format == km::HalfFormat::kBf16;
+  }
+  void backward_into_half_gradient(const uint16_t* in, const uint16_t*, const float* dout,
+                                   uint16_t* din, Stream&) override {
+    each_task([&](int64_t at, int64_t len) {
+      gelu_backward_bf16_to_bf16_span(in + at, dout + at, din + at, len);
     });
   }
 

@@ -379,6 +379,26 @@ TEST_F(Fusion, UnderBf16AResNetsConvolutionsKeepTheirOutputGradientInBf16) {
   expect_only_in_fused_bf16(def, &Model::half_gradients, convolutions);
 }
 
+// In a GPT decoder under bf16 the gradient of each GELU's and each attention's input (the
+// first MLP layer's and c_attn's output) is kept only as its bf16 copy: the GELU's and the
+// attention's backward write it so and the dense layer's reads it; not in fp32, nor without
+// fusion (SavedForward's and CpuAttention's tests hold the kernels' bits to the fp32
+// gradient's).
+TEST_F(Fusion, UnderBf16ADecodersDenseLayersBeforeGeluAndAttentionKeepTheirOutputGradientInBf16) {
+  const ModelDef def = make_model("gpt:preset=micro");
+  std::vector<size_t> before;
+  for (size_t i = 0; i + 1 < def.layers.size(); ++i) {
+    const auto* activation = std::get_if<ActivationSpec>(&def.layers[i + 1]);
+    if ((activation != nullptr && activation->kind == Activation::kGelu) ||
+        std::holds_alternative<CausalSelfAttentionSpec>(def.layers[i + 1])) {
+      EXPECT_EQ(describe(def.layers[i]).substr(0, 5), "Dense") << i;
+      before.push_back(i);
+    }
+  }
+  ASSERT_EQ(before.size(), 4u);
+  expect_only_in_fused_bf16(def, &Model::half_gradients, before);
+}
+
 // Under bf16 each of a ResNet's adds writes the saved copy of its fused ReLU's output (which the
 // ReLU's mask in the add's backward reads, and the next block's convolution) in its own pass:
 // the model's save pass skips it. Not in fp32, nor without fusion.

@@ -143,6 +143,17 @@ TEST(SavedForward, GeluRunsBothPassesOnTheSavedCopies) {
                                     layer->device.default_stream());
       layer->device.default_stream().synchronize();
       EXPECT_EQ(layer->din.to_host(), want_din);
+      // Under bf16 the gradient may also leave as the bf16 copy the dense layer before reads:
+      // the same gradient rounded, as that layer's own copy would round it.
+      ASSERT_EQ(layer->kernel->writes_half_gradient(format), format == km::HalfFormat::kBf16);
+      if (format != km::HalfFormat::kBf16) continue;
+      DeviceBuffer din16(layer->device, want_din.size() * sizeof(uint16_t));
+      auto* got = static_cast<uint16_t*>(din16.data());
+      layer->kernel->backward_into_half_gradient(static_cast<const uint16_t*>(in16.data()), nullptr,
+                                                 layer->dout.data(), got,
+                                                 layer->device.default_stream());
+      layer->device.default_stream().synchronize();
+      EXPECT_EQ(std::vector<uint16_t>(got, got + want_din.size()), to_half(want_din, format));
     }
   }
 }
@@ -168,6 +179,47 @@ TEST(SavedForward, UnderBf16ADenseLayerWritesItsForwardRounded) {
     layer->forward();
     const std::vector<uint16_t> want = to_half(layer->out.to_host(), bf16);
     EXPECT_EQ(forward_into_saved(*layer, &saved_in, bf16), want);
+  }
+}
+
+// Under bf16 a dense layer's backward may read its output's gradient as the bf16 copy its
+// reader wrote (a GELU's): the input and weight gradients are those of the fp32 gradient it
+// would have rounded itself, bit for bit.
+TEST(SavedForward, UnderBf16ADenseLayersBackwardReadsTheRoundedGradientAsItsOwnCopy) {
+  const km::HalfFormat bf16 = km::HalfFormat::kBf16;
+  for (const LayerCase& c : layer_cases()) {
+    if (!std::holds_alternative<DenseSpec>(c.spec)) continue;
+    SCOPED_TRACE(c.name);
+    std::optional<BoundLayer> layer;
+    {
+      const testing_util::PrecisionScope scope(Precision::kBf16);
+      layer.emplace(c, std::make_shared<TransientPool>());
+    }
+    ASSERT_TRUE(layer->kernel->reads_half_gradient(bf16));
+    fill_random_params(*layer, 3);
+    const std::vector<uint16_t> saved_in = to_half(layer_input(c, 8), bf16);
+    const std::vector<float> dout = random_values(layer->out_shape.numel(), 11);
+    DeviceBuffer in16(layer->device, saved_in.size() * sizeof(uint16_t));
+    std::copy(saved_in.begin(), saved_in.end(), static_cast<uint16_t*>(in16.data()));
+    const auto* in = static_cast<const uint16_t*>(in16.data());
+    Stream& stream = layer->device.default_stream();
+    layer->in.copy_from_host(widened(saved_in, bf16));
+    layer->forward();
+    layer->dout.copy_from_host(dout);
+    layer->kernel->backward_saved(in, nullptr, layer->dout.data(), layer->din.data(), stream);
+    stream.synchronize();
+    const std::vector<float> want_din = layer->din.to_host();
+    const std::vector<float> want_dw = layer->grads[0].to_host();
+    const std::vector<uint16_t> dout16 = to_half(dout, bf16);
+    DeviceBuffer d16(layer->device, dout16.size() * sizeof(uint16_t));
+    std::copy(dout16.begin(), dout16.end(), static_cast<uint16_t*>(d16.data()));
+    layer->din.copy_from_host(std::vector<float>(want_din.size(), 0.0f));
+    layer->grads[0].copy_from_host(std::vector<float>(want_dw.size(), 0.0f));
+    layer->kernel->backward_from_half_gradient(
+        in, nullptr, static_cast<const uint16_t*>(d16.data()), layer->din.data(), stream);
+    stream.synchronize();
+    EXPECT_EQ(layer->din.to_host(), want_din);
+    EXPECT_EQ(layer->grads[0].to_host(), want_dw);
   }
 }
 

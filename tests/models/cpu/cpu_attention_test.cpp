@@ -3,6 +3,7 @@
 // on the thread count, and under bf16 the products read what autocast's attention rounds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -275,6 +276,18 @@ TEST(CpuAttentionBf16, PassesOnTheSavedCopiesAreThePassesOnTheirValues) {
                                static_cast<const uint16_t*>(y16.data()), layer.dout.data(),
                                layer.din.data(), stream);
   EXPECT_EQ(layer.din.to_host(), din);
+  // And into the bf16 copy of the gradient that c_attn's backward reads: the same gradient,
+  // rounded as that copy would be.
+  ASSERT_TRUE(layer.kernel->writes_half_gradient(km::HalfFormat::kBf16));
+  DeviceBuffer din16(layer.device, din.size() * sizeof(uint16_t));
+  auto* got = static_cast<uint16_t*>(din16.data());
+  std::fill(got, got + din.size(), uint16_t{0x7fc0});  // NaN: every value must be written
+  layer.kernel->backward_into_half_gradient(static_cast<const uint16_t*>(x16.data()),
+                                            static_cast<const uint16_t*>(y16.data()),
+                                            layer.dout.data(), got, stream);
+  for (size_t i = 0; i < din.size(); ++i) {
+    ASSERT_EQ(got[i], km::float_to_bf16(din[i])) << i;
+  }
 }
 
 }  // namespace
