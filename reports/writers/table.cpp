@@ -165,11 +165,15 @@ void communication_table(std::string& out, const SweepReport& report) {
                      c.fit_error);
       continue;
     }
+    // A slope at or below zero has no bandwidth to print (the JSON's 0 says the same).
+    const std::string per_byte =
+        c.fit->bus_bandwidth_gbps > 0
+            ? fmt::format(" + bytes·2(N-1)/N / {:.2f} GB/s", c.fit->bus_bandwidth_gbps)
+            : std::string(", no cost per byte (the times do not grow with the buckets' size)");
     fmt::format_to(std::back_inserter(out),
-                   "\n{} all-reduce model{}: {:.3f} ms + bytes·2(N-1)/N / {:.2f} GB/s (r² {:.3f}, "
-                   "{} bucket samples)\n",
-                   c.model, c.across_nodes ? " (points across nodes)" : "", c.fit->alpha_ms,
-                   c.fit->bus_bandwidth_gbps, c.fit->r_squared, c.fit->samples);
+                   "\n{} all-reduce model{}: {:.3f} ms{} (r² {:.3f}, {} bucket samples)\n", c.model,
+                   c.across_nodes ? " (points across nodes)" : "", c.fit->alpha_ms, per_byte,
+                   c.fit->r_squared, c.fit->samples);
     if (!c.projection_note.empty()) {
       fmt::format_to(std::back_inserter(out), "  {}\n", c.projection_note);
     }

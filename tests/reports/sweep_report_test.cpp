@@ -237,6 +237,23 @@ TEST(SweepReport, TheAllReduceModelIsFittedAndProjected) {
   EXPECT_CONTAINS(format_sweep_tables(same), "--bucket-cap-mb below 1.5");
 }
 
+// All-reduces that take as long whatever their size: the table says there is no cost per byte,
+// where it printed a bandwidth of 0.00 GB/s.
+TEST(SweepReport, AFitWithoutACostPerByteSaysSoInTheTable) {
+  const SweepReport r = report_of({constant_point("m", 1, ScalingMode::kWeak, 32, 10.0),
+                                   constant_point("m", 2, ScalingMode::kWeak, 32, 12.0, 0.5, 0.0),
+                                   constant_point("m", 4, ScalingMode::kWeak, 32, 14.0, 0.5, 0.0)});
+  const CommunicationAnalysis& c = r.communication[0];
+  ASSERT_TRUE(c.fit.has_value()) << c.fit_error;
+  EXPECT_NEAR(c.fit->alpha_ms, 0.5, 1e-9);
+  EXPECT_EQ(c.fit->bus_bandwidth_gbps, 0.0);
+  const std::string tables = format_sweep_tables(r);
+  EXPECT_CONTAINS(tables,
+                  "m all-reduce model: 0.500 ms, no cost per byte (the times do not grow with the "
+                  "buckets' size)");
+  EXPECT_EQ(tables.find("GB/s (r²"), std::string::npos) << tables;
+}
+
 TEST(SweepReport, AcrossNodesTheModelIsFittedOnTheCrossNodePointsAlone) {
   // Two devices inside a node at 2 GB/s; four across two nodes at 0.05 GB/s (their repeats
   // carry the split that runs across nodes record). A fit of both would describe neither.
