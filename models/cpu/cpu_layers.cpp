@@ -104,6 +104,9 @@ struct WeightedDescs {
   std::optional<dnnl::matmul::desc> matmul_to_bf16;
   // The dense layers' backward passes that run as matmuls (MatmulBackward).
   std::optional<MatmulBackward> matmul_backward;
+  // Convolutions under bf16: `fwd` writing bf16, the same way (the forward's own rounding of its
+  // fp32 sums, which the model's save of the fp32 output would make).
+  std::optional<typename Fwd::desc> fwd_to_bf16;
 };
 
 // Convolution and dense layers: y = W·x + b, with the weights in whatever layout (and type)
@@ -288,9 +291,26 @@ class WeightedKernel final : public DnnlKernel {
       args.emplace_back(DNNL_ARG_BIAS,
                         adopt(over(d.bias, bias), fwd_pd.bias_desc(), true, bias_to_fwd_));
     }
-    forward_ = plan<Fwd>(fwd_pd, std::move(args));
+    forward_ = plan<Fwd>(fwd_pd, args);
     choices_.push_back(choice("forward", fwd_pd, d.layout));
+    if (d.fwd_to_bf16 && !activation) plan_forward_to_bf16(fwd_pd, *d.fwd_to_bf16, std::move(args));
     return fwd_weights;
+  }
+
+  // Plans forward_to_bf16_ where the bf16-writing primitive reads the weights' copy the forward
+  // reads and runs the same implementation (so that it sums the same products in the same
+  // order, and only the final rounding differs from the fp32 forward's).
+  void plan_forward_to_bf16(const typename Fwd::primitive_desc& fwd_pd,
+                            const typename Fwd::desc& to_bf16_desc,
+                            std::vector<std::pair<int, memory>> args) {
+    const typename Fwd::primitive_desc to_bf16(to_bf16_desc, forward_attr(std::nullopt), engine_);
+    if (to_bf16.weights_desc() != fwd_pd.weights_desc() ||
+        std::string(to_bf16.impl_info_str()) != fwd_pd.impl_info_str()) {
+      return;
+    }
+    dst_bf16_ = unbound(to_bf16.dst_desc());
+    args[1] = {DNNL_ARG_DST, dst_bf16_};
+    forward_to_bf16_ = plan<Fwd>(to_bf16, std::move(args));
   }
 
   // Plans backward_data_. Backward data reads the weights of the last forward; when it wants the
@@ -397,7 +417,7 @@ std::unique_ptr<LayerKernel> make_conv(const Conv2DSpec& c, const LayerBinding& 
   // A zero descriptor is oneDNN's "no bias".
   const memory::desc bias = c.bias ? f32_desc({c.filters}, Tag::a) : memory::desc();
   const auto direct = dnnl::algorithm::convolution_direct;
-  const ConvKernel::Descs descs{
+  ConvKernel::Descs descs{
       "NHWC",
       src,
       dst,
@@ -414,7 +434,13 @@ std::unique_ptr<LayerKernel> make_conv(const Conv2DSpec& c, const LayerBinding& 
       {},
       std::nullopt,
       std::nullopt,
+      std::nullopt,
   };
+  if (t == memory::data_type::bf16) {
+    descs.fwd_to_bf16 = dnnl::convolution_forward::desc(
+        dnnl::prop_kind::forward_training, direct, src_t, any_weights_t, bias,
+        memory::desc(dst_dims, t, Tag::nhwc), strides, pad_before, pad_after);
+  }
   return std::make_unique<ConvKernel>(device, b, descs);
 }
 
@@ -453,6 +479,7 @@ std::unique_ptr<LayerKernel> make_dense(const DenseSpec& d, const LayerBinding& 
       dnnl::matmul::desc(src_t, weights_read, matmul_bias, dst),
       plain_weights_t,
       f32_desc({1, d.units}, Tag::ab),
+      std::nullopt,
       std::nullopt,
       std::nullopt,
   };

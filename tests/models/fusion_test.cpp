@@ -322,22 +322,28 @@ TEST_F(Fusion, UnderBf16ADecodersNormsAndMlpsWriteOnlyTheirSavedCopies) {
 
 // In a ResNet under bf16 a batch norm whose fused ReLU's output only convolutions read writes
 // that output's saved copy alone (each block's first, which the block's second convolution reads
-// from the copy); the stem's, also read by the first add, and those before an add do not; nothing
-// does in fp32. (FusedModelsComputeTheUnfusedOutputsLossAndGradients holds the bits to the
-// passes run one by one.)
-TEST_F(Fusion, UnderBf16AResNetsBatchNormsBeforeAConvolutionWriteOnlyTheSavedCopy) {
+// from the copy); the stem's, also read by the first add, and those before an add do not. Every
+// convolution but the stem (whose input, the model's, has no saved copy) writes only its saved
+// copy too, which its batch norm reads in both passes. Nothing does in fp32.
+// (FusedModelsComputeTheUnfusedOutputsLossAndGradients holds the bits to the passes run one by
+// one.)
+TEST_F(Fusion, UnderBf16AResNetsConvolutionsAndBatchNormsBeforeAConvolutionWriteOnlyTheSavedCopy) {
   const ModelDef def = make_model("cifar-resnet:depth=8");
   for (const Precision precision : {Precision::kBf16, Precision::kFp32}) {
     SCOPED_TRACE(to_string(precision));
     const std::vector<size_t> writing = flagged_layers(def, precision, &Model::writes_saved_copies);
-    // Each block's first batch norm (4, 11, 19) and its ReLU (5, 12, 20).
-    const std::vector<size_t> expected = precision == Precision::kBf16
-                                             ? std::vector<size_t>{4, 5, 11, 12, 19, 20}
-                                             : std::vector<size_t>{};
+    // Each block's convolutions (3 and 6, 10 and 13, 18 and 21), its first batch norm (4, 11,
+    // 19) and that norm's ReLU (5, 12, 20).
+    const std::vector<size_t> expected =
+        precision == Precision::kBf16
+            ? std::vector<size_t>{3, 4, 5, 6, 10, 11, 12, 13, 18, 19, 20, 21}
+            : std::vector<size_t>{};
     EXPECT_EQ(writing, expected);
     if (precision == Precision::kBf16) {
+      for (const size_t conv : {0, 3, 6, 10, 13, 18, 21}) {
+        EXPECT_EQ(describe(def.layers[conv]).substr(0, 6), "Conv2D") << conv;
+      }
       EXPECT_EQ(describe(def.layers[4]).substr(0, 11), "BatchNorm2D");
-      EXPECT_EQ(describe(def.layers[6]).substr(0, 6), "Conv2D");
     }
   }
 }
