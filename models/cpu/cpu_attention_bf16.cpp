@@ -348,8 +348,8 @@ void Bf16AttentionKernel::forward_head(Values in, float* out, int64_t head_task,
 }
 
 void Bf16AttentionKernel::run_backward(Values in, Values out, const float* dout, Gradient din) {
-  if (din.fp32 == nullptr && din.bf16 == nullptr)
-    return;  // no parameters: nothing to do without the input's gradient
+  // No parameters: nothing to do without the input's gradient.
+  if (din.fp32 == nullptr && din.bf16 == nullptr) return;
   bind_library_scratch();
   for_each_head("backward", "matmul", [&](int64_t head_task, std::atomic<int>& failures) {
     backward_head(in, out, dout, din, head_task, failures);
