@@ -304,6 +304,9 @@ class KernelBackend {
   // What a user should know about computing in `precision` on this machine ("" nothing): a
   // CPU without bf16 instructions, where bf16 runs slower than fp32.
   virtual std::string precision_note(Precision /*precision*/) const { return ""; }
+  // Why these kernels do not compute in `precision`, one of those precisions() leaves out, for
+  // the error that refuses it ("" where there is nothing more to say).
+  virtual std::string precision_refusal(Precision /*precision*/) const { return ""; }
   // Whether these kernels may compute fp32 products in TF32 when allowed: only then does a
   // run's report say whether they could.
   bool has_tf32() const;

@@ -375,13 +375,10 @@ Precision run_precision(const std::string& name, DeviceKind kind, const OptionSo
   if (std::find(offered.begin(), offered.end(), p) != offered.end()) return p;
   std::vector<std::string> offered_names;
   for (Precision q : offered) offered_names.push_back(to_string(q));
-  const char* why = p == Precision::kTf32 ? " (TF32 is a format of GPU tensor cores)"
-                    : p == Precision::kFp16 && kind == DeviceKind::kCpu
-                        ? " (oneDNN 2.6 has no fp16 kernels for CPUs)"
-                        : "";
-  throw_usage_error(fmt::format("{}: {} devices compute in {}{}",
-                                names.subject_text("precision", name), to_string(kind),
-                                fmt::join(offered_names, " or "), why));
+  const std::string why = kernel_backend(kind).precision_refusal(p);
+  throw_usage_error(fmt::format(
+      "{}: {} devices compute in {}{}", names.subject_text("precision", name), to_string(kind),
+      fmt::join(offered_names, " or "), why.empty() ? "" : fmt::format(" ({})", why)));
 }
 
 Precision run_precision(const TrainOptions& o, DeviceKind kind, const OptionSources& names) {

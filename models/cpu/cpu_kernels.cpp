@@ -34,8 +34,38 @@ void clear_vector_upper_halves() {
 #endif
 }
 
+namespace {
+
+// oneDNN 2.6 creates bf16 convolutions and products only where the CPU has AVX-512 (with
+// AVX512-BF16 or AMX in hardware, without them converting in software); below that, no bf16
+// primitive at all.
+bool cpu_computes_bf16() {
+  const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  const unsigned avx512 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
+  return (isa & avx512) == avx512;
+}
+
+}  // namespace
+
 std::vector<Precision> cpu_precisions() {
-  return {Precision::kFp32, Precision::kBf16};  // oneDNN 2.6 has no fp16 training kernels
+  // oneDNN 2.6 has no fp16 training kernels.
+  if (!cpu_computes_bf16()) return {Precision::kFp32};
+  return {Precision::kFp32, Precision::kBf16};
+}
+
+std::string cpu_precision_refusal(Precision precision) {
+  switch (precision) {
+    case Precision::kTf32:
+      return "TF32 is a format of GPU tensor cores";
+    case Precision::kFp16:
+      return "oneDNN 2.6 has no fp16 kernels for CPUs";
+    case Precision::kBf16:
+      return cpu_computes_bf16() ? ""
+                                 : "oneDNN 2.6's bf16 kernels need AVX-512, which this CPU lacks";
+    case Precision::kFp32:
+      break;
+  }
+  return "";
 }
 
 std::string cpu_precision_note(Precision precision) {

@@ -100,6 +100,7 @@ void unscale_gradients_cpu(float* grads, int64_t count, float inv_scale, float* 
 void clear_vector_upper_halves();
 std::vector<Precision> cpu_precisions();
 std::string cpu_precision_note(Precision precision);
+std::string cpu_precision_refusal(Precision precision);
 
 class CpuKernelBackend final : public KernelBackend {
  public:
@@ -108,6 +109,9 @@ class CpuKernelBackend final : public KernelBackend {
   std::vector<Precision> precisions() const override { return cpu_precisions(); }
   std::string precision_note(Precision precision) const override {
     return cpu_precision_note(precision);
+  }
+  std::string precision_refusal(Precision precision) const override {
+    return cpu_precision_refusal(precision);
   }
   bool fuses_activation(const LayerSpec& layer, Activation activation) const override {
     return cpu_fuses_activation(layer, activation);

@@ -172,6 +172,10 @@ std::vector<Precision> SimKernelBackend::precisions() const {
   return p;
 }
 
+std::string SimKernelBackend::precision_refusal(Precision precision) const {
+  return precision == Precision::kFp16 ? "" : cpu_precision_refusal(precision);
+}
+
 std::string SimKernelBackend::precision_note(Precision precision) const {
   if (precision == Precision::kFp16) {
     return "simulated devices emulate fp16: the CPU kernels multiply operands rounded to fp16 "

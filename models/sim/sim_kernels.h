@@ -14,9 +14,10 @@ namespace scalescope {
 class SimKernelBackend final : public KernelBackend {
  public:
   DeviceKind kind() const override { return DeviceKind::kSim; }
-  std::vector<LibraryVersion> library_versions() const override;   // the CPU kernels'
-  std::vector<Precision> precisions() const override;              // the CPU kernels', and fp16
-  std::string precision_note(Precision precision) const override;  // the CPU kernels'
+  std::vector<LibraryVersion> library_versions() const override;      // the CPU kernels'
+  std::vector<Precision> precisions() const override;                 // the CPU kernels', and fp16
+  std::string precision_note(Precision precision) const override;     // the CPU kernels'
+  std::string precision_refusal(Precision precision) const override;  // the CPU kernels'
   // The CPU kernels' fusions.
   bool fuses_activation(const LayerSpec& layer, Activation activation) const override;
   bool fuses_relu_backward(const LayerSpec& producer) const override;

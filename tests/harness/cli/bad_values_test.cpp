@@ -40,6 +40,27 @@ TEST(CliValues, NumbersPastWhatTheirOptionHoldsAreRefusedNamingIt) {
   }
 }
 
+// On a CPU without AVX-512 oneDNN 2.6 creates no bf16 primitive: bf16 on CPU (and `sim`)
+// devices is refused by name before training, where it failed inside the first layer's kernel
+// with oneDNN's "could not create a primitive descriptor iterator". oneDNN's ISA limit stands
+// in for such a CPU.
+TEST(CliValues, Bf16OnACpuWithoutAvx512IsRefusedNamingWhy) {
+  for (const char* devices : {"cpu:1", "sim:1"}) {
+    const scalescope::testing_util::CliResult r = run_cli(
+        std::string("train --model dense-100 --steps 1 --precision bf16 --devices ") + devices,
+        "ONEDNN_MAX_CPU_ISA=AVX2");
+    EXPECT_EQ(r.status, 1) << devices << " gave: " << r.output;
+    EXPECT_TRUE(contains(r.output, "oneDNN 2.6's bf16 kernels need AVX-512, which this CPU lacks"))
+        << devices << " gave: " << r.output;
+    EXPECT_FALSE(contains(r.output, "primitive descriptor")) << r.output;
+  }
+  // fp32 still runs there.
+  const scalescope::testing_util::CliResult fp32 =
+      run_cli("train --model dense-100 --steps 2 --batch 8 --no-eval --devices cpu:1",
+              "ONEDNN_MAX_CPU_ISA=AVX2");
+  EXPECT_EQ(fp32.status, 0) << fp32.output;
+}
+
 // `models --batch` plans what it is given: a batch past the kernels' 2^31 - 1 rows stopped the
 // process with SIGFPE inside oneDNN (mlp-41m from 2^32, cifar-cnn at 2^40) or overflowed the
 // plan's sizes (2^62); it is refused by name, as a usage error.

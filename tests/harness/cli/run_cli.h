@@ -18,9 +18,11 @@ struct CliResult {
   std::string output;  // stdout and stderr
 };
 
-// `scalescope ARGS` through the shell, with its exit status (-1: it did not exit).
-inline CliResult run_cli(const std::string& args) {
-  const std::string command = std::string(SCALESCOPE_BINARY) + " " + args + " 2>&1";
+// `scalescope ARGS` through the shell, with its exit status (-1: it did not exit), and
+// `environment` ("NAME=value ...") set for it alone.
+inline CliResult run_cli(const std::string& args, const std::string& environment = "") {
+  const std::string command = (environment.empty() ? "" : "env " + environment + " ") +
+                              std::string(SCALESCOPE_BINARY) + " " + args + " 2>&1";
   CliResult r;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return r;
