@@ -36,19 +36,24 @@ void clear_vector_upper_halves() {
 
 namespace {
 
+// Whether oneDNN runs code for `wanted` here: its ISA levels are bit sets, each holding the
+// levels below it.
+bool onednn_isa_has(dnnl_cpu_isa_t wanted) {
+  const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  return (isa & static_cast<unsigned>(wanted)) == static_cast<unsigned>(wanted);
+}
+
 // oneDNN 2.6 creates bf16 convolutions and products only where the CPU has AVX-512 (with
 // AVX512-BF16 or AMX in hardware, without them converting in software); below that, no bf16
 // primitive at all.
 bool cpu_computes_bf16() {
-  const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
-  const unsigned avx512 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
-  return (isa & avx512) == avx512;
+  return onednn_isa_has(dnnl_cpu_isa_avx512_core);
 }
 
 }  // namespace
 
+// oneDNN 2.6 has no fp16 training kernels: never fp16.
 std::vector<Precision> cpu_precisions() {
-  // oneDNN 2.6 has no fp16 training kernels.
   if (!cpu_computes_bf16()) return {Precision::kFp32};
   return {Precision::kFp32, Precision::kBf16};
 }
@@ -69,10 +74,7 @@ std::string cpu_precision_refusal(Precision precision) {
 }
 
 std::string cpu_precision_note(Precision precision) {
-  if (precision != Precision::kBf16) return "";
-  const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
-  const unsigned bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
-  if ((isa & bf16) == bf16) return "";
+  if (precision != Precision::kBf16 || onednn_isa_has(dnnl_cpu_isa_avx512_core_bf16)) return "";
   return "this CPU has neither AVX512-BF16 nor AMX: oneDNN converts bf16 in software, so bf16 "
          "runs slower than fp32 here (the run's kernels name what ran)";
 }
