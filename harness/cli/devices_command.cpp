@@ -1,7 +1,9 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/units.h"
 #include "harness/cli/commands.h"
@@ -99,6 +101,17 @@ void print_gpus(const DeviceInventory& inv) {
   }
 }
 
+// "precisions fp32, bf16 (not tf32: why; not fp16: why)".
+std::string precisions_text(const PrecisionSupport& s) {
+  std::vector<std::string> refused;
+  for (const auto& [name, why] : s.refused) {
+    refused.push_back(why.empty() ? "not " + name : fmt::format("not {}: {}", name, why));
+  }
+  std::string text = "precisions " + fmt::format("{}", fmt::join(s.computes, ", "));
+  if (!refused.empty()) text += fmt::format(" ({})", fmt::join(refused, "; "));
+  return text;
+}
+
 int run_devices(bool as_json, double bandwidth_mb) {
   DeviceInventory inv = inventory();
   if (bandwidth_mb > 0.0) {
@@ -113,9 +126,11 @@ int run_devices(bool as_json, double bandwidth_mb) {
   fmt::print("          {} of {} logical cores usable, {} memory\n", inv.cpu.usable_cores,
              inv.cpu.logical_cores, gib(inv.cpu.memory_bytes));
   fmt::print("          {}\n", inv.cpu.meaning);
+  fmt::print("          {}\n", precisions_text(inv.cpu.precisions));
   fmt::print("\nSimulated accelerators\n");
   fmt::print("  sim     {}{}\n", inv.sim_meaning,
              inv.sim_jitter_us > 0 ? fmt::format(" (now: up to {} us)", inv.sim_jitter_us) : "");
+  fmt::print("          {}\n", precisions_text(inv.sim_precisions));
   print_gpus(inv);
 
   const LibraryVersions& lib = inv.libraries;

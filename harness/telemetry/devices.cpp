@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/backend.h"
 #include "core/sim/sim_device.h"
 #include "harness/telemetry/environment.h"
+#include "models/kernels.h"
 
 namespace scalescope {
 namespace {
@@ -45,6 +48,27 @@ constexpr const char* kSimMeaning =
     "without a GPU; their timings are CPU timings. SCALESCOPE_SIM_JITTER_US=N delays every "
     "enqueued operation by a seeded random 0..N us (chaos mode)";
 
+// From the kernels that run `kind`: what options.cpp accepts and refuses for --precision.
+PrecisionSupport precision_support(DeviceKind kind) {
+  const KernelBackend& kernels = kernel_backend(kind);
+  const std::vector<Precision> computes = kernels.precisions();
+  PrecisionSupport s;
+  for (const Precision p : computes) s.computes.push_back(to_string(p));
+  for (const std::string& name : precision_names()) {
+    const Precision p = parse_precision(name);
+    if (std::find(computes.begin(), computes.end(), p) == computes.end()) {
+      s.refused.emplace_back(name, kernels.precision_refusal(p));
+    }
+  }
+  return s;
+}
+
+nlohmann::json to_json(const PrecisionSupport& s) {
+  nlohmann::json refused = nlohmann::json::object();
+  for (const auto& [name, why] : s.refused) refused[name] = why;
+  return {{"computes", s.computes}, {"refused", refused}};
+}
+
 // Absent facts are null in JSON, so a reader cannot mistake "" for a version.
 nlohmann::json or_null(const std::string& s) {
   return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
@@ -69,7 +93,9 @@ DeviceInventory inventory(const std::string& nvml_library) {
   inv.cpu.gloo = env.libraries.gloo;
   inv.cpu.openmp = env.libraries.openmp;
   inv.cpu.meaning = cpu_meaning(env.host.usable_cores);
+  inv.cpu.precisions = precision_support(DeviceKind::kCpu);
   inv.sim_meaning = kSimMeaning;
+  inv.sim_precisions = precision_support(DeviceKind::kSim);
   inv.sim_jitter_us = sim_jitter_from_environment();
   inv.libraries = env.libraries;
   inv.gpu_error = env.gpu_error;
@@ -129,36 +155,40 @@ nlohmann::json to_json(const DeviceInventory& inv) {
     if (g.host_link) gpus.back()["host_link"] = to_json(*g.host_link);
   }
   const LibraryVersions& lib = inv.libraries;
-  return {
-      {"cpu",
-       {{"device", "cpu"},
-        {"model", inv.cpu.model},
-        {"logical_cores", inv.cpu.logical_cores},
-        {"usable_cores", inv.cpu.usable_cores},
-        {"memory_bytes", inv.cpu.memory_bytes},
-        {"onednn", inv.cpu.onednn},
-        {"gloo", inv.cpu.gloo},
-        {"openmp", inv.cpu.openmp},
-        {"meaning", inv.cpu.meaning}}},
-      {"sim", {{"device", "sim"}, {"jitter_us", inv.sim_jitter_us}, {"meaning", inv.sim_meaning}}},
-      {"gpus", gpus},
-      {"gpu_error", or_null(inv.gpu_error)},
-      {"peer_access", inv.peer_access},
-      {"peer_error", or_null(inv.peer_error)},
-      {"nvml",
-       {{"loaded", inv.nvml_loaded},
-        {"driver_version", or_null(inv.nvml_driver_version)},
-        {"error", or_null(inv.nvml_error)}}},
-      {"versions",
-       {{"driver", or_null(inv.nvml_driver_version)},
-        {"cuda_driver", or_null(lib.cuda_driver)},
-        {"cuda_runtime", or_null(lib.cuda_runtime)},
-        {"cudnn", or_null(lib.cudnn)},
-        {"nccl", or_null(lib.nccl)},
-        {"cublas", or_null(lib.cublas)},
-        {"onednn", lib.onednn},
-        {"gloo", lib.gloo},
-        {"openmp", lib.openmp}}}};
+  return {{"cpu",
+           {{"device", "cpu"},
+            {"model", inv.cpu.model},
+            {"logical_cores", inv.cpu.logical_cores},
+            {"usable_cores", inv.cpu.usable_cores},
+            {"memory_bytes", inv.cpu.memory_bytes},
+            {"onednn", inv.cpu.onednn},
+            {"gloo", inv.cpu.gloo},
+            {"openmp", inv.cpu.openmp},
+            {"meaning", inv.cpu.meaning},
+            {"precisions", to_json(inv.cpu.precisions)}}},
+          {"sim",
+           {{"device", "sim"},
+            {"jitter_us", inv.sim_jitter_us},
+            {"meaning", inv.sim_meaning},
+            {"precisions", to_json(inv.sim_precisions)}}},
+          {"gpus", gpus},
+          {"gpu_error", or_null(inv.gpu_error)},
+          {"peer_access", inv.peer_access},
+          {"peer_error", or_null(inv.peer_error)},
+          {"nvml",
+           {{"loaded", inv.nvml_loaded},
+            {"driver_version", or_null(inv.nvml_driver_version)},
+            {"error", or_null(inv.nvml_error)}}},
+          {"versions",
+           {{"driver", or_null(inv.nvml_driver_version)},
+            {"cuda_driver", or_null(lib.cuda_driver)},
+            {"cuda_runtime", or_null(lib.cuda_runtime)},
+            {"cudnn", or_null(lib.cudnn)},
+            {"nccl", or_null(lib.nccl)},
+            {"cublas", or_null(lib.cublas)},
+            {"onednn", lib.onednn},
+            {"gloo", lib.gloo},
+            {"openmp", lib.openmp}}}};
 }
 
 }  // namespace scalescope

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/telemetry/host_link.h"
@@ -14,6 +15,12 @@
 #include "reports/environment.h"
 
 namespace scalescope {
+
+// What a device kind's kernels compute in (`--precision`), and why not the rest.
+struct PrecisionSupport {
+  std::vector<std::string> computes;                         // the default first
+  std::vector<std::pair<std::string, std::string>> refused;  // precision, why
+};
 
 struct CpuSummary {
   std::string model;
@@ -24,6 +31,7 @@ struct CpuSummary {
   std::string gloo;
   std::string openmp;
   std::string meaning;  // what `--devices cpu:N` runs
+  PrecisionSupport precisions;
 };
 
 struct GpuDevice {
@@ -38,6 +46,7 @@ struct DeviceInventory {
   // What `--devices sim:N` runs (simulated accelerators), and chaos mode's delay now.
   std::string sim_meaning;
   int64_t sim_jitter_us = 0;
+  PrecisionSupport sim_precisions;
   std::vector<GpuDevice> gpus;
   // Why `gpus` is empty or incomplete (CUDA's reason, or missing_backend_message when this
   // build lacks the CUDA backend).

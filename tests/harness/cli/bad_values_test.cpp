@@ -59,6 +59,18 @@ TEST(CliValues, Bf16OnACpuWithoutAvx512IsRefusedNamingWhy) {
       run_cli("train --model dense-100 --steps 2 --batch 8 --no-eval --devices cpu:1",
               "ONEDNN_MAX_CPU_ISA=AVX2");
   EXPECT_EQ(fp32.status, 0) << fp32.output;
+  // `devices` says so before any run.
+  const scalescope::testing_util::CliResult devices = run_cli("devices", "ONEDNN_MAX_CPU_ISA=AVX2");
+  EXPECT_EQ(devices.status, 0) << devices.output;
+  EXPECT_TRUE(contains(devices.output,
+                       "precisions fp32 (not tf32: TF32 is a format of GPU tensor cores; not "
+                       "bf16: oneDNN 2.6's bf16 kernels need AVX-512, which this CPU lacks; not "
+                       "fp16: oneDNN 2.6 has no fp16 kernels for CPUs)"))
+      << devices.output;
+  EXPECT_TRUE(contains(devices.output,
+                       "precisions fp32, fp16 (not tf32: TF32 is a format of GPU "
+                       "tensor cores; not bf16: oneDNN 2.6's bf16 kernels"))
+      << devices.output;
 }
 
 // `models --batch` plans what it is given: a batch past the kernels' 2^31 - 1 rows stopped the

@@ -3,12 +3,16 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "core/sim/sim_device.h"
 #include "harness/telemetry/environment.h"
 #include "harness/telemetry/host_link.h"
 #include "harness/telemetry/nvml.h"
+#include "models/kernels.h"
 
 namespace scalescope {
 namespace {
@@ -117,6 +121,37 @@ TEST(DeviceInventory, JsonHasEveryFact) {
        {"driver", "cuda_driver", "cuda_runtime", "cudnn", "nccl", "cublas", "onednn", "gloo"}) {
     EXPECT_TRUE(j["versions"].contains(key)) << key;
   }
+}
+
+// Each device kind's precisions as `--precision` takes them: the CPU's default fp32 first, bf16
+// where oneDNN has kernels for this CPU and refused naming why elsewhere, never tf32 or fp16;
+// `sim` adds fp16, emulated.
+TEST(DeviceInventory, SaysWhichPrecisionsEachDeviceKindComputes) {
+  const DeviceInventory inv = inventory("/nonexistent/libnvidia-ml.so.1");
+  const auto has = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  const auto refused = [](const PrecisionSupport& s) {
+    std::map<std::string, std::string> why(s.refused.begin(), s.refused.end());
+    return why;
+  };
+  const std::string bf16_refusal =
+      kernel_backend(DeviceKind::kCpu).precision_refusal(Precision::kBf16);
+  for (const PrecisionSupport* s : {&inv.cpu.precisions, &inv.sim_precisions}) {
+    ASSERT_FALSE(s->computes.empty());
+    EXPECT_EQ(s->computes.front(), "fp32");
+    EXPECT_EQ(refused(*s).at("tf32"), "TF32 is a format of GPU tensor cores");
+    EXPECT_EQ(has(s->computes, "bf16"), bf16_refusal.empty());
+    if (!bf16_refusal.empty()) {
+      EXPECT_EQ(refused(*s).at("bf16"), bf16_refusal);
+    }
+    EXPECT_EQ(s->computes.size() + s->refused.size(), precision_names().size());
+  }
+  EXPECT_EQ(refused(inv.cpu.precisions).at("fp16"), "oneDNN 2.6 has no fp16 kernels for CPUs");
+  EXPECT_TRUE(has(inv.sim_precisions.computes, "fp16"));
+  const nlohmann::json j = to_json(inv);
+  EXPECT_EQ(j["cpu"]["precisions"]["computes"][0], "fp32");
+  EXPECT_TRUE(j["sim"]["precisions"]["refused"].contains("tf32"));
 }
 
 // A simulated device with a 200 MB/s host link: no copy can cross it faster, so a measurement
