@@ -85,6 +85,7 @@ TEST_F(ArenaSharing, SharedArenasComputeWhatTensorsApartDo) {
   for (const std::string spec : {"cifar-cnn", "cifar-resnet:depth=8", "gpt:preset=micro,seq=16",
                                  "resnet:depth=18,image=32,width=0.125,classes=10"}) {
     for (const auto& [kind, precision] : runs) {
+      if (testing_util::bf16_refused_here(precision)) continue;
       for (const bool fuse : {true, false}) {
         SCOPED_TRACE(spec + " on " + to_string(kind) + " in " + to_string(precision) +
                      (fuse ? ", fused" : ", unfused"));

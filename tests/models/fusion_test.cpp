@@ -205,6 +205,7 @@ TEST_F(Fusion, FusedModelsComputeTheUnfusedOutputsLossAndGradients) {
                             {resnet, Precision::kBf16}}) {
     const ModelDef& def = model.first;
     const Precision precision = model.second;
+    if (testing_util::bf16_refused_here(precision)) continue;
     SCOPED_TRACE(to_string(precision));
     const testing_util::PrecisionScope scope(precision);
     const Pass fused = run(def, true);
@@ -250,6 +251,7 @@ double relative_distance(const std::vector<float>& a, const std::vector<float>& 
 // (the add reads fp32), nor the dense layer the layer norm reads in fp32. The GELU then runs on
 // its input's bf16 copy, as autocast's does: the same results to bf16's rounding.
 TEST_F(Fusion, UnderBf16OnlyALayerWhoseReadersAllReadItsSavedCopyWritesNoFp32Output) {
+  SKIP_WITHOUT_CPU_BF16();
   const testing_util::PrecisionScope bf16(Precision::kBf16);
   ModelDef def =
       sequence("saved-graph",
@@ -293,6 +295,7 @@ std::vector<size_t> flagged_layers(const ModelDef& def, Precision precision, Pla
 // the dense layer after it, and so do the dense layers before each GELU and each attention
 // (which reads only the copy); nothing does in fp32.
 TEST_F(Fusion, UnderBf16ADecodersNormsAndMlpsWriteOnlyTheirSavedCopies) {
+  SKIP_WITHOUT_CPU_BF16();
   const ModelDef def = make_model("gpt:preset=micro");
   for (const Precision precision : {Precision::kBf16, Precision::kFp32}) {
     SCOPED_TRACE(to_string(precision));
@@ -328,6 +331,7 @@ TEST_F(Fusion, UnderBf16ADecodersNormsAndMlpsWriteOnlyTheirSavedCopies) {
 // (FusedModelsComputeTheUnfusedOutputsLossAndGradients holds the bits to the passes run one by
 // one.)
 TEST_F(Fusion, UnderBf16AResNetsConvolutionsAndBatchNormsBeforeAConvolutionWriteOnlyTheSavedCopy) {
+  SKIP_WITHOUT_CPU_BF16();
   const ModelDef def = make_model("cifar-resnet:depth=8");
   for (const Precision precision : {Precision::kBf16, Precision::kFp32}) {
     SCOPED_TRACE(to_string(precision));
@@ -377,6 +381,7 @@ std::vector<size_t> layers_of(const ModelDef& def) {
 // without fusion. (FusedModelsComputeTheUnfusedOutputsLossAndGradients holds the bits to the
 // passes run one by one.)
 TEST_F(Fusion, UnderBf16AResNetsConvolutionsKeepTheirOutputGradientInBf16) {
+  SKIP_WITHOUT_CPU_BF16();
   const ModelDef def = make_model("cifar-resnet:depth=8");
   std::vector<size_t> convolutions = layers_of<Conv2DSpec>(def);
   ASSERT_EQ(convolutions.size(), 7u);
@@ -391,6 +396,7 @@ TEST_F(Fusion, UnderBf16AResNetsConvolutionsKeepTheirOutputGradientInBf16) {
 // fusion (SavedForward's and CpuAttention's tests hold the kernels' bits to the fp32
 // gradient's).
 TEST_F(Fusion, UnderBf16ADecodersDenseLayersBeforeGeluAndAttentionKeepTheirOutputGradientInBf16) {
+  SKIP_WITHOUT_CPU_BF16();
   const ModelDef def = make_model("gpt:preset=micro");
   std::vector<size_t> before;
   for (size_t i = 0; i + 1 < def.layers.size(); ++i) {
@@ -410,6 +416,7 @@ TEST_F(Fusion, UnderBf16ADecodersDenseLayersBeforeGeluAndAttentionKeepTheirOutpu
 // the model's save pass skips it. Not in fp32, nor without fusion.
 // (FusedModelsComputeTheUnfusedOutputsLossAndGradients holds the bits.)
 TEST_F(Fusion, UnderBf16AResNetsAddsWriteTheSavedCopyOfTheirOutput) {
+  SKIP_WITHOUT_CPU_BF16();
   const ModelDef def = make_model("cifar-resnet:depth=8");
   const std::vector<size_t> adds = layers_of<AddSpec>(def);
   ASSERT_EQ(adds.size(), 3u);

@@ -185,6 +185,7 @@ void expect_weighted_layers_compute_on_16_bit_copies(Precision precision,
 }
 
 TEST(LayerBf16, ConvolutionsAndDenseLayersComputeOnBf16Copies) {
+  SKIP_WITHOUT_CPU_BF16();
   expect_weighted_layers_compute_on_16_bit_copies(Precision::kBf16, kernel_math::HalfFormat::kBf16,
                                                   "bf16");
 }
@@ -200,6 +201,7 @@ TEST(LayerFp16, ConvolutionsAndDenseLayersComputeOnFp16Copies) {
 // forward on the input and backward on the restored values. Only with its copies in a model's
 // pool (the next pass binds its own again), and never for emulated fp16.
 TEST(LayerBf16, PassesOnTheSavedInputAreThePassesOnTheInput) {
+  SKIP_WITHOUT_CPU_BF16();
   for (const LayerCase& c : layer_cases()) {
     if (!std::holds_alternative<Conv2DSpec>(c.spec) && !std::holds_alternative<DenseSpec>(c.spec))
       continue;
@@ -282,6 +284,7 @@ TEST(LayerFp16, AnOperandBeyondFp16sRangeOverflows) {
 // Other layers stay fp32 under bf16 (autocast keeps norms, pooling and the rest in fp32);
 // attention's products are bf16 (cpu_attention_test.cpp).
 TEST(LayerBf16, OtherLayersStayInFp32) {
+  SKIP_WITHOUT_CPU_BF16();
   const testing_util::PrecisionScope bf16(Precision::kBf16);
   for (const LayerCase& c : layer_cases()) {
     if (std::holds_alternative<Conv2DSpec>(c.spec) || std::holds_alternative<DenseSpec>(c.spec) ||

@@ -86,6 +86,7 @@ TEST(SavedForward, ALayerNormWritesItsRoundedForwardAndKeepsItsStatisticsForBack
 }
 
 TEST(SavedForward, UnderBf16AnActivationRunsOnTheSavedCopiesOfItsInputAndOutput) {
+  SKIP_WITHOUT_CPU_BF16();
   const km::HalfFormat bf16 = km::HalfFormat::kBf16;
   for (const LayerCase& c : layer_cases()) {
     if (!std::holds_alternative<ActivationSpec>(c.spec)) continue;
@@ -164,6 +165,7 @@ TEST(SavedForward, GeluRunsBothPassesOnTheSavedCopies) {
 // the weights' copy of its fp32 forward: every case here with AMX, with AVX512-BF16 alone and
 // with AVX-512 alone (ONEDNN_MAX_CPU_ISA), so at least the four asked for below.
 TEST(SavedForward, UnderBf16ADenseLayerOrAConvolutionWritesItsForwardRounded) {
+  SKIP_WITHOUT_CPU_BF16();
   const km::HalfFormat bf16 = km::HalfFormat::kBf16;
   int convolutions = 0;
   for (const LayerCase& c : layer_cases()) {
@@ -194,6 +196,7 @@ TEST(SavedForward, UnderBf16ADenseLayerOrAConvolutionWritesItsForwardRounded) {
 // reader wrote (a GELU's): the input and weight gradients are those of the fp32 gradient it
 // would have rounded itself, bit for bit.
 TEST(SavedForward, UnderBf16ADenseLayersBackwardReadsTheRoundedGradientAsItsOwnCopy) {
+  SKIP_WITHOUT_CPU_BF16();
   const km::HalfFormat bf16 = km::HalfFormat::kBf16;
   for (const LayerCase& c : layer_cases()) {
     if (!std::holds_alternative<DenseSpec>(c.spec)) continue;

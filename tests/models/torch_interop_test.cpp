@@ -183,27 +183,31 @@ TEST_P(TorchInterop, CheckpointLoadsIntoPyTorchAndBack) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, TorchInterop,
-    testing::Values(
-        InteropCase{"CifarCnn", "cifar-cnn", Shape{32, 32, 3}},
-        InteropCase{"Dense100", "dense-100", Shape{100}},
-        InteropCase{"SmallMlp", "mlp:scale=0.01", Shape{8000}},
-        InteropCase{"CifarResNet20", "cifar-resnet:depth=20", Shape{32, 32, 3}},
-        // torchvision's own modules (strict load), on small images to stay fast:
-        // the padded stem pool, downsample shortcuts and bottlenecks. ResNet-50's
-        // last stage sees 1x1 images: its training-mode batch norm normalizes 4
-        // values per channel, where fp32 rounding grows to ~1e-2 (PyTorch's fp32
-        // against its own fp64: 3e-3); evaluation mode still matches to 1e-4.
-        InteropCase{"ResNet18", "resnet:depth=18,image=64", Shape{64, 64, 3}},
-        InteropCase{"ResNet50", "resnet:depth=50,image=32", Shape{32, 32, 3}, 3e-2f},
-        // Other numbers of classes (`classes=K`: torchvision's num_classes).
-        InteropCase{"ResNet18TenClasses", "resnet:depth=18,image=64,classes=10", Shape{64, 64, 3}},
-        InteropCase{"CifarResNet8HundredClasses", "cifar-resnet:depth=8,classes=100",
-                    Shape{32, 32, 3}},
-        // The reference decoder of torch_models.py (nanoGPT's names; lm_head tied to
-        // transformer.wte, both keys in the checkpoint), and one of 3 heads over a
-        // vocabulary that is not a power of two.
-        InteropCase{"GptMicro", "gpt:preset=micro", Shape{64}},
-        InteropCase{"GptThreeHeads", "gpt:layers=2,d=48,heads=3,seq=16,vocab=300", Shape{16}}),
+    testing::Values(InteropCase{"CifarCnn", "cifar-cnn", Shape{32, 32, 3}},
+                    InteropCase{"Dense100", "dense-100", Shape{100}},
+                    InteropCase{"SmallMlp", "mlp:scale=0.01", Shape{8000}},
+                    InteropCase{"CifarResNet20", "cifar-resnet:depth=20", Shape{32, 32, 3}},
+                    // torchvision's own modules (strict load), on small images to stay fast:
+                    // the padded stem pool, downsample shortcuts and bottlenecks. ResNet-50's
+                    // last stage sees 1x1 images: its training-mode batch norm normalizes 4
+                    // values per channel, where fp32 rounding grows to ~1e-2 (PyTorch's fp32
+                    // against its own fp64: 3e-3); evaluation mode still matches to 1e-4.
+                    // ResNet-18's last stage sees 2x2 images: under 1e-4 with AVX-512's kernels,
+                    // 2e-4 with AVX2's alone (ONEDNN_MAX_CPU_ISA=AVX2: both oneDNN and PyTorch sum
+                    // in other orders).
+                    InteropCase{"ResNet18", "resnet:depth=18,image=64", Shape{64, 64, 3}, 5e-4f},
+                    InteropCase{"ResNet50", "resnet:depth=50,image=32", Shape{32, 32, 3}, 3e-2f},
+                    // Other numbers of classes (`classes=K`: torchvision's num_classes).
+                    InteropCase{"ResNet18TenClasses", "resnet:depth=18,image=64,classes=10",
+                                Shape{64, 64, 3}, 5e-4f},
+                    InteropCase{"CifarResNet8HundredClasses", "cifar-resnet:depth=8,classes=100",
+                                Shape{32, 32, 3}},
+                    // The reference decoder of torch_models.py (nanoGPT's names; lm_head tied to
+                    // transformer.wte, both keys in the checkpoint), and one of 3 heads over a
+                    // vocabulary that is not a power of two.
+                    InteropCase{"GptMicro", "gpt:preset=micro", Shape{64}},
+                    InteropCase{"GptThreeHeads", "gpt:layers=2,d=48,heads=3,seq=16,vocab=300",
+                                Shape{16}}),
     [](const testing::TestParamInfo<InteropCase>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -46,6 +46,15 @@ def initial_checkpoint(binary, tmp, model):
     return weights
 
 
+def bf16_refusal(binary):
+    """Why `binary`'s CPU devices compute no bf16 here ("" where they do), as `devices` says: a
+    CPU without AVX-512 has no oneDNN 2.6 bf16 kernels, and the bf16 halves of the tests say
+    they are left out instead of failing on the refusal."""
+    devices = json.loads(subprocess.run([binary, "devices", "--json"], check=True, timeout=60,
+                                        capture_output=True, text=True).stdout)
+    return devices["cpu"]["precisions"]["refused"].get("bf16", "")
+
+
 def scalescope_train(binary, tmp, run, n, data_args):
     """scalescope's per-step losses and final checkpoint: `run` has model, batch (per replica),
     steps, lr, momentum and weights (the initial checkpoint); file-order data, 1 thread each."""

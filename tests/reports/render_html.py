@@ -357,22 +357,35 @@ def check_noise_page(scalescope, browser, tmp):
     return page
 
 
+def sixteen_bit_sweep(scalescope):
+    """(precision, devices) of a 16-bit sweep here: bf16 on CPU devices, or where this CPU has
+    no bf16 kernels (`devices` says why), fp16 on `sim` devices, which emulate it."""
+    devices = json.loads(run([scalescope, "devices", "--json"], 60))
+    why = devices["cpu"]["precisions"]["refused"].get("bf16")
+    if not why:
+        return "bf16", "cpu:1,2"
+    print(f"fp16 on sim devices for the precision page: bf16 here: {why}")
+    return "fp16", "sim:1,2"
+
+
 def check_precision_page(scalescope, browser, tmp):
-    """Sweeps fp32 and bf16 and checks the page: a section per precision, and one that compares
-    them with a bar per point in its phases chart and a table row per point. Returns the
-    page's path."""
+    """Sweeps fp32 and a 16-bit precision and checks the page: a section per precision, and one
+    that compares them with a bar per point in its phases chart and a table row per point.
+    Returns the page's path."""
     report = os.path.join(tmp, "precision.json")
     page = os.path.join(tmp, "precision.html")
+    sixteen, devices = sixteen_bit_sweep(scalescope)
     run([scalescope, "sweep", "--models", "dense-100", "--threads", "1", "--oversubscribe",
-         "--devices", "cpu:1,2", "--batch", "8", "--repeats", "1", "--steps", "3",
-         "--max-warmup-steps", "4", "--precision", "fp32,bf16", "-o", report, "--html", page,
-         "-q"], SWEEP_TIMEOUT_S, cwd=tmp)
+         "--devices", devices, "--batch", "8", "--repeats", "1", "--steps", "3",
+         "--max-warmup-steps", "4", "--precision", f"fp32,{sixteen}", "-o", report, "--html",
+         page, "-q"], SWEEP_TIMEOUT_S, cwd=tmp)
     dom = Dom()
     dom.feed(chromium(browser, os.path.join(tmp, "profile"), "--dump-dom", "file://" + page))
     phases = {c.model: c.marked.get("data-bar", 0) for c in dom.charts if c.kind == "phases"}
-    check(phases == {"dense-100": 2, "dense-100 in bf16": 2,
+    check(phases == {"dense-100": 2, f"dense-100 in {sixteen}": 2,
                      "dense-100: precisions compared": 4},
-          f"--precision fp32,bf16: a phases chart per precision and one comparing them {phases}")
+          f"--precision fp32,{sixteen}: a phases chart per precision and one comparing them "
+          f"{phases}")
     with open(page, encoding="utf-8") as f:
         rows = f.read().count("<tr data-precision=")
     check(rows == 4, f"the comparison's table has a row per point ({rows})")

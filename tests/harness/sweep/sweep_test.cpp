@@ -25,6 +25,7 @@
 #include "harness/telemetry/environment.h"
 #include "reports/writers/table.h"
 #include "tests/harness/sweep/sweep_test_util.h"
+#include "tests/models/precision_scope.h"
 #include "tests/test_util.h"
 
 namespace scalescope {
@@ -234,6 +235,7 @@ TEST(SweepGrid, CompressionIsAnAxisBeyondOneDevice) {
 // Precision is an axis at every device count, one included; a point of the devices' default
 // (given or not) keeps the key, file name and label of sweeps before the axis existed.
 TEST(SweepGrid, PrecisionIsAnAxisAtEveryDeviceCount) {
+  SKIP_WITHOUT_CPU_BF16();
   SweepOptions o = tiny("unused.json");
   o.precisions = {"bf16", "fp32", "bf16"};  // each once, in the order given
   o.grad_compressions = {"none", "bf16"};

@@ -17,6 +17,7 @@
 #include "harness/collectives/benchmark.h"
 #include "harness/trainer/trainer.h"
 #include "tests/harness/trainer/train_helpers.h"
+#include "tests/models/precision_scope.h"
 
 namespace scalescope {
 namespace {
@@ -95,6 +96,7 @@ TEST_P(GpuTrainer, OneDeviceTrainsAResNetLikeOneCpuReplica) {
   DEVICES_OR_SKIP(one, 1);
   for (const char* precision : {"fp32", "bf16"}) {
     if (GetParam() != DeviceKind::kSim && std::string(precision) != "fp32") continue;
+    if (testing_util::bf16_refused_here(parse_precision(precision))) continue;
     TrainOptions device = small_run("cifar-resnet:depth=8", one);
     device.batch = 8;
     device.steps = 4;
@@ -181,6 +183,7 @@ TEST_P(GpuTrainer, SteadyStepsAllocateNothingAndTheirPhasesAddUp) {
 void expect_sixteen_bit_training(TrainOptions& o, DeviceKind kind) {
   const RunReport fp32 = train(o);
   for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
+    if (kind != DeviceKind::kCuda && testing_util::bf16_refused_here(p)) continue;
     SCOPED_TRACE(to_string(p));
     o.precision = to_string(p);
     const RunReport r = train(o);

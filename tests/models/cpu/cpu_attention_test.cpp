@@ -76,7 +76,12 @@ struct AttentionLayer {
 // Keeping the probabilities would hold N·H·S² floats: 32 MiB at S = 1024 here. The fused
 // kernel's memory is affine in S (each doubling adds the same bytes per added position) and
 // under an eighth of that in fp32, a fourth in bf16.
-class CpuAttention : public ::testing::TestWithParam<Precision> {};
+class CpuAttention : public ::testing::TestWithParam<Precision> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Precision::kBf16) SKIP_WITHOUT_CPU_BF16();
+  }
+};
 
 TEST_P(CpuAttention, KeepsMemoryLinearInTheSequence) {
   std::vector<int64_t> bytes;
@@ -216,6 +221,7 @@ double mean_difference(const std::vector<float>& a, const std::vector<double>& b
 // of its differences from the second, which are bf16's. The fp32 kernel's are fp32's. Two query
 // tiles, the second ragged, and a head size of 16.
 TEST(CpuAttentionBf16, ComputesOnTheCopiesAutocastsAttentionRounds) {
+  SKIP_WITHOUT_CPU_BF16();
   const km::AttentionShape s{2, 70, 2, 16};
   AttentionLayer bf16(s.batch, s.seq, s.heads, 2, Precision::kBf16, s.head_dim);
   AttentionLayer fp32(s.batch, s.seq, s.heads, 2, Precision::kFp32, s.head_dim);
@@ -243,6 +249,7 @@ TEST(CpuAttentionBf16, ComputesOnTheCopiesAutocastsAttentionRounds) {
 // Forward on the model's saved bf16 copy of the input is forward on the input, and backward on
 // the saved copies of the input and output is backward on the values they hold.
 TEST(CpuAttentionBf16, PassesOnTheSavedCopiesAreThePassesOnTheirValues) {
+  SKIP_WITHOUT_CPU_BF16();
   AttentionLayer layer(2, 70, 2, 2, Precision::kBf16, 16);
   EXPECT_TRUE(layer.kernel->forwards_from_saved(km::HalfFormat::kBf16));
   EXPECT_TRUE(layer.kernel->reads_saved(km::HalfFormat::kBf16));

@@ -50,6 +50,7 @@ uint64_t xinuse() {
 // A training step of dense-100 in bf16 on one thread (the one that ran every primitive): its
 // backward left them dirty before the fix (XINUSE 0xe7 against 0xa3 after forward).
 TEST(VectorState, Bf16KernelsLeaveTheUpperHalvesOfTheVectorRegistersClean) {
+  SKIP_WITHOUT_CPU_BF16();
   if (!xinuse_readable()) GTEST_SKIP() << "this CPU cannot say which register state is in use";
   const testing_util::PrecisionScope scope(Precision::kBf16);
   CpuDevice dev(0, 1);
