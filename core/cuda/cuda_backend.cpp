@@ -6,8 +6,10 @@
 #include <array>
 #include <string>
 
+#include "core/build_info.h"
 #include "core/check.h"
 #include "core/cuda/cuda_device.h"
+#include "core/cuda_architectures.h"
 
 namespace scalescope {
 namespace {
@@ -83,6 +85,12 @@ class CudaBackend final : public Backend {
     const int n = device_count();
     SS_CHECK(index >= 0 && index < n, "GPU {} does not exist ({} usable{})", index, n,
              n == 0 ? ": " + unavailable_reason() : std::string());
+    cudaDeviceProp prop{};
+    SS_CHECK(cudaGetDeviceProperties(&prop, index) == cudaSuccess,
+             "cudaGetDeviceProperties({}) failed", index);
+    const std::string mismatch =
+        cuda_code_mismatch(build_info::kCudaArchitectures, prop.major, prop.minor);
+    SS_CHECK(mismatch.empty(), "GPU {} ({}): {}", index, prop.name, mismatch);
     return std::make_unique<CudaDevice>(index);
   }
 
