@@ -69,6 +69,12 @@ bool runs_on(const Architecture& a, int major, int minor) {
 }  // namespace
 
 std::string cuda_code_mismatch(const std::string& architectures, int major, int minor) {
+  if (major < kMinCudaMajor) {
+    return fmt::format(
+        "scalescope's GPU kernels need compute capability {}.0 or later (bf16 and TF32 tensor "
+        "cores), and this GPU's is {}.{}; its cpu devices still run",
+        kMinCudaMajor, major, minor);
+  }
   bool any = false;
   for (const std::string& entry : entries(architectures)) {
     if (entry.empty()) continue;
