@@ -72,6 +72,9 @@ void print_gpus(const DeviceInventory& inv) {
   fmt::print(
       "  cuda:N runs N replicas on the first N of these, NCCL between them "
       "(CUDA_VISIBLE_DEVICES chooses which GPUs are visible, and their order)\n");
+  for (const GpuDevice& g : inv.gpus) {
+    if (!g.unusable.empty()) fmt::print("  GPU {} cannot run here: {}\n", g.info.index, g.unusable);
+  }
   if (!inv.gpu_error.empty()) fmt::print("  incomplete: {}\n", inv.gpu_error);
   if (!inv.nvml_loaded) {
     fmt::print("  NVML: {} (NVLink state and driver version unknown)\n", inv.nvml_error);

@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "core/backend.h"
+#include "core/build_info.h"
+#include "core/cuda_architectures.h"
 #include "core/sim/sim_device.h"
 #include "harness/telemetry/environment.h"
 #include "models/kernels.h"
@@ -82,6 +85,13 @@ nlohmann::json links_json(const GpuDevice& g) {
 
 }  // namespace
 
+std::string unusable_gpu_reason(const std::string& capability) {
+  int major = 0;
+  int minor = 0;
+  if (std::sscanf(capability.c_str(), "%d.%d", &major, &minor) != 2) return "";
+  return cuda_code_mismatch(build_info::kCudaArchitectures, major, minor);
+}
+
 DeviceInventory inventory(const std::string& nvml_library) {
   const Environment env = capture_environment("scalescope devices");
   DeviceInventory inv;
@@ -99,7 +109,11 @@ DeviceInventory inventory(const std::string& nvml_library) {
   inv.sim_jitter_us = sim_jitter_from_environment();
   inv.libraries = env.libraries;
   inv.gpu_error = env.gpu_error;
-  for (const GpuInfo& g : env.gpus) inv.gpus.emplace_back().info = g;
+  for (const GpuInfo& g : env.gpus) {
+    GpuDevice& d = inv.gpus.emplace_back();
+    d.info = g;
+    d.unusable = unusable_gpu_reason(g.compute_capability);
+  }
   read_peer_access(inv);
 
   // Scoped here: NVML is shut down before this returns, and no static keeps it.
@@ -151,7 +165,8 @@ nlohmann::json to_json(const DeviceInventory& inv) {
                     {"memory_bytes", g.info.memory_bytes},
                     {"compute_capability", g.info.compute_capability},
                     {"sm_count", g.info.sm_count},
-                    {"nvlink", nvlink}});
+                    {"nvlink", nvlink},
+                    {"unusable", or_null(g.unusable)}});
     if (g.host_link) gpus.back()["host_link"] = to_json(*g.host_link);
   }
   const LibraryVersions& lib = inv.libraries;

@@ -39,6 +39,7 @@ struct GpuDevice {
   std::vector<NvLinkState> nvlinks;  // empty: no NVLink, or nvlink_error says why unknown
   std::string nvlink_error;
   std::optional<HostLinkBandwidth> host_link;  // measure_host_links; none: not measured
+  std::string unusable;  // why a run refuses to open it (core/cuda_architectures.h); "" none
 };
 
 struct DeviceInventory {
@@ -60,6 +61,10 @@ struct DeviceInventory {
   std::string nvml_driver_version;  // e.g. "580.65.06"; empty when NVML could not say
   std::string nvml_error;           // why NVML is not loaded, or why it could not say
 };
+
+// Why a run refuses to open a GPU of compute capability `capability` ("9.0"), as
+// CudaBackend::open does (core/cuda_architectures.h); "" where it opens it or cannot tell.
+std::string unusable_gpu_reason(const std::string& capability);
 
 // Never throws for a missing GPU, driver or NVML: the *_error fields say what is missing.
 // Creates no CUDA context. `nvml_library` is for tests (a path that does not exist).

@@ -154,6 +154,23 @@ TEST(DeviceInventory, SaysWhichPrecisionsEachDeviceKindComputes) {
   EXPECT_TRUE(j["sim"]["precisions"]["refused"].contains("tf32"));
 }
 
+// A GPU a run would refuse says so in the listing (`devices` prints the reason under the table):
+// before Ampere whatever the build; an H100 or H200 never with this build.
+TEST(DeviceInventory, SaysWhichGpusARunWouldRefuse) {
+  EXPECT_TRUE(unusable_gpu_reason("7.5").starts_with(
+      "scalescope's GPU kernels need compute capability 8.0 or later"))
+      << unusable_gpu_reason("7.5");
+  EXPECT_EQ(unusable_gpu_reason("9.0"), "");
+  EXPECT_EQ(unusable_gpu_reason("unknown"), "");
+  DeviceInventory inv;
+  inv.gpus.emplace_back().info.compute_capability = "7.5";
+  inv.gpus.back().unusable = unusable_gpu_reason("7.5");
+  inv.gpus.emplace_back().info.compute_capability = "9.0";
+  const nlohmann::json j = to_json(inv);
+  EXPECT_EQ(j["gpus"][0]["unusable"], inv.gpus[0].unusable);
+  EXPECT_TRUE(j["gpus"][1]["unusable"].is_null());
+}
+
 // A simulated device with a 200 MB/s host link: no copy can cross it faster, so a measurement
 // in the wrong unit or of the wrong size shows as a rate above it.
 TEST(HostLink, MeasuresEveryDirectionAndKindOfMemoryAtTheLinksRate) {
