@@ -110,7 +110,7 @@ std::string precisions_text(const PrecisionSupport& s) {
   for (const auto& [name, why] : s.refused) {
     refused.push_back(why.empty() ? "not " + name : fmt::format("not {}: {}", name, why));
   }
-  std::string text = "precisions " + fmt::format("{}", fmt::join(s.computes, ", "));
+  std::string text = fmt::format("precisions {}", fmt::join(s.computes, ", "));
   if (!refused.empty()) text += fmt::format(" ({})", fmt::join(refused, "; "));
   return text;
 }

@@ -12,7 +12,7 @@
 #include "harness/telemetry/environment.h"
 #include "harness/telemetry/host_link.h"
 #include "harness/telemetry/nvml.h"
-#include "models/kernels.h"
+#include "tests/models/precision_scope.h"
 
 namespace scalescope {
 namespace {
@@ -132,11 +132,9 @@ TEST(DeviceInventory, SaysWhichPrecisionsEachDeviceKindComputes) {
     return std::find(names.begin(), names.end(), name) != names.end();
   };
   const auto refused = [](const PrecisionSupport& s) {
-    std::map<std::string, std::string> why(s.refused.begin(), s.refused.end());
-    return why;
+    return std::map<std::string, std::string>(s.refused.begin(), s.refused.end());
   };
-  const std::string bf16_refusal =
-      kernel_backend(DeviceKind::kCpu).precision_refusal(Precision::kBf16);
+  const std::string bf16_refusal = testing_util::cpu_bf16_refusal();
   for (const PrecisionSupport* s : {&inv.cpu.precisions, &inv.sim_precisions}) {
     ASSERT_FALSE(s->computes.empty());
     EXPECT_EQ(s->computes.front(), "fp32");
