@@ -87,6 +87,40 @@ CLI::Option* add_bound(CLI::App& app, const OptionDecl& d, T& value) {
   return option;
 }
 
+// Registers a list that may also be given split at commas ("--batch 32,64"), each item converted
+// and checked as add_bound's value. The list is split here, not by CLI11's delimiter: CLI11 2.1
+// drops the empty items it splits off, so `--batch 32,,64` swept 32 and 64 as if the typo were not
+// there and `--batch ,` took the next flag for its value.
+template <class T>
+CLI::Option* add_list(CLI::App& app, const OptionDecl& d, std::vector<T>& values) {
+  const std::string flag = d.flag();
+  const auto convert = [&values, flag](const CLI::results_t& texts) {
+    values.clear();
+    for (const std::string& text : texts) {
+      for (std::string item : CLI::detail::split(text, ',')) {
+        if (item.empty() || text.back() == ',') {
+          throw CLI::ValidationError(
+              fmt::format("{} {}: an empty item in the list (separate its values by single commas)",
+                          flag, text));
+        }
+        if constexpr (std::is_integral_v<T>) {
+          const std::string wrong = whole_number<T>()(item);
+          if (!wrong.empty()) throw CLI::ValidationError(flag, wrong);
+        }
+        T value{};
+        if (!CLI::detail::lexical_cast(item, value)) throw CLI::ConversionError(flag, texts);
+        values.push_back(std::move(value));
+      }
+    }
+    return true;
+  };
+  CLI::Option* option = app.add_option(d.names, convert, d.help);
+  option->type_name(CLI::detail::type_name<T>());
+  option->type_size(1);
+  option->expected(CLI::detail::expected_count<std::vector<T>>::value);
+  return option;
+}
+
 // The file's value of `d` as the command line would give it (CLI11 converts it from there).
 std::vector<std::string> file_inputs(const OptionDecl& d, const JsonReader& r,
                                      const std::string& file) {
@@ -146,36 +180,34 @@ std::set<const CLI::Option*>& schema_options() {
 
 void add_options(CLI::App& app, OptionList& list) {
   for (OptionDecl& d : list.decls()) {
-    CLI::Option* option =
-        std::visit(Overloaded{
-                       [&](Bound<bool>& b) { return app.add_flag(d.names, *b.value, d.help); },
-                       // CLI11 counts "--flag" as 1 and "--no-flag" as -1; the last one given wins.
-                       [&](Bound<std::optional<bool>>& b) {
-                         return app
-                             .add_flag_function(
-                                 d.names,
-                                 [v = b.value](int64_t n) {
-                                   *v = n == 0 ? std::nullopt : std::optional<bool>(n > 0);
-                                 },
-                                 d.help)
-                             ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-                       },
-                       [&](Choice& c) {
-                         return app.add_option_function<std::string>(d.names, c.set, d.help)
-                             ->check(CLI::IsMember(c.names));
-                       },
-                       // Numbers split at commas; a list of names (models) is the sweep's to split,
-                       // as its items may hold commas themselves, unless its names hold none.
-                       [&](Bound<std::vector<std::string>>& b) {
-                         CLI::Option* o = app.add_option(d.names, *b.value, d.help);
-                         return d.comma_separated ? o->delimiter(',') : o;
-                       },
-                       [&]<class T>(Bound<std::vector<T>>& b) {
-                         return add_bound(app, d, *b.value)->delimiter(',');
-                       },
-                       [&](auto& b) { return add_bound(app, d, *b.value); },
-                   },
-                   d.value);
+    CLI::Option* option = std::visit(
+        Overloaded{
+            [&](Bound<bool>& b) { return app.add_flag(d.names, *b.value, d.help); },
+            // CLI11 counts "--flag" as 1 and "--no-flag" as -1; the last one given wins.
+            [&](Bound<std::optional<bool>>& b) {
+              return app
+                  .add_flag_function(
+                      d.names,
+                      [v = b.value](int64_t n) {
+                        *v = n == 0 ? std::nullopt : std::optional<bool>(n > 0);
+                      },
+                      d.help)
+                  ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+            },
+            [&](Choice& c) {
+              return app.add_option_function<std::string>(d.names, c.set, d.help)
+                  ->check(CLI::IsMember(c.names));
+            },
+            // Numbers split at commas; a list of names (models) is the sweep's to split,
+            // as its items may hold commas themselves, unless its names hold none.
+            [&](Bound<std::vector<std::string>>& b) {
+              return d.comma_separated ? add_list(app, d, *b.value)
+                                       : app.add_option(d.names, *b.value, d.help);
+            },
+            [&]<class T>(Bound<std::vector<T>>& b) { return add_list(app, d, *b.value); },
+            [&](auto& b) { return add_bound(app, d, *b.value); },
+        },
+        d.value);
     const std::string shown = d.default_text.empty() ? value_text(d) : d.default_text;
     if (!d.is_flag() && !shown.empty()) option->default_str(shown);
     if (d.required) option->required();

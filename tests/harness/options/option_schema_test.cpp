@@ -305,6 +305,37 @@ TEST(OptionSchema, BadValuesAreRefusedNamingTheOptionAsGiven) {
   EXPECT_CONTAINS(error_of([] { parse_sweep({"--repeats"}); }), "--repeats");  // usage
 }
 
+// CLI11 2.1 dropped the empty items of a list it split at commas: `--batch 32,,64` swept 32 and
+// 64 as if the typo were not there, and `--batch ,` took the next flag for its value.
+TEST(OptionSchema, AnEmptyItemInAListIsRefusedNotDropped) {
+  const char* const lists[][2] = {{"--batch", "32,,64"},
+                                  {"--batch", "32,"},
+                                  {"--batch", ","},
+                                  {"--bucket-cap-mb", ",5"},
+                                  {"--precision", "fp32,,bf16"},
+                                  {"--global-batch", "64,,"}};
+  for (const auto& [flag, value] : lists) {
+    EXPECT_CONTAINS(error_of([&] {
+                      parse_sweep({flag, value, "--steps", "4"});
+                    }),
+                    fmt::format("{} {}: an empty item", flag, value));
+  }
+  // The ways a list may be given.
+  EXPECT_EQ(parse_sweep({"--batch", "8,16"}).options.batches, (std::vector<int64_t>{8, 16}));
+  EXPECT_EQ(parse_sweep({"--batch=8,16"}).options.batches, (std::vector<int64_t>{8, 16}));
+  EXPECT_EQ(parse_sweep({"--batch", "8", "16,32"}).options.batches,
+            (std::vector<int64_t>{8, 16, 32}));
+  EXPECT_EQ(parse_sweep({"--batch", "8", "--batch", "16"}).options.batches,
+            (std::vector<int64_t>{8, 16}));
+  EXPECT_EQ(parse_sweep({"--bucket-cap-mb", "1,2.5"}).options.bucket_caps_mb,
+            (std::vector<double>{1, 2.5}));
+  EXPECT_CONTAINS(error_of([] { parse_sweep({"--batch", "8,x"}); }), "--batch");
+  EXPECT_CONTAINS(error_of([] {
+                    parse_sweep({"--batch", "8,99999999999999999999"});
+                  }),
+                  "is not a whole number");
+}
+
 // `collectives --json DIR/x` measured for minutes, then lost it all to the write at the end.
 TEST(OptionSchema, AnOutputThatCannotBeWrittenIsRefusedWhenTheOptionsSettle) {
   std::string output;
