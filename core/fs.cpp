@@ -122,8 +122,14 @@ std::string keep_previous(const std::string& path) {
 std::string read_file(const std::string& path) {
   // A directory opens as a stream that reads nothing: it was then "not valid JSON".
   std::error_code ignored;
-  SS_CHECK_INPUT(!std::filesystem::is_directory(path, ignored),
+  const std::filesystem::file_status status = std::filesystem::status(path, ignored);
+  SS_CHECK_INPUT(!std::filesystem::is_directory(status),
                  "cannot read '{}': it is a directory; name the files in it", path);
+  // /dev/zero as a report or a trace was read until memory ran out. A pipe stays readable
+  // (`analyze <(zcat trace.json.gz)`).
+  SS_CHECK_INPUT(
+      !std::filesystem::is_character_file(status) && !std::filesystem::is_block_file(status),
+      "cannot read '{}': it is a device, not a file", path);
   std::ifstream in(path, std::ios::binary);
   SS_CHECK_INPUT(in.good(), "cannot read '{}': {}", path, std::strerror(errno));
   std::ostringstream contents;

@@ -3,10 +3,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
-#include <iterator>
 #include <limits>
 #include <sstream>
 #include <type_traits>
@@ -170,6 +170,22 @@ std::vector<std::string> file_inputs(const OptionDecl& d, const JsonReader& r,
       d.value);
 }
 
+// A config file holds a few KiB of options: `--config /dev/zero` (or a trace named by mistake)
+// was read until memory ran out.
+constexpr std::streamsize kMaxConfigBytes = 16 << 20;
+
+std::string read_config_text(std::istream& input, const std::string& file) {
+  std::string text;
+  std::array<char, 64 << 10> chunk{};
+  while (input.read(chunk.data(), chunk.size()) || input.gcount() > 0) {
+    text.append(chunk.data(), static_cast<size_t>(input.gcount()));
+    SS_CHECK_INPUT(std::ssize(text) <= kMaxConfigBytes,
+                   "config file {}: over {} MiB, which is no config file of options", file,
+                   kMaxConfigBytes >> 20);
+  }
+  return text;
+}
+
 // The options add_options registered.
 std::set<const CLI::Option*>& schema_options() {
   static std::set<const CLI::Option*> options;
@@ -229,7 +245,7 @@ std::string JsonConfig::to_config(const CLI::App*, bool, bool, std::string) cons
 
 std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const {
   const std::string file = name_.empty() ? app_.get_config_ptr()->as<std::string>() : name_;
-  const std::string text(std::istreambuf_iterator<char>(input), {});
+  const std::string text = read_config_text(input, file);
   const nlohmann::json j = parse_json_unique_keys(text, "config file " + file);
   const JsonReader r(j, file);
   std::set<std::string, std::less<>> known;

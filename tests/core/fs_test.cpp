@@ -83,13 +83,16 @@ TEST(Fs, ADirectoryThatTakesNoFilesIsFoundBeforeAnyWork) {
 
 // A directory named where a file is read (`analyze DIR`, `report DIR`) read as empty text,
 // which then was "not valid JSON"; a file that is not there, or not a file, is the user's to
-// fix: a UsageError, printed without our source line.
+// fix: a UsageError, printed without our source line. So is a device.
 TEST(Fs, ReadingADirectoryOrAMissingFileSaysWhich) {
   const std::string dir = temp_dir("_read");
   EXPECT_CONTAINS(testing_util::error_of([&] { (void)read_file(dir); }),
                   "cannot read '" + dir + "': it is a directory; name the files in it");
   EXPECT_THROW((void)read_file(dir), UsageError);
   EXPECT_THROW((void)read_file(dir + "/missing.json"), UsageError);
+  // Read until memory ran out.
+  EXPECT_CONTAINS(testing_util::error_of([&] { (void)read_file("/dev/zero"); }),
+                  "cannot read '/dev/zero': it is a device, not a file");
 }
 
 // An output path that is a directory could not be replaced by the write at the end of a run

@@ -286,6 +286,11 @@ TEST(OptionSchema, BadValuesAreRefusedNamingTheOptionAsGiven) {
   EXPECT_CONTAINS(file_error(R"({"first_bucket_mb": []})"), "'first_bucket_mb' is empty");
   EXPECT_CONTAINS(file_error(R"([1, 2])"), "must be an object");
   EXPECT_CONTAINS(file_error("{"), "is not valid JSON");
+  // Read until memory ran out.
+  EXPECT_CONTAINS(error_of([] {
+                    parse_sweep({"--config", "/dev/zero"});
+                  }),
+                  "config file /dev/zero: over 16 MiB, which is no config file");
   // Found by tests/fuzz (sweep_config): nlohmann's out_of_range for a number beyond double,
   // and an integer beyond int64 that was read wrapped.
   EXPECT_CONTAINS(file_error(R"({"repeats": 1e999})"), "is not valid JSON");
