@@ -23,6 +23,7 @@
 #include "harness/options/run_options.h"
 #include "harness/telemetry/environment.h"
 #include "harness/trainer/layout.h"
+#include "reports/json_reader.h"
 
 namespace scalescope::cli {
 namespace {
@@ -170,7 +171,7 @@ int run_collectives(const CollectivesArgs& a) {
                            "rank's stream (host clock on CPU)"},
                           {"environment", to_json(*environment)}};
     doc.update(to_json(result));
-    write_file_atomic(a.json, doc.dump(2) + "\n");
+    write_file_atomic(a.json, dump_json(doc, 2) + "\n");
     fmt::print("# written to {}\n", a.json);
   }
   const int64_t wrong = result.wrong();

@@ -9,6 +9,7 @@
 #include "harness/cli/commands.h"
 #include "harness/cli/option_app.h"
 #include "harness/telemetry/devices.h"
+#include "reports/json_reader.h"
 
 namespace scalescope::cli {
 namespace {
@@ -121,7 +122,7 @@ int run_devices(bool as_json, double bandwidth_mb) {
     measure_host_links(inv, static_cast<size_t>(mib_to_bytes(bandwidth_mb)), kLinkRepeats);
   }
   if (as_json) {
-    fmt::print("{}\n", to_json(inv).dump(2));
+    fmt::print("{}\n", dump_json(to_json(inv), 2));
     return 0;
   }
   fmt::print("CPU\n");

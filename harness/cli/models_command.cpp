@@ -16,6 +16,7 @@
 #include "models/kernels.h"
 #include "models/zoo.h"
 #include "models/zoo_families.h"
+#include "reports/json_reader.h"
 
 namespace scalescope::cli {
 namespace {
@@ -132,7 +133,7 @@ int run_models(const std::vector<std::string>& given, bool as_json, const Memory
       families.push_back(
           {{"name", e.name}, {"description", e.description}, {"example", e.example}});
     }
-    fmt::print("{}\n", nlohmann::json{{"models", list}, {"zoo", families}}.dump(2));
+    fmt::print("{}\n", dump_json(nlohmann::json{{"models", list}, {"zoo", families}}, 2));
     return 0;
   }
   size_t width = 16;

@@ -16,6 +16,7 @@
 #include "harness/trainer/options.h"
 #include "models/zoo.h"
 #include "pipelines/pipeline.h"
+#include "reports/json_reader.h"
 
 namespace scalescope::cli {
 namespace {
@@ -86,7 +87,7 @@ int run_bench(const BenchArgs& a, const OptionSources& names) {
                                 {"transforms", data.train_transforms.any()},
                                 {"decode_cost_us", a.data.decode_cost_us},
                                 {"points", list}};
-    write_file_atomic(a.output, doc.dump(2) + "\n");
+    write_file_atomic(a.output, dump_json(doc, 2) + "\n");
     fmt::print("written to {}\n", a.output);
   }
   return 0;

@@ -19,6 +19,7 @@
 #include "harness/trainer/data.h"
 #include "models/zoo.h"
 #include "reports/analysis/sweep_analysis.h"
+#include "reports/json_reader.h"
 #include "reports/writers/trace.h"
 
 namespace scalescope {
@@ -419,7 +420,7 @@ SweepReport run_sweep(const SweepOptions& o, const Environment& environment,
     c.replicas_per_process = replicas_per_process(o, axis);
     c.members = cluster->members();
     const std::vector<std::string> all = cluster->exchange(
-        to_json(environment).dump(), std::chrono::milliseconds(o.train.collective_timeout_ms),
+        dump_json(to_json(environment)), std::chrono::milliseconds(o.train.collective_timeout_ms),
         "gathering the processes' environments");
     for (size_t r = 0; r < all.size(); ++r) {
       c.environments.push_back(environment_from_json(nlohmann::json::parse(all[r])));

@@ -103,7 +103,15 @@ RunData open_run_data(const DataOptions& o, const ModelDef& model, uint64_t seed
 
   TransformConfig t;
   // Token ids are indices, not measurements: never normalized.
-  if (o.normalize && !synthetic && vocab == 0) data.train->channel_stats(t.mean, t.stddev);
+  if (o.normalize && !synthetic && vocab == 0) {
+    data.train->channel_stats(t.mean, t.stddev);
+    for (size_t c = 0; c < t.stddev.size(); ++c) {
+      SS_CHECK_INPUT(t.stddev[c] > 0.0f,
+                     "{}: channel {} holds {} in every sample, which normalising would divide by "
+                     "its spread of 0 (give --no-normalize to train on it as it is)",
+                     data.train->describe(), c, t.mean[c]);
+    }
+  }
   data.eval_transforms = t;
   t.crop_padding = o.crop_padding;
   t.flip = o.flip;

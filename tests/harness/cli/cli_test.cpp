@@ -144,6 +144,49 @@ TEST(Cli, PipelineBenchReportsEachWorkerCount) {
   EXPECT_GT(doc["points"][0]["samples_per_second"].get<double>(), 0.0);
 }
 
+// A CIFAR-10 directory of two records a file, label 0, every pixel byte `pixel_step` times its
+// index (mod 256).
+void write_cifar10(const std::string& dir, int pixel_step) {
+  std::filesystem::create_directories(dir);
+  std::string records(2 * 3073, '\0');
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (i % 3073 != 0) records[i] = static_cast<char>((i * pixel_step) % 256);
+  }
+  for (const char* name : {"data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4",
+                           "data_batch_5", "test_batch"}) {
+    std::ofstream(dir + "/" + name + ".bin", std::ios::binary) << records;
+  }
+}
+
+// A Linux path need not be UTF-8; the results naming it were lost to nlohmann's refusal to
+// write such text ("internal error: invalid UTF-8 byte") after the measurement.
+TEST(Cli, PipelineBenchWritesItsResultsForADataPathThatIsNotUtf8) {
+  const std::string dir = testing::TempDir() + "/cifar-\xff";
+  std::filesystem::create_directories(dir);
+  write_cifar10(dir, 1);
+  const std::string out = testing::TempDir() + "/cli_pipeline_bench_path.json";
+  const Result r = run("pipeline-bench --data 'cifar10:" + dir +
+                       "' --model cifar-cnn --workers 1 --batch 2 --batches 3 -o " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const nlohmann::json doc = read_json_file(out);
+  EXPECT_TRUE(contains(doc.at("data").get<std::string>(), "/cifar-\xef\xbf\xbd")) << doc.dump();
+}
+
+// Normalised by a spread of 0, every input became NaN; the error named no option and gave our
+// source line ("normalisation stddev[0] = 0 must be positive and finite at transforms.cpp:108").
+TEST(Cli, DataOfOneValueIsRefusedForNormalisingNamingTheWayOut) {
+  const std::string dir = testing::TempDir() + "/cifar-black";
+  write_cifar10(dir, 0);
+  const std::string args = "pipeline-bench --data cifar10:" + dir +
+                           " --model cifar-cnn --workers 1 --batch 2 --batches 3";
+  const Result r = run(args);
+  EXPECT_NE(r.status, 0);
+  EXPECT_TRUE(contains(r.output, "channel 0 holds 0 in every sample")) << r.output;
+  EXPECT_TRUE(contains(r.output, "--no-normalize")) << r.output;
+  EXPECT_FALSE(contains(r.output, ".cpp:")) << r.output;
+  EXPECT_EQ(run(args + " --no-normalize").status, 0);
+}
+
 TEST(Cli, BadInputGivesAClearErrorAndNonZeroStatus) {
   struct Case {
     std::string args;
