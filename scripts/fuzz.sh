@@ -11,8 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-asan}
-fuzzers=(safetensors optimizer_state idx cifar10 run_results sweep_report sweep_config compare
-         model_spec device_spec trace_escape trace_analysis)
+fuzzers=(safetensors optimizer_state idx cifar10 run_results sweep_report sweep_config
+         command_line compare model_spec device_spec trace_escape trace_analysis)
 # Inputs longer than this are not generated (CIFAR-10 needs records of 3073 bytes, and a
 # sweep report with a few points is about 10 KB).
 declare -A max_len=([cifar10]=8192 [sweep_report]=16384 [compare]=32768 [run_results]=8192
@@ -76,7 +76,7 @@ summarize() {
 }
 
 # FUZZ_JOBS fuzzers at a time (default 2, one per core of the build machine): a fuzzer is one
-# process on one core, so --all takes seconds x ceil(12 / FUZZ_JOBS).
+# process on one core, so --all takes seconds x ceil(13 / FUZZ_JOBS).
 jobs=${FUZZ_JOBS:-2}
 echo "== ${#names[@]} fuzzer(s), ${seconds}s each, $jobs at a time (logs: $work/NAME.log)"
 for n in "${names[@]}"; do

@@ -186,11 +186,9 @@ std::string read_config_text(std::istream& input, const std::string& file) {
   return text;
 }
 
-// The options add_options registered.
-std::set<const CLI::Option*>& schema_options() {
-  static std::set<const CLI::Option*> options;
-  return options;
-}
+// The mark of the options add_options registered, held by the option itself: a registry
+// beside CLI11 grew with every App built and never shrank (the fuzzers build one per input).
+constexpr const char* kSchemaMark = "scalescope-schema";
 
 }  // namespace
 
@@ -227,12 +225,18 @@ void add_options(CLI::App& app, OptionList& list) {
     const std::string shown = d.default_text.empty() ? value_text(d) : d.default_text;
     if (!d.is_flag() && !shown.empty()) option->default_str(shown);
     if (d.required) option->required();
-    schema_options().insert(option);
+    option->check(
+        CLI::Validator([](const std::string&) { return std::string(); }, "", kSchemaMark));
   }
 }
 
-bool declared_in_schema(const CLI::Option& option) {
-  return schema_options().contains(&option);
+bool declared_in_schema(CLI::Option& option) {
+  try {
+    (void)option.get_validator(kSchemaMark);
+    return true;
+  } catch (const CLI::OptionNotFound&) {
+    return false;
+  }
 }
 
 JsonConfig::JsonConfig(const OptionList& list, const CLI::App& app, std::string name,

@@ -21,7 +21,7 @@ namespace scalescope::cli {
 void add_options(CLI::App& app, OptionList& list);
 // Whether add_options registered `option` (every option of every command is declared in the
 // schema; tests hold it).
-bool declared_in_schema(const CLI::Option& option);
+bool declared_in_schema(CLI::Option& option);
 
 // What a config file gave: its name in messages and the keys it set (those the command line
 // did not give).

@@ -11,6 +11,7 @@
 #include "core/cpu/cpu_device.h"
 #include "core/fs.h"
 #include "harness/sweep/options.h"
+#include "harness/trainer/options.h"
 #include "harness/trainer/results.h"
 #include "models/checkpoint.h"
 #include "models/model.h"
@@ -53,6 +54,20 @@ void dict(const std::string& fuzzer, const std::vector<nlohmann::json>& docs) {
   for (const auto& d : docs) collect_keys(d, keys);
   std::string text;
   for (const std::string& k : keys) text += fmt::format("\"\\\"{}\\\"\"\n", k);
+  write_file_atomic((fs::path(out_dir) / (fuzzer + ".dict")).string(), text);
+}
+
+// The command line fuzzer's dictionary: every flag of `sweep` and `train`.
+void flags_dict(const std::string& fuzzer) {
+  SweepOptions sweep;
+  TrainOptions train;
+  OptionList list;
+  add_sweep_options(list, sweep);
+  add_train_options(list, train);
+  std::set<std::string> flags;
+  for (const OptionDecl& d : list.decls()) flags.insert(d.flag());
+  std::string text;
+  for (const std::string& f : flags) text += fmt::format("\"{}\"\n", f);
   write_file_atomic((fs::path(out_dir) / (fuzzer + ".dict")).string(), text);
 }
 
@@ -182,6 +197,11 @@ void texts() {
   for (const std::string& spec : {"cpu", "cpu:4", "sim:2", "cuda:2", "cuda:0,1", "4"}) {
     seed("device_spec", spec, spec);
   }
+  seed("command_line", "sweep", "--devices\ncpu:1,2\n--batch\n8,16\n--models\ndense-100");
+  seed("command_line", "axes",
+       "--precision=fp32,bf16\n--bucket-cap-mb\n1,25\n--global-batch\n64\n--steps\n010");
+  seed("command_line", "train", "--model\ncifar-cnn\n--batch\n8\n--lr-scaling\nsqrt\n--no-overlap");
+  flags_dict("command_line");
   seed("trace_escape", "label", "cifar-cnn cpu:2 batch 64");
   seed("trace_escape", "unicode", "m\xc3\xa9trique \xe2\x9c\x93 \"quoted\" \\ \x01");
 }

@@ -3,6 +3,7 @@
 // is also given as a report's "config" block, as `sweep --resume` does.
 #include "harness/cli/option_app.h"
 #include "harness/sweep/options.h"
+#include "reports/json_reader.h"
 #include "tests/fuzz/fuzz_util.h"
 
 using namespace scalescope;
@@ -15,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     OptionList list;
     add_sweep_options(list, options);
     cli::parse_with_config(list, {"--config", path});
-    (void)sweep_config_json(options).dump();
+    (void)dump_json(sweep_config_json(options));
   });
   const nlohmann::json config = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!config.is_object()) return 0;

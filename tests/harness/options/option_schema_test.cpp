@@ -65,8 +65,8 @@ TEST(OptionSchema, EveryOptionOfEveryCommandIsDeclaredInTheSchema) {
   CLI::App app;
   cli::Action action;
   add_commands(app, action);
-  for (const CLI::App* command : app.get_subcommands({})) {
-    for (const CLI::Option* option : command->get_options()) {
+  for (CLI::App* command : app.get_subcommands({})) {
+    for (CLI::Option* option : command->get_options()) {
       if (option == command->get_help_ptr() || option == command->get_config_ptr()) continue;
       EXPECT_TRUE(cli::declared_in_schema(*option))
           << command->get_name() << " " << option->get_name() << " is not declared in the schema";
