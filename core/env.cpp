@@ -14,8 +14,8 @@ int64_t whole_number_from_environment(const char* name, int64_t max, const char*
   char* end = nullptr;
   errno = 0;
   const long long value = std::strtoll(text, &end, 10);
-  SS_CHECK(errno == 0 && *end == '\0' && value >= 0 && value <= max,
-           "{}={}: give a whole number of {} from 0 to {}", name, text, unit, max);
+  SS_CHECK_INPUT(errno == 0 && *end == '\0' && value >= 0 && value <= max,
+                 "{}={}: give a whole number of {} from 0 to {}", name, text, unit, max);
   return value;
 }
 
