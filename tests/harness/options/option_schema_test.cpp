@@ -319,7 +319,8 @@ TEST(OptionSchema, AnEmptyItemInAListIsRefusedNotDropped) {
                                   {"--bucket-cap-mb", ",5"},
                                   {"--precision", "fp32,,bf16"},
                                   {"--global-batch", "64,,"}};
-  for (const auto& [flag, value] : lists) {
+  for (const auto& list : lists) {
+    const std::string flag = list[0], value = list[1];
     EXPECT_CONTAINS(error_of([&] {
                       parse_sweep({flag, value, "--steps", "4"});
                     }),
