@@ -97,12 +97,13 @@ CLI::Option* add_list(CLI::App& app, const OptionDecl& d, std::vector<T>& values
   const auto convert = [&values, flag](const CLI::results_t& texts) {
     values.clear();
     for (const std::string& text : texts) {
-      for (std::string item : CLI::detail::split(text, ',')) {
-        if (item.empty() || text.back() == ',') {
-          throw CLI::ValidationError(
-              fmt::format("{} {}: an empty item in the list (separate its values by single commas)",
-                          flag, text));
-        }
+      std::vector<std::string> items = CLI::detail::split(text, ',');  // "a," gives "a" alone
+      if (text.ends_with(',') ||
+          std::ranges::any_of(items, [](const std::string& i) { return i.empty(); })) {
+        throw CLI::ValidationError(fmt::format(
+            "{} {}: an empty item in the list (separate its values by single commas)", flag, text));
+      }
+      for (std::string& item : items) {
         if constexpr (std::is_integral_v<T>) {
           const std::string wrong = whole_number<T>()(item);
           if (!wrong.empty()) throw CLI::ValidationError(flag, wrong);
