@@ -10,8 +10,13 @@ namespace scalescope {
 using nlohmann::json;
 
 json parse_json(std::string_view text, const std::string& what) {
+  return parse_json(text, what, nullptr);
+}
+
+json parse_json(std::string_view text, const std::string& what,
+                const json::parser_callback_t& callback) {
   try {
-    return json::parse(text);
+    return json::parse(text, callback);
   } catch (const json::exception& e) {
     throw_usage_error(fmt::format("{} is not valid JSON: {}", what, e.what()));
   }
@@ -29,12 +34,7 @@ json parse_json_unique_keys(std::string_view text, const std::string& what) {
     }
     return true;
   };
-  json j;
-  try {
-    j = json::parse(text, check);
-  } catch (const json::exception& e) {
-    throw_usage_error(fmt::format("{} is not valid JSON: {}", what, e.what()));
-  }
+  json j = parse_json(text, what, check);
   SS_CHECK_INPUT(twice.empty(),
                  "{} gives the key '{}' twice in one object; say it once (a JSON reader keeps "
                  "one of the two, so which one was meant is not known)",

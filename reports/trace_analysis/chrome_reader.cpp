@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <exception>
 #include <functional>
 #include <map>
 #include <optional>
@@ -119,7 +120,86 @@ std::optional<int> distributed_int(const json& doc, const char* key) {
   return static_cast<int>(v);
 }
 
-RankTrace parse_kineto(const json& doc, const std::string& file) {
+// What the readers keep of one complete ('X') event: taken as the parser meets the event, so
+// that a trace's events never exist together as JSON values (about 1.3 KB each: a 200 MB
+// Kineto trace of 1.6 million events took 2 GB as one document).
+struct CompleteEvent {
+  Activity activity;                 // name and times; kind, lane and correlation per format
+  std::optional<ActivityKind> kind;  // Kineto's, by the event's category
+  int64_t thread = 0;                // its tid as a lane
+  int64_t process = 0;               // its pid as a lane
+  std::optional<int64_t> stream;
+};
+
+// A Chrome trace's complete events and the first error each format's reader raises on them,
+// thrown once the document says which format it is (Kineto's reader checks only the
+// categories it reads; scalescope's checks every complete event and its process).
+struct CompleteEvents {
+  std::vector<CompleteEvent> events;
+  std::exception_ptr kineto_error;
+  std::exception_ptr scalescope_error;
+
+  void take(const json& e, size_t index, const std::string& file) {
+    if (!is_complete_event(e)) return;
+    const auto cat = e.find("cat");
+    CompleteEvent c;
+    if (cat != e.end() && cat->is_string())
+      c.kind = kineto_kind(cat->get_ref<const std::string&>());
+    try {
+      c.activity = timed(e, index, file);
+    } catch (const Error&) {
+      if (c.kind && !kineto_error) kineto_error = std::current_exception();
+      if (!scalescope_error) scalescope_error = std::current_exception();
+      return;
+    }
+    c.thread = lane_id(e.value("tid", json()));
+    c.process = lane_id(e.value("pid", json()));
+    if (!scalescope_error && (c.process < 0 || c.process >= 1'000'000)) {
+      scalescope_error = std::make_exception_ptr(UsageError(fmt::format(
+          "{}: traceEvents[{}]: replica (pid) {} out of range", file, index, c.process)));
+    }
+    c.stream = integer_arg(e, "stream");
+    c.activity.correlation = integer_arg(e, "correlation").value_or(-1);
+    events.push_back(std::move(c));
+  }
+};
+
+// The document of `text` less its events (the top-level array, or the traceEvents array of
+// the top-level object, left empty), whose elements go one at a time to `events`.
+json read_document(std::string_view text, const std::string& file, CompleteEvents& events) {
+  using Event = json::parse_event_t;
+  int events_depth = -1;  // the events array's, while the parser is inside it
+  bool events_seen = false;
+  size_t index = 0;
+  std::string key;  // the top-level object's latest
+  return parse_json(text, file, [&](int depth, Event event, json& parsed) {
+    if (events_depth < 0) {
+      if (event == Event::key && depth == 1) key = parsed.get<std::string>();
+      if (event == Event::array_start && (depth == 0 || (depth == 1 && key == "traceEvents"))) {
+        SS_CHECK_INPUT(!events_seen,
+                       "{}: not a Chrome trace: it gives 'traceEvents' twice, so which events "
+                       "are meant is not known",
+                       file);
+        events_depth = depth;
+        events_seen = true;
+      }
+      return true;
+    }
+    if (depth == events_depth && event == Event::array_end) {
+      events_depth = -1;
+      return true;
+    }
+    const bool element_end =
+        event == Event::object_end || event == Event::array_end || event == Event::value;
+    if (depth != events_depth + 1 || !element_end) return true;
+    if (event == Event::object_end) events.take(parsed, index, file);
+    ++index;
+    return false;  // the element leaves the document
+  });
+}
+
+RankTrace kineto_trace(const json& doc, std::vector<CompleteEvent>& events,
+                       const std::string& file) {
   RankTrace t;
   t.file = file;
   t.format = TraceFormat::kKineto;
@@ -127,19 +207,11 @@ RankTrace parse_kineto(const json& doc, const std::string& file) {
   const std::optional<int> from_name = rank_from_file_name(file);
   t.rank = rank ? *rank : from_name ? *from_name : -1;
   t.world_size = distributed_int(doc, "world_size");
-  const json& events = trace_events(doc, file);
-  for (size_t i = 0; i < events.size(); ++i) {
-    const json& e = events[i];
-    if (!is_complete_event(e)) continue;
-    const auto cat = e.find("cat");
-    if (cat == e.end() || !cat->is_string()) continue;
-    const std::optional<ActivityKind> kind = kineto_kind(cat->get<std::string>());
-    if (!kind) continue;
-    Activity a = timed(e, i, file);
-    a.kind = *kind;
-    const std::optional<int64_t> stream = integer_arg(e, "stream");
-    a.lane = on_device(*kind) && stream ? *stream : lane_id(e.value("tid", json()));
-    a.correlation = integer_arg(e, "correlation").value_or(-1);
+  for (CompleteEvent& e : events) {
+    if (!e.kind) continue;
+    Activity& a = e.activity;
+    a.kind = *e.kind;
+    a.lane = on_device(a.kind) && e.stream ? *e.stream : e.thread;
     t.activities.push_back(std::move(a));
   }
   t.sort();
@@ -154,20 +226,15 @@ bool is_scalescope(const json& doc) {
 
 // One rank per replica (the process id of its events); every phase is a range measured where its
 // work ran.
-std::vector<RankTrace> parse_scalescope(const json& doc, const std::string& file) {
+std::vector<RankTrace> scalescope_traces(std::vector<CompleteEvent>& events,
+                                         const std::string& file) {
   std::map<int64_t, RankTrace> ranks;
-  const json& events = trace_events(doc, file);
-  for (size_t i = 0; i < events.size(); ++i) {
-    const json& e = events[i];
-    if (!is_complete_event(e)) continue;
-    Activity a = timed(e, i, file);
+  for (CompleteEvent& e : events) {
+    Activity& a = e.activity;
     a.kind = ActivityKind::kAnnotation;
-    a.lane = lane_id(e.value("tid", json()));
-    const int64_t pid = lane_id(e.value("pid", json()));
-    SS_CHECK(pid >= 0 && pid < 1'000'000, "{}: traceEvents[{}]: replica (pid) {} out of range",
-             file, i, pid);
-    RankTrace& t = ranks[pid];
-    t.activities.push_back(std::move(a));
+    a.lane = e.thread;
+    a.correlation = -1;
+    ranks[e.process].activities.push_back(std::move(a));
   }
   std::vector<RankTrace> out;
   for (auto& [pid, t] : ranks) {
@@ -184,8 +251,14 @@ std::vector<RankTrace> parse_scalescope(const json& doc, const std::string& file
 }  // namespace
 
 std::vector<RankTrace> parse_chrome_trace(std::string_view text, const std::string& file) {
-  const json doc = parse_json(text, file);
-  return is_scalescope(doc) ? parse_scalescope(doc, file) : std::vector{parse_kineto(doc, file)};
+  CompleteEvents events;
+  const json doc = read_document(text, file, events);
+  trace_events(doc, file);  // the document has its events array
+  const bool ours = is_scalescope(doc);
+  const std::exception_ptr& error = ours ? events.scalescope_error : events.kineto_error;
+  if (error) std::rethrow_exception(error);
+  return ours ? scalescope_traces(events.events, file)
+              : std::vector{kineto_trace(doc, events.events, file)};
 }
 
 }  // namespace scalescope::traces

@@ -126,6 +126,63 @@ TEST(ChromeReader, BadEventsAreNamed) {
                   "traceEvents[0] ('k'): ts 5 µs, dur -1 µs is no time of a trace");
 }
 
+// The reader takes each event as the parser meets it, before it knows the trace's format
+// (otherData may come after the events): each format's errors are still its own.
+TEST(ChromeReader, EachFormatChecksTheEventsItReads) {
+  // Kineto's reader leaves out categories it does not read, a broken event among them.
+  const std::string kineto = R"json({"traceEvents": [
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "x", "ts": 1},
+    {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 2, "ts": 4, "dur": 1}]})json";
+  const std::vector<RankTrace> t = parse_chrome_trace(kineto, "rank-0.json");
+  ASSERT_EQ(t.size(), 1u);
+  ASSERT_EQ(t[0].activities.size(), 1u);
+  EXPECT_EQ(t[0].activities[0].name, "a");
+  // scalescope's reads every complete event, so the same event is an error there, and so is
+  // a replica out of range; its otherData after the events still says whose trace it is.
+  const std::string ours = R"json({"traceEvents": [
+    {"ph": "X", "cat": "phase", "name": "forward", "pid": 0, "tid": 1, "ts": 0, "dur": 2},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "x", "ts": 1}],
+    "otherData": {"generator": "scalescope"}})json";
+  EXPECT_CONTAINS(error_of([&] { parse_chrome_trace(ours, "t.json"); }),
+                  "t.json: traceEvents[1] ('X' event) has no 'dur'");
+  const std::string far = R"json({"traceEvents": [
+    {"ph": "X", "cat": "phase", "name": "forward", "pid": 2000000, "tid": 1, "ts": 0, "dur": 2}],
+    "otherData": {"generator": "scalescope"}})json";
+  EXPECT_CONTAINS(error_of([&] { parse_chrome_trace(far, "t.json"); }),
+                  "t.json: traceEvents[0]: replica (pid) 2000000 out of range");
+  const std::string good = R"json({"traceEvents": [
+    {"ph": "X", "cat": "phase", "name": "forward", "pid": 1, "tid": 1, "ts": 0, "dur": 2},
+    {"ph": "X", "cat": "phase", "name": "forward", "pid": 0, "tid": 1, "ts": 0, "dur": 3}],
+    "otherData": {"generator": "scalescope"}})json";
+  const std::vector<RankTrace> replicas = parse_chrome_trace(good, "t.json");
+  ASSERT_EQ(replicas.size(), 2u);
+  EXPECT_EQ(replicas[0].format, TraceFormat::kScalescope);
+  EXPECT_DOUBLE_EQ(replicas[0].activities.at(0).us(), 3.0);
+  EXPECT_EQ(replicas[1].world_size, 2);
+}
+
+// Events are counted as the array holds them, whatever their type, and only the top level's
+// events array is the trace's.
+TEST(ChromeReader, EventsAreNamedByTheirPlaceInTheArray) {
+  EXPECT_CONTAINS(error_of([] {
+                    parse_chrome_trace(R"json([5, [1, 2], {"ph": "M"},
+                        {"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1}])json",
+                                       "t.json");
+                  }),
+                  "t.json: traceEvents[3] ('X' event) has no 'dur'");
+  const std::string nested = R"json({"otherData": {"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "inner", "ts": 0, "dur": 1}]},
+    "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 4, "dur": 1}]})json";
+  const std::vector<RankTrace> t = parse_chrome_trace(nested, "rank-0.json");
+  ASSERT_EQ(t[0].activities.size(), 1u);
+  EXPECT_EQ(t[0].activities[0].name, "a");
+  EXPECT_CONTAINS(
+      error_of([] { parse_chrome_trace(R"({"traceEvents": [], "traceEvents": []})", "t.json"); }),
+      "t.json: not a Chrome trace: it gives 'traceEvents' twice");
+  EXPECT_CONTAINS(error_of([] { parse_chrome_trace(R"({"traceEvents": {}})", "t.json"); }),
+                  "t.json: not a Chrome trace: no 'traceEvents' array");
+}
+
 TEST_F(TraceFiles, GzipIsReadAndATruncatedStreamIsNamed) {
   const std::string gz = gzip("rank-0.json.gz", kKineto);
   EXPECT_EQ(read_trace_file(gz)[0].activities.size(), 4u);
