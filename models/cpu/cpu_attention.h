@@ -66,6 +66,11 @@ void softmax_rows(const TileRows& t, float scale, float* scores,
 void backward_tile_rows(const TileRows& t, float scale, float* probs, float* grads,
                         const float* lse, const float* deltas);
 
+// deltas[i] = attention_row_delta of row i of `dout` and `out` (rows `ld` floats apart, hd
+// values each), for `rows` rows: several rows at once, each summed in its own column order.
+void row_deltas(const float* dout, const float* out, int64_t ld, int64_t hd, int64_t rows,
+                float* deltas);
+
 // What both kernels hold: the layer's shape, the softmax's scale, the threads of their loops,
 // and what forward keeps for backward, one log-sum-exp per query row and head ([N·H, S]).
 class AttentionBase {

@@ -390,6 +390,40 @@ TEST(KernelMathAttention, CpuKernelsSoftmaxIsTheTileMathBitForBit) {
   EXPECT_EQ(bit_mismatches(got_dk, want_dk), "") << "backward: dk = dSᵀ";
 }
 
+// A row wider than its visible keys (the diagonal tile's early queries): the lane groups past
+// the last visible key are written as zeros without being computed, whatever they held, and
+// the visible ones get the bits of the narrow row, forward and backward.
+TEST(KernelMathAttention, LaneGroupsPastTheVisibleKeysAreZeros) {
+  const int64_t width = 4 * km::kTileLanes, query = 9, cols = 20;  // 10 visible: groups 0 and 1
+  const float scale = 0.7f;
+  std::vector<float> s = random_floats(width, 70), dp = random_floats(width, 71);
+  for (int64_t j = 2 * km::kTileLanes; j < width; ++j) s[static_cast<size_t>(j)] = kNan;
+  std::vector<float> narrow(s.begin(), s.begin() + 2 * km::kTileLanes);
+  std::vector<float> wide = s;
+  km::OnlineSoftmaxRow narrow_row, wide_row;
+  km::online_softmax_tile(narrow.data(), cols, 2 * km::kTileLanes, 0, query, scale, narrow_row);
+  km::online_softmax_tile(wide.data(), cols, width, 0, query, scale, wide_row);
+  EXPECT_EQ(wide_row.max, narrow_row.max);
+  EXPECT_EQ(wide_row.sum, narrow_row.sum);
+  for (int64_t j = 0; j < width; ++j) {
+    const float want = j < 2 * km::kTileLanes ? narrow[static_cast<size_t>(j)] : 0.0f;
+    EXPECT_EQ(km::float_bits(wide[static_cast<size_t>(j)]), km::float_bits(want)) << j;
+  }
+  std::vector<float> narrow_s(s.begin(), s.begin() + 2 * km::kTileLanes), wide_s = s;
+  std::vector<float> narrow_dp(dp.begin(), dp.begin() + 2 * km::kTileLanes), wide_dp = dp;
+  const float lse = narrow_row.log_sum_exp(), delta = 0.3f;
+  km::attention_tile_backward_row(narrow_s.data(), narrow_dp.data(), cols, 2 * km::kTileLanes, 0,
+                                  query, scale, lse, delta);
+  km::attention_tile_backward_row(wide_s.data(), wide_dp.data(), cols, width, 0, query, scale, lse,
+                                  delta);
+  for (int64_t j = 0; j < width; ++j) {
+    const bool live = j < 2 * km::kTileLanes;
+    const auto i = static_cast<size_t>(j);
+    EXPECT_EQ(km::float_bits(wide_s[i]), km::float_bits(live ? narrow_s[i] : 0.0f)) << j;
+    EXPECT_EQ(km::float_bits(wide_dp[i]), km::float_bits(live ? narrow_dp[i] : 0.0f)) << j;
+  }
+}
+
 // vector_exp against float64 exp: within 2 ulp over the softmax's arguments (x <= 0) and GELU's
 // (up to 88); exp(0) = 1 exactly; 0 below float's normal range, +inf above 88, NaN for NaN.
 TEST(KernelMathAttention, VectorExpIsExpWithinTwoUlp) {
