@@ -25,7 +25,8 @@ import sys
 import tempfile
 import time
 
-from anchor_settings import HERE, parse_gpt_spec, venv_python
+from anchor_settings import HERE, OPTIMIZERS, parse_gpt_spec, venv_python
+from side_by_side import scalescope_args
 
 SDPA = "aten::_scaled_dot_product_flash_attention_for_cpu"
 SDPA_BACKWARD = SDPA + "_backward"
@@ -34,11 +35,7 @@ SDPA_BACKWARD = SDPA + "_backward"
 def scalescope_round(args, spec, batch):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "run.json")
-        subprocess.run([args.binary, "train", "--model", spec, "--devices", "cpu:1",
-                        "--threads", str(args.threads), "--batch", str(batch),
-                        "--steps", str(args.warmup + args.steps), "--warmup-steps",
-                        str(args.warmup), "--optimizer", "adam", "--data", "synthetic:device",
-                        "--no-eval", "--check-every", "0", "-q", "--profile-layers", "-o", out],
+        subprocess.run(scalescope_args(args, spec, batch, 1) + ["--profile-layers", "-o", out],
                        check=True, stdout=subprocess.DEVNULL)
         with open(out) as f:
             run = json.load(f)
@@ -61,7 +58,9 @@ def torch_child(args):
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = GPT(spec)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
+    adam = OPTIMIZERS["adam"]
+    opt = torch.optim.Adam(model.parameters(), lr=adam["lr"], betas=(adam["beta1"], adam["beta2"]),
+                           eps=adam["eps"])
     x = torch.randint(0, config.vocab, (batch, config.seq))
     y = torch.randint(0, config.vocab, (batch, config.seq))
     times = []
@@ -120,6 +119,8 @@ def main():
     ap.add_argument("--binary", default=os.path.join(HERE, "..", "..", "build", "scalescope"))
     ap.add_argument("--venv")
     ap.add_argument("--torch-child", help=argparse.SUPPRESS)
+    # What side_by_side.scalescope_args reads besides the above: Adam, fp32.
+    ap.set_defaults(optimizer="adam", precision="fp32")
     ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_child:

@@ -297,8 +297,8 @@ SS_HOST_DEVICE inline float online_softmax_tile(float* s, int64_t cols, int64_t 
   const int64_t visible = causal_visible(cols, key0, query);
   const int64_t live = visible_lane_groups(visible);
   // Loops over the row a lane group at a time, each taking what it writes into the lanes'
-  // maximum or sum as it goes: on a CPU a second pass re-reading the row stalled on the
-  // stores the first had just made (44% of gpt micro's attention forward in softmax_rows).
+  // maximum or sum as it goes: on a CPU a separate pass re-reading the row stalled on the
+  // stores the pass before had just made.
   // Past the groups with a visible column every p is 0, which changes no lane: not computed.
   float lane[kTileLanes];
   for (int64_t l = 0; l < kTileLanes; ++l) lane[l] = -INFINITY;
