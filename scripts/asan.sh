@@ -55,7 +55,11 @@ long+='|models\.torch_training|models\.gpt_torch_training'
 long+='|Target\.ASweepToAccuracySplitsItsSpeedupIntoHardwareAndStatistics|GptTrainer\.LearnsTextBelowItsUnigramEntropy'
 long+='|models\.gpt_torch_reference|scripts\.bundle_layout'
 long+='|LayerBf16\.ConvolutionsAndDenseLayersComputeOnBf16Copies|LayerFp16\.ConvolutionsAndDenseLayersComputeOnFp16Copies'
-ASAN_OPTIONS=$asan ctest --test-dir "$build" --output-on-failure \
+# Two tests at a time on two cores (one per core on larger machines): here, unlike the
+# README's suite, most of the time is the tests' own single-threaded code at -O0 under the
+# sanitizers, not OpenMP loops that two processes would starve at their barriers: 475 s one at
+# a time, 281 s two at a time on the 2-core machine (2026-12-06).
+ASAN_OPTIONS=$asan ctest --test-dir "$build" --output-on-failure -j "$(nproc)" \
   -E "^(harness\.multiprocess|harness\.netns_.*|$long)\$" || status=1
 # Under mpirun and srun, leak checking is off: OpenMPI's MPI_Init allocations are never freed,
 # and many are made by plugins it unloads before the check, so no suppression can name them.
