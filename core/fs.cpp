@@ -119,7 +119,7 @@ std::string keep_previous(const std::string& path) {
   return old;
 }
 
-std::string read_file(const std::string& path) {
+void check_readable(const std::string& path) {
   // A directory opens as a stream that reads nothing: it was then "not valid JSON".
   std::error_code ignored;
   const std::filesystem::file_status status = std::filesystem::status(path, ignored);
@@ -130,6 +130,10 @@ std::string read_file(const std::string& path) {
   SS_CHECK_INPUT(
       !std::filesystem::is_character_file(status) && !std::filesystem::is_block_file(status),
       "cannot read '{}': it is a device, not a file", path);
+}
+
+std::string read_file(const std::string& path) {
+  check_readable(path);
   std::ifstream in(path, std::ios::binary);
   SS_CHECK_INPUT(in.good(), "cannot read '{}': {}", path, std::strerror(errno));
   std::ostringstream contents;

@@ -27,5 +27,8 @@ std::string previous_path(const std::string& path);
 std::string keep_previous(const std::string& path);
 // Reads a whole file; throws a UsageError naming the path and the reason (a directory too).
 std::string read_file(const std::string& path);
+// Throws read_file's UsageError for a path that names a directory or a device (which reads
+// forever); a file, a pipe or a path that does not exist (whose open fails then) passes.
+void check_readable(const std::string& path);
 
 }  // namespace scalescope

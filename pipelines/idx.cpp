@@ -1,18 +1,13 @@
 #include "pipelines/idx.h"
 
 #include <fmt/ranges.h>
-#include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <climits>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <mutex>
 #include <string_view>
 #include <system_error>
 
+#include "core/byte_source.h"
 #include "core/check.h"
 
 namespace scalescope {
@@ -21,87 +16,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int64_t kClasses = 10;
-// gzread() takes and returns int; reading in large pieces keeps the per-call cost invisible.
+// Read a piece at a time so that a lying gzip header costs at most what arrived.
 constexpr size_t kReadChunk = size_t{16} << 20;
-// zlib's default 8 KiB buffer makes decompression of a 26 MB file measurably slower.
-constexpr unsigned kGzBuffer = 1u << 20;
-
-// A sequential byte stream over a raw or a gzip file. read() returns fewer bytes than asked
-// only at the end of the data, and throws on any error.
-class ByteSource {
- public:
-  virtual ~ByteSource() = default;
-  virtual size_t read(uint8_t* dst, size_t n) = 0;
-};
-
-class RawSource final : public ByteSource {
- public:
-  explicit RawSource(const std::string& path) : path_(path), in_(path, std::ios::binary) {
-    SS_CHECK_INPUT(in_.is_open(), "idx file '{}': cannot open: {}", path, std::strerror(errno));
-  }
-  size_t read(uint8_t* dst, size_t n) override {
-    in_.read(reinterpret_cast<char*>(dst), static_cast<std::streamsize>(n));
-    SS_CHECK_INPUT(!in_.bad(), "idx file '{}': read error: {}", path_, std::strerror(errno));
-    return static_cast<size_t>(in_.gcount());
-  }
-
- private:
-  std::string path_;
-  std::ifstream in_;
-};
-
-class GzSource final : public ByteSource {
- public:
-  explicit GzSource(const std::string& path) : path_(path), file_(open(path)) {
-    SS_CHECK_INPUT(file_ != nullptr, "idx file '{}': cannot open: {}", path,
-                   errno != 0 ? std::strerror(errno) : "out of memory");
-    gzbuffer(file_, kGzBuffer);
-  }
-  ~GzSource() override { gzclose(file_); }
-  GzSource(const GzSource&) = delete;
-  GzSource& operator=(const GzSource&) = delete;
-
-  size_t read(uint8_t* dst, size_t n) override {
-    size_t got = 0;
-    while (got < n) {
-      const auto want = static_cast<unsigned>(std::min<size_t>(n - got, INT_MAX));
-      const int r = gzread(file_, dst + got, want);
-      if (r < 0) {
-        int code = Z_OK;
-        const std::string_view message = zlib_message(&code);
-        throw_usage_error(fmt::format("idx file '{}': corrupt gzip data: {}", path_, message));
-      }
-      if (r == 0) {
-        // zlib reports a stream cut short not as an error but as Z_BUF_ERROR at the end.
-        int code = Z_OK;
-        const std::string_view message = zlib_message(&code);
-        SS_CHECK_INPUT(code != Z_BUF_ERROR, "idx file '{}': truncated gzip stream ({})", path_,
-                       message);
-        SS_CHECK_INPUT(code == Z_OK, "idx file '{}': corrupt gzip data: {}", path_, message);
-        break;
-      }
-      got += static_cast<size_t>(r);
-    }
-    return got;
-  }
-
- private:
-  // zlib's message without the "path: " it prefixes, since ours names the file already.
-  std::string_view zlib_message(int* code) const {
-    std::string_view message = gzerror(file_, code);
-    const std::string prefix = path_ + ": ";
-    if (message.starts_with(prefix)) message.remove_prefix(prefix.size());
-    return message;
-  }
-
-  static gzFile open(const std::string& path) {
-    errno = 0;  // gzopen sets errno only when the system refused; 0 then means no memory
-    return gzopen(path.c_str(), "rb");
-  }
-
-  std::string path_;
-  gzFile file_;
-};
 
 uint32_t big_endian(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
@@ -116,14 +32,6 @@ uint64_t regular_file_size(const std::string& path) {
   const uint64_t size = fs::file_size(path, ec);
   SS_CHECK_INPUT(!ec, "idx file '{}': cannot read its size: {}", path, ec.message());
   return size;
-}
-
-bool starts_with_gzip_magic(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  SS_CHECK_INPUT(in.is_open(), "idx file '{}': cannot open: {}", path, std::strerror(errno));
-  unsigned char magic[2] = {0, 0};
-  in.read(reinterpret_cast<char*>(magic), 2);
-  return in.gcount() == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
 }
 
 // "60000x28x28"
@@ -185,13 +93,8 @@ class IdxDataset final : public Dataset {
 IdxArray read_idx_ubyte(const std::string& path, int rank) {
   SS_CHECK(rank >= 1 && rank <= 255, "idx: rank {} is not an IDX rank", rank);
   const uint64_t file_bytes = regular_file_size(path);
-  const bool gzip = starts_with_gzip_magic(path);
-  std::unique_ptr<ByteSource> source;
-  if (gzip) {
-    source = std::make_unique<GzSource>(path);
-  } else {
-    source = std::make_unique<RawSource>(path);
-  }
+  ByteSource source(path, fmt::format("idx file '{}'", path));
+  const bool gzip = source.gzip();
   const char* const in_what = gzip ? " (after gzip decompression)" : "";
   // A name is only a hint; say so when it disagrees with the content.
   const char* const name_hint = !gzip && path.ends_with(".gz")
@@ -201,7 +104,7 @@ IdxArray read_idx_ubyte(const std::string& path, int rank) {
 
   const auto header_bytes = static_cast<size_t>(4 + 4 * rank);
   std::vector<uint8_t> header(header_bytes);
-  const size_t got_header = source->read(header.data(), header_bytes);
+  const size_t got_header = source.read(reinterpret_cast<char*>(header.data()), header_bytes);
   SS_CHECK_INPUT(got_header >= 4,
                  "idx file '{}': truncated: {} bytes{}, too short for an IDX magic{}", path,
                  got_header, in_what, name_hint);
@@ -247,7 +150,7 @@ IdxArray read_idx_ubyte(const std::string& path, int rank) {
   while (total < static_cast<size_t>(payload)) {
     const size_t want = std::min(kReadChunk, static_cast<size_t>(payload) - total);
     array.data.resize(total + want);
-    const size_t got = source->read(array.data.data() + total, want);
+    const size_t got = source.read(reinterpret_cast<char*>(array.data.data() + total), want);
     total += got;
     if (got < want) break;
   }
@@ -255,8 +158,8 @@ IdxArray read_idx_ubyte(const std::string& path, int rank) {
                  "idx file '{}': truncated: dims {} need {} bytes of data{}, found {}", path,
                  dims_text(array.dims), payload, in_what, total);
   // Reading past the end also makes zlib verify the gzip trailer (CRC and length).
-  uint8_t extra = 0;
-  SS_CHECK_INPUT(source->read(&extra, 1) == 0,
+  char extra = 0;
+  SS_CHECK_INPUT(source.read(&extra, 1) == 0,
                  "idx file '{}': trailing bytes{} after the {} bytes of data that dims {} describe",
                  path, in_what, payload, dims_text(array.dims));
   return array;

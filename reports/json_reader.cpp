@@ -1,8 +1,13 @@
 #include "reports/json_reader.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <istream>
+#include <streambuf>
+#include <utility>
 
+#include "core/byte_source.h"
 #include "core/check.h"
 
 namespace scalescope {
@@ -13,13 +18,51 @@ json parse_json(std::string_view text, const std::string& what) {
   return parse_json(text, what, nullptr);
 }
 
-json parse_json(std::string_view text, const std::string& what,
-                const json::parser_callback_t& callback) {
+namespace {
+
+// Any nlohmann exception of parsing `input` becomes an Error naming `what`.
+template <class Input>
+json parse_or_throw(Input&& input, const std::string& what,
+                    const json::parser_callback_t& callback) {
   try {
-    return json::parse(text, callback);
+    return json::parse(std::forward<Input>(input), callback);
   } catch (const json::exception& e) {
     throw_usage_error(fmt::format("{} is not valid JSON: {}", what, e.what()));
   }
+}
+
+// A ByteSource as the std::streambuf that nlohmann's parser reads an istream through (a
+// character at a time, refilled here a piece at a time). What the source throws (a gzip stream
+// cut short) passes through the parser as it is.
+class SourceBuffer final : public std::streambuf {
+ public:
+  explicit SourceBuffer(ByteSource& source) : source_(source) {}
+
+ protected:
+  int_type underflow() override {
+    const size_t got = source_.read(piece_.data(), piece_.size());
+    if (got == 0) return traits_type::eof();
+    setg(piece_.data(), piece_.data(), piece_.data() + got);
+    return traits_type::to_int_type(piece_[0]);
+  }
+
+ private:
+  ByteSource& source_;
+  std::array<char, 1 << 16> piece_;
+};
+
+}  // namespace
+
+json parse_json(std::string_view text, const std::string& what,
+                const json::parser_callback_t& callback) {
+  return parse_or_throw(text, what, callback);
+}
+
+json parse_json(ByteSource& source, const std::string& what,
+                const json::parser_callback_t& callback) {
+  SourceBuffer buffer(source);
+  std::istream in(&buffer);
+  return parse_or_throw(in, what, callback);
 }
 
 json parse_json_unique_keys(std::string_view text, const std::string& what) {

@@ -13,12 +13,17 @@
 
 namespace scalescope {
 
+class ByteSource;  // core/byte_source.h
+
 // Parses JSON text; any nlohmann exception (syntax, depth...) becomes an Error naming `what`
 // ("report run.json is not valid JSON: ..."), the only exception our readers let out.
 nlohmann::json parse_json(std::string_view text, const std::string& what);
 // parse_json with nlohmann's parser callback: it sees each value as it is read and may drop it
 // from the document (returning false), so that a large array need not be held whole.
 nlohmann::json parse_json(std::string_view text, const std::string& what,
+                          const nlohmann::json::parser_callback_t& callback);
+// The same, reading the text from `source` as the parser goes: the text is never held whole.
+nlohmann::json parse_json(ByteSource& source, const std::string& what,
                           const nlohmann::json::parser_callback_t& callback);
 // parse_json for a file a person wrote (a config file): an object that names a key twice is
 // refused too, where parse_json keeps the last value and so silently drops the other.

@@ -65,7 +65,7 @@ std::optional<int64_t> integer_arg(const json& e, const char* key) {
 
 // A complete event's name, start and end; throws naming the event when a field is missing or
 // of the wrong type.
-Activity timed(const json& e, size_t index, const std::string& file) {
+Activity timed(const json& e, size_t index, const std::string& file, NameTable& names) {
   const auto field = [&](const char* key) -> const json& {
     const auto it = e.find(key);
     SS_CHECK(it != e.end(), "{}: traceEvents[{}] ('X' event) has no '{}'", file, index, key);
@@ -85,7 +85,7 @@ Activity timed(const json& e, size_t index, const std::string& file) {
            file, index, name.get<std::string>(), start, length,
            length < 0.0 || length > kMaxDurationUs ? kMaxDurationUs : kMaxTimestampUs);
   Activity a;
-  a.name = name.get<std::string>();
+  a.name = names.intern(name.get_ref<const std::string&>());
   a.start_us = start;
   a.end_us = start + length;
   return a;
@@ -120,59 +120,65 @@ std::optional<int> distributed_int(const json& doc, const char* key) {
   return static_cast<int>(v);
 }
 
-// What the readers keep of one complete ('X') event: taken as the parser meets the event, so
-// that a trace's events never exist together as JSON values (about 1.3 KB each: a 200 MB
-// Kineto trace of 1.6 million events took 2 GB as one document).
-struct CompleteEvent {
-  Activity activity;                 // name and times; kind, lane and correlation per format
-  std::optional<ActivityKind> kind;  // Kineto's, by the event's category
-  int64_t thread = 0;                // its tid as a lane
-  int64_t process = 0;               // its pid as a lane
-  std::optional<int64_t> stream;
-};
-
-// A Chrome trace's complete events and the first error each format's reader raises on them,
-// thrown once the document says which format it is (Kineto's reader checks only the
+// A Chrome trace's complete ('X') events as the readers keep them, taken as the parser meets
+// each event, so that a trace's events never exist together as JSON values (about 1.3 KB each:
+// a 200 MB Kineto trace of 1.6 million events took 2 GB as one document). `activities` holds
+// each event's name, times and correlation, with the kind and lane Kineto's reader gives it;
+// `lanes` the rest, element for element. Each format's reader raises the first error it would
+// on them, thrown once the document says which format it is (Kineto's reader checks only the
 // categories it reads; scalescope's checks every complete event and its process).
 struct CompleteEvents {
-  std::vector<CompleteEvent> events;
+  struct Lanes {
+    int64_t thread = 0;   // its tid as a lane
+    int64_t process = 0;  // its pid as a lane
+    bool kineto = false;  // of a category Kineto's reader reads
+  };
+  std::vector<Activity> activities;
+  std::vector<Lanes> lanes;
+  NameTable names;
   std::exception_ptr kineto_error;
   std::exception_ptr scalescope_error;
 
   void take(const json& e, size_t index, const std::string& file) {
     if (!is_complete_event(e)) return;
     const auto cat = e.find("cat");
-    CompleteEvent c;
-    if (cat != e.end() && cat->is_string())
-      c.kind = kineto_kind(cat->get_ref<const std::string&>());
+    const std::optional<ActivityKind> kind = cat != e.end() && cat->is_string()
+                                                 ? kineto_kind(cat->get_ref<const std::string&>())
+                                                 : std::nullopt;
+    Activity a;
     try {
-      c.activity = timed(e, index, file);
+      a = timed(e, index, file, names);
     } catch (const Error&) {
-      if (c.kind && !kineto_error) kineto_error = std::current_exception();
+      if (kind && !kineto_error) kineto_error = std::current_exception();
       if (!scalescope_error) scalescope_error = std::current_exception();
       return;
     }
-    c.thread = lane_id(e.value("tid", json()));
-    c.process = lane_id(e.value("pid", json()));
-    if (!scalescope_error && (c.process < 0 || c.process >= 1'000'000)) {
+    Lanes l{lane_id(e.value("tid", json())), lane_id(e.value("pid", json())), kind.has_value()};
+    if (!scalescope_error && (l.process < 0 || l.process >= 1'000'000)) {
       scalescope_error = std::make_exception_ptr(UsageError(fmt::format(
-          "{}: traceEvents[{}]: replica (pid) {} out of range", file, index, c.process)));
+          "{}: traceEvents[{}]: replica (pid) {} out of range", file, index, l.process)));
     }
-    c.stream = integer_arg(e, "stream");
-    c.activity.correlation = integer_arg(e, "correlation").value_or(-1);
-    events.push_back(std::move(c));
+    a.kind = kind.value_or(ActivityKind::kHostOp);
+    const std::optional<int64_t> stream = integer_arg(e, "stream");
+    a.lane = on_device(a.kind) && stream ? *stream : l.thread;
+    a.correlation = integer_arg(e, "correlation").value_or(-1);
+    activities.push_back(std::move(a));
+    lanes.push_back(l);
   }
 };
 
-// The document of `text` less its events (the top-level array, or the traceEvents array of
-// the top-level object, left empty), whose elements go one at a time to `events`.
-json read_document(std::string_view text, const std::string& file, CompleteEvents& events) {
+// What read_document parses: the text, or its source, with the callback given.
+using Parse = std::function<json(const json::parser_callback_t&)>;
+
+// The document that `parse` reads less its events (the top-level array, or the traceEvents
+// array of the top-level object, left empty), whose elements go one at a time to `events`.
+json read_document(const Parse& parse, const std::string& file, CompleteEvents& events) {
   using Event = json::parse_event_t;
   int events_depth = -1;  // the events array's, while the parser is inside it
   bool events_seen = false;
   size_t index = 0;
   std::string key;  // the top-level object's latest
-  return parse_json(text, file, [&](int depth, Event event, json& parsed) {
+  return parse([&](int depth, Event event, json& parsed) {
     if (events_depth < 0) {
       if (event == Event::key && depth == 1) key = parsed.get<std::string>();
       if (event == Event::array_start && (depth == 0 || (depth == 1 && key == "traceEvents"))) {
@@ -198,8 +204,9 @@ json read_document(std::string_view text, const std::string& file, CompleteEvent
   });
 }
 
-RankTrace kineto_trace(const json& doc, std::vector<CompleteEvent>& events,
-                       const std::string& file) {
+// The events of Kineto's categories, moved (not copied: a large trace's activities are most
+// of the reader's memory) out of `events`.
+RankTrace kineto_trace(const json& doc, CompleteEvents& events, const std::string& file) {
   RankTrace t;
   t.file = file;
   t.format = TraceFormat::kKineto;
@@ -207,13 +214,16 @@ RankTrace kineto_trace(const json& doc, std::vector<CompleteEvent>& events,
   const std::optional<int> from_name = rank_from_file_name(file);
   t.rank = rank ? *rank : from_name ? *from_name : -1;
   t.world_size = distributed_int(doc, "world_size");
-  for (CompleteEvent& e : events) {
-    if (!e.kind) continue;
-    Activity& a = e.activity;
-    a.kind = *e.kind;
-    a.lane = on_device(a.kind) && e.stream ? *e.stream : e.thread;
-    t.activities.push_back(std::move(a));
+  std::vector<Activity>& kept = events.activities;
+  size_t count = 0;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    if (!events.lanes[i].kineto) continue;
+    if (count != i) kept[count] = std::move(kept[i]);  // a string moved onto itself may empty
+    ++count;
   }
+  kept.resize(count);
+  t.activities = std::move(kept);
+  events.lanes = {};  // not needed any more: its memory back before the sort takes its own
   t.sort();
   return t;
 }
@@ -226,15 +236,14 @@ bool is_scalescope(const json& doc) {
 
 // One rank per replica (the process id of its events); every phase is a range measured where its
 // work ran.
-std::vector<RankTrace> scalescope_traces(std::vector<CompleteEvent>& events,
-                                         const std::string& file) {
+std::vector<RankTrace> scalescope_traces(CompleteEvents& events, const std::string& file) {
   std::map<int64_t, RankTrace> ranks;
-  for (CompleteEvent& e : events) {
-    Activity& a = e.activity;
+  for (size_t i = 0; i < events.activities.size(); ++i) {
+    Activity& a = events.activities[i];
     a.kind = ActivityKind::kAnnotation;
-    a.lane = e.thread;
+    a.lane = events.lanes[i].thread;
     a.correlation = -1;
-    ranks[e.process].activities.push_back(std::move(a));
+    ranks[events.lanes[i].process].activities.push_back(std::move(a));
   }
   std::vector<RankTrace> out;
   for (auto& [pid, t] : ranks) {
@@ -248,17 +257,28 @@ std::vector<RankTrace> scalescope_traces(std::vector<CompleteEvent>& events,
   return out;
 }
 
-}  // namespace
-
-std::vector<RankTrace> parse_chrome_trace(std::string_view text, const std::string& file) {
+std::vector<RankTrace> chrome_traces(const Parse& parse, const std::string& file) {
   CompleteEvents events;
-  const json doc = read_document(text, file, events);
+  const json doc = read_document(parse, file, events);
   trace_events(doc, file);  // the document has its events array
   const bool ours = is_scalescope(doc);
   const std::exception_ptr& error = ours ? events.scalescope_error : events.kineto_error;
   if (error) std::rethrow_exception(error);
-  return ours ? scalescope_traces(events.events, file)
-              : std::vector{kineto_trace(doc, events.events, file)};
+  return ours ? scalescope_traces(events, file) : std::vector{kineto_trace(doc, events, file)};
+}
+
+}  // namespace
+
+std::vector<RankTrace> parse_chrome_trace(std::string_view text, const std::string& file) {
+  return chrome_traces(
+      [&](const json::parser_callback_t& callback) { return parse_json(text, file, callback); },
+      file);
+}
+
+std::vector<RankTrace> parse_chrome_trace(ByteSource& source, const std::string& file) {
+  return chrome_traces(
+      [&](const json::parser_callback_t& callback) { return parse_json(source, file, callback); },
+      file);
 }
 
 }  // namespace scalescope::traces

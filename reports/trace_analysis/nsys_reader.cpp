@@ -135,7 +135,8 @@ std::vector<Source> sources(const Database& d) {
 }
 
 // Reads one table's rows into the processes' traces.
-void read_source(const Database& d, const Source& src, std::map<int64_t, RankTrace>& processes) {
+void read_source(const Database& d, const Source& src, NameTable& names,
+                 std::map<int64_t, RankTrace>& processes) {
   Statement s = prepare(d, src.sql, src.table);
   int64_t row_index = 0;
   each_row(d, s, src.table, [&](sqlite3_stmt* r) {
@@ -158,9 +159,9 @@ void read_source(const Database& d, const Source& src, std::map<int64_t, RankTra
     a.lane = sqlite3_column_int64(r, 3);
     a.correlation = sqlite3_column_type(r, 4) == SQLITE_INTEGER ? sqlite3_column_int64(r, 4) : -1;
     const unsigned char* name = sqlite3_column_text(r, 5);
-    a.name = src.kind == ActivityKind::kMemcpy ? copy_name(sqlite3_column_int64(r, 6))
-             : name != nullptr                 ? reinterpret_cast<const char*>(name)
-                                               : "";
+    a.name = names.intern(src.kind == ActivityKind::kMemcpy ? copy_name(sqlite3_column_int64(r, 6))
+                          : name != nullptr                 ? reinterpret_cast<const char*>(name)
+                                                            : "");
     processes[sqlite3_column_int64(r, 2) >> kPidShift].activities.push_back(std::move(a));
     ++row_index;
   });
@@ -181,7 +182,8 @@ std::vector<RankTrace> read_nsys_export(const std::string& path) {
            "export a report with `nsys export --type sqlite`",
            path);
   std::map<int64_t, RankTrace> processes;
-  for (const Source& src : srcs) read_source(d, src, processes);
+  NameTable names;
+  for (const Source& src : srcs) read_source(d, src, names, processes);
   // Processes that only made OS or runtime calls (a launcher, a daemon) are no rank.
   std::erase_if(processes, [](const auto& entry) {
     const std::vector<Activity>& a = entry.second.activities;

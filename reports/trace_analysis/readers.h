@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/byte_source.h"
 #include "reports/trace_analysis/trace_model.h"
 
 namespace scalescope::traces {
@@ -20,13 +21,11 @@ std::vector<RankTrace> read_trace_file(const std::string& path);
 // rank: the rank of its distributedInfo, else of its file name (rank_from_file_name), else
 // unknown (rank -1: the caller numbers it). scalescope's trace is one rank per replica.
 std::vector<RankTrace> parse_chrome_trace(std::string_view text, const std::string& file);
+// The same from a source (a file, decompressed if it is gzip), read as the parser goes.
+std::vector<RankTrace> parse_chrome_trace(ByteSource& source, const std::string& file);
 
 // An Nsight Systems SQLite export, one rank per profiled process that ran device work or NVTX
 // ranges (in process id order; a single process takes the rank of its file name, if any).
 std::vector<RankTrace> read_nsys_export(const std::string& path);
-
-// The bytes of a file, decompressed when they start with gzip's magic. Throws Error naming the
-// file when it cannot be read or its gzip stream is corrupt or cut short.
-std::string read_maybe_gzipped(const std::string& path);
 
 }  // namespace scalescope::traces

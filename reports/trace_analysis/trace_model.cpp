@@ -38,6 +38,12 @@ std::string_view to_string(ActivityKind kind) {
   return "?";
 }
 
+Name NameTable::intern(const std::string& text) {
+  const auto it = names_.find(text);
+  if (it != names_.end()) return it->second;
+  return names_.emplace(text, Name(text)).first->second;
+}
+
 bool RankTrace::has_device() const {
   return std::any_of(activities.begin(), activities.end(),
                      [](const Activity& a) { return on_device(a.kind); });

@@ -5,9 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace scalescope::traces {
@@ -32,8 +35,36 @@ constexpr bool on_device(ActivityKind kind) {
          kind == ActivityKind::kMemset;
 }
 
+// An activity's name, one string shared by every activity of that name: a trace repeats a few
+// thousand names over millions of activities, and a string of its own per activity (a kernel's
+// name runs to a hundred characters and more) took more memory than the rest of the activity.
+class Name {
+ public:
+  Name() = default;
+  Name(std::string text)  // NOLINT: implicit, a name is its text
+      : text_(std::make_shared<const std::string>(std::move(text))) {}
+  Name(const char* text) : Name(std::string(text)) {}  // NOLINT: as above
+
+  std::string_view view() const { return text_ ? std::string_view(*text_) : std::string_view(); }
+  operator std::string_view() const { return view(); }  // NOLINT: as above
+  bool operator==(std::string_view other) const { return view() == other; }
+  friend std::ostream& operator<<(std::ostream& out, const Name& n) { return out << n.view(); }
+
+ private:
+  std::shared_ptr<const std::string> text_;
+};
+
+// What the readers make names with: the same text gives the same shared Name.
+class NameTable {
+ public:
+  Name intern(const std::string& text);
+
+ private:
+  std::unordered_map<std::string, Name> names_;
+};
+
 struct Activity {
-  std::string name;
+  Name name;
   ActivityKind kind = ActivityKind::kHostOp;
   double start_us = 0.0;
   double end_us = 0.0;  // >= start_us

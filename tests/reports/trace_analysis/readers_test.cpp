@@ -4,8 +4,15 @@
 #include <sqlite3.h>
 #include <zlib.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <thread>
 
 #include "reports/trace_analysis/job.h"
 #include "tests/reports/trace_analysis/trace_builders.h"
@@ -126,6 +133,25 @@ TEST(ChromeReader, BadEventsAreNamed) {
                   "traceEvents[0] ('k'): ts 5 µs, dur -1 µs is no time of a trace");
 }
 
+// A trace repeats a few names over millions of events: each name's text is held once, the
+// events of a name pointing at it, while the events of a dropped category leave the trace.
+TEST(ChromeReader, EventsOfOneNameShareItsText) {
+  const std::string kineto = R"json({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::addmm_with_a_name_longer_than_sso", "pid": 1,
+     "tid": 2, "ts": 1, "dur": 1},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 2, "ts": 2, "dur": 1},
+    {"ph": "X", "cat": "ac2g", "name": "aten::relu", "pid": 1, "tid": 2, "ts": 2.5, "dur": 1},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::addmm_with_a_name_longer_than_sso", "pid": 1,
+     "tid": 2, "ts": 3, "dur": 1}]})json";
+  const std::vector<Activity> a = parse_chrome_trace(kineto, "rank-0.json")[0].activities;
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[0].name, "aten::addmm_with_a_name_longer_than_sso");
+  EXPECT_EQ(a[1].name, "aten::relu");
+  EXPECT_EQ(a[2].name, a[0].name.view());
+  EXPECT_EQ(a[2].name.view().data(), a[0].name.view().data());
+  EXPECT_NE(a[1].name.view().data(), a[0].name.view().data());
+}
+
 // The reader takes each event as the parser meets it, before it knows the trace's format
 // (otherData may come after the events): each format's errors are still its own.
 TEST(ChromeReader, EachFormatChecksTheEventsItReads) {
@@ -199,6 +225,36 @@ TEST_F(TraceFiles, GzipIsReadAndATruncatedStreamIsNamed) {
   const std::string bad = write("bad.json.gz", corrupt);
   EXPECT_CONTAINS(error_of([&] { read_trace_file(bad); }), bad + ": the gzip stream is corrupt");
   EXPECT_CONTAINS(error_of([&] { read_trace_file(path("missing.json")); }), "missing.json");
+}
+
+// `analyze <(zcat trace.json.gz)`: a pipe is read once, from its first byte (the check for an
+// Nsight Systems export once opened it on its own and took the first 16 bytes), raw or gzip.
+TEST_F(TraceFiles, APipeIsReadAsAFileIs) {
+  std::string gz_bytes;
+  {
+    std::ifstream in(gzip("piped.json.gz", kKineto), std::ios::binary);
+    gz_bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  for (const std::string& bytes : {std::string(kKineto), gz_bytes}) {
+    const std::string fifo = path("fifo");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << bytes; });
+    std::vector<RankTrace> t;
+    auto reading =
+        std::async(std::launch::async, [&] { EXPECT_NO_THROW(t = read_trace_file(fifo)); });
+    // A reader that opens the pipe a second time waits for a writer that is gone: fail, and
+    // end its wait with a writer that writes nothing.
+    if (reading.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+      ADD_FAILURE() << "the reader opened the pipe twice and waits";
+      ::close(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK));
+    }
+    reading.get();
+    writer.join();
+    fs::remove(fifo);
+    ASSERT_EQ(t.size(), 1u);
+    EXPECT_EQ(t[0].rank, 3);
+    EXPECT_EQ(t[0].activities.size(), 4u);
+  }
 }
 
 // An export with two processes: the kernels and copies of one GPU rank each, NVTX steps, a runtime
