@@ -30,13 +30,25 @@ enum Slot {
   kSlots
 };
 
-struct Segment {
-  double start_us;
-  double end_us;
-  Slot slot;
+// Where a stretch of one class of work starts (delta +1) or ends (-1). The stretches are kept
+// only as their edges, 16 bytes each: a trace's millions of activities make as many stretches,
+// and the sweep needs no more of them than this.
+struct Edge {
+  double t;
+  int32_t delta;
+  uint8_t slot;  // a Slot
   // On the lane the steps are on, in a trace without device activity: the training thread,
   // whose own work is what the step spends; other threads' work counts only while it waits.
-  bool main = false;
+  bool main;
+};
+static_assert(sizeof(Edge) == 16);
+
+struct Edges {
+  std::vector<Edge> edges;
+  void add(double start_us, double end_us, Slot slot, bool main) {
+    edges.push_back({start_us, +1, static_cast<uint8_t>(slot), main});
+    edges.push_back({end_us, -1, static_cast<uint8_t>(slot), main});
+  }
 };
 
 Slot compute_slot(Context context) {
@@ -84,7 +96,7 @@ struct Frame {
 // the phase each runtime call was made in, by correlation id, for the kernels it launched.
 class LaneFlattener {
  public:
-  LaneFlattener(bool host_work, bool main, std::vector<Segment>& out,
+  LaneFlattener(bool host_work, bool main, Edges& out,
                 std::unordered_map<int64_t, Context>& launches)
       : host_work_(host_work), main_(main), out_(out), launches_(launches) {}
 
@@ -110,6 +122,7 @@ class LaneFlattener {
   }
   void finish() {
     while (!stack_.empty()) pop();
+    flush();
   }
 
  private:
@@ -131,42 +144,62 @@ class LaneFlattener {
     if (until <= t_) return;
     const Work w = f.effective();
     if (!host_work_ && w != Work::kInput) return;
-    if (const std::optional<Slot> s = slot_of(w, f.context)) {
-      out_.push_back({t_, until, *s, main_});
+    const std::optional<Slot> s = slot_of(w, f.context);
+    if (!s) return;
+    // A stretch that goes on where the last one of its class ended is the same stretch to the
+    // sweep: one pair of edges for a nest of ops of one class, not a pair per op.
+    if (pending_ && pending_->slot == *s && pending_->end_us == t_) {
+      pending_->end_us = until;
+      return;
     }
+    flush();
+    pending_ = Stretch{t_, until, *s};
   }
+  void flush() {
+    if (pending_) out_.add(pending_->start_us, pending_->end_us, pending_->slot, main_);
+    pending_.reset();
+  }
+
+  struct Stretch {
+    double start_us;
+    double end_us;
+    Slot slot;
+  };
 
   bool host_work_;
   bool main_;
-  std::vector<Segment>& out_;
+  Edges& out_;
   std::unordered_map<int64_t, Context>& launches_;
   std::vector<Frame> stack_;
   double t_ = 0.0;
+  std::optional<Stretch> pending_;  // the last stretch, while the next may go on with it
 };
 
-std::vector<Segment> segments_of(const RankTrace& trace, int64_t step_lane) {
+std::vector<Edge> edges_of(const RankTrace& trace, int64_t step_lane) {
   const bool device = trace.has_device();
-  std::vector<Segment> out;
+  Edges out;
   std::unordered_map<int64_t, Context> launches;
-  std::map<int64_t, std::vector<const Activity*>> lanes;
+  // Each lane's activities come to its flattener in time order, the lanes interleaved.
+  std::unordered_map<int64_t, LaneFlattener> lanes;
   for (const Activity& a : trace.activities) {
-    if (!on_device(a.kind)) lanes[a.lane].push_back(&a);
+    if (on_device(a.kind)) continue;
+    auto it = lanes.find(a.lane);
+    if (it == lanes.end()) {
+      it = lanes.try_emplace(a.lane, !device, !device && a.lane == step_lane, out, launches).first;
+    }
+    it->second.add(a);
   }
-  for (const auto& [lane, activities] : lanes) {
-    LaneFlattener f(!device, !device && lane == step_lane, out, launches);
-    for (const Activity* a : activities) f.add(*a);
-    f.finish();
-  }
+  for (auto& [lane, flattener] : lanes) flattener.finish();
   for (const Activity& a : trace.activities) {
     if (!on_device(a.kind) || a.end_us <= a.start_us) continue;
     const Class c = classify(a);
     const auto launch = launches.find(a.correlation);
     const Context context = launch != launches.end() ? launch->second : Context::kNone;
     if (const std::optional<Slot> s = slot_of(c.work, context); s && *s != kInput) {
-      out.push_back({a.start_us, a.end_us, *s});
+      out.add(a.start_us, a.end_us, *s, false);
     }
   }
-  return out;
+  return std::move(out.edges);
 }
 
 // One stretch of time between two boundaries of the segments, and what ran in it.
@@ -178,23 +211,12 @@ struct Piece {
   bool h2d;
 };
 
-std::vector<Piece> sweep(const std::vector<Segment>& segments) {
-  struct Edge {
-    double t;
-    int delta;
-    Slot slot;
-    bool main;
-  };
-  std::vector<Edge> edges;
-  edges.reserve(segments.size() * 2);
-  for (const Segment& s : segments) {
-    edges.push_back({s.start_us, +1, s.slot, s.main});
-    edges.push_back({s.end_us, -1, s.slot, s.main});
-  }
+// Calls `piece` with each stretch between two edges, in time order.
+template <class OnPiece>
+void sweep(std::vector<Edge> edges, const OnPiece& piece) {
   std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.t < b.t; });
   // [0]: the training thread's segments, [1]: the others'; the first running of [0] wins.
   std::array<std::array<int, kSlots>, 2> running{};
-  std::vector<Piece> out;
   for (size_t i = 0; i < edges.size();) {
     const double t = edges[i].t;
     for (; i < edges.size() && edges[i].t == t; ++i) {
@@ -208,9 +230,8 @@ std::vector<Piece> sweep(const std::vector<Segment>& segments) {
       }
     }
     const bool comm = running[0][kComm] > 0 || running[1][kComm] > 0;
-    out.push_back({t, edges[i].t, top, comm, running[0][kH2D] > 0 || running[1][kH2D] > 0});
+    piece(Piece{t, edges[i].t, top, comm, running[0][kH2D] > 0 || running[1][kH2D] > 0});
   }
-  return out;
 }
 
 void add_piece(StepBreakdown& b, const Piece& p, double us) {
@@ -285,14 +306,14 @@ std::vector<StepBreakdown> break_down(const RankTrace& trace,
     out[i].step_ms = (steps[i].end_us - steps[i].start_us) / 1e3;
   }
   size_t first = 0;
-  for (const Piece& p : sweep(segments_of(trace, steps.empty() ? 0 : steps.front().lane))) {
+  sweep(edges_of(trace, steps.empty() ? 0 : steps.front().lane), [&](const Piece& p) {
     while (first < steps.size() && steps[first].end_us <= p.start_us) ++first;
     for (size_t k = first; k < steps.size() && steps[k].start_us < p.end_us; ++k) {
       const double us =
           std::min(p.end_us, steps[k].end_us) - std::max(p.start_us, steps[k].start_us);
       if (us > 0.0) add_piece(out[k], p, us);
     }
-  }
+  });
   for (StepBreakdown& b : out) {
     b.idle_ms = std::max(0.0, b.step_ms - b.busy_ms() - b.input_ms);
   }
