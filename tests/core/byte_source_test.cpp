@@ -4,19 +4,20 @@
 
 #include <gtest/gtest.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
 
+#include "tests/gzip_util.h"
 #include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
 
 using testing_util::error_of;
+using testing_util::gzip;
 
 class ByteSourceTest : public ::testing::Test {
  protected:
@@ -31,20 +32,6 @@ class ByteSourceTest : public ::testing::Test {
     const std::string path = dir_ + "/" + name;
     std::ofstream(path, std::ios::binary) << bytes;
     return path;
-  }
-  // One gzip member of `text`.
-  static std::string gzip(const std::string& text) {
-    z_stream z{};
-    EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-    std::string out(deflateBound(&z, text.size()) + 32, '\0');
-    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-    z.avail_in = static_cast<uInt>(text.size());
-    z.next_out = reinterpret_cast<Bytef*>(out.data());
-    z.avail_out = static_cast<uInt>(out.size());
-    EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-    out.resize(z.total_out);
-    deflateEnd(&z);
-    return out;
   }
   // Everything `source` gives, `piece` bytes a call.
   static std::string read_all(ByteSource& source, size_t piece) {

@@ -2,34 +2,14 @@
 // images and labels). The first byte picks the case: bit 0, the rest is gzip-compressed here
 // first (so that mutations of the IDX content also reach the gzip path; corrupt gzip data comes
 // from inputs that start with the gzip magic themselves); bit 1, rank 3 (images) or 1 (labels).
-#include <zlib.h>
-
 #include <string>
 
 #include "pipelines/idx.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/gzip_util.h"
 
 using namespace scalescope;
-
-namespace {
-
-std::string gzip(std::string_view raw) {
-  z_stream z{};
-  // windowBits 15 + 16: a gzip header and trailer rather than zlib's.
-  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-    __builtin_trap();
-  std::string out(deflateBound(&z, raw.size()), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
-  z.avail_in = static_cast<uInt>(raw.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  if (deflate(&z, Z_FINISH) != Z_STREAM_END) __builtin_trap();
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
-
-}  // namespace
+using testing_util::gzip;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

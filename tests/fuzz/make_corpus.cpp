@@ -2,7 +2,6 @@
 // as the formats change: make_corpus OUT writes OUT/<fuzzer>/<seed> for every fuzzer and
 // OUT/<fuzzer>.dict (libFuzzer's dictionary format) of the JSON keys of its seeds.
 #include <fmt/format.h>
-#include <zlib.h>
 
 #include <filesystem>
 #include <set>
@@ -23,6 +22,7 @@
 #include "reports/trace_analysis/readers.h"
 #include "reports/writers/trace.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/gzip_util.h"
 #include "tests/reports/sweep_fixtures.h"
 
 using namespace scalescope;
@@ -71,20 +71,6 @@ void flags_dict(const std::string& fuzzer) {
   write_file_atomic((fs::path(out_dir) / (fuzzer + ".dict")).string(), text);
 }
 
-std::string gzip(const std::string& raw) {
-  z_stream z{};
-  deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&z, raw.size()), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
-  z.avail_in = static_cast<uInt>(raw.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
-
 std::string idx(const std::vector<uint32_t>& dims) {
   std::string s = {0, 0, 8, static_cast<char>(dims.size())};
   size_t n = 1;
@@ -115,7 +101,8 @@ void datasets() {
   seed("idx", "images", std::string(1, '\2') + idx({2, 3, 3}));
   seed("idx", "labels-gz-here", std::string(1, '\1') + idx({5}));
   seed("idx", "images-gz-here", std::string(1, '\3') + idx({2, 3, 3}));
-  seed("idx", "images-gz-file", std::string(1, '\2') + gzip(idx({2, 3, 3})));
+  seed("idx", "images-gz-file",
+       std::string(1, '\2') + testing_util::gzip(idx({2, 3, 3}), Z_BEST_COMPRESSION));
   std::string record(static_cast<size_t>(kCifarRecord), '\0');
   record[0] = 3;
   for (size_t i = 1; i < record.size(); ++i) record[i] = static_cast<char>(i * 7);
