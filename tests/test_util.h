@@ -5,18 +5,29 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/random.h"
 
 #define EXPECT_CONTAINS(text, part)                          \
   EXPECT_NE(std::string(text).find(part), std::string::npos) \
       << "'" << (text) << "' lacks '" << (part) << "'"
 
 namespace scalescope::testing_util {
+
+// `count` values drawn uniformly from [lo, hi) by Rng(seed): the same on every machine.
+inline std::vector<float> uniform_values(int64_t count, uint64_t seed, float lo = -1.0f,
+                                         float hi = 1.0f) {
+  Rng rng(seed);
+  std::vector<float> v(static_cast<size_t>(count));
+  for (float& x : v) x = rng.uniform(lo, hi);
+  return v;
+}
 
 // The message of the scalescope::Error that `f` throws, or "<no error thrown>".
 template <class F>

@@ -24,6 +24,7 @@
 #include "models/kernels.h"
 #include "models/layer_spec.h"
 #include "tests/models/precision_scope.h"
+#include "tests/test_util.h"
 
 namespace scalescope::cuda_test {
 
@@ -48,10 +49,7 @@ class Tf32Scope : public ScopedPrecision {
 
 inline std::vector<float> random_values(int64_t n, uint64_t seed, float lo = -1.0f,
                                         float hi = 1.0f) {
-  Rng rng(seed);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = rng.uniform(lo, hi);
-  return v;
+  return testing_util::uniform_values(n, seed, lo, hi);
 }
 
 // max |got - want| / max |want|; infinite when the sizes differ or a NaN appears on one side

@@ -15,15 +15,9 @@
 #include "core/random.h"
 #include "core/tensor.h"
 #include "models/kernels.h"
+#include "tests/test_util.h"
 
 namespace scalescope::testing_util {
-
-inline std::vector<float> uniform_values(int64_t count, uint64_t seed, float lo, float hi) {
-  Rng rng(seed);
-  std::vector<float> v(static_cast<size_t>(count));
-  for (float& x : v) x = rng.uniform(lo, hi);
-  return v;
-}
 
 // unscale_gradients on `device`: the gradients and the flag it wrote.
 inline std::pair<std::vector<float>, float> unscaled(Device& device,
