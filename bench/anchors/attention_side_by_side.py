@@ -3,6 +3,7 @@ its own training step of the same GPT (issue 39: attention at >= 1.2x PyTorch's 
 
 Usage: python3 bench/anchors/attention_side_by_side.py [--cases gpt:preset=mini:16,...]
        [--rounds 3] [--threads 2] [--steps 8] [--warmup 5] [--binary build/scalescope]
+       [--with-sgemm]
 
 Each round runs both systems one after the other (the order reversed every other round), one
 process each, on one device of --threads threads, Adam, synthetic tokens:
@@ -13,6 +14,9 @@ process each, on one device of --threads threads, Adam, synthetic tokens:
               the self time of aten::_scaled_dot_product_flash_attention_for_cpu and of its
               backward per step, per layer. The heads' transposes and the copy of the output
               back to [N, S, D] around SDPA are not counted, which favours PyTorch.
+  scalescope-sgemm  (with --with-sgemm) scalescope with SCALESCOPE_ATTENTION_PRODUCTS=sgemm: its
+              fp32 products as oneDNN's sgemm instead of in AVX-512 registers, for a before
+              and after in the same rounds.
 Both also give their median step (PyTorch's under the profiler). Prints a Markdown table: per
 case the medians over rounds, ms per attention layer and step.
 """
@@ -32,11 +36,12 @@ SDPA = "aten::_scaled_dot_product_flash_attention_for_cpu"
 SDPA_BACKWARD = SDPA + "_backward"
 
 
-def scalescope_round(args, spec, batch):
+def scalescope_round(args, spec, batch, products="tiles"):
+    env = dict(os.environ, SCALESCOPE_ATTENTION_PRODUCTS=products)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "run.json")
         subprocess.run(scalescope_args(args, spec, batch, 1) + ["--profile-layers", "-o", out],
-                       check=True, stdout=subprocess.DEVNULL)
+                       check=True, stdout=subprocess.DEVNULL, env=env)
         with open(out) as f:
             run = json.load(f)
     layers = [l for l in run["layer_profile"] if "CausalSelfAttention" in l["layer_name"]]
@@ -118,6 +123,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--binary", default=os.path.join(HERE, "..", "..", "build", "scalescope"))
     ap.add_argument("--venv")
+    ap.add_argument("--with-sgemm", action="store_true",
+                    help="also run scalescope with its attention's products as oneDNN's sgemm")
     ap.add_argument("--torch-child", help=argparse.SUPPRESS)
     # What side_by_side.scalescope_args reads besides the above: Adam, fp32.
     ap.set_defaults(optimizer="adam", precision="fp32")
@@ -126,15 +133,16 @@ def main():
     if args.torch_child:
         return torch_child(args)
     print("| case | system | attention forward ms | backward ms | fwd + bwd ms | step ms |"
-          " SDPA ÷ scalescope (attention) |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+          " SDPA ÷ system (attention) |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for spec, batch in args.cases:
         case = f"{spec}:{batch}"
-        runs = {"scalescope": [], "torch": []}
+        systems = ["scalescope", "torch"] + (["scalescope-sgemm"] if args.with_sgemm else [])
+        runs = {system: [] for system in systems}
+        rounds = {"scalescope": scalescope_round, "torch": torch_round,
+                  "scalescope-sgemm": lambda *a: scalescope_round(*a, products="sgemm")}
         for r in range(args.rounds):
-            order = ["scalescope", "torch"] if r % 2 == 0 else ["torch", "scalescope"]
-            for system in order:
-                run = scalescope_round if system == "scalescope" else torch_round
-                runs[system].append(run(args, spec, batch))
+            for system in systems if r % 2 == 0 else systems[::-1]:
+                runs[system].append(rounds[system](args, spec, batch))
                 print(f"round {r + 1}/{args.rounds} {case} {system}: {runs[system][-1]}",
                       file=sys.stderr)
         medians = {s: {k: statistics.median(x[k] for x in v) for k in ("forward", "backward",
@@ -142,7 +150,7 @@ def main():
                    for s, v in runs.items()}
         both = {s: m["forward"] + m["backward"] for s, m in medians.items()}
         for system, m in medians.items():
-            ratio = f"{both['torch'] / both['scalescope']:.2f}" if system == "torch" else ""
+            ratio = f"{both['torch'] / both[system]:.2f}" if system != "torch" else ""
             print(f"| {case} | {system} | {m['forward']:.3f} | {m['backward']:.3f} |"
                   f" {both[system]:.3f} | {m['step']:.2f} | {ratio} |")
     return 0

@@ -1,10 +1,11 @@
-// GPT-2's causal self-attention on CPU, fused: no T × T matrix is ever kept. Single-threaded
-// oneDNN sgemm calls run on q, k and v where they lie in the input rows [N, S, 3D] (no
-// per-head copies). Forward takes a tile of kTile queries at a time against every key it
-// sees: one product for their scores (kTile × up to S floats, per thread), each row's softmax
-// (kernel_math/attention_math.h's tile functions), one product into the output. What forward
-// keeps for backward is one float per query row and head, the row's log-sum-exp: memory
-// linear in the sequence, where keeping the probabilities would be quadratic. Backward
+// GPT-2's causal self-attention on CPU, fused: no T × T matrix is ever kept. The products run
+// on one thread each, on q, k and v where they lie in the input rows [N, S, 3D] (no per-head
+// copies), in AVX-512 registers (tile_products.h: only the part the causal mask leaves) or
+// as oneDNN's sgemm where the CPU has no AVX-512. Forward takes a tile of kTile queries at a time
+// against every key it sees: one product for their scores (kTile × up to S floats, per thread),
+// each row's softmax (kernel_math/attention_math.h's tile functions), one product into the output.
+// What forward keeps for backward is one float per query row and head, the row's log-sum-exp:
+// memory linear in the sequence, where keeping the probabilities would be quadratic. Backward
 // recomputes the probabilities from it a key tile at a time, against every query that sees
 // the tile, in the same kind of block. Keys after every query of a tile are never multiplied:
 // causal attention does about half the products of full attention. (Flash attention takes the
@@ -28,8 +29,10 @@
 
 #include "core/buffer.h"
 #include "core/check.h"
+#include "core/env.h"
 #include "models/cpu/cpu_attention.h"
 #include "models/cpu/cpu_kernels.h"
+#include "models/cpu/tile_products.h"
 #include "models/cpu/vector_clones.h"
 #include "models/kernel_math/attention_math.h"
 
@@ -44,6 +47,7 @@ using cpu_attention::out_offset;
 using cpu_attention::qkv_offset;
 using cpu_attention::tile_count;
 using cpu_attention::tile_size;
+using cpu_attention::TileMask;
 
 // A row-major matrix where it lies: `ld` floats from one row to the next.
 struct Rows {
@@ -55,20 +59,47 @@ struct MutableRows {
   int64_t ld;
 };
 
-// C[m, n] = op(A)·op(B) + beta·C, one thread (the caller's: inside our parallel loops oneDNN's
-// gemm does not start threads of its own). op(A) is [m, k], op(B) [k, n]; a transposed operand
-// is stored untransposed. Never throws (it runs inside OpenMP loops): a failure is counted.
-void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, Rows a, Rows b,
-          float beta, MutableRows c, std::atomic<int>& failures) {
-  const dnnl_status_t status = dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n, k,
-                                          1.0f, a.at, a.ld, b.at, b.ld, beta, c.at, c.ld);
-  if (status != dnnl_success) failures.fetch_add(1, std::memory_order_relaxed);
+// One of the attention's products: C[m, n] = op(A)·op(B) + beta·C (beta 0 or 1), op(A) [m, k],
+// op(B) [k, n], a transposed operand stored untransposed; `mask` and `diag` say which part the
+// causal mask leaves (tile_products.h), which the tiles skip and sgemm computes anyway.
+struct Product {
+  bool transpose_a, transpose_b;
+  int64_t m, n, k;
+  Rows a, b;
+  float beta;
+  MutableRows c;
+  cpu_attention::TileMask mask;
+  int64_t diag;
+};
+
+// Runs `p` on the caller's thread: in AVX-512 registers where `tiles` (B read transposed is
+// first laid out by rows in `pack`, k × round_up(n, 16) floats), else as oneDNN's sgemm, which
+// inside our parallel loops starts no threads of its own. Never throws (it runs inside OpenMP
+// loops): a failed sgemm is counted.
+void run(const Product& p, bool tiles, float* pack, std::atomic<int>& failures) {
+  if (!tiles) {
+    const dnnl_status_t status =
+        dnnl_sgemm(p.transpose_a ? 'T' : 'N', p.transpose_b ? 'T' : 'N', p.m, p.n, p.k, 1.0f,
+                   p.a.at, p.a.ld, p.b.at, p.b.ld, p.beta, p.c.at, p.c.ld);
+    if (status != dnnl_success) failures.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  Rows b = p.b;
+  if (p.transpose_b) {
+    b = {pack, cpu_attention::pack_ld(p.n)};
+    cpu_attention::transpose_rows(p.b.at, p.b.ld, p.n, p.k, pack, b.ld);
+  }
+  const cpu_attention::TileOperand a = p.transpose_a
+                                           ? cpu_attention::TileOperand{p.a.at, 1, p.a.ld}
+                                           : cpu_attention::TileOperand{p.a.at, p.a.ld, 1};
+  cpu_attention::tile_product(
+      {p.m, p.n, p.k, a, b.at, b.ld, p.c.at, p.c.ld, p.beta != 0.0f, p.mask, p.diag});
 }
 
 class AttentionKernel final : public LayerKernel, private cpu_attention::AttentionBase {
  public:
   AttentionKernel(const CausalSelfAttentionSpec& spec, const LayerBinding& b, Device& device)
-      : AttentionBase(spec, b, device) {
+      : AttentionBase(spec, b, device), tiles_(tiles_run()) {
     reserve_scratch(static_cast<size_t>(scratch_bytes()));
   }
 
@@ -95,10 +126,11 @@ class AttentionKernel final : public LayerKernel, private cpu_attention::Attenti
     });
   }
 
-  // oneDNN's gemm is deterministic for a fixed thread count (one, here), and so are our loops.
+  // oneDNN's gemm is deterministic for a fixed thread count (one, here), and so are the tiles
+  // and our loops.
   std::vector<KernelChoice> choices() const override {
-    const std::string name =
-        fmt::format("fused causal attention, blocks of {} rows: dnnl_sgemm + softmax", kTile);
+    const std::string name = fmt::format("fused causal attention, blocks of {} rows: {} + softmax",
+                                         kTile, tiles_ ? "AVX-512 tile products" : "dnnl_sgemm");
     return {{"forward", name, "fp32", "NSC", true, scratch_bytes()},
             {"backward-data", name, "fp32", "NSC", true, scratch_bytes()}};
   }
@@ -118,12 +150,30 @@ class AttentionKernel final : public LayerKernel, private cpu_attention::Attenti
   // scores in the first; backward: a key tile's probabilities and their gradients against
   // every query, kTile wide), then one float per query row (forward: the rows' softmax
   // maxima and sums; backward: the deltas).
+  int64_t row_floats() const {
+    return std::max(shape_.seq, 2 * kTile);
+  }
+  // ... then, for the tiles, the keys or values of a product read transposed, laid out by rows.
   int64_t scratch_floats() const {
-    return 2 * block_floats() + std::max(shape_.seq, 2 * kTile);
+    const int64_t packed = shape_.head_dim * cpu_attention::pack_ld(std::max(shape_.seq, kTile));
+    return 2 * block_floats() + row_floats() + (tiles_ ? packed : 0);
   }
   float* thread_scratch(int thread) const {
     return reinterpret_cast<float*>(scratch()) + thread * scratch_floats();
   }
+  void product(const Product& p, std::atomic<int>& failures) const {
+    run(p, tiles_, thread_scratch(omp_get_thread_num()) + 2 * block_floats() + row_floats(),
+        failures);
+  }
+
+  // SCALESCOPE_ATTENTION_PRODUCTS=tiles (the default) runs the products in AVX-512 registers
+  // where the CPU has AVX-512, =sgemm as oneDNN's sgemm (the tiles' before, for comparing).
+  static bool tiles_run() {
+    const bool sgemm = choice_from_environment("SCALESCOPE_ATTENTION_PRODUCTS", {"tiles", "sgemm"});
+    return !sgemm && cpu_attention::tile_products_supported();
+  }
+
+  bool tiles_;
 
   void forward_tile(const float* in, float* out, int64_t head_task, int64_t tile,
                     std::atomic<int>& failures) const;
@@ -147,9 +197,31 @@ void AttentionKernel::forward_tile(const float* in, float* out, int64_t head_tas
   float* scores = thread_scratch(omp_get_thread_num());
   auto* softmax = reinterpret_cast<km::OnlineSoftmaxRow*>(scores + 2 * block_floats());
   static_assert(sizeof(km::OnlineSoftmaxRow) == 2 * sizeof(float));
-  gemm(false, true, rows, keys, hd, {q, ld_in}, {k, ld_in}, 0.0f, {scores, score_ld()}, failures);
+  product({false,
+           true,
+           rows,
+           keys,
+           hd,
+           {q, ld_in},
+           {k, ld_in},
+           0.0f,
+           {scores, score_ld()},
+           TileMask::kColsUpToRow,
+           q0},
+          failures);
   cpu_attention::softmax_rows({q0, rows, 0, keys, score_ld()}, scale_, scores, softmax);
-  gemm(false, false, rows, hd, keys, {scores, score_ld()}, {v, ld_in}, 0.0f, {o, d}, failures);
+  product({false,
+           false,
+           rows,
+           hd,
+           keys,
+           {scores, score_ld()},
+           {v, ld_in},
+           0.0f,
+           {o, d},
+           TileMask::kTermsUpToRow,
+           q0},
+          failures);
   float* lse = log_sum_exp(head_task) + q0;
   for (int64_t r = 0; r < rows; ++r) {
     const float inverse = 1.0f / softmax[r].sum;
@@ -192,16 +264,70 @@ void AttentionKernel::backward_key_tile(const float* in, const float* dout, floa
   const float* dout_rows = dout + out_offset(shape_, head_task) + k0 * d;
   float* probs = thread_scratch(omp_get_thread_num());
   float* grads = probs + block_floats();
-  gemm(false, true, rows, cols, hd, {q, ld_in}, {k, ld_in}, 0.0f, {probs, kTile}, failures);
-  gemm(false, true, rows, cols, hd, {dout_rows, d}, {v, ld_in}, 0.0f, {grads, kTile}, failures);
+  product({false,
+           true,
+           rows,
+           cols,
+           hd,
+           {q, ld_in},
+           {k, ld_in},
+           0.0f,
+           {probs, kTile},
+           TileMask::kColsUpToRow,
+           0},
+          failures);
+  product({false,
+           true,
+           rows,
+           cols,
+           hd,
+           {dout_rows, d},
+           {v, ld_in},
+           0.0f,
+           {grads, kTile},
+           TileMask::kColsUpToRow,
+           0},
+          failures);
   cpu_attention::backward_tile_rows({k0, rows, k0, cols, kTile}, scale_, probs, grads,
                                     log_sum_exp(head_task), deltas);
   // dv = Pᵀ·dout, dk = dSᵀ·q, dq += dS·k: the first key tile is seen by every query, so its
   // product writes all of dq (beta 0: nothing to clear first) and the later ones add to it.
-  gemm(true, false, cols, hd, rows, {probs, kTile}, {dout_rows, d}, 0.0f, {dv, ld_in}, failures);
-  gemm(true, false, cols, hd, rows, {grads, kTile}, {q, ld_in}, 0.0f, {dk, ld_in}, failures);
-  gemm(false, false, rows, hd, cols, {grads, kTile}, {k, ld_in}, key_tile == 0 ? 0.0f : 1.0f,
-       {dq, ld_in}, failures);
+  product({true,
+           false,
+           cols,
+           hd,
+           rows,
+           {probs, kTile},
+           {dout_rows, d},
+           0.0f,
+           {dv, ld_in},
+           TileMask::kTermsFromRow,
+           0},
+          failures);
+  product({true,
+           false,
+           cols,
+           hd,
+           rows,
+           {grads, kTile},
+           {q, ld_in},
+           0.0f,
+           {dk, ld_in},
+           TileMask::kTermsFromRow,
+           0},
+          failures);
+  product({false,
+           false,
+           rows,
+           hd,
+           cols,
+           {grads, kTile},
+           {k, ld_in},
+           key_tile == 0 ? 0.0f : 1.0f,
+           {dq, ld_in},
+           TileMask::kTermsUpToRow,
+           0},
+          failures);
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/buffer.h"
@@ -18,15 +20,13 @@
 #include "models/kernels.h"
 #include "models/layer_spec.h"
 #include "tests/models/precision_scope.h"
+#include "tests/test_util.h"
 
 namespace scalescope {
 namespace {
 
 std::vector<float> values(int64_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = rng.uniform(-2.0f, 2.0f);
-  return v;
+  return testing_util::uniform_values(n, seed, -2.0f, 2.0f);
 }
 
 // One attention layer of `heads` heads of `head_dim` channels over [batch, seq] on a CPU device
@@ -243,6 +243,37 @@ TEST(CpuAttentionBf16, ComputesOnTheCopiesAutocastsAttentionRounds) {
   for (const KernelChoice& k : bf16.kernel->choices()) {
     EXPECT_EQ(k.math, "bf16") << k.pass;
     EXPECT_NE(k.algorithm.find("oneDNN matmul ("), std::string::npos) << k.algorithm;
+  }
+}
+
+// The fp32 kernel's products in AVX-512 registers (the default where the CPU has AVX-512) and as
+// oneDNN's sgemm (SCALESCOPE_ATTENTION_PRODUCTS=sgemm): both float64's results to fp32's
+// accuracy, at gpt micro's head size over three query tiles (the last ragged), and the run
+// report's kernels list says which ran.
+TEST(CpuAttentionFp32, TileProductsAndSgemmComputeTheSameAttention) {
+  const km::AttentionShape s{2, 150, 2, 32};
+  AttentionLayer tiles(s.batch, s.seq, s.heads, 2, Precision::kFp32, s.head_dim);
+  setenv("SCALESCOPE_ATTENTION_PRODUCTS", "sgemm", 1);
+  AttentionLayer sgemm(s.batch, s.seq, s.heads, 2, Precision::kFp32, s.head_dim);
+  unsetenv("SCALESCOPE_ATTENTION_PRODUCTS");
+  const std::vector<float> x = values(tiles.in_shape.numel(), 41);
+  const std::vector<float> dy = values(tiles.out_shape.numel(), 42);
+  const auto exact = emulated(s, x, dy, false);
+  const auto by_tiles = tiles.run(x, dy), by_sgemm = sgemm.run(x, dy);
+  for (size_t t = 0; t < 2; ++t) {
+    SCOPED_TRACE(t == 0 ? "output" : "input gradient");
+    const double tiles_error = mean_difference(by_tiles[t], exact[t]);
+    const double sgemm_error = mean_difference(by_sgemm[t], exact[t]);
+    EXPECT_LT(tiles_error, 2e-7) << tiles_error;
+    EXPECT_LT(sgemm_error, 2e-7) << sgemm_error;
+  }
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  for (const KernelChoice& k : tiles.kernel->choices()) {
+    EXPECT_NE(k.algorithm.find(avx512 ? "AVX-512 tile products" : "dnnl_sgemm"), std::string::npos)
+        << k.algorithm;
+  }
+  for (const KernelChoice& k : sgemm.kernel->choices()) {
+    EXPECT_NE(k.algorithm.find("dnnl_sgemm"), std::string::npos) << k.algorithm;
   }
 }
 
