@@ -268,6 +268,9 @@ dirty=$(git status --porcelain --untracked-files=no 2>/dev/null || true)
   echo "mpi: $mpi_note"
   echo "glibc needed: $glibc_needed (the newest symbol version a file of the bundle uses)"
   echo "nvidia libraries (from the GPU machine): $(printf '%s\n' "${!vendor_needed[@]}" | sort | paste -sd' ' -)"
+  if [[ "$with_cuda" == ON ]]; then
+    echo "nvidia libraries opened at run time (from the GPU machine): libcublas.so.$("$nvcc" --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p') (at the first cuBLAS call), libnvidia-ml.so.1"
+  fi
   echo "packed libraries: $(cd "$tree/lib" && find . -maxdepth 1 -name '*.so*' -printf '%f\n' | sort | paste -sd' ' -)"
 } >"$tree/manifest.txt"
 log "$(du -sh "$tree" | cut -f1) in $tree ($(find "$tree/lib" -maxdepth 1 -name '*.so*' | wc -l) libraries packed; $(grep '^nvidia libraries' "$tree/manifest.txt")"

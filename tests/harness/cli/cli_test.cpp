@@ -26,6 +26,21 @@ Result run(const std::string& args) {
   return scalescope::testing_util::run_cli(args);
 }
 
+// cuBLAS loads at the first call into it (models/cuda/cublas_on_demand.cpp): a run on CPU
+// devices never loads it (the loader's log, LD_DEBUG=files, names every library it opens), and
+// `devices` says that the version it shows is the headers'.
+TEST(Cli, ACpuRunLoadsNoCublas) {
+  if (SCALESCOPE_WITH_CUDA == 0) GTEST_SKIP() << "a build without CUDA has no cuBLAS";
+  const std::string out = testing::TempDir() + "/cli_no_cublas.json";
+  const Result r = scalescope::testing_util::run_cli(
+      "train --model dense-100 --devices cpu:1 --steps 2 -q -o " + out, "LD_DEBUG=files");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_TRUE(contains(r.output, "file=libcudnn")) << "no loader log";
+  EXPECT_FALSE(contains(r.output, "libcublas")) << "cuBLAS was loaded";
+  const Result devices = run("devices");
+  EXPECT_TRUE(contains(devices.output, "(headers; not loaded)")) << devices.output;
+}
+
 TEST(Cli, ModelsListsTheZooWithCounts) {
   const Result r = run("models");
   EXPECT_EQ(r.status, 0) << r.output;

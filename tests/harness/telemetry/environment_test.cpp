@@ -60,10 +60,14 @@ TEST(CaptureEnvironment, RecordsLibraryVersions) {
   EXPECT_FALSE(env.libraries.openmp.empty());
   if (SCALESCOPE_WITH_CUDA != 0) {
     const std::regex dotted(R"(\d+\.\d+(\.\d+)?)");
-    for (const std::string& s : {env.libraries.cuda_runtime, env.libraries.cudnn,
-                                 env.libraries.nccl, env.libraries.cublas}) {
+    for (const std::string& s :
+         {env.libraries.cuda_runtime, env.libraries.cudnn, env.libraries.nccl}) {
       EXPECT_TRUE(std::regex_match(s, dotted)) << "'" << s << "'";
     }
+    // cuBLAS's: the loaded library's, or before this process loaded it its headers'.
+    EXPECT_TRUE(std::regex_match(env.libraries.cublas,
+                                 std::regex(R"(\d+\.\d+\.\d+( \(headers; not loaded\))?)")))
+        << "'" << env.libraries.cublas << "'";
     EXPECT_FALSE(env.libraries.cuda_driver.empty());
   } else {
     for (const std::string& s : {env.libraries.cuda_driver, env.libraries.cuda_runtime,
