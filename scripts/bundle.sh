@@ -273,7 +273,7 @@ dirty=$(git status --porcelain --untracked-files=no 2>/dev/null || true)
   fi
   echo "packed libraries: $(cd "$tree/lib" && find . -maxdepth 1 -name '*.so*' -printf '%f\n' | sort | paste -sd' ' -)"
 } >"$tree/manifest.txt"
-log "$(du -sh "$tree" | cut -f1) in $tree ($(find "$tree/lib" -maxdepth 1 -name '*.so*' | wc -l) libraries packed; $(grep '^nvidia libraries' "$tree/manifest.txt")"
+log "$(du -sh "$tree" | cut -f1) in $tree ($(find "$tree/lib" -maxdepth 1 -name '*.so*' | wc -l) libraries packed; $(grep '^nvidia libraries (from' "$tree/manifest.txt")"
 
 if [[ -n "$archive" ]]; then
   mkdir -p "$(dirname "$archive")"
