@@ -211,12 +211,6 @@ void tile_product(const TileProduct& p) {
 
 void transpose_rows(const float* src, int64_t src_ld, int64_t rows, int64_t cols, float* dst,
                     int64_t ld) {
-  if (!tile_products_supported()) {
-    for (int64_t j = 0; j < rows; ++j) {
-      for (int64_t c = 0; c < cols; ++c) dst[c * ld + j] = src[j * src_ld + c];
-    }
-    return;
-  }
   for (int64_t j0 = 0; j0 < rows; j0 += kLanes) {
     for (int64_t c0 = 0; c0 < cols; c0 += kLanes) {
       transpose_block(src + j0 * src_ld + c0, src_ld, std::min<int64_t>(kLanes, rows - j0),

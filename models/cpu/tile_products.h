@@ -53,6 +53,7 @@ inline int64_t pack_ld(int64_t n) {
 
 // dst[c·ld + j] = src[j·src_ld + c] for j < rows, c < cols: B's layout for the products whose
 // B is a matrix read transposed (the keys for the scores, the values for dout·vᵀ).
+// REQUIRES: tile_products_supported().
 void transpose_rows(const float* src, int64_t src_ld, int64_t rows, int64_t cols, float* dst,
                     int64_t ld);
 

@@ -1,7 +1,7 @@
 // cuBLAS, loaded the first time scalescope calls it. Linked as a library, libcublas brings
-// libcublasLt with it into every process at start: 151 MB resident and 0.13 s of its static
-// constructors (on the machine of 2026-12-06), a CPU-only `scalescope --version` at 231 MB and
-// 0.21 s, and so every test process of a CUDA build. So the binary links no cuBLAS: these are
+// libcublasLt with it into every process at start: 151 MB resident and 0.13 s to load (on the
+// machine of 2026-12-06), a CPU-only `scalescope --version` at 231 MB and 0.1-0.2 s, and so
+// every test process of a CUDA build. So the binary links no cuBLAS: these are
 // the definitions of the cuBLAS functions it calls (their declarations are cublas_api.h's, so
 // a signature that differs does not compile), each forwarding to the library's own, which the
 // first call loads with dlopen. Without the library a call returns
@@ -13,7 +13,6 @@
 #include <dlfcn.h>
 
 #include <atomic>
-
 #include <string>
 
 namespace {
