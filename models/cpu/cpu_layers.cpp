@@ -30,6 +30,7 @@
 #include "core/overloaded.h"
 #include "models/cpu/cpu_kernels.h"
 #include "models/cpu/dnnl_kernel.h"
+#include "models/cpu/padded_weight_gradient.h"
 
 namespace scalescope {
 namespace {
@@ -350,23 +351,17 @@ class WeightedKernel final : public DnnlKernel {
   // MatmulBackward's matmuls.
   void plan_matmul_backward(const MatmulBackward& m, const char* layout,
                             const LayerBinding& binding, const memory& fwd_weights) {
-    dy_columns_ = unbound(m.dy_columns);
     const dnnl::matmul::primitive_desc weights_pd(m.weights, attr_, engine_);
-    Call weights = plan<dnnl::matmul>(
-        weights_pd, {{DNNL_ARG_SRC, dy_columns_},
-                     {DNNL_ARG_WEIGHTS, src_compute_},
-                     {DNNL_ARG_DST, over(weights_pd.dst_desc(), binding.grads[0].data)}});
-    float* db = binding.grads.size() > 1 ? binding.grads[1].data : nullptr;
     const memory::dims columns = m.dy_columns.dims();  // [out, rows]
     const bool bf16 = m.dy_columns.data_type() == memory::data_type::bf16;
-    backward_weights_ = Call([this, weights, db, columns, bf16](const dnnl::stream& stream) {
-      void* dy = diff_dst_compute_.get_data_handle();
-      dy_columns_.set_data_handle(dy);
-      weights.run(stream);
-      if (db == nullptr) return;
-      bias_grad_cpu(bf16 ? nullptr : static_cast<const float*>(dy),
-                    bf16 ? static_cast<const uint16_t*>(dy) : nullptr, columns[1], columns[0], db);
-    });
+    const PaddedWeightGradient padded{columns[1], m.weights_rows.dims()[1], columns[0]};
+    if (!bf16 &&
+        PaddedWeightGradient::wanted(padded.features, padded.units, weights_pd.impl_info_str())) {
+      plan_padded_weight_gradient(padded, layout, binding);
+    } else {
+      plan_matmul_weight_gradient(weights_pd, m.dy_columns, binding);
+      choices_.push_back(choice("backward-weights", weights_pd, layout));
+    }
     if (binding.input_gradient && m.data) {
       const dnnl::matmul::primitive_desc data_pd(*m.data, attr_, engine_);
       backward_data_ = plan<dnnl::matmul>(
@@ -376,7 +371,44 @@ class WeightedKernel final : public DnnlKernel {
            {DNNL_ARG_DST, diff_src_}});
       choices_.push_back(choice("backward-data", data_pd, layout));
     }
-    choices_.push_back(choice("backward-weights", weights_pd, layout));
+  }
+
+  // backward_weights_ as the matmul dW = dyᵀ·x, then db.
+  void plan_matmul_weight_gradient(const dnnl::matmul::primitive_desc& pd,
+                                   const memory::desc& dy_columns, const LayerBinding& binding) {
+    dy_columns_ = unbound(dy_columns);
+    Call weights =
+        plan<dnnl::matmul>(pd, {{DNNL_ARG_SRC, dy_columns_},
+                                {DNNL_ARG_WEIGHTS, src_compute_},
+                                {DNNL_ARG_DST, over(pd.dst_desc(), binding.grads[0].data)}});
+    float* db = binding.grads.size() > 1 ? binding.grads[1].data : nullptr;
+    const memory::dims columns = dy_columns.dims();  // [out, rows]
+    const bool bf16 = dy_columns.data_type() == memory::data_type::bf16;
+    backward_weights_ = Call([this, weights, db, columns, bf16](const dnnl::stream& stream) {
+      void* dy = diff_dst_compute_.get_data_handle();
+      dy_columns_.set_data_handle(dy);
+      weights.run(stream);
+      if (db == nullptr) return;
+      bias_grad_cpu(bf16 ? nullptr : static_cast<const float*>(dy),
+                    bf16 ? static_cast<const uint16_t*>(dy) : nullptr, columns[1], columns[0], db);
+    });
+  }
+
+  // backward_weights_ as PaddedWeightGradient (fp32), then db.
+  void plan_padded_weight_gradient(const PaddedWeightGradient& padded, const char* layout,
+                                   const LayerBinding& binding) {
+    const memory scratch =
+        pass_local(memory::desc({padded.scratch_bytes()}, memory::data_type::u8, Tag::a));
+    float* dw = binding.grads[0].data;
+    float* db = binding.grads.size() > 1 ? binding.grads[1].data : nullptr;
+    backward_weights_ = Call([this, padded, scratch, dw, db](const dnnl::stream&) {
+      const auto* dy = static_cast<const float*>(diff_dst_compute_.get_data_handle());
+      padded.run(dy, static_cast<const float*>(src_compute_.get_data_handle()), dw,
+                 static_cast<float*>(scratch.get_data_handle()));
+      if (db != nullptr) bias_grad_cpu(dy, nullptr, padded.rows, padded.units, db);
+    });
+    choices_.push_back({"backward-weights", PaddedWeightGradient::implementation_name(), math_,
+                        layout, true, padded.scratch_bytes()});
   }
 
   std::vector<KernelChoice> choices_;

@@ -1,0 +1,64 @@
+#include "models/cpu/padded_weight_gradient.h"
+
+#include <fmt/format.h>
+
+#include <oneapi/dnnl/dnnl.h>
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+#include "core/env.h"
+
+namespace scalescope {
+namespace {
+
+constexpr int64_t kAliasBytes = 4096;
+
+bool aliases(int64_t floats) {
+  return floats * static_cast<int64_t>(sizeof(float)) % kAliasBytes == 0;
+}
+
+// rows × cols floats from `src` (pitch cols) to `dst` (pitch cols + kPad).
+void copy_padded(const float* src, int64_t rows, int64_t cols, float* dst) {
+  const int64_t ld = cols + PaddedWeightGradient::kPad;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(dst + r * ld, src + r * cols, static_cast<size_t>(cols) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+bool PaddedWeightGradient::wanted(int64_t features, int64_t units,
+                                  const std::string& implementation) {
+  // SCALESCOPE_WEIGHT_GRADIENT=matmul keeps oneDNN's matmul, for comparing the two.
+  if (choice_from_environment("SCALESCOPE_WEIGHT_GRADIENT", {"padded", "matmul"}) == 1)
+    return false;
+  return implementation.rfind("gemm:jit", 0) == 0 && (aliases(features) || aliases(units));
+}
+
+int64_t PaddedWeightGradient::scratch_bytes() const {
+  const int64_t chunk = std::min(kChunkRows, rows);
+  return chunk * (units + features + 2 * kPad) * static_cast<int64_t>(sizeof(float));
+}
+
+void PaddedWeightGradient::run(const float* dy, const float* x, float* dw, float* scratch) const {
+  const int64_t ld_dy = units + kPad, ld_x = features + kPad;
+  float* dy_rows = scratch;
+  float* x_rows = scratch + std::min(kChunkRows, rows) * ld_dy;
+  for (int64_t r0 = 0; r0 < rows; r0 += kChunkRows) {
+    const int64_t n = std::min(kChunkRows, rows - r0);
+    copy_padded(dy + r0 * units, n, units, dy_rows);
+    copy_padded(x + r0 * features, n, features, x_rows);
+    const float beta = r0 == 0 ? 0.0f : 1.0f;
+    const dnnl_status_t status = dnnl_sgemm('T', 'N', units, features, n, 1.0f, dy_rows, ld_dy,
+                                            x_rows, ld_x, beta, dw, features);
+    SS_CHECK(status == dnnl_success, "dnnl_sgemm failed for a dense layer's weight gradient");
+  }
+}
+
+std::string PaddedWeightGradient::implementation_name() {
+  return fmt::format("dnnl_sgemm on chunks of {} rows at a padded pitch", kChunkRows);
+}
+
+}  // namespace scalescope
