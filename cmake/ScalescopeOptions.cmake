@@ -85,6 +85,21 @@ function(scalescope_precompile target)
   endforeach()
 endfunction()
 
+# SCALESCOPE_COLD_CXX_FLAGS: extra flags for the libraries that no training step and no
+# report's statistics run: the command line (scalescope_cli and the executable) and the trace
+# analysis. Empty by default. The sanitizer builds (scripts/asan.sh, scripts/tsan.sh) pass -O0
+# there, as they do for the test sources: under ASan and UBSan such a source compiles in half
+# the time at -O0 (clang-16: cli/sweep_command.cpp 33.9 s at -O1, 16.5 s at -O0), and the
+# command line alone was a seventh of that build's compile time. The reports keep the build's
+# flags: at -O0 their bootstrap intervals made report tests up to 14x slower under ASan,
+# more than their compile time saved.
+set(SCALESCOPE_COLD_CXX_FLAGS "" CACHE STRING
+    "Extra compile flags for the command line and trace analysis libraries")
+function(scalescope_cold target)
+  separate_arguments(flags UNIX_COMMAND "${SCALESCOPE_COLD_CXX_FLAGS}")
+  target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${flags}>")
+endfunction()
+
 # SCALESCOPE_FUZZ: the libFuzzer targets of tests/fuzz (scripts/fuzz.sh). Every target of the
 # build is instrumented for coverage and checked by ASan and UBSan; each fuzzer links
 # libFuzzer's main. Clang only, CPU only, no benchmarks (checked where that option is declared).

@@ -11,11 +11,13 @@ cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-asan}
 # One build for the suite and the fuzzers: a second instrumented build of the same sources
 # does not fit in CI's time. -O1 with line tables: stacks name file and line at a third of
-# the compile time of -O2 -g. Test sources at -O0 (tests/CMakeLists.txt says which keep -O1):
-# the sanitizers double their compile time at -O1, and the tests spend theirs in the libraries.
+# the compile time of -O2 -g. Test sources at -O0 (tests/CMakeLists.txt says which keep -O1),
+# and so are the command line and the trace analysis (SCALESCOPE_COLD_CXX_FLAGS): the
+# sanitizers double their compile time at -O1, and the tests spend theirs in the training code.
 CXX=${CXX:-clang++-16} cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" -DSCALESCOPE_FUZZ=ON \
-  -DSCALESCOPE_TEST_CXX_FLAGS=-O0 -DSCALESCOPE_WITH_CUDA=OFF -DSCALESCOPE_BUILD_BENCH=OFF \
+  -DSCALESCOPE_TEST_CXX_FLAGS=-O0 -DSCALESCOPE_COLD_CXX_FLAGS=-O0 \
+  -DSCALESCOPE_WITH_CUDA=OFF -DSCALESCOPE_BUILD_BENCH=OFF \
   >/dev/null
 [[ "${1:-}" == "--configure-only" ]] && exit 0
 began=$SECONDS

@@ -9,12 +9,15 @@
 #   barriers and would report every parallel loop; with one thread per team there are none.
 # - oneDNN's primitive cache off: replicas that plan the same primitive would share one
 #   object published inside the (uninstrumented) library.
+# The tests, the command line and the trace analysis compile at -O0, as in scripts/asan.sh:
+# less compile time, and the tests spend theirs in the training code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-tsan}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCALESCOPE_WITH_CUDA=OFF \
   -DSCALESCOPE_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS=-fsanitize=thread" \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
+  -DSCALESCOPE_TEST_CXX_FLAGS=-O0 -DSCALESCOPE_COLD_CXX_FLAGS=-O0 \
   -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread \
   >/dev/null
 began=$SECONDS
