@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -141,11 +142,10 @@ class WeightedKernel final : public DnnlKernel {
       }
       plan_matmul_backward(*d.matmul_backward, d.layout, binding, fwd_weights);
     } else {
-      plan_backward_weights(bwd_weights_pd, d, binding);
       // A layer on the model's input never computes its input's gradient: no primitive for
       // it, nor its copy of the weights or its scratchpad.
       if (binding.input_gradient) plan_backward_data(fwd_pd, d, weights, fwd_weights);
-      choices_.push_back(choice("backward-weights", bwd_weights_pd, d.layout));
+      plan_weight_gradient(bwd_weights_pd, d, binding);
     }
     allocate_scratchpad();
   }
@@ -329,6 +329,19 @@ class WeightedKernel final : public DnnlKernel {
     choices_.push_back(choice("backward-data", pd, d.layout));
   }
 
+  // Plans backward_weights_ as the primitive `pd`, or for an fp32 dense layer as
+  // PaddedWeightGradient where that is wanted for the implementation oneDNN chose.
+  void plan_weight_gradient(const typename BwdWeights::primitive_desc& pd, const Descs& d,
+                            const LayerBinding& binding) {
+    if constexpr (std::is_same_v<BwdWeights, dnnl::inner_product_backward_weights>) {
+      const PaddedWeightGradient padded{d.src.dims()[0], d.src.dims()[1], d.dst.dims()[1]};
+      if (d.src_compute == d.src && padded.wanted(pd.impl_info_str()))
+        return plan_padded_weight_gradient(padded, d.layout, binding);
+    }
+    plan_backward_weights(pd, d, binding);
+    choices_.push_back(choice("backward-weights", pd, d.layout));
+  }
+
   // Plans backward_weights_, writing the gradients in PyTorch's layout (through a copy where
   // the primitive wants another).
   void plan_backward_weights(const typename BwdWeights::primitive_desc& pd, const Descs& d,
@@ -355,8 +368,7 @@ class WeightedKernel final : public DnnlKernel {
     const memory::dims columns = m.dy_columns.dims();  // [out, rows]
     const bool bf16 = m.dy_columns.data_type() == memory::data_type::bf16;
     const PaddedWeightGradient padded{columns[1], m.weights_rows.dims()[1], columns[0]};
-    if (!bf16 &&
-        PaddedWeightGradient::wanted(padded.features, padded.units, weights_pd.impl_info_str())) {
+    if (!bf16 && padded.wanted(weights_pd.impl_info_str())) {
       plan_padded_weight_gradient(padded, layout, binding);
     } else {
       plan_matmul_weight_gradient(weights_pd, m.dy_columns, binding);

@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <memory>
+#include <ostream>
 #include <vector>
 
 #include "tests/models/bound_layer.h"
@@ -71,21 +72,50 @@ INSTANTIATE_TEST_SUITE_P(
              "_to_" + std::to_string(info.param.units);
     });
 
-TEST(PaddedWeightGradient, IsWantedForGemmJitOnRowsOf4KiB) {
-  EXPECT_TRUE(PaddedWeightGradient::wanted(256, 1024, "gemm:jit"));
-  EXPECT_TRUE(PaddedWeightGradient::wanted(3072, 768, "gemm:jit"));
-  EXPECT_FALSE(PaddedWeightGradient::wanted(256, 768, "gemm:jit"));
-  EXPECT_FALSE(PaddedWeightGradient::wanted(256, 1024, "brg:avx512_core"));
+// oneDNN 2.6's matmul runs brg:avx512_core where the CPU has AVX-512, gemm:jit elsewhere; its
+// inner product's weight gradient is gemm:jit on both, and leaves it only without AVX-512.
+bool without_avx512() {
+  return !__builtin_cpu_supports("avx512f");
+}
+
+TEST(PaddedWeightGradient, IsWantedForGemmJitOnRowsOf4KiBWithoutAvx512) {
+  const auto wanted = [](int64_t rows, int64_t features, int64_t units, const char* kernel) {
+    return PaddedWeightGradient{rows, features, units}.wanted(kernel);
+  };
+  EXPECT_EQ(wanted(2048, 256, 1024, "gemm:jit"), without_avx512());
+  EXPECT_EQ(wanted(512, 1024, 256, "x64:gemm:jit"), without_avx512());
+  EXPECT_EQ(wanted(256, 256, 1024, "x64:gemm:jit"), without_avx512());
+  EXPECT_FALSE(wanted(255, 256, 1024, "x64:gemm:jit"));  // too few rows to gain
+  EXPECT_EQ(wanted(512, 1024, 128, "x64:gemm:jit"), without_avx512());
+  EXPECT_FALSE(wanted(512, 1024, 512, "x64:gemm:jit"));  // wider layers lose
+  EXPECT_FALSE(wanted(512, 1024, 64, "x64:gemm:jit"));
+  EXPECT_FALSE(wanted(2048, 1024, 4096, "x64:gemm:jit"));
+  EXPECT_FALSE(wanted(2048, 256, 768, "gemm:jit"));
+  EXPECT_FALSE(wanted(2048, 3072, 768, "x64:gemm:jit"));  // other multiples of 4 KiB too
+  EXPECT_FALSE(wanted(1024, 4096, 64, "x64:gemm:jit"));
+  EXPECT_FALSE(wanted(2048, 256, 1024, "brg:avx512_core"));
   setenv("SCALESCOPE_WEIGHT_GRADIENT", "matmul", 1);
-  EXPECT_FALSE(PaddedWeightGradient::wanted(256, 1024, "gemm:jit"));
+  EXPECT_FALSE(wanted(2048, 256, 1024, "gemm:jit"));
   setenv("SCALESCOPE_WEIGHT_GRADIENT", "fast", 1);
-  EXPECT_THROW(PaddedWeightGradient::wanted(256, 1024, "gemm:jit"), Error);
+  EXPECT_THROW(wanted(2048, 256, 1024, "gemm:jit"), Error);
   unsetenv("SCALESCOPE_WEIGHT_GRADIENT");
 }
 
+// A dense layer of `features` → `units` on an input of `in` (rows × features).
+struct DenseCase {
+  const char* name;
+  Shape in;
+  int64_t units;
+  int64_t rows() const { return in.numel() / features(); }
+  int64_t features() const { return in.dims().back(); }
+};
+void PrintTo(const DenseCase& d, std::ostream* os) {
+  *os << d.name;
+}
+
 // The layer's reported weight-gradient kernel, and its gradients against float64.
-std::string dense_layer_weight_gradient(bool pooled) {
-  const LayerCase c{"dense_4k_rows", DenseSpec{1024}, Shape{2, 550, 4}, 2};
+std::string dense_layer_weight_gradient(const DenseCase& d, bool pooled) {
+  const LayerCase c{d.name, DenseSpec{d.units}, d.in, 2};
   testing_util::BoundLayer layer(c, pooled ? std::make_shared<TransientPool>() : nullptr);
   const std::vector<float> x = uniform_values(layer.in.numel(), 3);
   const std::vector<float> dy = uniform_values(layer.out.numel(), 4);
@@ -94,7 +124,7 @@ std::string dense_layer_weight_gradient(bool pooled) {
   testing_util::fill_random_params(layer, 5);
   layer.forward();
   layer.backward(/*with_din=*/true);
-  const Expected e = expected_gradients(dy, x, 1100, 4, 1024);
+  const Expected e = expected_gradients(dy, x, d.rows(), d.features(), d.units);
   testing_util::expect_close(layer.grads[0].to_host(), e.dw, 2e-4, 1e-5, "dW");
   testing_util::expect_close(layer.grads[1].to_host(), e.db, 2e-4, 1e-5, "db");
   for (const KernelChoice& k : layer.kernel->choices()) {
@@ -103,17 +133,27 @@ std::string dense_layer_weight_gradient(bool pooled) {
   return "";
 }
 
-TEST(PaddedWeightGradient, ADenseLayerOfRowsOf4KiBUsesItWhereOneDnnRunsGemmJit) {
-  const bool gemm_jit = !__builtin_cpu_supports("avx512f");  // oneDNN 2.6's matmul: brg needs it
+// 128 → 1024, dy's rows 4 KiB: 1040 rows (the matmul's weight gradient) and 300 (the inner
+// product's).
+class DenseLayerOfRowsOf4KiB : public ::testing::TestWithParam<DenseCase> {};
+
+TEST_P(DenseLayerOfRowsOf4KiB, UsesItWithoutAvx512AndComputesTheGradients) {
   for (const bool pooled : {false, true}) {
     SCOPED_TRACE(pooled ? "pass-local scratch in a pool" : "scratch of its own");
-    const std::string kernel = dense_layer_weight_gradient(pooled);
-    EXPECT_EQ(kernel == PaddedWeightGradient::implementation_name(), gemm_jit) << kernel;
+    const std::string kernel = dense_layer_weight_gradient(GetParam(), pooled);
+    EXPECT_EQ(kernel == PaddedWeightGradient::implementation_name(), without_avx512()) << kernel;
   }
   setenv("SCALESCOPE_WEIGHT_GRADIENT", "matmul", 1);
-  EXPECT_NE(dense_layer_weight_gradient(true), PaddedWeightGradient::implementation_name());
+  EXPECT_NE(dense_layer_weight_gradient(GetParam(), true),
+            PaddedWeightGradient::implementation_name());
   unsetenv("SCALESCOPE_WEIGHT_GRADIENT");
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Layers, DenseLayerOfRowsOf4KiB,
+    ::testing::Values(DenseCase{"matmul_rows", Shape{2, 520, 128}, 1024},
+                      DenseCase{"inner_product_rows", Shape{2, 150, 128}, 1024}),
+    [](const ::testing::TestParamInfo<DenseCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace scalescope
