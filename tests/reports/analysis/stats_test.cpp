@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -30,6 +31,37 @@ TEST(Stats, StddevIsTheSampleOne) {
   EXPECT_DOUBLE_EQ(stddev(std::vector<double>{3, 3}), 0.0);
   EXPECT_THROW(stddev(std::vector<double>{1}), Error);
   EXPECT_THROW(coefficient_of_variation(std::vector<double>{-1, 1}), Error);
+}
+
+// NumPy's default: linear between the closest ranks of the sorted values.
+TEST(Stats, PercentileInterpolatesBetweenTheClosestRanksAsNumPyDoes) {
+  EXPECT_DOUBLE_EQ(percentile(std::vector<double>{4, 1, 3, 2}, 0.5), 2.5);
+  EXPECT_DOUBLE_EQ(percentile(std::vector<double>{3, 1, 2}, 0.25), 1.5);
+  EXPECT_DOUBLE_EQ(percentile(std::vector<double>{3, 1, 2}, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(percentile(std::vector<double>{3, 1, 2}, 1.0), 3.0);
+  EXPECT_DOUBLE_EQ(percentile(std::vector<double>{7}, 0.7), 7.0);
+  EXPECT_DOUBLE_EQ(percentile(std::vector<double>{10, 0, 20, 30, 40}, 0.9), 36.0);
+  EXPECT_THROW(percentile(std::vector<double>{}, 0.5), Error);
+  EXPECT_THROW(percentile(std::vector<double>{1}, 1.5), Error);
+  // Against the sorted values, on samples with and without repeats, at every size to 40.
+  for (size_t n = 1; n <= 40; ++n) {
+    for (const bool repeats : {false, true}) {
+      std::vector<double> v = normal_sample(n, 0.0, 1.0, n);
+      if (repeats) {
+        for (double& x : v) x = std::round(x * 2.0);
+      }
+      std::vector<double> sorted = v;
+      std::sort(sorted.begin(), sorted.end());
+      for (const double q : {0.0, 0.025, 0.3, 0.5, 0.77, 0.975, 1.0}) {
+        const double pos = q * static_cast<double>(n - 1);
+        const auto lo = static_cast<size_t>(std::floor(pos));
+        const size_t hi = std::min(lo + 1, n - 1);
+        const double want =
+            sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+        EXPECT_DOUBLE_EQ(percentile(v, q), want) << "n " << n << ", q " << q;
+      }
+    }
+  }
 }
 
 TEST(Bootstrap, MeanIntervalCoversTheTruthWithTheTextbookWidth) {
