@@ -27,10 +27,10 @@ struct PaddedWeightGradient {
   // exactly 4 KiB with the other kNarrow floats long. Measured (2 threads of an AVX2 EPYC, dW
   // and db, ms) against the inner product's gemm:jit, 512 rows: 256 → 1024 3.8-4.4 against
   // 2.7-2.9 here, 1024 → 256 3.8-4.5 against 1.9-2.6, 1024 → 128 1.5 against 0.9; 256 rows
-  // 2.0 against 1.2-1.5 and 1.1-1.3 against 1.2. But 128 rows at 1024 → 256 were as fast
-  // there, and so were wider layers: 512 rows at 1024 → 512 3.8-4.9 against 4.9-6.2, 1024 →
-  // 4096 60 against 68, 2048 rows at 3072 → 768 60-61 against 66-68, 1024 rows at 4096 → 64
-  // 4.4-4.9 against 6.3-6.7.
+  // 2.0 against 1.2-1.5 and 1.1-1.3 against 1.2. But 128 rows at 1024 → 256 ran as fast in
+  // oneDNN's kernel, and wider layers faster: 512 rows at 1024 → 512 3.8-4.9 against 4.9-6.2,
+  // 1024 → 4096 60 against 68, 2048 rows at 3072 → 768 60-61 against 66-68, 1024 rows at 4096
+  // → 64 4.4-4.9 against 6.3-6.7.
   bool wanted(const std::string& implementation) const;
   static constexpr int64_t kMinRows = 256;
   static constexpr int64_t kNarrow[2] = {128, 256};
