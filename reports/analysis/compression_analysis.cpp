@@ -56,8 +56,7 @@ CompressionEffect compare(std::vector<const SweepPoint*> group) {
     if (p->compressed()) {
       s.saved_ms = none.summary.step_ms_median - s.step_ms;
       // Same global batch: the throughput ratio is the inverse ratio of the median step times.
-      s.gain = bootstrap_ratio_ci(reference, pooled_step_ms(*p),
-                                  [](std::span<const double> x) { return median(x); });
+      s.gain = bootstrap_median_ratio_ci(reference, pooled_step_ms(*p));
     }
     e.settings.push_back(s);
   }

@@ -28,6 +28,34 @@ double percentile(std::span<const double> values, double q) {
   return *at + (pos - static_cast<double>(lo)) * (above - *at);
 }
 
+RankedSamples::RankedSamples(std::span<const double> values) : sample_(values.size()) {
+  SS_CHECK(values.size() <= UINT32_MAX, "{} samples to rank (at most 2^32 - 1)", values.size());
+  std::iota(sample_.begin(), sample_.end(), 0u);
+  std::stable_sort(sample_.begin(), sample_.end(),
+                   [&](uint32_t a, uint32_t b) { return values[a] < values[b]; });
+  sorted_.reserve(values.size());
+  for (const uint32_t i : sample_) sorted_.push_back(values[i]);
+}
+
+double RankedSamples::percentile(std::span<const uint32_t> counts, double q) const {
+  SS_CHECK(counts.size() == sorted_.size(), "{} counts for {} ranked samples", counts.size(),
+           sorted_.size());
+  SS_CHECK(q >= 0.0 && q <= 1.0, "percentile {} outside [0, 1]", q);
+  uint64_t total = 0;
+  for (const uint32_t c : counts) total += c;
+  SS_CHECK(total > 0, "percentile of a resample of no values");
+  // As percentile(): the order statistics lo and lo + 1 (from 0) of the resample, interpolated.
+  const double pos = q * static_cast<double>(total - 1);
+  const auto lo = static_cast<uint64_t>(std::floor(pos));
+  size_t j = 0;
+  uint64_t below = counts[sample_[0]];  // how many of the resample's values rank up to j
+  while (below <= lo) below += counts[sample_[++j]];
+  const double at = sorted_[j];
+  if (lo + 1 == total) return at;
+  while (below <= lo + 1) below += counts[sample_[++j]];
+  return at + (pos - static_cast<double>(lo)) * (sorted_[j] - at);
+}
+
 double mean(std::span<const double> values) {
   SS_CHECK(!values.empty(), "mean of no values");
   return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
@@ -58,6 +86,14 @@ void check_bootstrap_args(double confidence, int resamples) {
 // Fills `out` with out.size() values drawn from `from` with replacement.
 void resample(std::span<const double> from, std::vector<double>& out, Rng& rng) {
   for (double& v : out) v = from[rng.below(from.size())];
+}
+
+// A resample's median drawn as resample() would draw its values: counts[i] the times it took
+// sample i.
+double resampled_median(const RankedSamples& ranked, std::vector<uint32_t>& counts, Rng& rng) {
+  counts.assign(ranked.size(), 0);
+  for (size_t i = 0; i < counts.size(); ++i) ++counts[rng.below(counts.size())];
+  return ranked.percentile(counts, 0.5);
 }
 
 Interval percentile_interval(double value, std::span<const double> replicates, double confidence) {
@@ -100,6 +136,38 @@ Interval bootstrap_ratio_ci(std::span<const double> a, std::span<const double> b
     r = statistic(draw_a) / statistic(draw_b);
   }
   return percentile_interval(statistic(a) / denominator, replicates, confidence);
+}
+
+Interval bootstrap_median_ci(std::span<const double> samples,
+                             const std::function<double(double)>& of_median, double confidence,
+                             int resamples, uint64_t seed) {
+  SS_CHECK(!samples.empty(), "bootstrap interval of no samples");
+  check_bootstrap_args(confidence, resamples);
+  const RankedSamples ranked(samples);
+  Rng rng(seed);
+  std::vector<uint32_t> counts;
+  std::vector<double> replicates(static_cast<size_t>(resamples));
+  for (double& r : replicates) r = of_median(resampled_median(ranked, counts, rng));
+  return percentile_interval(of_median(median(samples)), replicates, confidence);
+}
+
+Interval bootstrap_median_ratio_ci(std::span<const double> a, std::span<const double> b,
+                                   double confidence, int resamples, uint64_t seed) {
+  SS_CHECK(!a.empty() && !b.empty(), "bootstrap ratio of {} over {} samples", a.size(), b.size());
+  check_bootstrap_args(confidence, resamples);
+  const double denominator = median(b);
+  SS_CHECK(denominator != 0.0, "bootstrap ratio with a denominator statistic of 0");
+  const RankedSamples ranked_a(a);
+  const RankedSamples ranked_b(b);
+  Rng rng_a(seed, 0);  // as bootstrap_ratio_ci's streams
+  Rng rng_b(seed, 1);
+  std::vector<uint32_t> counts;
+  std::vector<double> replicates(static_cast<size_t>(resamples));
+  for (double& r : replicates) {
+    const double numerator = resampled_median(ranked_a, counts, rng_a);
+    r = numerator / resampled_median(ranked_b, counts, rng_b);
+  }
+  return percentile_interval(median(a) / denominator, replicates, confidence);
 }
 
 SteadyState detect_steady_state(std::span<const double> step_ms,

@@ -84,7 +84,7 @@ void summarize_point(SweepPoint& p) {
   s.measured_steps = static_cast<int64_t>(times.size());
   const auto batch = static_cast<double>(p.global_batch);
   s.throughput =
-      bootstrap_ci(times, [batch](std::span<const double> x) { return batch * 1e3 / median(x); });
+      bootstrap_median_ci(times, [batch](double median_ms) { return batch * 1e3 / median_ms; });
   s.step_ms_median = median(times);
   s.step_ms_p10 = percentile(times, 0.1);
   s.step_ms_p90 = percentile(times, 0.9);
@@ -211,10 +211,10 @@ std::optional<ThreadBudget> thread_budget(const SweepReport& report, const Sweep
 }
 
 // A point's measured steps as columns, for resampling: per phase of the schema and then the
-// step time, the value of every step, for the group (the slowest replica of each step) and
-// for each replica.
+// step time, the value of every step ranked, for the group (the slowest replica of each step)
+// and for each replica.
 struct StepColumns {
-  using Columns = std::vector<std::vector<double>>;  // [phase, then step time][step]
+  using Columns = std::vector<RankedSamples>;  // [phase, then step time]
   Columns group;
   std::vector<Columns> replicas;
   size_t steps = 0;
@@ -222,29 +222,38 @@ struct StepColumns {
   explicit StepColumns(const SweepPoint& p) {
     const std::vector<const StepRecord*> pooled = pooled_steps(p);
     steps = pooled.size();
-    const auto add = [](Columns& c, const PhaseTimes& t) {
+    using Values = std::vector<std::vector<double>>;  // [phase, then step time][step]
+    const auto add = [](Values& c, const PhaseTimes& t) {
       c.resize(kPhases.size() + 1);
       for (size_t k = 0; k < kPhases.size(); ++k) c[k].push_back(t[kPhases[k].phase]);
       c.back().push_back(t.step_ms);
     };
+    Values g;
+    std::vector<Values> r;
     for (const StepRecord* s : pooled) {
-      add(group, slowest_replica(s->replicas));
-      group.back().back() = s->step_ms;  // the group's step time, as the summary's median
-      replicas.resize(s->replicas.size());
-      for (size_t r = 0; r < s->replicas.size(); ++r) add(replicas[r], s->replicas[r]);
+      add(g, slowest_replica(s->replicas));
+      g.back().back() = s->step_ms;  // the group's step time, as the summary's median
+      r.resize(s->replicas.size());
+      for (size_t k = 0; k < s->replicas.size(); ++k) add(r[k], s->replicas[k]);
     }
+    const auto rank = [](const Values& v) { return Columns(v.begin(), v.end()); };
+    group = rank(g);
+    for (const Values& v : r) replicas.push_back(rank(v));
   }
 
-  // The medians of the steps `drawn` (indices, with repeats).
-  static PhaseMedians medians(const Columns& c, const std::vector<size_t>& drawn,
-                              std::vector<double>& scratch) {
+  // The medians of a resample of the steps: `drawn[i]` the times it took step i.
+  static PhaseMedians medians(const Columns& c, std::span<const uint32_t> drawn) {
     PhaseMedians m;
-    scratch.resize(drawn.size());
     for (size_t k = 0; k < c.size(); ++k) {
-      for (size_t i = 0; i < drawn.size(); ++i) scratch[i] = c[k][drawn[i]];
-      (k < kPhases.size() ? m[kPhases[k].phase] : m.step_ms) = median(scratch);
+      (k < kPhases.size() ? m[kPhases[k].phase] : m.step_ms) = c[k].percentile(drawn, 0.5);
     }
     return m;
+  }
+
+  // A resample of the steps, drawn with replacement: how many times it took each.
+  void draw(Rng& rng, std::vector<uint32_t>& drawn) const {
+    drawn.assign(steps, 0);
+    for (size_t i = 0; i < steps; ++i) ++drawn[rng.below(steps)];
   }
 };
 
@@ -258,18 +267,17 @@ std::array<LossBreakdown::Range, kLossCauseCount> loss_intervals(const SweepPoin
   const StepColumns a(one);
   const StepColumns b(p);
   Rng rng(1);
-  std::vector<size_t> drawn_a(a.steps);
-  std::vector<size_t> drawn_b(b.steps);
-  std::vector<double> scratch;
+  std::vector<uint32_t> drawn_a;
+  std::vector<uint32_t> drawn_b;
   std::array<std::vector<double>, kLossCauseCount> shares;
   std::vector<PhaseMedians> replicas(b.replicas.size());
   for (int r = 0; r < kLossResamples; ++r) {
-    for (size_t& i : drawn_a) i = rng.below(a.steps);
-    for (size_t& i : drawn_b) i = rng.below(b.steps);
-    const PhaseMedians base = StepColumns::medians(a.group, drawn_a, scratch);
-    const PhaseMedians group = StepColumns::medians(b.group, drawn_b, scratch);
+    a.draw(rng, drawn_a);
+    b.draw(rng, drawn_b);
+    const PhaseMedians base = StepColumns::medians(a.group, drawn_a);
+    const PhaseMedians group = StepColumns::medians(b.group, drawn_b);
     for (size_t k = 0; k < replicas.size(); ++k) {
-      replicas[k] = StepColumns::medians(b.replicas[k], drawn_b, scratch);
+      replicas[k] = StepColumns::medians(b.replicas[k], drawn_b);
     }
     const double ideal = p.mode == ScalingMode::kWeak ? base.step_ms : base.step_ms / p.devices;
     const LossBreakdown l = efficiency_loss(base, replicas, group, ideal);
@@ -289,7 +297,7 @@ void compare_with_baseline(SweepPoint& p, const SweepPoint& one,
   // throughput_N / throughput_1 = (G_N / median_N) / (G_1 / median_1).
   const double batches =
       static_cast<double>(p.global_batch) / static_cast<double>(one.global_batch);
-  Interval r = bootstrap_ratio_ci(a, b, [](std::span<const double> x) { return median(x); });
+  Interval r = bootstrap_median_ratio_ci(a, b);
   Interval speedup{r.value * batches, r.low * batches, r.high * batches};
   p.summary.speedup = speedup;
   const double n = p.devices;
@@ -494,8 +502,8 @@ BucketChoice choose_bucket(std::vector<const SweepPoint*> group) {
     }
   }
   // Same global batch: the throughput ratio is the inverse ratio of the median step times.
-  c.gain = bootstrap_ratio_ci(pooled_step_ms(*group[c.reference]), pooled_step_ms(*group[c.best]),
-                              [](std::span<const double> x) { return median(x); });
+  c.gain = bootstrap_median_ratio_ci(pooled_step_ms(*group[c.reference]),
+                                     pooled_step_ms(*group[c.best]));
   return c;
 }
 

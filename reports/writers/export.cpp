@@ -57,7 +57,7 @@ namespace {
 // 95% bootstrap interval of the median step time (the same seed every time: an export of the
 // same report is the same file).
 Interval step_ms_interval(const SweepPoint& p) {
-  return bootstrap_ci(pooled_step_ms(p), [](std::span<const double> x) { return median(x); });
+  return bootstrap_median_ci(pooled_step_ms(p), [](double median_ms) { return median_ms; });
 }
 
 // ---------------------------------------------------------------------------------------

@@ -64,6 +64,62 @@ TEST(Stats, PercentileInterpolatesBetweenTheClosestRanksAsNumPyDoes) {
   }
 }
 
+// A resample given as counts has the percentiles of the values it stands for, to the bit.
+TEST(Stats, RankedSamplesTakeTheResamplesPercentileFromItsCounts) {
+  std::mt19937_64 gen(7);
+  for (size_t n = 1; n <= 40; ++n) {
+    for (const bool repeats : {false, true}) {
+      std::vector<double> v = normal_sample(n, 5.0, 2.0, n + 100);
+      if (repeats) {
+        for (double& x : v) x = std::round(x);
+      }
+      const RankedSamples ranked(v);
+      for (int draw = 0; draw < 5; ++draw) {
+        std::vector<uint32_t> counts(n, 0);
+        std::vector<double> values;
+        const size_t total = 1 + gen() % (2 * n);  // fewer or more values than samples
+        for (size_t i = 0; i < total; ++i) {
+          const size_t at = gen() % n;
+          ++counts[at];
+          values.push_back(v[at]);
+        }
+        for (const double q : {0.0, 0.025, 0.3, 0.5, 0.77, 0.975, 1.0}) {
+          EXPECT_EQ(ranked.percentile(counts, q), percentile(values, q))
+              << "n " << n << ", " << total << " values, q " << q;
+        }
+      }
+    }
+  }
+  const RankedSamples ranked(std::vector<double>{1, 2});
+  EXPECT_THROW(ranked.percentile(std::vector<uint32_t>{0, 0}, 0.5), Error);
+  EXPECT_THROW(ranked.percentile(std::vector<uint32_t>{1}, 0.5), Error);
+  EXPECT_THROW(ranked.percentile(std::vector<uint32_t>{1, 1}, -0.1), Error);
+}
+
+// The ranked medians draw what the written-out statistic draws: the same intervals, bit for bit.
+TEST(Bootstrap, MedianIntervalsAreTheWrittenOutStatisticsToTheBit) {
+  for (const size_t n : {size_t{1}, size_t{2}, size_t{7}, size_t{300}}) {
+    std::vector<double> a = normal_sample(n, 20.0, 3.0, n);
+    const std::vector<double> b = normal_sample(n + 3, 30.0, 4.0, n + 1);
+    for (double& x : a) x = std::round(x * 4.0) / 4.0;  // ties too
+    const auto per_second = [](double median_ms) { return 64e3 / median_ms; };
+    const Interval got = bootstrap_median_ci(a, per_second, 0.9, 500, 3);
+    const Interval want = bootstrap_ci(
+        a, [&](std::span<const double> x) { return per_second(median(x)); }, 0.9, 500, 3);
+    EXPECT_EQ(got.value, want.value);
+    EXPECT_EQ(got.low, want.low) << n;
+    EXPECT_EQ(got.high, want.high) << n;
+    const Interval ratio = bootstrap_median_ratio_ci(a, b);
+    const Interval written =
+        bootstrap_ratio_ci(a, b, [](std::span<const double> x) { return median(x); });
+    EXPECT_EQ(ratio.value, written.value);
+    EXPECT_EQ(ratio.low, written.low) << n;
+    EXPECT_EQ(ratio.high, written.high) << n;
+  }
+  EXPECT_THROW(bootstrap_median_ratio_ci(std::vector<double>{1}, std::vector<double>{0}), Error);
+  EXPECT_THROW(bootstrap_median_ci(std::vector<double>{}, [](double m) { return m; }), Error);
+}
+
 TEST(Bootstrap, MeanIntervalCoversTheTruthWithTheTextbookWidth) {
   const double mu = 10.0, sigma = 3.0;
   const size_t n = 200;
