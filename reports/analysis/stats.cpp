@@ -37,6 +37,11 @@ RankedSamples::RankedSamples(std::span<const double> values) : sample_(values.si
   for (const uint32_t i : sample_) sorted_.push_back(values[i]);
 }
 
+void RankedSamples::draw(size_t samples, Rng& rng, std::vector<uint32_t>& counts) {
+  counts.assign(samples, 0);
+  for (size_t i = 0; i < samples; ++i) ++counts[rng.below(samples)];
+}
+
 double RankedSamples::percentile(std::span<const uint32_t> counts, double q) const {
   SS_CHECK(counts.size() == sorted_.size(), "{} counts for {} ranked samples", counts.size(),
            sorted_.size());
@@ -88,11 +93,9 @@ void resample(std::span<const double> from, std::vector<double>& out, Rng& rng) 
   for (double& v : out) v = from[rng.below(from.size())];
 }
 
-// A resample's median drawn as resample() would draw its values: counts[i] the times it took
-// sample i.
+// The median of a resample drawn as resample() would draw its values.
 double resampled_median(const RankedSamples& ranked, std::vector<uint32_t>& counts, Rng& rng) {
-  counts.assign(ranked.size(), 0);
-  for (size_t i = 0; i < counts.size(); ++i) ++counts[rng.below(counts.size())];
+  RankedSamples::draw(ranked.size(), rng, counts);
   return ranked.percentile(counts, 0.5);
 }
 

@@ -21,6 +21,8 @@ double mean(std::span<const double> values);
 // resample is a count per sample (how many times the draw took it), and its order statistics
 // are found by walking the samples in ascending order summing those counts. The bootstrap
 // intervals of a report take thousands of medians per sweep point this way.
+class Rng;
+
 class RankedSamples {
  public:
   explicit RankedSamples(std::span<const double> values);
@@ -28,6 +30,9 @@ class RankedSamples {
   // percentile() of the multiset holding values[i] counts[i] times, to the bit.
   // REQUIRES: counts.size() == size(), a non-zero sum of counts.
   double percentile(std::span<const uint32_t> counts, double q) const;
+  // A resample of `samples` values drawn with replacement, as counts: in the order of the
+  // values a draw of them would take, so the same generator gives the same resample.
+  static void draw(size_t samples, Rng& rng, std::vector<uint32_t>& counts);
 
  private:
   std::vector<double> sorted_;    // the values, ascending

@@ -249,12 +249,6 @@ struct StepColumns {
     }
     return m;
   }
-
-  // A resample of the steps, drawn with replacement: how many times it took each.
-  void draw(Rng& rng, std::vector<uint32_t>& drawn) const {
-    drawn.assign(steps, 0);
-    for (size_t i = 0; i < steps; ++i) ++drawn[rng.below(steps)];
-  }
 };
 
 constexpr int kLossResamples = 1000;
@@ -272,8 +266,8 @@ std::array<LossBreakdown::Range, kLossCauseCount> loss_intervals(const SweepPoin
   std::array<std::vector<double>, kLossCauseCount> shares;
   std::vector<PhaseMedians> replicas(b.replicas.size());
   for (int r = 0; r < kLossResamples; ++r) {
-    a.draw(rng, drawn_a);
-    b.draw(rng, drawn_b);
+    RankedSamples::draw(a.steps, rng, drawn_a);
+    RankedSamples::draw(b.steps, rng, drawn_b);
     const PhaseMedians base = StepColumns::medians(a.group, drawn_a);
     const PhaseMedians group = StepColumns::medians(b.group, drawn_b);
     for (size_t k = 0; k < replicas.size(); ++k) {
