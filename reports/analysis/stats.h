@@ -16,13 +16,18 @@ inline double median(std::span<const double> values) {
   return percentile(values, 0.5);
 }
 double mean(std::span<const double> values);
+// Sample standard deviation (divides by n - 1). REQUIRES: at least 2 values.
+double stddev(std::span<const double> values);
+// stddev / mean: the spread of step times relative to their size.
+// REQUIRES: at least 2 values and a non-zero mean.
+double coefficient_of_variation(std::span<const double> values);
+
+class Rng;
 
 // Samples sorted once, so that the percentiles of many resamples of them cost no sorting: a
 // resample is a count per sample (how many times the draw took it), and its order statistics
 // are found by walking the samples in ascending order summing those counts. The bootstrap
 // intervals of a report take thousands of medians per sweep point this way.
-class Rng;
-
 class RankedSamples {
  public:
   explicit RankedSamples(std::span<const double> values);
@@ -38,11 +43,6 @@ class RankedSamples {
   std::vector<double> sorted_;    // the values, ascending
   std::vector<uint32_t> sample_;  // the index in `values` of each sorted value
 };
-// Sample standard deviation (divides by n - 1). REQUIRES: at least 2 values.
-double stddev(std::span<const double> values);
-// stddev / mean: the spread of step times relative to their size.
-// REQUIRES: at least 2 values and a non-zero mean.
-double coefficient_of_variation(std::span<const double> values);
 
 // A point estimate with a confidence interval around it.
 struct Interval {
