@@ -2,10 +2,10 @@
 
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <string>
 
+#include "core/env.h"
 #include "core/error.h"
 
 namespace scalescope {
@@ -14,8 +14,8 @@ namespace {
 constexpr const char* kNames[] = {"debug", "info", "warn", "error", "off"};
 
 LogLevel level_from_env() {
-  const char* env = std::getenv("SCALESCOPE_LOG");
-  if (env == nullptr) return LogLevel::kInfo;
+  const std::string env = text_from_environment("SCALESCOPE_LOG");
+  if (env.empty()) return LogLevel::kInfo;
   if (const std::optional<LogLevel> level = parse_log_level(env)) return *level;
   log_line(LogLevel::kWarn,
            fmt::format("SCALESCOPE_LOG={}: not a level (debug, info, warn, error or off); "

@@ -22,6 +22,12 @@ std::vector<std::string> command_arguments();
 // The command line, quoted so that a shell would give the same arguments.
 std::string command_line();
 
+// Reads every SCALESCOPE_* setting before a command runs (settings_check.cpp): a bad value is
+// an Error naming it whether or not the run reaches what reads it, and a variable set a few
+// letters from a setting's name (which nothing would read) is named in a warning with the
+// setting meant.
+void check_settings();
+
 // `action` is set when the subcommand is selected.
 void add_train_command(CLI::App& app, Action& action);
 void add_sweep_command(CLI::App& app, Action& action);

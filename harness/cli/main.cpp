@@ -93,6 +93,7 @@ int main(int argc, char** argv) {
     return stderr;
   };
   try {
+    scalescope::cli::check_settings();
     // Before the command starts any thread: they inherit it (core/denormals.h).
     scalescope::set_denormals(scalescope::denormals_from_environment());
     return action();

@@ -20,6 +20,7 @@
 
 #include "core/check.h"
 #include "core/cpu_affinity.h"
+#include "core/env.h"
 #include "core/log.h"
 #include "harness/collectives/gloo_connect.h"
 #include "harness/collectives/network.h"
@@ -256,8 +257,8 @@ std::unique_ptr<Cluster> Cluster::join(std::chrono::milliseconds timeout,
   // Which processes share a node goes by this name: the host name, unless
   // SCALESCOPE_NODE_NAME gives another (containers sharing a host under different names, or
   // the inter-node paths tried out on one machine).
-  const std::string node_name =
-      env_or_empty("SCALESCOPE_NODE_NAME").empty() ? host : env_or_empty("SCALESCOPE_NODE_NAME");
+  const std::string given_name = text_from_environment("SCALESCOPE_NODE_NAME");
+  const std::string node_name = given_name.empty() ? host : given_name;
   const std::string cpus = format_cpu_set(usable_cpus());
   c->members_ = layout(mpi_all_gather(std::vector<char>(node_name.begin(), node_name.end())),
                        mpi_all_gather(std::vector<char>(cpus.begin(), cpus.end())));

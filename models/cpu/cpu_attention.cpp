@@ -166,11 +166,8 @@ class AttentionKernel final : public LayerKernel, private cpu_attention::Attenti
         failures);
   }
 
-  // SCALESCOPE_ATTENTION_PRODUCTS=tiles (the default) runs the products in AVX-512 registers
-  // where the CPU has AVX-512, =sgemm as oneDNN's sgemm (the tiles' before, for comparing).
   static bool tiles_run() {
-    const bool sgemm = choice_from_environment("SCALESCOPE_ATTENTION_PRODUCTS", {"tiles", "sgemm"});
-    return !sgemm && cpu_attention::tile_products_supported();
+    return !cpu_attention::sgemm_products_asked() && cpu_attention::tile_products_supported();
   }
 
   bool tiles_;
@@ -333,6 +330,10 @@ void AttentionKernel::backward_key_tile(const float* in, const float* dout, floa
 }  // namespace
 
 namespace cpu_attention {
+
+bool sgemm_products_asked() {
+  return choice_from_environment("SCALESCOPE_ATTENTION_PRODUCTS", {"tiles", "sgemm"}) == 1;
+}
 
 // The rows' loops are vector clones (vector_clones.h): 16 floats at a time where the baseline
 // has 4. Their bits are the baseline's (no contraction of a multiply and an add, a fixed order

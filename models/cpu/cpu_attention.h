@@ -128,6 +128,11 @@ class AttentionBase {
   DeviceBuffer log_sum_exp_;
 };
 
+// SCALESCOPE_ATTENTION_PRODUCTS=sgemm: the fp32 kernel's products as oneDNN's sgemm (the tiles'
+// before, for comparing) rather than tiles in AVX-512 registers (=tiles, the default, where the
+// CPU has AVX-512). Throws Error naming the variable for any other value.
+bool sgemm_products_asked();
+
 // The kernel computing in bf16 (cpu_attention_bf16.cpp).
 std::unique_ptr<LayerKernel> make_bf16_attention(const CausalSelfAttentionSpec& spec,
                                                  const LayerBinding& binding, Device& device);

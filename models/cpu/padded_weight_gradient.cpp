@@ -23,10 +23,12 @@ void copy_padded(const float* src, int64_t rows, int64_t cols, float* dst) {
 
 }  // namespace
 
+bool PaddedWeightGradient::matmul_asked() {
+  return choice_from_environment("SCALESCOPE_WEIGHT_GRADIENT", {"padded", "matmul"}) == 1;
+}
+
 bool PaddedWeightGradient::wanted(const std::string& implementation) const {
-  // SCALESCOPE_WEIGHT_GRADIENT=matmul keeps oneDNN's kernel, for comparing the two.
-  if (choice_from_environment("SCALESCOPE_WEIGHT_GRADIENT", {"padded", "matmul"}) == 1)
-    return false;
+  if (matmul_asked()) return false;
   // The slowdown was measured on a CPU without AVX-512, the only one where oneDNN 2.6's
   // matmul runs gemm:jit; its inner product runs gemm:jit there and with AVX-512 too. The
   // matmul names it "gemm:jit", the inner product "x64:gemm:jit".

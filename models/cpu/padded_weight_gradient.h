@@ -32,6 +32,9 @@ struct PaddedWeightGradient {
   // 1024 → 4096 60 against 68, 2048 rows at 3072 → 768 60-61 against 66-68, 1024 rows at 4096
   // → 64 4.4-4.9 against 6.3-6.7.
   bool wanted(const std::string& implementation) const;
+  // SCALESCOPE_WEIGHT_GRADIENT=matmul: oneDNN's kernel everywhere, for comparing the two;
+  // =padded (the default) where wanted() says. Throws Error naming the variable otherwise.
+  static bool matmul_asked();
   static constexpr int64_t kMinRows = 256;
   static constexpr int64_t kNarrow[2] = {128, 256};
 

@@ -1,0 +1,33 @@
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "core/denormals.h"
+#include "core/env.h"
+#include "core/log.h"
+#include "core/sim/sim_device.h"
+#include "harness/cli/commands.h"
+#include "models/kernel_environment.h"
+
+namespace scalescope::cli {
+
+void check_settings() {
+  // Each reader throws Error naming a bad value, except the log level's, which warns.
+  (void)log_level();
+  (void)denormals_from_environment();
+  (void)sim_jitter_from_environment();
+  (void)sim_library_memory_from_environment();
+  (void)sim_link_rate_from_environment();
+  (void)text_from_environment("SCALESCOPE_NODE_NAME");  // any name; read by cluster.cpp
+  read_kernel_environment();
+
+  std::vector<std::string> environment;
+  for (char** entry = environ; *entry != nullptr; ++entry) environment.emplace_back(*entry);
+  for (const MisspeltSetting& m : misspelt_settings(environment, settings_asked())) {
+    SS_LOG_WARN("{} is not a setting scalescope reads, so it changes nothing: did you mean {}?",
+                m.set, m.meant);
+  }
+}
+
+}  // namespace scalescope::cli
