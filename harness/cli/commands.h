@@ -22,6 +22,12 @@ std::vector<std::string> command_arguments();
 // The command line, quoted so that a shell would give the same arguments.
 std::string command_line();
 
+// The exit status for bad input found before a command's action runs (a setting's value): 1,
+// unless the selected command gave another when parsing selected it (compare, where 1 means
+// "regression").
+int bad_input_status();
+void set_bad_input_status(int status);
+
 // Reads every SCALESCOPE_* setting before a command runs (settings_check.cpp): a bad value is
 // an Error naming it whether or not the run reaches what reads it, and a variable set a few
 // letters from a setting's name (which nothing would read) is named in a warning with the

@@ -112,8 +112,9 @@ void add_compare_command(CLI::App& app, Action& action) {
       "input");
   add_options(*cmd, args->list);
   cmd->callback([&action, args, cmd] {
+    // Bad input is status 2 here, not main's 1: 1 means "regression" to a CI job.
+    set_bad_input_status(kBadInput);
     action = [args, cmd] {
-      // Bad input is status 2 here, not main's 1: 1 means "regression" to a CI job.
       try {
         (void)settle_options(*cmd, args->list);
         return run_compare(*args);

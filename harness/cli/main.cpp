@@ -33,6 +33,21 @@ bool take_verbose(int& argc, char** argv) {
   return found;
 }
 
+// Reads the settings (core/env.h) and sets what every thread inherits (core/denormals.h),
+// before the command starts any thread; 0, or the command's status for bad input when a
+// setting's value is bad.
+int start_settings() {
+  try {
+    scalescope::cli::check_settings();
+    scalescope::set_denormals(scalescope::denormals_from_environment());
+    return 0;
+  } catch (const scalescope::Error& e) {
+    const bool debug = scalescope::log_level() <= scalescope::LogLevel::kDebug;
+    fmt::print(stderr, "scalescope: error: {}\n", scalescope::error_text(e, debug));
+    return scalescope::cli::bad_input_status();
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,10 +107,8 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     return stderr;
   };
+  if (const int status = start_settings(); status != 0) return status;
   try {
-    scalescope::cli::check_settings();
-    // Before the command starts any thread: they inherit it (core/denormals.h).
-    scalescope::set_denormals(scalescope::denormals_from_environment());
     return action();
   } catch (const scalescope::Interrupted& e) {
     fmt::print(flushed(), "scalescope: {}\n", e.message());  // a stop, not a fault: no source line

@@ -78,6 +78,15 @@ TEST(CliSettings, ABadValueIsNamedWhereNothingInTheRunReadsIt) {
   }
 }
 
+// To a CI job, compare's status 1 means "regression": a bad setting there is bad input, 2.
+TEST(CliSettings, ABadSettingIsBadInputToCompare) {
+  for (const char* environment : {"SCALESCOPE_ATTENTION=flsh", "SCALESCOPE_DENORMALS=some"}) {
+    const scalescope::testing_util::CliResult r = run_cli("compare a.json b.json", environment);
+    EXPECT_EQ(r.status, 2) << environment << " gave: " << r.output;
+    EXPECT_TRUE(contains(r.output, environment)) << r.output;
+  }
+}
+
 TEST(CliSettings, ANameMistypedIsNamedWithTheSettingMeant) {
   const scalescope::testing_util::CliResult r =
       run_cli("models dense-100", "SCALESCOPE_ATENTION=flash SCALESCOPE_ANCHORS_VENV=/v");
