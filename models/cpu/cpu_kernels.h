@@ -25,6 +25,12 @@ std::unique_ptr<LayerKernel> make_cpu_layer(const LayerSpec& spec, const LayerBi
 bool cpu_fuses_activation(const LayerSpec& layer, Activation activation);
 bool cpu_fuses_relu_backward(const LayerSpec& producer);
 bool cpu_fuses_relu_gradient(const LayerSpec& reader);
+// cpu_weighted.cpp: convolutions and dense layers (oneDNN primitives); called by make_cpu_layer,
+// which checks the binding.
+std::unique_ptr<LayerKernel> make_cpu_conv(const Conv2DSpec& spec, const LayerBinding& binding,
+                                           Device& device);
+std::unique_ptr<LayerKernel> make_cpu_dense(const DenseSpec& spec, const LayerBinding& binding,
+                                            Device& device);
 // cpu_pool.cpp, cpu_shortcut.cpp and cpu_norm.cpp: called by make_cpu_layer, which checks the
 // binding.
 std::unique_ptr<LayerKernel> make_cpu_max_pool(const MaxPool2DSpec& spec,

@@ -1,6 +1,6 @@
-// The oneDNN side every CPU layer kernel of cpu_layers.cpp shares: a primitive bound to its
-// arguments once (Call), and the base class holding the engine, the stream, the attributes, the
-// memory a kernel owns and the copies its primitives read (DnnlKernel).
+// The oneDNN side the CPU layer kernels of cpu_weighted.cpp and cpu_unary.cpp share: a primitive
+// bound to its arguments once (Call), and the base class holding the engine, the stream, the
+// attributes, the memory a kernel owns and the copies its primitives read (DnnlKernel).
 #pragma once
 
 #include <fmt/format.h>

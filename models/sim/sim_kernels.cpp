@@ -164,7 +164,7 @@ std::vector<LibraryVersion> SimKernelBackend::library_versions() const {
   return CpuKernelBackend().library_versions();
 }
 
-// The CPU kernels' precisions, and fp16 emulated (cpu_layers.cpp emulates_fp16): so that the
+// The CPU kernels' precisions, and fp16 emulated (dnnl_kernel.h emulates_fp16): so that the
 // loss scaling GPUs need for fp16 runs here, on the GPU path's orchestration.
 std::vector<Precision> SimKernelBackend::precisions() const {
   std::vector<Precision> p = cpu_precisions();

@@ -66,7 +66,7 @@ std::vector<LayerCase> elementwise_cases() {
       {"dense_sequence_no_bias", DenseSpec{5, false}, Shape{2, 4, 6}},
       {"dense_sequence_2threads", DenseSpec{16}, Shape{2, 8, 32}, 2},
       // 1024 rows of few weights: fp32's weight gradient (and bias) as matmuls
-      // (fp32_weight_gradient_by_matmul in cpu_layers.cpp), the input gradient by gemm.
+      // (fp32_weight_gradient_by_matmul in cpu_weighted.cpp), the input gradient by gemm.
       {"dense_1024_rows_2threads", DenseSpec{2}, Shape{4, 256, 3}, 2},
       {"dense_1024_rows_no_bias", DenseSpec{3, false}, Shape{1024, 2}},
       {"relu_image", ActivationSpec{Activation::kRelu}, Shape{2, 3, 4, 5}},
