@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "core/check.h"
+#include "core/fs.h"
 #include "reports/json_reader.h"
 
 namespace scalescope::cli {
@@ -305,6 +306,10 @@ OptionSources parse_with_config(OptionList& list, const std::vector<std::string>
       std::istringstream text(dump_json(*config));
       app.parse_from_stream(text);
     }
+  } catch (const CLI::FileError& e) {
+    // CLI11 takes a directory for a missing file ("was not readable (missing?)"): say which.
+    check_readable(app.get_config_ptr()->as<std::string>());
+    throw_usage_error(e.what());
   } catch (const CLI::ParseError& e) {
     throw_usage_error(e.what());
   }

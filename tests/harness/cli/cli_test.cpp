@@ -219,6 +219,7 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroStatus) {
       {"train --lr -1", "--lr -1"},
       {"train --load /nonexistent.safetensors --steps 1", "/nonexistent.safetensors"},
       {"train --config /nonexistent/train.json", "/nonexistent/train.json was not readable"},
+      {"train --config /", "cannot read '/': it is a directory"},
       {"frobnicate", "frobnicate"},
       {"train --data nowhere", "nowhere"},
       {"train --bucket-cap-mb 0", "--bucket-cap-mb 0"},
