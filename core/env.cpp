@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/spelling.h"
 
 namespace scalescope {
 namespace {
@@ -30,22 +31,6 @@ const char* ask(const char* name) {
     asked().insert(name);
   }
   return std::getenv(name);
-}
-
-// Edits (a letter deleted, inserted or changed, two neighbours swapped) from `a` to `b`.
-size_t edits(std::string_view a, std::string_view b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t changed = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + changed});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[a.size()][b.size()];
 }
 
 }  // namespace
@@ -87,23 +72,19 @@ std::vector<std::string> settings_asked() {
 
 std::vector<MisspeltSetting> misspelt_settings(const std::vector<std::string>& environment,
                                                const std::vector<std::string>& known) {
+  std::vector<const std::string*> settings;  // the known SCALESCOPE_* names
+  std::vector<std::string_view> rests;       // and their letters after the prefix
+  for (const std::string& setting : known) {
+    if (!std::string_view(setting).starts_with(kPrefix)) continue;
+    settings.push_back(&setting);
+    rests.push_back(std::string_view(setting).substr(kPrefix.size()));
+  }
   std::vector<MisspeltSetting> misspelt;
   for (const std::string& entry : environment) {
     const std::string_view name = std::string_view(entry).substr(0, entry.find('='));
     if (!name.starts_with(kPrefix) || std::ranges::find(known, name) != known.end()) continue;
-    const std::string_view rest = name.substr(kPrefix.size());
-    size_t nearest = SIZE_MAX;
-    const std::string* meant = nullptr;
-    for (const std::string& setting : known) {
-      if (!std::string_view(setting).starts_with(kPrefix)) continue;
-      const std::string_view setting_rest = std::string_view(setting).substr(kPrefix.size());
-      const size_t d = edits(rest, setting_rest);
-      if (d <= std::min<size_t>(3, setting_rest.size() / 3) && d < nearest) {
-        nearest = d;
-        meant = &setting;
-      }
-    }
-    if (meant != nullptr) misspelt.push_back({std::string(name), *meant});
+    const std::optional<size_t> meant = nearest_spelling(name.substr(kPrefix.size()), rests);
+    if (meant) misspelt.push_back({std::string(name), *settings[*meant]});
   }
   return misspelt;
 }

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "core/check.h"
+#include "core/spelling.h"
 #include "models/zoo_families.h"
 
 namespace scalescope {
@@ -58,10 +59,11 @@ void reject_keys(const std::string& model, const Params& params,
     bool ok = false;
     for (const char* a : accepted) ok = ok || key == a;
     if (ok) continue;
-    std::string list;
-    for (const char* a : accepted) list += fmt::format("{}{}", list.empty() ? "" : ", ", a);
-    SS_CHECK_INPUT(false, "model '{}' has no parameter '{}' ({})", model, key,
-                   list.empty() ? std::string("it takes none") : "accepted: " + list);
+    const std::vector<std::string_view> names(accepted.begin(), accepted.end());
+    SS_CHECK_INPUT(false, "model '{}' has no parameter '{}'{} ({})", model, key,
+                   did_you_mean(key, names),
+                   names.empty() ? std::string("it takes none")
+                                 : fmt::format("accepted: {}", fmt::join(names, ", ")));
   }
 }
 
@@ -261,11 +263,14 @@ void set_classes(ModelDef& def, const Builder& family, int64_t classes) {
       fmt::format("{}classes={}", def.name.find(':') == std::string::npos ? ':' : ',', classes);
 }
 
-std::string known_models() {
-  std::string names;
-  for (const Builder& b : builders())
-    names += fmt::format("{}{}", names.empty() ? "" : ", ", b.entry.name);
+std::vector<std::string_view> model_names() {
+  std::vector<std::string_view> names;
+  for (const Builder& b : builders()) names.push_back(b.entry.name);
   return names;
+}
+
+std::string known_models() {
+  return fmt::format("{}", fmt::join(model_names(), ", "));
 }
 
 }  // namespace
@@ -298,8 +303,8 @@ ModelSpec parse_model_spec(std::string_view text) {
 ModelDef make_model(const ModelSpec& spec) {
   const Builder* family = find_builder(spec.name);
   if (family == nullptr) {
-    throw_usage_error(
-        fmt::format("unknown model '{}' (known models: {})", spec.name, known_models()));
+    throw_usage_error(fmt::format("unknown model '{}'{} (known models: {})", spec.name,
+                                  did_you_mean(spec.name, model_names()), known_models()));
   }
   std::vector<const char*> keys = family->keys;
   if (family->classes > 0) keys.push_back("classes");

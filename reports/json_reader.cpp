@@ -9,6 +9,7 @@
 
 #include "core/byte_source.h"
 #include "core/check.h"
+#include "core/spelling.h"
 
 namespace scalescope {
 
@@ -225,8 +226,9 @@ std::vector<std::vector<double>> JsonReader::number_rows(std::string_view key) c
 void JsonReader::only(const std::set<std::string, std::less<>>& known) const {
   for (const auto& [key, value] : j_.items()) {
     if (!known.contains(key)) {
-      throw_usage_error(fmt::format("{}: unknown key '{}'; known keys: {}", what_, name(key),
-                                    fmt::join(known, ", ")));
+      const std::vector<std::string_view> keys(known.begin(), known.end());
+      throw_usage_error(fmt::format("{}: unknown key '{}'{}; known keys: {}", what_, name(key),
+                                    did_you_mean(key, keys), fmt::join(known, ", ")));
     }
   }
 }

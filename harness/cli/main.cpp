@@ -12,6 +12,7 @@
 #include "core/interrupt.h"
 #include "core/log.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/usage_errors.h"
 
 namespace {
 
@@ -75,18 +76,11 @@ int main(int argc, char** argv) {
   scalescope::cli::add_devices_command(app, action);
   scalescope::cli::add_analyze_command(app, action);
   // CLI11 would only say that a subcommand is required; name the word it did not know.
-  if (argc > 1 && argv[1][0] != '-') {
-    bool known = false;
-    std::string names;
-    for (const CLI::App* sub : app.get_subcommands({})) {
-      known = known || sub->get_name() == argv[1];
-      names += (names.empty() ? "" : ", ") + sub->get_name();
-    }
-    if (!known) {
-      fmt::print(stderr, "scalescope: unknown command '{}' (commands: {}; see --help)\n", argv[1],
-                 names);
-      return 2;
-    }
+  if (argc > 1 && argv[1][0] != '-' &&
+      app.get_subcommands([&](const CLI::App* sub) { return sub->get_name() == argv[1]; })
+          .empty()) {
+    fmt::print(stderr, "scalescope: {}\n", scalescope::cli::unknown_command_message(app, argv[1]));
+    return 2;
   }
   try {
     app.parse(argc, argv);
@@ -96,6 +90,13 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::ExtrasError& e) {
+    // CLI11 lists what it did not expect last first, values among them, and suggests nothing.
+    const std::string unknown =
+        scalescope::cli::unexpected_arguments_message(app, scalescope::cli::arguments());
+    if (unknown.empty()) app.exit(e);
+    if (!unknown.empty()) fmt::print(stderr, "scalescope: error: {}\n", unknown);
+    return 2;
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;  // a usage error, as every scalescope command reports bad input

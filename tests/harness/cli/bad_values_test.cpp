@@ -16,6 +16,35 @@ namespace {
 using scalescope::testing_util::contains;
 using scalescope::testing_util::run_cli;
 
+TEST(CliValues, AnUnknownWordIsNamedWithTheOneMostLikelyMeant) {
+  struct Case {
+    const char* args;
+    const char* message;
+  };
+  // CLI11 2.1 said "The following arguments were not expected: cpu:1 --devicse", the option
+  // after its value, and suggested nothing.
+  const Case cases[] = {
+      {"trian", "unknown command 'trian' (did you mean train?)"},
+      {"train --devicse cpu:1", "train: unknown option '--devicse' (did you mean --devices?)\n"},
+      {"sweep --devices=cpu:1 --bach=8 --zzz 3",
+       "sweep: unknown options '--bach' (did you mean --batch?), '--zzz'; scalescope sweep "
+       "--help lists its options"},
+      {"train -x", "train: unknown option '-x'; scalescope train --help lists its options"},
+      {"train --lr -1", "--lr -1 must be 0 or a positive number"},  // a value, not an option
+      {"compare a.json b.json c.json", "compare: unexpected argument 'c.json'"},
+      {"train one two", "train: unexpected arguments 'one' 'two'"},  // in their order
+      {"train -- --steps", "train: unexpected argument '--steps'"},  // after --, a word
+      {"models resnt", "unknown model 'resnt' (did you mean resnet?)"},
+      {"models gpt:layer=2", "no parameter 'layer' (did you mean layers?)"},
+  };
+  for (const Case& c : cases) {
+    const scalescope::testing_util::CliResult r = run_cli(c.args);
+    EXPECT_NE(r.status, 0) << c.args;
+    EXPECT_TRUE(contains(r.output, c.message)) << c.args << " gave: " << r.output;
+    EXPECT_FALSE(contains(r.output, "not expected")) << c.args << " gave: " << r.output;
+  }
+}
+
 TEST(CliValues, NumbersPastWhatTheirOptionHoldsAreRefusedNamingIt) {
   struct Case {
     const char* args;

@@ -1,0 +1,81 @@
+#include "harness/cli/usage_errors.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <string_view>
+
+#include "core/spelling.h"
+
+namespace scalescope::cli {
+namespace {
+
+// A negative number is an option's value (--lr -1 is refused by the option, not here).
+bool is_number(const std::string& word) {
+  char* end = nullptr;
+  std::strtod(word.c_str(), &end);
+  return end != word.c_str() && *end == '\0';
+}
+
+// The first argument that names one of `app`'s commands, as CLI11 takes it.
+const CLI::App* command_on_line(const CLI::App& app, const std::vector<std::string>& args) {
+  for (size_t i = 1; i < args.size(); ++i) {
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      if (sub->get_name() == args[i]) return sub;
+    }
+  }
+  return nullptr;
+}
+
+// Every spelling of `app`'s options as it is typed: --name and -x.
+void add_spellings(const CLI::App& app, std::vector<std::string>& spellings) {
+  for (const CLI::Option* option : app.get_options()) {
+    for (const std::string& name : option->get_lnames()) spellings.push_back("--" + name);
+    for (const std::string& name : option->get_snames()) spellings.push_back("-" + name);
+  }
+}
+
+}  // namespace
+
+std::string unknown_command_message(const CLI::App& app, const std::string& word) {
+  std::vector<std::string_view> names;
+  for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  return fmt::format("unknown command '{}'{} (commands: {}; see --help)", word,
+                     did_you_mean(word, names), fmt::join(names, ", "));
+}
+
+std::string unexpected_arguments_message(const CLI::App& app, const std::vector<std::string>& args) {
+  const CLI::App* command = command_on_line(app, args);
+  std::vector<std::string> spellings;
+  add_spellings(app, spellings);
+  if (command != nullptr) add_spellings(*command, spellings);
+  const std::vector<std::string_view> known(spellings.begin(), spellings.end());
+  std::vector<std::string> unknown;
+  bool unsuggested = false;  // an unknown option without a near one
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") break;  // the rest are words, whatever they start with
+    if (arg.size() < 2 || arg[0] != '-' || is_number(arg)) continue;
+    // -xVALUE and --name=VALUE: the option is what comes before its value.
+    const std::string typed = arg[1] == '-' ? arg.substr(0, arg.find('=')) : arg.substr(0, 2);
+    if (std::ranges::find(known, typed) != known.end()) continue;
+    const std::string meant = did_you_mean(typed, known);
+    unsuggested = unsuggested || meant.empty();
+    unknown.push_back(fmt::format("'{}'{}", typed, meant));
+  }
+  const std::string name = command != nullptr ? command->get_name() : "";
+  const std::string help = fmt::format("scalescope {}--help", name.empty() ? "" : name + " ");
+  const std::string where = name.empty() ? "" : name + ": ";
+  if (unknown.empty()) {
+    // Words neither the program nor the command takes, as CLI11 kept them.
+    const std::vector<std::string> words = app.remaining(true);
+    if (words.empty()) return "";
+    return fmt::format("{}unexpected argument{} '{}' ({} lists what it takes)", where,
+                       words.size() > 1 ? "s" : "", fmt::join(words, "' '"), help);
+  }
+  return fmt::format("{}unknown option{} {}{}", where, unknown.size() > 1 ? "s" : "",
+                     fmt::join(unknown, ", "),
+                     unsuggested ? fmt::format("; {} lists its options", help) : "");
+}
+
+}  // namespace scalescope::cli
