@@ -6,18 +6,18 @@
 namespace scalescope::cli {
 namespace {
 std::vector<std::string> g_arguments;
-int g_bad_input_status = 1;
+int g_error_status = 1;
 }  // namespace
 
 void set_arguments(int argc, const char* const* argv) {
   g_arguments.assign(argv, argv + argc);
 }
 
-int bad_input_status() {
-  return g_bad_input_status;
+int error_status() {
+  return g_error_status;
 }
-void set_bad_input_status(int status) {
-  g_bad_input_status = status;
+void set_error_status(int status) {
+  g_error_status = status;
 }
 
 const std::vector<std::string>& arguments() {

@@ -22,11 +22,11 @@ std::vector<std::string> command_arguments();
 // The command line, quoted so that a shell would give the same arguments.
 std::string command_line();
 
-// The exit status for bad input found before a command's action runs (a setting's value): 1,
-// unless the selected command gave another when parsing selected it (compare, where 1 means
+// The exit status for an error (bad input, a fault of ours or of a library): 1, unless the
+// selected command gave another when parsing selected it (compare, where 1 means
 // "regression").
-int bad_input_status();
-void set_bad_input_status(int status);
+int error_status();
+void set_error_status(int status);
 
 // Reads every SCALESCOPE_* setting before a command runs (settings_check.cpp): a bad value is
 // an Error naming it whether or not the run reaches what reads it, and a variable set a few

@@ -1,6 +1,7 @@
 // `scalescope compare BASELINE CURRENT`: the regression gate of a CI job. Exit status 0: no
 // regression; 1: a regression (or a point that ran in the baseline fails now); 2: bad input (an
-// unreadable or invalid report, a bad flag value, or, with --strict, environments that differ).
+// unreadable or invalid report, a bad flag value, or, with --strict, environments that differ)
+// and any other error, which must not read as a regression.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -19,7 +20,7 @@ namespace {
 
 constexpr int kNoRegression = 0;
 constexpr int kRegression = 1;
-constexpr int kBadInput = 2;
+constexpr int kError = 2;  // bad input among them
 
 struct CompareArgs {
   std::string baseline;
@@ -112,20 +113,11 @@ void add_compare_command(CLI::App& app, Action& action) {
       "input");
   add_options(*cmd, args->list);
   cmd->callback([&action, args, cmd] {
-    // Bad input is status 2 here, not main's 1: 1 means "regression" to a CI job.
-    set_bad_input_status(kBadInput);
+    // Any error is status 2 here, not main's 1: 1 means "regression" to a CI job.
+    set_error_status(kError);
     action = [args, cmd] {
-      try {
-        (void)settle_options(*cmd, args->list);
-        return run_compare(*args);
-      } catch (const Error& e) {
-        // As main prints errors: after what was printed before it (the table), and a usage
-        // error without its source line unless --verbose.
-        std::fflush(stdout);
-        fmt::print(stderr, "scalescope: error: {}\n",
-                   error_text(e, log_level() <= LogLevel::kDebug));
-        return kBadInput;
-      }
+      (void)settle_options(*cmd, args->list);
+      return run_compare(*args);
     };
   });
 }

@@ -45,7 +45,7 @@ int start_settings() {
   } catch (const scalescope::Error& e) {
     const bool debug = scalescope::log_level() <= scalescope::LogLevel::kDebug;
     fmt::print(stderr, "scalescope: error: {}\n", scalescope::error_text(e, debug));
-    return scalescope::cli::bad_input_status();
+    return scalescope::cli::error_status();
   }
 }
 
@@ -116,10 +116,10 @@ int main(int argc, char** argv) {
     return e.exit_status();
   } catch (const scalescope::Error& e) {
     const bool debug = scalescope::log_level() <= scalescope::LogLevel::kDebug;
-    if (e.printed_by_process_zero() && !debug) return 1;
-    fmt::print(flushed(), "scalescope: error: {}\n", scalescope::error_text(e, debug));
+    if (!e.printed_by_process_zero() || debug)
+      fmt::print(flushed(), "scalescope: error: {}\n", scalescope::error_text(e, debug));
   } catch (const std::exception& e) {
     fmt::print(flushed(), "scalescope: internal error: {}\n", e.what());
   }
-  return 1;
+  return scalescope::cli::error_status();
 }
