@@ -44,7 +44,8 @@ std::string unknown_command_message(const CLI::App& app, const std::string& word
                      did_you_mean(word, names), fmt::join(names, ", "));
 }
 
-std::string unexpected_arguments_message(const CLI::App& app, const std::vector<std::string>& args) {
+std::string unexpected_arguments_message(const CLI::App& app,
+                                         const std::vector<std::string>& args) {
   const CLI::App* command = command_on_line(app, args);
   std::vector<std::string> spellings;
   add_spellings(app, spellings);
@@ -57,7 +58,8 @@ std::string unexpected_arguments_message(const CLI::App& app, const std::vector<
     if (arg == "--") break;  // the rest are words, whatever they start with
     if (arg.size() < 2 || arg[0] != '-' || is_number(arg)) continue;
     // -xVALUE and --name=VALUE: the option is what comes before its value.
-    const std::string typed = arg[1] == '-' ? arg.substr(0, arg.find('=')) : arg.substr(0, 2);
+    std::string typed = arg[1] == '-' ? arg.substr(0, arg.find('=')) : arg.substr(0, 2);
+    if (typed == "--") typed = arg;  // "--=x" names no option: show what was typed
     if (std::ranges::find(known, typed) != known.end()) continue;
     const std::string meant = did_you_mean(typed, known);
     unsuggested = unsuggested || meant.empty();

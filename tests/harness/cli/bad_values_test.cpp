@@ -30,6 +30,7 @@ TEST(CliValues, AnUnknownWordIsNamedWithTheOneMostLikelyMeant) {
        "sweep: unknown options '--bach' (did you mean --batch?), '--zzz'; scalescope sweep "
        "--help lists its options"},
       {"train -x", "train: unknown option '-x'; scalescope train --help lists its options"},
+      {"train --=x", "train: unknown option '--=x';"},
       {"train --lr -1", "--lr -1 must be 0 or a positive number"},  // a value, not an option
       {"compare a.json b.json c.json", "compare: unexpected argument 'c.json'"},
       {"train one two", "train: unexpected arguments 'one' 'two'"},  // in their order
