@@ -1,12 +1,14 @@
 // The command lines of `sweep` and `train`: the input's lines are the arguments, parsed by
 // CLI11 into each command's option declarations, settled and checked as the commands do
 // before anything runs (parse_with_config). CLI11 and the option declarations are where bad
-// flags meet the program: its list splitting, number conversions and default texts.
+// flags meet the program: its list splitting, number conversions and default texts. And what
+// main says of the arguments CLI11 did not expect (usage_errors.h) on the same lines.
 #include <string>
 #include <vector>
 
 #include "harness/cli/launch.h"
 #include "harness/cli/option_app.h"
+#include "harness/cli/usage_errors.h"
 #include "harness/sweep/options.h"
 #include "harness/trainer/options.h"
 #include "reports/json_reader.h"
@@ -40,6 +42,24 @@ Options parse_as(const std::vector<std::string>& args, Add add) {
   return options;
 }
 
+// `scalescope train ARGS` parsed as main parses it; where CLI11 finds arguments it did not
+// expect, main's message for them.
+void name_unexpected(const std::vector<std::string>& args) {
+  CLI::App app;
+  TrainOptions options;
+  OptionList list;
+  add_train_options(list, options);
+  cli::add_options(*app.add_subcommand("train"), list);
+  std::vector<std::string> line = {"scalescope", "train"};
+  line.insert(line.end(), args.begin(), args.end());
+  try {
+    app.parse(std::vector<std::string>(line.rbegin(), line.rend() - 1));  // as CLI11 takes them
+  } catch (const CLI::ExtrasError&) {
+    (void)cli::unexpected_arguments_message(app, line);
+  } catch (const CLI::ParseError&) {
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -49,5 +69,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)dump_json(sweep_config_json(options));
   });
   fuzz::accept_errors([&] { (void)parse_as<TrainOptions>(args, add_train_options); });
+  fuzz::accept_errors([&] { name_unexpected(args); });
   return 0;
 }
