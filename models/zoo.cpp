@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <functional>
@@ -300,11 +301,31 @@ ModelSpec parse_model_spec(std::string_view text) {
   return spec;
 }
 
+namespace {
+
+// What an unknown model name most likely meant: a family of depths named as torchvision and
+// papers name its members ("resnet50", "cifar-resnet-20") as its spec, or a name a slip away.
+std::string model_meant(const std::string& name) {
+  const size_t digits = name.find_last_not_of("0123456789") + 1;
+  if (digits > 0 && digits < name.size()) {
+    std::string family_name = name.substr(0, digits);
+    if (family_name.back() == '-' || family_name.back() == '_') family_name.pop_back();
+    const Builder* family = find_builder(family_name);
+    if (family != nullptr &&
+        std::ranges::find(family->keys, std::string_view("depth")) != family->keys.end()) {
+      return fmt::format(" (did you mean {}:depth={}?)", family_name, name.substr(digits));
+    }
+  }
+  return did_you_mean(name, model_names());
+}
+
+}  // namespace
+
 ModelDef make_model(const ModelSpec& spec) {
   const Builder* family = find_builder(spec.name);
   if (family == nullptr) {
     throw_usage_error(fmt::format("unknown model '{}'{} (known models: {})", spec.name,
-                                  did_you_mean(spec.name, model_names()), known_models()));
+                                  model_meant(spec.name), known_models()));
   }
   std::vector<const char*> keys = family->keys;
   if (family->classes > 0) keys.push_back("classes");

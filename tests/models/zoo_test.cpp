@@ -113,7 +113,10 @@ void expect_error(const std::string& spec, const std::string& fragment) {
 }
 
 TEST(Zoo, BadSpecsNameTheProblem) {
-  expect_error("resnet50", "unknown model 'resnet50'");
+  expect_error("resnet50", "unknown model 'resnet50' (did you mean resnet:depth=50?)");
+  expect_error("cifar-resnet-20", "(did you mean cifar-resnet:depth=20?)");
+  expect_error("resnt", "unknown model 'resnt' (did you mean resnet?)");
+  expect_error("cnn2", "unknown model 'cnn2' (did you mean cnn?)");  // no depths: a slip
   expect_error("", "empty model name");
   expect_error("cnn:depth=2", "no parameter 'depth'");
   expect_error("cifar-cnn:width=2", "no parameter 'width'");
