@@ -1,7 +1,10 @@
+#include <algorithm>
+#include <cctype>
 #include <string>
 #include <string_view>
 
 #include "core/check.h"
+#include "core/spelling.h"
 #include "pipelines/cifar10.h"
 #include "pipelines/dataset.h"
 #include "pipelines/idx.h"
@@ -12,6 +15,19 @@ namespace {
 constexpr std::string_view kAcceptedForms =
     "accepted: synthetic, synthetic:device, idx:DIR (MNIST-format IDX files), cifar10:DIR "
     "(CIFAR-10 binary files), text:FILE (a file's bytes as tokens)";
+
+// What an unknown kind most likely meant: a dataset that idx reads, named as itself, or a kind
+// a slip away.
+std::string kind_meant(std::string_view kind) {
+  std::string lower(kind);
+  std::ranges::transform(lower, lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (lower.ends_with("mnist")) {
+    return " (MNIST and Fashion-MNIST are IDX files, read as idx:DIR: Debian's "
+           "dataset-fashion-mnist is idx:/usr/share/datasets/fashion-mnist)";
+  }
+  if (lower.starts_with("cifar")) return " (did you mean cifar10:DIR?)";
+  return did_you_mean(kind, {"synthetic", "idx", "cifar10", "text"});
+}
 
 }  // namespace
 
@@ -48,8 +64,8 @@ DataSpec parse_data_spec(std::string_view text) {
     spec.path = std::string(argument);
     return spec;
   }
-  throw_usage_error(
-      fmt::format("data source '{}': unknown kind '{}'; {}", text, kind, kAcceptedForms));
+  throw_usage_error(fmt::format("data source '{}': unknown kind '{}'{}; {}", text, kind,
+                                kind_meant(kind), kAcceptedForms));
 }
 
 std::unique_ptr<Dataset> open_dataset(const DataSpec& spec, Split split) {

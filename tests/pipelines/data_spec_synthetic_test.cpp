@@ -45,6 +45,17 @@ TEST(DataSpec, RejectsOtherFormsListingTheAcceptedOnes) {
   }
 }
 
+TEST(DataSpec, AnUnknownKindIsNamedWithTheOneMeant) {
+  const auto error = [](const char* text) { return error_of([&] { parse_data_spec(text); }); };
+  EXPECT_CONTAINS(error("fashion-mnist"),
+                  "unknown kind 'fashion-mnist' (MNIST and Fashion-MNIST are IDX files, read as "
+                  "idx:DIR: Debian's dataset-fashion-mnist is idx:/usr/share/datasets/");
+  EXPECT_CONTAINS(error("MNIST:/data"), "are IDX files, read as idx:DIR");
+  EXPECT_CONTAINS(error("CIFAR-10:/data"), "unknown kind 'CIFAR-10' (did you mean cifar10:DIR?)");
+  EXPECT_CONTAINS(error("Synthetic"), "unknown kind 'Synthetic' (did you mean synthetic?)");
+  EXPECT_CONTAINS(error("imagenet:/data"), "unknown kind 'imagenet'; accepted:");
+}
+
 TEST(DataSpec, OpenDatasetRefusesSyntheticKinds) {
   for (const char* text : {"synthetic", "synthetic:device"}) {
     const std::string e = error_of([&] { open_dataset(parse_data_spec(text), Split::kTrain); });
