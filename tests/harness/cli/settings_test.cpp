@@ -100,4 +100,15 @@ TEST(CliSettings, ANameMistypedIsNamedWithTheSettingMeant) {
       contains(run_cli("models dense-100", "SCALESCOPE_ATTENTION=flash").output, "not a setting"));
 }
 
+TEST(CliSettings, AMistypedNameIsNamedByTheFirstProcessOfALaunchAlone) {
+  const auto output = [](const std::string& rank) {
+    return run_cli("models dense-100", "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=" + rank +
+                                           " SCALESCOPE_ATENTION=flash")
+        .output;
+  };
+  EXPECT_TRUE(contains(output("0"), "SCALESCOPE_ATENTION is not a setting")) << output("0");
+  EXPECT_FALSE(contains(output("1"), "not a setting")) << output("1");
+  EXPECT_TRUE(contains(output("x"), "not a setting"));  // a launcher's nonsense: said once
+}
+
 }  // namespace
