@@ -90,15 +90,10 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
-  } catch (const CLI::ExtrasError& e) {
-    // CLI11 lists what it did not expect last first, values among them, and suggests nothing.
-    const std::string unknown =
-        scalescope::cli::unexpected_arguments_message(app, scalescope::cli::arguments());
-    if (unknown.empty()) app.exit(e);
-    if (!unknown.empty()) fmt::print(stderr, "scalescope: error: {}\n", unknown);
-    return 2;
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // CLI11 says "Run with --help" and, of a mistyped option, lists it after its value.
+    fmt::print(stderr, "scalescope: error: {}\n",
+               scalescope::cli::parse_error_message(app, scalescope::cli::arguments(), e));
     return 2;  // a usage error, as every scalescope command reports bad input
   }
   scalescope::log_level();  // reads SCALESCOPE_LOG: a bad value is named whatever the command logs

@@ -13,10 +13,28 @@
 
 #include "core/check.h"
 #include "core/fs.h"
+#include "core/spelling.h"
 #include "reports/json_reader.h"
 
 namespace scalescope::cli {
 namespace {
+
+// " (did you mean X?)" where `name` is a slip away from one of the choice's names.
+std::string choice_meant(const std::string& name, const std::vector<std::string>& names) {
+  return did_you_mean(name, std::vector<std::string_view>(names.begin(), names.end()));
+}
+
+// CLI11's IsMember, which said "adm not in {sgd,adam}", with the name meant; the same
+// "{sgd,adam}" in --help.
+CLI::Validator choice_validator(const Choice& c) {
+  return CLI::Validator(
+      [names = c.names](const std::string& name) {
+        if (std::ranges::find(names, name) != names.end()) return std::string();
+        return fmt::format("'{}' is not one of {}{}", name, fmt::join(names, ", "),
+                           choice_meant(name, names));
+      },
+      fmt::format("{{{}}}", fmt::join(c.names, ",")));
+}
 
 std::vector<std::string> one(const auto& value) {
   return {fmt::format("{}", value)};
@@ -164,8 +182,8 @@ std::vector<std::string> file_inputs(const OptionDecl& d, const JsonReader& r,
           [&](const Choice& c) {
             const std::string name = r.string(key);
             SS_CHECK_INPUT(std::find(c.names.begin(), c.names.end(), name) != c.names.end(),
-                           "{}: '{}' is '{}', not one of {}", file, key, name,
-                           fmt::join(c.names, ", "));
+                           "{}: '{}' is '{}', not one of {}{}", file, key, name,
+                           fmt::join(c.names, ", "), choice_meant(name, c.names));
             return one(name);
           },
       },
@@ -212,7 +230,7 @@ void add_options(CLI::App& app, OptionList& list) {
             },
             [&](Choice& c) {
               return app.add_option_function<std::string>(d.names, c.set, d.help)
-                  ->check(CLI::IsMember(c.names));
+                  ->check(choice_validator(c));
             },
             // Numbers split at commas; a list of names (models) is the sweep's to split,
             // as its items may hold commas themselves, unless its names hold none.

@@ -80,4 +80,22 @@ std::string unexpected_arguments_message(const CLI::App& app,
                      unsuggested ? fmt::format("; {} lists its options", help) : "");
 }
 
+std::string parse_error_message(const CLI::App& app, const std::vector<std::string>& args,
+                                const CLI::ParseError& error) {
+  if (dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr) {
+    std::string unexpected = unexpected_arguments_message(app, args);
+    if (!unexpected.empty()) return unexpected;
+  }
+  const CLI::App* command = command_on_line(app, args);
+  if (command == nullptr) {
+    std::vector<std::string_view> names;
+    for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+    return fmt::format("a command is required (commands: {}; see scalescope --help)",
+                       fmt::join(names, ", "));
+  }
+  const std::string what = error.what();
+  if (what.find("(did you mean") != std::string::npos) return what;  // the way out is named
+  return fmt::format("{} (see scalescope {} --help)", what, command->get_name());
+}
+
 }  // namespace scalescope::cli

@@ -21,4 +21,11 @@ std::string unknown_command_message(const CLI::App& app, const std::string& word
 // name; "" when CLI11 kept no such word.
 std::string unexpected_arguments_message(const CLI::App& app, const std::vector<std::string>& args);
 
+// What main prints after "scalescope: error: " for any of CLI11's parse errors (`error`, from
+// parsing `args` into `app`) but the calls for help and version: the unexpected arguments as
+// above; "a command is required (commands: ...)" where the line names none; otherwise
+// CLI11's own words with where to look ("(see scalescope train --help)").
+std::string parse_error_message(const CLI::App& app, const std::vector<std::string>& args,
+                                const CLI::ParseError& error);
+
 }  // namespace scalescope::cli

@@ -2,7 +2,7 @@
 // CLI11 into each command's option declarations, settled and checked as the commands do
 // before anything runs (parse_with_config). CLI11 and the option declarations are where bad
 // flags meet the program: its list splitting, number conversions and default texts. And what
-// main says of the arguments CLI11 did not expect (usage_errors.h) on the same lines.
+// main says of CLI11's errors (usage_errors.h) on the same lines.
 #include <string>
 #include <vector>
 
@@ -42,8 +42,7 @@ Options parse_as(const std::vector<std::string>& args, Add add) {
   return options;
 }
 
-// `scalescope train ARGS` parsed as main parses it; where CLI11 finds arguments it did not
-// expect, main's message for them.
+// `scalescope train ARGS` parsed as main parses it, and main's message for CLI11's error.
 void name_unexpected(const std::vector<std::string>& args) {
   CLI::App app;
   TrainOptions options;
@@ -54,9 +53,8 @@ void name_unexpected(const std::vector<std::string>& args) {
   line.insert(line.end(), args.begin(), args.end());
   try {
     app.parse(std::vector<std::string>(line.rbegin(), line.rend() - 1));  // as CLI11 takes them
-  } catch (const CLI::ExtrasError&) {
-    (void)cli::unexpected_arguments_message(app, line);
-  } catch (const CLI::ParseError&) {
+  } catch (const CLI::ParseError& e) {
+    (void)cli::parse_error_message(app, line, e);
   }
 }
 

@@ -37,12 +37,17 @@ TEST(CliValues, AnUnknownWordIsNamedWithTheOneMostLikelyMeant) {
       {"train -- --steps", "train: unexpected argument '--steps'"},  // after --, a word
       {"models resnt", "unknown model 'resnt' (did you mean resnet?)"},
       {"models gpt:layer=2", "no parameter 'layer' (did you mean layers?)"},
+      {"train --optimizer adm",
+       "scalescope: error: --optimizer: 'adm' is not one of sgd, adam (did you mean adam?)\n"},
+      {"", "scalescope: error: a command is required (commands: train, sweep, "},
+      {"train --devices", "--devices: 1 required TEXT missing (see scalescope train --help)"},
   };
   for (const Case& c : cases) {
     const scalescope::testing_util::CliResult r = run_cli(c.args);
     EXPECT_NE(r.status, 0) << c.args;
     EXPECT_TRUE(contains(r.output, c.message)) << c.args << " gave: " << r.output;
     EXPECT_FALSE(contains(r.output, "not expected")) << c.args << " gave: " << r.output;
+    EXPECT_FALSE(contains(r.output, "Run with --help")) << c.args << " gave: " << r.output;
   }
 }
 

@@ -268,6 +268,8 @@ TEST(OptionSchema, BadValuesAreRefusedNamingTheOptionAsGiven) {
     return message;
   };
   EXPECT_CONTAINS(file_error(R"({"repeat": 3})"), "unknown key 'repeat' (did you mean repeats?)");
+  EXPECT_CONTAINS(file_error(R"({"optimizer": "adma"})"),
+                  "'optimizer' is 'adma', not one of sgd, adam (did you mean adam?)");
   EXPECT_CONTAINS(file_error(R"({"repeats": "3"})"), "'repeats' must be an integer");
   EXPECT_CONTAINS(file_error(R"({"repeats": 0})"), "bad.json: 'repeats': 0 must be from 1 to 1000");
   EXPECT_CONTAINS(file_error(R"({"batch": [8, 0]})"), "'batch': 0 must be a positive number");
