@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/spelling.h"
+
 namespace scalescope {
 
 template <class Enum, size_t N>
@@ -29,6 +31,10 @@ class EnumNames {
     return std::nullopt;
   }
   constexpr const std::array<std::string_view, N>& names() const { return names_; }
+  // " (did you mean X?)" where `typed` is a slip away from a name (core/spelling.h), else "".
+  std::string meant(std::string_view typed) const {
+    return did_you_mean(typed, {names_.begin(), names_.end()});
+  }
   // "a, b or c": what parse() accepts, for an error message.
   std::string accepted() const {
     std::string text;

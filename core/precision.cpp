@@ -18,8 +18,8 @@ std::string to_string(Precision precision) {
 
 Precision parse_precision(const std::string& name) {
   const std::optional<Precision> p = kPrecisionNames.parse(name);
-  SS_CHECK_INPUT(p.has_value(), "precision '{}': unknown; use {}", name,
-                 kPrecisionNames.accepted());
+  SS_CHECK_INPUT(p.has_value(), "precision '{}': unknown{}; use {}", name,
+                 kPrecisionNames.meant(name), kPrecisionNames.accepted());
   return *p;
 }
 

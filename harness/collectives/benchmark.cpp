@@ -126,8 +126,8 @@ const char* to_string(ReduceOp op) {
 
 ReduceOp parse_reduce_op(std::string_view text) {
   const std::optional<ReduceOp> op = kReduceOpNames.parse(text);
-  SS_CHECK_INPUT(op.has_value(), "--op '{}' is not a reduction (accepted: {})", text,
-                 kReduceOpNames.accepted());
+  SS_CHECK_INPUT(op.has_value(), "--op '{}' is not a reduction{} (accepted: {})", text,
+                 kReduceOpNames.meant(text), kReduceOpNames.accepted());
   return *op;
 }
 

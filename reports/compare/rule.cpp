@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "core/enum_names.h"
+#include "core/spelling.h"
 
 namespace scalescope {
 namespace {
@@ -61,6 +62,13 @@ std::optional<Phase> Metric::phase() const {
 std::string_view metric_name(Metric metric) {
   if (const std::optional<Phase> p = metric.phase()) return phase_def(*p).key;
   return kStepMetricNames[metric.index()];
+}
+
+// " (did you mean X?)" where `name` is a slip away from a metric's name or "phases".
+std::string metric_meant(std::string_view name) {
+  std::vector<std::string_view> names = {kPhasesName};
+  for (const Metric m : Metric::all()) names.push_back(metric_name(m));
+  return did_you_mean(name, names);
 }
 
 std::string metric_names() {
@@ -133,8 +141,8 @@ Thresholds parse_thresholds(std::string_view text) {
       continue;
     }
     const std::optional<Metric> metric = metric_named(name);
-    SS_CHECK_INPUT(metric.has_value(), "{}: '{}' is not a metric (accepted: {})", what, name,
-                   metric_names());
+    SS_CHECK_INPUT(metric.has_value(), "{}: '{}' is not a metric{} (accepted: {})", what, name,
+                   metric_meant(name), metric_names());
     std::optional<double>& slot = out.metric[metric->index()];
     SS_CHECK_INPUT(!slot, "--threshold '{}' names '{}' twice", text, name);
     slot = value;

@@ -239,7 +239,8 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroStatus) {
       {"models resnet:depth=19", "depth 19 is not one of torchvision's"},
       {"collectives --min-bytes 0", "--min-bytes '0' must be positive"},
       {"collectives --factor 1", "--factor 1 must be at least 2"},
-      {"collectives --op max", "--op 'max' is not a reduction"},
+      {"collectives --op max", "--op 'max' is not a reduction (accepted: sum or avg)"},
+      {"collectives --op summ", "--op 'summ' is not a reduction (did you mean sum?)"},
       {"pipeline-bench --workers 0", "--workers 0"},
       {"pipeline-bench --data synthetic:device", "synthetic:device"},
   };

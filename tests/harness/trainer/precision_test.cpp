@@ -64,6 +64,8 @@ TEST(Precision, EachDeviceKindHasItsDefaultAndRefusesWhatItsKernelsDoNotCompute)
                       " (oneDNN 2.6 has no fp16 kernels for CPUs)");
   EXPECT_CONTAINS(error_of([] { (void)run_precision("fp8", DeviceKind::kCpu); }),
                   "precision 'fp8': unknown; use fp32, tf32, bf16 or fp16");
+  EXPECT_CONTAINS(error_of([] { (void)run_precision("bf61", DeviceKind::kCpu); }),
+                  "precision 'bf61': unknown (did you mean bf16?); use fp32, tf32, bf16 or fp16");
   if (find_backend(DeviceKind::kCuda) != nullptr) {
     EXPECT_EQ(run_precision("", DeviceKind::kCuda), Precision::kTf32);
     EXPECT_EQ(run_precision("bf16", DeviceKind::kCuda), Precision::kBf16);

@@ -32,6 +32,8 @@ TEST(CompareRule, ThresholdSyntax) {
   EXPECT_EQ(error("5").find("'5' '5'"), std::string::npos) << "the item named twice";
   EXPECT_CONTAINS(error("latency=3%"), "'latency' is not a metric (accepted: throughput, ");
   EXPECT_CONTAINS(error("latency=3%"), "phases");
+  EXPECT_CONTAINS(error("througput=3%"), "'througput' is not a metric (did you mean throughput?)");
+  EXPECT_CONTAINS(error("phase=3%"), "'phase' is not a metric (did you mean phases?)");
   EXPECT_CONTAINS(error("throughput=abc%"), "'abc' is not a number");
   EXPECT_CONTAINS(error("throughput=-1%"), "'throughput=-1%'");
   EXPECT_CONTAINS(error("throughput=-1%"), "between 0% and 1000%");
