@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 
@@ -35,15 +36,18 @@ void add_spellings(const CLI::App& app, std::vector<std::string>& spellings) {
   }
 }
 
-}  // namespace
-
-std::string unknown_command_message(const CLI::App& app, const std::string& word) {
+// The commands' names, in the order --help lists them.
+std::vector<std::string_view> command_names(const CLI::App& app) {
   std::vector<std::string_view> names;
   for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
-  return fmt::format("unknown command '{}'{} (commands: {}; see --help)", word,
-                     did_you_mean(word, names), fmt::join(names, ", "));
+  return names;
 }
 
+// For a command line that CLI11 found arguments in it did not expect: each option (--name,
+// --name=value, -x) that neither the program nor the command on the line declares, with the
+// option it was most likely meant as; where every option is declared, the words nobody takes,
+// in their order on the line (CLI11 names them last first, values of unknown options among
+// them). Prefixed by the command's name; "" when CLI11 kept no such word.
 std::string unexpected_arguments_message(const CLI::App& app,
                                          const std::vector<std::string>& args) {
   const CLI::App* command = command_on_line(app, args);
@@ -80,6 +84,14 @@ std::string unexpected_arguments_message(const CLI::App& app,
                      unsuggested ? fmt::format("; {} lists its options", help) : "");
 }
 
+}  // namespace
+
+std::string unknown_command_message(const CLI::App& app, const std::string& word) {
+  const std::vector<std::string_view> names = command_names(app);
+  return fmt::format("unknown command '{}'{} (commands: {}; see --help)", word,
+                     did_you_mean(word, names), fmt::join(names, ", "));
+}
+
 std::string parse_error_message(const CLI::App& app, const std::vector<std::string>& args,
                                 const CLI::ParseError& error) {
   if (dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr) {
@@ -88,10 +100,8 @@ std::string parse_error_message(const CLI::App& app, const std::vector<std::stri
   }
   const CLI::App* command = command_on_line(app, args);
   if (command == nullptr) {
-    std::vector<std::string_view> names;
-    for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
     return fmt::format("a command is required (commands: {}; see scalescope --help)",
-                       fmt::join(names, ", "));
+                       fmt::join(command_names(app), ", "));
   }
   const std::string what = error.what();
   if (what.find("(did you mean") != std::string::npos) return what;  // the way out is named
