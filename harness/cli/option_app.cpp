@@ -6,8 +6,10 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <type_traits>
 
@@ -68,10 +70,25 @@ void drop_leading_zeros(std::string& text) {
   text.erase(digits, first - digits);
 }
 
+// " (write 1000)" where `text` is a whole number written as a decimal or in exponent form
+// ("1e3", "64.0") that fits T: what the user most likely meant.
+template <class T>
+std::string written_whole(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || v != std::floor(v) ||
+      !(v >= static_cast<double>(std::numeric_limits<T>::min()) &&
+        v <= static_cast<double>(std::numeric_limits<T>::max()) / 2)) {
+    return {};
+  }
+  return fmt::format(" (write {})", static_cast<T>(v));
+}
+
 // CLI11 2.1 converts 64-bit integers with strtoll and strtoull (base 0) without checking for
 // overflow: `--steps 99999999999999999999` trained for 2^63 - 1 steps and `--seed -1` seeded
 // 2^64 - 1. This transform refuses such text before the conversion, read the way CLI11 reads
-// it once drop_leading_zeros has made a decimal of it.
+// it once drop_leading_zeros has made a decimal of it, and text CLI11 cannot convert at all,
+// which it named as "Could not convert: --batch = 3.5".
 template <class T>
 CLI::Validator whole_number() {
   return {[](std::string& text) -> std::string {
@@ -88,20 +105,44 @@ CLI::Validator whole_number() {
               const unsigned long long v = std::strtoull(begin, &end, 0);
               outside = *begin == '-' || v > std::numeric_limits<T>::max();
             }
-            if (end == begin || !(outside || errno == ERANGE)) return {};  // CLI11 judges the rest
-            return fmt::format("{} is not a whole number from {} to {}", text,
-                               std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+            if (end != begin && (outside || errno == ERANGE)) {
+              return fmt::format("{} is not a whole number from {} to {}", text,
+                                 std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+            }
+            T value{};
+            if (CLI::detail::lexical_cast(text, value)) return {};
+            return fmt::format("{} is not a whole number{}", text, written_whole<T>(text));
           },
           ""};
 }
 
-// Registers an option bound to `value` (or to a list), integers checked to fit their type.
+// Text CLI11 cannot take as a floating-point number, named as such before its conversion
+// (which said "Could not convert: --lr = abc").
+template <class T>
+CLI::Validator real_number() {
+  return {[](const std::string& text) -> std::string {
+            T value{};
+            if (CLI::detail::lexical_cast(text, value)) return {};
+            return fmt::format("{} is not a number", text);
+          },
+          ""};
+}
+
+// The check of text for an option holding `T`: whole numbers in T's range, numbers, or none.
+template <class T>
+std::optional<CLI::Validator> number_check() {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return whole_number<T>();
+  if constexpr (std::is_floating_point_v<T>) return real_number<T>();
+  return std::nullopt;
+}
+
+// Registers an option bound to `value` (or to a list), numbers checked to be numbers and
+// integers to fit their type.
 template <class T>
 CLI::Option* add_bound(CLI::App& app, const OptionDecl& d, T& value) {
   CLI::Option* option = app.add_option(d.names, value, d.help);
-  using Item = typename ElementOf<T>::type;
-  if constexpr (std::is_integral_v<Item> && !std::is_same_v<Item, bool>) {
-    option->transform(whole_number<Item>());
+  if (std::optional<CLI::Validator> check = number_check<typename ElementOf<T>::type>()) {
+    option->transform(*check);
   }
   return option;
 }
@@ -123,8 +164,8 @@ CLI::Option* add_list(CLI::App& app, const OptionDecl& d, std::vector<T>& values
             "{} {}: an empty item in the list (separate its values by single commas)", flag, text));
       }
       for (std::string& item : items) {
-        if constexpr (std::is_integral_v<T>) {
-          const std::string wrong = whole_number<T>()(item);
+        if (std::optional<CLI::Validator> check = number_check<T>()) {
+          const std::string wrong = (*check)(item);
           if (!wrong.empty()) throw CLI::ValidationError(flag, wrong);
         }
         T value{};

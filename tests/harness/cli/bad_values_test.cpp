@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -16,11 +18,25 @@ namespace {
 using scalescope::testing_util::contains;
 using scalescope::testing_util::run_cli;
 
+// A command line the CLI refuses, and words its message must hold.
+struct Case {
+  const char* args;
+  const char* message;
+};
+
+// Each case refused (status not 0) with its message, and none of `never` in any message.
+void expect_refused(std::span<const Case> cases, std::initializer_list<const char*> never) {
+  for (const Case& c : cases) {
+    const scalescope::testing_util::CliResult r = run_cli(c.args);
+    EXPECT_NE(r.status, 0) << c.args;
+    EXPECT_TRUE(contains(r.output, c.message)) << c.args << " gave: " << r.output;
+    for (const char* words : never) {
+      EXPECT_FALSE(contains(r.output, words)) << c.args << " gave: " << r.output;
+    }
+  }
+}
+
 TEST(CliValues, AnUnknownWordIsNamedWithTheOneMostLikelyMeant) {
-  struct Case {
-    const char* args;
-    const char* message;
-  };
   // CLI11 2.1 said "The following arguments were not expected: cpu:1 --devicse", the option
   // after its value, and suggested nothing.
   const Case cases[] = {
@@ -42,20 +58,10 @@ TEST(CliValues, AnUnknownWordIsNamedWithTheOneMostLikelyMeant) {
       {"", "scalescope: error: a command is required (commands: train, sweep, "},
       {"train --devices", "--devices: 1 required TEXT missing (see scalescope train --help)"},
   };
-  for (const Case& c : cases) {
-    const scalescope::testing_util::CliResult r = run_cli(c.args);
-    EXPECT_NE(r.status, 0) << c.args;
-    EXPECT_TRUE(contains(r.output, c.message)) << c.args << " gave: " << r.output;
-    EXPECT_FALSE(contains(r.output, "not expected")) << c.args << " gave: " << r.output;
-    EXPECT_FALSE(contains(r.output, "Run with --help")) << c.args << " gave: " << r.output;
-  }
+  expect_refused(cases, {"not expected", "Run with --help"});
 }
 
 TEST(CliValues, NumbersPastWhatTheirOptionHoldsAreRefusedNamingIt) {
-  struct Case {
-    const char* args;
-    const char* message;
-  };
   // Each was read as another number before: CLI11 2.1 saturated the 64-bit integers (2^63 - 1
   // steps, a batch of 2^63 - 1) and wrapped a negative seed to 2^64 - 1; a size in MiB past
   // what an int64_t of bytes holds became one byte. A second bad flag makes a regression fail
@@ -68,11 +74,21 @@ TEST(CliValues, NumbersPastWhatTheirOptionHoldsAreRefusedNamingIt) {
       {"train --bucket-cap-mb 1e300", "positive size of at most 2^40 MiB (1 EiB)"},
       {"devices --bandwidth-mb 1e30", "--bandwidth-mb 1e+30 must be 0 (do not measure)"},
   };
-  for (const Case& c : cases) {
-    const scalescope::testing_util::CliResult r = run_cli(c.args);
-    EXPECT_NE(r.status, 0) << c.args;
-    EXPECT_TRUE(contains(r.output, c.message)) << c.args << " gave: " << r.output;
-  }
+  expect_refused(cases, {});
+}
+
+TEST(CliValues, TextThatIsNoNumberIsNamedAsSuchWithTheNumberMeant) {
+  // CLI11 2.1 said "Could not convert: --batch = 1,x", the whole list and no reason.
+  const Case cases[] = {
+      {"train --batch 3.5", "--batch: 3.5 is not a whole number (see scalescope train --help)"},
+      {"train --steps 1e3 --lr -1", "--steps: 1e3 is not a whole number (write 1000)"},
+      {"sweep --batch 8,64.0", "--batch: 64.0 is not a whole number (write 64)"},
+      {"sweep --batch 1,x", "--batch: x is not a whole number ("},
+      {"train --seed 1e30 --lr -1", "--seed: 1e30 is not a whole number ("},  // no 'write'
+      {"train --lr abc", "--lr: abc is not a number"},
+      {"sweep --bucket-cap-mb 25,2x", "--bucket-cap-mb: 2x is not a number"},
+  };
+  expect_refused(cases, {"Could not convert"});
 }
 
 // On a CPU without AVX-512 oneDNN 2.6 creates no bf16 primitive: bf16 on CPU (and `sim`)
