@@ -34,6 +34,10 @@ void set_error_status(int status);
 // setting meant.
 void check_settings();
 
+// Set by `scalescope profile` for the sweep it runs under nsys, whose settings it has checked:
+// the sweep warns about none again.
+inline constexpr const char* kSettingsWarned = "SCALESCOPE_SETTINGS_WARNED";
+
 // `action` is set when the subcommand is selected.
 void add_train_command(CLI::App& app, Action& action);
 void add_sweep_command(CLI::App& app, Action& action);

@@ -87,6 +87,7 @@ void run_under_nsys(const std::vector<std::string>& argv) {
   std::fflush(stdout);
   // NCCL marks its own work with NVTX (domain "NCCL") unless told not to: keep it.
   unsetenv("NCCL_NVTX_DISABLE");
+  setenv(kSettingsWarned, "1", 1);
   const pid_t pid = fork();
   SS_CHECK(pid >= 0, "cannot start {}: fork failed", argv.front());
   if (pid == 0) {

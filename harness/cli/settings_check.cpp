@@ -14,9 +14,11 @@
 namespace scalescope::cli {
 namespace {
 
-// Whether this is the launch's first process, or a process launched alone. A launcher's
-// variables that make no sense are named when the command reads them (a cluster's run).
+// Whether this is the launch's first process, or a process launched alone, and not a sweep
+// that `scalescope profile` runs under nsys (which has warned already, kSettingsWarned). A
+// launcher's variables that make no sense are named when the command reads them (a cluster's run).
 bool first_process() {
+  if (!text_from_environment(kSettingsWarned).empty()) return false;
   try {
     return launch_info_from_environment().rank == 0;
   } catch (const Error&) {

@@ -380,11 +380,17 @@ TEST(Cli, ProfileRunsThePointUnderNsysWithTheCaptureRange) {
   }
   std::filesystem::permissions(dir + "/nsys", std::filesystem::perms::owner_all);
   const std::string out = dir + "/point.json";
-  const Result r =
-      run("profile --model dense-100 --devices cpu:2 --batch 8 --steps 6 "
-          "--profile-steps 2:4 --threads 1 --name " +
-          dir + "/prof -o " + out + " --nsys " + dir + "/nsys");
+  // A mistyped setting, which the sweep nsys runs reads again: warned about once.
+  const Result r = scalescope::testing_util::run_cli(
+      "profile --model dense-100 --devices cpu:2 --batch 8 --steps 6 "
+      "--profile-steps 2:4 --threads 1 --name " +
+          dir + "/prof -o " + out + " --nsys " + dir + "/nsys",
+      "SCALESCOPE_ATENTION=flash");
   ASSERT_EQ(r.status, 0) << r.output;
+  const std::string warning = "SCALESCOPE_ATENTION is not a setting";
+  const size_t first = r.output.find(warning);
+  EXPECT_NE(first, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(warning, first + 1), std::string::npos) << r.output;
   std::ifstream in(log);
   const std::string args((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (const char* flag : {"profile --trace=cuda,nvtx,osrt", "--capture-range=nvtx",
