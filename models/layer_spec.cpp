@@ -104,29 +104,6 @@ std::string describe(const LayerSpec& layer) {
       layer);
 }
 
-std::string torch_module(const LayerSpec& layer) {
-  return std::visit(
-      Overloaded{
-          [](const Conv2DSpec&) { return std::string("Conv2d"); },
-          [](const MaxPool2DSpec&) { return std::string("MaxPool2d"); },
-          [](const DenseSpec&) { return std::string("Linear"); },
-          [](const ActivationSpec& a) { return std::string(activation_name(a.kind)); },
-          [](const FlattenSpec&) { return std::string("Flatten"); },
-          [](const GlobalAvgPoolSpec&) { return std::string("AdaptiveAvgPool2d+Flatten"); },
-          [](const BatchNorm2DSpec&) { return std::string("BatchNorm2d"); },
-          [](const PadShortcutSpec&) { return std::string("LambdaLayer"); },
-          [](const AddSpec&) { return std::string("add"); },
-          [](const EmbeddingSpec&) { return std::string("Embedding"); },
-          [](const PositionEmbeddingSpec&) { return std::string("Embedding"); },
-          [](const LayerNormSpec&) { return std::string("LayerNorm"); },
-          [](const CausalSelfAttentionSpec&) {
-            return std::string("scaled_dot_product_attention");
-          },
-          [](const DropoutSpec&) { return std::string("Dropout"); },
-      },
-      layer);
-}
-
 Pads same_padding(int64_t in, int64_t kernel, int64_t stride) {
   const int64_t out = (in + stride - 1) / stride;
   const int64_t total = std::max<int64_t>((out - 1) * stride + kernel - in, 0);

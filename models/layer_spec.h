@@ -133,8 +133,6 @@ struct ParamSpec {
 
 // Human-readable name: "Conv2D(32, 3x3, same)".
 std::string describe(const LayerSpec& layer);
-// The PyTorch module name of the layer ("Conv2d", "ReLU", ...), used in summaries.
-std::string torch_module(const LayerSpec& layer);
 // Output shape of `layer` for a sample of shape `in`; throws Error naming the layer and the
 // shape it cannot take (a 2-D layer on a vector, a kernel larger than the image...).
 Shape output_shape(const LayerSpec& layer, const Shape& in);

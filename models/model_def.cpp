@@ -174,15 +174,33 @@ int64_t input_vocab(const ModelDef& def) {
   return e == nullptr ? 0 : e->vocab;
 }
 
-ModelSummary summarize(const ModelDef& def, const Shape& input) {
+std::vector<LayerSummary> summarize_layers(const ModelDef& def, const Shape& input) {
   const std::vector<Shape> shapes = layer_shapes(def, input);
+  const std::vector<int> index = sequential_indices(def);
+  std::vector<LayerSummary> layers;
+  for (size_t i = 0; i < def.layers.size(); ++i) {
+    const Shape& in = layer_input_shape(def, shapes, static_cast<int>(i));
+    const ModelDef::Tie* tie = tie_of(def, static_cast<int>(i));
+    const auto source = tie != nullptr ? static_cast<size_t>(tie->source) : 0;
+    layers.push_back({.name = module_name(def, i, index[i]),
+                      .layer = describe(def.layers[i]),
+                      .output = shapes[i + 1],
+                      .forward_flops = forward_flops(def.layers[i], in),
+                      .tied_to = tie != nullptr ? module_name(def, source, index[source]) : ""});
+  }
+  for (const ParamInfo& p : param_infos(def, input)) {
+    layers[static_cast<size_t>(p.layer)].params += p.spec.shape.numel();
+  }
+  return layers;
+}
+
+ModelSummary summarize(const ModelDef& def, const Shape& input) {
   ModelSummary s;
   s.input = input;
-  s.output = shapes.back();
-  for (const ParamInfo& p : param_infos(def, input)) s.params += p.spec.shape.numel();
-  for (size_t i = 0; i < def.layers.size(); ++i) {
-    s.forward_flops +=
-        forward_flops(def.layers[i], layer_input_shape(def, shapes, static_cast<int>(i)));
+  s.output = layer_shapes(def, input).back();
+  for (const LayerSummary& layer : summarize_layers(def, input)) {
+    s.params += layer.params;
+    s.forward_flops += layer.forward_flops;
   }
   return s;
 }

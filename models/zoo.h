@@ -107,4 +107,16 @@ struct ModelSummary {
 };
 ModelSummary summarize(const ModelDef& def, const Shape& input);
 
+// One layer of a model built for `input` (one sample), as `scalescope models --layers` lists it.
+struct LayerSummary {
+  std::string name;           // the module path ("layer1.0.conv1"), or nn.Sequential's index
+  std::string layer;          // describe(): "Conv2D(64, 7x7, stride 2, pad 3, no bias)"
+  Shape output;               // per sample
+  int64_t params = 0;         // its own; a tied weight counts at the earlier layer only
+  int64_t forward_flops = 0;  // per sample
+  std::string tied_to;        // the earlier layer whose weight it reads as its own, or ""
+};
+// Every layer in order: their params and FLOPs add up to summarize()'s.
+std::vector<LayerSummary> summarize_layers(const ModelDef& def, const Shape& input);
+
 }  // namespace scalescope

@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -108,14 +109,109 @@ void print_memory(const std::string& name, const nlohmann::json& m) {
     fmt::print("  {:<52} {:>12}\n", what, memory_size(m[key].get<int64_t>()));
 }
 
-// The given specs, or with none the list above. A bad spec fails the command with the
-// zoo's message naming it.
-int run_models(const std::vector<std::string>& given, bool as_json, const MemoryRequest& memory) {
-  SS_CHECK_INPUT(memory.batch == 0 || !given.empty(),
+// A shape per sample as the table shows it: 112x112x64.
+std::string shape_text(const std::vector<int64_t>& dims) {
+  return fmt::format("{}", fmt::join(dims, "x"));
+}
+
+nlohmann::json layers_json(const ModelDef& def) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const LayerSummary& l : summarize_layers(def, def.default_input)) {
+    layers.push_back({{"name", l.name},
+                      {"layer", l.layer},
+                      {"output_shape", l.output.dims()},
+                      {"params", l.params},
+                      {"forward_flops_per_sample", l.forward_flops}});
+    if (!l.tied_to.empty()) layers.back()["tied_to"] = l.tied_to;
+  }
+  return layers;
+}
+
+// A layer's own parameters, "tied" where a weight it reads is an earlier layer's.
+std::string params_text(const nlohmann::json& l) {
+  const std::string own = with_commas(l["params"].get<int64_t>());
+  if (!l.contains("tied_to")) return own;
+  return l["params"].get<int64_t>() == 0 ? "tied" : own + " + tied";
+}
+
+// --layers: each layer's output, parameters and share of the forward's FLOPs, as
+// torchinfo's summary lists a PyTorch model's.
+void print_layers(const nlohmann::json& m) {
+  const nlohmann::json& layers = m["layer_list"];
+  size_t name_width = 5;
+  size_t layer_width = 5;
+  for (const auto& l : layers) {
+    name_width = std::max(name_width, l["name"].get<std::string>().size());
+    layer_width = std::max(layer_width, l["layer"].get<std::string>().size());
+  }
+  const double total = static_cast<double>(m["forward_flops_per_sample"].get<int64_t>());
+  fmt::print("\n{}, layer by layer (output, parameters and forward FLOPs per sample):\n",
+             m["name"].get<std::string>());
+  fmt::print("  {:<{}}  {:<{}}  {:<14} {:>12} {:>14} {:>6}\n", "name", name_width, "layer",
+             layer_width, "output", "parameters", "forward", "share");
+  for (const auto& l : layers) {
+    const int64_t flops = l["forward_flops_per_sample"].get<int64_t>();
+    fmt::print("  {:<{}}  {:<{}}  {:<14} {:>12} {:>14} {:>5.1f}%\n", l["name"].get<std::string>(),
+               name_width, l["layer"].get<std::string>(), layer_width,
+               shape_text(l["output_shape"].get<std::vector<int64_t>>()), params_text(l),
+               flops == 0 ? "0" : flops_text(flops),
+               total > 0 ? 100.0 * static_cast<double>(flops) / total : 0.0);
+  }
+  for (const auto& l : layers) {
+    if (l.contains("tied_to")) {
+      fmt::print("  (tied: {}'s weight is {}'s, counted there)\n", l["name"].get<std::string>(),
+                 l["tied_to"].get<std::string>());
+    }
+  }
+}
+
+void print_models_table(const nlohmann::json& list) {
+  size_t width = 16;
+  for (const auto& m : list) width = std::max(width, m["name"].get<std::string>().size());
+  fmt::print("{:<{}} {:>14} {:>14}  {:<14} {}\n", "model", width, "parameters", "forward/sample",
+             "input", "loss");
+  for (const auto& m : list) {
+    fmt::print("{:<{}} {:>14} {:>14}  {:<14} {}\n", m["name"].get<std::string>(), width,
+               with_commas(m["params"].get<int64_t>()),
+               flops_text(m["forward_flops_per_sample"].get<int64_t>()),
+               shape_text(m["input_shape"].get<std::vector<int64_t>>()),
+               m["loss"].get<std::string>());
+  }
+}
+
+void print_zoo() {
+  fmt::print("\nModel specs: name[:key=value,...]\n");
+  for (const ZooEntry& e : zoo())
+    fmt::print("  {:<12} {}  (e.g. {})\n", e.name, e.description, e.example);
+}
+
+nlohmann::json zoo_json() {
+  nlohmann::json families = nlohmann::json::array();
+  for (const ZooEntry& e : zoo()) {
+    families.push_back({{"name", e.name}, {"description", e.description}, {"example", e.example}});
+  }
+  return families;
+}
+
+// What `models` was asked: the specs (none: the zoo), and what to add to each.
+struct ModelsRequest {
+  std::vector<std::string> specs;
+  bool json = false;
+  bool layers = false;  // each model's layers
+  MemoryRequest memory;
+};
+
+// The given specs, or with none the list above and the specs' grammar. A bad spec fails the
+// command with the zoo's message naming it.
+int run_models(const ModelsRequest& r) {
+  SS_CHECK_INPUT(r.memory.batch == 0 || !r.specs.empty(),
                  "--batch plans the memory of the models named: give one, e.g. `scalescope models "
                  "gpt:preset=small --batch 8`");
+  SS_CHECK_INPUT(!r.layers || !r.specs.empty(),
+                 "--layers lists the layers of the models named: give one, e.g. `scalescope "
+                 "models resnet:depth=50 --layers`");
   nlohmann::json list = nlohmann::json::array();
-  for (const std::string& spec : given.empty() ? listed_specs() : given) {
+  for (const std::string& spec : r.specs.empty() ? listed_specs() : r.specs) {
     const ModelDef def = make_model(spec);
     const ModelSummary s = summarize(def, def.default_input);
     list.push_back({{"name", def.name},
@@ -125,38 +221,21 @@ int run_models(const std::vector<std::string>& given, bool as_json, const Memory
                     {"output_shape", s.output.dims()},
                     {"loss", to_string(def.loss)},
                     {"layers", def.layers.size()}});
-    if (memory.batch > 0) list.back()["memory"] = planned_memory(def, memory);
+    if (r.layers) list.back()["layer_list"] = layers_json(def);
+    if (r.memory.batch > 0) list.back()["memory"] = planned_memory(def, r.memory);
   }
-  if (as_json) {
-    nlohmann::json families = nlohmann::json::array();
-    for (const ZooEntry& e : zoo()) {
-      families.push_back(
-          {{"name", e.name}, {"description", e.description}, {"example", e.example}});
-    }
-    fmt::print("{}\n", dump_json(nlohmann::json{{"models", list}, {"zoo", families}}, 2));
+  if (r.json) {
+    fmt::print("{}\n", dump_json(nlohmann::json{{"models", list}, {"zoo", zoo_json()}}, 2));
     return 0;
   }
-  size_t width = 16;
-  for (const auto& m : list) width = std::max(width, m["name"].get<std::string>().size());
-  fmt::print("{:<{}} {:>14} {:>14}  {:<14} {}\n", "model", width, "parameters", "forward/sample",
-             "input", "loss");
-  for (const auto& m : list) {
-    const auto input = m["input_shape"].get<std::vector<int64_t>>();
-    std::string shape;
-    for (size_t i = 0; i < input.size(); ++i) shape += fmt::format("{}{}", i ? "x" : "", input[i]);
-    fmt::print("{:<{}} {:>14} {:>14}  {:<14} {}\n", m["name"].get<std::string>(), width,
-               with_commas(m["params"].get<int64_t>()),
-               flops_text(m["forward_flops_per_sample"].get<int64_t>()), shape,
-               m["loss"].get<std::string>());
-  }
-  fmt::print("\nModel specs: name[:key=value,...]\n");
-  for (const ZooEntry& e : zoo())
-    fmt::print("  {:<12} {}  (e.g. {})\n", e.name, e.description, e.example);
+  print_models_table(list);
+  if (r.specs.empty()) print_zoo();
   fmt::print("FLOPs: a multiply-add counts two; element-wise ops and pooling one per element.\n");
   for (const auto& m : list) {
+    if (m.contains("layer_list")) print_layers(m);
     if (m.contains("memory")) print_memory(m["name"].get<std::string>(), m["memory"]);
   }
-  if (memory.batch > 0) {
+  if (r.memory.batch > 0) {
     fmt::print(
         "\nThe planned peak is of training steps with data staged from the host; an "
         "evaluation plans its own batch sizes, and --accumulate, --grad-compression and "
@@ -169,32 +248,35 @@ int run_models(const std::vector<std::string>& given, bool as_json, const Memory
 
 void add_models_command(CLI::App& app, Action& action) {
   struct ModelsArgs {
-    std::vector<std::string> specs;
-    bool json = false;
-    MemoryRequest memory;
+    ModelsRequest request;
     OptionList list;
   };
   auto args = std::make_shared<ModelsArgs>();
-  args->list.add("MODEL", args->specs, "Model specs to describe, e.g. cifar-resnet:depth=56");
-  args->list.add("--json", args->json, "Print JSON instead of a table");
-  args->list.add("--batch", args->memory.batch,
+  args->list.add("MODEL", args->request.specs,
+                 "Model specs to describe, e.g. cifar-resnet:depth=56");
+  args->list.add("--json", args->request.json, "Print JSON instead of a table");
+  args->list.add("--layers", args->request.layers,
+                 "Also list each model's layers: name, output shape, parameters and forward FLOPs "
+                 "per sample with their share");
+  args->list.add("--batch", args->request.memory.batch,
                  "Plan the device memory of training the models at this batch per device: its "
                  "peak and what holds it (0: no plan)",
                  at_least<int64_t>(0, "must be 0 (no plan) or a positive number of samples"));
-  add_devices_option(args->list, args->memory.devices)
+  add_devices_option(args->list, args->request.memory.devices)
       .shown_default("cpu:1 (the memory is one device's, of the kind given)");
-  add_threads_option(args->list, args->memory.threads);
-  add_optimizer_option(args->list, args->memory.optimizer);
-  add_momentum_option(args->list, args->memory.optimizer);
-  add_precision_option(args->list, args->memory.precision);
-  CLI::App* cmd = app.add_subcommand("models",
-                                     "Describe model specs (parameters, forward FLOPs per "
-                                     "sample, layers) or, with none, list the zoo");
+  add_threads_option(args->list, args->request.memory.threads);
+  add_optimizer_option(args->list, args->request.memory.optimizer);
+  add_momentum_option(args->list, args->request.memory.optimizer);
+  add_precision_option(args->list, args->request.memory.precision);
+  CLI::App* cmd =
+      app.add_subcommand("models",
+                         "Describe model specs (parameters, forward FLOPs per "
+                         "sample; --layers: layer by layer) or, with none, list the zoo");
   add_options(*cmd, args->list);
   cmd->callback([&action, args, cmd] {
     action = [args, cmd] {
       (void)settle_options(*cmd, args->list);
-      return run_models(args->specs, args->json, args->memory);
+      return run_models(args->request);
     };
   });
 }

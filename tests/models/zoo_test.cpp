@@ -205,6 +205,40 @@ TEST(Zoo, ImageNetResNetShapesAndFlops) {
   EXPECT_EQ(layer_shapes(small, small.default_input)[4], (Shape{16, 16, 64}));
 }
 
+// `models --layers`: each layer's own figures, named as PyTorch names its modules; a tied
+// weight counted once, at the layer that owns it.
+TEST(Zoo, LayerSummariesAreEachLayersOwnAndAddUpToTheModel) {
+  const ModelDef r50 = make_model("resnet:depth=50");
+  const std::vector<LayerSummary> layers = summarize_layers(r50, r50.default_input);
+  ASSERT_EQ(layers.size(), r50.layers.size());
+  EXPECT_EQ(layers.front().name, "conv1");
+  EXPECT_EQ(layers.front().output, (Shape{112, 112, 64}));
+  EXPECT_EQ(layers.front().params, 64 * 7 * 7 * 3);
+  EXPECT_EQ(layers.front().forward_flops, int64_t{2} * 112 * 112 * 64 * 7 * 7 * 3);
+  EXPECT_EQ(layers.back().name, "fc");
+  EXPECT_EQ(layers.back().params, 2048 * 1000 + 1000);
+  int64_t params = 0;
+  int64_t flops = 0;
+  for (const LayerSummary& l : layers) {
+    params += l.params;
+    flops += l.forward_flops;
+  }
+  EXPECT_EQ(params, 25'557'032);  // torchvision's
+  EXPECT_EQ(flops, summarize(r50, r50.default_input).forward_flops);
+
+  const ModelDef gpt = make_model("gpt:layers=2,d=16,heads=2,seq=8,vocab=50");
+  const std::vector<LayerSummary> g = summarize_layers(gpt, gpt.default_input);
+  EXPECT_EQ(g.front().name, "transformer.wte");
+  EXPECT_EQ(g.front().params, 50 * 16);
+  EXPECT_EQ(g.back().name, "lm_head");
+  EXPECT_EQ(g.back().tied_to, "transformer.wte");
+  EXPECT_EQ(g.back().params, 0);
+  EXPECT_EQ(g.back().output, (Shape{8, 50}));
+  EXPECT_EQ(g.front().tied_to, "");
+  const ModelDef cnn = make_model("cifar-cnn");  // nn.Sequential's indices
+  EXPECT_EQ(summarize_layers(cnn, cnn.default_input)[2].name, "2");
+}
+
 TEST(Zoo, ImageNetResNetWidthScalesEveryStage) {
   const ModelDef wide = make_model("resnet:depth=18,width=2");
   EXPECT_EQ(wide.name, "resnet:depth=18,width=2");

@@ -41,25 +41,6 @@ TEST(Cli, ACpuRunLoadsNoCublas) {
   EXPECT_TRUE(contains(devices.output, "(headers; not loaded)")) << devices.output;
 }
 
-TEST(Cli, ModelsListsTheZooWithCounts) {
-  const Result r = run("models");
-  EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "282,250")) << r.output;
-  EXPECT_TRUE(contains(r.output, "41,157,101")) << r.output;
-  const Result j = run("models --json");
-  ASSERT_EQ(j.status, 0) << j.output;
-  const auto doc = nlohmann::json::parse(j.output);
-  bool found = false;
-  for (const auto& m : doc["models"]) {
-    if (m["name"] == "gap-cnn") {
-      found = true;
-      EXPECT_EQ(m["params"], 1226);
-      EXPECT_GT(m["forward_flops_per_sample"].get<int64_t>(), 0);
-    }
-  }
-  EXPECT_TRUE(found);
-}
-
 TEST(Cli, TrainWritesARunFile) {
   const std::string out = testing::TempDir() + "/cli_run.json";
   const Result r = run("train --model dense-100 --batch 8 --steps 12 -q -o " + out);
