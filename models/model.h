@@ -123,6 +123,9 @@ class Model {
                              // done, beyond the copies it holds
     int64_t gradients = 0;   // a sequence's activation gradients: two ping-pong buffers
     int64_t kernels = 0;     // the layers' and the loss's own: workspaces, scratch, statistics
+    // `kept` by the layer whose output it is (a fused producer's in its activation's): they
+    // add up to `kept`.
+    std::vector<int64_t> kept_by_layer;
     int64_t total() const { return parameters + kept + transient + gradients + kernels; }
   };
   Memory memory(int64_t batch);

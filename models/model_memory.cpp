@@ -57,6 +57,7 @@ Model::Memory Model::memory(int64_t batch) {
   m.transient = bytes(plan.transient) - plan.kept_in_arena;
   m.gradients = bytes(plan.grad_a) + bytes(plan.grad_b);
   m.kernels = plan.kernel_bytes;
+  m.kept_by_layer = plan.kept_bytes;
   return m;
 }
 
@@ -82,6 +83,7 @@ void Model::plan_memory(Plan& plan) {
   for (size_t layer = 0; layer < layers; ++layer) {
     if (read[layer]) kept_floats[layer] = plan.saved_format ? (sizes[layer] + 1) / 2 : sizes[layer];
   }
+  plan.kept_bytes.assign(layers, 0);
   std::vector<bool> kept = read;
   if (plan.saved_format) kept.assign(layers, false);
   plan.saved.assign(layers, nullptr);
@@ -99,6 +101,7 @@ void Model::plan_memory(Plan& plan) {
     if (kept_floats[layer] == 0) continue;
     const size_t element = plan.saved_format ? sizeof(uint16_t) : sizeof(float);
     plan.kept_buffers.emplace_back(device_, static_cast<size_t>(sizes[layer]) * element);
+    plan.kept_bytes[layer] = static_cast<int64_t>(plan.kept_buffers.back().bytes());
     void* at = plan.kept_buffers.back().data();
     if (plan.saved_format) {
       plan.saved[layer] = static_cast<uint16_t*>(at);
@@ -156,7 +159,8 @@ void Model::plan_step_arena_of(Plan& plan, std::vector<int64_t> sizes,
   for (size_t i = 0; i < layers; ++i) {
     if (scratch_slot[i] > 0) plan.scratch[i] = at(scratch_slot[i]);
     if (kept_slot[i] == 0) continue;
-    plan.kept_in_arena += kept_floats[i] * static_cast<int64_t>(sizeof(float));
+    plan.kept_bytes[i] = kept_floats[i] * static_cast<int64_t>(sizeof(float));
+    plan.kept_in_arena += plan.kept_bytes[i];
     if (plan.saved_format) {
       plan.saved[i] = reinterpret_cast<uint16_t*>(at(kept_slot[i]));
     } else {

@@ -30,6 +30,7 @@ struct Model::Plan {
   std::vector<float*> outputs;
   std::vector<DeviceBuffer> kept_buffers;  // a sequence's kept outputs, or its saved copies
   int64_t kept_in_arena = 0;
+  std::vector<int64_t> kept_bytes;  // per layer, what of its output is kept (Memory::kept_by_layer)
   // Where backward finds layer i's output: outputs[i], or in a graph under bf16 and fp16 the
   // slot of the step's arena its restore writes (a fused producer's: its activation's).
   std::vector<float*> restored;

@@ -66,8 +66,9 @@ struct MemoryRequest {
 };
 
 // The model built on a device of the requested kind, its batch planned, and the memory each
-// part of training holds there.
-nlohmann::json planned_memory(const ModelDef& def, const MemoryRequest& r) {
+// part of training holds there; with `layers` (layers_json's), each layer's output as kept for
+// backward.
+nlohmann::json planned_memory(const ModelDef& def, const MemoryRequest& r, nlohmann::json* layers) {
   const DeviceSpec spec = parse_device_spec(r.devices);
   check_devices_available(spec);
   // The kernels the plan measures compute in it (process-wide, so restored after).
@@ -78,6 +79,11 @@ nlohmann::json planned_memory(const ModelDef& def, const MemoryRequest& r) {
       BackendOptions{
           .cpu_threads = r.threads, .cpu_devices = 1, .plan_only = can_plan_only(spec.kind)},
       r.batch, r.optimizer, /*staged=*/true);
+  if (layers != nullptr) {
+    for (size_t i = 0; i < layers->size(); ++i) {
+      (*layers)[i]["saved_for_backward_bytes"] = m.model.kept_by_layer.at(i);
+    }
+  }
   return {{"device", to_string(spec.kind)},
           {"batch", r.batch},
           {"precision", to_string(precision)},
@@ -134,8 +140,15 @@ std::string params_text(const nlohmann::json& l) {
   return l["params"].get<int64_t>() == 0 ? "tied" : own + " + tied";
 }
 
+// The memory column of --layers with --batch: what of the layer's output backward keeps.
+std::string saved_text(const nlohmann::json& l) {
+  if (!l.contains("saved_for_backward_bytes")) return "";
+  const int64_t bytes = l["saved_for_backward_bytes"].get<int64_t>();
+  return fmt::format("{:>12}", bytes == 0 ? "-" : memory_size(bytes));
+}
+
 // --layers: each layer's output, parameters and share of the forward's FLOPs, as
-// torchinfo's summary lists a PyTorch model's.
+// torchinfo's summary lists a PyTorch model's, and with --batch what backward keeps of it.
 void print_layers(const nlohmann::json& m) {
   const nlohmann::json& layers = m["layer_list"];
   size_t name_width = 5;
@@ -145,17 +158,27 @@ void print_layers(const nlohmann::json& m) {
     layer_width = std::max(layer_width, l["layer"].get<std::string>().size());
   }
   const double total = static_cast<double>(m["forward_flops_per_sample"].get<int64_t>());
-  fmt::print("\n{}, layer by layer (output, parameters and forward FLOPs per sample):\n",
-             m["name"].get<std::string>());
-  fmt::print("  {:<{}}  {:<{}}  {:<14} {:>12} {:>14} {:>6}\n", "name", name_width, "layer",
-             layer_width, "output", "parameters", "forward", "share");
+  const bool memory = m.contains("memory");
+  fmt::print("\n{}, layer by layer (output, parameters and forward FLOPs per sample{}):\n",
+             m["name"].get<std::string>(),
+             memory ? fmt::format("; kept for backward at batch {} in {}",
+                                  m["memory"]["batch"].get<int64_t>(),
+                                  m["memory"]["precision"].get<std::string>())
+                    : "");
+  fmt::print("  {:<{}}  {:<{}}  {:<14} {:>12} {:>14} {:>6}{}\n", "name", name_width, "layer",
+             layer_width, "output", "parameters", "forward", "share", memory ? "        kept" : "");
   for (const auto& l : layers) {
     const int64_t flops = l["forward_flops_per_sample"].get<int64_t>();
-    fmt::print("  {:<{}}  {:<{}}  {:<14} {:>12} {:>14} {:>5.1f}%\n", l["name"].get<std::string>(),
+    fmt::print("  {:<{}}  {:<{}}  {:<14} {:>12} {:>14} {:>5.1f}%{}\n", l["name"].get<std::string>(),
                name_width, l["layer"].get<std::string>(), layer_width,
                shape_text(l["output_shape"].get<std::vector<int64_t>>()), params_text(l),
                flops == 0 ? "0" : flops_text(flops),
-               total > 0 ? 100.0 * static_cast<double>(flops) / total : 0.0);
+               total > 0 ? 100.0 * static_cast<double>(flops) / total : 0.0, saved_text(l));
+  }
+  if (memory) {
+    fmt::print(
+        "  (kept: what backward reads of the layer's output; of a layer whose activation runs "
+        "inside it, at the activation)\n");
   }
   for (const auto& l : layers) {
     if (l.contains("tied_to")) {
@@ -222,7 +245,10 @@ int run_models(const ModelsRequest& r) {
                     {"loss", to_string(def.loss)},
                     {"layers", def.layers.size()}});
     if (r.layers) list.back()["layer_list"] = layers_json(def);
-    if (r.memory.batch > 0) list.back()["memory"] = planned_memory(def, r.memory);
+    if (r.memory.batch > 0) {
+      nlohmann::json& m = list.back();
+      m["memory"] = planned_memory(def, r.memory, r.layers ? &m["layer_list"] : nullptr);
+    }
   }
   if (r.json) {
     fmt::print("{}\n", dump_json(nlohmann::json{{"models", list}, {"zoo", zoo_json()}}, 2));

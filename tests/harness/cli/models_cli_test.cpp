@@ -58,4 +58,35 @@ TEST(Cli, ModelsListsTheLayersOfTheModelsNamed) {
       << none.output;
 }
 
+// With --batch, each layer's output as kept for backward: the layers' add up to the plan's
+// saved activations, for a sequence and a graph, in fp32 and (on `sim`) in bf16.
+TEST(Cli, ModelsListsWhatBackwardKeepsOfEachLayer) {
+  struct Case {
+    const char* args;
+    const char* layer;  // a layer whose output backward reads
+    int64_t kept;       // its bytes
+  };
+  const Case cases[] = {
+      {"cifar-resnet:depth=20 --batch 64", "layer1.0.relu1", int64_t{64} * 32 * 32 * 16 * 4},
+      {"cifar-resnet:depth=20 --batch 64 --devices sim:1 --precision bf16", "layer1.0.relu1",
+       int64_t{64} * 32 * 32 * 16 * 2},
+      {"cifar-cnn --batch 8", "1", int64_t{8} * 32 * 32 * 32 * 4},  // a sequence; conv 0 fused
+  };
+  for (const Case& c : cases) {
+    const Result r = run(std::string("models --layers --json ") + c.args);
+    ASSERT_EQ(r.status, 0) << r.output;
+    const nlohmann::json m = nlohmann::json::parse(r.output)["models"][0];
+    int64_t sum = 0;
+    int64_t kept = -1;
+    for (const auto& l : m["layer_list"]) {
+      sum += l["saved_for_backward_bytes"].get<int64_t>();
+      if (l["name"] == c.layer) kept = l["saved_for_backward_bytes"].get<int64_t>();
+    }
+    EXPECT_EQ(sum, m["memory"]["kept_activations_bytes"].get<int64_t>()) << c.args;
+    EXPECT_EQ(kept, c.kept) << c.args;
+  }
+  const Result text = run("models cifar-resnet:depth=20 --layers --batch 64");
+  EXPECT_TRUE(contains(text.output, "kept for backward at batch 64 in fp32")) << text.output;
+}
+
 }  // namespace
