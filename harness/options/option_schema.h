@@ -219,11 +219,13 @@ template <class T>
 OptionCheck<T> in_range(T min, T max, std::string accepted) {
   return [=](const T& v) { return v >= min && v <= max ? std::string() : accepted; };
 }
-// Finite and above `bound` (or at least it, with `or_equal`).
+// Finite and above `bound` (or at least it, with `or_equal`); infinity and NaN are named as
+// not finite, which `accepted` ("must be 0 or more") leaves unsaid.
 template <class T>
 OptionCheck<T> finite_above(T bound, bool or_equal, std::string accepted) {
   return [=](const T& v) {
-    return std::isfinite(v) && (v > bound || (or_equal && v == bound)) ? std::string() : accepted;
+    if (!std::isfinite(v)) return accepted + ", and finite";
+    return v > bound || (or_equal && v == bound) ? std::string() : accepted;
   };
 }
 // A size in MiB: finite, positive (or 0 with `zero_allowed`) and at most kMaxMiB, so that its

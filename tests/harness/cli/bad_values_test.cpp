@@ -73,6 +73,8 @@ TEST(CliValues, NumbersPastWhatTheirOptionHoldsAreRefusedNamingIt) {
       {"train --memory-limit-mb 1e300", "--memory-limit-mb 1e+300 must be 0 (no limit) or a"},
       {"train --bucket-cap-mb 1e300", "positive size of at most 2^40 MiB (1 EiB)"},
       {"devices --bandwidth-mb 1e30", "--bandwidth-mb 1e+30 must be 0 (do not measure)"},
+      {"train --weight-decay inf", "--weight-decay inf must be 0 or more, and finite"},
+      {"train --lr nan", "--lr nan must be 0 or a positive number, and finite"},
   };
   expect_refused(cases, {});
 }
