@@ -197,8 +197,9 @@ std::vector<LayerSummary> summarize_layers(const ModelDef& def, const Shape& inp
 ModelSummary summarize(const ModelDef& def, const Shape& input) {
   ModelSummary s;
   s.input = input;
-  s.output = layer_shapes(def, input).back();
-  for (const LayerSummary& layer : summarize_layers(def, input)) {
+  const std::vector<LayerSummary> layers = summarize_layers(def, input);
+  s.output = layers.empty() ? input : layers.back().output;
+  for (const LayerSummary& layer : layers) {
     s.params += layer.params;
     s.forward_flops += layer.forward_flops;
   }

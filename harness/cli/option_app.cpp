@@ -71,14 +71,15 @@ void drop_leading_zeros(std::string& text) {
 }
 
 // " (write 1000)" where `text` is a whole number written as a decimal or in exponent form
-// ("1e3", "64.0") that fits T: what the user most likely meant.
+// ("1e3", "64.0") that fits T: what the user most likely meant. T's max as a double rounds up
+// to a power of two past it, hence `<`.
 template <class T>
 std::string written_whole(const std::string& text) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   if (end == text.c_str() || *end != '\0' || v != std::floor(v) ||
       !(v >= static_cast<double>(std::numeric_limits<T>::min()) &&
-        v <= static_cast<double>(std::numeric_limits<T>::max()) / 2)) {
+        v < static_cast<double>(std::numeric_limits<T>::max()))) {
     return {};
   }
   return fmt::format(" (write {})", static_cast<T>(v));
