@@ -10,6 +10,7 @@
 #include "harness/cli/commands.h"
 #include "harness/cli/launch.h"
 #include "harness/cli/option_app.h"
+#include "harness/collectives/cluster.h"
 #include "harness/trainer/trainer.h"
 #include "reports/analysis/noise_scale.h"
 #include "reports/run_report.h"
@@ -71,6 +72,32 @@ std::string noise_scale_text(const RunReport& report) {
       n.b_noise->value, n.b_noise->low, n.b_noise->high, n.steps, n.batches.small, n.batches.big);
 }
 
+// The lead's progress lines: the first step, every tenth of the run and its last (every
+// 100th when it runs for epochs), and each evaluation.
+TrainHooks progress_hooks(int64_t steps, const Cluster* cluster) {
+  if (cluster != nullptr && cluster->multi_process()) {
+    fmt::print(
+        "(each step's loss below: the mean over this process's replicas; the summary's: "
+        "over all of the run's)\n");
+  }
+  TrainHooks hooks;
+  const int64_t every = std::max<int64_t>(1, steps / 10);
+  hooks.on_step = [steps, every](const StepRecord& r) {
+    if (r.step == 1 || (steps > 0 && (r.step % every == 0 || r.step == steps)) ||
+        (steps == 0 && r.step % 100 == 0)) {
+      fmt::print("step {:>6}  loss {:>9.5f}  {:>8.2f} ms (input {:.2f} ms)\n", r.step, r.loss,
+                 r.step_ms, r.input_ms);
+      std::fflush(stdout);
+    }
+  };
+  hooks.on_eval = [](const EvalRecord& e) {
+    fmt::print("eval after epoch {} (step {}): loss {:.4f}, accuracy {:.2f}%\n", e.epoch, e.step,
+               e.loss, 100.0 * e.accuracy);
+    std::fflush(stdout);
+  };
+  return hooks;
+}
+
 int run_train(TrainArgs& args, const OptionSources& names) {
   TrainOptions& o = args.options;
   o.command_line = command_line();
@@ -90,24 +117,8 @@ int run_train(TrainArgs& args, const OptionSources& names) {
     }
   });
   install_interrupt_handlers();  // the run stops between steps
-  const int64_t every = std::max<int64_t>(1, o.steps / 10);
-  TrainHooks hooks;
-  if (!args.quiet && lead) {
-    hooks.on_step = [&](const StepRecord& r) {
-      if (r.step == 1 || (o.steps > 0 && (r.step % every == 0 || r.step == o.steps)) ||
-          (o.steps == 0 && r.step % 100 == 0)) {
-        fmt::print("step {:>6}  loss {:>9.5f}  {:>8.2f} ms (input {:.2f} ms)\n", r.step, r.loss,
-                   r.step_ms, r.input_ms);
-        std::fflush(stdout);
-      }
-    };
-  }
-  if (!args.quiet && lead)
-    hooks.on_eval = [&](const EvalRecord& e) {
-      fmt::print("eval after epoch {} (step {}): loss {:.4f}, accuracy {:.2f}%\n", e.epoch, e.step,
-                 e.loss, 100.0 * e.accuracy);
-      std::fflush(stdout);
-    };
+  const TrainHooks hooks =
+      args.quiet || !lead ? TrainHooks{} : progress_hooks(o.steps, launch.cluster.get());
   const RunReport report = train(o, hooks);
   if (!lead) return 0;
   const RunSummary s = summarize(report);
@@ -121,10 +132,11 @@ int run_train(TrainArgs& args, const OptionSources& names) {
           : fmt::format(", {}", compression_text(report.grad_compression));
   fmt::print(
       "{} on {}{}{}, global batch {}, {}{}: median step {:.2f} ms "
-      "(p10 {:.2f}, p90 {:.2f}) over {} steps, {:.1f} samples/s; loss {:.4f} -> {:.4f}\n",
+      "(p10 {:.2f}, p90 {:.2f}) over {} step{}, {:.1f} samples/s; loss {:.4f} -> {:.4f}\n",
       report.model, report.devices, processes, threads_text(report), report.global_batch(),
       report.optimizer, compression, s.step_ms_median, s.step_ms_p10, s.step_ms_p90,
-      s.measured_steps, s.samples_per_second, s.first_loss, s.last_loss);
+      s.measured_steps, s.measured_steps == 1 ? "" : "s", s.samples_per_second, s.first_loss,
+      s.last_loss);
   fmt::print("{}", shared_cores_line(report));
   fmt::print("{}", fallback_line(report));
   fmt::print("{}", format_layer_profile(report));

@@ -194,7 +194,10 @@ void validate(const TrainOptions& options, const OptionSources& names = {});
 // What a caller of train() may run inside the run; none of it changes what is measured
 // unless said.
 struct TrainHooks {
-  // Progress, on replica 0's thread: after every step, and after every evaluation.
+  // Progress, in the process of replica 0: after every step (once all of that process's
+  // replicas recorded it: its loss and times as the report has them in a run of one process,
+  // over that process's replicas in one of several; one call at a time, on one of their
+  // threads), and after every evaluation (on replica 0's thread).
   std::function<void(const StepRecord&)> on_step;
   std::function<void(const EvalRecord&)> on_eval;
   // Fault injection (tests): called on every replica's thread after each optimizer step

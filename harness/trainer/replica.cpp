@@ -387,13 +387,11 @@ void Replica::record(int64_t n, const PhaseTimes& phases, double loss, double lr
   record_.phases.push_back(phases);
   record_.losses.push_back(loss);
   if (host_norms_.data() != nullptr) record_norms();
+  run_.progress.add(local_, n, phases, loss);
   if (rank_ != 0) return;
   GroupRecord& group = run_.results.group;
   group.bucket_ms.push_back(reducer_->times().bucket_ms);
   group.lrs.push_back(lr);
-  if (run_.hooks.on_step) {
-    run_.hooks.on_step(StepRecord{n, loss, phases.step_ms, phases.exposed_ms(PhaseKind::kInput)});
-  }
 }
 
 void Replica::record_norms() {

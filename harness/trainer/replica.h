@@ -39,6 +39,7 @@ struct ReplicaShared {
   int64_t epoch_ns;  // when the run began (core/clock.h): timelines count from here
   UtilizationSampling& sampling;
   RunResults& results;
+  StepProgress& progress;  // TrainHooks::on_step's
 };
 
 class Replica {

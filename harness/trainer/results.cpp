@@ -48,6 +48,26 @@ struct JsonFields<GroupRecord> {
       field("loss_scaling", &G::loss_scaling));
 };
 
+StepProgress::StepProgress(int replicas, std::function<void(const StepRecord&)> hook)
+    : replicas_(replicas), hook_(std::move(hook)) {}
+
+void StepProgress::add(int local, int64_t step, const PhaseTimes& phases, double loss) {
+  if (!hook_) return;
+  const std::lock_guard lock(mutex_);
+  Pending& p = pending_[step];
+  p.phases.resize(static_cast<size_t>(replicas_));
+  p.phases[static_cast<size_t>(local)] = phases;
+  p.loss_sum += loss;
+  if (++p.added < replicas_) return;
+  StepRecord r;
+  r.step = step;
+  r.loss = p.loss_sum / replicas_;
+  r.replicas = std::move(p.phases);
+  set_group_times(r);
+  pending_.erase(step);
+  hook_(r);
+}
+
 nlohmann::json results_to_json(const RunResults& results, int first, int local, bool with_group) {
   nlohmann::json replicas = nlohmann::json::array();
   for (int rank = first; rank < first + local; ++rank) {

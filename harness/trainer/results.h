@@ -5,6 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,6 +63,28 @@ struct RunResults {
   std::vector<ReplicaRecord> replicas;  // [rank], of the whole run
   GroupRecord group;
   std::vector<GpuUtilization> gpu_utilization;  // every process's sampled GPUs
+};
+
+// The progress hook's view of each step (TrainHooks::on_step), from every replica of this
+// process: once the last of them recorded a step, the step's loss as the mean of theirs and its
+// times as the slowest one's, as the report will have them (in a run of one process, the run's
+// own figures: equal shards make the mean of the means the global batch's). Replicas call it
+// from their threads; the hook runs under its lock, so its calls come one at a time, in order.
+class StepProgress {
+ public:
+  StepProgress(int replicas, std::function<void(const StepRecord&)> hook);
+  void add(int local, int64_t step, const PhaseTimes& phases, double loss);
+
+ private:
+  struct Pending {
+    std::vector<PhaseTimes> phases;
+    double loss_sum = 0.0;
+    int added = 0;
+  };
+  const int replicas_;
+  const std::function<void(const StepRecord&)> hook_;
+  std::mutex mutex_;
+  std::map<int64_t, Pending> pending_;  // replicas may be a step apart
 };
 
 // The records of replicas [first, first + local), the group's when `with_group`, and this

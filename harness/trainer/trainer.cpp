@@ -110,6 +110,8 @@ class LocalRun {
       : plan_(checked(o)),
         results_(plan_.replicas),
         sampling_(plan_.layout.local),
+        // Progress is shown by the process of replica 0, as the run's result is.
+        progress_(plan_.layout.local, plan_.layout.first == 0 ? hooks.on_step : nullptr),
         kernel_settings_(KernelSettings{.precision = plan_.precision,
                                         .determinism = determinism_of(o),
                                         .conv_search = o.conv_search,
@@ -131,7 +133,8 @@ class LocalRun {
 
   void start() {
     if (comms_ == nullptr) return;
-    shared_.emplace(ReplicaShared{options_, hooks_, plan_, *comms_, now_ns(), sampling_, results_});
+    shared_.emplace(
+        ReplicaShared{options_, hooks_, plan_, *comms_, now_ns(), sampling_, results_, progress_});
     for (int j = 0; j < plan_.layout.local; ++j) {
       threads_.emplace_back([this, rank = plan_.layout.first + j] { run_replica(rank); });
     }
@@ -200,6 +203,7 @@ class LocalRun {
   RunPlan plan_;
   RunResults results_;
   UtilizationSampling sampling_;
+  StepProgress progress_;
   // Process-wide and read when kernels are built: every replica's kernels alike, and what
   // the process had before once the run is over.
   ScopedKernelSettings kernel_settings_;

@@ -316,6 +316,29 @@ TEST(Mirrored, ThroughputCountsTheGlobalBatch) {
   EXPECT_NEAR(s.samples_per_second, 16.0 * 1e3 / s.step_ms_median, 1e-6);
 }
 
+// The progress hook gets the step as the report has it: the global batch's mean loss and the
+// slowest replica's times, not replica 0's own.
+TEST(Mirrored, ProgressShowsTheStepAsTheReportHasIt) {
+  TrainOptions o;
+  o.model = "dense-100";
+  o.devices = "cpu:3";
+  o.batch = 8;
+  o.steps = 6;
+  o.eval = false;
+  std::vector<StepRecord> seen;
+  TrainHooks hooks;
+  hooks.on_step = [&](const StepRecord& r) { seen.push_back(r); };
+  const RunReport r = train(o, hooks);
+  ASSERT_EQ(seen.size(), r.steps.size());
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].step, r.steps[i].step);
+    EXPECT_DOUBLE_EQ(seen[i].loss, r.steps[i].loss) << "step " << seen[i].step;
+    EXPECT_DOUBLE_EQ(seen[i].step_ms, r.steps[i].step_ms) << "step " << seen[i].step;
+    EXPECT_DOUBLE_EQ(seen[i].input_ms, r.steps[i].input_ms) << "step " << seen[i].step;
+  }
+  ASSERT_EQ(r.steps.front().replicas.size(), 3u);  // shards whose losses differ
+}
+
 TEST(Mirrored, AccumulationTimesEveryMicroBatch) {
   TrainOptions o;
   o.model = "cifar-cnn";
