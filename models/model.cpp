@@ -255,7 +255,8 @@ Model::Plan& Model::plan_for(int64_t batch) {
     plan->kernels.push_back(add || plan->fusions[layer].idle()
                                 ? nullptr
                                 : kernels.make_layer(def_.layers[layer], b, device_));
-    plan->kernel_bytes += device_.memory_in_use() - before;
+    plan->kernel_bytes_by_layer.push_back(device_.memory_in_use() - before);
+    plan->kernel_bytes += plan->kernel_bytes_by_layer.back();
     SS_CHECK(!sync_ || !std::holds_alternative<BatchNorm2DSpec>(def_.layers[layer]) ||
                  plan->kernels.back()->sync_points(LayerKernel::Pass::kForward) > 0,
              "model '{}': layer {} ({}) cannot synchronize its statistics across replicas on "

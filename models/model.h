@@ -126,6 +126,10 @@ class Model {
     // `kept` by the layer whose output it is (a fused producer's in its activation's): they
     // add up to `kept`.
     std::vector<int64_t> kept_by_layer;
+    // Of `kernels`, what each layer's kernel allocated for itself as it was made (statistics,
+    // masks, buffers of its own); the rest is the scratch the layers' passes share and the
+    // loss's.
+    std::vector<int64_t> kernels_by_layer;
     int64_t total() const { return parameters + kept + transient + gradients + kernels; }
   };
   Memory memory(int64_t batch);

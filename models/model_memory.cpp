@@ -58,6 +58,7 @@ Model::Memory Model::memory(int64_t batch) {
   m.gradients = bytes(plan.grad_a) + bytes(plan.grad_b);
   m.kernels = plan.kernel_bytes;
   m.kept_by_layer = plan.kept_bytes;
+  m.kernels_by_layer = plan.kernel_bytes_by_layer;
   return m;
 }
 

@@ -68,8 +68,10 @@ struct Model::Plan {
   std::vector<bool> filled;
   std::unique_ptr<LossKernel> loss;
   float* dout = nullptr;  // gradient w.r.t. the model output, set by the loss
-  // What the kernels allocated as they were made: the device's memory in use before and after.
+  // What the kernels allocated as they were made: the device's memory in use before and after;
+  // of it, what each layer's own kernel allocated (Memory::kernels_by_layer).
   int64_t kernel_bytes = 0;
+  std::vector<int64_t> kernel_bytes_by_layer;
 
   // A graph: the gradient of layer i's output (the one it holds itself).
   float* gradient(size_t layer) { return transient.data() + grad_offsets[layer]; }

@@ -82,6 +82,7 @@ nlohmann::json planned_memory(const ModelDef& def, const MemoryRequest& r, nlohm
   if (layers != nullptr) {
     for (size_t i = 0; i < layers->size(); ++i) {
       (*layers)[i]["saved_for_backward_bytes"] = m.model.kept_by_layer.at(i);
+      (*layers)[i]["kernel_bytes"] = m.model.kernels_by_layer.at(i);
     }
   }
   return {{"device", to_string(spec.kind)},
@@ -140,11 +141,28 @@ std::string params_text(const nlohmann::json& l) {
   return l["params"].get<int64_t>() == 0 ? "tied" : own + " + tied";
 }
 
-// The memory column of --layers with --batch: what of the layer's output backward keeps.
-std::string saved_text(const nlohmann::json& l) {
+// The memory columns of --layers with --batch: what of the layer's output backward keeps, and
+// what its kernel holds of its own.
+std::string memory_text(const nlohmann::json& l) {
   if (!l.contains("saved_for_backward_bytes")) return "";
-  const int64_t bytes = l["saved_for_backward_bytes"].get<int64_t>();
-  return fmt::format("{:>12}", bytes == 0 ? "-" : memory_size(bytes));
+  const auto cell = [&](const char* key) {
+    const int64_t bytes = l[key].get<int64_t>();
+    return bytes == 0 ? std::string("-") : memory_size(bytes);
+  };
+  return fmt::format("{:>12} {:>12}", cell("saved_for_backward_bytes"), cell("kernel_bytes"));
+}
+
+// What the memory columns of --layers hold, and what of the kernels' own no layer holds.
+void print_memory_notes(const nlohmann::json& m) {
+  int64_t layers_own = 0;
+  for (const auto& l : m["layer_list"]) layers_own += l["kernel_bytes"].get<int64_t>();
+  fmt::print(
+      "  (kept: what backward reads of the layer's output; of a layer whose activation runs "
+      "inside it, at the activation)\n"
+      "  (own: what the layer's kernel holds for itself: statistics, masks, weight layouts; the "
+      "scratch the layers' passes share and the loss's, {}, make up the rest of the kernels' own "
+      "below)\n",
+      memory_size(m["memory"]["kernels_bytes"].get<int64_t>() - layers_own));
 }
 
 // --layers: each layer's output, parameters and share of the forward's FLOPs, as
@@ -161,25 +179,22 @@ void print_layers(const nlohmann::json& m) {
   const bool memory = m.contains("memory");
   fmt::print("\n{}, layer by layer (output, parameters and forward FLOPs per sample{}):\n",
              m["name"].get<std::string>(),
-             memory ? fmt::format("; kept for backward at batch {} in {}",
+             memory ? fmt::format("; kept for backward and the kernel's own at batch {} in {}",
                                   m["memory"]["batch"].get<int64_t>(),
                                   m["memory"]["precision"].get<std::string>())
                     : "");
   fmt::print("  {:<{}}  {:<{}}  {:<14} {:>12} {:>14} {:>6}{}\n", "name", name_width, "layer",
-             layer_width, "output", "parameters", "forward", "share", memory ? "        kept" : "");
+             layer_width, "output", "parameters", "forward", "share",
+             memory ? fmt::format("{:>12} {:>12}", "kept", "own") : "");
   for (const auto& l : layers) {
     const int64_t flops = l["forward_flops_per_sample"].get<int64_t>();
     fmt::print("  {:<{}}  {:<{}}  {:<14} {:>12} {:>14} {:>5.1f}%{}\n", l["name"].get<std::string>(),
                name_width, l["layer"].get<std::string>(), layer_width,
                shape_text(l["output_shape"].get<std::vector<int64_t>>()), params_text(l),
                flops == 0 ? "0" : flops_text(flops),
-               total > 0 ? 100.0 * static_cast<double>(flops) / total : 0.0, saved_text(l));
+               total > 0 ? 100.0 * static_cast<double>(flops) / total : 0.0, memory_text(l));
   }
-  if (memory) {
-    fmt::print(
-        "  (kept: what backward reads of the layer's output; of a layer whose activation runs "
-        "inside it, at the activation)\n");
-  }
+  if (memory) print_memory_notes(m);
   for (const auto& l : layers) {
     if (l.contains("tied_to")) {
       fmt::print("  (tied: {}'s weight is {}'s, counted there)\n", l["name"].get<std::string>(),

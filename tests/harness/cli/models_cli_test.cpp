@@ -1,4 +1,5 @@
 // `scalescope models` end to end: the zoo, and the layers of the models named.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -86,7 +87,40 @@ TEST(Cli, ModelsListsWhatBackwardKeepsOfEachLayer) {
     EXPECT_EQ(kept, c.kept) << c.args;
   }
   const Result text = run("models cifar-resnet:depth=20 --layers --batch 64");
-  EXPECT_TRUE(contains(text.output, "kept for backward at batch 64 in fp32")) << text.output;
+  EXPECT_TRUE(contains(text.output, "kept for backward and the kernel's own at batch 64 in fp32"))
+      << text.output;
+}
+
+// With --batch, each layer's kernel's own memory: causal attention holds its softmax's row
+// statistics alone (B·H·T floats, linear in T: no T×T matrix), on both backends; the layers'
+// own is part of the kernels' own, the passes' shared scratch the rest.
+TEST(Cli, ModelsListsEachLayersOwnKernelMemory) {
+  for (const char* devices : {"cpu:1", "sim:1"}) {
+    for (const int64_t seq : {128, 512}) {
+      const std::string args = fmt::format(
+          "models --layers --json gpt:layers=1,d=256,heads=4,seq={},vocab=256 "
+          "--batch 4 --devices {}",
+          seq, devices);
+      const Result r = run(args);
+      ASSERT_EQ(r.status, 0) << r.output;
+      const nlohmann::json m = nlohmann::json::parse(r.output)["models"][0];
+      int64_t own = 0;
+      for (const auto& l : m["layer_list"]) {
+        const int64_t bytes = l["kernel_bytes"].get<int64_t>();
+        own += bytes;
+        if (l["name"] == "transformer.h.0.attn") {
+          EXPECT_EQ(bytes, 4 * 4 * seq * static_cast<int64_t>(sizeof(float))) << args;
+        }
+        if (l["layer"] == "Add") {
+          EXPECT_EQ(bytes, 0) << args;
+        }
+      }
+      EXPECT_GT(own, 0) << args;
+      EXPECT_LE(own, m["memory"]["kernels_bytes"].get<int64_t>()) << args;
+    }
+  }
+  const Result text = run("models gpt:preset=micro --layers --batch 2");
+  EXPECT_TRUE(contains(text.output, "make up the rest of the kernels' own")) << text.output;
 }
 
 }  // namespace
