@@ -254,6 +254,7 @@ json communication_json(const CommunicationAnalysis& c) {
                              {"projection", true}});
     }
     series.push_back({{"batch", s.batch},
+                      {"precision", to_string(s.precision)},
                       {"measured_devices", s.measured_devices},
                       {"projections", std::move(projections)}});
   }

@@ -24,7 +24,7 @@
 namespace scalescope {
 
 inline constexpr const char* kSweepSchema = "scalescope-sweep";
-inline constexpr const char* kSweepSchemaVersion = "1.20";
+inline constexpr const char* kSweepSchemaVersion = "1.21";
 
 // Weak scaling keeps the per-device batch (the global batch grows with the devices); strong
 // scaling keeps the global batch (each device gets a smaller share).
@@ -137,8 +137,9 @@ struct SweepPoint {
   std::string key() const;
 };
 
-// Per model and batch: the all-reduce cost model fitted over every measured bucket of the
-// model, and the efficiency it projects for device counts beyond those measured.
+// Per model: the all-reduce cost model fitted over every measured bucket of the model (in every
+// precision: each all-reduces fp32 gradients), and per batch and precision the efficiency it
+// projects for device counts beyond those measured.
 struct CommunicationAnalysis {
   std::string model;
   std::optional<AlphaBetaFit> fit;
@@ -155,6 +156,10 @@ struct CommunicationAnalysis {
   std::string projection_note;
   struct Series {
     int64_t batch = 0;
+    // The precision of the points it projects from (their compute time and one-device step):
+    // as SweepPoint's.
+    Precision precision = Precision::kFp32;
+    bool precision_default = true;
     int measured_devices = 0;  // the largest device count the projection starts from
     std::vector<Projection> projections;
   };

@@ -431,22 +431,22 @@ CommunicationAnalysis analyze_communication(const std::string& model, const Swee
   c.projection_note = unreliable_fit_reason(*c.fit);
   c.reliable = c.projection_note.empty();
   if (!c.reliable) return c;
-  // Weak scaling: from the largest measured device count of each batch, project 2, 4 and 8
-  // times as many devices (as many of them as projection_counts keeps).
-  std::map<int64_t, const SweepPoint*> largest;
+  // Weak scaling: from the largest measured device count of each batch and precision, project
+  // 2, 4 and 8 times as many devices (as many of them as projection_counts keeps).
+  std::map<std::pair<int64_t, Precision>, const SweepPoint*> largest;
   for (const SweepPoint& p : points) {
     if (!p.ok() || p.model != model || p.mode != ScalingMode::kWeak || p.devices < 2 ||
         p.compressed()) {
       continue;
     }
     // Of several bucket settings, the default caps' (the trainer's unless told otherwise).
-    const SweepPoint*& l = largest[p.batch];
+    const SweepPoint*& l = largest[{p.batch, p.precision}];
     if (l == nullptr || p.devices > l->devices ||
         (p.devices == l->devices && p.default_buckets() && !l->default_buckets())) {
       l = &p;
     }
   }
-  for (const auto& [batch, p] : largest) {
+  for (const auto& [key, p] : largest) {
     const SweepPoint* one = baseline_of(points, *p);
     if (one == nullptr) continue;
     const std::vector<int> counts = projection_counts(report, *p, c.projection_note);
@@ -461,7 +461,7 @@ CommunicationAnalysis analyze_communication(const std::string& model, const Swee
     const double exposed =
         std::max(0.0, projected_allreduce_ms(*c.fit, p->bucket_bytes, p->devices) - capacity);
     const double compute = std::max(0.0, p->summary.step_ms_median - input - exposed);
-    c.series.push_back({batch, p->devices,
+    c.series.push_back({p->batch, p->precision, p->precision_default, p->devices,
                         project_efficiency(*c.fit, p->bucket_bytes, counts,
                                            one->summary.step_ms_median, compute, input, capacity)});
   }

@@ -180,6 +180,11 @@ void communication_text(std::string& out, const ModelView& m) {
                    c.fit->bus_bandwidth_gbps > 0 ? short_number(c.fit->bus_bandwidth_gbps)
                                                  : std::string("&infin;"),
                    c.fit->r_squared, c.fit->samples, projection_text(c));
+    if (m.other_precisions) {
+      out +=
+          " Fitted over the buckets of every precision's points (each all-reduces fp32 "
+          "gradients); the projection starts from this precision's own.";
+    }
   }
   out += "</p>\n";
 }

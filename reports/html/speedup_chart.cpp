@@ -29,7 +29,7 @@ SpeedupData::Series series_of(const ModelView& m, size_t i) {
   }
   if (m.communication == nullptr || m.mode != ScalingMode::kWeak) return s;
   for (const CommunicationAnalysis::Series& c : m.communication->series) {
-    if (c.batch != s.batch || c.projections.empty()) continue;
+    if (c.batch != s.batch || c.precision != m.precision || c.projections.empty()) continue;
     for (const SpeedupData::Measured& p : s.measured) {
       if (p.devices == c.measured_devices) s.projected_from = p;
     }

@@ -54,6 +54,7 @@ std::vector<ModelView> models_of(const SweepReport& report) {
       m.index = static_cast<int>(out.size());
       m.mode = p.mode;
       m.device_kind = p.device_kind;
+      m.precision = p.precision;
       out.push_back(std::move(m));
       it = out.end() - 1;
     }
@@ -73,6 +74,8 @@ std::vector<ModelView> models_of(const SweepReport& report) {
     }
   }
   for (ModelView& m : out) {
+    m.other_precisions = std::count_if(out.begin(), out.end(),
+                                       [&](const ModelView& v) { return v.model == m.model; }) > 1;
     std::set<int> devices;
     std::set<int64_t> batches;
     for (const SweepPoint* p : m.points) {

@@ -25,6 +25,9 @@ struct ModelView {
   int index = 0;      // for page anchors
   ScalingMode mode = ScalingMode::kWeak;
   std::string device_kind;
+  Precision precision = Precision::kFp32;  // its points'
+  // Whether the model's points ran in more than one precision (each a section of its own).
+  bool other_precisions = false;
   // Report order. Of points that differ only in their bucket caps or gradient compression,
   // `points` holds one: the uncompressed one's, of the default caps where measured (else the
   // first such); the bucket and compression charts show the others.

@@ -182,7 +182,8 @@ void communication_table(std::string& out, const SweepReport& report) {
       for (const Projection& p : s.projections) {
         line += fmt::format("  {} devices {}", p.devices, percent(p.efficiency, 0));
       }
-      fmt::format_to(std::back_inserter(out), "  projected efficiency, batch {}:{}\n", s.batch,
+      fmt::format_to(std::back_inserter(out), "  projected efficiency, batch {}{}:{}\n", s.batch,
+                     s.precision_default ? "" : fmt::format(" in {}", to_string(s.precision)),
                      line);
     }
   }
