@@ -46,10 +46,24 @@ std::vector<std::string> github_metric_names() {
 }
 
 std::string benchmark_name(const SweepPoint& p) {
-  return p.mode == ScalingMode::kWeak
-             ? fmt::format("{}/{}:{}/batch:{}", p.model, p.device_kind, p.devices, p.batch)
-             : fmt::format("{}/{}:{}/global_batch:{}", p.model, p.device_kind, p.devices,
-                           p.global_batch);
+  std::string name =
+      p.mode == ScalingMode::kWeak
+          ? fmt::format("{}/{}:{}/batch:{}", p.model, p.device_kind, p.devices, p.batch)
+          : fmt::format("{}/{}:{}/global_batch:{}", p.model, p.device_kind, p.devices,
+                        p.global_batch);
+  // What else tells the point apart (SweepPoint::key), where it is not the default, so that
+  // the default points keep the names a tracker's history has.
+  if (p.devices > 1 && !p.default_buckets()) {
+    name += fmt::format("/bucket_cap_mb:{}", p.bucket_cap_mb);
+    if (p.first_bucket_mb != kDefaultFirstBucketMb) {
+      name += fmt::format("/first_bucket_mb:{}", p.first_bucket_mb);
+    }
+  }
+  if (p.devices > 1 && p.compressed()) {
+    name += fmt::format("/grad_compression:{}", to_string(p.grad_compression));
+  }
+  if (!p.precision_default) name += fmt::format("/precision:{}", to_string(p.precision));
+  return name;
 }
 
 namespace {

@@ -49,7 +49,9 @@ enum class GithubMetric { kThroughput, kStepTime };
 GithubMetric parse_github_metric(const std::string& text);
 std::vector<std::string> github_metric_names();
 
-// The benchmark name of a point in every format.
+// The benchmark name of a point in every format: "cnn/cpu:2/batch:32", with "/bucket_cap_mb:5",
+// "/grad_compression:bf16" or "/precision:bf16" where the point has other than the default, so
+// that the points of one report have names of their own.
 std::string benchmark_name(const SweepPoint& point);
 
 // REQUIRES (all three): an analyzed report (read_sweep_report and analyze() leave it so).

@@ -62,6 +62,39 @@ TEST(Export, BenchmarkNamesSayModelDevicesAndBatch) {
   EXPECT_CONTAINS(testing_util::error_of([] { parse_github_metric("loss"); }), "'loss'");
 }
 
+// The points of a sweep over precisions, bucket caps and compression have names of their own
+// in every format: a tracker keyed by name (Bencher's object) loses none of them.
+TEST(Export, PointsThatDifferBeyondDevicesAndBatchHaveNamesOfTheirOwn) {
+  SweepReport r = sample_report();
+  SweepPoint bf16 = point(2, ScalingMode::kWeak, 32, 6.0);
+  bf16.precision = Precision::kBf16;
+  bf16.precision_default = false;
+  SweepPoint capped = point(2, ScalingMode::kWeak, 32, 11.0);
+  capped.bucket_cap_mb = 5;
+  capped.first_bucket_mb = 0.5;
+  SweepPoint compressed = point(2, ScalingMode::kWeak, 32, 11.5);
+  compressed.grad_compression = GradCompression::kBf16;
+  r.points.insert(r.points.end(), {bf16, capped, compressed});
+  analyze(r);
+  EXPECT_EQ(benchmark_name(r.points[4]), "cnn:width=2/cpu:2/batch:32/precision:bf16");
+  EXPECT_EQ(benchmark_name(r.points[5]),
+            "cnn:width=2/cpu:2/batch:32/bucket_cap_mb:5/first_bucket_mb:0.5");
+  EXPECT_EQ(benchmark_name(r.points[6]), "cnn:width=2/cpu:2/batch:32/grad_compression:bf16");
+  EXPECT_EQ(benchmark_name(r.points[1]), "cnn:width=2/cpu:2/batch:32");  // the default's as before
+  const json bencher = to_bencher_json(r);
+  EXPECT_EQ(bencher.size(), 6u);  // every point that ran
+  EXPECT_NEAR(bencher.at("cnn:width=2/cpu:2/batch:32/precision:bf16")
+                  .at("throughput")
+                  .at("value")
+                  .get<double>(),
+              r.points[4].summary.throughput.value, 1e-9);
+  std::set<std::string> names;
+  for (const json& e : to_github_action_benchmark_json(r, GithubMetric::kThroughput)) {
+    names.insert(e.at("name").get<std::string>());
+  }
+  EXPECT_EQ(names.size(), 6u);
+}
+
 TEST(Export, GbenchIsGoogleBenchmarkJson) {
   const json j = to_gbench_json(sample_report());
   const json& ctx = j.at("context");
