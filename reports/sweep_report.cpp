@@ -274,11 +274,9 @@ json communication_json(const CommunicationAnalysis& c) {
 }
 
 json group_json(const PointGroup& g) {
-  return {{"model", g.model},
-          {"device_kind", g.device_kind},
-          {"devices", g.devices},
-          {"mode", to_string(g.mode)},
-          {"batch", g.batch}};
+  return {{"model", g.model},     {"device_kind", g.device_kind},
+          {"devices", g.devices}, {"mode", to_string(g.mode)},
+          {"batch", g.batch},     {"precision", to_string(g.precision)}};
 }
 
 json bucket_choice_json(const BucketChoice& c) {

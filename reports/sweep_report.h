@@ -167,14 +167,18 @@ struct CommunicationAnalysis {
 };
 
 // What the points that one comparison compares have in common: model, device kind and count,
-// scaling mode and batch.
+// scaling mode, batch and precision.
 struct PointGroup {
   std::string model;
   std::string device_kind;
   int devices = 2;
   ScalingMode mode = ScalingMode::kWeak;
   int64_t batch = 0;  // per device (weak) or global (strong), as the grid's batch axis
+  Precision precision = Precision::kFp32;  // as SweepPoint's
+  bool precision_default = true;
   static PointGroup of(const SweepPoint& p);
+  // "cifar-cnn cpu:2 batch 64", "... in bf16" in a precision other than the devices' default.
+  std::string label() const;
 };
 
 // Per model, scaling mode, batch and device count (N > 1) measured with more than one

@@ -522,8 +522,19 @@ std::vector<BucketChoice> analyze_buckets(const std::vector<SweepPoint>& points)
 }  // namespace
 
 PointGroup PointGroup::of(const SweepPoint& p) {
-  return {p.model, p.device_kind, p.devices, p.mode,
-          p.mode == ScalingMode::kWeak ? p.batch : p.global_batch};
+  return {p.model,
+          p.device_kind,
+          p.devices,
+          p.mode,
+          p.mode == ScalingMode::kWeak ? p.batch : p.global_batch,
+          p.precision,
+          p.precision_default};
+}
+
+std::string PointGroup::label() const {
+  return fmt::format("{} {}:{} {}{}{}", model, device_kind, devices,
+                     mode == ScalingMode::kWeak ? "batch " : "global batch ", batch,
+                     precision_default ? "" : fmt::format(" in {}", to_string(precision)));
 }
 
 std::vector<double> pooled_step_ms(const SweepPoint& p) {

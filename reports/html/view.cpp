@@ -88,10 +88,10 @@ std::vector<ModelView> models_of(const SweepReport& report) {
       if (c.model == m.model) m.communication = &c;
     }
     for (const BucketChoice& c : report.bucket_choices) {
-      if (c.model == m.model) m.bucket_choices.push_back(&c);
+      if (c.model == m.model && c.precision == m.precision) m.bucket_choices.push_back(&c);
     }
     for (const CompressionEffect& e : report.compression_effects) {
-      if (e.model == m.model) m.compression_effects.push_back(&e);
+      if (e.model == m.model && e.precision == m.precision) m.compression_effects.push_back(&e);
     }
   }
   return out;

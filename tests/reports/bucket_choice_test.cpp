@@ -169,5 +169,35 @@ TEST(BucketChart, ALinePerGroupWithTheBestRinged) {
   EXPECT_EQ(testing_util::count_of(format_sweep_html(plain), "data-chart=\"buckets\""), 0u);
 }
 
+// A sweep over bucket caps and precisions chooses per precision, says which in the tables and
+// the JSON, and draws each choice in its own precision's section of the page.
+TEST(BucketChoice, EachPrecisionChoosesApartAndSaysWhich) {
+  const auto in_bf16 = [](SweepPoint p) {
+    p.precision = Precision::kBf16;
+    p.precision_default = false;
+    return p;
+  };
+  const SweepReport r =
+      report_of({one_device(), bucket_point(5, 1, 8.0, 0.05), bucket_point(25, 1, 10.0, 0.05),
+                 in_bf16(one_device()), in_bf16(bucket_point(5, 1, 6.0, 0.05)),
+                 in_bf16(bucket_point(25, 1, 5.0, 0.05))});
+  ASSERT_EQ(r.bucket_choices.size(), 2u);
+  EXPECT_EQ(r.bucket_choices[0].settings[r.bucket_choices[0].best].cap_mb, 5);
+  EXPECT_EQ(r.bucket_choices[1].settings[r.bucket_choices[1].best].cap_mb, 25);
+  EXPECT_EQ(r.bucket_choices[1].label(), "m cpu:2 batch 32 in bf16");
+  const std::string tables = format_sweep_tables(r);
+  EXPECT_EQ(testing_util::lines_with(tables, "m cpu:2 batch 32 in bf16").size(), 2u)
+      << tables;  // the loss's row and the bucket choice's
+  const nlohmann::json j = to_json(r);
+  EXPECT_EQ(j["bucket_choices"][0]["precision"], "fp32");
+  EXPECT_EQ(j["bucket_choices"][1]["precision"], "bf16");
+  const std::vector<html::ModelView> models = html::models_of(r);
+  ASSERT_EQ(models.size(), 2u);
+  for (const html::ModelView& m : models) {
+    ASSERT_EQ(m.bucket_choices.size(), 1u) << m.name;
+    EXPECT_EQ(m.bucket_choices[0]->precision, m.precision) << m.name;
+  }
+}
+
 }  // namespace
 }  // namespace scalescope
