@@ -171,6 +171,18 @@ std::string fallback_line(const RunReport& report) {
                      kFallbackLead, fmt::join(passes, "; "));
 }
 
+std::string loss_scaling_line(const RunReport& report) {
+  if (!report.loss_scaling) return "";
+  const LossScalingRecord& s = *report.loss_scaling;
+  const size_t skipped = s.skipped_steps.size();
+  return fmt::format("loss scaling: scale {:g} after the last step (from {:g}); {}\n",
+                     s.final_scale, s.initial_scale,
+                     skipped == 0
+                         ? std::string("no step skipped")
+                         : fmt::format("{} step{} skipped for overflow ({})", skipped,
+                                       skipped == 1 ? "" : "s", fmt::join(s.skipped_steps, ", ")));
+}
+
 nlohmann::json to_json(const TargetRecord& t) {
   return write_fields(t);
 }

@@ -372,6 +372,9 @@ KernelChoiceRecord kernel_choice_from_json(const JsonReader& r);
 // (KernelChoiceRecord::fallback): one line naming each layer, pass and algorithm, ending in a
 // newline; "" when there are none.
 std::string fallback_line(const RunReport& report);
+// fp16 runs: the loss scale after the last step and the steps its overflows skipped (on every
+// replica), one line ending in a newline; "" for other precisions.
+std::string loss_scaling_line(const RunReport& report);
 // Those passes as the line names them: "conv2d(64, 7x7) backward-data (ALGO_0)".
 std::vector<std::string> fallback_passes(const std::vector<KernelChoiceRecord>& kernels);
 // The line's opening, for every place that lists fallbacks.

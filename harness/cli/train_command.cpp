@@ -131,14 +131,15 @@ int run_train(TrainArgs& args, const OptionSources& names) {
           ? ""
           : fmt::format(", {}", compression_text(report.grad_compression));
   fmt::print(
-      "{} on {}{}{}, global batch {}, {}{}: median step {:.2f} ms "
+      "{} on {}{}{}, global batch {}, {}{}, {}: median step {:.2f} ms "
       "(p10 {:.2f}, p90 {:.2f}) over {} step{}, {:.1f} samples/s; loss {:.4f} -> {:.4f}\n",
       report.model, report.devices, processes, threads_text(report), report.global_batch(),
-      report.optimizer, compression, s.step_ms_median, s.step_ms_p10, s.step_ms_p90,
-      s.measured_steps, s.measured_steps == 1 ? "" : "s", s.samples_per_second, s.first_loss,
-      s.last_loss);
+      report.optimizer, compression, to_string(report.precision), s.step_ms_median, s.step_ms_p10,
+      s.step_ms_p90, s.measured_steps, s.measured_steps == 1 ? "" : "s", s.samples_per_second,
+      s.first_loss, s.last_loss);
   fmt::print("{}", shared_cores_line(report));
   fmt::print("{}", fallback_line(report));
+  fmt::print("{}", loss_scaling_line(report));
   fmt::print("{}", format_layer_profile(report));
   if (report.target) fmt::print("{}\n", target_text(*report.target));
   if (report.noise_scale) fmt::print("{}\n", noise_scale_text(report));

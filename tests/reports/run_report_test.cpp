@@ -129,6 +129,27 @@ TEST(RunReport, AFallbackToANonDeterministicAlgorithmIsListedAndPrinted) {
   EXPECT_EQ(fallback_line(r), "");
 }
 
+// fp16 runs end with a line on the loss scale and the steps it skipped; other runs without.
+TEST(RunReport, TheLossScalingLineNamesTheScaleAndTheSkippedSteps) {
+  RunReport r;
+  EXPECT_EQ(loss_scaling_line(r), "");
+  r.loss_scaling = LossScalingRecord{.initial_scale = 65536,
+                                     .growth_factor = 2,
+                                     .backoff_factor = 0.5,
+                                     .growth_interval = 2000,
+                                     .final_scale = 16384,
+                                     .skipped_steps = {1, 7}};
+  EXPECT_EQ(loss_scaling_line(r),
+            "loss scaling: scale 16384 after the last step (from 65536); 2 steps skipped for "
+            "overflow (1, 7)\n");
+  r.loss_scaling->skipped_steps = {3};
+  EXPECT_CONTAINS(loss_scaling_line(r), "; 1 step skipped for overflow (3)\n");
+  r.loss_scaling->skipped_steps.clear();
+  r.loss_scaling->final_scale = 131072;
+  EXPECT_EQ(loss_scaling_line(r),
+            "loss scaling: scale 131072 after the last step (from 65536); no step skipped\n");
+}
+
 // The run report's records that are read back (across processes, in sweep reports): every key
 // written is read into its field.
 TEST(RunReport, EveryKeyOfItsRecordsRoundTrips) {

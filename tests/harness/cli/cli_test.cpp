@@ -128,6 +128,22 @@ TEST(Cli, QuietTrainingPrintsOnlyItsSummary) {
   EXPECT_TRUE(contains(quiet.output, "median step")) << quiet.output;
 }
 
+// The summary names the precision; an fp16 run adds its loss scaling, others do not.
+TEST(Cli, TrainingSaysItsPrecisionAndLossScaling) {
+  const Result fp16 =
+      run("train --model dense-100 --batch 8 --steps 3 --devices sim:1 --precision fp16 -q");
+  ASSERT_EQ(fp16.status, 0) << fp16.output;
+  EXPECT_TRUE(contains(fp16.output, "global batch 8, adam, fp16: median step")) << fp16.output;
+  EXPECT_TRUE(contains(fp16.output,
+                       "loss scaling: scale 65536 after the last step (from 65536); "
+                       "no step skipped\n"))
+      << fp16.output;
+  const Result fp32 = run("train --model dense-100 --batch 8 --steps 3 -q");
+  ASSERT_EQ(fp32.status, 0) << fp32.output;
+  EXPECT_TRUE(contains(fp32.output, ", adam, fp32: median step")) << fp32.output;
+  EXPECT_FALSE(contains(fp32.output, "loss scaling")) << fp32.output;
+}
+
 TEST(Cli, PipelineBenchReportsEachWorkerCount) {
   const std::string out = testing::TempDir() + "/cli_pipeline_bench.json";
   const Result r =
