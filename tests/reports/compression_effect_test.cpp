@@ -292,6 +292,29 @@ TEST(CompressionTables, AColumnAndATableWithTheConclusions) {
   EXPECT_EQ(plain.find("compression"), std::string::npos) << plain;
 }
 
+// Points of another precision are another effect, named as such in the tables, the JSON and
+// their own precision's section of the page.
+TEST(CompressionEffect, OtherPrecisionsAreAnotherEffect) {
+  const auto in_bf16 = [](SweepPoint p) {
+    p.precision = Precision::kBf16;
+    p.precision_default = false;
+    return p;
+  };
+  const SweepReport r = report_of({cpoint(kNone, 10.0), cpoint(kFp16, 8.0),
+                                   in_bf16(cpoint(kNone, 6.0)), in_bf16(cpoint(kFp16, 5.0))});
+  ASSERT_EQ(r.compression_effects.size(), 2u);
+  EXPECT_EQ(r.compression_effects[1].label(), "m cpu:2 batch 32 in bf16");
+  EXPECT_NEAR(r.compression_effects[1].settings[1].step_ms, 5.0, 1e-9);
+  EXPECT_EQ(to_json(r)["compression_effects"][1]["precision"], "bf16");
+  const std::string tables = format_sweep_tables(r);
+  EXPECT_EQ(testing_util::lines_with(tables, "m cpu:2 batch 32 in bf16").size(), 1u) << tables;
+  EXPECT_EQ(testing_util::lines_with(tables, "m cpu:2 batch 32").size(), 2u) << tables;
+  for (const html::ModelView& m : html::models_of(r)) {
+    ASSERT_EQ(m.compression_effects.size(), 1u) << m.name;
+    EXPECT_EQ(m.compression_effects[0]->precision, m.precision) << m.name;
+  }
+}
+
 TEST(CompressionView, TheChartsTakeTheUncompressedDefaultCapsPoint) {
   // Compressed first, then other caps, then the default: the default uncompressed one wins.
   const SweepReport r = report_of({one_device(), cpoint(kFp16, 8.0), cpoint(kNone, 9.0, 0.0, 5),
