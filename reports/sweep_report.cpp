@@ -32,22 +32,6 @@ ScalingMode parse_scaling_mode(const std::string& text) {
   return *mode;
 }
 
-std::string bucket_caps_text(double cap_mb, double first_mb) {
-  if (first_mb == kDefaultFirstBucketMb) return fmt::format("{} MB", cap_mb);
-  return fmt::format("{} MB (first {} MB)", cap_mb, first_mb);
-}
-
-std::string SweepPoint::label() const {
-  std::string label =
-      mode == ScalingMode::kWeak
-          ? fmt::format("{} {}:{} batch {}", model, device_kind, devices, batch)
-          : fmt::format("{} {}:{} global batch {}", model, device_kind, devices, global_batch);
-  if (devices > 1 && !default_buckets()) label += " bucket " + buckets_text();
-  if (devices > 1 && compressed()) label += fmt::format(" {}", compression_text(grad_compression));
-  if (!precision_default) label += fmt::format(" in {}", to_string(precision));
-  return label;
-}
-
 std::string SweepPoint::key() const {
   std::string key = fmt::format("{}|{}|{}|{}|{}|{}", model, device_kind, devices, to_string(mode),
                                 batch, global_batch);

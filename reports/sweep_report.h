@@ -83,6 +83,9 @@ struct PointSummary {
 // Bucket caps as tables and labels show them: "5 MB", or "5 MB (first 0.5 MB)" when the
 // first bucket's cap is not the default.
 std::string bucket_caps_text(double cap_mb, double first_mb);
+// " in bf16" for a precision other than the devices' default, "" for the default: how labels
+// and headings name a point's precision.
+std::string precision_text(Precision precision, bool is_default);
 
 struct SweepPoint {
   std::string model;

@@ -531,12 +531,6 @@ PointGroup PointGroup::of(const SweepPoint& p) {
           p.precision_default};
 }
 
-std::string PointGroup::label() const {
-  return fmt::format("{} {}:{} {}{}{}", model, device_kind, devices,
-                     mode == ScalingMode::kWeak ? "batch " : "global batch ", batch,
-                     precision_default ? "" : fmt::format(" in {}", to_string(precision)));
-}
-
 std::vector<double> pooled_step_ms(const SweepPoint& p) {
   std::vector<double> out;
   for (const StepRecord* s : pooled_steps(p)) out.push_back(s->step_ms);

@@ -43,8 +43,7 @@ std::string ModelView::point_text(const SweepPoint& p) const {
 std::vector<ModelView> models_of(const SweepReport& report) {
   std::vector<ModelView> out;
   for (const SweepPoint& p : report.points) {
-    const std::string name =
-        p.precision_default ? p.model : fmt::format("{} in {}", p.model, to_string(p.precision));
+    const std::string name = p.model + precision_text(p.precision, p.precision_default);
     auto it =
         std::find_if(out.begin(), out.end(), [&](const ModelView& m) { return m.name == name; });
     if (it == out.end()) {

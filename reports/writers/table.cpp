@@ -183,8 +183,7 @@ void communication_table(std::string& out, const SweepReport& report) {
         line += fmt::format("  {} devices {}", p.devices, percent(p.efficiency, 0));
       }
       fmt::format_to(std::back_inserter(out), "  projected efficiency, batch {}{}:{}\n", s.batch,
-                     s.precision_default ? "" : fmt::format(" in {}", to_string(s.precision)),
-                     line);
+                     precision_text(s.precision, s.precision_default), line);
     }
   }
 }
