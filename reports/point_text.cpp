@@ -32,8 +32,8 @@ std::string SweepPoint::label() const {
   return label + precision_text(precision, precision_default);
 }
 
-std::string PointGroup::label() const {
-  return grid_text(model, device_kind, devices, mode, batch) +
+std::string PointGroup::label(std::string_view qualifier) const {
+  return grid_text(model, device_kind, devices, mode, batch) + std::string(qualifier) +
          precision_text(precision, precision_default);
 }
 

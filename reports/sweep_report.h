@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "reports/analysis/scaling.h"
@@ -180,8 +181,9 @@ struct PointGroup {
   Precision precision = Precision::kFp32;  // as SweepPoint's
   bool precision_default = true;
   static PointGroup of(const SweepPoint& p);
-  // "cifar-cnn cpu:2 batch 64", "... in bf16" in a precision other than the devices' default.
-  std::string label() const;
+  // "cifar-cnn cpu:2 batch 64", "... in bf16" in a precision other than the devices' default;
+  // `qualifier` (" fp16 gradients", " bucket 5 MB") goes before the precision, as in a point's.
+  std::string label(std::string_view qualifier = "") const;
 };
 
 // Per model, scaling mode, batch and device count (N > 1) measured with more than one

@@ -192,10 +192,10 @@ void bucket_table(std::string& out, const SweepReport& report) {
   if (report.bucket_choices.empty()) return;
   out += "\nbucket caps (medians per step; the best throughput against the default)\n";
   for (const BucketChoice& c : report.bucket_choices) {
-    fmt::format_to(std::back_inserter(out), "{}{}\n", c.label(),
-                   c.compression == GradCompression::kNone
-                       ? ""
-                       : fmt::format(" {}", compression_text(c.compression)));
+    fmt::format_to(std::back_inserter(out), "{}\n",
+                   c.label(c.compression == GradCompression::kNone
+                               ? ""
+                               : fmt::format(" {}", compression_text(c.compression))));
     fmt::format_to(std::back_inserter(out), "  {:>8} {:>9} {:>12} {:>14} {:>12}\n", "cap MB",
                    "first MB", "samples/s", "all-reduce ms", "exposed ms");
     for (const BucketChoice::Setting& s : c.settings) {
@@ -212,8 +212,9 @@ void compression_table(std::string& out, const SweepReport& report) {
   for (const CompressionEffect& e : report.compression_effects) {
     const bool default_caps =
         e.cap_mb == kDefaultBucketCapMb && e.first_mb == kDefaultFirstBucketMb;
-    fmt::format_to(std::back_inserter(out), "{}{}\n", e.label(),
-                   default_caps ? "" : " bucket " + bucket_caps_text(e.cap_mb, e.first_mb));
+    fmt::format_to(
+        std::back_inserter(out), "{}\n",
+        e.label(default_caps ? "" : " bucket " + bucket_caps_text(e.cap_mb, e.first_mb)));
     fmt::format_to(std::back_inserter(out), "  {:>11} {:>14} {:>10} {:>8} {:>8}  {}\n",
                    "compression", "MB all-reduced", "exposed ms", "cast ms", "step ms",
                    "efficiency [CI]");

@@ -199,5 +199,25 @@ TEST(BucketChoice, EachPrecisionChoosesApartAndSaysWhich) {
   }
 }
 
+// A choice among compressed points in another precision is headed as its points are named:
+// the compression, then the precision.
+TEST(BucketChoice, ACompressedChoiceNamesItsCompressionThenItsPrecision) {
+  const auto compressed_bf16 = [](SweepPoint p) {
+    p.precision = Precision::kBf16;
+    p.precision_default = false;
+    p.grad_compression = GradCompression::kFp16;
+    return p;
+  };
+  SweepPoint single = one_device();
+  single.precision = Precision::kBf16;
+  single.precision_default = false;
+  const SweepReport r = report_of({single, compressed_bf16(bucket_point(5, 1, 6.0, 0.05)),
+                                   compressed_bf16(bucket_point(25, 1, 5.0, 0.05))});
+  ASSERT_EQ(r.bucket_choices.size(), 1u);
+  const std::string tables = format_sweep_tables(r);
+  EXPECT_CONTAINS(tables, "\nm cpu:2 batch 32 fp16 gradients in bf16\n");
+  EXPECT_CONTAINS(r.points[1].label(), "fp16 gradients in bf16");
+}
+
 }  // namespace
 }  // namespace scalescope

@@ -313,6 +313,10 @@ TEST(CompressionEffect, OtherPrecisionsAreAnotherEffect) {
     ASSERT_EQ(m.compression_effects.size(), 1u) << m.name;
     EXPECT_EQ(m.compression_effects[0]->precision, m.precision) << m.name;
   }
+  // Other caps too are named before the precision, as in the points' names.
+  const SweepReport caps =
+      report_of({in_bf16(cpoint(kNone, 6.0, 0.0, 5)), in_bf16(cpoint(kFp16, 5.0, 0.0, 5))});
+  EXPECT_CONTAINS(format_sweep_tables(caps), "\nm cpu:2 batch 32 bucket 5 MB in bf16\n");
 }
 
 TEST(CompressionView, TheChartsTakeTheUncompressedDefaultCapsPoint) {
