@@ -85,7 +85,8 @@ common = ["--model", "mlp:scale=0.05", "--data", "synthetic", "--batch", "16", "
 # One process reduces over Gloo too (not shared memory): the same ring, so the same bits.
 single = run([SCALESCOPE, "train", "--devices", "cpu:4", "--cpu-collectives", "gloo", *common,
               "--save", f"{work}/single.safetensors", "-o", f"{work}/single.json"])
-multi = run(mpirun(2, ["train", "--devices", "cpu:4", *common,
+# Not quiet: process 0 alone prints the step lines, and says what their losses average.
+multi = run(mpirun(2, ["train", "--devices", "cpu:4", *[a for a in common if a != "-q"],
                        "--save", f"{work}/multi.safetensors", "-o", f"{work}/multi.json"]))
 check(single.returncode == 0, "single-process train failed")
 check(multi.returncode == 0, "mpirun -np 2 train failed")
@@ -105,6 +106,10 @@ if single.returncode == 0 and multi.returncode == 0:
     check(len(rb["steps"][0]["replicas"]) == 4, "the run report lacks replicas of process 1")
     check("over 2 processes" in multi.stdout, "train did not say it ran over 2 processes")
     check(multi.stdout.count("median step") == 1, "more than rank 0 printed the summary")
+    check(multi.stdout.count("the mean over this process's replicas") == 1,
+          "the step lines' note on their losses is not printed once")
+    steps_printed = re.findall(r"^step +(\d+) ", multi.stdout, re.M)
+    check(steps_printed == ["1", "2", "3", "4", "5"], f"step lines printed: {steps_printed}")
 
 # 2. A sweep spanning the processes, with points that fit in process 0 alone.
 report = f"{work}/sweep.json"
