@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
+#include <utility>
 
 #include "core/spelling.h"
 
@@ -84,6 +85,23 @@ std::string unexpected_arguments_message(const CLI::App& app,
                      unsuggested ? fmt::format("; {} lists its options", help) : "");
 }
 
+// "--model was given 2 times ('a', 'b'); it takes one value": for the ArgumentMismatch
+// CLI11 raises when an option of one value is given more than once; "" for any other.
+std::string repeated_option_message(const CLI::App& app, const CLI::App* command) {
+  for (const CLI::App* where : {command, &app}) {
+    if (where == nullptr) continue;
+    for (const CLI::Option* option : where->get_options()) {
+      if (option->get_items_expected_max() != 1 || option->get_type_size_max() == 0 ||
+          option->count() < 2) {
+        continue;
+      }
+      return fmt::format("{} was given {} times ('{}'); it takes one value", option->get_name(),
+                         option->count(), fmt::join(option->results(), "', '"));
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string unknown_command_message(const CLI::App& app, const std::string& word) {
@@ -103,8 +121,13 @@ std::string parse_error_message(const CLI::App& app, const std::vector<std::stri
     return fmt::format("a command is required (commands: {}; see scalescope --help)",
                        fmt::join(command_names(app), ", "));
   }
-  const std::string what = error.what();
+  std::string what = error.what();
   if (what.find("(did you mean") != std::string::npos) return what;  // the way out is named
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&error) != nullptr) {
+    if (std::string repeated = repeated_option_message(app, command); !repeated.empty()) {
+      what = std::move(repeated);
+    }
+  }
   return fmt::format("{} (see scalescope {} --help)", what, command->get_name());
 }
 

@@ -18,8 +18,9 @@ std::string unknown_command_message(const CLI::App& app, const std::string& word
 // of arguments CLI11 did not expect, each option neither the program nor the command declares
 // with the one most likely meant (`train: unknown option '--devicse' (did you mean
 // --devices?)`), or else the words nobody takes in their order on the line; "a command is
-// required (commands: ...)" where the line names none; otherwise CLI11's own words with where
-// to look ("(see scalescope train --help)").
+// required (commands: ...)" where the line names none; an option of one value given more than
+// once with its values ("--model was given 2 times ('a', 'b'); it takes one value"); otherwise
+// CLI11's own words; the last two with where to look ("(see scalescope train --help)").
 std::string parse_error_message(const CLI::App& app, const std::vector<std::string>& args,
                                 const CLI::ParseError& error);
 

@@ -61,6 +61,20 @@ TEST(CliValues, AnUnknownWordIsNamedWithTheOneMostLikelyMeant) {
   expect_refused(cases, {"not expected", "Run with --help"});
 }
 
+// CLI11 2.1 said "--model: At Most 1 required but received 2". A list option given twice is
+// one list (--batch 32 --batch 64 is --batch 32,64), a flag twice is the flag.
+TEST(CliValues, AnOptionOfOneValueGivenTwiceIsNamedWithItsValues) {
+  const Case cases[] = {
+      {"train --model a --model b",
+       "scalescope: error: --model was given 2 times ('a', 'b'); it takes one value (see "
+       "scalescope train --help)\n"},
+      {"sweep --repeats 2 --steps 3 --repeats=4 --repeats 5",
+       "--repeats was given 3 times ('2', '4', '5'); it takes one value"},
+      {"models --batch 8 --batch 16", "--batch was given 2 times ('8', '16')"},
+  };
+  expect_refused(cases, {"At Most"});
+}
+
 TEST(CliValues, NumbersPastWhatTheirOptionHoldsAreRefusedNamingIt) {
   // Each was read as another number before: CLI11 2.1 saturated the 64-bit integers (2^63 - 1
   // steps, a batch of 2^63 - 1) and wrapped a negative seed to 2^64 - 1; a size in MiB past
