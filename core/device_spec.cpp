@@ -35,7 +35,25 @@ Split split_kind(std::string_view text) {
   return {text.substr(0, colon), text.substr(colon + 1), true};
 }
 
+// A kind's name, or nullopt.
+std::optional<DeviceKind> named_kind(std::string_view name) {
+  if (name == "cpu") return DeviceKind::kCpu;
+  if (name == "sim") return DeviceKind::kSim;
+  if (name == "cuda" || name == "gpu") return DeviceKind::kCuda;
+  return std::nullopt;
+}
+
+// `item`, an element of the list `whole` after its first, names no kind ("sim:1,cpu:2").
+void check_one_kind(std::string_view item, std::string_view whole) {
+  const Split inner = split_kind(item);
+  SS_CHECK_INPUT(!inner.has_colon || !named_kind(inner.head),
+                 "bad device list '{}': '{}' names a device kind of its own; a list is the device "
+                 "counts of one kind (cpu:1,2); sweep another kind in a sweep of its own",
+                 whole, item);
+}
+
 int parse_count(std::string_view item, std::string_view whole) {
+  check_one_kind(item, whole);
   int value = 0;
   const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
   SS_CHECK_INPUT(!item.empty() && ec == std::errc() && end == item.data() + item.size(),
@@ -80,14 +98,6 @@ void check_count(DeviceKind kind, int count, std::string_view whole) {
                  kMaxDevices);
 }
 
-// A kind's name, or nullopt.
-std::optional<DeviceKind> named_kind(std::string_view name) {
-  if (name == "cpu") return DeviceKind::kCpu;
-  if (name == "sim") return DeviceKind::kSim;
-  if (name == "cuda" || name == "gpu") return DeviceKind::kCuda;
-  return std::nullopt;
-}
-
 }  // namespace
 
 DeviceAxis parse_device_axis(std::string_view text) {
@@ -96,6 +106,10 @@ DeviceAxis parse_device_axis(std::string_view text) {
   const std::optional<DeviceKind> kind = named_kind(s.head);
   if (!s.has_colon && kind) {  // "cpu", "sim": one device; "cuda": every visible GPU
     return DeviceAxis{*kind, {*kind == DeviceKind::kCuda ? all_visible_gpus(text) : 1}};
+  }
+  // "1,sim:2": the kind comes after counts.
+  if (const size_t comma = s.head.rfind(','); !kind && comma != std::string_view::npos) {
+    check_one_kind(text.substr(comma + 1), text);
   }
   SS_CHECK_INPUT(!s.has_colon || kind, "bad device list '{}': unknown device kind '{}' ({})", text,
                  s.head, kAccepted);

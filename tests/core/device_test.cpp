@@ -88,6 +88,19 @@ TEST(DeviceSpec, RejectsBadInputNamingIt) {
   }
 }
 
+// A second kind inside one list is named as such, not as a count that is no whole number.
+TEST(DeviceSpec, AListOfTwoKindsIsRefusedNamingTheSecond) {
+  for (const char* mixed : {"sim:1,cpu:2", "cpu:1,2,cuda:4", "1,sim:2"}) {
+    try {
+      parse_device_axis(mixed);
+      ADD_FAILURE() << "accepted '" << mixed << "'";
+    } catch (const Error& e) {
+      EXPECT_CONTAINS(std::string(e.what()), "names a device kind of its own");
+      EXPECT_EQ(std::string(e.what()).find("whole number"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(DeviceSpec, MissingGpusAreAnErrorNamingThem) {
   if (find_backend(DeviceKind::kCuda) == nullptr) GTEST_SKIP() << "CPU-only build";
   const std::string message =
