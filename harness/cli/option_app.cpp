@@ -6,10 +6,12 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <type_traits>
 
@@ -36,6 +38,27 @@ CLI::Validator choice_validator(const Choice& c) {
                            choice_meant(name, names));
       },
       fmt::format("{{{}}}", fmt::join(c.names, ",")));
+}
+
+// A flag's value (--flip=VALUE): one of CLI11's words for yes and no, or a whole number (a
+// count). CLI11 converts others with std::stoll inside its callback, where a throw ended the
+// program, and took "2x" as 2.
+CLI::Validator flag_value_validator() {
+  return CLI::Validator(
+      [](const std::string& value) {
+        static const std::set<std::string> kWords = {"true",   "false",   "yes", "no", "on", "off",
+                                                     "enable", "disable", "t",   "f",  "y",  "n"};
+        int64_t count = 0;
+        const char* end = value.data() + value.size();
+        const auto [stop, error] = std::from_chars(value.data(), end, count);
+        if (kWords.contains(CLI::detail::to_lower(value)) ||
+            (!value.empty() && stop == end && error == std::errc())) {
+          return std::string();
+        }
+        return fmt::format("'{}' is neither yes nor no (true, false, yes, no, on, off, 1, 0)",
+                           value);
+      },
+      "");
 }
 
 std::vector<std::string> one(const auto& value) {
@@ -258,7 +281,9 @@ void add_options(CLI::App& app, OptionList& list) {
   for (OptionDecl& d : list.decls()) {
     CLI::Option* option = std::visit(
         Overloaded{
-            [&](Bound<bool>& b) { return app.add_flag(d.names, *b.value, d.help); },
+            [&](Bound<bool>& b) {
+              return app.add_flag(d.names, *b.value, d.help)->check(flag_value_validator());
+            },
             // CLI11 counts "--flag" as 1 and "--no-flag" as -1; the last one given wins.
             [&](Bound<std::optional<bool>>& b) {
               return app
@@ -268,7 +293,8 @@ void add_options(CLI::App& app, OptionList& list) {
                         *v = n == 0 ? std::nullopt : std::optional<bool>(n > 0);
                       },
                       d.help)
-                  ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+                  ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+                  ->check(flag_value_validator());
             },
             [&](Choice& c) {
               return app.add_option_function<std::string>(d.names, c.set, d.help)

@@ -61,6 +61,28 @@ TEST(CliValues, AnUnknownWordIsNamedWithTheOneMostLikelyMeant) {
   expect_refused(cases, {"not expected", "Run with --help"});
 }
 
+// A flag given a value takes CLI11's yes and no words; any other value is named, where
+// --deterministic=x aborted the program (CLI11's std::stoll threw from its callback).
+TEST(CliValues, AFlagsValueThatIsNoYesOrNoIsNamed) {
+  const Case cases[] = {
+      {"train --deterministic=fatch",
+       "scalescope: error: --deterministic: 'fatch' is neither yes nor no (true, false, yes, no, "
+       "on, off, 1, 0) (see scalescope train --help)\n"},
+      {"train --no-deterministic=x", "--deterministic: 'x' is neither yes nor no"},
+      {"train --deterministic=99999999999999999999", "'99999999999999999999' is neither yes"},
+      {"train --flip=maybe", "--flip: 'maybe' is neither yes nor no"},
+      {"train --flip=2x", "--flip: '2x' is neither yes nor no"},
+      {"sweep --noise-scale=-", "--noise-scale: '-' is neither yes nor no"},
+  };
+  expect_refused(cases, {"terminate", "stoll", "Could not convert"});
+  // CLI11's words for yes and no stay flags' values.
+  const scalescope::testing_util::CliResult described =
+      run_cli("models --layers=on --json=no mlp-41m");
+  EXPECT_EQ(described.status, 0) << described.output;
+  EXPECT_TRUE(contains(described.output, "Dense(4000)")) << described.output;  // --layers
+  EXPECT_FALSE(contains(described.output, "{")) << described.output;           // not --json
+}
+
 // CLI11 2.1 said "--model: At Most 1 required but received 2". A list option given twice is
 // one list (--batch 32 --batch 64 is --batch 32,64), a flag twice is the flag.
 TEST(CliValues, AnOptionOfOneValueGivenTwiceIsNamedWithItsValues) {
