@@ -12,26 +12,39 @@
 #include "core/interrupt.h"
 #include "core/log.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/option_app.h"
 #include "harness/cli/usage_errors.h"
 
 namespace {
 
 // --verbose belongs to the program, not to a command: it is taken off the line wherever it
-// stands, before CLI11 and the commands (which parse their arguments again, with their own
-// options only) see it.
-bool take_verbose(int& argc, char** argv) {
-  bool found = false;
+// stands, as --verbose or --verbose=VALUE, before CLI11 and the commands (which parse their
+// arguments again, with their own options only) see it.
+struct Verbose {
+  bool on = false;
+  std::string error;  // of a value neither yes nor no
+};
+
+Verbose take_verbose(int& argc, char** argv) {
+  constexpr std::string_view kFlag = "--verbose";
+  Verbose verbose;
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
-    if (std::string_view(argv[i]) == "--verbose") {
-      found = true;
+    const std::string_view arg(argv[i]);
+    if (arg == kFlag) {
+      verbose.on = true;
+    } else if (arg.starts_with(kFlag) && arg[kFlag.size()] == '=') {
+      const std::string value(arg.substr(kFlag.size() + 1));
+      const std::string error = scalescope::cli::flag_value_error(value);
+      if (error.empty()) verbose.on = CLI::detail::to_flag_value(value) > 0;
+      if (verbose.error.empty() && !error.empty()) verbose.error = "--verbose: " + error;
     } else {
       argv[kept++] = argv[i];
     }
   }
   argc = kept;
   argv[argc] = nullptr;
-  return found;
+  return verbose;
 }
 
 // Reads the settings (core/env.h) and sets what every thread inherits (core/denormals.h),
@@ -52,7 +65,12 @@ int start_settings() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool verbose = take_verbose(argc, argv);
+  const Verbose asked = take_verbose(argc, argv);
+  if (!asked.error.empty()) {
+    fmt::print(stderr, "scalescope: error: {}\n", asked.error);
+    return 2;  // a usage error
+  }
+  const bool verbose = asked.on;
   scalescope::cli::set_arguments(argc, argv);
   CLI::App app{
       "scalescope: measures how data-parallel training scales across devices and "

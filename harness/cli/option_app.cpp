@@ -40,25 +40,10 @@ CLI::Validator choice_validator(const Choice& c) {
       fmt::format("{{{}}}", fmt::join(c.names, ",")));
 }
 
-// A flag's value (--flip=VALUE): one of CLI11's words for yes and no, or a whole number (a
-// count). CLI11 converts others with std::stoll inside its callback, where a throw ended the
-// program, and took "2x" as 2.
+// CLI11 converts a flag's other values with std::stoll inside its callback, where a throw ended
+// the program, and took "2x" as 2.
 CLI::Validator flag_value_validator() {
-  return CLI::Validator(
-      [](const std::string& value) {
-        static const std::set<std::string> kWords = {"true",   "false",   "yes", "no", "on", "off",
-                                                     "enable", "disable", "t",   "f",  "y",  "n"};
-        int64_t count = 0;
-        const char* end = value.data() + value.size();
-        const auto [stop, error] = std::from_chars(value.data(), end, count);
-        if (kWords.contains(CLI::detail::to_lower(value)) ||
-            (!value.empty() && stop == end && error == std::errc())) {
-          return std::string();
-        }
-        return fmt::format("'{}' is neither yes nor no (true, false, yes, no, on, off, 1, 0)",
-                           value);
-      },
-      "");
+  return CLI::Validator(flag_value_error, "");
 }
 
 std::vector<std::string> one(const auto& value) {
@@ -276,6 +261,19 @@ std::string read_config_text(std::istream& input, const std::string& file) {
 constexpr const char* kSchemaMark = "scalescope-schema";
 
 }  // namespace
+
+std::string flag_value_error(const std::string& value) {
+  static const std::set<std::string> kWords = {"true",   "false",   "yes", "no", "on", "off",
+                                               "enable", "disable", "t",   "f",  "y",  "n"};
+  int64_t count = 0;
+  const char* end = value.data() + value.size();
+  const auto [stop, error] = std::from_chars(value.data(), end, count);
+  if (kWords.contains(CLI::detail::to_lower(value)) ||
+      (!value.empty() && stop == end && error == std::errc())) {
+    return "";
+  }
+  return fmt::format("'{}' is neither yes nor no (true, false, yes, no, on, off, 1, 0)", value);
+}
 
 void add_options(CLI::App& app, OptionList& list) {
   for (OptionDecl& d : list.decls()) {

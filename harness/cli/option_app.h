@@ -16,6 +16,10 @@
 
 namespace scalescope::cli {
 
+// A flag's value as typed after '=' (--flip=no): "" for CLI11's words for yes and no and whole
+// numbers (counts), else what is wrong with it.
+std::string flag_value_error(const std::string& value);
+
 // Registers every declaration of `list` on `app`: its names, help and the default --help
 // shows. REQUIRES: `list` and the variables it binds outlive the parsing.
 void add_options(CLI::App& app, OptionList& list);

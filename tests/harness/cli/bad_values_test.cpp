@@ -221,6 +221,14 @@ TEST(CliValues, ABadFileIsNamedWithoutOurSourceLine) {
     EXPECT_FALSE(contains(r.output, ".cpp:")) << args << " gave: " << r.output;
   }
   EXPECT_TRUE(contains(run_cli("report " + file + " --verbose").output, "json_reader.cpp:"));
+  // --verbose=VALUE as any flag: yes adds the line, no does not (it did neither: CLI11 took it
+  // and no debug logging followed), and a value neither yes nor no is named.
+  EXPECT_TRUE(contains(run_cli("report " + file + " --verbose=yes").output, "json_reader.cpp:"));
+  EXPECT_FALSE(contains(run_cli("report --verbose=0 " + file).output, ".cpp:"));
+  const scalescope::testing_util::CliResult unclear = run_cli("report " + file + " --verbose=x");
+  EXPECT_EQ(unclear.status, 2);
+  EXPECT_TRUE(contains(unclear.output, "scalescope: error: --verbose: 'x' is neither yes nor no"))
+      << unclear.output;
   // analyze's traces the same way; a directory where a file is read says so (it read as empty
   // text: "not valid JSON").
   const std::pair<std::string, const char*> traces[] = {
