@@ -45,6 +45,24 @@ int64_t index_factor(int64_t index) {
   return 1 + static_cast<int64_t>(h >> 60);
 }
 
+// "--min-bytes '1.5K' is not a whole number of K (1.5K is 1536 bytes)": a size with a fraction.
+std::string fraction_of_unit(std::string_view text, std::string_view flag) {
+  const std::string typed(text);
+  char* end = nullptr;
+  const double value = std::strtod(typed.c_str(), &end);
+  const char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(*end)));
+  const size_t power = std::string_view("KMG").find(unit);
+  if (unit == '\0' || power == std::string_view::npos) {
+    return fmt::format("{} '{}' is not a whole number of bytes", flag, text);
+  }
+  const double below = value * 1024.0;  // in the unit below
+  const bool exact = below == std::floor(below) && below < 0x1p62;
+  return fmt::format("{} '{}' is not a whole number of {}{}", flag, text, unit,
+                     exact ? fmt::format(" ({} is {}{})", text, static_cast<int64_t>(below),
+                                         power == 0 ? " bytes" : std::string(1, "KM"[power - 1]))
+                           : "");
+}
+
 }  // namespace
 
 int64_t AllReduceBenchResult::wrong() const {
@@ -73,6 +91,7 @@ int64_t parse_byte_size(std::string_view text, std::string_view flag) {
   std::string suffix(end, last);
   std::transform(suffix.begin(), suffix.end(), suffix.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (suffix.starts_with('.')) throw_usage_error(fraction_of_unit(text, flag));
   int shift = -1;
   for (const auto& [unit, bits] : {std::pair<std::string_view, int>{"", 0},
                                    {"b", 0},

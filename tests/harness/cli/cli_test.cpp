@@ -235,6 +235,13 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroStatus) {
       {"models nosuchnet", "unknown model 'nosuchnet'"},
       {"models resnet:depth=19", "depth 19 is not one of torchvision's"},
       {"collectives --min-bytes 0", "--min-bytes '0' must be positive"},
+      {"collectives --min-bytes 1.5K",
+       "--min-bytes '1.5K' is not a whole number of K (1.5K is "
+       "1536 bytes)"},
+      {"collectives --min-bytes 2.5", "--min-bytes '2.5' is not a whole number of bytes"},
+      {"collectives --max-bytes 0.5g",
+       "--max-bytes '0.5g' is not a whole number of G (0.5g is "
+       "512M)"},
       {"collectives --factor 1", "--factor 1 must be at least 2"},
       {"collectives --op max", "--op 'max' is not a reduction (accepted: sum or avg)"},
       {"collectives --op summ", "--op 'summ' is not a reduction (did you mean sum?)"},
