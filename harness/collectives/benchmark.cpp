@@ -56,7 +56,7 @@ std::string fraction_of_unit(std::string_view text, std::string_view flag) {
     return fmt::format("{} '{}' is not a whole number of bytes", flag, text);
   }
   const double below = value * 1024.0;  // in the unit below
-  const bool exact = below == std::floor(below) && below < 0x1p62;
+  const bool exact = below == std::floor(below) && std::abs(below) < 0x1p62;
   return fmt::format("{} '{}' is not a whole number of {}{}", flag, text, unit,
                      exact ? fmt::format(" ({} is {}{})", text, static_cast<int64_t>(below),
                                          power == 0 ? " bytes" : std::string(1, "KM"[power - 1]))

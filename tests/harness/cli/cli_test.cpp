@@ -239,6 +239,7 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroStatus) {
        "--min-bytes '1.5K' is not a whole number of K (1.5K is "
        "1536 bytes)"},
       {"collectives --min-bytes 2.5", "--min-bytes '2.5' is not a whole number of bytes"},
+      {"collectives --min-bytes -1.5e30K", "'-1.5e30K' is not a whole number of K\n"},
       {"collectives --max-bytes 0.5g",
        "--max-bytes '0.5g' is not a whole number of G (0.5g is "
        "512M)"},
