@@ -91,10 +91,8 @@ std::string repeated_option_message(const CLI::App& app, const CLI::App* command
   for (const CLI::App* where : {command, &app}) {
     if (where == nullptr) continue;
     for (const CLI::Option* option : where->get_options()) {
-      if (option->get_items_expected_max() != 1 || option->get_type_size_max() == 0 ||
-          option->count() < 2) {
-        continue;
-      }
+      // A flag expects no item (0), a list many.
+      if (option->get_items_expected_max() != 1 || option->count() < 2) continue;
       return fmt::format("{} was given {} times ('{}'); it takes one value", option->get_name(),
                          option->count(), fmt::join(option->results(), "', '"));
     }
