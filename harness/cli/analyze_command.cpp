@@ -59,7 +59,8 @@ void declare(AnalyzeArgs& a) {
   OptionList& list = a.list;
   list.add("TRACE", a.traces,
            "Traces of the job, one per rank or one holding every rank: Kineto's Chrome trace "
-           "(torch.profiler's export_chrome_trace or TensorBoard handler; .gz accepted), an "
+           "(torch.profiler's export_chrome_trace or TensorBoard handler; .gz accepted; a PyTorch "
+           "without Kineto writes its legacy profiler's, also read), an "
            "Nsight Systems SQLite export (nsys export --type sqlite) or scalescope's own "
            "(sweep --trace)")
       .command_line_only();

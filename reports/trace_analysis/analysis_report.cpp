@@ -65,10 +65,11 @@ json job_json(const JobSteps& job) {
 
 TraceFormat parse_format(const JsonReader& r) {
   const std::string f = r.string("format");
-  for (TraceFormat t : {TraceFormat::kKineto, TraceFormat::kNsys, TraceFormat::kScalescope}) {
+  for (TraceFormat t : {TraceFormat::kKineto, TraceFormat::kTorchLegacy, TraceFormat::kNsys,
+                        TraceFormat::kScalescope}) {
     if (f == to_string(t)) return t;
   }
-  throw_error(fmt::format("{}: '{}' is not a trace format (kineto, nsys, scalescope)",
+  throw_error(fmt::format("{}: '{}' is not a trace format (kineto, torch-legacy, nsys, scalescope)",
                           r.name("format"), f));
 }
 

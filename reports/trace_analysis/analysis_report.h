@@ -20,7 +20,7 @@
 namespace scalescope::traces {
 
 inline constexpr const char* kAnalysisSchema = "scalescope-analysis";
-inline constexpr const char* kAnalysisSchemaVersion = "1.0";
+inline constexpr const char* kAnalysisSchemaVersion = "1.1";
 
 // Across the ranks of a job, over the steps they share.
 struct RankSpread {

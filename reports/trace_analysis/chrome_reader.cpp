@@ -1,5 +1,6 @@
-// Chrome trace JSON: Kineto's (torch.profiler's export_chrome_trace and TensorBoard handler) and
-// scalescope's own (reports/writers/trace.h).
+// Chrome trace JSON: Kineto's (torch.profiler's export_chrome_trace and TensorBoard handler),
+// PyTorch's legacy profiler's (a PyTorch built without Kineto) and scalescope's own
+// (reports/writers/trace.h).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 
 #include "core/check.h"
 #include "reports/json_reader.h"
+#include "reports/trace_analysis/classify.h"
 #include "reports/trace_analysis/readers.h"
 
 namespace scalescope::traces {
@@ -129,31 +131,44 @@ std::optional<int> distributed_int(const json& doc, const char* key) {
 // categories it reads; scalescope's checks every complete event and its process).
 struct CompleteEvents {
   struct Lanes {
-    int64_t thread = 0;   // its tid as a lane
-    int64_t process = 0;  // its pid as a lane
-    bool kineto = false;  // of a category Kineto's reader reads
+    int64_t thread = 0;          // its tid as a lane
+    int64_t process = 0;         // its pid as a lane
+    bool kineto = false;         // of a category Kineto's reader reads
+    bool uncategorized = false;  // without a 'cat', as the legacy profiler writes them all
   };
   std::vector<Activity> activities;
   std::vector<Lanes> lanes;
   NameTable names;
   std::exception_ptr kineto_error;
+  std::exception_ptr legacy_error;
   std::exception_ptr scalescope_error;
+  // The legacy profiler's flow from an operator to the CUDA kernels it launched: the job ran on
+  // a GPU, whose work that profiler does not record.
+  bool launched_cuda_kernels = false;
 
   void take(const json& e, size_t index, const std::string& file) {
-    if (!is_complete_event(e)) return;
     const auto cat = e.find("cat");
-    const std::optional<ActivityKind> kind = cat != e.end() && cat->is_string()
-                                                 ? kineto_kind(cat->get_ref<const std::string&>())
-                                                 : std::nullopt;
+    const bool categorized = cat != e.end() && cat->is_string();
+    if (!is_complete_event(e)) {
+      if (categorized && cat->get_ref<const std::string&>() == "cpu_to_cuda") {
+        launched_cuda_kernels = true;
+      }
+      return;
+    }
+    const std::optional<ActivityKind> kind =
+        categorized ? kineto_kind(cat->get_ref<const std::string&>()) : std::nullopt;
+    const bool uncategorized = cat == e.end();
     Activity a;
     try {
       a = timed(e, index, file, names);
     } catch (const Error&) {
       if (kind && !kineto_error) kineto_error = std::current_exception();
+      if (uncategorized && !legacy_error) legacy_error = std::current_exception();
       if (!scalescope_error) scalescope_error = std::current_exception();
       return;
     }
-    Lanes l{lane_id(e.value("tid", json())), lane_id(e.value("pid", json())), kind.has_value()};
+    Lanes l{lane_id(e.value("tid", json())), lane_id(e.value("pid", json())), kind.has_value(),
+            uncategorized};
     if (!scalescope_error && (l.process < 0 || l.process >= 1'000'000)) {
       scalescope_error = std::make_exception_ptr(UsageError(fmt::format(
           "{}: traceEvents[{}]: replica (pid) {} out of range", file, index, l.process)));
@@ -204,28 +219,60 @@ json read_document(const Parse& parse, const std::string& file, CompleteEvents& 
   });
 }
 
-// The events of Kineto's categories, moved (not copied: a large trace's activities are most
-// of the reader's memory) out of `events`.
-RankTrace kineto_trace(const json& doc, CompleteEvents& events, const std::string& file) {
+// The events that `kept` marks (Kineto's categories, or the legacy profiler's uncategorized
+// events), moved (not copied: a large trace's activities are most of the reader's memory) out
+// of `events`, as one rank's trace.
+RankTrace torch_trace(const json& doc, CompleteEvents& events, const std::string& file,
+                      TraceFormat format, bool CompleteEvents::Lanes::*kept) {
   RankTrace t;
   t.file = file;
-  t.format = TraceFormat::kKineto;
+  t.format = format;
   const std::optional<int> rank = distributed_int(doc, "rank");
   const std::optional<int> from_name = rank_from_file_name(file);
   t.rank = rank ? *rank : from_name ? *from_name : -1;
   t.world_size = distributed_int(doc, "world_size");
-  std::vector<Activity>& kept = events.activities;
+  std::vector<Activity>& activities = events.activities;
   size_t count = 0;
-  for (size_t i = 0; i < kept.size(); ++i) {
-    if (!events.lanes[i].kineto) continue;
-    if (count != i) kept[count] = std::move(kept[i]);  // a string moved onto itself may empty
+  for (size_t i = 0; i < activities.size(); ++i) {
+    if (!(events.lanes[i].*kept)) continue;
+    // Not onto itself: a string moved onto itself may empty.
+    if (count != i) activities[count] = std::move(activities[i]);
     ++count;
   }
-  kept.resize(count);
-  t.activities = std::move(kept);
+  activities.resize(count);
+  t.activities = std::move(activities);
   events.lanes = {};  // not needed any more: its memory back before the sort takes its own
+  if (format == TraceFormat::kTorchLegacy) {
+    for (Activity& a : t.activities) a.kind = kind_by_name(a.name);
+  }
   t.sort();
   return t;
+}
+
+// PyTorch's profiler where PyTorch has no Kineto (Debian's build; use_kineto=False) writes a
+// bare array of complete events, none with a category: every operator and record_function range
+// of the host threads, and of a GPU's work only flows to it. Read where no event has a
+// category Kineto's reader reads.
+bool is_legacy_torch(const json& doc, const CompleteEvents& events) {
+  if (!doc.is_array() || events.kineto_error) return false;
+  bool uncategorized = false;
+  for (const CompleteEvents::Lanes& l : events.lanes) {
+    if (l.kineto) return false;
+    uncategorized = uncategorized || l.uncategorized;
+  }
+  return uncategorized || events.legacy_error;
+}
+
+RankTrace legacy_torch_trace(const json& doc, CompleteEvents& events, const std::string& file) {
+  if (events.legacy_error) std::rethrow_exception(events.legacy_error);
+  SS_CHECK_INPUT(!events.launched_cuda_kernels,
+                 "{}: a trace of PyTorch's legacy profiler (a PyTorch without Kineto) from a job "
+                 "that ran CUDA kernels: it records the host's operators but none of the GPU's "
+                 "work, so its steps cannot be split. Profile with torch.profiler and "
+                 "ProfilerActivity.CUDA in a PyTorch built with Kineto (the PyPI and conda builds)",
+                 file);
+  return torch_trace(doc, events, file, TraceFormat::kTorchLegacy,
+                     &CompleteEvents::Lanes::uncategorized);
 }
 
 bool is_scalescope(const json& doc) {
@@ -261,10 +308,13 @@ std::vector<RankTrace> chrome_traces(const Parse& parse, const std::string& file
   CompleteEvents events;
   const json doc = read_document(parse, file, events);
   trace_events(doc, file);  // the document has its events array
-  const bool ours = is_scalescope(doc);
-  const std::exception_ptr& error = ours ? events.scalescope_error : events.kineto_error;
-  if (error) std::rethrow_exception(error);
-  return ours ? scalescope_traces(events, file) : std::vector{kineto_trace(doc, events, file)};
+  if (is_scalescope(doc)) {
+    if (events.scalescope_error) std::rethrow_exception(events.scalescope_error);
+    return scalescope_traces(events, file);
+  }
+  if (is_legacy_torch(doc, events)) return {legacy_torch_trace(doc, events, file)};
+  if (events.kineto_error) std::rethrow_exception(events.kineto_error);
+  return {torch_trace(doc, events, file, TraceFormat::kKineto, &CompleteEvents::Lanes::kineto)};
 }
 
 }  // namespace

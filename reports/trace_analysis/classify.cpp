@@ -85,6 +85,15 @@ Class classify(const Activity& activity) {
   return {};
 }
 
+ActivityKind kind_by_name(std::string_view name) {
+  for (const Rule& rule : kRules) {
+    if (rule.match != Match::kAny && (rule.kinds & kRanges) != 0 && matches(rule, name)) {
+      return ActivityKind::kAnnotation;
+    }
+  }
+  return ActivityKind::kHostOp;
+}
+
 Class phase_class(const PhaseDef& phase) {
   switch (phase.kind) {
     case PhaseKind::kCompute:

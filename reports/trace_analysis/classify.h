@@ -128,6 +128,11 @@ Class classify(const Activity& activity);
 // host-to-device copies.
 Class phase_class(const PhaseDef& phase);
 
+// What a trace that names no category (PyTorch's legacy profiler) ran, by its name: a range
+// where a row of kRules for ranges names it (ProfilerStep#N, gloo:, Optimizer.step#, the phases'
+// labels), else an operator on a host thread; so each classifies as under Kineto's categories.
+ActivityKind kind_by_name(std::string_view name);
+
 // Whether `name` is one of the ranges `--step-range NAME` selects: the name itself, or the name
 // followed by anything but a letter, digit or '_' ("ProfilerStep" selects "ProfilerStep#12",
 // "train_step" selects "train_step 3" but not "train_steps").

@@ -14,12 +14,14 @@ namespace scalescope::traces {
 
 // One file of any format, recognised by its content: SQLite's header (an Nsight Systems export:
 // `nsys export --type sqlite`), gzip's magic (a compressed Chrome trace), else a Chrome trace's
-// JSON (Kineto's, or scalescope's own when its otherData.generator is "scalescope").
+// JSON (Kineto's; the legacy profiler's of a PyTorch without Kineto, a bare array of events
+// without categories; or scalescope's own when its otherData.generator is "scalescope").
 std::vector<RankTrace> read_trace_file(const std::string& path);
 
-// A Chrome trace's JSON text. `file` names it in errors and in the traces. A Kineto trace is one
-// rank: the rank of its distributedInfo, else of its file name (rank_from_file_name), else
-// unknown (rank -1: the caller numbers it). scalescope's trace is one rank per replica.
+// A Chrome trace's JSON text. `file` names it in errors and in the traces. A Kineto or legacy
+// profiler's trace is one rank: the rank of its distributedInfo, else of its file name
+// (rank_from_file_name), else unknown (rank -1: the caller numbers it). scalescope's trace is one
+// rank per replica.
 std::vector<RankTrace> parse_chrome_trace(std::string_view text, const std::string& file);
 // The same from a source (a file, decompressed if it is gzip), read as the parser goes.
 std::vector<RankTrace> parse_chrome_trace(ByteSource& source, const std::string& file);

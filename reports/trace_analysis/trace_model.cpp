@@ -10,6 +10,8 @@ std::string_view to_string(TraceFormat format) {
   switch (format) {
     case TraceFormat::kKineto:
       return "kineto";
+    case TraceFormat::kTorchLegacy:
+      return "torch-legacy";
     case TraceFormat::kNsys:
       return "nsys";
     case TraceFormat::kScalescope:

@@ -15,7 +15,7 @@
 
 namespace scalescope::traces {
 
-enum class TraceFormat { kKineto, kNsys, kScalescope };
+enum class TraceFormat { kKineto, kTorchLegacy, kNsys, kScalescope };
 std::string_view to_string(TraceFormat format);
 
 // What a recorded interval is, as the tool that recorded it says.

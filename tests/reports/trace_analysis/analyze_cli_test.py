@@ -5,6 +5,9 @@ Usage: analyze_cli_test.py SCALESCOPE SOURCE_DIR
 - The DDP traces of tests/data/traces/ddp_gloo, two ranks against one: exit 0, the JSON valid
   against reports/schema/analysis-report.schema.json (whose point summaries are the sweep
   schema's), the page has the waterfall.
+- The same job's traces from Debian's PyTorch 1.13 (tests/data/traces/ddp_gloo_legacy: its
+  profiler has no Kineto): the same, each rank's format "torch-legacy", and compare reads the
+  analysis back.
 - compare on two analyses: the same one passes (exit 0); the job made 1.5x slower is a
   regression (exit 1).
 - Bad input: a truncated gzip trace, a file that is no trace, a missing file: exit 1 and a
@@ -28,7 +31,8 @@ except ImportError:
     sys.exit(77)
 
 BINARY, SOURCE = sys.argv[1], sys.argv[2]
-DATA = os.path.join(SOURCE, "tests", "data", "traces", "ddp_gloo")
+TRACES = os.path.join(SOURCE, "tests", "data", "traces")
+DATA = os.path.join(TRACES, "ddp_gloo")
 SCHEMAS = os.path.join(SOURCE, "reports", "schema")
 
 
@@ -87,6 +91,22 @@ def ddp_traces(tmp):
     return out, report
 
 
+def legacy_traces(tmp):
+    data = os.path.join(TRACES, "ddp_gloo_legacy")
+    out = os.path.join(tmp, "legacy.json")
+    two = [os.path.join(data, "two_ranks", f"rank-{r}.json.gz") for r in (0, 1)]
+    p = run("analyze", *two, "--baseline", os.path.join(data, "one_rank", "rank-0.json.gz"),
+            "--name", "ddp", "-o", out)
+    assert "verdict for ddp cpu:2" in p.stdout, p.stdout
+    with open(out) as f:
+        report = json.load(f)
+    validate(report)
+    formats = {r["format"] for job in ("job", "baseline") for r in report[job]["ranks"]}
+    assert formats == {"torch-legacy"}, formats
+    assert report["summary"]["point"]["efficiency"] is not None
+    run("compare", out, out)
+
+
 def compare(tmp, path, report):
     run("compare", path, path)
     for rank in report["job"]["ranks"]:
@@ -139,6 +159,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         path, report = ddp_traces(tmp)
         compare(tmp, path, report)
+        legacy_traces(tmp)
         bad_files(tmp)
         own_traces(tmp)
     print("ok")

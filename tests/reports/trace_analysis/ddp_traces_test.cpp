@@ -1,6 +1,8 @@
 // The real traces of tests/data/traces/ddp_gloo (bench/traces/make_test_traces.sh: PyTorch 2.x,
-// DDP over Gloo on CPU, 1 and 2 ranks, 5 profiled steps): what analyze makes of them adds up to
-// each step and agrees with the traces' own events, read here independently of the readers.
+// DDP over Gloo on CPU, 1 and 2 ranks, 5 profiled steps) and of ddp_gloo_legacy (the same job
+// under Debian's PyTorch 1.13, whose profiler has no Kineto): what analyze makes of them adds up
+// to each step and agrees with the traces' own events, read here independently of the readers.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -25,7 +27,7 @@ std::string data(const std::string& name) {
   const char* dir = std::getenv("SCALESCOPE_SOURCE_DIR");
   const fs::path root =
       dir != nullptr ? fs::path(dir) : fs::path(__FILE__).parent_path() / "../../..";
-  return (root / "tests/data/traces/ddp_gloo" / name).string();
+  return (root / "tests/data/traces" / name).string();
 }
 
 json gunzip_json(const std::string& path) {
@@ -62,7 +64,7 @@ struct Expected {
 };
 
 std::map<int64_t, Expected> expected_from_events(const json& doc) {
-  const json& ev = doc["traceEvents"];
+  const json& ev = doc.is_array() ? doc : doc["traceEvents"];  // the legacy profiler's: an array
   std::map<int64_t, Expected> out;
   for (const json& step : ev) {
     const std::string name = step.value("name", "");
@@ -98,11 +100,12 @@ std::map<int64_t, Expected> expected_from_events(const json& doc) {
   return out;
 }
 
-void expect_agrees_with_events(const std::string& file) {
+void expect_agrees_with_events(const std::string& file, TraceFormat format) {
   SCOPED_TRACE(file);
   const JobSteps job = read_job({file}, "");
   const std::map<int64_t, Expected> expected = expected_from_events(gunzip_json(file));
   ASSERT_EQ(job.ranks.size(), 1u);
+  EXPECT_EQ(job.ranks[0].format, format);
   ASSERT_EQ(job.ranks[0].steps.size(), expected.size());
   ASSERT_GE(expected.size(), 3u);
   for (const StepBreakdown& s : job.ranks[0].steps) {
@@ -122,21 +125,26 @@ void expect_agrees_with_events(const std::string& file) {
 }
 
 TEST(DdpTraces, EveryRankAgreesWithItsEvents) {
-  expect_agrees_with_events(data("one_rank/rank-0.pt.trace.json.gz"));
-  expect_agrees_with_events(data("two_ranks/rank-0.pt.trace.json.gz"));
-  expect_agrees_with_events(data("two_ranks/rank-1.pt.trace.json.gz"));
+  for (const char* f : {"one_rank/rank-0", "two_ranks/rank-0", "two_ranks/rank-1"}) {
+    expect_agrees_with_events(data(fmt::format("ddp_gloo/{}.pt.trace.json.gz", f)),
+                              TraceFormat::kKineto);
+    expect_agrees_with_events(data(fmt::format("ddp_gloo_legacy/{}.json.gz", f)),
+                              TraceFormat::kTorchLegacy);
+  }
 }
 
 // The job against its one-rank baseline, through the sweep analysis: efficiency is the ratio of
-// the median step times, and the loss split adds up to what was lost.
-TEST(DdpTraces, TwoRanksAgainstOne) {
+// the median step times, and the loss split adds up to what was lost. `files` is the traces'
+// path with {} for one_rank/rank-0, two_ranks/rank-0 and two_ranks/rank-1.
+void expect_two_ranks_against_one(const std::string& files) {
+  SCOPED_TRACE(files);
+  const auto trace = [&](const char* name) { return data(fmt::format(fmt::runtime(files), name)); };
   AnalysisReport r;
-  r.job = read_job(
-      {data("two_ranks/rank-1.pt.trace.json.gz"), data("two_ranks/rank-0.pt.trace.json.gz")}, "");
-  r.baseline = read_job({data("one_rank/rank-0.pt.trace.json.gz")}, "");
+  r.job = read_job({trace("two_ranks/rank-1"), trace("two_ranks/rank-0")}, "");
+  r.baseline = read_job({trace("one_rank/rank-0")}, "");
   analyze_report(r);
   ASSERT_EQ(r.job.ranks.size(), 2u);
-  EXPECT_EQ(r.job.ranks[0].rank, 0);  // from distributedInfo, whatever the order given
+  EXPECT_EQ(r.job.ranks[0].rank, 0);  // from distributedInfo or the name, whatever the order
   EXPECT_FALSE(r.job.device());
   const SweepPoint& job = r.job_point();
   EXPECT_EQ(job.devices, 2);
@@ -159,6 +167,11 @@ TEST(DdpTraces, TwoRanksAgainstOne) {
   EXPECT_NEAR(std::accumulate(l.shares.begin(), l.shares.end(), 0.0), l.lost, 1e-9);
   EXPECT_FALSE(job.summary.verdict.findings.empty());
   EXPECT_GE(r.spread.compute_skew_ratio, 1.0);
+}
+
+TEST(DdpTraces, TwoRanksAgainstOne) {
+  expect_two_ranks_against_one("ddp_gloo/{}.pt.trace.json.gz");
+  expect_two_ranks_against_one("ddp_gloo_legacy/{}.json.gz");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <thread>
 
 #include "reports/trace_analysis/job.h"
@@ -104,6 +105,64 @@ TEST(ChromeReader, KinetoEventsBecomeActivities) {
   EXPECT_EQ(kernel.correlation, 77);
   EXPECT_EQ(t[0].activities[2].kind, ActivityKind::kRuntime);
   EXPECT_EQ(t[0].activities[2].correlation, 77);
+}
+
+// PyTorch's legacy profiler (a PyTorch without Kineto, as Debian's 1.13) writes the same
+// operators and record_function ranges as a bare array without categories (profiler_util.py's
+// export_chrome_trace: pid "CPU functions", the thread as tid, args empty).
+constexpr const char* kLegacy = R"json([
+  {"name": "ProfilerStep#2", "ph": "X", "ts": 100, "dur": 50, "tid": 1, "pid": "CPU functions", "args": {}},
+  {"name": "aten::mm", "ph": "X", "ts": 105, "dur": 5, "tid": 1, "pid": "CPU functions", "args": {}},
+  {"name": "c10d::allreduce_", "ph": "X", "ts": 120, "dur": 2, "tid": 1, "pid": "CPU functions", "args": {}},
+  {"name": "gloo:all_reduce", "ph": "X", "ts": 121, "dur": 9, "tid": 3, "pid": "CPU functions", "args": {}},
+  {"name": "Optimizer.step#SGD.step", "ph": "X", "ts": 135, "dur": 10, "tid": 1, "pid": "CPU functions", "args": {}}
+])json";
+
+TEST(ChromeReader, LegacyProfilerEventsAreRangesOrOperatorsByName) {
+  const std::vector<RankTrace> t = parse_chrome_trace(kLegacy, "rank-1.json");
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].format, TraceFormat::kTorchLegacy);
+  EXPECT_EQ(t[0].rank, 1);  // from the file name: the format says none
+  ASSERT_EQ(t[0].activities.size(), 5u);
+  std::map<std::string, ActivityKind> kinds;
+  for (const Activity& a : t[0].activities) kinds[std::string(a.name.view())] = a.kind;
+  EXPECT_EQ(kinds.at("ProfilerStep#2"), ActivityKind::kAnnotation);
+  EXPECT_EQ(kinds.at("gloo:all_reduce"), ActivityKind::kAnnotation);
+  EXPECT_EQ(kinds.at("Optimizer.step#SGD.step"), ActivityKind::kAnnotation);
+  EXPECT_EQ(kinds.at("aten::mm"), ActivityKind::kHostOp);
+  EXPECT_EQ(kinds.at("c10d::allreduce_"), ActivityKind::kHostOp);
+  EXPECT_FALSE(t[0].has_device());
+}
+
+// The legacy profiler draws a flow from an operator to the CUDA kernels it launched but records
+// none of them: such a trace cannot say what the GPU did, and is refused saying what would.
+TEST(ChromeReader, ALegacyTraceOfACudaJobIsRefusedNamingTheProfilerThatRecordsKernels) {
+  std::string events = kLegacy;
+  events.insert(events.rfind(']'), R"(, {"name": "aten::mm", "ph": "s", "ts": 105, "tid": 1,
+      "pid": "CPU functions", "id": 0, "cat": "cpu_to_cuda", "args": {}})");
+  const std::string e = error_of([&] { parse_chrome_trace(events, "t.json"); });
+  EXPECT_NE(e.find("t.json: a trace of PyTorch's legacy profiler"), std::string::npos) << e;
+  EXPECT_NE(e.find("none of the GPU's work"), std::string::npos) << e;
+  EXPECT_NE(e.find("ProfilerActivity.CUDA"), std::string::npos) << e;
+}
+
+TEST(ChromeReader, ALegacyEventWithoutItsTimeIsNamed) {
+  const std::string events =
+      R"([{"name": "aten::mm", "ph": "X", "ts": 5, "tid": 1, "pid": "CPU functions"}])";
+  const std::string e = error_of([&] { parse_chrome_trace(events, "t.json"); });
+  EXPECT_NE(e.find("t.json: traceEvents[0] ('X' event) has no 'dur'"), std::string::npos) << e;
+}
+
+// Events without a category beside Kineto's are not Kineto's: a Kineto trace stays one.
+TEST(ChromeReader, UncategorizedEventsInAKinetoTraceAreLeftOut) {
+  const std::string events = R"json([
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 1},
+    {"ph": "X", "name": "other", "pid": 1, "tid": 1, "ts": 2, "dur": 1}])json";
+  const std::vector<RankTrace> t = parse_chrome_trace(events, "t.json");
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].format, TraceFormat::kKineto);
+  ASSERT_EQ(t[0].activities.size(), 1u);
+  EXPECT_EQ(t[0].activities[0].name, "aten::mm");
 }
 
 TEST(ChromeReader, RankFromTheFileNameWhenTheTraceHasNone) {
