@@ -6,6 +6,8 @@
 #include <exception>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/denormals.h"
 #include "core/error.h"
@@ -93,14 +95,16 @@ int main(int argc, char** argv) {
   scalescope::cli::add_export_command(app, action);
   scalescope::cli::add_devices_command(app, action);
   scalescope::cli::add_analyze_command(app, action);
+  const std::vector<const CLI::App*> command = std::as_const(app).get_subcommands(
+      [&](const CLI::App* sub) { return argc > 1 && sub->get_name() == argv[1]; });
   // CLI11 would only say that a subcommand is required; name the word it did not know.
-  if (argc > 1 && argv[1][0] != '-' &&
-      app.get_subcommands([&](const CLI::App* sub) { return sub->get_name() == argv[1]; })
-          .empty()) {
+  if (argc > 1 && argv[1][0] != '-' && command.empty()) {
     fmt::print(stderr, "scalescope: {}\n", scalescope::cli::unknown_command_message(app, argv[1]));
     return 2;
   }
   try {
+    if (!command.empty())
+      scalescope::cli::check_negated_flag_values(*command[0], {argv + 2, argv + argc});
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

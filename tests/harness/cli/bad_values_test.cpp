@@ -68,7 +68,10 @@ TEST(CliValues, AFlagsValueThatIsNoYesOrNoIsNamed) {
       {"train --deterministic=fatch",
        "scalescope: error: --deterministic: 'fatch' is neither yes nor no (true, false, yes, no, "
        "on, off, 1, 0) (see scalescope train --help)\n"},
-      {"train --no-deterministic=x", "--deterministic: 'x' is neither yes nor no"},
+      {"train --no-deterministic=x", "--no-deterministic: 'x' is neither yes nor no"},
+      // CLI11 inverted a negated flag's value before the check saw it: "2x" ran as yes.
+      {"train --no-fusion=2x", "--no-fusion: '2x' is neither yes nor no"},
+      {"sweep --steps 1 --no-overlap=maybe", "--no-overlap: 'maybe' is neither yes nor no"},
       {"train --deterministic=99999999999999999999", "'99999999999999999999' is neither yes"},
       {"train --flip=maybe", "--flip: 'maybe' is neither yes nor no"},
       {"train --flip=2x", "--flip: '2x' is neither yes nor no"},

@@ -185,6 +185,14 @@ TEST(OptionSchema, DeterminismIsPreferredUnlessAFlagOrTheFileSaysOtherwise) {
   EXPECT_EQ(determinism({"--no-deterministic"}), Determinism::kOff);
   EXPECT_EQ(determinism({"--deterministic", "--no-deterministic"}), Determinism::kOff);  // last
   EXPECT_EQ(determinism({"--no-deterministic", "--deterministic"}), Determinism::kRequired);
+  EXPECT_EQ(determinism({"--no-deterministic=no"}), Determinism::kRequired);
+  // CLI11 inverts a negated flag's value before any check: "2x" was a count of -2 (off).
+  EXPECT_CONTAINS(error_of([] { parse_sweep({"--no-deterministic=2x"}); }),
+                  "--no-deterministic: '2x' is neither yes nor no");
+  EXPECT_CONTAINS(error_of([] { parse_sweep({"--no-overlap=3x"}); }),
+                  "--no-overlap: '3x' is neither yes nor no");
+  EXPECT_FALSE(parse_sweep({"--no-overlap=yes"}).options.train.overlap);
+  EXPECT_TRUE(parse_sweep({"--no-overlap=0"}).options.train.overlap);
 
   const auto from_file = [](const char* text, std::vector<std::string> args = {}) {
     const std::string path = write_config("determinism.json", text);
