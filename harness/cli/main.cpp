@@ -103,8 +103,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (!command.empty())
-      scalescope::cli::check_negated_flag_values(*command[0], {argv + 2, argv + argc});
+    // The program's flags (--version=x) before a command, else the command's.
+    if (command.empty()) scalescope::cli::check_flag_values(app, {argv + 1, argv + argc});
+    if (!command.empty()) scalescope::cli::check_flag_values(*command[0], {argv + 2, argv + argc});
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

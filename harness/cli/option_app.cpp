@@ -275,17 +275,14 @@ std::string flag_value_error(const std::string& value) {
   return fmt::format("'{}' is neither yes nor no (true, false, yes, no, on, off, 1, 0)", value);
 }
 
-void check_negated_flag_values(const CLI::App& app, const std::vector<std::string>& args) {
+void check_flag_values(const CLI::App& app, const std::vector<std::string>& args) {
   for (const std::string& arg : args) {
     if (arg == "--") return;
     const size_t equals = arg.find('=');
     if (!arg.starts_with("--") || equals == std::string::npos) continue;
     const std::string name = arg.substr(2, equals - 2);
     const CLI::Option* option = app.get_option_no_throw("--" + name);
-    if (option == nullptr || !option->check_fname(name) ||
-        option->get_flag_value(name, "") != "false") {
-      continue;
-    }
+    if (option == nullptr || option->get_items_expected_max() != 0) continue;
     const std::string error = flag_value_error(arg.substr(equals + 1));
     if (!error.empty()) throw CLI::ValidationError("--" + name, error);
   }
@@ -400,7 +397,7 @@ OptionSources parse_with_config(OptionList& list, const std::vector<std::string>
   add_config_option(app, list, &record);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // as CLI11 parses them
   try {
-    check_negated_flag_values(app, args);
+    check_flag_values(app, args);
     app.parse(reversed);
     if (config != nullptr) {
       app.config_formatter(std::make_shared<JsonConfig>(list, app, config_name, &record));

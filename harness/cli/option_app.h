@@ -19,10 +19,11 @@ namespace scalescope::cli {
 // A flag's value as typed after '=' (--flip=no): "" for CLI11's words for yes and no and whole
 // numbers (counts), else what is wrong with it.
 std::string flag_value_error(const std::string& value);
-// Throws CLI::ValidationError naming the first negated flag of `app` (--no-fusion) given a value
-// that flag_value_error refuses in `args` (the command line's words in order, up to "--"):
-// CLI11 inverts such a value before any check sees it, and made "2x" a count of 2.
-void check_negated_flag_values(const CLI::App& app, const std::vector<std::string>& args);
+// Throws CLI::ValidationError naming the first flag of `app` given a value that
+// flag_value_error refuses in `args` (the command line's words in order, up to "--"). CLI11
+// inverts a negated flag's value (--no-fusion=2x) before any check sees it, making "2x" a count
+// of 2, and its own flags (--version=x) have no check.
+void check_flag_values(const CLI::App& app, const std::vector<std::string>& args);
 
 // Registers every declaration of `list` on `app`: its names, help and the default --help
 // shows. REQUIRES: `list` and the variables it binds outlive the parsing.

@@ -115,6 +115,9 @@ std::string parse_error_message(const CLI::App& app, const std::vector<std::stri
     if (!unexpected.empty()) return unexpected;
   }
   const CLI::App* command = command_on_line(app, args);
+  if (command == nullptr && dynamic_cast<const CLI::RequiredError*>(&error) == nullptr) {
+    return fmt::format("{} (see scalescope --help)", error.what());  // of the program's flags
+  }
   if (command == nullptr) {
     return fmt::format("a command is required (commands: {}; see scalescope --help)",
                        fmt::join(command_names(app), ", "));

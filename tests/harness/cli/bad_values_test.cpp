@@ -71,6 +71,10 @@ TEST(CliValues, AFlagsValueThatIsNoYesOrNoIsNamed) {
       {"train --no-deterministic=x", "--no-deterministic: 'x' is neither yes nor no"},
       // CLI11 inverted a negated flag's value before the check saw it: "2x" ran as yes.
       {"train --no-fusion=2x", "--no-fusion: '2x' is neither yes nor no"},
+      // The program's own flag had no check: "a command is required".
+      {"--version=x",
+       "scalescope: error: --version: 'x' is neither yes nor no (true, false, yes, no, on, off, 1, "
+       "0) (see scalescope --help)\n"},
       {"sweep --steps 1 --no-overlap=maybe", "--no-overlap: 'maybe' is neither yes nor no"},
       {"train --deterministic=99999999999999999999", "'99999999999999999999' is neither yes"},
       {"train --flip=maybe", "--flip: 'maybe' is neither yes nor no"},
