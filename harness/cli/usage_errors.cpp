@@ -119,6 +119,11 @@ std::string parse_error_message(const CLI::App& app, const std::vector<std::stri
     return fmt::format("{} (see scalescope --help)", error.what());  // of the program's flags
   }
   if (command == nullptr) {
+    // CLI11 asks for the command before it looks at the options: name one nobody declares.
+    if (std::string unknown = unexpected_arguments_message(app, args);
+        unknown.starts_with("unknown option")) {
+      return unknown;
+    }
     return fmt::format("a command is required (commands: {}; see scalescope --help)",
                        fmt::join(command_names(app), ", "));
   }

@@ -56,6 +56,10 @@ TEST(CliValues, AnUnknownWordIsNamedWithTheOneMostLikelyMeant) {
       {"train --optimizer adm",
        "scalescope: error: --optimizer: 'adm' is not one of sgd, adam (did you mean adam?)\n"},
       {"", "scalescope: error: a command is required (commands: train, sweep, "},
+      {"--bogus",
+       "scalescope: error: unknown option '--bogus'; scalescope --help lists its "
+       "options\n"},
+      {"--verison", "unknown option '--verison' (did you mean --version?)"},
       {"train --devices", "--devices: 1 required TEXT missing (see scalescope train --help)"},
   };
   expect_refused(cases, {"not expected", "Run with --help"});
