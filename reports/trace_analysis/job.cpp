@@ -110,8 +110,10 @@ JobSteps job_of(std::vector<RankTrace> traces, const std::string& step_range) {
 
 JobSteps read_job(const std::vector<std::string>& files, const std::string& step_range) {
   std::vector<RankTrace> traces;
-  for (const std::string& f : files) {
-    for (RankTrace& t : read_trace_file(f)) traces.push_back(std::move(t));
+  for (const std::string& path : files) {
+    for (const std::string& f : trace_paths(path)) {
+      for (RankTrace& t : read_trace_file(f)) traces.push_back(std::move(t));
+    }
   }
   return job_of(std::move(traces), step_range);
 }

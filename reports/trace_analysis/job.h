@@ -36,7 +36,8 @@ struct JobSteps {
 // rank is unknown among several, two traces of one rank, a trace without steps (find_steps),
 // ranks that share no step number.
 JobSteps job_of(std::vector<RankTrace> traces, const std::string& step_range);
-// read_trace_file on each path, then job_of.
+// read_trace_file on each trace the paths name (trace_paths: a directory names those in it),
+// then job_of.
 JobSteps read_job(const std::vector<std::string>& files, const std::string& step_range);
 
 // The job as a point of a sweep: model `name`, one device per rank ("cuda" when its timelines

@@ -18,6 +18,12 @@ namespace scalescope::traces {
 // without categories; or scalescope's own when its otherData.generator is "scalescope").
 std::vector<RankTrace> read_trace_file(const std::string& path);
 
+// The traces a path names: a file itself; of a directory (torch.profiler's TensorBoard handler
+// writes one trace a rank into its folder, and HTA reads such a folder), the files in it named
+// *.json, *.json.gz or *.sqlite, in name order (not its subdirectories). Throws Error for a
+// directory without such files or that cannot be listed.
+std::vector<std::string> trace_paths(const std::string& path);
+
 // A Chrome trace's JSON text. `file` names it in errors and in the traces. A Kineto or legacy
 // profiler's trace is one rank: the rank of its distributedInfo, else of its file name
 // (rank_from_file_name), else unknown (rank -1: the caller numbers it). scalescope's trace is one

@@ -5,6 +5,8 @@ Usage: analyze_cli_test.py SCALESCOPE SOURCE_DIR
 - The DDP traces of tests/data/traces/ddp_gloo, two ranks against one: exit 0, the JSON valid
   against reports/schema/analysis-report.schema.json (whose point summaries are the sweep
   schema's), the page has the waterfall.
+- The same traces named by their folders (as the TensorBoard handler writes them, as HTA reads
+  them): the same analysis.
 - The same job's traces from Debian's PyTorch 1.13 (tests/data/traces/ddp_gloo_legacy: its
   profiler has no Kineto): the same, each rank's format "torch-legacy", and compare reads the
   analysis back.
@@ -88,6 +90,13 @@ def ddp_traces(tmp):
     assert report["summary"]["point"]["efficiency"] is not None
     with open(page) as f:
         assert 'data-chart="waterfall"' in f.read()
+    folders = os.path.join(tmp, "folders.json")
+    run("analyze", os.path.join(DATA, "two_ranks"), "--baseline", os.path.join(DATA, "one_rank"),
+        "--name", "ddp", "-o", folders, "-q")
+    with open(folders) as f:
+        by_folder = json.load(f)
+    for key in ("job", "baseline", "summary"):
+        assert by_folder[key] == report[key], key
     return out, report
 
 

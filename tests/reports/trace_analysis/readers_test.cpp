@@ -288,6 +288,22 @@ TEST_F(TraceFiles, GzipIsReadAndATruncatedStreamIsNamed) {
 
 // `analyze <(zcat trace.json.gz)`: a pipe is read once, from its first byte (the check for an
 // Nsight Systems export once opened it on its own and took the first 16 bytes), raw or gzip.
+// A directory names the traces in it, as torch.profiler's TensorBoard handler writes them (one a
+// rank) and HTA reads them; other files and subdirectories are not traces.
+TEST_F(TraceFiles, ADirectoryNamesTheTracesInIt) {
+  const std::string dir = path("job");
+  fs::create_directories(fs::path(dir) / "old.json");
+  const std::string one = write("job/rank-1.pt.trace.json", kKineto);
+  const std::string zero = gzip("job/rank-0.pt.trace.json.gz", kKineto);
+  write("job/events.out.tfevents.1", "not a trace");
+  EXPECT_EQ(trace_paths(dir), (std::vector<std::string>{zero, one}));
+  EXPECT_EQ(trace_paths(one), std::vector<std::string>{one});
+  EXPECT_EQ(trace_paths("/nonexistent.json"), std::vector<std::string>{"/nonexistent.json"});
+  const std::string empty = (fs::path(dir) / "old.json").string();
+  EXPECT_CONTAINS(error_of([&] { trace_paths(empty); }),
+                  "'" + empty + "' is a directory without traces (files named *.json");
+}
+
 TEST_F(TraceFiles, APipeIsReadAsAFileIs) {
   std::string gz_bytes;
   {
