@@ -52,6 +52,25 @@ std::string shared_cores_line(const RunReport& report) {
       compute_threads(spec.devices, report.threads_per_device), cores);
 }
 
+// Where the timed steps are not the ones after the warm-up asked for: the summary's "over N
+// steps" alone does not say why. A fixed warm-up is cut so that one step is timed; a run that a
+// target ended within its warm-up times every step (RunSummary).
+std::string warmup_line(const TrainOptions& o, const RunReport& report) {
+  const auto steps = static_cast<int64_t>(report.steps.size());
+  if (steps > 0 && report.warmup_steps >= steps) {
+    return fmt::format(
+        "note: the run ended at step {}, within its {} warm-up steps: the summary times every "
+        "step, warm-up included\n",
+        steps, report.warmup_steps);
+  }
+  if (o.adaptive_warmup.enabled || report.warmup_steps >= o.warmup_steps) return "";
+  return fmt::format(
+      "note: {} warm-up step{}, not the {} of --warmup-steps, so that {} of the {} "
+      "steps {} timed\n",
+      report.warmup_steps, report.warmup_steps == 1 ? "" : "s", o.warmup_steps,
+      steps - report.warmup_steps, steps, steps - report.warmup_steps == 1 ? "is" : "are");
+}
+
 // --noise-scale: B_noise over the measured steps, or why the run could not estimate it.
 std::string noise_scale_text(const RunReport& report) {
   const auto warmup = static_cast<size_t>(report.warmup_steps);
@@ -138,6 +157,7 @@ int run_train(TrainArgs& args, const OptionSources& names) {
       s.step_ms_p90, s.measured_steps, s.measured_steps == 1 ? "" : "s", s.samples_per_second,
       s.first_loss, s.last_loss);
   fmt::print("{}", shared_cores_line(report));
+  fmt::print("{}", warmup_line(o, report));
   fmt::print("{}", fallback_line(report));
   fmt::print("{}", loss_scaling_line(report));
   fmt::print("{}", format_layer_profile(report));

@@ -84,5 +84,29 @@ TEST(Cli, ARunCountsItsCommunicationThreads) {
   }
 }
 
+// Steps timed other than those after the warm-up asked for are said: a warm-up cut so that one
+// step is timed, a run a target ended within its warm-up; none where the warm-up was kept.
+TEST(Cli, AWarmUpThatLeavesTheTimedStepsShortIsSaid) {
+  const std::string model = "train --model dense-100 --batch 4 -q ";
+  const Result cut = run(model + "--steps 3 --no-eval");
+  ASSERT_EQ(cut.status, 0) << cut.output;
+  EXPECT_TRUE(contains(cut.output, "over 1 step,")) << cut.output;
+  EXPECT_TRUE(contains(cut.output,
+                       "note: 2 warm-up steps, not the 5 of --warmup-steps, so that 1 of the 3 "
+                       "steps is timed\n"))
+      << cut.output;
+  const Result kept = run(model + "--steps 3 --warmup-steps 1 --no-eval");
+  ASSERT_EQ(kept.status, 0) << kept.output;
+  EXPECT_TRUE(contains(kept.output, "over 2 steps,")) << kept.output;
+  EXPECT_FALSE(contains(kept.output, "warm-up")) << kept.output;
+  const Result ended = run(model + "--steps 50 --eval-every 2 --until-loss 100");
+  ASSERT_EQ(ended.status, 0) << ended.output;
+  EXPECT_TRUE(contains(ended.output,
+                       "note: the run ended at step 2, within its 5 warm-up steps: the summary "
+                       "times every step, warm-up included\n"))
+      << ended.output;
+  EXPECT_TRUE(contains(ended.output, "over 2 steps,")) << ended.output;
+}
+
 }  // namespace
 }  // namespace scalescope
