@@ -240,16 +240,19 @@ TEST(CliValues, ABadFileIsNamedWithoutOurSourceLine) {
   EXPECT_EQ(unclear.status, 2);
   EXPECT_TRUE(contains(unclear.output, "scalescope: error: --verbose: 'x' is neither yes nor no"))
       << unclear.output;
-  // analyze's traces the same way; a directory where a file is read says so (it read as empty
-  // text: "not valid JSON").
+  // analyze's traces the same way, and a folder without traces; a directory where a file is read
+  // says so (it read as empty text: "not valid JSON").
+  const std::string folder = ::testing::TempDir() + "/no-traces";
+  std::filesystem::create_directories(folder);
   const std::pair<std::string, const char*> traces[] = {
-      {file, "not a Chrome trace: no 'traceEvents' array"},
-      {::testing::TempDir(), "it is a directory; name the files in it"}};
-  for (const auto& [trace, message] : traces) {
-    const scalescope::testing_util::CliResult r = run_cli("analyze " + trace);
-    EXPECT_NE(r.status, 0) << trace;
-    EXPECT_TRUE(contains(r.output, message)) << trace << " gave: " << r.output;
-    EXPECT_FALSE(contains(r.output, ".cpp:")) << trace << " gave: " << r.output;
+      {"analyze " + file, "not a Chrome trace: no 'traceEvents' array"},
+      {"analyze " + folder, "is a directory without traces (files named *.json"},
+      {"report " + ::testing::TempDir(), "it is a directory; name the files in it"}};
+  for (const auto& [args, message] : traces) {
+    const scalescope::testing_util::CliResult r = run_cli(args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_TRUE(contains(r.output, message)) << args << " gave: " << r.output;
+    EXPECT_FALSE(contains(r.output, ".cpp:")) << args << " gave: " << r.output;
   }
   const scalescope::testing_util::CliResult resume = run_cli("sweep --resume " + file + "-gone");
   EXPECT_TRUE(contains(resume.output, "-gone': No such file or directory")) << resume.output;
