@@ -59,17 +59,14 @@ void declare(AnalyzeArgs& a) {
   OptionList& list = a.list;
   list.add("TRACE", a.traces,
            "Traces of the job, one per rank or one holding every rank, or a folder of them: "
-           "Kineto's "
-           "Chrome trace "
-           "(torch.profiler's export_chrome_trace or TensorBoard handler; .gz accepted; a PyTorch "
-           "without Kineto writes its legacy profiler's, also read), an "
+           "Kineto's Chrome trace (torch.profiler's export_chrome_trace or TensorBoard handler; "
+           ".gz accepted; a PyTorch without Kineto writes its legacy profiler's, also read), an "
            "Nsight Systems SQLite export (nsys export --type sqlite) or scalescope's own "
            "(sweep --trace)")
       .command_line_only();
   list.add("--baseline", a.baseline,
            "A one-rank trace of the same job (same per-rank batch), or its folder: speedup, "
-           "efficiency and the "
-           "efficiency-loss split against it")
+           "efficiency and the efficiency-loss split against it")
       .command_line_only();
   // Checked when settled, before any trace is read: reading large traces takes a while.
   list.add("-o,--output", a.output, "Write the analysis as JSON (analysis-report.schema.json)",

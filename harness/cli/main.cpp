@@ -103,9 +103,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    // The program's flags (--version=x) before a command, else the command's.
-    if (command.empty()) scalescope::cli::check_flag_values(app, {argv + 1, argv + argc});
-    if (!command.empty()) scalescope::cli::check_flag_values(*command[0], {argv + 2, argv + argc});
+    // The command's flags, or the program's (--version=x) where there is no command.
+    const int first = command.empty() ? 1 : 2;
+    scalescope::cli::check_flag_values(command.empty() ? app : *command[0],
+                                       {argv + first, argv + argc});
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

@@ -64,11 +64,12 @@ std::string warmup_line(const TrainOptions& o, const RunReport& report) {
         steps, report.warmup_steps);
   }
   if (o.adaptive_warmup.enabled || report.warmup_steps >= o.warmup_steps) return "";
+  const int64_t timed = steps - report.warmup_steps;
   return fmt::format(
-      "note: {} warm-up step{}, not the {} of --warmup-steps, so that {} of the {} "
-      "steps {} timed\n",
-      report.warmup_steps, report.warmup_steps == 1 ? "" : "s", o.warmup_steps,
-      steps - report.warmup_steps, steps, steps - report.warmup_steps == 1 ? "is" : "are");
+      "note: {} warm-up step{}, not the {} of --warmup-steps, so that {} of the {} steps {} "
+      "timed\n",
+      report.warmup_steps, report.warmup_steps == 1 ? "" : "s", o.warmup_steps, timed, steps,
+      timed == 1 ? "is" : "are");
 }
 
 // --noise-scale: B_noise over the measured steps, or why the run could not estimate it.

@@ -115,10 +115,10 @@ std::string parse_error_message(const CLI::App& app, const std::vector<std::stri
     if (!unexpected.empty()) return unexpected;
   }
   const CLI::App* command = command_on_line(app, args);
-  if (command == nullptr && dynamic_cast<const CLI::RequiredError*>(&error) == nullptr) {
-    return fmt::format("{} (see scalescope --help)", error.what());  // of the program's flags
-  }
   if (command == nullptr) {
+    if (dynamic_cast<const CLI::RequiredError*>(&error) == nullptr) {
+      return fmt::format("{} (see scalescope --help)", error.what());  // of the program's flags
+    }
     // CLI11 asks for the command before it looks at the options: name one nobody declares.
     if (std::string unknown = unexpected_arguments_message(app, args);
         unknown.starts_with("unknown option")) {

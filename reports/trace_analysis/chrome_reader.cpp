@@ -219,11 +219,12 @@ json read_document(const Parse& parse, const std::string& file, CompleteEvents& 
   });
 }
 
-// The events that `kept` marks (Kineto's categories, or the legacy profiler's uncategorized
+// The events the format reads (Kineto's categories, or the legacy profiler's uncategorized
 // events), moved (not copied: a large trace's activities are most of the reader's memory) out
 // of `events`, as one rank's trace.
 RankTrace torch_trace(const json& doc, CompleteEvents& events, const std::string& file,
-                      TraceFormat format, bool CompleteEvents::Lanes::*kept) {
+                      TraceFormat format) {
+  const bool legacy = format == TraceFormat::kTorchLegacy;
   RankTrace t;
   t.file = file;
   t.format = format;
@@ -234,7 +235,7 @@ RankTrace torch_trace(const json& doc, CompleteEvents& events, const std::string
   std::vector<Activity>& activities = events.activities;
   size_t count = 0;
   for (size_t i = 0; i < activities.size(); ++i) {
-    if (!(events.lanes[i].*kept)) continue;
+    if (!(legacy ? events.lanes[i].uncategorized : events.lanes[i].kineto)) continue;
     // Not onto itself: a string moved onto itself may empty.
     if (count != i) activities[count] = std::move(activities[i]);
     ++count;
@@ -242,7 +243,7 @@ RankTrace torch_trace(const json& doc, CompleteEvents& events, const std::string
   activities.resize(count);
   t.activities = std::move(activities);
   events.lanes = {};  // not needed any more: its memory back before the sort takes its own
-  if (format == TraceFormat::kTorchLegacy) {
+  if (legacy) {
     for (Activity& a : t.activities) a.kind = kind_by_name(a.name);
   }
   t.sort();
@@ -271,8 +272,7 @@ RankTrace legacy_torch_trace(const json& doc, CompleteEvents& events, const std:
                  "work, so its steps cannot be split. Profile with torch.profiler and "
                  "ProfilerActivity.CUDA in a PyTorch built with Kineto (the PyPI and conda builds)",
                  file);
-  return torch_trace(doc, events, file, TraceFormat::kTorchLegacy,
-                     &CompleteEvents::Lanes::uncategorized);
+  return torch_trace(doc, events, file, TraceFormat::kTorchLegacy);
 }
 
 bool is_scalescope(const json& doc) {
@@ -314,7 +314,7 @@ std::vector<RankTrace> chrome_traces(const Parse& parse, const std::string& file
   }
   if (is_legacy_torch(doc, events)) return {legacy_torch_trace(doc, events, file)};
   if (events.kineto_error) std::rethrow_exception(events.kineto_error);
-  return {torch_trace(doc, events, file, TraceFormat::kKineto, &CompleteEvents::Lanes::kineto)};
+  return {torch_trace(doc, events, file, TraceFormat::kKineto)};
 }
 
 }  // namespace
